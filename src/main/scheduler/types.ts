@@ -1,0 +1,105 @@
+// The narrow interface between the scheduler (main thread, pure state
+// machine) and everything that drives it (HTTP and gRPC data path, admin).
+// Everything crossing it is a small flat record so that, with I/O workers,
+// the same calls travel as fixed-size records over SharedArrayBuffer rings.
+
+/** Why a lease ended. Every lease ends exactly once, with one of these. */
+export type ReleaseReason =
+  | 'end' // terminal END frame
+  | 'error' // terminal ERROR frame
+  | 'client_closed' // client closed or aborted
+  | 'send_failed' // the tunnel request could not be written to the node
+  | 'body_build_failed' // the rewritten body could not be produced
+  | 'timeout' // tunnel deadline passed
+  | 'fenced' // its node generation was superseded or disconnected
+  | 'stale_generation'; // pre-send fence found the node had reconnected
+
+/** Why an admission failed. Maps 1:1 onto the gateway's error catalogue. */
+export type RejectCode =
+  | 'model_not_found' // alias not in the catalog
+  | 'node_not_found' // direct dispatch named a node that serves no provider for the alias
+  | 'queue_full' // group queue at max_queue
+  | 'queue_timeout' // waited queue_timeout with candidates connected but busy
+  | 'no_provider_available'; // waited queue_timeout and no candidate was ever connected/eligible
+
+export interface AdmitRequest {
+  /** Unique per admission attempt stream, chosen by the data path. */
+  readonly requestId: number;
+  /** Model alias the client asked for (the group key). */
+  readonly alias: string;
+  /** Estimated input tokens (see estimateInputTokens); decides the long-context class. */
+  readonly estimatedTokens: number;
+  /** Direct dispatch: only providers on this node are candidates. */
+  readonly directNodeId: string | undefined;
+}
+
+export interface Grant {
+  readonly requestId: number;
+  /** Unique per lease; the handle for release(). A re-admission gets a new one. */
+  readonly leaseId: number;
+  readonly nodeId: string;
+  readonly providerId: string;
+  /** Served model name the body's `model` must be rewritten to. */
+  readonly servedModel: string;
+  /** Node connection generation the lease was minted for. */
+  readonly generation: number;
+  /** Time spent queued before this grant, ms. */
+  readonly queuedMs: number;
+}
+
+/** Receives the scheduler's decisions, synchronously, from inside its calls. */
+export interface SchedulerSink {
+  grant(grant: Grant): void;
+  reject(requestId: number, code: RejectCode, retryAfterSec: number): void;
+}
+
+export interface LeaseInfo {
+  readonly leaseId: number;
+  readonly requestId: number;
+  readonly alias: string;
+  readonly nodeId: string;
+  readonly providerId: string;
+  readonly generation: number;
+}
+
+export interface ConnectResult {
+  readonly generation: number;
+  /** Leases of the superseded generation, released as `fenced`. */
+  readonly fenced: readonly LeaseInfo[];
+}
+
+export interface ProviderStatus {
+  readonly id: string;
+  readonly nodeId: string;
+  readonly capacity: number;
+  readonly inFlight: number;
+  /** Requests queued in groups this provider serves. */
+  readonly queued: number;
+  readonly loadRatio: number;
+  readonly connected: boolean;
+  readonly enabled: boolean;
+  readonly draining: boolean;
+  readonly servedModels: readonly string[];
+}
+
+export interface GroupStatus {
+  readonly alias: string;
+  readonly queueDepth: number;
+  readonly maxQueue: number;
+  readonly queueTimeoutMs: number;
+}
+
+export interface NodeStatus {
+  readonly id: string;
+  readonly connected: boolean;
+  readonly generation: number;
+  readonly connectedSinceMs: number | undefined;
+  readonly draining: boolean;
+}
+
+export interface SchedulerStatus {
+  readonly nodes: readonly NodeStatus[];
+  readonly providers: readonly ProviderStatus[];
+  readonly groups: readonly GroupStatus[];
+  readonly liveLeases: number;
+}
