@@ -1,0 +1,167 @@
+// Drives the pure Scheduler from the event loop: stamps every call with the
+// monotonic clock, arms the one timer the queue deadlines need, and hands
+// the scheduler's decisions to the data path AFTER the scheduler call that
+// produced them has returned. That last point matters: a decision handler
+// may itself call back (a failed send releases its lease), and the
+// scheduler must never be re-entered mid-pump.
+import { performance } from 'node:perf_hooks';
+import type { EdgeConfig } from '../shared/config-types.js';
+import { Scheduler } from './scheduler/scheduler.js';
+import type {
+  AdmitRequest,
+  ConnectResult,
+  Grant,
+  LeaseInfo,
+  RejectCode,
+  ReleaseReason,
+  SchedulerSink,
+  SchedulerStatus,
+} from './scheduler/types.js';
+
+/** Where decisions go: the data path (directly, or through a ring later). */
+export interface DecisionHandler {
+  onGrant(grant: Grant): void;
+  onReject(requestId: number, code: RejectCode, retryAfterSec: number): void;
+}
+
+interface Rejection {
+  readonly requestId: number;
+  readonly code: RejectCode;
+  readonly retryAfterSec: number;
+}
+
+type Decision = Grant | Rejection;
+
+function isGrant(decision: Decision): decision is Grant {
+  return (decision as Grant).leaseId !== undefined;
+}
+
+export class SchedulerDriver implements SchedulerSink {
+  readonly scheduler: Scheduler;
+  private handler: DecisionHandler | undefined;
+  private readonly decisions: Decision[] = [];
+  private delivering = false;
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+
+  constructor(config: EdgeConfig) {
+    this.scheduler = new Scheduler(config, this);
+  }
+
+  setHandler(handler: DecisionHandler): void {
+    this.handler = handler;
+  }
+
+  // SchedulerSink: only records; delivery happens in flush().
+  grant(grant: Grant): void {
+    this.decisions.push(grant);
+  }
+
+  reject(requestId: number, code: RejectCode, retryAfterSec: number): void {
+    this.decisions.push({ requestId, code, retryAfterSec });
+  }
+
+  admit(request: AdmitRequest): void {
+    this.scheduler.admit(request, performance.now());
+    this.flush();
+  }
+
+  cancel(requestId: number): boolean {
+    const removed = this.scheduler.cancel(requestId, performance.now());
+    this.flush();
+    return removed;
+  }
+
+  release(leaseId: number, reason: ReleaseReason): boolean {
+    const released = this.scheduler.release(leaseId, reason, performance.now());
+    this.flush();
+    return released;
+  }
+
+  /** Pre-send fence; when stale the request is re-admitted and its new decision delivered. */
+  confirm(leaseId: number): boolean {
+    const current = this.scheduler.confirm(leaseId, performance.now());
+    this.flush();
+    return current;
+  }
+
+  connect(nodeId: string): ConnectResult | undefined {
+    const result = this.scheduler.connect(nodeId, performance.now());
+    this.flush();
+    return result;
+  }
+
+  disconnect(nodeId: string, generation: number): readonly LeaseInfo[] | undefined {
+    const released = this.scheduler.disconnect(nodeId, generation, performance.now());
+    this.flush();
+    return released;
+  }
+
+  setDraining(nodeId: string, draining: boolean): void {
+    this.scheduler.setDraining(nodeId, draining, performance.now());
+    this.flush();
+  }
+
+  setConfig(config: EdgeConfig): void {
+    this.scheduler.setConfig(config, performance.now());
+    this.flush();
+  }
+
+  status(): SchedulerStatus {
+    return this.scheduler.status();
+  }
+
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Infinity;
+  }
+
+  private flush(): void {
+    if (this.delivering) return; // the outer flush loop picks these up
+    const handler = this.handler;
+    this.delivering = true;
+    let delivered = 0;
+    try {
+      // Index loop: handlers may append more decisions while we deliver.
+      while (delivered < this.decisions.length) {
+        const decision = this.decisions[delivered++];
+        if (!handler) continue;
+        if (isGrant(decision)) handler.onGrant(decision);
+        else handler.onReject(decision.requestId, decision.code, decision.retryAfterSec);
+      }
+    } finally {
+      // A throwing handler loses only its own decision, never replays others.
+      this.decisions.splice(0, delivered);
+      this.delivering = false;
+    }
+    this.armTimer();
+  }
+
+  private armTimer(): void {
+    const deadline = this.scheduler.nextDeadline();
+    if (deadline === undefined) {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      return;
+    }
+    if (this.timer && deadline >= this.timerAt) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = deadline;
+    this.timer = setTimeout(onDeadline, Math.max(0, deadline - performance.now()) + 1, this);
+    this.timer.unref();
+  }
+
+  /** @internal timer callback */
+  expire(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    this.scheduler.tick(performance.now());
+    this.flush();
+  }
+}
+
+function onDeadline(driver: SchedulerDriver): void {
+  driver.expire();
+}

@@ -1,0 +1,79 @@
+// Who may serve a request, resolved from the live state on every call
+// (never a snapshot from enqueue time): a provider in the alias's map,
+// enabled, on a connected node that is not draining, matching the direct
+// node if one was named, and covering the request's context if it is long.
+import type { GroupEntry, GroupState, ProviderState } from './state.js';
+
+/** Provider accepts new work at all (capacity aside). */
+export function isEligible(p: ProviderState): boolean {
+  return p.enabled && p.inCatalog && p.node.connected && !p.node.draining;
+}
+
+/**
+ * Token count that narrows the candidate set: 0 for a short request (no
+ * context filter), its estimate for a long one. A larger value never widens
+ * the set, which is what the pump's failure memo relies on.
+ */
+export function contextNeed(estimatedTokens: number, longThreshold: number): number {
+  return estimatedTokens >= longThreshold ? estimatedTokens : 0;
+}
+
+/** The static part of candidacy: direct node and context length. */
+export function fits(p: ProviderState, directNodeId: string | undefined, need: number): boolean {
+  if (directNodeId !== undefined && p.node.id !== directNodeId) return false;
+  if (need === 0) return true;
+  return p.maxContextTokens !== undefined && p.maxContextTokens >= need;
+}
+
+/**
+ * The free candidate with the lowest inFlight/capacity; ties keep the
+ * earlier entry (entries are sorted by provider id, then node id).
+ */
+export function pickCandidate(group: GroupState, directNodeId: string | undefined, need: number): GroupEntry | undefined {
+  const entries = group.entries;
+  let best: GroupEntry | undefined;
+  let bestInFlight = 0;
+  let bestCapacity = 1;
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i];
+    const p = entry.provider;
+    if (p.inFlight >= p.capacity || !isEligible(p) || !fits(p, directNodeId, need)) continue;
+    // a/b < c/d without floating point: a*d < c*b (capacities are positive here).
+    if (best === undefined || p.inFlight * bestCapacity < bestInFlight * p.capacity) {
+      best = entry;
+      bestInFlight = p.inFlight;
+      bestCapacity = p.capacity;
+    }
+  }
+  return best;
+}
+
+/** Some provider of the group has a free slot for someone: the pump's early stop. */
+export function hasFreeProvider(group: GroupState): boolean {
+  const entries = group.entries;
+  for (let i = 0; i < entries.length; i++) {
+    const p = entries[i].provider;
+    if (p.inFlight < p.capacity && isEligible(p)) return true;
+  }
+  return false;
+}
+
+/** Some candidate exists, busy or not: decides queue_timeout vs no_provider_available. */
+export function hasEligibleCandidate(group: GroupState, directNodeId: string | undefined, need: number): boolean {
+  for (const entry of group.entries) {
+    const p = entry.provider;
+    if (isEligible(p) && fits(p, directNodeId, need)) return true;
+  }
+  return false;
+}
+
+/** The alias's config names a provider on that node (direct dispatch target exists). */
+export function servesOnNode(group: GroupState, nodeId: string): boolean {
+  for (const entry of group.entries) if (entry.provider.node.id === nodeId) return true;
+  return false;
+}
+
+/** Retry-After for queue_full / queue_timeout: the longest a waiter ahead can hold its place. */
+export function retryAfterSec(queueTimeoutMs: number): number {
+  return Math.max(1, Math.ceil(queueTimeoutMs / 1000));
+}

@@ -1,0 +1,556 @@
+// The scheduler: admission, queues, leases and node generations as one
+// synchronous state machine. No I/O, no timers, no clock: every call gets
+// `now` (ms) and finishes its whole transition (expire, act, pump) before it
+// returns, so each "critical section" of the contract is one plain call.
+//
+// Decisions go to the sink after the transition, in order, from inside the
+// call that produced them; a sink that calls back in is safe (its decisions
+// are appended and delivered by the outer call).
+import type { EdgeConfig } from '../../shared/config-types.js';
+import { buildCatalog } from './catalog.js';
+import {
+  contextNeed,
+  hasEligibleCandidate,
+  hasFreeProvider,
+  pickCandidate,
+  retryAfterSec,
+  servesOnNode,
+} from './candidates.js';
+import { DeadlineHeap } from './deadline-heap.js';
+import { checkInvariants } from './invariants.js';
+import { Registry } from './registry.js';
+import { Lease, type GroupEntry, type GroupState, type NodeState } from './state.js';
+import { buildStatus } from './status.js';
+import type {
+  AdmitRequest,
+  ConnectResult,
+  Grant,
+  LeaseInfo,
+  RejectCode,
+  ReleaseReason,
+  SchedulerSink,
+  SchedulerStatus,
+} from './types.js';
+import { QueueItem } from './wait-queue.js';
+
+/**
+ * Leases fenced before confirm() are remembered so the pending send can
+ * still re-admit its request. The data path ends each with confirm() or
+ * release(); the cap only bounds memory if a caller forgets.
+ */
+const MAX_FENCED_UNSENT = 10_000;
+
+/** Retry-After for the second stale fence: the node flapped twice, retry soon. */
+const STALE_RETRY_AFTER_SEC = 1;
+
+const NO_LEASES: readonly LeaseInfo[] = Object.freeze([]);
+
+class Rejection {
+  constructor(
+    readonly requestId: number,
+    readonly code: RejectCode,
+    readonly retryAfterSec: number,
+  ) {}
+}
+
+export interface CapacityExcess {
+  readonly providerId: string;
+  readonly inFlight: number;
+  readonly capacity: number;
+}
+
+export class Scheduler {
+  private readonly sink: SchedulerSink;
+  private readonly registry = new Registry();
+  /** Groups with a non-empty queue: what a pump walks. */
+  private readonly waiting = new Set<GroupState>();
+  private readonly queued = new Map<number, QueueItem>();
+  private readonly deadlines = new DeadlineHeap();
+  private readonly leases = new Map<number, Lease>();
+  /** Leases fenced before confirm(): leaseId -> the released lease. */
+  private readonly fencedUnsent = new Map<number, Lease>();
+  private readonly outbox: (Grant | Rejection)[] = [];
+  private delivering = false;
+  /** Reused by every pump: the groups still being walked. */
+  private readonly active: GroupState[] = [];
+  private lastSeq = 0;
+  private lastLeaseId = 0;
+  private lastGeneration = 0;
+  private now = -Infinity;
+  /** Grants made while their provider was full: must stay 0 (checked by checkInvariants). */
+  private grantsOverCapacity = 0;
+
+  constructor(config: EdgeConfig, sink: SchedulerSink) {
+    this.sink = sink;
+    this.registry.apply(buildCatalog(config));
+  }
+
+  // --- Admission ------------------------------------------------------------
+
+  /**
+   * Grants at once when a candidate has a free slot (no queued request can
+   * use a free slot: every call ends with a pump), otherwise queues, or
+   * rejects: model_not_found, node_not_found, queue_full.
+   */
+  admit(req: AdmitRequest, now: number): void {
+    this.expire(now);
+    if (this.queued.has(req.requestId)) {
+      this.flush(); // expiries already decided still go out
+      throw new RangeError(`request ${req.requestId} is already queued`);
+    }
+    const group = this.registry.groups.get(req.alias);
+    if (group === undefined || !group.inCatalog) {
+      this.outbox.push(new Rejection(req.requestId, 'model_not_found', 0));
+    } else if (req.directNodeId !== undefined && !servesOnNode(group, req.directNodeId)) {
+      this.outbox.push(new Rejection(req.requestId, 'node_not_found', 0));
+    } else {
+      const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
+      const entry = pickCandidate(group, req.directNodeId, need);
+      const seq = ++this.lastSeq;
+      if (entry !== undefined) {
+        this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0);
+      } else if (group.queue.length >= group.maxQueue) {
+        this.outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
+      } else {
+        const item = new QueueItem(
+          req.requestId,
+          group,
+          seq,
+          req.estimatedTokens,
+          req.directNodeId,
+          now,
+          now + group.queueTimeoutMs,
+          0,
+        );
+        group.queue.push(item);
+        this.track(item);
+      }
+    }
+    this.flush();
+  }
+
+  /** The client went away while queued: removed, nothing reserved. False if not queued. */
+  cancel(requestId: number, now: number): boolean {
+    this.expire(now);
+    const item = this.queued.get(requestId);
+    if (item !== undefined) this.dequeue(item);
+    this.flush();
+    return item !== undefined;
+  }
+
+  /** Expires due queued requests and pumps. */
+  tick(now: number): void {
+    this.expire(now);
+    this.pump();
+    this.flush();
+  }
+
+  /** Earliest queued deadline (ms), for the driver's single timer. */
+  nextDeadline(): number | undefined {
+    return this.deadlines.peek()?.deadline;
+  }
+
+  // --- Leases ---------------------------------------------------------------
+
+  /**
+   * Ends a lease. True only for the call that actually released it. The
+   * reason does not change the accounting (every release frees the slot the
+   * same way); it is the caller's to log and count.
+   */
+  release(leaseId: number, reason: ReleaseReason, now: number): boolean {
+    void reason;
+    this.expire(now);
+    const lease = this.leases.get(leaseId);
+    if (lease === undefined) {
+      // Ending a fenced lease also ends its claim to a re-admission.
+      this.fencedUnsent.delete(leaseId);
+      this.flush();
+      return false;
+    }
+    this.dropLease(lease);
+    this.pump();
+    this.flush();
+    return true;
+  }
+
+  /**
+   * Pre-send fence. True when the lease's generation is still its node's
+   * current connection (the request may be sent). Otherwise false, and the
+   * request is re-admitted once, keeping its original place in the queue
+   * order; a second stale fence rejects it (no_provider_available). A lease
+   * fenced by connect/disconnect before this call counts as stale here.
+   */
+  confirm(leaseId: number, now: number): boolean {
+    this.expire(now);
+    const lease = this.leases.get(leaseId);
+    let current = false;
+    if (lease !== undefined) {
+      if (lease.node.connected && lease.generation === lease.node.generation) {
+        lease.confirmed = true;
+        current = true;
+      } else {
+        // Released as 'stale_generation'; unreachable while fencing releases
+        // every lease of a superseded generation, kept as a safety net.
+        this.dropLease(lease);
+        this.readmit(lease, now);
+      }
+    } else {
+      const fenced = this.fencedUnsent.get(leaseId);
+      if (fenced !== undefined) {
+        this.fencedUnsent.delete(leaseId);
+        this.readmit(fenced, now);
+      }
+    }
+    if (!current) this.pump();
+    this.flush();
+    return current;
+  }
+
+  lease(leaseId: number): LeaseInfo | undefined {
+    return this.leases.get(leaseId)?.info();
+  }
+
+  // --- Nodes ----------------------------------------------------------------
+
+  /**
+   * A node connected (or reconnected). Supersedes its current connection in
+   * the same step: that generation's leases are released as fenced and
+   * returned, a new generation is minted, its providers become candidates
+   * and every queue is pumped. Undefined for a node not in the catalog.
+   */
+  connect(nodeId: string, now: number): ConnectResult | undefined {
+    this.expire(now);
+    const node = this.registry.nodes.get(nodeId);
+    if (node === undefined || !node.inCatalog) {
+      this.flush();
+      return undefined;
+    }
+    const fenced = node.connected ? this.fence(node) : NO_LEASES;
+    node.connected = true;
+    node.generation = ++this.lastGeneration;
+    node.connectedSinceMs = now;
+    node.draining = false; // draining belongs to a connection (the agent's Leaving)
+    this.pump();
+    this.flush();
+    return { generation: node.generation, fenced };
+  }
+
+  /**
+   * Connection (node, generation) ended. A late callback for a superseded
+   * generation returns undefined and touches nothing. Otherwise its leases
+   * are released as fenced and returned, the node goes offline, queues pump.
+   */
+  disconnect(nodeId: string, generation: number, now: number): LeaseInfo[] | undefined {
+    this.expire(now);
+    const node = this.registry.nodes.get(nodeId);
+    if (node === undefined || !node.connected || node.generation !== generation) {
+      this.flush();
+      return undefined;
+    }
+    const fenced = this.fence(node);
+    node.connected = false;
+    node.connectedSinceMs = undefined;
+    node.draining = false;
+    this.registry.forgetNodeIfUnused(node);
+    this.pump();
+    this.flush();
+    return fenced;
+  }
+
+  /** A draining node gets no new grants; its open leases run to their end. */
+  setDraining(nodeId: string, draining: boolean, now: number): void {
+    this.expire(now);
+    const node = this.registry.nodes.get(nodeId);
+    if (node !== undefined && node.connected) {
+      node.draining = draining;
+      if (!draining) this.pump();
+    }
+    this.flush();
+  }
+
+  // --- Config ---------------------------------------------------------------
+
+  /**
+   * Live catalog swap. Queued requests and leases stay; queued deadlines
+   * stay; the new policy applies to new admissions. Leases on a provider
+   * that disappeared (or whose capacity dropped) stay counted until they end.
+   */
+  setConfig(config: EdgeConfig, now: number): void {
+    this.expire(now);
+    this.registry.apply(buildCatalog(config));
+    this.pump();
+    this.flush();
+  }
+
+  // --- Introspection --------------------------------------------------------
+
+  status(): SchedulerStatus {
+    return buildStatus(this.registry, this.leases.size);
+  }
+
+  /** Empty when every invariant holds. For tests and debug endpoints. */
+  checkInvariants(): string[] {
+    return checkInvariants({
+      nodes: this.registry.nodes,
+      providers: this.registry.providers,
+      groups: this.registry.groups,
+      waiting: this.waiting,
+      queued: this.queued,
+      deadlines: this.deadlines,
+      leases: this.leases,
+      fencedUnsent: this.fencedUnsent,
+      longThreshold: this.registry.longThreshold,
+      now: this.now,
+      grantsOverCapacity: this.grantsOverCapacity,
+    });
+  }
+
+  /**
+   * Providers whose in-flight exceeds a capacity that config lowered (or a
+   * provider config removed): allowed, since those leases were granted under
+   * the old budget; no new grant goes there until they drain below it.
+   */
+  capacityExcess(): CapacityExcess[] {
+    const out: CapacityExcess[] = [];
+    for (const p of this.registry.providers.values()) {
+      if (p.inFlight > p.capacity) out.push({ providerId: p.id, inFlight: p.inFlight, capacity: p.capacity });
+    }
+    return out;
+  }
+
+  // --- Internals ------------------------------------------------------------
+
+  private grant(
+    group: GroupState,
+    entry: GroupEntry,
+    requestId: number,
+    seq: number,
+    estimatedTokens: number,
+    directNodeId: string | undefined,
+    attempt: number,
+    queuedMs: number,
+  ): void {
+    const provider = entry.provider;
+    const node = provider.node;
+    if (provider.inFlight >= provider.capacity) this.grantsOverCapacity++;
+    provider.inFlight++;
+    const lease = new Lease(
+      ++this.lastLeaseId,
+      requestId,
+      group.alias,
+      provider,
+      node,
+      node.generation,
+      seq,
+      estimatedTokens,
+      directNodeId,
+      attempt,
+    );
+    this.leases.set(lease.leaseId, lease);
+    node.leases.add(lease);
+    const grant: Grant = {
+      requestId,
+      leaseId: lease.leaseId,
+      nodeId: node.id,
+      providerId: provider.id,
+      servedModel: entry.servedModel,
+      generation: node.generation,
+      queuedMs,
+    };
+    this.outbox.push(grant);
+  }
+
+  private dropLease(lease: Lease): void {
+    const provider = lease.provider;
+    this.leases.delete(lease.leaseId);
+    lease.node.leases.delete(lease);
+    provider.inFlight--;
+    if (provider.inFlight <= provider.capacity) provider.excessAllowed = false;
+    if (!provider.inCatalog && provider.inFlight === 0) this.registry.providers.delete(provider.id);
+    this.registry.forgetNodeIfUnused(lease.node);
+  }
+
+  /** Releases every lease of the node's current generation as fenced. */
+  private fence(node: NodeState): LeaseInfo[] {
+    const fenced: LeaseInfo[] = [];
+    for (const lease of node.leases) {
+      fenced.push(lease.info());
+      this.dropLease(lease);
+      if (!lease.confirmed) this.rememberFencedUnsent(lease);
+    }
+    return fenced;
+  }
+
+  private rememberFencedUnsent(lease: Lease): void {
+    if (this.fencedUnsent.size >= MAX_FENCED_UNSENT) {
+      const oldest = this.fencedUnsent.keys().next();
+      if (!oldest.done) this.fencedUnsent.delete(oldest.value);
+    }
+    this.fencedUnsent.set(lease.leaseId, lease);
+  }
+
+  /** Puts a request whose lease went stale back in its queue, once. */
+  private readmit(lease: Lease, now: number): void {
+    if (lease.attempt >= 1) {
+      this.outbox.push(new Rejection(lease.requestId, 'no_provider_available', STALE_RETRY_AFTER_SEC));
+      return;
+    }
+    const group = this.registry.groups.get(lease.alias);
+    if (group === undefined || !group.inCatalog) {
+      this.outbox.push(new Rejection(lease.requestId, 'model_not_found', 0));
+      return;
+    }
+    if (lease.directNodeId !== undefined && !servesOnNode(group, lease.directNodeId)) {
+      this.outbox.push(new Rejection(lease.requestId, 'node_not_found', 0));
+      return;
+    }
+    if (this.queued.has(lease.requestId)) return; // the caller admitted it again already
+    // It already passed admission: max_queue does not apply, and its
+    // original sequence puts it ahead of everyone who came after it. The
+    // pump that follows grants it at once if a candidate is free.
+    const item = new QueueItem(
+      lease.requestId,
+      group,
+      lease.seq,
+      lease.estimatedTokens,
+      lease.directNodeId,
+      now,
+      now + group.queueTimeoutMs,
+      1,
+    );
+    group.queue.insertBySeq(item);
+    this.track(item);
+  }
+
+  private track(item: QueueItem): void {
+    this.queued.set(item.requestId, item);
+    this.deadlines.push(item);
+    this.waiting.add(item.group);
+  }
+
+  private dequeue(item: QueueItem): void {
+    const group = item.group;
+    group.queue.remove(item);
+    this.queued.delete(item.requestId);
+    this.deadlines.remove(item);
+    if (group.queue.length === 0) {
+      this.waiting.delete(group);
+      const groups = this.registry.groups;
+      if (!group.inCatalog && groups.get(group.alias) === group) groups.delete(group.alias);
+    }
+  }
+
+  /** Rejects every queued request whose deadline is at or before `now`. */
+  private expire(now: number): void {
+    if (now > this.now) this.now = now;
+    for (;;) {
+      const item = this.deadlines.peek();
+      if (item === undefined || item.deadline > now) return;
+      const group = item.group;
+      const need = contextNeed(item.estimatedTokens, this.registry.longThreshold);
+      const code: RejectCode = hasEligibleCandidate(group, item.directNodeId, need)
+        ? 'queue_timeout'
+        : 'no_provider_available';
+      this.dequeue(item);
+      this.outbox.push(new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
+    }
+  }
+
+  /**
+   * Grants every queued request that has a free candidate, oldest first
+   * across all groups (a provider shared by several aliases serves the
+   * globally oldest eligible waiter). A waiter whose candidates are all busy
+   * is skipped, not a barrier. One pass suffices: capacity only shrinks
+   * during a pump, so an item that found nothing free will not later.
+   */
+  private pump(): void {
+    if (this.waiting.size === 0) return;
+    const active = this.active;
+    active.length = 0; // in case a previous pump was cut short by a throw
+    for (const group of this.waiting) {
+      if (!hasFreeProvider(group)) continue;
+      group.cursor = group.queue.head;
+      group.failUndirected = Infinity;
+      if (group.failByNode.size > 0) group.failByNode.clear();
+      active.push(group);
+    }
+    const threshold = this.registry.longThreshold;
+    while (active.length > 0) {
+      // Few groups wait at once; a linear scan for the oldest cursor is cheapest.
+      let at = 0;
+      let oldest = (active[0].cursor as QueueItem).seq;
+      for (let i = 1; i < active.length; i++) {
+        const seq = (active[i].cursor as QueueItem).seq;
+        if (seq < oldest) {
+          oldest = seq;
+          at = i;
+        }
+      }
+      const group = active[at];
+      const item = group.cursor as QueueItem;
+      group.cursor = item.next;
+      const need = contextNeed(item.estimatedTokens, threshold);
+      if (!knownToFail(group, item.directNodeId, need)) {
+        const entry = pickCandidate(group, item.directNodeId, need);
+        if (entry !== undefined) {
+          this.dequeue(item);
+          this.grant(
+            group,
+            entry,
+            item.requestId,
+            item.seq,
+            item.estimatedTokens,
+            item.directNodeId,
+            item.attempt,
+            this.now - item.enqueuedAt,
+          );
+        } else {
+          rememberFailure(group, item.directNodeId, need);
+        }
+      }
+      // Stop walking a group once nothing of it is free (the common case
+      // after a release: one grant, then every slot is taken again).
+      if (group.cursor === null || !hasFreeProvider(group)) {
+        group.cursor = null;
+        active[at] = active[active.length - 1];
+        active.pop();
+      }
+    }
+  }
+
+  private flush(): void {
+    if (this.delivering) return; // the outer call's loop delivers these
+    this.delivering = true;
+    const outbox = this.outbox;
+    let delivered = 0;
+    try {
+      while (delivered < outbox.length) {
+        const decision = outbox[delivered++];
+        if (decision instanceof Rejection) this.sink.reject(decision.requestId, decision.code, decision.retryAfterSec);
+        else this.sink.grant(decision);
+      }
+    } finally {
+      // A throwing sink loses only the decision it threw on.
+      if (delivered === outbox.length) outbox.length = 0;
+      else outbox.splice(0, delivered);
+      this.delivering = false;
+    }
+  }
+
+}
+
+function knownToFail(group: GroupState, directNodeId: string | undefined, need: number): boolean {
+  if (need >= group.failUndirected) return true;
+  if (directNodeId === undefined) return false;
+  const failed = group.failByNode.get(directNodeId);
+  return failed !== undefined && need >= failed;
+}
+
+function rememberFailure(group: GroupState, directNodeId: string | undefined, need: number): void {
+  if (directNodeId === undefined) {
+    if (need < group.failUndirected) group.failUndirected = need;
+    return;
+  }
+  const failed = group.failByNode.get(directNodeId);
+  if (failed === undefined || need < failed) group.failByNode.set(directNodeId, need);
+}

@@ -1,0 +1,101 @@
+// The scheduler's mutable records. They outlive config swaps: a provider's
+// in-flight count and a node's connection survive setConfig, only their
+// configured fields are rewritten.
+import type { LeaseInfo } from './types.js';
+import { WaitQueue, type QueueItem } from './wait-queue.js';
+
+/** A configured node and its current connection, if any. */
+export class NodeState {
+  inCatalog = false;
+  connected = false;
+  /** Generation of the current (or last) connection; 0 = never connected. */
+  generation = 0;
+  connectedSinceMs: number | undefined = undefined;
+  /** Per connection: a node that said Leaving takes no new grants. */
+  draining = false;
+  /** Live leases minted on this node, so fencing is O(its leases). */
+  readonly leases = new Set<Lease>();
+
+  constructor(readonly id: string) {}
+}
+
+/** A provider: one capacity budget shared by every alias it serves. */
+export class ProviderState {
+  inCatalog = false;
+  capacity = 0;
+  maxContextTokens: number | undefined = undefined;
+  enabled = false;
+  /** Always equals the number of live leases on this provider. */
+  inFlight = 0;
+  /** Distinct served model names, for status. */
+  servedModels: readonly string[] = [];
+  /**
+   * Set when config lowered capacity below inFlight (or removed the
+   * provider): the excess leases were granted under the old budget and may
+   * finish; no new grant is made until inFlight is below capacity again.
+   */
+  excessAllowed = false;
+
+  constructor(
+    readonly id: string,
+    public node: NodeState,
+  ) {}
+}
+
+/** One provider of a model group, with the name it serves the alias under. */
+export interface GroupEntry {
+  readonly provider: ProviderState;
+  readonly servedModel: string;
+}
+
+/** A model group (alias): its policy, its providers and its FIFO. */
+export class GroupState {
+  inCatalog = false;
+  maxQueue = 0;
+  queueTimeoutMs = 0;
+  /** Sorted by provider id, then node id: the tie-break order. */
+  entries: readonly GroupEntry[] = [];
+  readonly queue = new WaitQueue();
+
+  // Scratch of one pump. Capacity only shrinks during a pump, so an item
+  // that found no free candidate proves that every later item of this group
+  // with the same or a narrower candidate set finds none either.
+  cursor: QueueItem | null = null;
+  /** Smallest candidate-narrowing token count that failed for an undirected item. */
+  failUndirected = Infinity;
+  /** Same, per direct-dispatch node id. */
+  readonly failByNode = new Map<string, number>();
+
+  constructor(readonly alias: string) {}
+}
+
+/** A live grant: the slot is counted against its provider until released. */
+export class Lease {
+  /** Set by confirm(): the request was cleared to be sent. */
+  confirmed = false;
+
+  constructor(
+    readonly leaseId: number,
+    readonly requestId: number,
+    readonly alias: string,
+    readonly provider: ProviderState,
+    readonly node: NodeState,
+    readonly generation: number,
+    // What re-admission needs to put the request back where it was.
+    readonly seq: number,
+    readonly estimatedTokens: number,
+    readonly directNodeId: string | undefined,
+    readonly attempt: number,
+  ) {}
+
+  info(): LeaseInfo {
+    return {
+      leaseId: this.leaseId,
+      requestId: this.requestId,
+      alias: this.alias,
+      nodeId: this.node.id,
+      providerId: this.provider.id,
+      generation: this.generation,
+    };
+  }
+}

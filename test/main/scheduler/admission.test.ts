@@ -1,0 +1,206 @@
+// Admission (provider pool): the queue rules of semantics.md.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { makeConfig, req, setup } from './fixtures.js';
+
+const ONE_SLOT = {
+  nodes: { n1: [{ id: 'p1', capacity: 1 }] },
+  models: [{ alias: 'chat', providers: { p1: 'llama3:8b' }, maxQueue: 2, queueTimeoutMs: 5_000 }],
+};
+
+test('admits at once when the queue is empty and a slot is free', () => {
+  const { s, sink, gen } = setup(ONE_SLOT);
+  s.admit(req(1, 'chat'), 100);
+  const [d] = sink.take();
+  assert.equal(d.kind, 'grant');
+  assert.deepEqual(d.kind === 'grant' && d.grant, {
+    requestId: 1,
+    leaseId: d.kind === 'grant' ? d.grant.leaseId : 0,
+    nodeId: 'n1',
+    providerId: 'p1',
+    servedModel: 'llama3:8b',
+    generation: gen.get('n1'),
+    queuedMs: 0,
+  });
+  assert.deepEqual(s.lease(d.kind === 'grant' ? d.grant.leaseId : 0), {
+    leaseId: d.kind === 'grant' ? d.grant.leaseId : 0,
+    requestId: 1,
+    alias: 'chat',
+    nodeId: 'n1',
+    providerId: 'p1',
+    generation: gen.get('n1'),
+  });
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('an unknown model is rejected with model_not_found', () => {
+  const { s, sink } = setup(ONE_SLOT);
+  s.admit(req(1, 'no-such-model'), 0);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 1, code: 'model_not_found', retryAfterSec: 0 }]);
+  assert.equal(s.status().liveLeases, 0);
+});
+
+test('queues while every candidate slot is busy and grants in FIFO order as slots free', () => {
+  const { s, sink } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5 }] });
+  s.admit(req(1, 'chat'), 0);
+  const first = sink.takeGrants()[0];
+  s.admit(req(2, 'chat'), 10);
+  s.admit(req(3, 'chat'), 20);
+  assert.deepEqual(sink.take(), [], 'both wait: the only slot is taken');
+  assert.equal(s.status().groups[0].queueDepth, 2);
+
+  assert.equal(s.release(first.leaseId, 'end', 110), true);
+  const second = sink.takeGrants();
+  assert.deepEqual(
+    second.map((g) => [g.requestId, g.queuedMs]),
+    [[2, 100]],
+    'the head is granted by the release, with the time it waited',
+  );
+  s.release(second[0].leaseId, 'end', 150);
+  assert.deepEqual(
+    sink.takeGrants().map((g) => [g.requestId, g.queuedMs]),
+    [[3, 130]],
+  );
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('queue full rejects with queue_full and a Retry-After', () => {
+  const { s, sink } = setup(ONE_SLOT); // maxQueue 2, timeout 5 s
+  s.admit(req(1, 'chat'), 0); // granted
+  s.admit(req(2, 'chat'), 0); // queued
+  s.admit(req(3, 'chat'), 0); // queued
+  sink.take();
+  s.admit(req(4, 'chat'), 0);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 4, code: 'queue_full', retryAfterSec: 5 }]);
+  assert.equal(s.status().groups[0].queueDepth, 2);
+});
+
+test('max_queue 0 never queues: a busy pool rejects at once', () => {
+  const { s, sink } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 0 }] });
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0);
+  assert.deepEqual(
+    sink.take().map((d) => d.kind === 'reject' && d.code),
+    [false, 'queue_full'],
+  );
+});
+
+test('queue timeout rejects with queue_timeout when candidates are connected but busy', () => {
+  const { s, sink } = setup(ONE_SLOT);
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 1_000);
+  sink.take();
+  assert.equal(s.nextDeadline(), 6_000);
+  s.tick(5_999);
+  assert.deepEqual(sink.take(), [], 'not yet due');
+  s.tick(6_000);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'queue_timeout', retryAfterSec: 5 }]);
+  assert.equal(s.nextDeadline(), undefined);
+  assert.equal(s.status().groups[0].queueDepth, 0);
+});
+
+test('a request that waited with no candidate connected expires as no_provider_available', () => {
+  const { s, sink } = setup(ONE_SLOT, []);
+  s.admit(req(1, 'chat'), 0);
+  assert.deepEqual(sink.take(), [], 'queued even though no node is connected');
+  s.tick(5_000);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 1, code: 'no_provider_available', retryAfterSec: 5 }]);
+});
+
+test('a due request is expired before the call that passes its deadline acts', () => {
+  const { s, sink } = setup(ONE_SLOT);
+  s.admit(req(1, 'chat'), 0);
+  const lease = sink.takeGrants()[0].leaseId;
+  s.admit(req(2, 'chat'), 0); // deadline 5000
+  // The release arrives late: the waiter already timed out, so it must not get the slot.
+  s.release(lease, 'end', 5_000);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'queue_timeout', retryAfterSec: 5 }]);
+  assert.equal(s.status().providers[0].inFlight, 0);
+});
+
+test('nextDeadline is the earliest deadline even when a lowered timeout makes a later waiter due first', () => {
+  const spec = { ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5, queueTimeoutMs: 10_000 }] };
+  const { s, sink } = setup(spec);
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0); // due 10000
+  s.setConfig(makeConfig(makeSpecTimeout(spec, 1_000)), 100);
+  s.admit(req(3, 'chat'), 200); // due 1200
+  assert.equal(s.nextDeadline(), 1_200);
+  s.tick(1_200);
+  assert.deepEqual(sink.take().slice(1), [{ kind: 'reject', requestId: 3, code: 'queue_timeout', retryAfterSec: 1 }]);
+  assert.equal(s.nextDeadline(), 10_000, 'the older waiter keeps its own deadline');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a client gone while queued is removed and nothing is reserved', () => {
+  const { s, sink } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5 }] });
+  s.admit(req(1, 'chat'), 0);
+  const lease = sink.takeGrants()[0].leaseId;
+  s.admit(req(2, 'chat'), 0);
+  s.admit(req(3, 'chat'), 0);
+  assert.equal(s.cancel(2, 5), true);
+  assert.equal(s.cancel(2, 5), false, 'already gone');
+  assert.equal(s.cancel(99, 5), false, 'never queued');
+  s.release(lease, 'end', 10);
+  assert.deepEqual(
+    sink.takeGrants().map((g) => g.requestId),
+    [3],
+    'the slot goes to the next waiter, not to the cancelled one',
+  );
+  assert.equal(s.status().providers[0].inFlight, 1);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a waiter whose candidates are all busy does not block a later waiter with a free candidate', () => {
+  const { s, sink } = setup({
+    nodes: { n1: [{ id: 'pa', capacity: 1 }], n2: [{ id: 'pb', capacity: 1 }] },
+    models: [{ alias: 'chat', providers: ['pa', 'pb'] }],
+  });
+  s.admit(req(1, 'chat', { node: 'n1' }), 0); // pa
+  s.admit(req(2, 'chat', { node: 'n2' }), 0); // pb
+  const [a, b] = sink.takeGrants();
+  s.admit(req(3, 'chat', { node: 'n1' }), 0); // waits for pa
+  s.admit(req(4, 'chat', { node: 'n2' }), 0); // waits for pb
+  s.release(b.leaseId, 'end', 1);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[4, 'pb']]);
+  s.release(a.leaseId, 'end', 2);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[3, 'pa']]);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a provider shared by two aliases serves the globally oldest waiter first', () => {
+  const { s, sink } = setup({
+    nodes: { n1: [{ id: 'shared', capacity: 1 }] },
+    models: [
+      { alias: 'a', providers: ['shared'] },
+      { alias: 'b', providers: ['shared'] },
+    ],
+  });
+  s.admit(req(1, 'a'), 0);
+  const lease = sink.takeGrants()[0].leaseId;
+  s.admit(req(2, 'b'), 1);
+  s.admit(req(3, 'a'), 2);
+  s.admit(req(4, 'b'), 3);
+  let current = lease;
+  const order: number[] = [];
+  for (let t = 10; t < 13; t++) {
+    s.release(current, 'end', t);
+    const [g] = sink.takeGrants();
+    order.push(g.requestId);
+    current = g.leaseId;
+  }
+  assert.deepEqual(order, [2, 3, 4]);
+});
+
+function makeSpecTimeout<T extends { models: readonly object[] }>(spec: T, queueTimeoutMs: number): T {
+  return { ...spec, models: spec.models.map((m) => ({ ...m, queueTimeoutMs })) };
+}
+
+test('admitting a request id that is already queued is a caller bug and throws', () => {
+  const { s } = setup(ONE_SLOT);
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0);
+  assert.throws(() => s.admit(req(2, 'chat'), 1), RangeError);
+  assert.equal(s.status().groups[0].queueDepth, 1);
+  assert.deepEqual(s.checkInvariants(), []);
+});

@@ -1,0 +1,154 @@
+// Live config swaps: candidates are re-resolved from the live catalog.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { makeConfig, req, setup, type ConfigSpec } from './fixtures.js';
+
+function spec(capacity: number, enabled = true, extra: Partial<ConfigSpec> = {}): ConfigSpec {
+  return {
+    nodes: { n1: [{ id: 'a', capacity, enabled }] },
+    models: [{ alias: 'chat', providers: ['a'], maxQueue: 10, queueTimeoutMs: 1_000 }],
+    ...extra,
+  };
+}
+
+test('raising capacity by config wakes waiters at once', () => {
+  const { s, sink } = setup(spec(1));
+  for (let i = 1; i <= 4; i++) s.admit(req(i, 'chat'), 0);
+  assert.equal(sink.takeGrants().length, 1);
+  s.setConfig(makeConfig(spec(3)), 10);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.queuedMs]), [
+    [2, 10],
+    [3, 10],
+  ]);
+  assert.equal(s.status().providers[0].capacity, 3);
+});
+
+test('enabling a provider by config wakes waiters; disabling it stops new grants', () => {
+  const { s, sink } = setup(spec(2, false));
+  s.admit(req(1, 'chat'), 0);
+  assert.deepEqual(sink.take(), []);
+  s.setConfig(makeConfig(spec(2, true)), 1);
+  const [first] = sink.takeGrants();
+  assert.equal(first.requestId, 1);
+  s.setConfig(makeConfig(spec(2, false)), 2);
+  s.admit(req(2, 'chat'), 3);
+  assert.deepEqual(sink.take(), [], 'disabled: the free slot is not used');
+  assert.equal(s.lease(first.leaseId)?.providerId, 'a', 'the open lease continues');
+  s.tick(1_003);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'no_provider_available', retryAfterSec: 1 }]);
+});
+
+test('lowering capacity below in-flight keeps the leases and grants nothing new until below it', () => {
+  const { s, sink } = setup(spec(3));
+  for (let i = 1; i <= 3; i++) s.admit(req(i, 'chat'), 0);
+  const grants = sink.takeGrants();
+  s.setConfig(makeConfig(spec(1)), 1);
+  assert.deepEqual(s.capacityExcess(), [{ providerId: 'a', inFlight: 3, capacity: 1 }]);
+  assert.deepEqual(s.checkInvariants(), [], 'an excess left by a config change is allowed');
+  s.admit(req(4, 'chat'), 2);
+  s.release(grants[0].leaseId, 'end', 3);
+  s.release(grants[1].leaseId, 'end', 4);
+  assert.deepEqual(sink.take(), [], 'still at capacity 1 of 1');
+  s.release(grants[2].leaseId, 'end', 5);
+  assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [4]);
+  assert.deepEqual(s.capacityExcess(), []);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a provider removed from config keeps its leases counted until released', () => {
+  const both: ConfigSpec = {
+    nodes: { n1: [{ id: 'a' }, { id: 'b' }] },
+    models: [{ alias: 'chat', providers: ['a', 'b'] }],
+  };
+  const { s, sink } = setup(both);
+  s.admit(req(1, 'chat'), 0);
+  const lease = sink.takeGrants()[0];
+  assert.equal(lease.providerId, 'a');
+  s.setConfig(makeConfig({ nodes: { n1: [{ id: 'b' }] }, models: [{ alias: 'chat', providers: ['b'] }] }), 1);
+  assert.equal(s.status().providers.find((p) => p.id === 'a')?.inFlight, 1);
+  assert.equal(s.status().liveLeases, 1);
+  assert.deepEqual(s.checkInvariants(), []);
+  assert.equal(s.release(lease.leaseId, 'end', 2), true);
+  assert.equal(s.status().providers.some((p) => p.id === 'a'), false, 'forgotten once its last lease ended');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a changed queue policy applies to new waiters; queued ones keep their deadlines', () => {
+  const { s, sink } = setup(spec(1));
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0); // deadline 1000 under the old policy
+  sink.take();
+  const tighter = { ...spec(1), models: [{ alias: 'chat', providers: ['a'], maxQueue: 2, queueTimeoutMs: 5_000 }] };
+  s.setConfig(makeConfig(tighter), 10);
+  s.admit(req(3, 'chat'), 10); // deadline 5010
+  s.admit(req(4, 'chat'), 10);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 4, code: 'queue_full', retryAfterSec: 5 }]);
+  assert.deepEqual(s.status().groups, [{ alias: 'chat', queueDepth: 2, maxQueue: 2, queueTimeoutMs: 5_000 }]);
+  s.tick(1_000);
+  assert.deepEqual(sink.take().map((d) => d.kind === 'reject' && d.requestId), [2]);
+  assert.equal(s.nextDeadline(), 5_010);
+});
+
+test('an alias removed from config keeps its waiters until they expire; new requests get model_not_found', () => {
+  const { s, sink } = setup(spec(1));
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0);
+  sink.take();
+  s.setConfig(makeConfig({ nodes: { n1: [{ id: 'a' }] }, models: [] }), 1);
+  s.admit(req(3, 'chat'), 2);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 3, code: 'model_not_found', retryAfterSec: 0 }]);
+  s.tick(1_000);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'no_provider_available', retryAfterSec: 1 }]);
+  assert.deepEqual(s.status().groups, [], 'the emptied group is gone');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('status reports every node, provider and group', () => {
+  const { s, sink } = setup(
+    {
+      nodes: { n1: [{ id: 'a', capacity: 2 }], n2: [{ id: 'b', capacity: 4 }] },
+      models: [{ alias: 'chat', providers: { a: 'm-a', b: 'm-b' }, maxQueue: 7, queueTimeoutMs: 9_000 }],
+    },
+    ['n1'],
+  );
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0);
+  s.admit(req(3, 'chat'), 0);
+  sink.take();
+  const status = s.status();
+  assert.equal(status.liveLeases, 2);
+  assert.deepEqual(status.groups, [{ alias: 'chat', queueDepth: 1, maxQueue: 7, queueTimeoutMs: 9_000 }]);
+  assert.deepEqual(status.providers, [
+    {
+      id: 'a',
+      nodeId: 'n1',
+      capacity: 2,
+      inFlight: 2,
+      queued: 1,
+      loadRatio: 1,
+      connected: true,
+      enabled: true,
+      draining: false,
+      servedModels: ['m-a'],
+    },
+    {
+      id: 'b',
+      nodeId: 'n2',
+      capacity: 4,
+      inFlight: 0,
+      queued: 1,
+      loadRatio: 0,
+      connected: false,
+      enabled: true,
+      draining: false,
+      servedModels: ['m-b'],
+    },
+  ]);
+  assert.deepEqual(
+    status.nodes.map((n) => [n.id, n.connected]),
+    [
+      ['n1', true],
+      ['n2', false],
+    ],
+  );
+});

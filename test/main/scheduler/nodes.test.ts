@@ -1,0 +1,108 @@
+// Connections and generations, draining.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { req, setup } from './fixtures.js';
+
+const TWO_NODES = {
+  nodes: { n1: [{ id: 'a', capacity: 2 }], n2: [{ id: 'b', capacity: 2 }] },
+  models: [{ alias: 'chat', providers: ['a', 'b'] }],
+};
+
+test('every connection gets a unique generation, increasing across all nodes', () => {
+  const { s } = setup(TWO_NODES, []);
+  const gens = [s.connect('n1', 0), s.connect('n2', 0), s.connect('n1', 1), s.connect('n1', 2)].map((r) => r?.generation);
+  assert.deepEqual(
+    gens.every((g, i) => typeof g === 'number' && (i === 0 || g > (gens[i - 1] as number))),
+    true,
+    `generations ${gens.join(',')}`,
+  );
+  const n1 = s.status().nodes.find((n) => n.id === 'n1');
+  assert.deepEqual(n1, { id: 'n1', connected: true, generation: gens[3], connectedSinceMs: 2, draining: false });
+});
+
+test('a node not in the catalog is refused', () => {
+  const { s } = setup(TWO_NODES, []);
+  assert.equal(s.connect('intruder', 0), undefined);
+  assert.equal(s.status().nodes.some((n) => n.id === 'intruder'), false);
+});
+
+test('a reconnect supersedes the old connection and fences exactly its leases', () => {
+  const { s, sink } = setup(TWO_NODES);
+  s.admit(req(1, 'chat', { node: 'n1' }), 0);
+  s.admit(req(2, 'chat', { node: 'n2' }), 0);
+  s.admit(req(3, 'chat', { node: 'n1' }), 0);
+  const grants = sink.takeGrants();
+  const result = s.connect('n1', 10);
+  assert.deepEqual(
+    result?.fenced.map((l) => [l.requestId, l.nodeId]).sort(),
+    [
+      [1, 'n1'],
+      [3, 'n1'],
+    ],
+  );
+  assert.equal(s.lease(grants[1].leaseId)?.nodeId, 'n2', "n2's lease is untouched");
+  assert.equal(s.release(grants[0].leaseId, 'end', 11), false, 'a late END of a fenced lease releases nothing');
+  assert.equal(s.status().providers.find((p) => p.id === 'a')?.inFlight, 0);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a stale disconnect for an old generation is a no-op', () => {
+  const { s, sink, gen } = setup(TWO_NODES);
+  const old = gen.get('n1') as number;
+  const fresh = s.connect('n1', 5)?.generation as number;
+  s.admit(req(1, 'chat', { node: 'n1' }), 6);
+  const lease = sink.takeGrants()[0];
+  assert.equal(lease.generation, fresh);
+  assert.equal(s.disconnect('n1', old, 7), undefined, "the old stream's close callback arrives late");
+  assert.equal(s.lease(lease.leaseId)?.generation, fresh, "the new connection's lease survives");
+  assert.equal(s.status().nodes.find((n) => n.id === 'n1')?.connected, true);
+  assert.equal(s.disconnect('n1', fresh, 8)?.length, 1);
+  assert.equal(s.disconnect('n1', fresh, 9), undefined, 'a second disconnect of the same generation is a no-op');
+});
+
+test('a disconnect releases that generation and removes the node from the candidates', () => {
+  const { s, sink, gen } = setup({ ...TWO_NODES, models: [{ alias: 'chat', providers: ['a', 'b'] }] });
+  for (let i = 1; i <= 4; i++) s.admit(req(i, 'chat'), 0); // a, b, a, b
+  const grants = sink.takeGrants();
+  const fenced = s.disconnect('n1', gen.get('n1') as number, 1);
+  assert.deepEqual(fenced?.map((l) => l.requestId).sort(), [1, 3]);
+  s.admit(req(5, 'chat'), 2);
+  assert.deepEqual(sink.take(), [], 'n2 is full and n1 is gone: waits, though a has free slots');
+  s.release(grants[1].leaseId, 'end', 3);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[5, 'b']]);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('reconnect alone dispatches a request that waited while its only node was offline', () => {
+  const { s, sink, gen } = setup({ nodes: { n1: [{ id: 'a', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a'] }] });
+  s.disconnect('n1', gen.get('n1') as number, 0);
+  s.admit(req(1, 'chat'), 100);
+  assert.deepEqual(sink.take(), []);
+  const result = s.connect('n1', 350);
+  const [g] = sink.takeGrants();
+  assert.deepEqual([g.requestId, g.generation, g.queuedMs], [1, result?.generation, 250]);
+});
+
+test('a draining node gets no new grants while its open leases continue', () => {
+  const { s, sink } = setup(TWO_NODES);
+  s.admit(req(1, 'chat', { node: 'n1' }), 0);
+  const open = sink.takeGrants()[0];
+  s.setDraining('n1', true, 1);
+  s.admit(req(2, 'chat'), 2);
+  s.admit(req(3, 'chat', { node: 'n1' }), 2);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.nodeId]), [[2, 'n2']], 'the direct one waits');
+  assert.equal(s.lease(open.leaseId)?.nodeId, 'n1');
+  assert.equal(s.confirm(open.leaseId, 3), true, 'draining does not fence');
+  assert.equal(s.status().nodes.find((n) => n.id === 'n1')?.draining, true);
+  s.setDraining('n1', false, 4);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.nodeId]), [[3, 'n1']], 'undraining wakes the waiter');
+});
+
+test('draining belongs to a connection: a reconnect starts undrained', () => {
+  const { s, sink } = setup(TWO_NODES, ['n1']);
+  s.setDraining('n1', true, 0);
+  s.admit(req(1, 'chat'), 1);
+  assert.deepEqual(sink.take(), []);
+  s.connect('n1', 2);
+  assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [1]);
+});
