@@ -1,0 +1,138 @@
+// The node agent's configuration: YAML (snake_case) in, a validated immutable
+// AgentConfig (camelCase) out. Every problem is reported at once, each naming
+// its path, so one run shows an operator all mistakes in the file.
+import { readFile } from 'node:fs/promises';
+import { parse as parseYaml } from 'yaml';
+import { ConfigError, ConfigReader } from '../shared/config-reader.js';
+import type { ProviderType } from '../shared/config-types.js';
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface AgentProviderConfig {
+  /** Unique across the fleet; must match the edge's node catalog. */
+  readonly id: string;
+  readonly type: ProviderType;
+  /** Upstream base URL; undefined only for `cli` providers (no HTTP upstream). */
+  readonly baseUrl: string | undefined;
+  /** Sent upstream as `Authorization: Bearer ...`; never logged. */
+  readonly apiKey: string | undefined;
+  /** undici pool size (max sockets to this provider). */
+  readonly connections: number;
+}
+
+export interface AgentConfig {
+  readonly edge: { readonly address: string };
+  readonly node: { readonly id: string; readonly token: string };
+  readonly providers: readonly AgentProviderConfig[];
+  readonly reconnect: { readonly initialMs: number; readonly maxMs: number };
+  readonly logLevel: LogLevel;
+}
+
+const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const DEFAULT_CONNECTIONS = 128;
+const DEFAULT_RECONNECT_INITIAL_MS = 200;
+const DEFAULT_RECONNECT_MAX_MS = 10_000;
+const HOUR_MS = 3_600_000;
+
+// host:port, host being a name, an IPv4 address or a bracketed IPv6 address.
+const ADDRESS = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/;
+// Header-value safe: a secret with a control character would corrupt the request.
+const HEADER_SAFE = /^[\x20-\x7e\x80-\xff]+$/;
+
+export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
+  const r = new ConfigReader();
+  const root = r.object('config', raw) ?? {};
+  r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'log_level']);
+
+  const edge = r.object('edge', root.edge) ?? {};
+  r.noUnknownKeys('edge', edge, ['address']);
+  const address = readAddress(r, 'edge.address', edge.address);
+
+  const node = r.object('node', root.node) ?? {};
+  r.noUnknownKeys('node', node, ['id', 'token']);
+  const nodeId = r.string('node.id', node.id);
+  const token = readSecret(r, 'node.token', node.token, false) ?? '';
+
+  const providers = readProviders(r, root.providers);
+
+  const reconnect = r.object('reconnect', root.reconnect, true) ?? {};
+  r.noUnknownKeys('reconnect', reconnect, ['initial_ms', 'max_ms']);
+  const initialMs = r.integer('reconnect.initial_ms', reconnect.initial_ms, 1, HOUR_MS, DEFAULT_RECONNECT_INITIAL_MS);
+  const maxMs = r.integer('reconnect.max_ms', reconnect.max_ms, initialMs, HOUR_MS, Math.max(initialMs, DEFAULT_RECONNECT_MAX_MS));
+
+  const logLevel = r.oneOf('log_level', root.log_level, LOG_LEVELS, 'info');
+
+  r.throwIfProblems(source);
+  return {
+    edge: { address },
+    node: { id: nodeId, token },
+    providers,
+    reconnect: { initialMs, maxMs },
+    logLevel,
+  };
+}
+
+export async function loadAgentConfig(file: string): Promise<AgentConfig> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(file, [`cannot read the file: ${(err as Error).message}`]);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(file, [`not valid YAML: ${(err as Error).message}`]);
+  }
+  return parseAgentConfig(raw, file);
+}
+
+function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
+  const items = r.list('providers', value);
+  if (Array.isArray(value) && items.length === 0) r.problem('providers', 'at least one provider', value);
+  const firstPathOfId = new Map<string, string>();
+  const providers: AgentProviderConfig[] = [];
+  for (let i = 0; i < items.length; i++) {
+    const path = `providers[${i}]`;
+    const item = r.object(path, items[i]);
+    if (item === undefined) continue;
+    r.noUnknownKeys(path, item, ['id', 'type', 'base_url', 'api_key', 'connections']);
+    const id = r.string(`${path}.id`, item.id);
+    if (id !== '') {
+      const first = firstPathOfId.get(id);
+      if (first === undefined) firstPathOfId.set(id, `${path}.id`);
+      else r.problems.push(`${path}.id: duplicate provider id ${JSON.stringify(id)} (also at ${first})`);
+    }
+    const type = r.oneOf(`${path}.type`, item.type, PROVIDER_TYPES);
+    // A cli provider runs a command, so it has no HTTP upstream to name.
+    const baseUrl = type === 'cli' && item.base_url === undefined ? undefined : r.url(`${path}.base_url`, item.base_url);
+    const apiKey = item.api_key === undefined ? undefined : readSecret(r, `${path}.api_key`, item.api_key, true);
+    const connections = r.integer(`${path}.connections`, item.connections, 1, 65_536, DEFAULT_CONNECTIONS);
+    providers.push({ id, type, baseUrl, apiKey, connections });
+  }
+  return providers;
+}
+
+function readAddress(r: ConfigReader, path: string, value: unknown): string {
+  const text = r.string(path, value);
+  if (text === '') return text;
+  const match = ADDRESS.exec(text);
+  const port = match === null ? 0 : Number(match[3]);
+  if (port < 1 || port > 65_535) r.problem(path, 'host:port with a port from 1 to 65535', value);
+  return text;
+}
+
+/** Like ConfigReader.string, but a problem never repeats the value: it is a credential. */
+function readSecret(r: ConfigReader, path: string, value: unknown, isHeaderValue: boolean): string | undefined {
+  if (typeof value !== 'string' || value.length === 0) {
+    r.problems.push(`${path}: expected a non-empty string (value not shown: it is a secret)`);
+    return undefined;
+  }
+  if (isHeaderValue && !HEADER_SAFE.test(value)) {
+    r.problems.push(`${path}: expected printable characters only (value not shown: it is a secret)`);
+    return undefined;
+  }
+  return value;
+}

@@ -1,0 +1,298 @@
+// One attempt at a connection to the edge: a fresh grpc-js client and its
+// Connect stream, registration, heartbeats and the half-open watchdog, and
+// the tunnels running on it. It never reconnects itself; it reports to its
+// owner (the NodeAgent) once, when it closes, and the owner decides.
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { EdgeMessage, NodeMessage, TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
+import { CONNECT_PATH, decodeEdgeMessage, encodeNodeMessage } from '../shared/node-tunnel-service.js';
+import type { AgentConfig } from './config.js';
+import { errorFrame, heartbeatMessage, leavingMessage, registerMessage } from './frames.js';
+import type { TunnelErrorCode } from './tunnel-errors.js';
+import { TunnelExecutor, type FrameSink } from './tunnel-executor.js';
+import type { Upstreams } from './upstreams.js';
+import { AGENT_VERSION } from './version.js';
+
+export interface ConnectionOwner {
+  onRegistered(connection: EdgeConnection, generation: number): void;
+  onRejected(connection: EdgeConnection, reason: string): void;
+  /** Called exactly once per connection, whatever closed it. */
+  onClosed(connection: EdgeConnection, reason: string): void;
+}
+
+const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  // Every attempt gets its own TCP connection: the default global subchannel
+  // pool would hand a fresh client the very transport we are abandoning.
+  'grpc.use_local_subchannel_pool': 1,
+  // HTTP/2 pings notice a dead transport even while a tunnel is silent.
+  'grpc.keepalive_time_ms': 20_000,
+  'grpc.keepalive_timeout_ms': 10_000,
+  'grpc.keepalive_permit_without_calls': 1,
+  // A TunnelRequest carries the whole client body (the default cap is 4 MiB).
+  'grpc.max_receive_message_length': 64 * 1024 * 1024,
+  'grpc.enable_retries': 0,
+};
+
+/** No Registered/Rejected within this long: the edge is not answering. */
+const REGISTER_TIMEOUT_MS = 10_000;
+/** Used when Registered leaves the heartbeat settings at 0. */
+const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+const DEFAULT_HEARTBEAT_TIMEOUT_MS = 15_000;
+
+type ConnectCall = grpc.ClientDuplexStream<NodeMessage, EdgeMessage>;
+
+export class EdgeConnection implements FrameSink {
+  readonly #config: AgentConfig;
+  readonly #upstreams: Upstreams;
+  readonly #owner: ConnectionOwner;
+  readonly #log: Logger;
+  #client: grpc.Client | undefined;
+  #call: ConnectCall | undefined;
+  readonly #tunnels = new Map<number, TunnelExecutor>();
+  /** Tunnels paused because the stream's buffer is full; resumed on 'drain'. */
+  #drainWaiters: TunnelExecutor[] = [];
+  #generation: number | undefined;
+  #leaving = false;
+  /** False once the stream is half-closed or closed: nothing more may be written. */
+  #writable = false;
+  #closed = false;
+  #registerTimer: NodeJS.Timeout | undefined;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #heartbeatTimeoutMs = DEFAULT_HEARTBEAT_TIMEOUT_MS;
+  /** Set by every message from the edge; the heartbeat tick reads and clears it (cheaper than a timer reset per message). */
+  #heard = false;
+  #lastHeardAt = 0;
+  #onIdle: (() => void) | undefined;
+  #onStatus: (() => void) | undefined;
+
+  constructor(config: AgentConfig, upstreams: Upstreams, owner: ConnectionOwner, logger: Logger) {
+    this.#config = config;
+    this.#upstreams = upstreams;
+    this.#owner = owner;
+    this.#log = logger;
+    this.onMessage = this.onMessage.bind(this);
+    this.onCallError = this.onCallError.bind(this);
+    this.onCallStatus = this.onCallStatus.bind(this);
+    this.onDrain = this.onDrain.bind(this);
+  }
+
+  get generation(): number | undefined {
+    return this.#generation;
+  }
+
+  get registered(): boolean {
+    return this.#generation !== undefined && !this.#closed;
+  }
+
+  get openTunnels(): number {
+    return this.#tunnels.size;
+  }
+
+  /** Dials the edge and sends Register. */
+  open(): void {
+    const { edge, node } = this.#config;
+    this.#client = new grpc.Client(edge.address, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    const call: ConnectCall = this.#client.makeBidiStreamRequest(CONNECT_PATH, encodeNodeMessage, decodeEdgeMessage);
+    this.#call = call;
+    call.on('data', this.onMessage);
+    call.on('error', this.onCallError);
+    call.on('status', this.onCallStatus);
+    call.on('drain', this.onDrain);
+    this.#writable = true;
+    call.write(registerMessage(node.id, node.token, AGENT_VERSION, this.#upstreams.ids()));
+    this.#registerTimer = setTimeout(onRegisterTimeout, REGISTER_TIMEOUT_MS, this);
+  }
+
+  /** Tells the edge we are shutting down; tunnels that arrive from now on get ERROR node_leaving. */
+  leave(reason: string): void {
+    if (this.#closed || this.#leaving) return;
+    this.#leaving = true;
+    this.send(leavingMessage(reason));
+  }
+
+  /** Resolves once no tunnel is open, or after waitMs. */
+  whenIdle(waitMs: number): Promise<void> {
+    if (this.#tunnels.size === 0 || this.#closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, waitMs);
+      this.#onIdle = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  /**
+   * Aborts tunnels still open (their grace is over), half-closes the stream so
+   * everything written is flushed, waits up to waitMs for the edge to finish
+   * the stream, then closes.
+   */
+  async end(waitMs: number): Promise<void> {
+    if (this.#closed || this.#call === undefined) return;
+    const call = this.#call;
+    this.#cancelTunnels('the node is shutting down');
+    this.#writable = false;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, waitMs);
+      this.#onStatus = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      call.end();
+    });
+    this.close('stopped');
+  }
+
+  /** Closes at once: running upstream requests are aborted (the edge fails their tunnels itself). */
+  close(reason: string): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#writable = false;
+    clearTimeout(this.#registerTimer);
+    clearInterval(this.#heartbeatTimer);
+    this.#cancelTunnels('connection to the edge closed');
+    this.#call?.cancel();
+    this.#client?.close();
+    this.#onIdle?.();
+    this.#onStatus?.();
+    this.#owner.onClosed(this, reason);
+  }
+
+  // --- FrameSink ----------------------------------------------------------------
+
+  send(message: NodeMessage): boolean {
+    if (!this.#writable || this.#call === undefined) return true;
+    return this.#call.write(message);
+  }
+
+  resumeOnDrain(tunnel: TunnelExecutor): void {
+    this.#drainWaiters.push(tunnel);
+  }
+
+  tunnelFinished(tunnel: TunnelExecutor, errorCode?: TunnelErrorCode, errorMessage?: string): void {
+    this.#tunnels.delete(tunnel.tunnelId);
+    if (errorCode !== undefined) {
+      this.#log.warn({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, providerId: tunnel.providerId, errorCode, errorMessage }, 'tunnel failed');
+    }
+    if (this.#tunnels.size === 0 && this.#onIdle !== undefined) {
+      const onIdle = this.#onIdle;
+      this.#onIdle = undefined;
+      onIdle();
+    }
+  }
+
+  // --- stream events (bound once per connection) --------------------------------
+
+  onMessage(message: EdgeMessage): void {
+    if (this.#closed) return;
+    this.#heard = true;
+    const msg = message.msg;
+    switch (msg.case) {
+      case 'tunnelRequest':
+        this.#startTunnel(msg.value);
+        break;
+      case 'cancel':
+        this.#tunnels.get(msg.value.tunnelId)?.cancel(msg.value.reason);
+        break;
+      case 'credit':
+        this.#tunnels.get(msg.value.tunnelId)?.addCredit(msg.value.bytes);
+        break;
+      case 'heartbeat':
+        break;
+      case 'registered':
+        this.#onRegistered(msg.value.generation, msg.value.heartbeatIntervalMs, msg.value.heartbeatTimeoutMs);
+        break;
+      case 'rejected':
+        this.#owner.onRejected(this, msg.value.reason);
+        this.close(`rejected: ${msg.value.reason}`);
+        break;
+      case 'configRefresh':
+        this.#log.info({ changedPaths: msg.value.changedPaths, configVersion: msg.value.configVersion }, 'edge config refreshed');
+        break;
+      default:
+        this.#log.warn('ignoring an empty or unknown message from the edge');
+    }
+  }
+
+  onCallError(err: grpc.ServiceError): void {
+    // 'status' follows and closes the connection; this listener keeps the error from being thrown.
+    if (!this.#closed) this.#log.debug({ code: err.code, details: err.details }, 'edge stream error');
+  }
+
+  onCallStatus(status: grpc.StatusObject): void {
+    this.#onStatus?.();
+    this.close(`stream ended: ${grpc.status[status.code] ?? status.code} ${status.details}`.trimEnd());
+  }
+
+  onDrain(): void {
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = [];
+    // A resumed tunnel may fill the buffer again at once and queue itself on the fresh list.
+    for (let i = 0; i < waiters.length; i++) waiters[i].resume();
+  }
+
+  // --- timers ---------------------------------------------------------------------
+
+  registerTimedOut(): void {
+    this.#registerTimer = undefined;
+    if (this.#generation === undefined) this.close(`no answer to Register within ${REGISTER_TIMEOUT_MS} ms`);
+  }
+
+  heartbeatTick(): void {
+    const now = performance.now();
+    if (this.#heard) {
+      this.#heard = false;
+      this.#lastHeardAt = now;
+    } else if (now - this.#lastHeardAt >= this.#heartbeatTimeoutMs) {
+      // Half-open TCP: the socket looks fine but the edge is gone.
+      this.close(`nothing from the edge for ${Math.round(now - this.#lastHeardAt)} ms (heartbeat timeout ${this.#heartbeatTimeoutMs} ms)`);
+      return;
+    }
+    this.send(heartbeatMessage(Date.now()));
+  }
+
+  // --- internals --------------------------------------------------------------------
+
+  #onRegistered(generation: number, intervalMs: number, timeoutMs: number): void {
+    if (this.#generation !== undefined) {
+      this.#log.warn({ generation }, 'ignoring a second Registered on the same stream');
+      return;
+    }
+    clearTimeout(this.#registerTimer);
+    this.#generation = generation;
+    this.#heartbeatTimeoutMs = timeoutMs > 0 ? timeoutMs : DEFAULT_HEARTBEAT_TIMEOUT_MS;
+    this.#lastHeardAt = performance.now();
+    this.#heard = false;
+    this.#heartbeatTimer = setInterval(onHeartbeatTick, intervalMs > 0 ? intervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS, this);
+    this.#owner.onRegistered(this, generation);
+  }
+
+  #cancelTunnels(reason: string): void {
+    for (const tunnel of this.#tunnels.values()) tunnel.cancel(reason);
+    this.#tunnels.clear();
+    this.#drainWaiters = [];
+  }
+
+  #startTunnel(request: TunnelRequest): void {
+    if (this.#leaving) {
+      this.send(errorFrame(request.tunnelId, 0, 'node_leaving', 'the node is shutting down'));
+      return;
+    }
+    if (this.#tunnels.has(request.tunnelId)) {
+      // The edge reused a live id; answering would interleave two seq streams under one id.
+      this.#log.error({ tunnelId: request.tunnelId }, 'ignoring a TunnelRequest for a tunnel id that is still running');
+      return;
+    }
+    const tunnel = new TunnelExecutor(request, this);
+    this.#tunnels.set(request.tunnelId, tunnel);
+    tunnel.start(this.#upstreams);
+  }
+}
+
+function onRegisterTimeout(connection: EdgeConnection): void {
+  connection.registerTimedOut();
+}
+
+function onHeartbeatTick(connection: EdgeConnection): void {
+  connection.heartbeatTick();
+}

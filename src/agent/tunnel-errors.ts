@@ -1,0 +1,68 @@
+// The catalogue of ERROR frame codes the agent sends, and how an upstream
+// failure maps onto them. The edge turns each into the client's error, so the
+// codes are stable API.
+
+export type TunnelErrorCode =
+  /** No provider with the request's provider_id on this node. */
+  | 'unknown_provider'
+  /** The provider's type has no executor yet (cli). */
+  | 'adapter_not_supported'
+  /** The agent is shutting down and takes no new tunnels. */
+  | 'node_leaving'
+  /** The provider could not be reached (refused, unresolvable, unreachable, connect timeout). */
+  | 'upstream_connect_failed'
+  /** The provider closed or reset the connection before the response was complete. */
+  | 'upstream_reset'
+  /** The tunnel deadline, or undici's headers/body timeout, passed. */
+  | 'upstream_timeout'
+  /** Anything else. */
+  | 'upstream_error';
+
+// Failures that mean "never got a working connection" when they happen before
+// the request was handed a socket.
+const CONNECT_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'EADDRNOTAVAIL',
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+const RESET_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ETIMEDOUT', 'UND_ERR_SOCKET']);
+const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/** Raised by the agent itself when a tunnel's timeout_ms passes. */
+export class TunnelDeadlineError extends Error {
+  readonly code = 'AGENT_TUNNEL_DEADLINE';
+  constructor(timeoutMs: number) {
+    super(`no complete response within the tunnel timeout of ${timeoutMs} ms`);
+    this.name = 'TunnelDeadlineError';
+  }
+}
+
+/**
+ * @param started whether undici had handed the request a connected socket
+ *   (onRequestStart ran) when it failed.
+ */
+export function classifyUpstreamError(err: unknown, started: boolean): TunnelErrorCode {
+  if (err instanceof TunnelDeadlineError) return 'upstream_timeout';
+  const code = errorCode(err);
+  if (code === undefined) return 'upstream_error';
+  if (TIMEOUT_CODES.has(code)) return 'upstream_timeout';
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return 'upstream_connect_failed';
+  if (!started && CONNECT_CODES.has(code)) return 'upstream_connect_failed';
+  if (RESET_CODES.has(code)) return 'upstream_reset';
+  return 'upstream_error';
+}
+
+function errorCode(err: unknown): string | undefined {
+  if (err === null || typeof err !== 'object') return undefined;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') return code;
+  // Happy-eyeballs connects fail with an AggregateError of per-address errors.
+  if (err instanceof AggregateError && err.errors.length > 0) return errorCode(err.errors[0]);
+  return undefined;
+}

@@ -1,0 +1,55 @@
+// The node's providers as the tunnel executor needs them: one keep-alive
+// undici Pool per HTTP provider, the base URL's path prefix, and the bound
+// credential. Pools outlive edge connections: a reconnect to the edge has no
+// reason to drop warm sockets to the providers.
+import { Pool } from 'undici';
+import type { ProviderType } from '../shared/config-types.js';
+import type { AgentProviderConfig } from './config.js';
+
+export interface Upstream {
+  readonly id: string;
+  readonly type: ProviderType;
+  /** undefined for `cli` providers, which have no HTTP upstream. */
+  readonly pool: Pool | undefined;
+  /** The base URL's path without its trailing slash; prefixed to every tunnel path. */
+  readonly pathPrefix: string;
+  /** `Bearer <api_key>`, or undefined when the provider has no key. */
+  readonly authorization: string | undefined;
+}
+
+export class Upstreams {
+  readonly #byId = new Map<string, Upstream>();
+
+  constructor(providers: readonly AgentProviderConfig[]) {
+    for (const provider of providers) this.#byId.set(provider.id, upstreamOf(provider));
+  }
+
+  get(providerId: string): Upstream | undefined {
+    return this.#byId.get(providerId);
+  }
+
+  ids(): string[] {
+    return [...this.#byId.keys()];
+  }
+
+  /** Destroys every pool; in-flight requests fail. Call once tunnels are finished or aborted. */
+  async destroy(): Promise<void> {
+    const closing: Promise<void>[] = [];
+    for (const upstream of this.#byId.values()) if (upstream.pool !== undefined) closing.push(upstream.pool.destroy());
+    await Promise.all(closing);
+  }
+}
+
+function upstreamOf(provider: AgentProviderConfig): Upstream {
+  if (provider.type === 'cli' || provider.baseUrl === undefined) {
+    return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined };
+  }
+  const url = new URL(provider.baseUrl);
+  return {
+    id: provider.id,
+    type: provider.type,
+    pool: new Pool(url.origin, { connections: provider.connections }),
+    pathPrefix: url.pathname.endsWith('/') ? url.pathname.slice(0, -1) : url.pathname,
+    authorization: provider.apiKey === undefined ? undefined : `Bearer ${provider.apiKey}`,
+  };
+}

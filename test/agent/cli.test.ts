@@ -1,0 +1,87 @@
+// The node-agent binary as an operator runs it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { FakeEdge, waitFor } from './fake-edge.js';
+
+const CLI = fileURLToPath(new URL('../../src/agent/cli.js', import.meta.url));
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { timeout: 5000 }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
+    });
+  });
+}
+
+test('--version prints the package version; --help prints usage; a missing --config is a usage error', async () => {
+  const [version, help, missing, unknown] = await Promise.all([runCli(['--version']), runCli(['--help']), runCli([]), runCli(['--bogus'])]);
+  assert.deepEqual([version.code, version.stdout], [0, `${PACKAGE_VERSION}\n`]);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /Usage: node-agent --config FILE/);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /--config FILE is required/);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /Unknown option '--bogus'/);
+});
+
+test('an invalid config exits 1 and names each problem by path', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'agent-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'agent.yaml');
+  await writeFile(file, 'edge:\n  address: nowhere\nnode:\n  id: n\n  token: t\nproviders:\n  - id: p\n    type: openai_compat\n    base_url: nope\n');
+  const result = await runCli(['--config', file]);
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /edge\.address: expected host:port/);
+  assert.match(result.stderr, /providers\[0\]\.base_url: expected an http\(s\) URL/);
+});
+
+test('it registers, and on SIGTERM leaves the edge and exits 0 without logging secrets', async (t) => {
+  const edge = await FakeEdge.start();
+  const dir = await mkdtemp(join(tmpdir(), 'agent-cli-'));
+  t.after(async () => {
+    edge.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  const file = join(dir, 'agent.yaml');
+  await writeFile(
+    file,
+    [
+      'edge:',
+      `  address: ${edge.address}`,
+      'node:',
+      '  id: gpu-1',
+      '  token: tok-do-not-log',
+      'providers:',
+      '  - id: gpu-1-mock',
+      '    type: openai_compat',
+      '    base_url: http://127.0.0.1:9',
+      '    api_key: key-do-not-log',
+      'log_level: debug',
+      '',
+    ].join('\n'),
+  );
+  const child = spawn(process.execPath, [CLI, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+
+  const stream = await edge.registeredStream(0, 4000);
+  assert.equal(stream.register?.token, 'tok-do-not-log');
+  await waitFor('the registered log line', () => (stdout.includes('registered with the edge') ? true : undefined), 4000);
+
+  child.kill('SIGTERM');
+  const [code] = await once(child, 'exit');
+  assert.equal(code, 0);
+  assert.ok(stream.messages.some((m) => m.msg.case === 'leaving'), 'Leaving reached the edge');
+  const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as { msg: string; level: number });
+  assert.ok(lines.some((l) => l.msg === 'stopped'));
+  assert.ok(!stdout.includes('do-not-log'), 'neither the token nor the api key is logged');
+});

@@ -1,0 +1,160 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { loadAgentConfig, parseAgentConfig } from '../../src/agent/config.js';
+import { ConfigError } from '../../src/shared/config-reader.js';
+
+const FULL = `
+edge:
+  address: 127.0.0.1:50051
+node:
+  id: gpu-1
+  token: demo-token
+providers:
+  - id: gpu-1-mock
+    type: openai_compat
+    base_url: http://127.0.0.1:9000/v1/
+    api_key: optional-secret
+    connections: 64
+  - id: gpu-1-ollama
+    type: ollama
+    base_url: http://localhost:11434
+  - id: gpu-1-cli
+    type: cli
+reconnect:
+  initial_ms: 100
+  max_ms: 5000
+log_level: debug
+`;
+
+function problemsOf(raw: unknown): readonly string[] {
+  try {
+    parseAgentConfig(raw, 'agent.yaml');
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, `expected a ConfigError, got ${String(err)}`);
+    assert.match(err.message, /^invalid config agent\.yaml:/);
+    return err.problems;
+  }
+  assert.fail('expected the config to be rejected');
+}
+
+test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => {
+  const config = parseAgentConfig(parseYaml(FULL), 'agent.yaml');
+  assert.deepEqual(config, {
+    edge: { address: '127.0.0.1:50051' },
+    node: { id: 'gpu-1', token: 'demo-token' },
+    providers: [
+      { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64 },
+      { id: 'gpu-1-ollama', type: 'ollama', baseUrl: 'http://localhost:11434', apiKey: undefined, connections: 128 },
+      { id: 'gpu-1-cli', type: 'cli', baseUrl: undefined, apiKey: undefined, connections: 128 },
+    ],
+    reconnect: { initialMs: 100, maxMs: 5000 },
+    logLevel: 'debug',
+  });
+});
+
+test('omitted optional settings take their documented defaults', () => {
+  const config = parseAgentConfig(
+    { edge: { address: 'edge.internal:50051' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'vllm', base_url: 'https://gpu:8000' }] },
+    'x',
+  );
+  assert.deepEqual(config.reconnect, { initialMs: 200, maxMs: 10_000 });
+  assert.equal(config.logLevel, 'info');
+  assert.equal(config.providers[0].connections, 128);
+});
+
+test('every problem is reported at once, each naming its path', () => {
+  const problems = problemsOf({
+    edge: { address: 'no-port-here', tls: true },
+    node: { id: 5 },
+    providers: [
+      { id: 'a', type: 'openai_compat', base_url: 'ftp://x' },
+      { id: 'a', type: 'tgi', base_url: 'not a url', connections: 0 },
+      'oops',
+    ],
+    reconnect: { initial_ms: 500, max_ms: 100 },
+    log_level: 'loud',
+    extra: 1,
+  });
+  const expected = [
+    /^config\.extra: unknown key/,
+    /^edge\.tls: unknown key/,
+    /^edge\.address: expected host:port/,
+    /^node\.id: expected a non-empty string, found number 5$/,
+    /^node\.token: expected a non-empty string/,
+    /^providers\[0\]\.base_url: expected an http\(s\) URL/,
+    /^providers\[1\]\.id: duplicate provider id "a" \(also at providers\[0\]\.id\)$/,
+    /^providers\[1\]\.type: expected one of ollama \| vllm \| openai_compat \| cli, found the string "tgi"$/,
+    /^providers\[1\]\.base_url: expected an http\(s\) URL/,
+    /^providers\[1\]\.connections: expected an integer from 1/,
+    /^providers\[2\]: expected a mapping/,
+    /^reconnect\.max_ms: expected an integer from 500 /,
+    /^log_level: expected one of fatal/,
+  ];
+  for (const pattern of expected) assert.ok(problems.some((p) => pattern.test(p)), `no problem matches ${pattern}:\n${problems.join('\n')}`);
+  assert.equal(problems.length, expected.length, problems.join('\n'));
+});
+
+test('missing sections and an empty provider list are named', () => {
+  const problems = problemsOf({ providers: [] });
+  assert.deepEqual(
+    problems.map((p) => p.split(':')[0]),
+    ['edge', 'edge.address', 'node', 'node.id', 'node.token', 'providers'],
+  );
+  assert.deepEqual(problemsOf('just a string'), [
+    'config: expected a mapping, found the string "just a string"',
+    'edge: expected a mapping, found nothing',
+    'edge.address: expected a non-empty string, found nothing',
+    'node: expected a mapping, found nothing',
+    'node.id: expected a non-empty string, found nothing',
+    'node.token: expected a non-empty string (value not shown: it is a secret)',
+    'providers: expected a list, found nothing',
+  ]);
+});
+
+test('a bad secret is reported without its value', () => {
+  const problems = problemsOf({
+    edge: { address: '[::1]:50051' },
+    node: { id: 'n', token: 123456789 },
+    providers: [{ id: 'p', type: 'vllm', base_url: 'http://h:1', api_key: 'sk-live-abc\r\nx-injected: 1' }],
+  });
+  assert.deepEqual(problems, [
+    'node.token: expected a non-empty string (value not shown: it is a secret)',
+    'providers[0].api_key: expected printable characters only (value not shown: it is a secret)',
+  ]);
+  assert.ok(!problems.join('\n').includes('123456789'));
+  assert.ok(!problems.join('\n').includes('sk-live'));
+});
+
+test('an http provider needs base_url; only cli may omit it', () => {
+  const problems = problemsOf({
+    edge: { address: 'edge:1' },
+    node: { id: 'n', token: 't' },
+    providers: [{ id: 'p', type: 'ollama' }],
+  });
+  assert.deepEqual(problems, ['providers[0].base_url: expected a non-empty string, found nothing']);
+});
+
+test('loadAgentConfig reads YAML from a file, and names the file on errors', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'agent-config-'));
+  try {
+    const good = join(dir, 'good.yaml');
+    await writeFile(good, FULL);
+    assert.equal((await loadAgentConfig(good)).providers[0].apiKey, 'optional-secret');
+
+    const bad = join(dir, 'bad.yaml');
+    await writeFile(bad, 'edge: [unclosed\n');
+    await assert.rejects(loadAgentConfig(bad), (err: unknown) => err instanceof ConfigError && err.message.includes(bad) && /not valid YAML/.test(err.message));
+
+    const wrong = join(dir, 'wrong.yaml');
+    await writeFile(wrong, FULL.replace('connections: 64', 'connections: lots'));
+    await assert.rejects(loadAgentConfig(wrong), (err: unknown) => err instanceof ConfigError && err.problems[0].startsWith('providers[0].connections:'));
+
+    await assert.rejects(loadAgentConfig(join(dir, 'missing.yaml')), (err: unknown) => err instanceof ConfigError && /cannot read/.test(err.message));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

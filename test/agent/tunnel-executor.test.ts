@@ -1,0 +1,137 @@
+// TunnelExecutor against a real HTTP upstream, with a recording frame sink in
+// place of the edge stream: backpressure, deadlines and error mapping.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { create } from '@bufbuild/protobuf';
+import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
+import { TunnelExecutor, type FrameSink } from '../../src/agent/tunnel-executor.js';
+import { Upstreams } from '../../src/agent/upstreams.js';
+import { classifyUpstreamError } from '../../src/agent/tunnel-errors.js';
+import { waitFor } from './fake-edge.js';
+import { UpstreamServer } from './upstream-server.js';
+
+class RecordingSink implements FrameSink {
+  readonly frames: TunnelFrame[] = [];
+  readonly drainWaiters: TunnelExecutor[] = [];
+  finished = 0;
+  /** Frame indexes at which send() answers false, as a full gRPC stream buffer does. */
+  readonly fullAt = new Set<number>();
+
+  send(message: NodeMessage): boolean {
+    if (message.msg.case === 'frame') this.frames.push(message.msg.value);
+    return !this.fullAt.has(this.frames.length - 1);
+  }
+  resumeOnDrain(tunnel: TunnelExecutor): void {
+    this.drainWaiters.push(tunnel);
+  }
+  tunnelFinished(): void {
+    this.finished++;
+  }
+  drain(): void {
+    for (const tunnel of this.drainWaiters.splice(0)) tunnel.resume();
+  }
+  kinds(): FrameKind[] {
+    return this.frames.map((f) => f.kind);
+  }
+}
+
+function tunnelRequest(providerId: string, timeoutMs = 0) {
+  return create(TunnelRequestSchema, { tunnelId: 1, providerId, method: 'GET', path: '/stream', timeoutMs });
+}
+
+test('a full edge stream pauses the upstream body until it drains, then the rest follows in order', async (t) => {
+  const chunks = ['one|', 'two|', 'three|', 'four|'];
+  let writtenBeforeDrain = 0;
+  const upstream = await UpstreamServer.start(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    for (const chunk of chunks) {
+      res.write(chunk);
+      writtenBeforeDrain++;
+      await new Promise((resolve) => setTimeout(resolve, 15));
+    }
+    res.end();
+  });
+  const upstreams = new Upstreams([{ id: 'p', type: 'openai_compat', baseUrl: upstream.url, apiKey: undefined, connections: 1 }]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+
+  const sink = new RecordingSink();
+  sink.fullAt.add(0).add(1); // the buffer is full after HEADERS, and again after the first DATA
+  new TunnelExecutor(tunnelRequest('p'), sink).start(upstreams);
+
+  // HEADERS went out and found the buffer full: the executor must stop relaying.
+  await waitFor('HEADERS', () => (sink.frames.length > 0 ? true : undefined));
+  assert.equal(sink.drainWaiters.length, 1);
+  await waitFor('the upstream to finish writing', () => (writtenBeforeDrain === chunks.length ? true : undefined));
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.deepEqual(sink.kinds(), [FrameKind.HEADERS], 'no DATA may be relayed while paused');
+
+  // Drained: one DATA goes out, finds the buffer full again, and the executor pauses again.
+  sink.drain();
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.deepEqual(sink.kinds(), [FrameKind.HEADERS, FrameKind.DATA], 'paused again after the DATA that filled the buffer');
+  assert.equal(sink.drainWaiters.length, 1);
+
+  sink.drain();
+  await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
+  assert.deepEqual(sink.frames.map((f) => f.seq), sink.frames.map((_, i) => i));
+  const body = Buffer.concat(sink.frames.filter((f) => f.kind === FrameKind.DATA).map((f) => f.data)).toString();
+  assert.equal(body, chunks.join(''));
+  assert.equal(sink.finished, 1);
+});
+
+test('the tunnel deadline ends it with upstream_timeout and closes the upstream request', async (t) => {
+  let upstreamClosed = false;
+  const upstream = await UpstreamServer.start((req, res) => {
+    res.on('close', () => (upstreamClosed = true));
+    res.writeHead(200);
+    res.write('partial');
+  });
+  const upstreams = new Upstreams([{ id: 'p', type: 'vllm', baseUrl: upstream.url, apiKey: undefined, connections: 1 }]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new RecordingSink();
+  const started = Date.now();
+  new TunnelExecutor(tunnelRequest('p', 80), sink).start(upstreams);
+  await waitFor('ERROR', () => (sink.frames.at(-1)?.kind === FrameKind.ERROR ? true : undefined));
+  assert.ok(Date.now() - started >= 75, 'not before the deadline');
+  assert.deepEqual(sink.kinds(), [FrameKind.HEADERS, FrameKind.DATA, FrameKind.ERROR]);
+  assert.equal(sink.frames[2].errorCode, 'upstream_timeout');
+  await waitFor('the upstream to see the close', () => (upstreamClosed ? true : undefined));
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(sink.frames.length, 3, 'nothing after ERROR');
+});
+
+test('unknown and cli providers are answered at once with a single ERROR frame', async () => {
+  const upstreams = new Upstreams([{ id: 'runner', type: 'cli', baseUrl: undefined, apiKey: undefined, connections: 1 }]);
+  const sink = new RecordingSink();
+  new TunnelExecutor(tunnelRequest('nope'), sink).start(upstreams);
+  new TunnelExecutor(tunnelRequest('runner'), sink).start(upstreams);
+  assert.deepEqual(
+    sink.frames.map((f) => [f.kind, f.seq, f.errorCode]),
+    [
+      [FrameKind.ERROR, 0, 'unknown_provider'],
+      [FrameKind.ERROR, 0, 'adapter_not_supported'],
+    ],
+  );
+  assert.equal(sink.finished, 2);
+});
+
+test('upstream failures map to distinct codes by kind and phase', () => {
+  const coded = (code: string) => Object.assign(new Error(code), { code });
+  assert.equal(classifyUpstreamError(coded('ECONNREFUSED'), false), 'upstream_connect_failed');
+  assert.equal(classifyUpstreamError(coded('ENOTFOUND'), false), 'upstream_connect_failed');
+  assert.equal(classifyUpstreamError(coded('UND_ERR_CONNECT_TIMEOUT'), false), 'upstream_connect_failed');
+  assert.equal(classifyUpstreamError(new AggregateError([coded('ECONNREFUSED'), coded('ECONNREFUSED')]), false), 'upstream_connect_failed');
+  assert.equal(classifyUpstreamError(coded('ECONNRESET'), true), 'upstream_reset');
+  assert.equal(classifyUpstreamError(coded('UND_ERR_SOCKET'), true), 'upstream_reset');
+  assert.equal(classifyUpstreamError(coded('ETIMEDOUT'), true), 'upstream_reset');
+  assert.equal(classifyUpstreamError(coded('UND_ERR_HEADERS_TIMEOUT'), true), 'upstream_timeout');
+  assert.equal(classifyUpstreamError(coded('UND_ERR_BODY_TIMEOUT'), true), 'upstream_timeout');
+  assert.equal(classifyUpstreamError(coded('UND_ERR_INVALID_ARG'), false), 'upstream_error');
+  assert.equal(classifyUpstreamError(new Error('no code'), true), 'upstream_error');
+});
