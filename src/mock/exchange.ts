@@ -1,0 +1,339 @@
+// One API request to the mock provider, from its first body byte to the end
+// of its response: read the body, apply the plan (delays, injected failures),
+// then answer whole or as an SSE stream that respects backpressure.
+//
+// Listeners and timers are module functions that find their Exchange through
+// a symbol or a timer argument, so a request allocates no closures.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { inspectBody } from '../workers/http/inspect.js';
+import { embeddingsBody, parseEmbeddingsRequest } from './embeddings.js';
+import type { RequestPlan, ResolvedOptions } from './options.js';
+import {
+  chunkHead,
+  completionBody,
+  completionText,
+  DONE_EVENT,
+  errorBody,
+  errorTypeFor,
+  finalEvent,
+  modelsBody,
+  tokenEvent,
+  tokenText,
+  type CompletionKind,
+  type Usage,
+} from './responses.js';
+import type { MockState, MutableRecord } from './state.js';
+
+export type Route = 'chat' | 'text' | 'embeddings' | 'models';
+
+const EXCHANGE = Symbol('mockExchange');
+type Carrier = { [EXCHANGE]?: Exchange };
+
+/** Events written in one go before yielding to other connections (intervalMs 0). */
+const BURST = 64;
+
+const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
+
+export class Exchange {
+  readonly #state: MockState;
+  readonly #options: ResolvedOptions;
+  readonly #req: IncomingMessage;
+  readonly #res: ServerResponse;
+  readonly #record: MutableRecord;
+  readonly #route: Route;
+  readonly #plan: RequestPlan;
+  #first: Buffer | undefined;
+  #more: Buffer[] | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #immediate: NodeJS.Immediate | undefined;
+  /** Response ended by us on purpose (an injected failure): not an abort. */
+  #endedByMock = false;
+  #closed = false;
+  // streaming state
+  #kind: CompletionKind = 'chat';
+  #model = '';
+  #head = '';
+  #usage: Usage = { promptTokens: 0, completionTokens: 0 };
+  #tokens = 0;
+  #event = 0;
+  #waitingDrain = false;
+  #embeddingsJson = '';
+
+  constructor(state: MockState, options: ResolvedOptions, req: IncomingMessage, res: ServerResponse, record: MutableRecord, route: Route, plan: RequestPlan) {
+    this.#state = state;
+    this.#options = options;
+    this.#req = req;
+    this.#res = res;
+    this.#record = record;
+    this.#route = route;
+    this.#plan = plan;
+    this.#tokens = Math.floor(plan.tokens);
+    (req as Carrier)[EXCHANGE] = this;
+    (res as Carrier)[EXCHANGE] = this;
+    res.on('close', onResClose);
+    res.on('finish', onResFinish);
+    req.on('data', onReqData);
+    req.on('end', onReqEnd);
+  }
+
+  onData(chunk: Buffer): void {
+    if (this.#first === undefined) this.#first = chunk;
+    else (this.#more ??= [this.#first]).push(chunk);
+  }
+
+  onEnd(): void {
+    if (this.#closed) return;
+    const body = this.#more !== undefined ? Buffer.concat(this.#more) : (this.#first ?? Buffer.alloc(0));
+    this.#first = undefined;
+    this.#more = undefined;
+    const record = this.#record;
+    if (this.#req.method !== 'GET') this.#state.keepBody(record, body);
+    if (!this.#parse(body)) return;
+    this.#state.emit('request', record);
+    if (this.#plan.headersDelayMs > 0) this.#timer = setTimeout(onStartTimer, this.#plan.headersDelayMs, this);
+    else this.start();
+  }
+
+  /** Reads model/stream (and the embeddings input); answers 400 and returns false on a bad body. */
+  #parse(body: Buffer): boolean {
+    const route = this.#route;
+    if (route === 'models') return true;
+    if (route === 'embeddings') {
+      const parsed = parseEmbeddingsRequest(body);
+      if (typeof parsed === 'string') {
+        this.#sendJson(400, parsed);
+        return false;
+      }
+      this.#record.model = parsed.model;
+      this.#embeddingsJson = embeddingsBody(parsed, this.#options.embeddingDim);
+      return true;
+    }
+    const info = inspectBody(body);
+    if (!info.ok) {
+      const param = info.kind === 'invalid_json' || info.kind === 'not_object' || info.kind === 'too_deep' ? null : 'model';
+      this.#sendJson(400, errorBody(info.message, 'invalid_request_error', info.kind, param));
+      return false;
+    }
+    this.#kind = route;
+    this.#model = info.model;
+    this.#record.model = info.model;
+    this.#record.stream = info.stream;
+    this.#usage = { promptTokens: Math.max(1, Math.ceil(body.length / 4)), completionTokens: this.#tokens };
+    return true;
+  }
+
+  /** After the headers delay: fail as planned, or answer. */
+  start(): void {
+    this.#timer = undefined;
+    if (this.#closed) return;
+    const failure = this.#plan.failure;
+    if (failure !== undefined && failure.kind === 'status') {
+      this.#fail('status:' + failure.status);
+      this.#sendJson(failure.status, errorBody(`mock failure: status ${failure.status}`, errorTypeFor(failure.status), 'mock_failure'));
+      return;
+    }
+    if (failure !== undefined && failure.kind === 'reset-before-headers') {
+      this.#reset('reset-before-headers');
+      return;
+    }
+    const route = this.#route;
+    if (route === 'models') {
+      this.#sendJson(200, modelsBody(this.#options.models));
+      return;
+    }
+    if (route !== 'embeddings' && this.#record.stream) {
+      this.#beginStream();
+      return;
+    }
+    // A whole response arrives when generation would have finished.
+    const plan = this.#plan;
+    const delay = route === 'embeddings' ? plan.ttftMs : plan.ttftMs + plan.intervalMs * Math.max(0, this.#tokens - 1);
+    if (delay > 0) this.#timer = setTimeout(onWholeTimer, delay, this);
+    else this.sendWhole();
+  }
+
+  sendWhole(): void {
+    this.#timer = undefined;
+    if (this.#closed) return;
+    let body: string;
+    if (this.#route === 'embeddings') body = this.#embeddingsJson;
+    else {
+      const id = `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`;
+      body = completionBody(this.#kind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage);
+    }
+    if (this.#plan.failure?.kind === 'reset-mid-stream') {
+      // Half the body, then a reset: the client sees a truncated response.
+      const bytes = Buffer.from(body);
+      this.#res.writeHead(200, ['content-type', 'application/json', 'content-length', String(bytes.length)]);
+      this.#record.status = 200;
+      this.#state.emitted(this.#record, 0);
+      this.#res.write(bytes.subarray(0, bytes.length >> 1), () => this.resetSocket());
+      this.#fail('reset-mid-stream');
+      return;
+    }
+    this.#state.emitted(this.#record, 0);
+    this.#sendJson(200, body);
+  }
+
+  #beginStream(): void {
+    const res = this.#res;
+    res.writeHead(200, SSE_HEADERS);
+    res.flushHeaders();
+    this.#record.status = 200;
+    res.on('drain', onResDrain);
+    this.#head = chunkHead(this.#kind, `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`, nowSeconds(), JSON.stringify(this.#model));
+    if (this.#tokens === 0 && this.#plan.failure?.kind === 'reset-mid-stream') {
+      this.#reset('reset-mid-stream');
+      return;
+    }
+    if (this.#plan.ttftMs > 0) this.#timer = setTimeout(onPumpTimer, this.#plan.ttftMs, this);
+    else this.pump();
+  }
+
+  /** Writes SSE events until the next one is due later, the socket pushes back, or the stream ends. */
+  pump(): void {
+    this.#timer = undefined;
+    this.#immediate = undefined;
+    if (this.#closed) return;
+    const res = this.#res;
+    const tokens = this.#tokens;
+    const resetAfter = this.#plan.failure?.kind === 'reset-mid-stream' ? Math.max(1, tokens >> 1) : -1;
+    for (let burst = 1; ; burst++) {
+      const e = this.#event++;
+      const text =
+        e < tokens
+          ? tokenEvent(this.#kind, this.#head, tokenText(this.#model, e), e === 0)
+          : e === tokens
+            ? finalEvent(this.#kind, this.#head, this.#usage)
+            : DONE_EVENT;
+      if (e + 1 === resetAfter) {
+        this.#state.emitted(this.#record, e);
+        res.write(text, () => this.resetSocket());
+        this.#fail('reset-mid-stream');
+        return;
+      }
+      const ok = res.write(text);
+      this.#state.emitted(this.#record, e);
+      if (e === tokens + 1) {
+        res.end();
+        return;
+      }
+      if (!ok) {
+        this.#waitingDrain = true;
+        this.#record.backpressureWaits++;
+        this.#state.stats.backpressureWaits++;
+        return;
+      }
+      if (e + 1 < tokens && this.#plan.intervalMs > 0) {
+        this.#timer = setTimeout(onPumpTimer, this.#plan.intervalMs, this);
+        return;
+      }
+      if (burst === BURST) {
+        this.#immediate = setImmediate(onPumpTimer, this);
+        return;
+      }
+    }
+  }
+
+  onDrain(): void {
+    if (!this.#waitingDrain || this.#closed) return;
+    this.#waitingDrain = false;
+    if (this.#event < this.#tokens && this.#plan.intervalMs > 0) this.#timer = setTimeout(onPumpTimer, this.#plan.intervalMs, this);
+    else this.pump();
+  }
+
+  onFinish(): void {
+    const record = this.#record;
+    record.completed = true;
+    this.#state.stats.completed++;
+    this.#state.emit('complete', record);
+  }
+
+  onClose(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    if (this.#immediate !== undefined) clearImmediate(this.#immediate);
+    this.#timer = undefined;
+    this.#immediate = undefined;
+    const record = this.#record;
+    record.endedAtMs = performance.now();
+    const state = this.#state;
+    state.stats.inFlight--;
+    if (!this.#res.writableFinished && !this.#endedByMock && !state.closing) {
+      record.aborted = true;
+      state.stats.aborted++;
+      state.emit('abort', record);
+    }
+  }
+
+  resetSocket(): void {
+    const socket = this.#res.socket ?? this.#req.socket;
+    destroyHard(socket);
+  }
+
+  #reset(failure: string): void {
+    this.#fail(failure);
+    this.resetSocket();
+  }
+
+  #fail(failure: string): void {
+    this.#endedByMock = true;
+    this.#record.failure = failure;
+    this.#state.stats.failuresInjected++;
+    this.#state.emit('fail', this.#record);
+  }
+
+  #sendJson(status: number, body: string): void {
+    const res = this.#res;
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    this.#record.status = status;
+    res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))]);
+    res.end(body);
+  }
+}
+
+/** A reset (RST), as a crashed or killed provider would leave the client with. */
+function destroyHard(socket: Socket | null): void {
+  if (socket === null || socket.destroyed) return;
+  if (typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy();
+  else socket.destroy();
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+function exchangeOf(target: unknown): Exchange | undefined {
+  return (target as Carrier)[EXCHANGE];
+}
+
+function onReqData(this: IncomingMessage, chunk: Buffer): void {
+  exchangeOf(this)?.onData(chunk);
+}
+function onReqEnd(this: IncomingMessage): void {
+  exchangeOf(this)?.onEnd();
+}
+function onResClose(this: ServerResponse): void {
+  exchangeOf(this)?.onClose();
+}
+function onResFinish(this: ServerResponse): void {
+  exchangeOf(this)?.onFinish();
+}
+function onResDrain(this: ServerResponse): void {
+  exchangeOf(this)?.onDrain();
+}
+function onStartTimer(exchange: Exchange): void {
+  exchange.start();
+}
+function onWholeTimer(exchange: Exchange): void {
+  exchange.sendWhole();
+}
+function onPumpTimer(exchange: Exchange): void {
+  exchange.pump();
+}

@@ -1,0 +1,130 @@
+// Configuration of the mock provider: process-wide options and the
+// per-request overrides a test or benchmark sends as x-mock-* headers.
+
+import type { IncomingHttpHeaders } from 'node:http';
+
+export interface MockProviderOptions {
+  /** 0 = an ephemeral port. */
+  readonly port?: number;
+  readonly host?: string;
+  /** Delay from the response headers to the first token, ms. */
+  readonly ttftMs?: number;
+  /** Tokens (content chunks) per completion. */
+  readonly tokens?: number;
+  /** Delay between consecutive tokens, ms (0 = as fast as the socket takes them). */
+  readonly intervalMs?: number;
+  /** Length of each embedding vector (a request's `dimensions` overrides it). */
+  readonly embeddingDim?: number;
+  /** Ids listed by GET /v1/models. */
+  readonly models?: readonly string[];
+  /** Entries kept in requestLog (oldest dropped first). */
+  readonly logLimit?: number;
+  /** The newest entries that keep their request body; older ones drop it, bounding memory. */
+  readonly bodyLogLimit?: number;
+}
+
+export interface ResolvedOptions {
+  readonly port: number;
+  readonly host: string;
+  readonly ttftMs: number;
+  readonly tokens: number;
+  readonly intervalMs: number;
+  readonly embeddingDim: number;
+  readonly models: readonly string[];
+  readonly logLimit: number;
+  readonly bodyLogLimit: number;
+}
+
+export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions {
+  return {
+    port: nonNegative('port', opts.port ?? 0),
+    host: opts.host ?? '127.0.0.1',
+    ttftMs: nonNegative('ttftMs', opts.ttftMs ?? 0),
+    tokens: nonNegative('tokens', opts.tokens ?? 8),
+    intervalMs: nonNegative('intervalMs', opts.intervalMs ?? 0),
+    embeddingDim: positive('embeddingDim', opts.embeddingDim ?? 16),
+    models: opts.models ?? ['mock-model'],
+    logLimit: positive('logLimit', opts.logLimit ?? 1000),
+    bodyLogLimit: nonNegative('bodyLogLimit', opts.bodyLogLimit ?? 100),
+  };
+}
+
+/** An injected failure, from x-mock-fail. */
+export type MockFailure =
+  | { readonly kind: 'status'; readonly status: number }
+  | { readonly kind: 'reset-before-headers' }
+  | { readonly kind: 'reset-mid-stream' };
+
+/** What one request will do: the options with its header overrides applied. */
+export interface RequestPlan {
+  readonly ttftMs: number;
+  readonly tokens: number;
+  readonly intervalMs: number;
+  /** Delay before the response headers (x-mock-fail: slow-headers:<ms>). */
+  readonly headersDelayMs: number;
+  readonly failure: MockFailure | undefined;
+}
+
+/**
+ * The plan for a request. x-mock-fail takes a comma-separated list, e.g.
+ * `slow-headers:200,status:503`. Throws on a value it does not understand,
+ * so a mistyped test fails loudly instead of passing without the failure.
+ */
+export function planRequest(options: ResolvedOptions, headers: IncomingHttpHeaders): RequestPlan {
+  const ttft = headers['x-mock-ttft-ms'];
+  const tokens = headers['x-mock-tokens'];
+  const interval = headers['x-mock-interval-ms'];
+  const fail = headers['x-mock-fail'];
+  if (ttft === undefined && tokens === undefined && interval === undefined && fail === undefined) return defaultPlan(options);
+  let headersDelayMs = 0;
+  let failure: MockFailure | undefined;
+  if (typeof fail === 'string') {
+    for (const part of fail.split(',')) {
+      const item = part.trim();
+      if (item === 'reset-before-headers' || item === 'reset-mid-stream') failure = { kind: item };
+      else if (item.startsWith('status:')) failure = { kind: 'status', status: statusCode(item.slice(7)) };
+      else if (item.startsWith('slow-headers:')) headersDelayMs = headerNumber('x-mock-fail slow-headers', item.slice(13));
+      else throw new RangeError(`x-mock-fail: unknown failure '${item}'`);
+    }
+  }
+  return {
+    ttftMs: ttft === undefined ? options.ttftMs : headerNumber('x-mock-ttft-ms', ttft),
+    tokens: tokens === undefined ? options.tokens : headerNumber('x-mock-tokens', tokens),
+    intervalMs: interval === undefined ? options.intervalMs : headerNumber('x-mock-interval-ms', interval),
+    headersDelayMs,
+    failure,
+  };
+}
+
+// The plan without overrides is the same object every time.
+const defaultPlans = new WeakMap<ResolvedOptions, RequestPlan>();
+function defaultPlan(options: ResolvedOptions): RequestPlan {
+  let plan = defaultPlans.get(options);
+  if (plan === undefined) {
+    plan = { ttftMs: options.ttftMs, tokens: options.tokens, intervalMs: options.intervalMs, headersDelayMs: 0, failure: undefined };
+    defaultPlans.set(options, plan);
+  }
+  return plan;
+}
+
+function headerNumber(name: string, value: string | string[]): number {
+  const n = Number(Array.isArray(value) ? value[0] : value);
+  if (!Number.isFinite(n) || n < 0) throw new RangeError(`${name}: expected a non-negative number, got '${String(value)}'`);
+  return n;
+}
+
+function statusCode(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 100 || n > 599) throw new RangeError(`x-mock-fail: bad status '${value}'`);
+  return n;
+}
+
+function nonNegative(name: string, n: number): number {
+  if (!Number.isFinite(n) || n < 0) throw new RangeError(`mock provider: ${name} must be a non-negative number, got ${n}`);
+  return n;
+}
+
+function positive(name: string, n: number): number {
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`mock provider: ${name} must be a positive integer, got ${n}`);
+  return n;
+}

@@ -1,0 +1,189 @@
+// A mock OpenAI-compatible provider for tests, the demo and benchmarks.
+// Raw node:http (no framework, keep-alive) so that it is never the
+// bottleneck of a benchmark. Endpoints:
+//   POST /v1/chat/completions, POST /v1/completions  (stream or not)
+//   POST /v1/embeddings, GET /v1/models
+//   GET /mock/stats (counters as JSON), POST /mock/reset (zero them)
+// Per-request overrides: x-mock-ttft-ms, x-mock-tokens, x-mock-interval-ms,
+// x-mock-fail (status:<code> | reset-before-headers | reset-mid-stream |
+// slow-headers:<ms>, comma-separated).
+// A non-streaming completion is answered after ttft + interval * (tokens - 1),
+// when a streaming one would have finished; embeddings after ttft.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Exchange, type Route } from './exchange.js';
+import { planRequest, resolveOptions, type MockProviderOptions, type RequestPlan, type ResolvedOptions } from './options.js';
+import { errorBody } from './responses.js';
+import { MockState, type LastRequest, type MockEvent, type MockRequestRecord, type MockStats, type MutableRecord } from './state.js';
+
+export type { MockProviderOptions } from './options.js';
+export type { EmitTime, LastRequest, MockEvent, MockRequestRecord, MockStats } from './state.js';
+
+export interface MockProvider {
+  /** Origin, e.g. http://127.0.0.1:9000 (what a node agent's base_url takes). */
+  readonly url: string;
+  /** url + '/v1' (what the OpenAI SDK's baseURL takes). */
+  readonly baseURL: string;
+  readonly port: number;
+  readonly stats: MockStats;
+  /** The last logLimit requests, oldest first; entries update live while a response runs. */
+  readonly requestLog: readonly MockRequestRecord[];
+  /** Headers and body of the last request to `path` (e.g. '/v1/chat/completions'). */
+  lastRequest(path: string): LastRequest | undefined;
+  /** Resolves once predicate() holds (checked on every event and every 10 ms); rejects after timeoutMs. */
+  waitFor(predicate: () => boolean, timeoutMs?: number): Promise<void>;
+  /** Zeroes the counters and empties the log. */
+  resetStats(): void;
+  /** 'request': body read; 'complete': response written; 'abort': peer closed early; 'fail': failure injected. */
+  on(event: MockEvent, listener: (record: MockRequestRecord) => void): this;
+  once(event: MockEvent, listener: (record: MockRequestRecord) => void): this;
+  off(event: MockEvent, listener: (record: MockRequestRecord) => void): this;
+  /** Stops listening and ends every open connection. */
+  close(): Promise<void>;
+}
+
+const ROUTES: ReadonlyMap<string, readonly [method: string, route: Route]> = new Map([
+  ['/v1/chat/completions', ['POST', 'chat']],
+  ['/v1/completions', ['POST', 'text']],
+  ['/v1/embeddings', ['POST', 'embeddings']],
+  ['/v1/models', ['GET', 'models']],
+]);
+
+export async function startMockProvider(opts: MockProviderOptions = {}): Promise<MockProvider> {
+  const provider = new MockProviderServer(resolveOptions(opts));
+  await provider.listen();
+  return provider;
+}
+
+class MockProviderServer extends MockState implements MockProvider {
+  readonly #options: ResolvedOptions;
+  readonly #server: Server;
+  #port = 0;
+
+  constructor(options: ResolvedOptions) {
+    super(options.logLimit, options.bodyLogLimit);
+    this.#options = options;
+    this.#server = createServer({ keepAliveTimeout: 30_000, noDelay: true }, (req, res) => this.#handle(req, res));
+  }
+
+  get port(): number {
+    return this.#port;
+  }
+
+  get url(): string {
+    const host = this.#options.host.includes(':') ? `[${this.#options.host}]` : this.#options.host;
+    return `http://${host}:${this.#port}`;
+  }
+
+  get baseURL(): string {
+    return `${this.url}/v1`;
+  }
+
+  async listen(): Promise<void> {
+    const server = this.#server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.#options.port, this.#options.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.#port = (server.address() as AddressInfo).port;
+  }
+
+  lastRequest(path: string): LastRequest | undefined {
+    return this.lastRequests.get(path);
+  }
+
+  resetStats(): void {
+    this.reset();
+  }
+
+  waitFor(predicate: () => boolean, timeoutMs = 5_000): Promise<void> {
+    if (predicate()) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const check = (): void => {
+        if (!predicate()) return;
+        cleanup();
+        resolve();
+      };
+      const poll = setInterval(check, 10);
+      const timeout = setTimeout(() => {
+        cleanup();
+        reject(new Error(`mock provider: condition not met within ${timeoutMs} ms (stats ${JSON.stringify(this.stats)})`));
+      }, timeoutMs);
+      const events: MockEvent[] = ['request', 'complete', 'abort', 'fail'];
+      const cleanup = (): void => {
+        clearInterval(poll);
+        clearTimeout(timeout);
+        for (const event of events) this.off(event, check);
+      };
+      for (const event of events) this.on(event, check);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    this.#server.closeAllConnections();
+    await closed;
+  }
+
+  #handle(req: IncomingMessage, res: ServerResponse): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    if (path.startsWith('/mock/')) {
+      this.#handleControl(req, res, path);
+      return;
+    }
+    const record = this.open(req.method ?? 'GET', path, req.headers);
+    const entry = ROUTES.get(path);
+    let plan: RequestPlan | undefined;
+    let problem: [number, string] | undefined;
+    if (entry === undefined) problem = [404, errorBody(`Unknown request URL: ${req.method} ${path}`, 'invalid_request_error', 'unknown_url')];
+    else if (entry[0] !== req.method) problem = [405, errorBody(`Method ${req.method} not allowed on ${path}`, 'invalid_request_error', 'method_not_allowed')];
+    else {
+      try {
+        plan = planRequest(this.#options, req.headers);
+      } catch (err) {
+        problem = [400, errorBody((err as Error).message, 'invalid_request_error', 'invalid_mock_header')];
+      }
+    }
+    if (problem !== undefined || plan === undefined || entry === undefined) {
+      this.#answerDirectly(req, res, record, problem ?? [500, errorBody('mock: no plan', 'server_error', null)]);
+      return;
+    }
+    new Exchange(this, this.#options, req, res, record, entry[1], plan);
+  }
+
+  /** Errors found from the request line and headers alone. */
+  #answerDirectly(req: IncomingMessage, res: ServerResponse, record: MutableRecord, [status, body]: [number, string]): void {
+    req.resume();
+    record.status = status;
+    res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))]);
+    res.end(body);
+    record.completed = true;
+    record.endedAtMs = performance.now();
+    this.stats.completed++;
+    this.stats.inFlight--;
+    this.emit('complete', record);
+  }
+
+  #handleControl(req: IncomingMessage, res: ServerResponse, path: string): void {
+    req.resume();
+    let status = 200;
+    let body: string;
+    if (path === '/mock/stats' && req.method === 'GET') body = JSON.stringify({ ...this.stats, logSize: this.requestLog.length });
+    else if (path === '/mock/reset' && req.method === 'POST') {
+      this.reset();
+      body = JSON.stringify({ ...this.stats, logSize: 0 });
+    } else {
+      status = 404;
+      body = errorBody(`Unknown mock control URL: ${req.method} ${path}`, 'invalid_request_error', 'unknown_url');
+    }
+    res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))]);
+    res.end(body);
+  }
+}

@@ -1,0 +1,92 @@
+// Response bodies in exactly the shapes the OpenAI API (and so the official
+// SDK) uses: chat.completion(.chunk), text_completion, embeddings, models,
+// errors. Built by string concatenation: the mock must stay cheap enough
+// that a benchmark measures the edge, not the mock.
+
+/** The kind of completion endpoint a request hit. */
+export type CompletionKind = 'chat' | 'text';
+
+/**
+ * The text of token k of a completion for `model`: "hello from <model>"
+ * repeated, so a test can see which served name reached the provider.
+ */
+export function tokenText(model: string, k: number): string {
+  const word = k % 3;
+  const lead = k === 0 ? '' : ' ';
+  return lead + (word === 0 ? 'hello' : word === 1 ? 'from' : model);
+}
+
+export function completionText(model: string, tokens: number): string {
+  let text = '';
+  for (let k = 0; k < tokens; k++) text += tokenText(model, k);
+  return text;
+}
+
+export interface Usage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+function usageJson(usage: Usage): string {
+  const { promptTokens, completionTokens } = usage;
+  return `{"prompt_tokens":${promptTokens},"completion_tokens":${completionTokens},"total_tokens":${promptTokens + completionTokens}}`;
+}
+
+/** Non-streaming response body. */
+export function completionBody(kind: CompletionKind, id: string, created: number, modelJson: string, content: string, usage: Usage): string {
+  const text = JSON.stringify(content);
+  const choice =
+    kind === 'chat'
+      ? `{"index":0,"message":{"role":"assistant","content":${text},"refusal":null},"logprobs":null,"finish_reason":"stop"}`
+      : `{"text":${text},"index":0,"logprobs":null,"finish_reason":"stop"}`;
+  const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
+  return `{"id":"${id}","object":"${object}","created":${created},"model":${modelJson},"choices":[${choice}],"usage":${usageJson(usage)},"system_fingerprint":"mock"}`;
+}
+
+/**
+ * The constant head of every SSE event of one streaming response, up to the
+ * choice: `data: {"id":...,"model":...,"choices":[`.
+ */
+export function chunkHead(kind: CompletionKind, id: string, created: number, modelJson: string): string {
+  const object = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+  return `data: {"id":"${id}","object":"${object}","created":${created},"model":${modelJson},"system_fingerprint":"mock","choices":[`;
+}
+
+/** SSE event carrying token k (the first chat chunk also carries the role). */
+export function tokenEvent(kind: CompletionKind, head: string, text: string, first: boolean): string {
+  const json = JSON.stringify(text);
+  if (kind === 'text') return `${head}{"text":${json},"index":0,"logprobs":null,"finish_reason":null}]}\n\n`;
+  const delta = first ? `{"role":"assistant","content":${json}}` : `{"content":${json}}`;
+  return `${head}{"index":0,"delta":${delta},"logprobs":null,"finish_reason":null}]}\n\n`;
+}
+
+/** The last data event: finish_reason "stop" and the usage. */
+export function finalEvent(kind: CompletionKind, head: string, usage: Usage): string {
+  const choice =
+    kind === 'chat'
+      ? '{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}'
+      : '{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}';
+  return `${head}${choice}],"usage":${usageJson(usage)}}\n\n`;
+}
+
+export const DONE_EVENT = 'data: [DONE]\n\n';
+
+export function modelsBody(models: readonly string[]): string {
+  const data = models.map((id) => `{"id":${JSON.stringify(id)},"object":"model","created":1700000000,"owned_by":"mock"}`);
+  return `{"object":"list","data":[${data.join(',')}]}`;
+}
+
+/** OpenAI's error body. */
+export function errorBody(message: string, type: string, code: string | null, param: string | null = null): string {
+  return JSON.stringify({ error: { message, type, param, code } });
+}
+
+/** An OpenAI error `type` for an HTTP status, as the API uses them. */
+export function errorTypeFor(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'server_error';
+  return 'invalid_request_error';
+}

@@ -1,0 +1,12 @@
+// The shape every consumer of a tunnel's frames has (undici's dispatch
+// handler idea): the HTTP relay, a test recorder or a metrics tap are
+// interchangeable. Frames arrive already checked for order by the session;
+// after onEnd or onError nothing more is delivered.
+import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
+
+export interface TunnelConsumer {
+  onHeaders(status: number, headers: readonly Header[]): void;
+  onData(bytes: Uint8Array): void;
+  onEnd(): void;
+  onError(code: string, message: string): void;
+}
