@@ -1,0 +1,65 @@
+// `npm start`: the embedded demo. Mock provider + edge + node agent on
+// loopback, from examples/, in one process; prints a curl line that works.
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { loadAgentConfig } from '../agent/config.js';
+import { NodeAgent } from '../agent/agent.js';
+import { loadEdgeConfig } from '../main/config.js';
+import { startEdge } from '../main/edge.js';
+import { startMockProvider } from '../mock/provider.js';
+import { createLogger } from '../shared/logger.js';
+
+const examples = (name: string): string => fileURLToPath(new URL(`../../../examples/${name}`, import.meta.url));
+
+/** DEMO_HTTP_PORT, DEMO_GRPC_PORT, DEMO_MOCK_PORT override the examples' ports (0 = any free port). */
+function portFromEnv(name: string, fallback: number): number {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const port = Number(text);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`${name} must be a port number, got ${JSON.stringify(text)}`);
+  return port;
+}
+
+async function main(): Promise<void> {
+  const level = process.env.LOG_LEVEL ?? 'warn';
+  const logger = createLogger('demo', level);
+  const exampleAgent = await loadAgentConfig(examples('node-agent.yaml'));
+  const exampleEdge = await loadEdgeConfig(examples('edge.yaml'));
+  const mockBase = new URL(exampleAgent.providers.find((p) => p.baseUrl)?.baseUrl ?? 'http://127.0.0.1:9000');
+  const mock = await startMockProvider({ port: portFromEnv('DEMO_MOCK_PORT', Number(mockBase.port)), ttftMs: 100, tokens: 12, intervalMs: 60 });
+  const edgeConfig = {
+    ...exampleEdge,
+    http: { ...exampleEdge.http, port: portFromEnv('DEMO_HTTP_PORT', exampleEdge.http.port) },
+    grpc: { ...exampleEdge.grpc, port: portFromEnv('DEMO_GRPC_PORT', exampleEdge.grpc.port) },
+  };
+  const edge = await startEdge(edgeConfig, { logger: createLogger('edge', level) });
+  const agentConfig = {
+    ...exampleAgent,
+    edge: { ...exampleAgent.edge, address: `${edgeConfig.grpc.host}:${edge.grpcPort}` },
+    providers: exampleAgent.providers.map((p) => (p.baseUrl ? { ...p, baseUrl: mock.url } : p)),
+  };
+  const agent = new NodeAgent(agentConfig, { logger: createLogger('node-agent', level) });
+  const registered = once(agent, 'registered');
+  agent.start();
+  await registered;
+  const body = JSON.stringify({ model: 'llama3', messages: [{ role: 'user', content: 'Hello!' }] });
+  console.log(`demo ready: edge ${edge.url} (gRPC :${edge.grpcPort}), node agent gpu-1, mock provider ${mock.url}
+
+try:
+  curl -s ${edge.url}/v1/chat/completions -H 'content-type: application/json' -d '${body}'
+  curl -sN ${edge.url}/v1/chat/completions -H 'content-type: application/json' -d '${body.replace('"model"', '"stream":true,"model"')}'
+  curl -s ${edge.url}/v1/models
+
+Ctrl-C stops it.`);
+  const shutdown = (): void => {
+    void agent.stop().then(() => edge.close()).then(() => mock.close()).finally(() => process.exit(0));
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+  logger.debug('demo running');
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

@@ -1,0 +1,136 @@
+// Loads and validates the edge's YAML config into an immutable EdgeConfig.
+// Every problem is reported with its path, what was expected and what was
+// found; referential mistakes (a model naming an unknown provider) too.
+import { readFile } from 'node:fs/promises';
+import { parse as parseYaml } from 'yaml';
+import { ConfigReader } from '../shared/config-reader.js';
+import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/catalog.js';
+import type { EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
+
+const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
+const MAX_PORT = 65535;
+const DAY_MS = 86_400_000;
+
+function readListen(r: ConfigReader, path: string, raw: unknown, defaultPort: number): ListenConfig {
+  const obj = r.object(path, raw, true) ?? {};
+  r.noUnknownKeys(path, obj, ['host', 'port']);
+  return { host: r.string(`${path}.host`, obj.host, '127.0.0.1'), port: r.integer(`${path}.port`, obj.port, 0, MAX_PORT, defaultPort) };
+}
+
+function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
+  const obj = r.object(path, raw);
+  if (!obj) return undefined;
+  r.noUnknownKeys(path, obj, ['id', 'type', 'capacity', 'max_context_tokens', 'enabled', 'models']);
+  if (obj.models !== undefined) for (const [i, m] of r.list(`${path}.models`, obj.models).entries()) r.string(`${path}.models[${i}]`, m);
+  return {
+    id: r.string(`${path}.id`, obj.id),
+    type: r.oneOf(`${path}.type`, obj.type, PROVIDER_TYPES, 'openai_compat'),
+    capacity: r.integer(`${path}.capacity`, obj.capacity, 0, 1_000_000, 1),
+    maxContextTokens: r.optionalInteger(`${path}.max_context_tokens`, obj.max_context_tokens, 1, 100_000_000),
+    enabled: r.boolean(`${path}.enabled`, obj.enabled, true),
+  };
+}
+
+function readNode(r: ConfigReader, path: string, raw: unknown): NodeConfig | undefined {
+  const obj = r.object(path, raw);
+  if (!obj) return undefined;
+  r.noUnknownKeys(path, obj, ['id', 'token', 'providers']);
+  const providers: ProviderConfig[] = [];
+  for (const [i, p] of r.list(`${path}.providers`, obj.providers).entries()) {
+    const provider = readProvider(r, `${path}.providers[${i}]`, p);
+    if (provider) providers.push(provider);
+  }
+  return { id: r.string(`${path}.id`, obj.id), token: r.string(`${path}.token`, obj.token), providers };
+}
+
+function readModel(r: ConfigReader, path: string, raw: unknown, providerIds: ReadonlySet<string>): ModelConfig | undefined {
+  const obj = r.object(path, raw);
+  if (!obj) return undefined;
+  r.noUnknownKeys(path, obj, ['alias', 'providers', 'max_queue', 'queue_timeout_ms']);
+  const providers = new Map<string, string>();
+  const map = r.object(`${path}.providers`, obj.providers);
+  if (map) {
+    for (const [providerId, served] of Object.entries(map)) {
+      const servedName = r.string(`${path}.providers.${providerId}`, served);
+      if (!providerIds.has(providerId)) r.problems.push(`${path}.providers.${providerId}: no provider with this id in nodes[].providers`);
+      providers.set(providerId, servedName);
+    }
+  }
+  return {
+    alias: r.string(`${path}.alias`, obj.alias),
+    providers,
+    maxQueue: r.integer(`${path}.max_queue`, obj.max_queue, 0, 1_000_000, DEFAULT_MAX_QUEUE),
+    queueTimeoutMs: r.integer(`${path}.queue_timeout_ms`, obj.queue_timeout_ms, 1, DAY_MS, DEFAULT_QUEUE_TIMEOUT_MS),
+  };
+}
+
+function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[]): void {
+  const seen = new Set<string>();
+  for (const id of ids) {
+    if (seen.has(id)) r.problems.push(`${path}: duplicate id ${JSON.stringify(id)}`);
+    seen.add(id);
+  }
+}
+
+/** Validates a parsed config tree; throws ConfigError listing every problem. */
+export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
+  const r = new ConfigReader();
+  const root = r.object('(root)', raw) ?? {};
+  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'nodes', 'models']);
+
+  const listen = r.object('listen', root.listen, true) ?? {};
+  r.noUnknownKeys('listen', listen, ['http', 'grpc']);
+  const limits = r.object('limits', root.limits, true) ?? {};
+  r.noUnknownKeys('limits', limits, ['body_bytes', 'tunnel_timeout_ms']);
+  const heartbeat = r.object('heartbeat', root.heartbeat, true) ?? {};
+  r.noUnknownKeys('heartbeat', heartbeat, ['interval_ms', 'timeout_ms']);
+  const scheduler = r.object('scheduler', root.scheduler, true) ?? {};
+  r.noUnknownKeys('scheduler', scheduler, ['long_context_threshold_tokens']);
+  const workers = r.object('workers', root.workers, true) ?? {};
+  r.noUnknownKeys('workers', workers, ['count']);
+
+  const nodes: NodeConfig[] = [];
+  for (const [i, n] of r.list('nodes', root.nodes).entries()) {
+    const node = readNode(r, `nodes[${i}]`, n);
+    if (node) nodes.push(node);
+  }
+  reportDuplicates(r, 'nodes', nodes.map((n) => n.id));
+  const providerIds = nodes.flatMap((n) => n.providers.map((p) => p.id));
+  reportDuplicates(r, 'nodes[].providers', providerIds);
+
+  const models: ModelConfig[] = [];
+  const providerIdSet = new Set(providerIds);
+  for (const [i, m] of r.list('models', root.models).entries()) {
+    const model = readModel(r, `models[${i}]`, m, providerIdSet);
+    if (model) models.push(model);
+  }
+  reportDuplicates(r, 'models', models.map((m) => m.alias));
+
+  const heartbeatIntervalMs = r.integer('heartbeat.interval_ms', heartbeat.interval_ms, 10, DAY_MS, 5_000);
+  const heartbeatTimeoutMs = r.integer('heartbeat.timeout_ms', heartbeat.timeout_ms, 20, DAY_MS, 15_000);
+  if (heartbeatTimeoutMs <= heartbeatIntervalMs) r.problems.push('heartbeat.timeout_ms: must be larger than heartbeat.interval_ms');
+
+  const config: EdgeConfig = {
+    http: readListen(r, 'listen.http', listen.http, 8080),
+    grpc: readListen(r, 'listen.grpc', listen.grpc, 50051),
+    limits: {
+      bodyBytes: r.integer('limits.body_bytes', limits.body_bytes, 1024, 1 << 30, 8 * 1024 * 1024),
+      tunnelTimeoutMs: r.integer('limits.tunnel_timeout_ms', limits.tunnel_timeout_ms, 1, DAY_MS, 600_000),
+    },
+    heartbeat: { intervalMs: heartbeatIntervalMs, timeoutMs: heartbeatTimeoutMs },
+    scheduler: {
+      longContextThresholdTokens: r.integer('scheduler.long_context_threshold_tokens', scheduler.long_context_threshold_tokens, 1, 100_000_000, 32_768),
+    },
+    // I/O worker threads are not built yet (see docs): 0 = the whole data path on the main thread.
+    workers: { count: r.integer('workers.count', workers.count, 0, 0, 0) },
+    nodes,
+    models,
+  };
+  r.throwIfProblems(source);
+  return config;
+}
+
+export async function loadEdgeConfig(file: string): Promise<EdgeConfig> {
+  const text = await readFile(file, 'utf8');
+  return parseEdgeConfig(parseYaml(text), file);
+}

@@ -1,0 +1,117 @@
+// Small typed reader over a parsed YAML/JSON tree. Every problem is recorded
+// with its path, what was expected and what was found, so one run of a
+// validator reports all mistakes in a config at once.
+
+export class ConfigError extends Error {
+  readonly problems: readonly string[];
+  constructor(source: string, problems: readonly string[]) {
+    super(`invalid config ${source}:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+type Plain = Record<string, unknown>;
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`;
+  if (typeof value === 'object') return 'a mapping';
+  return `${typeof value} ${String(value)}`;
+}
+
+export class ConfigReader {
+  readonly problems: string[] = [];
+
+  problem(path: string, expected: string, found: unknown): void {
+    this.problems.push(`${path}: expected ${expected}, found ${found === undefined ? 'nothing' : describe(found)}`);
+  }
+
+  /** Reports keys of `obj` not in `known` (typos would otherwise be silently ignored). */
+  noUnknownKeys(path: string, obj: Plain, known: readonly string[]): void {
+    for (const key of Object.keys(obj)) {
+      if (!known.includes(key)) this.problems.push(`${path}.${key}: unknown key (known: ${known.join(', ')})`);
+    }
+  }
+
+  object(path: string, value: unknown, optional = false): Plain | undefined {
+    if (value === undefined && optional) return undefined;
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      this.problem(path, 'a mapping', value);
+      return undefined;
+    }
+    return value as Plain;
+  }
+
+  list(path: string, value: unknown, optional = false): unknown[] {
+    if (value === undefined && optional) return [];
+    if (!Array.isArray(value)) {
+      this.problem(path, 'a list', value);
+      return [];
+    }
+    return value;
+  }
+
+  string(path: string, value: unknown, fallback?: string): string {
+    if (value === undefined && fallback !== undefined) return fallback;
+    if (typeof value !== 'string' || value.length === 0) {
+      this.problem(path, 'a non-empty string', value);
+      return fallback ?? '';
+    }
+    return value;
+  }
+
+  optionalString(path: string, value: unknown): string | undefined {
+    if (value === undefined) return undefined;
+    return this.string(path, value);
+  }
+
+  integer(path: string, value: unknown, min: number, max: number, fallback?: number): number {
+    if (value === undefined && fallback !== undefined) return fallback;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      this.problem(path, `an integer from ${min} to ${max}`, value);
+      return fallback ?? min;
+    }
+    return value;
+  }
+
+  optionalInteger(path: string, value: unknown, min: number, max: number): number | undefined {
+    if (value === undefined) return undefined;
+    return this.integer(path, value, min, max);
+  }
+
+  boolean(path: string, value: unknown, fallback: boolean): boolean {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'boolean') {
+      this.problem(path, 'true or false', value);
+      return fallback;
+    }
+    return value;
+  }
+
+  oneOf<T extends string>(path: string, value: unknown, allowed: readonly T[], fallback?: T): T {
+    if (value === undefined && fallback !== undefined) return fallback;
+    if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+      this.problem(path, `one of ${allowed.join(' | ')}`, value);
+      return fallback ?? allowed[0];
+    }
+    return value as T;
+  }
+
+  url(path: string, value: unknown): string {
+    const text = this.string(path, value);
+    if (text === '') return text;
+    try {
+      const parsed = new URL(text);
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') this.problem(path, 'an http(s) URL', value);
+    } catch {
+      this.problem(path, 'an http(s) URL', value);
+    }
+    return text;
+  }
+
+  throwIfProblems(source: string): void {
+    if (this.problems.length > 0) throw new ConfigError(source, this.problems);
+  }
+}

@@ -1,0 +1,63 @@
+// One catalogue of every error the gateway returns to a client: HTTP status,
+// OpenAI error `type`, stable `code`, and the message. Handlers, docs and
+// tests all use these entries, so a code never drifts between them.
+
+export interface GatewayErrorSpec {
+  readonly status: number;
+  readonly type: 'invalid_request_error' | 'authentication_error' | 'permission_error' | 'rate_limit_error' | 'server_error';
+  readonly code: string;
+  /** Default message; call sites may give a more specific one. */
+  readonly message: string;
+  /** Names the request field at fault, when there is one. */
+  readonly param: string | null;
+}
+
+function spec(status: number, type: GatewayErrorSpec['type'], code: string, message: string, param: string | null = null): GatewayErrorSpec {
+  return Object.freeze({ status, type, code, message, param });
+}
+
+export const Errors = Object.freeze({
+  // Client mistakes
+  invalidJson: spec(400, 'invalid_request_error', 'invalid_json', 'request body is not valid JSON'),
+  notObject: spec(400, 'invalid_request_error', 'invalid_json', 'request body must be a JSON object'),
+  tooDeep: spec(400, 'invalid_request_error', 'json_too_deep', 'request body nests too deeply'),
+  missingModel: spec(400, 'invalid_request_error', 'missing_model', 'you must provide a model parameter', 'model'),
+  modelNotString: spec(400, 'invalid_request_error', 'invalid_model', '`model` must be a non-empty string', 'model'),
+  modelNotFound: spec(404, 'invalid_request_error', 'model_not_found', 'the model does not exist', 'model'),
+  nodeNotFound: spec(404, 'invalid_request_error', 'node_not_found', 'the node named in x-edge-node serves no provider for this model'),
+  bodyTooLarge: spec(413, 'invalid_request_error', 'request_too_large', 'request body is larger than the configured limit'),
+  routeNotFound: spec(404, 'invalid_request_error', 'unknown_url', 'unknown route'),
+  // Admission
+  queueFull: spec(429, 'rate_limit_error', 'queue_full', 'too many requests are waiting for this model; retry later'),
+  queueTimeout: spec(503, 'server_error', 'queue_timeout', 'no provider slot became free in time; retry later'),
+  noProviderAvailable: spec(503, 'server_error', 'no_provider_available', 'no provider for this model is connected; retry later'),
+  // Tunnel and upstream failures
+  nodeDisconnected: spec(502, 'server_error', 'node_disconnected', 'the node serving this request disconnected'),
+  upstreamConnectFailed: spec(502, 'server_error', 'upstream_connect_failed', 'the provider refused the connection'),
+  upstreamReset: spec(502, 'server_error', 'upstream_reset', 'the provider closed the connection mid-response'),
+  upstreamError: spec(502, 'server_error', 'upstream_error', 'the provider request failed'),
+  upstreamTimeout: spec(504, 'server_error', 'upstream_timeout', 'the provider did not answer in time'),
+  gatewayTimeout: spec(504, 'server_error', 'gateway_timeout', 'the request exceeded the tunnel timeout'),
+  protocolError: spec(502, 'server_error', 'node_protocol_error', 'the node sent an invalid frame sequence'),
+  internal: spec(500, 'server_error', 'internal_error', 'internal gateway error'),
+});
+
+export type ErrorName = keyof typeof Errors;
+
+/** Maps an ERROR frame's code from the node onto the catalogue. */
+export function specForNodeErrorCode(code: string): GatewayErrorSpec {
+  switch (code) {
+    case 'upstream_connect_failed': return Errors.upstreamConnectFailed;
+    case 'upstream_reset': return Errors.upstreamReset;
+    case 'upstream_timeout': return Errors.upstreamTimeout;
+    case 'node_disconnected': return Errors.nodeDisconnected;
+    case 'node_protocol_error': return Errors.protocolError;
+    case 'gateway_timeout': return Errors.gatewayTimeout;
+    default: return Errors.upstreamError;
+  }
+}
+
+/** OpenAI's error body: {"error":{"message","type","param","code"}}. */
+export function errorBody(spec: GatewayErrorSpec, message?: string): string {
+  return JSON.stringify({ error: { message: message ?? spec.message, type: spec.type, param: spec.param, code: spec.code } });
+}

@@ -1,0 +1,203 @@
+// Fixed-size scheduler records for the worker <-> scheduler rings, encoded in
+// place in the ring (reserve, encode into producer.view, commit) and decoded
+// in place (consumer.drainInPlace), so neither side allocates per record.
+//
+// One 48-byte layout for every kind (little-endian, offsets in bytes):
+//    0 u8  kind        RecordKind
+//    1 u8  code        ReleaseReason / RejectCode (see the tables below); confirm reply: 1 = current
+//    2 u16 reserved    0
+//    4 u32 generation  node connection generation
+//    8 f64 requestId   integers up to 2^53, as the data path mints them
+//   16 f64 leaseId     integers up to 2^53, as the scheduler mints them
+//   24 u32 nodeId      interned name id, 0 = none
+//   28 u32 providerId  interned name id, 0 = none
+//   32 u32 nameId      interned: the alias (admit) or served model (grant)
+//   36 u32 reserved    0
+//   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec
+// Fields per kind (unlisted fields are 0):
+//   admit      requestId, nameId (alias), nodeId (direct dispatch), value
+//   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value
+//   reject     requestId, code, value
+//   release    leaseId, code (requestId when known)
+//   confirm    leaseId; the reply also carries code (1 = current, 0 = stale)
+//   connect    nodeId; the reply also carries generation
+//   disconnect nodeId, generation
+//
+// Names travel once per ring as `string` records (variable size: u8 kind at
+// 0, u32 id at 4, UTF-8 from 8 to the record's end), written by RecordWriter
+// before the first record that uses the id; the ring is FIFO, so the reader
+// has always learnt a name before it meets its id. Each ring direction has its
+// own table: the writer assigns ids, the reader learns them.
+import type { RejectCode, ReleaseReason } from '../../main/scheduler/types.js';
+import type { RingProducer } from './ring-producer.js';
+
+export const RECORD_BYTES = 48;
+export const STRING_HEADER_BYTES = 8;
+
+export const RecordKind = {
+  admit: 1,
+  grant: 2,
+  reject: 3,
+  release: 4,
+  confirm: 5,
+  connect: 6,
+  disconnect: 7,
+  string: 8,
+} as const;
+export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
+
+// Record<...> makes tsc fail here when a reason or code is added upstream.
+const RELEASE_REASON_CODES: Record<ReleaseReason, number> = {
+  end: 1,
+  error: 2,
+  client_closed: 3,
+  send_failed: 4,
+  body_build_failed: 5,
+  timeout: 6,
+  fenced: 7,
+  stale_generation: 8,
+};
+const REJECT_CODES: Record<RejectCode, number> = {
+  model_not_found: 1,
+  node_not_found: 2,
+  queue_full: 3,
+  queue_timeout: 4,
+  no_provider_available: 5,
+};
+const RELEASE_REASONS = invert(RELEASE_REASON_CODES);
+const REJECTS = invert(REJECT_CODES);
+
+export function releaseReasonCode(reason: ReleaseReason): number {
+  return RELEASE_REASON_CODES[reason];
+}
+export function releaseReasonOf(code: number): ReleaseReason {
+  return decodeCode(RELEASE_REASONS, code, 'release reason');
+}
+export function rejectCodeCode(code: RejectCode): number {
+  return REJECT_CODES[code];
+}
+export function rejectCodeOf(code: number): RejectCode {
+  return decodeCode(REJECTS, code, 'reject code');
+}
+
+/** One decoded (or to-be-encoded) record. Reuse one instance per side. */
+export class SchedulerRecord {
+  kind = 0;
+  code = 0;
+  generation = 0;
+  requestId = 0;
+  leaseId = 0;
+  nodeId = 0;
+  providerId = 0;
+  nameId = 0;
+  value = 0;
+
+  /** Zeroes every field and sets `kind`, ready to fill for the next write. */
+  reset(kind: RecordKindCode): this {
+    this.kind = kind;
+    this.code = this.generation = this.requestId = this.leaseId = 0;
+    this.nodeId = this.providerId = this.nameId = this.value = 0;
+    return this;
+  }
+}
+
+export function encodeRecord(view: DataView, offset: number, r: SchedulerRecord): void {
+  view.setUint32(offset, r.kind | (r.code << 8), true);
+  view.setUint32(offset + 4, r.generation, true);
+  view.setFloat64(offset + 8, r.requestId, true);
+  view.setFloat64(offset + 16, r.leaseId, true);
+  view.setUint32(offset + 24, r.nodeId, true);
+  view.setUint32(offset + 28, r.providerId, true);
+  view.setUint32(offset + 32, r.nameId, true);
+  view.setUint32(offset + 36, 0, true);
+  view.setFloat64(offset + 40, r.value, true);
+}
+
+export function decodeRecord(view: DataView, offset: number, out: SchedulerRecord): void {
+  out.kind = view.getUint8(offset);
+  out.code = view.getUint8(offset + 1);
+  out.generation = view.getUint32(offset + 4, true);
+  out.requestId = view.getFloat64(offset + 8, true);
+  out.leaseId = view.getFloat64(offset + 16, true);
+  out.nodeId = view.getUint32(offset + 24, true);
+  out.providerId = view.getUint32(offset + 28, true);
+  out.nameId = view.getUint32(offset + 32, true);
+  out.value = view.getFloat64(offset + 40, true);
+}
+
+const utf8 = new TextEncoder();
+const utf8Decoder = new TextDecoder();
+
+/** Writing side of one ring direction: interns names and writes records. */
+export class RecordWriter {
+  private readonly ids = new Map<string, number>();
+
+  constructor(private readonly producer: RingProducer) {}
+
+  /** The id of `name`, writing its `string` record first if the reader has
+   * not seen it yet. 0 when that record does not fit now: backpressure, as
+   * for write(); nothing was interned and the call can be repeated. */
+  intern(name: string): number {
+    const known = this.ids.get(name);
+    if (known !== undefined) return known;
+    const length = STRING_HEADER_BYTES + Buffer.byteLength(name, 'utf8');
+    const offset = this.producer.reserve(length);
+    if (offset < 0) return 0;
+    const id = this.ids.size + 1;
+    this.producer.view.setUint32(offset, RecordKind.string, true);
+    this.producer.view.setUint32(offset + 4, id, true);
+    utf8.encodeInto(name, this.producer.bytes.subarray(offset + STRING_HEADER_BYTES, offset + length));
+    this.producer.commit();
+    this.ids.set(name, id);
+    return id;
+  }
+
+  /** Writes `record` as one ring record. False when the ring is full. */
+  write(record: SchedulerRecord): boolean {
+    const offset = this.producer.reserve(RECORD_BYTES);
+    if (offset < 0) return false;
+    encodeRecord(this.producer.view, offset, record);
+    this.producer.commit();
+    return true;
+  }
+}
+
+/** Reading side of one ring direction: learns names, decodes records. */
+export class RecordReader {
+  private readonly names: string[] = [''];
+
+  constructor(
+    private readonly view: DataView,
+    private readonly bytes: Uint8Array,
+  ) {}
+
+  /** Decodes the ring record at (offset, length) into `out`. Returns false
+   * for a `string` record, which it consumes by learning the name. */
+  decode(offset: number, length: number, out: SchedulerRecord): boolean {
+    if (this.view.getUint8(offset) === RecordKind.string) {
+      const id = this.view.getUint32(offset + 4, true);
+      this.names[id] = utf8Decoder.decode(this.bytes.subarray(offset + STRING_HEADER_BYTES, offset + length));
+      return false;
+    }
+    if (length !== RECORD_BYTES) throw new Error(`ring: scheduler record of ${length} bytes, expected ${RECORD_BYTES}`);
+    decodeRecord(this.view, offset, out);
+    return true;
+  }
+
+  /** The name behind an interned id; undefined for 0 or an unknown id. */
+  nameOf(id: number): string | undefined {
+    return id === 0 ? undefined : this.names[id];
+  }
+}
+
+function invert<K extends string>(codes: Record<K, number>): K[] {
+  const names: K[] = [];
+  for (const name of Object.keys(codes) as K[]) names[codes[name]] = name;
+  return names;
+}
+
+function decodeCode<K extends string>(names: readonly K[], code: number, what: string): K {
+  const name = names[code];
+  if (name === undefined) throw new RangeError(`ring: unknown ${what} ${code}`);
+  return name;
+}

@@ -1,0 +1,38 @@
+// `npm start` must serve the curl line it prints (README quick start).
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { test } from 'node:test';
+
+const run = promisify(execFile);
+const demo = fileURLToPath(new URL('../../src/demo/start.js', import.meta.url));
+
+test('the demo prints curl lines that work', async () => {
+  const child = spawn(process.execPath, [demo], {
+    env: { ...process.env, DEMO_HTTP_PORT: '0', DEMO_GRPC_PORT: '0', DEMO_MOCK_PORT: '0', LOG_LEVEL: 'error' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  try {
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    while (!out.includes('Ctrl-C')) {
+      const [chunk] = (await once(child.stdout, 'data')) as [string];
+      out += chunk;
+    }
+    const curlLines = out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('curl '));
+    assert.equal(curlLines.length, 3, out);
+    const [plain, streaming, models] = await Promise.all(curlLines.map((line) => run('bash', ['-c', line])));
+    const completion = JSON.parse(plain.stdout) as { object: string; choices: { message: { content: string } }[] };
+    assert.equal(completion.object, 'chat.completion');
+    assert.ok(completion.choices[0].message.content.length > 0);
+    assert.match(streaming.stdout, /^data: .*chat\.completion\.chunk/m);
+    assert.match(streaming.stdout, /data: \[DONE\]/);
+    assert.deepEqual((JSON.parse(models.stdout) as { data: { id: string }[] }).data.map((m) => m.id), ['llama3', 'embed-small']);
+  } finally {
+    child.kill('SIGTERM');
+    const [code] = (await once(child, 'exit')) as [number | null];
+    assert.equal(code, 0, 'the demo exits cleanly on SIGTERM');
+  }
+});

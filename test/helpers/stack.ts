@@ -1,0 +1,114 @@
+// Starts a real stack on loopback for end-to-end tests: mock provider,
+// edge (HTTP + gRPC on ephemeral ports) and a node agent dialling it.
+import { once } from 'node:events';
+import { parseAgentConfig } from '../../src/agent/config.js';
+import { NodeAgent } from '../../src/agent/agent.js';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { startEdge, type RunningEdge } from '../../src/main/edge.js';
+import { startMockProvider, type MockProvider, type MockProviderOptions } from '../../src/mock/provider.js';
+import type { EdgeConfig } from '../../src/shared/config-types.js';
+import { silentLogger } from '../../src/shared/logger.js';
+
+export interface StackOptions {
+  readonly capacity?: number;
+  readonly maxQueue?: number;
+  readonly queueTimeoutMs?: number;
+  readonly bodyBytes?: number;
+  readonly tunnelTimeoutMs?: number;
+  readonly mock?: MockProviderOptions;
+  readonly startAgent?: boolean;
+  readonly agentToken?: string;
+}
+
+export interface Stack {
+  readonly edge: RunningEdge;
+  readonly mock: MockProvider;
+  agent: NodeAgent | undefined;
+  readonly baseURL: string;
+  readonly config: EdgeConfig;
+  startAgent(token?: string): Promise<NodeAgent>;
+  close(): Promise<void>;
+}
+
+export const NODE_ID = 'gpu-1';
+export const NODE_TOKEN = 'test-token';
+export const PROVIDER_ID = 'gpu-1-mock';
+export const ALIAS = 'llama3';
+export const SERVED = 'mock-llama-3-8b-served';
+export const EMBED_ALIAS = 'embed-small';
+export const EMBED_SERVED = 'mock-embed-served';
+
+export function edgeConfigObject(options: StackOptions = {}): Record<string, unknown> {
+  return {
+    listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
+    limits: { body_bytes: options.bodyBytes ?? 1024 * 1024, tunnel_timeout_ms: options.tunnelTimeoutMs ?? 30_000 },
+    heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+    workers: { count: 0 },
+    nodes: [
+      {
+        id: NODE_ID,
+        token: NODE_TOKEN,
+        providers: [{ id: PROVIDER_ID, type: 'openai_compat', capacity: options.capacity ?? 4, max_context_tokens: 131072 }],
+      },
+    ],
+    models: [
+      { alias: ALIAS, max_queue: options.maxQueue ?? 16, queue_timeout_ms: options.queueTimeoutMs ?? 10_000, providers: { [PROVIDER_ID]: SERVED } },
+      { alias: EMBED_ALIAS, providers: { [PROVIDER_ID]: EMBED_SERVED } },
+    ],
+  };
+}
+
+export function agentFor(edgeGrpcPort: number, mockUrl: string, token = NODE_TOKEN): NodeAgent {
+  const config = parseAgentConfig(
+    {
+      edge: { address: `127.0.0.1:${edgeGrpcPort}` },
+      node: { id: NODE_ID, token },
+      providers: [{ id: PROVIDER_ID, type: 'openai_compat', base_url: mockUrl }],
+      reconnect: { initial_ms: 50, max_ms: 200 },
+    },
+    'test',
+  );
+  return new NodeAgent(config, { logger: silentLogger() });
+}
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const mock = await startMockProvider(options.mock ?? {});
+  const config = parseEdgeConfig(edgeConfigObject(options), 'test');
+  const edge = await startEdge(config, { logger: silentLogger() });
+  const stack: Stack = {
+    edge,
+    mock,
+    agent: undefined,
+    baseURL: `${edge.url}/v1`,
+    config,
+    async startAgent(token = NODE_TOKEN): Promise<NodeAgent> {
+      const agent = agentFor(edge.grpcPort, mock.url, token);
+      stack.agent = agent;
+      const registered = once(agent, 'registered');
+      agent.start();
+      if (token === NODE_TOKEN) await registered;
+      return agent;
+    },
+    async close(): Promise<void> {
+      await stack.agent?.stop();
+      await edge.close();
+      await mock.close();
+    },
+  };
+  if (options.startAgent !== false) await stack.startAgent(options.agentToken);
+  return stack;
+}
+
+/** Polls until `predicate` holds; fails with `what` after `timeoutMs`. */
+export async function waitUntil(predicate: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Sum of in-flight over every provider, from the scheduler's status. */
+export function inFlight(edge: RunningEdge): number {
+  return edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0);
+}

@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import { loadEdgeConfig, parseEdgeConfig } from '../../src/main/config.js';
+import { ConfigError } from '../../src/shared/config-reader.js';
+
+function problemsOf(raw: unknown): readonly string[] {
+  try {
+    parseEdgeConfig(raw, 'test.yaml');
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.problems;
+  }
+  assert.fail('expected a ConfigError');
+}
+
+test('the example edge config is valid and gets defaults', async () => {
+  const config = await loadEdgeConfig(fileURLToPath(new URL('../../../examples/edge.yaml', import.meta.url)));
+  assert.equal(config.models[0].alias, 'llama3');
+  assert.equal(config.models[0].maxQueue, 16);
+  assert.equal(config.models[1].queueTimeoutMs, 30_000);
+  assert.equal(config.nodes[0].providers[0].capacity, 4);
+});
+
+test('every problem names its path, what was expected and what was found', () => {
+  const problems = problemsOf({
+    listen: { http: { port: 'eighty' } },
+    nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1', capacity: -1, type: 'tgi' }] }],
+    models: [{ alias: 'm', providers: { p9: 'served' } }],
+    surprise: true,
+  });
+  const text = problems.join('\n');
+  assert.match(text, /listen\.http\.port: expected an integer from 0 to 65535, found the string "eighty"/);
+  assert.match(text, /nodes\[0\]\.providers\[0\]\.capacity: expected an integer from 0 to 1000000, found number -1/);
+  assert.match(text, /nodes\[0\]\.providers\[0\]\.type: expected one of ollama \| vllm \| openai_compat \| cli/);
+  assert.match(text, /models\[0\]\.providers\.p9: no provider with this id/);
+  assert.match(text, /\(root\)\.surprise: unknown key/);
+});
+
+test('duplicate ids and a heartbeat timeout not above the interval are rejected', () => {
+  const problems = problemsOf({
+    heartbeat: { interval_ms: 1000, timeout_ms: 1000 },
+    nodes: [
+      { id: 'n1', token: 't', providers: [{ id: 'p1' }] },
+      { id: 'n1', token: 't', providers: [{ id: 'p1' }] },
+    ],
+    models: [],
+  });
+  assert.ok(problems.some((p) => p.startsWith('nodes: duplicate id "n1"')));
+  assert.ok(problems.some((p) => p.startsWith('nodes[].providers: duplicate id "p1"')));
+  assert.ok(problems.some((p) => p.startsWith('heartbeat.timeout_ms')));
+});

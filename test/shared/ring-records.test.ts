@@ -1,0 +1,156 @@
+// Scheduler records over a ring (src/shared/ring/fixed-records.ts): every kind
+// round-trips through the ring in place, names cross once per ring, and a
+// full ring is backpressure for names as for records.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { RejectCode, ReleaseReason } from '../../src/main/scheduler/types.js';
+import {
+  RECORD_BYTES,
+  RecordKind,
+  RecordReader,
+  RecordWriter,
+  SchedulerRecord,
+  rejectCodeCode,
+  rejectCodeOf,
+  releaseReasonCode,
+  releaseReasonOf,
+} from '../../src/shared/ring/fixed-records.js';
+import { RingConsumer, RingProducer, createRing, recordBytes } from '../../src/shared/ring/spsc-ring.js';
+
+function pair(capacity: number): { writer: RecordWriter; reader: RecordReader; producer: RingProducer; consumer: RingConsumer } {
+  const buffer = createRing(capacity);
+  const producer = new RingProducer(buffer);
+  const consumer = new RingConsumer(buffer);
+  return { writer: new RecordWriter(producer), reader: new RecordReader(consumer.view, consumer.bytes), producer, consumer };
+}
+
+/** Drains the ring and returns each scheduler record as a plain object. */
+function receive(consumer: RingConsumer, reader: RecordReader): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  const record = new SchedulerRecord();
+  consumer.drainInPlace((offset, length) => {
+    if (reader.decode(offset, length, record)) out.push({ ...record });
+  });
+  return out;
+}
+
+test('a grant crosses the ring with its names, ids up to 2^53 and fractional queuedMs intact', () => {
+  const { writer, reader, consumer } = pair(4096);
+  const out = new SchedulerRecord().reset(RecordKind.grant);
+  out.requestId = 2 ** 53 - 1;
+  out.leaseId = 4_294_967_297; // past u32: the scheduler's counter never wraps
+  out.generation = 7;
+  out.nodeId = writer.intern('gpu-node-1');
+  out.providerId = writer.intern('ollama-a');
+  out.nameId = writer.intern('llama3:8b-instruct ✓');
+  out.value = 12.375;
+  assert.equal(writer.write(out), true);
+
+  const [grant] = receive(consumer, reader);
+  assert.deepEqual(grant, {
+    kind: RecordKind.grant,
+    code: 0,
+    generation: 7,
+    requestId: 2 ** 53 - 1,
+    leaseId: 4_294_967_297,
+    nodeId: out.nodeId,
+    providerId: out.providerId,
+    nameId: out.nameId,
+    value: 12.375,
+  });
+  assert.equal(reader.nameOf(out.nodeId), 'gpu-node-1');
+  assert.equal(reader.nameOf(out.providerId), 'ollama-a');
+  assert.equal(reader.nameOf(out.nameId), 'llama3:8b-instruct ✓');
+  assert.equal(reader.nameOf(0), undefined);
+});
+
+test('every kind round-trips, and names are sent once per ring', () => {
+  const { writer, reader, producer, consumer } = pair(4096);
+  const r = new SchedulerRecord();
+  const sent: Record<string, unknown>[] = [];
+  const send = (): void => {
+    assert.equal(writer.write(r), true);
+    sent.push({ ...r });
+  };
+  r.reset(RecordKind.admit);
+  r.requestId = 1;
+  r.nameId = writer.intern('chat');
+  r.nodeId = writer.intern('n1');
+  r.value = 1234;
+  send();
+  const before = producer.usage().used;
+  r.reset(RecordKind.admit);
+  r.requestId = 2;
+  r.nameId = writer.intern('chat'); // known: no second string record
+  r.value = 5;
+  send();
+  assert.equal(producer.usage().used - before, recordBytes(RECORD_BYTES));
+  r.reset(RecordKind.reject);
+  r.requestId = 2;
+  r.code = rejectCodeCode('queue_full');
+  r.value = 3;
+  send();
+  r.reset(RecordKind.release);
+  r.leaseId = 9;
+  r.requestId = 1;
+  r.code = releaseReasonCode('client_closed');
+  send();
+  r.reset(RecordKind.confirm);
+  r.leaseId = 9;
+  r.code = 1;
+  send();
+  r.reset(RecordKind.connect);
+  r.nodeId = writer.intern('n1');
+  r.generation = 3;
+  send();
+  r.reset(RecordKind.disconnect);
+  r.nodeId = writer.intern('n2');
+  r.generation = 3;
+  send();
+
+  assert.deepEqual(receive(consumer, reader), sent);
+  assert.equal(reader.nameOf(1), 'chat');
+  assert.equal(reader.nameOf(2), 'n1');
+  assert.equal(reader.nameOf(3), 'n2');
+  assert.equal(rejectCodeOf(sent[2].code as number), 'queue_full');
+  assert.equal(releaseReasonOf(sent[3].code as number), 'client_closed');
+});
+
+test('every release reason and reject code has its own code and maps back', () => {
+  const reasons: ReleaseReason[] = ['end', 'error', 'client_closed', 'send_failed', 'body_build_failed', 'timeout', 'fenced', 'stale_generation'];
+  const codes: RejectCode[] = ['model_not_found', 'node_not_found', 'queue_full', 'queue_timeout', 'no_provider_available'];
+  assert.equal(new Set(reasons.map(releaseReasonCode)).size, reasons.length);
+  assert.equal(new Set(codes.map(rejectCodeCode)).size, codes.length);
+  for (const reason of reasons) assert.equal(releaseReasonOf(releaseReasonCode(reason)), reason);
+  for (const code of codes) assert.equal(rejectCodeOf(rejectCodeCode(code)), code);
+  assert.throws(() => releaseReasonOf(0), RangeError);
+  assert.throws(() => rejectCodeOf(200), RangeError);
+});
+
+test('a full ring refuses names and records alike, and both succeed once drained', () => {
+  const { writer, reader, consumer } = pair(256); // room for 4 records of 52 bytes
+  const r = new SchedulerRecord().reset(RecordKind.release);
+  let written = 0;
+  while (writer.write(r)) written++;
+  assert.equal(written, 4);
+  // 256 - 208 = 48 free: 'a-long-node-name-that-does-not-fit-now-x' needs 8 + 40 + 4.
+  const name = 'a-long-node-name-that-does-not-fit-now-x';
+  assert.equal(writer.intern(name), 0);
+  assert.equal(receive(consumer, reader).length, 4);
+  const id = writer.intern(name);
+  assert.equal(id, 1, 'the refused name was not interned');
+  r.reset(RecordKind.connect).nodeId = id;
+  assert.equal(writer.write(r), true);
+  const [connect] = receive(consumer, reader);
+  assert.equal(reader.nameOf(connect.nodeId as number), name);
+});
+
+test('a record of the wrong size is refused, not misread', () => {
+  const { producer, consumer, reader } = pair(256);
+  assert.equal(producer.tryWrite(new Uint8Array(12)), true); // kind 0, 12 bytes
+  const out = new SchedulerRecord();
+  assert.throws(
+    () => consumer.drainInPlace((offset, length) => reader.decode(offset, length, out)),
+    /scheduler record of 12 bytes, expected 48/,
+  );
+});
