@@ -4,6 +4,7 @@
 //   npx tsc -p tsconfig.json && npx node dist/bench/ring.js [--records=N]
 import os from 'node:os';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { RecordKind, RecordReader, RecordWriter, SchedulerRecord } from '../src/shared/ring/fixed-records.js';
 import { RingConsumer, RingProducer, createRing } from '../src/shared/ring/spsc-ring.js';
 
 interface Job {
@@ -35,6 +36,7 @@ async function main(): Promise<void> {
   const small = arg === undefined ? 2_000_000 : Number(arg.slice('--records='.length));
   const results: Result[] = [];
   results.push(sameThread(small, 32));
+  results.push(schedulerRecords(small));
   results.push(await stream('32B tryWrite -> drain (views)', small, 32, 1, 'views'));
   results.push(await stream('32B tryWrite -> drainInPlace', small, 32, 1, 'inPlace'));
   results.push(await stream('32B reserve x16 + commit -> drainInPlace', small, 32, 16, 'inPlace'));
@@ -63,6 +65,35 @@ function sameThread(records: number, size: number): Result {
   consumer.drainInPlace(handler);
   if (sum !== records * (size + 7)) throw new Error('sameThread: lost records');
   return result(`${size}B write+drain, one thread`, records, size, performance.now() - started);
+}
+
+/** Scheduler records encoded and decoded in place (DataView), one thread. */
+function schedulerRecords(records: number): Result {
+  const buffer = createRing(1 << 20);
+  const consumer = new RingConsumer(buffer);
+  const writer = new RecordWriter(new RingProducer(buffer));
+  const reader = new RecordReader(consumer.view, consumer.bytes);
+  const out = new SchedulerRecord().reset(RecordKind.grant);
+  out.nodeId = writer.intern('node-1');
+  out.providerId = writer.intern('provider-1');
+  out.nameId = writer.intern('llama3:8b');
+  const got = new SchedulerRecord();
+  let sum = 0;
+  const handler = (offset: number, length: number): void => {
+    if (reader.decode(offset, length, got)) sum += got.requestId;
+  };
+  const started = performance.now();
+  for (let i = 0; i < records; ) {
+    for (; i < records; i++) {
+      out.requestId = i;
+      out.leaseId = i + 1;
+      if (!writer.write(out)) break;
+    }
+    consumer.drainInPlace(handler);
+  }
+  consumer.drainInPlace(handler);
+  if (sum !== (records * (records - 1)) / 2) throw new Error('schedulerRecords: lost records');
+  return result('48B scheduler record encode+decode, one thread', records, 48, performance.now() - started);
 }
 
 async function stream(name: string, records: number, size: number, batch: number, mode: 'views' | 'inPlace'): Promise<Result> {

@@ -61,6 +61,24 @@ export class SchedulerDriver implements SchedulerSink {
     this.decisions.push({ requestId, code, retryAfterSec });
   }
 
+  /**
+   * Runs `fn` with decision delivery held back, then delivers. Used where
+   * the data path must finish its own state change (a node session becoming
+   * current) before any grant the scheduler made meanwhile reaches it.
+   */
+  deferDecisions<T>(fn: () => T): T {
+    if (this.delivering) return fn();
+    this.delivering = true;
+    let result: T;
+    try {
+      result = fn();
+    } finally {
+      this.delivering = false;
+    }
+    this.flush();
+    return result;
+  }
+
   admit(request: AdmitRequest): void {
     this.scheduler.admit(request, performance.now());
     this.flush();

@@ -71,19 +71,26 @@ export class NodeGateway implements SessionHost {
     return this.current.values();
   }
 
-  register(session: NodeSession, register: Register): number | string {
+  register(session: NodeSession, register: Register): string | undefined {
     const expected = this.tokenDigests.get(register.nodeId);
     if (!expected) return `unknown node id ${JSON.stringify(register.nodeId)}`;
     if (!timingSafeEqual(expected, digest(register.token))) return 'bad token';
-    const connected = this.driver.connect(register.nodeId);
-    if (!connected) return `unknown node id ${JSON.stringify(register.nodeId)}`;
-    const previous = this.current.get(register.nodeId);
-    this.current.set(register.nodeId, session);
-    if (previous) previous.close(`superseded by generation ${connected.generation}`);
+    // Activation and fencing in one step, and grants for queued requests are
+    // delivered only once this session is current and has sent Registered.
+    const outcome = this.driver.deferDecisions(() => {
+      const connected = this.driver.connect(register.nodeId);
+      if (!connected) return `unknown node id ${JSON.stringify(register.nodeId)}`;
+      const previous = this.current.get(register.nodeId);
+      this.current.set(register.nodeId, session);
+      session.activate(connected.generation);
+      if (previous) previous.close(`superseded by generation ${connected.generation}`);
+      return undefined;
+    });
+    if (outcome !== undefined) return outcome;
     const configured = this.config.nodes.find((n) => n.id === register.nodeId)?.providers.map((p) => p.id) ?? [];
     const missing = configured.filter((id) => !register.providerIds.includes(id));
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider');
-    return connected.generation;
+    return undefined;
   }
 
   forget(session: NodeSession): void {

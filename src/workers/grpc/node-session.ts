@@ -22,8 +22,8 @@ export interface SessionHost {
   readonly heartbeatIntervalMs: number;
   readonly heartbeatTimeoutMs: number;
   readonly registerTimeoutMs: number;
-  /** Checks credentials and activates the node; returns its generation or a rejection reason. */
-  register(session: NodeSession, register: Register): number | string;
+  /** Checks credentials and activates the node (calling session.activate), or returns a rejection reason. */
+  register(session: NodeSession, register: Register): string | undefined;
   /** Called once when an active session ends, whatever the cause. */
   unregister(session: NodeSession, reason: string): void;
   /** Called once when any session ends (registered or not). */
@@ -184,26 +184,29 @@ export class NodeSession {
     this.heartbeatTimer = undefined;
     this.nodeId = register.nodeId;
     this.agentVersion = register.agentVersion;
-    const outcome = this.host.register(this, register);
-    if (typeof outcome === 'string') {
-      this.host.logger.warn({ node: register.nodeId, peer: this.remoteAddress, reason: outcome }, 'node rejected');
-      this.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: outcome } } }));
-      this.close(`rejected: ${outcome}`);
-      return;
+    const rejection = this.host.register(this, register);
+    if (rejection !== undefined) {
+      this.host.logger.warn({ node: register.nodeId, peer: this.remoteAddress, reason: rejection }, 'node rejected');
+      this.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: rejection } } }));
+      this.close(`rejected: ${rejection}`);
     }
-    this.generation = outcome;
+  }
+
+  /** Makes this session the node's current connection; Registered goes out before any tunnel. */
+  activate(generation: number): void {
+    this.generation = generation;
     this.state = 'active';
     this.connectedAtMs = Date.now();
     this.send(
       create(EdgeMessageSchema, {
         msg: {
           case: 'registered',
-          value: { generation: outcome, heartbeatIntervalMs: this.host.heartbeatIntervalMs, heartbeatTimeoutMs: this.host.heartbeatTimeoutMs },
+          value: { generation, heartbeatIntervalMs: this.host.heartbeatIntervalMs, heartbeatTimeoutMs: this.host.heartbeatTimeoutMs },
         },
       }),
     );
     this.heartbeatTimer = setInterval(onHeartbeat, this.host.heartbeatIntervalMs, this);
-    this.host.logger.info({ node: this.nodeId, generation: outcome, peer: this.remoteAddress, agentVersion: this.agentVersion }, 'node connected');
+    this.host.logger.info({ node: this.nodeId, generation, peer: this.remoteAddress, agentVersion: this.agentVersion }, 'node connected');
   }
 
   private onFrame(frame: TunnelFrame): void {
