@@ -7,10 +7,14 @@
 //   immediate: the same pool, nothing waits: admit (granted at once) and
 //              release (nothing to pump).
 // Run: npx tsc -p tsconfig.json && npx node dist/bench/scheduler.js [pairs]
+import { parseEdgeConfig } from '../src/main/config.js';
 import os from 'node:os';
 import { Scheduler } from '../src/main/scheduler/scheduler.js';
 import type { AdmitRequest, Grant, RejectCode, SchedulerSink } from '../src/main/scheduler/types.js';
 import type { EdgeConfig, NodeConfig } from '../src/shared/config-types.js';
+
+/** Every limit at its documented default (the scheduler reads none of them). */
+const DEFAULT_LIMITS = parseEdgeConfig({ nodes: [], models: [] }, 'defaults').limits;
 
 const NODES = 2;
 const PROVIDERS_PER_NODE = 4;
@@ -34,7 +38,7 @@ function benchConfig(): EdgeConfig {
   return {
     http: { host: '127.0.0.1', port: 0 },
     grpc: { host: '127.0.0.1', port: 0 },
-    limits: { bodyBytes: 1 << 20, tunnelTimeoutMs: 60_000 },
+    limits: DEFAULT_LIMITS,
     heartbeat: { intervalMs: 5_000, timeoutMs: 15_000 },
     scheduler: { longContextThresholdTokens: 32_768 },
     workers: { count: 0 },

@@ -103,6 +103,13 @@ export class SchedulerDriver implements SchedulerSink {
     return current;
   }
 
+  /** Failed before the first byte: re-queue once for another provider (see Scheduler.retry). */
+  retry(leaseId: number, request: AdmitRequest, excludeProviderId: string): boolean {
+    const requeued = this.scheduler.retry(leaseId, request, excludeProviderId, performance.now());
+    this.flush();
+    return requeued;
+  }
+
   connect(nodeId: string): ConnectResult | undefined {
     const result = this.scheduler.connect(nodeId, performance.now());
     this.flush();

@@ -29,7 +29,7 @@ export function fits(p: ProviderState, directNodeId: string | undefined, need: n
  * The free candidate with the lowest inFlight/capacity; ties keep the
  * earlier entry (entries are sorted by provider id, then node id).
  */
-export function pickCandidate(group: GroupState, directNodeId: string | undefined, need: number): GroupEntry | undefined {
+export function pickCandidate(group: GroupState, directNodeId: string | undefined, need: number, exclude?: string): GroupEntry | undefined {
   const entries = group.entries;
   let best: GroupEntry | undefined;
   let bestInFlight = 0;
@@ -37,7 +37,7 @@ export function pickCandidate(group: GroupState, directNodeId: string | undefine
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i];
     const p = entry.provider;
-    if (p.inFlight >= p.capacity || !isEligible(p) || !fits(p, directNodeId, need)) continue;
+    if (p.inFlight >= p.capacity || !isEligible(p) || !fits(p, directNodeId, need) || p.id === exclude) continue;
     // a/b < c/d without floating point: a*d < c*b (capacities are positive here).
     if (best === undefined || p.inFlight * bestCapacity < bestInFlight * p.capacity) {
       best = entry;
@@ -59,10 +59,10 @@ export function hasFreeProvider(group: GroupState): boolean {
 }
 
 /** Some candidate exists, busy or not: decides queue_timeout vs no_provider_available. */
-export function hasEligibleCandidate(group: GroupState, directNodeId: string | undefined, need: number): boolean {
+export function hasEligibleCandidate(group: GroupState, directNodeId: string | undefined, need: number, exclude?: string): boolean {
   for (const entry of group.entries) {
     const p = entry.provider;
-    if (isEligible(p) && fits(p, directNodeId, need)) return true;
+    if (isEligible(p) && fits(p, directNodeId, need) && p.id !== exclude) return true;
   }
   return false;
 }

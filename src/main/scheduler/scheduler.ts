@@ -76,6 +76,12 @@ export class Scheduler {
   private lastSeq = 0;
   private lastLeaseId = 0;
   private lastGeneration = 0;
+  /**
+   * Queue order for retries whose lease is already gone (fenced with its
+   * node): below every admission seq, increasing, so they wait ahead of
+   * everyone and in the order they failed.
+   */
+  private lastRetrySeq = -Number.MAX_SAFE_INTEGER;
   private now = -Infinity;
   /** Grants made while their provider was full: must stay 0 (checked by checkInvariants). */
   private grantsOverCapacity = 0;
@@ -204,6 +210,48 @@ export class Scheduler {
     if (!current) this.pump();
     this.flush();
     return current;
+  }
+
+  /**
+   * A dispatched request failed before any response byte reached its client
+   * (the provider refused or reset, or the node went away): ends its lease
+   * (if still live) and puts the request back in its queue, once, for any
+   * candidate but `excludeProviderId`. It keeps its place (the lease's
+   * admission order; ahead of every waiter if the lease was already
+   * fenced) and max_queue does not apply. False, with the lease ended and
+   * nothing queued, when no other candidate exists (the caller reports the
+   * original failure); otherwise the grant or rejection follows as usual.
+   */
+  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number): boolean {
+    this.expire(now);
+    const lease = this.leases.get(leaseId);
+    let seq: number;
+    if (lease !== undefined) {
+      seq = lease.seq;
+      this.dropLease(lease);
+    } else {
+      this.fencedUnsent.delete(leaseId);
+      seq = ++this.lastRetrySeq;
+    }
+    let requeued = false;
+    const group = this.registry.groups.get(req.alias);
+    if (
+      group !== undefined &&
+      group.inCatalog &&
+      !this.queued.has(req.requestId) &&
+      (req.directNodeId === undefined || servesOnNode(group, req.directNodeId))
+    ) {
+      const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
+      if (hasEligibleCandidate(group, req.directNodeId, need, excludeProviderId)) {
+        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId);
+        group.queue.insertBySeq(item);
+        this.track(item);
+        requeued = true;
+      }
+    }
+    this.pump();
+    this.flush();
+    return requeued;
   }
 
   lease(leaseId: number): LeaseInfo | undefined {
@@ -448,7 +496,7 @@ export class Scheduler {
       if (item === undefined || item.deadline > now) return;
       const group = item.group;
       const need = contextNeed(item.estimatedTokens, this.registry.longThreshold);
-      const code: RejectCode = hasEligibleCandidate(group, item.directNodeId, need)
+      const code: RejectCode = hasEligibleCandidate(group, item.directNodeId, need, item.excludeProviderId)
         ? 'queue_timeout'
         : 'no_provider_available';
       this.dequeue(item);
@@ -491,7 +539,7 @@ export class Scheduler {
       group.cursor = item.next;
       const need = contextNeed(item.estimatedTokens, threshold);
       if (!knownToFail(group, item.directNodeId, need)) {
-        const entry = pickCandidate(group, item.directNodeId, need);
+        const entry = pickCandidate(group, item.directNodeId, need, item.excludeProviderId);
         if (entry !== undefined) {
           this.dequeue(item);
           this.grant(
@@ -504,7 +552,8 @@ export class Scheduler {
             item.attempt,
             this.now - item.enqueuedAt,
           );
-        } else {
+        } else if (item.excludeProviderId === undefined) {
+          // A retry's candidate set is narrower than its peers': its failure proves nothing about theirs.
           rememberFailure(group, item.directNodeId, need);
         }
       }

@@ -19,8 +19,10 @@ export class QueueItem {
     readonly directNodeId: string | undefined,
     readonly enqueuedAt: number,
     readonly deadline: number,
-    /** 0 for a first admission, 1 for the one re-admission after a stale fence. */
+    /** 0 for a first admission, 1 for the one re-admission after a stale fence or a retry. */
     readonly attempt: number,
+    /** A retry never goes back to the provider that just failed it. */
+    readonly excludeProviderId: string | undefined = undefined,
   ) {}
 }
 

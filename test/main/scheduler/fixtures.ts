@@ -1,8 +1,12 @@
 // Small builders for scheduler tests: an EdgeConfig from a compact spec, a
 // sink that records decisions, and an admit request.
+import { parseEdgeConfig } from '../../../src/main/config.js';
 import type { EdgeConfig, ModelConfig, NodeConfig, ProviderConfig } from '../../../src/shared/config-types.js';
 import { Scheduler } from '../../../src/main/scheduler/scheduler.js';
 import type { AdmitRequest, Grant, RejectCode, SchedulerSink } from '../../../src/main/scheduler/types.js';
+
+/** Every limit at its documented default (the scheduler reads none of them). */
+const DEFAULT_LIMITS = parseEdgeConfig({ nodes: [], models: [] }, 'defaults').limits;
 
 export interface ProviderSpec {
   readonly id: string;
@@ -51,7 +55,7 @@ export function makeConfig(spec: ConfigSpec): EdgeConfig {
   return {
     http: { host: '127.0.0.1', port: 0 },
     grpc: { host: '127.0.0.1', port: 0 },
-    limits: { bodyBytes: 1 << 20, tunnelTimeoutMs: 60_000 },
+    limits: DEFAULT_LIMITS,
     heartbeat: { intervalMs: 5_000, timeoutMs: 15_000 },
     scheduler: { longContextThresholdTokens: spec.longContextThresholdTokens ?? 1_000 },
     workers: { count: 0 },

@@ -1,0 +1,106 @@
+// Retry after a failure before the first byte: the lease ends, the request
+// goes back to its queue once, never to the provider that failed it, ahead
+// of later waiters, and only when another candidate exists.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { req, setup } from './fixtures.js';
+
+const TWO = {
+  nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }] },
+  models: [{ alias: 'chat', providers: ['a', 'b'] }],
+};
+
+test('a retry goes to another provider, never back to the one that failed', () => {
+  const { s, sink } = setup({ nodes: { n1: [{ id: 'a', capacity: 4 }], n2: [{ id: 'b', capacity: 4 }] }, models: [{ alias: 'chat', providers: ['a', 'b'] }] });
+  s.admit(req(1, 'chat'), 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(first.providerId, 'a', 'tie broken by provider id');
+  assert.equal(s.confirm(first.leaseId, 1), true);
+  // After the release of a's lease, a is the least loaded again: only the exclusion keeps the retry off it.
+  assert.equal(s.retry(first.leaseId, req(1, 'chat'), 'a', 2), true);
+  const second = sink.takeGrants()[0];
+  assert.equal(second.requestId, 1);
+  assert.equal(second.providerId, 'b');
+  assert.notEqual(second.leaseId, first.leaseId);
+  assert.equal(s.release(first.leaseId, 'error', 3), false, 'the failed lease ended with the retry');
+  assert.equal(s.status().liveLeases, 1);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('with no other candidate the lease ends and nothing is queued', () => {
+  const { s, sink } = setup(TWO, ['n1']);
+  s.admit(req(1, 'chat'), 0);
+  const { leaseId } = sink.takeGrants()[0];
+  s.confirm(leaseId, 1);
+  assert.equal(s.retry(leaseId, req(1, 'chat'), 'a', 2), false, 'b is not connected');
+  assert.deepEqual(sink.take(), []);
+  assert.equal(s.status().liveLeases, 0);
+  assert.equal(s.status().groups[0].queueDepth, 0);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a retry waits ahead of later requests while the other provider is busy, and the failed one stays free for them', () => {
+  const { s, sink } = setup(TWO);
+  s.admit(req(1, 'chat'), 0); // -> a
+  s.admit(req(2, 'chat'), 0); // -> b
+  const [g1, g2] = sink.takeGrants();
+  s.confirm(g1.leaseId, 0);
+  s.confirm(g2.leaseId, 0);
+  s.admit(req(3, 'chat'), 1); // queued
+  assert.equal(s.retry(g1.leaseId, req(1, 'chat'), 'a', 2), true);
+  // a is free now: request 3 (not excluded) takes it; request 1 keeps waiting for b.
+  const [g3] = sink.takeGrants();
+  assert.equal(g3.requestId, 3);
+  assert.equal(g3.providerId, 'a');
+  assert.equal(s.status().groups[0].queueDepth, 1);
+  assert.deepEqual(s.checkInvariants(), [], 'a retry waiting while only its excluded provider is free is not a lost wakeup');
+  s.admit(req(4, 'chat'), 3); // queued behind the retry
+  s.release(g2.leaseId, 'end', 4);
+  const [next] = sink.takeGrants();
+  assert.equal(next.requestId, 1, 'the retry is served first');
+  assert.equal(next.providerId, 'b');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a retry whose lease was already fenced with its node queues ahead of every waiter', () => {
+  const { s, sink, gen } = setup(TWO);
+  s.admit(req(1, 'chat'), 0); // a on n1
+  s.admit(req(2, 'chat'), 0); // b on n2
+  const [g1, g2] = sink.takeGrants();
+  s.confirm(g1.leaseId, 0);
+  s.confirm(g2.leaseId, 0);
+  s.admit(req(3, 'chat'), 1); // waits
+  s.disconnect('n1', gen.get('n1') as number, 2); // fences g1
+  assert.equal(s.retry(g1.leaseId, req(1, 'chat'), 'a', 3), true, 'b still serves the alias');
+  s.release(g2.leaseId, 'end', 4);
+  const [next] = sink.takeGrants();
+  assert.equal(next.requestId, 1);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a waiting retry times out like any waiter, as no_provider_available once its only other candidate left', () => {
+  const { s, sink, gen } = setup({ nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a', 'b'], queueTimeoutMs: 100 }] });
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0);
+  const [g1, g2] = sink.takeGrants();
+  s.confirm(g1.leaseId, 0);
+  s.confirm(g2.leaseId, 0);
+  assert.equal(s.retry(g1.leaseId, req(1, 'chat'), 'a', 1), true);
+  s.disconnect('n2', gen.get('n2') as number, 2);
+  s.tick(200);
+  const decisions = sink.take();
+  assert.deepEqual(decisions, [{ kind: 'reject', requestId: 1, code: 'no_provider_available', retryAfterSec: 1 }]);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a retried request the client abandons is cancelled like any waiter', () => {
+  const { s, sink } = setup(TWO);
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0);
+  const [g1] = sink.takeGrants();
+  s.confirm(g1.leaseId, 0);
+  assert.equal(s.retry(g1.leaseId, req(1, 'chat'), 'a', 1), true);
+  assert.equal(s.cancel(1, 2), true);
+  assert.equal(s.status().groups[0].queueDepth, 0);
+  assert.deepEqual(s.checkInvariants(), []);
+});
