@@ -20,6 +20,8 @@ export interface NodeAgentEvents {
   registered: [generation: number];
   rejected: [reason: string];
   disconnected: [reason: string];
+  /** The edge committed a config change; the paths are the ones that concern this node. */
+  'config-refresh': [changedPaths: readonly string[], configVersion: number];
 }
 
 const DEFAULT_STOP_GRACE_MS = 10_000;
@@ -82,6 +84,10 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#backoff.reset();
     this.#log.info({ generation, edge: this.#config.edge.address }, 'registered with the edge');
     this.emit('registered', generation);
+  }
+
+  onConfigRefresh(connection: EdgeConnection, changedPaths: readonly string[], configVersion: number): void {
+    if (connection === this.#connection) this.emit('config-refresh', changedPaths, configVersion);
   }
 
   onRejected(connection: EdgeConnection, reason: string): void {

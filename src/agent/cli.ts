@@ -12,12 +12,13 @@ sends until SIGTERM or SIGINT.
 
 Options:
   -c, --config FILE   agent configuration (YAML)
+      --pretty        human-readable logs instead of JSON lines (also NODE_ENV=development)
   -h, --help          show this help
   -v, --version       print the version
 `;
 
 async function main(argv: string[]): Promise<number> {
-  let values: { config?: string; help?: boolean; version?: boolean };
+  let values: { config?: string; help?: boolean; version?: boolean; pretty?: boolean };
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -25,6 +26,7 @@ async function main(argv: string[]): Promise<number> {
         config: { type: 'string', short: 'c' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
+        pretty: { type: 'boolean' },
       },
       strict: true,
       allowPositionals: false,
@@ -47,7 +49,7 @@ async function main(argv: string[]): Promise<number> {
   }
 
   // Loaded only now: grpc-js, undici, protobuf and yaml cost ~0.4 s of startup that --help and --version do not need.
-  const [{ loadAgentConfig }, { NodeAgent }, { pino }] = await Promise.all([import('./config.js'), import('./agent.js'), import('pino')]);
+  const [{ loadAgentConfig }, { NodeAgent }, { createLogger }] = await Promise.all([import('./config.js'), import('./agent.js'), import('../shared/logger.js')]);
   let config;
   try {
     config = await loadAgentConfig(values.config);
@@ -57,7 +59,8 @@ async function main(argv: string[]): Promise<number> {
     return 1;
   }
 
-  const logger = pino({ level: config.logLevel, name: 'node-agent' });
+  // The shared logger: credentials (node token, provider api keys) are redacted.
+  const logger = createLogger('node-agent', config.logLevel, values.pretty === true ? { pretty: true } : {});
   const agent = new NodeAgent(config, { logger });
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', resolve);

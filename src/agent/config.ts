@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
+import { readAgentTls, type AgentTlsConfig } from './tls.js';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -21,12 +22,23 @@ export interface AgentProviderConfig {
 }
 
 export interface AgentConfig {
-  readonly edge: { readonly address: string };
+  readonly edge: { readonly address: string; readonly tls?: AgentTlsConfig };
   readonly node: { readonly id: string; readonly token: string };
   readonly providers: readonly AgentProviderConfig[];
   readonly reconnect: { readonly initialMs: number; readonly maxMs: number };
+  readonly tunnels: TunnelOptions;
   readonly logLevel: LogLevel;
 }
+
+/** How DATA frames are formed from upstream chunks. */
+export interface TunnelOptions {
+  /** Chunks arriving within this many ms of the previous frame are merged (0 = never merge). */
+  readonly coalesceDelayMs: number;
+  /** A merged DATA frame is sent as soon as it holds this many bytes. */
+  readonly coalesceMaxBytes: number;
+}
+
+export const DEFAULT_TUNNEL_OPTIONS: TunnelOptions = Object.freeze({ coalesceDelayMs: 2, coalesceMaxBytes: 16_384 });
 
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -43,11 +55,12 @@ const HEADER_SAFE = /^[\x20-\x7e\x80-\xff]+$/;
 export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const r = new ConfigReader();
   const root = r.object('config', raw) ?? {};
-  r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'log_level']);
+  r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'tunnels', 'log_level']);
 
   const edge = r.object('edge', root.edge) ?? {};
-  r.noUnknownKeys('edge', edge, ['address']);
+  r.noUnknownKeys('edge', edge, ['address', 'tls']);
   const address = readAddress(r, 'edge.address', edge.address);
+  const tls = readAgentTls(r, edge.tls);
 
   const node = r.object('node', root.node) ?? {};
   r.noUnknownKeys('node', node, ['id', 'token']);
@@ -61,14 +74,20 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const initialMs = r.integer('reconnect.initial_ms', reconnect.initial_ms, 1, HOUR_MS, DEFAULT_RECONNECT_INITIAL_MS);
   const maxMs = r.integer('reconnect.max_ms', reconnect.max_ms, initialMs, HOUR_MS, Math.max(initialMs, DEFAULT_RECONNECT_MAX_MS));
 
+  const tunnels = r.object('tunnels', root.tunnels, true) ?? {};
+  r.noUnknownKeys('tunnels', tunnels, ['coalesce_delay_ms', 'coalesce_max_bytes']);
+  const coalesceDelayMs = r.integer('tunnels.coalesce_delay_ms', tunnels.coalesce_delay_ms, 0, 1_000, DEFAULT_TUNNEL_OPTIONS.coalesceDelayMs);
+  const coalesceMaxBytes = r.integer('tunnels.coalesce_max_bytes', tunnels.coalesce_max_bytes, 1, 16 * 1024 * 1024, DEFAULT_TUNNEL_OPTIONS.coalesceMaxBytes);
+
   const logLevel = r.oneOf('log_level', root.log_level, LOG_LEVELS, 'info');
 
   r.throwIfProblems(source);
   return {
-    edge: { address },
+    edge: tls === undefined ? { address } : { address, tls },
     node: { id: nodeId, token },
     providers,
     reconnect: { initialMs, maxMs },
+    tunnels: { coalesceDelayMs, coalesceMaxBytes },
     logLevel,
   };
 }

@@ -12,12 +12,15 @@ import type { TunnelErrorCode } from './tunnel-errors.js';
 import { TunnelExecutor, type FrameSink } from './tunnel-executor.js';
 import type { Upstreams } from './upstreams.js';
 import { AGENT_VERSION } from './version.js';
+import { edgeCredentials, tlsChannelOptions } from './tls.js';
 
 export interface ConnectionOwner {
   onRegistered(connection: EdgeConnection, generation: number): void;
   onRejected(connection: EdgeConnection, reason: string): void;
   /** Called exactly once per connection, whatever closed it. */
   onClosed(connection: EdgeConnection, reason: string): void;
+  /** The edge committed a config change; `changedPaths` are the ones that concern this node. */
+  onConfigRefresh?(connection: EdgeConnection, changedPaths: readonly string[], configVersion: number): void;
 }
 
 const CHANNEL_OPTIONS: grpc.ChannelOptions = {
@@ -91,7 +94,11 @@ export class EdgeConnection implements FrameSink {
   /** Dials the edge and sends Register. */
   open(): void {
     const { edge, node } = this.#config;
-    this.#client = new grpc.Client(edge.address, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    this.#client = new grpc.Client(
+      edge.address,
+      edgeCredentials(edge.tls),
+      edge.tls?.serverName === undefined ? CHANNEL_OPTIONS : { ...CHANNEL_OPTIONS, ...tlsChannelOptions(edge.tls) },
+    );
     const call: ConnectCall = this.#client.makeBidiStreamRequest(CONNECT_PATH, encodeNodeMessage, decodeEdgeMessage);
     this.#call = call;
     call.on('data', this.onMessage);
@@ -172,7 +179,9 @@ export class EdgeConnection implements FrameSink {
   tunnelFinished(tunnel: TunnelExecutor, errorCode?: TunnelErrorCode, errorMessage?: string): void {
     this.#tunnels.delete(tunnel.tunnelId);
     if (errorCode !== undefined) {
-      this.#log.warn({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, providerId: tunnel.providerId, errorCode, errorMessage }, 'tunnel failed');
+      this.#log.warn({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId, providerId: tunnel.providerId, errorCode, errorMessage }, 'tunnel failed');
+    } else if (this.#log.isLevelEnabled('debug')) {
+      this.#log.debug({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId }, 'tunnel finished');
     }
     if (this.#tunnels.size === 0 && this.#onIdle !== undefined) {
       const onIdle = this.#onIdle;
@@ -208,6 +217,7 @@ export class EdgeConnection implements FrameSink {
         break;
       case 'configRefresh':
         this.#log.info({ changedPaths: msg.value.changedPaths, configVersion: msg.value.configVersion }, 'edge config refreshed');
+        this.#owner.onConfigRefresh?.(this, msg.value.changedPaths, msg.value.configVersion);
         break;
       default:
         this.#log.warn('ignoring an empty or unknown message from the edge');
@@ -283,8 +293,11 @@ export class EdgeConnection implements FrameSink {
       this.#log.error({ tunnelId: request.tunnelId }, 'ignoring a TunnelRequest for a tunnel id that is still running');
       return;
     }
-    const tunnel = new TunnelExecutor(request, this);
+    const tunnel = new TunnelExecutor(request, this, this.#config.tunnels);
     this.#tunnels.set(request.tunnelId, tunnel);
+    if (this.#log.isLevelEnabled('debug')) {
+      this.#log.debug({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId, providerId: tunnel.providerId }, 'tunnel started');
+    }
     tunnel.start(this.#upstreams);
   }
 }

@@ -3,9 +3,11 @@
 // single ERROR. It is the undici dispatch handler itself (the lowest-overhead
 // API that streams: no Readable, no promise, no per-request closure), and
 // nothing is sent for the tunnel after its END or ERROR or a cancel.
+import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import { Adapter, type NodeMessage, type TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
 import { dataFrame, endFrame, errorFrame, headersFrame } from './frames.js';
+import { DEFAULT_TUNNEL_OPTIONS, type TunnelOptions } from './config.js';
 import { classifyUpstreamError, TunnelDeadlineError, type TunnelErrorCode } from './tunnel-errors.js';
 import { frameResponseHeaders, upstreamRequestHeaders, type ResponseHeaders } from './upstream-headers.js';
 import type { Upstreams } from './upstreams.js';
@@ -33,6 +35,7 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
   readonly tunnelId: number;
   readonly #request: TunnelRequest;
   readonly #sink: FrameSink;
+  readonly #options: TunnelOptions;
   #seq = 0;
   /** Terminal: END/ERROR sent or cancelled. Every later upstream callback is ignored. */
   #done = false;
@@ -40,11 +43,24 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
   #controller: Dispatcher.DispatchController | undefined;
   #abortReason: Error | undefined;
   #deadline: NodeJS.Timeout | undefined;
+  /** DATA bytes the edge still accepts (its per-tunnel window); Infinity when it set none. */
+  #credit: number;
+  /** Body bytes not yet framed: merging (coalescing) or waiting for credit. */
+  #held: Buffer[] = [];
+  #heldBytes = 0;
+  #holdTimer: NodeJS.Timeout | undefined;
+  #lastDataAt = -Infinity;
+  /** Upstream ended while bytes were still held: END follows the last of them. */
+  #endHeld = false;
+  #pausedForCredit = false;
+  #pausedForSink = false;
 
-  constructor(request: TunnelRequest, sink: FrameSink) {
+  constructor(request: TunnelRequest, sink: FrameSink, options: TunnelOptions = DEFAULT_TUNNEL_OPTIONS) {
     this.tunnelId = request.tunnelId;
     this.#request = request;
     this.#sink = sink;
+    this.#options = options;
+    this.#credit = request.initialCredit > 0 ? request.initialCredit : Infinity;
   }
 
   get runId(): string {
@@ -53,6 +69,11 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
 
   get providerId(): string {
     return this.#request.providerId;
+  }
+
+  /** The edge's request id (metadata.request_id), for logs on both sides; the run id when absent. */
+  get requestId(): string {
+    return this.#request.metadata.request_id ?? this.#request.runId;
   }
 
   /** Starts the upstream request; every outcome reaches the sink as frames. */
@@ -88,15 +109,48 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
 
   /** Called by the sink when the stream drained after send() returned false. */
   resume(): void {
-    if (!this.#done) this.#controller?.resume();
+    this.#pausedForSink = false;
+    this.#resumeUpstream();
   }
 
-  /**
-   * Flow-control hook for FlowCredit / initial_credit. Not enforced yet: the
-   * window is unlimited and credit is ignored. When it is: DATA spends
-   * credit, a tunnel at zero pauses its upstream, and credit resumes it.
-   */
-  addCredit(_bytes: number): void {}
+  /** FlowCredit from the edge: the client drained `bytes`; held bytes go out and a credit-paused upstream resumes. */
+  addCredit(bytes: number): void {
+    if (this.#done) return;
+    this.#credit += bytes;
+    if (this.#heldBytes > 0 || this.#endHeld) this.flushHeld();
+    if (this.#heldBytes === 0 && this.#pausedForCredit) {
+      this.#pausedForCredit = false;
+      this.#resumeUpstream();
+    }
+  }
+
+  /** Frames what is held, as far as credit allows; sends END once everything is out. */
+  flushHeld(): void {
+    if (this.#holdTimer !== undefined) {
+      clearTimeout(this.#holdTimer);
+      this.#holdTimer = undefined;
+    }
+    while (this.#heldBytes > 0 && this.#credit > 0 && !this.#done) {
+      let payload = this.#held.length === 1 ? this.#held[0] : Buffer.concat(this.#held, this.#heldBytes);
+      this.#held = [];
+      this.#heldBytes = 0;
+      if (payload.length > this.#credit) {
+        const rest = payload.subarray(this.#credit);
+        payload = payload.subarray(0, this.#credit);
+        this.#held.push(rest);
+        this.#heldBytes = rest.length;
+      }
+      this.#sendData(payload);
+    }
+    if (this.#done) return;
+    if (this.#heldBytes > 0) {
+      this.#pauseForCredit();
+    } else if (this.#endHeld) {
+      const message = endFrame(this.tunnelId, this.#seq++);
+      this.#finish();
+      this.#sink.send(message);
+    }
+  }
 
   /** The tunnel's timeout_ms passed: ERROR upstream_timeout, and stop the upstream. */
   expire(): void {
@@ -122,13 +176,28 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
     if (!this.#sink.send(message)) this.#pause(controller);
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.#done) return;
-    if (!this.#sink.send(dataFrame(this.tunnelId, this.#seq++, chunk))) this.#pause(controller);
+    const delay = this.#options.coalesceDelayMs;
+    const now = performance.now();
+    // An idle stream's chunk goes out at once (time to first token must not grow).
+    if (this.#heldBytes === 0 && chunk.length <= this.#credit && (delay === 0 || now - this.#lastDataAt >= delay)) {
+      this.#sendData(chunk);
+      return;
+    }
+    this.#held.push(chunk);
+    this.#heldBytes += chunk.length;
+    if (this.#heldBytes >= this.#options.coalesceMaxBytes || delay === 0 || this.#credit === 0) this.flushHeld();
+    else if (this.#holdTimer === undefined) this.#holdTimer = setTimeout(onHoldTimer, delay, this);
   }
 
   onResponseEnd(): void {
     if (this.#done) return;
+    if (this.#heldBytes > 0) {
+      this.#endHeld = true;
+      this.flushHeld();
+      return;
+    }
     const message = endFrame(this.tunnelId, this.#seq++);
     this.#finish();
     this.#sink.send(message);
@@ -141,9 +210,32 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
 
   // --- internals --------------------------------------------------------------
 
+  #sendData(payload: Buffer): void {
+    this.#credit -= payload.length;
+    this.#lastDataAt = performance.now();
+    if (!this.#sink.send(dataFrame(this.tunnelId, this.#seq++, payload)) && !this.#pausedForSink) {
+      this.#pausedForSink = true;
+      this.#controller?.pause();
+      this.#sink.resumeOnDrain(this);
+    }
+  }
+
   #pause(controller: Dispatcher.DispatchController): void {
+    if (this.#pausedForSink) return;
+    this.#pausedForSink = true;
     controller.pause();
     this.#sink.resumeOnDrain(this);
+  }
+
+  /** The window is spent: stop reading the provider's body so backpressure reaches its socket. */
+  #pauseForCredit(): void {
+    if (this.#pausedForCredit) return;
+    this.#pausedForCredit = true;
+    this.#controller?.pause();
+  }
+
+  #resumeUpstream(): void {
+    if (!this.#done && !this.#pausedForCredit && !this.#pausedForSink) this.#controller?.resume();
   }
 
   #fail(code: TunnelErrorCode, message: string): void {
@@ -154,6 +246,12 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
 
   #finish(errorCode?: TunnelErrorCode, errorMessage?: string): void {
     this.#done = true;
+    this.#held = [];
+    this.#heldBytes = 0;
+    if (this.#holdTimer !== undefined) {
+      clearTimeout(this.#holdTimer);
+      this.#holdTimer = undefined;
+    }
     if (this.#deadline !== undefined) {
       clearTimeout(this.#deadline);
       this.#deadline = undefined;
@@ -166,6 +264,10 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
     this.#abortReason = reason;
     this.#controller?.abort(reason);
   }
+}
+
+function onHoldTimer(tunnel: TunnelExecutor): void {
+  tunnel.flushHeld();
 }
 
 function onTunnelDeadline(tunnel: TunnelExecutor): void {

@@ -27,6 +27,9 @@ providers:
 reconnect:
   initial_ms: 100
   max_ms: 5000
+tunnels:
+  coalesce_delay_ms: 0
+  coalesce_max_bytes: 4096
 log_level: debug
 `;
 
@@ -52,6 +55,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
       { id: 'gpu-1-cli', type: 'cli', baseUrl: undefined, apiKey: undefined, connections: 128 },
     ],
     reconnect: { initialMs: 100, maxMs: 5000 },
+    tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096 },
     logLevel: 'debug',
   });
 });
@@ -81,7 +85,7 @@ test('every problem is reported at once, each naming its path', () => {
   });
   const expected = [
     /^config\.extra: unknown key/,
-    /^edge\.tls: unknown key/,
+    /^edge\.tls: expected a mapping, found boolean true/,
     /^edge\.address: expected host:port/,
     /^node\.id: expected a non-empty string, found number 5$/,
     /^node\.token: expected a non-empty string/,
@@ -157,4 +161,15 @@ test('loadAgentConfig reads YAML from a file, and names the file on errors', asy
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+test('edge.tls: a CA, and a client certificate and key that go together', () => {
+  const base = { node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'openai_compat', base_url: 'http://127.0.0.1:1' }] };
+  const full = parseAgentConfig({ ...base, edge: { address: 'edge:443', tls: { ca_file: '/ca.pem', cert_file: '/c.pem', key_file: '/k.pem', server_name: 'edge.internal' } } }, 't');
+  assert.deepEqual(full.edge.tls, { caFile: '/ca.pem', certFile: '/c.pem', keyFile: '/k.pem', serverName: 'edge.internal' });
+  assert.equal(parseAgentConfig({ ...base, edge: { address: 'edge:443' } }, 't').edge.tls, undefined);
+  assert.throws(
+    () => parseAgentConfig({ ...base, edge: { address: 'edge:443', tls: { ca_file: '/ca.pem', cert_file: '/c.pem' } } }, 't'),
+    /edge\.tls: cert_file and key_file go together/,
+  );
 });

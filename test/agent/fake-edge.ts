@@ -14,7 +14,7 @@ import {
   type TunnelRequest,
 } from '../../src/gen/edge/v1/tunnel_pb.js';
 import { nodeTunnelService } from '../../src/shared/node-tunnel-service.js';
-import type { AgentConfig, AgentProviderConfig } from '../../src/agent/config.js';
+import { DEFAULT_TUNNEL_OPTIONS, type AgentConfig, type AgentProviderConfig } from '../../src/agent/config.js';
 
 type ServerCall = grpc.ServerDuplexStream<NodeMessage, EdgeMessage>;
 type MessageInit = MessageInitShape<typeof TunnelRequestSchema>;
@@ -178,6 +178,7 @@ export function agentConfig(edgeAddress: string, providers: Partial<AgentProvide
       apiKey: p.apiKey,
       connections: p.connections ?? 8,
     })),
+    tunnels: DEFAULT_TUNNEL_OPTIONS,
     reconnect,
     logLevel: 'silent',
   };

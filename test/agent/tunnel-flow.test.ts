@@ -1,0 +1,135 @@
+// Flow control and frame coalescing in the agent's TunnelExecutor, against a
+// real HTTP upstream: DATA never exceeds the edge's credit, a spent window
+// stops reading the provider, and close-together chunks share one frame.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { create } from '@bufbuild/protobuf';
+import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
+import { TunnelExecutor, type FrameSink } from '../../src/agent/tunnel-executor.js';
+import { Upstreams } from '../../src/agent/upstreams.js';
+import { waitFor } from './fake-edge.js';
+import { UpstreamServer } from './upstream-server.js';
+
+class Recorder implements FrameSink {
+  readonly frames: TunnelFrame[] = [];
+  send(message: NodeMessage): boolean {
+    if (message.msg.case === 'frame') this.frames.push(message.msg.value);
+    return true;
+  }
+  resumeOnDrain(): void {}
+  tunnelFinished(): void {}
+  data(): TunnelFrame[] {
+    return this.frames.filter((f) => f.kind === FrameKind.DATA);
+  }
+  dataBytes(): number {
+    return this.data().reduce((sum, f) => sum + f.data.length, 0);
+  }
+}
+
+async function upstreamWith(handler: Parameters<typeof UpstreamServer.start>[0]) {
+  const upstream = await UpstreamServer.start(handler);
+  const upstreams = new Upstreams([{ id: 'p', type: 'openai_compat', baseUrl: upstream.url, apiKey: undefined, connections: 1 }]);
+  return { upstream, upstreams };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+test('DATA never exceeds the credit; a spent window stops reading the provider until credit arrives', async (t) => {
+  const total = 32 * 1024 * 1024;
+  let written = 0;
+  let blocked = false;
+  const { upstream, upstreams } = await upstreamWith(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    const piece = Buffer.alloc(64 * 1024, 0x61);
+    while (written < total) {
+      written += piece.length;
+      if (!res.write(piece)) {
+        blocked = true;
+        await new Promise((resolve) => res.once('drain', resolve));
+      }
+    }
+    res.end();
+  });
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Recorder();
+  const window = 8192;
+  const tunnel = new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/', initialCredit: window }), sink, {
+    coalesceDelayMs: 0,
+    coalesceMaxBytes: 16_384,
+  });
+  tunnel.start(upstreams);
+  await waitFor('the window to be spent', () => (sink.dataBytes() === window ? true : undefined));
+  await sleep(100);
+  assert.equal(sink.dataBytes(), window, 'nothing beyond the window is sent');
+  assert.ok(written < total, 'the provider could not write its whole body: its socket saw backpressure');
+  let granted = window;
+  tunnel.addCredit(window);
+  granted += window;
+  await sleep(20);
+  assert.equal(sink.dataBytes(), granted, 'credit lets exactly that many more bytes out');
+  const step = 4 * 1024 * 1024;
+  while (sink.frames.at(-1)?.kind !== FrameKind.END) {
+    tunnel.addCredit(step);
+    granted += step;
+    await sleep(10);
+    assert.ok(sink.dataBytes() <= granted, `sent ${sink.dataBytes()} with ${granted} granted`);
+  }
+  assert.equal(sink.dataBytes(), total);
+  assert.ok(blocked || written === total);
+  assert.deepEqual(sink.frames.map((f) => f.seq), sink.frames.map((_, i) => i));
+});
+
+test('chunks arriving close together share a DATA frame; an idle stream\'s first chunk goes out at once', async (t) => {
+  let release: (() => void) | undefined;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const { upstream, upstreams } = await upstreamWith(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: first\n\n');
+    await gate;
+    for (let i = 0; i < 50; i++) res.write(`data: burst-${i}\n\n`);
+    await sleep(100);
+    res.end('data: [DONE]\n\n');
+  });
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Recorder();
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/' }), sink, {
+    coalesceDelayMs: 20,
+    coalesceMaxBytes: 1 << 20,
+  }).start(upstreams);
+  await waitFor('the first chunk', () => (sink.data().length === 1 ? true : undefined), 2_000);
+  assert.equal(Buffer.from(sink.data()[0].data).toString(), 'data: first\n\n', 'the first chunk was not held back');
+  await sleep(30); // idle again
+  release?.();
+  await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
+  const body = Buffer.concat(sink.data().map((f) => f.data)).toString();
+  assert.equal(body, 'data: first\n\n' + Array.from({ length: 50 }, (_, i) => `data: burst-${i}\n\n`).join('') + 'data: [DONE]\n\n');
+  assert.ok(sink.data().length <= 5, `51 burst chunks went out as ${sink.data().length} frames`);
+});
+
+test('a coalesced frame is sent as soon as it reaches the size bound', async (t) => {
+  const { upstream, upstreams } = await upstreamWith(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    res.write(Buffer.alloc(10, 1));
+    await sleep(5);
+    for (let i = 0; i < 40; i++) res.write(Buffer.alloc(1000, 2));
+    res.end();
+  });
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Recorder();
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/' }), sink, {
+    coalesceDelayMs: 1_000,
+    coalesceMaxBytes: 8_000,
+  }).start(upstreams);
+  await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
+  assert.equal(sink.dataBytes(), 40_010);
+  for (const frame of sink.data().slice(1, -1)) assert.ok(frame.data.length >= 8_000, `a middle frame of ${frame.data.length} bytes went out before the bound`);
+});
