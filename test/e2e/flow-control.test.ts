@@ -1,0 +1,97 @@
+// Per-tunnel flow control across the node stream: a client that does not
+// read holds back only its own tunnel (and, through the agent, the
+// provider's socket), never the other tunnels of the same node.
+import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+import { ALIAS, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+
+const WINDOW = 16 * 1024;
+
+/** Opens a raw HTTP/1.1 streaming request whose response the test reads by hand. */
+function rawStreamingRequest(stack: Stack, tokens: number): Socket {
+  const body = JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'flood' }] });
+  const socket = connect(stack.edge.httpPort, '127.0.0.1');
+  socket.write(
+    `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n` +
+      `x-mock-tokens: ${tokens}\r\nx-mock-interval-ms: 0\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+  socket.pause();
+  return socket;
+}
+
+describe('per-tunnel flow control', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ capacity: 8, tunnelWindowBytes: WINDOW, mock: { ttftMs: 0, tokens: 8, intervalMs: 0 } });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('a client reading 1 byte per 100 ms never stalls another stream on the same node, and its edge buffer stays within the window', async () => {
+    const slow = rawStreamingRequest(stack, 200_000);
+    const trickle = setInterval(() => slow.read(1), 100);
+    let maxBuffered = 0;
+    let maxOutstanding = 0;
+    const sampler = setInterval(() => {
+      for (const t of stack.edge.plane.tunnelBuffers()) {
+        maxBuffered = Math.max(maxBuffered, t.buffered);
+        maxOutstanding = Math.max(maxOutstanding, t.outstanding);
+      }
+    }, 5);
+    try {
+      // Let the slow tunnel fill every buffer between the provider and its client.
+      await waitUntil(() => stack.edge.plane.tunnelBuffers().some((t) => t.outstanding >= WINDOW / 2), 'the slow tunnel to use its window');
+      const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'x', maxRetries: 0 });
+      const stream = await sdk.chat.completions.create(
+        { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'normal' }] },
+        { headers: { 'x-mock-tokens': '500', 'x-mock-interval-ms': '0' } },
+      );
+      let chunks = 0;
+      for await (const _chunk of stream) chunks++;
+      assert.ok(chunks >= 500, `the normal stream got all its chunks (${chunks})`);
+      const slowRecord = stack.mock.requestLog.find((r) => r.receivedHeaders['x-mock-tokens'] === '200000');
+      assert.ok(slowRecord && !slowRecord.completed, 'the slow stream is still far from done when the normal one completes');
+      assert.ok(maxBuffered <= WINDOW, `edge buffered ${maxBuffered} bytes for the slow tunnel (window ${WINDOW})`);
+      assert.ok(maxOutstanding <= WINDOW, `the node never had more than the window outstanding (${maxOutstanding})`);
+    } finally {
+      clearInterval(trickle);
+      clearInterval(sampler);
+      slow.destroy();
+    }
+    await waitUntil(() => stack.edge.driver.status().providers.every((p) => p.inFlight === 0), 'the slow lease to be released');
+  });
+
+  test('a client that does not read makes the provider socket see backpressure', async () => {
+    const waitsBefore = stack.mock.stats.backpressureWaits;
+    const stalled = rawStreamingRequest(stack, 400_000);
+    try {
+      const find = () => stack.mock.requestLog.find((r) => r.receivedHeaders['x-mock-tokens'] === '400000');
+      await waitUntil(() => find() !== undefined, 'the provider to get the request');
+      // Kernel socket buffers absorb some megabytes first; then the whole chain must stop.
+      let lastEmitted = -1;
+      let unchangedSince = Date.now();
+      await waitUntil(
+        () => {
+          const emitted = find()?.chunksEmitted ?? 0;
+          if (emitted !== lastEmitted) {
+            lastEmitted = emitted;
+            unchangedSince = Date.now();
+          }
+          return Date.now() - unchangedSince >= 500;
+        },
+        'the provider to stall',
+        20_000,
+      );
+      const record = find();
+      assert.ok(record && !record.completed, 'the provider is stalled mid-response, not finished');
+      assert.ok(record.chunksEmitted < 400_000);
+      assert.ok(stack.mock.stats.backpressureWaits > waitsBefore && record.backpressureWaits > 0, 'its socket writes were held back');
+    } finally {
+      stalled.destroy();
+    }
+    await waitUntil(() => stack.mock.stats.aborted > 0, 'the stalled upstream request to be cancelled');
+  });
+});
