@@ -1,0 +1,127 @@
+// Readers for the edge config's hardening sections: `auth:` (client API
+// keys), `tls:` (client and node listeners) and the extra `limits:` keys.
+// Kept apart from config.ts so each section reads on one screen.
+import type { ConfigReader } from '../shared/config-reader.js';
+import type { ApiKeyConfig, AuthConfig, EdgeConfig, LimitsHardening, NodeTlsConfig, TlsConfig, TlsFilesConfig } from '../shared/config-types.js';
+
+const DAY_MS = 86_400_000;
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+export const HARDENING_LIMIT_KEYS = [
+  'max_json_depth',
+  'max_header_bytes',
+  'max_tunnels_per_node',
+  'max_frame_bytes',
+  'ttfb_timeout_ms',
+  'idle_timeout_ms',
+] as const;
+
+export const DEFAULT_LIMITS_HARDENING: LimitsHardening = Object.freeze({
+  maxJsonDepth: 64,
+  maxHeaderBytes: 16 * 1024,
+  maxTunnelsPerNode: 0,
+  maxFrameBytes: 4 * 1024 * 1024,
+  ttfbTimeoutMs: 300_000,
+  idleTimeoutMs: 120_000,
+});
+
+export const NO_AUTH: AuthConfig = Object.freeze({ apiKeys: Object.freeze([]) });
+export const NO_TLS: TlsConfig = Object.freeze({ client: undefined, nodes: undefined });
+
+/** The `limits:` keys beyond body_bytes and tunnel_timeout_ms. */
+export function readLimitsHardening(r: ConfigReader, limits: Record<string, unknown>): LimitsHardening {
+  const d = DEFAULT_LIMITS_HARDENING;
+  return {
+    maxJsonDepth: r.integer('limits.max_json_depth', limits.max_json_depth, 1, 10_000, d.maxJsonDepth),
+    maxHeaderBytes: r.integer('limits.max_header_bytes', limits.max_header_bytes, 1024, 1 << 20, d.maxHeaderBytes),
+    maxTunnelsPerNode: r.integer('limits.max_tunnels_per_node', limits.max_tunnels_per_node, 0, 1_000_000, d.maxTunnelsPerNode),
+    maxFrameBytes: r.integer('limits.max_frame_bytes', limits.max_frame_bytes, 64 * 1024, 1 << 30, d.maxFrameBytes),
+    ttfbTimeoutMs: r.integer('limits.ttfb_timeout_ms', limits.ttfb_timeout_ms, 0, DAY_MS, d.ttfbTimeoutMs),
+    idleTimeoutMs: r.integer('limits.idle_timeout_ms', limits.idle_timeout_ms, 0, DAY_MS, d.idleTimeoutMs),
+  };
+}
+
+/** `auth: { api_keys: [{ name, key_sha256, models?, max_concurrent? }] }`. */
+export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<string>): AuthConfig {
+  const obj = r.object('auth', raw, true);
+  if (obj === undefined) return NO_AUTH;
+  r.noUnknownKeys('auth', obj, ['api_keys']);
+  const apiKeys: ApiKeyConfig[] = [];
+  const names = new Set<string>();
+  const digests = new Set<string>();
+  for (const [i, item] of r.list('auth.api_keys', obj.api_keys, true).entries()) {
+    const path = `auth.api_keys[${i}]`;
+    const key = r.object(path, item);
+    if (key === undefined) continue;
+    r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent']);
+    const name = r.string(`${path}.name`, key.name);
+    if (names.has(name)) r.problems.push(`${path}.name: duplicate name ${JSON.stringify(name)}`);
+    names.add(name);
+    let digest = '';
+    if (typeof key.key_sha256 !== 'string' || !SHA256_HEX.test(key.key_sha256.toLowerCase())) {
+      // Never echo the value: a key pasted here by mistake is a secret.
+      r.problems.push(`${path}.key_sha256: expected 64 hex digits (sha256 of the key; \`edge hash-key\` prints it), value not shown`);
+    } else {
+      digest = key.key_sha256.toLowerCase();
+      if (digests.has(digest)) r.problems.push(`${path}.key_sha256: the same key is listed twice`);
+      digests.add(digest);
+    }
+    let models: string[] | undefined;
+    if (key.models !== undefined) {
+      models = [];
+      for (const [j, m] of r.list(`${path}.models`, key.models).entries()) {
+        const alias = r.string(`${path}.models[${j}]`, m);
+        if (alias !== '' && !aliases.has(alias)) r.problems.push(`${path}.models[${j}]: no model with alias ${JSON.stringify(alias)} in models[]`);
+        models.push(alias);
+      }
+    }
+    apiKeys.push({
+      name,
+      keySha256: digest,
+      models,
+      maxConcurrent: r.optionalInteger(`${path}.max_concurrent`, key.max_concurrent, 1, 1_000_000),
+    });
+  }
+  return { apiKeys };
+}
+
+function readFiles(r: ConfigReader, path: string, obj: Record<string, unknown>): TlsFilesConfig {
+  return { certFile: r.string(`${path}.cert_file`, obj.cert_file), keyFile: r.string(`${path}.key_file`, obj.key_file) };
+}
+
+/** `tls: { client?: { cert_file, key_file }, nodes?: { cert_file, key_file, client_ca_file?, require_client_cert? } }`. */
+export function readTls(r: ConfigReader, raw: unknown): TlsConfig {
+  const obj = r.object('tls', raw, true);
+  if (obj === undefined) return NO_TLS;
+  r.noUnknownKeys('tls', obj, ['client', 'nodes']);
+  let client: TlsFilesConfig | undefined;
+  const clientObj = r.object('tls.client', obj.client, true);
+  if (clientObj !== undefined) {
+    r.noUnknownKeys('tls.client', clientObj, ['cert_file', 'key_file']);
+    client = readFiles(r, 'tls.client', clientObj);
+  }
+  let nodes: NodeTlsConfig | undefined;
+  const nodesObj = r.object('tls.nodes', obj.nodes, true);
+  if (nodesObj !== undefined) {
+    r.noUnknownKeys('tls.nodes', nodesObj, ['cert_file', 'key_file', 'client_ca_file', 'require_client_cert']);
+    const clientCaFile = r.optionalString('tls.nodes.client_ca_file', nodesObj.client_ca_file);
+    const requireClientCert = r.boolean('tls.nodes.require_client_cert', nodesObj.require_client_cert, clientCaFile !== undefined);
+    if (requireClientCert && clientCaFile === undefined) r.problems.push('tls.nodes.require_client_cert: needs tls.nodes.client_ca_file to check client certificates against');
+    nodes = { ...readFiles(r, 'tls.nodes', nodesObj), clientCaFile, requireClientCert };
+  }
+  return { client, nodes };
+}
+
+/** The hardening limits of a config, defaults filled in for hand-built configs. */
+export function limitsOf(config: EdgeConfig): LimitsHardening {
+  const l = config.limits;
+  const d = DEFAULT_LIMITS_HARDENING;
+  return {
+    maxJsonDepth: l.maxJsonDepth ?? d.maxJsonDepth,
+    maxHeaderBytes: l.maxHeaderBytes ?? d.maxHeaderBytes,
+    maxTunnelsPerNode: l.maxTunnelsPerNode ?? d.maxTunnelsPerNode,
+    maxFrameBytes: l.maxFrameBytes ?? d.maxFrameBytes,
+    ttfbTimeoutMs: l.ttfbTimeoutMs ?? d.ttfbTimeoutMs,
+    idleTimeoutMs: l.idleTimeoutMs ?? d.idleTimeoutMs,
+  };
+}

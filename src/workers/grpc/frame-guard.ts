@@ -1,0 +1,118 @@
+// What a node may send on its stream, checked frame by frame, and what the
+// edge does about a node that breaks the rules: a bad frame for an open
+// tunnel fails that tunnel only; a frame for no open tunnel is dropped; a
+// node that keeps breaking the rules is fenced (its session closed). Every
+// case is counted in ProtocolStats, which the metrics exporter reads.
+import { FrameKind, type TunnelFrame } from '../../gen/edge/v1/tunnel_pb.js';
+
+/** Violations one session may commit before the edge closes it. */
+export const MAX_SESSION_VIOLATIONS = 16;
+
+/** Counters since the edge started, one per kind of protocol event. */
+export class ProtocolStats {
+  /** Frames naming a tunnel id this session never opened (a violation). */
+  unknownTunnelFrames = 0;
+  /** Frames for a tunnel already finished or cancelled: dropped (expected after a CANCEL). */
+  lateFrames = 0;
+  /** Frames whose seq was not the next one (gap or duplicate): the tunnel failed. */
+  outOfOrderFrames = 0;
+  /** Frames breaking HEADERS? DATA* (END | ERROR) (DATA or END before HEADERS, HEADERS twice, unknown kind): the tunnel failed. */
+  badFrameSequences = 0;
+  /** Frames sent before the session was registered: dropped. */
+  framesBeforeRegister = 0;
+  /** A second Register on a registered stream: ignored. */
+  duplicateRegisters = 0;
+  /** Sessions that sent no Register in time. */
+  registerTimeouts = 0;
+  /** Register refused (unknown node, bad token). */
+  rejectedRegistrations = 0;
+  /** Sessions replaced by a newer connection of the same node. */
+  supersededSessions = 0;
+  /** Sessions dropped for silence (half-open TCP). */
+  heartbeatTimeouts = 0;
+  /** DATA frames over limits.max_frame_bytes: the tunnel failed. */
+  oversizedFrames = 0;
+  /** Sessions closed because they broke the protocol too often. */
+  nodesFenced = 0;
+
+  snapshot(): Record<string, number> {
+    return { ...(this as unknown as Record<string, number>) };
+  }
+}
+
+/** A tunnel's position in its frame sequence. */
+export interface FrameOrder {
+  nextSeq: number;
+  sawHeaders: boolean;
+}
+
+export interface FrameProblem {
+  readonly stat: 'outOfOrderFrames' | 'badFrameSequences' | 'oversizedFrames';
+  readonly message: string;
+}
+
+/**
+ * Admits `frame` as the next frame of its tunnel and advances `order`, or
+ * returns what is wrong with it (and leaves `order` as it was).
+ */
+export function admitFrame(order: FrameOrder, frame: TunnelFrame, maxDataBytes: number): FrameProblem | undefined {
+  if (frame.seq !== order.nextSeq) {
+    return { stat: 'outOfOrderFrames', message: `frame ${frame.seq} arrived where ${order.nextSeq} was expected` };
+  }
+  switch (frame.kind) {
+    case FrameKind.HEADERS:
+      if (order.sawHeaders) return { stat: 'badFrameSequences', message: 'a second HEADERS frame' };
+      order.sawHeaders = true;
+      break;
+    case FrameKind.DATA:
+      if (!order.sawHeaders) return { stat: 'badFrameSequences', message: 'a DATA frame before HEADERS' };
+      if (frame.data.byteLength > maxDataBytes) {
+        return { stat: 'oversizedFrames', message: `a DATA frame of ${frame.data.byteLength} bytes (limit ${maxDataBytes})` };
+      }
+      break;
+    case FrameKind.END:
+      if (!order.sawHeaders) return { stat: 'badFrameSequences', message: 'END before HEADERS' };
+      break;
+    case FrameKind.ERROR:
+      break;
+    default:
+      return { stat: 'badFrameSequences', message: `unknown frame kind ${String(frame.kind)}` };
+  }
+  order.nextSeq++;
+  return undefined;
+}
+
+/** One session's record of violations; says when the node has to go. */
+export class SessionGuard {
+  private violations = 0;
+
+  constructor(readonly stats: ProtocolStats) {}
+
+  get violationCount(): number {
+    return this.violations;
+  }
+
+  /**
+   * A frame for no open tunnel. `opened` says whether this session ever
+   * opened that id (then it is a late frame, expected after a cancel).
+   * True when the node must now be fenced.
+   */
+  strayFrame(opened: boolean): boolean {
+    if (opened) {
+      this.stats.lateFrames++;
+      return false;
+    }
+    this.stats.unknownTunnelFrames++;
+    return this.violation();
+  }
+
+  /** A tunnel failed for a bad frame. True when the node must now be fenced. */
+  tunnelViolation(problem: FrameProblem): boolean {
+    this.stats[problem.stat]++;
+    return this.violation();
+  }
+
+  private violation(): boolean {
+    return ++this.violations > MAX_SESSION_VIOLATIONS;
+  }
+}

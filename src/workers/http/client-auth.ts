@@ -1,0 +1,108 @@
+// Client API keys: who may call the edge, which models each key may use and
+// how many requests it may have open at once. Keys are held only as sha256
+// digests (config `auth.api_keys[].key_sha256`); a presented key is hashed
+// and the digests compared with timingSafeEqual. Looking the digest up in a
+// map first leaks at most timing about the digest, which says nothing about
+// any key (sha256 is preimage-resistant), and keeps a check O(1) with many keys.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { AuthConfig } from '../../shared/config-types.js';
+import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+
+/** One configured key and its live count of open requests. */
+export class ApiKeyState {
+  inFlight = 0;
+  digest: Buffer;
+  /** undefined = every model. */
+  models: ReadonlySet<string> | undefined;
+  /** Infinity = no limit. */
+  maxConcurrent: number;
+
+  constructor(
+    readonly name: string,
+    digest: Buffer,
+    models: readonly string[] | undefined,
+    maxConcurrent: number | undefined,
+  ) {
+    this.digest = digest;
+    this.models = models === undefined ? undefined : new Set(models);
+    this.maxConcurrent = maxConcurrent ?? Infinity;
+  }
+
+  mayUse(alias: string): boolean {
+    return this.models === undefined || this.models.has(alias);
+  }
+
+  /** Takes a concurrency slot; false when the key is at its limit. */
+  tryAcquire(): boolean {
+    if (this.inFlight >= this.maxConcurrent) return false;
+    this.inFlight++;
+    return true;
+  }
+
+  release(): void {
+    if (this.inFlight > 0) this.inFlight--;
+  }
+}
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+export function sha256Hex(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+export class ClientAuth {
+  /** Keyed by name so a config refresh keeps each key's open-request count. */
+  private readonly byName = new Map<string, ApiKeyState>();
+  private byDigest = new Map<string, ApiKeyState>();
+
+  constructor(auth: AuthConfig | undefined) {
+    this.setConfig(auth);
+  }
+
+  /** Auth is on as long as at least one key is configured. */
+  get enabled(): boolean {
+    return this.byDigest.size > 0;
+  }
+
+  setConfig(auth: AuthConfig | undefined): void {
+    const keys = auth?.apiKeys ?? [];
+    const byDigest = new Map<string, ApiKeyState>();
+    const names = new Set<string>();
+    for (const key of keys) {
+      const digest = Buffer.from(key.keySha256, 'hex');
+      let state = this.byName.get(key.name);
+      if (state === undefined) {
+        state = new ApiKeyState(key.name, digest, key.models, key.maxConcurrent);
+        this.byName.set(key.name, state);
+      } else {
+        // Requests in flight keep the object they counted on; update it in place.
+        state.digest = digest;
+        state.models = key.models === undefined ? undefined : new Set(key.models);
+        state.maxConcurrent = key.maxConcurrent ?? Infinity;
+      }
+      byDigest.set(key.keySha256, state);
+      names.add(key.name);
+    }
+    for (const name of this.byName.keys()) if (!names.has(name)) this.byName.delete(name);
+    this.byDigest = byDigest;
+  }
+
+  /**
+   * The key an `Authorization: Bearer <key>` header names, or the 401 spec.
+   * Only call while enabled.
+   */
+  authenticate(authorization: string | undefined): ApiKeyState | GatewayErrorSpec {
+    if (authorization === undefined) return Errors.invalidApiKey;
+    const match = BEARER.exec(authorization);
+    if (match === null) return Errors.invalidApiKey;
+    const presented = createHash('sha256').update(match[1], 'utf8').digest();
+    const state = this.byDigest.get(presented.toString('hex'));
+    if (state === undefined || !timingSafeEqual(state.digest, presented)) return Errors.invalidApiKey;
+    return state;
+  }
+
+  /** Status view: name, open requests and limit per key (never the digest). */
+  status(): { name: string; inFlight: number; maxConcurrent: number | null }[] {
+    return [...this.byName.values()].map((k) => ({ name: k.name, inFlight: k.inFlight, maxConcurrent: Number.isFinite(k.maxConcurrent) ? k.maxConcurrent : null }));
+  }
+}

@@ -1,0 +1,27 @@
+// Requests Node's HTTP parser refuses before fastify sees them (oversized
+// head, malformed request line or headers, header timeout): answered on the
+// raw socket in OpenAI's error format, then the connection is closed, since
+// the parser cannot resync on a broken stream.
+import type { Duplex } from 'node:stream';
+import { errorBody, Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+
+const REASONS: Readonly<Record<number, string>> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+
+function specFor(code: string | undefined): GatewayErrorSpec {
+  if (code === 'HPE_HEADER_OVERFLOW') return Errors.headersTooLarge;
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return { ...Errors.badRequest, status: 408, code: 'request_timeout', message: 'the request was not received in time' };
+  return Errors.badRequest;
+}
+
+/** fastify `clientErrorHandler`. */
+export function onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const spec = specFor(err.code);
+  const body = errorBody(spec, spec === Errors.badRequest ? `the request is malformed (${err.code ?? 'parse error'})` : undefined);
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${spec.status} ${REASONS[spec.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}

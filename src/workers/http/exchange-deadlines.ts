@@ -1,0 +1,112 @@
+// The three deadlines of a dispatched exchange on one timer: total
+// (limits.tunnel_timeout_ms, from the first dispatch), time to first byte
+// (limits.ttfb_timeout_ms, until response HEADERS, per attempt) and idle
+// (limits.idle_timeout_ms, between frames once headers arrived). Frames
+// only stamp a time; the timer is armed for the earliest deadline and, when
+// it fires early because frames moved the idle deadline, re-armed for the
+// rest. So a frame costs one clock read, never a timer reset.
+import { performance } from 'node:perf_hooks';
+import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+
+export interface DeadlineLimits {
+  readonly tunnelTimeoutMs: number;
+  /** 0 = off. */
+  readonly ttfbTimeoutMs: number;
+  /** 0 = off. */
+  readonly idleTimeoutMs: number;
+}
+
+/** What the deadlines arm a timer for: the exchange keeps the handle (its finish clears it). */
+export interface TimedExchange {
+  timeout: NodeJS.Timeout | undefined;
+  onTimeout(): void;
+}
+
+function onDeadlineTimer(owner: TimedExchange): void {
+  owner.onTimeout();
+}
+
+export class ExchangeDeadlines {
+  /** performance.now() of the last frame from the node (HEADERS or DATA). */
+  lastFrameAt = 0;
+  private readonly startedAt: number;
+  private dispatchedAt: number;
+  /** When the armed timer fires. */
+  private armedFor = Infinity;
+
+  constructor(
+    private readonly limits: DeadlineLimits,
+    now = performance.now(),
+  ) {
+    this.startedAt = now;
+    this.dispatchedAt = now;
+  }
+
+  /** A new attempt was dispatched (a retry): time to first byte counts again; total does not. */
+  redispatched(now = performance.now()): void {
+    this.dispatchedAt = now;
+  }
+
+  /** (Re)arms owner.timeout for the earliest deadline of the current phase. */
+  arm(owner: TimedExchange, headersSeen: boolean, now = performance.now()): void {
+    if (owner.timeout !== undefined) clearTimeout(owner.timeout);
+    const delay = this.delay(headersSeen, now);
+    this.armedFor = now + delay;
+    owner.timeout = setTimeout(onDeadlineTimer, delay, owner);
+  }
+
+  /** Response headers arrived: from now on the idle deadline applies; re-arm only if it is earlier than the armed one. */
+  onHeaders(owner: TimedExchange): void {
+    const now = performance.now();
+    this.lastFrameAt = now;
+    if (this.limits.idleTimeoutMs > 0 && now + this.limits.idleTimeoutMs < this.armedFor) this.arm(owner, true, now);
+  }
+
+  onFrame(): void {
+    this.lastFrameAt = performance.now();
+  }
+
+  /**
+   * The timer fired: the deadline that passed, or undefined after re-arming
+   * (frames moved the idle deadline on).
+   */
+  fire(owner: TimedExchange, headersSeen: boolean): GatewayErrorSpec | undefined {
+    owner.timeout = undefined;
+    const now = performance.now();
+    const spec = this.expired(headersSeen, now);
+    if (spec === undefined) this.arm(owner, headersSeen, now);
+    return spec;
+  }
+
+  /** Ms until the earliest deadline of the current phase (never below 1). */
+  delay(headersSeen: boolean, now = performance.now()): number {
+    return Math.max(1, this.earliest(headersSeen) - now);
+  }
+
+  /**
+   * Called when the timer fires: the deadline that has passed, or undefined
+   * when none has yet (frames moved it) and the caller should re-arm for
+   * delay() more.
+   */
+  expired(headersSeen: boolean, now = performance.now()): GatewayErrorSpec | undefined {
+    const l = this.limits;
+    if (now >= this.startedAt + l.tunnelTimeoutMs) return Errors.gatewayTimeout;
+    if (!headersSeen) {
+      if (l.ttfbTimeoutMs > 0 && now >= this.dispatchedAt + l.ttfbTimeoutMs) return Errors.firstByteTimeout;
+    } else if (l.idleTimeoutMs > 0 && now >= this.lastFrameAt + l.idleTimeoutMs) {
+      return Errors.idleTimeout;
+    }
+    return undefined;
+  }
+
+  private earliest(headersSeen: boolean): number {
+    const l = this.limits;
+    let at = this.startedAt + l.tunnelTimeoutMs;
+    if (!headersSeen) {
+      if (l.ttfbTimeoutMs > 0) at = Math.min(at, this.dispatchedAt + l.ttfbTimeoutMs);
+    } else if (l.idleTimeoutMs > 0) {
+      at = Math.min(at, this.lastFrameAt + l.idleTimeoutMs);
+    }
+    return at;
+  }
+}

@@ -1,0 +1,148 @@
+// Client API keys through the real stack and the official openai SDK: 401
+// without a valid key, 403 for a model the key may not use, 429 past the
+// key's concurrency, the slot freed exactly when an exchange ends, and the
+// client's key never reaching the provider.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+import { sha256Hex } from '../../src/workers/http/client-auth.js';
+import { ALIAS, EMBED_ALIAS, inFlight, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+
+const ALICE = 'sk-alice-0123456789';
+const BOB = 'sk-bob-9876543210';
+
+function sdk(stack: Stack, apiKey: string): OpenAI {
+  return new OpenAI({ baseURL: stack.baseURL, apiKey, maxRetries: 0, timeout: 10_000 });
+}
+
+function chat(stack: Stack, key: string | undefined, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${stack.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { authorization: `Bearer ${key}` }), ...headers },
+    body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+    signal,
+  });
+}
+
+async function errorOf(res: Response): Promise<{ status: number; code: string; type: string }> {
+  const body = (await res.json()) as { error: { code: string; type: string } };
+  return { status: res.status, code: body.error.code, type: body.error.type };
+}
+
+describe('client API keys', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      capacity: 8,
+      mock: { ttftMs: 0, tokens: 3, intervalMs: 1 },
+      configure(raw) {
+        raw.auth = {
+          api_keys: [
+            { name: 'alice', key_sha256: sha256Hex(ALICE), max_concurrent: 2 },
+            { name: 'bob', key_sha256: sha256Hex(BOB).toUpperCase(), models: [EMBED_ALIAS] },
+          ],
+        };
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('no key, a malformed header or an unknown key get 401 invalid_api_key', async () => {
+    for (const auth of [undefined, 'Bearer', `Basic ${ALICE}`, 'Bearer sk-nobody', `Bearer ${ALICE}x`]) {
+      const res = await fetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(auth === undefined ? {} : { authorization: auth }) },
+        body: JSON.stringify({ model: ALIAS, messages: [] }),
+      });
+      assert.equal(res.headers.get('www-authenticate'), 'Bearer');
+      assert.deepEqual(await errorOf(res), { status: 401, code: 'invalid_api_key', type: 'authentication_error' }, `authorization ${auth}`);
+    }
+    const models = await fetch(`${stack.baseURL}/models`);
+    assert.equal(models.status, 401);
+    await models.arrayBuffer();
+    const health = await fetch(`${stack.edge.url}/healthz`);
+    assert.equal(health.status, 200, 'health checks need no key');
+    await health.arrayBuffer();
+    assert.equal(stack.mock.stats.requests, 0, 'nothing unauthenticated reached the provider');
+  });
+
+  test('the openai SDK with a wrong key raises AuthenticationError', async () => {
+    const err = await sdk(stack, 'sk-wrong').chat.completions.create({ model: ALIAS, messages: [] }).catch((e: unknown) => e);
+    assert.ok(err instanceof OpenAI.AuthenticationError);
+    assert.equal(err.status, 401);
+    assert.equal(err.code, 'invalid_api_key');
+  });
+
+  test('a valid key is served and its value never reaches the provider', async () => {
+    const completion = await sdk(stack, ALICE).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(completion.object, 'chat.completion');
+    const headers = stack.mock.requestLog.at(-1)?.receivedHeaders ?? {};
+    assert.equal(headers.authorization, undefined);
+    assert.ok(!JSON.stringify(headers).includes(ALICE));
+    const stream = await sdk(stack, ALICE).chat.completions.create({ model: ALIAS, stream: true, messages: [] });
+    let chunks = 0;
+    for await (const _ of stream) chunks++;
+    assert.ok(chunks > 0);
+  });
+
+  test('a key limited to some models gets 403 model_not_allowed for others and sees only its own in /v1/models', async () => {
+    const bob = sdk(stack, BOB);
+    const err = await bob.chat.completions.create({ model: ALIAS, messages: [] }).catch((e: unknown) => e);
+    assert.ok(err instanceof OpenAI.PermissionDeniedError);
+    assert.equal(err.status, 403);
+    assert.equal(err.code, 'model_not_allowed');
+    const embedding = await bob.embeddings.create({ model: EMBED_ALIAS, input: 'x' });
+    assert.equal(embedding.data.length, 1);
+    const ids: string[] = [];
+    for await (const m of bob.models.list()) ids.push(m.id);
+    assert.deepEqual(ids, [EMBED_ALIAS]);
+    const all: string[] = [];
+    for await (const m of sdk(stack, ALICE).models.list()) all.push(m.id);
+    assert.deepEqual(all.sort(), [ALIAS, EMBED_ALIAS].sort());
+  });
+
+  test('past max_concurrent a key gets 429 too_many_concurrent_requests; the slot frees when an exchange ends', async () => {
+    const slow = { 'x-mock-tokens': '2', 'x-mock-interval-ms': '1500' };
+    const first = chat(stack, ALICE, slow);
+    const aborter = new AbortController();
+    const second = chat(stack, ALICE, { 'x-mock-tokens': '50', 'x-mock-interval-ms': '100' }, aborter.signal).catch((e: unknown) => e);
+    await waitUntil(() => inFlight(stack.edge) === 2, 'both requests to hold a slot');
+    const third = await chat(stack, ALICE);
+    assert.equal(third.headers.get('retry-after'), '1');
+    assert.deepEqual(await errorOf(third), { status: 429, code: 'too_many_concurrent_requests', type: 'rate_limit_error' });
+    // Another key is not affected by alice's limit.
+    const bobEmbed = await sdk(stack, BOB).embeddings.create({ model: EMBED_ALIAS, input: 'x' });
+    assert.equal(bobEmbed.data.length, 1);
+    // A client abort (while the provider is still generating) frees alice's slot at once.
+    aborter.abort();
+    assert.ok((await second) instanceof Error);
+    await waitUntil(() => inFlight(stack.edge) === 1, 'the aborted request to release its lease');
+    const fourth = await chat(stack, ALICE);
+    assert.equal(fourth.status, 200, 'the aborted request gave its key slot back');
+    await fourth.arrayBuffer();
+    assert.equal((await first).status, 200);
+    // Rejections and errors give the slot back too: two more at once fit again.
+    const both = await Promise.all([chat(stack, ALICE), chat(stack, ALICE)]);
+    assert.deepEqual(both.map((r) => r.status), [200, 200]);
+    await Promise.all(both.map((r) => r.arrayBuffer()));
+  });
+
+  test('an error reply before dispatch (unknown model) does not leak a key slot', async () => {
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${ALICE}` },
+        body: JSON.stringify({ model: 'nope', messages: [] }),
+      });
+      assert.equal(res.status, 404);
+      await res.arrayBuffer();
+    }
+    const both = await Promise.all([chat(stack, ALICE), chat(stack, ALICE)]);
+    assert.deepEqual(both.map((r) => r.status), [200, 200]);
+    await Promise.all(both.map((r) => r.arrayBuffer()));
+    assert.equal(inFlight(stack.edge), 0);
+    assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+  });
+});

@@ -1,0 +1,211 @@
+// The HTTP bad-input corpus: malformed and truncated JSON, wrong types, huge
+// bodies, deep nesting, invalid UTF-8, missing and extra headers, unknown
+// routes and methods, and bytes that are not HTTP at all. Every case gets
+// its documented status and an OpenAI error body; the edge stays up and no
+// lease or exchange outlives the corpus.
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { ALIAS, inFlight, NODE_ID, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+
+const BODY_LIMIT = 64 * 1024;
+
+interface Reply {
+  readonly status: number;
+  readonly body: string;
+}
+
+interface ErrorShape {
+  readonly error: { readonly message: string; readonly type: string; readonly param: string | null; readonly code: string };
+}
+
+/** Sends raw bytes and reads until the server closes or `quietMs` passes. */
+function raw(port: number, bytes: string | Buffer, quietMs = 500): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const done = (): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      const text = Buffer.concat(chunks).toString('latin1');
+      const match = /^HTTP\/1\.1 (\d{3})/.exec(text);
+      const split = text.indexOf('\r\n\r\n');
+      resolve({ status: match ? Number(match[1]) : 0, body: split >= 0 ? text.slice(split + 4) : '' });
+    };
+    const arm = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(done, quietMs);
+    };
+    socket.on('data', (c: Buffer) => {
+      chunks.push(c);
+      arm();
+    });
+    socket.on('end', done);
+    socket.on('error', (err) => (chunks.length > 0 ? done() : reject(err)));
+    socket.write(bytes);
+    arm();
+  });
+}
+
+function assertOpenAiError(body: string, status: number, code: string, context: string): void {
+  let parsed: ErrorShape;
+  try {
+    parsed = JSON.parse(body) as ErrorShape;
+  } catch {
+    assert.fail(`${context}: body is not JSON: ${JSON.stringify(body.slice(0, 200))}`);
+  }
+  const e = parsed.error;
+  assert.equal(e.code, code, `${context}: code`);
+  assert.equal(typeof e.message, 'string', `${context}: message`);
+  assert.ok(e.message.length > 0, `${context}: message`);
+  assert.ok(['invalid_request_error', 'authentication_error', 'permission_error', 'rate_limit_error', 'server_error'].includes(e.type), `${context}: type ${e.type}`);
+  assert.ok(e.param === null || typeof e.param === 'string', `${context}: param`);
+  assert.ok(status >= 400, `${context}: status ${status}`);
+}
+
+interface BodyCase {
+  readonly name: string;
+  readonly body: string | Buffer;
+  readonly status: number;
+  readonly code?: string;
+  readonly headers?: Record<string, string>;
+}
+
+const nest = (levels: number): string => '['.repeat(levels) + ']'.repeat(levels);
+const chat = (extra: string): string => `{"model":"${ALIAS}","messages":[{"role":"user","content":"hi"}]${extra}}`;
+
+const BODY_CASES: BodyCase[] = [
+  { name: 'empty body', body: '', status: 400, code: 'invalid_json' },
+  { name: 'whitespace only', body: ' \n\t ', status: 400, code: 'invalid_json' },
+  { name: 'truncated object', body: '{', status: 400, code: 'invalid_json' },
+  { name: 'truncated mid-array', body: `{"model":"${ALIAS}","messages":[`, status: 400, code: 'invalid_json' },
+  { name: 'truncated mid-string', body: `{"model":"${ALIAS}","messages":"abc`, status: 400, code: 'invalid_json' },
+  { name: 'trailing comma', body: `{"model":"${ALIAS}",}`, status: 400, code: 'invalid_json' },
+  { name: 'single quotes', body: `{'model':'${ALIAS}'}`, status: 400, code: 'invalid_json' },
+  { name: 'trailing garbage', body: `${chat('')}x`, status: 400, code: 'invalid_json' },
+  { name: 'two documents', body: `${chat('')}${chat('')}`, status: 400, code: 'invalid_json' },
+  { name: 'NaN literal', body: `{"model":"${ALIAS}","temperature":NaN}`, status: 400, code: 'invalid_json' },
+  { name: 'raw control byte in a string', body: `{"model":"${ALIAS}","x":"a\u0001b"}`, status: 400, code: 'invalid_json' },
+  { name: 'bad escape', body: `{"model":"${ALIAS}","x":"\\q"}`, status: 400, code: 'invalid_json' },
+  { name: 'lone surrogate escape is valid JSON', body: chat(',"x":"\\ud800"'), status: 200 },
+  { name: 'invalid UTF-8 byte', body: Buffer.concat([Buffer.from(`{"model":"${ALIAS}","x":"`), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), status: 400, code: 'invalid_json' },
+  { name: 'overlong UTF-8', body: Buffer.concat([Buffer.from(`{"model":"${ALIAS}","x":"`), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]), status: 400, code: 'invalid_json' },
+  { name: 'UTF-8 BOM', body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(chat(''))]), status: 400, code: 'invalid_json' },
+  { name: 'top-level null', body: 'null', status: 400, code: 'invalid_json' },
+  { name: 'top-level array', body: '[]', status: 400, code: 'invalid_json' },
+  { name: 'top-level string', body: '"llama3"', status: 400, code: 'invalid_json' },
+  { name: 'top-level number', body: '42', status: 400, code: 'invalid_json' },
+  { name: 'missing model', body: '{"messages":[]}', status: 400, code: 'missing_model' },
+  { name: 'model is a number', body: '{"model":42}', status: 400, code: 'invalid_model' },
+  { name: 'model is null', body: '{"model":null}', status: 400, code: 'invalid_model' },
+  { name: 'model is an object', body: '{"model":{"name":"llama3"}}', status: 400, code: 'invalid_model' },
+  { name: 'model is empty', body: '{"model":""}', status: 400, code: 'invalid_model' },
+  { name: 'model given twice', body: `{"model":"${ALIAS}","model":"other"}`, status: 400, code: 'invalid_json' },
+  { name: 'unknown model', body: '{"model":"gpt-17"}', status: 404, code: 'model_not_found' },
+  { name: 'model only in a nested object', body: `{"x":{"model":"${ALIAS}"}}`, status: 400, code: 'missing_model' },
+  { name: 'deep nesting', body: `{"model":"${ALIAS}","x":${nest(5_000)}}`, status: 400, code: 'json_too_deep' },
+  { name: 'body over limits.body_bytes', body: chat(`,"pad":"${'a'.repeat(BODY_LIMIT)}"`), status: 413, code: 'request_too_large' },
+  // Fields other than model are the provider's to judge: they pass through untouched.
+  { name: 'wrong types elsewhere (provider decides)', body: `{"model":"${ALIAS}","messages":5,"stream":"yes","temperature":"hot"}`, status: 200 },
+  { name: 'JSON sent as text/plain', body: chat(''), status: 200, headers: { 'content-type': 'text/plain' } },
+  { name: 'no content-type', body: chat(''), status: 200, headers: { 'content-type': '' } },
+  { name: 'unknown x-edge-node', body: chat(''), status: 404, code: 'node_not_found', headers: { 'x-edge-node': 'gpu-404' } },
+  { name: 'valid x-edge-node', body: chat(''), status: 200, headers: { 'x-edge-node': NODE_ID } },
+  { name: 'a client Authorization with auth off is ignored', body: chat(''), status: 200, headers: { authorization: 'Bearer whatever' } },
+];
+
+describe('HTTP bad-input corpus', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      bodyBytes: BODY_LIMIT,
+      mock: { ttftMs: 0, tokens: 2, intervalMs: 0 },
+      configure: (r) => void Object.assign(r.limits as object, { max_header_bytes: 4096 }),
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  for (const c of BODY_CASES) {
+    test(`body: ${c.name} -> ${c.status}${c.code ? ` ${c.code}` : ''}`, async () => {
+      const headers: Record<string, string> = { 'content-type': 'application/json', ...c.headers };
+      if (headers['content-type'] === '') delete headers['content-type'];
+      const res = await fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers, body: c.body });
+      const body = await res.text();
+      assert.equal(res.status, c.status, `${c.name}: ${body.slice(0, 200)}`);
+      if (c.code !== undefined) assertOpenAiError(body, res.status, c.code, c.name);
+      else assert.equal((JSON.parse(body) as { object: string }).object, 'chat.completion');
+    });
+  }
+
+  const ROUTES: [method: string, path: string, status: number, code: string][] = [
+    ['GET', '/v1/chat/completions', 405, 'method_not_allowed'],
+    ['PUT', '/v1/completions', 405, 'method_not_allowed'],
+    ['DELETE', '/v1/embeddings', 405, 'method_not_allowed'],
+    ['POST', '/v1/models', 405, 'method_not_allowed'],
+    ['GET', '/v1/unknown', 404, 'unknown_url'],
+    ['POST', '/v1/chat/completions/', 404, 'unknown_url'],
+    ['POST', '/v2/chat/completions', 404, 'unknown_url'],
+    ['GET', '/', 404, 'unknown_url'],
+    ['PATCH', '/admin', 404, 'unknown_url'],
+  ];
+  for (const [method, path, status, code] of ROUTES) {
+    test(`route: ${method} ${path} -> ${status} ${code}`, async () => {
+      const res = await fetch(`${stack.edge.url}${path}`, { method, headers: { 'content-type': 'application/json' }, body: method === 'GET' ? undefined : '{}' });
+      assert.equal(res.status, status);
+      assertOpenAiError(await res.text(), res.status, code, `${method} ${path}`);
+    });
+  }
+
+  const RAW: [name: string, bytes: string, status: number, code: string][] = [
+    ['not HTTP at all', 'hello edge\r\n\r\n', 400, 'invalid_request'],
+    ['binary garbage', '\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n', 400, 'invalid_request'],
+    ['header without a colon', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nbroken header\r\n\r\n', 400, 'invalid_request'],
+    ['control byte in a header value', 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n', 400, 'invalid_request'],
+    ['missing Host on HTTP/1.1', 'GET /healthz HTTP/1.1\r\n\r\n', 400, 'invalid_request'],
+    ['both Content-Length and chunked', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'invalid_request'],
+    ['bad chunk size', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n', 400, 'invalid_request'],
+    ['head over limits.max_header_bytes', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(8192)}\r\n\r\n`, 431, 'request_headers_too_large'],
+    ['URL over limits.max_header_bytes', `GET /${'u'.repeat(8192)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'request_headers_too_large'],
+  ];
+  for (const [name, bytes, status, code] of RAW) {
+    test(`raw: ${name} -> ${status} ${code}`, async () => {
+      const reply = await raw(stack.edge.httpPort, Buffer.from(bytes, 'latin1'));
+      assert.equal(reply.status, status, `${name}: ${JSON.stringify(reply.body.slice(0, 200))}`);
+      assertOpenAiError(reply.body, reply.status, code, name);
+    });
+  }
+
+  test('a client that sends half a body and hangs up costs nothing', async () => {
+    for (let i = 0; i < 20; i++) {
+      const socket = connect(stack.edge.httpPort, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"${ALIAS}"`);
+      await new Promise((r) => setTimeout(r, 5));
+      socket.destroy();
+    }
+  });
+
+  test('a client that leaves after its request was dispatched frees everything', async () => {
+    for (let i = 0; i < 10; i++) {
+      const body = JSON.stringify({ model: ALIAS, stream: i % 2 === 0, messages: [] });
+      const socket = connect(stack.edge.httpPort, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock-tokens: 100\r\nx-mock-interval-ms: 10\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      await new Promise((r) => setTimeout(r, 20 + i * 3));
+      socket.destroy();
+    }
+  });
+
+  test('after the corpus: the edge still serves, no lease or exchange is left, every invariant holds', async () => {
+    await waitUntil(() => inFlight(stack.edge) === 0 && stack.edge.plane.openExchanges === 0, 'everything to be released');
+    assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+    assert.equal(stack.edge.driver.status().liveLeases, 0);
+    const res = await fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('') });
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    await stack.mock.waitFor(() => stack.mock.stats.inFlight === 0, 3_000);
+  });
+});

@@ -1,0 +1,145 @@
+// Limits through the real stack, each with a clear OpenAI-format error:
+// header size (431), JSON depth (400), time to first byte / idle / total
+// (504 before headers, an SSE error event after; CANCEL reaches the
+// provider every time) and max tunnels per node (503 node_overloaded).
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import { after, describe, test } from 'node:test';
+import { ALIAS, inFlight, startStack, waitUntil, type Stack, type StackOptions } from '../helpers/stack.js';
+
+const stacks: Stack[] = [];
+async function stackWith(limits: Record<string, number>, options: StackOptions = {}): Promise<Stack> {
+  const stack = await startStack({
+    mock: { ttftMs: 0, tokens: 3, intervalMs: 1 },
+    ...options,
+    configure(raw) {
+      raw.limits = { ...(raw.limits as Record<string, unknown>), ...limits };
+    },
+  });
+  stacks.push(stack);
+  return stack;
+}
+after(async () => {
+  await Promise.all(stacks.map((s) => s.close()));
+});
+
+function chat(stack: Stack, body: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${stack.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }], ...body }),
+  });
+}
+
+async function errorOf(res: Response): Promise<{ status: number; code: string }> {
+  const body = (await res.json()) as { error: { code: string; message: string; type: string } };
+  assert.equal(typeof body.error.message, 'string');
+  return { status: res.status, code: body.error.code };
+}
+
+/** The error event an SSE stream ended with (the last `data:` line). */
+async function sseError(res: Response): Promise<string> {
+  const text = await res.text();
+  const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
+  const last = JSON.parse(events.at(-1)?.slice(6) ?? 'null') as { error?: { code: string } } | null;
+  return last?.error?.code ?? `no error event in ${JSON.stringify(text.slice(-200))}`;
+}
+
+async function settled(stack: Stack, abortedBefore: number): Promise<void> {
+  await waitUntil(() => inFlight(stack.edge) === 0, 'the lease to be released');
+  await stack.mock.waitFor(() => stack.mock.stats.aborted > abortedBefore && stack.mock.stats.inFlight === 0, 3_000);
+  assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+}
+
+describe('request limits', () => {
+  test('an oversized request head gets 431 request_headers_too_large in OpenAI format, and the edge keeps serving', async () => {
+    const stack = await stackWith({ max_header_bytes: 2048 });
+    const status = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'x-junk': 'a'.repeat(4096) } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end('{}');
+    });
+    assert.equal(status.status, 431);
+    assert.equal((JSON.parse(status.body) as { error: { code: string } }).error.code, 'request_headers_too_large');
+    const ok = await chat(stack, {}, { 'x-fine': 'a'.repeat(512) });
+    assert.equal(ok.status, 200);
+    await ok.arrayBuffer();
+  });
+
+  test('JSON nested deeper than max_json_depth gets 400 json_too_deep; at the limit it passes', async () => {
+    const stack = await stackWith({ max_json_depth: 8 });
+    const nest = (levels: number): unknown => (levels === 0 ? 1 : [nest(levels - 1)]);
+    // The request object itself is level 1.
+    assert.deepEqual(await errorOf(await chat(stack, { extra: nest(8) })), { status: 400, code: 'json_too_deep' });
+    const ok = await chat(stack, { extra: nest(7) });
+    assert.equal(ok.status, 200);
+    await ok.arrayBuffer();
+  });
+});
+
+describe('tunnel timeouts fire in every phase and cancel upstream', () => {
+  test('no response headers within ttfb_timeout_ms: 504 first_byte_timeout, CANCEL reaches the provider', async () => {
+    const stack = await stackWith({ ttfb_timeout_ms: 150 });
+    const aborted = stack.mock.stats.aborted;
+    const started = performance.now();
+    const res = await chat(stack, {}, { 'x-mock-fail': 'slow-headers:5000' });
+    assert.deepEqual(await errorOf(res), { status: 504, code: 'first_byte_timeout' });
+    assert.ok(performance.now() - started < 2_000);
+    await settled(stack, aborted);
+  });
+
+  test('a silence mid-stream longer than idle_timeout_ms ends the stream with an idle_timeout event', async () => {
+    const stack = await stackWith({ idle_timeout_ms: 200 });
+    const aborted = stack.mock.stats.aborted;
+    const res = await chat(stack, { stream: true }, { 'x-mock-tokens': '5', 'x-mock-interval-ms': '2000' });
+    assert.equal(res.status, 200);
+    assert.equal(await sseError(res), 'idle_timeout');
+    await settled(stack, aborted);
+  });
+
+  test('a stream that keeps sending is not cut by the idle timeout, however long it runs', async () => {
+    const stack = await stackWith({ idle_timeout_ms: 250, ttfb_timeout_ms: 250 });
+    const res = await chat(stack, { stream: true }, { 'x-mock-tokens': '12', 'x-mock-interval-ms': '60' });
+    const text = await res.text();
+    assert.equal(res.status, 200);
+    assert.ok(text.includes('data: [DONE]'), 'complete stream');
+    assert.equal(inFlight(stack.edge), 0);
+  });
+
+  test('the total tunnel timeout fires while waiting for headers (504 gateway_timeout) and mid-stream (error event)', async () => {
+    const stack = await stackWith({ tunnel_timeout_ms: 300, ttfb_timeout_ms: 0, idle_timeout_ms: 0 });
+    let aborted = stack.mock.stats.aborted;
+    assert.deepEqual(await errorOf(await chat(stack, {}, { 'x-mock-fail': 'slow-headers:5000' })), { status: 504, code: 'gateway_timeout' });
+    await settled(stack, aborted);
+    aborted = stack.mock.stats.aborted;
+    const res = await chat(stack, { stream: true }, { 'x-mock-tokens': '40', 'x-mock-interval-ms': '50' });
+    assert.equal(res.status, 200);
+    assert.equal(await sseError(res), 'gateway_timeout');
+    await settled(stack, aborted);
+  });
+});
+
+describe('max tunnels per node', () => {
+  test('past max_tunnels_per_node the request is not sent there: 503 node_overloaded, and the lease is not leaked', async () => {
+    const stack = await stackWith({ max_tunnels_per_node: 1 }, { capacity: 4 });
+    const slow = chat(stack, {}, { 'x-mock-tokens': '2', 'x-mock-interval-ms': '400' });
+    await waitUntil(() => inFlight(stack.edge) === 1, 'the first tunnel to open');
+    const requestsBefore = stack.mock.stats.requests;
+    const refused = await chat(stack);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.deepEqual(await errorOf(refused), { status: 503, code: 'node_overloaded' });
+    assert.equal(stack.mock.stats.requests, requestsBefore, 'nothing reached the provider');
+    assert.equal(inFlight(stack.edge), 1);
+    assert.equal((await slow).status, 200);
+    await waitUntil(() => inFlight(stack.edge) === 0, 'release');
+    assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+    const again = await chat(stack);
+    assert.equal(again.status, 200, 'served once the tunnel closed');
+    await again.arrayBuffer();
+  });
+});

@@ -1,0 +1,68 @@
+// Throwaway PKI for TLS tests, made with the openssl CLI in a temp dir: a
+// CA, a server certificate for 127.0.0.1/localhost, a client certificate
+// signed by the CA, and a client certificate from an unrelated CA.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface TestPki {
+  readonly dir: string;
+  readonly caCert: string;
+  readonly serverCert: string;
+  readonly serverKey: string;
+  readonly clientCert: string;
+  readonly clientKey: string;
+  readonly rogueCaCert: string;
+  readonly rogueClientCert: string;
+  readonly rogueClientKey: string;
+  remove(): void;
+}
+
+export function hasOpenssl(): boolean {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function openssl(dir: string, args: string[]): void {
+  execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+}
+
+const EC = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
+function makeCa(dir: string, name: string): void {
+  openssl(dir, ['req', '-x509', ...EC, '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '1', '-subj', `/CN=${name}`,
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+}
+
+function makeLeaf(dir: string, name: string, ca: string, cn: string, ext: string): void {
+  writeFileSync(join(dir, `${name}.ext`), ext);
+  openssl(dir, ['req', ...EC, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`]);
+  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', `${name}.ext`]);
+}
+
+export function makeTestPki(): TestPki {
+  const dir = mkdtempSync(join(tmpdir(), 'edge-pki-'));
+  makeCa(dir, 'ca');
+  makeCa(dir, 'rogue-ca');
+  makeLeaf(dir, 'server', 'ca', 'localhost', 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  makeLeaf(dir, 'client', 'ca', 'gpu-1', 'extendedKeyUsage=clientAuth\n');
+  makeLeaf(dir, 'rogue-client', 'rogue-ca', 'gpu-1', 'extendedKeyUsage=clientAuth\n');
+  const p = (f: string): string => join(dir, f);
+  return {
+    dir,
+    caCert: p('ca.crt'),
+    serverCert: p('server.crt'),
+    serverKey: p('server.key'),
+    clientCert: p('client.crt'),
+    clientKey: p('client.key'),
+    rogueCaCert: p('rogue-ca.crt'),
+    rogueClientCert: p('rogue-client.crt'),
+    rogueClientKey: p('rogue-client.key'),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}

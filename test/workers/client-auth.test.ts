@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { ConfigError } from '../../src/shared/config-reader.js';
+import { Errors } from '../../src/shared/errors.js';
+import { ApiKeyState, ClientAuth, sha256Hex } from '../../src/workers/http/client-auth.js';
+
+function key(name: string, secret: string, extra: { models?: string[]; maxConcurrent?: number } = {}) {
+  return { name, keySha256: sha256Hex(secret), models: extra.models, maxConcurrent: extra.maxConcurrent };
+}
+
+test('auth is off with no keys and on with one', () => {
+  assert.equal(new ClientAuth(undefined).enabled, false);
+  assert.equal(new ClientAuth({ apiKeys: [] }).enabled, false);
+  assert.equal(new ClientAuth({ apiKeys: [key('a', 'sk-a')] }).enabled, true);
+});
+
+test('only `Bearer <exact key>` authenticates', () => {
+  const auth = new ClientAuth({ apiKeys: [key('a', 'sk-a'), key('b', 'sk-b')] });
+  const a = auth.authenticate('Bearer sk-a');
+  assert.ok(a instanceof ApiKeyState);
+  assert.equal(a.name, 'a');
+  assert.equal((auth.authenticate('bearer   sk-b ') as ApiKeyState).name, 'b');
+  for (const bad of [undefined, '', 'sk-a', 'Bearer', 'Bearer sk-a sk-b', 'Bearer sk-', 'Bearer SK-A', 'Token sk-a']) {
+    assert.equal(auth.authenticate(bad), Errors.invalidApiKey, String(bad));
+  }
+});
+
+test('max_concurrent bounds open requests; a refresh keeps the count of requests in flight', () => {
+  const auth = new ClientAuth({ apiKeys: [key('a', 'sk-a', { maxConcurrent: 2 })] });
+  const a = auth.authenticate('Bearer sk-a') as ApiKeyState;
+  assert.ok(a.tryAcquire());
+  assert.ok(a.tryAcquire());
+  assert.equal(a.tryAcquire(), false);
+  auth.setConfig({ apiKeys: [key('a', 'sk-a2', { maxConcurrent: 3 })] });
+  assert.equal(auth.authenticate('Bearer sk-a'), Errors.invalidApiKey, 'the rotated key is gone');
+  const again = auth.authenticate('Bearer sk-a2') as ApiKeyState;
+  assert.equal(again, a, 'same state object: its open requests still count');
+  assert.ok(again.tryAcquire());
+  assert.equal(again.tryAcquire(), false);
+  a.release();
+  a.release();
+  a.release();
+  a.release();
+  assert.equal(a.inFlight, 0, 'never below zero');
+  assert.deepEqual(auth.status(), [{ name: 'a', inFlight: 0, maxConcurrent: 3 }]);
+});
+
+test('models restricts a key to its aliases', () => {
+  const auth = new ClientAuth({ apiKeys: [key('a', 'sk-a', { models: ['m1'] }), key('b', 'sk-b')] });
+  const a = auth.authenticate('Bearer sk-a') as ApiKeyState;
+  assert.ok(a.mayUse('m1'));
+  assert.equal(a.mayUse('m2'), false);
+  assert.ok((auth.authenticate('Bearer sk-b') as ApiKeyState).mayUse('anything'));
+});
+
+function problemsOf(raw: unknown): readonly string[] {
+  try {
+    parseEdgeConfig(raw, 'test.yaml');
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.problems;
+  }
+  assert.fail('expected a ConfigError');
+}
+
+test('auth config: bad digests are reported without echoing them, unknown aliases and duplicates too', () => {
+  const base = { nodes: [{ id: 'n', token: 't', providers: [{ id: 'p' }] }], models: [{ alias: 'm', providers: { p: 's' } }] };
+  const problems = problemsOf({
+    ...base,
+    auth: {
+      api_keys: [
+        { name: 'a', key_sha256: 'sk-live-secret-pasted-by-mistake' },
+        { name: 'a', key_sha256: sha256Hex('x'), models: ['nope'] },
+        { name: 'c', key_sha256: sha256Hex('x'), max_concurrent: 0 },
+      ],
+    },
+  }).join('\n');
+  assert.match(problems, /auth\.api_keys\[0\]\.key_sha256: expected 64 hex digits/);
+  assert.ok(!problems.includes('sk-live-secret'), 'the pasted value is not echoed');
+  assert.match(problems, /auth\.api_keys\[1\]\.name: duplicate name "a"/);
+  assert.match(problems, /auth\.api_keys\[1\]\.models\[0\]: no model with alias "nope"/);
+  assert.match(problems, /auth\.api_keys\[2\]\.key_sha256: the same key is listed twice/);
+  assert.match(problems, /auth\.api_keys\[2\]\.max_concurrent: expected an integer from 1/);
+  const ok = parseEdgeConfig({ ...base, auth: { api_keys: [{ name: 'a', key_sha256: sha256Hex('k'), models: ['m'], max_concurrent: 4 }] } }, 't');
+  assert.deepEqual(ok.auth?.apiKeys, [{ name: 'a', keySha256: sha256Hex('k'), models: ['m'], maxConcurrent: 4 }]);
+  assert.deepEqual(parseEdgeConfig(base, 't').auth?.apiKeys, []);
+});

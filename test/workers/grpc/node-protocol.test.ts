@@ -1,0 +1,237 @@
+// The node protocol's bad-input corpus, through a hand-driven node on real
+// gRPC: every misbehaviour is dropped or fenced with a counter, never a
+// crash, never another tunnel's bytes, and no lease outlives it.
+import assert from 'node:assert/strict';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitUntil, type Stack } from '../../helpers/stack.js';
+import { MAX_SESSION_VIOLATIONS } from '../../../src/workers/grpc/frame-guard.js';
+import { FakeNode, JSON_HEADERS } from './fake-node.js';
+import { dataFrame } from '../../../src/agent/frames.js';
+
+function chat(stack: Stack, stream = true): Promise<Response> {
+  return fetch(`${stack.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: ALIAS, stream, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+}
+
+async function errorCode(res: Response): Promise<string> {
+  return ((await res.json()) as { error: { code: string } }).error.code;
+}
+
+describe('node protocol: bad input from a node', () => {
+  let stack: Stack;
+  const nodes: FakeNode[] = [];
+  const stats = () => stack.edge.nodes.protocolStats;
+
+  async function connect(): Promise<FakeNode> {
+    const node = new FakeNode(stack.edge.grpcPort);
+    nodes.push(node);
+    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+    await node.registered();
+    return node;
+  }
+
+  before(async () => {
+    stack = await startStack({ startAgent: false, configure: (raw) => void Object.assign(raw.limits as object, { max_frame_bytes: 64 * 1024, ttfb_timeout_ms: 700 }) });
+  });
+  afterEach(async () => {
+    for (const node of nodes.splice(0)) node.close();
+    await waitUntil(() => inFlight(stack.edge) === 0 && stack.edge.plane.openExchanges === 0, 'no lease and no exchange left');
+    assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+  });
+  after(async () => {
+    // The edge survived the corpus: a real agent still gets served.
+    await stack.startAgent();
+    const res = await chat(stack, false);
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    await stack.close();
+  });
+
+  test('frames for tunnels never opened are dropped and counted; past the limit the node is fenced', async () => {
+    const node = await connect();
+    const before = { ...stats() };
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    for (let i = 0; i < MAX_SESSION_VIOLATIONS; i++) node.data(t.tunnelId + 1000 + i, 0, 'junk');
+    node.answer(t.tunnelId, ['{"ok":1}']);
+    const res = await pending;
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'data: {"ok":1}\n\n', 'the open tunnel got exactly its own bytes');
+    assert.equal(stats().unknownTunnelFrames - before.unknownTunnelFrames, MAX_SESSION_VIOLATIONS);
+    assert.equal(node.endedWith, undefined, 'still connected at the limit');
+    node.data(0, 0, 'one too many');
+    await node.ended;
+    const rejected = node.received.find((m) => m.msg.case === 'rejected');
+    assert.match(rejected?.msg.case === 'rejected' ? rejected.msg.value.reason : '', /fenced for protocol violations/);
+    assert.equal(stats().nodesFenced - before.nodesFenced, 1);
+    await waitUntil(() => stack.edge.driver.status().nodes.every((n) => !n.connected), 'the node to be offline');
+  });
+
+  test('frames after END, or after the edge cancelled, are dropped as late frames', async () => {
+    const node = await connect();
+    const before = stats().lateFrames;
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    node.answer(t.tunnelId, ['a']);
+    const res = await pending;
+    assert.equal(await res.text(), 'data: a\n\n');
+    node.data(t.tunnelId, 3, 'after END');
+    node.end(t.tunnelId, 4);
+    await waitUntil(() => stats().lateFrames === before + 2, 'both late frames to be counted');
+    assert.equal(node.endedWith, undefined, 'late frames never fence a node');
+  });
+
+  test('a gap or a duplicate in seq fails that tunnel only (502 node_protocol_error, CANCEL sent); its neighbour completes', async () => {
+    const node = await connect();
+    const good = chat(stack);
+    const tGood = await node.nextTunnel();
+    const gap = chat(stack);
+    const tGap = await node.nextTunnel();
+    const dup = chat(stack);
+    const tDup = await node.nextTunnel();
+    node.headers(tGood.tunnelId, 0);
+    node.data(tGap.tunnelId, 1, 'skipped HEADERS (seq 0)');
+    node.headers(tDup.tunnelId, 0);
+    node.headers(tDup.tunnelId, 0);
+    node.data(tGood.tunnelId, 1, 'data: good\n\n');
+    node.end(tGood.tunnelId, 2);
+    assert.equal((await gap).status, 502);
+    assert.equal(await errorCode(await gap), 'node_protocol_error');
+    const dupRes = await dup;
+    assert.equal(dupRes.status, 200, 'headers had gone out before the duplicate');
+    assert.match(await dupRes.text(), /"code":"node_protocol_error"/);
+    assert.equal(await (await good).text(), 'data: good\n\n');
+    await waitUntil(() => node.cancels().length === 2, 'both CANCELs to reach the node');
+    assert.deepEqual(node.cancels().map((c) => c.tunnelId).sort(), [tGap.tunnelId, tDup.tunnelId].sort());
+    assert.ok(stats().outOfOrderFrames >= 2);
+  });
+
+  test('DATA before HEADERS, END before HEADERS and a second HEADERS each fail their tunnel', async () => {
+    const node = await connect();
+    const before = stats().badFrameSequences;
+    const a = chat(stack);
+    const ta = await node.nextTunnel();
+    const b = chat(stack);
+    const tb = await node.nextTunnel();
+    const c = chat(stack);
+    const tc = await node.nextTunnel();
+    node.data(ta.tunnelId, 0, 'no headers yet');
+    node.end(tb.tunnelId, 0);
+    node.headers(tc.tunnelId, 0);
+    node.data(tc.tunnelId, 1, 'data: x\n\n');
+    node.headers(tc.tunnelId, 2);
+    assert.equal(await errorCode(await a), 'node_protocol_error');
+    assert.equal(await errorCode(await b), 'node_protocol_error');
+    assert.match(await (await c).text(), /^data: x\n\ndata: \{"error".*"node_protocol_error"/);
+    assert.equal(stats().badFrameSequences - before, 3);
+  });
+
+  test('an ERROR frame before HEADERS gives the mapped status; an unknown code is a 502 upstream_error', async () => {
+    const node = await connect();
+    const a = chat(stack);
+    const ta = await node.nextTunnel();
+    node.error(ta.tunnelId, 0, 'upstream_timeout');
+    assert.equal((await a).status, 504);
+    const b = chat(stack);
+    const tb = await node.nextTunnel();
+    node.error(tb.tunnelId, 0, 'what-is-this', 'x'.repeat(10_000));
+    const res = await b;
+    assert.equal(res.status, 502);
+    assert.equal(await errorCode(res), 'upstream_error');
+  });
+
+  test('a DATA frame over max_frame_bytes fails its tunnel only; a message over the transport cap ends the node connection', async () => {
+    const node = await connect();
+    const before = stats().oversizedFrames;
+    const big = chat(stack);
+    const tBig = await node.nextTunnel();
+    const small = chat(stack);
+    const tSmall = await node.nextTunnel();
+    node.headers(tBig.tunnelId, 0);
+    node.send(dataFrame(tBig.tunnelId, 1, new Uint8Array(64 * 1024 + 1)));
+    assert.match(await (await big).text(), /"code":"node_protocol_error"/);
+    assert.equal(stats().oversizedFrames, before + 1);
+    node.answer(tSmall.tunnelId, ['small']);
+    assert.equal(await (await small).text(), 'data: small\n\n', 'the other tunnel is untouched');
+    // Far over the limit: grpc-js refuses the message and the stream ends.
+    const pending = chat(stack, false);
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0, JSON_HEADERS);
+    node.send(dataFrame(t.tunnelId, 1, new Uint8Array(1024 * 1024)));
+    // Headers may or may not have been flushed: either way the client must not get a complete-looking body.
+    const res = await pending.catch((e: unknown) => e);
+    if (res instanceof Response) await assert.rejects(res.text(), 'the truncated response is cut, not passed off as whole');
+    else assert.ok(res instanceof Error);
+    const status = await node.ended;
+    assert.match(status.details, /larger than max/);
+  });
+
+  test('a second Register on one stream is ignored; the session keeps working', async () => {
+    const node = await connect();
+    const before = stats().duplicateRegisters;
+    node.register(NODE_ID, 'wrong-token', [PROVIDER_ID]);
+    await waitUntil(() => stats().duplicateRegisters === before + 1, 'the duplicate to be counted');
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    node.answer(t.tunnelId, ['still fine']);
+    assert.equal(await (await pending).text(), 'data: still fine\n\n');
+  });
+
+  test('a second connection with the same node id supersedes the first: its tunnels fail, the new one serves', async () => {
+    const first = await connect();
+    const genBefore = stack.edge.driver.status().nodes[0].generation;
+    const pending = chat(stack);
+    const t = await first.nextTunnel();
+    first.headers(t.tunnelId, 0);
+    first.data(t.tunnelId, 1, 'data: partial\n\n');
+    const res = await pending;
+    const second = await connect();
+    assert.ok(stack.edge.driver.status().nodes[0].generation > genBefore);
+    assert.match(await res.text(), /^data: partial\n\ndata: \{"error".*"node_disconnected"/);
+    await first.ended;
+    // Frames from the superseded stream can no longer reach anyone.
+    const next = chat(stack);
+    const t2 = await second.nextTunnel();
+    second.answer(t2.tunnelId, ['from the new session']);
+    assert.equal(await (await next).text(), 'data: from the new session\n\n');
+    assert.ok(stats().supersededSessions >= 1);
+  });
+
+  test('frames before Register are dropped; a node that never registers is closed after the register timeout', async () => {
+    const before = { ...stats() };
+    const node = new FakeNode(stack.edge.grpcPort);
+    nodes.push(node);
+    node.data(1, 0, 'too early');
+    const status = await node.ended;
+    assert.ok(status);
+    assert.equal(stats().framesBeforeRegister - before.framesBeforeRegister, 1);
+    assert.equal(stats().registerTimeouts - before.registerTimeouts, 1);
+  });
+
+  test('an unknown node or a bad token is rejected and counted', async () => {
+    const before = stats().rejectedRegistrations;
+    for (const [id, token] of [['nobody', NODE_TOKEN], [NODE_ID, 'bad-token']]) {
+      const node = new FakeNode(stack.edge.grpcPort);
+      nodes.push(node);
+      node.register(id, token, [PROVIDER_ID]);
+      await assert.rejects(node.registered(), /rejected/);
+      await node.ended;
+    }
+    assert.equal(stats().rejectedRegistrations - before, 2);
+  });
+
+  test('a node that never answers a tunnel: the time-to-first-byte timeout fires and CANCEL reaches the node', async () => {
+    const node = await connect();
+    const pending = chat(stack, false);
+    const t = await node.nextTunnel();
+    const res = await pending;
+    assert.equal(res.status, 504);
+    assert.equal(await errorCode(res), 'first_byte_timeout');
+    await node.waitFor((m) => m.msg.case === 'cancel' && m.msg.value.tunnelId === t.tunnelId);
+    // Its answer, when it finally comes, is a late frame for nobody.
+    node.answer(t.tunnelId, ['too late']);
+  });
+});
