@@ -1,0 +1,56 @@
+// The operator's listener, separate from the client listener: admin API and
+// Prometheus metrics. Bound to loopback unless configured otherwise (and
+// then a bearer token is mandatory, see config.ts); with a token set,
+// every route including /metrics needs it.
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { AdminConfig } from '../../shared/config-types.js';
+import { sendAdminError } from './admin-errors.js';
+import { BearerAuth } from './auth.js';
+import { registerEventsRoute, type SseStream } from './events-route.js';
+import { registerNodeRoutes } from './node-routes.js';
+import type { AdminOps } from './ops.js';
+import { registerRefreshRoute } from './refresh-route.js';
+import { registerStatusRoutes } from './status-routes.js';
+
+/** Inline configs arrive in the refresh body; far above any real config. */
+const ADMIN_BODY_LIMIT = 16 * 1024 * 1024;
+
+export class AdminServer {
+  readonly app: FastifyInstance;
+  readonly #streams = new Set<SseStream>();
+
+  constructor(config: AdminConfig, ops: AdminOps) {
+    // Event streams never end by themselves: close() must not wait for them.
+    this.app = Fastify({ logger: false, bodyLimit: ADMIN_BODY_LIMIT, forceCloseConnections: true });
+    if (config.token !== undefined) {
+      const auth = new BearerAuth(config.token);
+      this.app.addHook('onRequest', (request, reply, done) => auth.check(request, reply, done));
+    }
+    this.app.setErrorHandler(onError);
+    this.app.setNotFoundHandler(onNotFound);
+    registerRefreshRoute(this.app, ops);
+    registerStatusRoutes(this.app, ops);
+    registerNodeRoutes(this.app, ops);
+    registerEventsRoute(this.app, ops.events, this.#streams);
+  }
+
+  async listen(host: string, port: number): Promise<number> {
+    await this.app.listen({ host, port });
+    const address = this.app.server.address();
+    return typeof address === 'object' && address ? address.port : port;
+  }
+
+  async close(): Promise<void> {
+    for (const stream of [...this.#streams]) stream.end();
+    await this.app.close();
+  }
+}
+
+function onNotFound(request: FastifyRequest, reply: FastifyReply): void {
+  sendAdminError(reply, 404, 'not_found', `unknown admin route: ${request.method} ${request.url.split('?')[0]}`);
+}
+
+function onError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+  sendAdminError(reply, status, status === 500 ? 'internal_error' : 'invalid_request', error.message);
+}

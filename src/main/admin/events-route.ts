@@ -1,0 +1,122 @@
+// GET /admin/events[?buffer=N]: node and run events as server-sent events.
+// Each connection is one bus subscription with a bounded buffer (N events,
+// default 1024). Events move from the buffer to the socket only while the
+// socket takes them; when the client reads too slowly the socket's buffers
+// fill, then this subscription's buffer, then its oldest events are
+// dropped and counted, and the client gets an `event: dropped` notice with
+// the count when it catches up. Nothing here ever waits on the data path
+// or makes it wait.
+import type { ServerResponse } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DEFAULT_SUBSCRIBER_BUFFER, MAX_SUBSCRIBER_BUFFER, type EventBus, type Subscription, type SubscriptionReader } from '../events/event-bus.js';
+import { sendAdminError } from './admin-errors.js';
+
+/** Events written per turn of the event loop, so a long backlog never hogs it. */
+const BATCH = 256;
+/** A comment line this often keeps proxies from closing an idle stream. */
+const KEEPALIVE_MS = 15_000;
+
+export class SseStream implements SubscriptionReader {
+  readonly subscription: Subscription;
+  #waitingForDrain = false;
+  #flushQueued = false;
+  readonly #keepalive: NodeJS.Timeout;
+
+  constructor(
+    bus: EventBus,
+    private readonly res: ServerResponse,
+    capacity: number,
+  ) {
+    this.subscription = bus.subscribe(this, capacity);
+    this.onDrain = this.onDrain.bind(this);
+    this.onClose = this.onClose.bind(this);
+    res.on('drain', this.onDrain);
+    res.on('close', this.onClose);
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    res.write(`: edge events, subscriber ${this.subscription.id}, buffer ${this.subscription.capacity}\nretry: 2000\n\n`);
+    this.#keepalive = setInterval(keepalive, KEEPALIVE_MS, this);
+    this.#keepalive.unref();
+  }
+
+  // SubscriptionReader: events are waiting.
+  readable(): void {
+    if (!this.#waitingForDrain) this.flush();
+  }
+
+  flush(): void {
+    this.#flushQueued = false;
+    const res = this.res;
+    const sub = this.subscription;
+    if (sub.closed || res.destroyed) return;
+    res.cork();
+    try {
+      const dropped = sub.takeDropped();
+      if (dropped > 0 && !res.write(`event: dropped\ndata: {"dropped":${dropped},"droppedTotal":${sub.dropped}}\n\n`)) {
+        this.#waitingForDrain = true;
+        return;
+      }
+      for (let n = 0; n < BATCH; n++) {
+        const event = sub.shift();
+        if (event === undefined) return;
+        if (!res.write(event.frame)) {
+          this.#waitingForDrain = true;
+          return;
+        }
+      }
+      if (sub.buffered > 0 && !this.#flushQueued) {
+        this.#flushQueued = true;
+        setImmediate(flushLater, this);
+      }
+    } finally {
+      res.uncork();
+    }
+  }
+
+  pingIfIdle(): void {
+    if (!this.#waitingForDrain && !this.res.destroyed) this.res.write(': keepalive\n\n');
+  }
+
+  /** Ends the stream (admin listener closing). */
+  end(): void {
+    this.onClose();
+    if (!this.res.destroyed) this.res.end();
+  }
+
+  onDrain(): void {
+    this.#waitingForDrain = false;
+    this.flush();
+  }
+
+  onClose(): void {
+    clearInterval(this.#keepalive);
+    this.subscription.close();
+  }
+}
+
+function flushLater(stream: SseStream): void {
+  stream.flush();
+}
+
+function keepalive(stream: SseStream): void {
+  stream.pingIfIdle();
+}
+
+export function registerEventsRoute(app: FastifyInstance, bus: EventBus, streams: Set<SseStream>): void {
+  app.get('/admin/events', (request: FastifyRequest<{ Querystring: { buffer?: string } }>, reply: FastifyReply) => {
+    const raw = request.query.buffer;
+    const capacity = raw === undefined ? DEFAULT_SUBSCRIBER_BUFFER : Number(raw);
+    if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_SUBSCRIBER_BUFFER) {
+      sendAdminError(reply, 400, 'invalid_buffer', `buffer must be an integer from 1 to ${MAX_SUBSCRIBER_BUFFER}`);
+      return;
+    }
+    reply.hijack();
+    const stream = new SseStream(bus, reply.raw, capacity);
+    streams.add(stream);
+    reply.raw.on('close', () => streams.delete(stream));
+  });
+}

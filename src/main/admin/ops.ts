@@ -1,0 +1,20 @@
+// What the admin routes need from the running edge: one narrow interface,
+// so the routes are testable without a whole edge and the edge does not
+// leak its parts to HTTP handlers.
+import type { EventBus } from '../events/event-bus.js';
+import type { RefreshRequest, RefreshResult } from '../refresh/refresher.js';
+import type { EdgeStatus } from './status.js';
+
+export type NodeDrainOutcome =
+  | { readonly ok: true; readonly node: string; readonly draining: boolean; readonly openTunnels: number }
+  | { readonly ok: false; readonly code: 'node_not_found' | 'node_not_connected'; readonly message: string };
+
+export interface AdminOps {
+  refresh(request: RefreshRequest): Promise<RefreshResult>;
+  status(): EdgeStatus;
+  /** Draining belongs to the node's current connection: a reconnect clears it. */
+  setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
+  scrapeMetrics(): Promise<string>;
+  readonly metricsContentType: string;
+  readonly events: EventBus;
+}

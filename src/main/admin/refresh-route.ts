@@ -1,0 +1,37 @@
+// POST /admin/config/refresh {"mode":"evaluate"|"apply", "config"?: YAML text or object}
+//   200: evaluated (dry run), applied, or unchanged (a no-change apply pushes nothing)
+//   400: the candidate is invalid (reasons list every problem) or there is nothing to read
+//   409: apply refused: a change needs a restart (reasons name each path)
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { RefreshMode, RefreshResult } from '../refresh/refresher.js';
+import { sendAdminError } from './admin-errors.js';
+import type { AdminOps } from './ops.js';
+
+const MODES: readonly RefreshMode[] = ['evaluate', 'apply'];
+
+export function httpStatusOf(result: RefreshResult): number {
+  if (result.rejection === 'invalid_config' || result.rejection === 'no_config_source') return 400;
+  if (result.status === 'rejected') return 409;
+  return 200;
+}
+
+export function registerRefreshRoute(app: FastifyInstance, ops: AdminOps): void {
+  app.post('/admin/config/refresh', async (request: FastifyRequest, reply: FastifyReply) => {
+    const body = (request.body ?? {}) as { mode?: unknown; config?: unknown };
+    if (typeof body !== 'object' || Array.isArray(body)) {
+      sendAdminError(reply, 400, 'invalid_request', 'send a JSON object: {"mode":"evaluate"|"apply","config"?: ...}');
+      return;
+    }
+    const mode = body.mode ?? 'evaluate';
+    if (typeof mode !== 'string' || !(MODES as readonly string[]).includes(mode)) {
+      sendAdminError(reply, 400, 'invalid_mode', `mode must be "evaluate" or "apply", got ${JSON.stringify(mode)}`);
+      return;
+    }
+    if (body.config !== undefined && body.config !== null && typeof body.config !== 'string' && typeof body.config !== 'object') {
+      sendAdminError(reply, 400, 'invalid_request', 'config must be YAML/JSON text or a JSON object');
+      return;
+    }
+    const result = await ops.refresh({ mode: mode as RefreshMode, config: body.config, origin: 'admin' });
+    reply.code(httpStatusOf(result)).send(result);
+  });
+}

@@ -1,0 +1,94 @@
+// The glue between the data path's hooks and operations: each exchange and
+// node lifecycle step becomes a metric update, a bus event (only while
+// someone subscribes) and, where an operator would want it, a log line.
+// Lease accounting never depends on anything here.
+import type { Logger } from 'pino';
+import type { ExchangeObserver, ExchangeView } from '../../workers/exchange-observer.js';
+import type { NodeObserver } from '../../workers/grpc/node-gateway.js';
+import type { NodeSession } from '../../workers/grpc/node-session.js';
+import type { EdgeMetrics } from '../metrics.js';
+import { CLIENT_CLOSED_STATUS } from '../metrics.js';
+import type { EventBus } from './event-bus.js';
+
+/** Outcomes that are the normal end of a request, not worth an info line. */
+const QUIET_OUTCOMES = new Set(['end', 'client_closed', 'queue_full', 'queue_timeout', 'model_not_found', 'node_not_found', 'no_provider_available', 'shutting_down']);
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}
+
+export class EdgeObserver implements ExchangeObserver, NodeObserver {
+  constructor(
+    private readonly bus: EventBus,
+    private readonly metrics: EdgeMetrics,
+    private readonly logger: Logger,
+  ) {}
+
+  // --- ExchangeObserver ----------------------------------------------------------
+
+  exchangeStarted(exchange: ExchangeView): void {
+    if (!this.bus.active) return;
+    const grant = exchange.grant;
+    if (grant === undefined) return;
+    this.bus.publish({
+      type: 'run.started',
+      runId: exchange.runId,
+      requestId: exchange.requestTag,
+      model: exchange.info.model,
+      node: grant.nodeId,
+      provider: grant.providerId,
+      queueMs: round(grant.queuedMs),
+    });
+  }
+
+  exchangeFinished(exchange: ExchangeView, outcome: string): void {
+    const now = performance.now();
+    this.metrics.exchangeFinished(exchange, outcome, now);
+    if (exchange.grant === undefined && outcome !== 'client_closed') this.metrics.rejected(outcome);
+    if (this.bus.active) {
+      this.bus.publish({
+        type: 'run.finished',
+        runId: exchange.runId,
+        requestId: exchange.requestTag,
+        model: exchange.info.model,
+        node: exchange.grant?.nodeId ?? null,
+        provider: exchange.grant?.providerId ?? null,
+        status: exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status,
+        outcome,
+        totalMs: round(now - exchange.startedAt),
+        queueMs: round(exchange.grant?.queuedMs ?? 0),
+        bytesOut: exchange.bytesOut,
+      });
+    }
+    if (!QUIET_OUTCOMES.has(outcome)) {
+      this.logger.info(
+        { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, node: exchange.grant?.nodeId, provider: exchange.grant?.providerId, status: exchange.status, outcome },
+        'request ended with an error',
+      );
+    } else if (this.logger.isLevelEnabled('debug')) {
+      this.logger.debug(
+        { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, provider: exchange.grant?.providerId, status: exchange.status, outcome, totalMs: round(now - exchange.startedAt) },
+        'request finished',
+      );
+    }
+  }
+
+  requestRefused(code: string): void {
+    this.metrics.rejected(code);
+  }
+
+  // --- NodeObserver ----------------------------------------------------------------
+
+  nodeConnected(session: NodeSession): void {
+    this.bus.publish({ type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion });
+  }
+
+  nodeDisconnected(session: NodeSession, reason: string): void {
+    this.bus.publish({ type: 'node.disconnected', node: session.nodeId, generation: session.generation, reason });
+  }
+
+  nodeLeaving(session: NodeSession, reason: string): void {
+    this.bus.publish({ type: 'node.leaving', node: session.nodeId, generation: session.generation, reason });
+    this.bus.publish({ type: 'node.draining', node: session.nodeId, by: 'leaving' });
+  }
+}

@@ -1,0 +1,165 @@
+// The lossy event bus: node and run events fan out to subscribers, each
+// with a bounded buffer of its own. Publishing never waits and never fails:
+// when a subscriber's buffer is full its oldest event is dropped and counted
+// (per subscriber and in total). Nothing that accounts for leases or tunnel
+// bytes goes through here, so a stalled reader costs the data path one
+// array store per event and nothing else.
+import type { EdgeEvent } from './types.js';
+
+export const DEFAULT_SUBSCRIBER_BUFFER = 1024;
+export const MAX_SUBSCRIBER_BUFFER = 65_536;
+
+/** One published event; its wire form is built once, on first use, and shared. */
+export class PublishedEvent {
+  #frame: string | undefined;
+
+  constructor(
+    readonly seq: number,
+    readonly time: number,
+    readonly event: EdgeEvent,
+  ) {}
+
+  /** The server-sent-events frame: id, event type, JSON data. */
+  get frame(): string {
+    this.#frame ??= `id: ${this.seq}\nevent: ${this.event.type}\ndata: ${JSON.stringify({ seq: this.seq, time: new Date(this.time).toISOString(), ...this.event })}\n\n`;
+    return this.#frame;
+  }
+}
+
+/** Told (once per batch, never from inside publish) that events are waiting. */
+export interface SubscriptionReader {
+  readable(subscription: Subscription): void;
+}
+
+export class Subscription {
+  readonly startedAt = Date.now();
+  /** Events lost because this subscriber's buffer was full. */
+  dropped = 0;
+  /** Drops not yet reported to the reader (see takeDropped). */
+  #unreported = 0;
+  delivered = 0;
+  #ring: (PublishedEvent | undefined)[];
+  #head = 0;
+  #size = 0;
+  #wakeQueued = false;
+  #closed = false;
+
+  constructor(
+    readonly id: number,
+    readonly capacity: number,
+    private readonly bus: EventBus,
+    private readonly reader: SubscriptionReader,
+  ) {
+    this.#ring = new Array<PublishedEvent | undefined>(capacity);
+  }
+
+  get buffered(): number {
+    return this.#size;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** @internal called by the bus */
+  push(event: PublishedEvent): void {
+    const ring = this.#ring;
+    if (this.#size === this.capacity) {
+      // Full: the oldest event goes, the newest is kept.
+      ring[this.#head] = undefined;
+      this.#head = (this.#head + 1) % this.capacity;
+      this.#size--;
+      this.dropped++;
+      this.#unreported++;
+      this.bus.countDrop();
+    }
+    ring[(this.#head + this.#size) % this.capacity] = event;
+    this.#size++;
+    if (!this.#wakeQueued) {
+      this.#wakeQueued = true;
+      setImmediate(wakeReader, this);
+    }
+  }
+
+  /** The oldest buffered event, removed; undefined when empty. */
+  shift(): PublishedEvent | undefined {
+    if (this.#size === 0) return undefined;
+    const event = this.#ring[this.#head];
+    this.#ring[this.#head] = undefined;
+    this.#head = (this.#head + 1) % this.capacity;
+    this.#size--;
+    this.delivered++;
+    return event;
+  }
+
+  /** Drops since the last call, so the reader can tell its client about the gap. */
+  takeDropped(): number {
+    const n = this.#unreported;
+    this.#unreported = 0;
+    return n;
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#ring = [];
+    this.#size = 0;
+    this.bus.unsubscribe(this);
+  }
+
+  /** @internal setImmediate callback */
+  wake(): void {
+    this.#wakeQueued = false;
+    if (!this.#closed) this.reader.readable(this);
+  }
+}
+
+function wakeReader(subscription: Subscription): void {
+  subscription.wake();
+}
+
+export class EventBus {
+  readonly #subscribers = new Set<Subscription>();
+  #seq = 0;
+  #nextId = 1;
+  /** Events dropped over every subscriber, ever. */
+  droppedTotal = 0;
+  publishedTotal = 0;
+
+  /** False when nobody listens: producers skip building events at all. */
+  get active(): boolean {
+    return this.#subscribers.size > 0;
+  }
+
+  get subscribers(): ReadonlySet<Subscription> {
+    return this.#subscribers;
+  }
+
+  publish(event: EdgeEvent): void {
+    if (this.#subscribers.size === 0) return;
+    const published = new PublishedEvent(++this.#seq, Date.now(), event);
+    this.publishedTotal++;
+    for (const subscription of this.#subscribers) subscription.push(published);
+  }
+
+  subscribe(reader: SubscriptionReader, capacity = DEFAULT_SUBSCRIBER_BUFFER): Subscription {
+    const size = Math.max(1, Math.min(MAX_SUBSCRIBER_BUFFER, Math.floor(capacity)));
+    const subscription = new Subscription(this.#nextId++, size, this, reader);
+    this.#subscribers.add(subscription);
+    return subscription;
+  }
+
+  /** @internal */
+  unsubscribe(subscription: Subscription): void {
+    this.#subscribers.delete(subscription);
+  }
+
+  /** @internal */
+  countDrop(): void {
+    this.droppedTotal++;
+  }
+
+  closeAll(): void {
+    for (const subscription of [...this.#subscribers]) subscription.close();
+  }
+}

@@ -1,0 +1,196 @@
+// Prometheus metrics (prom-client), on a registry of the edge's own so two
+// edges in one process (tests) never mix. Per-request work is O(1): the
+// counters are plain numbers kept here and handed to prom-client at scrape
+// time; the histograms' label children are cached per model (prom-client's
+// labels() lookup is slow). Gauges that describe state (queues, in-flight,
+// capacity, nodes) are read from the scheduler's status once per scrape.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ExchangeView } from '../workers/exchange-observer.js';
+import type { SchedulerStatus } from './scheduler/types.js';
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+/** Status label for a client that left before any response status. */
+export const CLIENT_CLOSED_STATUS = 499;
+
+interface ModelHistograms {
+  readonly total: Histogram.Internal<'model'>;
+  readonly ttfb: Histogram.Internal<'model'>;
+  readonly queue: Histogram.Internal<'model'>;
+  readonly overhead: Histogram.Internal<'model'>;
+}
+
+/** One (model, provider, status) request count; reported to prom-client as deltas at scrape. */
+class RequestCount {
+  count = 0;
+  reported = 0;
+  constructor(readonly labels: { readonly model: string; readonly provider: string; readonly status: string }) {}
+}
+
+/** What the scrape-time gauges read. */
+export interface MetricsSource {
+  status(): SchedulerStatus;
+  connectedNodes(): number;
+  openRequests(): number;
+  workers(): number;
+  configVersion(): number;
+  shuttingDown(): boolean;
+  events(): { readonly subscribers: number; readonly published: number; readonly dropped: number };
+}
+
+export class EdgeMetrics {
+  readonly registry = new Registry();
+  readonly #requests = new Counter({ name: 'edge_requests_total', help: 'Proxied requests by model alias, provider and HTTP status (499: the client left first)', labelNames: ['model', 'provider', 'status'] as const, registers: [this.registry] });
+  readonly #rejects = new Counter({ name: 'edge_rejects_total', help: 'Requests refused without reaching a provider, by reason (queue_full, queue_timeout, no_provider_available, model_not_found, node_not_found, shutting_down)', labelNames: ['reason'] as const, registers: [this.registry] });
+  readonly #total = new Histogram({ name: 'edge_request_duration_seconds', help: 'Total latency: request in the edge to the last byte relayed', labelNames: ['model'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly #ttfb = new Histogram({ name: 'edge_time_to_first_byte_seconds', help: 'Request in the edge to the first response body byte written to the client', labelNames: ['model'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly #queue = new Histogram({ name: 'edge_queue_wait_seconds', help: 'Time queued for a provider slot', labelNames: ['model'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly #overhead = new Histogram({ name: 'edge_gateway_overhead_seconds', help: 'Total latency minus queue wait minus provider time (TunnelRequest sent to END received, which includes the node hop)', labelNames: ['model'] as const, buckets: OVERHEAD_BUCKETS, registers: [this.registry] });
+  readonly #tunnelBytes = new Counter({ name: 'edge_tunnel_bytes_total', help: 'Bytes relayed through tunnels: request bodies to nodes, response bodies to clients (counted when a request ends)', labelNames: ['direction'] as const, registers: [this.registry] });
+  readonly #queueDepth = new Gauge({ name: 'edge_queue_depth', help: 'Requests waiting per model group', labelNames: ['model'] as const, registers: [this.registry] });
+  readonly #maxQueue = new Gauge({ name: 'edge_queue_max', help: 'max_queue per model group', labelNames: ['model'] as const, registers: [this.registry] });
+  readonly #inFlight = new Gauge({ name: 'edge_provider_in_flight', help: 'Live leases per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
+  readonly #capacity = new Gauge({ name: 'edge_provider_capacity', help: 'Configured capacity per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
+  readonly #providerUp = new Gauge({ name: 'edge_provider_available', help: '1 when the provider can take new requests (node connected, enabled, not draining)', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
+  readonly #nodes = new Gauge({ name: 'edge_nodes_connected', help: 'Node agents with a live session', registers: [this.registry] });
+  readonly #open = new Gauge({ name: 'edge_open_requests', help: 'Client requests the edge holds (queued or relaying)', registers: [this.registry] });
+  readonly #workers = new Gauge({ name: 'edge_workers', help: 'I/O worker threads (workers.count; 0 = data path on the main thread)', registers: [this.registry] });
+  readonly #ringOccupancy = new Gauge({ name: 'edge_worker_ring_occupancy_ratio', help: 'Fill of the fullest worker ring buffer (0 while there are no worker threads)', registers: [this.registry] });
+  readonly #subscribers = new Gauge({ name: 'edge_event_subscribers', help: 'Admin event stream subscribers', registers: [this.registry] });
+  readonly #published = new Counter({ name: 'edge_events_published_total', help: 'Events published on the bus while someone listened', registers: [this.registry] });
+  readonly #dropped = new Counter({ name: 'edge_events_dropped_total', help: 'Events lost because a subscriber read too slowly', registers: [this.registry] });
+  readonly #configVersion = new Gauge({ name: 'edge_config_version', help: 'Version of the running config snapshot (1 at start, +1 per applied change)', registers: [this.registry] });
+  readonly #refreshes = new Counter({ name: 'edge_config_refreshes_total', help: 'Config refresh requests by mode and result', labelNames: ['mode', 'status'] as const, registers: [this.registry] });
+  readonly #shuttingDown = new Gauge({ name: 'edge_shutting_down', help: '1 while the edge drains before exit', registers: [this.registry] });
+
+  readonly #histograms = new Map<string, ModelHistograms>();
+  /** model -> provider -> status -> count */
+  readonly #counts = new Map<string, Map<string, Map<number, RequestCount>>>();
+  readonly #rejectCounts = new Map<string, RequestCount>();
+  #bytesToNode = 0;
+  #bytesToClient = 0;
+  #bytesReported = { toNode: 0, toClient: 0 };
+  #eventsReported = { published: 0, dropped: 0 };
+
+  constructor(private readonly source: MetricsSource) {
+    // Process metrics, including nodejs_eventloop_lag_p99_seconds.
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  // --- per request (O(1), no label lookups after the first of a model) --------
+
+  /** An exchange ended; `now` is performance.now(). */
+  exchangeFinished(exchange: ExchangeView, outcome: string, now: number): void {
+    const model = exchange.info.model;
+    const grant = exchange.grant;
+    this.#count(model, grant?.providerId ?? '', exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status);
+    this.#bytesToClient += exchange.bytesOut;
+    if (exchange.sentAt > 0) this.#bytesToNode += exchange.body.byteLength;
+    if (grant === undefined) return; // refused while queued: counted as a reject too
+    const h = this.#histogramsOf(model);
+    const queuedMs = grant.queuedMs;
+    h.queue.observe(queuedMs / 1000);
+    h.total.observe((now - exchange.startedAt) / 1000);
+    if (exchange.firstByteAt > 0) h.ttfb.observe((exchange.firstByteAt - exchange.startedAt) / 1000);
+    if (outcome === 'end' && exchange.sentAt > 0) {
+      const providerMs = exchange.endAt - exchange.sentAt;
+      h.overhead.observe(Math.max(0, now - exchange.startedAt - queuedMs - providerMs) / 1000);
+    }
+  }
+
+  /** A request refused without reaching a provider. */
+  rejected(reason: string): void {
+    let count = this.#rejectCounts.get(reason);
+    if (count === undefined) this.#rejectCounts.set(reason, (count = new RequestCount({ model: '', provider: '', status: reason })));
+    count.count++;
+  }
+
+  refreshed(mode: string, status: string): void {
+    this.#refreshes.labels(mode, status).inc();
+  }
+
+  // --- scrape ------------------------------------------------------------------
+
+  /** The exposition text; state gauges and plain counters are brought up to date first. */
+  async scrape(): Promise<string> {
+    this.#syncCounters();
+    this.#syncGauges();
+    return this.registry.metrics();
+  }
+
+  #count(model: string, provider: string, status: number): void {
+    let byProvider = this.#counts.get(model);
+    if (byProvider === undefined) this.#counts.set(model, (byProvider = new Map()));
+    let byStatus = byProvider.get(provider);
+    if (byStatus === undefined) byProvider.set(provider, (byStatus = new Map()));
+    let count = byStatus.get(status);
+    if (count === undefined) byStatus.set(status, (count = new RequestCount({ model, provider, status: String(status) })));
+    count.count++;
+  }
+
+  #histogramsOf(model: string): ModelHistograms {
+    let h = this.#histograms.get(model);
+    if (h === undefined) {
+      h = { total: this.#total.labels(model), ttfb: this.#ttfb.labels(model), queue: this.#queue.labels(model), overhead: this.#overhead.labels(model) };
+      this.#histograms.set(model, h);
+    }
+    return h;
+  }
+
+  #syncCounters(): void {
+    for (const byProvider of this.#counts.values()) {
+      for (const byStatus of byProvider.values()) {
+        for (const count of byStatus.values()) {
+          if (count.count > count.reported) this.#requests.inc(count.labels, count.count - count.reported);
+          count.reported = count.count;
+        }
+      }
+    }
+    for (const [reason, count] of this.#rejectCounts) {
+      if (count.count > count.reported) this.#rejects.inc({ reason }, count.count - count.reported);
+      count.reported = count.count;
+    }
+    const bytes = this.#bytesReported;
+    if (this.#bytesToNode > bytes.toNode) this.#tunnelBytes.inc({ direction: 'to_node' }, this.#bytesToNode - bytes.toNode);
+    if (this.#bytesToClient > bytes.toClient) this.#tunnelBytes.inc({ direction: 'to_client' }, this.#bytesToClient - bytes.toClient);
+    bytes.toNode = this.#bytesToNode;
+    bytes.toClient = this.#bytesToClient;
+    const events = this.source.events();
+    const seen = this.#eventsReported;
+    if (events.published > seen.published) this.#published.inc(events.published - seen.published);
+    if (events.dropped > seen.dropped) this.#dropped.inc(events.dropped - seen.dropped);
+    seen.published = events.published;
+    seen.dropped = events.dropped;
+    this.#subscribers.set(events.subscribers);
+  }
+
+  #syncGauges(): void {
+    const status = this.source.status();
+    // Reset first so providers and groups that left the config disappear.
+    this.#queueDepth.reset();
+    this.#maxQueue.reset();
+    for (const g of status.groups) {
+      this.#queueDepth.set({ model: g.alias }, g.queueDepth);
+      this.#maxQueue.set({ model: g.alias }, g.maxQueue);
+    }
+    this.#inFlight.reset();
+    this.#capacity.reset();
+    this.#providerUp.reset();
+    for (const p of status.providers) {
+      const labels = { provider: p.id, node: p.nodeId };
+      this.#inFlight.set(labels, p.inFlight);
+      this.#capacity.set(labels, p.capacity);
+      this.#providerUp.set(labels, p.connected && p.enabled && !p.draining ? 1 : 0);
+    }
+    this.#nodes.set(this.source.connectedNodes());
+    this.#open.set(this.source.openRequests());
+    this.#workers.set(this.source.workers());
+    this.#ringOccupancy.set(0);
+    this.#configVersion.set(this.source.configVersion());
+    this.#shuttingDown.set(this.source.shuttingDown() ? 1 : 0);
+  }
+}

@@ -1,0 +1,53 @@
+// Which config changes a running edge can take (mutable) and which need a
+// restart. One table, first match wins; docs/operations.md lists the same.
+// A key is restart-required when something was built from it at start and
+// cannot be rebuilt without dropping connections: a bound socket, the
+// fastify body limit, the thread layout.
+
+export interface MutabilityRule {
+  readonly pattern: RegExp;
+  readonly mutable: boolean;
+  /** What happens on apply (mutable) or why a restart is needed. */
+  readonly effect: string;
+}
+
+export const MUTABILITY_RULES: readonly MutabilityRule[] = [
+  { pattern: /^listen\./, mutable: false, effect: 'the client and node listeners are bound at start' },
+  { pattern: /^admin\./, mutable: false, effect: 'the admin listener and its token are fixed at start' },
+  { pattern: /^workers\./, mutable: false, effect: 'the thread layout is fixed at start' },
+  { pattern: /^tls\./, mutable: false, effect: 'certificates are loaded when the listeners are bound' },
+  { pattern: /^limits\.body_bytes$/, mutable: false, effect: 'the HTTP body limit is compiled into the client listener' },
+  { pattern: /^limits\.max_header_bytes$/, mutable: false, effect: 'the HTTP header limit is an option of the bound client listener' },
+  { pattern: /^limits\.max_frame_bytes$/, mutable: false, effect: 'the gRPC message limit is an option of the bound node listener' },
+  { pattern: /^limits\.tunnel_window_bytes$/, mutable: true, effect: 'requests dispatched from now on' },
+  { pattern: /^limits\.max_json_depth$/, mutable: true, effect: 'requests received from now on' },
+  { pattern: /^auth\./, mutable: true, effect: 'API keys, their models and limits apply to requests received from now on' },
+  { pattern: /^limits\.tunnel_timeout_ms$/, mutable: true, effect: 'requests dispatched from now on' },
+  { pattern: /^heartbeat\.timeout_ms$/, mutable: true, effect: 'checked against every connected node at its next heartbeat' },
+  { pattern: /^heartbeat\.interval_ms$/, mutable: true, effect: 'node connections registered from now on' },
+  { pattern: /^scheduler\.long_context_threshold_tokens$/, mutable: true, effect: 'admissions and queued requests at once' },
+  { pattern: /^drain\.grace_ms$/, mutable: true, effect: 'the next shutdown' },
+  {
+    pattern: /^nodes\[[^\]]*\]\.token$/,
+    mutable: true,
+    effect: 'new registrations need the new token; the connected session takes no new requests and is closed once its open ones finish',
+  },
+  { pattern: /^nodes\[[^\]]*\]\.providers\[/, mutable: true, effect: 'capacity, enabled, context length and new providers apply at once; queued requests are re-evaluated' },
+  {
+    pattern: /^nodes\[[^\]]*\]$/,
+    mutable: true,
+    effect: 'an added node may register at once; a removed node takes no new requests and its session is closed once its open ones finish',
+  },
+  { pattern: /^models\[/, mutable: true, effect: 'aliases, provider maps and queue policy apply at once; queued requests are re-evaluated' },
+];
+
+const UNKNOWN: MutabilityRule = { pattern: /$^/, mutable: false, effect: 'not classified: treated as needing a restart' };
+
+export function ruleFor(path: string): MutabilityRule {
+  for (const rule of MUTABILITY_RULES) if (rule.pattern.test(path)) return rule;
+  return UNKNOWN;
+}
+
+export function isMutable(path: string): boolean {
+  return ruleFor(path).mutable;
+}

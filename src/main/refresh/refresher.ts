@@ -1,0 +1,177 @@
+// Config refresh: `evaluate` is a dry run (the changes and whether each is
+// mutable); `apply` commits a valid, mutable-only candidate as one new
+// snapshot, tells the connected nodes what changed for them, and retires
+// sessions whose node was removed or whose token changed. Anything else
+// (an invalid config, a restart-required change) is rejected with reasons
+// and the running snapshot stays. Refreshes run one at a time: the admin
+// API and SIGHUP share this path.
+import { readFile } from 'node:fs/promises';
+import type { EdgeConfig } from '../../shared/config-types.js';
+import { ConfigError } from '../../shared/config-reader.js';
+import { parseEdgeConfig, parseEdgeConfigText } from '../config.js';
+import { pathsByNode } from './concern.js';
+import { diffConfigs, type ConfigChange } from './diff.js';
+import { ruleFor } from './mutability.js';
+
+export type RefreshMode = 'evaluate' | 'apply';
+
+export interface RefreshRequest {
+  readonly mode: RefreshMode;
+  /** Inline candidate: YAML/JSON text or an already parsed object. Absent: the config file is read again. */
+  readonly config?: unknown;
+  /** Who asked, for logs: 'admin', 'SIGHUP'. */
+  readonly origin?: string;
+}
+
+export interface ClassifiedChange extends ConfigChange {
+  readonly mutable: boolean;
+  /** What applying it does, or why it needs a restart. */
+  readonly effect: string;
+}
+
+export interface RefreshResult {
+  readonly mode: RefreshMode;
+  /** evaluated: dry run done; applied: committed; unchanged: nothing to commit; rejected: nothing committed. */
+  readonly status: 'evaluated' | 'applied' | 'unchanged' | 'rejected';
+  /** Why it was (or, for evaluate, would be) rejected. */
+  readonly rejection: 'invalid_config' | 'restart_required' | 'no_config_source' | null;
+  /** True when an apply of this candidate would be committed. */
+  readonly applicable: boolean;
+  /** The running snapshot's version after this call. */
+  readonly configVersion: number;
+  readonly changes: readonly ClassifiedChange[];
+  readonly reasons: readonly string[];
+  /** Nodes sent a ConfigRefresh, with the paths each was told. */
+  readonly notified: readonly { readonly node: string; readonly paths: readonly string[] }[];
+  /** Nodes whose session is closed once idle (removed, or token changed). */
+  readonly retired: readonly string[];
+}
+
+/** What the refresher needs from the running edge. */
+export interface RefreshTarget {
+  /** The running snapshot. */
+  readonly config: EdgeConfig;
+  /** Swaps the whole snapshot in one synchronous step. */
+  setConfig(next: EdgeConfig): void;
+  /** Ids of nodes with a live session. */
+  connectedNodeIds(): Iterable<string>;
+  /** Sends a ConfigRefresh to the node's session; false if it has none. */
+  notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean;
+  /** No new requests for the node's session; close it once its open ones finish. */
+  retireNode(nodeId: string, reason: string): void;
+}
+
+export interface RefreshListener {
+  refreshed(result: RefreshResult, origin: string): void;
+}
+
+const TOKEN_PATH = /^nodes\[([^\]]*)\]\.token$/;
+const NODE_ENTRY_PATH = /^nodes\[([^\]]*)\]$/;
+
+export class ConfigRefresher {
+  #version = 1;
+  #tail: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly target: RefreshTarget,
+    private readonly configFile: string | undefined,
+    private readonly listener: RefreshListener | undefined,
+  ) {}
+
+  get configVersion(): number {
+    return this.#version;
+  }
+
+  /** Runs after every refresh already asked for; never rejects (failures are results). */
+  refresh(request: RefreshRequest): Promise<RefreshResult> {
+    const run = this.#tail.then(() => this.#refresh(request));
+    this.#tail = run.catch(() => undefined);
+    return run;
+  }
+
+  async #refresh(request: RefreshRequest): Promise<RefreshResult> {
+    const origin = request.origin ?? 'admin';
+    let candidate: EdgeConfig;
+    try {
+      candidate = await this.#candidate(request.config);
+    } catch (err) {
+      const noSource = err instanceof NoConfigSource;
+      const reasons = err instanceof ConfigError ? err.problems : [(err as Error).message];
+      return this.#report(this.#rejected(request.mode, noSource ? 'no_config_source' : 'invalid_config', reasons, []), origin);
+    }
+    const current = this.target.config;
+    const changes = diffConfigs(current, candidate).map(classify);
+    const restart = changes.filter((c) => !c.mutable);
+    const reasons = restart.map((c) => `${c.path}: needs a restart (${c.effect})`);
+    if (request.mode === 'evaluate') {
+      return this.#report(
+        {
+          ...this.#empty('evaluate', 'evaluated'),
+          rejection: restart.length > 0 ? 'restart_required' : null,
+          applicable: restart.length === 0,
+          changes,
+          reasons,
+        },
+        origin,
+      );
+    }
+    if (restart.length > 0) return this.#report(this.#rejected('apply', 'restart_required', reasons, changes), origin);
+    if (changes.length === 0) return this.#report({ ...this.#empty('apply', 'unchanged'), applicable: true }, origin);
+    return this.#report(this.#commit(current, candidate, changes), origin);
+  }
+
+  #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[]): RefreshResult {
+    this.target.setConfig(candidate);
+    const version = ++this.#version;
+    const notified: { node: string; paths: string[] }[] = [];
+    for (const [node, paths] of pathsByNode(changes, current, candidate, this.target.connectedNodeIds())) {
+      if (this.target.notifyNode(node, paths, version)) notified.push({ node, paths });
+    }
+    const retired: string[] = [];
+    for (const { path, new: next } of changes) {
+      const token = TOKEN_PATH.exec(path);
+      const entry = NODE_ENTRY_PATH.exec(path);
+      if (token !== null) {
+        retired.push(token[1]);
+        this.target.retireNode(token[1], 'its token changed');
+      } else if (entry !== null && next === null) {
+        retired.push(entry[1]);
+        this.target.retireNode(entry[1], 'removed from the config');
+      }
+    }
+    return { ...this.#empty('apply', 'applied'), applicable: true, changes, notified, retired };
+  }
+
+  async #candidate(inline: unknown): Promise<EdgeConfig> {
+    if (inline === undefined || inline === null) {
+      if (this.configFile === undefined) throw new NoConfigSource();
+      return parseEdgeConfigText(await readFile(this.configFile, 'utf8'), this.configFile);
+    }
+    if (typeof inline === 'string') return parseEdgeConfigText(inline, 'inline config');
+    return parseEdgeConfig(inline, 'inline config');
+  }
+
+  #empty(mode: RefreshMode, status: RefreshResult['status']): RefreshResult {
+    return { mode, status, rejection: null, applicable: false, configVersion: this.#version, changes: [], reasons: [], notified: [], retired: [] };
+  }
+
+  #rejected(mode: RefreshMode, rejection: NonNullable<RefreshResult['rejection']>, reasons: readonly string[], changes: readonly ClassifiedChange[]): RefreshResult {
+    return { ...this.#empty(mode, mode === 'evaluate' ? 'evaluated' : 'rejected'), rejection, changes, reasons };
+  }
+
+  #report(result: RefreshResult, origin: string): RefreshResult {
+    this.listener?.refreshed(result, origin);
+    return result;
+  }
+}
+
+class NoConfigSource extends Error {
+  constructor() {
+    super('no config given and the edge was not started from a config file');
+  }
+}
+
+function classify(change: ConfigChange): ClassifiedChange {
+  const rule = ruleFor(change.path);
+  return { ...change, mutable: rule.mutable, effect: rule.effect };
+}

@@ -1,0 +1,51 @@
+// The data path's one observability hook: the edge sets an observer on the
+// DataPlane, and every exchange reports itself when it is dispatched and
+// when it is over. The exchange passes itself (no record is allocated);
+// the observer reads the numbers synchronously and must not keep it.
+import type { Grant } from '../main/scheduler/types.js';
+
+export interface ExchangeView {
+  readonly runId: string;
+  /** The request id carried to the node (TunnelRequest.metadata.request_id) and logged on both sides. */
+  readonly requestTag: string;
+  readonly info: { readonly model: string; readonly stream: boolean };
+  readonly grant: Grant | undefined;
+  readonly body: Uint8Array;
+  // performance.now() marks in ms; 0 = did not happen.
+  /** The request's body was in and it reached the data path. */
+  readonly startedAt: number;
+  /** The TunnelRequest was written to the node's stream. */
+  readonly sentAt: number;
+  /** HEADERS arrived from the node (and went to the client in the same turn). */
+  readonly headersAt: number;
+  /** The first body byte was written to the client. */
+  readonly firstByteAt: number;
+  /** END arrived from the node. */
+  readonly endAt: number;
+  /** HTTP status the client got (or was about to get); 0 = none. */
+  readonly status: number;
+  /** Response body bytes written to the client. */
+  readonly bytesOut: number;
+}
+
+export interface ExchangeObserver {
+  /** Granted and sent to a node. */
+  exchangeStarted(exchange: ExchangeView): void;
+  /** Over, whatever the outcome: a ReleaseReason, or the rejection code. Called once. */
+  exchangeFinished(exchange: ExchangeView, outcome: string): void;
+  /** Refused before an exchange existed (unknown model, shutting down). */
+  requestRefused(code: string): void;
+}
+
+export const NO_OBSERVER: ExchangeObserver = Object.freeze({
+  exchangeStarted(): void {},
+  exchangeFinished(): void {},
+  requestRefused(): void {},
+});
+
+/** Milliseconds the edge itself spent before the response headers went out (see docs/operations.md). */
+export function overheadAtHeadersMs(exchange: ExchangeView, now: number): number {
+  const queued = exchange.grant?.queuedMs ?? 0;
+  const nodeWait = exchange.headersAt - exchange.sentAt;
+  return Math.max(0, now - exchange.startedAt - queued - nodeWait);
+}

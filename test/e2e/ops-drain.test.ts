@@ -1,0 +1,158 @@
+// Graceful drain: SIGTERM to the edge CLI while 20 streams are open (all
+// finish, exit 0), and in-process: a request on a kept-alive connection
+// during the drain gets 503 shutting_down, and a stream that outlives the
+// grace period is ended with an in-band error, its lease released.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http from 'node:http';
+import { describe, test } from 'node:test';
+import type { NodeAgent } from '../../src/agent/agent.js';
+import { startMockProvider } from '../../src/mock/provider.js';
+import { EdgeProcess } from '../main/admin/edge-process.js';
+import { agentWith, ALIAS, inFlight, opsConfigObject, startOpsStack, waitUntil } from '../main/admin/ops-stack.js';
+
+const STREAMS = 20;
+const TOKENS = 20;
+
+interface Reply {
+  readonly status: number;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: Promise<string>;
+}
+
+/** POST a chat completion with node:http, so the test controls connection reuse. */
+function post(url: string, agent: http.Agent | false, extra: Record<string, string>, stream = true): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${url}/v1/chat/completions`,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', ...extra } },
+      (res) => {
+        res.setEncoding('utf8');
+        let text = '';
+        res.on('data', (chunk: string) => (text += chunk));
+        const body = new Promise<string>((done, fail) => {
+          res.on('end', () => done(text));
+          res.on('error', fail);
+          res.on('aborted', () => fail(new Error('response aborted')));
+        });
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body });
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify({ model: ALIAS, stream, messages: [{ role: 'user', content: 'drain me' }] }));
+  });
+}
+
+function countTokens(body: string): number {
+  return body.split('\n').filter((line) => line.startsWith('data: {') && line.includes('"content"')).length;
+}
+
+describe('SIGTERM to the edge process', () => {
+  test(`all ${STREAMS} open streams complete within the grace period and the process exits 0`, async () => {
+    const mock = await startMockProvider({ ttftMs: 0 });
+    const edge = await EdgeProcess.start(opsConfigObject({ capacity: 32, drainGraceMs: 10_000 }));
+    let agent: NodeAgent | undefined;
+    try {
+      agent = agentWith(edge.grpcPort, mock.url);
+      const registered = once(agent, 'registered');
+      agent.start();
+      await registered;
+
+      const headers = { 'x-mock-tokens': String(TOKENS), 'x-mock-interval-ms': '60' }; // ~1.2 s per stream
+      const replies = await Promise.all(Array.from({ length: STREAMS }, () => post(edge.url, false, headers)));
+      for (const reply of replies) assert.equal(reply.status, 200);
+      const status = await edge.adminJson('/admin/status');
+      assert.equal(status.providers[0].inFlight, STREAMS, 'all streams are open when SIGTERM arrives');
+
+      const signalledAt = performance.now();
+      edge.signal('SIGTERM');
+      await edge.waitForLog((l) => l.msg.startsWith('draining'));
+      // A new connection is refused (listener closed) or answered 503: never served.
+      const late = await post(edge.url, false, headers).then(
+        (reply) => reply.status,
+        (err: NodeJS.ErrnoException) => err.code,
+      );
+      assert.ok(late === 'ECONNREFUSED' || late === 503, `a request after SIGTERM got ${String(late)}`);
+
+      const bodies = await Promise.all(replies.map((r) => r.body));
+      for (const body of bodies) {
+        assert.equal(countTokens(body), TOKENS, 'every token arrived');
+        assert.match(body, /data: \[DONE\]/);
+      }
+      const code = await edge.exited;
+      const exitedAfterMs = performance.now() - signalledAt;
+      assert.equal(code, 0);
+      assert.ok(exitedAfterMs < 10_000, `exited ${Math.round(exitedAfterMs)} ms after SIGTERM (grace 10 s)`);
+      const stopped = await edge.waitForLog((l) => l.msg === 'edge stopped');
+      assert.deepEqual({ drained: stopped.drained, aborted: stopped.aborted }, { drained: true, aborted: 0 });
+    } finally {
+      await agent?.stop();
+      await edge.dispose();
+      await mock.close();
+    }
+  });
+});
+
+describe('drain in process', () => {
+  test('a new request on a kept-alive connection gets 503 shutting_down; a stream past the grace ends with an error', async () => {
+    const stack = await startOpsStack({ capacity: 4, mock: { ttftMs: 0 } });
+    const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const short = await post(stack.edge.url, keepAlive, { 'x-mock-tokens': '4', 'x-mock-interval-ms': '20' });
+      const long = await post(stack.edge.url, false, { 'x-mock-tokens': '200', 'x-mock-interval-ms': '20' });
+      assert.equal(short.status, 200);
+      assert.equal(long.status, 200);
+
+      const report = stack.edge.shutdown(700);
+      assert.equal(countTokens(await short.body), 4, 'the short stream finished during the drain');
+
+      const refused = await post(stack.edge.url, keepAlive, {}, false);
+      assert.equal(refused.status, 503);
+      assert.equal(refused.headers.connection, 'close');
+      const error = JSON.parse(await refused.body) as { error: { code: string; type: string; message: string; param: null } };
+      assert.equal(error.error.code, 'shutting_down');
+      assert.equal(error.error.type, 'server_error');
+
+      const longBody = await long.body;
+      assert.match(longBody, /"code":"shutting_down"/, 'the stream cut by the grace says why, in band');
+      assert.ok(countTokens(longBody) < 200);
+      assert.deepEqual(await report, { drained: false, aborted: 1, waitedMs: (await report).waitedMs });
+      assert.ok((await report).waitedMs >= 650);
+      assert.equal(inFlight(stack.edge), 0, 'its lease was released');
+      assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+    } finally {
+      keepAlive.destroy();
+      await stack.agent.stop();
+      await stack.mock.close();
+    }
+  });
+});
+
+describe('a node agent that leaves', () => {
+  test('Leaving marks its node draining at the edge: no new requests go there, its open stream finishes', async () => {
+    const stack = await startOpsStack({ capacity: 4, queueTimeoutMs: 800, mock: { ttftMs: 0 } });
+    try {
+      const open = await post(stack.edge.url, false, { 'x-mock-tokens': '15', 'x-mock-interval-ms': '30' });
+      const stopping = stack.agent.stop();
+      await waitUntil(() => stack.edge.driver.status().nodes.some((n) => n.draining), 'the node to be marked draining');
+      const status = (await stack.admin('/admin/status')).json;
+      assert.equal(status.providers[0].health, 'draining');
+      let queuedDone = false;
+      const queued = post(stack.edge.url, false, {}, false).then((r) => {
+        queuedDone = true;
+        return r;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(queuedDone, false, 'a new request is not sent to the leaving node');
+      assert.equal(countTokens(await open.body), 15, 'the open stream ran to its end');
+      await stopping;
+      // No other node ever came: after its queue timeout it is refused, never sent to the leaving node.
+      const refused = await queued;
+      assert.equal(refused.status, 503);
+      assert.match(await refused.body, /"code":"no_provider_available"/);
+    } finally {
+      await stack.edge.close();
+      await stack.mock.close();
+    }
+  });
+});

@@ -1,0 +1,124 @@
+// /metrics after real traffic (official openai SDK and raw HTTP), the
+// x-edge-overhead-ms header, and the request id carried into the agent's logs.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+import { pino, type Logger } from 'pino';
+import { ALIAS, NODE_ID, PROVIDER_ID, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
+
+const MODEL = { model: ALIAS };
+const SLOT = { provider: PROVIDER_ID, node: NODE_ID };
+
+function memoryLogger(lines: Record<string, unknown>[]): Logger {
+  return pino<never>({ level: 'debug' }, { write: (text: string) => void lines.push(JSON.parse(text) as Record<string, unknown>) });
+}
+
+function chat(stack: OpsStack, headers: Record<string, string> = {}, stream = false): Promise<Response> {
+  return fetch(`${stack.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ model: ALIAS, stream, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+}
+
+describe('metrics and request ids', () => {
+  let stack: OpsStack;
+  const agentLogs: Record<string, unknown>[] = [];
+  before(async () => {
+    stack = await startOpsStack({ capacity: 1, maxQueue: 1, mock: { ttftMs: 5, tokens: 4, intervalMs: 2 }, agentLogger: memoryLogger(agentLogs) });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('proxied responses carry x-edge-overhead-ms: a small non-negative number below the total time', async () => {
+    const started = performance.now();
+    const res = await chat(stack);
+    const totalMs = performance.now() - started;
+    await res.text();
+    const overhead = Number(res.headers.get('x-edge-overhead-ms'));
+    assert.ok(res.headers.has('x-edge-overhead-ms'));
+    assert.ok(Number.isFinite(overhead) && overhead >= 0, `overhead ${res.headers.get('x-edge-overhead-ms')}`);
+    assert.ok(overhead < totalMs, `overhead ${overhead} ms vs total ${totalMs} ms`);
+  });
+
+  test('the request id reaches the node and its tunnel logs', async () => {
+    const res = await chat(stack, { 'x-request-id': 'req-abc-123' });
+    await res.text();
+    const runId = res.headers.get('x-edge-run-id');
+    await waitUntil(() => agentLogs.some((l) => l.requestId === 'req-abc-123' && l.msg === 'tunnel finished'), 'the agent to log the tunnel');
+    const started = agentLogs.find((l) => l.requestId === 'req-abc-123' && l.msg === 'tunnel started');
+    assert.equal(started?.runId, runId);
+    // Without a client id, the run id is the request id.
+    const plain = await chat(stack);
+    await plain.text();
+    const plainRun = plain.headers.get('x-edge-run-id');
+    await waitUntil(() => agentLogs.some((l) => l.runId === plainRun && l.msg === 'tunnel finished'), 'the second tunnel log');
+    assert.equal(agentLogs.find((l) => l.runId === plainRun)?.requestId, plainRun);
+  });
+
+  test('/metrics after traffic has every series with sane values', async () => {
+    const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'sk-not-checked', maxRetries: 0 });
+    const before = await stack.metrics();
+    const okBefore = sample(before, 'edge_requests_total', { ...MODEL, provider: PROVIDER_ID, status: '200' }) ?? 0;
+    await sdk.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'a' }] });
+    const stream = await sdk.chat.completions.create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'b' }] });
+    for await (const _chunk of stream);
+
+    // One long stream holds the only slot, one request queues behind it, a third finds the queue full.
+    const long = await chat(stack, { 'x-mock-tokens': '30', 'x-mock-interval-ms': '20' }, true);
+    const queued = chat(stack);
+    await waitUntil(() => stack.edge.driver.status().groups.some((g) => g.alias === ALIAS && g.queueDepth === 1), 'a queued request');
+    const full = await sdk.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'c' }] }).catch((err: unknown) => err);
+    assert.ok(full instanceof OpenAI.RateLimitError);
+    const during = await stack.metrics();
+    assert.equal(sample(during, 'edge_provider_in_flight', SLOT), 1);
+    assert.equal(sample(during, 'edge_queue_depth', MODEL), 1);
+    assert.equal(sample(during, 'edge_open_requests'), 2);
+    await long.text();
+    await (await queued).text();
+    const unknown = await sdk.chat.completions.create({ model: 'no-such-model', messages: [] }).catch((err: unknown) => err);
+    assert.ok(unknown instanceof OpenAI.NotFoundError);
+
+    const text = await stack.metrics();
+    const ok = (sample(text, 'edge_requests_total', { ...MODEL, provider: PROVIDER_ID, status: '200' }) ?? 0) - okBefore;
+    assert.equal(ok, 4, 'sdk chat, sdk stream, long stream, queued request');
+    assert.equal(sample(text, 'edge_requests_total', { ...MODEL, provider: '', status: '429' }), 1);
+    assert.equal(sample(text, 'edge_rejects_total', { reason: 'queue_full' }), 1);
+    assert.equal(sample(text, 'edge_rejects_total', { reason: 'model_not_found' }), 1);
+    assert.ok(!text.includes('no-such-model'), 'a client-chosen model name never becomes a label');
+
+    const served = sample(text, 'edge_requests_total', { ...MODEL, provider: PROVIDER_ID, status: '200' }) as number;
+    const total = { count: sample(text, 'edge_request_duration_seconds_count', MODEL), sum: sample(text, 'edge_request_duration_seconds_sum', MODEL) as number };
+    assert.equal(total.count, served, 'one latency sample per served request');
+    assert.equal(sample(text, 'edge_time_to_first_byte_seconds_count', MODEL), served);
+    assert.equal(sample(text, 'edge_queue_wait_seconds_count', MODEL), served);
+    assert.equal(sample(text, 'edge_gateway_overhead_seconds_count', MODEL), served);
+    const ttfbSum = sample(text, 'edge_time_to_first_byte_seconds_sum', MODEL) as number;
+    const queueSum = sample(text, 'edge_queue_wait_seconds_sum', MODEL) as number;
+    const overheadSum = sample(text, 'edge_gateway_overhead_seconds_sum', MODEL) as number;
+    assert.ok(total.sum > 0.3, `the long stream alone took > 0.3 s (sum ${total.sum})`);
+    assert.ok(ttfbSum > 0 && ttfbSum < total.sum);
+    assert.ok(queueSum > 0.1, `the queued request waited for the long stream (queue sum ${queueSum})`);
+    assert.ok(overheadSum >= 0 && overheadSum < total.sum - queueSum, `overhead ${overheadSum} s`);
+    assert.equal(sample(text, 'edge_request_duration_seconds_bucket', { ...MODEL, le: '+Inf' }), served);
+
+    assert.equal(sample(text, 'edge_queue_depth', MODEL), 0);
+    assert.equal(sample(text, 'edge_queue_max', MODEL), 1);
+    assert.equal(sample(text, 'edge_provider_in_flight', SLOT), 0);
+    assert.equal(sample(text, 'edge_provider_capacity', SLOT), 1);
+    assert.equal(sample(text, 'edge_provider_available', SLOT), 1);
+    assert.equal(sample(text, 'edge_nodes_connected'), 1);
+    assert.equal(sample(text, 'edge_open_requests'), 0);
+    assert.ok((sample(text, 'edge_tunnel_bytes_total', { direction: 'to_client' }) ?? 0) > 1_000);
+    assert.ok((sample(text, 'edge_tunnel_bytes_total', { direction: 'to_node' }) ?? 0) > 100);
+    assert.equal(sample(text, 'edge_workers'), 0);
+    assert.equal(sample(text, 'edge_worker_ring_occupancy_ratio'), 0);
+    assert.equal(sample(text, 'edge_config_version'), 1);
+    assert.equal(sample(text, 'edge_shutting_down'), 0);
+    const lag = sample(text, 'nodejs_eventloop_lag_p99_seconds');
+    assert.ok(lag !== undefined && lag >= 0 && lag < 1, `event-loop lag p99 ${lag}`);
+    assert.ok((sample(text, 'process_resident_memory_bytes') ?? 0) > 0);
+    assert.ok(sample(text, 'process_cpu_user_seconds_total') !== undefined);
+  });
+});

@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { setImmediate as tick } from 'node:timers/promises';
+import { test } from 'node:test';
+import { EventBus, type Subscription, type SubscriptionReader } from '../../../src/main/events/event-bus.js';
+import type { EdgeEvent } from '../../../src/main/events/types.js';
+
+function event(n: number): EdgeEvent {
+  return { type: 'node.draining', node: `n${n}`, by: 'admin' };
+}
+
+class CountingReader implements SubscriptionReader {
+  wakes = 0;
+  readable(): void {
+    this.wakes++;
+  }
+}
+
+test('a full subscriber buffer drops its oldest events and counts them; the newest are kept', async () => {
+  const bus = new EventBus();
+  const reader = new CountingReader();
+  const sub = bus.subscribe(reader, 3);
+  for (let i = 1; i <= 5; i++) bus.publish(event(i));
+  assert.equal(sub.buffered, 3);
+  assert.equal(sub.dropped, 2);
+  assert.equal(bus.droppedTotal, 2);
+  assert.equal(sub.takeDropped(), 2);
+  assert.equal(sub.takeDropped(), 0, 'each drop is reported once');
+  const kept: string[] = [];
+  for (let e = sub.shift(); e !== undefined; e = sub.shift()) kept.push((e.event as { node: string }).node);
+  assert.deepEqual(kept, ['n3', 'n4', 'n5']);
+  assert.equal(sub.delivered, 3);
+});
+
+test('a slow subscriber never affects another: each has its own buffer and drop count', () => {
+  const bus = new EventBus();
+  const slow = bus.subscribe(new CountingReader(), 2);
+  const fast = bus.subscribe(new CountingReader(), 100);
+  for (let i = 0; i < 50; i++) bus.publish(event(i));
+  assert.equal(slow.dropped, 48);
+  assert.equal(fast.dropped, 0);
+  assert.equal(fast.buffered, 50);
+});
+
+test('the reader is woken once per batch, after the publishing code has returned', async () => {
+  const bus = new EventBus();
+  const reader = new CountingReader();
+  bus.subscribe(reader, 10);
+  for (let i = 0; i < 5; i++) bus.publish(event(i));
+  assert.equal(reader.wakes, 0, 'publish never calls into the reader');
+  await tick();
+  assert.equal(reader.wakes, 1);
+});
+
+test('with no subscriber, publish does nothing; a closed subscription is gone', () => {
+  const bus = new EventBus();
+  assert.equal(bus.active, false);
+  bus.publish(event(1));
+  assert.equal(bus.publishedTotal, 0);
+  const sub: Subscription = bus.subscribe(new CountingReader());
+  assert.equal(bus.active, true);
+  sub.close();
+  assert.equal(bus.active, false);
+  bus.publish(event(2));
+  assert.equal(sub.buffered, 0);
+});
+
+test('an event is serialised once as an SSE frame and shared by every subscriber', () => {
+  const bus = new EventBus();
+  const a = bus.subscribe(new CountingReader());
+  const b = bus.subscribe(new CountingReader());
+  bus.publish({ type: 'config.applied', configVersion: 2, changedPaths: ['models[x].max_queue'] });
+  const ea = a.shift();
+  const eb = b.shift();
+  assert.equal(ea, eb);
+  const frame = ea?.frame ?? '';
+  assert.match(frame, /^id: 1\nevent: config\.applied\ndata: \{.*\}\n\n$/);
+  const data = JSON.parse(frame.split('\n')[2].slice('data: '.length));
+  assert.equal(data.configVersion, 2);
+  assert.deepEqual(data.changedPaths, ['models[x].max_queue']);
+  assert.equal(data.seq, 1);
+});

@@ -1,0 +1,84 @@
+// Logs never carry credentials; the edge CLI's flags and exit codes.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import { stringify as toYaml } from 'yaml';
+import { createLogger } from '../../../src/shared/logger.js';
+import { opsConfigObject } from './ops-stack.js';
+
+const CLI = fileURLToPath(new URL('../../../src/main/cli.js', import.meta.url));
+
+test('credentials are redacted wherever they sit in a log object', () => {
+  const lines: string[] = [];
+  const logger = createLogger('t', 'info', { destination: { write: (line: string) => void lines.push(line) } });
+  logger.info({ token: 'secret-1', node: { id: 'n1', token: 'secret-2' } }, 'a');
+  logger.info({ headers: { authorization: 'Bearer secret-3', 'x-api-key': 'secret-4', accept: 'x' } }, 'b');
+  logger.info({ req: { headers: { authorization: 'Bearer secret-5' } }, provider: { apiKey: 'secret-6', api_key: 'secret-7' } }, 'c');
+  logger.info({ config: { admin: { token: 'secret-8' }, nodes: [{ id: 'n1', token: 'secret-9' }] } }, 'd');
+  const text = lines.join('');
+  for (let i = 1; i <= 9; i++) assert.ok(!text.includes(`secret-${i}`), `secret-${i} leaked: ${text}`);
+  assert.equal(text.split('[redacted]').length - 1, 9);
+  assert.ok(text.includes('"accept":"x"'), 'other fields stay');
+});
+
+function run(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const out = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 15_000 });
+  return { status: out.status, stdout: out.stdout, stderr: out.stderr };
+}
+
+test('edge --help, --version and check-config answer with the right exit codes', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-cli-'));
+  try {
+    const help = run(['--help']);
+    assert.equal(help.status, 0);
+    assert.match(help.stdout, /edge --config FILE/);
+    assert.match(help.stdout, /SIGHUP/);
+    assert.match(run(['--version']).stdout, /^\d+\.\d+\.\d+/);
+    const good = join(dir, 'good.yaml');
+    await writeFile(good, toYaml(opsConfigObject()));
+    const ok = run(['check-config', good]);
+    assert.equal(ok.status, 0, ok.stderr);
+    assert.match(ok.stdout, /valid \(1 nodes, 2 models; admin 127\.0\.0\.1:0\)/);
+    const bad = join(dir, 'bad.yaml');
+    await writeFile(bad, toYaml({ ...opsConfigObject(), admin: { host: '0.0.0.0' } }));
+    const invalid = run(['check-config', bad]);
+    assert.equal(invalid.status, 1);
+    assert.match(invalid.stderr, /admin\.token: required/);
+    assert.equal(run(['--bogus']).status, 2);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('--pretty prints human-readable lines instead of JSON', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-cli-'));
+  const file = join(dir, 'edge.yaml');
+  await writeFile(file, toYaml(opsConfigObject()));
+  const child = spawn(process.execPath, [CLI, '--config', file, '--pretty'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LOG_LEVEL: 'info' } });
+  try {
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no listening line: ${out}`)), 15_000);
+      child.stdout.on('data', (chunk: string) => {
+        out += chunk;
+        if (out.includes('edge listening')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    assert.match(out, /INFO.*\(edge\): edge listening/);
+    assert.ok(!out.trimStart().startsWith('{'), 'not JSON');
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,245 @@
+// Config refresh without a running edge: what counts as a change, how each
+// is classified, which node hears about which path, and what the
+// refresher commits (or refuses to) through a recording target.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseEdgeConfig } from '../../../src/main/config.js';
+import { pathsByNode } from '../../../src/main/refresh/concern.js';
+import { diffConfigs, REDACTED } from '../../../src/main/refresh/diff.js';
+import { isMutable, MUTABILITY_RULES } from '../../../src/main/refresh/mutability.js';
+import { ConfigRefresher, type RefreshTarget } from '../../../src/main/refresh/refresher.js';
+import type { EdgeConfig } from '../../../src/shared/config-types.js';
+import { ConfigError } from '../../../src/shared/config-reader.js';
+
+function base(): any {
+  return {
+    listen: { http: { port: 0 }, grpc: { port: 0 } },
+    admin: { port: 0 },
+    nodes: [
+      { id: 'n1', token: 'tok-1', providers: [{ id: 'p1', capacity: 2 }, { id: 'p2', capacity: 1 }] },
+      { id: 'n2', token: 'tok-2', providers: [{ id: 'p3', capacity: 4 }] },
+    ],
+    models: [
+      { alias: 'chat', providers: { p1: 'chat-7b', p3: 'chat-7b' } },
+      { alias: 'embed', providers: { p2: 'embed-s' } },
+    ],
+  };
+}
+
+function parse(raw: unknown): EdgeConfig {
+  return parseEdgeConfig(raw, 'test');
+}
+
+test('the same config, or the same lists in another order, is no change', () => {
+  const a = base();
+  const b = base();
+  b.nodes.reverse();
+  b.nodes[1].providers.reverse();
+  b.models.reverse();
+  assert.deepEqual(diffConfigs(parse(a), parse(b)), []);
+});
+
+test('each change is one path named as in the YAML, keyed by id, with old and new values', () => {
+  const b = base();
+  b.nodes[0].providers[0].capacity = 5;
+  b.models[0].max_queue = 3;
+  b.models[0].providers.p3 = 'chat-13b';
+  b.limits = { tunnel_timeout_ms: 1234 };
+  const changes = diffConfigs(parse(base()), parse(b));
+  assert.deepEqual(
+    changes.map((c) => [c.path, c.old, c.new]).sort(),
+    [
+      ['limits.tunnel_timeout_ms', 600000, 1234],
+      ['models[chat].max_queue', 16, 3],
+      ['models[chat].providers[p3]', 'chat-7b', 'chat-13b'],
+      ['nodes[n1].providers[p1].capacity', 2, 5],
+    ].sort(),
+  );
+});
+
+test('secrets appear only as "[redacted]", never their values', () => {
+  const b = base();
+  b.nodes[0].token = 'new-secret';
+  b.nodes.push({ id: 'n3', token: 'tok-3', providers: [] });
+  const changes = diffConfigs(parse(base()), parse(b));
+  const token = changes.find((c) => c.path === 'nodes[n1].token');
+  assert.deepEqual(token && [token.old, token.new], [REDACTED, REDACTED]);
+  const added = changes.find((c) => c.path === 'nodes[n3]');
+  assert.equal(added?.old, null);
+  assert.deepEqual(added?.new, { token: REDACTED, providers: [] });
+  const text = JSON.stringify(changes);
+  for (const secret of ['new-secret', 'tok-1', 'tok-3']) assert.ok(!text.includes(secret), secret);
+});
+
+test('added and removed entries are one change each (null on the missing side)', () => {
+  const b = base();
+  b.nodes[0].providers.pop(); // p2 gone
+  b.models.pop(); // embed gone
+  b.models.push({ alias: 'code', providers: { p3: 'coder' } });
+  const changes = diffConfigs(parse(base()), parse(b));
+  const byPath = new Map(changes.map((c) => [c.path, c]));
+  assert.equal(byPath.get('nodes[n1].providers[p2]')?.new, null);
+  assert.equal(byPath.get('models[embed]')?.new, null);
+  assert.equal(byPath.get('models[code]')?.old, null);
+  assert.deepEqual((byPath.get('models[code]')?.new as any).providers, { p3: 'coder' });
+  assert.equal(changes.length, 3);
+});
+
+test('listeners, admin, workers, TLS and body limit need a restart; capacity, models, nodes, tokens, heartbeat do not', () => {
+  for (const path of ['listen.http.port', 'listen.grpc.host', 'admin.port', 'admin.token', 'workers.count', 'limits.body_bytes', 'tls.client']) {
+    assert.equal(isMutable(path), false, path);
+  }
+  for (const path of [
+    'nodes[n1].providers[p1].capacity',
+    'nodes[n1].providers[p1].enabled',
+    'nodes[n1].providers[p1].max_context_tokens',
+    'nodes[n1].providers[p9]',
+    'nodes[n9]',
+    'nodes[n1].token',
+    'models[chat].max_queue',
+    'models[chat].queue_timeout_ms',
+    'models[chat].providers[p1]',
+    'models[new]',
+    'limits.tunnel_timeout_ms',
+    'heartbeat.interval_ms',
+    'heartbeat.timeout_ms',
+    'scheduler.long_context_threshold_tokens',
+    'drain.grace_ms',
+  ]) {
+    assert.equal(isMutable(path), true, path);
+  }
+  // A key nobody classified is treated as needing a restart (the safe side).
+  assert.equal(isMutable('some_future_section.knob'), false);
+  assert.ok(MUTABILITY_RULES.every((r) => r.effect.length > 0));
+});
+
+test('a node hears about its own entry, models naming its providers, and heartbeat; nothing else', () => {
+  const before = parse(base());
+  const b = base();
+  b.nodes[0].providers[1].capacity = 9; // n1's p2
+  b.models[1].max_queue = 2; // embed: served by p2 on n1
+  b.models[0].queue_timeout_ms = 500; // chat: n1 and n2
+  b.heartbeat = { interval_ms: 1000, timeout_ms: 3000 };
+  b.scheduler = { long_context_threshold_tokens: 1000 }; // nobody's
+  const after = parse(b);
+  const byNode = pathsByNode(diffConfigs(before, after), before, after, ['n1', 'n2']);
+  assert.deepEqual(byNode.get('n1')?.sort(), [
+    'heartbeat.interval_ms',
+    'heartbeat.timeout_ms',
+    'models[chat].queue_timeout_ms',
+    'models[embed].max_queue',
+    'nodes[n1].providers[p2].capacity',
+  ]);
+  assert.deepEqual(byNode.get('n2')?.sort(), ['heartbeat.interval_ms', 'heartbeat.timeout_ms', 'models[chat].queue_timeout_ms']);
+
+  const c = base();
+  c.scheduler = { long_context_threshold_tokens: 1000 };
+  const only = parse(c);
+  assert.equal(pathsByNode(diffConfigs(before, only), before, only, ['n1', 'n2']).size, 0);
+});
+
+class RecordingTarget implements RefreshTarget {
+  commits = 0;
+  notices: [string, readonly string[], number][] = [];
+  retired: string[] = [];
+  constructor(public config: EdgeConfig) {}
+  setConfig(next: EdgeConfig): void {
+    this.commits++;
+    this.config = next;
+  }
+  connectedNodeIds(): string[] {
+    return ['n1', 'n2'];
+  }
+  notifyNode(nodeId: string, paths: readonly string[], version: number): boolean {
+    this.notices.push([nodeId, paths, version]);
+    return true;
+  }
+  retireNode(nodeId: string): void {
+    this.retired.push(nodeId);
+  }
+}
+
+test('evaluate touches nothing; apply commits the whole snapshot once and notifies only concerned nodes', async () => {
+  const target = new RecordingTarget(parse(base()));
+  const refresher = new ConfigRefresher(target, undefined, undefined);
+  const b = base();
+  b.nodes[1].providers[0].capacity = 8;
+
+  const evaluated = await refresher.refresh({ mode: 'evaluate', config: b });
+  assert.equal(evaluated.status, 'evaluated');
+  assert.equal(evaluated.applicable, true);
+  assert.deepEqual(evaluated.changes.map((c) => [c.path, c.mutable]), [['nodes[n2].providers[p3].capacity', true]]);
+  assert.equal(target.commits, 0);
+  assert.equal(target.notices.length, 0);
+  assert.equal(refresher.configVersion, 1);
+
+  const applied = await refresher.refresh({ mode: 'apply', config: b });
+  assert.equal(applied.status, 'applied');
+  assert.equal(applied.configVersion, 2);
+  assert.equal(target.commits, 1);
+  assert.equal(target.config.nodes[1].providers[0].capacity, 8);
+  assert.deepEqual(target.notices, [['n2', ['nodes[n2].providers[p3].capacity'], 2]]);
+
+  const again = await refresher.refresh({ mode: 'apply', config: b });
+  assert.equal(again.status, 'unchanged');
+  assert.equal(target.commits, 1, 'a no-change apply commits nothing');
+  assert.equal(target.notices.length, 1, 'and pushes nothing');
+  assert.equal(refresher.configVersion, 2);
+});
+
+test('a restart-required change or an invalid config is rejected with reasons and nothing is committed', async () => {
+  const target = new RecordingTarget(parse(base()));
+  const refresher = new ConfigRefresher(target, undefined, undefined);
+  const before = target.config;
+
+  const mixed = base();
+  mixed.nodes[0].providers[0].capacity = 7; // mutable
+  mixed.listen.http.port = 8081; // restart
+  const rejected = await refresher.refresh({ mode: 'apply', config: mixed });
+  assert.equal(rejected.status, 'rejected');
+  assert.equal(rejected.rejection, 'restart_required');
+  assert.match(rejected.reasons.join('\n'), /listen\.http\.port: needs a restart/);
+  assert.equal(rejected.changes.length, 2, 'the reply still lists every change');
+
+  const invalid = base();
+  invalid.nodes[0].providers[0].capacity = -1;
+  invalid.models[0].providers.p99 = 'x';
+  const bad = await refresher.refresh({ mode: 'apply', config: invalid });
+  assert.equal(bad.rejection, 'invalid_config');
+  assert.match(bad.reasons.join('\n'), /capacity: expected an integer/);
+  assert.match(bad.reasons.join('\n'), /p99: no provider with this id/);
+
+  const yaml = await refresher.refresh({ mode: 'apply', config: 'nodes: [unclosed' });
+  assert.equal(yaml.rejection, 'invalid_config');
+
+  const noFile = await refresher.refresh({ mode: 'apply' });
+  assert.equal(noFile.rejection, 'no_config_source');
+
+  assert.equal(target.commits, 0);
+  assert.equal(target.config, before);
+  assert.equal(target.notices.length, 0);
+});
+
+test('removing a node or changing its token retires its session', async () => {
+  const target = new RecordingTarget(parse(base()));
+  const refresher = new ConfigRefresher(target, undefined, undefined);
+  const b = base();
+  b.nodes[0].token = 'rotated';
+  b.nodes.pop(); // n2 removed
+  b.models[0].providers = { p1: 'chat-7b' }; // chat no longer names p3
+  const result = await refresher.refresh({ mode: 'apply', config: b });
+  assert.equal(result.status, 'applied');
+  assert.deepEqual(target.retired.sort(), ['n1', 'n2']);
+  assert.ok(target.notices.some(([node, paths]) => node === 'n2' && paths.includes('nodes[n2]')), 'the removed node is told before it is retired');
+});
+
+test('admin.token is required when the admin listener is not on loopback', () => {
+  const b = base();
+  b.admin = { host: '0.0.0.0', port: 9090 };
+  assert.throws(() => parse(b), (err: unknown) => err instanceof ConfigError && /admin\.token: required/.test(err.message));
+  b.admin.token = 'ops-secret';
+  assert.equal(parse(b).admin?.token, 'ops-secret');
+  const defaults = parse(base());
+  assert.equal(defaults.admin?.host, '127.0.0.1');
+  assert.equal(defaults.drain?.graceMs, 30_000);
+});
