@@ -1,22 +1,48 @@
 #!/usr/bin/env node
-// edge --config FILE | edge check-config FILE | --help | --version
+// edge --config FILE [--pretty] | edge check-config FILE | --help | --version
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
 import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
 import { loadEdgeConfig } from './config.js';
-import { startEdge } from './edge.js';
+import { startEdge, type RunningEdge } from './edge.js';
 
 const HELP = `usage:
-  edge --config FILE          run the edge gateway
-  edge check-config FILE      validate a config file and exit (0 = valid)
-  edge --help | --version`;
+  edge --config FILE [--pretty]   run the edge gateway
+  edge check-config FILE          validate a config file and exit (0 = valid, 1 = invalid)
+  edge hash-key [KEY]             print sha256(KEY) for auth.api_keys[].key_sha256 (KEY from stdin if omitted)
+  edge --help | --version
+
+options:
+  -c, --config FILE   the edge's YAML config
+      --pretty        human-readable logs instead of JSON lines (also NODE_ENV=development)
+  -h, --help          show this help
+  -v, --version       print the version
+
+signals:
+  SIGHUP              re-read FILE and apply it (config refresh); the result is logged
+  SIGTERM, SIGINT     drain: no new connections or requests, open ones finish within
+                      drain.grace_ms, then exit 0; a second signal exits at once (1)
+
+The admin API and /metrics listen on admin.host:admin.port (default 127.0.0.1:9090).`;
 
 async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } },
-  });
+  let values: { config?: string; help?: boolean; version?: boolean; pretty?: boolean };
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      allowPositionals: true,
+      options: {
+        config: { type: 'string', short: 'c' },
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
+        pretty: { type: 'boolean' },
+      },
+    }));
+  } catch (err) {
+    console.error(`edge: ${(err as Error).message}\n\n${HELP}`);
+    return 2;
+  }
   if (values.help) {
     console.log(HELP);
     return 0;
@@ -25,6 +51,7 @@ async function main(): Promise<number> {
     console.log(VERSION);
     return 0;
   }
+  if (positionals[0] === 'hash-key') return (await import('./hash-key.js')).runHashKey(positionals[1]);
   if (positionals[0] === 'check-config') {
     const file = positionals[1] ?? values.config;
     if (!file) {
@@ -32,18 +59,31 @@ async function main(): Promise<number> {
       return 2;
     }
     const config = await loadEdgeConfig(file);
-    console.log(`${file}: valid (${config.nodes.length} nodes, ${config.models.length} models)`);
+    const admin = config.admin === undefined ? 'off' : `${config.admin.host}:${config.admin.port}${config.admin.token ? ' (token)' : ''}`;
+    console.log(`${file}: valid (${config.nodes.length} nodes, ${config.models.length} models; admin ${admin})`);
     return 0;
   }
   if (!values.config || positionals.length > 0) {
     console.error(HELP);
     return 2;
   }
-  const logger = createLogger('edge');
-  const edge = await startEdge(await loadEdgeConfig(values.config), { logger });
-  const shutdown = (signal: string): void => {
+  const file = values.config;
+  const logger = createLogger('edge', undefined, values.pretty === true ? { pretty: true } : {});
+  const config = await loadEdgeConfig(file);
+  // Handlers go in before anything listens: a signal during start is not lost.
+  let edge: RunningEdge | undefined;
+  process.on('SIGHUP', () => {
+    if (edge === undefined) return;
+    logger.info({ config: file }, 'SIGHUP: reloading the config file');
+    // The refresher logs the outcome (applied, unchanged or rejected with reasons).
+    void edge.refresh({ mode: 'apply', origin: 'SIGHUP' });
+  });
+  const shutdown = (signal: NodeJS.Signals): void => {
     logger.info({ signal }, 'shutting down');
-    edge.close().then(
+    process.once('SIGTERM', () => process.exit(1));
+    process.once('SIGINT', () => process.exit(1));
+    if (edge === undefined) process.exit(0); // nothing open yet
+    edge.shutdown().then(
       () => process.exit(0),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
@@ -53,6 +93,8 @@ async function main(): Promise<number> {
   };
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
+  edge = await startEdge(config, { logger, admin: true, configFile: file });
+  logger.info({ version: VERSION, config: file, pid: process.pid }, 'edge started');
   return -1; // keep running
 }
 

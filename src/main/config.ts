@@ -3,18 +3,37 @@
 // found; referential mistakes (a model naming an unknown provider) too.
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
-import { ConfigReader } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/catalog.js';
-import type { EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
+import { HARDENING_LIMIT_KEYS, readAuth, readLimitsHardening, readTls } from './config-hardening.js';
+import type { AdminConfig, EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
 
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
 const MAX_PORT = 65535;
 const DAY_MS = 86_400_000;
+export const DEFAULT_ADMIN_PORT = 9090;
+export const DEFAULT_DRAIN_GRACE_MS = 30_000;
+
+/** True for names and addresses that only this host can reach. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
 
 function readListen(r: ConfigReader, path: string, raw: unknown, defaultPort: number): ListenConfig {
   const obj = r.object(path, raw, true) ?? {};
   r.noUnknownKeys(path, obj, ['host', 'port']);
   return { host: r.string(`${path}.host`, obj.host, '127.0.0.1'), port: r.integer(`${path}.port`, obj.port, 0, MAX_PORT, defaultPort) };
+}
+
+// The admin API can change the edge's config and drain its nodes: anywhere
+// but loopback it must not be open to whoever can reach the port.
+function readAdmin(r: ConfigReader, raw: unknown): AdminConfig {
+  const obj = r.object('admin', raw, true) ?? {};
+  r.noUnknownKeys('admin', obj, ['host', 'port', 'token']);
+  const host = r.string('admin.host', obj.host, '127.0.0.1');
+  const token = r.optionalString('admin.token', obj.token);
+  if (token === undefined && !isLoopbackHost(host)) r.problems.push(`admin.token: required when admin.host (${host}) is not a loopback address`);
+  return { host, port: r.integer('admin.port', obj.port, 0, MAX_PORT, DEFAULT_ADMIN_PORT), token };
 }
 
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
@@ -76,18 +95,20 @@ function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[])
 export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const r = new ConfigReader();
   const root = r.object('(root)', raw) ?? {};
-  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'nodes', 'models']);
+  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'nodes', 'models', 'auth', 'tls']);
 
   const listen = r.object('listen', root.listen, true) ?? {};
   r.noUnknownKeys('listen', listen, ['http', 'grpc']);
   const limits = r.object('limits', root.limits, true) ?? {};
-  r.noUnknownKeys('limits', limits, ['body_bytes', 'tunnel_timeout_ms']);
+  r.noUnknownKeys('limits', limits, ['body_bytes', 'tunnel_timeout_ms', 'tunnel_window_bytes', ...HARDENING_LIMIT_KEYS]);
   const heartbeat = r.object('heartbeat', root.heartbeat, true) ?? {};
   r.noUnknownKeys('heartbeat', heartbeat, ['interval_ms', 'timeout_ms']);
   const scheduler = r.object('scheduler', root.scheduler, true) ?? {};
   r.noUnknownKeys('scheduler', scheduler, ['long_context_threshold_tokens']);
   const workers = r.object('workers', root.workers, true) ?? {};
   r.noUnknownKeys('workers', workers, ['count']);
+  const drain = r.object('drain', root.drain, true) ?? {};
+  r.noUnknownKeys('drain', drain, ['grace_ms']);
 
   const nodes: NodeConfig[] = [];
   for (const [i, n] of r.list('nodes', root.nodes).entries()) {
@@ -116,6 +137,8 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     limits: {
       bodyBytes: r.integer('limits.body_bytes', limits.body_bytes, 1024, 1 << 30, 8 * 1024 * 1024),
       tunnelTimeoutMs: r.integer('limits.tunnel_timeout_ms', limits.tunnel_timeout_ms, 1, DAY_MS, 600_000),
+      tunnelWindowBytes: r.integer('limits.tunnel_window_bytes', limits.tunnel_window_bytes, 0, 1 << 30, 256 * 1024),
+      ...readLimitsHardening(r, limits),
     },
     heartbeat: { intervalMs: heartbeatIntervalMs, timeoutMs: heartbeatTimeoutMs },
     scheduler: {
@@ -123,14 +146,28 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     },
     // I/O worker threads are not built yet (see docs): 0 = the whole data path on the main thread.
     workers: { count: r.integer('workers.count', workers.count, 0, 0, 0) },
+    admin: readAdmin(r, root.admin),
+    drain: { graceMs: r.integer('drain.grace_ms', drain.grace_ms, 0, DAY_MS, DEFAULT_DRAIN_GRACE_MS) },
     nodes,
     models,
+    auth: readAuth(r, root.auth, new Set(models.map((m) => m.alias))),
+    tls: readTls(r, root.tls),
   };
   r.throwIfProblems(source);
   return config;
 }
 
+/** Parses YAML (JSON is YAML too); a syntax error is a ConfigError like any other problem. */
+export function parseEdgeConfigText(text: string, source: string): EdgeConfig {
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(source, [`not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
+  }
+  return parseEdgeConfig(raw, source);
+}
+
 export async function loadEdgeConfig(file: string): Promise<EdgeConfig> {
-  const text = await readFile(file, 'utf8');
-  return parseEdgeConfig(parseYaml(text), file);
+  return parseEdgeConfigText(await readFile(file, 'utf8'), file);
 }

@@ -1,61 +1,328 @@
 // Composes one edge process: the scheduler (main thread), the node gateway
-// (gRPC listener), the data plane and the client listener.
+// (gRPC listener), the data plane, the client listener and, for operators,
+// the admin listener (admin API, /metrics), the event bus, config refresh
+// and graceful drain.
+import { setTimeout as delay } from 'node:timers/promises';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
+import { errorBody, Errors } from '../shared/errors.js';
 import { createLogger } from '../shared/logger.js';
 import { DataPlane } from '../workers/data-plane.js';
 import { NodeGateway } from '../workers/grpc/node-gateway.js';
+import type { NodeSession } from '../workers/grpc/node-session.js';
 import { ClientServer } from '../workers/http/client-server.js';
+import { AdminServer } from './admin/admin-server.js';
+import type { AdminOps, NodeDrainOutcome } from './admin/ops.js';
+import { buildEdgeStatus, type EdgeStatus } from './admin/status.js';
+import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from './config.js';
+import { EdgeObserver } from './events/edge-observer.js';
+import { EventBus } from './events/event-bus.js';
+import { EdgeMetrics } from './metrics.js';
+import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from './refresh/refresher.js';
+import { retireSession } from './refresh/retire.js';
 import { SchedulerDriver } from './scheduler-driver.js';
+import type { SchedulerStatus } from './scheduler/types.js';
+import { clientHttpsMaterial, nodeServerCredentials } from './tls.js';
+
+export interface ShutdownReport {
+  /** True when every open request finished within the grace period. */
+  readonly drained: boolean;
+  /** Requests still open when the grace ran out (ended with 503 shutting_down or an in-band error). */
+  readonly aborted: number;
+  readonly waitedMs: number;
+}
 
 export interface RunningEdge {
   readonly httpPort: number;
   readonly grpcPort: number;
+  /** Undefined unless started with `admin: true`. */
+  readonly adminPort: number | undefined;
+  readonly adminUrl: string | undefined;
   readonly driver: SchedulerDriver;
   readonly nodes: NodeGateway;
   readonly plane: DataPlane;
   readonly url: string;
-  /** Swaps the live config snapshot (capacities, models, queue policy). */
+  readonly events: EventBus;
+  readonly metrics: EdgeMetrics;
+  /** The running config snapshot (replaced whole by a refresh, never mutated). */
+  readonly config: EdgeConfig;
+  readonly configVersion: number;
+  /** Swaps the live config snapshot in one synchronous step; no validation, no node notices (refresh() does both). */
   setConfig(config: EdgeConfig): void;
+  /** Config refresh (evaluate / apply), as the admin API and SIGHUP run it. */
+  refresh(request: RefreshRequest): Promise<RefreshResult>;
+  status(): EdgeStatus;
+  setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
+  /** Graceful drain: no new connections or requests, open ones run up to graceMs, then everything closes. */
+  shutdown(graceMs?: number): Promise<ShutdownReport>;
+  /** Closes at once (open streams are left to the listeners' own close). */
   close(): Promise<void>;
 }
 
 export interface EdgeOptions {
   readonly logger?: Logger;
+  /** Start the admin listener (admin API, /metrics) on config.admin. The CLI does; embedded edges opt in. */
+  readonly admin?: boolean;
+  /** Where the config came from: a refresh without an inline config (and SIGHUP) reads it again. */
+  readonly configFile?: string;
+}
+
+const DRAIN_POLL_MS = 20;
+/** After the last request ended, how long finished responses may take to flush before sockets are cut. */
+const FLUSH_WAIT_MS = 2_000;
+
+class Edge implements RunningEdge, RefreshTarget, AdminOps {
+  httpPort = 0;
+  grpcPort = 0;
+  adminPort: number | undefined;
+  readonly startedAt = Date.now();
+  readonly events = new EventBus();
+  readonly metrics: EdgeMetrics;
+  readonly driver: SchedulerDriver;
+  readonly nodes: NodeGateway;
+  readonly plane: DataPlane;
+  readonly client: ClientServer;
+  readonly admin: AdminServer | undefined;
+  readonly refresher: ConfigRefresher;
+  readonly #https: boolean;
+  #config: EdgeConfig;
+  #shutdown: Promise<ShutdownReport> | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(
+    config: EdgeConfig,
+    readonly logger: Logger,
+    options: EdgeOptions,
+  ) {
+    this.#config = config;
+    this.driver = new SchedulerDriver(config);
+    this.nodes = new NodeGateway(config, this.driver, logger);
+    this.plane = new DataPlane(config, this.driver, this.nodes, logger);
+    const https = clientHttpsMaterial(config.tls);
+    this.#https = https !== undefined;
+    this.client = new ClientServer(config, this.plane, https);
+    this.metrics = new EdgeMetrics({
+      status: () => this.driver.status(),
+      connectedNodes: () => this.connectedNodeIds().length,
+      openRequests: () => this.plane.openExchanges,
+      workers: () => this.#config.workers.count,
+      configVersion: () => this.refresher.configVersion,
+      shuttingDown: () => this.plane.shuttingDown,
+      events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),
+    });
+    const observer = new EdgeObserver(this.events, this.metrics, logger);
+    this.plane.setObserver(observer);
+    this.nodes.setObserver(observer);
+    this.refresher = new ConfigRefresher(this, options.configFile, { refreshed: (result, origin) => this.#refreshed(result, origin) });
+    // Registered before listen; during a drain every client request gets 503 shutting_down.
+    this.client.app.addHook('onRequest', this.refuseWhileDraining);
+    this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
+  }
+
+  async listen(): Promise<void> {
+    const config = this.#config;
+    this.grpcPort = await this.nodes.listen(config.grpc.host, config.grpc.port, nodeServerCredentials(config.tls));
+    try {
+      this.httpPort = await this.client.listen(config.http.host, config.http.port);
+      if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
+    } catch (err) {
+      await this.client.close();
+      await this.nodes.close();
+      throw err;
+    }
+  }
+
+  get url(): string {
+    return `${this.#https ? 'https' : 'http'}://${this.#config.http.host}:${this.httpPort}`;
+  }
+
+  get adminUrl(): string | undefined {
+    return this.adminPort === undefined ? undefined : `http://${this.#config.admin?.host ?? '127.0.0.1'}:${this.adminPort}`;
+  }
+
+  get config(): EdgeConfig {
+    return this.#config;
+  }
+
+  get configVersion(): number {
+    return this.refresher.configVersion;
+  }
+
+  get shuttingDown(): boolean {
+    return this.plane.shuttingDown;
+  }
+
+  get openRequests(): number {
+    return this.plane.openExchanges;
+  }
+
+  get metricsContentType(): string {
+    return this.metrics.contentType;
+  }
+
+  // --- config ---------------------------------------------------------------
+
+  setConfig(next: EdgeConfig): void {
+    // One synchronous step, so no request sees a mix of snapshots. The
+    // scheduler goes last: its pump may grant queued requests at once, and
+    // those grants must find the data path already on the new snapshot.
+    this.#config = next;
+    this.nodes.setConfig(next);
+    this.plane.setConfig(next);
+    this.client.setConfig(next);
+    this.driver.setConfig(next);
+  }
+
+  refresh(request: RefreshRequest): Promise<RefreshResult> {
+    return this.refresher.refresh(request);
+  }
+
+  connectedNodeIds(): string[] {
+    const ids: string[] = [];
+    for (const session of this.nodes.sessions()) ids.push(session.nodeId);
+    return ids;
+  }
+
+  notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
+    const session = this.nodes.session(nodeId);
+    if (session === undefined) return false;
+    session.sendConfigRefresh(changedPaths, configVersion);
+    return true;
+  }
+
+  retireNode(nodeId: string, reason: string): void {
+    const session = this.nodes.session(nodeId);
+    if (session === undefined) return;
+    this.driver.setDraining(nodeId, true);
+    this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
+    const graceMs = this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS;
+    this.logger.info({ node: nodeId, generation: session.generation, reason, openTunnels: session.openTunnels, graceMs }, 'retiring node session: no new requests, closed once idle');
+    retireSession(session, graceMs, reason);
+  }
+
+  #refreshed(result: RefreshResult, origin: string): void {
+    this.metrics.refreshed(result.mode, result.status);
+    const paths = result.changes.map((c) => c.path);
+    if (result.status === 'applied') {
+      this.events.publish({ type: 'config.applied', configVersion: result.configVersion, changedPaths: paths });
+      this.logger.info({ origin, configVersion: result.configVersion, changed: paths, notified: result.notified.map((n) => n.node), retired: result.retired }, 'config applied');
+    } else if (result.rejection !== null && result.mode === 'apply') {
+      this.logger.warn({ origin, rejection: result.rejection, reasons: result.reasons }, 'config refresh rejected; the running config stays');
+    } else {
+      this.logger.info({ origin, mode: result.mode, status: result.status, rejection: result.rejection, changed: paths }, 'config refresh');
+    }
+  }
+
+  // --- admin ----------------------------------------------------------------
+
+  status(): EdgeStatus {
+    return buildEdgeStatus(this);
+  }
+
+  scheduler(): SchedulerStatus {
+    return this.driver.status();
+  }
+
+  session(nodeId: string): NodeSession | undefined {
+    return this.nodes.session(nodeId);
+  }
+
+  scrapeMetrics(): Promise<string> {
+    return this.metrics.scrape();
+  }
+
+  setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome {
+    const session = this.nodes.session(nodeId);
+    if (session === undefined) {
+      const known = this.#config.nodes.some((n) => n.id === nodeId) || this.driver.status().nodes.some((n) => n.id === nodeId);
+      return known
+        ? { ok: false, code: 'node_not_connected', message: `node ${JSON.stringify(nodeId)} is not connected; draining applies to a live connection` }
+        : { ok: false, code: 'node_not_found', message: `no node ${JSON.stringify(nodeId)} in the config` };
+    }
+    this.driver.setDraining(nodeId, draining);
+    this.events.publish({ type: draining ? 'node.draining' : 'node.undrained', node: nodeId, by: 'admin' });
+    this.logger.info({ node: nodeId, generation: session.generation, draining, openTunnels: session.openTunnels }, draining ? 'node draining (admin)' : 'node undrained (admin)');
+    return { ok: true, node: nodeId, draining, openTunnels: session.openTunnels };
+  }
+
+  // --- drain and close ------------------------------------------------------
+
+  /** fastify onRequest hook on the client listener; one bound function for every request. */
+  readonly refuseWhileDraining = (_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    if (!this.plane.shuttingDown) {
+      done();
+      return;
+    }
+    this.plane.refused('shutting_down');
+    reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorBody(Errors.shuttingDown));
+  };
+
+  shutdown(graceMs?: number): Promise<ShutdownReport> {
+    this.#shutdown ??= this.#drain(graceMs ?? this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS);
+    return this.#shutdown;
+  }
+
+  async #drain(graceMs: number): Promise<ShutdownReport> {
+    const started = performance.now();
+    const deadline = started + graceMs;
+    const open = this.plane.openExchanges;
+    this.plane.beginShutdown();
+    this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
+    this.logger.info({ graceMs, openRequests: open }, 'draining: no new connections or requests; open requests may finish');
+    // No new connections. Kept-alive ones stay until the end so that a
+    // request on one gets a clear 503 shutting_down, not a reset.
+    const server = this.client.app.server;
+    server.close();
+    while (this.plane.openExchanges > 0 && performance.now() < deadline) await delay(DRAIN_POLL_MS);
+    const aborted = this.plane.openExchanges;
+    if (aborted > 0) {
+      this.logger.warn({ aborted, graceMs }, 'drain grace over: ending the requests still open');
+      this.plane.abortAll();
+    }
+    // Finished responses may still be flushing to slow clients: close each connection once idle.
+    const flushDeadline = performance.now() + FLUSH_WAIT_MS;
+    for (;;) {
+      server.closeIdleConnections();
+      const connections = await new Promise<number>((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n)));
+      if (connections === 0 || performance.now() >= flushDeadline) break;
+      await delay(DRAIN_POLL_MS);
+    }
+    server.closeAllConnections();
+    await this.close();
+    const report: ShutdownReport = { drained: aborted === 0, aborted, waitedMs: Math.round(performance.now() - started) };
+    this.logger.info(report, 'edge stopped');
+    return report;
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    await this.admin?.close();
+    this.events.closeAll();
+    await this.client.close();
+    await this.nodes.close();
+    this.driver.close();
+  }
 }
 
 export async function startEdge(config: EdgeConfig, options: EdgeOptions = {}): Promise<RunningEdge> {
   const logger = options.logger ?? createLogger('edge');
-  const driver = new SchedulerDriver(config);
-  const nodes = new NodeGateway(config, driver, logger);
-  const plane = new DataPlane(config, driver, nodes, logger);
-  const client = new ClientServer(config, plane);
-  const grpcPort = await nodes.listen(config.grpc.host, config.grpc.port);
-  let httpPort: number;
-  try {
-    httpPort = await client.listen(config.http.host, config.http.port);
-  } catch (err) {
-    await nodes.close();
-    throw err;
-  }
-  logger.info({ http: `${config.http.host}:${httpPort}`, grpc: `${config.grpc.host}:${grpcPort}` }, 'edge listening');
-  return {
-    httpPort,
-    grpcPort,
-    driver,
-    nodes,
-    plane,
-    url: `http://${config.http.host}:${httpPort}`,
-    setConfig(next: EdgeConfig): void {
-      driver.setConfig(next);
-      nodes.setConfig(next);
-      plane.setConfig(next);
-      client.setConfig(next);
+  const edge = new Edge(config, logger, options);
+  await edge.listen();
+  logger.info(
+    {
+      http: `${config.http.host}:${edge.httpPort}`,
+      grpc: `${config.grpc.host}:${edge.grpcPort}`,
+      admin: edge.adminPort === undefined ? null : `${config.admin?.host}:${edge.adminPort}`,
+      httpPort: edge.httpPort,
+      grpcPort: edge.grpcPort,
+      adminPort: edge.adminPort ?? null,
     },
-    async close(): Promise<void> {
-      await client.close();
-      await nodes.close();
-      driver.close();
-    },
-  };
+    'edge listening',
+  );
+  return edge;
 }

@@ -36,6 +36,19 @@ export interface ListenConfig {
   readonly port: number;
 }
 
+/** The operator's listener (admin API, /metrics); separate from the client listener. */
+export interface AdminConfig {
+  readonly host: string;
+  readonly port: number;
+  /** Bearer token every admin request must present; required unless host is loopback. */
+  readonly token: string | undefined;
+}
+
+export interface DrainConfig {
+  /** On SIGTERM/SIGINT, how long open requests may run before everything is closed. */
+  readonly graceMs: number;
+}
+
 export interface EdgeConfig {
   readonly http: ListenConfig;
   readonly grpc: ListenConfig;
@@ -44,7 +57,9 @@ export interface EdgeConfig {
     readonly bodyBytes: number;
     /** Whole-tunnel deadline, ms (504 / error event, CANCEL to the node). */
     readonly tunnelTimeoutMs: number;
-  };
+    /** Per-tunnel flow-control window: response bytes a node may send ahead of the client; 0 = unlimited. */
+    readonly tunnelWindowBytes: number;
+  } & Partial<LimitsHardening>;
   readonly heartbeat: {
     readonly intervalMs: number;
     /** A peer silent this long is dropped (half-open TCP). */
@@ -55,6 +70,66 @@ export interface EdgeConfig {
     readonly longContextThresholdTokens: number;
   };
   readonly workers: { readonly count: number };
+  // Optional only so hand-built configs (tests, benches) stay valid;
+  // parseEdgeConfig always sets both. Readers fall back to the defaults.
+  readonly admin?: AdminConfig;
+  readonly drain?: DrainConfig;
   readonly nodes: readonly NodeConfig[];
   readonly models: readonly ModelConfig[];
+  // Optional like admin/drain (hand-built configs stay valid); parseEdgeConfig
+  // always sets them; readers use hardeningOf() from src/main/config-hardening.ts.
+  readonly auth?: AuthConfig;
+  readonly tls?: TlsConfig;
+}
+
+// --- hardening: client auth, TLS, extra limits (read by src/main/config-hardening.ts)
+
+export interface ApiKeyConfig {
+  /** Shown in logs and status; never the key itself. */
+  readonly name: string;
+  /** Lower-case hex of sha256(key): the key itself is never stored. */
+  readonly keySha256: string;
+  /** Aliases this key may use; undefined = every model. */
+  readonly models: readonly string[] | undefined;
+  /** Max requests of this key open at once; undefined = no limit. */
+  readonly maxConcurrent: number | undefined;
+}
+
+export interface AuthConfig {
+  /** Empty = client auth is off (every request is let in). */
+  readonly apiKeys: readonly ApiKeyConfig[];
+}
+
+export interface TlsFilesConfig {
+  readonly certFile: string;
+  readonly keyFile: string;
+}
+
+export interface NodeTlsConfig extends TlsFilesConfig {
+  /** CA bundle that node client certificates must chain to (mutual TLS). */
+  readonly clientCaFile: string | undefined;
+  /** Refuse nodes that present no valid client certificate. */
+  readonly requireClientCert: boolean;
+}
+
+export interface TlsConfig {
+  /** TLS on the client (OpenAI API) listener; undefined = plain HTTP. */
+  readonly client: TlsFilesConfig | undefined;
+  /** TLS (and optionally mutual TLS) on the node (gRPC) listener; undefined = plaintext. */
+  readonly nodes: NodeTlsConfig | undefined;
+}
+
+export interface LimitsHardening {
+  /** Deepest JSON nesting accepted in a request body (400 json_too_deep above). */
+  readonly maxJsonDepth: number;
+  /** Largest request head (request line + headers), bytes (431 above). */
+  readonly maxHeaderBytes: number;
+  /** Tunnels one node connection may have open at once; 0 = no limit beyond capacity. */
+  readonly maxTunnelsPerNode: number;
+  /** Largest gRPC message a node may send, bytes; a larger one ends its connection. */
+  readonly maxFrameBytes: number;
+  /** Response headers must arrive this soon after dispatch, ms; 0 = off. */
+  readonly ttfbTimeoutMs: number;
+  /** Longest silence between response frames once headers arrived, ms; 0 = off. */
+  readonly idleTimeoutMs: number;
 }

@@ -27,10 +27,18 @@ export const Errors = Object.freeze({
   nodeNotFound: spec(404, 'invalid_request_error', 'node_not_found', 'the node named in x-edge-node serves no provider for this model'),
   bodyTooLarge: spec(413, 'invalid_request_error', 'request_too_large', 'request body is larger than the configured limit'),
   routeNotFound: spec(404, 'invalid_request_error', 'unknown_url', 'unknown route'),
+  methodNotAllowed: spec(405, 'invalid_request_error', 'method_not_allowed', 'this route does not take that method'),
+  headersTooLarge: spec(431, 'invalid_request_error', 'request_headers_too_large', 'request headers are larger than the configured limit'),
+  badRequest: spec(400, 'invalid_request_error', 'invalid_request', 'the request is malformed'),
+  // Client auth
+  invalidApiKey: spec(401, 'authentication_error', 'invalid_api_key', 'missing or invalid API key; send it as `Authorization: Bearer <key>`'),
+  modelNotAllowed: spec(403, 'permission_error', 'model_not_allowed', 'this API key may not use the requested model', 'model'),
+  tooManyConcurrent: spec(429, 'rate_limit_error', 'too_many_concurrent_requests', 'this API key has too many requests open at once; retry when one finishes'),
   // Admission
   queueFull: spec(429, 'rate_limit_error', 'queue_full', 'too many requests are waiting for this model; retry later'),
   queueTimeout: spec(503, 'server_error', 'queue_timeout', 'no provider slot became free in time; retry later'),
   noProviderAvailable: spec(503, 'server_error', 'no_provider_available', 'no provider for this model is connected; retry later'),
+  shuttingDown: spec(503, 'server_error', 'shutting_down', 'the edge is shutting down and takes no new requests; retry on another instance'),
   // Tunnel and upstream failures
   nodeDisconnected: spec(502, 'server_error', 'node_disconnected', 'the node serving this request disconnected'),
   upstreamConnectFailed: spec(502, 'server_error', 'upstream_connect_failed', 'the provider refused the connection'),
@@ -38,6 +46,9 @@ export const Errors = Object.freeze({
   upstreamError: spec(502, 'server_error', 'upstream_error', 'the provider request failed'),
   upstreamTimeout: spec(504, 'server_error', 'upstream_timeout', 'the provider did not answer in time'),
   gatewayTimeout: spec(504, 'server_error', 'gateway_timeout', 'the request exceeded the tunnel timeout'),
+  firstByteTimeout: spec(504, 'server_error', 'first_byte_timeout', 'the provider sent no response headers within the time-to-first-byte limit'),
+  idleTimeout: spec(504, 'server_error', 'idle_timeout', 'the provider went silent mid-response for longer than the idle limit'),
+  nodeOverloaded: spec(503, 'server_error', 'node_overloaded', 'the chosen node has reached its limit of open tunnels; retry later'),
   protocolError: spec(502, 'server_error', 'node_protocol_error', 'the node sent an invalid frame sequence'),
   internal: spec(500, 'server_error', 'internal_error', 'internal gateway error'),
 });

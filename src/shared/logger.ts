@@ -1,11 +1,52 @@
-// pino everywhere: JSON lines by default, credentials redacted.
-import { pino, type Logger, type LoggerOptions } from 'pino';
+// pino everywhere: JSON lines by default, human-readable only when asked
+// (--pretty or NODE_ENV=development), credentials always redacted.
+import { createRequire } from 'node:module';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
-export const REDACT_PATHS = ['token', '*.token', 'api_key', '*.api_key', 'apiKey', '*.apiKey', 'authorization', '*.authorization', 'headers.authorization'];
+/** Every place a credential can sit in a log object: tokens, API keys, authorization headers. */
+export const REDACT_PATHS = [
+  'token',
+  '*.token',
+  'api_key',
+  '*.api_key',
+  'apiKey',
+  '*.apiKey',
+  'keySha256',
+  '*.keySha256',
+  'password',
+  '*.password',
+  'authorization',
+  '*.authorization',
+  'headers.authorization',
+  '*.headers.authorization',
+  'headers["x-api-key"]',
+  '*.headers["x-api-key"]',
+  'req.headers.authorization',
+  'admin.token',
+  '*.admin.token',
+  'nodes[*].token',
+  '*.nodes[*].token',
+];
 
-export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
+export interface LoggerSetup {
+  /** Human-readable lines (pino-pretty) instead of JSON; default: NODE_ENV=development. */
+  readonly pretty?: boolean;
+  /** Where JSON lines go instead of stdout (tests). */
+  readonly destination?: DestinationStream;
+}
+
+function prettyStream(): DestinationStream {
+  // Loaded only when asked for: JSON output never pays for it.
+  const require = createRequire(import.meta.url);
+  const build = require('pino-pretty') as (options: { sync: boolean; colorize: boolean; translateTime: string; ignore: string }) => DestinationStream;
+  return build({ sync: true, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+}
+
+export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'info', setup: LoggerSetup = {}): Logger {
   const options: LoggerOptions = { name, level, redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
-  return pino(options);
+  const pretty = setup.pretty ?? process.env.NODE_ENV === 'development';
+  if (pretty) return pino(options, prettyStream());
+  return setup.destination === undefined ? pino(options) : pino(options, setup.destination);
 }
 
 export function silentLogger(): Logger {

@@ -10,10 +10,15 @@ import type { DecisionHandler, SchedulerDriver } from '../main/scheduler-driver.
 import { estimateInputTokens } from '../main/scheduler/estimate.js';
 import type { Grant, RejectCode, ReleaseReason } from '../main/scheduler/types.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
-import { kExchange, onExchangeTimeout, onResponseClose, ProxyExchange } from './http/proxy-exchange.js';
+import { kExchange, onResponseClose, ProxyExchange } from './http/proxy-exchange.js';
+import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
+import { limitsOf } from '../main/config-hardening.js';
+import type { AdmitRequest } from '../main/scheduler/types.js';
 import type { InspectOk } from './http/inspect.js';
 import { rewriteModel } from './http/inspect.js';
 import { isForwardedUpstream } from './tunnel/hop-by-hop.js';
+import type { ApiKeyState } from './http/client-auth.js';
+import { NO_OBSERVER, type ExchangeObserver } from './exchange-observer.js';
 
 const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   model_not_found: Errors.modelNotFound,
@@ -23,12 +28,26 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   no_provider_available: Errors.noProviderAvailable,
 };
 
+/**
+ * ERROR codes that arrive before any response byte and mean "this provider
+ * or node could not take it": the request is retried once elsewhere. An
+ * upstream timeout or a provider's own error status is not retried.
+ */
+const RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set(['upstream_connect_failed', 'upstream_reset', 'node_disconnected', 'node_leaving']);
+
 export class DataPlane implements DecisionHandler {
   private readonly pending = new Map<number, ProxyExchange>();
+  /** requestId -> the API key whose concurrency slot the request holds (auth on only). */
+  private readonly keyOf = new Map<number, ApiKeyState>();
   private nextRequestId = 1;
   private readonly runIdPrefix = `run-${Date.now().toString(36)}-`;
   private config: EdgeConfig;
   private aliases: ReadonlySet<string>;
+  private deadlineLimits: DeadlineLimits;
+  private maxTunnelsPerNode: number;
+  private observer: ExchangeObserver = NO_OBSERVER;
+  /** Set when the edge drains: new requests get 503 shutting_down. */
+  shuttingDown = false;
 
   constructor(
     config: EdgeConfig,
@@ -38,16 +57,28 @@ export class DataPlane implements DecisionHandler {
   ) {
     this.config = config;
     this.aliases = new Set(config.models.map((m) => m.alias));
+    ({ deadlineLimits: this.deadlineLimits, maxTunnelsPerNode: this.maxTunnelsPerNode } = hardeningOf(config));
     driver.setHandler(this);
   }
 
   setConfig(config: EdgeConfig): void {
     this.config = config;
     this.aliases = new Set(config.models.map((m) => m.alias));
+    ({ deadlineLimits: this.deadlineLimits, maxTunnelsPerNode: this.maxTunnelsPerNode } = hardeningOf(config));
   }
 
   get openExchanges(): number {
     return this.pending.size;
+  }
+
+  /** Per open tunnel: bytes buffered in the edge for the client vs its window (status, tests). */
+  tunnelBuffers(): { runId: string; buffered: number; outstanding: number; window: number }[] {
+    const out: { runId: string; buffered: number; outstanding: number; window: number }[] = [];
+    for (const exchange of this.pending.values()) {
+      const window = exchange.window;
+      if (window) out.push({ runId: exchange.runId, buffered: window.buffered, outstanding: window.outstanding, window: window.size });
+    }
+    return out;
   }
 
   hasModel(alias: string): boolean {
@@ -55,9 +86,11 @@ export class DataPlane implements DecisionHandler {
   }
 
   /** Starts a proxied request whose body already passed inspection. */
-  begin(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer, info: InspectOk): void {
+  begin(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer, info: InspectOk, apiKey?: ApiKeyState): void {
     const requestId = this.nextRequestId++;
+    if (apiKey !== undefined) this.keyOf.set(requestId, apiKey);
     const exchange = new ProxyExchange(this, requestId, this.runIdPrefix + requestId.toString(36), path, request, response, body, info);
+    this.stampStart(exchange);
     (response as ServerResponse & { [kExchange]?: ProxyExchange })[kExchange] = exchange;
     response.on('close', onResponseClose);
     this.pending.set(requestId, exchange);
@@ -87,10 +120,15 @@ export class DataPlane implements DecisionHandler {
       exchange.reject(Errors.nodeDisconnected, 0);
       return;
     }
+    if (this.maxTunnelsPerNode > 0 && session.openTunnels >= this.maxTunnelsPerNode) {
+      this.refuseOverloaded(exchange, grant, session.openTunnels);
+      return;
+    }
     exchange.grant = grant;
     exchange.leaseId = grant.leaseId;
     exchange.session = session;
     exchange.state = 'dispatched';
+    exchange.useWindow(this.config.limits.tunnelWindowBytes);
     let body: Uint8Array;
     try {
       body = rewriteModel(exchange.body, exchange.info, grant.servedModel);
@@ -109,12 +147,19 @@ export class DataPlane implements DecisionHandler {
         body,
         stream: exchange.info.stream,
         timeoutMs: this.config.limits.tunnelTimeoutMs,
+        initialCredit: this.config.limits.tunnelWindowBytes,
+        metadata: { request_id: exchange.requestTag },
       });
+      exchange.sentAt = performance.now();
     } catch (err) {
       exchange.fail(Errors.nodeDisconnected, `could not send to node ${grant.nodeId}: ${(err as Error).message}`, 'send_failed');
       return;
     }
-    exchange.timeout = setTimeout(onExchangeTimeout, this.config.limits.tunnelTimeoutMs, exchange);
+    // Total deadline from the first dispatch; time to first byte per attempt.
+    if (exchange.deadlines === undefined) exchange.deadlines = new ExchangeDeadlines(this.deadlineLimits);
+    else exchange.deadlines.redispatched();
+    exchange.deadlines.arm(exchange, false);
+    if (this.observer !== NO_OBSERVER) this.observe(exchange, undefined);
   }
 
   onReject(requestId: number, code: RejectCode, retryAfterSec: number): void {
@@ -127,16 +172,142 @@ export class DataPlane implements DecisionHandler {
 
   cancelAdmission(exchange: ProxyExchange): void {
     this.pending.delete(exchange.requestId);
+    if (this.keyOf.size > 0) this.releaseKey(exchange.requestId);
     this.driver.cancel(exchange.requestId);
+  }
+
+  /**
+   * The tunnel failed before any response byte reached the client: re-queue
+   * the request once for another provider. True when it was (its next
+   * decision follows); false when the caller should fail it as usual.
+   */
+  retryBeforeFirstByte(exchange: ProxyExchange, code: string): boolean {
+    const grant = exchange.grant;
+    if (exchange.retried || exchange.state !== 'dispatched' || grant === undefined || !RETRY_BEFORE_FIRST_BYTE.has(code)) return false;
+    exchange.retried = true;
+    const { session, tunnelId } = exchange;
+    if (exchange.timeout !== undefined) clearTimeout(exchange.timeout);
+    exchange.timeout = undefined;
+    // Admitting again before the call: the new grant may be delivered from inside it.
+    exchange.state = 'admitting';
+    exchange.grant = undefined;
+    exchange.session = undefined;
+    exchange.tunnelId = 0;
+    if (this.driver.retry(grant.leaseId, admitRequestOf(exchange), grant.providerId)) {
+      this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; retrying on another provider');
+      return true;
+    }
+    // No other candidate: back as it was, for the caller to fail (its lease is already released).
+    exchange.state = 'dispatched';
+    exchange.grant = grant;
+    exchange.session = session;
+    exchange.tunnelId = tunnelId;
+    return false;
+  }
+
+  /** The granted node is at limits.max_tunnels_per_node: retry elsewhere once, else 503 node_overloaded. */
+  private refuseOverloaded(exchange: ProxyExchange, grant: Grant, open: number): void {
+    this.logger.warn({ node: grant.nodeId, open, limit: this.maxTunnelsPerNode }, 'node at its tunnel limit; request not sent there');
+    if (!exchange.retried) {
+      exchange.retried = true;
+      if (this.driver.retry(grant.leaseId, admitRequestOf(exchange), grant.providerId)) return;
+    } else {
+      this.driver.release(grant.leaseId, 'send_failed');
+    }
+    exchange.reject(Errors.nodeOverloaded, 1);
   }
 
   releaseLease(leaseId: number, reason: ReleaseReason): void {
     this.driver.release(leaseId, reason);
   }
 
+  /** Called once per exchange, when it is over (see ExchangeObserver). */
+  exchangeFinished(exchange: ProxyExchange, outcome: string): void {
+    if (this.observer !== NO_OBSERVER) this.observe(exchange, outcome);
+  }
+
+  /** Observability must never break a request: a throwing observer is logged, not propagated. */
+  private observe(exchange: ProxyExchange, outcome: string | undefined): void {
+    try {
+      if (outcome === undefined) this.observer.exchangeStarted(exchange);
+      else this.observer.exchangeFinished(exchange, outcome);
+    } catch (err) {
+      this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
+    }
+  }
+
+  // --- operations (admin, metrics, drain) -------------------------------------
+
+  /** Set once by the edge; the default observer does nothing. */
+  setObserver(observer: ExchangeObserver): void {
+    this.observer = observer;
+  }
+
+  /** A request refused before it became an exchange (counted, not admitted). */
+  refused(code: string): void {
+    this.observer.requestRefused(code);
+  }
+
+  /** Drain started: open responses that have not sent headers yet will close their connection. */
+  beginShutdown(): void {
+    this.shuttingDown = true;
+    for (const exchange of this.pending.values()) {
+      if (!exchange.response.headersSent) exchange.response.shouldKeepAlive = false;
+    }
+  }
+
+  /** The drain grace is over: every open exchange ends now with 503 shutting_down (or an in-band error). */
+  abortAll(): void {
+    for (const exchange of [...this.pending.values()]) {
+      if (exchange.state === 'admitting') {
+        this.driver.cancel(exchange.requestId);
+        exchange.reject(Errors.shuttingDown, 1, 'the edge is shutting down; retry on another instance');
+      } else if (exchange.state !== 'done') {
+        exchange.session?.cancelTunnel(exchange.tunnelId, 'edge shutting down');
+        exchange.fail(Errors.shuttingDown, 'the edge shut down before this response finished', 'fenced');
+      }
+    }
+  }
+
+  private stampStart(exchange: ProxyExchange): void {
+    exchange.startedAt = performance.now();
+    const tag = exchange.request.headers['x-request-id'];
+    exchange.requestTag = typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : exchange.runId;
+  }
+
   forget(exchange: ProxyExchange): void {
     this.pending.delete(exchange.requestId);
+    if (this.keyOf.size > 0) this.releaseKey(exchange.requestId);
   }
+
+  /** The exchange ended: its API key's concurrency slot is free again (exactly once). */
+  private releaseKey(requestId: number): void {
+    const key = this.keyOf.get(requestId);
+    if (key === undefined) return;
+    this.keyOf.delete(requestId);
+    key.release();
+  }
+}
+
+/** A client's x-request-id is carried to the node only when it is a short printable token. */
+const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
+
+function hardeningOf(config: EdgeConfig): { deadlineLimits: DeadlineLimits; maxTunnelsPerNode: number } {
+  const limits = limitsOf(config);
+  return {
+    deadlineLimits: { tunnelTimeoutMs: config.limits.tunnelTimeoutMs, ttfbTimeoutMs: limits.ttfbTimeoutMs, idleTimeoutMs: limits.idleTimeoutMs },
+    maxTunnelsPerNode: limits.maxTunnelsPerNode,
+  };
+}
+
+function admitRequestOf(exchange: ProxyExchange): AdmitRequest {
+  const direct = exchange.request.headers['x-edge-node'];
+  return {
+    requestId: exchange.requestId,
+    alias: exchange.info.model,
+    estimatedTokens: estimateInputTokens(exchange.body.length),
+    directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
+  };
 }
 
 function rejectMessage(code: RejectCode, alias: string): string {

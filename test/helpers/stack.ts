@@ -15,9 +15,12 @@ export interface StackOptions {
   readonly queueTimeoutMs?: number;
   readonly bodyBytes?: number;
   readonly tunnelTimeoutMs?: number;
+  readonly tunnelWindowBytes?: number;
   readonly mock?: MockProviderOptions;
   readonly startAgent?: boolean;
   readonly agentToken?: string;
+  /** Edits the raw edge config (YAML-shaped) before it is parsed: extra sections, limits. */
+  readonly configure?: (raw: Record<string, unknown>) => void;
 }
 
 export interface Stack {
@@ -41,7 +44,7 @@ export const EMBED_SERVED = 'mock-embed-served';
 export function edgeConfigObject(options: StackOptions = {}): Record<string, unknown> {
   return {
     listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
-    limits: { body_bytes: options.bodyBytes ?? 1024 * 1024, tunnel_timeout_ms: options.tunnelTimeoutMs ?? 30_000 },
+    limits: { body_bytes: options.bodyBytes ?? 1024 * 1024, tunnel_timeout_ms: options.tunnelTimeoutMs ?? 30_000, tunnel_window_bytes: options.tunnelWindowBytes ?? 256 * 1024 },
     heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
     workers: { count: 0 },
     nodes: [
@@ -73,7 +76,9 @@ export function agentFor(edgeGrpcPort: number, mockUrl: string, token = NODE_TOK
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const mock = await startMockProvider(options.mock ?? {});
-  const config = parseEdgeConfig(edgeConfigObject(options), 'test');
+  const raw = edgeConfigObject(options);
+  options.configure?.(raw);
+  const config = parseEdgeConfig(raw, 'test');
   const edge = await startEdge(config, { logger: silentLogger() });
   const stack: Stack = {
     edge,

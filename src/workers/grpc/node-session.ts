@@ -14,6 +14,7 @@ import {
   type TunnelFrame,
 } from '../../gen/edge/v1/tunnel_pb.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
+import { admitFrame, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
 
 export type NodeCall = ServerDuplexStream<NodeMessage, EdgeMessage>;
 
@@ -29,6 +30,12 @@ export interface SessionHost {
   /** Called once when any session ends (registered or not). */
   forget(session: NodeSession): void;
   readonly logger: Logger;
+  /** Where protocol violations and drops are counted. */
+  readonly protocolStats: ProtocolStats;
+  /** Largest DATA payload a node may put in one frame (limits.max_frame_bytes). */
+  readonly maxFrameBytes: number;
+  /** The node said Leaving: it finishes open tunnels and wants no new ones. */
+  leaving?(session: NodeSession, reason: string): void;
 }
 
 export interface TunnelRequestFields {
@@ -41,10 +48,15 @@ export interface TunnelRequestFields {
   readonly body: Uint8Array;
   readonly stream: boolean;
   readonly timeoutMs: number;
+  /** Flow-control window for the response body, bytes; 0 = unlimited. */
+  readonly initialCredit: number;
+  /** Carried to the node as TunnelRequest.metadata (request_id for its logs). */
+  readonly metadata?: Record<string, string>;
 }
 
 class OpenTunnel {
   nextSeq = 0;
+  sawHeaders = false;
   constructor(readonly consumer: TunnelConsumer) {}
 }
 
@@ -59,6 +71,9 @@ export class NodeSession {
   private state: SessionState = 'registering';
   private readonly tunnels = new Map<number, OpenTunnel>();
   private nextTunnelId = 1;
+  /** Tunnel ids wrapped past 2^32-1: every non-zero id may then have been opened. */
+  private idsWrapped = false;
+  private readonly guard: SessionGuard;
   private lastSeenMs = Date.now();
   private heartbeatTimer: NodeJS.Timeout | undefined;
 
@@ -67,6 +82,7 @@ export class NodeSession {
     private readonly host: SessionHost,
   ) {
     this.remoteAddress = call.getPeer();
+    this.guard = new SessionGuard(host.protocolStats);
     call.on('data', (message: NodeMessage) => this.onMessage(message));
     call.on('end', () => this.close('node closed the stream'));
     call.on('cancelled', () => this.close('connection lost'));
@@ -87,7 +103,10 @@ export class NodeSession {
   openTunnel(consumer: TunnelConsumer, fields: TunnelRequestFields): number {
     if (this.state !== 'active') throw new Error(`node ${this.nodeId} session is ${this.state}`);
     const tunnelId = this.nextTunnelId++;
-    if (this.nextTunnelId > 0xffff_ffff) this.nextTunnelId = 1;
+    if (this.nextTunnelId > 0xffff_ffff) {
+      this.nextTunnelId = 1;
+      this.idsWrapped = true;
+    }
     this.tunnels.set(tunnelId, new OpenTunnel(consumer));
     this.call.write(
       create(EdgeMessageSchema, {
@@ -104,11 +123,25 @@ export class NodeSession {
             body: fields.body,
             stream: fields.stream,
             timeoutMs: fields.timeoutMs,
+            initialCredit: fields.initialCredit,
+            metadata: fields.metadata,
           },
         },
       }),
     );
     return tunnelId;
+  }
+
+  /** Widens a tunnel's window by `bytes` the client has taken. */
+  grantCredit(tunnelId: number, bytes: number): void {
+    if (this.state !== 'active' || !this.tunnels.has(tunnelId)) return;
+    this.send(create(EdgeMessageSchema, { msg: { case: 'credit', value: { tunnelId, bytes } } }));
+  }
+
+  /** Tells the node which config paths that concern it changed (a notice; the node needs no answer). */
+  sendConfigRefresh(changedPaths: readonly string[], configVersion: number): void {
+    if (this.state !== 'active') return;
+    this.send(create(EdgeMessageSchema, { msg: { case: 'configRefresh', value: { changedPaths: [...changedPaths], configVersion } } }));
   }
 
   /** Stops a tunnel from the edge side: no more frames reach its consumer; the node aborts upstream. */
@@ -137,10 +170,19 @@ export class NodeSession {
     this.host.logger.info({ node: this.nodeId, generation: this.generation, reason, failedTunnels: open.length }, 'node session closed');
   }
 
+  /** @internal register timer */
+  registerTimedOut(): void {
+    if (this.state !== 'registering') return;
+    this.host.protocolStats.registerTimeouts++;
+    this.host.logger.warn({ peer: this.remoteAddress }, 'node sent no Register in time; closing');
+    this.close('no register message in time');
+  }
+
   /** @internal heartbeat timer */
   heartbeat(): void {
     if (this.state !== 'active') return;
     if (Date.now() - this.lastSeenMs > this.host.heartbeatTimeoutMs) {
+      this.host.protocolStats.heartbeatTimeouts++;
       this.close('heartbeat timeout');
       return;
     }
@@ -161,6 +203,7 @@ export class NodeSession {
     switch (msg.case) {
       case 'frame':
         if (this.state === 'active') this.onFrame(msg.value);
+        else this.host.protocolStats.framesBeforeRegister++;
         return;
       case 'heartbeat':
         return;
@@ -169,6 +212,7 @@ export class NodeSession {
         return;
       case 'leaving':
         this.host.logger.info({ node: this.nodeId, reason: msg.value.reason }, 'node is leaving');
+        if (this.state === 'active') this.host.leaving?.(this, msg.value.reason);
         return;
       default:
         return;
@@ -177,6 +221,7 @@ export class NodeSession {
 
   private onRegister(register: Register): void {
     if (this.state !== 'registering') {
+      this.host.protocolStats.duplicateRegisters++;
       this.host.logger.warn({ node: this.nodeId }, 'node sent register twice on one stream; ignored');
       return;
     }
@@ -186,6 +231,7 @@ export class NodeSession {
     this.agentVersion = register.agentVersion;
     const rejection = this.host.register(this, register);
     if (rejection !== undefined) {
+      this.host.protocolStats.rejectedRegistrations++;
       this.host.logger.warn({ node: register.nodeId, peer: this.remoteAddress, reason: rejection }, 'node rejected');
       this.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: rejection } } }));
       this.close(`rejected: ${rejection}`);
@@ -211,15 +257,19 @@ export class NodeSession {
 
   private onFrame(frame: TunnelFrame): void {
     const tunnel = this.tunnels.get(frame.tunnelId);
-    if (!tunnel) return; // finished or cancelled here; late frames are expected after a cancel
-    if (frame.seq !== tunnel.nextSeq) {
-      this.tunnels.delete(frame.tunnelId);
-      this.host.logger.warn({ node: this.nodeId, tunnel: frame.tunnelId, expected: tunnel.nextSeq, got: frame.seq }, 'out-of-order frame; tunnel failed');
-      this.call.write(create(EdgeMessageSchema, { msg: { case: 'cancel', value: { tunnelId: frame.tunnelId, reason: 'protocol error' } } }));
-      tunnel.consumer.onError('node_protocol_error', `frame ${frame.seq} arrived where ${tunnel.nextSeq} was expected`);
+    if (!tunnel) {
+      // Finished or cancelled here (late frames are expected after a cancel), or never opened (a violation).
+      const id = frame.tunnelId;
+      if (this.guard.strayFrame(id !== 0 && (this.idsWrapped || id < this.nextTunnelId))) {
+        this.fence(`frames for tunnel ids it was never given (last: ${id})`);
+      }
       return;
     }
-    tunnel.nextSeq++;
+    const problem = admitFrame(tunnel, frame, this.host.maxFrameBytes);
+    if (problem !== undefined) {
+      this.failTunnel(frame.tunnelId, tunnel, problem);
+      return;
+    }
     switch (frame.kind) {
       case FrameKind.HEADERS:
         tunnel.consumer.onHeaders(frame.status, frame.headers);
@@ -240,6 +290,26 @@ export class NodeSession {
         tunnel.consumer.onError('node_protocol_error', `unknown frame kind ${String(frame.kind)}`);
     }
   }
+
+  /** A bad frame for an open tunnel: that tunnel fails (CANCEL to the node); other tunnels go on. */
+  private failTunnel(tunnelId: number, tunnel: OpenTunnel, problem: FrameProblem): void {
+    this.tunnels.delete(tunnelId);
+    const fence = this.guard.tunnelViolation(problem);
+    this.host.logger.warn({ node: this.nodeId, generation: this.generation, tunnel: tunnelId, problem: problem.message }, 'bad frame from node; tunnel failed');
+    this.send(create(EdgeMessageSchema, { msg: { case: 'cancel', value: { tunnelId, reason: `protocol error: ${problem.message}` } } }));
+    tunnel.consumer.onError('node_protocol_error', `the node broke the frame protocol: ${problem.message}`);
+    if (fence) this.fence(`repeated protocol errors (last: ${problem.message})`);
+  }
+
+  /** Closes a session that keeps breaking the protocol; its open tunnels fail with node_disconnected. */
+  private fence(why: string): void {
+    if (this.state === 'closed') return;
+    this.host.protocolStats.nodesFenced++;
+    this.host.logger.error({ node: this.nodeId, generation: this.generation, peer: this.remoteAddress, violations: this.guard.violationCount }, `node fenced: ${why}`);
+    // Rejected tells the agent why, and makes it reconnect at its slowest pace.
+    this.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: `fenced for protocol violations: ${why}` } } }));
+    this.close(`fenced for protocol violations: ${why}`);
+  }
 }
 
 function onHeartbeat(session: NodeSession): void {
@@ -247,5 +317,5 @@ function onHeartbeat(session: NodeSession): void {
 }
 
 function onRegisterTimeout(session: NodeSession): void {
-  session.close('no register message in time');
+  session.registerTimedOut();
 }

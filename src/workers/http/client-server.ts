@@ -5,7 +5,14 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { errorBody, Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import type { DataPlane } from '../data-plane.js';
+import { limitsOf } from '../../main/config-hardening.js';
+import type { HttpsMaterial } from '../../main/tls.js';
+import { ApiKeyState, ClientAuth } from './client-auth.js';
+import { onClientError } from './client-errors.js';
 import { inspectBody, type InspectError } from './inspect.js';
+
+const kApiKey = Symbol('edge.apiKey');
+type KeyedRequest = FastifyRequest & { [kApiKey]?: ApiKeyState };
 
 export const PROXIED_ROUTES = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
 
@@ -26,21 +33,40 @@ function specForInspectError(error: InspectError): GatewayErrorSpec {
 
 export class ClientServer {
   readonly app: FastifyInstance;
+  readonly auth: ClientAuth;
   private modelsBody = '';
+  private aliases: readonly string[] = [];
+  private maxJsonDepth = 64;
 
   constructor(
     config: EdgeConfig,
     private readonly plane: DataPlane,
+    https?: HttpsMaterial,
   ) {
-    this.app = Fastify({ logger: false, bodyLimit: config.limits.bodyBytes, keepAliveTimeout: 72_000, return503OnClosing: true });
+    // maxHeaderSize makes Node refuse an oversized head; onClientError answers it as 431 in OpenAI's format.
+    // Node's own missing-Host check answers with an empty body; ours (onRequest) in OpenAI's format.
+    const maxHeaderSize = limitsOf(config).maxHeaderBytes;
+    const serverOptions = { maxHeaderSize, requireHostHeader: false };
+    this.app = Fastify({
+      logger: false,
+      bodyLimit: config.limits.bodyBytes,
+      keepAliveTimeout: 72_000,
+      return503OnClosing: true,
+      http: serverOptions,
+      ...(https === undefined ? {} : { https: { ...https, ...serverOptions } }),
+      clientErrorHandler: onClientError,
+    }) as unknown as FastifyInstance;
+    this.auth = new ClientAuth(config.auth);
     this.setConfig(config);
+    // Before the body is read: an unauthenticated client never gets to send one.
+    this.app.addHook('onRequest', (request, reply, done) => this.checkRequest(request, reply, done));
     this.app.removeAllContentTypeParsers();
     // Every content type is taken as raw bytes; the inspector decides if it is JSON.
     this.app.addContentTypeParser('*', { parseAs: 'buffer' }, passBuffer);
     this.app.setErrorHandler(onFrameworkError);
     this.app.setNotFoundHandler(onNotFound);
-    this.app.get('/v1/models', (_request, reply) => {
-      reply.header('content-type', 'application/json').send(this.modelsBody);
+    this.app.get('/v1/models', (request, reply) => {
+      reply.header('content-type', 'application/json').send(this.modelsFor((request as KeyedRequest)[kApiKey]));
     });
     this.app.get('/healthz', (_request, reply) => {
       reply.send({ status: 'ok' });
@@ -49,6 +75,9 @@ export class ClientServer {
   }
 
   setConfig(config: EdgeConfig): void {
+    this.auth.setConfig(config.auth);
+    this.maxJsonDepth = limitsOf(config).maxJsonDepth;
+    this.aliases = config.models.map((m) => m.alias);
     const created = Math.floor(Date.now() / 1000);
     this.modelsBody = JSON.stringify({
       object: 'list',
@@ -72,17 +101,59 @@ export class ClientServer {
       sendError(reply, Errors.invalidJson, 'request body is empty; send a JSON object');
       return;
     }
-    const info = inspectBody(body);
+    const info = inspectBody(body, this.maxJsonDepth);
     if (!info.ok) {
       sendError(reply, specForInspectError(info), info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined);
       return;
     }
     if (!this.plane.hasModel(info.model)) {
+      this.plane.refused('model_not_found');
       sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(info.model)} does not exist`);
       return;
     }
+    const key = (request as KeyedRequest)[kApiKey];
+    if (key !== undefined) {
+      if (!key.mayUse(info.model)) {
+        sendError(reply, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(info.model)}`);
+        return;
+      }
+      if (!key.tryAcquire()) {
+        reply.header('retry-after', '1');
+        sendError(reply, Errors.tooManyConcurrent, `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes`);
+        return;
+      }
+    }
     reply.hijack();
-    this.plane.begin(route, request.raw, reply.raw, body, info);
+    // The data plane releases the key's slot when the exchange ends.
+    this.plane.begin(route, request.raw, reply.raw, body, info, key);
+  }
+
+  /** onRequest: Host present, and the API key when auth is on. */
+  private checkRequest(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      reply.header('connection', 'close');
+      sendError(reply, Errors.badRequest, 'an HTTP/1.1 request must carry a Host header');
+      return;
+    }
+    if (!this.auth.enabled || !request.url.startsWith('/v1/')) {
+      done();
+      return;
+    }
+    const result = this.auth.authenticate(request.headers.authorization);
+    if (result instanceof ApiKeyState) {
+      (request as KeyedRequest)[kApiKey] = result;
+      done();
+      return;
+    }
+    reply.header('www-authenticate', 'Bearer');
+    sendError(reply, result);
+  }
+
+  private modelsFor(key: ApiKeyState | undefined): string {
+    if (key === undefined || key.models === undefined) return this.modelsBody;
+    const created = Math.floor(Date.now() / 1000);
+    const data = this.aliases.filter((a) => key.mayUse(a)).map((id) => ({ id, object: 'model', created, owned_by: 'edge' }));
+    return JSON.stringify({ object: 'list', data });
   }
 }
 
@@ -91,6 +162,12 @@ function passBuffer(_request: FastifyRequest, body: Buffer, done: (err: Error | 
 }
 
 function onNotFound(request: FastifyRequest, reply: FastifyReply): void {
+  const path = request.url.split('?')[0];
+  if ((PROXIED_ROUTES as readonly string[]).includes(path) || path === '/v1/models' || path === '/healthz') {
+    reply.header('allow', path === '/v1/models' || path === '/healthz' ? 'GET, HEAD' : 'POST');
+    sendError(reply, Errors.methodNotAllowed, `${request.method} is not allowed on ${path}`);
+    return;
+  }
   sendError(reply, Errors.routeNotFound, `unknown route: ${request.method} ${request.url.split('?')[0]}`);
 }
 

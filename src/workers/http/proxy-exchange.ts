@@ -10,8 +10,12 @@ import type { Grant, ReleaseReason } from '../../main/scheduler/types.js';
 import type { NodeSession } from '../grpc/node-session.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isHopByHop } from '../tunnel/hop-by-hop.js';
+import { ResponseWindow } from '../tunnel/response-window.js';
+import { StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import type { InspectOk } from './inspect.js';
+import type { ExchangeDeadlines } from './exchange-deadlines.js';
 import type { DataPlane } from '../data-plane.js';
+import { overheadAtHeadersMs } from '../exchange-observer.js';
 
 export const kExchange = Symbol('edge.exchange');
 
@@ -27,7 +31,27 @@ export class ProxyExchange implements TunnelConsumer {
   session: NodeSession | undefined;
   grant: Grant | undefined;
   timeout: NodeJS.Timeout | undefined;
+  /** Total, time-to-first-byte and idle deadlines on the one `timeout` timer; set at dispatch. */
+  deadlines: ExchangeDeadlines | undefined;
+  /** Already re-queued once after a failure before the first byte. */
+  retried = false;
+  /** Flow control for the response body; undefined when the window is unlimited. */
+  window: ResponseWindow | undefined;
+  private onChunkFlushed: (() => void) | undefined;
   private isEventStream = false;
+  /** Newest SSE frames, kept (by reference) to read `usage` at END. */
+  private tail: StreamTail | undefined;
+  /** Token usage reported by the provider's final SSE chunk, once the stream ended. */
+  usage: TokenUsage | undefined;
+  // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
+  requestTag = '';
+  startedAt = 0;
+  sentAt = 0;
+  headersAt = 0;
+  firstByteAt = 0;
+  endAt = 0;
+  status = 0;
+  bytesOut = 0;
 
   constructor(
     readonly plane: DataPlane,
@@ -45,6 +69,7 @@ export class ProxyExchange implements TunnelConsumer {
   onHeaders(status: number, headers: readonly Header[]): void {
     if (this.state !== 'dispatched') return;
     this.state = 'streaming';
+    this.deadlines?.onHeaders(this);
     const grant = this.grant as Grant;
     const flat: string[] = [];
     for (let i = 0; i < headers.length; i++) {
@@ -58,13 +83,41 @@ export class ProxyExchange implements TunnelConsumer {
       'x-edge-node', grant.nodeId,
       'x-edge-provider', grant.providerId,
       'x-edge-queue-ms', String(Math.round(grant.queuedMs)),
+      'x-edge-overhead-ms', this.markHeaders(status),
     );
     this.response.writeHead(status, flat);
+    if (this.isEventStream) this.tail = new StreamTail();
   }
 
   onData(bytes: Uint8Array): void {
     if (this.state !== 'streaming') return;
-    this.response.write(bytes);
+    this.deadlines?.onFrame();
+    this.markData(bytes.length);
+    this.tail?.push(bytes);
+    const window = this.window;
+    if (window === undefined) {
+      this.response.write(bytes);
+      return;
+    }
+    if (!window.receive(bytes.length)) {
+      this.session?.cancelTunnel(this.tunnelId, 'flow-control window overrun');
+      this.fail(Errors.protocolError, `the node sent more than the ${window.size}-byte window`, 'error');
+      return;
+    }
+    this.response.write(bytes, this.onChunkFlushed);
+  }
+
+  /** Starts flow control with a window of `size` bytes (0 = none). */
+  useWindow(size: number): void {
+    if (size <= 0) return;
+    this.window = new ResponseWindow(size);
+    // One callback per exchange, not per chunk: flushes complete in write order.
+    this.onChunkFlushed = this.chunkFlushed.bind(this);
+  }
+
+  private chunkFlushed(): void {
+    const credit = this.window?.flushed() ?? 0;
+    if (credit > 0 && this.state === 'streaming') this.session?.grantCredit(this.tunnelId, credit);
   }
 
   onEnd(): void {
@@ -74,12 +127,16 @@ export class ProxyExchange implements TunnelConsumer {
       this.fail(Errors.protocolError, 'tunnel ended before response headers', 'error');
       return;
     }
+    this.endAt = performance.now();
+    this.usage = this.tail?.usage();
     this.finish('end');
     this.response.end();
   }
 
   onError(code: string, message: string): void {
     if (this.state === 'done' || this.state === 'admitting') return;
+    // Nothing reached the client yet: another provider may still serve it.
+    if (this.state === 'dispatched' && this.plane.retryBeforeFirstByte(this, code)) return;
     this.fail(specForNodeErrorCode(code), message || undefined, code === 'node_disconnected' ? 'fenced' : 'error');
   }
 
@@ -91,6 +148,7 @@ export class ProxyExchange implements TunnelConsumer {
       case 'admitting':
         this.state = 'done';
         this.plane.cancelAdmission(this);
+        this.plane.exchangeFinished(this, 'client_closed');
         return;
       case 'dispatched':
       case 'streaming':
@@ -104,8 +162,11 @@ export class ProxyExchange implements TunnelConsumer {
   onTimeout(): void {
     this.timeout = undefined;
     if (this.state !== 'dispatched' && this.state !== 'streaming') return;
-    this.session?.cancelTunnel(this.tunnelId, 'timeout');
-    this.fail(Errors.gatewayTimeout, undefined, 'timeout');
+    // Frames may have moved the idle deadline on: then fire() re-arms and nothing expired.
+    const expired = this.deadlines === undefined ? Errors.gatewayTimeout : this.deadlines.fire(this, this.state === 'streaming');
+    if (expired === undefined) return;
+    this.session?.cancelTunnel(this.tunnelId, expired.code);
+    this.fail(expired, undefined, 'timeout');
   }
 
   /** Admission refused or a failure before any tunnel was opened. */
@@ -113,12 +174,15 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state === 'done') return;
     this.state = 'done';
     this.plane.forget(this);
+    this.status = spec.status;
     this.writeError(spec, message, retryAfterSec);
+    this.plane.exchangeFinished(this, spec.code);
   }
 
   /** Ends with an error at whatever point the exchange is, releasing the lease. */
   fail(spec: GatewayErrorSpec, message: string | undefined, reason: ReleaseReason): void {
     const wasStreaming = this.state === 'streaming';
+    if (!wasStreaming) this.status = spec.status;
     this.finish(reason);
     if (!wasStreaming) {
       this.writeError(spec, message, 0);
@@ -140,6 +204,19 @@ export class ProxyExchange implements TunnelConsumer {
     this.timeout = undefined;
     this.plane.forget(this);
     if (hadLease) this.plane.releaseLease(this.leaseId, reason);
+    this.plane.exchangeFinished(this, reason);
+  }
+
+  /** HEADERS arrived: stamps it and returns the x-edge-overhead-ms value. */
+  private markHeaders(status: number): string {
+    this.status = status;
+    this.headersAt = performance.now();
+    return overheadAtHeadersMs(this, this.headersAt).toFixed(3);
+  }
+
+  private markData(length: number): void {
+    if (this.firstByteAt === 0) this.firstByteAt = performance.now();
+    this.bytesOut += length;
   }
 
   private writeError(spec: GatewayErrorSpec, message: string | undefined, retryAfterSec: number): void {
