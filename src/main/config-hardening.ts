@@ -14,6 +14,7 @@ export const HARDENING_LIMIT_KEYS = [
   'max_frame_bytes',
   'ttfb_timeout_ms',
   'idle_timeout_ms',
+  'sse_keepalive_ms',
 ] as const;
 
 export const DEFAULT_LIMITS_HARDENING: LimitsHardening = Object.freeze({
@@ -23,6 +24,7 @@ export const DEFAULT_LIMITS_HARDENING: LimitsHardening = Object.freeze({
   maxFrameBytes: 4 * 1024 * 1024,
   ttfbTimeoutMs: 300_000,
   idleTimeoutMs: 120_000,
+  sseKeepaliveMs: 15_000,
 });
 
 export const NO_AUTH: AuthConfig = Object.freeze({ apiKeys: Object.freeze([]) });
@@ -38,6 +40,7 @@ export function readLimitsHardening(r: ConfigReader, limits: Record<string, unkn
     maxFrameBytes: r.integer('limits.max_frame_bytes', limits.max_frame_bytes, 64 * 1024, 1 << 30, d.maxFrameBytes),
     ttfbTimeoutMs: r.integer('limits.ttfb_timeout_ms', limits.ttfb_timeout_ms, 0, DAY_MS, d.ttfbTimeoutMs),
     idleTimeoutMs: r.integer('limits.idle_timeout_ms', limits.idle_timeout_ms, 0, DAY_MS, d.idleTimeoutMs),
+    sseKeepaliveMs: r.integer('limits.sse_keepalive_ms', limits.sse_keepalive_ms, 0, DAY_MS, d.sseKeepaliveMs),
   };
 }
 
@@ -123,5 +126,6 @@ export function limitsOf(config: EdgeConfig): LimitsHardening {
     maxFrameBytes: l.maxFrameBytes ?? d.maxFrameBytes,
     ttfbTimeoutMs: l.ttfbTimeoutMs ?? d.ttfbTimeoutMs,
     idleTimeoutMs: l.idleTimeoutMs ?? d.idleTimeoutMs,
+    sseKeepaliveMs: l.sseKeepaliveMs ?? d.sseKeepaliveMs,
   };
 }

@@ -132,4 +132,6 @@ export interface LimitsHardening {
   readonly ttfbTimeoutMs: number;
   /** Longest silence between response frames once headers arrived, ms; 0 = off. */
   readonly idleTimeoutMs: number;
+  /** While a streaming request waits this long for its first byte, send SSE comments so proxies keep it open, ms; 0 = off. */
+  readonly sseKeepaliveMs: number;
 }

@@ -156,7 +156,7 @@ export class DataPlane implements DecisionHandler {
       return;
     }
     // Total deadline from the first dispatch; time to first byte per attempt.
-    if (exchange.deadlines === undefined) exchange.deadlines = new ExchangeDeadlines(this.deadlineLimits);
+    if (exchange.deadlines === undefined) exchange.deadlines = new ExchangeDeadlines(this.deadlineLimits, undefined, exchange.info.stream);
     else exchange.deadlines.redispatched();
     exchange.deadlines.arm(exchange, false);
     if (this.observer !== NO_OBSERVER) this.observe(exchange, undefined);
@@ -295,7 +295,7 @@ const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
 function hardeningOf(config: EdgeConfig): { deadlineLimits: DeadlineLimits; maxTunnelsPerNode: number } {
   const limits = limitsOf(config);
   return {
-    deadlineLimits: { tunnelTimeoutMs: config.limits.tunnelTimeoutMs, ttfbTimeoutMs: limits.ttfbTimeoutMs, idleTimeoutMs: limits.idleTimeoutMs },
+    deadlineLimits: { tunnelTimeoutMs: config.limits.tunnelTimeoutMs, ttfbTimeoutMs: limits.ttfbTimeoutMs, idleTimeoutMs: limits.idleTimeoutMs, sseKeepaliveMs: limits.sseKeepaliveMs },
     maxTunnelsPerNode: limits.maxTunnelsPerNode,
   };
 }

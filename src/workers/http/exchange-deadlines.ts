@@ -14,6 +14,8 @@ export interface DeadlineLimits {
   readonly ttfbTimeoutMs: number;
   /** 0 = off. */
   readonly idleTimeoutMs: number;
+  /** SSE keepalive comments while a streaming request waits for headers; 0 = off. */
+  readonly sseKeepaliveMs: number;
 }
 
 /** What the deadlines arm a timer for: the exchange keeps the handle (its finish clears it). */
@@ -21,6 +23,9 @@ export interface TimedExchange {
   timeout: NodeJS.Timeout | undefined;
   onTimeout(): void;
 }
+
+/** The timer fired for a keepalive, not a deadline: send one and re-arm. */
+export const KEEPALIVE_DUE = Symbol('keepalive due');
 
 function onDeadlineTimer(owner: TimedExchange): void {
   owner.onTimeout();
@@ -33,18 +38,29 @@ export class ExchangeDeadlines {
   private dispatchedAt: number;
   /** When the armed timer fires. */
   private armedFor = Infinity;
+  /** Keepalive interval for this exchange: only streaming requests get one. */
+  private readonly keepaliveMs: number;
+  private lastKeepaliveAt: number;
 
   constructor(
     private readonly limits: DeadlineLimits,
     now = performance.now(),
+    streaming = false,
   ) {
     this.startedAt = now;
     this.dispatchedAt = now;
+    this.lastKeepaliveAt = now;
+    this.keepaliveMs = streaming ? limits.sseKeepaliveMs : 0;
   }
 
   /** A new attempt was dispatched (a retry): time to first byte counts again; total does not. */
   redispatched(now = performance.now()): void {
     this.dispatchedAt = now;
+  }
+
+  /** A keepalive went out at `now`. */
+  keptAlive(now = performance.now()): void {
+    this.lastKeepaliveAt = now;
   }
 
   /** (Re)arms owner.timeout for the earliest deadline of the current phase. */
@@ -70,12 +86,18 @@ export class ExchangeDeadlines {
    * The timer fired: the deadline that passed, or undefined after re-arming
    * (frames moved the idle deadline on).
    */
-  fire(owner: TimedExchange, headersSeen: boolean): GatewayErrorSpec | undefined {
+  fire(owner: TimedExchange, headersSeen: boolean): GatewayErrorSpec | typeof KEEPALIVE_DUE | undefined {
     owner.timeout = undefined;
     const now = performance.now();
     const spec = this.expired(headersSeen, now);
-    if (spec === undefined) this.arm(owner, headersSeen, now);
-    return spec;
+    if (spec !== undefined) return spec;
+    if (!headersSeen && this.keepaliveMs > 0 && now >= this.lastKeepaliveAt + this.keepaliveMs) {
+      this.lastKeepaliveAt = now;
+      this.arm(owner, headersSeen, now);
+      return KEEPALIVE_DUE;
+    }
+    this.arm(owner, headersSeen, now);
+    return undefined;
   }
 
   /** Ms until the earliest deadline of the current phase (never below 1). */
@@ -104,6 +126,7 @@ export class ExchangeDeadlines {
     let at = this.startedAt + l.tunnelTimeoutMs;
     if (!headersSeen) {
       if (l.ttfbTimeoutMs > 0) at = Math.min(at, this.dispatchedAt + l.ttfbTimeoutMs);
+      if (this.keepaliveMs > 0) at = Math.min(at, this.lastKeepaliveAt + this.keepaliveMs);
     } else if (l.idleTimeoutMs > 0) {
       at = Math.min(at, this.lastFrameAt + l.idleTimeoutMs);
     }

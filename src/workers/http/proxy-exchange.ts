@@ -13,7 +13,7 @@ import { isHopByHop } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import type { InspectOk } from './inspect.js';
-import type { ExchangeDeadlines } from './exchange-deadlines.js';
+import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
 import type { DataPlane } from '../data-plane.js';
 import { overheadAtHeadersMs } from '../exchange-observer.js';
 
@@ -23,6 +23,7 @@ type ExchangeState = 'admitting' | 'dispatched' | 'streaming' | 'done';
 
 const SSE_ERROR_PREFIX = 'data: ';
 const SSE_ERROR_SUFFIX = '\n\n';
+const SSE_KEEPALIVE = ': keepalive\n\n';
 
 export class ProxyExchange implements TunnelConsumer {
   state: ExchangeState = 'admitting';
@@ -70,6 +71,17 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state !== 'dispatched') return;
     this.state = 'streaming';
     this.deadlines?.onHeaders(this);
+    if (this.response.headersSent) {
+      // Keepalives already sent a 200 event-stream head: the provider's head
+      // can only be taken as is when it agrees; otherwise it becomes an error event.
+      this.markHeaders(status);
+      this.tail = new StreamTail();
+      if (status < 200 || status >= 300) {
+        this.session?.cancelTunnel(this.tunnelId, 'provider error after keepalive');
+        this.fail(Errors.upstreamError, `the provider answered HTTP ${status}`, 'error');
+      }
+      return;
+    }
     const grant = this.grant as Grant;
     const flat: string[] = [];
     for (let i = 0; i < headers.length; i++) {
@@ -165,8 +177,34 @@ export class ProxyExchange implements TunnelConsumer {
     // Frames may have moved the idle deadline on: then fire() re-arms and nothing expired.
     const expired = this.deadlines === undefined ? Errors.gatewayTimeout : this.deadlines.fire(this, this.state === 'streaming');
     if (expired === undefined) return;
+    if (expired === KEEPALIVE_DUE) {
+      this.sendKeepalive();
+      return;
+    }
     this.session?.cancelTunnel(this.tunnelId, expired.code);
     this.fail(expired, undefined, 'timeout');
+  }
+
+  /**
+   * A streaming request is still waiting for its first byte: commit to a
+   * 200 event stream and send an SSE comment, so proxies in between do not
+   * cut the idle connection. Clients ignore comments.
+   */
+  private sendKeepalive(): void {
+    const res = this.response;
+    if (!res.headersSent) {
+      const grant = this.grant as Grant;
+      this.isEventStream = true;
+      res.writeHead(200, [
+        'content-type', 'text/event-stream',
+        'cache-control', 'no-cache',
+        'x-edge-run-id', this.runId,
+        'x-edge-node', grant.nodeId,
+        'x-edge-provider', grant.providerId,
+        'x-edge-queue-ms', String(Math.round(grant.queuedMs)),
+      ]);
+    }
+    res.write(SSE_KEEPALIVE);
   }
 
   /** Admission refused or a failure before any tunnel was opened. */
@@ -181,7 +219,7 @@ export class ProxyExchange implements TunnelConsumer {
 
   /** Ends with an error at whatever point the exchange is, releasing the lease. */
   fail(spec: GatewayErrorSpec, message: string | undefined, reason: ReleaseReason): void {
-    const wasStreaming = this.state === 'streaming';
+    const wasStreaming = this.state === 'streaming' || this.response.headersSent;
     if (!wasStreaming) this.status = spec.status;
     this.finish(reason);
     if (!wasStreaming) {

@@ -1,0 +1,74 @@
+// While a streaming request waits long for its first byte, the edge keeps
+// the client connection alive with SSE comments; clients ignore them.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+import { ALIAS, startStack, type Stack } from '../helpers/stack.js';
+
+describe('SSE keepalive while waiting for the first byte', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      mock: { ttftMs: 0, tokens: 3, intervalMs: 1 },
+      configure: (raw) => {
+        (raw.limits as Record<string, unknown>).sse_keepalive_ms = 100;
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  const body = JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'slow' }] });
+
+  test('comments flow before the first token and the stream then arrives intact', async () => {
+    const res = await fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-mock-fail': 'slow-headers:450' },
+      body,
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+    const text = await res.text();
+    const firstData = text.indexOf('data: ');
+    const keepalives = text.slice(0, firstData).split(': keepalive\n\n').length - 1;
+    assert.ok(keepalives >= 2, `expected keepalives before the first event, got ${keepalives}: ${JSON.stringify(text.slice(0, 200))}`);
+    assert.match(text, /data: \[DONE\]/);
+  });
+
+  test('the official SDK ignores the comments', async () => {
+    const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'x', maxRetries: 0 });
+    const stream = await sdk.chat.completions.create(
+      { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'slow' }] },
+      { headers: { 'x-mock-fail': 'slow-headers:350' } },
+    );
+    let content = '';
+    for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? '';
+    assert.ok(content.length > 0);
+  });
+
+  test('a provider error after keepalives becomes an error event the SDK raises', async () => {
+    const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'x', maxRetries: 0 });
+    const stream = await sdk.chat.completions.create(
+      { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'slow' }] },
+      { headers: { 'x-mock-fail': 'slow-headers:350,status:500' } },
+    );
+    await assert.rejects(async () => {
+      for await (const _chunk of stream) {
+        // nothing arrives
+      }
+    }, /500/);
+    assert.equal(stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0), 0);
+  });
+
+  test('non-streaming requests get no keepalive', async () => {
+    const res = await fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-mock-fail': 'slow-headers:300' },
+      body: body.replace('"stream":true', '"stream":false'),
+    });
+    assert.equal(res.status, 200);
+    const json = (await res.json()) as { object: string };
+    assert.equal(json.object, 'chat.completion');
+  });
+});
