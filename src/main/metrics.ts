@@ -63,6 +63,9 @@ export class EdgeMetrics {
   readonly #refreshes = new Counter({ name: 'edge_config_refreshes_total', help: 'Config refresh requests by mode and result', labelNames: ['mode', 'status'] as const, registers: [this.registry] });
   readonly #shuttingDown = new Gauge({ name: 'edge_shutting_down', help: '1 while the edge drains before exit', registers: [this.registry] });
 
+  readonly #tokens = new Counter({ name: 'edge_stream_tokens_total', help: 'Tokens reported in the usage of completed streams (read from the final SSE chunk), by model alias and kind', labelNames: ['model', 'kind'] as const, registers: [this.registry] });
+  /** model -> [prompt, completion, reportedPrompt, reportedCompletion] */
+  readonly #tokenCounts = new Map<string, number[]>();
   readonly #histograms = new Map<string, ModelHistograms>();
   /** model -> provider -> status -> count */
   readonly #counts = new Map<string, Map<string, Map<number, RequestCount>>>();
@@ -90,6 +93,7 @@ export class EdgeMetrics {
     this.#count(model, grant?.providerId ?? '', exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status);
     this.#bytesToClient += exchange.bytesOut;
     if (exchange.sentAt > 0) this.#bytesToNode += exchange.body.byteLength;
+    if (exchange.usage !== undefined) this.#countTokens(model, exchange.usage.promptTokens, exchange.usage.completionTokens);
     if (grant === undefined) return; // refused while queued: counted as a reject too
     const h = this.#histogramsOf(model);
     const queuedMs = grant.queuedMs;
@@ -132,6 +136,13 @@ export class EdgeMetrics {
     count.count++;
   }
 
+  #countTokens(model: string, prompt: number, completion: number): void {
+    let counts = this.#tokenCounts.get(model);
+    if (counts === undefined) this.#tokenCounts.set(model, (counts = [0, 0, 0, 0]));
+    counts[0] += prompt;
+    counts[1] += completion;
+  }
+
   #histogramsOf(model: string): ModelHistograms {
     let h = this.#histograms.get(model);
     if (h === undefined) {
@@ -153,6 +164,12 @@ export class EdgeMetrics {
     for (const [reason, count] of this.#rejectCounts) {
       if (count.count > count.reported) this.#rejects.inc({ reason }, count.count - count.reported);
       count.reported = count.count;
+    }
+    for (const [model, c] of this.#tokenCounts) {
+      if (c[0] > c[2]) this.#tokens.inc({ model, kind: 'prompt' }, c[0] - c[2]);
+      if (c[1] > c[3]) this.#tokens.inc({ model, kind: 'completion' }, c[1] - c[3]);
+      c[2] = c[0];
+      c[3] = c[1];
     }
     const bytes = this.#bytesReported;
     if (this.#bytesToNode > bytes.toNode) this.#tunnelBytes.inc({ direction: 'to_node' }, this.#bytesToNode - bytes.toNode);

@@ -26,6 +26,8 @@ export interface ExchangeView {
   readonly status: number;
   /** Response body bytes written to the client. */
   readonly bytesOut: number;
+  /** Token usage from the final SSE chunk of a completed stream (undefined otherwise). */
+  readonly usage: { readonly promptTokens: number; readonly completionTokens: number } | undefined;
 }
 
 export interface ExchangeObserver {

@@ -112,6 +112,9 @@ describe('metrics and request ids', () => {
     assert.equal(sample(text, 'edge_open_requests'), 0);
     assert.ok((sample(text, 'edge_tunnel_bytes_total', { direction: 'to_client' }) ?? 0) > 1_000);
     assert.ok((sample(text, 'edge_tunnel_bytes_total', { direction: 'to_node' }) ?? 0) > 100);
+    // Usage comes from the final SSE chunk of each stream; the long one alone reported 30 completion tokens.
+    assert.ok((sample(text, 'edge_stream_tokens_total', { ...MODEL, kind: 'completion' }) ?? 0) >= 30);
+    assert.ok((sample(text, 'edge_stream_tokens_total', { ...MODEL, kind: 'prompt' }) ?? 0) > 0);
     assert.equal(sample(text, 'edge_workers'), 0);
     assert.equal(sample(text, 'edge_worker_ring_occupancy_ratio'), 0);
     assert.equal(sample(text, 'edge_config_version'), 1);
