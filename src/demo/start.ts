@@ -11,7 +11,7 @@ import { createLogger } from '../shared/logger.js';
 
 const examples = (name: string): string => fileURLToPath(new URL(`../../../examples/${name}`, import.meta.url));
 
-/** DEMO_HTTP_PORT, DEMO_GRPC_PORT, DEMO_MOCK_PORT override the examples' ports (0 = any free port). */
+/** DEMO_HTTP_PORT, DEMO_GRPC_PORT, DEMO_ADMIN_PORT, DEMO_MOCK_PORT override the examples' ports (0 = any free port). */
 function portFromEnv(name: string, fallback: number): number {
   const text = process.env[name];
   if (text === undefined || text === '') return fallback;
@@ -31,8 +31,9 @@ async function main(): Promise<void> {
     ...exampleEdge,
     http: { ...exampleEdge.http, port: portFromEnv('DEMO_HTTP_PORT', exampleEdge.http.port) },
     grpc: { ...exampleEdge.grpc, port: portFromEnv('DEMO_GRPC_PORT', exampleEdge.grpc.port) },
+    admin: exampleEdge.admin && { ...exampleEdge.admin, port: portFromEnv('DEMO_ADMIN_PORT', exampleEdge.admin.port) },
   };
-  const edge = await startEdge(edgeConfig, { logger: createLogger('edge', level) });
+  const edge = await startEdge(edgeConfig, { logger: createLogger('edge', level), admin: edgeConfig.admin !== undefined });
   const agentConfig = {
     ...exampleAgent,
     edge: { ...exampleAgent.edge, address: `${edgeConfig.grpc.host}:${edge.grpcPort}` },
@@ -49,7 +50,9 @@ try:
   curl -s ${edge.url}/v1/chat/completions -H 'content-type: application/json' -d '${body}'
   curl -sN ${edge.url}/v1/chat/completions -H 'content-type: application/json' -d '${body.replace('"model"', '"stream":true,"model"')}'
   curl -s ${edge.url}/v1/models
-
+${edge.adminUrl ? `  curl -s ${edge.adminUrl}/admin/status
+  curl -s ${edge.adminUrl}/metrics
+` : ''}
 Ctrl-C stops it.`);
   const shutdown = (): void => {
     void agent.stop().then(() => edge.close()).then(() => mock.close()).finally(() => process.exit(0));
