@@ -2,6 +2,7 @@
 // Connect stream, registration, heartbeats and the half-open watchdog, and
 // the tunnels running on it. It never reconnects itself; it reports to its
 // owner (the NodeAgent) once, when it closes, and the owner decides.
+import { MAX_EDGE_TO_NODE_MESSAGE_BYTES } from '../shared/wire-limits.js';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { EdgeMessage, NodeMessage, TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
@@ -32,7 +33,7 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.keepalive_timeout_ms': 10_000,
   'grpc.keepalive_permit_without_calls': 1,
   // A TunnelRequest carries the whole client body (the default cap is 4 MiB).
-  'grpc.max_receive_message_length': 64 * 1024 * 1024,
+  'grpc.max_receive_message_length': MAX_EDGE_TO_NODE_MESSAGE_BYTES,
   'grpc.enable_retries': 0,
 };
 

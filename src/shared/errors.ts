@@ -64,6 +64,9 @@ export function specForNodeErrorCode(code: string): GatewayErrorSpec {
     case 'node_disconnected': return Errors.nodeDisconnected;
     case 'node_protocol_error': return Errors.protocolError;
     case 'gateway_timeout': return Errors.gatewayTimeout;
+    // The node is going away: as for a client, nothing could serve it here.
+    case 'node_leaving': return Errors.noProviderAvailable;
+    // unknown_provider, adapter_not_supported, upstream_error and anything newer.
     default: return Errors.upstreamError;
   }
 }

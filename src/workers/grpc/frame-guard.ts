@@ -3,7 +3,8 @@
 // tunnel fails that tunnel only; a frame for no open tunnel is dropped; a
 // node that keeps breaking the rules is fenced (its session closed). Every
 // case is counted in ProtocolStats, which the metrics exporter reads.
-import { FrameKind, type TunnelFrame } from '../../gen/edge/v1/tunnel_pb.js';
+import { validateHeaderName, validateHeaderValue } from 'node:http';
+import { FrameKind, type Header, type TunnelFrame } from '../../gen/edge/v1/tunnel_pb.js';
 
 /** Violations one session may commit before the edge closes it. */
 export const MAX_SESSION_VIOLATIONS = 16;
@@ -62,6 +63,12 @@ export function admitFrame(order: FrameOrder, frame: TunnelFrame, maxDataBytes: 
   switch (frame.kind) {
     case FrameKind.HEADERS:
       if (order.sawHeaders) return { stat: 'badFrameSequences', message: 'a second HEADERS frame' };
+      {
+        // The client's response head is written from these: anything Node
+        // would refuse to write must fail this tunnel, never the process.
+        const problem = headersProblem(frame.status, frame.headers);
+        if (problem !== undefined) return { stat: 'badFrameSequences', message: problem };
+      }
       order.sawHeaders = true;
       break;
     case FrameKind.DATA:
@@ -79,6 +86,20 @@ export function admitFrame(order: FrameOrder, frame: TunnelFrame, maxDataBytes: 
       return { stat: 'badFrameSequences', message: `unknown frame kind ${String(frame.kind)}` };
   }
   order.nextSeq++;
+  return undefined;
+}
+
+/** Why a HEADERS frame cannot become an HTTP response head, or undefined when it can. */
+export function headersProblem(status: number, headers: readonly Header[]): string | undefined {
+  if (!Number.isInteger(status) || status < 200 || status > 999) return `HEADERS with status ${status}`;
+  for (let i = 0; i < headers.length; i++) {
+    try {
+      validateHeaderName(headers[i].name);
+      validateHeaderValue(headers[i].name, headers[i].value);
+    } catch {
+      return `HEADERS with an invalid header ${JSON.stringify(headers[i].name.slice(0, 64))}`;
+    }
+  }
   return undefined;
 }
 

@@ -6,6 +6,8 @@
 
 /** Credit goes back in batches of a quarter window: fewer messages, no stall. */
 const BATCH_DIVISOR = 4;
+/** Flushed entries kept at the front of the list before it is compacted. */
+const COMPACT_AFTER = 1024;
 
 export class ResponseWindow {
   /** Bytes received from the node and not yet credited back. */
@@ -35,6 +37,11 @@ export class ResponseWindow {
     this.owed += this.unflushed[this.head++];
     if (this.head === this.unflushed.length) {
       this.unflushed.length = 0;
+      this.head = 0;
+    } else if (this.head >= COMPACT_AFTER && this.head * 2 >= this.unflushed.length) {
+      // A client that never catches up never empties the list: drop the flushed prefix.
+      this.unflushed.copyWithin(0, this.head);
+      this.unflushed.length -= this.head;
       this.head = 0;
     }
     if (this.owed < this.batch) return 0;
