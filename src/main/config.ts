@@ -1,7 +1,9 @@
 // Loads and validates the edge's YAML config into an immutable EdgeConfig.
 // Every problem is reported with its path, what was expected and what was
 // found; referential mistakes (a model naming an unknown provider) too.
+import { MAX_REQUEST_BODY_BYTES } from '../shared/wire-limits.js';
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/catalog.js';
@@ -13,6 +15,8 @@ const MAX_PORT = 65535;
 const DAY_MS = 86_400_000;
 export const DEFAULT_ADMIN_PORT = 9090;
 export const DEFAULT_DRAIN_GRACE_MS = 30_000;
+/** Request ids route answers back by `id % 64` (src/workers/data-plane.ts ID_STRIDE). */
+const MAX_WORKERS = 64;
 
 /** True for names and addresses that only this host can reach. */
 export function isLoopbackHost(host: string): boolean {
@@ -135,7 +139,8 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     http: readListen(r, 'listen.http', listen.http, 8080),
     grpc: readListen(r, 'listen.grpc', listen.grpc, 50051),
     limits: {
-      bodyBytes: r.integer('limits.body_bytes', limits.body_bytes, 1024, 1 << 30, 8 * 1024 * 1024),
+      // A body travels to the node in one gRPC message, which the agent caps.
+      bodyBytes: r.integer('limits.body_bytes', limits.body_bytes, 1024, MAX_REQUEST_BODY_BYTES, 8 * 1024 * 1024),
       tunnelTimeoutMs: r.integer('limits.tunnel_timeout_ms', limits.tunnel_timeout_ms, 1, DAY_MS, 600_000),
       tunnelWindowBytes: r.integer('limits.tunnel_window_bytes', limits.tunnel_window_bytes, 0, 1 << 30, 256 * 1024),
       ...readLimitsHardening(r, limits),
@@ -144,8 +149,9 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     scheduler: {
       longContextThresholdTokens: r.integer('scheduler.long_context_threshold_tokens', scheduler.long_context_threshold_tokens, 1, 100_000_000, 32_768),
     },
-    // I/O worker threads are not built yet (see docs): 0 = the whole data path on the main thread.
-    workers: { count: r.integer('workers.count', workers.count, 0, 0, 0) },
+    // I/O worker threads (docs/architecture.md); 0 = the whole data path on the main thread.
+    // At most 64: request ids carry the worker index in their low 6 bits.
+    workers: { count: r.integer('workers.count', workers.count, 0, MAX_WORKERS, Math.min(MAX_WORKERS, availableParallelism())) },
     admin: readAdmin(r, root.admin),
     drain: { graceMs: r.integer('drain.grace_ms', drain.grace_ms, 0, DAY_MS, DEFAULT_DRAIN_GRACE_MS) },
     nodes,
@@ -153,6 +159,11 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     auth: readAuth(r, root.auth, new Set(models.map((m) => m.alias))),
     tls: readTls(r, root.tls),
   };
+  const { tunnelWindowBytes, maxFrameBytes } = config.limits;
+  if (maxFrameBytes !== undefined && tunnelWindowBytes > maxFrameBytes) {
+    // A DATA frame is at most the window, so a larger window would let frames break the frame limit.
+    r.problems.push(`limits.tunnel_window_bytes: must not exceed limits.max_frame_bytes (${maxFrameBytes}), found ${tunnelWindowBytes}`);
+  }
   r.throwIfProblems(source);
   return config;
 }

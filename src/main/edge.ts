@@ -1,7 +1,9 @@
 // Composes one edge process: the scheduler (main thread), the node gateway
 // (gRPC listener), the data plane, the client listener and, for operators,
 // the admin listener (admin API, /metrics), the event bus, config refresh
-// and graceful drain.
+// and graceful drain. With workers.count 0 the data path runs here; with
+// workers.count N it runs in N I/O worker threads (WorkerPool) and this
+// thread keeps the scheduler, config and operations only.
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Logger } from 'pino';
@@ -10,11 +12,13 @@ import { errorBody, Errors } from '../shared/errors.js';
 import { createLogger } from '../shared/logger.js';
 import { DataPlane } from '../workers/data-plane.js';
 import { NodeGateway } from '../workers/grpc/node-gateway.js';
-import type { NodeSession } from '../workers/grpc/node-session.js';
 import { ClientServer } from '../workers/http/client-server.js';
+import type { PlaneInspection, WorkerEvent } from '../workers/io-protocol.js';
+import { inspectPlane } from '../workers/plane-inspection.js';
+import { AggregatorRegistry } from 'prom-client';
 import { AdminServer } from './admin/admin-server.js';
 import type { AdminOps, NodeDrainOutcome } from './admin/ops.js';
-import { buildEdgeStatus, type EdgeStatus } from './admin/status.js';
+import { buildEdgeStatus, type EdgeStatus, type SessionView } from './admin/status.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from './config.js';
 import { EdgeObserver } from './events/edge-observer.js';
 import { EventBus } from './events/event-bus.js';
@@ -22,6 +26,7 @@ import { EdgeMetrics } from './metrics.js';
 import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from './refresh/refresher.js';
 import { retireSession } from './refresh/retire.js';
 import { SchedulerDriver } from './scheduler-driver.js';
+import { WorkerPool } from './worker-pool.js';
 import type { SchedulerStatus } from './scheduler/types.js';
 import { clientHttpsMaterial, nodeServerCredentials } from './tls.js';
 
@@ -33,6 +38,18 @@ export interface ShutdownReport {
   readonly waitedMs: number;
 }
 
+/** The data path's state, gathered from every thread that runs it (tests, status). */
+export interface EdgeInspection {
+  /** One entry per I/O worker; one entry (worker -1) for the main thread when workers.count is 0. */
+  readonly planes: readonly PlaneInspection[];
+  readonly openExchanges: number;
+  readonly tunnelBuffers: PlaneInspection['tunnelBuffers'];
+  readonly sessions: PlaneInspection['sessions'];
+  /** Summed over threads. */
+  readonly protocolStats: Record<string, number>;
+  readonly crossTunnels: number;
+}
+
 export interface RunningEdge {
   readonly httpPort: number;
   readonly grpcPort: number;
@@ -40,8 +57,11 @@ export interface RunningEdge {
   readonly adminPort: number | undefined;
   readonly adminUrl: string | undefined;
   readonly driver: SchedulerDriver;
-  readonly nodes: NodeGateway;
-  readonly plane: DataPlane;
+  /** The data path on the main thread; undefined with I/O workers (use inspect()). */
+  readonly nodes: NodeGateway | undefined;
+  readonly plane: DataPlane | undefined;
+  /** I/O worker threads running the data path; 0 = the main thread does. */
+  readonly workers: number;
   readonly url: string;
   readonly events: EventBus;
   readonly metrics: EdgeMetrics;
@@ -52,7 +72,9 @@ export interface RunningEdge {
   setConfig(config: EdgeConfig): void;
   /** Config refresh (evaluate / apply), as the admin API and SIGHUP run it. */
   refresh(request: RefreshRequest): Promise<RefreshResult>;
-  status(): EdgeStatus;
+  status(): Promise<EdgeStatus>;
+  /** The data path's state in every thread (by postMessage from I/O workers). */
+  inspect(): Promise<EdgeInspection>;
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
   /** Graceful drain: no new connections or requests, open ones run up to graceMs, then everything closes. */
   shutdown(graceMs?: number): Promise<ShutdownReport>;
@@ -69,6 +91,8 @@ export interface EdgeOptions {
 }
 
 const DRAIN_POLL_MS = 20;
+/** The scheduler-side metrics registry never reports process metrics twice: workers' are off. */
+const NO_INSPECTION: readonly PlaneInspection[] = [];
 /** After the last request ended, how long finished responses may take to flush before sockets are cut. */
 const FLUSH_WAIT_MS = 2_000;
 
@@ -80,9 +104,13 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   readonly events = new EventBus();
   readonly metrics: EdgeMetrics;
   readonly driver: SchedulerDriver;
-  readonly nodes: NodeGateway;
-  readonly plane: DataPlane;
-  readonly client: ClientServer;
+  readonly nodes: NodeGateway | undefined;
+  readonly plane: DataPlane | undefined;
+  readonly client: ClientServer | undefined;
+  readonly pool: WorkerPool | undefined;
+  /** Worker mode: the node sessions as workers reported them (status). */
+  readonly #sessions = new Map<string, SessionView>();
+  #shuttingDown = false;
   readonly admin: AdminServer | undefined;
   readonly refresher: ConfigRefresher;
   readonly #https: boolean;
@@ -97,31 +125,54 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   ) {
     this.#config = config;
     this.driver = new SchedulerDriver(config);
-    this.nodes = new NodeGateway(config, this.driver, logger);
-    this.plane = new DataPlane(config, this.driver, this.nodes, logger);
     const https = clientHttpsMaterial(config.tls);
     this.#https = https !== undefined;
-    this.client = new ClientServer(config, this.plane, https);
+    if (config.workers.count > 0) {
+      this.pool = new WorkerPool(config.workers.count, this.driver, logger, (event) => this.#workerEvent(event));
+      this.events.onActiveChange = (active) => this.pool?.setEventsActive(active);
+    } else {
+      this.nodes = new NodeGateway(config, this.driver, logger);
+      this.plane = new DataPlane(config, this.driver, this.nodes, logger);
+      this.client = new ClientServer(config, this.plane, https);
+    }
     this.metrics = new EdgeMetrics({
       status: () => this.driver.status(),
       connectedNodes: () => this.connectedNodeIds().length,
-      openRequests: () => this.plane.openExchanges,
+      openRequests: () => this.plane?.openExchanges ?? 0,
       workers: () => this.#config.workers.count,
       configVersion: () => this.refresher.configVersion,
-      shuttingDown: () => this.plane.shuttingDown,
+      shuttingDown: () => this.shuttingDown,
       events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),
     });
     const observer = new EdgeObserver(this.events, this.metrics, logger);
-    this.plane.setObserver(observer);
-    this.nodes.setObserver(observer);
+    this.plane?.setObserver(observer);
+    this.nodes?.setObserver(observer);
     this.refresher = new ConfigRefresher(this, options.configFile, { refreshed: (result, origin) => this.#refreshed(result, origin) });
     // Registered before listen; during a drain every client request gets 503 shutting_down.
-    this.client.app.addHook('onRequest', this.refuseWhileDraining);
+    this.client?.app.addHook('onRequest', this.refuseWhileDraining);
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
+  }
+
+  get workers(): number {
+    return this.pool?.count ?? 0;
   }
 
   async listen(): Promise<void> {
     const config = this.#config;
+    if (this.pool !== undefined) {
+      try {
+        const ports = await this.pool.start(config, this.logger.level);
+        this.httpPort = ports.httpPort;
+        this.grpcPort = ports.grpcPort;
+        if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
+      } catch (err) {
+        await this.pool.close();
+        this.driver.close();
+        throw err;
+      }
+      return;
+    }
+    if (this.nodes === undefined || this.client === undefined) return;
     this.grpcPort = await this.nodes.listen(config.grpc.host, config.grpc.port, nodeServerCredentials(config.tls));
     try {
       this.httpPort = await this.client.listen(config.http.host, config.http.port);
@@ -150,11 +201,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   get shuttingDown(): boolean {
-    return this.plane.shuttingDown;
+    return this.plane?.shuttingDown ?? this.#shuttingDown;
   }
 
   get openRequests(): number {
-    return this.plane.openExchanges;
+    return this.plane?.openExchanges ?? 0;
   }
 
   get metricsContentType(): string {
@@ -167,10 +218,13 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     // One synchronous step, so no request sees a mix of snapshots. The
     // scheduler goes last: its pump may grant queued requests at once, and
     // those grants must find the data path already on the new snapshot.
+    // With workers the snapshot reaches them by message, a moment later:
+    // each worker swaps it in one step, so its requests see old or new.
     this.#config = next;
-    this.nodes.setConfig(next);
-    this.plane.setConfig(next);
-    this.client.setConfig(next);
+    this.nodes?.setConfig(next);
+    this.plane?.setConfig(next);
+    this.client?.setConfig(next);
+    if (this.pool !== undefined) void this.pool.callAll({ type: 'setConfig', config: next }).catch((err: Error) => this.logger.error({ err }, 'config snapshot did not reach every worker'));
     this.driver.setConfig(next);
   }
 
@@ -180,23 +234,42 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   connectedNodeIds(): string[] {
     const ids: string[] = [];
+    if (this.nodes === undefined) {
+      for (const n of this.driver.status().nodes) if (n.connected) ids.push(n.id);
+      return ids;
+    }
     for (const session of this.nodes.sessions()) ids.push(session.nodeId);
     return ids;
   }
 
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
-    const session = this.nodes.session(nodeId);
+    if (this.pool !== undefined) {
+      const place = this.pool.placeOf(nodeId);
+      if (place === undefined) return false;
+      void this.pool.call(place.worker, { type: 'notifyNode', nodeId, changedPaths, configVersion }).catch(() => undefined);
+      return true;
+    }
+    const session = this.nodes?.session(nodeId);
     if (session === undefined) return false;
     session.sendConfigRefresh(changedPaths, configVersion);
     return true;
   }
 
   retireNode(nodeId: string, reason: string): void {
-    const session = this.nodes.session(nodeId);
+    const graceMs = this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS;
+    if (this.pool !== undefined) {
+      const place = this.pool.placeOf(nodeId);
+      if (place === undefined) return;
+      this.driver.setDraining(nodeId, true);
+      this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
+      this.logger.info({ node: nodeId, generation: place.generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
+      void this.pool.call(place.worker, { type: 'retireNode', nodeId, graceMs, reason }).catch(() => undefined);
+      return;
+    }
+    const session = this.nodes?.session(nodeId);
     if (session === undefined) return;
     this.driver.setDraining(nodeId, true);
     this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
-    const graceMs = this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS;
     this.logger.info({ node: nodeId, generation: session.generation, reason, openTunnels: session.openTunnels, graceMs }, 'retiring node session: no new requests, closed once idle');
     retireSession(session, graceMs, reason);
   }
@@ -216,24 +289,67 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   // --- admin ----------------------------------------------------------------
 
-  status(): EdgeStatus {
-    return buildEdgeStatus(this);
+  async status(): Promise<EdgeStatus> {
+    if (this.pool === undefined) return buildEdgeStatus(this, this.openRequests, []);
+    const planes = await this.#planes();
+    let open = 0;
+    const rings = this.pool.ringUsage();
+    for (const p of planes) {
+      open += p.openExchanges;
+      rings.push(...p.rings);
+    }
+    return buildEdgeStatus(this, open, rings);
+  }
+
+  async inspect(): Promise<EdgeInspection> {
+    const planes = this.plane !== undefined && this.nodes !== undefined ? [inspectPlane(-1, this.plane, this.nodes, undefined)] : await this.#planes();
+    const protocolStats: Record<string, number> = {};
+    let crossTunnels = 0;
+    for (const p of planes) {
+      crossTunnels += p.crossTunnelsOut;
+      for (const [k, v] of Object.entries(p.protocolStats)) protocolStats[k] = (protocolStats[k] ?? 0) + v;
+    }
+    return {
+      planes,
+      openExchanges: planes.reduce((sum, p) => sum + p.openExchanges, 0),
+      tunnelBuffers: planes.flatMap((p) => p.tunnelBuffers),
+      sessions: planes.flatMap((p) => p.sessions),
+      protocolStats,
+      crossTunnels,
+    };
+  }
+
+  #planes(): Promise<readonly PlaneInspection[]> {
+    return this.pool === undefined ? Promise.resolve(NO_INSPECTION) : this.pool.callAll<PlaneInspection>({ type: 'inspect' });
   }
 
   scheduler(): SchedulerStatus {
     return this.driver.status();
   }
 
-  session(nodeId: string): NodeSession | undefined {
-    return this.nodes.session(nodeId);
+  session(nodeId: string): SessionView | undefined {
+    return this.nodes !== undefined ? this.nodes.session(nodeId) : this.#sessions.get(nodeId);
   }
 
-  scrapeMetrics(): Promise<string> {
-    return this.metrics.scrape();
+  async scrapeMetrics(): Promise<string> {
+    if (this.pool === undefined) return this.metrics.scrape();
+    const parts = [await this.metrics.scrapeJson(), ...(await this.pool.callAll<unknown[]>({ type: 'metrics' }))];
+    return AggregatorRegistry.aggregate(parts as Parameters<typeof AggregatorRegistry.aggregate>[0]).metrics();
+  }
+
+  /** A worker's event: node sessions update the status view; the rest go on the bus. */
+  #workerEvent(message: WorkerEvent): void {
+    const info = message.session;
+    if (info !== undefined) {
+      const known = this.#sessions.get(info.nodeId);
+      if (!message.gone) this.#sessions.set(info.nodeId, { ...info, openTunnels: 0 });
+      else if (known !== undefined && known.generation === info.generation) this.#sessions.delete(info.nodeId);
+    }
+    if (message.event !== undefined) this.events.publish(message.event);
   }
 
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome {
-    const session = this.nodes.session(nodeId);
+    const session = this.session(nodeId);
     if (session === undefined) {
       const known = this.#config.nodes.some((n) => n.id === nodeId) || this.driver.status().nodes.some((n) => n.id === nodeId);
       return known
@@ -242,15 +358,17 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     }
     this.driver.setDraining(nodeId, draining);
     this.events.publish({ type: draining ? 'node.draining' : 'node.undrained', node: nodeId, by: 'admin' });
-    this.logger.info({ node: nodeId, generation: session.generation, draining, openTunnels: session.openTunnels }, draining ? 'node draining (admin)' : 'node undrained (admin)');
-    return { ok: true, node: nodeId, draining, openTunnels: session.openTunnels };
+    // With workers the session is elsewhere: its node's live leases are its open tunnels.
+    const openTunnels = this.nodes !== undefined ? session.openTunnels : this.driver.status().providers.reduce((sum, p) => sum + (p.nodeId === nodeId ? p.inFlight : 0), 0);
+    this.logger.info({ node: nodeId, generation: session.generation, draining, openTunnels }, draining ? 'node draining (admin)' : 'node undrained (admin)');
+    return { ok: true, node: nodeId, draining, openTunnels };
   }
 
   // --- drain and close ------------------------------------------------------
 
   /** fastify onRequest hook on the client listener; one bound function for every request. */
   readonly refuseWhileDraining = (_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
-    if (!this.plane.shuttingDown) {
+    if (this.plane === undefined || !this.plane.shuttingDown) {
       done();
       return;
     }
@@ -264,21 +382,24 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   async #drain(graceMs: number): Promise<ShutdownReport> {
+    if (this.pool !== undefined) return this.#drainWorkers(graceMs);
+    const plane = this.plane as DataPlane;
+    const client = this.client as ClientServer;
     const started = performance.now();
     const deadline = started + graceMs;
-    const open = this.plane.openExchanges;
-    this.plane.beginShutdown();
+    const open = plane.openExchanges;
+    plane.beginShutdown();
     this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
     this.logger.info({ graceMs, openRequests: open }, 'draining: no new connections or requests; open requests may finish');
     // No new connections. Kept-alive ones stay until the end so that a
     // request on one gets a clear 503 shutting_down, not a reset.
-    const server = this.client.app.server;
+    const server = client.app.server;
     server.close();
-    while (this.plane.openExchanges > 0 && performance.now() < deadline) await delay(DRAIN_POLL_MS);
-    const aborted = this.plane.openExchanges;
+    while (plane.openExchanges > 0 && performance.now() < deadline) await delay(DRAIN_POLL_MS);
+    const aborted = plane.openExchanges;
     if (aborted > 0) {
       this.logger.warn({ aborted, graceMs }, 'drain grace over: ending the requests still open');
-      this.plane.abortAll();
+      plane.abortAll();
     }
     // Finished responses may still be flushing to slow clients: close each connection once idle.
     const flushDeadline = performance.now() + FLUSH_WAIT_MS;
@@ -295,6 +416,22 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return report;
   }
 
+  /** Each worker drains its own listener and data plane; the grace runs in parallel. */
+  async #drainWorkers(graceMs: number): Promise<ShutdownReport> {
+    const pool = this.pool as WorkerPool;
+    const started = performance.now();
+    this.#shuttingDown = true;
+    const open = (await this.#planes()).reduce((sum, p) => sum + p.openExchanges, 0);
+    this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
+    this.logger.info({ graceMs, openRequests: open, workers: pool.count }, 'draining: no new connections or requests; open requests may finish');
+    const aborted = (await pool.callAll<number>({ type: 'drain', graceMs })).reduce((sum, n) => sum + n, 0);
+    if (aborted > 0) this.logger.warn({ aborted, graceMs }, 'drain grace over: the requests still open were ended');
+    await this.close();
+    const report: ShutdownReport = { drained: aborted === 0, aborted, waitedMs: Math.round(performance.now() - started) };
+    this.logger.info(report, 'edge stopped');
+    return report;
+  }
+
   close(): Promise<void> {
     this.#closing ??= this.#close();
     return this.#closing;
@@ -303,8 +440,9 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   async #close(): Promise<void> {
     await this.admin?.close();
     this.events.closeAll();
-    await this.client.close();
-    await this.nodes.close();
+    await this.client?.close();
+    await this.nodes?.close();
+    await this.pool?.close();
     this.driver.close();
   }
 }

@@ -75,9 +75,23 @@ export class EdgeMetrics {
   #bytesReported = { toNode: 0, toClient: 0 };
   #eventsReported = { published: 0, dropped: 0 };
 
-  constructor(private readonly source: MetricsSource) {
+  readonly #mainCpu = new Gauge({ name: 'edge_main_thread_cpu_seconds', help: 'CPU time of the main thread (the scheduler; with workers.count 0 the whole data path too)', registers: [this.registry] });
+
+  /** `processMetrics` false in I/O workers: process-wide numbers are reported once, by the main thread. */
+  constructor(
+    private readonly source: MetricsSource,
+    private readonly processMetrics = true,
+  ) {
     // Process metrics, including nodejs_eventloop_lag_p99_seconds.
-    collectDefaultMetrics({ register: this.registry });
+    if (processMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Like scrape(), as prom-client JSON: the main thread merges its workers' with AggregatorRegistry.aggregate. */
+  async scrapeJson(): Promise<unknown[]> {
+    this.#syncCounters();
+    if (this.processMetrics) this.#mainCpu.set(mainThreadCpuSeconds());
+    this.#syncGauges();
+    return this.registry.getMetricsAsJSON() as Promise<unknown[]>;
   }
 
   get contentType(): string {
@@ -122,6 +136,7 @@ export class EdgeMetrics {
   /** The exposition text; state gauges and plain counters are brought up to date first. */
   async scrape(): Promise<string> {
     this.#syncCounters();
+    if (this.processMetrics) this.#mainCpu.set(mainThreadCpuSeconds());
     this.#syncGauges();
     return this.registry.metrics();
   }
@@ -210,4 +225,10 @@ export class EdgeMetrics {
     this.#configVersion.set(this.source.configVersion());
     this.#shuttingDown.set(this.source.shuttingDown() ? 1 : 0);
   }
+}
+
+/** CPU seconds (user + system) of the calling thread: process.threadCpuUsage where Node has it. */
+export function mainThreadCpuSeconds(): number {
+  const usage = (process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage?.() ?? process.cpuUsage();
+  return (usage.user + usage.system) / 1e6;
 }

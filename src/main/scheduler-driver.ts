@@ -6,6 +6,7 @@
 // scheduler must never be re-entered mid-pump.
 import { performance } from 'node:perf_hooks';
 import type { EdgeConfig } from '../shared/config-types.js';
+import type { DecisionHandler, NodeRegistrar, SchedulerPort } from '../workers/scheduler-port.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import type {
   AdmitRequest,
@@ -18,11 +19,7 @@ import type {
   SchedulerStatus,
 } from './scheduler/types.js';
 
-/** Where decisions go: the data path (directly, or through a ring later). */
-export interface DecisionHandler {
-  onGrant(grant: Grant): void;
-  onReject(requestId: number, code: RejectCode, retryAfterSec: number): void;
-}
+export type { DecisionHandler } from '../workers/scheduler-port.js';
 
 interface Rejection {
   readonly requestId: number;
@@ -30,15 +27,35 @@ interface Rejection {
   readonly retryAfterSec: number;
 }
 
-type Decision = Grant | Rejection;
-
-function isGrant(decision: Decision): decision is Grant {
-  return (decision as Grant).leaseId !== undefined;
+/** requeue() found no other candidate (delivered in order with grants and rejections). */
+class RequeueRefusal {
+  constructor(readonly requestId: number) {}
 }
 
-export class SchedulerDriver implements SchedulerSink {
+/** reportStale()'s answer, delivered in order after any re-admission's decision. */
+class StaleAnswer {
+  constructor(
+    readonly requestId: number,
+    readonly leaseId: number,
+    readonly current: boolean,
+  ) {}
+}
+
+type Decision = Grant | Rejection | RequeueRefusal | StaleAnswer;
+
+function isGrant(decision: Decision): decision is Grant {
+  return (decision as Grant).leaseId !== undefined && !(decision instanceof StaleAnswer);
+}
+
+/**
+ * Also the SchedulerPort of a single-threaded edge (workers.count 0): the
+ * data path's calls land here directly and answers are delivered through the
+ * same decision queue, after the scheduler call returned.
+ */
+export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   readonly scheduler: Scheduler;
   private handler: DecisionHandler | undefined;
+  private registrar: NodeRegistrar | undefined;
   private readonly decisions: Decision[] = [];
   private delivering = false;
   private timer: NodeJS.Timeout | undefined;
@@ -50,6 +67,10 @@ export class SchedulerDriver implements SchedulerSink {
 
   setHandler(handler: DecisionHandler): void {
     this.handler = handler;
+  }
+
+  setRegistrar(registrar: NodeRegistrar): void {
+    this.registrar = registrar;
   }
 
   // SchedulerSink: only records; delivery happens in flush().
@@ -122,6 +143,31 @@ export class SchedulerDriver implements SchedulerSink {
     return released;
   }
 
+  // --- SchedulerPort (the data path on this thread) ----------------------------
+
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string): void {
+    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now())) this.decisions.push(new RequeueRefusal(request.requestId));
+    this.flush();
+  }
+
+  confirmSent(leaseId: number): boolean {
+    return this.confirm(leaseId);
+  }
+
+  reportStale(requestId: number, leaseId: number): void {
+    const current = this.scheduler.confirm(leaseId, performance.now());
+    this.decisions.push(new StaleAnswer(requestId, leaseId, current));
+    this.flush();
+  }
+
+  /** Activation and fencing in one step: the registrar makes the session current before any grant is delivered. */
+  register(nodeId: string, serial: number): void {
+    this.deferDecisions(() => {
+      const connected = this.connect(nodeId);
+      this.registrar?.onConnected(serial, nodeId, connected?.generation ?? 0);
+    });
+  }
+
   setDraining(nodeId: string, draining: boolean): void {
     this.scheduler.setDraining(nodeId, draining, performance.now());
     this.flush();
@@ -152,7 +198,9 @@ export class SchedulerDriver implements SchedulerSink {
       while (delivered < this.decisions.length) {
         const decision = this.decisions[delivered++];
         if (!handler) continue;
-        if (isGrant(decision)) handler.onGrant(decision);
+        if (decision instanceof RequeueRefusal) handler.onRequeueRefused(decision.requestId);
+        else if (decision instanceof StaleAnswer) handler.onStaleChecked(decision.requestId, decision.leaseId, decision.current);
+        else if (isGrant(decision)) handler.onGrant(decision, -1);
         else handler.onReject(decision.requestId, decision.code, decision.retryAfterSec);
       }
     } finally {

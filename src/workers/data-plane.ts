@@ -1,12 +1,14 @@
 // The data path's side of the scheduler hand-off: it turns admissions into
 // scheduler calls and the scheduler's decisions (grant / reject) into
 // tunnels or error replies. With workers.count 0 it runs on the main thread
-// and calls the SchedulerDriver directly.
+// and its SchedulerPort is the SchedulerDriver (direct calls); in an I/O
+// worker the port is a RemoteScheduler (records over SAB rings) and a grant
+// may name a node whose session lives in another worker (PeerLinks).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
-import { Errors, type GatewayErrorSpec } from '../shared/errors.js';
-import type { DecisionHandler, SchedulerDriver } from '../main/scheduler-driver.js';
+import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../shared/errors.js';
+import type { DecisionHandler, SchedulerPort } from './scheduler-port.js';
 import { estimateInputTokens } from '../main/scheduler/estimate.js';
 import type { Grant, RejectCode, ReleaseReason } from '../main/scheduler/types.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
@@ -19,6 +21,34 @@ import { rewriteModel } from './http/inspect.js';
 import { isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
 import { NO_OBSERVER, type ExchangeObserver } from './exchange-observer.js';
+import type { TunnelHost } from './tunnel/tunnel-host.js';
+
+/** Tunnels to nodes whose session lives in another worker. */
+export interface PeerRouter {
+  /** A handle on node `nodeId` (generation) held by worker `worker`. */
+  nodeHost(worker: number, nodeId: string, generation: number, leaseId: number): TunnelHost;
+}
+
+/** Where this data plane sits: worker index and count (request ids carry the index). */
+export interface PlanePlacement {
+  /** -1 = the main thread (workers.count 0). */
+  readonly workerIndex: number;
+  readonly peers: PeerRouter | undefined;
+}
+
+/** Request ids are seq * ID_STRIDE + worker index, so the scheduler's answers route back by `id % ID_STRIDE`. */
+export const ID_STRIDE = 64;
+export const MAX_WORKERS = ID_STRIDE;
+
+/** What to do when a requeue is refused: fail with the tunnel's error, or 503 node_overloaded. */
+interface RequeueFallback {
+  readonly code: string;
+  readonly message: string;
+  readonly grant: Grant;
+  readonly session: TunnelHost | undefined;
+  readonly tunnelId: number;
+}
+const OVERLOADED = 'node_overloaded';
 
 const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   model_not_found: Errors.modelNotFound,
@@ -33,13 +63,30 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
  * or node could not take it": the request is retried once elsewhere. An
  * upstream timeout or a provider's own error status is not retried.
  */
-const RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set(['upstream_connect_failed', 'upstream_reset', 'node_disconnected', 'node_leaving']);
+const RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set([
+  'upstream_connect_failed',
+  'upstream_reset',
+  'node_disconnected',
+  'node_leaving',
+  // The node does not (or no longer) serve that provider: another may.
+  'unknown_provider',
+  'adapter_not_supported',
+]);
+
+/** How much later than the edge's tunnel deadline the node gives up on its own. */
+const NODE_DEADLINE_SLACK_MS = 1_000;
 
 export class DataPlane implements DecisionHandler {
   private readonly pending = new Map<number, ProxyExchange>();
   /** requestId -> the API key whose concurrency slot the request holds (auth on only). */
   private readonly keyOf = new Map<number, ApiKeyState>();
-  private nextRequestId = 1;
+  /** requestId -> what to do if its requeue is refused. */
+  private readonly fallbacks = new Map<number, RequeueFallback>();
+  private nextSeq = 1;
+  private readonly idBase: number;
+  private readonly idStride: number;
+  private readonly workerIndex: number;
+  private readonly peers: PeerRouter | undefined;
   private readonly runIdPrefix = `run-${Date.now().toString(36)}-`;
   private config: EdgeConfig;
   private aliases: ReadonlySet<string>;
@@ -48,16 +95,23 @@ export class DataPlane implements DecisionHandler {
   private observer: ExchangeObserver = NO_OBSERVER;
   /** Set when the edge drains: new requests get 503 shutting_down. */
   shuttingDown = false;
+  /** Requests that reached the data plane (inspection: which worker served what). */
+  begunTotal = 0;
 
   constructor(
     config: EdgeConfig,
-    private readonly driver: SchedulerDriver,
+    private readonly driver: SchedulerPort,
     private readonly nodes: NodeGateway,
     readonly logger: Logger,
+    placement: PlanePlacement = { workerIndex: -1, peers: undefined },
   ) {
     this.config = config;
     this.aliases = new Set(config.models.map((m) => m.alias));
     ({ deadlineLimits: this.deadlineLimits, maxTunnelsPerNode: this.maxTunnelsPerNode } = hardeningOf(config));
+    this.workerIndex = placement.workerIndex;
+    this.peers = placement.peers;
+    this.idBase = placement.workerIndex < 0 ? 0 : placement.workerIndex;
+    this.idStride = placement.workerIndex < 0 ? 1 : ID_STRIDE;
     driver.setHandler(this);
   }
 
@@ -65,6 +119,11 @@ export class DataPlane implements DecisionHandler {
     this.config = config;
     this.aliases = new Set(config.models.map((m) => m.alias));
     ({ deadlineLimits: this.deadlineLimits, maxTunnelsPerNode: this.maxTunnelsPerNode } = hardeningOf(config));
+  }
+
+  /** limits.max_tunnels_per_node of the live config (0 = none); PeerLinks fence with it too. */
+  get tunnelLimit(): number {
+    return this.maxTunnelsPerNode;
   }
 
   get openExchanges(): number {
@@ -87,7 +146,8 @@ export class DataPlane implements DecisionHandler {
 
   /** Starts a proxied request whose body already passed inspection. */
   begin(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer, info: InspectOk, apiKey?: ApiKeyState): void {
-    const requestId = this.nextRequestId++;
+    const requestId = this.nextSeq++ * this.idStride + this.idBase;
+    this.begunTotal++;
     if (apiKey !== undefined) this.keyOf.set(requestId, apiKey);
     const exchange = new ProxyExchange(this, requestId, this.runIdPrefix + requestId.toString(36), path, request, response, body, info);
     this.stampStart(exchange);
@@ -105,24 +165,30 @@ export class DataPlane implements DecisionHandler {
 
   // --- DecisionHandler -------------------------------------------------------
 
-  onGrant(grant: Grant): void {
+  onGrant(grant: Grant, nodeWorker: number): void {
     const exchange = this.pending.get(grant.requestId);
     if (!exchange || exchange.state !== 'admitting') {
       // The client left between the decision and its delivery.
       this.driver.release(grant.leaseId, 'client_closed');
       return;
     }
-    // Pre-send fence: the lease must belong to the node's current connection.
-    if (!this.driver.confirm(grant.leaseId)) return; // re-admitted; its next decision follows
-    const session = this.nodes.session(grant.nodeId);
-    if (!session || session.generation !== grant.generation) {
-      this.driver.release(grant.leaseId, 'send_failed');
-      exchange.reject(Errors.nodeDisconnected, 0);
-      return;
-    }
-    if (this.maxTunnelsPerNode > 0 && session.openTunnels >= this.maxTunnelsPerNode) {
-      this.refuseOverloaded(exchange, grant, session.openTunnels);
-      return;
+    let session: TunnelHost;
+    if (nodeWorker < 0 || nodeWorker === this.workerIndex || this.peers === undefined) {
+      // Pre-send fence where the session lives: the lease must belong to the node's current connection.
+      const local = this.nodes.session(grant.nodeId);
+      if (!local || local.generation !== grant.generation) {
+        this.driver.reportStale(grant.requestId, grant.leaseId); // re-admitted, or failed: onStaleChecked
+        return;
+      }
+      if (!this.driver.confirmSent(grant.leaseId)) return; // re-admitted; its next decision follows
+      if (this.maxTunnelsPerNode > 0 && local.openTunnels >= this.maxTunnelsPerNode) {
+        this.refuseOverloaded(exchange, grant, local.openTunnels);
+        return;
+      }
+      session = local;
+    } else {
+      // The node's worker fences (generation, tunnel limit) and answers with frames or a refusal.
+      session = this.peers.nodeHost(nodeWorker, grant.nodeId, grant.generation, grant.leaseId);
     }
     exchange.grant = grant;
     exchange.leaseId = grant.leaseId;
@@ -146,7 +212,8 @@ export class DataPlane implements DecisionHandler {
         headers: forwardedHeaders(exchange.request.rawHeaders),
         body,
         stream: exchange.info.stream,
-        timeoutMs: this.config.limits.tunnelTimeoutMs,
+        // The edge's own deadline decides; the node's is a backstop for an edge that vanished.
+        timeoutMs: this.config.limits.tunnelTimeoutMs + NODE_DEADLINE_SLACK_MS,
         initialCredit: this.config.limits.tunnelWindowBytes,
         metadata: { request_id: exchange.requestTag },
       });
@@ -164,14 +231,64 @@ export class DataPlane implements DecisionHandler {
 
   onReject(requestId: number, code: RejectCode, retryAfterSec: number): void {
     const exchange = this.pending.get(requestId);
+    this.fallbacks.delete(requestId);
     if (!exchange) return;
     exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model));
+  }
+
+  onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
+    if (!current) return; // re-admitted: its next decision follows
+    // The scheduler still holds the lease, but its session is gone where it lived.
+    this.driver.release(leaseId, 'send_failed');
+    const exchange = this.pending.get(requestId);
+    if (exchange !== undefined && exchange.state === 'admitting') exchange.reject(Errors.nodeDisconnected, 0);
+  }
+
+  onRequeueRefused(requestId: number): void {
+    const fallback = this.fallbacks.get(requestId);
+    this.fallbacks.delete(requestId);
+    const exchange = this.pending.get(requestId);
+    if (fallback === undefined || exchange === undefined || exchange.state !== 'admitting') return;
+    if (fallback.code === OVERLOADED) {
+      exchange.reject(Errors.nodeOverloaded, 1);
+      return;
+    }
+    // No other candidate: back as it was, failed with the tunnel's own error (its lease is already released).
+    exchange.state = 'dispatched';
+    exchange.grant = fallback.grant;
+    exchange.session = fallback.session;
+    exchange.tunnelId = fallback.tunnelId;
+    exchange.fail(specForNodeErrorCode(fallback.code), fallback.message || undefined, fallback.code === 'node_disconnected' ? 'fenced' : 'error');
+  }
+
+  /**
+   * The node's worker refused a tunnel this worker asked for: its session
+   * there is gone or of another generation (`stale`: the scheduler re-admits
+   * or fails it), or at its tunnel limit.
+   */
+  tunnelRefused(exchange: ProxyExchange, code: 'stale' | 'overloaded', open: number): void {
+    const grant = exchange.grant;
+    if (exchange.state !== 'dispatched' || grant === undefined) return;
+    this.undispatch(exchange);
+    if (code === 'stale') this.driver.reportStale(exchange.requestId, grant.leaseId);
+    else this.refuseOverloaded(exchange, grant, open);
+  }
+
+  /** Back to waiting for a decision: no tunnel, no timer. */
+  private undispatch(exchange: ProxyExchange): void {
+    if (exchange.timeout !== undefined) clearTimeout(exchange.timeout);
+    exchange.timeout = undefined;
+    exchange.state = 'admitting';
+    exchange.grant = undefined;
+    exchange.session = undefined;
+    exchange.tunnelId = 0;
   }
 
   // --- called by exchanges ---------------------------------------------------
 
   cancelAdmission(exchange: ProxyExchange): void {
     this.pending.delete(exchange.requestId);
+    if (this.fallbacks.size > 0) this.fallbacks.delete(exchange.requestId);
     if (this.keyOf.size > 0) this.releaseKey(exchange.requestId);
     this.driver.cancel(exchange.requestId);
   }
@@ -181,28 +298,16 @@ export class DataPlane implements DecisionHandler {
    * the request once for another provider. True when it was (its next
    * decision follows); false when the caller should fail it as usual.
    */
-  retryBeforeFirstByte(exchange: ProxyExchange, code: string): boolean {
+  retryBeforeFirstByte(exchange: ProxyExchange, code: string, message: string): boolean {
     const grant = exchange.grant;
     if (exchange.retried || exchange.state !== 'dispatched' || grant === undefined || !RETRY_BEFORE_FIRST_BYTE.has(code)) return false;
     exchange.retried = true;
-    const { session, tunnelId } = exchange;
-    if (exchange.timeout !== undefined) clearTimeout(exchange.timeout);
-    exchange.timeout = undefined;
+    this.fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId });
     // Admitting again before the call: the new grant may be delivered from inside it.
-    exchange.state = 'admitting';
-    exchange.grant = undefined;
-    exchange.session = undefined;
-    exchange.tunnelId = 0;
-    if (this.driver.retry(grant.leaseId, admitRequestOf(exchange), grant.providerId)) {
-      this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; retrying on another provider');
-      return true;
-    }
-    // No other candidate: back as it was, for the caller to fail (its lease is already released).
-    exchange.state = 'dispatched';
-    exchange.grant = grant;
-    exchange.session = session;
-    exchange.tunnelId = tunnelId;
-    return false;
+    this.undispatch(exchange);
+    this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; retrying on another provider');
+    this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
+    return true;
   }
 
   /** The granted node is at limits.max_tunnels_per_node: retry elsewhere once, else 503 node_overloaded. */
@@ -210,10 +315,11 @@ export class DataPlane implements DecisionHandler {
     this.logger.warn({ node: grant.nodeId, open, limit: this.maxTunnelsPerNode }, 'node at its tunnel limit; request not sent there');
     if (!exchange.retried) {
       exchange.retried = true;
-      if (this.driver.retry(grant.leaseId, admitRequestOf(exchange), grant.providerId)) return;
-    } else {
-      this.driver.release(grant.leaseId, 'send_failed');
+      this.fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
+      this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
+      return;
     }
+    this.driver.release(grant.leaseId, 'send_failed');
     exchange.reject(Errors.nodeOverloaded, 1);
   }
 
@@ -258,11 +364,16 @@ export class DataPlane implements DecisionHandler {
 
   /** The drain grace is over: every open exchange ends now with 503 shutting_down (or an in-band error). */
   abortAll(): void {
-    for (const exchange of [...this.pending.values()]) {
-      if (exchange.state === 'admitting') {
-        this.driver.cancel(exchange.requestId);
-        exchange.reject(Errors.shuttingDown, 1, 'the edge is shutting down; retry on another instance');
-      } else if (exchange.state !== 'done') {
+    const open = [...this.pending.values()];
+    // Queued requests leave first: releasing a dispatched lease pumps the
+    // queue, which must not send new work to a node just to cancel it.
+    for (const exchange of open) {
+      if (exchange.state !== 'admitting') continue;
+      this.driver.cancel(exchange.requestId);
+      exchange.reject(Errors.shuttingDown, 1, 'the edge is shutting down; retry on another instance');
+    }
+    for (const exchange of open) {
+      if (exchange.state !== 'admitting' && exchange.state !== 'done') {
         exchange.session?.cancelTunnel(exchange.tunnelId, 'edge shutting down');
         exchange.fail(Errors.shuttingDown, 'the edge shut down before this response finished', 'fenced');
       }
@@ -277,6 +388,7 @@ export class DataPlane implements DecisionHandler {
 
   forget(exchange: ProxyExchange): void {
     this.pending.delete(exchange.requestId);
+    if (this.fallbacks.size > 0) this.fallbacks.delete(exchange.requestId);
     if (this.keyOf.size > 0) this.releaseKey(exchange.requestId);
   }
 
@@ -326,7 +438,8 @@ function forwardedHeaders(raw: readonly string[]): { name: string; value: string
   const out: { name: string; value: string }[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i].toLowerCase();
-    if (isForwardedUpstream(name)) out.push({ name, value: raw[i + 1] });
+    // $typeName: the node message is built as a plain literal (edge-messages.ts), not by create().
+    if (isForwardedUpstream(name)) out.push({ $typeName: 'edge.v1.Header', name, value: raw[i + 1] } as { name: string; value: string });
   }
   return out;
 }

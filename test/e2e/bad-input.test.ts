@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { ALIAS, inFlight, NODE_ID, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, NODE_ID, openExchanges, startStack, waitFor, type Stack } from '../helpers/stack.js';
 
 const BODY_LIMIT = 64 * 1024;
 
@@ -200,7 +200,7 @@ describe('HTTP bad-input corpus', () => {
   });
 
   test('after the corpus: the edge still serves, no lease or exchange is left, every invariant holds', async () => {
-    await waitUntil(() => inFlight(stack.edge) === 0 && stack.edge.plane.openExchanges === 0, 'everything to be released');
+    await waitFor(async () => inFlight(stack.edge) === 0 && (await openExchanges(stack.edge)) === 0, 'everything to be released');
     assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
     assert.equal(stack.edge.driver.status().liveLeases, 0);
     const res = await fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('') });

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { ALIAS, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 
 const WINDOW = 16 * 1024;
 
@@ -36,14 +36,16 @@ describe('per-tunnel flow control', () => {
     let maxBuffered = 0;
     let maxOutstanding = 0;
     const sampler = setInterval(() => {
-      for (const t of stack.edge.plane.tunnelBuffers()) {
-        maxBuffered = Math.max(maxBuffered, t.buffered);
-        maxOutstanding = Math.max(maxOutstanding, t.outstanding);
-      }
+      void stack.edge.inspect().then((inspection) => {
+        for (const t of inspection.tunnelBuffers) {
+          maxBuffered = Math.max(maxBuffered, t.buffered);
+          maxOutstanding = Math.max(maxOutstanding, t.outstanding);
+        }
+      });
     }, 5);
     try {
       // Let the slow tunnel fill every buffer between the provider and its client.
-      await waitUntil(() => stack.edge.plane.tunnelBuffers().some((t) => t.outstanding >= WINDOW / 2), 'the slow tunnel to use its window');
+      await waitFor(async () => (await stack.edge.inspect()).tunnelBuffers.some((t) => t.outstanding >= WINDOW / 2), 'the slow tunnel to use its window');
       const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'x', maxRetries: 0 });
       const stream = await sdk.chat.completions.create(
         { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'normal' }] },

@@ -108,7 +108,7 @@ describe('tunnel timeouts fire in every phase and cancel upstream', () => {
     const text = await res.text();
     assert.equal(res.status, 200);
     assert.ok(text.includes('data: [DONE]'), 'complete stream');
-    assert.equal(inFlight(stack.edge), 0);
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease to be released (with workers the release record trails the response)');
   });
 
   test('the total tunnel timeout fires while waiting for headers (504 gateway_timeout) and mid-stream (error event)', async () => {
@@ -128,7 +128,8 @@ describe('max tunnels per node', () => {
   test('past max_tunnels_per_node the request is not sent there: 503 node_overloaded, and the lease is not leaked', async () => {
     const stack = await stackWith({ max_tunnels_per_node: 1 }, { capacity: 4 });
     const slow = chat(stack, {}, { 'x-mock-tokens': '2', 'x-mock-interval-ms': '400' });
-    await waitUntil(() => inFlight(stack.edge) === 1, 'the first tunnel to open');
+    // The provider seeing it proves the tunnel is open on the node's worker, not just granted.
+    await waitUntil(() => inFlight(stack.edge) === 1 && stack.mock.stats.requests >= 1, 'the first tunnel to open');
     const requestsBefore = stack.mock.stats.requests;
     const refused = await chat(stack);
     assert.equal(refused.headers.get('retry-after'), '1');

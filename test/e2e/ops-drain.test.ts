@@ -72,7 +72,9 @@ describe('SIGTERM to the edge process', () => {
         (reply) => reply.status,
         (err: NodeJS.ErrnoException) => err.code,
       );
-      assert.ok(late === 'ECONNREFUSED' || late === 503, `a request after SIGTERM got ${String(late)}`);
+      // With worker threads each listener shares the port (reusePort); a connection the kernel had
+      // already queued on a listener that then closed is reset: also never served.
+      assert.ok(late === 'ECONNREFUSED' || late === 'ECONNRESET' || late === 503, `a request after SIGTERM got ${String(late)}`);
 
       const bodies = await Promise.all(replies.map((r) => r.body));
       for (const body of bodies) {

@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import { stringify as toYaml } from 'yaml';
 import { ALIAS, copyOf, NODE_ID, PROVIDER_ID, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
+import { openExchanges, sessionOf } from '../helpers/stack.js';
 
 const CAPACITY_PATH = `nodes[${NODE_ID}].providers[${PROVIDER_ID}].capacity`;
 
@@ -51,7 +52,10 @@ describe('config refresh through the admin API', () => {
     );
     assert.deepEqual(json.providers[0].servedModels.length, 2);
     assert.deepEqual(json.groups.find((g: any) => g.model === ALIAS), { model: ALIAS, queueDepth: 0, maxQueue: 4, queueTimeoutMs: 10_000, policy: 'fifo' });
-    assert.deepEqual(json.workers, { count: 0, rings: [] });
+    assert.equal(json.workers.count, stack.edge.workers);
+    // Two scheduler rings per I/O worker and one per ordered pair of workers; none on the main thread alone.
+    const n = stack.edge.workers;
+    assert.equal(json.workers.rings.length, n * 2 + n * (n - 1));
     assert.equal(json.edge.configVersion, 1);
     assert.equal(json.edge.shuttingDown, false);
   });
@@ -95,7 +99,7 @@ describe('config refresh through the admin API', () => {
     await res.text();
     assert.ok(wokeAfterMs < 1_000, `the queued request was answered ${Math.round(wokeAfterMs)} ms after the apply`);
     // The first stream is still running: the second did not wait for its slot.
-    assert.ok(stack.edge.plane.openExchanges >= 1, 'the first stream is still open');
+    assert.ok((await openExchanges(stack.edge)) >= 1, 'the first stream is still open');
     assert.match(await firstBody, /\[DONE\]/);
     assert.equal(providerCapacity((await stack.admin('/admin/status')).json), 2);
     await waitUntil(() => stack.refreshes.length === 1, 'the agent to get its ConfigRefresh');
@@ -189,7 +193,7 @@ describe('config refresh through the admin API', () => {
     assert.deepEqual(json.retired, [NODE_ID]);
     const [reason] = (await rejected) as [string];
     assert.match(reason, /unknown node/);
-    assert.equal(stack.edge.nodes.session(NODE_ID), undefined);
+    assert.equal(await sessionOf(stack.edge, NODE_ID), undefined);
     const res = await chat(stack);
     assert.equal(res.status, 404, 'its model is gone too');
   });

@@ -41,12 +41,18 @@ export const SERVED = 'mock-llama-3-8b-served';
 export const EMBED_ALIAS = 'embed-small';
 export const EMBED_SERVED = 'mock-embed-served';
 
+/** workers.count for end-to-end tests: EDGE_TEST_WORKERS (default 0 = the data path on the main thread). */
+export function testWorkers(): number {
+  const raw = process.env.EDGE_TEST_WORKERS;
+  return raw === undefined || raw === '' ? 0 : Number.parseInt(raw, 10);
+}
+
 export function edgeConfigObject(options: StackOptions = {}): Record<string, unknown> {
   return {
     listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
     limits: { body_bytes: options.bodyBytes ?? 1024 * 1024, tunnel_timeout_ms: options.tunnelTimeoutMs ?? 30_000, tunnel_window_bytes: options.tunnelWindowBytes ?? 256 * 1024 },
     heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
-    workers: { count: 0 },
+    workers: { count: testWorkers() },
     nodes: [
       {
         id: NODE_ID,
@@ -111,6 +117,25 @@ export async function waitUntil(predicate: () => boolean, what: string, timeoutM
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/** Polls an asynchronous predicate (e.g. over edge.inspect()) until it holds. */
+export async function waitFor(predicate: () => Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Open client requests over every thread of the data path. */
+export async function openExchanges(edge: RunningEdge): Promise<number> {
+  return (await edge.inspect()).openExchanges;
+}
+
+/** A node's current session as the data path holds it (whichever thread), if connected. */
+export async function sessionOf(edge: RunningEdge, nodeId: string): Promise<{ generation: number; openTunnels: number } | undefined> {
+  return (await edge.inspect()).sessions.find((s) => s.nodeId === nodeId);
 }
 
 /** Sum of in-flight over every provider, from the scheduler's status. */

@@ -50,6 +50,7 @@ test('a grant crosses the ring with its names, ids up to 2^53 and fractional que
   assert.deepEqual(grant, {
     kind: RecordKind.grant,
     code: 0,
+    worker: 0,
     generation: 7,
     requestId: 2 ** 53 - 1,
     leaseId: 4_294_967_297,

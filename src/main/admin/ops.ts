@@ -11,7 +11,7 @@ export type NodeDrainOutcome =
 
 export interface AdminOps {
   refresh(request: RefreshRequest): Promise<RefreshResult>;
-  status(): EdgeStatus;
+  status(): Promise<EdgeStatus>;
   /** Draining belongs to the node's current connection: a reconnect clears it. */
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
   scrapeMetrics(): Promise<string>;

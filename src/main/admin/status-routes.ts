@@ -3,8 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import type { AdminOps } from './ops.js';
 
 export function registerStatusRoutes(app: FastifyInstance, ops: AdminOps): void {
-  app.get('/admin/status', (_request, reply) => {
-    reply.send(ops.status());
+  app.get('/admin/status', async (_request, reply) => {
+    reply.send(await ops.status());
   });
   app.get('/metrics', async (_request, reply) => {
     const text = await ops.scrapeMetrics();

@@ -4,7 +4,6 @@
 // data path.
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { VERSION } from '../../shared/version.js';
-import type { NodeSession } from '../../workers/grpc/node-session.js';
 import type { EventBus } from '../events/event-bus.js';
 import type { SchedulerStatus } from '../scheduler/types.js';
 
@@ -56,22 +55,37 @@ export interface EdgeStatus {
   };
 }
 
+/** A node session as status shows it (a NodeSession, or a worker's report of one). */
+export interface SessionView {
+  readonly generation: number;
+  readonly connectedAtMs: number;
+  readonly agentVersion: string;
+  readonly remoteAddress: string;
+  readonly openTunnels: number;
+}
+
 export interface StatusSource {
   readonly config: EdgeConfig;
   readonly configVersion: number;
   readonly startedAt: number;
   readonly shuttingDown: boolean;
-  readonly openRequests: number;
   readonly events: EventBus;
   scheduler(): SchedulerStatus;
-  session(nodeId: string): NodeSession | undefined;
+  session(nodeId: string): SessionView | undefined;
+}
+
+function leasesOn(s: SchedulerStatus, nodeId: string): number {
+  let sum = 0;
+  for (const p of s.providers) if (p.nodeId === nodeId) sum += p.inFlight;
+  return sum;
 }
 
 function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-export function buildEdgeStatus(source: StatusSource): EdgeStatus {
+/** `openRequests` and `rings` are gathered by the caller (from the workers when there are some). */
+export function buildEdgeStatus(source: StatusSource, openRequests: number, rings: EdgeStatus['workers']['rings']): EdgeStatus {
   const s = source.scheduler();
   const configured = new Set(source.config.nodes.map((n) => n.id));
   const bus = source.events;
@@ -83,7 +97,7 @@ export function buildEdgeStatus(source: StatusSource): EdgeStatus {
       uptimeSeconds: Math.round((Date.now() - source.startedAt) / 1000),
       configVersion: source.configVersion,
       shuttingDown: source.shuttingDown,
-      openRequests: source.openRequests,
+      openRequests,
     },
     nodes: s.nodes.map((n) => {
       const session = n.connected ? source.session(n.id) : undefined;
@@ -96,7 +110,8 @@ export function buildEdgeStatus(source: StatusSource): EdgeStatus {
         agentVersion: live ? session.agentVersion : null,
         address: live ? session.remoteAddress : null,
         draining: n.draining,
-        openTunnels: live ? session.openTunnels : 0,
+        // A worker's report carries no live count: the scheduler's leases on the node stand in.
+        openTunnels: live ? (session.openTunnels > 0 ? session.openTunnels : leasesOn(s, n.id)) : 0,
         configured: configured.has(n.id),
       };
     }),
@@ -111,8 +126,7 @@ export function buildEdgeStatus(source: StatusSource): EdgeStatus {
       servedModels: p.servedModels,
     })),
     groups: s.groups.map((g) => ({ model: g.alias, queueDepth: g.queueDepth, maxQueue: g.maxQueue, queueTimeoutMs: g.queueTimeoutMs, policy: 'fifo' })),
-    // No I/O worker threads yet (workers.count is 0): no rings to report.
-    workers: { count: source.config.workers.count, rings: [] },
+    workers: { count: source.config.workers.count, rings },
     events: {
       published: bus.publishedTotal,
       dropped: bus.droppedTotal,

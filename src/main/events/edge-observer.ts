@@ -8,7 +8,13 @@ import type { NodeObserver } from '../../workers/grpc/node-gateway.js';
 import type { NodeSession } from '../../workers/grpc/node-session.js';
 import type { EdgeMetrics } from '../metrics.js';
 import { CLIENT_CLOSED_STATUS } from '../metrics.js';
-import type { EventBus } from './event-bus.js';
+import type { EdgeEvent } from './types.js';
+
+/** Where events go: the EventBus, or (in an I/O worker) a forwarder to the main thread's bus. */
+export interface EventSink {
+  readonly active: boolean;
+  publish(event: EdgeEvent): void;
+}
 
 /** Outcomes that are the normal end of a request, not worth an info line. */
 const QUIET_OUTCOMES = new Set(['end', 'client_closed', 'queue_full', 'queue_timeout', 'model_not_found', 'node_not_found', 'no_provider_available', 'shutting_down']);
@@ -19,7 +25,7 @@ function round(ms: number): number {
 
 export class EdgeObserver implements ExchangeObserver, NodeObserver {
   constructor(
-    private readonly bus: EventBus,
+    private readonly bus: EventSink,
     private readonly metrics: EdgeMetrics,
     private readonly logger: Logger,
   ) {}

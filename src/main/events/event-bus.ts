@@ -125,6 +125,8 @@ export class EventBus {
   /** Events dropped over every subscriber, ever. */
   droppedTotal = 0;
   publishedTotal = 0;
+  /** Called when `active` flips (workers mode: I/O workers build run events only while it is true). */
+  onActiveChange: ((active: boolean) => void) | undefined;
 
   /** False when nobody listens: producers skip building events at all. */
   get active(): boolean {
@@ -146,12 +148,13 @@ export class EventBus {
     const size = Math.max(1, Math.min(MAX_SUBSCRIBER_BUFFER, Math.floor(capacity)));
     const subscription = new Subscription(this.#nextId++, size, this, reader);
     this.#subscribers.add(subscription);
+    if (this.#subscribers.size === 1) this.onActiveChange?.(true);
     return subscription;
   }
 
   /** @internal */
   unsubscribe(subscription: Subscription): void {
-    this.#subscribers.delete(subscription);
+    if (this.#subscribers.delete(subscription) && this.#subscribers.size === 0) this.onActiveChange?.(false);
   }
 
   /** @internal */

@@ -5,7 +5,7 @@
 // One 48-byte layout for every kind (little-endian, offsets in bytes):
 //    0 u8  kind        RecordKind
 //    1 u8  code        ReleaseReason / RejectCode (see the tables below); confirm reply: 1 = current
-//    2 u16 reserved    0
+//    2 u16 worker      grant: index of the worker holding the node's session; else 0
 //    4 u32 generation  node connection generation
 //    8 f64 requestId   integers up to 2^53, as the data path mints them
 //   16 f64 leaseId     integers up to 2^53, as the scheduler mints them
@@ -22,6 +22,19 @@
 //   confirm    leaseId; the reply also carries code (1 = current, 0 = stale)
 //   connect    nodeId; the reply also carries generation
 //   disconnect nodeId, generation
+// I/O workers (docs/architecture.md has the full tables) add, worker -> main:
+//   cancel     requestId
+//   requeue    requestId, leaseId, nameId (alias), nodeId (direct), providerId (excluded), value (tokens)
+//   sent       leaseId: the pre-send fence passed where the session lives
+//   stale      requestId, leaseId: the session was gone or of another generation
+//   connect    requestId = the session's serial, nodeId
+//   draining   nodeId, code (1 = draining)
+// and main -> worker:
+//   grant      as above, plus worker
+//   requeued   requestId, code (1 = requeued, 0 = refused; only refusals are sent)
+//   staleChecked requestId, leaseId, code (1 = still current)
+//   connected  requestId = serial, nodeId, generation (0 = unknown node)
+//   fence      nodeId, generation: close that session, a newer one is current
 //
 // Names travel once per ring as `string` records (variable size: u8 kind at
 // 0, u32 id at 4, UTF-8 from 8 to the record's end), written by RecordWriter
@@ -43,6 +56,15 @@ export const RecordKind = {
   connect: 6,
   disconnect: 7,
   string: 8,
+  cancel: 9,
+  requeue: 10,
+  sent: 11,
+  stale: 12,
+  draining: 13,
+  requeued: 14,
+  staleChecked: 15,
+  connected: 16,
+  fence: 17,
 } as const;
 export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
 
@@ -84,6 +106,7 @@ export function rejectCodeOf(code: number): RejectCode {
 export class SchedulerRecord {
   kind = 0;
   code = 0;
+  worker = 0;
   generation = 0;
   requestId = 0;
   leaseId = 0;
@@ -95,14 +118,14 @@ export class SchedulerRecord {
   /** Zeroes every field and sets `kind`, ready to fill for the next write. */
   reset(kind: RecordKindCode): this {
     this.kind = kind;
-    this.code = this.generation = this.requestId = this.leaseId = 0;
+    this.code = this.worker = this.generation = this.requestId = this.leaseId = 0;
     this.nodeId = this.providerId = this.nameId = this.value = 0;
     return this;
   }
 }
 
 export function encodeRecord(view: DataView, offset: number, r: SchedulerRecord): void {
-  view.setUint32(offset, r.kind | (r.code << 8), true);
+  view.setUint32(offset, r.kind | (r.code << 8) | (r.worker << 16), true);
   view.setUint32(offset + 4, r.generation, true);
   view.setFloat64(offset + 8, r.requestId, true);
   view.setFloat64(offset + 16, r.leaseId, true);
@@ -116,6 +139,7 @@ export function encodeRecord(view: DataView, offset: number, r: SchedulerRecord)
 export function decodeRecord(view: DataView, offset: number, out: SchedulerRecord): void {
   out.kind = view.getUint8(offset);
   out.code = view.getUint8(offset + 1);
+  out.worker = view.getUint16(offset + 2, true);
   out.generation = view.getUint32(offset + 4, true);
   out.requestId = view.getFloat64(offset + 8, true);
   out.leaseId = view.getFloat64(offset + 16, true);

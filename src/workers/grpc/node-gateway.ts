@@ -1,14 +1,18 @@
 // The gRPC listener nodes dial, and the registry of their current sessions.
-// Authentication and activation happen in one synchronous step with the
-// scheduler's connect (no check-then-act gap): a node is either rejected, or
-// it is the current generation and any older session is fenced.
+// A node that authenticates asks the scheduler to connect it (SchedulerPort
+// register); the answer activates the session and supersedes the older one
+// in one step, before any grant for the new generation is acted on here
+// (the driver delivers it inside deferDecisions; a worker's main -> worker
+// ring is FIFO and main writes the answer before the grants). A session of
+// the node on another worker is fenced by a `fence` record (onFence).
 import { createHash, timingSafeEqual } from 'node:crypto';
+import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Register } from '../../gen/edge/v1/tunnel_pb.js';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
-import type { SchedulerDriver } from '../../main/scheduler-driver.js';
+import type { NodeRegistrar, SchedulerPort } from '../scheduler-port.js';
 import { NodeSession, type NodeCall, type SessionHost } from './node-session.js';
 import { limitsOf } from '../../main/config-hardening.js';
 import { ProtocolStats } from './frame-guard.js';
@@ -28,8 +32,17 @@ function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
 
-export class NodeGateway implements SessionHost {
+/** Called with the node's session once it is current, or undefined if it never became so. */
+export type SessionWaiter = (session: NodeSession | undefined) => void;
+
+export class NodeGateway implements SessionHost, NodeRegistrar {
   private readonly server: grpc.Server;
+  /** workers: the reusePort listener whose sockets go to the grpc-js server's connection injector. */
+  private shared: { readonly listener: net.Server; readonly injector: grpc.ConnectionInjector } | undefined;
+  /** Sessions whose register() awaits the scheduler's answer, by serial. */
+  private readonly registering = new Map<number, NodeSession>();
+  /** Callers waiting for a node whose session is registering here (tunnels from other workers). */
+  private readonly waiters = new Map<string, SessionWaiter[]>();
   /** Protocol violations and drops, per kind, for logs and metrics. */
   readonly protocolStats = new ProtocolStats();
   /** limits.max_frame_bytes of the live config (read per DATA frame, so kept as a plain field). */
@@ -42,10 +55,11 @@ export class NodeGateway implements SessionHost {
 
   constructor(
     config: EdgeConfig,
-    private readonly driver: SchedulerDriver,
+    private readonly port: SchedulerPort,
     readonly logger: Logger,
   ) {
     this.config = config;
+    port.setRegistrar(this);
     this.server = new grpc.Server({
       'grpc.keepalive_time_ms': 20_000,
       'grpc.keepalive_timeout_ms': 10_000,
@@ -86,6 +100,26 @@ export class NodeGateway implements SessionHost {
     });
   }
 
+  /**
+   * Worker mode: every worker listens on the same port (SO_REUSEPORT, so the
+   * kernel spreads node connections) and hands each socket to its own grpc-js
+   * server through a connection injector (which does TLS with `credentials`).
+   */
+  async listenShared(host: string, port: number, credentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
+    const injector = this.server.createConnectionInjector(credentials);
+    const listener = net.createServer((socket) => injector.injectConnection(socket));
+    this.shared = { listener, injector };
+    await new Promise<void>((resolve, reject) => {
+      listener.once('error', reject);
+      listener.listen({ host, port, reusePort: true }, () => {
+        listener.off('error', reject);
+        resolve();
+      });
+    });
+    const address = listener.address();
+    return typeof address === 'object' && address !== null ? address.port : port;
+  }
+
   /** The current session of a node, if it is connected. */
   session(nodeId: string): NodeSession | undefined {
     return this.current.get(nodeId);
@@ -99,26 +133,70 @@ export class NodeGateway implements SessionHost {
     const expected = this.tokenDigests.get(register.nodeId);
     if (!expected) return `unknown node id ${JSON.stringify(register.nodeId)}`;
     if (!timingSafeEqual(expected, digest(register.token))) return 'bad token';
-    // Activation and fencing in one step, and grants for queued requests are
-    // delivered only once this session is current and has sent Registered.
-    const outcome = this.driver.deferDecisions(() => {
-      const connected = this.driver.connect(register.nodeId);
-      if (!connected) return `unknown node id ${JSON.stringify(register.nodeId)}`;
-      const previous = this.current.get(register.nodeId);
-      this.current.set(register.nodeId, session);
-      session.activate(connected.generation);
-      if (previous) {
-        this.protocolStats.supersededSessions++;
-        previous.close(`superseded by generation ${connected.generation}`);
-      }
-      return undefined;
-    });
-    if (outcome !== undefined) return outcome;
     const configured = this.config.nodes.find((n) => n.id === register.nodeId)?.providers.map((p) => p.id) ?? [];
     const missing = configured.filter((id) => !register.providerIds.includes(id));
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider');
-    this.observer?.nodeConnected(session);
+    this.registering.set(session.serial, session);
+    // The answer (onConnected) may come from inside this call (driver) or later (worker).
+    this.port.register(register.nodeId, session.serial);
     return undefined;
+  }
+
+  // --- NodeRegistrar ---------------------------------------------------------
+
+  onConnected(serial: number, nodeId: string, generation: number): void {
+    const session = this.registering.get(serial);
+    this.registering.delete(serial);
+    if (session === undefined || !session.isRegistering) {
+      // Closed while the scheduler connected it: undo, so the node is not left online.
+      if (generation > 0) this.port.disconnect(nodeId, generation);
+      this.settleWaiters(nodeId);
+      return;
+    }
+    if (generation === 0) {
+      session.reject(`unknown node id ${JSON.stringify(nodeId)}`);
+      this.settleWaiters(nodeId);
+      return;
+    }
+    const previous = this.current.get(nodeId);
+    this.current.set(nodeId, session);
+    session.activate(generation);
+    if (previous) {
+      this.protocolStats.supersededSessions++;
+      previous.close(`superseded by generation ${generation}`);
+    }
+    this.observer?.nodeConnected(session);
+    this.settleWaiters(nodeId);
+  }
+
+  onFence(nodeId: string, generation: number): void {
+    const session = this.current.get(nodeId);
+    if (session === undefined || session.generation !== generation) return;
+    this.protocolStats.supersededSessions++;
+    session.close(`superseded by a newer connection of ${nodeId}`);
+  }
+
+  /**
+   * Calls `waiter` with the node's current session here, now or, when a
+   * session of the node is registering here, once the scheduler answered.
+   */
+  whenCurrent(nodeId: string, waiter: SessionWaiter): void {
+    for (const session of this.registering.values()) {
+      if (session.nodeId !== nodeId || !session.isRegistering) continue;
+      const list = this.waiters.get(nodeId);
+      if (list === undefined) this.waiters.set(nodeId, [waiter]);
+      else list.push(waiter);
+      return;
+    }
+    waiter(this.current.get(nodeId));
+  }
+
+  private settleWaiters(nodeId: string): void {
+    const list = this.waiters.get(nodeId);
+    if (list === undefined) return;
+    this.waiters.delete(nodeId);
+    const session = this.current.get(nodeId);
+    for (const waiter of list) waiter(session);
   }
 
   setObserver(observer: NodeObserver): void {
@@ -128,23 +206,28 @@ export class NodeGateway implements SessionHost {
   /** The node's current session said Leaving: no new requests for it; open ones finish. */
   leaving(session: NodeSession, reason: string): void {
     if (this.current.get(session.nodeId) !== session) return;
-    this.driver.setDraining(session.nodeId, true);
+    this.port.setDraining(session.nodeId, true);
     this.observer?.nodeLeaving(session, reason);
   }
 
   forget(session: NodeSession): void {
     this.all.delete(session);
+    if (this.registering.delete(session.serial)) this.settleWaiters(session.nodeId);
   }
 
   unregister(session: NodeSession, reason: string): void {
     if (this.current.get(session.nodeId) === session) this.current.delete(session.nodeId);
-    this.driver.disconnect(session.nodeId, session.generation);
+    this.port.disconnect(session.nodeId, session.generation);
     this.observer?.nodeDisconnected(session, reason);
     this.logger.debug({ node: session.nodeId, generation: session.generation, reason }, 'node unregistered');
   }
 
   async close(): Promise<void> {
     for (const session of [...this.all]) session.close('edge shutting down');
+    if (this.shared !== undefined) {
+      this.shared.listener.close();
+      this.shared.injector.destroy();
+    }
     await new Promise<void>((resolve) => {
       this.server.tryShutdown(() => resolve());
       setTimeout(() => {

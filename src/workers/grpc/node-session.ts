@@ -14,6 +14,8 @@ import {
   type TunnelFrame,
 } from '../../gen/edge/v1/tunnel_pb.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
+import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messages.js';
+import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import { admitFrame, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
 
 export type NodeCall = ServerDuplexStream<NodeMessage, EdgeMessage>;
@@ -23,7 +25,8 @@ export interface SessionHost {
   readonly heartbeatIntervalMs: number;
   readonly heartbeatTimeoutMs: number;
   readonly registerTimeoutMs: number;
-  /** Checks credentials and activates the node (calling session.activate), or returns a rejection reason. */
+  /** Checks credentials and asks the scheduler to activate the node (session.activate follows, maybe
+   * synchronously, or session.reject), or returns a rejection reason at once. */
   register(session: NodeSession, register: Register): string | undefined;
   /** Called once when an active session ends, whatever the cause. */
   unregister(session: NodeSession, reason: string): void;
@@ -62,7 +65,11 @@ class OpenTunnel {
 
 type SessionState = 'registering' | 'active' | 'closed';
 
-export class NodeSession {
+let lastSerial = 0;
+
+export class NodeSession implements TunnelHost {
+  /** Names this session in the scheduler's asynchronous connect answer. */
+  readonly serial = ++lastSerial;
   nodeId = '';
   generation = 0;
   agentVersion = '';
@@ -91,6 +98,10 @@ export class NodeSession {
     this.heartbeatTimer = setTimeout(onRegisterTimeout, host.registerTimeoutMs, this);
   }
 
+  get isRegistering(): boolean {
+    return this.state === 'registering';
+  }
+
   get isActive(): boolean {
     return this.state === 'active';
   }
@@ -107,35 +118,16 @@ export class NodeSession {
       this.nextTunnelId = 1;
       this.idsWrapped = true;
     }
+    // Written before it is tracked: a write that throws leaves no tunnel behind.
+    this.call.write(tunnelRequestMessage(tunnelId, fields));
     this.tunnels.set(tunnelId, new OpenTunnel(consumer));
-    this.call.write(
-      create(EdgeMessageSchema, {
-        msg: {
-          case: 'tunnelRequest',
-          value: {
-            runId: fields.runId,
-            tunnelId,
-            providerId: fields.providerId,
-            target: fields.target,
-            method: fields.method,
-            path: fields.path,
-            headers: fields.headers,
-            body: fields.body,
-            stream: fields.stream,
-            timeoutMs: fields.timeoutMs,
-            initialCredit: fields.initialCredit,
-            metadata: fields.metadata,
-          },
-        },
-      }),
-    );
     return tunnelId;
   }
 
   /** Widens a tunnel's window by `bytes` the client has taken. */
   grantCredit(tunnelId: number, bytes: number): void {
     if (this.state !== 'active' || !this.tunnels.has(tunnelId)) return;
-    this.send(create(EdgeMessageSchema, { msg: { case: 'credit', value: { tunnelId, bytes } } }));
+    this.send(creditMessage(tunnelId, bytes));
   }
 
   /** Tells the node which config paths that concern it changed (a notice; the node needs no answer). */
@@ -147,7 +139,7 @@ export class NodeSession {
   /** Stops a tunnel from the edge side: no more frames reach its consumer; the node aborts upstream. */
   cancelTunnel(tunnelId: number, reason: string): void {
     if (!this.tunnels.delete(tunnelId) || this.state !== 'active') return;
-    this.call.write(create(EdgeMessageSchema, { msg: { case: 'cancel', value: { tunnelId, reason } } }));
+    this.call.write(cancelMessage(tunnelId, reason));
   }
 
   /** Ends the session; open tunnels fail with node_disconnected. Idempotent. */
@@ -203,7 +195,8 @@ export class NodeSession {
     switch (msg.case) {
       case 'frame':
         if (this.state === 'active') this.onFrame(msg.value);
-        else this.host.protocolStats.framesBeforeRegister++;
+        else if (this.state === 'registering') this.host.protocolStats.framesBeforeRegister++;
+        else this.host.protocolStats.lateFrames++; // in flight when the session closed
         return;
       case 'heartbeat':
         return;
@@ -230,12 +223,16 @@ export class NodeSession {
     this.nodeId = register.nodeId;
     this.agentVersion = register.agentVersion;
     const rejection = this.host.register(this, register);
-    if (rejection !== undefined) {
-      this.host.protocolStats.rejectedRegistrations++;
-      this.host.logger.warn({ node: register.nodeId, peer: this.remoteAddress, reason: rejection }, 'node rejected');
-      this.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: rejection } } }));
-      this.close(`rejected: ${rejection}`);
-    }
+    if (rejection !== undefined) this.reject(rejection);
+  }
+
+  /** Registration refused (bad credentials, or a node the scheduler does not know). */
+  reject(rejection: string): void {
+    if (this.state !== 'registering') return;
+    this.host.protocolStats.rejectedRegistrations++;
+    this.host.logger.warn({ node: this.nodeId, peer: this.remoteAddress, reason: rejection }, 'node rejected');
+    this.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: rejection } } }));
+    this.close(`rejected: ${rejection}`);
   }
 
   /** Makes this session the node's current connection; Registered goes out before any tunnel. */
@@ -296,7 +293,7 @@ export class NodeSession {
     this.tunnels.delete(tunnelId);
     const fence = this.guard.tunnelViolation(problem);
     this.host.logger.warn({ node: this.nodeId, generation: this.generation, tunnel: tunnelId, problem: problem.message }, 'bad frame from node; tunnel failed');
-    this.send(create(EdgeMessageSchema, { msg: { case: 'cancel', value: { tunnelId, reason: `protocol error: ${problem.message}` } } }));
+    this.send(cancelMessage(tunnelId, `protocol error: ${problem.message}`));
     tunnel.consumer.onError('node_protocol_error', `the node broke the frame protocol: ${problem.message}`);
     if (fence) this.fence(`repeated protocol errors (last: ${problem.message})`);
   }

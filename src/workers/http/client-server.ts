@@ -85,8 +85,9 @@ export class ClientServer {
     });
   }
 
-  async listen(host: string, port: number): Promise<number> {
-    await this.app.listen({ host, port });
+  /** `reusePort`: several workers listen on one port and the kernel spreads the connections (Node >= 22.12). */
+  async listen(host: string, port: number, reusePort = false): Promise<number> {
+    await this.app.listen(reusePort ? ({ host, port, reusePort: true } as { host: string; port: number }) : { host, port });
     const address = this.app.server.address();
     return typeof address === 'object' && address ? address.port : port;
   }

@@ -58,10 +58,6 @@ export class ExchangeDeadlines {
     this.dispatchedAt = now;
   }
 
-  /** A keepalive went out at `now`. */
-  keptAlive(now = performance.now()): void {
-    this.lastKeepaliveAt = now;
-  }
 
   /** (Re)arms owner.timeout for the earliest deadline of the current phase. */
   arm(owner: TimedExchange, headersSeen: boolean, now = performance.now()): void {

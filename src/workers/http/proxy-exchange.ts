@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 import { errorBody, Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
 import type { Grant, ReleaseReason } from '../../main/scheduler/types.js';
-import type { NodeSession } from '../grpc/node-session.js';
+import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isHopByHop } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
@@ -29,7 +29,7 @@ export class ProxyExchange implements TunnelConsumer {
   state: ExchangeState = 'admitting';
   leaseId = 0;
   tunnelId = 0;
-  session: NodeSession | undefined;
+  session: TunnelHost | undefined;
   grant: Grant | undefined;
   timeout: NodeJS.Timeout | undefined;
   /** Total, time-to-first-byte and idle deadlines on the one `timeout` timer; set at dispatch. */
@@ -97,7 +97,15 @@ export class ProxyExchange implements TunnelConsumer {
       'x-edge-queue-ms', String(Math.round(grant.queuedMs)),
       'x-edge-overhead-ms', this.markHeaders(status),
     );
-    this.response.writeHead(status, flat);
+    try {
+      this.response.writeHead(status, flat);
+    } catch (err) {
+      // The frame guard validates heads; this only backs it up, so a node can never crash the edge.
+      this.state = 'dispatched';
+      this.session?.cancelTunnel(this.tunnelId, 'invalid response head');
+      this.fail(Errors.protocolError, `the node sent a response head Node refuses to write: ${(err as Error).message}`, 'error');
+      return;
+    }
     if (this.isEventStream) this.tail = new StreamTail();
   }
 
@@ -133,12 +141,8 @@ export class ProxyExchange implements TunnelConsumer {
   }
 
   onEnd(): void {
-    if (this.state === 'done') return;
-    if (this.state === 'dispatched') {
-      // END without HEADERS: the node broke the frame contract.
-      this.fail(Errors.protocolError, 'tunnel ended before response headers', 'error');
-      return;
-    }
+    // The session's frame guard only lets END through after HEADERS.
+    if (this.state !== 'streaming') return;
     this.endAt = performance.now();
     this.usage = this.tail?.usage();
     this.finish('end');
@@ -148,8 +152,13 @@ export class ProxyExchange implements TunnelConsumer {
   onError(code: string, message: string): void {
     if (this.state === 'done' || this.state === 'admitting') return;
     // Nothing reached the client yet: another provider may still serve it.
-    if (this.state === 'dispatched' && this.plane.retryBeforeFirstByte(this, code)) return;
+    if (this.state === 'dispatched' && this.plane.retryBeforeFirstByte(this, code, message)) return;
     this.fail(specForNodeErrorCode(code), message || undefined, code === 'node_disconnected' ? 'fenced' : 'error');
+  }
+
+  /** The node's worker refused the tunnel (cross-worker only): see DataPlane.tunnelRefused. */
+  onRefused(code: 'stale' | 'overloaded', open: number): void {
+    this.plane.tunnelRefused(this, code, open);
   }
 
   // --- edge-side events ----------------------------------------------------
@@ -212,8 +221,13 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state === 'done') return;
     this.state = 'done';
     this.plane.forget(this);
-    this.status = spec.status;
-    this.writeError(spec, message, retryAfterSec);
+    if (this.response.headersSent && this.isEventStream) {
+      // Keepalives already committed a 200 event stream: the error goes in-band.
+      this.response.end(SSE_ERROR_PREFIX + errorBody(spec, message) + SSE_ERROR_SUFFIX);
+    } else {
+      this.status = spec.status;
+      this.writeError(spec, message, retryAfterSec);
+    }
     this.plane.exchangeFinished(this, spec.code);
   }
 
@@ -279,8 +293,4 @@ export class ProxyExchange implements TunnelConsumer {
 export function onResponseClose(this: ServerResponse & { [kExchange]?: ProxyExchange }): void {
   const exchange = this[kExchange];
   if (exchange && !this.writableFinished) exchange.onClientClosed();
-}
-
-export function onExchangeTimeout(exchange: ProxyExchange): void {
-  exchange.onTimeout();
 }

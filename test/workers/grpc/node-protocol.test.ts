@@ -3,7 +3,7 @@
 // crash, never another tunnel's bytes, and no lease outlives it.
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitUntil, type Stack } from '../../helpers/stack.js';
+import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../../helpers/stack.js';
 import { MAX_SESSION_VIOLATIONS } from '../../../src/workers/grpc/frame-guard.js';
 import { FakeNode, JSON_HEADERS } from './fake-node.js';
 import { dataFrame } from '../../../src/agent/frames.js';
@@ -23,7 +23,7 @@ async function errorCode(res: Response): Promise<string> {
 describe('node protocol: bad input from a node', () => {
   let stack: Stack;
   const nodes: FakeNode[] = [];
-  const stats = () => stack.edge.nodes.protocolStats;
+  const stats = async (): Promise<Record<string, number>> => (await stack.edge.inspect()).protocolStats;
 
   async function connect(): Promise<FakeNode> {
     const node = new FakeNode(stack.edge.grpcPort);
@@ -34,11 +34,11 @@ describe('node protocol: bad input from a node', () => {
   }
 
   before(async () => {
-    stack = await startStack({ startAgent: false, configure: (raw) => void Object.assign(raw.limits as object, { max_frame_bytes: 64 * 1024, ttfb_timeout_ms: 700 }) });
+    stack = await startStack({ startAgent: false, configure: (raw) => void Object.assign(raw.limits as object, { max_frame_bytes: 64 * 1024, tunnel_window_bytes: 64 * 1024, ttfb_timeout_ms: 700 }) });
   });
   afterEach(async () => {
     for (const node of nodes.splice(0)) node.close();
-    await waitUntil(() => inFlight(stack.edge) === 0 && stack.edge.plane.openExchanges === 0, 'no lease and no exchange left');
+    await waitFor(async () => inFlight(stack.edge) === 0 && (await openExchanges(stack.edge)) === 0, 'no lease and no exchange left');
     assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
   });
   after(async () => {
@@ -52,7 +52,7 @@ describe('node protocol: bad input from a node', () => {
 
   test('frames for tunnels never opened are dropped and counted; past the limit the node is fenced', async () => {
     const node = await connect();
-    const before = { ...stats() };
+    const before = { ...(await stats()) };
     const pending = chat(stack);
     const t = await node.nextTunnel();
     for (let i = 0; i < MAX_SESSION_VIOLATIONS; i++) node.data(t.tunnelId + 1000 + i, 0, 'junk');
@@ -60,19 +60,19 @@ describe('node protocol: bad input from a node', () => {
     const res = await pending;
     assert.equal(res.status, 200);
     assert.equal(await res.text(), 'data: {"ok":1}\n\n', 'the open tunnel got exactly its own bytes');
-    assert.equal(stats().unknownTunnelFrames - before.unknownTunnelFrames, MAX_SESSION_VIOLATIONS);
+    assert.equal((await stats()).unknownTunnelFrames - before.unknownTunnelFrames, MAX_SESSION_VIOLATIONS);
     assert.equal(node.endedWith, undefined, 'still connected at the limit');
     node.data(0, 0, 'one too many');
     await node.ended;
     const rejected = node.received.find((m) => m.msg.case === 'rejected');
     assert.match(rejected?.msg.case === 'rejected' ? rejected.msg.value.reason : '', /fenced for protocol violations/);
-    assert.equal(stats().nodesFenced - before.nodesFenced, 1);
+    assert.equal((await stats()).nodesFenced - before.nodesFenced, 1);
     await waitUntil(() => stack.edge.driver.status().nodes.every((n) => !n.connected), 'the node to be offline');
   });
 
   test('frames after END, or after the edge cancelled, are dropped as late frames', async () => {
     const node = await connect();
-    const before = stats().lateFrames;
+    const before = (await stats()).lateFrames;
     const pending = chat(stack);
     const t = await node.nextTunnel();
     node.answer(t.tunnelId, ['a']);
@@ -80,7 +80,7 @@ describe('node protocol: bad input from a node', () => {
     assert.equal(await res.text(), 'data: a\n\n');
     node.data(t.tunnelId, 3, 'after END');
     node.end(t.tunnelId, 4);
-    await waitUntil(() => stats().lateFrames === before + 2, 'both late frames to be counted');
+    await waitFor(async () => (await stats()).lateFrames === before + 2, 'both late frames to be counted');
     assert.equal(node.endedWith, undefined, 'late frames never fence a node');
   });
 
@@ -106,12 +106,12 @@ describe('node protocol: bad input from a node', () => {
     assert.equal(await (await good).text(), 'data: good\n\n');
     await waitUntil(() => node.cancels().length === 2, 'both CANCELs to reach the node');
     assert.deepEqual(node.cancels().map((c) => c.tunnelId).sort(), [tGap.tunnelId, tDup.tunnelId].sort());
-    assert.ok(stats().outOfOrderFrames >= 2);
+    assert.ok((await stats()).outOfOrderFrames >= 2);
   });
 
   test('DATA before HEADERS, END before HEADERS and a second HEADERS each fail their tunnel', async () => {
     const node = await connect();
-    const before = stats().badFrameSequences;
+    const before = (await stats()).badFrameSequences;
     const a = chat(stack);
     const ta = await node.nextTunnel();
     const b = chat(stack);
@@ -126,7 +126,7 @@ describe('node protocol: bad input from a node', () => {
     assert.equal(await errorCode(await a), 'node_protocol_error');
     assert.equal(await errorCode(await b), 'node_protocol_error');
     assert.match(await (await c).text(), /^data: x\n\ndata: \{"error".*"node_protocol_error"/);
-    assert.equal(stats().badFrameSequences - before, 3);
+    assert.equal((await stats()).badFrameSequences - before, 3);
   });
 
   test('an ERROR frame before HEADERS gives the mapped status; an unknown code is a 502 upstream_error', async () => {
@@ -145,7 +145,7 @@ describe('node protocol: bad input from a node', () => {
 
   test('a DATA frame over max_frame_bytes fails its tunnel only; a message over the transport cap ends the node connection', async () => {
     const node = await connect();
-    const before = stats().oversizedFrames;
+    const before = (await stats()).oversizedFrames;
     const big = chat(stack);
     const tBig = await node.nextTunnel();
     const small = chat(stack);
@@ -153,7 +153,7 @@ describe('node protocol: bad input from a node', () => {
     node.headers(tBig.tunnelId, 0);
     node.send(dataFrame(tBig.tunnelId, 1, new Uint8Array(64 * 1024 + 1)));
     assert.match(await (await big).text(), /"code":"node_protocol_error"/);
-    assert.equal(stats().oversizedFrames, before + 1);
+    assert.equal((await stats()).oversizedFrames, before + 1);
     node.answer(tSmall.tunnelId, ['small']);
     assert.equal(await (await small).text(), 'data: small\n\n', 'the other tunnel is untouched');
     // Far over the limit: grpc-js refuses the message and the stream ends.
@@ -171,9 +171,9 @@ describe('node protocol: bad input from a node', () => {
 
   test('a second Register on one stream is ignored; the session keeps working', async () => {
     const node = await connect();
-    const before = stats().duplicateRegisters;
+    const before = (await stats()).duplicateRegisters;
     node.register(NODE_ID, 'wrong-token', [PROVIDER_ID]);
-    await waitUntil(() => stats().duplicateRegisters === before + 1, 'the duplicate to be counted');
+    await waitFor(async () => (await stats()).duplicateRegisters === before + 1, 'the duplicate to be counted');
     const pending = chat(stack);
     const t = await node.nextTunnel();
     node.answer(t.tunnelId, ['still fine']);
@@ -197,22 +197,22 @@ describe('node protocol: bad input from a node', () => {
     const t2 = await second.nextTunnel();
     second.answer(t2.tunnelId, ['from the new session']);
     assert.equal(await (await next).text(), 'data: from the new session\n\n');
-    assert.ok(stats().supersededSessions >= 1);
+    assert.ok((await stats()).supersededSessions >= 1);
   });
 
   test('frames before Register are dropped; a node that never registers is closed after the register timeout', async () => {
-    const before = { ...stats() };
+    const before = { ...(await stats()) };
     const node = new FakeNode(stack.edge.grpcPort);
     nodes.push(node);
     node.data(1, 0, 'too early');
     const status = await node.ended;
     assert.ok(status);
-    assert.equal(stats().framesBeforeRegister - before.framesBeforeRegister, 1);
-    assert.equal(stats().registerTimeouts - before.registerTimeouts, 1);
+    assert.equal((await stats()).framesBeforeRegister - before.framesBeforeRegister, 1);
+    assert.equal((await stats()).registerTimeouts - before.registerTimeouts, 1);
   });
 
   test('an unknown node or a bad token is rejected and counted', async () => {
-    const before = stats().rejectedRegistrations;
+    const before = (await stats()).rejectedRegistrations;
     for (const [id, token] of [['nobody', NODE_TOKEN], [NODE_ID, 'bad-token']]) {
       const node = new FakeNode(stack.edge.grpcPort);
       nodes.push(node);
@@ -220,7 +220,7 @@ describe('node protocol: bad input from a node', () => {
       await assert.rejects(node.registered(), /rejected/);
       await node.ended;
     }
-    assert.equal(stats().rejectedRegistrations - before, 2);
+    assert.equal((await stats()).rejectedRegistrations - before, 2);
   });
 
   test('a node that never answers a tunnel: the time-to-first-byte timeout fires and CANCEL reaches the node', async () => {

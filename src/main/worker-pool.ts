@@ -1,0 +1,292 @@
+// The main thread's side of the I/O workers: starts them, owns every ring
+// (created here, handed over in workerData), and feeds the scheduler from
+// their records. Per worker: a worker -> main ring drained by a notify-driven
+// loop (never Atomics.wait) and a main -> worker ring for the scheduler's
+// answers, routed by request id (id % ID_STRIDE = the worker). Grants carry
+// the index of the worker holding the node's session, so the client's worker
+// knows whether the tunnel stays local or crosses a worker <-> worker ring.
+// Cold-path control (inspection, config snapshots, metrics, drain) uses
+// postMessage.
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { EdgeConfig } from '../shared/config-types.js';
+import { drainLoop } from '../shared/ring/drain-loop.js';
+import { RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../shared/ring/fixed-records.js';
+import { RecordChannel } from '../shared/ring/record-channel.js';
+import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
+import { ID_STRIDE } from '../workers/data-plane.js';
+import type { DecisionHandler } from '../workers/scheduler-port.js';
+import type { ControlCall, ControlReply, IoWorkerData, WorkerEvent } from '../workers/io-protocol.js';
+import type { SchedulerDriver } from './scheduler-driver.js';
+import type { Grant, RejectCode } from './scheduler/types.js';
+
+const SCHEDULER_RING_BYTES = 1 << 20;
+const PEER_RING_BYTES = 1 << 20;
+const PEER_RING_BYTES_MANY = 1 << 18;
+
+/** Where a node's current session lives. */
+interface NodePlace {
+  readonly worker: number;
+  readonly generation: number;
+}
+
+class WorkerSlot {
+  readonly out: RecordChannel;
+  readonly producer: RingProducer;
+  readonly consumer: RingConsumer;
+  readonly reader: RecordReader;
+  readonly record = new SchedulerRecord();
+  worker: Worker | undefined;
+  exited = false;
+
+  constructor(
+    readonly index: number,
+    readonly toMain: SharedArrayBuffer,
+    readonly fromMain: SharedArrayBuffer,
+  ) {
+    this.producer = new RingProducer(fromMain);
+    this.out = new RecordChannel(this.producer);
+    this.consumer = new RingConsumer(toMain);
+    this.reader = new RecordReader(this.consumer.view, this.consumer.bytes);
+  }
+}
+
+export interface PoolPorts {
+  readonly httpPort: number;
+  readonly grpcPort: number;
+}
+
+export class WorkerPool implements DecisionHandler {
+  private readonly slots: WorkerSlot[] = [];
+  private readonly peerRings: (SharedArrayBuffer | undefined)[][] = [];
+  private readonly places = new Map<string, NodePlace>();
+  private readonly scratch = new SchedulerRecord();
+  private nextCall = 1;
+  private readonly calls = new Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>();
+  /** Shared flag: 1 while the admin event stream has subscribers (workers build run events only then). */
+  readonly eventsFlag = new Int32Array(new SharedArrayBuffer(4));
+  private closed = false;
+
+  constructor(
+    readonly count: number,
+    private readonly driver: SchedulerDriver,
+    private readonly logger: Logger,
+    private readonly onEvent: (event: WorkerEvent) => void,
+  ) {
+    const peerBytes = count <= 8 ? PEER_RING_BYTES : PEER_RING_BYTES_MANY;
+    for (let i = 0; i < count; i++) {
+      this.slots.push(new WorkerSlot(i, createRing(SCHEDULER_RING_BYTES), createRing(SCHEDULER_RING_BYTES)));
+      const row: (SharedArrayBuffer | undefined)[] = [];
+      for (let j = 0; j < count; j++) row.push(i === j ? undefined : createRing(peerBytes));
+      this.peerRings.push(row);
+    }
+    driver.setHandler(this);
+  }
+
+  /** Starts worker 0 on the configured ports (0 = any), then the rest on the same ports (SO_REUSEPORT). */
+  async start(config: EdgeConfig, logLevel: string): Promise<PoolPorts> {
+    const first = await this.spawn(0, config, config.http.port, config.grpc.port, logLevel);
+    await Promise.all(this.slots.slice(1).map((slot) => this.spawn(slot.index, config, first.httpPort, first.grpcPort, logLevel)));
+    return first;
+  }
+
+  private async spawn(index: number, config: EdgeConfig, httpPort: number, grpcPort: number, logLevel: string): Promise<PoolPorts> {
+    const slot = this.slots[index];
+    const data: IoWorkerData = {
+      index,
+      count: this.count,
+      config,
+      httpPort,
+      grpcPort,
+      logLevel,
+      toMain: slot.toMain,
+      fromMain: slot.fromMain,
+      toPeer: this.peerRings[index],
+      fromPeer: this.peerRings.map((row) => row[index]),
+      eventsFlag: this.eventsFlag.buffer as SharedArrayBuffer,
+    };
+    const worker = new Worker(new URL('../workers/io-worker.js', import.meta.url), { workerData: data, name: `edge-io-${index}` });
+    slot.worker = worker;
+    worker.on('message', (message: ControlReply | WorkerEvent) => this.onMessage(message));
+    worker.on('error', (err) => this.logger.error({ err, worker: index }, 'I/O worker failed'));
+    worker.on('exit', (code) => {
+      slot.exited = true;
+      if (!this.closed) this.logger.error({ worker: index, code }, 'I/O worker exited');
+    });
+    void drainLoop(slot.consumer, (offset, length) => this.fromWorker(slot, offset, length), (err) => this.logger.error({ err, worker: index }, 'scheduler record failed'));
+    const [ready] = (await Promise.race([once(worker, 'message'), once(worker, 'error').then(([err]) => Promise.reject(err as Error))])) as [ControlReply];
+    if (ready.type !== 'ready') throw new Error(`I/O worker ${index} did not start: ${JSON.stringify(ready)}`);
+    return { httpPort: ready.value.httpPort, grpcPort: ready.value.grpcPort };
+  }
+
+  // --- control (cold path) ------------------------------------------------------
+
+  /** Sends a request to one worker and resolves with its reply. */
+  call<T>(index: number, request: ControlCall): Promise<T> {
+    const slot = this.slots[index];
+    if (slot.worker === undefined || slot.exited) return Promise.reject(new Error(`worker ${index} is not running`));
+    const id = this.nextCall++;
+    return new Promise<T>((resolve, reject) => {
+      this.calls.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      slot.worker?.postMessage({ ...request, id });
+    });
+  }
+
+  /** The same request to every worker. */
+  callAll<T>(request: ControlCall): Promise<T[]> {
+    return Promise.all(this.slots.map((slot) => this.call<T>(slot.index, request)));
+  }
+
+  /** Which worker holds the node's current session, if any. */
+  placeOf(nodeId: string): NodePlace | undefined {
+    return this.places.get(nodeId);
+  }
+
+  setEventsActive(active: boolean): void {
+    Atomics.store(this.eventsFlag, 0, active ? 1 : 0);
+  }
+
+  ringUsage(): { name: string; used: number; capacity: number }[] {
+    const out: { name: string; used: number; capacity: number }[] = [];
+    for (const slot of this.slots) {
+      out.push({ name: `worker-${slot.index}->main`, ...slot.consumer.usage() });
+      out.push({ name: `main->worker-${slot.index}`, ...slot.producer.usage() });
+    }
+    return out;
+  }
+
+  private onMessage(message: ControlReply | WorkerEvent): void {
+    if (message.type === 'event') {
+      this.onEvent(message);
+      return;
+    }
+    if (message.type !== 'reply') return;
+    const call = this.calls.get(message.id);
+    if (call === undefined) return;
+    this.calls.delete(message.id);
+    if (message.error !== undefined) call.reject(new Error(message.error));
+    else call.resolve(message.value);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.callAll({ type: 'close' });
+    } catch {
+      // a worker that is gone has nothing left to close
+    }
+    this.closed = true;
+    for (const slot of this.slots) {
+      slot.consumer.close();
+      slot.producer.close();
+    }
+    await Promise.all(this.slots.map((slot) => (slot.exited ? undefined : slot.worker?.terminate())));
+  }
+
+  // --- records from workers (hot path) -------------------------------------------
+
+  private fromWorker(slot: WorkerSlot, offset: number, length: number): void {
+    const r = slot.record;
+    if (!slot.reader.decode(offset, length, r)) return;
+    const driver = this.driver;
+    const reader = slot.reader;
+    switch (r.kind) {
+      case RecordKind.admit:
+        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) });
+        return;
+      case RecordKind.cancel:
+        driver.cancel(r.requestId);
+        return;
+      case RecordKind.release:
+        driver.release(r.leaseId, releaseReasonOf(r.code));
+        return;
+      case RecordKind.requeue:
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) }, reader.nameOf(r.providerId) ?? '');
+        return;
+      case RecordKind.sent:
+        // Fenced since the grant: the session there is closing, the tunnel fails and is retried.
+        if (driver.scheduler.lease(r.leaseId) !== undefined) driver.confirm(r.leaseId);
+        return;
+      case RecordKind.stale:
+        driver.reportStale(r.requestId, r.leaseId);
+        return;
+      case RecordKind.connect:
+        this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '');
+        return;
+      case RecordKind.disconnect: {
+        const nodeId = reader.nameOf(r.nodeId) ?? '';
+        const place = this.places.get(nodeId);
+        if (place !== undefined && place.generation === r.generation) this.places.delete(nodeId);
+        driver.disconnect(nodeId, r.generation);
+        return;
+      }
+      case RecordKind.draining:
+        driver.setDraining(reader.nameOf(r.nodeId) ?? '', r.code === 1);
+        return;
+      default:
+        throw new Error(`scheduler ring: unexpected record kind ${r.kind} from worker ${slot.index}`);
+    }
+  }
+
+  /**
+   * Connect and answer in one step, before any grant the connect produced
+   * goes out: the answer is on the worker's FIFO ring ahead of them. A
+   * session of the node's previous generation is fenced where it lives.
+   */
+  private connect(slot: WorkerSlot, serial: number, nodeId: string): void {
+    this.driver.deferDecisions(() => {
+      const previous = this.places.get(nodeId);
+      const connected = this.driver.connect(nodeId);
+      const r = this.scratch.reset(RecordKind.connected);
+      r.requestId = serial;
+      r.generation = connected?.generation ?? 0;
+      slot.out.send(r, nodeId);
+      if (connected === undefined) return;
+      this.places.set(nodeId, { worker: slot.index, generation: connected.generation });
+      if (previous !== undefined && previous.generation !== connected.generation) {
+        const fence = this.scratch.reset(RecordKind.fence);
+        fence.generation = previous.generation;
+        this.slots[previous.worker].out.send(fence, nodeId);
+      }
+    });
+  }
+
+  // --- DecisionHandler: the scheduler's answers, to the request's worker -----------
+
+  private slotOf(requestId: number): WorkerSlot {
+    return this.slots[requestId % ID_STRIDE];
+  }
+
+  onGrant(grant: Grant): void {
+    const r = this.scratch.reset(RecordKind.grant);
+    r.requestId = grant.requestId;
+    r.leaseId = grant.leaseId;
+    r.generation = grant.generation;
+    r.value = grant.queuedMs;
+    r.worker = this.places.get(grant.nodeId)?.worker ?? 0;
+    this.slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel);
+  }
+
+  onReject(requestId: number, code: RejectCode, retryAfterSec: number): void {
+    const r = this.scratch.reset(RecordKind.reject);
+    r.requestId = requestId;
+    r.code = rejectCodeCode(code);
+    r.value = retryAfterSec;
+    this.slotOf(requestId).out.send(r);
+  }
+
+  onRequeueRefused(requestId: number): void {
+    const r = this.scratch.reset(RecordKind.requeued);
+    r.requestId = requestId;
+    this.slotOf(requestId).out.send(r);
+  }
+
+  onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
+    const r = this.scratch.reset(RecordKind.staleChecked);
+    r.requestId = requestId;
+    r.leaseId = leaseId;
+    r.code = current ? 1 : 0;
+    this.slotOf(requestId).out.send(r);
+  }
+}

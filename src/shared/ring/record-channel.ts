@@ -1,0 +1,70 @@
+// A RecordWriter that never drops: when the ring is full, records wait in an
+// ordered backlog (copies, names kept as strings) that is flushed as the
+// consumer frees space (waitForSpace). Once a backlog exists every new record
+// joins it, so order is kept. Used for worker <-> scheduler records.
+import { RECORD_BYTES, RecordWriter, SchedulerRecord, STRING_HEADER_BYTES } from './fixed-records.js';
+import type { RingProducer } from './ring-producer.js';
+
+class Backlogged {
+  readonly record = new SchedulerRecord();
+  constructor(
+    source: SchedulerRecord,
+    readonly node: string | undefined,
+    readonly provider: string | undefined,
+    readonly name: string | undefined,
+  ) {
+    Object.assign(this.record, source);
+  }
+}
+
+export class RecordChannel {
+  private readonly writer: RecordWriter;
+  private readonly backlog: Backlogged[] = [];
+  private flushing = false;
+  /** Records that had to wait for space (metrics, tests). */
+  backlogged = 0;
+
+  constructor(private readonly producer: RingProducer) {
+    this.writer = new RecordWriter(producer);
+  }
+
+  /** Writes `record`, interning the names given (their ids go into nodeId, providerId, nameId). */
+  send(record: SchedulerRecord, node?: string, provider?: string, name?: string): void {
+    if (this.backlog.length === 0 && this.tryWrite(record, node, provider, name)) return;
+    this.backlogged++;
+    this.backlog.push(new Backlogged(record, node, provider, name));
+    if (!this.flushing) void this.flush();
+  }
+
+  get pending(): number {
+    return this.backlog.length;
+  }
+
+  private tryWrite(record: SchedulerRecord, node: string | undefined, provider: string | undefined, name: string | undefined): boolean {
+    if (node !== undefined && (record.nodeId = this.writer.intern(node)) === 0) return false;
+    if (provider !== undefined && (record.providerId = this.writer.intern(provider)) === 0) return false;
+    if (name !== undefined && (record.nameId = this.writer.intern(name)) === 0) return false;
+    return this.writer.write(record);
+  }
+
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.backlog.length > 0) {
+        const head = this.backlog[0];
+        if (this.tryWrite(head.record, head.node, head.provider, head.name)) {
+          this.backlog.shift();
+          continue;
+        }
+        const need = Math.max(RECORD_BYTES, STRING_HEADER_BYTES + Math.max(byteLength(head.node), byteLength(head.provider), byteLength(head.name)));
+        if (!(await this.producer.waitForSpace(need)) && this.producer.closed) return;
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+}
+
+function byteLength(name: string | undefined): number {
+  return name === undefined ? 0 : Buffer.byteLength(name, 'utf8');
+}

@@ -1,0 +1,380 @@
+// Tunnels between I/O workers. When a client's worker (W1) is granted a node
+// whose session lives in another worker (W2), the tunnel's bytes cross one
+// SPSC ring pair W1 <-> W2, never the main thread:
+//   W1 -> W2  open (TunnelRequest bytes), cancel, credit
+//   W2 -> W1  headers, data, end, error (frames as the node sent them), refused
+// W1 holds a PeerNode (the TunnelHost its ProxyExchange talks to); W2 opens
+// the tunnel on the node's session with a PeerTunnel as its consumer, after
+// the pre-send fence there: the session must be current and of the grant's
+// generation, else `refused stale` (W1 asks the scheduler to re-admit).
+// A full ring is backpressure, never loss: records wait in an ordered
+// backlog per ring; the tunnel windows bound what can pile up.
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import type { Logger } from 'pino';
+import { FrameKind, TunnelFrameSchema, TunnelRequestSchema, type Header, type TunnelRequest } from '../../gen/edge/v1/tunnel_pb.js';
+import { drainLoop } from '../../shared/ring/drain-loop.js';
+import { RingConsumer, RingProducer } from '../../shared/ring/spsc-ring.js';
+import type { PeerRouter } from '../data-plane.js';
+import type { NodeGateway } from '../grpc/node-gateway.js';
+import type { NodeSession, TunnelRequestFields } from '../grpc/node-session.js';
+import type { SchedulerPort } from '../scheduler-port.js';
+import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
+import type { TunnelHost } from '../tunnel/tunnel-host.js';
+import { getU32, OPEN_FIXED_BYTES, PEER_HEADER_BYTES, PeerKind, putU32, REFUSED_OVERLOADED, REFUSED_STALE } from './peer-records.js';
+
+const utf8 = new TextEncoder();
+const utf8Decoder = new TextDecoder();
+/** Largest DATA piece per record: frames above it are split (order kept). */
+const MAX_DATA_PIECE = 64 * 1024;
+
+/** The tunnel's consumer on the client's worker; a refusal re-admits or fails the request. */
+export interface PeerConsumer extends TunnelConsumer {
+  onRefused(code: 'stale' | 'overloaded', open: number): void;
+}
+
+export interface PeerStats {
+  /** Tunnels this worker opened on a node held by another worker. */
+  tunnelsOut: number;
+  /** Tunnels another worker opened through this worker's node sessions. */
+  tunnelsIn: number;
+  /** Records that waited for ring space. */
+  backlogged: number;
+}
+
+/** One other worker: the ring to it and the ring from it. */
+class PeerLink {
+  private readonly producer: RingProducer;
+  readonly consumer: RingConsumer;
+  private readonly backlog: Uint8Array[] = [];
+  private flushing = false;
+  private readonly maxPiece: number;
+  /** Client side: tunnels this worker opened through the peer, by id. */
+  readonly outgoing = new Map<number, PeerConsumer>();
+  /** Node side: tunnels the peer opened on sessions here, by the peer's id. */
+  readonly incoming = new Map<number, PeerTunnel>();
+  private nextTunnelId = 1;
+
+  constructor(
+    readonly peer: number,
+    toPeer: SharedArrayBuffer,
+    fromPeer: SharedArrayBuffer,
+    private readonly links: PeerLinks,
+  ) {
+    this.producer = new RingProducer(toPeer);
+    this.consumer = new RingConsumer(fromPeer);
+    this.maxPiece = Math.min(MAX_DATA_PIECE, this.producer.maxRecordLength - PEER_HEADER_BYTES);
+  }
+
+  newTunnelId(): number {
+    const id = this.nextTunnelId;
+    this.nextTunnelId = id >= 0xffff_fffe ? 1 : id + 1;
+    return id;
+  }
+
+  usage(): { used: number; capacity: number } {
+    return this.producer.usage();
+  }
+
+  close(): void {
+    this.producer.close();
+    this.consumer.close();
+  }
+
+  // --- writing -----------------------------------------------------------------
+
+  /** Space for one record: in the ring when nothing waits, else a backlog copy. */
+  private begin(length: number): { target: Uint8Array; at: number } {
+    if (this.backlog.length === 0) {
+      const at = this.producer.reserve(length);
+      if (at >= 0) return { target: this.producer.bytes, at };
+    }
+    const copy = new Uint8Array(length);
+    this.backlog.push(copy);
+    this.links.stats.backlogged++;
+    return { target: copy, at: 0 };
+  }
+
+  private end(target: Uint8Array): void {
+    if (target === this.producer.bytes) this.producer.commit();
+    else if (!this.flushing) void this.flush();
+  }
+
+  private header(target: Uint8Array, at: number, kind: number, code: number, tunnelId: number): void {
+    target[at] = kind;
+    target[at + 1] = code;
+    target[at + 2] = 0;
+    target[at + 3] = 0;
+    putU32(target, at + 4, tunnelId);
+  }
+
+  sendSimple(kind: number, code: number, tunnelId: number, payload: Uint8Array | undefined, word = -1): void {
+    const extra = word >= 0 ? 4 : 0;
+    const length = PEER_HEADER_BYTES + extra + (payload?.length ?? 0);
+    const { target, at } = this.begin(length);
+    this.header(target, at, kind, code, tunnelId);
+    if (word >= 0) putU32(target, at + PEER_HEADER_BYTES, word);
+    if (payload !== undefined) target.set(payload, at + PEER_HEADER_BYTES + extra);
+    this.end(target);
+  }
+
+  sendData(tunnelId: number, bytes: Uint8Array): void {
+    for (let from = 0; from < bytes.length || from === 0; from += this.maxPiece) {
+      const piece = bytes.subarray(from, Math.min(bytes.length, from + this.maxPiece));
+      this.sendSimple(PeerKind.data, 0, tunnelId, piece);
+      if (bytes.length === 0) return;
+    }
+  }
+
+  sendOpen(tunnelId: number, leaseId: number, generation: number, nodeId: string, request: Uint8Array): void {
+    const node = utf8.encode(nodeId);
+    const length = OPEN_FIXED_BYTES + node.length + request.length;
+    const { target, at } = this.begin(length);
+    this.header(target, at, PeerKind.open, 0, tunnelId);
+    new DataView(target.buffer, target.byteOffset + at + 8, 8).setFloat64(0, leaseId, true);
+    putU32(target, at + 16, generation);
+    target[at + 20] = node.length & 0xff;
+    target[at + 21] = node.length >>> 8;
+    target[at + 22] = 0;
+    target[at + 23] = 0;
+    target.set(node, at + OPEN_FIXED_BYTES);
+    target.set(request, at + OPEN_FIXED_BYTES + node.length);
+    this.end(target);
+  }
+
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.backlog.length > 0) {
+        const head = this.backlog[0];
+        if (this.producer.tryWrite(head)) {
+          this.backlog.shift();
+          continue;
+        }
+        if (!(await this.producer.waitForSpace(head.length)) && this.producer.closed) return;
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  // --- reading -----------------------------------------------------------------
+
+  readonly onRecord = (offset: number, length: number): void => {
+    const bytes = this.consumer.bytes;
+    const kind = bytes[offset];
+    const tunnelId = getU32(bytes, offset + 4);
+    const body = offset + PEER_HEADER_BYTES;
+    const end = offset + length;
+    switch (kind) {
+      case PeerKind.open:
+        this.links.openHere(this, tunnelId, bytes.subarray(offset, end));
+        return;
+      case PeerKind.cancel:
+        this.incoming.get(tunnelId)?.cancel(utf8Decoder.decode(bytes.subarray(body, end)));
+        return;
+      case PeerKind.credit:
+        this.incoming.get(tunnelId)?.credit(getU32(bytes, body));
+        return;
+      default:
+        this.frame(kind, bytes[offset + 1], tunnelId, bytes, body, end);
+    }
+  };
+
+  private frame(kind: number, code: number, tunnelId: number, bytes: Uint8Array, body: number, end: number): void {
+    const consumer = this.outgoing.get(tunnelId);
+    if (consumer === undefined) return; // cancelled here; late frames are expected
+    switch (kind) {
+      case PeerKind.headers: {
+        const frame = fromBinary(TunnelFrameSchema, bytes.subarray(body, end));
+        consumer.onHeaders(frame.status, frame.headers);
+        return;
+      }
+      case PeerKind.data:
+        // A copy: the ring's bytes are reused once this record is released.
+        consumer.onData(Buffer.from(bytes.subarray(body, end)));
+        return;
+      case PeerKind.end:
+        this.outgoing.delete(tunnelId);
+        consumer.onEnd();
+        return;
+      case PeerKind.error: {
+        this.outgoing.delete(tunnelId);
+        const frame = fromBinary(TunnelFrameSchema, bytes.subarray(body, end));
+        consumer.onError(frame.errorCode || 'upstream_error', frame.errorMessage);
+        return;
+      }
+      case PeerKind.refused:
+        this.outgoing.delete(tunnelId);
+        consumer.onRefused(code === REFUSED_OVERLOADED ? 'overloaded' : 'stale', getU32(bytes, body));
+        return;
+      default:
+        throw new Error(`peer ring: unknown record kind ${kind}`);
+    }
+  }
+}
+
+/** Client side: the node held by another worker, as an exchange sees it. */
+class PeerNode implements TunnelHost {
+  readonly openTunnels = -1;
+  constructor(
+    private readonly link: PeerLink,
+    readonly nodeId: string,
+    readonly generation: number,
+    private readonly leaseId: number,
+    private readonly links: PeerLinks,
+  ) {}
+
+  openTunnel(consumer: TunnelConsumer, fields: TunnelRequestFields): number {
+    const tunnelId = this.link.newTunnelId();
+    this.link.outgoing.set(tunnelId, consumer as PeerConsumer);
+    const request = toBinary(TunnelRequestSchema, create(TunnelRequestSchema, { ...fields, tunnelId }));
+    this.link.sendOpen(tunnelId, this.leaseId, this.generation, this.nodeId, request);
+    this.links.stats.tunnelsOut++;
+    return tunnelId;
+  }
+
+  cancelTunnel(tunnelId: number, reason: string): void {
+    if (!this.link.outgoing.delete(tunnelId)) return;
+    this.link.sendSimple(PeerKind.cancel, 0, tunnelId, utf8.encode(reason));
+  }
+
+  grantCredit(tunnelId: number, bytes: number): void {
+    if (!this.link.outgoing.has(tunnelId)) return;
+    this.link.sendSimple(PeerKind.credit, 0, tunnelId, undefined, bytes);
+  }
+}
+
+/** Node side: relays one tunnel's frames from the node's session to the client's worker. */
+class PeerTunnel implements TunnelConsumer {
+  sessionTunnelId = 0;
+  constructor(
+    private readonly link: PeerLink,
+    readonly tunnelId: number,
+    readonly session: NodeSession,
+  ) {}
+
+  onHeaders(status: number, headers: readonly Header[]): void {
+    const frame = create(TunnelFrameSchema, { kind: FrameKind.HEADERS, status, headers: headers as Header[] });
+    this.link.sendSimple(PeerKind.headers, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
+  }
+
+  onData(bytes: Uint8Array): void {
+    this.link.sendData(this.tunnelId, bytes);
+  }
+
+  onEnd(): void {
+    this.link.incoming.delete(this.tunnelId);
+    this.link.sendSimple(PeerKind.end, 0, this.tunnelId, undefined);
+  }
+
+  onError(code: string, message: string): void {
+    this.link.incoming.delete(this.tunnelId);
+    const frame = create(TunnelFrameSchema, { kind: FrameKind.ERROR, errorCode: code, errorMessage: message });
+    this.link.sendSimple(PeerKind.error, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
+  }
+
+  cancel(reason: string): void {
+    this.link.incoming.delete(this.tunnelId);
+    this.session.cancelTunnel(this.sessionTunnelId, reason);
+  }
+
+  credit(bytes: number): void {
+    this.session.grantCredit(this.sessionTunnelId, bytes);
+  }
+}
+
+export interface PeerRings {
+  /** toPeer[j]: this worker -> worker j (undefined for itself). */
+  readonly toPeer: readonly (SharedArrayBuffer | undefined)[];
+  readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
+}
+
+export class PeerLinks implements PeerRouter {
+  readonly stats: PeerStats = { tunnelsOut: 0, tunnelsIn: 0, backlogged: 0 };
+  private readonly links: (PeerLink | undefined)[] = [];
+  private maxTunnelsPerNode = 0;
+
+  constructor(
+    rings: PeerRings,
+    private readonly nodes: NodeGateway,
+    private readonly port: SchedulerPort,
+    private readonly logger: Logger,
+  ) {
+    for (let j = 0; j < rings.toPeer.length; j++) {
+      const to = rings.toPeer[j];
+      const from = rings.fromPeer[j];
+      this.links.push(to !== undefined && from !== undefined ? new PeerLink(j, to, from, this) : undefined);
+    }
+  }
+
+  setMaxTunnelsPerNode(limit: number): void {
+    this.maxTunnelsPerNode = limit;
+  }
+
+  run(): Promise<void>[] {
+    const onError = (err: unknown): void => this.logger.error({ err }, 'peer ring record failed');
+    const loops: Promise<void>[] = [];
+    for (const link of this.links) if (link !== undefined) loops.push(drainLoop(link.consumer, link.onRecord, onError));
+    return loops;
+  }
+
+  close(): void {
+    for (const link of this.links) link?.close();
+  }
+
+  ringUsage(): { peer: number; used: number; capacity: number }[] {
+    const out: { peer: number; used: number; capacity: number }[] = [];
+    for (const link of this.links) if (link !== undefined) out.push({ peer: link.peer, ...link.usage() });
+    return out;
+  }
+
+  nodeHost(worker: number, nodeId: string, generation: number, leaseId: number): TunnelHost {
+    const link = this.links[worker];
+    if (link === undefined) throw new Error(`no ring to worker ${worker}`);
+    return new PeerNode(link, nodeId, generation, leaseId, this);
+  }
+
+  /** An `open` from a peer: fence here (the session must be current, of the grant's generation), then open. */
+  openHere(link: PeerLink, tunnelId: number, record: Uint8Array): void {
+    const view = new DataView(record.buffer, record.byteOffset, record.byteLength);
+    const leaseId = view.getFloat64(8, true);
+    const generation = getU32(record, 16);
+    const nodeLength = record[20] | (record[21] << 8);
+    const nodeId = utf8Decoder.decode(record.subarray(OPEN_FIXED_BYTES, OPEN_FIXED_BYTES + nodeLength));
+    // Decoded now: the ring's bytes are reused once this record is released.
+    const request = fromBinary(TunnelRequestSchema, record.subarray(OPEN_FIXED_BYTES + nodeLength));
+    this.nodes.whenCurrent(nodeId, (session) => this.openOn(link, tunnelId, leaseId, generation, session, request));
+  }
+
+  private openOn(link: PeerLink, tunnelId: number, leaseId: number, generation: number, session: NodeSession | undefined, request: TunnelRequest): void {
+    if (session === undefined || !session.isActive || session.generation !== generation) {
+      link.sendSimple(PeerKind.refused, REFUSED_STALE, tunnelId, undefined, 0);
+      return;
+    }
+    if (this.maxTunnelsPerNode > 0 && session.openTunnels >= this.maxTunnelsPerNode) {
+      link.sendSimple(PeerKind.refused, REFUSED_OVERLOADED, tunnelId, undefined, session.openTunnels);
+      return;
+    }
+    if (!this.port.confirmSent(leaseId)) return;
+    const tunnel = new PeerTunnel(link, tunnelId, session);
+    link.incoming.set(tunnelId, tunnel);
+    this.stats.tunnelsIn++;
+    try {
+      tunnel.sessionTunnelId = session.openTunnel(tunnel, {
+        runId: request.runId,
+        providerId: request.providerId,
+        target: request.target,
+        method: request.method,
+        path: request.path,
+        headers: request.headers,
+        body: request.body,
+        stream: request.stream,
+        timeoutMs: request.timeoutMs,
+        initialCredit: request.initialCredit,
+        metadata: request.metadata,
+      });
+    } catch (err) {
+      tunnel.onError('node_disconnected', `could not send to node ${session.nodeId}: ${(err as Error).message}`);
+    }
+  }
+}

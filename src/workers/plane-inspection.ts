@@ -1,0 +1,24 @@
+// A data path's state as tests and status read it, the same shape whether
+// it runs on the main thread or in an I/O worker (then sent by postMessage).
+import type { DataPlane } from './data-plane.js';
+import type { NodeGateway } from './grpc/node-gateway.js';
+import type { PlaneInspection } from './io-protocol.js';
+import type { PeerLinks } from './peer/peer-links.js';
+
+export function inspectPlane(worker: number, plane: DataPlane, nodes: NodeGateway, peers: PeerLinks | undefined, rings: PlaneInspection['rings'] = []): PlaneInspection {
+  const sessions: PlaneInspection['sessions'] = [];
+  for (const s of nodes.sessions()) {
+    sessions.push({ nodeId: s.nodeId, generation: s.generation, openTunnels: s.openTunnels, agentVersion: s.agentVersion, remoteAddress: s.remoteAddress, connectedAtMs: s.connectedAtMs });
+  }
+  return {
+    worker,
+    openExchanges: plane.openExchanges,
+    requests: plane.begunTotal,
+    tunnelBuffers: plane.tunnelBuffers(),
+    sessions,
+    protocolStats: { ...nodes.protocolStats } as unknown as Record<string, number>,
+    crossTunnelsOut: peers?.stats.tunnelsOut ?? 0,
+    crossTunnelsIn: peers?.stats.tunnelsIn ?? 0,
+    rings,
+  };
+}

@@ -1,0 +1,148 @@
+// SchedulerPort of an I/O worker: every call becomes one fixed-size record on
+// the worker -> main ring; the scheduler's answers arrive on the main ->
+// worker ring and are handed to the DataPlane (decisions) and NodeGateway
+// (connect answers, fences). Both rings are FIFO, so per worker the order of
+// calls and of answers is kept.
+import type { AdmitRequest, Grant, ReleaseReason } from '../main/scheduler/types.js';
+import { drainLoop } from '../shared/ring/drain-loop.js';
+import { RecordKind, RecordReader, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../shared/ring/fixed-records.js';
+import { RecordChannel } from '../shared/ring/record-channel.js';
+import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
+import type { DecisionHandler, NodeRegistrar, SchedulerPort } from './scheduler-port.js';
+
+export class RemoteScheduler implements SchedulerPort {
+  private handler: DecisionHandler | undefined;
+  private registrar: NodeRegistrar | undefined;
+  readonly out: RecordChannel;
+  readonly producer: RingProducer;
+  readonly consumer: RingConsumer;
+  private readonly reader: RecordReader;
+  /** Scratch for outgoing records (the channel copies what it must keep). */
+  private readonly scratch = new SchedulerRecord();
+  private readonly incoming = new SchedulerRecord();
+  private readonly onRecord = this.receive.bind(this);
+
+  constructor(toMain: SharedArrayBuffer, fromMain: SharedArrayBuffer) {
+    this.producer = new RingProducer(toMain);
+    this.out = new RecordChannel(this.producer);
+    this.consumer = new RingConsumer(fromMain);
+    this.reader = new RecordReader(this.consumer.view, this.consumer.bytes);
+  }
+
+  /** Starts reading the scheduler's answers; resolves when the ring closes. */
+  run(onError: (err: unknown) => void): Promise<void> {
+    return drainLoop(this.consumer, this.onRecord, onError);
+  }
+
+  close(): void {
+    this.producer.close();
+    this.consumer.close();
+  }
+
+  setHandler(handler: DecisionHandler): void {
+    this.handler = handler;
+  }
+
+  setRegistrar(registrar: NodeRegistrar): void {
+    this.registrar = registrar;
+  }
+
+  admit(request: AdmitRequest): void {
+    const r = this.scratch.reset(RecordKind.admit);
+    r.requestId = request.requestId;
+    r.value = request.estimatedTokens;
+    this.out.send(r, request.directNodeId, undefined, request.alias);
+  }
+
+  cancel(requestId: number): void {
+    const r = this.scratch.reset(RecordKind.cancel);
+    r.requestId = requestId;
+    this.out.send(r);
+  }
+
+  release(leaseId: number, reason: ReleaseReason): void {
+    const r = this.scratch.reset(RecordKind.release);
+    r.leaseId = leaseId;
+    r.code = releaseReasonCode(reason);
+    this.out.send(r);
+  }
+
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string): void {
+    const r = this.scratch.reset(RecordKind.requeue);
+    r.requestId = request.requestId;
+    r.leaseId = leaseId;
+    r.value = request.estimatedTokens;
+    this.out.send(r, request.directNodeId, excludeProviderId, request.alias);
+  }
+
+  /** The fence already passed where the session lives; main only marks the lease sent. */
+  confirmSent(leaseId: number): boolean {
+    const r = this.scratch.reset(RecordKind.sent);
+    r.leaseId = leaseId;
+    this.out.send(r);
+    return true;
+  }
+
+  reportStale(requestId: number, leaseId: number): void {
+    const r = this.scratch.reset(RecordKind.stale);
+    r.requestId = requestId;
+    r.leaseId = leaseId;
+    this.out.send(r);
+  }
+
+  register(nodeId: string, serial: number): void {
+    const r = this.scratch.reset(RecordKind.connect);
+    r.requestId = serial;
+    this.out.send(r, nodeId);
+  }
+
+  disconnect(nodeId: string, generation: number): void {
+    const r = this.scratch.reset(RecordKind.disconnect);
+    r.generation = generation;
+    this.out.send(r, nodeId);
+  }
+
+  setDraining(nodeId: string, draining: boolean): void {
+    const r = this.scratch.reset(RecordKind.draining);
+    r.code = draining ? 1 : 0;
+    this.out.send(r, nodeId);
+  }
+
+  private receive(offset: number, length: number): void {
+    const r = this.incoming;
+    if (!this.reader.decode(offset, length, r)) return;
+    const handler = this.handler;
+    switch (r.kind) {
+      case RecordKind.grant: {
+        const grant: Grant = {
+          requestId: r.requestId,
+          leaseId: r.leaseId,
+          nodeId: this.reader.nameOf(r.nodeId) ?? '',
+          providerId: this.reader.nameOf(r.providerId) ?? '',
+          servedModel: this.reader.nameOf(r.nameId) ?? '',
+          generation: r.generation,
+          queuedMs: r.value,
+        };
+        handler?.onGrant(grant, r.worker);
+        return;
+      }
+      case RecordKind.reject:
+        handler?.onReject(r.requestId, rejectCodeOf(r.code), r.value);
+        return;
+      case RecordKind.requeued:
+        if (r.code === 0) handler?.onRequeueRefused(r.requestId);
+        return;
+      case RecordKind.staleChecked:
+        handler?.onStaleChecked(r.requestId, r.leaseId, r.code === 1);
+        return;
+      case RecordKind.connected:
+        this.registrar?.onConnected(r.requestId, this.reader.nameOf(r.nodeId) ?? '', r.generation);
+        return;
+      case RecordKind.fence:
+        this.registrar?.onFence(this.reader.nameOf(r.nodeId) ?? '', r.generation);
+        return;
+      default:
+        throw new Error(`scheduler ring: unexpected record kind ${r.kind}`);
+    }
+  }
+}

@@ -1,0 +1,49 @@
+// The data path's narrow view of the scheduler. With workers.count 0 the
+// SchedulerDriver implements it by direct calls on the same thread; in an
+// I/O worker the RemoteScheduler implements it with fixed-size records over
+// SharedArrayBuffer rings. So every call here is asynchronous-capable: no
+// call returns a scheduler answer, answers come back through the handlers
+// (synchronously from the driver, a ring hop later from a worker).
+import type { AdmitRequest, Grant, RejectCode, ReleaseReason } from '../main/scheduler/types.js';
+
+/** Where the scheduler's answers about requests go: the DataPlane. */
+export interface DecisionHandler {
+  /** `nodeWorker`: the worker thread that holds the node's session; -1 = this thread. */
+  onGrant(grant: Grant, nodeWorker: number): void;
+  onReject(requestId: number, code: RejectCode, retryAfterSec: number): void;
+  /** requeue() found no other candidate: the lease is over and nothing was queued. */
+  onRequeueRefused(requestId: number): void;
+  /** Answer to reportStale(): true = the scheduler still holds the lease as current
+   * (the session vanished where it lived: fail the request); false = re-admitted. */
+  onStaleChecked(requestId: number, leaseId: number, current: boolean): void;
+}
+
+/** Where the scheduler's answers about node connections go: the NodeGateway. */
+export interface NodeRegistrar {
+  /** Answer to register(): the new generation, or 0 for a node not in the catalog. */
+  onConnected(serial: number, nodeId: string, generation: number): void;
+  /** A newer connection of the node (maybe on another worker) superseded `generation`. */
+  onFence(nodeId: string, generation: number): void;
+}
+
+export interface SchedulerPort {
+  setHandler(handler: DecisionHandler): void;
+  setRegistrar(registrar: NodeRegistrar): void;
+  admit(request: AdmitRequest): void;
+  cancel(requestId: number): void;
+  release(leaseId: number, reason: ReleaseReason): void;
+  /** Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible. */
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string): void;
+  /**
+   * Pre-send fence, called where the node's session lives once its generation
+   * matched the grant's. False (driver only) when the lease turned out stale
+   * and the request was re-admitted: do not send.
+   */
+  confirmSent(leaseId: number): boolean;
+  /** The node's session was gone or of another generation: onStaleChecked follows. */
+  reportStale(requestId: number, leaseId: number): void;
+  /** A session authenticated as `nodeId`; `serial` names it in onConnected. */
+  register(nodeId: string, serial: number): void;
+  disconnect(nodeId: string, generation: number): void;
+  setDraining(nodeId: string, draining: boolean): void;
+}
