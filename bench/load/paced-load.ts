@@ -1,0 +1,153 @@
+// Open-loop load: requests leave on a fixed schedule (rate per second, paced
+// at timer granularity, ~1 ms) whether or not earlier ones were answered, so
+// a slow target shows as latency instead of as a lower request rate.
+// Latency is timed with performance.now() from the send to the last body
+// byte, every sample kept (autocannon's overallRate releases each second's
+// quota in a burst and rounds latency to whole milliseconds, too coarse for
+// the sub-millisecond differences between proxies).
+import { Pool, type Dispatcher } from 'undici';
+import { latencySummary } from '../harness/stats.js';
+import type { LoadResult } from '../harness/types.js';
+
+export interface PacedOptions {
+  readonly origin: string;
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Buffer;
+  /** Requests per second. */
+  readonly rate: number;
+  readonly durationS: number;
+  readonly connections?: number;
+  /** Beyond this many unanswered requests, a due request is shed (counted, not sent). */
+  readonly maxInFlight?: number;
+}
+
+/** One request's callbacks (undici's dispatch handler): no stream objects, no closures. */
+class PacedRequest implements Dispatcher.DispatchHandler {
+  readonly #run: PacedRun;
+  readonly #sentAt: number;
+  #status = 0;
+
+  constructor(run: PacedRun, sentAt: number) {
+    this.#run = run;
+    this.#sentAt = sentAt;
+  }
+
+  // Its presence marks the handler as undici's current (controller) kind.
+  onRequestStart(): void {}
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+    this.#status = statusCode;
+  }
+
+  onResponseData(): void {}
+
+  onResponseEnd(): void {
+    this.#run.done(this.#status, performance.now() - this.#sentAt);
+  }
+
+  onResponseError(): void {
+    this.#run.failed();
+  }
+}
+
+class PacedRun {
+  readonly latencies: number[] = [];
+  errors = 0;
+  non2xx = 0;
+  shed = 0;
+  inFlight = 0;
+  readonly #options: PacedOptions;
+  readonly #pool: Pool;
+  readonly #total: number;
+  readonly #maxInFlight: number;
+  readonly #dispatch: Dispatcher.DispatchOptions;
+  #sent = 0;
+  #t0 = 0;
+  #lastEnd = 0;
+  #resolve: (() => void) | undefined;
+
+  constructor(options: PacedOptions) {
+    this.#options = options;
+    this.#pool = new Pool(options.origin, { connections: options.connections ?? 64, pipelining: 1, keepAliveTimeout: 30_000 });
+    this.#total = Math.max(1, Math.round(options.rate * options.durationS));
+    this.#maxInFlight = options.maxInFlight ?? 512;
+    this.#dispatch = {
+      method: 'POST',
+      path: options.path,
+      headers: { ...options.headers, 'content-type': 'application/json' },
+      body: options.body,
+      headersTimeout: 30_000,
+      bodyTimeout: 30_000,
+    };
+  }
+
+  async run(): Promise<LoadResult> {
+    const finished = new Promise<void>((resolve) => {
+      this.#resolve = resolve;
+    });
+    this.#t0 = performance.now();
+    this.#tick();
+    await finished;
+    await this.#pool.close();
+    const wallS = Math.max(this.#lastEnd - this.#t0, this.#options.durationS * 1000) / 1000;
+    const answered = this.latencies.length;
+    return {
+      wallS,
+      requests: answered,
+      errors: this.errors,
+      non2xx: this.non2xx,
+      latencyMs: latencySummary(this.latencies),
+      metrics: { targetRps: this.#options.rate, shed: this.shed },
+    };
+  }
+
+  #tick(): void {
+    const now = performance.now();
+    const due = Math.min(this.#total, Math.floor(((now - this.#t0) * this.#options.rate) / 1000) + 1);
+    while (this.#sent < due) {
+      this.#sent++;
+      if (this.inFlight >= this.#maxInFlight) {
+        this.shed++;
+        continue;
+      }
+      this.inFlight++;
+      this.#pool.dispatch(this.#dispatch, new PacedRequest(this, performance.now()));
+    }
+    if (this.#sent < this.#total) {
+      const nextAt = this.#t0 + (this.#sent * 1000) / this.#options.rate;
+      setTimeout(onTick, Math.max(0, nextAt - performance.now()), this);
+    } else this.#maybeFinish();
+  }
+
+  tick(): void {
+    this.#tick();
+  }
+
+  done(status: number, latencyMs: number): void {
+    this.inFlight--;
+    this.#lastEnd = performance.now();
+    this.latencies.push(latencyMs);
+    if (status < 200 || status > 299) this.non2xx++;
+    this.#maybeFinish();
+  }
+
+  failed(): void {
+    this.inFlight--;
+    this.errors++;
+    this.#lastEnd = performance.now();
+    this.#maybeFinish();
+  }
+
+  #maybeFinish(): void {
+    if (this.#sent >= this.#total && this.inFlight === 0) this.#resolve?.();
+  }
+}
+
+function onTick(run: PacedRun): void {
+  run.tick();
+}
+
+export function pacedLoad(options: PacedOptions): Promise<LoadResult> {
+  return new PacedRun(options).run();
+}

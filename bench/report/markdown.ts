@@ -1,0 +1,324 @@
+// The markdown report (bench/results/<stamp>.md), generated from the result
+// JSON alone: headline ratios first, then one table per scenario variant
+// with the medians, the spread over repetitions, CPU and memory per process.
+import type { BenchResult, ScenarioRecord, TargetRecord } from '../harness/result.js';
+import type { Spread } from '../harness/stats.js';
+import type { ChartFile } from './charts.js';
+import { medianOf, type Summary } from './summary.js';
+
+function fmt(value: number | undefined, digits?: number): string {
+  if (value === undefined || !Number.isFinite(value)) return 'n/a';
+  const d = digits ?? (Math.abs(value) >= 100 ? 0 : Math.abs(value) >= 10 ? 1 : 2);
+  return value.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+}
+
+function signed(value: number | undefined, digits = 2): string {
+  if (value === undefined || !Number.isFinite(value)) return 'n/a';
+  return `${value >= 0 ? '+' : ''}${fmt(value, digits)}`;
+}
+
+/** Median, with the min-max spread when there was more than one run and it differs. */
+function cell(spread: Spread | undefined, digits?: number): string {
+  if (spread === undefined) return 'n/a';
+  const median = fmt(spread.median, digits);
+  const low = fmt(spread.min, digits);
+  const high = fmt(spread.max, digits);
+  return spread.n < 2 || low === high ? median : `${median} (${low}–${high})`;
+}
+
+function perRole(summary: Summary, roles: readonly string[], prefix: string, digits: number): string {
+  const parts: string[] = [];
+  for (const role of roles) {
+    const s = summary.values[`${prefix}:${role}`];
+    if (s !== undefined) parts.push(`${role} ${fmt(s.median, digits)}`);
+  }
+  return parts.length > 0 ? parts.join(' · ') : 'n/a';
+}
+
+function times(value: number | undefined): string {
+  return value === undefined || !Number.isFinite(value) ? 'n/a' : `${fmt(value, value >= 10 ? 1 : 2)}×`;
+}
+
+function ratio(a: number | undefined, b: number | undefined): number | undefined {
+  return a !== undefined && b !== undefined && b > 0 ? a / b : undefined;
+}
+
+function diff(a: number | undefined, b: number | undefined): number | undefined {
+  return a !== undefined && b !== undefined ? a - b : undefined;
+}
+
+class Writer {
+  readonly lines: string[] = [];
+  line(text = ''): void {
+    this.lines.push(text);
+  }
+  table(header: readonly string[], rows: readonly (readonly string[])[]): void {
+    this.line(`| ${header.join(' | ')} |`);
+    this.line(`|${header.map(() => '---').join('|')}|`);
+    for (const row of rows) this.line(`| ${row.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`);
+    this.line();
+  }
+}
+
+export function markdownReport(result: BenchResult, charts: readonly ChartFile[]): string {
+  const w = new Writer();
+  const m = result.machine;
+  const date = result.startedAt.slice(0, 10);
+  w.line(`# Benchmark report ${result.id}`);
+  w.line();
+  w.line(
+    `Mode **${result.settings.mode}**, ${date}, ${fmt(result.durationS / 60, 1)} minutes; ` +
+      `${result.settings.reps > 1 ? `each measurement repeated ${result.settings.reps} times: medians, with the spread (min–max) in parentheses` : 'one run per measurement'}. ` +
+      `Commit ${m.commit ?? 'unknown'}${m.dirty === true ? ' with uncommitted changes' : ''}.`,
+  );
+  w.line();
+  w.table(
+    ['machine', 'value'],
+    [
+      ['CPU', `${m.cpuModel}, ${m.cores} cores`],
+      ['memory', `${fmt(m.memoryGB, 1)} GB`],
+      ['OS', m.os],
+      ['Node (all Node processes and the load generator)', m.node],
+      ['nginx', result.peers.nginx ?? 'not installed'],
+      ['Portkey gateway', result.peers.portkey ?? 'not installed'],
+      ['load generators', `autocannon ${m.autocannon ?? '?'} (closed loop), undici ${m.undici ?? '?'} (paced and streaming clients)`],
+    ],
+  );
+  w.line(
+    `> The load generator runs on the same ${m.cores}-core machine as the target and competes with it for CPU, ` +
+      'so absolute figures understate what each target does on its own hardware and drift between runs. ' +
+      'Read the ratios between targets measured in the same run; they are what this report is for.',
+  );
+  w.line();
+  w.line(
+    '> Edge loop lag is prom-client\'s `nodejs_eventloop_lag_p99_seconds` from the edge\'s admin `/metrics` over each measurement. ' +
+      'It samples the loop every 10 ms and counts that interval in: about 10 ms is an idle loop, and the excess is the delay.',
+  );
+  w.line();
+  writeHeadline(w, result);
+  writeTargets(w, result);
+  for (const scenario of result.scenarios) writeScenario(w, result, scenario, charts);
+  writeSweep(w, result, charts);
+  writeProblems(w, result);
+  writeConfigs(w, result);
+  w.line('## Reproduce');
+  w.line();
+  w.line('```sh');
+  w.line('apt-get install -y nginx      # optional peer');
+  w.line('npm run bench:peers           # optional peer: the Portkey gateway, into bench/peers/');
+  w.line(`npm run bench${result.settings.mode === 'full' ? '' : `:${result.settings.mode}`}`);
+  w.line('```');
+  w.line();
+  return `${w.lines.join('\n').trimEnd()}\n`;
+}
+
+function measured(result: BenchResult): TargetRecord[] {
+  return result.targets.filter((t) => t.skipped === undefined);
+}
+
+function writeHeadline(w: Writer, result: BenchResult): void {
+  const s = result.summaries;
+  const variants = (id: string): string[] => result.scenarios.find((x) => x.id === id)?.variants.map((v) => v.id) ?? [];
+  const closed = variants('closed-loop')[0];
+  const open = variants('open-loop')[0];
+  const largest = variants('large-body').filter((v) => v !== 'small-alone').at(-1);
+  // '1 MB x 2 connections + ...' -> '1 MB'
+  const largestLabel = result.scenarios.find((x) => x.id === 'large-body')?.variants.find((v) => v.id === largest)?.label.split(' x ')[0] ?? largest;
+  const rate = open?.replace('rate-', '');
+  const med = (scenario: string, variant: string | undefined, target: string, key: string): number | undefined =>
+    variant === undefined ? undefined : medianOf(s, scenario, variant, target, key);
+  const rows = measured(result).filter((t) => t.sweepOnly !== true);
+  w.line('## Headline');
+  w.line();
+  for (const t of rows.filter((x) => x.kind === 'ours')) {
+    const rps = med('closed-loop', closed, t.id, 'rps');
+    const portkey = med('closed-loop', closed, 'portkey', 'rps');
+    const nginx = med('closed-loop', closed, 'nginx', 'rps');
+    const direct = med('closed-loop', closed, 'direct', 'rps');
+    w.line(`**${t.label}**`);
+    w.line();
+    if (rps !== undefined) {
+      w.line(
+        `- Throughput (closed loop): ${fmt(rps, 0)} req/s = **${times(ratio(rps, portkey))} Portkey's** (${fmt(portkey, 0)}), ` +
+          `**${times(ratio(rps, nginx))} nginx's** (${fmt(nginx, 0)}), ${times(ratio(rps, direct))} direct (${fmt(direct, 0)}).`,
+      );
+    }
+    if (open !== undefined) {
+      const p50 = diff(med('open-loop', open, t.id, 'p50'), med('open-loop', open, 'direct', 'p50'));
+      const p99 = diff(med('open-loop', open, t.id, 'p99'), med('open-loop', open, 'direct', 'p99'));
+      w.line(
+        `- Latency added vs direct at ${rate} req/s: **p50 ${signed(p50)} ms, p99 ${signed(p99)} ms** ` +
+          `(direct p50 ${fmt(med('open-loop', open, 'direct', 'p50'))} ms, p99 ${fmt(med('open-loop', open, 'direct', 'p99'))} ms).`,
+      );
+    }
+    const ttfb50 = diff(med('streaming', 'paced', t.id, 'ttfbP50Ms'), med('streaming', 'paced', 'direct', 'ttfbP50Ms'));
+    const ttfb99 = diff(med('streaming', 'paced', t.id, 'ttfbP99Ms'), med('streaming', 'paced', 'direct', 'ttfbP99Ms'));
+    const relay = med('streaming', 'burst', t.id, 'eventsPerS');
+    if (relay !== undefined || ttfb50 !== undefined) {
+      w.line(
+        `- Streaming: time to first byte added vs direct p50 ${signed(ttfb50)} ms, p99 ${signed(ttfb99)} ms; ` +
+          `relay ${fmt(relay, 0)} SSE events/s = ${times(ratio(relay, med('streaming', 'burst', 'nginx', 'eventsPerS')))} nginx, ` +
+          `${times(ratio(relay, med('streaming', 'burst', 'portkey', 'eventsPerS')))} Portkey, ${times(ratio(relay, med('streaming', 'burst', 'direct', 'eventsPerS')))} direct.`,
+      );
+    }
+    if (largest !== undefined) {
+      w.line(
+        `- Large bodies: small-request p99 ${fmt(med('large-body', 'small-alone', t.id, 'smallP99Ms'))} ms alone, ` +
+          `${fmt(med('large-body', largest, t.id, 'smallP99Ms'))} ms alongside ${largestLabel} uploads ` +
+          `(${fmt(med('large-body', largest, t.id, 'uploadMBPerS'), 1)} MB/s uploaded).`,
+      );
+    }
+    for (const v of result.scenarios.find((x) => x.id === 'many-streams')?.variants ?? []) {
+      const streams = med('many-streams', v.id, t.id, 'streams');
+      if (streams === undefined) continue;
+      const at = (key: string): number | undefined => med('many-streams', v.id, t.id, key);
+      const lag = at('lagP99Ms');
+      const ttfbAdded = diff(at('ttfbP50Ms'), med('many-streams', v.id, 'direct', 'ttfbP50Ms'));
+      w.line(
+        `- ${v.label}: ${fmt(at('requests'), 0)} of ${fmt(streams, 0)} completed, ` +
+          `${fmt(at('stalls'), 0)} stalled (longest silence ${fmt(at('maxGapMs'), 0)} ms), TTFB p50 ${signed(ttfbAdded)} ms vs direct; ` +
+          `peak RSS edge ${fmt(at('rss:edge'), 0)} MB + agent ${fmt(at('rss:agent'), 0)} MB; ` +
+          `edge event-loop lag p99 ${lag === undefined ? 'unavailable' : `${fmt(lag, 1)} ms`}.`,
+      );
+    }
+    w.line();
+  }
+  const header = ['target', 'req/s (closed loop)', '× direct', 'vs Portkey', 'vs nginx', `added p50 @${rate ?? '?'}/s`, `added p99 @${rate ?? '?'}/s`, 'TTFB added p50', 'events/s (burst)', `small p99 with ${largestLabel ?? '?'} (alone)`];
+  const table = rows.map((t) => {
+    const rps = med('closed-loop', closed, t.id, 'rps');
+    return [
+      t.label,
+      fmt(rps, 0),
+      times(ratio(rps, med('closed-loop', closed, 'direct', 'rps'))),
+      t.id === 'portkey' ? '—' : times(ratio(rps, med('closed-loop', closed, 'portkey', 'rps'))),
+      t.id === 'nginx' ? '—' : times(ratio(rps, med('closed-loop', closed, 'nginx', 'rps'))),
+      t.id === 'direct' ? '—' : `${signed(diff(med('open-loop', open, t.id, 'p50'), med('open-loop', open, 'direct', 'p50')))} ms`,
+      t.id === 'direct' ? '—' : `${signed(diff(med('open-loop', open, t.id, 'p99'), med('open-loop', open, 'direct', 'p99')))} ms`,
+      t.id === 'direct' ? '—' : `${signed(diff(med('streaming', 'paced', t.id, 'ttfbP50Ms'), med('streaming', 'paced', 'direct', 'ttfbP50Ms')))} ms`,
+      fmt(med('streaming', 'burst', t.id, 'eventsPerS'), 0),
+      `${fmt(med('large-body', largest, t.id, 'smallP99Ms'))} ms (${fmt(med('large-body', 'small-alone', t.id, 'smallP99Ms'))})`,
+    ];
+  });
+  w.table(header, table);
+}
+
+function writeTargets(w: Writer, result: BenchResult): void {
+  w.line('## Targets');
+  w.line();
+  w.table(
+    ['target', 'path', 'status', 'version', 'notes'],
+    result.targets.map((t) => [
+      t.label,
+      t.hops === 0 ? 'client → mock' : t.hops === 1 ? `client → ${t.id} → mock` : 'client → edge → gRPC → agent → mock',
+      t.skipped === undefined ? 'measured' : `skipped: ${t.skipped}`,
+      t.version ?? '',
+      t.notes.join('; '),
+    ]),
+  );
+}
+
+function writeScenario(w: Writer, result: BenchResult, scenario: ScenarioRecord, charts: readonly ChartFile[]): void {
+  const targets = result.targets.filter((t) => result.summaries.some((s) => s.scenario === scenario.id && s.target === t.id));
+  if (targets.length === 0) return;
+  w.line(`## ${scenario.title}`);
+  w.line();
+  w.line(scenario.description);
+  w.line();
+  for (const variant of scenario.variants) {
+    const rows = targets
+      .map((t) => ({ t, s: result.summaries.find((x) => x.scenario === scenario.id && x.variant === variant.id && x.target === t.id) }))
+      .filter((r): r is { t: TargetRecord; s: Summary } => r.s !== undefined);
+    if (rows.length === 0) continue;
+    w.line(`### ${variant.label}`);
+    w.line();
+    const rate = scenario.units?.rate ?? 'req/s';
+    const lat = scenario.units === undefined ? '' : `${scenario.units.latency} `;
+    const per = rate.replace('/s', '');
+    const header = ['target', rate, `${lat}p50 ms`, `${lat}p90 ms`, `${lat}p99 ms`, `${lat}max ms`, 'errors', 'non-2xx'];
+    for (const c of scenario.columns) header.push(c.unit === '' ? c.label : `${c.label} ${c.unit}`);
+    header.push(`CPU s/1k ${per}`, 'peak RSS MB', 'edge loop lag p99 ms', 'load gen CPU %');
+    w.table(
+      header,
+      rows.map(({ t, s }) => {
+        const v = s.values;
+        const d = scenario.latencyDigits;
+        const row = [t.label, cell(v.rps, 0), cell(v.p50, d ?? 2), cell(v.p90, d ?? 2), cell(v.p99, d ?? 2), cell(v.max, d ?? 1), cell(v.errors, 0), cell(v.non2xx, 0)];
+        for (const c of scenario.columns) row.push(cell(v[c.key], c.digits));
+        row.push(perRole(s, t.roles, 'cpu1k', 3), perRole(s, t.roles, 'rss', 0), t.kind === 'ours' ? cell(v.lagP99Ms, 1) : '', cell(v.loadgenCpuPct, 0));
+        return row;
+      }),
+    );
+    for (const chart of charts.filter((c) => c.section === scenario.id && c.variant === variant.id)) w.line(`![${chart.title}](${chart.name})`);
+    w.line();
+  }
+  for (const chart of charts.filter((c) => c.section === scenario.id && c.variant === undefined)) {
+    w.line(`![${chart.title}](${chart.name})`);
+    w.line();
+  }
+}
+
+function writeSweep(w: Writer, result: BenchResult, charts: readonly ChartFile[]): void {
+  const edges = result.targets.filter((t) => t.workers !== undefined);
+  const closed = result.scenarios.find((s) => s.id === 'closed-loop')?.variants[0];
+  if (edges.length === 0 || closed === undefined) return;
+  w.line('## Worker-count sweep');
+  w.line();
+  w.line(
+    `The closed-loop measurement (${closed.label}) for each \`workers.count\`. ` +
+      'Main-thread µs/req is the CPU of the edge process\'s main thread (the scheduler, and the whole data path when workers.count is 0) per request; ' +
+      'the per-thread split (medians, by thread name: edge-io-N are the I/O workers, V8Worker V8\'s GC and compiler helpers) shows where the rest went.',
+  );
+  w.line();
+  w.table(
+    ['workers.count', 'status', 'req/s', 'edge CPU s/1k req', 'edge main-thread µs/req', 'edge CPU µs/req by thread'],
+    edges.map((t) => {
+      const s = result.summaries.find((x) => x.scenario === 'closed-loop' && x.variant === closed.id && x.target === t.id);
+      if (t.skipped !== undefined || s === undefined) return [String(t.workers), t.skipped ?? 'not measured', '', '', '', ''];
+      const prefix = 'threadUsPerReq:edge:';
+      const split = Object.entries(s.values)
+        .filter(([key, v]) => key.startsWith(prefix) && v.median > 0)
+        .sort((a, b) => b[1].median - a[1].median)
+        .map(([key, v]) => `${key.slice(prefix.length)} ${fmt(v.median, 1)}`)
+        .join(', ');
+      return ['' + t.workers, 'measured', cell(s.values.rps, 0), cell(s.values['cpu1k:edge'], 3), cell(s.values['mainUsPerReq:edge'], 1), split];
+    }),
+  );
+  for (const chart of charts.filter((c) => c.section === 'worker-sweep')) w.line(`![${chart.title}](${chart.name})`);
+  w.line();
+}
+
+function writeProblems(w: Writer, result: BenchResult): void {
+  if (result.skips.length === 0 && result.failures.length === 0) return;
+  w.line('## Skipped and failed measurements');
+  w.line();
+  const rows = [
+    ...result.skips.map((s) => [s.scenario, s.variant, s.target, `skipped: ${s.reason}`]),
+    ...result.failures.map((f) => [f.scenario, f.variant, f.target, `failed (run ${f.rep + 1}): ${f.reason}`]),
+  ];
+  w.table(['scenario', 'variant', 'target', 'what happened'], rows);
+}
+
+function writeConfigs(w: Writer, result: BenchResult): void {
+  w.line('## Configuration used');
+  w.line();
+  w.line('<details><summary>Mode settings</summary>');
+  w.line();
+  w.line('```json');
+  w.line(JSON.stringify(result.settings, null, 2));
+  w.line('```');
+  w.line();
+  w.line('</details>');
+  w.line();
+  for (const t of result.targets) {
+    for (const [name, text] of Object.entries(t.configs)) {
+      w.line(`<details><summary>${t.label}: ${name}</summary>`);
+      w.line();
+      w.line('```');
+      w.line(text.trimEnd());
+      w.line('```');
+      w.line();
+      w.line('</details>');
+      w.line();
+    }
+  }
+}

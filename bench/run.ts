@@ -1,0 +1,92 @@
+// `npm run bench` (full), `npm run bench:quick`: the benchmark harness.
+//   node dist/bench/run.js [--mode quick|full|smoke] [--out DIR]
+//                          [--targets direct,nginx,...] [--scenarios closed-loop,...]
+//                          [--reps N] [--max-workers N] [--streams 10000@5,...]
+//   node dist/bench/run.js --render bench/results/<stamp>.json   (rebuild its report and charts)
+// Writes DIR/<stamp>.json, DIR/<stamp>.md and DIR/<stamp>-*.svg (DIR defaults
+// to bench/results). See docs/benchmarks.md.
+import { parseArgs } from 'node:util';
+import { isModeName, MODES, type ModeSettings, type StreamsSetting } from './harness/modes.js';
+import { RESULTS_DIR } from './harness/paths.js';
+import { runBench } from './harness/runner.js';
+import { rerender } from './report/rerender.js';
+import { SCENARIOS } from './scenarios/index.js';
+
+const USAGE = `usage: node dist/bench/run.js [--mode quick|full|smoke] [--out DIR] [--targets a,b] [--scenarios a,b] [--reps N] [--max-workers N] [--streams N@TPS,...]
+       node dist/bench/run.js --render RESULT.json [--out DIR]
+scenarios: ${SCENARIOS.map((s) => s.id).join(', ')}
+targets:   direct, nginx, portkey, edge-w<N>`;
+
+function list(value: string | undefined): string[] | undefined {
+  return value === undefined ? undefined : value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+}
+
+/** `10000@5,2000@5`: streams@tokens-per-second. */
+function streamsList(value: string): StreamsSetting[] {
+  return value.split(',').map((part) => {
+    const [streams, tps] = part.split('@').map(Number);
+    if (!Number.isInteger(streams) || streams < 1 || !(tps > 0)) throw new RangeError(`--streams: expected STREAMS@TOKENS_PER_S[,...], got '${part}'`);
+    return { streams, tokensPerSecond: tps };
+  });
+}
+
+function positiveInt(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`--${name}: expected a whole number, got '${value}'`);
+  return n;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      mode: { type: 'string', default: 'quick' },
+      out: { type: 'string' },
+      targets: { type: 'string' },
+      scenarios: { type: 'string' },
+      reps: { type: 'string' },
+      'max-workers': { type: 'string' },
+      streams: { type: 'string' },
+      render: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help === true) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (values.render !== undefined) {
+    const { files } = rerender(values.render, values.out);
+    console.log(`report: ${files.markdown}\ncharts: ${files.charts.length} SVG files`);
+    return 0;
+  }
+  const mode = values.mode ?? 'quick';
+  if (!isModeName(mode)) throw new RangeError(`--mode: expected quick, full or smoke, got '${mode}'`);
+  const base = MODES[mode];
+  const settings: ModeSettings = {
+    ...base,
+    targets: list(values.targets) ?? base.targets,
+    scenarios: list(values.scenarios) ?? base.scenarios,
+    reps: positiveInt('reps', values.reps) ?? base.reps,
+    maxWorkers: positiveInt('max-workers', values['max-workers']) ?? base.maxWorkers,
+    manyStreams: values.streams === undefined ? base.manyStreams : { ...base.manyStreams, variants: streamsList(values.streams) },
+  };
+  const t0 = performance.now();
+  const log = (line: string): void => console.log(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${line}`);
+  const { result, files } = await runBench({ settings, outDir: values.out ?? RESULTS_DIR, log });
+  console.log(`\nbench ${mode} done in ${Math.round(result.durationS)} s`);
+  for (const figure of result.headline.filter((f) => f.id.startsWith('closed-loop') || f.id.startsWith('open-loop'))) {
+    console.log(`  ${figure.text}: ${figure.unit === 'x' ? `${figure.value.toFixed(2)}x` : `${figure.value.toFixed(figure.unit === 'ms' ? 2 : 0)}${figure.unit === 'ms' ? ' ms' : ''}`}`);
+  }
+  console.log(`report: ${files.markdown}\ndata:   ${files.json}\ncharts: ${files.charts.length} SVG files`);
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n${USAGE}`);
+    process.exit(1);
+  },
+);

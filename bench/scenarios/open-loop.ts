@@ -1,0 +1,42 @@
+// Open loop, non-streaming: requests at a fixed rate, below every target's
+// ceiling, so the latency difference to `direct` is the latency the proxy
+// adds (the headline "added p50/p99").
+import { chatBody } from '../harness/bodies.js';
+import type { ModeSettings } from '../harness/modes.js';
+import type { LoadResult, RunningTarget, ScenarioContext, ScenarioSpec, Variant } from '../harness/types.js';
+import { pacedLoad } from '../load/paced-load.js';
+
+interface RateVariant extends Variant {
+  readonly rate: number;
+}
+
+function load(ctx: ScenarioContext, target: RunningTarget, rate: number, durationS: number): Promise<LoadResult> {
+  return pacedLoad({
+    origin: target.origin,
+    path: '/v1/chat/completions',
+    headers: target.headers,
+    body: chatBody(target.model, ctx.settings.openLoop.bodyBytes),
+    rate,
+    durationS,
+  });
+}
+
+export const openLoop: ScenarioSpec<RateVariant> = {
+  id: 'open-loop',
+  title: 'Non-streaming, open loop (latency at a fixed rate)',
+  description:
+    'Requests leave on a fixed schedule (paced at ~1 ms granularity, undici client, every latency sample kept, timed to the last body byte), whether or not earlier ones were answered. ' +
+    'Below a target\'s ceiling this shows the latency it adds over `direct`; above it, requests pile up and latency grows without bound (more than 512 unanswered: the request is shed and counted).',
+  columns: [{ key: 'shed', label: 'shed', unit: '', digits: 0 }],
+  charts: [{ id: 'latency', title: 'Latency at a fixed rate', unit: 'ms', keys: [{ key: 'p50', label: 'p50' }, { key: 'p99', label: 'p99' }] }],
+  appliesTo: (target) => target.sweepOnly !== true,
+  variants(settings: ModeSettings): RateVariant[] {
+    return settings.openLoop.rates.map((rate) => ({ id: `rate-${rate}`, label: `${rate} req/s, 2 KB body`, rate }));
+  },
+  async warmup(ctx: ScenarioContext, target: RunningTarget, variant: RateVariant): Promise<void> {
+    if (ctx.settings.openLoop.warmupS > 0) await load(ctx, target, variant.rate, ctx.settings.openLoop.warmupS);
+  },
+  run(ctx: ScenarioContext, target: RunningTarget, variant: RateVariant): Promise<LoadResult> {
+    return load(ctx, target, variant.rate, ctx.settings.openLoop.durationS);
+  },
+};

@@ -1,0 +1,22 @@
+// Every target a run may measure, in report order. Add a target here (e.g.
+// an edge with a different agent config: edgeTarget({ workers, id, agentConfig })).
+import type { ModeSettings } from '../harness/modes.js';
+import type { TargetSpec } from '../harness/types.js';
+import { direct } from './direct.js';
+import { edgeTarget } from './edge.js';
+import { nginx } from './nginx.js';
+import { portkey } from './portkey.js';
+
+/** workers.count values of the sweep: 0, 1, 2, 4, ... up to max, and max itself. */
+export function sweepCounts(max: number): number[] {
+  const counts = new Set<number>([0]);
+  for (let n = 1; n <= max; n *= 2) counts.add(n);
+  counts.add(max);
+  return [...counts].sort((a, b) => a - b);
+}
+
+export function allTargets(settings: ModeSettings): TargetSpec[] {
+  const max = settings.maxWorkers;
+  const edges = sweepCounts(max).map((workers) => edgeTarget({ workers, sweepOnly: workers !== 0 && workers !== max }));
+  return [direct, nginx, portkey, ...edges];
+}
