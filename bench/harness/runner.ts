@@ -120,7 +120,7 @@ export async function runBench(options: RunOptions): Promise<{ result: BenchResu
       });
       for (const variant of variants) {
         const applicable: RunningTarget[] = [];
-        for (const target of targets.filter((t) => scenario.appliesTo(t))) {
+        for (const target of targets.filter((t) => scenario.appliesTo(t) && (t.onlyScenarios === undefined || t.onlyScenarios.includes(scenario.id)))) {
           const reason = variant.skip?.(target);
           if (reason === undefined) applicable.push(target);
           else skips.push({ scenario: scenario.id, variant: variant.id, target: target.id, reason });

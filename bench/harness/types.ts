@@ -44,6 +44,8 @@ export interface TargetInfo {
   readonly workers?: number;
   /** Measured only by the throughput sweep, not by every scenario. */
   readonly sweepOnly?: boolean;
+  /** Measured only by these scenarios (a variant compared on one axis, e.g. coalescing off). */
+  readonly onlyScenarios?: readonly string[];
 }
 
 export interface RunningTarget extends TargetInfo {

@@ -34,6 +34,7 @@ export interface EdgeTargetOptions {
   readonly edgeConfig?: Json;
   /** Merged over the generated agent config. */
   readonly agentConfig?: Json;
+  readonly onlyScenarios?: readonly string[];
 }
 
 /** Objects merge key by key; anything else in `patch` replaces. */
@@ -111,6 +112,7 @@ export function edgeTarget(options: EdgeTargetOptions): TargetSpec {
     hops: 2,
     workers: options.workers,
     sweepOnly: options.sweepOnly ?? false,
+    onlyScenarios: options.onlyScenarios,
   };
   return {
     ...info,

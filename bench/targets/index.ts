@@ -18,5 +18,13 @@ export function sweepCounts(max: number): number[] {
 export function allTargets(settings: ModeSettings): TargetSpec[] {
   const max = settings.maxWorkers;
   const edges = sweepCounts(max).map((workers) => edgeTarget({ workers, sweepOnly: workers !== 0 && workers !== max }));
-  return [direct, nginx, portkey, ...edges];
+  // Frame coalescing on the agent (default on) against off, where it matters: streams.
+  const noCoalescing = edgeTarget({
+    workers: 0,
+    id: 'edge-w0-nocoalesce',
+    label: 'edge 2-hop w=0, coalescing off',
+    agentConfig: { tunnels: { coalesce_delay_ms: 0 } },
+    onlyScenarios: ['streaming', 'many-streams'],
+  });
+  return [direct, nginx, portkey, ...edges, noCoalescing];
 }

@@ -17,6 +17,7 @@ export const DEFAULT_ADMIN_PORT = 9090;
 export const DEFAULT_DRAIN_GRACE_MS = 30_000;
 /** Request ids route answers back by `id % 64` (src/workers/data-plane.ts ID_STRIDE). */
 const MAX_WORKERS = 64;
+const MIN_CORES_FOR_WORKERS = 4;
 
 /** True for names and addresses that only this host can reach. */
 export function isLoopbackHost(host: string): boolean {
@@ -151,7 +152,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     },
     // I/O worker threads (docs/architecture.md); 0 = the whole data path on the main thread.
     // At most 64: request ids carry the worker index in their low 6 bits.
-    workers: { count: r.integer('workers.count', workers.count, 0, MAX_WORKERS, Math.min(MAX_WORKERS, availableParallelism())) },
+    workers: { count: r.integer('workers.count', workers.count, 0, MAX_WORKERS, defaultWorkerCount(availableParallelism())) },
     admin: readAdmin(r, root.admin),
     drain: { graceMs: r.integer('drain.grace_ms', drain.grace_ms, 0, DAY_MS, DEFAULT_DRAIN_GRACE_MS) },
     nodes,
@@ -177,6 +178,15 @@ export function parseEdgeConfigText(text: string, source: string): EdgeConfig {
     throw new ConfigError(source, [`not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
   }
   return parseEdgeConfig(raw, source);
+}
+
+/**
+ * One I/O worker per core where there are cores to spare; on hosts with
+ * fewer than 4 the single-thread mode measured faster (docs/benchmarks.md):
+ * the workers, the main thread and the node agent would share two cores.
+ */
+export function defaultWorkerCount(cores: number): number {
+  return cores < MIN_CORES_FOR_WORKERS ? 0 : Math.min(MAX_WORKERS, cores);
 }
 
 export async function loadEdgeConfig(file: string): Promise<EdgeConfig> {

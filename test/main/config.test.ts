@@ -50,3 +50,11 @@ test('duplicate ids and a heartbeat timeout not above the interval are rejected'
   assert.ok(problems.some((p) => p.startsWith('nodes[].providers: duplicate id "p1"')));
   assert.ok(problems.some((p) => p.startsWith('heartbeat.timeout_ms')));
 });
+
+test('workers.count defaults to one worker per core on hosts with 4 or more, single-thread below', async () => {
+  const { defaultWorkerCount } = await import('../../src/main/config.js');
+  assert.equal(defaultWorkerCount(2), 0);
+  assert.equal(defaultWorkerCount(4), 4);
+  assert.equal(defaultWorkerCount(16), 16);
+  assert.equal(defaultWorkerCount(256), 64);
+});
