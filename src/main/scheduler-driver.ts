@@ -60,6 +60,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   private delivering = false;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
+  /** One thread: ClientAuth counts each key's open requests where it authenticates. */
+  readonly countsKeys = false;
 
   constructor(config: EdgeConfig) {
     this.scheduler = new Scheduler(config, this);
@@ -153,6 +155,9 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   confirmSent(leaseId: number): boolean {
     return this.confirm(leaseId);
   }
+
+  /** Never called: countsKeys is false. */
+  releaseKey(_requestId: number): void {}
 
   reportStale(requestId: number, leaseId: number): void {
     const current = this.scheduler.confirm(leaseId, performance.now());

@@ -16,10 +16,11 @@ import { RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRec
 import { RecordChannel } from '../shared/ring/record-channel.js';
 import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../workers/data-plane.js';
-import type { DecisionHandler } from '../workers/scheduler-port.js';
+import type { AdmissionRejectCode, DecisionHandler } from '../workers/scheduler-port.js';
 import type { ControlCall, ControlReply, IoWorkerData, WorkerEvent } from '../workers/io-protocol.js';
+import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
-import type { Grant, RejectCode } from './scheduler/types.js';
+import type { Grant } from './scheduler/types.js';
 
 const SCHEDULER_RING_BYTES = 1 << 20;
 const PEER_RING_BYTES = 1 << 20;
@@ -62,6 +63,8 @@ export class WorkerPool implements DecisionHandler {
   private readonly peerRings: (SharedArrayBuffer | undefined)[][] = [];
   private readonly places = new Map<string, NodePlace>();
   private readonly scratch = new SchedulerRecord();
+  /** Open requests per limited API key, over all workers (auth.api_keys[].max_concurrent). */
+  readonly keys = new KeyConcurrency();
   private nextCall = 1;
   private readonly calls = new Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   /** Shared flag: 1 while the admin event stream has subscribers (workers build run events only then). */
@@ -112,6 +115,7 @@ export class WorkerPool implements DecisionHandler {
     worker.on('error', (err) => this.logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
+      this.keys.releaseWorker(index, ID_STRIDE);
       if (!this.closed) this.logger.error({ worker: index, code }, 'I/O worker exited');
     });
     void drainLoop(slot.consumer, (offset, length) => this.fromWorker(slot, offset, length), (err) => this.logger.error({ err, worker: index }, 'scheduler record failed'));
@@ -193,10 +197,18 @@ export class WorkerPool implements DecisionHandler {
     const reader = slot.reader;
     switch (r.kind) {
       case RecordKind.admit:
+        // A limited key (providerId = its name, generation = its limit) takes its slot first.
+        if (r.providerId !== 0 && !this.keys.acquire(r.requestId, reader.nameOf(r.providerId) ?? '', r.generation)) {
+          this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
+          return;
+        }
         driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) });
         return;
       case RecordKind.cancel:
         driver.cancel(r.requestId);
+        return;
+      case RecordKind.keyRelease:
+        this.keys.release(r.requestId);
         return;
       case RecordKind.release:
         driver.release(r.leaseId, releaseReasonOf(r.code));
@@ -268,7 +280,7 @@ export class WorkerPool implements DecisionHandler {
     this.slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel);
   }
 
-  onReject(requestId: number, code: RejectCode, retryAfterSec: number): void {
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void {
     const r = this.scratch.reset(RecordKind.reject);
     r.requestId = requestId;
     r.code = rejectCodeCode(code);

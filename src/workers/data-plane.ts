@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../shared/errors.js';
-import type { DecisionHandler, SchedulerPort } from './scheduler-port.js';
+import type { AdmissionRejectCode, DecisionHandler, SchedulerPort } from './scheduler-port.js';
 import { estimateInputTokens } from '../main/scheduler/estimate.js';
 import type { Grant, RejectCode, ReleaseReason } from '../main/scheduler/types.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
@@ -80,6 +80,12 @@ export class DataPlane implements DecisionHandler {
   private readonly pending = new Map<number, ProxyExchange>();
   /** requestId -> the API key whose concurrency slot the request holds (auth on only). */
   private readonly keyOf = new Map<number, ApiKeyState>();
+  /**
+   * The port counts each limited key's open requests across workers (I/O
+   * workers; only keys with max_concurrent are tracked here then). False:
+   * ClientServer took the slot on this key's own ClientAuth.
+   */
+  readonly sharedKeyLimits: boolean;
   /** requestId -> what to do if its requeue is refused. */
   private readonly fallbacks = new Map<number, RequeueFallback>();
   private nextSeq = 1;
@@ -112,6 +118,7 @@ export class DataPlane implements DecisionHandler {
     this.peers = placement.peers;
     this.idBase = placement.workerIndex < 0 ? 0 : placement.workerIndex;
     this.idStride = placement.workerIndex < 0 ? 1 : ID_STRIDE;
+    this.sharedKeyLimits = driver.countsKeys;
     driver.setHandler(this);
   }
 
@@ -148,7 +155,16 @@ export class DataPlane implements DecisionHandler {
   begin(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer, info: InspectOk, apiKey?: ApiKeyState): void {
     const requestId = this.nextSeq++ * this.idStride + this.idBase;
     this.begunTotal++;
-    if (apiKey !== undefined) this.keyOf.set(requestId, apiKey);
+    let limitedKey: ApiKeyState | undefined;
+    if (apiKey !== undefined) {
+      if (!this.sharedKeyLimits) {
+        this.keyOf.set(requestId, apiKey);
+      } else if (apiKey.maxConcurrent !== Infinity) {
+        // Shared limits: only keys with max_concurrent are counted (main takes the slot at admission).
+        limitedKey = apiKey;
+        this.keyOf.set(requestId, apiKey);
+      }
+    }
     const exchange = new ProxyExchange(this, requestId, this.runIdPrefix + requestId.toString(36), path, request, response, body, info);
     this.stampStart(exchange);
     (response as ServerResponse & { [kExchange]?: ProxyExchange })[kExchange] = exchange;
@@ -160,7 +176,7 @@ export class DataPlane implements DecisionHandler {
       alias: info.model,
       estimatedTokens: estimateInputTokens(body.length),
       directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
-    });
+    }, limitedKey);
   }
 
   // --- DecisionHandler -------------------------------------------------------
@@ -229,10 +245,14 @@ export class DataPlane implements DecisionHandler {
     if (this.observer !== NO_OBSERVER) this.observe(exchange, undefined);
   }
 
-  onReject(requestId: number, code: RejectCode, retryAfterSec: number): void {
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void {
     const exchange = this.pending.get(requestId);
     this.fallbacks.delete(requestId);
     if (!exchange) return;
+    if (code === 'too_many_concurrent_requests') {
+      this.keyLimited(exchange, retryAfterSec);
+      return;
+    }
     exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model));
   }
 
@@ -397,7 +417,16 @@ export class DataPlane implements DecisionHandler {
     const key = this.keyOf.get(requestId);
     if (key === undefined) return;
     this.keyOf.delete(requestId);
-    key.release();
+    if (this.sharedKeyLimits) this.driver.releaseKey(requestId);
+    else key.release();
+  }
+
+  /** Shared key limits: the key was at its limit, nothing was admitted or taken. Same reply as ClientServer's. */
+  private keyLimited(exchange: ProxyExchange, retryAfterSec: number): void {
+    // Always there: the admit carried the key, and only forget() (which also ends `pending`) clears it.
+    const key = this.keyOf.get(exchange.requestId) as ApiKeyState;
+    this.keyOf.delete(exchange.requestId);
+    exchange.reject(Errors.tooManyConcurrent, retryAfterSec, `this API key already has ${key.maxConcurrent} requests open (its limit); retry when one finishes`);
   }
 }
 

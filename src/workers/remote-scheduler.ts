@@ -8,7 +8,7 @@ import { drainLoop } from '../shared/ring/drain-loop.js';
 import { RecordKind, RecordReader, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../shared/ring/fixed-records.js';
 import { RecordChannel } from '../shared/ring/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
-import type { DecisionHandler, NodeRegistrar, SchedulerPort } from './scheduler-port.js';
+import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from './scheduler-port.js';
 
 export class RemoteScheduler implements SchedulerPort {
   private handler: DecisionHandler | undefined;
@@ -21,6 +21,8 @@ export class RemoteScheduler implements SchedulerPort {
   private readonly scratch = new SchedulerRecord();
   private readonly incoming = new SchedulerRecord();
   private readonly onRecord = this.receive.bind(this);
+  /** Each worker has its own ClientAuth; the one count per key lives on the main thread. */
+  readonly countsKeys = true;
 
   constructor(toMain: SharedArrayBuffer, fromMain: SharedArrayBuffer) {
     this.producer = new RingProducer(toMain);
@@ -47,11 +49,23 @@ export class RemoteScheduler implements SchedulerPort {
     this.registrar = registrar;
   }
 
-  admit(request: AdmitRequest): void {
+  admit(request: AdmitRequest, limitedKey?: KeyLimit): void {
     const r = this.scratch.reset(RecordKind.admit);
     r.requestId = request.requestId;
     r.value = request.estimatedTokens;
-    this.out.send(r, request.directNodeId, undefined, request.alias);
+    if (limitedKey === undefined) {
+      this.out.send(r, request.directNodeId, undefined, request.alias);
+      return;
+    }
+    // The limit of this worker's config snapshot travels along: main needs no auth config.
+    r.generation = limitedKey.maxConcurrent;
+    this.out.send(r, request.directNodeId, limitedKey.name, request.alias);
+  }
+
+  releaseKey(requestId: number): void {
+    const r = this.scratch.reset(RecordKind.keyRelease);
+    r.requestId = requestId;
+    this.out.send(r);
   }
 
   cancel(requestId: number): void {

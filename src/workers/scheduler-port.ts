@@ -6,11 +6,24 @@
 // (synchronously from the driver, a ring hop later from a worker).
 import type { AdmitRequest, Grant, RejectCode, ReleaseReason } from '../main/scheduler/types.js';
 
+/**
+ * Why an admission was refused: the scheduler's codes, plus the per-key
+ * concurrency limit that the worker pool checks before the scheduler when
+ * I/O workers share one count per key (never produced by the Scheduler).
+ */
+export type AdmissionRejectCode = RejectCode | 'too_many_concurrent_requests';
+
+/** An API key whose open requests are limited (auth.api_keys[].max_concurrent). */
+export interface KeyLimit {
+  readonly name: string;
+  readonly maxConcurrent: number;
+}
+
 /** Where the scheduler's answers about requests go: the DataPlane. */
 export interface DecisionHandler {
   /** `nodeWorker`: the worker thread that holds the node's session; -1 = this thread. */
   onGrant(grant: Grant, nodeWorker: number): void;
-  onReject(requestId: number, code: RejectCode, retryAfterSec: number): void;
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void;
   /** requeue() found no other candidate: the lease is over and nothing was queued. */
   onRequeueRefused(requestId: number): void;
   /** Answer to reportStale(): true = the scheduler still holds the lease as current
@@ -29,7 +42,17 @@ export interface NodeRegistrar {
 export interface SchedulerPort {
   setHandler(handler: DecisionHandler): void;
   setRegistrar(registrar: NodeRegistrar): void;
-  admit(request: AdmitRequest): void;
+  /**
+   * True when admit() counts `limitedKey`'s open requests on the scheduler's
+   * thread (I/O workers: one count per key across all of them); the slot is
+   * freed by releaseKey(). False (workers.count 0): ClientAuth counts on the
+   * data path's own thread and the port never sees keys.
+   */
+  readonly countsKeys: boolean;
+  /** With countsKeys, a key at its limit is answered onReject('too_many_concurrent_requests'). */
+  admit(request: AdmitRequest, limitedKey?: KeyLimit): void;
+  /** countsKeys only: the exchange admitted with a limited key is over (exactly once; a no-op when refused for the key). */
+  releaseKey(requestId: number): void;
   cancel(requestId: number): void;
   release(leaseId: number, reason: ReleaseReason): void;
   /** Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible. */

@@ -3,7 +3,8 @@
 // full ring is backpressure for names as for records.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { RejectCode, ReleaseReason } from '../../src/main/scheduler/types.js';
+import type { ReleaseReason } from '../../src/main/scheduler/types.js';
+import type { AdmissionRejectCode } from '../../src/workers/scheduler-port.js';
 import {
   RECORD_BYTES,
   RecordKind,
@@ -108,18 +109,35 @@ test('every kind round-trips, and names are sent once per ring', () => {
   r.nodeId = writer.intern('n2');
   r.generation = 3;
   send();
+  // An admit of a key with max_concurrent: its name in providerId, its limit in generation.
+  r.reset(RecordKind.admit);
+  r.requestId = 3 * 64 + 5;
+  r.nameId = writer.intern('chat');
+  r.providerId = writer.intern('alice');
+  r.generation = 1_000_000;
+  send();
+  r.reset(RecordKind.reject);
+  r.requestId = 3 * 64 + 5;
+  r.code = rejectCodeCode('too_many_concurrent_requests');
+  r.value = 1;
+  send();
+  r.reset(RecordKind.keyRelease);
+  r.requestId = 3 * 64 + 5;
+  send();
 
   assert.deepEqual(receive(consumer, reader), sent);
   assert.equal(reader.nameOf(1), 'chat');
   assert.equal(reader.nameOf(2), 'n1');
   assert.equal(reader.nameOf(3), 'n2');
+  assert.equal(reader.nameOf(4), 'alice');
+  assert.equal(rejectCodeOf(sent[8].code as number), 'too_many_concurrent_requests');
   assert.equal(rejectCodeOf(sent[2].code as number), 'queue_full');
   assert.equal(releaseReasonOf(sent[3].code as number), 'client_closed');
 });
 
 test('every release reason and reject code has its own code and maps back', () => {
   const reasons: ReleaseReason[] = ['end', 'error', 'client_closed', 'send_failed', 'body_build_failed', 'timeout', 'fenced', 'stale_generation'];
-  const codes: RejectCode[] = ['model_not_found', 'node_not_found', 'queue_full', 'queue_timeout', 'no_provider_available'];
+  const codes: AdmissionRejectCode[] = ['model_not_found', 'node_not_found', 'queue_full', 'queue_timeout', 'no_provider_available', 'too_many_concurrent_requests'];
   assert.equal(new Set(reasons.map(releaseReasonCode)).size, reasons.length);
   assert.equal(new Set(codes.map(rejectCodeCode)).size, codes.length);
   for (const reason of reasons) assert.equal(releaseReasonOf(releaseReasonCode(reason)), reason);

@@ -4,18 +4,19 @@
 //
 // One 48-byte layout for every kind (little-endian, offsets in bytes):
 //    0 u8  kind        RecordKind
-//    1 u8  code        ReleaseReason / RejectCode (see the tables below); confirm reply: 1 = current
+//    1 u8  code        ReleaseReason / AdmissionRejectCode (see the tables below); confirm reply: 1 = current
 //    2 u16 worker      grant: index of the worker holding the node's session; else 0
-//    4 u32 generation  node connection generation
+//    4 u32 generation  node connection generation; admit: the API key's max_concurrent
 //    8 f64 requestId   integers up to 2^53, as the data path mints them
 //   16 f64 leaseId     integers up to 2^53, as the scheduler mints them
 //   24 u32 nodeId      interned name id, 0 = none
-//   28 u32 providerId  interned name id, 0 = none
+//   28 u32 providerId  interned name id, 0 = none; admit: the API key's name
 //   32 u32 nameId      interned: the alias (admit) or served model (grant)
 //   36 u32 reserved    0
 //   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec
 // Fields per kind (unlisted fields are 0):
-//   admit      requestId, nameId (alias), nodeId (direct dispatch), value
+//   admit      requestId, nameId (alias), nodeId (direct dispatch), value;
+//              with I/O workers, for a key with max_concurrent: providerId (key name), generation (its limit)
 //   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value
 //   reject     requestId, code, value
 //   release    leaseId, code (requestId when known)
@@ -29,8 +30,10 @@
 //   stale      requestId, leaseId: the session was gone or of another generation
 //   connect    requestId = the session's serial, nodeId
 //   draining   nodeId, code (1 = draining)
+//   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
 // and main -> worker:
 //   grant      as above, plus worker
+//   reject     as above; code too_many_concurrent_requests = the key was at its limit (not admitted)
 //   requeued   requestId, code (1 = requeued, 0 = refused; only refusals are sent)
 //   staleChecked requestId, leaseId, code (1 = still current)
 //   connected  requestId = serial, nodeId, generation (0 = unknown node)
@@ -41,7 +44,8 @@
 // before the first record that uses the id; the ring is FIFO, so the reader
 // has always learnt a name before it meets its id. Each ring direction has its
 // own table: the writer assigns ids, the reader learns them.
-import type { RejectCode, ReleaseReason } from '../../main/scheduler/types.js';
+import type { ReleaseReason } from '../../main/scheduler/types.js';
+import type { AdmissionRejectCode } from '../../workers/scheduler-port.js';
 import type { RingProducer } from './ring-producer.js';
 
 export const RECORD_BYTES = 48;
@@ -65,6 +69,7 @@ export const RecordKind = {
   staleChecked: 15,
   connected: 16,
   fence: 17,
+  keyRelease: 18,
 } as const;
 export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
 
@@ -79,12 +84,13 @@ const RELEASE_REASON_CODES: Record<ReleaseReason, number> = {
   fenced: 7,
   stale_generation: 8,
 };
-const REJECT_CODES: Record<RejectCode, number> = {
+const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   model_not_found: 1,
   node_not_found: 2,
   queue_full: 3,
   queue_timeout: 4,
   no_provider_available: 5,
+  too_many_concurrent_requests: 6,
 };
 const RELEASE_REASONS = invert(RELEASE_REASON_CODES);
 const REJECTS = invert(REJECT_CODES);
@@ -95,10 +101,10 @@ export function releaseReasonCode(reason: ReleaseReason): number {
 export function releaseReasonOf(code: number): ReleaseReason {
   return decodeCode(RELEASE_REASONS, code, 'release reason');
 }
-export function rejectCodeCode(code: RejectCode): number {
+export function rejectCodeCode(code: AdmissionRejectCode): number {
   return REJECT_CODES[code];
 }
-export function rejectCodeOf(code: number): RejectCode {
+export function rejectCodeOf(code: number): AdmissionRejectCode {
   return decodeCode(REJECTS, code, 'reject code');
 }
 

@@ -118,14 +118,15 @@ export class ClientServer {
         sendError(reply, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(info.model)}`);
         return;
       }
-      if (!key.tryAcquire()) {
+      // With I/O workers the slot is taken on the main thread at admission (DataPlane.sharedKeyLimits).
+      if (!this.plane.sharedKeyLimits && !key.tryAcquire()) {
         reply.header('retry-after', '1');
         sendError(reply, Errors.tooManyConcurrent, `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes`);
         return;
       }
     }
     reply.hijack();
-    // The data plane releases the key's slot when the exchange ends.
+    // The data plane releases the key's slot when the exchange ends (or, with workers, takes it first).
     this.plane.begin(route, request.raw, reply.raw, body, info, key);
   }
 

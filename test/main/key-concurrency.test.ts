@@ -1,0 +1,58 @@
+// The main thread's per-key count (I/O workers): a key at its limit is
+// refused without taking anything, a release frees exactly what its request
+// took (never a refused one's), and a worker that exits frees its slots.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { KeyConcurrency } from '../../src/main/key-concurrency.js';
+
+const STRIDE = 64;
+const id = (seq: number, worker: number): number => seq * STRIDE + worker;
+
+test('a key takes slots up to its limit, from any worker, and is refused past it', () => {
+  const keys = new KeyConcurrency();
+  assert.equal(keys.acquire(id(1, 0), 'alice', 2), true);
+  assert.equal(keys.acquire(id(1, 3), 'alice', 2), true);
+  assert.equal(keys.acquire(id(2, 1), 'alice', 2), false);
+  assert.equal(keys.acquire(id(2, 2), 'bob', 1), true, 'another key has its own count');
+  assert.equal(keys.inFlight('alice'), 2);
+  keys.release(id(1, 3));
+  assert.equal(keys.acquire(id(3, 1), 'alice', 2), true);
+  assert.deepEqual(keys.status().sort((a, b) => a.name.localeCompare(b.name)), [
+    { name: 'alice', inFlight: 2 },
+    { name: 'bob', inFlight: 1 },
+  ]);
+});
+
+test('releasing a refused request, or one released already, frees nothing', () => {
+  const keys = new KeyConcurrency();
+  assert.equal(keys.acquire(id(1, 0), 'alice', 1), true);
+  assert.equal(keys.acquire(id(2, 0), 'alice', 1), false);
+  keys.release(id(2, 0)); // the client left before the refusal arrived
+  assert.equal(keys.inFlight('alice'), 1);
+  keys.release(id(1, 0));
+  keys.release(id(1, 0));
+  assert.equal(keys.inFlight('alice'), 0);
+  assert.deepEqual(keys.status(), [], 'a key with nothing open is forgotten');
+  assert.equal(keys.acquire(id(3, 0), 'alice', 1), true);
+});
+
+test('the limit comes with each admission: a lowered limit refuses until enough have ended', () => {
+  const keys = new KeyConcurrency();
+  for (let seq = 1; seq <= 3; seq++) assert.equal(keys.acquire(id(seq, 0), 'alice', 3), true);
+  assert.equal(keys.acquire(id(4, 0), 'alice', 2), false);
+  keys.release(id(1, 0));
+  assert.equal(keys.acquire(id(5, 0), 'alice', 2), false);
+  keys.release(id(2, 0));
+  assert.equal(keys.acquire(id(6, 0), 'alice', 2), true);
+});
+
+test('a worker that exits frees the slots of its requests only', () => {
+  const keys = new KeyConcurrency();
+  assert.equal(keys.acquire(id(1, 1), 'alice', 4), true);
+  assert.equal(keys.acquire(id(2, 1), 'alice', 4), true);
+  assert.equal(keys.acquire(id(1, 2), 'alice', 4), true);
+  keys.releaseWorker(1, STRIDE);
+  assert.equal(keys.inFlight('alice'), 1);
+  keys.release(id(1, 1)); // a late record of the gone worker changes nothing
+  assert.equal(keys.inFlight('alice'), 1);
+});
