@@ -2,30 +2,16 @@
 // to one connection and never cross the agent; the client's credentials never
 // reach a provider (the provider's own key is bound instead).
 import type { Header } from '../gen/edge/v1/tunnel_pb.js';
+import { isHopByHop } from '../shared/hop-by-hop.js';
 
 /** Response headers as undici parses them: lower-case names, repeated ones as arrays. */
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
-
-// RFC 9110 7.6.1 plus the legacy names proxies still send.
-const HOP_BY_HOP: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-]);
 
 // Request-only: host and content-length belong to the upstream request undici
 // builds; expect is refused by undici; authorization is the client's credential.
 const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'content-length', 'expect', 'authorization']);
 
-export function isHopByHop(lowerName: string): boolean {
-  return HOP_BY_HOP.has(lowerName) || lowerName.startsWith('proxy-');
-}
+export { isHopByHop };
 
 /**
  * The edge's request headers as undici's flat [name, value, ...] list (its

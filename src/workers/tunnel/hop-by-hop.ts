@@ -1,21 +1,9 @@
-// Headers that describe one connection, not the message (RFC 9110 §7.6.1),
-// plus the ones the gateway must never pass along in either direction.
-
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
+// What the edge passes on from a client to a provider: end-to-end headers
+// only (hop-by-hop ones are shared with the agent), never credentials.
+import { isHopByHop } from '../../shared/hop-by-hop.js';
 
 /** Request headers the edge does not forward to a provider. */
 const NOT_FORWARDED_UPSTREAM = new Set([
-  ...HOP_BY_HOP,
   'host',
   'content-length', // the body is rewritten; the agent sets the real length
   'authorization', // the client's credentials never reach a provider
@@ -24,10 +12,8 @@ const NOT_FORWARDED_UPSTREAM = new Set([
   'expect',
 ]);
 
-export function isHopByHop(lowerName: string): boolean {
-  return HOP_BY_HOP.has(lowerName);
-}
+export { isHopByHop };
 
 export function isForwardedUpstream(lowerName: string): boolean {
-  return !NOT_FORWARDED_UPSTREAM.has(lowerName) && !lowerName.startsWith('x-edge-');
+  return !isHopByHop(lowerName) && !NOT_FORWARDED_UPSTREAM.has(lowerName) && !lowerName.startsWith('x-edge-');
 }
