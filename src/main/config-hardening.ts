@@ -15,6 +15,7 @@ export const HARDENING_LIMIT_KEYS = [
   'ttfb_timeout_ms',
   'idle_timeout_ms',
   'sse_keepalive_ms',
+  'offload_bytes',
 ] as const;
 
 export const DEFAULT_LIMITS_HARDENING: LimitsHardening = Object.freeze({
@@ -25,6 +26,7 @@ export const DEFAULT_LIMITS_HARDENING: LimitsHardening = Object.freeze({
   ttfbTimeoutMs: 300_000,
   idleTimeoutMs: 120_000,
   sseKeepaliveMs: 15_000,
+  offloadBytes: 256 * 1024,
 });
 
 export const NO_AUTH: AuthConfig = Object.freeze({ apiKeys: Object.freeze([]) });
@@ -41,6 +43,7 @@ export function readLimitsHardening(r: ConfigReader, limits: Record<string, unkn
     ttfbTimeoutMs: r.integer('limits.ttfb_timeout_ms', limits.ttfb_timeout_ms, 0, DAY_MS, d.ttfbTimeoutMs),
     idleTimeoutMs: r.integer('limits.idle_timeout_ms', limits.idle_timeout_ms, 0, DAY_MS, d.idleTimeoutMs),
     sseKeepaliveMs: r.integer('limits.sse_keepalive_ms', limits.sse_keepalive_ms, 0, DAY_MS, d.sseKeepaliveMs),
+    offloadBytes: r.integer('limits.offload_bytes', limits.offload_bytes, 0, 1 << 30, d.offloadBytes),
   };
 }
 
@@ -127,5 +130,6 @@ export function limitsOf(config: EdgeConfig): LimitsHardening {
     ttfbTimeoutMs: l.ttfbTimeoutMs ?? d.ttfbTimeoutMs,
     idleTimeoutMs: l.idleTimeoutMs ?? d.idleTimeoutMs,
     sseKeepaliveMs: l.sseKeepaliveMs ?? d.sseKeepaliveMs,
+    offloadBytes: l.offloadBytes ?? d.offloadBytes,
   };
 }

@@ -134,4 +134,6 @@ export interface LimitsHardening {
   readonly idleTimeoutMs: number;
   /** While a streaming request waits this long for its first byte, send SSE comments so proxies keep it open, ms; 0 = off. */
   readonly sseKeepaliveMs: number;
+  /** Bodies this large or larger are validated and token-counted in the offload pool, bytes; 0 = never. */
+  readonly offloadBytes: number;
 }

@@ -174,7 +174,7 @@ export class DataPlane implements DecisionHandler {
     this.driver.admit({
       requestId,
       alias: info.model,
-      estimatedTokens: estimateInputTokens(body.length),
+      estimatedTokens: info.inputTokens ?? estimateInputTokens(body.length),
       directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
     }, limitedKey);
   }
@@ -446,7 +446,7 @@ function admitRequestOf(exchange: ProxyExchange): AdmitRequest {
   return {
     requestId: exchange.requestId,
     alias: exchange.info.model,
-    estimatedTokens: estimateInputTokens(exchange.body.length),
+    estimatedTokens: exchange.info.inputTokens ?? estimateInputTokens(exchange.body.length),
     directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
   };
 }

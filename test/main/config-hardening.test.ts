@@ -20,7 +20,7 @@ test('hardening limits take documented defaults and are range-checked', () => {
   const config = parseEdgeConfig(BASE, 't');
   assert.deepEqual(limitsOf(config), DEFAULT_LIMITS_HARDENING);
   const set = parseEdgeConfig({ ...BASE, limits: { max_json_depth: 8, max_header_bytes: 4096, max_tunnels_per_node: 3, max_frame_bytes: 65536, tunnel_window_bytes: 65536, ttfb_timeout_ms: 0, idle_timeout_ms: 500 } }, 't');
-  assert.deepEqual(limitsOf(set), { maxJsonDepth: 8, maxHeaderBytes: 4096, maxTunnelsPerNode: 3, maxFrameBytes: 65536, ttfbTimeoutMs: 0, idleTimeoutMs: 500, sseKeepaliveMs: 15_000 });
+  assert.deepEqual(limitsOf(set), { maxJsonDepth: 8, maxHeaderBytes: 4096, maxTunnelsPerNode: 3, maxFrameBytes: 65536, ttfbTimeoutMs: 0, idleTimeoutMs: 500, sseKeepaliveMs: 15_000, offloadBytes: 262144 });
   const problems = problemsOf({ ...BASE, limits: { max_json_depth: 0, max_header_bytes: 10, max_frame_bytes: 1, ttfb_timeout_ms: -1, max_tunels_per_node: 2 } });
   assert.match(problems, /limits\.max_json_depth: expected an integer from 1/);
   assert.match(problems, /limits\.max_header_bytes: expected an integer from 1024/);
@@ -34,7 +34,7 @@ test('hardening limits take documented defaults and are range-checked', () => {
 
 test('a hand-built config without the hardening keys gets the defaults', () => {
   const config = parseEdgeConfig(BASE, 't');
-  const { maxJsonDepth: _a, maxHeaderBytes: _b, maxTunnelsPerNode: _c, maxFrameBytes: _d, ttfbTimeoutMs: _e, idleTimeoutMs: _f, ...bare } = config.limits;
+  const { maxJsonDepth: _a, maxHeaderBytes: _b, maxTunnelsPerNode: _c, maxFrameBytes: _d, ttfbTimeoutMs: _e, idleTimeoutMs: _f, offloadBytes: _g, ...bare } = config.limits;
   assert.deepEqual(limitsOf({ ...config, limits: bare }), DEFAULT_LIMITS_HARDENING);
 });
 

@@ -21,6 +21,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^limits\.max_frame_bytes$/, mutable: false, effect: 'the gRPC message limit is an option of the bound node listener' },
   { pattern: /^limits\.tunnel_window_bytes$/, mutable: true, effect: 'requests dispatched from now on' },
   { pattern: /^limits\.max_json_depth$/, mutable: true, effect: 'requests received from now on' },
+  { pattern: /^limits\.offload_bytes$/, mutable: true, effect: 'requests received from now on' },
   { pattern: /^limits\.(ttfb_timeout_ms|idle_timeout_ms|sse_keepalive_ms)$/, mutable: true, effect: 'requests dispatched from now on' },
   { pattern: /^limits\.max_tunnels_per_node$/, mutable: true, effect: 'tunnels opened from now on' },
   { pattern: /^auth\./, mutable: true, effect: 'API keys, their models and limits apply to requests received from now on' },

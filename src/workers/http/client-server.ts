@@ -9,7 +9,8 @@ import { limitsOf } from '../../main/config-hardening.js';
 import type { HttpsMaterial } from '../../main/tls.js';
 import { ApiKeyState, ClientAuth } from './client-auth.js';
 import { onClientError } from './client-errors.js';
-import { inspectBody, type InspectError } from './inspect.js';
+import { inspectBody, type InspectError, type InspectResult } from './inspect.js';
+import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
 
 const kApiKey = Symbol('edge.apiKey');
 type KeyedRequest = FastifyRequest & { [kApiKey]?: ApiKeyState };
@@ -37,6 +38,11 @@ export class ClientServer {
   private modelsBody = '';
   private aliases: readonly string[] = [];
   private maxJsonDepth = 64;
+  /** limits.offload_bytes: bodies this large are inspected in the pool; 0 = never. */
+  private offloadBytes = 0;
+  /** Created on the first large body; its size fits workers.count (see defaultOffloadThreads). */
+  private offloadPool: OffloadPool | undefined;
+  private readonly offloadThreads: number;
 
   constructor(
     config: EdgeConfig,
@@ -57,6 +63,7 @@ export class ClientServer {
       clientErrorHandler: onClientError,
     }) as unknown as FastifyInstance;
     this.auth = new ClientAuth(config.auth);
+    this.offloadThreads = defaultOffloadThreads(config.workers.count);
     this.setConfig(config);
     // Before the body is read: an unauthenticated client never gets to send one.
     this.app.addHook('onRequest', (request, reply, done) => this.checkRequest(request, reply, done));
@@ -76,7 +83,9 @@ export class ClientServer {
 
   setConfig(config: EdgeConfig): void {
     this.auth.setConfig(config.auth);
-    this.maxJsonDepth = limitsOf(config).maxJsonDepth;
+    const limits = limitsOf(config);
+    this.maxJsonDepth = limits.maxJsonDepth;
+    this.offloadBytes = limits.offloadBytes;
     this.aliases = config.models.map((m) => m.alias);
     const created = Math.floor(Date.now() / 1000);
     this.modelsBody = JSON.stringify({
@@ -92,8 +101,14 @@ export class ClientServer {
     return typeof address === 'object' && address ? address.port : port;
   }
 
-  close(): Promise<void> {
-    return this.app.close();
+  /** The offload pool, once a large body created it (tests, status). */
+  get offload(): OffloadPool | undefined {
+    return this.offloadPool;
+  }
+
+  async close(): Promise<void> {
+    await this.app.close();
+    await this.offloadPool?.close();
   }
 
   private proxy(route: string, request: FastifyRequest, reply: FastifyReply): void {
@@ -102,7 +117,35 @@ export class ClientServer {
       sendError(reply, Errors.invalidJson, 'request body is empty; send a JSON object');
       return;
     }
-    const info = inspectBody(body, this.maxJsonDepth);
+    if (this.offloadBytes > 0 && body.length >= this.offloadBytes) {
+      this.offloadPool ??= new OffloadPool(this.offloadThreads);
+      this.offloadPool.inspect(body, this.maxJsonDepth).then(
+        (done) => this.afterOffload(route, request, reply, done),
+        () => this.offloadFailed(reply),
+      );
+      return;
+    }
+    this.admit(route, request, reply, body, inspectBody(body, this.maxJsonDepth));
+  }
+
+  /** The pool's verdict on a large body: admitted as an inline one would be, unless the client or the edge left meanwhile. */
+  private afterOffload(route: string, request: FastifyRequest, reply: FastifyReply, done: OffloadedInspection): void {
+    const socket = request.raw.socket;
+    // The client left: its response already closed, so an exchange begun now would never end.
+    if (reply.sent || reply.raw.destroyed || socket === null || socket.destroyed) return;
+    if (this.plane.shuttingDown) {
+      reply.header('retry-after', '1');
+      sendError(reply, Errors.shuttingDown);
+      return;
+    }
+    this.admit(route, request, reply, done.body, done.info);
+  }
+
+  private offloadFailed(reply: FastifyReply): void {
+    if (!reply.sent && !reply.raw.destroyed) sendError(reply, Errors.internal);
+  }
+
+  private admit(route: string, request: FastifyRequest, reply: FastifyReply, body: Buffer, info: InspectResult): void {
     if (!info.ok) {
       sendError(reply, specForInspectError(info), info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined);
       return;

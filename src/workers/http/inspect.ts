@@ -31,6 +31,8 @@ export interface InspectOk {
   readonly modelEnd: number;
   /** Top-level `stream` when it is `true`; false when absent or not boolean. */
   readonly stream: boolean;
+  /** Exact prompt tokens, set only by the offload pool (large bodies); else the scheduler estimates from bytes. */
+  readonly inputTokens?: number;
 }
 
 export interface InspectError {

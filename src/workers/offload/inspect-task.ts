@@ -1,0 +1,32 @@
+// The offload pool's worker: inspectBody on a body moved in from the thread
+// that owns the connection, plus the exact prompt token count. The body's
+// memory is moved back with the verdict (never copied in either direction).
+import { move, transferableSymbol, valueSymbol } from 'piscina';
+import { inspectBody, type InspectResult } from '../http/inspect.js';
+import { countPromptTokens } from './prompt-tokens.js';
+
+export interface InspectTask {
+  /** Holds the body in [0, byteLength); transferred to this thread. */
+  readonly buffer: ArrayBuffer;
+  readonly byteLength: number;
+  readonly maxDepth: number;
+  /** Also count the prompt's tokens (valid bodies only). */
+  readonly countTokens: boolean;
+}
+
+export interface InspectTaskReply {
+  readonly result: InspectResult;
+  /** The task's buffer, transferred back. */
+  readonly buffer: ArrayBuffer;
+}
+
+export default function inspectTask(task: InspectTask): unknown {
+  const body = Buffer.from(task.buffer, 0, task.byteLength);
+  let result = inspectBody(body, task.maxDepth);
+  if (result.ok && task.countTokens) {
+    const inputTokens = countPromptTokens(body);
+    if (inputTokens >= 0) result = { ...result, inputTokens };
+  }
+  const reply: InspectTaskReply = { result, buffer: task.buffer };
+  return move({ [transferableSymbol]: task.buffer, [valueSymbol]: reply } as never);
+}
