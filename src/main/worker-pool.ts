@@ -183,6 +183,7 @@ export class WorkerPool implements DecisionHandler {
     this.closed = true;
     for (const slot of this.slots) {
       slot.consumer.close();
+      slot.out.commit();
       slot.producer.close();
     }
     await Promise.all(this.slots.map((slot) => (slot.exited ? undefined : slot.worker?.terminate())));
@@ -215,10 +216,6 @@ export class WorkerPool implements DecisionHandler {
         return;
       case RecordKind.requeue:
         driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) }, reader.nameOf(r.providerId) ?? '');
-        return;
-      case RecordKind.sent:
-        // Fenced since the grant: the session there is closing, the tunnel fails and is retried.
-        if (driver.scheduler.lease(r.leaseId) !== undefined) driver.confirm(r.leaseId);
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);

@@ -37,6 +37,7 @@ export class RemoteScheduler implements SchedulerPort {
   }
 
   close(): void {
+    this.out.commit();
     this.producer.close();
     this.consumer.close();
   }
@@ -89,11 +90,12 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r, request.directNodeId, excludeProviderId, request.alias);
   }
 
-  /** The fence already passed where the session lives; main only marks the lease sent. */
-  confirmSent(leaseId: number): boolean {
-    const r = this.scratch.reset(RecordKind.sent);
-    r.leaseId = leaseId;
-    this.out.send(r);
+  /** The fence already passed where the session lives, and nothing is sent
+   * to main: marking the lease sent there would only keep a fence from
+   * remembering it as unsent, and its release or requeue (always one, after
+   * this) forgets it again; no stale report follows a send. One cross-thread
+   * record (often one wake-up) less per request; peer tunnels never sent it. */
+  confirmSent(_leaseId: number): boolean {
     return true;
   }
 

@@ -26,7 +26,7 @@
 // I/O workers (docs/architecture.md has the full tables) add, worker -> main:
 //   cancel     requestId
 //   requeue    requestId, leaseId, nameId (alias), nodeId (direct), providerId (excluded), value (tokens)
-//   sent       leaseId: the pre-send fence passed where the session lives
+//   sent       (no longer written: RemoteScheduler.confirmSent says why; the kind stays reserved)
 //   stale      requestId, leaseId: the session was gone or of another generation
 //   connect    requestId = the session's serial, nodeId
 //   draining   nodeId, code (1 = draining)
@@ -162,7 +162,12 @@ const utf8Decoder = new TextDecoder();
 export class RecordWriter {
   private readonly ids = new Map<string, number>();
 
-  constructor(private readonly producer: RingProducer) {}
+  /** `commitEach` false: records stay reserved until the owner calls
+   * producer.commit() (RecordChannel batches commits, so wake-ups). */
+  constructor(
+    private readonly producer: RingProducer,
+    private readonly commitEach = true,
+  ) {}
 
   /** The id of `name`, writing its `string` record first if the reader has
    * not seen it yet. 0 when that record does not fit now: backpressure, as
@@ -177,7 +182,7 @@ export class RecordWriter {
     this.producer.view.setUint32(offset, RecordKind.string, true);
     this.producer.view.setUint32(offset + 4, id, true);
     utf8.encodeInto(name, this.producer.bytes.subarray(offset + STRING_HEADER_BYTES, offset + length));
-    this.producer.commit();
+    if (this.commitEach) this.producer.commit();
     this.ids.set(name, id);
     return id;
   }
@@ -187,7 +192,7 @@ export class RecordWriter {
     const offset = this.producer.reserve(RECORD_BYTES);
     if (offset < 0) return false;
     encodeRecord(this.producer.view, offset, record);
-    this.producer.commit();
+    if (this.commitEach) this.producer.commit();
     return true;
   }
 }

@@ -2,6 +2,9 @@
 // ordered backlog (copies, names kept as strings) that is flushed as the
 // consumer frees space (waitForSpace). Once a backlog exists every new record
 // joins it, so order is kept. Used for worker <-> scheduler records.
+// Records are written at once but committed (made visible, the sleeping
+// reader woken) once per batch: waking the other thread costs far more than
+// a record, and per request several records go each way.
 import { RECORD_BYTES, RecordWriter, SchedulerRecord, STRING_HEADER_BYTES } from './fixed-records.js';
 import type { RingProducer } from './ring-producer.js';
 
@@ -21,19 +24,38 @@ export class RecordChannel {
   private readonly writer: RecordWriter;
   private readonly backlog: Backlogged[] = [];
   private flushing = false;
+  private commitQueued = false;
+  private readonly commitQueuedRecords = this.commit.bind(this);
   /** Records that had to wait for space (metrics, tests). */
   backlogged = 0;
 
   constructor(private readonly producer: RingProducer) {
-    this.writer = new RecordWriter(producer);
+    this.writer = new RecordWriter(producer, false);
   }
 
-  /** Writes `record`, interning the names given (their ids go into nodeId, providerId, nameId). */
+  /** Writes `record`, interning the names given (their ids go into nodeId,
+   * providerId, nameId). The reader sees it after the current batch. */
   send(record: SchedulerRecord, node?: string, provider?: string, name?: string): void {
-    if (this.backlog.length === 0 && this.tryWrite(record, node, provider, name)) return;
+    if (this.backlog.length === 0 && this.tryWrite(record, node, provider, name)) {
+      if (!this.commitQueued) this.queueCommit();
+      return;
+    }
     this.backlogged++;
     this.backlog.push(new Backlogged(record, node, provider, name));
     if (!this.flushing) void this.flush();
+  }
+
+  /** Publishes every record written so far (and wakes the reader if it sleeps). */
+  commit(): void {
+    this.commitQueued = false;
+    this.producer.commit();
+  }
+
+  private queueCommit(): void {
+    this.commitQueued = true;
+    // setImmediate, not a microtask: one commit covers every record of this
+    // event-loop turn (many sockets' callbacks), and batches more (measured).
+    setImmediate(this.commitQueuedRecords);
   }
 
   get pending(): number {
@@ -54,6 +76,7 @@ export class RecordChannel {
         const head = this.backlog[0];
         if (this.tryWrite(head.record, head.node, head.provider, head.name)) {
           this.backlog.shift();
+          if (!this.commitQueued) this.queueCommit();
           continue;
         }
         const need = Math.max(RECORD_BYTES, STRING_HEADER_BYTES + Math.max(byteLength(head.node), byteLength(head.provider), byteLength(head.name)));
