@@ -108,19 +108,24 @@ describe('drain in process', () => {
       const report = stack.edge.shutdown(700);
       assert.equal(countTokens(await short.body), 4, 'the short stream finished during the drain');
 
-      const refused = await post(stack.edge.url, keepAlive, {}, false);
-      assert.equal(refused.status, 503);
-      assert.equal(refused.headers.connection, 'close');
-      const error = JSON.parse(await refused.body) as { error: { code: string; type: string; message: string; param: null } };
-      assert.equal(error.error.code, 'shutting_down');
-      assert.equal(error.error.type, 'server_error');
+      // Draining also closes idle kept-alive sockets; when that close wins the
+      // race with this request the client sees a reset instead: never served either way.
+      const refused = await post(stack.edge.url, keepAlive, {}, false).catch((err: NodeJS.ErrnoException) => err.code);
+      if (refused !== 'ECONNRESET') {
+        assert.ok(typeof refused === 'object' && refused !== undefined, `unexpected ${String(refused)}`);
+        assert.equal(refused.status, 503);
+        assert.equal(refused.headers.connection, 'close');
+        const error = JSON.parse(await refused.body) as { error: { code: string; type: string; message: string; param: null } };
+        assert.equal(error.error.code, 'shutting_down');
+        assert.equal(error.error.type, 'server_error');
+      }
 
       const longBody = await long.body;
       assert.match(longBody, /"code":"shutting_down"/, 'the stream cut by the grace says why, in band');
       assert.ok(countTokens(longBody) < 200);
       assert.deepEqual(await report, { drained: false, aborted: 1, waitedMs: (await report).waitedMs });
       assert.ok((await report).waitedMs >= 650);
-      assert.equal(inFlight(stack.edge), 0, 'its lease was released');
+      await waitUntil(() => inFlight(stack.edge) === 0, 'its lease to be released (with workers the release record trails the response)');
       assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
     } finally {
       keepAlive.destroy();

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, test } from 'node:test';
-import { ALIAS, startStack, type Stack } from '../helpers/stack.js';
+import { ALIAS, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 
 const WORKERS = 4;
 const CONNECTIONS = 24;
@@ -51,6 +51,8 @@ test('client connections are served by more than one worker, and tunnels cross w
   } finally {
     for (const agent of agents) agent.destroy();
   }
+  // Releases reach the scheduler just after the last response byte.
+  await waitUntil(() => stack.edge.driver.status().liveLeases === 0, 'every lease to be released');
   const inspection = await stack.edge.inspect();
   assert.equal(inspection.planes.length, WORKERS);
   const serving = inspection.planes.filter((p) => p.requests > 0);
