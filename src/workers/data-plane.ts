@@ -170,13 +170,7 @@ export class DataPlane implements DecisionHandler {
     (response as ServerResponse & { [kExchange]?: ProxyExchange })[kExchange] = exchange;
     response.on('close', onResponseClose);
     this.pending.set(requestId, exchange);
-    const direct = request.headers['x-edge-node'];
-    this.driver.admit({
-      requestId,
-      alias: info.model,
-      estimatedTokens: info.inputTokens ?? estimateInputTokens(body.length),
-      directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
-    }, limitedKey);
+    this.driver.admit(admitRequestOf(exchange), limitedKey);
   }
 
   // --- DecisionHandler -------------------------------------------------------

@@ -87,29 +87,9 @@ export class RingConsumer {
    * the records up to and including that one are consumed and the error
    * propagates. Not reentrant. Returns the number of records handled. */
   drain(handler: RingViewHandler, max = 0x7fffffff): number {
+    // One closure per batch, not per record: the same walk as drainInPlace.
     const bytes = this.bytes;
-    const end = (this.cachedWrite = Atomics.load(this.header, WRITE));
-    let r = this.readIndex;
-    let count = 0;
-    try {
-      while (r !== end && count < max) {
-        let pos = r & this.mask;
-        let length = this.words[pos >> 2];
-        if (length === PADDING) {
-          r = (r + this.capacity - pos) | 0;
-          pos = 0;
-          length = this.words[0];
-        }
-        if (length >>> 0 > this.maxLength) this.corrupt(length);
-        r = (r + recordBytes(length)) | 0;
-        count++;
-        handler(bytes.subarray(pos + 4, pos + 4 + length));
-      }
-    } finally {
-      this.readIndex = r;
-      if (r !== this.published) this.publish();
-    }
-    return count;
+    return this.drainInPlace((offset, length) => handler(bytes.subarray(offset, offset + length)), max);
   }
 
   /** drain() without a view per record: `handler(offset, length)` reads the
