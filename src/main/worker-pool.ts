@@ -25,6 +25,7 @@ import type { Grant } from './scheduler/types.js';
 const SCHEDULER_RING_BYTES = 1 << 20;
 const PEER_RING_BYTES = 1 << 20;
 const PEER_RING_BYTES_MANY = 1 << 18;
+const IO_WORKER_SCRIPT = new URL('../workers/io-worker.js', import.meta.url);
 
 /** Where a node's current session lives. */
 interface NodePlace {
@@ -76,6 +77,8 @@ export class WorkerPool implements DecisionHandler {
     private readonly driver: SchedulerDriver,
     private readonly logger: Logger,
     private readonly onEvent: (event: WorkerEvent) => void,
+    /** The worker entry; a bench swaps in a synthetic load worker that speaks the same rings. */
+    private readonly script: URL = IO_WORKER_SCRIPT,
   ) {
     const peerBytes = count <= 8 ? PEER_RING_BYTES : PEER_RING_BYTES_MANY;
     for (let i = 0; i < count; i++) {
@@ -109,7 +112,7 @@ export class WorkerPool implements DecisionHandler {
       fromPeer: this.peerRings.map((row) => row[index]),
       eventsFlag: this.eventsFlag.buffer as SharedArrayBuffer,
     };
-    const worker = new Worker(new URL('../workers/io-worker.js', import.meta.url), { workerData: data, name: `edge-io-${index}` });
+    const worker = new Worker(this.script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
     worker.on('message', (message: ControlReply | WorkerEvent) => this.onMessage(message));
     worker.on('error', (err) => this.logger.error({ err, worker: index }, 'I/O worker failed'));

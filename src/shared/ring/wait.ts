@@ -19,15 +19,13 @@ const waitAsync = (
 
 const KEEP_ALIVE_MS = 1 << 30;
 let pending = 0;
+/** Created once, then ref'd / unref'd: cheaper per wait than creating and clearing a timer. */
 let keepAlive: ReturnType<typeof setInterval> | undefined;
 
 function noop(): void {}
 
 function settled(outcome: 'ok' | 'timed-out'): WaitOutcome {
-  if (--pending === 0 && keepAlive !== undefined) {
-    clearInterval(keepAlive);
-    keepAlive = undefined;
-  }
+  if (--pending === 0) keepAlive?.unref();
   return outcome;
 }
 
@@ -36,6 +34,9 @@ function settled(outcome: 'ok' | 'timed-out'): WaitOutcome {
 export function waitChange(array: Int32Array, index: number, value: number, timeoutMs: number): Promise<WaitOutcome> {
   const result = waitAsync(array, index, value, timeoutMs);
   if (!result.async) return Promise.resolve(result.value);
-  if (pending++ === 0) keepAlive = setInterval(noop, KEEP_ALIVE_MS);
+  if (pending++ === 0) {
+    if (keepAlive === undefined) keepAlive = setInterval(noop, KEEP_ALIVE_MS);
+    else keepAlive.ref();
+  }
   return result.value.then(settled);
 }
