@@ -2,6 +2,7 @@
 //   node dist/bench/run.js [--mode quick|full|smoke] [--out DIR]
 //                          [--targets direct,nginx,...] [--scenarios closed-loop,...]
 //                          [--reps N] [--max-workers N] [--streams 10000@5,...]
+//                          [--stream-seconds 60]
 //   node dist/bench/run.js --render bench/results/<stamp>.json   (rebuild its report and charts)
 // Writes DIR/<stamp>.json, DIR/<stamp>.md and DIR/<stamp>-*.svg (DIR defaults
 // to bench/results). See docs/benchmarks.md.
@@ -12,7 +13,7 @@ import { runBench } from './harness/runner.js';
 import { rerender } from './report/rerender.js';
 import { SCENARIOS } from './scenarios/index.js';
 
-const USAGE = `usage: node dist/bench/run.js [--mode quick|full|smoke] [--out DIR] [--targets a,b] [--scenarios a,b] [--reps N] [--max-workers N] [--streams N@TPS,...]
+const USAGE = `usage: node dist/bench/run.js [--mode quick|full|smoke] [--out DIR] [--targets a,b] [--scenarios a,b] [--reps N] [--max-workers N] [--streams N@TPS,...] [--stream-seconds S]
        node dist/bench/run.js --render RESULT.json [--out DIR]
 scenarios: ${SCENARIOS.map((s) => s.id).join(', ')}
 targets:   direct, nginx, portkey, edge-w<N>`;
@@ -47,6 +48,7 @@ async function main(): Promise<number> {
       reps: { type: 'string' },
       'max-workers': { type: 'string' },
       streams: { type: 'string' },
+      'stream-seconds': { type: 'string' },
       render: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -70,7 +72,11 @@ async function main(): Promise<number> {
     scenarios: list(values.scenarios) ?? base.scenarios,
     reps: positiveInt('reps', values.reps) ?? base.reps,
     maxWorkers: positiveInt('max-workers', values['max-workers']) ?? base.maxWorkers,
-    manyStreams: values.streams === undefined ? base.manyStreams : { ...base.manyStreams, variants: streamsList(values.streams) },
+    manyStreams: {
+      ...base.manyStreams,
+      variants: values.streams === undefined ? base.manyStreams.variants : streamsList(values.streams),
+      streamS: positiveInt('stream-seconds', values['stream-seconds']) ?? base.manyStreams.streamS,
+    },
   };
   const t0 = performance.now();
   const log = (line: string): void => console.log(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${line}`);

@@ -84,7 +84,9 @@ export class Supervisor {
     const logFile = join(this.#logDir, `${name}.log`);
     const fd = openSync(logFile, 'a');
     try {
-      const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', fd, fd], detached: true });
+      // BENCH_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") goes to every Node child: profiling a target under load.
+      const nodeArgs = command === process.execPath ? (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a !== '') : [];
+      const child = spawn(command, [...nodeArgs, ...args], { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', fd, fd], detached: true });
       // 'error' (e.g. ENOENT) arrives asynchronously; the handle reports it as an exit.
       child.once('error', () => child.emit('exit', null, 'spawn-error'));
       const handle = new ChildHandle(name, child, logFile);

@@ -36,9 +36,11 @@ export interface TunnelOptions {
   readonly coalesceDelayMs: number;
   /** A merged DATA frame is sent as soon as it holds this many bytes. */
   readonly coalesceMaxBytes: number;
+  /** Frames of all tunnels produced in one event-loop turn go to the edge as one FrameBatch message (when the edge accepts them). */
+  readonly batchFrames: boolean;
 }
 
-export const DEFAULT_TUNNEL_OPTIONS: TunnelOptions = Object.freeze({ coalesceDelayMs: 2, coalesceMaxBytes: 16_384 });
+export const DEFAULT_TUNNEL_OPTIONS: TunnelOptions = Object.freeze({ coalesceDelayMs: 2, coalesceMaxBytes: 16_384, batchFrames: true });
 
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -75,9 +77,10 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const maxMs = r.integer('reconnect.max_ms', reconnect.max_ms, initialMs, HOUR_MS, Math.max(initialMs, DEFAULT_RECONNECT_MAX_MS));
 
   const tunnels = r.object('tunnels', root.tunnels, true) ?? {};
-  r.noUnknownKeys('tunnels', tunnels, ['coalesce_delay_ms', 'coalesce_max_bytes']);
+  r.noUnknownKeys('tunnels', tunnels, ['coalesce_delay_ms', 'coalesce_max_bytes', 'batch_frames']);
   const coalesceDelayMs = r.integer('tunnels.coalesce_delay_ms', tunnels.coalesce_delay_ms, 0, 1_000, DEFAULT_TUNNEL_OPTIONS.coalesceDelayMs);
   const coalesceMaxBytes = r.integer('tunnels.coalesce_max_bytes', tunnels.coalesce_max_bytes, 1, 16 * 1024 * 1024, DEFAULT_TUNNEL_OPTIONS.coalesceMaxBytes);
+  const batchFrames = r.boolean('tunnels.batch_frames', tunnels.batch_frames, DEFAULT_TUNNEL_OPTIONS.batchFrames);
 
   const logLevel = r.oneOf('log_level', root.log_level, LOG_LEVELS, 'info');
 
@@ -87,7 +90,7 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
     node: { id: nodeId, token },
     providers,
     reconnect: { initialMs, maxMs },
-    tunnels: { coalesceDelayMs, coalesceMaxBytes },
+    tunnels: { coalesceDelayMs, coalesceMaxBytes, batchFrames },
     logLevel,
   };
 }

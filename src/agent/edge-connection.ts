@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { EdgeMessage, NodeMessage, TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
 import { CONNECT_PATH, decodeEdgeMessage, encodeNodeMessage } from '../shared/node-tunnel-service.js';
 import type { AgentConfig } from './config.js';
+import { FrameBatcher } from './frame-batcher.js';
 import { errorFrame, heartbeatMessage, leavingMessage, registerMessage } from './frames.js';
 import type { TunnelErrorCode } from './tunnel-errors.js';
 import { TunnelExecutor, type FrameSink } from './tunnel-executor.js';
@@ -55,6 +56,10 @@ export class EdgeConnection implements FrameSink {
   readonly #tunnels = new Map<number, TunnelExecutor>();
   /** Tunnels paused because the stream's buffer is full; resumed on 'drain'. */
   #drainWaiters: TunnelExecutor[] = [];
+  /** A write returned false and no 'drain' came since: tunnels pause. */
+  #congested = false;
+  /** Set at Registered when the edge accepts FrameBatch; frames then leave once per turn. */
+  #batcher: FrameBatcher | undefined;
   #generation: number | undefined;
   #leaving = false;
   /** False once the stream is half-closed or closed: nothing more may be written. */
@@ -78,6 +83,7 @@ export class EdgeConnection implements FrameSink {
     this.onCallError = this.onCallError.bind(this);
     this.onCallStatus = this.onCallStatus.bind(this);
     this.onDrain = this.onDrain.bind(this);
+    this.write = this.write.bind(this);
   }
 
   get generation(): number | undefined {
@@ -139,6 +145,7 @@ export class EdgeConnection implements FrameSink {
     if (this.#closed || this.#call === undefined) return;
     const call = this.#call;
     this.#cancelTunnels('the node is shutting down');
+    this.#batcher?.flush();
     this.#writable = false;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, waitMs);
@@ -158,6 +165,7 @@ export class EdgeConnection implements FrameSink {
     this.#writable = false;
     clearTimeout(this.#registerTimer);
     clearInterval(this.#heartbeatTimer);
+    this.#batcher?.discard();
     this.#cancelTunnels('connection to the edge closed');
     this.#call?.cancel();
     this.#client?.close();
@@ -169,8 +177,22 @@ export class EdgeConnection implements FrameSink {
   // --- FrameSink ----------------------------------------------------------------
 
   send(message: NodeMessage): boolean {
-    if (!this.#writable || this.#call === undefined) return true;
-    return this.#call.write(message);
+    const batcher = this.#batcher;
+    if (batcher !== undefined) {
+      if (message.msg.case === 'frame') {
+        if (this.#writable) batcher.add(message.msg.value);
+        return !this.#congested;
+      }
+      batcher.flush();
+    }
+    this.write(message);
+    return !this.#congested;
+  }
+
+  /** Writes one message now (bound: the batcher's output). */
+  write(message: NodeMessage): void {
+    if (!this.#writable || this.#call === undefined) return;
+    if (!this.#call.write(message)) this.#congested = true;
   }
 
   resumeOnDrain(tunnel: TunnelExecutor): void {
@@ -210,7 +232,7 @@ export class EdgeConnection implements FrameSink {
       case 'heartbeat':
         break;
       case 'registered':
-        this.#onRegistered(msg.value.generation, msg.value.heartbeatIntervalMs, msg.value.heartbeatTimeoutMs);
+        this.#onRegistered(msg.value.generation, msg.value.heartbeatIntervalMs, msg.value.heartbeatTimeoutMs, msg.value.maxFrameBatchBytes);
         break;
       case 'rejected':
         this.#owner.onRejected(this, msg.value.reason);
@@ -236,6 +258,7 @@ export class EdgeConnection implements FrameSink {
   }
 
   onDrain(): void {
+    this.#congested = false;
     const waiters = this.#drainWaiters;
     this.#drainWaiters = [];
     // A resumed tunnel may fill the buffer again at once and queue itself on the fresh list.
@@ -264,7 +287,7 @@ export class EdgeConnection implements FrameSink {
 
   // --- internals --------------------------------------------------------------------
 
-  #onRegistered(generation: number, intervalMs: number, timeoutMs: number): void {
+  #onRegistered(generation: number, intervalMs: number, timeoutMs: number, maxFrameBatchBytes: number): void {
     if (this.#generation !== undefined) {
       this.#log.warn({ generation }, 'ignoring a second Registered on the same stream');
       return;
@@ -274,6 +297,7 @@ export class EdgeConnection implements FrameSink {
     this.#heartbeatTimeoutMs = timeoutMs > 0 ? timeoutMs : DEFAULT_HEARTBEAT_TIMEOUT_MS;
     this.#lastHeardAt = performance.now();
     this.#heard = false;
+    if (maxFrameBatchBytes > 0 && this.#config.tunnels.batchFrames) this.#batcher = new FrameBatcher(this.write, maxFrameBatchBytes);
     this.#heartbeatTimer = setInterval(onHeartbeatTick, intervalMs > 0 ? intervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS, this);
     this.#owner.onRegistered(this, generation);
   }

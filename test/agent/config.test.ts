@@ -55,7 +55,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
       { id: 'gpu-1-cli', type: 'cli', baseUrl: undefined, apiKey: undefined, connections: 128 },
     ],
     reconnect: { initialMs: 100, maxMs: 5000 },
-    tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096 },
+    tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096, batchFrames: true },
     logLevel: 'debug',
   });
 });

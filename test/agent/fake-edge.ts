@@ -21,7 +21,7 @@ type MessageInit = MessageInitShape<typeof TunnelRequestSchema>;
 
 /** How the fake edge answers a Register. */
 export type RegisterAnswer =
-  | { kind: 'accept'; heartbeatIntervalMs?: number; heartbeatTimeoutMs?: number; sendHeartbeats?: boolean }
+  | { kind: 'accept'; heartbeatIntervalMs?: number; heartbeatTimeoutMs?: number; sendHeartbeats?: boolean; maxFrameBatchBytes?: number }
   | { kind: 'reject'; reason: string };
 
 export const silentLogger = pino({ level: 'silent' });
@@ -43,7 +43,7 @@ export function waitFor<T>(what: string, check: () => T | undefined, timeoutMs =
 export class EdgeStream {
   readonly call: ServerCall;
   register: Register | undefined;
-  /** Everything the agent sent after Register, in order. */
+  /** Everything the agent sent after Register, in order (a FrameBatch as it came). */
   readonly messages: NodeMessage[] = [];
   closed = false;
   #heartbeatTimer: NodeJS.Timeout | undefined;
@@ -64,10 +64,18 @@ export class EdgeStream {
     this.send(create(EdgeMessageSchema, { msg: { case: 'cancel', value: { tunnelId, reason: 'client closed' } } }));
   }
 
-  framesOf(tunnelId: number): TunnelFrame[] {
+  /** Every frame received, in order, batches unpacked. */
+  allFrames(): TunnelFrame[] {
     const frames: TunnelFrame[] = [];
-    for (const m of this.messages) if (m.msg.case === 'frame' && m.msg.value.tunnelId === tunnelId) frames.push(m.msg.value);
+    for (const m of this.messages) {
+      if (m.msg.case === 'frame') frames.push(m.msg.value);
+      else if (m.msg.case === 'frameBatch') frames.push(...m.msg.value.frames);
+    }
     return frames;
+  }
+
+  framesOf(tunnelId: number): TunnelFrame[] {
+    return this.allFrames().filter((frame) => frame.tunnelId === tunnelId);
   }
 
   /** Resolves with the tunnel's frames once its END or ERROR arrived. */
@@ -160,7 +168,12 @@ export class FakeEdge {
     stream.send(create(EdgeMessageSchema, {
       msg: {
         case: 'registered',
-        value: { generation: ++this.#generation, heartbeatIntervalMs, heartbeatTimeoutMs: answer.heartbeatTimeoutMs ?? 10_000 },
+        value: {
+          generation: ++this.#generation,
+          heartbeatIntervalMs,
+          heartbeatTimeoutMs: answer.heartbeatTimeoutMs ?? 10_000,
+          maxFrameBatchBytes: answer.maxFrameBatchBytes ?? 0,
+        },
       },
     }));
     if (answer.sendHeartbeats !== false) stream.startHeartbeats(heartbeatIntervalMs);

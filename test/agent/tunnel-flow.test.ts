@@ -59,6 +59,7 @@ test('DATA never exceeds the credit; a spent window stops reading the provider u
   const tunnel = new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/', initialCredit: window }), sink, {
     coalesceDelayMs: 0,
     coalesceMaxBytes: 16_384,
+    batchFrames: true,
   });
   tunnel.start(upstreams);
   await waitFor('the window to be spent', () => (sink.dataBytes() === window ? true : undefined));
@@ -101,6 +102,7 @@ test('chunks arriving close together share a DATA frame; an idle stream\'s first
   new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/' }), sink, {
     coalesceDelayMs: 20,
     coalesceMaxBytes: 1 << 20,
+    batchFrames: true,
   }).start(upstreams);
   await waitFor('the first chunk', () => (sink.data().length === 1 ? true : undefined), 2_000);
   assert.equal(Buffer.from(sink.data()[0].data).toString(), 'data: first\n\n', 'the first chunk was not held back');
@@ -128,6 +130,7 @@ test('a coalesced frame is sent as soon as it reaches the size bound', async (t)
   new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/' }), sink, {
     coalesceDelayMs: 1_000,
     coalesceMaxBytes: 8_000,
+    batchFrames: true,
   }).start(upstreams);
   await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
   assert.equal(sink.dataBytes(), 40_010);

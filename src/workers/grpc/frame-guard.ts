@@ -35,6 +35,8 @@ export class ProtocolStats {
   oversizedFrames = 0;
   /** Sessions closed because they broke the protocol too often. */
   nodesFenced = 0;
+  /** FrameBatch messages received (not a violation: how much batching the nodes achieve). */
+  frameBatches = 0;
 
   snapshot(): Record<string, number> {
     return { ...(this as unknown as Record<string, number>) };

@@ -198,6 +198,9 @@ export class NodeSession implements TunnelHost {
         else if (this.state === 'registering') this.host.protocolStats.framesBeforeRegister++;
         else this.host.protocolStats.lateFrames++; // in flight when the session closed
         return;
+      case 'frameBatch':
+        this.onFrameBatch(msg.value.frames);
+        return;
       case 'heartbeat':
         return;
       case 'register':
@@ -244,12 +247,28 @@ export class NodeSession implements TunnelHost {
       create(EdgeMessageSchema, {
         msg: {
           case: 'registered',
-          value: { generation, heartbeatIntervalMs: this.host.heartbeatIntervalMs, heartbeatTimeoutMs: this.host.heartbeatTimeoutMs },
+          value: {
+            generation,
+            heartbeatIntervalMs: this.host.heartbeatIntervalMs,
+            heartbeatTimeoutMs: this.host.heartbeatTimeoutMs,
+            // The node listener's gRPC message limit bounds a batch as it bounds one frame.
+            maxFrameBatchBytes: this.host.maxFrameBytes,
+          },
         },
       }),
     );
     this.heartbeatTimer = setInterval(onHeartbeat, this.host.heartbeatIntervalMs, this);
     this.host.logger.info({ node: this.nodeId, generation, peer: this.remoteAddress, agentVersion: this.agentVersion }, 'node connected');
+  }
+
+  /** Each frame as if it came alone; a fence on the way drops the rest (late frames). */
+  private onFrameBatch(frames: readonly TunnelFrame[]): void {
+    this.host.protocolStats.frameBatches++;
+    for (let i = 0; i < frames.length; i++) {
+      if (this.state === 'active') this.onFrame(frames[i]);
+      else if (this.state === 'registering') this.host.protocolStats.framesBeforeRegister++;
+      else this.host.protocolStats.lateFrames++;
+    }
   }
 
   private onFrame(frame: TunnelFrame): void {

@@ -189,9 +189,15 @@ const frameSpec: fc.Arbitrary<FrameSpec> = fc.record({
   code: fc.constantFrom('', 'upstream_reset', 'weird'),
 });
 
-test('random frame sequences: no throw, each tunnel gets exactly what the rules allow, fencing as modelled', () => {
+/** Frames as one FrameBatch message (the agent's once-per-turn batching): the same rules apply to each, in order. */
+function batchOf(frames: NodeMessage[]): NodeMessage {
+  const value = frames.map((m) => (m.msg.case === 'frame' ? m.msg.value : undefined)).filter((f) => f !== undefined);
+  return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'frameBatch', value: { $typeName: 'edge.v1.FrameBatch', frames: value } } };
+}
+
+test('random frame sequences, alone or in batches: no throw, each tunnel gets exactly what the rules allow, fencing as modelled', () => {
   fc.assert(
-    fc.property(fc.integer({ min: 1, max: 4 }), fc.array(frameSpec, { maxLength: 80 }), (tunnels, frames) => {
+    fc.property(fc.integer({ min: 1, max: 4 }), fc.array(frameSpec, { maxLength: 80 }), fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 20 }), (tunnels, frames, groupSizes) => {
       const call = new FakeCall();
       const stats = new ProtocolStats();
       const session = new NodeSession(call as unknown as NodeCall, host(stats));
@@ -205,6 +211,15 @@ test('random frame sequences: no throw, each tunnel gets exactly what the rules 
       const ids = [...consumers.keys()];
       const model = new Model(ids);
       const sent = new Map<number, number>();
+      // Frames go out in groups (sizes cycle through groupSizes): a group of one as a plain frame, more as a FrameBatch.
+      let group: NodeMessage[] = [];
+      let groupIndex = 0;
+      const flush = (): void => {
+        if (group.length === 1) call.emit('data', group[0]);
+        else if (group.length > 1) call.emit('data', batchOf(group));
+        group = [];
+        groupIndex++;
+      };
       try {
         for (const f of frames) {
           const tunnelId = f.target === -1 ? 0 : f.target < tunnels ? ids[f.target] : 100 + f.target;
@@ -218,9 +233,11 @@ test('random frame sequences: no throw, each tunnel gets exactly what the rules 
             : f.kind === FrameKind.END ? endFrame(tunnelId, seq)
             : f.kind === FrameKind.ERROR ? errorFrame(tunnelId, seq, f.code, 'm')
             : withKind(endFrame(tunnelId, seq), f.kind);
-          call.emit('data', frame);
+          group.push(frame);
+          if (group.length >= groupSizes[groupIndex % groupSizes.length]) flush();
           model.frame(tunnelId, seq, f.kind, f.kind === FrameKind.DATA ? data : '', f.code);
         }
+        flush();
         for (const id of ids) {
           assert.deepEqual(consumers.get(id)?.events, model.events.get(id), `tunnel ${id}`);
         }

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file edge/v1/tunnel.proto.
  */
 export const file_edge_v1_tunnel: GenFile = /*@__PURE__*/
-  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKwAQoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSABCBQoDbXNnIsMCCgtFZGdlTWVzc2FnZRIpCgpyZWdpc3RlcmVkGAEgASgLMhMuZWRnZS52MS5SZWdpc3RlcmVkSAASJQoIcmVqZWN0ZWQYAiABKAsyES5lZGdlLnYxLlJlamVjdGVkSAASJwoJaGVhcnRiZWF0GAMgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIwCg50dW5uZWxfcmVxdWVzdBgEIAEoCzIWLmVkZ2UudjEuVHVubmVsUmVxdWVzdEgAEicKBmNhbmNlbBgFIAEoCzIVLmVkZ2UudjEuVHVubmVsQ2FuY2VsSAASJQoGY3JlZGl0GAYgASgLMhMuZWRnZS52MS5GbG93Q3JlZGl0SAASMAoOY29uZmlnX3JlZnJlc2gYByABKAsyFi5lZGdlLnYxLkNvbmZpZ1JlZnJlc2hIAEIFCgNtc2ciVwoIUmVnaXN0ZXISDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAMgASgJEhQKDHByb3ZpZGVyX2lkcxgEIAMoCSJdCgpSZWdpc3RlcmVkEhIKCmdlbmVyYXRpb24YASABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAMgASgNIhoKCFJlamVjdGVkEg4KBnJlYXNvbhgBIAEoCSIcCglIZWFydGJlYXQSDwoHdW5peF9tcxgBIAEoASIZCgdMZWF2aW5nEg4KBnJlYXNvbhgBIAEoCSKBAwoNVHVubmVsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJdHVubmVsX2lkGAIgASgNEhMKC3Byb3ZpZGVyX2lkGAMgASgJEiEKB2FkYXB0ZXIYBCABKA4yEC5lZGdlLnYxLkFkYXB0ZXISDgoGdGFyZ2V0GAUgASgJEg4KBm1ldGhvZBgGIAEoCRIMCgRwYXRoGAcgASgJEiAKB2hlYWRlcnMYCCADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRib2R5GAkgASgMEg4KBnN0cmVhbRgKIAEoCBISCgp0aW1lb3V0X21zGAsgASgNEjYKCG1ldGFkYXRhGAwgAygLMiQuZWRnZS52MS5UdW5uZWxSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKc2Vzc2lvbl9pZBgNIAEoCRIWCg5pbml0aWFsX2NyZWRpdBgOIAEoDRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJQoGSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiugEKC1R1bm5lbEZyYW1lEhEKCXR1bm5lbF9pZBgBIAEoDRILCgNzZXEYAiABKA0SIAoEa2luZBgDIAEoDjISLmVkZ2UudjEuRnJhbWVLaW5kEg4KBnN0YXR1cxgEIAEoDRIgCgdoZWFkZXJzGAUgAygLMg8uZWRnZS52MS5IZWFkZXISDAoEZGF0YRgGIAEoDBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkiMQoMVHVubmVsQ2FuY2VsEhEKCXR1bm5lbF9pZBgBIAEoDRIOCgZyZWFzb24YAiABKAkiLgoKRmxvd0NyZWRpdBIRCgl0dW5uZWxfaWQYASABKA0SDQoFYnl0ZXMYAiABKA0iPgoNQ29uZmlnUmVmcmVzaBIVCg1jaGFuZ2VkX3BhdGhzGAEgAygJEhYKDmNvbmZpZ192ZXJzaW9uGAIgASgNKnQKB0FkYXB0ZXISFwoTQURBUFRFUl9VTlNQRUNJRklFRBAAEhIKDkFEQVBURVJfT0xMQU1BEAESEAoMQURBUFRFUl9WTExNEAISGQoVQURBUFRFUl9PUEVOQUlfQ09NUEFUEAMSDwoLQURBUFRFUl9DTEkQBCp+CglGcmFtZUtpbmQSGgoWRlJBTUVfS0lORF9VTlNQRUNJRklFRBAAEhYKEkZSQU1FX0tJTkRfSEVBREVSUxABEhMKD0ZSQU1FX0tJTkRfREFUQRACEhIKDkZSQU1FX0tJTkRfRU5EEAMSFAoQRlJBTUVfS0lORF9FUlJPUhAEMkcKCk5vZGVUdW5uZWwSOQoHQ29ubmVjdBIULmVkZ2UudjEuTm9kZU1lc3NhZ2UaFC5lZGdlLnYxLkVkZ2VNZXNzYWdlKAEwAWIGcHJvdG8z");
+  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSLcAQoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIAEIFCgNtc2ciwwIKC0VkZ2VNZXNzYWdlEikKCnJlZ2lzdGVyZWQYASABKAsyEy5lZGdlLnYxLlJlZ2lzdGVyZWRIABIlCghyZWplY3RlZBgCIAEoCzIRLmVkZ2UudjEuUmVqZWN0ZWRIABInCgloZWFydGJlYXQYAyABKAsyEi5lZGdlLnYxLkhlYXJ0YmVhdEgAEjAKDnR1bm5lbF9yZXF1ZXN0GAQgASgLMhYuZWRnZS52MS5UdW5uZWxSZXF1ZXN0SAASJwoGY2FuY2VsGAUgASgLMhUuZWRnZS52MS5UdW5uZWxDYW5jZWxIABIlCgZjcmVkaXQYBiABKAsyEy5lZGdlLnYxLkZsb3dDcmVkaXRIABIwCg5jb25maWdfcmVmcmVzaBgHIAEoCzIWLmVkZ2UudjEuQ29uZmlnUmVmcmVzaEgAQgUKA21zZyJXCghSZWdpc3RlchIPCgdub2RlX2lkGAEgASgJEg0KBXRva2VuGAIgASgJEhUKDWFnZW50X3ZlcnNpb24YAyABKAkSFAoMcHJvdmlkZXJfaWRzGAQgAygJInwKClJlZ2lzdGVyZWQSEgoKZ2VuZXJhdGlvbhgBIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYAyABKA0SHQoVbWF4X2ZyYW1lX2JhdGNoX2J5dGVzGAQgASgNIhoKCFJlamVjdGVkEg4KBnJlYXNvbhgBIAEoCSIcCglIZWFydGJlYXQSDwoHdW5peF9tcxgBIAEoASIZCgdMZWF2aW5nEg4KBnJlYXNvbhgBIAEoCSKBAwoNVHVubmVsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJdHVubmVsX2lkGAIgASgNEhMKC3Byb3ZpZGVyX2lkGAMgASgJEiEKB2FkYXB0ZXIYBCABKA4yEC5lZGdlLnYxLkFkYXB0ZXISDgoGdGFyZ2V0GAUgASgJEg4KBm1ldGhvZBgGIAEoCRIMCgRwYXRoGAcgASgJEiAKB2hlYWRlcnMYCCADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRib2R5GAkgASgMEg4KBnN0cmVhbRgKIAEoCBISCgp0aW1lb3V0X21zGAsgASgNEjYKCG1ldGFkYXRhGAwgAygLMiQuZWRnZS52MS5UdW5uZWxSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKc2Vzc2lvbl9pZBgNIAEoCRIWCg5pbml0aWFsX2NyZWRpdBgOIAEoDRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJQoGSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiugEKC1R1bm5lbEZyYW1lEhEKCXR1bm5lbF9pZBgBIAEoDRILCgNzZXEYAiABKA0SIAoEa2luZBgDIAEoDjISLmVkZ2UudjEuRnJhbWVLaW5kEg4KBnN0YXR1cxgEIAEoDRIgCgdoZWFkZXJzGAUgAygLMg8uZWRnZS52MS5IZWFkZXISDAoEZGF0YRgGIAEoDBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkiMgoKRnJhbWVCYXRjaBIkCgZmcmFtZXMYASADKAsyFC5lZGdlLnYxLlR1bm5lbEZyYW1lIjEKDFR1bm5lbENhbmNlbBIRCgl0dW5uZWxfaWQYASABKA0SDgoGcmVhc29uGAIgASgJIi4KCkZsb3dDcmVkaXQSEQoJdHVubmVsX2lkGAEgASgNEg0KBWJ5dGVzGAIgASgNIj4KDUNvbmZpZ1JlZnJlc2gSFQoNY2hhbmdlZF9wYXRocxgBIAMoCRIWCg5jb25maWdfdmVyc2lvbhgCIAEoDSp0CgdBZGFwdGVyEhcKE0FEQVBURVJfVU5TUEVDSUZJRUQQABISCg5BREFQVEVSX09MTEFNQRABEhAKDEFEQVBURVJfVkxMTRACEhkKFUFEQVBURVJfT1BFTkFJX0NPTVBBVBADEg8KC0FEQVBURVJfQ0xJEAQqfgoJRnJhbWVLaW5kEhoKFkZSQU1FX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGUkFNRV9LSU5EX0hFQURFUlMQARITCg9GUkFNRV9LSU5EX0RBVEEQAhISCg5GUkFNRV9LSU5EX0VORBADEhQKEEZSQU1FX0tJTkRfRVJST1IQBDJHCgpOb2RlVHVubmVsEjkKB0Nvbm5lY3QSFC5lZGdlLnYxLk5vZGVNZXNzYWdlGhQuZWRnZS52MS5FZGdlTWVzc2FnZSgBMAFiBnByb3RvMw");
 
 /**
  * node -> edge
@@ -52,6 +52,12 @@ export type NodeMessage = Message<"edge.v1.NodeMessage"> & {
      */
     value: Leaving;
     case: "leaving";
+  } | {
+    /**
+     * @generated from field: edge.v1.FrameBatch frame_batch = 5;
+     */
+    value: FrameBatch;
+    case: "frameBatch";
   } | { case: undefined; value?: undefined };
 };
 
@@ -175,6 +181,14 @@ export type Registered = Message<"edge.v1.Registered"> & {
    * @generated from field: uint32 heartbeat_timeout_ms = 3;
    */
   heartbeatTimeoutMs: number;
+
+  /**
+   * Largest FrameBatch (encoded bytes) the edge accepts; 0 = send no
+   * FrameBatch, only single frames (an edge that predates batches).
+   *
+   * @generated from field: uint32 max_frame_batch_bytes = 4;
+   */
+  maxFrameBatchBytes: number;
 };
 
 /**
@@ -408,6 +422,28 @@ export const TunnelFrameSchema: GenMessage<TunnelFrame> = /*@__PURE__*/
   messageDesc(file_edge_v1_tunnel, 9);
 
 /**
+ * Frames of any tunnels, in the order they were produced, as one message:
+ * under load the agent sends what one event-loop turn produced together, so
+ * the per-message cost of gRPC is paid once per turn, not once per token.
+ * Same rules as single frames (per-tunnel seq order, limits per frame).
+ *
+ * @generated from message edge.v1.FrameBatch
+ */
+export type FrameBatch = Message<"edge.v1.FrameBatch"> & {
+  /**
+   * @generated from field: repeated edge.v1.TunnelFrame frames = 1;
+   */
+  frames: TunnelFrame[];
+};
+
+/**
+ * Describes the message edge.v1.FrameBatch.
+ * Use `create(FrameBatchSchema)` to create a new message.
+ */
+export const FrameBatchSchema: GenMessage<FrameBatch> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 10);
+
+/**
  * @generated from message edge.v1.TunnelCancel
  */
 export type TunnelCancel = Message<"edge.v1.TunnelCancel"> & {
@@ -427,7 +463,7 @@ export type TunnelCancel = Message<"edge.v1.TunnelCancel"> & {
  * Use `create(TunnelCancelSchema)` to create a new message.
  */
 export const TunnelCancelSchema: GenMessage<TunnelCancel> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 10);
+  messageDesc(file_edge_v1_tunnel, 11);
 
 /**
  * Adds `bytes` to the tunnel's send window.
@@ -451,7 +487,7 @@ export type FlowCredit = Message<"edge.v1.FlowCredit"> & {
  * Use `create(FlowCreditSchema)` to create a new message.
  */
 export const FlowCreditSchema: GenMessage<FlowCredit> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 11);
+  messageDesc(file_edge_v1_tunnel, 12);
 
 /**
  * @generated from message edge.v1.ConfigRefresh
@@ -473,7 +509,7 @@ export type ConfigRefresh = Message<"edge.v1.ConfigRefresh"> & {
  * Use `create(ConfigRefreshSchema)` to create a new message.
  */
 export const ConfigRefreshSchema: GenMessage<ConfigRefresh> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 12);
+  messageDesc(file_edge_v1_tunnel, 13);
 
 /**
  * @generated from enum edge.v1.Adapter

@@ -1,0 +1,125 @@
+// Frames of many tunnels leave the agent as FrameBatch messages, once per
+// event-loop turn, when (and only when) the edge advertises that it accepts
+// them; per-tunnel order and bytes are unchanged, and no batch goes past the
+// edge's limit.
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { toBinary } from '@bufbuild/protobuf';
+import { FrameKind, NodeMessageSchema, type NodeMessage, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
+import { NodeAgent } from '../../src/agent/agent.js';
+import { FrameBatcher } from '../../src/agent/frame-batcher.js';
+import { dataFrame, headersFrame } from '../../src/agent/frames.js';
+import { agentConfig, FakeEdge, silentLogger, waitFor, type EdgeStream, type RegisterAnswer } from './fake-edge.js';
+import { UpstreamServer } from './upstream-server.js';
+
+const TUNNELS = 40;
+const CHUNKS = 6;
+
+function chunkOf(tunnel: number, i: number, size: number): string {
+  return `data: t${tunnel} c${i} ${'x'.repeat(size)}\n\n`;
+}
+
+/** An agent on a fake edge (answering Register with `answer`) and a provider that streams CHUNKS chunks per request, 5 ms apart. */
+async function rig(t: TestContext, answer: RegisterAnswer, chunkBytes = 16): Promise<{ stream: EdgeStream }> {
+  const edge = await FakeEdge.start(answer);
+  const upstream = await UpstreamServer.start((req, res) => {
+    const tunnel = Number(req.url?.split('/').pop());
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    let i = 0;
+    const timer = setInterval(() => {
+      res.write(chunkOf(tunnel, i, chunkBytes));
+      if (++i === CHUNKS) {
+        clearInterval(timer);
+        res.end();
+      }
+    }, 5);
+  });
+  const agent = new NodeAgent(agentConfig(edge.address, [{ id: 'p1', baseUrl: upstream.url, connections: TUNNELS }]), { logger: silentLogger });
+  t.after(async () => {
+    await agent.stop();
+    edge.close();
+    await upstream.close();
+  });
+  agent.start();
+  const stream = await edge.registeredStream(0);
+  await waitFor('the agent to see Registered', () => (agent.isConnected() ? true : undefined));
+  return { stream };
+}
+
+/** Opens TUNNELS tunnels at once and waits for all of them to end; checks each one's frames. */
+async function runTunnels(stream: EdgeStream, chunkBytes = 16): Promise<void> {
+  for (let id = 1; id <= TUNNELS; id++) stream.sendTunnel({ tunnelId: id, providerId: 'p1', method: 'GET', path: `/stream/${id}` });
+  for (let id = 1; id <= TUNNELS; id++) {
+    const frames = await stream.terminalFrames(id, 10_000);
+    assert.deepEqual(frames.map((f) => f.seq), frames.map((_, i) => i), `tunnel ${id}: seq in order`);
+    assert.equal(frames[0].kind, FrameKind.HEADERS);
+    assert.equal(frames.at(-1)?.kind, FrameKind.END);
+    const body = Buffer.concat(frames.filter((f) => f.kind === FrameKind.DATA).map((f) => f.data)).toString();
+    let expected = '';
+    for (let i = 0; i < CHUNKS; i++) expected += chunkOf(id, i, chunkBytes);
+    assert.equal(body, expected, `tunnel ${id}: body intact`);
+  }
+}
+
+function batches(stream: EdgeStream): TunnelFrame[][] {
+  const out: TunnelFrame[][] = [];
+  for (const m of stream.messages) if (m.msg.case === 'frameBatch') out.push(m.msg.value.frames);
+  return out;
+}
+
+test('an edge that accepts batches gets the frames of many tunnels in FrameBatch messages, each tunnel in order and intact', async (t) => {
+  const { stream } = await rig(t, { kind: 'accept', maxFrameBatchBytes: 1 << 20 });
+  await runTunnels(stream);
+  const all = batches(stream);
+  assert.ok(all.length > 0, 'no FrameBatch arrived');
+  assert.ok(all.some((frames) => new Set(frames.map((f) => f.tunnelId)).size > 1), 'no batch carried frames of two tunnels');
+  const frameMessages = stream.messages.filter((m) => m.msg.case === 'frame' || m.msg.case === 'frameBatch').length;
+  assert.ok(frameMessages < stream.allFrames().length / 2, `${stream.allFrames().length} frames took ${frameMessages} messages`);
+});
+
+test('an edge that does not advertise batches (an older edge) gets single frames only', async (t) => {
+  const { stream } = await rig(t, { kind: 'accept' });
+  await runTunnels(stream);
+  assert.equal(batches(stream).length, 0);
+});
+
+test('no batch exceeds the limit the edge advertised', async (t) => {
+  const limit = 4096;
+  const { stream } = await rig(t, { kind: 'accept', maxFrameBatchBytes: limit }, 600);
+  await runTunnels(stream, 600);
+  const all = stream.messages.filter((m) => m.msg.case === 'frameBatch');
+  assert.ok(all.length > 0, 'no FrameBatch arrived');
+  for (const message of all) assert.ok(toBinary(NodeMessageSchema, message).length <= limit, 'a batch over the limit');
+});
+
+test('FrameBatcher: one turn\'s frames go out together at the end of the turn; a lone frame goes alone', async () => {
+  const written: NodeMessage[] = [];
+  const batcher = new FrameBatcher((m) => written.push(m), 1 << 20);
+  batcher.add(headersFrame(1, 0, 200, []).msg.value as TunnelFrame);
+  batcher.add(dataFrame(2, 3, Buffer.from('a')).msg.value as TunnelFrame);
+  batcher.add(dataFrame(1, 1, Buffer.from('b')).msg.value as TunnelFrame);
+  assert.equal(written.length, 0, 'nothing is written within the turn');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(written.length, 1);
+  const first = written[0].msg;
+  assert.equal(first.case, 'frameBatch');
+  assert.deepEqual(first.case === 'frameBatch' ? first.value.frames.map((f) => [f.tunnelId, f.seq]) : [], [[1, 0], [2, 3], [1, 1]]);
+  batcher.add(dataFrame(1, 2, Buffer.from('c')).msg.value as TunnelFrame);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(written.length, 2);
+  assert.equal(written[1].msg.case, 'frame');
+});
+
+test('FrameBatcher: a batch that would pass the byte bound is written first; a frame larger than the bound goes alone', async () => {
+  const written: NodeMessage[] = [];
+  const batcher = new FrameBatcher((m) => written.push(m), 1_000);
+  for (let i = 0; i < 10; i++) batcher.add(dataFrame(1, i, Buffer.alloc(300)).msg.value as TunnelFrame);
+  batcher.add(dataFrame(1, 10, Buffer.alloc(5_000)).msg.value as TunnelFrame);
+  await new Promise((resolve) => setImmediate(resolve));
+  const seqs = written.map((m) => (m.msg.case === 'frameBatch' ? m.msg.value.frames.map((f) => f.seq) : m.msg.case === 'frame' ? [m.msg.value.seq] : []));
+  assert.deepEqual(seqs.flat(), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 'order kept across batches');
+  for (const m of written) {
+    if (m.msg.case === 'frameBatch') assert.ok(toBinary(NodeMessageSchema, m).length <= 1_000);
+  }
+  assert.equal(written.at(-1)?.msg.case, 'frame', 'the oversized frame went alone');
+});
