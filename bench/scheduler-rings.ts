@@ -28,7 +28,8 @@ interface LoadStats {
   readonly cpuUs: number;
 }
 
-interface CaseResult {
+/** One line of output (the harness reads these: bench/harness/scheduler-capacity.ts). */
+export interface CaseResult {
   readonly workers: number;
   readonly inflightPerWorker: number;
   readonly seconds: number;
@@ -84,7 +85,7 @@ async function runCase(workers: number, inflight: number, seconds: number): Prom
   const driver = new SchedulerDriver(config);
   const pool = new WorkerPool(workers, driver, pino({ level: 'silent' }), () => {}, new URL(import.meta.url));
   await pool.start(config, 'silent');
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  await new Promise((resolve) => setTimeout(resolve, Math.min(500, seconds * 500)));
   const before = await pool.callAll<LoadStats>({ type: 'metrics' });
   const cpuBefore = threadCpuUs();
   const t0 = performance.now();
@@ -114,7 +115,9 @@ function round2(n: number): number {
 async function main(): Promise<void> {
   const workerCounts = listArg('workers', [1]);
   const inflights = listArg('inflight', [1, 4, 16, 64, 256]);
-  const seconds = listArg('seconds', [3])[0];
+  const secondsArg = process.argv.find((a) => a.startsWith('--seconds='));
+  const seconds = secondsArg === undefined ? 3 : Number(secondsArg.slice('--seconds='.length));
+  if (!(seconds > 0)) throw new RangeError(`--seconds: expected a positive number, got '${secondsArg}'`);
   console.log(`scheduler over rings: ${os.cpus().length} cores, Node ${process.version}, ${seconds} s per case`);
   console.log('workers  in flight/worker    req/s  main µs/req  main busy  worker µs/req');
   const results: CaseResult[] = [];

@@ -5,6 +5,8 @@ import type { MachineInfo } from './machine.js';
 import type { ModeSettings } from './modes.js';
 import type { ChartSpec, Measurement, MetricColumn, ScenarioUnits, TargetKind } from './types.js';
 
+import type { RingCase } from './scheduler-capacity.js';
+
 export const RESULT_SCHEMA = 1;
 
 export interface TargetRecord {
@@ -60,4 +62,6 @@ export interface BenchResult {
   readonly headline: readonly HeadlineFigure[];
   /** Chart file names, relative to the JSON. */
   readonly charts: readonly string[];
+  /** The scheduler thread over the rings (npm run bench:rings), measured with the worker sweep; absent in older results. */
+  readonly schedulerRings?: readonly RingCase[];
 }

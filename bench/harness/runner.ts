@@ -18,6 +18,7 @@ import { machineInfo } from './machine.js';
 import type { ModeSettings } from './modes.js';
 import { REPO_ROOT } from './paths.js';
 import { Supervisor } from './processes.js';
+import { measureSchedulerRings, ringPlanOf, type RingCase } from './scheduler-capacity.js';
 import { RESULT_SCHEMA, type BenchResult, type ScenarioRecord, type SkipRecord, type TargetRecord } from './result.js';
 import type { Measurement, RunningTarget, ScenarioContext, SkippedTarget, TargetContext, TargetSpec } from './types.js';
 import { UsageProbe } from './usage.js';
@@ -161,6 +162,17 @@ export async function runBench(options: RunOptions): Promise<{ result: BenchResu
     }
 
     await supervisor.stopAll();
+    let schedulerRings: RingCase[] | undefined;
+    if (scenarioRecords.some((s) => s.id === 'closed-loop')) {
+      // With the targets gone, so the main thread's figures are the scheduler's alone.
+      log('scheduler thread over the rings (npm run bench:rings)');
+      try {
+        schedulerRings = await measureSchedulerRings(ringPlanOf(settings.mode));
+        for (const c of schedulerRings) log(`  ${c.workers} load worker(s) x ${c.inflightPerWorker} in flight: ${c.requestsPerSec.toLocaleString('en-US')} req/s, main thread ${c.mainUsPerRequest} µs/req`);
+      } catch (err) {
+        log(`  FAILED ${firstLine(err)}`);
+      }
+    }
     const finished = new Date();
     const summaries = summarize(measurements);
     const result: BenchResult = {
@@ -180,6 +192,7 @@ export async function runBench(options: RunOptions): Promise<{ result: BenchResu
       summaries,
       headline: headline({ summaries, targets: records.filter((r) => r.skipped === undefined), variants: Object.fromEntries(scenarioRecords.map((s) => [s.id, s.variants.map((v) => v.id)])) }),
       charts: [],
+      schedulerRings,
     };
     const files = writeReport(result, options.outDir);
     ok = true;

@@ -258,8 +258,11 @@ function writeScenario(w: Writer, result: BenchResult, scenario: ScenarioRecord,
 }
 
 function writeSweep(w: Writer, result: BenchResult, charts: readonly ChartFile[]): void {
-  const edges = result.targets.filter((t) => t.workers !== undefined);
   const closed = result.scenarios.find((s) => s.id === 'closed-loop')?.variants[0];
+  // An edge variant that only other scenarios measure (e.g. coalescing off) is no sweep point.
+  const edges = result.targets.filter(
+    (t) => t.workers !== undefined && (t.skipped !== undefined || result.summaries.some((x) => x.scenario === 'closed-loop' && x.target === t.id)),
+  );
   if (edges.length === 0 || closed === undefined) return;
   w.line('## Worker-count sweep');
   w.line();
@@ -284,6 +287,45 @@ function writeSweep(w: Writer, result: BenchResult, charts: readonly ChartFile[]
     }),
   );
   for (const chart of charts.filter((c) => c.section === 'worker-sweep')) w.line(`![${chart.title}](${chart.name})`);
+  w.line();
+  writeSchedulerRings(w, result, closed.id);
+}
+
+/** The scheduler thread's own capacity, and the many-core projection that combines it with the sweep. */
+function writeSchedulerRings(w: Writer, result: BenchResult, closedVariant: string): void {
+  const cases = result.schedulerRings;
+  if (cases === undefined || cases.length === 0) return;
+  w.line('### Scheduler thread over the rings');
+  w.line();
+  w.line(
+    'The main thread alone (`npm run bench:rings`, run after the targets stopped): the edge\'s own WorkerPool, ring drains and scheduler, ' +
+      'fed by synthetic load workers that speak the same rings but do no HTTP; each keeps N requests admitted and, on every grant, releases the lease and admits the next. ' +
+      'At one request in flight every request costs a cross-thread wake-up; with more in flight the records of one event-loop turn share one.',
+  );
+  w.line();
+  w.table(
+    ['load workers', 'in flight per worker', 'req/s', 'main-thread µs/req', 'main thread busy', 'load worker µs/req'],
+    cases.map((c) => [String(c.workers), String(c.inflightPerWorker), fmt(c.requestsPerSec, 0), fmt(c.mainUsPerRequest, 2), `${fmt(c.mainCpuShare * 100, 0)}%`, fmt(c.workerUsPerRequest, 2)]),
+  );
+  const saturated = cases.reduce((best, c) => (c.requestsPerSec > best.requestsPerSec ? c : best));
+  const oneWorker = result.targets.find((t) => t.workers === 1 && t.skipped === undefined);
+  const sweep = oneWorker && result.summaries.find((x) => x.scenario === 'closed-loop' && x.variant === closedVariant && x.target === oneWorker.id);
+  // Everything but the main thread, V8's helper threads included: an I/O worker's whole cost per request.
+  const edgeCpu1k = sweep?.values['cpu1k:edge']?.median;
+  const mainUs = sweep?.values['mainUsPerReq:edge']?.median;
+  if (edgeCpu1k === undefined || mainUs === undefined) return;
+  const workerUs = edgeCpu1k * 1000 - mainUs;
+  if (!(workerUs > 0)) return;
+  const cores = 16;
+  const workersRps = ((cores - 1) * 1e6) / workerUs;
+  const mainRps = 1e6 / saturated.mainUsPerRequest;
+  w.line(
+    `Projected ceiling for a ${cores}-core host, ${cores - 1} I/O workers and the main thread: ` +
+      `min(${cores - 1} × 1e6 / ${fmt(workerUs, 1)} µs (edge CPU per request at w=1 above, less its main thread: the worker and V8's helper threads), 1e6 / ${fmt(saturated.mainUsPerRequest, 2)} µs (main thread per request when saturated)) ` +
+      `= min(${fmt(workersRps, 0)}, ${fmt(mainRps, 0)}) ≈ **${fmt(Math.min(workersRps, mainRps), 0)} req/s**, ${workersRps <= mainRps ? 'bounded by the workers' : 'bounded by the main thread'}. ` +
+      'The main thread\'s cost per request only falls as load rises (fewer wake-ups per request), so its low-load figure in the sweep is no bound. ' +
+      'Worker µs/request on this machine include the load generator and the other processes competing for the same cores.',
+  );
   w.line();
 }
 

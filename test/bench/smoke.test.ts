@@ -64,8 +64,14 @@ test('bench smoke: direct and edge two-hop produce a report, charts and sane num
     assert.deepEqual(edge?.processes.map((p) => p.role).sort(), ['agent', 'edge', 'mock']);
     assert.ok(result.headline.some((f) => f.id === 'closed-loop.rps-vs-direct' && f.value > 0 && f.value < 1.5), 'headline ratio against direct');
 
+    // The scheduler thread over the real rings, measured after the targets stopped.
+    const rings = result.schedulerRings ?? [];
+    assert.deepEqual(rings.map((c) => c.inflightPerWorker), [1, 16]);
+    for (const c of rings) assert.ok(c.requestsPerSec > 0 && c.mainUsPerRequest > 0 && c.rejected === 0, `rings: ${JSON.stringify(c)}`);
+
     const markdown = readFileSync(join(out, `${stamp}.md`), 'utf8');
     assert.match(markdown, /## Headline/);
+    assert.match(markdown, /### Scheduler thread over the rings/);
     assert.match(markdown, /\| edge 2-hop w=0 \| \d/);
     for (const svg of svgs) assert.match(readFileSync(join(out, svg), 'utf8'), /^<svg [^>]*>[\s\S]*edge 2-hop w=0[\s\S]*<\/svg>\n$/);
     for (const svg of svgs) assert.ok(markdown.includes(`](${svg})`), `report links ${svg}`);
