@@ -191,7 +191,7 @@ function runLoadWorker(data: IoWorkerData): void {
     console.error(err);
     process.exit(1);
   });
-  port.register(`n${data.index}`, 1);
+  port.register(`n${data.index}`, 1, [0, 1, 2, 3].map((p) => `n${data.index}-p${p}`));
   parentPort?.on('message', (request: ControlRequest) => {
     if (request.type === 'metrics') {
       parentPort?.postMessage({ type: 'reply', id: request.id, value: load.stats() });

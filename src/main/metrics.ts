@@ -41,6 +41,7 @@ export interface MetricsSource {
 export class EdgeMetrics {
   readonly registry = new Registry();
   readonly #requests = new Counter({ name: 'edge_requests_total', help: 'Proxied requests by model alias, provider and HTTP status (499: the client left first)', labelNames: ['model', 'provider', 'status'] as const, registers: [this.registry] });
+  readonly #retries = new Counter({ name: 'edge_retries_total', help: 'Requests that failed before their first byte on one provider and were re-queued once for another, by reason and the provider that failed', labelNames: ['reason', 'provider'] as const, registers: [this.registry] });
   readonly #rejects = new Counter({ name: 'edge_rejects_total', help: 'Requests refused without reaching a provider, by reason (queue_full, queue_timeout, no_provider_available, model_not_found, node_not_found, shutting_down)', labelNames: ['reason'] as const, registers: [this.registry] });
   readonly #total = new Histogram({ name: 'edge_request_duration_seconds', help: 'Total latency: request in the edge to the last byte relayed', labelNames: ['model'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
   readonly #ttfb = new Histogram({ name: 'edge_time_to_first_byte_seconds', help: 'Request in the edge to the first response body byte written to the client', labelNames: ['model'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
@@ -118,6 +119,11 @@ export class EdgeMetrics {
       const providerMs = exchange.endAt - exchange.sentAt;
       h.overhead.observe(Math.max(0, now - exchange.startedAt - queuedMs - providerMs) / 1000);
     }
+  }
+
+  /** Rare (a failure before the first byte), so counted directly. */
+  retried(reason: string, providerId: string): void {
+    this.#retries.inc({ reason, provider: providerId });
   }
 
   /** A request refused without reaching a provider. */

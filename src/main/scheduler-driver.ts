@@ -133,8 +133,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return requeued;
   }
 
-  connect(nodeId: string): ConnectResult | undefined {
-    const result = this.scheduler.connect(nodeId, performance.now());
+  connect(nodeId: string, announcedProviders?: readonly string[]): ConnectResult | undefined {
+    const result = this.scheduler.connect(nodeId, performance.now(), announcedProviders);
     this.flush();
     return result;
   }
@@ -166,9 +166,9 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   /** Activation and fencing in one step: the registrar makes the session current before any grant is delivered. */
-  register(nodeId: string, serial: number): void {
+  register(nodeId: string, serial: number, providerIds: readonly string[]): void {
     this.deferDecisions(() => {
-      const connected = this.connect(nodeId);
+      const connected = this.connect(nodeId, providerIds);
       this.registrar?.onConnected(serial, nodeId, connected?.generation ?? 0);
     });
   }

@@ -39,6 +39,8 @@ class WorkerSlot {
   readonly consumer: RingConsumer;
   readonly reader: RecordReader;
   readonly record = new SchedulerRecord();
+  /** Provider ids announced by sessions registering on this worker, by serial, until their connect record. */
+  readonly announced = new Map<number, string[]>();
   worker: Worker | undefined;
   exited = false;
 
@@ -223,9 +225,19 @@ export class WorkerPool implements DecisionHandler {
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);
         return;
-      case RecordKind.connect:
-        this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '');
+      case RecordKind.announce: {
+        const list = slot.announced.get(r.requestId);
+        const providerId = reader.nameOf(r.providerId) ?? '';
+        if (list === undefined) slot.announced.set(r.requestId, [providerId]);
+        else list.push(providerId);
         return;
+      }
+      case RecordKind.connect: {
+        const announced = slot.announced.get(r.requestId) ?? [];
+        slot.announced.delete(r.requestId);
+        this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced);
+        return;
+      }
       case RecordKind.disconnect: {
         const nodeId = reader.nameOf(r.nodeId) ?? '';
         const place = this.places.get(nodeId);
@@ -246,10 +258,10 @@ export class WorkerPool implements DecisionHandler {
    * goes out: the answer is on the worker's FIFO ring ahead of them. A
    * session of the node's previous generation is fenced where it lives.
    */
-  private connect(slot: WorkerSlot, serial: number, nodeId: string): void {
+  private connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[]): void {
     this.driver.deferDecisions(() => {
       const previous = this.places.get(nodeId);
-      const connected = this.driver.connect(nodeId);
+      const connected = this.driver.connect(nodeId, announced);
       const r = this.scratch.reset(RecordKind.connected);
       r.requestId = serial;
       r.generation = connected?.generation ?? 0;

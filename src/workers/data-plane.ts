@@ -320,6 +320,7 @@ export class DataPlane implements DecisionHandler {
     // Admitting again before the call: the new grant may be delivered from inside it.
     this.undispatch(exchange);
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; retrying on another provider');
+    this.observer.exchangeRetried(exchange, code);
     this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
     return true;
   }
@@ -330,6 +331,7 @@ export class DataPlane implements DecisionHandler {
     if (!exchange.retried) {
       exchange.retried = true;
       this.fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
+      this.observer.exchangeRetried(exchange, 'node_overloaded');
       this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
       return;
     }

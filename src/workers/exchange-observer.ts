@@ -37,12 +37,15 @@ export interface ExchangeObserver {
   exchangeFinished(exchange: ExchangeView, outcome: string): void;
   /** Refused before an exchange existed (unknown model, shutting down). */
   requestRefused(code: string): void;
+  /** Failed before its first byte on one provider (`code`: why) and re-queued for another. */
+  exchangeRetried(exchange: ExchangeView, code: string): void;
 }
 
 export const NO_OBSERVER: ExchangeObserver = Object.freeze({
   exchangeStarted(): void {},
   exchangeFinished(): void {},
   requestRefused(): void {},
+  exchangeRetried(): void {},
 });
 
 /** Milliseconds the edge itself spent before the response headers went out (see docs/operations.md). */

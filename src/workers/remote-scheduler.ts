@@ -106,7 +106,13 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r);
   }
 
-  register(nodeId: string, serial: number): void {
+  /** One `announce` record per provider id, then `connect`: the ring is FIFO, so main has the list when connect arrives. */
+  register(nodeId: string, serial: number, providerIds: readonly string[]): void {
+    for (let i = 0; i < providerIds.length; i++) {
+      const a = this.scratch.reset(RecordKind.announce);
+      a.requestId = serial;
+      this.out.send(a, undefined, providerIds[i]);
+    }
     const r = this.scratch.reset(RecordKind.connect);
     r.requestId = serial;
     this.out.send(r, nodeId);

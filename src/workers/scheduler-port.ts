@@ -65,8 +65,8 @@ export interface SchedulerPort {
   confirmSent(leaseId: number): boolean;
   /** The node's session was gone or of another generation: onStaleChecked follows. */
   reportStale(requestId: number, leaseId: number): void;
-  /** A session authenticated as `nodeId`; `serial` names it in onConnected. */
-  register(nodeId: string, serial: number): void;
+  /** A session authenticated as `nodeId`; `serial` names it in onConnected. `providerIds`: what it announced (the others are no candidates for it). */
+  register(nodeId: string, serial: number, providerIds: readonly string[]): void;
   disconnect(nodeId: string, generation: number): void;
   setDraining(nodeId: string, draining: boolean): void;
 }

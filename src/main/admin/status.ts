@@ -7,7 +7,7 @@ import { VERSION } from '../../shared/version.js';
 import type { EventBus } from '../events/event-bus.js';
 import type { SchedulerStatus } from '../scheduler/types.js';
 
-export type ProviderHealth = 'ok' | 'offline' | 'disabled' | 'draining';
+export type ProviderHealth = 'ok' | 'offline' | 'not_announced' | 'disabled' | 'draining';
 
 export interface EdgeStatus {
   readonly edge: {
@@ -122,7 +122,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       inFlight: p.inFlight,
       queued: p.queued,
       loadRatio: Math.round(p.loadRatio * 1000) / 1000,
-      health: !p.connected ? 'offline' : !p.enabled ? 'disabled' : p.draining ? 'draining' : 'ok',
+      health: !p.connected ? 'offline' : !p.announced ? 'not_announced' : !p.enabled ? 'disabled' : p.draining ? 'draining' : 'ok',
       servedModels: p.servedModels,
     })),
     groups: s.groups.map((g) => ({ model: g.alias, queueDepth: g.queueDepth, maxQueue: g.maxQueue, queueTimeoutMs: g.queueTimeoutMs, policy: 'fifo' })),

@@ -83,6 +83,10 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     this.metrics.rejected(code);
   }
 
+  exchangeRetried(exchange: ExchangeView, code: string): void {
+    this.metrics.retried(code, exchange.grant?.providerId ?? '');
+  }
+
   // --- NodeObserver ----------------------------------------------------------------
 
   nodeConnected(session: NodeSession): void {

@@ -1,12 +1,14 @@
 // Who may serve a request, resolved from the live state on every call
 // (never a snapshot from enqueue time): a provider in the alias's map,
-// enabled, on a connected node that is not draining, matching the direct
+// enabled, on a connected node that is not draining and that announced it
+// when it registered (a node without the provider cannot run it), matching the direct
 // node if one was named, and covering the request's context if it is long.
 import type { GroupEntry, GroupState, ProviderState } from './state.js';
 
 /** Provider accepts new work at all (capacity aside). */
 export function isEligible(p: ProviderState): boolean {
-  return p.enabled && p.inCatalog && p.node.connected && !p.node.draining;
+  const node = p.node;
+  return p.enabled && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id));
 }
 
 /**

@@ -265,8 +265,11 @@ export class Scheduler {
    * the same step: that generation's leases are released as fenced and
    * returned, a new generation is minted, its providers become candidates
    * and every queue is pumped. Undefined for a node not in the catalog.
+   * `announcedProviders`: the ids the node said it runs; a configured
+   * provider missing from it is no candidate for this connection
+   * (undefined: all of them).
    */
-  connect(nodeId: string, now: number): ConnectResult | undefined {
+  connect(nodeId: string, now: number, announcedProviders?: readonly string[]): ConnectResult | undefined {
     this.expire(now);
     const node = this.registry.nodes.get(nodeId);
     if (node === undefined || !node.inCatalog) {
@@ -278,6 +281,7 @@ export class Scheduler {
     node.generation = ++this.lastGeneration;
     node.connectedSinceMs = now;
     node.draining = false; // draining belongs to a connection (the agent's Leaving)
+    node.announced = announcedProviders === undefined ? undefined : new Set(announcedProviders);
     this.pump();
     this.flush();
     return { generation: node.generation, fenced };

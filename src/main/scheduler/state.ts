@@ -13,6 +13,8 @@ export class NodeState {
   connectedSinceMs: number | undefined = undefined;
   /** Per connection: a node that said Leaving takes no new grants. */
   draining = false;
+  /** Per connection: the provider ids the node announced at Register; undefined = every configured one (the caller did not say). */
+  announced: ReadonlySet<string> | undefined = undefined;
   /** Live leases minted on this node, so fencing is O(its leases). */
   readonly leases = new Set<Lease>();
 

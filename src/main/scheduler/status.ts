@@ -45,6 +45,7 @@ export function buildStatus(registry: Registry, liveLeases: number): SchedulerSt
       // A provider left with leases but no capacity (removed or lowered to 0) reads as full.
       loadRatio: p.capacity > 0 ? p.inFlight / p.capacity : p.inFlight > 0 ? 1 : 0,
       connected: p.node.connected,
+      announced: p.node.announced === undefined || p.node.announced.has(p.id),
       enabled: p.enabled && p.inCatalog,
       draining: p.node.draining,
       servedModels: p.servedModels,

@@ -77,6 +77,8 @@ export interface ProviderStatus {
   readonly queued: number;
   readonly loadRatio: number;
   readonly connected: boolean;
+  /** The node's current connection announced this provider at Register (false: no candidate until it reconnects with it). */
+  readonly announced: boolean;
   readonly enabled: boolean;
   readonly draining: boolean;
   readonly servedModels: readonly string[];

@@ -28,6 +28,7 @@
 //   requeue    requestId, leaseId, nameId (alias), nodeId (direct), providerId (excluded), value (tokens)
 //   sent       (no longer written: RemoteScheduler.confirmSent says why; the kind stays reserved)
 //   stale      requestId, leaseId: the session was gone or of another generation
+//   announce   requestId = the session's serial, providerId: one provider the node announced (all of them precede its connect)
 //   connect    requestId = the session's serial, nodeId
 //   draining   nodeId, code (1 = draining)
 //   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
@@ -70,6 +71,7 @@ export const RecordKind = {
   connected: 16,
   fence: 17,
   keyRelease: 18,
+  announce: 19,
 } as const;
 export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
 

@@ -135,10 +135,10 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     if (!timingSafeEqual(expected, digest(register.token))) return 'bad token';
     const configured = this.config.nodes.find((n) => n.id === register.nodeId)?.providers.map((p) => p.id) ?? [];
     const missing = configured.filter((id) => !register.providerIds.includes(id));
-    if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider');
+    if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');
     this.registering.set(session.serial, session);
     // The answer (onConnected) may come from inside this call (driver) or later (worker).
-    this.port.register(register.nodeId, session.serial);
+    this.port.register(register.nodeId, session.serial, register.providerIds);
     return undefined;
   }
 

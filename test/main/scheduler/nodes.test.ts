@@ -106,3 +106,32 @@ test('draining belongs to a connection: a reconnect starts undrained', () => {
   s.connect('n1', 2);
   assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [1]);
 });
+
+test('a provider its node did not announce at connect is no candidate for that connection', () => {
+  const spec = {
+    nodes: { n1: [{ id: 'a', capacity: 4 }, { id: 'missing', capacity: 4 }] },
+    models: [
+      { alias: 'chat', providers: ['a', 'missing'] },
+      { alias: 'only-missing', providers: ['missing'], queueTimeoutMs: 100 },
+    ],
+  };
+  const { s, sink } = setup(spec, []);
+  s.connect('n1', 0, ['a']);
+  for (let i = 1; i <= 3; i++) s.admit(req(i, 'chat'), 1);
+  assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['a', 'a', 'a'], "'missing' would win the ties if it were a candidate");
+  s.admit(req(10, 'only-missing'), 1);
+  assert.deepEqual(sink.take(), [], 'queued: no announced provider serves it');
+  s.tick(200);
+  assert.deepEqual(
+    sink.take().map((d) => (d.kind === 'reject' ? [d.requestId, d.code] : ['grant', d.grant.requestId])),
+    [[10, 'no_provider_available']],
+  );
+  const status = s.status().providers;
+  assert.equal(status.find((p) => p.id === 'missing')?.announced, false);
+  assert.equal(status.find((p) => p.id === 'a')?.announced, true);
+  // A reconnect that announces it makes it a candidate again.
+  s.connect('n1', 300, ['a', 'missing']);
+  s.admit(req(11, 'only-missing'), 301);
+  assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['missing']);
+  assert.deepEqual(s.checkInvariants(), []);
+});
