@@ -2,7 +2,11 @@
 // for as long as the agent runs, reconnecting with capped exponential backoff
 // and full jitter (reset by each successful registration). A rejected
 // registration (bad token, unknown node) will not fix itself, so it is
-// retried at the maximum delay only.
+// retried at the maximum delay only. With edge.streams > 1 the connection
+// gets extra streams ("lanes") once registered: each joins the connection's
+// generation, and one that drops is re-opened while the connection lives.
+// The first stream anchors the connection: when it drops, so do the lanes,
+// and the whole connection is re-established.
 import { EventEmitter } from 'node:events';
 import { pino, type Logger } from 'pino';
 import { Backoff } from './backoff.js';
@@ -35,6 +39,9 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   readonly #upstreams: Upstreams;
   readonly #backoff: Backoff;
   #connection: EdgeConnection | undefined;
+  /** Extra lanes of the current connection, by lane index (0 is #connection). */
+  readonly #lanes: (EdgeConnection | undefined)[] = [];
+  readonly #laneTimers: (NodeJS.Timeout | undefined)[] = [];
   #reconnectTimer: NodeJS.Timeout | undefined;
   /** The current connection was rejected: the next attempt waits the maximum delay. */
   #rejected = false;
@@ -77,20 +84,43 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#connection?.close('dropped (test hook)');
   }
 
+  /** Test hook: drops one extra lane (1 .. edge.streams - 1); the agent re-opens it. */
+  dropLane(lane: number): void {
+    this.#lanes[lane]?.close('dropped (test hook)');
+  }
+
+  /** Registered streams of the current connection, the first included. */
+  get registeredStreams(): number {
+    let count = this.#connection?.registered === true ? 1 : 0;
+    for (const lane of this.#lanes) if (lane?.registered === true) count++;
+    return count;
+  }
+
   // --- ConnectionOwner ---------------------------------------------------------
 
   onRegistered(connection: EdgeConnection, generation: number): void {
+    if (connection.lane > 0) {
+      this.#log.debug({ lane: connection.lane, generation }, 'lane registered');
+      return;
+    }
     if (connection !== this.#connection) return;
     this.#backoff.reset();
-    this.#log.info({ generation, edge: this.#config.edge.address }, 'registered with the edge');
+    this.#log.info({ generation, edge: this.#config.edge.address, streams: this.#config.edge.streams ?? 1 }, 'registered with the edge');
     this.emit('registered', generation);
+    for (let lane = 1; lane < (this.#config.edge.streams ?? 1); lane++) this.#openLane(lane, generation);
   }
 
   onConfigRefresh(connection: EdgeConnection, changedPaths: readonly string[], configVersion: number): void {
-    if (connection === this.#connection) this.emit('config-refresh', changedPaths, configVersion);
+    // The edge tells one stream of the connection, whichever.
+    if (connection === this.#connection || this.#lanes[connection.lane] === connection) this.emit('config-refresh', changedPaths, configVersion);
   }
 
   onRejected(connection: EdgeConnection, reason: string): void {
+    if (connection.lane > 0) {
+      // A join the edge no longer takes (its generation ended); the connection's own close re-opens everything.
+      this.#log.warn({ lane: connection.lane, reason }, 'the edge refused an extra stream');
+      return;
+    }
     if (connection !== this.#connection) return;
     this.#rejected = true;
     this.#log.error({ reason, edge: this.#config.edge.address }, 'the edge rejected the registration; check node.id and node.token');
@@ -98,8 +128,13 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   }
 
   onClosed(connection: EdgeConnection, reason: string): void {
+    if (connection.lane > 0) {
+      this.#laneClosed(connection, reason);
+      return;
+    }
     if (connection !== this.#connection) return;
     this.#connection = undefined;
+    this.#closeLanes('the first stream closed');
     this.emit('disconnected', reason);
     if (this.#stopping !== undefined) return;
     const delayMs = this.#rejected ? this.#config.reconnect.maxMs : this.#backoff.next();
@@ -114,6 +149,12 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     if (this.#stopping === undefined) this.#connect();
   }
 
+  /** Timer callback: re-open a lane that dropped, if its connection still lives. */
+  onLaneDue(lane: number, generation: number): void {
+    this.#laneTimers[lane] = undefined;
+    this.#openLane(lane, generation);
+  }
+
   // --- internals ------------------------------------------------------------------
 
   #connect(): void {
@@ -122,19 +163,58 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     connection.open();
   }
 
+  #openLane(lane: number, generation: number): void {
+    const anchor = this.#connection;
+    if (this.#stopping !== undefined || anchor === undefined || !anchor.registered || anchor.generation !== generation) return;
+    if (this.#lanes[lane] !== undefined) return;
+    const connection = new EdgeConnection(this.#config, this.#upstreams, this, this.#log.child({ lane }), lane, generation);
+    this.#lanes[lane] = connection;
+    connection.open();
+  }
+
+  #laneClosed(connection: EdgeConnection, reason: string): void {
+    const lane = connection.lane;
+    if (this.#lanes[lane] !== connection) return;
+    this.#lanes[lane] = undefined;
+    const anchor = this.#connection;
+    if (this.#stopping !== undefined || anchor === undefined || !anchor.registered || anchor.generation !== connection.joinGeneration) return;
+    const delayMs = this.#config.reconnect.initialMs;
+    this.#log.warn({ lane, reason, delayMs }, 'an extra stream to the edge closed; re-opening it');
+    this.#laneTimers[lane] = setTimeout(onLaneTimer, delayMs, this, lane, connection.joinGeneration);
+  }
+
+  #closeLanes(reason: string): void {
+    for (let lane = 1; lane < this.#lanes.length; lane++) {
+      clearTimeout(this.#laneTimers[lane]);
+      this.#laneTimers[lane] = undefined;
+      const connection = this.#lanes[lane];
+      this.#lanes[lane] = undefined;
+      connection?.close(reason);
+    }
+  }
+
+  /** Every stream of the current connection, the first included. */
+  #streams(): EdgeConnection[] {
+    const streams: EdgeConnection[] = [];
+    if (this.#connection !== undefined) streams.push(this.#connection);
+    for (const lane of this.#lanes) if (lane !== undefined) streams.push(lane);
+    return streams;
+  }
+
   async #stop(): Promise<void> {
     clearTimeout(this.#reconnectTimer);
-    const connection = this.#connection;
-    if (connection !== undefined) {
-      if (connection.registered) {
-        this.#log.info({ openTunnels: connection.openTunnels }, 'leaving: finishing open tunnels');
-        connection.leave('shutdown');
-        await connection.whenIdle(this.#stopGraceMs);
-        await connection.end(STOP_END_WAIT_MS);
-      } else {
-        connection.close('stopped');
-      }
+    for (const timer of this.#laneTimers) clearTimeout(timer);
+    const streams = this.#streams();
+    const registered = streams.filter((s) => s.registered);
+    if (registered.length > 0) {
+      this.#log.info({ openTunnels: registered.reduce((n, s) => n + s.openTunnels, 0), streams: registered.length }, 'leaving: finishing open tunnels');
+      for (const stream of registered) stream.leave('shutdown');
+      await Promise.all(registered.map((stream) => stream.whenIdle(this.#stopGraceMs)));
+      // Lanes first: ending the first stream ends the connection and with it any lane still open.
+      await Promise.all(registered.filter((s) => s.lane > 0).map((stream) => stream.end(STOP_END_WAIT_MS)));
+      if (this.#connection?.registered === true) await this.#connection.end(STOP_END_WAIT_MS);
     }
+    for (const stream of streams) if (!stream.registered) stream.close('stopped');
     await this.#upstreams.destroy();
     this.#log.info('stopped');
   }
@@ -142,4 +222,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
 
 function onReconnectTimer(agent: NodeAgent): void {
   agent.onReconnectDue();
+}
+
+function onLaneTimer(agent: NodeAgent, lane: number, generation: number): void {
+  agent.onLaneDue(lane, generation);
 }

@@ -22,7 +22,8 @@ export interface AgentProviderConfig {
 }
 
 export interface AgentConfig {
-  readonly edge: { readonly address: string; readonly tls?: AgentTlsConfig };
+  /** streams: how many gRPC streams (lanes) the node opens to the edge; more spread its tunnels over the edge's I/O workers (default 1). */
+  readonly edge: { readonly address: string; readonly tls?: AgentTlsConfig; readonly streams?: number };
   readonly node: { readonly id: string; readonly token: string };
   readonly providers: readonly AgentProviderConfig[];
   readonly reconnect: { readonly initialMs: number; readonly maxMs: number };
@@ -45,6 +46,8 @@ export const DEFAULT_TUNNEL_OPTIONS: TunnelOptions = Object.freeze({ coalesceDel
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const DEFAULT_CONNECTIONS = 128;
+/** More streams than an edge has I/O workers buy nothing; 64 is the edge's own worker cap. */
+const MAX_STREAMS = 64;
 const DEFAULT_RECONNECT_INITIAL_MS = 200;
 const DEFAULT_RECONNECT_MAX_MS = 10_000;
 const HOUR_MS = 3_600_000;
@@ -60,8 +63,9 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'tunnels', 'log_level']);
 
   const edge = r.object('edge', root.edge) ?? {};
-  r.noUnknownKeys('edge', edge, ['address', 'tls']);
+  r.noUnknownKeys('edge', edge, ['address', 'tls', 'streams']);
   const address = readAddress(r, 'edge.address', edge.address);
+  const streams = r.integer('edge.streams', edge.streams, 1, MAX_STREAMS, 1);
   const tls = readAgentTls(r, edge.tls);
 
   const node = r.object('node', root.node) ?? {};
@@ -86,7 +90,7 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
 
   r.throwIfProblems(source);
   return {
-    edge: tls === undefined ? { address } : { address, tls },
+    edge: tls === undefined ? { address, streams } : { address, tls, streams },
     node: { id: nodeId, token },
     providers,
     reconnect: { initialMs, maxMs },

@@ -74,7 +74,19 @@ export class EdgeConnection implements FrameSink {
   #onIdle: (() => void) | undefined;
   #onStatus: (() => void) | undefined;
 
-  constructor(config: AgentConfig, upstreams: Upstreams, owner: ConnectionOwner, logger: Logger) {
+  /**
+   * `lane` / `joinGeneration`: 0 / 0 opens a new connection (a new
+   * generation); otherwise this stream joins generation `joinGeneration` as
+   * extra lane `lane` and ends only its own tunnels when it closes.
+   */
+  constructor(
+    config: AgentConfig,
+    upstreams: Upstreams,
+    owner: ConnectionOwner,
+    logger: Logger,
+    readonly lane = 0,
+    readonly joinGeneration = 0,
+  ) {
     this.#config = config;
     this.#upstreams = upstreams;
     this.#owner = owner;
@@ -113,7 +125,7 @@ export class EdgeConnection implements FrameSink {
     call.on('status', this.onCallStatus);
     call.on('drain', this.onDrain);
     this.#writable = true;
-    call.write(registerMessage(node.id, node.token, AGENT_VERSION, this.#upstreams.ids()));
+    call.write(registerMessage(node.id, node.token, AGENT_VERSION, this.#upstreams.ids(), this.lane, this.joinGeneration));
     this.#registerTimer = setTimeout(onRegisterTimeout, REGISTER_TIMEOUT_MS, this);
   }
 

@@ -70,10 +70,11 @@ export function errorFrame(tunnelId: number, seq: number, errorCode: string, err
   });
 }
 
-export function registerMessage(nodeId: string, token: string, agentVersion: string, providerIds: string[]): NodeMessage {
+/** `joinGeneration` 0: a new connection; otherwise an extra lane (stream `lane`) of that generation. */
+export function registerMessage(nodeId: string, token: string, agentVersion: string, providerIds: string[], lane = 0, joinGeneration = 0): NodeMessage {
   return {
     $typeName: 'edge.v1.NodeMessage',
-    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds } },
+    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration } },
   };
 }
 

@@ -24,7 +24,7 @@ import { EdgeObserver } from './events/edge-observer.js';
 import { EventBus } from './events/event-bus.js';
 import { EdgeMetrics } from './metrics.js';
 import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from './refresh/refresher.js';
-import { retireSession } from './refresh/retire.js';
+import { retireLanes } from './refresh/retire.js';
 import { SchedulerDriver } from './scheduler-driver.js';
 import { WorkerPool } from './worker-pool.js';
 import type { SchedulerStatus } from './scheduler/types.js';
@@ -238,7 +238,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       for (const n of this.driver.status().nodes) if (n.connected) ids.push(n.id);
       return ids;
     }
-    for (const session of this.nodes.sessions()) ids.push(session.nodeId);
+    for (const nodeId of this.nodes.nodeIds()) ids.push(nodeId);
     return ids;
   }
 
@@ -263,15 +263,17 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       this.driver.setDraining(nodeId, true);
       this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
       this.logger.info({ node: nodeId, generation: place.generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
-      void this.pool.call(place.worker, { type: 'retireNode', nodeId, graceMs, reason }).catch(() => undefined);
+      // Every worker holding a stream of the node retires its streams; see retireLanes for the order.
+      const holdAnchor = place.lanes.some((worker) => worker !== place.worker);
+      for (const worker of new Set([place.worker, ...place.lanes])) void this.pool.call(worker, { type: 'retireNode', nodeId, graceMs, reason, holdAnchor }).catch(() => undefined);
       return;
     }
-    const session = this.nodes?.session(nodeId);
-    if (session === undefined) return;
+    const lanes = this.nodes?.lanes(nodeId) ?? [];
+    if (lanes.length === 0) return;
     this.driver.setDraining(nodeId, true);
     this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
-    this.logger.info({ node: nodeId, generation: session.generation, reason, openTunnels: session.openTunnels, graceMs }, 'retiring node session: no new requests, closed once idle');
-    retireSession(session, graceMs, reason);
+    this.logger.info({ node: nodeId, generation: lanes[0].generation, reason, lanes: lanes.length, graceMs }, 'retiring node session: no new requests, closed once idle');
+    retireLanes(lanes, graceMs, reason);
   }
 
   #refreshed(result: RefreshResult, origin: string): void {
@@ -328,7 +330,13 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   session(nodeId: string): SessionView | undefined {
-    return this.nodes !== undefined ? this.nodes.session(nodeId) : this.#sessions.get(nodeId);
+    if (this.nodes === undefined) return this.#sessions.get(nodeId);
+    const lanes = this.nodes.lanes(nodeId);
+    const anchor = lanes.find((lane) => lane.joinGeneration === 0) ?? lanes[0];
+    if (anchor === undefined) return undefined;
+    let openTunnels = 0;
+    for (const lane of lanes) openTunnels += lane.openTunnels;
+    return { generation: anchor.generation, connectedAtMs: anchor.connectedAtMs, agentVersion: anchor.agentVersion, remoteAddress: anchor.remoteAddress, openTunnels };
   }
 
   async scrapeMetrics(): Promise<string> {

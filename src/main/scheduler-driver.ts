@@ -173,6 +173,14 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     });
   }
 
+  /** One thread holds every lane, so the driver only checks the generation. */
+  joinLane(nodeId: string, serial: number, generation: number): void {
+    const current = this.scheduler.currentGeneration(nodeId);
+    this.registrar?.onConnected(serial, nodeId, current !== 0 && current === generation ? generation : 0);
+  }
+
+  leaveLane(_nodeId: string, _generation: number): void {}
+
   setDraining(nodeId: string, draining: boolean): void {
     this.scheduler.setDraining(nodeId, draining, performance.now());
     this.flush();

@@ -27,10 +27,14 @@ const PEER_RING_BYTES = 1 << 20;
 const PEER_RING_BYTES_MANY = 1 << 18;
 const IO_WORKER_SCRIPT = new URL('../workers/io-worker.js', import.meta.url);
 
-/** Where a node's current session lives. */
+/** Where a node's current connection lives: its anchor stream's worker, and the workers of its extra lanes. */
 interface NodePlace {
   readonly worker: number;
   readonly generation: number;
+  /** One entry per extra lane (a worker may hold several). */
+  readonly lanes: number[];
+  /** Round robin over the lanes for grants whose client worker holds none. */
+  next: number;
 }
 
 class WorkerSlot {
@@ -233,6 +237,10 @@ export class WorkerPool implements DecisionHandler {
         return;
       }
       case RecordKind.connect: {
+        if (r.code === 1) {
+          this.joinLane(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', r.generation);
+          return;
+        }
         const announced = slot.announced.get(r.requestId) ?? [];
         slot.announced.delete(r.requestId);
         this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced);
@@ -240,9 +248,8 @@ export class WorkerPool implements DecisionHandler {
       }
       case RecordKind.disconnect: {
         const nodeId = reader.nameOf(r.nodeId) ?? '';
-        const place = this.places.get(nodeId);
-        if (place !== undefined && place.generation === r.generation) this.places.delete(nodeId);
-        driver.disconnect(nodeId, r.generation);
+        if (r.code === 1) this.leaveLane(slot, nodeId, r.generation);
+        else this.disconnect(nodeId, r.generation);
         return;
       }
       case RecordKind.draining:
@@ -267,13 +274,56 @@ export class WorkerPool implements DecisionHandler {
       r.generation = connected?.generation ?? 0;
       slot.out.send(r, nodeId);
       if (connected === undefined) return;
-      this.places.set(nodeId, { worker: slot.index, generation: connected.generation });
-      if (previous !== undefined && previous.generation !== connected.generation) {
-        const fence = this.scratch.reset(RecordKind.fence);
-        fence.generation = previous.generation;
-        this.slots[previous.worker].out.send(fence, nodeId);
-      }
+      this.places.set(nodeId, { worker: slot.index, generation: connected.generation, lanes: [], next: 0 });
+      if (previous !== undefined && previous.generation !== connected.generation) this.fenceEverywhere(nodeId, previous);
     });
+  }
+
+  /** The anchor stream of (node, generation) ended: the connection is over, and its lanes are closed where they live. */
+  private disconnect(nodeId: string, generation: number): void {
+    const place = this.places.get(nodeId);
+    if (place !== undefined && place.generation === generation) {
+      this.places.delete(nodeId);
+      if (place.lanes.length > 0) this.fenceEverywhere(nodeId, place);
+    }
+    this.driver.disconnect(nodeId, generation);
+  }
+
+  /** A lane may join only the node's current connection; the answer goes first on the lane's FIFO ring. */
+  private joinLane(slot: WorkerSlot, serial: number, nodeId: string, generation: number): void {
+    const place = this.places.get(nodeId);
+    const current = place !== undefined && place.generation === generation;
+    if (current) place.lanes.push(slot.index);
+    const r = this.scratch.reset(RecordKind.connected);
+    r.requestId = serial;
+    r.generation = current ? generation : 0;
+    slot.out.send(r, nodeId);
+  }
+
+  private leaveLane(slot: WorkerSlot, nodeId: string, generation: number): void {
+    const place = this.places.get(nodeId);
+    if (place === undefined || place.generation !== generation) return;
+    const at = place.lanes.indexOf(slot.index);
+    if (at >= 0) place.lanes.splice(at, 1);
+  }
+
+  /** Sends fence(generation) to every worker holding a lane of that connection (lane 0's included). */
+  private fenceEverywhere(nodeId: string, place: NodePlace): void {
+    const workers = new Set([place.worker, ...place.lanes]);
+    for (const worker of workers) {
+      const fence = this.scratch.reset(RecordKind.fence);
+      fence.generation = place.generation;
+      this.slots[worker].out.send(fence, nodeId);
+    }
+  }
+
+  /** The worker a grant's tunnel goes through: the client's own when it holds a lane of the node, else the next lane in turn. */
+  private laneWorker(place: NodePlace, clientWorker: number): number {
+    const lanes = place.lanes;
+    if (lanes.length === 0 || place.worker === clientWorker) return place.worker;
+    if (lanes.includes(clientWorker)) return clientWorker;
+    const turn = place.next++ % (lanes.length + 1);
+    return turn === 0 ? place.worker : lanes[turn - 1];
   }
 
   // --- DecisionHandler: the scheduler's answers, to the request's worker -----------
@@ -288,7 +338,8 @@ export class WorkerPool implements DecisionHandler {
     r.leaseId = grant.leaseId;
     r.generation = grant.generation;
     r.value = grant.queuedMs;
-    r.worker = this.places.get(grant.nodeId)?.worker ?? 0;
+    const place = this.places.get(grant.nodeId);
+    r.worker = place === undefined ? 0 : this.laneWorker(place, grant.requestId % ID_STRIDE);
     this.slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel);
   }
 

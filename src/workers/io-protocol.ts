@@ -25,7 +25,7 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'inspect' }
   | { readonly id: number; readonly type: 'setConfig'; readonly config: EdgeConfig }
   | { readonly id: number; readonly type: 'notifyNode'; readonly nodeId: string; readonly changedPaths: readonly string[]; readonly configVersion: number }
-  | { readonly id: number; readonly type: 'retireNode'; readonly nodeId: string; readonly graceMs: number; readonly reason: string }
+  | { readonly id: number; readonly type: 'retireNode'; readonly nodeId: string; readonly graceMs: number; readonly reason: string; readonly holdAnchor?: boolean }
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
   | { readonly id: number; readonly type: 'metrics' }
   | { readonly id: number; readonly type: 'close' };
@@ -55,7 +55,8 @@ export interface PlaneInspection {
   /** Requests that reached this data path since start. */
   readonly requests: number;
   readonly tunnelBuffers: { runId: string; buffered: number; outstanding: number; window: number }[];
-  readonly sessions: { nodeId: string; generation: number; openTunnels: number; agentVersion: string; remoteAddress: string; connectedAtMs: number }[];
+  /** lane: the node's stream index; joined: an extra lane of the connection (false: its anchor stream). */
+  readonly sessions: { nodeId: string; generation: number; lane: number; joined: boolean; openTunnels: number; agentVersion: string; remoteAddress: string; connectedAtMs: number }[];
   readonly protocolStats: Record<string, number>;
   /** Tunnels opened through a node in another worker / by another worker through this one. */
   readonly crossTunnelsOut: number;

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { EdgeObserver, type EventSink } from '../main/events/edge-observer.js';
 import type { EdgeEvent } from '../main/events/types.js';
 import { EdgeMetrics } from '../main/metrics.js';
-import { retireSession } from '../main/refresh/retire.js';
+import { retireLanes } from '../main/refresh/retire.js';
 import type { SchedulerStatus } from '../main/scheduler/types.js';
 import { clientHttpsMaterial, nodeServerCredentials } from '../main/tls.js';
 import type { EdgeConfig } from '../shared/config-types.js';
@@ -139,9 +139,9 @@ class IoWorker {
         return session !== undefined;
       }
       case 'retireNode': {
-        const session = this.nodes.session(request.nodeId);
-        if (session !== undefined) retireSession(session, request.graceMs, request.reason);
-        return session !== undefined;
+        const lanes = this.nodes.lanes(request.nodeId);
+        if (lanes.length > 0) retireLanes(lanes, request.graceMs, request.reason, request.holdAnchor === true);
+        return lanes.length > 0;
       }
       case 'drain':
         return drainListener(this.plane, this.client.app.server, performance.now() + request.graceMs);

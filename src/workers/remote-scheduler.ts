@@ -124,6 +124,23 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r, nodeId);
   }
 
+  /** A connect record with code 1: main checks the generation and answers `connected`. */
+  joinLane(nodeId: string, serial: number, generation: number): void {
+    const r = this.scratch.reset(RecordKind.connect);
+    r.requestId = serial;
+    r.generation = generation;
+    r.code = 1;
+    this.out.send(r, nodeId);
+  }
+
+  /** A disconnect record with code 1: main forgets the lane's worker, the connection stays. */
+  leaveLane(nodeId: string, generation: number): void {
+    const r = this.scratch.reset(RecordKind.disconnect);
+    r.generation = generation;
+    r.code = 1;
+    this.out.send(r, nodeId);
+  }
+
   setDraining(nodeId: string, draining: boolean): void {
     const r = this.scratch.reset(RecordKind.draining);
     r.code = draining ? 1 : 0;

@@ -68,5 +68,9 @@ export interface SchedulerPort {
   /** A session authenticated as `nodeId`; `serial` names it in onConnected. `providerIds`: what it announced (the others are no candidates for it). */
   register(nodeId: string, serial: number, providerIds: readonly string[]): void;
   disconnect(nodeId: string, generation: number): void;
+  /** Another stream (lane) of a connected node asks to join `generation`; onConnected answers it (0: not the current one). */
+  joinLane(nodeId: string, serial: number, generation: number): void;
+  /** A lane of (node, generation) ended; the connection lives on while lane 0 does. */
+  leaveLane(nodeId: string, generation: number): void;
   setDraining(nodeId: string, draining: boolean): void;
 }

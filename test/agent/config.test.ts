@@ -10,6 +10,7 @@ import { ConfigError } from '../../src/shared/config-reader.js';
 const FULL = `
 edge:
   address: 127.0.0.1:50051
+  streams: 4
 node:
   id: gpu-1
   token: demo-token
@@ -47,7 +48,7 @@ function problemsOf(raw: unknown): readonly string[] {
 test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => {
   const config = parseAgentConfig(parseYaml(FULL), 'agent.yaml');
   assert.deepEqual(config, {
-    edge: { address: '127.0.0.1:50051' },
+    edge: { address: '127.0.0.1:50051', streams: 4 },
     node: { id: 'gpu-1', token: 'demo-token' },
     providers: [
       { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64 },
@@ -68,11 +69,12 @@ test('omitted optional settings take their documented defaults', () => {
   assert.deepEqual(config.reconnect, { initialMs: 200, maxMs: 10_000 });
   assert.equal(config.logLevel, 'info');
   assert.equal(config.providers[0].connections, 128);
+  assert.equal(config.edge.streams, 1);
 });
 
 test('every problem is reported at once, each naming its path', () => {
   const problems = problemsOf({
-    edge: { address: 'no-port-here', tls: true },
+    edge: { address: 'no-port-here', tls: true, streams: 0 },
     node: { id: 5 },
     providers: [
       { id: 'a', type: 'openai_compat', base_url: 'ftp://x' },
@@ -87,6 +89,7 @@ test('every problem is reported at once, each naming its path', () => {
     /^config\.extra: unknown key/,
     /^edge\.tls: expected a mapping, found boolean true/,
     /^edge\.address: expected host:port/,
+    /^edge\.streams: expected an integer from 1 to 64/,
     /^node\.id: expected a non-empty string, found number 5$/,
     /^node\.token: expected a non-empty string/,
     /^providers\[0\]\.base_url: expected an http\(s\) URL/,

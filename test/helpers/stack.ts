@@ -19,6 +19,8 @@ export interface StackOptions {
   readonly mock?: MockProviderOptions;
   readonly startAgent?: boolean;
   readonly agentToken?: string;
+  /** The agent's edge.streams (lanes); default 1. */
+  readonly agentStreams?: number;
   /** Edits the raw edge config (YAML-shaped) before it is parsed: extra sections, limits. */
   readonly configure?: (raw: Record<string, unknown>) => void;
 }
@@ -67,10 +69,10 @@ export function edgeConfigObject(options: StackOptions = {}): Record<string, unk
   };
 }
 
-export function agentFor(edgeGrpcPort: number, mockUrl: string, token = NODE_TOKEN): NodeAgent {
+export function agentFor(edgeGrpcPort: number, mockUrl: string, token = NODE_TOKEN, streams = 1): NodeAgent {
   const config = parseAgentConfig(
     {
-      edge: { address: `127.0.0.1:${edgeGrpcPort}` },
+      edge: { address: `127.0.0.1:${edgeGrpcPort}`, streams },
       node: { id: NODE_ID, token },
       providers: [{ id: PROVIDER_ID, type: 'openai_compat', base_url: mockUrl }],
       reconnect: { initial_ms: 50, max_ms: 200 },
@@ -93,7 +95,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     baseURL: `${edge.url}/v1`,
     config,
     async startAgent(token = NODE_TOKEN): Promise<NodeAgent> {
-      const agent = agentFor(edge.grpcPort, mock.url, token);
+      const agent = agentFor(edge.grpcPort, mock.url, token, options.agentStreams);
       stack.agent = agent;
       const registered = once(agent, 'registered');
       agent.start();

@@ -7,12 +7,32 @@ import type { NodeSession } from '../../workers/grpc/node-session.js';
 const RETIRE_POLL_MS = 50;
 
 export function retireSession(session: NodeSession, graceMs: number, reason: string): void {
+  retireLanes([session], graceMs, reason);
+}
+
+/**
+ * The streams of one node connection on this thread: each extra lane closes
+ * once idle; the anchor (whose end ends the connection and fences the other
+ * lanes) closes last, once it and every lane here are idle, or at the grace.
+ * `holdAnchor`: the connection has lanes on other workers, which this
+ * thread cannot see (they retire in parallel there, each when idle): the
+ * anchor then stays until the grace ends, so it never cuts their tunnels.
+ */
+export function retireLanes(lanes: readonly NodeSession[], graceMs: number, reason: string, holdAnchor = false): void {
   const deadline = performance.now() + graceMs;
   // Rare (a refresh), so a timer with a closure is fine here.
   const timer = setInterval(() => {
-    if (session.isActive && session.openTunnels > 0 && performance.now() < deadline) return;
+    const late = performance.now() >= deadline;
+    let open = 0;
+    for (const lane of lanes) {
+      if (!lane.isActive) continue;
+      if (lane.joinGeneration > 0 && (lane.openTunnels === 0 || late)) lane.close(`retired: ${reason}`);
+      else open += lane.openTunnels;
+    }
+    const anchor = lanes.find((lane) => lane.joinGeneration === 0 && lane.isActive);
+    if (anchor !== undefined && (open > 0 || holdAnchor) && !late) return;
     clearInterval(timer);
-    session.close(`retired: ${reason}`);
+    anchor?.close(`retired: ${reason}`);
   }, RETIRE_POLL_MS);
   timer.unref();
 }

@@ -309,6 +309,12 @@ export class Scheduler {
     return fenced;
   }
 
+  /** The generation of the node's live connection; 0 when it is not connected (a lane may join only the current one). */
+  currentGeneration(nodeId: string): number {
+    const node = this.registry.nodes.get(nodeId);
+    return node !== undefined && node.connected ? node.generation : 0;
+  }
+
   /** A draining node gets no new grants; its open leases run to their end. */
   setDraining(nodeId: string, draining: boolean, now: number): void {
     this.expire(now);

@@ -22,14 +22,14 @@
 //   release    leaseId, code (requestId when known)
 //   confirm    leaseId; the reply also carries code (1 = current, 0 = stale)
 //   connect    nodeId; the reply also carries generation
-//   disconnect nodeId, generation
+//   disconnect nodeId, generation; code 1 = only a lane of that connection ended
 // I/O workers (docs/architecture.md has the full tables) add, worker -> main:
 //   cancel     requestId
 //   requeue    requestId, leaseId, nameId (alias), nodeId (direct), providerId (excluded), value (tokens)
 //   sent       (no longer written: RemoteScheduler.confirmSent says why; the kind stays reserved)
 //   stale      requestId, leaseId: the session was gone or of another generation
 //   announce   requestId = the session's serial, providerId: one provider the node announced (all of them precede its connect)
-//   connect    requestId = the session's serial, nodeId
+//   connect    requestId = the session's serial, nodeId; code 1 = a lane joining `generation`
 //   draining   nodeId, code (1 = draining)
 //   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
 // and main -> worker:

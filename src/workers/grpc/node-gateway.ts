@@ -5,6 +5,12 @@
 // (the driver delivers it inside deferDecisions; a worker's main -> worker
 // ring is FIFO and main writes the answer before the grants). A session of
 // the node on another worker is fenced by a `fence` record (onFence).
+// A node may add streams ("lanes") to its connection (Register with
+// join_generation): they are accepted only while that generation is
+// current and share it. The stream that registered anew anchors the
+// connection: when it ends the connection ends and its lanes are closed
+// (here, and by fence records where they live); a lane that ends fails only
+// its own tunnels.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
@@ -13,6 +19,7 @@ import type { Register } from '../../gen/edge/v1/tunnel_pb.js';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
 import type { NodeRegistrar, SchedulerPort } from '../scheduler-port.js';
+import { NodeLanes } from './node-lanes.js';
 import { NodeSession, type NodeCall, type SessionHost } from './node-session.js';
 import { limitsOf } from '../../main/config-hardening.js';
 import { ProtocolStats } from './frame-guard.js';
@@ -47,7 +54,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   readonly protocolStats = new ProtocolStats();
   /** limits.max_frame_bytes of the live config (read per DATA frame, so kept as a plain field). */
   maxFrameBytes = 0;
-  private readonly current = new Map<string, NodeSession>();
+  /** Per node: the lanes of its current connection that live here. */
+  private readonly current = new Map<string, NodeLanes>();
   private readonly all = new Set<NodeSession>();
   private config: EdgeConfig;
   private tokenDigests = new Map<string, Buffer>();
@@ -120,13 +128,24 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     return typeof address === 'object' && address !== null ? address.port : port;
   }
 
-  /** The current session of a node, if it is connected. */
+  /** A session of the node's current connection here (the lane with the fewest open tunnels), if any. */
   session(nodeId: string): NodeSession | undefined {
-    return this.current.get(nodeId);
+    return this.current.get(nodeId)?.pick();
   }
 
-  sessions(): IterableIterator<NodeSession> {
-    return this.current.values();
+  /** Every lane of the node's current connection here. */
+  lanes(nodeId: string): readonly NodeSession[] {
+    return this.current.get(nodeId)?.sessions ?? [];
+  }
+
+  /** Every current session here, lanes included. */
+  *sessions(): IterableIterator<NodeSession> {
+    for (const lanes of this.current.values()) yield* lanes.sessions;
+  }
+
+  /** Ids of the nodes with a current connection here. */
+  nodeIds(): IterableIterator<string> {
+    return this.current.keys();
   }
 
   register(session: NodeSession, register: Register): string | undefined {
@@ -138,7 +157,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');
     this.registering.set(session.serial, session);
     // The answer (onConnected) may come from inside this call (driver) or later (worker).
-    this.port.register(register.nodeId, session.serial, register.providerIds);
+    if (register.joinGeneration > 0) this.port.joinLane(register.nodeId, session.serial, register.joinGeneration);
+    else this.port.register(register.nodeId, session.serial, register.providerIds);
     return undefined;
   }
 
@@ -153,27 +173,39 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.settleWaiters(nodeId);
       return;
     }
-    if (generation === 0) {
-      session.reject(`unknown node id ${JSON.stringify(nodeId)}`);
+    const joining = session.joinGeneration > 0;
+    const here = this.current.get(nodeId);
+    if (generation === 0 || (joining && here !== undefined && here.generation > generation)) {
+      session.reject(joining ? `generation ${session.joinGeneration} of ${nodeId} is not current; register anew` : `unknown node id ${JSON.stringify(nodeId)}`);
       this.settleWaiters(nodeId);
       return;
     }
-    const previous = this.current.get(nodeId);
-    this.current.set(nodeId, session);
-    session.activate(generation);
-    if (previous) {
-      this.protocolStats.supersededSessions++;
-      previous.close(`superseded by generation ${generation}`);
+    if (here !== undefined && here.generation === generation) {
+      here.add(session);
+      session.activate(generation);
+    } else {
+      // A new connection (or the first of its lanes to live here): whatever this plane held of an older one is superseded.
+      const lanes = new NodeLanes(generation);
+      lanes.add(session);
+      this.current.set(nodeId, lanes);
+      session.activate(generation);
+      if (here !== undefined) this.closeLanes(here, `superseded by generation ${generation}`);
     }
-    this.observer?.nodeConnected(session);
+    if (!joining) this.observer?.nodeConnected(session);
     this.settleWaiters(nodeId);
   }
 
   onFence(nodeId: string, generation: number): void {
-    const session = this.current.get(nodeId);
-    if (session === undefined || session.generation !== generation) return;
-    this.protocolStats.supersededSessions++;
-    session.close(`superseded by a newer connection of ${nodeId}`);
+    const lanes = this.current.get(nodeId);
+    if (lanes === undefined || lanes.generation !== generation) return;
+    this.closeLanes(lanes, `superseded by a newer connection of ${nodeId}`);
+  }
+
+  private closeLanes(lanes: NodeLanes, reason: string): void {
+    for (const session of [...lanes.sessions]) {
+      this.protocolStats.supersededSessions++;
+      session.close(reason);
+    }
   }
 
   /**
@@ -188,15 +220,14 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       else list.push(waiter);
       return;
     }
-    waiter(this.current.get(nodeId));
+    waiter(this.session(nodeId));
   }
 
   private settleWaiters(nodeId: string): void {
     const list = this.waiters.get(nodeId);
     if (list === undefined) return;
     this.waiters.delete(nodeId);
-    const session = this.current.get(nodeId);
-    for (const waiter of list) waiter(session);
+    for (const waiter of list) waiter(this.session(nodeId));
   }
 
   setObserver(observer: NodeObserver): void {
@@ -205,9 +236,12 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
 
   /** The node's current session said Leaving: no new requests for it; open ones finish. */
   leaving(session: NodeSession, reason: string): void {
-    if (this.current.get(session.nodeId) !== session) return;
-    this.port.setDraining(session.nodeId, true);
-    this.observer?.nodeLeaving(session, reason);
+    const lanes = this.current.get(session.nodeId);
+    if (lanes === undefined || !lanes.has(session)) return;
+    if (!lanes.leaving) this.port.setDraining(session.nodeId, true);
+    lanes.leaving = true;
+    // The agent says Leaving on every stream; one event per connection, from its anchor.
+    if (session.joinGeneration === 0) this.observer?.nodeLeaving(session, reason);
   }
 
   forget(session: NodeSession): void {
@@ -216,9 +250,20 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   }
 
   unregister(session: NodeSession, reason: string): void {
-    if (this.current.get(session.nodeId) === session) this.current.delete(session.nodeId);
+    const lanes = this.current.get(session.nodeId);
+    const current = lanes !== undefined && lanes.remove(session);
+    if (current && lanes.sessions.length === 0) this.current.delete(session.nodeId);
+    if (session.joinGeneration > 0) {
+      this.port.leaveLane(session.nodeId, session.generation);
+      return;
+    }
     this.port.disconnect(session.nodeId, session.generation);
     this.observer?.nodeDisconnected(session, reason);
+    // The anchor is gone, so is the connection: its lanes here go too (other workers get a fence).
+    if (current && lanes.sessions.length > 0) {
+      this.current.delete(session.nodeId);
+      for (const lane of [...lanes.sessions]) lane.close(`the node's first stream closed: ${reason}`);
+    }
     this.logger.debug({ node: session.nodeId, generation: session.generation, reason }, 'node unregistered');
   }
 

@@ -72,6 +72,10 @@ export class NodeSession implements TunnelHost {
   readonly serial = ++lastSerial;
   nodeId = '';
   generation = 0;
+  /** The node's stream index (0 = its first); informational. */
+  lane = 0;
+  /** Non-zero: this stream joins that generation as an extra lane instead of starting a new connection. */
+  joinGeneration = 0;
   agentVersion = '';
   readonly remoteAddress: string;
   connectedAtMs = 0;
@@ -225,6 +229,8 @@ export class NodeSession implements TunnelHost {
     this.heartbeatTimer = undefined;
     this.nodeId = register.nodeId;
     this.agentVersion = register.agentVersion;
+    this.lane = register.lane;
+    this.joinGeneration = register.joinGeneration;
     const rejection = this.host.register(this, register);
     if (rejection !== undefined) this.reject(rejection);
   }

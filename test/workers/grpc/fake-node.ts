@@ -39,8 +39,9 @@ export class FakeNode {
     if (this.endedWith === undefined) this.call.write(message);
   }
 
-  register(nodeId: string, token: string, providers: string[]): void {
-    this.send(registerMessage(nodeId, token, 'fake-node/1', providers));
+  /** `joinGeneration` > 0: register as extra lane `lane` of that generation. */
+  register(nodeId: string, token: string, providers: string[], lane = 0, joinGeneration = 0): void {
+    this.send(registerMessage(nodeId, token, 'fake-node/1', providers, lane, joinGeneration));
   }
 
   async registered(timeoutMs = 2_000): Promise<number> {
