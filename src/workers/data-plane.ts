@@ -317,10 +317,10 @@ export class DataPlane implements DecisionHandler {
     if (exchange.retried || exchange.state !== 'dispatched' || grant === undefined || !RETRY_BEFORE_FIRST_BYTE.has(code)) return false;
     exchange.retried = true;
     this.fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId });
+    this.observeRetry(exchange, code, grant.providerId);
     // Admitting again before the call: the new grant may be delivered from inside it.
     this.undispatch(exchange);
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; retrying on another provider');
-    this.observer.exchangeRetried(exchange, code);
     this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
     return true;
   }
@@ -331,7 +331,7 @@ export class DataPlane implements DecisionHandler {
     if (!exchange.retried) {
       exchange.retried = true;
       this.fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
-      this.observer.exchangeRetried(exchange, 'node_overloaded');
+      this.observeRetry(exchange, 'node_overloaded', grant.providerId);
       this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
       return;
     }
@@ -346,6 +346,14 @@ export class DataPlane implements DecisionHandler {
   /** Called once per exchange, when it is over (see ExchangeObserver). */
   exchangeFinished(exchange: ProxyExchange, outcome: string): void {
     if (this.observer !== NO_OBSERVER) this.observe(exchange, outcome);
+  }
+
+  private observeRetry(exchange: ProxyExchange, code: string, providerId: string): void {
+    try {
+      this.observer.exchangeRetried(exchange, code, providerId);
+    } catch (err) {
+      this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
+    }
   }
 
   /** Observability must never break a request: a throwing observer is logged, not propagated. */

@@ -37,8 +37,8 @@ export interface ExchangeObserver {
   exchangeFinished(exchange: ExchangeView, outcome: string): void;
   /** Refused before an exchange existed (unknown model, shutting down). */
   requestRefused(code: string): void;
-  /** Failed before its first byte on one provider (`code`: why) and re-queued for another. */
-  exchangeRetried(exchange: ExchangeView, code: string): void;
+  /** Failed before its first byte on `providerId` (`code`: why) and re-queued for another. */
+  exchangeRetried(exchange: ExchangeView, code: string, providerId: string): void;
 }
 
 export const NO_OBSERVER: ExchangeObserver = Object.freeze({

@@ -39,7 +39,8 @@ describe('providers the node did not announce', () => {
     }
     assert.equal(stack.mock.requestLog.length - before, 8, 'one upstream request each');
     const metrics = await stack.metrics();
-    assert.doesNotMatch(metrics, /^edge_retries_total\{[^}]*\} [1-9]/m, 'no request was first sent to the provider the node does not run');
+    assert.doesNotMatch(metrics, new RegExp(`^edge_retries_total\\{[^}]*provider="${GHOST}"[^}]*\\} [1-9]`, 'm'), 'no request was first sent to the provider the node does not run');
+    assert.doesNotMatch(metrics, /^edge_retries_total\{[^}]*\} [1-9]/m, 'no retry at all');
     const providers = (await stack.edge.status()).providers;
     assert.equal(providers.find((p) => p.id === GHOST)?.health, 'not_announced');
     assert.equal(providers.find((p) => p.id === PROVIDER_ID)?.health, 'ok');

@@ -83,8 +83,8 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     this.metrics.rejected(code);
   }
 
-  exchangeRetried(exchange: ExchangeView, code: string): void {
-    this.metrics.retried(code, exchange.grant?.providerId ?? '');
+  exchangeRetried(_exchange: ExchangeView, code: string, providerId: string): void {
+    this.metrics.retried(code, providerId);
   }
 
   // --- NodeObserver ----------------------------------------------------------------

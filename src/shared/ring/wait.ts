@@ -1,8 +1,9 @@
 // Atomics.waitAsync with the event loop kept alive while it is pending.
 // Node does not count a pending waitAsync as work (nodejs/node#61941): a
 // worker whose only pending operation is a ring wait would exit under it. One
-// ref'd interval per thread is held while any ring wait of that thread is
-// pending, and dropped with the last one.
+// interval per thread is ref'd while any ring wait of that thread is pending
+// and unref'd with the last one (created once: ref/unref is cheaper per wait
+// than creating and clearing a timer).
 
 export type WaitOutcome = 'ok' | 'not-equal' | 'timed-out';
 
@@ -19,7 +20,6 @@ const waitAsync = (
 
 const KEEP_ALIVE_MS = 1 << 30;
 let pending = 0;
-/** Created once, then ref'd / unref'd: cheaper per wait than creating and clearing a timer. */
 let keepAlive: ReturnType<typeof setInterval> | undefined;
 
 function noop(): void {}

@@ -25,6 +25,9 @@ import { limitsOf } from '../../main/config-hardening.js';
 import { ProtocolStats } from './frame-guard.js';
 
 const REGISTER_TIMEOUT_MS = 10_000;
+/** Bounds on what a node may announce: the ids travel as ring records and stay interned. */
+const MAX_ANNOUNCED_PROVIDERS = 1024;
+const MAX_PROVIDER_ID_BYTES = 256;
 /** Room for a frame's fields around its DATA payload (headers, error text) under the transport cap. */
 const FRAME_OVERHEAD_BYTES = 64 * 1024;
 
@@ -152,6 +155,10 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     const expected = this.tokenDigests.get(register.nodeId);
     if (!expected) return `unknown node id ${JSON.stringify(register.nodeId)}`;
     if (!timingSafeEqual(expected, digest(register.token))) return 'bad token';
+    if (register.providerIds.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} provider ids announced`;
+    for (const id of register.providerIds) {
+      if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
+    }
     const configured = this.config.nodes.find((n) => n.id === register.nodeId)?.providers.map((p) => p.id) ?? [];
     const missing = configured.filter((id) => !register.providerIds.includes(id));
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');

@@ -20,6 +20,9 @@ import { admitFrame, SessionGuard, type FrameProblem, type ProtocolStats } from 
 
 export type NodeCall = ServerDuplexStream<NodeMessage, EdgeMessage>;
 
+/** Frames one FrameBatch may carry (four times what the agent sends). */
+export const MAX_BATCH_FRAMES = 4096;
+
 /** What a session needs from the edge around it. */
 export interface SessionHost {
   readonly heartbeatIntervalMs: number;
@@ -270,6 +273,11 @@ export class NodeSession implements TunnelHost {
   /** Each frame as if it came alone; a fence on the way drops the rest (late frames). */
   private onFrameBatch(frames: readonly TunnelFrame[]): void {
     this.host.protocolStats.frameBatches++;
+    if (frames.length > MAX_BATCH_FRAMES && this.state === 'active') {
+      // Many tiny frames in one message would hold this thread; agents send at most 1,024.
+      this.fence(`a frame batch of ${frames.length} frames (at most ${MAX_BATCH_FRAMES})`);
+      return;
+    }
     for (let i = 0; i < frames.length; i++) {
       if (this.state === 'active') this.onFrame(frames[i]);
       else if (this.state === 'registering') this.host.protocolStats.framesBeforeRegister++;

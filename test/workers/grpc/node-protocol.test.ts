@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../../helpers/stack.js';
 import { MAX_SESSION_VIOLATIONS } from '../../../src/workers/grpc/frame-guard.js';
+import { MAX_BATCH_FRAMES } from '../../../src/workers/grpc/node-session.js';
+import type { TunnelFrame } from '../../../src/gen/edge/v1/tunnel_pb.js';
 import { FakeNode, JSON_HEADERS } from './fake-node.js';
 import { dataFrame } from '../../../src/agent/frames.js';
 
@@ -221,6 +223,43 @@ describe('node protocol: bad input from a node', () => {
       await node.ended;
     }
     assert.equal((await stats()).rejectedRegistrations - before, 2);
+  });
+
+  test('a Register announcing too many or too long provider ids is rejected before anything reaches the scheduler', async () => {
+    const before = (await stats()).rejectedRegistrations;
+    const cases: [string[], RegExp][] = [
+      [Array.from({ length: 1025 }, (_, i) => `p-${i}`), /more than 1024 provider ids/],
+      [[PROVIDER_ID, 'x'.repeat(1_000)], /longer than 256 bytes/],
+    ];
+    for (const [ids, reason] of cases) {
+      const node = new FakeNode(stack.edge.grpcPort);
+      nodes.push(node);
+      node.register(NODE_ID, NODE_TOKEN, ids);
+      await assert.rejects(node.registered(), reason);
+      await node.ended;
+    }
+    assert.equal((await stats()).rejectedRegistrations - before, 2);
+    // The edge (and, with workers, the worker that took the stream) is unharmed.
+    const node = await connect();
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    node.answer(t.tunnelId, ['fine']);
+    assert.equal(await (await pending).text(), 'data: fine\n\n');
+  });
+
+  test('a FrameBatch of more frames than allowed fences the node; its tunnels fail', async () => {
+    const node = await connect();
+    const before = (await stats()).nodesFenced;
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, 'data: partial\n\n'); // past the first byte: no retry elsewhere
+    const res = await pending;
+    const frames = Array.from({ length: MAX_BATCH_FRAMES + 1 }, (_, i) => dataFrame(t.tunnelId, i + 2, new Uint8Array(0)).msg.value as TunnelFrame);
+    node.send({ $typeName: 'edge.v1.NodeMessage', msg: { case: 'frameBatch', value: { $typeName: 'edge.v1.FrameBatch', frames } } });
+    assert.match(await res.text(), /^data: partial\n\ndata: \{"error".*"node_disconnected"/);
+    await node.ended;
+    assert.equal((await stats()).nodesFenced - before, 1);
   });
 
   test('a node that never answers a tunnel: the time-to-first-byte timeout fires and CANCEL reaches the node', async () => {
