@@ -95,7 +95,6 @@ export class EdgeConnection implements FrameSink {
     this.onCallError = this.onCallError.bind(this);
     this.onCallStatus = this.onCallStatus.bind(this);
     this.onDrain = this.onDrain.bind(this);
-    this.write = this.write.bind(this);
   }
 
   get generation(): number | undefined {
@@ -197,15 +196,15 @@ export class EdgeConnection implements FrameSink {
       }
       batcher.flush();
     }
-    this.write(message);
+    this.#writeNow(message);
     return !this.#congested;
   }
 
-  /** Writes one message now (bound: the batcher's output). */
-  write(message: NodeMessage): void {
+  /** Writes one message now, past the batcher; an arrow field so the batcher holds it bound, allocated once. */
+  readonly #writeNow = (message: NodeMessage): void => {
     if (!this.#writable || this.#call === undefined) return;
     if (!this.#call.write(message)) this.#congested = true;
-  }
+  };
 
   resumeOnDrain(tunnel: TunnelExecutor): void {
     this.#drainWaiters.push(tunnel);
@@ -309,7 +308,7 @@ export class EdgeConnection implements FrameSink {
     this.#heartbeatTimeoutMs = timeoutMs > 0 ? timeoutMs : DEFAULT_HEARTBEAT_TIMEOUT_MS;
     this.#lastHeardAt = performance.now();
     this.#heard = false;
-    if (maxFrameBatchBytes > 0 && this.#config.tunnels.batchFrames) this.#batcher = new FrameBatcher(this.write, maxFrameBatchBytes);
+    if (maxFrameBatchBytes > 0 && this.#config.tunnels.batchFrames) this.#batcher = new FrameBatcher(this.#writeNow, maxFrameBatchBytes);
     this.#heartbeatTimer = setInterval(onHeartbeatTick, intervalMs > 0 ? intervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS, this);
     this.#owner.onRegistered(this, generation);
   }

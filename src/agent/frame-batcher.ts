@@ -31,19 +31,11 @@ export class FrameBatcher {
   #frames: TunnelFrame[] = [];
   #bytes = 0;
   #scheduled = false;
-  readonly #flushScheduled = this.flushScheduled.bind(this);
-  /** Messages written (batches and lone frames), for tests and stats. */
-  messages = 0;
-  frames = 0;
 
   /** `maxBytes`: the edge's limit (Registered.max_frame_batch_bytes); the batch stays below it and below our own cap. */
   constructor(write: (message: NodeMessage) => void, maxBytes: number) {
     this.#write = write;
     this.#maxBytes = Math.min(maxBytes - BATCH_ENVELOPE_BYTES, MAX_BATCH_BYTES);
-  }
-
-  get pending(): number {
-    return this.#frames.length;
   }
 
   /** Queues `frame` for the end of this turn; a full batch goes out at once. */
@@ -54,7 +46,7 @@ export class FrameBatcher {
     this.#bytes += size;
     if (!this.#scheduled) {
       this.#scheduled = true;
-      setImmediate(this.#flushScheduled);
+      setImmediate(flushAtTurnEnd, this);
     }
   }
 
@@ -64,8 +56,6 @@ export class FrameBatcher {
     if (frames.length === 0) return;
     this.#frames = [];
     this.#bytes = 0;
-    this.messages++;
-    this.frames += frames.length;
     if (frames.length === 1) this.#write({ $typeName: 'edge.v1.NodeMessage', msg: { case: 'frame', value: frames[0] } });
     else this.#write({ $typeName: 'edge.v1.NodeMessage', msg: { case: 'frameBatch', value: { $typeName: 'edge.v1.FrameBatch', frames } } });
   }
@@ -81,4 +71,8 @@ export class FrameBatcher {
     this.#scheduled = false;
     this.flush();
   }
+}
+
+function flushAtTurnEnd(batcher: FrameBatcher): void {
+  batcher.flushScheduled();
 }

@@ -4,12 +4,13 @@
 // API that streams: no Readable, no promise, no per-request closure), and
 // nothing is sent for the tunnel after its END or ERROR or a cancel.
 import { performance } from 'node:perf_hooks';
-import type { Dispatcher } from 'undici';
+import type { Client, Dispatcher } from 'undici';
 import { Adapter, type NodeMessage, type TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
 import { dataFrame, endFrame, errorFrame, headersFrame } from './frames.js';
 import { DEFAULT_TUNNEL_OPTIONS, type TunnelOptions } from './config.js';
 import { classifyUpstreamError, TunnelDeadlineError, type TunnelErrorCode } from './tunnel-errors.js';
 import { frameResponseHeaders, upstreamRequestHeaders, type ResponseHeaders } from './upstream-headers.js';
+import type { PooledHandler, UpstreamPool } from './upstream-pool.js';
 import type { Upstreams } from './upstreams.js';
 
 /** Where a tunnel's frames go: the edge connection, or a recorder in tests. */
@@ -31,7 +32,7 @@ class TunnelCancelledError extends Error {
   }
 }
 
-export class TunnelExecutor implements Dispatcher.DispatchHandler {
+export class TunnelExecutor implements PooledHandler {
   readonly tunnelId: number;
   readonly #request: TunnelRequest;
   readonly #sink: FrameSink;
@@ -54,6 +55,9 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
   #endHeld = false;
   #pausedForCredit = false;
   #pausedForSink = false;
+  /** The connection carrying the upstream request (set by the pool), handed back once undici is done with it. */
+  pooledClient: Client | undefined;
+  #pool: UpstreamPool | undefined;
 
   constructor(request: TunnelRequest, sink: FrameSink, options: TunnelOptions = DEFAULT_TUNNEL_OPTIONS) {
     this.tunnelId = request.tunnelId;
@@ -89,6 +93,7 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
       return;
     }
     if (request.timeoutMs > 0) this.#deadline = setTimeout(onTunnelDeadline, request.timeoutMs, this);
+    this.#pool = upstream.pool;
     upstream.pool.dispatch(
       {
         method: request.method as Dispatcher.HttpMethod,
@@ -192,6 +197,7 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    this.#releaseClient();
     if (this.#done) return;
     if (this.#heldBytes > 0) {
       this.#endHeld = true;
@@ -204,11 +210,20 @@ export class TunnelExecutor implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.#releaseClient();
     if (this.#done) return;
     this.#fail(classifyUpstreamError(err, this.#controller !== undefined), err.message);
   }
 
   // --- internals --------------------------------------------------------------
+
+  /** undici is done with the request (its last callback): the connection goes back to the pool, once. */
+  #releaseClient(): void {
+    const client = this.pooledClient;
+    if (client === undefined) return;
+    this.pooledClient = undefined;
+    this.#pool?.done(client);
+  }
 
   #sendData(payload: Buffer): void {
     this.#credit -= payload.length;

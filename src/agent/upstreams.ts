@@ -1,16 +1,16 @@
 // The node's providers as the tunnel executor needs them: one keep-alive
-// undici Pool per HTTP provider, the base URL's path prefix, and the bound
+// connection pool per HTTP provider, the base URL's path prefix, and the bound
 // credential. Pools outlive edge connections: a reconnect to the edge has no
 // reason to drop warm sockets to the providers.
-import { Pool } from 'undici';
 import type { ProviderType } from '../shared/config-types.js';
 import type { AgentProviderConfig } from './config.js';
+import { UpstreamPool } from './upstream-pool.js';
 
 export interface Upstream {
   readonly id: string;
   readonly type: ProviderType;
   /** undefined for `cli` providers, which have no HTTP upstream. */
-  readonly pool: Pool | undefined;
+  readonly pool: UpstreamPool | undefined;
   /** The base URL's path without its trailing slash; prefixed to every tunnel path. */
   readonly pathPrefix: string;
   /** `Bearer <api_key>`, or undefined when the provider has no key. */
@@ -48,7 +48,7 @@ function upstreamOf(provider: AgentProviderConfig): Upstream {
   return {
     id: provider.id,
     type: provider.type,
-    pool: new Pool(url.origin, { connections: provider.connections }),
+    pool: new UpstreamPool(url.origin, provider.connections),
     pathPrefix: url.pathname.endsWith('/') ? url.pathname.slice(0, -1) : url.pathname,
     authorization: provider.apiKey === undefined ? undefined : `Bearer ${provider.apiKey}`,
   };

@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { toBinary } from '@bufbuild/protobuf';
 import { FrameKind, NodeMessageSchema, type NodeMessage, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
 import { NodeAgent } from '../../src/agent/agent.js';
+import { EdgeConnection, type ConnectionOwner } from '../../src/agent/edge-connection.js';
 import { FrameBatcher } from '../../src/agent/frame-batcher.js';
+import { Upstreams } from '../../src/agent/upstreams.js';
 import { dataFrame, headersFrame } from '../../src/agent/frames.js';
 import { agentConfig, FakeEdge, silentLogger, waitFor, type EdgeStream, type RegisterAnswer } from './fake-edge.js';
 import { UpstreamServer } from './upstream-server.js';
@@ -122,4 +124,36 @@ test('FrameBatcher: a batch that would pass the byte bound is written first; a f
     if (m.msg.case === 'frameBatch') assert.ok(toBinary(NodeMessageSchema, m).length <= 1_000);
   }
   assert.equal(written.at(-1)?.msg.case, 'frame', 'the oversized frame went alone');
+});
+
+/** An EdgeConnection registered with a fake edge that accepts batches. */
+async function connection(t: TestContext): Promise<{ conn: EdgeConnection; stream: EdgeStream }> {
+  const edge = await FakeEdge.start({ kind: 'accept', maxFrameBatchBytes: 1 << 20 });
+  const owner: ConnectionOwner = { onRegistered() {}, onRejected() {}, onClosed() {} };
+  const conn = new EdgeConnection(agentConfig(edge.address, [{ id: 'p1', baseUrl: 'http://127.0.0.1:9' }]), new Upstreams([]), owner, silentLogger);
+  t.after(() => {
+    conn.close('test over');
+    edge.close();
+  });
+  conn.open();
+  const stream = await edge.registeredStream(0);
+  await waitFor('Registered', () => (conn.registered ? true : undefined));
+  return { conn, stream };
+}
+
+test('frames pending in the batch go out before a Leaving written in the same turn', async (t) => {
+  const { conn, stream } = await connection(t);
+  conn.send(dataFrame(1, 0, Buffer.from('a')));
+  conn.send(dataFrame(2, 0, Buffer.from('b')));
+  conn.leave('shutdown');
+  await waitFor('Leaving', () => (stream.messages.some((m) => m.msg.case === 'leaving') ? true : undefined));
+  assert.deepEqual(stream.messages.map((m) => m.msg.case), ['frameBatch', 'leaving']);
+});
+
+test('end() delivers a batch still pending before it half-closes the stream', async (t) => {
+  const { conn, stream } = await connection(t);
+  conn.send(dataFrame(1, 0, Buffer.from('a')));
+  conn.send(dataFrame(1, 1, Buffer.from('b')));
+  await conn.end(1_000);
+  assert.deepEqual(stream.allFrames().map((f) => f.seq), [0, 1]);
 });

@@ -1,0 +1,93 @@
+// The agent's connection pool per provider: at most `connections` requests
+// at once, each on its own keep-alive connection (reused, never more opened
+// than needed); the rest wait in FIFO order and start as connections free; a
+// connection whose request failed or was cancelled serves the next one.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { create } from '@bufbuild/protobuf';
+import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
+import { TunnelExecutor, type FrameSink } from '../../src/agent/tunnel-executor.js';
+import { Upstreams } from '../../src/agent/upstreams.js';
+import { waitFor } from './fake-edge.js';
+import { UpstreamServer } from './upstream-server.js';
+
+class Sink implements FrameSink {
+  readonly frames: TunnelFrame[] = [];
+  send(message: NodeMessage): boolean {
+    if (message.msg.case === 'frame') this.frames.push(message.msg.value);
+    return true;
+  }
+  resumeOnDrain(): void {}
+  tunnelFinished(): void {}
+  ended(tunnelId: number): boolean {
+    return this.frames.some((f) => f.tunnelId === tunnelId && (f.kind === FrameKind.END || f.kind === FrameKind.ERROR));
+  }
+  endedWith(tunnelId: number): FrameKind | undefined {
+    return this.frames.find((f) => f.tunnelId === tunnelId && (f.kind === FrameKind.END || f.kind === FrameKind.ERROR))?.kind;
+  }
+}
+
+function request(tunnelId: number, path: string) {
+  return create(TunnelRequestSchema, { tunnelId, providerId: 'p', method: 'GET', path });
+}
+
+test('beyond `connections` requests wait in order and start as connections free; connections are reused', async (t) => {
+  const held: (() => void)[] = [];
+  const sockets = new Set<unknown>();
+  const started: string[] = [];
+  const upstream = await UpstreamServer.start((req, res) => {
+    sockets.add(req.socket);
+    started.push(req.url ?? '');
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.write('x');
+    held.push(() => res.end('y'));
+  });
+  const upstreams = new Upstreams([{ id: 'p', type: 'openai_compat', baseUrl: upstream.url, apiKey: undefined, connections: 2 }]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Sink();
+  for (let id = 1; id <= 5; id++) new TunnelExecutor(request(id, `/r${id}`), sink).start(upstreams);
+  await waitFor('two requests at the provider', () => (started.length === 2 ? true : undefined));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(started, ['/r1', '/r2'], 'no more than `connections` at once');
+  assert.equal(upstreams.get('p')?.pool?.waiting, 3);
+  // Each finished request lets the next waiting one in, in order.
+  for (let done = 0; done < 5; done++) {
+    await waitFor(`request ${done + 1} held`, () => (held.length > done ? true : undefined));
+    held[done]();
+    await waitFor(`tunnel ${done + 1} ended`, () => (sink.ended(done + 1) ? true : undefined));
+  }
+  assert.deepEqual(started, ['/r1', '/r2', '/r3', '/r4', '/r5']);
+  assert.equal(sockets.size, 2, 'five requests over the same two keep-alive connections');
+  assert.equal(upstreams.get('p')?.pool?.busy, 0);
+});
+
+test('a cancelled request frees its connection for the next; a cancelled waiting request is never sent', async (t) => {
+  const started: string[] = [];
+  const upstream = await UpstreamServer.start((req, res) => {
+    started.push(req.url ?? '');
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    if (req.url === '/slow') res.write('x'); // never ends by itself
+    else res.end('quick');
+  });
+  const upstreams = new Upstreams([{ id: 'p', type: 'openai_compat', baseUrl: upstream.url, apiKey: undefined, connections: 1 }]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Sink();
+  const slow = new TunnelExecutor(request(1, '/slow'), sink);
+  slow.start(upstreams);
+  const skipped = new TunnelExecutor(request(2, '/never'), sink);
+  skipped.start(upstreams);
+  new TunnelExecutor(request(3, '/after'), sink).start(upstreams);
+  await waitFor('the slow request at the provider', () => (started.length === 1 ? true : undefined));
+  skipped.cancel('client left while waiting');
+  slow.cancel('client left');
+  await waitFor('the next request served on the freed connection', () => (sink.endedWith(3) === FrameKind.END ? true : undefined));
+  assert.deepEqual(started, ['/slow', '/after']);
+  assert.equal(upstreams.get('p')?.pool?.busy, 0);
+  assert.equal(upstreams.get('p')?.pool?.waiting, 0);
+});
