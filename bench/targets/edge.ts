@@ -68,9 +68,10 @@ export function edgeConfigObject(workers: number, httpPort: number, grpcPort: nu
   return config;
 }
 
-export function agentConfigObject(grpcPort: number, mockOrigin: string): Json {
+/** `streams`: the agent's edge.streams; one per edge I/O worker lets tunnels stay on the client's worker. */
+export function agentConfigObject(grpcPort: number, mockOrigin: string, streams = 1): Json {
   return {
-    edge: { address: `127.0.0.1:${grpcPort}` },
+    edge: { address: `127.0.0.1:${grpcPort}`, streams },
     node: { id: NODE_ID, token: NODE_TOKEN },
     // One upstream connection per concurrent stream, up to the largest many-streams variant.
     providers: [{ id: PROVIDER_ID, type: 'openai_compat', base_url: mockOrigin, connections: 20_000 }],
@@ -154,7 +155,7 @@ export function edgeTarget(options: EdgeTargetOptions): TargetSpec {
         else notes.push('event-loop lag unavailable: the admin listener has no /metrics with nodejs_eventloop_lag_p99_seconds');
       }
 
-      const agentText = JSON.stringify(deepMerge(agentConfigObject(grpcPort, ctx.mock.origin), options.agentConfig), null, 2);
+      const agentText = JSON.stringify(deepMerge(agentConfigObject(grpcPort, ctx.mock.origin, Math.max(1, options.workers)), options.agentConfig), null, 2);
       const agentFile = join(ctx.workDir, `${id}-agent.yaml`);
       writeFileSync(agentFile, agentText);
       const agent = ctx.supervisor.spawn(`${id}-agent`, NODE, [join(DIST, 'src/agent/cli.js'), '--config', agentFile]);

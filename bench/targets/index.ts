@@ -26,5 +26,13 @@ export function allTargets(settings: ModeSettings): TargetSpec[] {
     agentConfig: { tunnels: { coalesce_delay_ms: 0 } },
     onlyScenarios: ['streaming', 'many-streams'],
   });
-  return [direct, nginx, portkey, ...edges, noCoalescing];
+  // One turn's frames of all tunnels in one gRPC message (default on) against one message per frame: many slow streams.
+  const noBatching = edgeTarget({
+    workers: 0,
+    id: 'edge-w0-nobatch',
+    label: 'edge 2-hop w=0, frame batching off',
+    agentConfig: { tunnels: { batch_frames: false } },
+    onlyScenarios: ['streaming', 'many-streams'],
+  });
+  return [direct, nginx, portkey, ...edges, noCoalescing, noBatching];
 }
