@@ -42,6 +42,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   /** Extra lanes of the current connection, by lane index (0 is #connection). */
   readonly #lanes: (EdgeConnection | undefined)[] = [];
   readonly #laneTimers: (NodeJS.Timeout | undefined)[] = [];
+  /** A join was refused in this generation: its lanes are not re-opened until a new connection (no retry loop). */
+  #laneRefusedIn = 0;
   #reconnectTimer: NodeJS.Timeout | undefined;
   /** The current connection was rejected: the next attempt waits the maximum delay. */
   #rejected = false;
@@ -117,7 +119,9 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
 
   onRejected(connection: EdgeConnection, reason: string): void {
     if (connection.lane > 0) {
-      // A join the edge no longer takes (its generation ended); the connection's own close re-opens everything.
+      // A join the edge does not take (its generation ended, or the node is being retired):
+      // no lane is re-opened in this generation; a new connection opens them again.
+      this.#laneRefusedIn = connection.joinGeneration;
       this.#log.warn({ lane: connection.lane, reason }, 'the edge refused an extra stream');
       return;
     }
@@ -178,6 +182,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#lanes[lane] = undefined;
     const anchor = this.#connection;
     if (this.#stopping !== undefined || anchor === undefined || !anchor.registered || anchor.generation !== connection.joinGeneration) return;
+    if (this.#laneRefusedIn === connection.joinGeneration) return;
     const delayMs = this.#config.reconnect.initialMs;
     this.#log.warn({ lane, reason, delayMs }, 'an extra stream to the edge closed; re-opening it');
     this.#laneTimers[lane] = setTimeout(onLaneTimer, delayMs, this, lane, connection.joinGeneration);
@@ -214,7 +219,9 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
       await Promise.all(registered.filter((s) => s.lane > 0).map((stream) => stream.end(STOP_END_WAIT_MS)));
       if (this.#connection?.registered === true) await this.#connection.end(STOP_END_WAIT_MS);
     }
-    for (const stream of streams) if (!stream.registered) stream.close('stopped');
+    // Whatever is left (a lane still registering when stop began, one that registered since): closed now.
+    for (const stream of this.#streams()) stream.close('stopped');
+    for (const stream of streams) stream.close('stopped');
     await this.#upstreams.destroy();
     this.#log.info('stopped');
   }

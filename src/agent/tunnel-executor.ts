@@ -59,6 +59,11 @@ export class TunnelExecutor implements PooledHandler {
   pooledClient: Client | undefined;
   #pool: UpstreamPool | undefined;
 
+  /** Cancelled before a connection took it: the pool skips it. */
+  get abandoned(): boolean {
+    return this.#abortReason !== undefined && this.pooledClient === undefined;
+  }
+
   constructor(request: TunnelRequest, sink: FrameSink, options: TunnelOptions = DEFAULT_TUNNEL_OPTIONS) {
     this.tunnelId = request.tunnelId;
     this.#request = request;

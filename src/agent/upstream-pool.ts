@@ -11,7 +11,12 @@ import { Client, type Dispatcher } from 'undici';
 /** A request's handler that learns which client carries it. */
 export interface PooledHandler extends Dispatcher.DispatchHandler {
   pooledClient: Client | undefined;
+  /** Cancelled while it waited: never sent (handing it a client would only abort that client's socket). */
+  readonly abandoned: boolean;
 }
+
+/** Compact the waiting FIFO once this many entries before its head are spent. */
+const COMPACT_AFTER = 1024;
 
 class Waiting {
   constructor(
@@ -27,6 +32,9 @@ export class UpstreamPool {
   readonly #all: Client[] = [];
   #waiting: Waiting[] = [];
   #waitingHead = 0;
+  /** Clients handed back during undici callbacks, re-used once those return. */
+  #returned: Client[] = [];
+  #handOffQueued = false;
   #destroyed = false;
 
   constructor(origin: string, connections: number) {
@@ -55,21 +63,52 @@ export class UpstreamPool {
     client.dispatch(options, handler);
   }
 
-  /** `client`'s request is over (its handler got onResponseEnd or onResponseError): it takes the next one. */
+  /**
+   * `client`'s request is over (its handler got onResponseEnd or
+   * onResponseError): it takes the next one. Called from inside undici's
+   * callback, where undici may still be erroring the client's other
+   * requests (a refused connection), so the hand-off waits for a microtask.
+   */
   done(client: Client): void {
     if (this.#destroyed) return;
-    if (this.#waitingHead < this.#waiting.length) {
+    this.#returned.push(client);
+    if (!this.#handOffQueued) {
+      this.#handOffQueued = true;
+      queueMicrotask(this.#handOff);
+    }
+  }
+
+  readonly #handOff = (): void => {
+    this.#handOffQueued = false;
+    const returned = this.#returned;
+    this.#returned = [];
+    for (const client of returned) {
+      if (this.#destroyed) return;
+      const next = this.#nextWaiting();
+      if (next === undefined) {
+        this.#idle.push(client);
+        continue;
+      }
+      next.handler.pooledClient = client;
+      client.dispatch(next.options, next.handler);
+    }
+  };
+
+  /** The oldest waiting request still wanted; spent entries are dropped and the FIFO compacted. */
+  #nextWaiting(): Waiting | undefined {
+    while (this.#waitingHead < this.#waiting.length) {
       const next = this.#waiting[this.#waitingHead];
       this.#waiting[this.#waitingHead++] = undefined as unknown as Waiting;
       if (this.#waitingHead === this.#waiting.length) {
         this.#waiting = [];
         this.#waitingHead = 0;
+      } else if (this.#waitingHead >= COMPACT_AFTER && this.#waitingHead * 2 >= this.#waiting.length) {
+        this.#waiting = this.#waiting.slice(this.#waitingHead);
+        this.#waitingHead = 0;
       }
-      next.handler.pooledClient = client;
-      client.dispatch(next.options, next.handler);
-      return;
+      if (!next.handler.abandoned) return next;
     }
-    this.#idle.push(client);
+    return undefined;
   }
 
   /** Closes every connection; requests in flight fail, waiting ones are never sent. */

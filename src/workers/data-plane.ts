@@ -44,11 +44,14 @@ export const MAX_WORKERS = ID_STRIDE;
 interface RequeueFallback {
   readonly code: string;
   readonly message: string;
-  readonly grant: Grant;
+  /** undefined: the request never reached a node (STALE). */
+  readonly grant: Grant | undefined;
   readonly session: TunnelHost | undefined;
   readonly tunnelId: number;
 }
 const OVERLOADED = 'node_overloaded';
+/** The grant named a stream that was gone; retried once anywhere. */
+const STALE = 'stale_stream';
 
 const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   model_not_found: Errors.modelNotFound,
@@ -252,9 +255,18 @@ export class DataPlane implements DecisionHandler {
 
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
     if (!current) return; // re-admitted: its next decision follows
-    // The scheduler still holds the lease, but its session is gone where it lived.
-    this.driver.release(leaseId, 'send_failed');
+    // The scheduler still holds the lease, but no stream of that connection was
+    // where the grant pointed: the stream (a lane of it, or the whole connection)
+    // closed and the scheduler has not heard yet. Once more, anywhere; then fail.
     const exchange = this.pending.get(requestId);
+    if (exchange !== undefined && exchange.state === 'admitting' && !exchange.retried) {
+      exchange.retried = true;
+      this.fallbacks.set(requestId, { code: STALE, message: '', grant: undefined, session: undefined, tunnelId: 0 });
+      this.observeRetry(exchange, STALE, '');
+      this.driver.requeue(leaseId, admitRequestOf(exchange), '');
+      return;
+    }
+    this.driver.release(leaseId, 'send_failed');
     if (exchange !== undefined && exchange.state === 'admitting') exchange.reject(Errors.nodeDisconnected, 0);
   }
 
@@ -265,6 +277,10 @@ export class DataPlane implements DecisionHandler {
     if (fallback === undefined || exchange === undefined || exchange.state !== 'admitting') return;
     if (fallback.code === OVERLOADED) {
       exchange.reject(Errors.nodeOverloaded, 1);
+      return;
+    }
+    if (fallback.code === STALE || fallback.grant === undefined) {
+      exchange.reject(Errors.nodeDisconnected, 0);
       return;
     }
     // No other candidate: back as it was, failed with the tunnel's own error (its lease is already released).

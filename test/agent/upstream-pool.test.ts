@@ -9,7 +9,7 @@ import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } fr
 import { TunnelExecutor, type FrameSink } from '../../src/agent/tunnel-executor.js';
 import { Upstreams } from '../../src/agent/upstreams.js';
 import { waitFor } from './fake-edge.js';
-import { UpstreamServer } from './upstream-server.js';
+import { closedPort, UpstreamServer } from './upstream-server.js';
 
 class Sink implements FrameSink {
   readonly frames: TunnelFrame[] = [];
@@ -66,7 +66,9 @@ test('beyond `connections` requests wait in order and start as connections free;
 
 test('a cancelled request frees its connection for the next; a cancelled waiting request is never sent', async (t) => {
   const started: string[] = [];
+  const sockets = new Set<unknown>();
   const upstream = await UpstreamServer.start((req, res) => {
+    sockets.add(req.socket);
     started.push(req.url ?? '');
     res.writeHead(200, { 'content-type': 'text/plain' });
     if (req.url === '/slow') res.write('x'); // never ends by itself
@@ -88,6 +90,20 @@ test('a cancelled request frees its connection for the next; a cancelled waiting
   slow.cancel('client left');
   await waitFor('the next request served on the freed connection', () => (sink.endedWith(3) === FrameKind.END ? true : undefined));
   assert.deepEqual(started, ['/slow', '/after']);
+  assert.equal(sockets.size, 2, 'the slow one\'s socket was aborted; the cancelled waiter cost no other');
   assert.equal(upstreams.get('p')?.pool?.busy, 0);
   assert.equal(upstreams.get('p')?.pool?.waiting, 0);
+});
+
+test('a provider that refuses connections fails every request, waiting ones included, with upstream_connect_failed', async (t) => {
+  const upstreams = new Upstreams([{ id: 'p', type: 'openai_compat', baseUrl: `http://127.0.0.1:${await closedPort()}`, apiKey: undefined, connections: 2 }]);
+  t.after(() => upstreams.destroy());
+  const sink = new Sink();
+  for (let id = 1; id <= 6; id++) new TunnelExecutor(request(id, `/r${id}`), sink).start(upstreams);
+  await waitFor('every tunnel to end', () => (sink.frames.length === 6 ? true : undefined), 5_000);
+  assert.deepEqual(
+    sink.frames.map((f) => [f.tunnelId, f.kind, f.errorCode]).sort((a, b) => (a[0] as number) - (b[0] as number)),
+    [1, 2, 3, 4, 5, 6].map((id) => [id, FrameKind.ERROR, 'upstream_connect_failed']),
+  );
+  assert.equal(upstreams.get('p')?.pool?.busy, 0);
 });

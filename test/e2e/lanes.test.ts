@@ -83,6 +83,7 @@ describe('a node with several streams (lanes)', () => {
     const generation = await waitForLanes(stack);
     const streams = await Promise.all(Array.from({ length: 9 }, () => openStream(stack, 40)));
     const onLane1 = (await lanesOf(stack)).find((l) => l.lane === 1)?.openTunnels ?? -1;
+    assert.ok(onLane1 > 0, `lane 1 holds tunnels (${onLane1})`);
     stack.agent?.dropLane(1);
     const outcomes = await Promise.all(streams.map((s) => s.done));
     assert.equal(outcomes.filter((ok) => !ok).length, onLane1, `lane 1 held ${onLane1} tunnels; those failed, the rest completed`);
@@ -122,7 +123,7 @@ describe('a node with several streams (lanes)', () => {
     const stale = new FakeNode(stack.edge.grpcPort);
     const current = new FakeNode(stack.edge.grpcPort);
     try {
-      stale.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID], 7, generation - 1);
+      stale.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID], 7, generation + 1000);
       await assert.rejects(stale.registered(), /not current/);
       current.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID], 7, generation);
       assert.equal(await current.registered(), generation);
@@ -133,5 +134,20 @@ describe('a node with several streams (lanes)', () => {
     }
     await waitFor(async () => (await lanesOf(stack)).length === STREAMS, 'the extra lane gone, the connection untouched');
     assert.equal(stack.edge.driver.status().nodes.find((n) => n.id === NODE_ID)?.generation, generation);
+  });
+
+  test('a lane that closes while its join is being answered leaves the connection alone', async () => {
+    const generation = await waitForLanes(stack);
+    // Closed 0-3 ms after its Register: some close before the edge reads it, some while main answers, some after.
+    for (let i = 0; i < 24; i++) {
+      const lane = new FakeNode(stack.edge.grpcPort);
+      lane.register(NODE_ID, NODE_TOKEN, [], 9, generation);
+      await new Promise((resolve) => setTimeout(resolve, i % 4));
+      lane.close();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(stack.edge.driver.status().nodes.find((n) => n.id === NODE_ID)?.generation, generation, 'no new generation');
+    assert.equal(await waitForLanes(stack), generation);
+    assert.equal(stack.agent?.isConnected(), true);
   });
 });

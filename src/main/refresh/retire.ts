@@ -20,19 +20,34 @@ export function retireSession(session: NodeSession, graceMs: number, reason: str
  */
 export function retireLanes(lanes: readonly NodeSession[], graceMs: number, reason: string, holdAnchor = false): void {
   const deadline = performance.now() + graceMs;
+  // A copy: closing a lane takes it out of the live list the caller passed.
+  const streams = [...lanes];
   // Rare (a refresh), so a timer with a closure is fine here.
   const timer = setInterval(() => {
     const late = performance.now() >= deadline;
+    let anchor: NodeSession | undefined;
     let open = 0;
-    for (const lane of lanes) {
-      if (!lane.isActive) continue;
-      if (lane.joinGeneration > 0 && (lane.openTunnels === 0 || late)) lane.close(`retired: ${reason}`);
-      else open += lane.openTunnels;
+    let lanesLeft = 0;
+    for (const stream of streams) {
+      if (!stream.isActive) continue;
+      if (stream.joinGeneration === 0) {
+        anchor = stream;
+        open += stream.openTunnels;
+      } else if (stream.openTunnels === 0 || late) {
+        stream.close(`retired: ${reason}`);
+      } else {
+        open += stream.openTunnels;
+        lanesLeft++;
+      }
     }
-    const anchor = lanes.find((lane) => lane.joinGeneration === 0 && lane.isActive);
-    if (anchor !== undefined && (open > 0 || holdAnchor) && !late) return;
+    if (anchor === undefined) {
+      // Only lanes here: each closes once idle (above), or with the anchor's fence.
+      if (lanesLeft === 0 || late) clearInterval(timer);
+      return;
+    }
+    if ((open > 0 || holdAnchor) && !late) return;
     clearInterval(timer);
-    anchor?.close(`retired: ${reason}`);
+    anchor.close(`retired: ${reason}`);
   }, RETIRE_POLL_MS);
   timer.unref();
 }

@@ -51,6 +51,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   private shared: { readonly listener: net.Server; readonly injector: grpc.ConnectionInjector } | undefined;
   /** Sessions whose register() awaits the scheduler's answer, by serial. */
   private readonly registering = new Map<number, NodeSession>();
+  /** Serials of those that join a connection as extra lanes (kept even if the session closes first). */
+  private readonly joining = new Set<number>();
   /** Callers waiting for a node whose session is registering here (tunnels from other workers). */
   private readonly waiters = new Map<string, SessionWaiter[]>();
   /** Protocol violations and drops, per kind, for logs and metrics. */
@@ -164,8 +166,12 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');
     this.registering.set(session.serial, session);
     // The answer (onConnected) may come from inside this call (driver) or later (worker).
-    if (register.joinGeneration > 0) this.port.joinLane(register.nodeId, session.serial, register.joinGeneration);
-    else this.port.register(register.nodeId, session.serial, register.providerIds);
+    if (register.joinGeneration > 0) {
+      this.joining.add(session.serial);
+      this.port.joinLane(register.nodeId, session.serial, register.joinGeneration);
+    } else {
+      this.port.register(register.nodeId, session.serial, register.providerIds);
+    }
     return undefined;
   }
 
@@ -174,9 +180,14 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   onConnected(serial: number, nodeId: string, generation: number): void {
     const session = this.registering.get(serial);
     this.registering.delete(serial);
+    const wasJoin = this.joining.delete(serial);
     if (session === undefined || !session.isRegistering) {
-      // Closed while the scheduler connected it: undo, so the node is not left online.
-      if (generation > 0) this.port.disconnect(nodeId, generation);
+      // Closed while the scheduler answered: undo, so the node is not left online;
+      // a lane undoes only itself (its connection goes on).
+      if (generation > 0) {
+        if (wasJoin) this.port.leaveLane(nodeId, generation);
+        else this.port.disconnect(nodeId, generation);
+      }
       this.settleWaiters(nodeId);
       return;
     }
