@@ -91,13 +91,6 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#lanes[lane]?.close('dropped (test hook)');
   }
 
-  /** Registered streams of the current connection, the first included. */
-  get registeredStreams(): number {
-    let count = this.#connection?.registered === true ? 1 : 0;
-    for (const lane of this.#lanes) if (lane?.registered === true) count++;
-    return count;
-  }
-
   // --- ConnectionOwner ---------------------------------------------------------
 
   onRegistered(connection: EdgeConnection, generation: number): void {

@@ -17,6 +17,9 @@ import { planRequest, resolveOptions, type MockProviderOptions, type RequestPlan
 import { errorBody } from './responses.js';
 import { MockState, type LastRequest, type MockEvent, type MockRequestRecord, type MockStats, type MutableRecord } from './state.js';
 
+/** Capped by net.core.somaxconn. */
+const LISTEN_BACKLOG = 4096;
+
 export type { MockProviderOptions } from './options.js';
 export type { EmitTime, LastRequest, MockEvent, MockRequestRecord, MockStats } from './state.js';
 
@@ -84,7 +87,9 @@ class MockProviderServer extends MockState implements MockProvider {
     const server = this.#server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.#options.port, this.#options.host, () => {
+      // A deep accept queue: benchmarks open 1,000 streams a second through it, and
+      // Node's default (511) overflows under load, turning into connect timeouts.
+      server.listen({ port: this.#options.port, host: this.#options.host, backlog: LISTEN_BACKLOG }, () => {
         server.off('error', reject);
         resolve();
       });
