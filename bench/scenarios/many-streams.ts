@@ -6,6 +6,7 @@
 import { chatBody } from '../harness/bodies.js';
 import type { ModeSettings } from '../harness/modes.js';
 import type { LoadResult, RunningTarget, ScenarioContext, ScenarioSpec, Variant } from '../harness/types.js';
+import { waitForEphemeralPorts } from '../harness/ports.js';
 import { streamLoad } from '../load/stream-load.js';
 
 interface StreamsVariant extends Variant {
@@ -55,7 +56,10 @@ export const manyStreams: ScenarioSpec<StreamsVariant> = {
     }));
   },
   async warmup(): Promise<void> {},
-  run(ctx: ScenarioContext, target: RunningTarget, variant: StreamsVariant): Promise<LoadResult> {
+  async run(ctx: ScenarioContext, target: RunningTarget, variant: StreamsVariant): Promise<LoadResult> {
+    // Client -> target and (two-hop) agent -> mock: two connections per stream, plus room.
+    const waitedMs = await waitForEphemeralPorts(2 * variant.streams + 2_000);
+    if (waitedMs > 0) ctx.log(`  waited ${Math.round(waitedMs / 1000)} s for loopback ports in TIME_WAIT from the previous run`);
     const m = ctx.settings.manyStreams;
     const tokens = tokensOf(ctx.settings, variant.tokensPerSecond);
     const intervalMs = Math.round(1000 / variant.tokensPerSecond);
