@@ -108,6 +108,8 @@ export class FakeEdge {
   port = 0;
   readonly streams: EdgeStream[] = [];
   answer: RegisterAnswer = { kind: 'accept' };
+  /** Streams that register as extra lanes (join_generation > 0) get this answer instead, when set. */
+  joinAnswer: RegisterAnswer | undefined;
   #generation = 0;
 
   static async start(answer?: RegisterAnswer, port = 0): Promise<FakeEdge> {
@@ -157,7 +159,8 @@ export class FakeEdge {
   }
 
   #answer(stream: EdgeStream): void {
-    const answer = this.answer;
+    const joining = (stream.register?.joinGeneration ?? 0) > 0;
+    const answer = joining && this.joinAnswer !== undefined ? this.joinAnswer : this.answer;
     if (answer.kind === 'reject') {
       stream.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: answer.reason } } }));
       stream.stop();
