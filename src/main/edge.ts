@@ -4,13 +4,13 @@
 // and graceful drain. With workers.count 0 the data path runs here; with
 // workers.count N it runs in N I/O worker threads (WorkerPool) and this
 // thread keeps the scheduler, config and operations only.
-import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
 import { errorBody, Errors } from '../shared/errors.js';
 import { createLogger } from '../shared/logger.js';
 import { DataPlane } from '../workers/data-plane.js';
+import { drainListener } from '../workers/drain.js';
 import { NodeGateway } from '../workers/grpc/node-gateway.js';
 import { ClientServer } from '../workers/http/client-server.js';
 import type { PlaneInspection, WorkerEvent } from '../workers/io-protocol.js';
@@ -90,11 +90,8 @@ export interface EdgeOptions {
   readonly configFile?: string;
 }
 
-const DRAIN_POLL_MS = 20;
-/** The scheduler-side metrics registry never reports process metrics twice: workers' are off. */
+/** workers.count 0: no worker planes to ask. */
 const NO_INSPECTION: readonly PlaneInspection[] = [];
-/** After the last request ended, how long finished responses may take to flush before sockets are cut. */
-const FLUSH_WAIT_MS = 2_000;
 
 class Edge implements RunningEdge, RefreshTarget, AdminOps {
   httpPort = 0;
@@ -396,28 +393,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     const started = performance.now();
     const deadline = started + graceMs;
     const open = plane.openExchanges;
-    plane.beginShutdown();
     this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
     this.logger.info({ graceMs, openRequests: open }, 'draining: no new connections or requests; open requests may finish');
-    // No new connections. Kept-alive ones stay until the end so that a
-    // request on one gets a clear 503 shutting_down, not a reset.
-    const server = client.app.server;
-    server.close();
-    while (plane.openExchanges > 0 && performance.now() < deadline) await delay(DRAIN_POLL_MS);
-    const aborted = plane.openExchanges;
-    if (aborted > 0) {
-      this.logger.warn({ aborted, graceMs }, 'drain grace over: ending the requests still open');
-      plane.abortAll();
-    }
-    // Finished responses may still be flushing to slow clients: close each connection once idle.
-    const flushDeadline = performance.now() + FLUSH_WAIT_MS;
-    for (;;) {
-      server.closeIdleConnections();
-      const connections = await new Promise<number>((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n)));
-      if (connections === 0 || performance.now() >= flushDeadline) break;
-      await delay(DRAIN_POLL_MS);
-    }
-    server.closeAllConnections();
+    // The same drain each I/O worker runs on its own listener.
+    const aborted = await drainListener(plane, client.app.server, deadline);
+    if (aborted > 0) this.logger.warn({ aborted, graceMs }, 'drain grace over: the requests still open were ended');
     await this.close();
     const report: ShutdownReport = { drained: aborted === 0, aborted, waitedMs: Math.round(performance.now() - started) };
     this.logger.info(report, 'edge stopped');

@@ -279,7 +279,8 @@ export class DataPlane implements DecisionHandler {
       exchange.reject(Errors.nodeOverloaded, 1);
       return;
     }
-    if (fallback.code === STALE || fallback.grant === undefined) {
+    if (fallback.grant === undefined) {
+      // STALE: it never reached a node.
       exchange.reject(Errors.nodeDisconnected, 0);
       return;
     }

@@ -201,9 +201,7 @@ export class NodeSession implements TunnelHost {
     const msg = message.msg;
     switch (msg.case) {
       case 'frame':
-        if (this.state === 'active') this.onFrame(msg.value);
-        else if (this.state === 'registering') this.host.protocolStats.framesBeforeRegister++;
-        else this.host.protocolStats.lateFrames++; // in flight when the session closed
+        this.receiveFrame(msg.value);
         return;
       case 'frameBatch':
         this.onFrameBatch(msg.value.frames);
@@ -278,11 +276,13 @@ export class NodeSession implements TunnelHost {
       this.fence(`a frame batch of ${frames.length} frames (at most ${MAX_BATCH_FRAMES})`);
       return;
     }
-    for (let i = 0; i < frames.length; i++) {
-      if (this.state === 'active') this.onFrame(frames[i]);
-      else if (this.state === 'registering') this.host.protocolStats.framesBeforeRegister++;
-      else this.host.protocolStats.lateFrames++;
-    }
+    for (let i = 0; i < frames.length; i++) this.receiveFrame(frames[i]);
+  }
+
+  private receiveFrame(frame: TunnelFrame): void {
+    if (this.state === 'active') this.onFrame(frame);
+    else if (this.state === 'registering') this.host.protocolStats.framesBeforeRegister++;
+    else this.host.protocolStats.lateFrames++; // in flight when the session closed
   }
 
   private onFrame(frame: TunnelFrame): void {
