@@ -4,7 +4,7 @@
 //   npx tsc -p tsconfig.json && npx node dist/bench/ring.js [--records=N]
 import os from 'node:os';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { RecordKind, RecordReader, RecordWriter, SchedulerRecord } from '../src/shared/ring/fixed-records.js';
+import { RecordKind, RecordReader, RecordWriter, SchedulerRecord } from '../src/contract/scheduler-records.js';
 import { RingConsumer, RingProducer, createRing } from '../src/shared/ring/spsc-ring.js';
 
 interface Job {

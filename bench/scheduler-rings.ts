@@ -13,13 +13,13 @@ import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { parseEdgeConfig } from '../src/main/config.js';
 import { SchedulerDriver } from '../src/main/scheduler-driver.js';
-import type { Grant } from '../src/main/scheduler/types.js';
+import type { Grant } from '../src/contract/scheduler.js';
 import { WorkerPool } from '../src/main/worker-pool.js';
 import type { EdgeConfig, NodeConfig } from '../src/shared/config-types.js';
-import { ID_STRIDE } from '../src/workers/data-plane.js';
-import type { ControlRequest, IoWorkerData } from '../src/workers/io-protocol.js';
+import { ID_STRIDE } from '../src/contract/scheduler-port.js';
+import type { ControlRequest, IoWorkerData } from '../src/contract/io-protocol.js';
 import { RemoteScheduler } from '../src/workers/remote-scheduler.js';
-import type { DecisionHandler, NodeRegistrar } from '../src/workers/scheduler-port.js';
+import type { DecisionHandler, NodeRegistrar } from '../src/contract/scheduler-port.js';
 
 /** What a load worker reports (its 'metrics' reply). */
 interface LoadStats {

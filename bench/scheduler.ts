@@ -10,7 +10,7 @@
 import { parseEdgeConfig } from '../src/main/config.js';
 import os from 'node:os';
 import { Scheduler } from '../src/main/scheduler/scheduler.js';
-import type { AdmitRequest, Grant, RejectCode, SchedulerSink } from '../src/main/scheduler/types.js';
+import type { AdmitRequest, Grant, RejectCode, SchedulerSink } from '../src/contract/scheduler.js';
 import type { EdgeConfig, NodeConfig } from '../src/shared/config-types.js';
 
 /** Every limit at its documented default (the scheduler reads none of them). */

@@ -130,7 +130,7 @@ export function edgeTarget(options: EdgeTargetOptions): TargetSpec {
         // JSON is YAML: the edge's loader reads it as is.
         const file = join(ctx.workDir, `${id}-edge${attempt === 0 ? '' : '-noadmin'}.yaml`);
         writeFileSync(file, edgeText);
-        const child = ctx.supervisor.spawn(`${id}-edge${attempt === 0 ? '' : '-noadmin'}`, NODE, [join(DIST, 'src/main/cli.js'), '--config', file]);
+        const child = ctx.supervisor.spawn(`${id}-edge${attempt === 0 ? '' : '-noadmin'}`, NODE, [join(DIST, 'src/edge/cli.js'), '--config', file]);
         try {
           await ctx.supervisor.waitReady(child, () => answers(`http://127.0.0.1:${httpPort}/healthz`));
           edge = child;

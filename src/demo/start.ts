@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { loadAgentConfig } from '../agent/config.js';
 import { NodeAgent } from '../agent/agent.js';
 import { loadEdgeConfig } from '../main/config.js';
-import { startEdge } from '../main/edge.js';
+import { startEdge } from '../edge/edge.js';
 import { startMockProvider } from '../mock/provider.js';
 import { createLogger } from '../shared/logger.js';
 

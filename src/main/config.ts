@@ -6,8 +6,9 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
-import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/catalog.js';
-import { HARDENING_LIMIT_KEYS, readAuth, readLimitsHardening, readTls } from './config-hardening.js';
+import { MAX_WORKERS } from '../contract/scheduler-port.js';
+import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/index.js';
+import { HARDENING_LIMIT_KEYS, readAuth, readLimitsHardening, readTls } from '../shared/config-hardening.js';
 import type { AdminConfig, EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
 
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
@@ -15,8 +16,6 @@ const MAX_PORT = 65535;
 const DAY_MS = 86_400_000;
 export const DEFAULT_ADMIN_PORT = 9090;
 export const DEFAULT_DRAIN_GRACE_MS = 30_000;
-/** Request ids route answers back by `id % 64` (src/workers/data-plane.ts ID_STRIDE). */
-const MAX_WORKERS = 64;
 const MIN_CORES_FOR_WORKERS = 4;
 
 /** True for names and addresses that only this host can reach. */

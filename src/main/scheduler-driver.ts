@@ -6,8 +6,8 @@
 // scheduler must never be re-entered mid-pump.
 import { performance } from 'node:perf_hooks';
 import type { EdgeConfig } from '../shared/config-types.js';
-import type { DecisionHandler, NodeRegistrar, SchedulerPort } from '../workers/scheduler-port.js';
-import { Scheduler } from './scheduler/scheduler.js';
+import type { DecisionHandler, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
+import { Scheduler } from './scheduler/index.js';
 import type {
   AdmitRequest,
   ConnectResult,
@@ -17,9 +17,9 @@ import type {
   ReleaseReason,
   SchedulerSink,
   SchedulerStatus,
-} from './scheduler/types.js';
+} from '../contract/scheduler.js';
 
-export type { DecisionHandler } from '../workers/scheduler-port.js';
+export type { DecisionHandler } from '../contract/scheduler-port.js';
 
 interface Rejection {
   readonly requestId: number;

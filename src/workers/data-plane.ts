@@ -8,19 +8,19 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../shared/errors.js';
-import type { AdmissionRejectCode, DecisionHandler, SchedulerPort } from './scheduler-port.js';
-import { estimateInputTokens } from '../main/scheduler/estimate.js';
-import type { Grant, RejectCode, ReleaseReason } from '../main/scheduler/types.js';
+import { ID_STRIDE, type AdmissionRejectCode, type DecisionHandler, type SchedulerPort } from '../contract/scheduler-port.js';
+import { estimateInputTokens } from '../contract/estimate.js';
+import type { Grant, RejectCode, ReleaseReason } from '../contract/scheduler.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
-import { kExchange, onResponseClose, ProxyExchange } from './http/proxy-exchange.js';
+import { kExchange, onResponseClose, ProxyExchange, type ExchangeOwner } from './http/proxy-exchange.js';
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
-import { limitsOf } from '../main/config-hardening.js';
-import type { AdmitRequest } from '../main/scheduler/types.js';
+import { limitsOf } from '../shared/config-hardening.js';
+import type { AdmitRequest } from '../contract/scheduler.js';
 import type { InspectOk } from './http/inspect.js';
 import { rewriteModel } from './http/inspect.js';
 import { isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
-import { NO_OBSERVER, type ExchangeObserver } from './exchange-observer.js';
+import { NO_OBSERVER, type ExchangeObserver } from './observe/exchange-observer.js';
 import type { TunnelHost } from './tunnel/tunnel-host.js';
 
 /** Tunnels to nodes whose session lives in another worker. */
@@ -36,9 +36,6 @@ export interface PlanePlacement {
   readonly peers: PeerRouter | undefined;
 }
 
-/** Request ids are seq * ID_STRIDE + worker index, so the scheduler's answers route back by `id % ID_STRIDE`. */
-export const ID_STRIDE = 64;
-export const MAX_WORKERS = ID_STRIDE;
 
 /** What to do when a requeue is refused: fail with the tunnel's error, or 503 node_overloaded. */
 interface RequeueFallback {
@@ -79,7 +76,7 @@ const RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set([
 /** How much later than the edge's tunnel deadline the node gives up on its own. */
 const NODE_DEADLINE_SLACK_MS = 1_000;
 
-export class DataPlane implements DecisionHandler {
+export class DataPlane implements DecisionHandler, ExchangeOwner {
   private readonly pending = new Map<number, ProxyExchange>();
   /** requestId -> the API key whose concurrency slot the request holds (auth on only). */
   private readonly keyOf = new Map<number, ApiKeyState>();

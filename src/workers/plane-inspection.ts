@@ -2,7 +2,7 @@
 // it runs on the main thread or in an I/O worker (then sent by postMessage).
 import type { DataPlane } from './data-plane.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
-import type { PlaneInspection } from './io-protocol.js';
+import type { PlaneInspection } from '../contract/io-protocol.js';
 import type { PeerLinks } from './peer/peer-links.js';
 
 export function inspectPlane(worker: number, plane: DataPlane, nodes: NodeGateway, peers: PeerLinks | undefined, rings: PlaneInspection['rings'] = []): PlaneInspection {

@@ -3,12 +3,12 @@
 // worker ring and are handed to the DataPlane (decisions) and NodeGateway
 // (connect answers, fences). Both rings are FIFO, so per worker the order of
 // calls and of answers is kept.
-import type { AdmitRequest, Grant, ReleaseReason } from '../main/scheduler/types.js';
+import type { AdmitRequest, Grant, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { RecordKind, RecordReader, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../shared/ring/fixed-records.js';
-import { RecordChannel } from '../shared/ring/record-channel.js';
+import { RecordKind, RecordReader, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
+import { RecordChannel } from '../contract/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
-import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from './scheduler-port.js';
+import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
 
 export class RemoteScheduler implements SchedulerPort {
   private handler: DecisionHandler | undefined;

@@ -239,7 +239,7 @@ test(`chaos: ${REQUESTS} requests through real processes with kill -9, resets an
       models: [{ alias: 'llama3', max_queue: 1_000, queue_timeout_ms: 15_000, providers: { 'gpu-1-mock': 'mock-llama' } }],
     }),
   );
-  edge = start('main/cli.js', ['--config', edgeConfig]);
+  edge = start('edge/cli.js', ['--config', edgeConfig]);
   const listening = JSON.parse(await edge.line(/"edge listening"/)) as { httpPort: number; grpcPort: number; adminPort: number };
   const base = `http://127.0.0.1:${listening.httpPort}`;
   const admin = `http://127.0.0.1:${listening.adminPort}`;

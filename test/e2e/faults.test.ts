@@ -12,7 +12,7 @@ import OpenAI from 'openai';
 import { NodeAgent } from '../../src/agent/agent.js';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
-import { startEdge, type RunningEdge } from '../../src/main/edge.js';
+import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { openExchanges, sessionOf, testWorkers, waitFor, waitUntil } from '../helpers/stack.js';

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { test } from 'node:test';
-import type { EdgeEvent } from '../../src/main/events/types.js';
+import type { EdgeEvent } from '../../src/contract/events.js';
 import { ALIAS, inFlight, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const STALL_MS = 10_000;

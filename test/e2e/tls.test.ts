@@ -11,7 +11,7 @@ import { Agent as UndiciAgent, fetch as undiciFetch } from 'undici';
 import { NodeAgent } from '../../src/agent/agent.js';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
-import { startEdge, type RunningEdge } from '../../src/main/edge.js';
+import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { hasOpenssl, makeTestPki, type TestPki } from '../helpers/certs.js';

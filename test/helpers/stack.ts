@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { NodeAgent } from '../../src/agent/agent.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
-import { startEdge, type RunningEdge } from '../../src/main/edge.js';
+import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider, type MockProviderOptions } from '../../src/mock/provider.js';
 import type { EdgeConfig } from '../../src/shared/config-types.js';
 import { silentLogger } from '../../src/shared/logger.js';

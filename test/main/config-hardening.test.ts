@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DEFAULT_LIMITS_HARDENING, limitsOf } from '../../src/main/config-hardening.js';
+import { DEFAULT_LIMITS_HARDENING, limitsOf } from '../../src/shared/config-hardening.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { ConfigError } from '../../src/shared/config-reader.js';
 
@@ -52,7 +52,7 @@ test('tls: sections are optional; require_client_cert needs a client CA and defa
 });
 
 test('a missing certificate file fails the start naming the config key', async () => {
-  const { startEdge } = await import('../../src/main/edge.js');
+  const { startEdge } = await import('../../src/edge/edge.js');
   const { silentLogger } = await import('../../src/shared/logger.js');
   const config = parseEdgeConfig({ ...BASE, listen: { http: { port: 0 }, grpc: { port: 0 } }, tls: { nodes: { cert_file: '/nonexistent/edge.crt', key_file: '/nonexistent/edge.key' } } }, 't');
   await assert.rejects(startEdge(config, { logger: silentLogger() }), /tls\.nodes\.(key|cert)_file: cannot read \/nonexistent/);
@@ -62,7 +62,7 @@ test('`edge hash-key` prints the digest auth.api_keys[].key_sha256 takes, from a
   const { execFileSync } = await import('node:child_process');
   const { fileURLToPath } = await import('node:url');
   const { sha256Hex } = await import('../../src/workers/http/client-auth.js');
-  const cli = fileURLToPath(new URL('../../src/main/cli.js', import.meta.url));
+  const cli = fileURLToPath(new URL('../../src/edge/cli.js', import.meta.url));
   assert.equal(execFileSync(process.execPath, [cli, 'hash-key', 'sk-abc'], { encoding: 'utf8' }).trim(), sha256Hex('sk-abc'));
   assert.equal(execFileSync(process.execPath, [cli, 'hash-key'], { input: 'sk-abc\n', encoding: 'utf8' }).trim(), sha256Hex('sk-abc'));
   assert.match(sha256Hex('sk-abc'), /^[0-9a-f]{64}$/);

@@ -3,8 +3,8 @@
 // reader; a full ring is backpressure (records wait in order), never loss.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RecordKind, RecordReader, SchedulerRecord } from '../../src/shared/ring/fixed-records.js';
-import { RecordChannel } from '../../src/shared/ring/record-channel.js';
+import { RecordKind, RecordReader, SchedulerRecord } from '../../src/contract/scheduler-records.js';
+import { RecordChannel } from '../../src/contract/record-channel.js';
 import { RingConsumer, RingProducer, createRing } from '../../src/shared/ring/spsc-ring.js';
 
 function setup(capacity: number): { channel: RecordChannel; producer: RingProducer; consumer: RingConsumer; reader: RecordReader } {

@@ -3,8 +3,8 @@
 // full ring is backpressure for names as for records.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ReleaseReason } from '../../src/main/scheduler/types.js';
-import type { AdmissionRejectCode } from '../../src/workers/scheduler-port.js';
+import type { ReleaseReason } from '../../src/contract/scheduler.js';
+import type { AdmissionRejectCode } from '../../src/contract/scheduler-port.js';
 import {
   RECORD_BYTES,
   RecordKind,
@@ -15,7 +15,7 @@ import {
   rejectCodeOf,
   releaseReasonCode,
   releaseReasonOf,
-} from '../../src/shared/ring/fixed-records.js';
+} from '../../src/contract/scheduler-records.js';
 import { RingConsumer, RingProducer, createRing, recordBytes } from '../../src/shared/ring/spsc-ring.js';
 
 function pair(capacity: number): { writer: RecordWriter; reader: RecordReader; producer: RingProducer; consumer: RingConsumer } {

@@ -5,7 +5,7 @@
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { VERSION } from '../../shared/version.js';
 import type { EventBus } from '../events/event-bus.js';
-import type { SchedulerStatus } from '../scheduler/types.js';
+import type { SchedulerStatus } from '../../contract/scheduler.js';
 
 export type ProviderHealth = 'ok' | 'offline' | 'not_announced' | 'disabled' | 'draining';
 

@@ -4,7 +4,7 @@
 // (per subscriber and in total). Nothing that accounts for leases or tunnel
 // bytes goes through here, so a stalled reader costs the data path one
 // array store per event and nothing else.
-import type { EdgeEvent } from './types.js';
+import type { EdgeEvent } from '../../contract/events.js';
 
 export const DEFAULT_SUBSCRIBER_BUFFER = 1024;
 export const MAX_SUBSCRIBER_BUFFER = 65_536;

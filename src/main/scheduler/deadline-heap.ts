@@ -3,7 +3,7 @@
 // per-group scans because deadlines are not monotone within a group: a
 // queue_timeout lowered by config, or a re-admitted item, can expire before
 // items queued ahead of it.
-import type { QueueItem } from './wait-queue.js';
+import type { QueueItem } from './state.js';
 
 function earlier(a: QueueItem, b: QueueItem): boolean {
   return a.deadline < b.deadline || (a.deadline === b.deadline && a.seq < b.seq);

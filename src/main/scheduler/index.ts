@@ -1,5 +1,5 @@
-// The scheduler's public surface.
+// The scheduler's public surface: what the rest of the main thread may use.
+// Its request, grant and status types live in src/contract/scheduler.ts,
+// since the data path speaks them too.
 export { Scheduler, type CapacityExcess } from './scheduler.js';
-export { estimateInputTokens } from './estimate.js';
 export { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './catalog.js';
-export type * from './types.js';

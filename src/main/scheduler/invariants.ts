@@ -4,7 +4,7 @@
 import { contextNeed, pickCandidate } from './candidates.js';
 import type { DeadlineHeap } from './deadline-heap.js';
 import type { GroupState, Lease, NodeState, ProviderState } from './state.js';
-import type { QueueItem } from './wait-queue.js';
+import type { QueueItem } from './state.js';
 
 export interface SchedulerView {
   readonly nodes: ReadonlyMap<string, NodeState>;

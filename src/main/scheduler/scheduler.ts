@@ -19,7 +19,7 @@ import {
 import { DeadlineHeap } from './deadline-heap.js';
 import { checkInvariants } from './invariants.js';
 import { Registry } from './registry.js';
-import { Lease, type GroupEntry, type GroupState, type NodeState } from './state.js';
+import { Lease, QueueItem, type GroupEntry, type GroupState, type NodeState } from './state.js';
 import { buildStatus } from './status.js';
 import type {
   AdmitRequest,
@@ -30,8 +30,7 @@ import type {
   ReleaseReason,
   SchedulerSink,
   SchedulerStatus,
-} from './types.js';
-import { QueueItem } from './wait-queue.js';
+} from '../../contract/scheduler.js';
 
 /**
  * Leases fenced before confirm() are remembered so the pending send can

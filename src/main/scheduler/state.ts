@@ -1,8 +1,31 @@
 // The scheduler's mutable records. They outlive config swaps: a provider's
 // in-flight count and a node's connection survive setConfig, only their
 // configured fields are rewritten.
-import type { LeaseInfo } from './types.js';
-import { WaitQueue, type QueueItem } from './wait-queue.js';
+import type { LeaseInfo } from '../../contract/scheduler.js';
+import { WaitQueue } from './wait-queue.js';
+
+/** A request waiting in its group's queue. Owned by exactly one WaitQueue. */
+export class QueueItem {
+  prev: QueueItem | null = null;
+  next: QueueItem | null = null;
+  /** Position in the DeadlineHeap; -1 when not in it. */
+  heapIndex = -1;
+
+  constructor(
+    readonly requestId: number,
+    readonly group: GroupState,
+    /** Admission order across the whole scheduler; a re-admission keeps its original. */
+    readonly seq: number,
+    readonly estimatedTokens: number,
+    readonly directNodeId: string | undefined,
+    readonly enqueuedAt: number,
+    readonly deadline: number,
+    /** 0 for a first admission, 1 for the one re-admission after a stale fence or a retry. */
+    readonly attempt: number,
+    /** A retry never goes back to the provider that just failed it. */
+    readonly excludeProviderId: string | undefined = undefined,
+  ) {}
+}
 
 /** A configured node and its current connection, if any. */
 export class NodeState {
@@ -57,7 +80,7 @@ export class GroupState {
   queueTimeoutMs = 0;
   /** Sorted by provider id, then node id: the tie-break order. */
   entries: readonly GroupEntry[] = [];
-  readonly queue = new WaitQueue();
+  readonly queue = new WaitQueue<QueueItem>();
 
   // Scratch of one pump. Capacity only shrinks during a pump, so an item
   // that found no free candidate proves that every later item of this group

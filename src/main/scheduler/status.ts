@@ -3,7 +3,7 @@
 import { contextNeed, fits } from './candidates.js';
 import type { Registry } from './registry.js';
 import type { ProviderState } from './state.js';
-import type { GroupStatus, NodeStatus, ProviderStatus, SchedulerStatus } from './types.js';
+import type { GroupStatus, NodeStatus, ProviderStatus, SchedulerStatus } from '../../contract/scheduler.js';
 
 function byId<T extends { readonly id: string }>(a: T, b: T): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;

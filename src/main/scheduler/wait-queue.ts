@@ -1,37 +1,20 @@
 // One model group's FIFO of waiting requests: an intrusive doubly-linked
 // list, so a cancel or a grant from the middle is O(1) and nothing is shifted
 // or copied on the hot path (the undici fixed-queue idea, plus removal).
-import type { GroupState } from './state.js';
-
-/** A request waiting in its group's queue. Owned by exactly one WaitQueue. */
-export class QueueItem {
-  prev: QueueItem | null = null;
-  next: QueueItem | null = null;
-  /** Position in the DeadlineHeap; -1 when not in it. */
-  heapIndex = -1;
-
-  constructor(
-    readonly requestId: number,
-    readonly group: GroupState,
-    /** Admission order across the whole scheduler; a re-admission keeps its original. */
-    readonly seq: number,
-    readonly estimatedTokens: number,
-    readonly directNodeId: string | undefined,
-    readonly enqueuedAt: number,
-    readonly deadline: number,
-    /** 0 for a first admission, 1 for the one re-admission after a stale fence or a retry. */
-    readonly attempt: number,
-    /** A retry never goes back to the provider that just failed it. */
-    readonly excludeProviderId: string | undefined = undefined,
-  ) {}
+/** What a queue entry carries for the queue: its links and its admission order. */
+export interface QueueLink<T> {
+  prev: T | null;
+  next: T | null;
+  /** Admission order; insertBySeq keeps it increasing. */
+  readonly seq: number;
 }
 
-export class WaitQueue {
-  head: QueueItem | null = null;
-  tail: QueueItem | null = null;
+export class WaitQueue<T extends QueueLink<T>> {
+  head: T | null = null;
+  tail: T | null = null;
   length = 0;
 
-  push(item: QueueItem): void {
+  push(item: T): void {
     item.prev = this.tail;
     item.next = null;
     if (this.tail === null) this.head = item;
@@ -44,8 +27,8 @@ export class WaitQueue {
    * Inserts keeping `seq` increasing. Used by re-admission, whose item is
    * older than most waiters, so the walk from the head is short.
    */
-  insertBySeq(item: QueueItem): void {
-    let after: QueueItem | null = null;
+  insertBySeq(item: T): void {
+    let after: T | null = null;
     let cur = this.head;
     while (cur !== null && cur.seq < item.seq) {
       after = cur;
@@ -67,7 +50,7 @@ export class WaitQueue {
     this.length++;
   }
 
-  remove(item: QueueItem): void {
+  remove(item: T): void {
     if (item.prev === null) this.head = item.next;
     else item.prev.next = item.next;
     if (item.next === null) this.tail = item.prev;

@@ -3,7 +3,7 @@
 // reflectively (~250 ns against ~30 ns). The generated types list every
 // field, so a field added to the proto fails the build here.
 import { Adapter, type EdgeMessage, type Header } from '../../gen/edge/v1/tunnel_pb.js';
-import type { TunnelRequestFields } from './node-session.js';
+import type { TunnelRequestFields } from '../tunnel/tunnel-host.js';
 
 const NO_METADATA: { [key: string]: string } = Object.freeze({}) as { [key: string]: string };
 

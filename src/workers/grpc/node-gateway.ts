@@ -18,10 +18,10 @@ import type { Logger } from 'pino';
 import type { Register } from '../../gen/edge/v1/tunnel_pb.js';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
-import type { NodeRegistrar, SchedulerPort } from '../scheduler-port.js';
+import type { NodeRegistrar, SchedulerPort } from '../../contract/scheduler-port.js';
 import { NodeLanes } from './node-lanes.js';
 import { NodeSession, type NodeCall, type SessionHost } from './node-session.js';
-import { limitsOf } from '../../main/config-hardening.js';
+import { limitsOf } from '../../shared/config-hardening.js';
 import { ProtocolStats } from './frame-guard.js';
 
 const REGISTER_TIMEOUT_MS = 10_000;

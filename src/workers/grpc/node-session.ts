@@ -15,7 +15,7 @@ import {
 } from '../../gen/edge/v1/tunnel_pb.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messages.js';
-import type { TunnelHost } from '../tunnel/tunnel-host.js';
+import type { TunnelHost, TunnelRequestFields } from '../tunnel/tunnel-host.js';
 import { admitFrame, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
 
 export type NodeCall = ServerDuplexStream<NodeMessage, EdgeMessage>;
@@ -42,22 +42,6 @@ export interface SessionHost {
   readonly maxFrameBytes: number;
   /** The node said Leaving: it finishes open tunnels and wants no new ones. */
   leaving?(session: NodeSession, reason: string): void;
-}
-
-export interface TunnelRequestFields {
-  readonly runId: string;
-  readonly providerId: string;
-  readonly target: string;
-  readonly method: string;
-  readonly path: string;
-  readonly headers: { name: string; value: string }[];
-  readonly body: Uint8Array;
-  readonly stream: boolean;
-  readonly timeoutMs: number;
-  /** Flow-control window for the response body, bytes; 0 = unlimited. */
-  readonly initialCredit: number;
-  /** Carried to the node as TunnelRequest.metadata (request_id for its logs). */
-  readonly metadata?: Record<string, string>;
 }
 
 class OpenTunnel {

@@ -5,8 +5,8 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { errorBody, Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import type { DataPlane } from '../data-plane.js';
-import { limitsOf } from '../../main/config-hardening.js';
-import type { HttpsMaterial } from '../../main/tls.js';
+import { limitsOf } from '../../shared/config-hardening.js';
+import type { HttpsMaterial } from '../tls.js';
 import { ApiKeyState, ClientAuth } from './client-auth.js';
 import { onClientError } from './client-errors.js';
 import { inspectBody, type InspectError, type InspectResult } from './inspect.js';

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 import { errorBody, Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
-import type { Grant, ReleaseReason } from '../../main/scheduler/types.js';
+import type { Grant, ReleaseReason } from '../../contract/scheduler.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isHopByHop } from '../tunnel/hop-by-hop.js';
@@ -14,8 +14,7 @@ import { ResponseWindow } from '../tunnel/response-window.js';
 import { StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import type { InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
-import type { DataPlane } from '../data-plane.js';
-import { overheadAtHeadersMs } from '../exchange-observer.js';
+import { overheadAtHeadersMs } from '../observe/exchange-observer.js';
 
 export const kExchange = Symbol('edge.exchange');
 
@@ -24,6 +23,22 @@ type ExchangeState = 'admitting' | 'dispatched' | 'streaming' | 'done';
 const SSE_ERROR_PREFIX = 'data: ';
 const SSE_ERROR_SUFFIX = '\n\n';
 const SSE_KEEPALIVE = ': keepalive\n\n';
+
+/**
+ * What an exchange needs from the data plane that owns it (DataPlane
+ * implements it); declared here so the exchange does not import its owner.
+ */
+export interface ExchangeOwner {
+  /** A pre-first-byte failure: true when the request was re-admitted elsewhere (the exchange waits for a new grant). */
+  retryBeforeFirstByte(exchange: ProxyExchange, code: string, message: string): boolean;
+  /** The node's worker refused the tunnel (cross-worker only). */
+  tunnelRefused(exchange: ProxyExchange, code: 'stale' | 'overloaded', open: number): void;
+  /** The client left while queued: the admission is withdrawn. */
+  cancelAdmission(exchange: ProxyExchange): void;
+  releaseLease(leaseId: number, reason: ReleaseReason): void;
+  exchangeFinished(exchange: ProxyExchange, outcome: string): void;
+  forget(exchange: ProxyExchange): void;
+}
 
 export class ProxyExchange implements TunnelConsumer {
   state: ExchangeState = 'admitting';
@@ -55,7 +70,7 @@ export class ProxyExchange implements TunnelConsumer {
   bytesOut = 0;
 
   constructor(
-    readonly plane: DataPlane,
+    readonly plane: ExchangeOwner,
     readonly requestId: number,
     readonly runId: string,
     readonly path: string,

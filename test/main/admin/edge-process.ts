@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify as toYaml } from 'yaml';
 
-const CLI = fileURLToPath(new URL('../../../src/main/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../../src/edge/cli.js', import.meta.url));
 
 export interface LogLine {
   readonly msg: string;

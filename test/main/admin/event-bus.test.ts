@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { setImmediate as tick } from 'node:timers/promises';
 import { test } from 'node:test';
 import { EventBus, type Subscription, type SubscriptionReader } from '../../../src/main/events/event-bus.js';
-import type { EdgeEvent } from '../../../src/main/events/types.js';
+import type { EdgeEvent } from '../../../src/contract/events.js';
 
 function event(n: number): EdgeEvent {
   return { type: 'node.draining', node: `n${n}`, by: 'admin' };

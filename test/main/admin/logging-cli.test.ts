@@ -10,7 +10,7 @@ import { stringify as toYaml } from 'yaml';
 import { createLogger } from '../../../src/shared/logger.js';
 import { opsConfigObject } from './ops-stack.js';
 
-const CLI = fileURLToPath(new URL('../../../src/main/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../../src/edge/cli.js', import.meta.url));
 
 test('credentials are redacted wherever they sit in a log object', () => {
   const lines: string[] = [];

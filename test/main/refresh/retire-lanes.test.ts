@@ -3,7 +3,7 @@
 // the grace ends (closing a lane takes it out of the live list it came in).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { retireLanes } from '../../../src/main/refresh/retire.js';
+import { retireLanes } from '../../../src/workers/grpc/retire.js';
 import type { NodeSession } from '../../../src/workers/grpc/node-session.js';
 
 class FakeStream {

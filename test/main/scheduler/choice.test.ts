@@ -2,7 +2,7 @@
 // budget, the long-context class and direct dispatch.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { estimateInputTokens } from '../../../src/main/scheduler/index.js';
+import { estimateInputTokens } from '../../../src/contract/estimate.js';
 import { makeConfig, req, setup } from './fixtures.js';
 
 test('chooses the candidate with the lowest in-flight/capacity ratio', () => {

@@ -3,7 +3,7 @@
 import { parseEdgeConfig } from '../../../src/main/config.js';
 import type { EdgeConfig, ModelConfig, NodeConfig, ProviderConfig } from '../../../src/shared/config-types.js';
 import { Scheduler } from '../../../src/main/scheduler/scheduler.js';
-import type { AdmitRequest, Grant, RejectCode, SchedulerSink } from '../../../src/main/scheduler/types.js';
+import type { AdmitRequest, Grant, RejectCode, SchedulerSink } from '../../../src/contract/scheduler.js';
 
 /** Every limit at its documented default (the scheduler reads none of them). */
 const DEFAULT_LIMITS = parseEdgeConfig({ nodes: [], models: [] }, 'defaults').limits;

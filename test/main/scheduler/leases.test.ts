@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Scheduler } from '../../../src/main/scheduler/scheduler.js';
-import type { ReleaseReason, SchedulerSink } from '../../../src/main/scheduler/types.js';
+import type { ReleaseReason, SchedulerSink } from '../../../src/contract/scheduler.js';
 import { makeConfig, req, setup } from './fixtures.js';
 
 const TWO_NODES = {

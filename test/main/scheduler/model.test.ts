@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Scheduler } from '../../../src/main/scheduler/scheduler.js';
-import type { Grant, ReleaseReason } from '../../../src/main/scheduler/types.js';
+import type { Grant, ReleaseReason } from '../../../src/contract/scheduler.js';
 import { makeConfig, RecordingSink, type ConfigSpec, type ModelSpec, type ProviderSpec } from './fixtures.js';
 
 function mulberry32(seed: number): () => number {

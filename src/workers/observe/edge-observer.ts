@@ -3,12 +3,12 @@
 // someone subscribes) and, where an operator would want it, a log line.
 // Lease accounting never depends on anything here.
 import type { Logger } from 'pino';
-import type { ExchangeObserver, ExchangeView } from '../../workers/exchange-observer.js';
-import type { NodeObserver } from '../../workers/grpc/node-gateway.js';
-import type { NodeSession } from '../../workers/grpc/node-session.js';
-import type { EdgeMetrics } from '../metrics.js';
-import { CLIENT_CLOSED_STATUS } from '../metrics.js';
-import type { EdgeEvent } from './types.js';
+import type { ExchangeObserver, ExchangeView } from './exchange-observer.js';
+import type { NodeObserver } from '../grpc/node-gateway.js';
+import type { NodeSession } from '../grpc/node-session.js';
+import type { EdgeMetrics } from './metrics.js';
+import { CLIENT_CLOSED_STATUS } from './metrics.js';
+import type { EdgeEvent } from '../../contract/events.js';
 
 /** Where events go: the EventBus, or (in an I/O worker) a forwarder to the main thread's bus. */
 export interface EventSink {

@@ -13,22 +13,22 @@ import { DataPlane } from '../workers/data-plane.js';
 import { drainListener } from '../workers/drain.js';
 import { NodeGateway } from '../workers/grpc/node-gateway.js';
 import { ClientServer } from '../workers/http/client-server.js';
-import type { PlaneInspection, WorkerEvent } from '../workers/io-protocol.js';
+import type { PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
 import { inspectPlane } from '../workers/plane-inspection.js';
 import { AggregatorRegistry } from 'prom-client';
-import { AdminServer } from './admin/admin-server.js';
-import type { AdminOps, NodeDrainOutcome } from './admin/ops.js';
-import { buildEdgeStatus, type EdgeStatus, type SessionView } from './admin/status.js';
-import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from './config.js';
-import { EdgeObserver } from './events/edge-observer.js';
-import { EventBus } from './events/event-bus.js';
-import { EdgeMetrics } from './metrics.js';
-import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from './refresh/refresher.js';
-import { retireLanes } from './refresh/retire.js';
-import { SchedulerDriver } from './scheduler-driver.js';
-import { WorkerPool } from './worker-pool.js';
-import type { SchedulerStatus } from './scheduler/types.js';
-import { clientHttpsMaterial, nodeServerCredentials } from './tls.js';
+import { AdminServer } from '../main/admin/admin-server.js';
+import type { AdminOps, NodeDrainOutcome } from '../main/admin/ops.js';
+import { buildEdgeStatus, type EdgeStatus, type SessionView } from '../main/admin/status.js';
+import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
+import { EdgeObserver } from '../workers/observe/edge-observer.js';
+import { EventBus } from '../main/events/event-bus.js';
+import { EdgeMetrics } from '../workers/observe/metrics.js';
+import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from '../main/refresh/refresher.js';
+import { retireLanes } from '../workers/grpc/retire.js';
+import { SchedulerDriver } from '../main/scheduler-driver.js';
+import { WorkerPool } from '../main/worker-pool.js';
+import type { SchedulerStatus } from '../contract/scheduler.js';
+import { clientHttpsMaterial, nodeServerCredentials } from '../workers/tls.js';
 
 export interface ShutdownReport {
   /** True when every open request finished within the grace period. */

@@ -2,7 +2,7 @@
 // DataPlane, and every exchange reports itself when it is dispatched and
 // when it is over. The exchange passes itself (no record is allocated);
 // the observer reads the numbers synchronously and must not keep it.
-import type { Grant } from '../main/scheduler/types.js';
+import type { Grant } from '../../contract/scheduler.js';
 
 export interface ExchangeView {
   readonly runId: string;

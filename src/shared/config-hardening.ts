@@ -1,8 +1,8 @@
 // Readers for the edge config's hardening sections: `auth:` (client API
 // keys), `tls:` (client and node listeners) and the extra `limits:` keys.
 // Kept apart from config.ts so each section reads on one screen.
-import type { ConfigReader } from '../shared/config-reader.js';
-import type { ApiKeyConfig, AuthConfig, EdgeConfig, LimitsHardening, NodeTlsConfig, TlsConfig, TlsFilesConfig } from '../shared/config-types.js';
+import type { ConfigReader } from './config-reader.js';
+import type { ApiKeyConfig, AuthConfig, EdgeConfig, LimitsHardening, NodeTlsConfig, TlsConfig, TlsFilesConfig } from './config-types.js';
 
 const DAY_MS = 86_400_000;
 const SHA256_HEX = /^[0-9a-f]{64}$/;

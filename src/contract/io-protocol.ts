@@ -1,7 +1,7 @@
 // The cold-path messages between the main thread and an I/O worker
 // (postMessage): start-up data, control requests and their replies, and
 // events the worker forwards to the main thread's event bus.
-import type { EdgeEvent } from '../main/events/types.js';
+import type { EdgeEvent } from './events.js';
 import type { EdgeConfig } from '../shared/config-types.js';
 
 export interface IoWorkerData {

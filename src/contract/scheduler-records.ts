@@ -45,9 +45,9 @@
 // before the first record that uses the id; the ring is FIFO, so the reader
 // has always learnt a name before it meets its id. Each ring direction has its
 // own table: the writer assigns ids, the reader learns them.
-import type { ReleaseReason } from '../../main/scheduler/types.js';
-import type { AdmissionRejectCode } from '../../workers/scheduler-port.js';
-import type { RingProducer } from './ring-producer.js';
+import type { ReleaseReason } from './scheduler.js';
+import type { AdmissionRejectCode } from './scheduler-port.js';
+import type { RingProducer } from '../shared/ring/ring-producer.js';
 
 export const RECORD_BYTES = 48;
 export const STRING_HEADER_BYTES = 8;

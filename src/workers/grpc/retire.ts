@@ -2,7 +2,7 @@
 // token: the scheduler already sends it nothing new (draining); the session
 // is closed once its open tunnels are done, or when the grace runs out, and
 // whatever is still open then is fenced like any disconnect.
-import type { NodeSession } from '../../workers/grpc/node-session.js';
+import type { NodeSession } from './node-session.js';
 
 const RETIRE_POLL_MS = 50;
 

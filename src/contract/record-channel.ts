@@ -5,8 +5,8 @@
 // Records are written at once but committed (made visible, the sleeping
 // reader woken) once per batch: waking the other thread costs far more than
 // a record, and per request several records go each way.
-import { RECORD_BYTES, RecordWriter, SchedulerRecord, STRING_HEADER_BYTES } from './fixed-records.js';
-import type { RingProducer } from './ring-producer.js';
+import { RECORD_BYTES, RecordWriter, SchedulerRecord, STRING_HEADER_BYTES } from './scheduler-records.js';
+import type { RingProducer } from '../shared/ring/ring-producer.js';
 
 class Backlogged {
   readonly record = new SchedulerRecord();

@@ -5,8 +5,8 @@
 // labels() lookup is slow). Gauges that describe state (queues, in-flight,
 // capacity, nodes) are read from the scheduler's status once per scrape.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ExchangeView } from '../workers/exchange-observer.js';
-import type { SchedulerStatus } from './scheduler/types.js';
+import type { ExchangeView } from './exchange-observer.js';
+import type { SchedulerStatus } from '../../contract/scheduler.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];

@@ -4,7 +4,7 @@
 // SharedArrayBuffer rings. So every call here is asynchronous-capable: no
 // call returns a scheduler answer, answers come back through the handlers
 // (synchronously from the driver, a ring hop later from a worker).
-import type { AdmitRequest, Grant, RejectCode, ReleaseReason } from '../main/scheduler/types.js';
+import type { AdmitRequest, Grant, RejectCode, ReleaseReason } from './scheduler.js';
 
 /**
  * Why an admission was refused: the scheduler's codes, plus the per-key
@@ -74,3 +74,7 @@ export interface SchedulerPort {
   leaveLane(nodeId: string, generation: number): void;
   setDraining(nodeId: string, draining: boolean): void;
 }
+
+/** Request ids are seq * ID_STRIDE + worker index, so the scheduler's answers route back by `id % ID_STRIDE`. */
+export const ID_STRIDE = 64;
+export const MAX_WORKERS = ID_STRIDE;

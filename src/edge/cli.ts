@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
 import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
-import { loadEdgeConfig } from './config.js';
+import { loadEdgeConfig } from '../main/config.js';
 import { startEdge, type RunningEdge } from './edge.js';
 
 const HELP = `usage:
