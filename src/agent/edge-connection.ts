@@ -213,7 +213,7 @@ export class EdgeConnection implements FrameSink {
   tunnelFinished(tunnel: TunnelExecutor, errorCode?: TunnelErrorCode, errorMessage?: string): void {
     this.#tunnels.delete(tunnel.tunnelId);
     if (errorCode !== undefined) {
-      this.#log.warn({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId, providerId: tunnel.providerId, errorCode, errorMessage }, 'tunnel failed');
+      this.#log.warn({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId, providerId: tunnel.providerId, adapter: tunnel.adapter, sessionId: tunnel.sessionId, errorCode, errorMessage }, 'tunnel failed');
     } else if (this.#log.isLevelEnabled('debug')) {
       this.#log.debug({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId }, 'tunnel finished');
     }
@@ -332,7 +332,7 @@ export class EdgeConnection implements FrameSink {
     const tunnel = new TunnelExecutor(request, this, this.#config.tunnels);
     this.#tunnels.set(request.tunnelId, tunnel);
     if (this.#log.isLevelEnabled('debug')) {
-      this.#log.debug({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId, providerId: tunnel.providerId }, 'tunnel started');
+      this.#log.debug({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId, providerId: tunnel.providerId, adapter: tunnel.adapter, sessionId: tunnel.sessionId }, 'tunnel started');
     }
     tunnel.start(this.#upstreams);
   }

@@ -16,7 +16,24 @@ export type TunnelErrorCode =
   /** The tunnel deadline, or undici's headers/body timeout, passed. */
   | 'upstream_timeout'
   /** Anything else. */
-  | 'upstream_error';
+  | 'upstream_error'
+  /** A cli provider's command exited non-zero, could not start, or wrote more than max_output_bytes. */
+  | 'cli_failed'
+  /** The request gives a cli provider's command nothing to run (no user message). */
+  | 'cli_bad_request'
+  /** The session's previous request still ran after session_wait_ms. */
+  | 'session_busy';
+
+/** A failure the agent itself names (cli runs): its code goes to the edge as is. */
+export class AgentRunError extends Error {
+  constructor(
+    readonly tunnelCode: TunnelErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'AgentRunError';
+  }
+}
 
 // Failures that mean "never got a working connection" when they happen before
 // the request was handed a socket.
@@ -49,6 +66,7 @@ export class TunnelDeadlineError extends Error {
  */
 export function classifyUpstreamError(err: unknown, started: boolean): TunnelErrorCode {
   if (err instanceof TunnelDeadlineError) return 'upstream_timeout';
+  if (err instanceof AgentRunError) return err.tunnelCode;
   const code = errorCode(err);
   if (code === undefined) return 'upstream_error';
   if (TIMEOUT_CODES.has(code)) return 'upstream_timeout';

@@ -12,6 +12,7 @@ import { classifyUpstreamError, TunnelDeadlineError, type TunnelErrorCode } from
 import { frameResponseHeaders, upstreamRequestHeaders, type ResponseHeaders } from './upstream-headers.js';
 import type { PooledHandler, UpstreamPool } from './upstream-pool.js';
 import type { Upstreams } from './upstreams.js';
+import { CliRun, DEFAULT_SESSION } from './cli-run.js';
 
 /** Where a tunnel's frames go: the edge connection, or a recorder in tests. */
 export interface FrameSink {
@@ -80,6 +81,16 @@ export class TunnelExecutor implements PooledHandler {
     return this.#request.providerId;
   }
 
+  /** The adapter the edge named (its enum name, for logs). */
+  get adapter(): string {
+    return Adapter[this.#request.adapter] ?? String(this.#request.adapter);
+  }
+
+  /** The request's session, normalised as the edge does ("default" when empty). */
+  get sessionId(): string {
+    return this.#request.sessionId === '' ? DEFAULT_SESSION : this.#request.sessionId;
+  }
+
   /** The edge's request id (metadata.request_id), for logs on both sides; the run id when absent. */
   get requestId(): string {
     return this.#request.metadata.request_id ?? this.#request.runId;
@@ -93,8 +104,14 @@ export class TunnelExecutor implements PooledHandler {
       this.#fail('unknown_provider', `provider ${JSON.stringify(request.providerId)} is not on this node`);
       return;
     }
+    if (upstream.cli !== undefined) {
+      // The node's own config decides what the provider is; the edge's adapter is a hint it checks below.
+      if (request.timeoutMs > 0) this.#deadline = setTimeout(onTunnelDeadline, request.timeoutMs, this);
+      new CliRun(upstream.cli, request, this).start();
+      return;
+    }
     if (upstream.pool === undefined || request.adapter === Adapter.CLI) {
-      this.#fail('adapter_not_supported', `provider ${JSON.stringify(upstream.id)} (${upstream.type}): this agent does not run the cli adapter yet`);
+      this.#fail('adapter_not_supported', `provider ${JSON.stringify(upstream.id)} (${upstream.type}) is not a cli provider with a command on this node`);
       return;
     }
     if (request.timeoutMs > 0) this.#deadline = setTimeout(onTunnelDeadline, request.timeoutMs, this);

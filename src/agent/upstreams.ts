@@ -5,6 +5,8 @@
 import type { ProviderType } from '../shared/config-types.js';
 import type { AgentProviderConfig } from './config.js';
 import { UpstreamPool } from './upstream-pool.js';
+import type { CliProvider } from './cli-run.js';
+import { CliSessions } from './cli-sessions.js';
 
 export interface Upstream {
   readonly id: string;
@@ -15,6 +17,8 @@ export interface Upstream {
   readonly pathPrefix: string;
   /** `Bearer <api_key>`, or undefined when the provider has no key. */
   readonly authorization: string | undefined;
+  /** A `cli` provider's command and its sessions (shared by every edge connection); undefined for HTTP types. */
+  readonly cli?: CliProvider;
 }
 
 export class Upstreams {
@@ -42,7 +46,8 @@ export class Upstreams {
 
 function upstreamOf(provider: AgentProviderConfig): Upstream {
   if (provider.type === 'cli' || provider.baseUrl === undefined) {
-    return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined };
+    const cli = provider.cli === undefined ? undefined : { config: provider.cli, sessions: new CliSessions(provider.cli.cwdRoot) };
+    return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined, cli };
   }
   const url = new URL(provider.baseUrl);
   return {

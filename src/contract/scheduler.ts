@@ -31,6 +31,8 @@ export interface AdmitRequest {
   readonly estimatedTokens: number;
   /** Direct dispatch: only providers on this node are candidates. */
   readonly directNodeId: string | undefined;
+  /** A named session's 32-bit key (0 or absent: none): its requests keep to the node that served it while connected. */
+  readonly sessionKey?: number;
 }
 
 export interface Grant {

@@ -29,6 +29,7 @@ export const Errors = Object.freeze({
   routeNotFound: spec(404, 'invalid_request_error', 'unknown_url', 'unknown route'),
   methodNotAllowed: spec(405, 'invalid_request_error', 'method_not_allowed', 'this route does not take that method'),
   headersTooLarge: spec(431, 'invalid_request_error', 'request_headers_too_large', 'request headers are larger than the configured limit'),
+  invalidSession: spec(400, 'invalid_request_error', 'invalid_session', 'a session id is 1 to 256 printable ASCII characters (x-edge-session, session_id or metadata.session_id)'),
   badRequest: spec(400, 'invalid_request_error', 'invalid_request', 'the request is malformed'),
   // Client auth
   invalidApiKey: spec(401, 'authentication_error', 'invalid_api_key', 'missing or invalid API key; send it as `Authorization: Bearer <key>`'),
@@ -49,6 +50,9 @@ export const Errors = Object.freeze({
   firstByteTimeout: spec(504, 'server_error', 'first_byte_timeout', 'the provider sent no response headers within the time-to-first-byte limit'),
   idleTimeout: spec(504, 'server_error', 'idle_timeout', 'the provider went silent mid-response for longer than the idle limit'),
   nodeOverloaded: spec(503, 'server_error', 'node_overloaded', 'the chosen node has reached its limit of open tunnels; retry later'),
+  cliFailed: spec(502, 'server_error', 'cli_failed', 'the cli provider\'s command failed'),
+  cliBadRequest: spec(400, 'invalid_request_error', 'invalid_messages', 'the messages hold nothing to give the command', 'messages'),
+  sessionBusy: spec(429, 'rate_limit_error', 'session_busy', 'the session still has a run in progress; retry when it finishes'),
   protocolError: spec(502, 'server_error', 'node_protocol_error', 'the node sent an invalid frame sequence'),
   internal: spec(500, 'server_error', 'internal_error', 'internal gateway error'),
 });
@@ -64,6 +68,9 @@ export function specForNodeErrorCode(code: string): GatewayErrorSpec {
     case 'node_disconnected': return Errors.nodeDisconnected;
     case 'node_protocol_error': return Errors.protocolError;
     case 'gateway_timeout': return Errors.gatewayTimeout;
+    case 'cli_failed': return Errors.cliFailed;
+    case 'cli_bad_request': return Errors.cliBadRequest;
+    case 'session_busy': return Errors.sessionBusy;
     // The node is going away: as for a client, nothing could serve it here.
     case 'node_leaving': return Errors.noProviderAvailable;
     // unknown_provider, adapter_not_supported, upstream_error and anything newer.

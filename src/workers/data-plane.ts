@@ -22,6 +22,9 @@ import { isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
 import { NO_OBSERVER, type ExchangeObserver } from './observe/exchange-observer.js';
 import type { TunnelHost } from './tunnel/tunnel-host.js';
+import { Adapter } from '../gen/edge/v1/tunnel_pb.js';
+import type { ProviderType } from '../shared/config-types.js';
+import { DEFAULT_SESSION, sessionIdOf, sessionKeyOf } from './http/session-id.js';
 
 /** Tunnels to nodes whose session lives in another worker. */
 export interface PeerRouter {
@@ -96,6 +99,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   private readonly runIdPrefix = `run-${Date.now().toString(36)}-`;
   private config: EdgeConfig;
   private aliases: ReadonlySet<string>;
+  /** provider id -> the adapter its node runs it with (TunnelRequest.adapter). */
+  private adapters: ReadonlyMap<string, Adapter>;
   private deadlineLimits: DeadlineLimits;
   private maxTunnelsPerNode: number;
   private observer: ExchangeObserver = NO_OBSERVER;
@@ -113,6 +118,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   ) {
     this.config = config;
     this.aliases = new Set(config.models.map((m) => m.alias));
+    this.adapters = adaptersOf(config);
     ({ deadlineLimits: this.deadlineLimits, maxTunnelsPerNode: this.maxTunnelsPerNode } = hardeningOf(config));
     this.workerIndex = placement.workerIndex;
     this.peers = placement.peers;
@@ -125,6 +131,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   setConfig(config: EdgeConfig): void {
     this.config = config;
     this.aliases = new Set(config.models.map((m) => m.alias));
+    this.adapters = adaptersOf(config);
     ({ deadlineLimits: this.deadlineLimits, maxTunnelsPerNode: this.maxTunnelsPerNode } = hardeningOf(config));
   }
 
@@ -170,6 +177,12 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     (response as ServerResponse & { [kExchange]?: ProxyExchange })[kExchange] = exchange;
     response.on('close', onResponseClose);
     this.pending.set(requestId, exchange);
+    const sessionId = sessionIdOf(request, body);
+    if (sessionId === undefined) {
+      exchange.reject(Errors.invalidSession, 0);
+      return;
+    }
+    exchange.sessionId = sessionId;
     this.driver.admit(admitRequestOf(exchange), limitedKey);
   }
 
@@ -216,6 +229,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.tunnelId = session.openTunnel(exchange, {
         runId: exchange.runId,
         providerId: grant.providerId,
+        adapter: this.adapters.get(grant.providerId) ?? Adapter.UNSPECIFIED,
+        sessionId: exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId,
         target: grant.servedModel,
         method: exchange.request.method ?? 'POST',
         path: exchange.path,
@@ -466,7 +481,21 @@ function admitRequestOf(exchange: ProxyExchange): AdmitRequest {
     alias: exchange.info.model,
     estimatedTokens: exchange.info.inputTokens ?? estimateInputTokens(exchange.body.length),
     directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
+    sessionKey: sessionKeyOf(exchange.sessionId),
   };
+}
+
+const ADAPTER_OF_TYPE: Record<ProviderType, Adapter> = {
+  ollama: Adapter.OLLAMA,
+  vllm: Adapter.VLLM,
+  openai_compat: Adapter.OPENAI_COMPAT,
+  cli: Adapter.CLI,
+};
+
+function adaptersOf(config: EdgeConfig): Map<string, Adapter> {
+  const out = new Map<string, Adapter>();
+  for (const node of config.nodes) for (const provider of node.providers) out.set(provider.id, ADAPTER_OF_TYPE[provider.type]);
+  return out;
 }
 
 function rejectMessage(code: RejectCode, alias: string): string {

@@ -25,6 +25,13 @@ providers:
     base_url: http://localhost:11434
   - id: gpu-1-cli
     type: cli
+    command: [/usr/bin/agent-cli, --quiet]
+    args: [--model, '{model}', --session, '{session}', '--', '{prompt}']
+    resume_args: [--resume, '{session}', '--', '{prompt}']
+    input: arg
+    cwd_root: /srv/sessions
+    env: [PATH, 'MODE=batch']
+    timeout_ms: 60000
 reconnect:
   initial_ms: 100
   max_ms: 5000
@@ -53,7 +60,26 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
     providers: [
       { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64 },
       { id: 'gpu-1-ollama', type: 'ollama', baseUrl: 'http://localhost:11434', apiKey: undefined, connections: 128 },
-      { id: 'gpu-1-cli', type: 'cli', baseUrl: undefined, apiKey: undefined, connections: 128 },
+      {
+        id: 'gpu-1-cli',
+        type: 'cli',
+        baseUrl: undefined,
+        apiKey: undefined,
+        connections: 128,
+        cli: {
+          command: ['/usr/bin/agent-cli', '--quiet'],
+          args: ['--model', '{model}', '--session', '{session}', '--', '{prompt}'],
+          resumeArgs: ['--resume', '{session}', '--', '{prompt}'],
+          input: 'arg',
+          prompt: 'last_user',
+          cwdRoot: '/srv/sessions',
+          env: [{ name: 'PATH', value: undefined }, { name: 'MODE', value: 'batch' }],
+          timeoutMs: 60000,
+          maxOutputBytes: 16 * 1024 * 1024,
+          killGraceMs: 2000,
+          sessionWaitMs: 60000,
+        },
+      },
     ],
     reconnect: { initialMs: 100, maxMs: 5000 },
     tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096, batchFrames: true },
@@ -143,6 +169,24 @@ test('an http provider needs base_url; only cli may omit it', () => {
     providers: [{ id: 'p', type: 'ollama' }],
   });
   assert.deepEqual(problems, ['providers[0].base_url: expected a non-empty string, found nothing']);
+});
+
+test('a cli provider: argv command required, placeholders checked, env entries are names or NAME=value', () => {
+  const problems = problemsOf({
+    edge: { address: 'edge:1' },
+    node: { id: 'n', token: 't' },
+    providers: [
+      { id: 'a', type: 'cli' },
+      { id: 'b', type: 'cli', command: 'sh -c "x"', input: 'arg', args: ['{prompt}', '{cwd}'], env: ['BAD NAME', 'OK'], shell: true },
+    ],
+  });
+  assert.deepEqual(problems, [
+    'providers[0].command: expected a list, found nothing',
+    'providers[1].shell: unknown key',
+    'providers[1].command: expected a list, found the string "sh -c \\"x\\""',
+    'providers[1].args[1]: unknown placeholder {cwd} (known: {prompt}, {model}, {session})',
+    'providers[1].env[0]: expected NAME (passed through from the agent) or NAME=value, found the string "BAD NAME"',
+  ]);
 });
 
 test('loadAgentConfig reads YAML from a file, and names the file on errors', async () => {

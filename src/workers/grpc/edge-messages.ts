@@ -2,7 +2,7 @@
 // plain typed literals instead of create(), which walks the schema
 // reflectively (~250 ns against ~30 ns). The generated types list every
 // field, so a field added to the proto fails the build here.
-import { Adapter, type EdgeMessage, type Header } from '../../gen/edge/v1/tunnel_pb.js';
+import { type EdgeMessage, type Header } from '../../gen/edge/v1/tunnel_pb.js';
 import type { TunnelRequestFields } from '../tunnel/tunnel-host.js';
 
 const NO_METADATA: { [key: string]: string } = Object.freeze({}) as { [key: string]: string };
@@ -17,7 +17,7 @@ export function tunnelRequestMessage(tunnelId: number, fields: TunnelRequestFiel
         runId: fields.runId,
         tunnelId,
         providerId: fields.providerId,
-        adapter: Adapter.UNSPECIFIED,
+        adapter: fields.adapter,
         target: fields.target,
         method: fields.method,
         path: fields.path,
@@ -26,7 +26,7 @@ export function tunnelRequestMessage(tunnelId: number, fields: TunnelRequestFiel
         stream: fields.stream,
         timeoutMs: fields.timeoutMs,
         metadata: fields.metadata ?? NO_METADATA,
-        sessionId: '',
+        sessionId: fields.sessionId,
         initialCredit: fields.initialCredit,
       },
     },

@@ -59,6 +59,8 @@ export class ProxyExchange implements TunnelConsumer {
   private tail: StreamTail | undefined;
   /** Token usage reported by the provider's final SSE chunk, once the stream ended. */
   usage: TokenUsage | undefined;
+  /** The session the client named ("" = none; the node gets "default"). */
+  sessionId = '';
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
   requestTag = '';
   startedAt = 0;

@@ -364,6 +364,8 @@ export class PeerLinks implements PeerRouter {
       tunnel.sessionTunnelId = session.openTunnel(tunnel, {
         runId: request.runId,
         providerId: request.providerId,
+        adapter: request.adapter,
+        sessionId: request.sessionId,
         target: request.target,
         method: request.method,
         path: request.path,

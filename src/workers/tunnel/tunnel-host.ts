@@ -2,6 +2,7 @@
 // the node's session on this thread (NodeSession), or a handle on a session
 // that lives in another worker (PeerNode, over a worker <-> worker ring).
 import type { TunnelConsumer } from './tunnel-consumer.js';
+import type { Adapter } from '../../gen/edge/v1/tunnel_pb.js';
 
 /** What the edge sends a node to open one tunnel (protobuf TunnelRequest, less the ids). */
 export interface TunnelRequestFields {
@@ -16,6 +17,10 @@ export interface TunnelRequestFields {
   readonly timeoutMs: number;
   /** Flow-control window for the response body, bytes; 0 = unlimited. */
   readonly initialCredit: number;
+  /** The provider's type as the node runs it (cli: a command, else an HTTP tunnel). */
+  readonly adapter: Adapter;
+  /** The request's session, normalised ("default" when the client named none). */
+  readonly sessionId: string;
   /** Carried to the node as TunnelRequest.metadata (request_id for its logs). */
   readonly metadata?: Record<string, string>;
 }

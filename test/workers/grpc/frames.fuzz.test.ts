@@ -205,7 +205,7 @@ test('random frame sequences, alone or in batches: no throw, each tunnel gets ex
       const consumers = new Map<number, Recorder>();
       for (let i = 0; i < tunnels; i++) {
         const consumer = new Recorder();
-        const id = session.openTunnel(consumer, { runId: 'r', providerId: 'p', target: 't', method: 'POST', path: '/', headers: [], body: new Uint8Array(0), stream: true, timeoutMs: 0, initialCredit: 0 } as Parameters<NodeSession['openTunnel']>[1]);
+        const id = session.openTunnel(consumer, { runId: 'r', providerId: 'p', adapter: 0, sessionId: 'default', target: 't', method: 'POST', path: '/', headers: [], body: new Uint8Array(0), stream: true, timeoutMs: 0, initialCredit: 0 } as Parameters<NodeSession['openTunnel']>[1]);
         consumers.set(id, consumer);
       }
       const ids = [...consumers.keys()];

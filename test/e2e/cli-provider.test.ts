@@ -1,0 +1,153 @@
+// The agent's `type: cli` providers end to end: a real program (the test
+// fixture, run through argv) answers through the edge to the unmodified
+// openai SDK, streaming and not; its failures, a client abort and a timeout
+// each end the way a client and the host's process table can see.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import OpenAI from 'openai';
+import { CLI_ALIAS, CLI_SERVED, isLive, livePids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
+import { waitFor } from '../helpers/stack.js';
+
+let stack: CliStack;
+let client: OpenAI;
+
+before(async () => {
+  stack = await startCliStack({ capacity: 2, cli: { timeout_ms: 1_500 } });
+  client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+});
+
+after(async () => {
+  await stack.close();
+});
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
+async function json(res: Response): Promise<any> {
+  return res.json();
+}
+
+function post(body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body), signal });
+}
+
+test('streaming: the SDK gets the command\'s stdout as chat.completion.chunk events, in order', async () => {
+  const stream = await client.chat.completions.create({ model: CLI_ALIAS, stream: true, messages: [{ role: 'system', content: 'ignored' }, { role: 'user', content: 'echo alpha beta gamma delta' }] });
+  const deltas: string[] = [];
+  let finish: string | null = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    assert.equal(chunk.model, CLI_SERVED);
+    const content = chunk.choices[0]?.delta?.content;
+    if (content) deltas.push(content);
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(deltas.join(''), 'alpha beta gamma delta');
+  // The fixture writes a word every 20 ms: they arrive as several chunks, not one at the end.
+  assert.ok(deltas.length >= 2, `expected several chunks, got ${JSON.stringify(deltas)}`);
+  assert.equal(finish, 'stop');
+});
+
+test('not streaming: the whole output is collected into one chat.completion', async () => {
+  const completion = await client.chat.completions.create({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'echo one two three' }] });
+  assert.equal(completion.object, 'chat.completion');
+  assert.equal(completion.choices[0].message.role, 'assistant');
+  assert.equal(completion.choices[0].message.content, 'one two three');
+  assert.equal(completion.choices[0].finish_reason, 'stop');
+});
+
+test('argv: {model} and {session} reach the command as arguments, the session directory is its cwd', async () => {
+  const res = await post({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'hold 1' }] }, { 'x-edge-session': 'conv-42' });
+  assert.equal(res.status, 200);
+  const out = JSON.parse((await json(res)).choices[0].message.content);
+  assert.deepEqual(out.argv, [stack.tag, CLI_SERVED, 'conv-42']);
+  assert.equal(out.cwd, `${stack.root}/gpu-1/conv-42`);
+});
+
+test('env: the command sees only the allow-listed environment', async () => {
+  process.env.EDGE_TEST_SECRET = 'must-not-leak';
+  try {
+    const completion = await client.chat.completions.create({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'env' }] });
+    const env = JSON.parse(completion.choices[0].message.content ?? '{}');
+    assert.equal(env.EDGE_TEST_SECRET, undefined);
+    assert.equal(env.PATH, undefined);
+  } finally {
+    delete process.env.EDGE_TEST_SECRET;
+  }
+});
+
+test('a failing command: 502 cli_failed carrying its stderr tail', async () => {
+  const res = await post({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'fail' }] });
+  assert.equal(res.status, 502);
+  const body = await json(res);
+  assert.equal(body.error.code, 'cli_failed');
+  assert.match(body.error.message, /exited with code 3: fixture: something went wrong/);
+});
+
+test('a command failing after its first bytes: an in-band error event the SDK raises', async () => {
+  const stream = await client.chat.completions.create({ model: CLI_ALIAS, stream: true, messages: [{ role: 'user', content: 'late-fail' }] });
+  let text = '';
+  await assert.rejects(async () => {
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+  }, /exited with code 4: fixture: failed late/);
+  assert.equal(text, 'partial');
+});
+
+test('no user message: 400 before any process runs', async () => {
+  const res = await post({ model: CLI_ALIAS, messages: [{ role: 'system', content: 'nothing to do' }] });
+  assert.equal(res.status, 400);
+  assert.equal((await json(res)).error.code, 'invalid_messages');
+});
+
+test('client abort: a command that ignores SIGTERM and forked a grandchild leaves no process behind', async () => {
+  const abort = new AbortController();
+  const res = await post({ model: CLI_ALIAS, stream: true, messages: [{ role: 'user', content: 'orphan' }] }, {}, abort.signal);
+  assert.equal(res.status, 200);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let text = '';
+  while (!/pids \d+ \d+/.test(text)) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, 'the stream ended before the fixture printed its pids');
+    text += new TextDecoder().decode(value);
+  }
+  const [, child, grandchild] = /pids (\d+) (\d+)/.exec(text)?.map(Number) ?? [];
+  assert.ok(await isLive(child), 'the command runs');
+  assert.ok(await isLive(grandchild), 'its grandchild runs');
+  abort.abort();
+  // SIGTERM is ignored by both; SIGKILL follows kill_grace_ms (300 ms) later.
+  await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the process group to be gone', 5_000);
+  assert.deepEqual(await livePids(stack.tag), []);
+});
+
+test('timeout_ms: a command that never finishes is killed and the client gets 504', async () => {
+  const started = Date.now();
+  const res = await post({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'sleep' }] });
+  assert.equal(res.status, 504);
+  assert.equal((await json(res)).error.code, 'upstream_timeout');
+  assert.ok(Date.now() - started >= 1_400, 'not before timeout_ms');
+  await waitFor(async () => (await livePids(stack.tag)).length === 0, 'the timed-out command to be gone', 3_000);
+});
+
+test('capacity 2: never more than 2 processes at once, counted in /proc', async () => {
+  let max = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      max = Math.max(max, (await livePids(stack.tag)).length);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  })();
+  // Distinct sessions: only the provider's capacity limits them.
+  const results = await Promise.all(
+    Array.from({ length: 6 }, (_, i) => post({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'hold 250' }] }, { 'x-edge-session': `cap-${i}` }).then((r) => r.status)),
+  );
+  sampling = false;
+  await sampler;
+  assert.deepEqual(results, [200, 200, 200, 200, 200, 200]);
+  assert.equal(max, 2, `at most 2 processes live at once (saw ${max})`);
+});
+
+test('one session runs one process at a time: a second request waits for the first', async () => {
+  const run = () => post({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'hold 300' }] }, { 'x-edge-session': 'serial' }).then(async (r) => JSON.parse((await json(r)).choices[0].message.content));
+  const [a, b] = await Promise.all([run(), run()]);
+  const [first, second] = a.start < b.start ? [a, b] : [b, a];
+  assert.ok(second.start >= first.end, `overlap: ${JSON.stringify([first, second])}`);
+});
