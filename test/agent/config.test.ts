@@ -182,7 +182,7 @@ test('a cli provider: argv command required, placeholders checked, env entries a
   });
   assert.deepEqual(problems, [
     'providers[0].command: expected a list, found nothing',
-    'providers[1].shell: unknown key',
+    'providers[1].shell: unknown key (known: id, type, command, args, resume_args, input, prompt, cwd_root, env, timeout_ms, max_output_bytes, kill_grace_ms, session_wait_ms)',
     'providers[1].command: expected a list, found the string "sh -c \\"x\\""',
     'providers[1].args[1]: unknown placeholder {cwd} (known: {prompt}, {model}, {session})',
     'providers[1].env[0]: expected NAME (passed through from the agent) or NAME=value, found the string "BAD NAME"',
