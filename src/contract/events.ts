@@ -1,5 +1,8 @@
 // Node and run events as the admin event stream carries them. Plain data
 // only: they are serialised once, when the first subscriber sends them.
+// Run events are also how the data path reports each run's lifecycle to the
+// main thread's run records (RunSink): those are sent whether or not anyone
+// subscribes to the stream.
 
 export interface NodeConnectedEvent {
   readonly type: 'node.connected';
@@ -30,6 +33,42 @@ export interface NodeDrainEvent {
   readonly by: 'admin' | 'leaving' | 'config';
 }
 
+/** A request reached the data path and waits for the scheduler. */
+export interface RunQueuedEvent {
+  readonly type: 'run.queued';
+  readonly runId: string;
+  readonly requestId: string;
+  readonly model: string;
+  /** The session the client named; "default" when none. */
+  readonly session: string;
+  /** Wall clock, ms since the epoch (the producing thread's). */
+  readonly at: number;
+}
+
+/** The scheduler granted it a provider (again after a retry: `attempt` 2). */
+export interface RunDispatchedEvent {
+  readonly type: 'run.dispatched';
+  readonly runId: string;
+  readonly model: string;
+  readonly node: string;
+  readonly provider: string;
+  /** `http` (a provider tunnel) or `cli` (a command on the node). */
+  readonly adapter: string;
+  readonly attempt: number;
+  readonly queueMs: number;
+  readonly at: number;
+}
+
+/** The first response byte went to the client. */
+export interface RunFirstByteEvent {
+  readonly type: 'run.first_byte';
+  readonly runId: string;
+  readonly model: string;
+  /** From the request reaching the data path to this byte. */
+  readonly ttfbMs: number;
+  readonly at: number;
+}
+
 export interface RunStartedEvent {
   readonly type: 'run.started';
   readonly runId: string;
@@ -54,6 +93,12 @@ export interface RunFinishedEvent {
   readonly totalMs: number;
   readonly queueMs: number;
   readonly bytesOut: number;
+  /** Wall clock at the end (absent in events built before run records existed). */
+  readonly at?: number;
+  /** Token usage the provider reported, when it did. */
+  readonly tokens?: { readonly prompt: number; readonly completion: number } | null;
+  /** The error's message, when it ended in one (a cli command's stderr tail, for one). */
+  readonly error?: string;
 }
 
 export interface ConfigAppliedEvent {
@@ -73,7 +118,17 @@ export type EdgeEvent =
   | NodeDisconnectedEvent
   | NodeLeavingEvent
   | NodeDrainEvent
+  | RunQueuedEvent
+  | RunDispatchedEvent
   | RunStartedEvent
+  | RunFirstByteEvent
   | RunFinishedEvent
   | ConfigAppliedEvent
   | EdgeDrainingEvent;
+
+export type RunEvent = RunQueuedEvent | RunDispatchedEvent | RunStartedEvent | RunFirstByteEvent | RunFinishedEvent;
+
+/** Where the data path reports runs: the main thread's run records (directly, or batched from an I/O worker). */
+export interface RunSink {
+  run(event: RunEvent): void;
+}

@@ -1,7 +1,7 @@
 // The cold-path messages between the main thread and an I/O worker
 // (postMessage): start-up data, control requests and their replies, and
 // events the worker forwards to the main thread's event bus.
-import type { EdgeEvent } from './events.js';
+import type { EdgeEvent, RunEvent } from './events.js';
 import type { EdgeConfig } from '../shared/config-types.js';
 
 export interface IoWorkerData {
@@ -46,7 +46,9 @@ export interface SessionInfo {
 
 export type WorkerEvent =
   | { readonly type: 'event'; readonly event: EdgeEvent; readonly session?: undefined; readonly gone?: undefined }
-  | { readonly type: 'event'; readonly event: EdgeEvent | undefined; readonly session: SessionInfo; readonly gone: boolean };
+  | { readonly type: 'event'; readonly event: EdgeEvent | undefined; readonly session: SessionInfo; readonly gone: boolean }
+  /** One turn's run reports, for the main thread's run records (sent whether or not anyone subscribes). */
+  | { readonly type: 'runs'; readonly events: readonly RunEvent[] };
 
 /** What one data path (the main thread's, or one worker's) holds, for tests and status. */
 export interface PlaneInspection {

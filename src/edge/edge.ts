@@ -4,6 +4,7 @@
 // and graceful drain. With workers.count 0 the data path runs here; with
 // workers.count N it runs in N I/O worker threads (WorkerPool) and this
 // thread keeps the scheduler, config and operations only.
+import { RunStore } from '../main/runs/run-store.js';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
@@ -64,6 +65,8 @@ export interface RunningEdge {
   readonly workers: number;
   readonly url: string;
   readonly events: EventBus;
+  /** Run records (GET /admin/runs), fed by every data path. */
+  readonly runs: RunStore;
   readonly metrics: EdgeMetrics;
   /** The running config snapshot (replaced whole by a refresh, never mutated). */
   readonly config: EdgeConfig;
@@ -99,6 +102,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   adminPort: number | undefined;
   readonly startedAt = Date.now();
   readonly events = new EventBus();
+  readonly runs: RunStore;
   readonly metrics: EdgeMetrics;
   readonly driver: SchedulerDriver;
   readonly nodes: NodeGateway | undefined;
@@ -121,6 +125,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     options: EdgeOptions,
   ) {
     this.#config = config;
+    this.runs = new RunStore(this.events, config.runs?.maxFinished);
     this.driver = new SchedulerDriver(config);
     const https = clientHttpsMaterial(config.tls);
     this.#https = https !== undefined;
@@ -141,7 +146,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       shuttingDown: () => this.shuttingDown,
       events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),
     });
-    const observer = new EdgeObserver(this.events, this.metrics, logger);
+    const observer = new EdgeObserver(this.events, this.metrics, logger, this.runs);
     this.plane?.setObserver(observer);
     this.nodes?.setObserver(observer);
     this.refresher = new ConfigRefresher(this, options.configFile, { refreshed: (result, origin) => this.#refreshed(result, origin) });
@@ -342,8 +347,12 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return AggregatorRegistry.aggregate(parts as Parameters<typeof AggregatorRegistry.aggregate>[0]).metrics();
   }
 
-  /** A worker's event: node sessions update the status view; the rest go on the bus. */
+  /** A worker's event: node sessions update the status view; run reports go to the run records; the rest on the bus. */
   #workerEvent(message: WorkerEvent): void {
+    if (message.type === 'runs') {
+      this.runs.runs(message.events);
+      return;
+    }
     const info = message.session;
     if (info !== undefined) {
       const known = this.#sessions.get(info.nodeId);

@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import { MAX_WORKERS } from '../contract/scheduler-port.js';
+import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/index.js';
 import { HARDENING_LIMIT_KEYS, readAuth, readLimitsHardening, readTls } from '../shared/config-hardening.js';
 import type { AdminConfig, EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
@@ -99,7 +100,7 @@ function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[])
 export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const r = new ConfigReader();
   const root = r.object('(root)', raw) ?? {};
-  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'nodes', 'models', 'auth', 'tls']);
+  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'nodes', 'models', 'auth', 'tls']);
 
   const listen = r.object('listen', root.listen, true) ?? {};
   r.noUnknownKeys('listen', listen, ['http', 'grpc']);
@@ -113,6 +114,8 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   r.noUnknownKeys('workers', workers, ['count']);
   const drain = r.object('drain', root.drain, true) ?? {};
   r.noUnknownKeys('drain', drain, ['grace_ms']);
+  const runs = r.object('runs', root.runs, true) ?? {};
+  r.noUnknownKeys('runs', runs, ['max_finished']);
 
   const nodes: NodeConfig[] = [];
   for (const [i, n] of r.list('nodes', root.nodes).entries()) {
@@ -154,6 +157,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     workers: { count: r.integer('workers.count', workers.count, 0, MAX_WORKERS, defaultWorkerCount(availableParallelism())) },
     admin: readAdmin(r, root.admin),
     drain: { graceMs: r.integer('drain.grace_ms', drain.grace_ms, 0, DAY_MS, DEFAULT_DRAIN_GRACE_MS) },
+    runs: { maxFinished: r.integer('runs.max_finished', runs.max_finished, 1, 1_000_000, DEFAULT_MAX_FINISHED_RUNS) },
     nodes,
     models,
     auth: readAuth(r, root.auth, new Set(models.map((m) => m.alias))),

@@ -170,7 +170,7 @@ export class WorkerPool implements DecisionHandler {
   }
 
   private onMessage(message: ControlReply | WorkerEvent): void {
-    if (message.type === 'event') {
+    if (message.type === 'event' || message.type === 'runs') {
       this.onEvent(message);
       return;
     }

@@ -74,6 +74,8 @@ export interface EdgeConfig {
   // parseEdgeConfig always sets both. Readers fall back to the defaults.
   readonly admin?: AdminConfig;
   readonly drain?: DrainConfig;
+  /** Run records (GET /admin/runs): how many finished runs are kept. Optional like drain. */
+  readonly runs?: { readonly maxFinished: number };
   readonly nodes: readonly NodeConfig[];
   readonly models: readonly ModelConfig[];
   // Optional like admin/drain (hand-built configs stay valid); parseEdgeConfig

@@ -178,11 +178,12 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     response.on('close', onResponseClose);
     this.pending.set(requestId, exchange);
     const sessionId = sessionIdOf(request, body);
+    exchange.sessionId = sessionId ?? '';
+    if (this.observer !== NO_OBSERVER) this.observeQueued(exchange);
     if (sessionId === undefined) {
       exchange.reject(Errors.invalidSession, 0);
       return;
     }
-    exchange.sessionId = sessionId;
     this.driver.admit(admitRequestOf(exchange), limitedKey);
   }
 
@@ -217,6 +218,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     exchange.leaseId = grant.leaseId;
     exchange.session = session;
     exchange.state = 'dispatched';
+    exchange.attempts++;
+    const adapter = this.adapters.get(grant.providerId) ?? Adapter.UNSPECIFIED;
+    exchange.adapter = adapter === Adapter.CLI ? 'cli' : 'http';
     exchange.useWindow(this.config.limits.tunnelWindowBytes);
     let body: Uint8Array;
     try {
@@ -229,7 +233,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.tunnelId = session.openTunnel(exchange, {
         runId: exchange.runId,
         providerId: grant.providerId,
-        adapter: this.adapters.get(grant.providerId) ?? Adapter.UNSPECIFIED,
+        adapter,
         sessionId: exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId,
         target: grant.servedModel,
         method: exchange.request.method ?? 'POST',
@@ -375,6 +379,23 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   /** Called once per exchange, when it is over (see ExchangeObserver). */
   exchangeFinished(exchange: ProxyExchange, outcome: string): void {
     if (this.observer !== NO_OBSERVER) this.observe(exchange, outcome);
+  }
+
+  firstByte(exchange: ProxyExchange): void {
+    if (this.observer === NO_OBSERVER) return;
+    try {
+      this.observer.exchangeFirstByte(exchange);
+    } catch (err) {
+      this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
+    }
+  }
+
+  private observeQueued(exchange: ProxyExchange): void {
+    try {
+      this.observer.exchangeQueued(exchange);
+    } catch (err) {
+      this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
+    }
   }
 
   private observeRetry(exchange: ProxyExchange, code: string, providerId: string): void {

@@ -7,6 +7,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Logger } from 'pino';
 import { EdgeObserver, type EventSink } from './observe/edge-observer.js';
+import { RunForwarder } from './observe/run-forwarder.js';
 import type { EdgeEvent } from '../contract/events.js';
 import { EdgeMetrics } from './observe/metrics.js';
 import { retireLanes } from './grpc/retire.js';
@@ -50,7 +51,7 @@ class WorkerObserver extends EdgeObserver {
     logger: Logger,
     private readonly index: number,
   ) {
-    super(sink, metrics, logger);
+    super(sink, metrics, logger, new RunForwarder((events) => parentPort?.postMessage({ type: 'runs', events } satisfies WorkerEvent)));
   }
   override nodeConnected(session: NodeSession): void {
     this.post(session, false, { type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion });

@@ -11,6 +11,7 @@ import { registerNodeRoutes } from './node-routes.js';
 import type { AdminOps } from './ops.js';
 import { registerRefreshRoute } from './refresh-route.js';
 import { registerStatusRoutes } from './status-routes.js';
+import { registerRunsRoutes } from './runs-routes.js';
 
 /** Inline configs arrive in the refresh body; far above any real config. */
 const ADMIN_BODY_LIMIT = 16 * 1024 * 1024;
@@ -31,6 +32,7 @@ export class AdminServer {
     registerRefreshRoute(this.app, ops);
     registerStatusRoutes(this.app, ops);
     registerNodeRoutes(this.app, ops);
+    registerRunsRoutes(this.app, ops);
     registerEventsRoute(this.app, ops.events, this.#streams);
   }
 

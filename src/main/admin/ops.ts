@@ -4,6 +4,7 @@
 import type { EventBus } from '../events/event-bus.js';
 import type { RefreshRequest, RefreshResult } from '../refresh/refresher.js';
 import type { EdgeStatus } from './status.js';
+import type { RunStore } from '../runs/run-store.js';
 
 export type NodeDrainOutcome =
   | { readonly ok: true; readonly node: string; readonly draining: boolean; readonly openTunnels: number }
@@ -17,4 +18,5 @@ export interface AdminOps {
   scrapeMetrics(): Promise<string>;
   readonly metricsContentType: string;
   readonly events: EventBus;
+  readonly runs: RunStore;
 }

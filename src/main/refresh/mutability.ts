@@ -30,6 +30,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^heartbeat\.interval_ms$/, mutable: true, effect: 'node connections registered from now on' },
   { pattern: /^scheduler\.long_context_threshold_tokens$/, mutable: true, effect: 'admissions and queued requests at once' },
   { pattern: /^drain\.grace_ms$/, mutable: true, effect: 'the next shutdown' },
+  { pattern: /^runs\./, mutable: false, effect: 'the run records are sized at start' },
   {
     pattern: /^nodes\[[^\]]*\]\.token$/,
     mutable: true,

@@ -37,6 +37,8 @@ export interface ExchangeOwner {
   cancelAdmission(exchange: ProxyExchange): void;
   releaseLease(leaseId: number, reason: ReleaseReason): void;
   exchangeFinished(exchange: ProxyExchange, outcome: string): void;
+  /** Its first response body byte went to the client. */
+  firstByte(exchange: ProxyExchange): void;
   forget(exchange: ProxyExchange): void;
 }
 
@@ -61,6 +63,12 @@ export class ProxyExchange implements TunnelConsumer {
   usage: TokenUsage | undefined;
   /** The session the client named ("" = none; the node gets "default"). */
   sessionId = '';
+  /** `http` or `cli`: how the node serves the granted provider. */
+  adapter = 'http';
+  /** Grants it got (2 after a retry elsewhere). */
+  attempts = 0;
+  /** The message of the error it ended with (run records). */
+  errorMessage: string | undefined;
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
   requestTag = '';
   startedAt = 0;
@@ -237,6 +245,7 @@ export class ProxyExchange implements TunnelConsumer {
   reject(spec: GatewayErrorSpec, retryAfterSec: number, message?: string): void {
     if (this.state === 'done') return;
     this.state = 'done';
+    this.errorMessage = message ?? spec.message;
     this.plane.forget(this);
     if (this.response.headersSent && this.isEventStream) {
       // Keepalives already committed a 200 event stream: the error goes in-band.
@@ -252,6 +261,7 @@ export class ProxyExchange implements TunnelConsumer {
   fail(spec: GatewayErrorSpec, message: string | undefined, reason: ReleaseReason): void {
     const wasStreaming = this.state === 'streaming' || this.response.headersSent;
     if (!wasStreaming) this.status = spec.status;
+    if (this.state !== 'done') this.errorMessage = message ?? spec.message;
     this.finish(reason);
     if (!wasStreaming) {
       this.writeError(spec, message, 0);
@@ -284,7 +294,10 @@ export class ProxyExchange implements TunnelConsumer {
   }
 
   private markData(length: number): void {
-    if (this.firstByteAt === 0) this.firstByteAt = performance.now();
+    if (this.firstByteAt === 0) {
+      this.firstByteAt = performance.now();
+      this.plane.firstByte(this);
+    }
     this.bytesOut += length;
   }
 

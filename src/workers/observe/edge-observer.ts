@@ -1,6 +1,7 @@
 // The glue between the data path's hooks and operations: each exchange and
-// node lifecycle step becomes a metric update, a bus event (only while
-// someone subscribes) and, where an operator would want it, a log line.
+// node lifecycle step becomes a metric update, a run report (always: the
+// main thread's run records publish the run events) or a node event on the
+// bus, and, where an operator would want it, a log line.
 // Lease accounting never depends on anything here.
 import type { Logger } from 'pino';
 import type { ExchangeObserver, ExchangeView } from './exchange-observer.js';
@@ -8,7 +9,8 @@ import type { NodeObserver } from '../grpc/node-gateway.js';
 import type { NodeSession } from '../grpc/node-session.js';
 import type { EdgeMetrics } from './metrics.js';
 import { CLIENT_CLOSED_STATUS } from './metrics.js';
-import type { EdgeEvent } from '../../contract/events.js';
+import type { EdgeEvent, RunSink } from '../../contract/events.js';
+import { DEFAULT_SESSION } from '../http/session-id.js';
 
 /** Where events go: the EventBus, or (in an I/O worker) a forwarder to the main thread's bus. */
 export interface EventSink {
@@ -28,44 +30,57 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     private readonly bus: EventSink,
     private readonly metrics: EdgeMetrics,
     private readonly logger: Logger,
+    /** Run lifecycle reports: always sent (the run records need them), unlike bus events. */
+    private readonly runs: RunSink,
   ) {}
 
   // --- ExchangeObserver ----------------------------------------------------------
 
+  exchangeQueued(exchange: ExchangeView): void {
+    this.runs.run({ type: 'run.queued', runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, session: exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId, at: Date.now() });
+  }
+
   exchangeStarted(exchange: ExchangeView): void {
-    if (!this.bus.active) return;
     const grant = exchange.grant;
     if (grant === undefined) return;
-    this.bus.publish({
-      type: 'run.started',
+    this.runs.run({
+      type: 'run.dispatched',
       runId: exchange.runId,
-      requestId: exchange.requestTag,
       model: exchange.info.model,
       node: grant.nodeId,
       provider: grant.providerId,
+      adapter: exchange.adapter,
+      attempt: exchange.attempts,
       queueMs: round(grant.queuedMs),
+      at: Date.now(),
     });
+  }
+
+  exchangeFirstByte(exchange: ExchangeView): void {
+    this.runs.run({ type: 'run.first_byte', runId: exchange.runId, model: exchange.info.model, ttfbMs: round(exchange.firstByteAt - exchange.startedAt), at: Date.now() });
   }
 
   exchangeFinished(exchange: ExchangeView, outcome: string): void {
     const now = performance.now();
     this.metrics.exchangeFinished(exchange, outcome, now);
     if (exchange.grant === undefined && outcome !== 'client_closed') this.metrics.rejected(outcome);
-    if (this.bus.active) {
-      this.bus.publish({
-        type: 'run.finished',
-        runId: exchange.runId,
-        requestId: exchange.requestTag,
-        model: exchange.info.model,
-        node: exchange.grant?.nodeId ?? null,
-        provider: exchange.grant?.providerId ?? null,
-        status: exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status,
-        outcome,
-        totalMs: round(now - exchange.startedAt),
-        queueMs: round(exchange.grant?.queuedMs ?? 0),
-        bytesOut: exchange.bytesOut,
-      });
-    }
+    const usage = exchange.usage;
+    this.runs.run({
+      type: 'run.finished',
+      runId: exchange.runId,
+      requestId: exchange.requestTag,
+      model: exchange.info.model,
+      node: exchange.grant?.nodeId ?? null,
+      provider: exchange.grant?.providerId ?? null,
+      status: exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status,
+      outcome,
+      totalMs: round(now - exchange.startedAt),
+      queueMs: round(exchange.grant?.queuedMs ?? 0),
+      bytesOut: exchange.bytesOut,
+      at: Date.now(),
+      tokens: usage === undefined ? null : { prompt: usage.promptTokens, completion: usage.completionTokens },
+      ...(exchange.errorMessage === undefined || outcome === 'end' ? {} : { error: exchange.errorMessage }),
+    });
     if (!QUIET_OUTCOMES.has(outcome)) {
       this.logger.info(
         { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, node: exchange.grant?.nodeId, provider: exchange.grant?.providerId, status: exchange.status, outcome },

@@ -10,6 +10,14 @@ export interface ExchangeView {
   readonly requestTag: string;
   readonly info: { readonly model: string; readonly stream: boolean };
   readonly grant: Grant | undefined;
+  /** The session the client named ("" = none). */
+  readonly sessionId: string;
+  /** The adapter of the provider it was dispatched to: `http` or `cli`. */
+  readonly adapter: string;
+  /** The message of the error it ended with, if it did. */
+  readonly errorMessage: string | undefined;
+  /** How many times it was dispatched (2 after a retry elsewhere). */
+  readonly attempts: number;
   readonly body: Uint8Array;
   // performance.now() marks in ms; 0 = did not happen.
   /** The request's body was in and it reached the data path. */
@@ -31,6 +39,10 @@ export interface ExchangeView {
 }
 
 export interface ExchangeObserver {
+  /** Reached the data path; admission begins. */
+  exchangeQueued(exchange: ExchangeView): void;
+  /** Its first response byte went to the client. */
+  exchangeFirstByte(exchange: ExchangeView): void;
   /** Granted and sent to a node. */
   exchangeStarted(exchange: ExchangeView): void;
   /** Over, whatever the outcome: a ReleaseReason, or the rejection code. Called once. */
@@ -42,6 +54,8 @@ export interface ExchangeObserver {
 }
 
 export const NO_OBSERVER: ExchangeObserver = Object.freeze({
+  exchangeQueued(): void {},
+  exchangeFirstByte(): void {},
   exchangeStarted(): void {},
   exchangeFinished(): void {},
   requestRefused(): void {},

@@ -1,0 +1,36 @@
+// GET /admin/runs (the recent runs, newest first; filters: state, model,
+// node, session; limit) and GET /admin/runs/:id (one run, 404 once it is
+// no longer kept). The records live in the main thread's RunStore.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { sendAdminError } from './admin-errors.js';
+import type { AdminOps } from './ops.js';
+import { runView } from '../runs/run-store.js';
+
+const STATES: ReadonlySet<string> = new Set(['queued', 'running', 'finished']);
+const MAX_LIMIT = 10_000;
+
+type RunsQuery = FastifyRequest<{ Querystring: Record<string, string | undefined> }>;
+
+function listRuns(ops: AdminOps, request: RunsQuery, reply: FastifyReply): void {
+  const { state, model, node, session, limit } = request.query;
+  if (state !== undefined && !STATES.has(state)) {
+    sendAdminError(reply, 400, 'invalid_request', `state must be one of queued, running, finished; got ${JSON.stringify(state)}`);
+    return;
+  }
+  const max = limit === undefined ? 100 : Number(limit);
+  if (!Number.isInteger(max) || max < 1 || max > MAX_LIMIT) {
+    sendAdminError(reply, 400, 'invalid_request', `limit must be an integer from 1 to ${MAX_LIMIT}`);
+    return;
+  }
+  const runs = ops.runs.list({ state, model, node, session, limit: max });
+  reply.send({ runs: runs.map(runView), kept: ops.runs.size, maxFinished: ops.runs.maxFinished, evicted: ops.runs.evicted });
+}
+
+export function registerRunsRoutes(app: FastifyInstance, ops: AdminOps): void {
+  app.get('/admin/runs', (request: RunsQuery, reply) => listRuns(ops, request, reply));
+  app.get('/admin/runs/:id', (request: FastifyRequest<{ Params: { id: string } }>, reply) => {
+    const record = ops.runs.get(request.params.id);
+    if (record === undefined) sendAdminError(reply, 404, 'run_not_found', `no run ${JSON.stringify(request.params.id)} is kept (unknown, or dropped past runs.max_finished)`);
+    else reply.send(runView(record));
+  });
+}
