@@ -12,10 +12,10 @@
 //   24 u32 nodeId      interned name id, 0 = none
 //   28 u32 providerId  interned name id, 0 = none; admit: the API key's name
 //   32 u32 nameId      interned: the alias (admit) or served model (grant)
-//   36 u32 reserved    0
+//   36 u32 session     admit, requeue: the session's 32-bit key (0 = none); else 0
 //   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec
 // Fields per kind (unlisted fields are 0):
-//   admit      requestId, nameId (alias), nodeId (direct dispatch), value;
+//   admit      requestId, nameId (alias), nodeId (direct dispatch), value, session;
 //              with I/O workers, for a key with max_concurrent: providerId (key name), generation (its limit)
 //   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value
 //   reject     requestId, code, value
@@ -25,7 +25,7 @@
 //   disconnect nodeId, generation; code 1 = only a lane of that connection ended
 // I/O workers (docs/architecture.md has the full tables) add, worker -> main:
 //   cancel     requestId
-//   requeue    requestId, leaseId, nameId (alias), nodeId (direct), providerId (excluded), value (tokens)
+//   requeue    requestId, leaseId, nameId (alias), nodeId (direct), providerId (excluded), value (tokens), session
 //   sent       (no longer written: RemoteScheduler.confirmSent says why; the kind stays reserved)
 //   stale      requestId, leaseId: the session was gone or of another generation
 //   announce   requestId = the session's serial, providerId: one provider the node announced (all of them precede its connect)
@@ -121,13 +121,14 @@ export class SchedulerRecord {
   nodeId = 0;
   providerId = 0;
   nameId = 0;
+  session = 0;
   value = 0;
 
   /** Zeroes every field and sets `kind`, ready to fill for the next write. */
   reset(kind: RecordKindCode): this {
     this.kind = kind;
     this.code = this.worker = this.generation = this.requestId = this.leaseId = 0;
-    this.nodeId = this.providerId = this.nameId = this.value = 0;
+    this.nodeId = this.providerId = this.nameId = this.session = this.value = 0;
     return this;
   }
 }
@@ -140,7 +141,7 @@ export function encodeRecord(view: DataView, offset: number, r: SchedulerRecord)
   view.setUint32(offset + 24, r.nodeId, true);
   view.setUint32(offset + 28, r.providerId, true);
   view.setUint32(offset + 32, r.nameId, true);
-  view.setUint32(offset + 36, 0, true);
+  view.setUint32(offset + 36, r.session, true);
   view.setFloat64(offset + 40, r.value, true);
 }
 
@@ -154,6 +155,7 @@ export function decodeRecord(view: DataView, offset: number, out: SchedulerRecor
   out.nodeId = view.getUint32(offset + 24, true);
   out.providerId = view.getUint32(offset + 28, true);
   out.nameId = view.getUint32(offset + 32, true);
+  out.session = view.getUint32(offset + 36, true);
   out.value = view.getFloat64(offset + 40, true);
 }
 

@@ -212,7 +212,7 @@ export class WorkerPool implements DecisionHandler {
           this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
           return;
         }
-        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) });
+        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session });
         return;
       case RecordKind.cancel:
         driver.cancel(r.requestId);
@@ -224,7 +224,7 @@ export class WorkerPool implements DecisionHandler {
         driver.release(r.leaseId, releaseReasonOf(r.code));
         return;
       case RecordKind.requeue:
-        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) }, reader.nameOf(r.providerId) ?? '');
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session }, reader.nameOf(r.providerId) ?? '');
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);

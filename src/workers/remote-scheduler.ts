@@ -54,6 +54,7 @@ export class RemoteScheduler implements SchedulerPort {
     const r = this.scratch.reset(RecordKind.admit);
     r.requestId = request.requestId;
     r.value = request.estimatedTokens;
+    r.session = request.sessionKey ?? 0;
     if (limitedKey === undefined) {
       this.out.send(r, request.directNodeId, undefined, request.alias);
       return;
@@ -87,6 +88,7 @@ export class RemoteScheduler implements SchedulerPort {
     r.requestId = request.requestId;
     r.leaseId = leaseId;
     r.value = request.estimatedTokens;
+    r.session = request.sessionKey ?? 0;
     this.out.send(r, request.directNodeId, excludeProviderId, request.alias);
   }
 

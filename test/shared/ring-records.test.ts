@@ -35,6 +35,16 @@ function receive(consumer: RingConsumer, reader: RecordReader): Record<string, u
   return out;
 }
 
+test('an admit carries its session key (u32) across the ring', () => {
+  const { writer, reader, consumer } = pair(4096);
+  const out = new SchedulerRecord().reset(RecordKind.admit);
+  out.requestId = 5;
+  out.session = 0xfedcba98;
+  assert.equal(writer.write(out), true);
+  const [admit] = receive(consumer, reader);
+  assert.equal(admit.session, 0xfedcba98);
+});
+
 test('a grant crosses the ring with its names, ids up to 2^53 and fractional queuedMs intact', () => {
   const { writer, reader, consumer } = pair(4096);
   const out = new SchedulerRecord().reset(RecordKind.grant);
@@ -58,6 +68,7 @@ test('a grant crosses the ring with its names, ids up to 2^53 and fractional que
     nodeId: out.nodeId,
     providerId: out.providerId,
     nameId: out.nameId,
+    session: 0,
     value: 12.375,
   });
   assert.equal(reader.nameOf(out.nodeId), 'gpu-node-1');

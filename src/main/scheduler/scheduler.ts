@@ -39,6 +39,9 @@ import type {
  */
 const MAX_FENCED_UNSENT = 10_000;
 
+/** Sessions remembered per alias for node affinity; the least recently granted goes first. */
+const MAX_SESSIONS_PER_GROUP = 100_000;
+
 /** Retry-After for the second stale fence: the node flapped twice, retry soon. */
 const STALE_RETRY_AFTER_SEC = 1;
 
@@ -110,10 +113,11 @@ export class Scheduler {
       this.outbox.push(new Rejection(req.requestId, 'node_not_found', 0));
     } else {
       const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
-      const entry = pickCandidate(group, req.directNodeId, need);
+      const sessionKey = req.sessionKey ?? 0;
+      const entry = pickCandidate(group, req.directNodeId ?? this.affinityNode(group, sessionKey), need);
       const seq = ++this.lastSeq;
       if (entry !== undefined) {
-        this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0);
+        this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey);
       } else if (group.queue.length >= group.maxQueue) {
         this.outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
       } else {
@@ -127,6 +131,7 @@ export class Scheduler {
           now + group.queueTimeoutMs,
           0,
         );
+        item.sessionKey = sessionKey;
         group.queue.push(item);
         this.track(item);
       }
@@ -243,6 +248,7 @@ export class Scheduler {
       const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
       if (hasEligibleCandidate(group, req.directNodeId, need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId);
+        item.sessionKey = req.sessionKey ?? 0;
         group.queue.insertBySeq(item);
         this.track(item);
         requeued = true;
@@ -386,6 +392,7 @@ export class Scheduler {
     directNodeId: string | undefined,
     attempt: number,
     queuedMs: number,
+    sessionKey: number,
   ): void {
     const provider = entry.provider;
     const node = provider.node;
@@ -403,6 +410,8 @@ export class Scheduler {
       directNodeId,
       attempt,
     );
+    lease.sessionKey = sessionKey;
+    if (sessionKey !== 0) pinSession(group, sessionKey, node.id);
     this.leases.set(lease.leaseId, lease);
     node.leases.add(lease);
     const grant: Grant = {
@@ -475,6 +484,7 @@ export class Scheduler {
       now + group.queueTimeoutMs,
       1,
     );
+    item.sessionKey = lease.sessionKey;
     group.queue.insertBySeq(item);
     this.track(item);
   }
@@ -505,7 +515,7 @@ export class Scheduler {
       if (item === undefined || item.deadline > now) return;
       const group = item.group;
       const need = contextNeed(item.estimatedTokens, this.registry.longThreshold);
-      const code: RejectCode = hasEligibleCandidate(group, item.directNodeId, need, item.excludeProviderId)
+      const code: RejectCode = hasEligibleCandidate(group, this.directOf(item), need, item.excludeProviderId)
         ? 'queue_timeout'
         : 'no_provider_available';
       this.dequeue(item);
@@ -547,8 +557,9 @@ export class Scheduler {
       const item = group.cursor as QueueItem;
       group.cursor = item.next;
       const need = contextNeed(item.estimatedTokens, threshold);
-      if (!knownToFail(group, item.directNodeId, need)) {
-        const entry = pickCandidate(group, item.directNodeId, need, item.excludeProviderId);
+      const direct = this.directOf(item);
+      if (!knownToFail(group, direct, need)) {
+        const entry = pickCandidate(group, direct, need, item.excludeProviderId);
         if (entry !== undefined) {
           this.dequeue(item);
           this.grant(
@@ -560,10 +571,11 @@ export class Scheduler {
             item.directNodeId,
             item.attempt,
             this.now - item.enqueuedAt,
+            item.sessionKey,
           );
         } else if (item.excludeProviderId === undefined) {
           // A retry's candidate set is narrower than its peers': its failure proves nothing about theirs.
-          rememberFailure(group, item.directNodeId, need);
+          rememberFailure(group, direct, need);
         }
       }
       // Stop walking a group once nothing of it is free (the common case
@@ -574,6 +586,25 @@ export class Scheduler {
         active.pop();
       }
     }
+  }
+
+  /**
+   * Session affinity: the node that last served this session, while it is
+   * connected and takes work; otherwise undefined (any candidate, and the
+   * next grant pins the session there).
+   */
+  private affinityNode(group: GroupState, sessionKey: number): string | undefined {
+    if (sessionKey === 0) return undefined;
+    const nodeId = group.affinity.get(sessionKey);
+    if (nodeId === undefined) return undefined;
+    const node = this.registry.nodes.get(nodeId);
+    return node !== undefined && node.connected && !node.draining && servesOnNode(group, nodeId) ? nodeId : undefined;
+  }
+
+  /** The node a queued item must go to: the one it named, else its session's (a retry elsewhere keeps neither). */
+  private directOf(item: QueueItem): string | undefined {
+    if (item.directNodeId !== undefined || item.excludeProviderId !== undefined) return item.directNodeId;
+    return this.affinityNode(item.group, item.sessionKey);
   }
 
   private flush(): void {
@@ -595,6 +626,14 @@ export class Scheduler {
     }
   }
 
+}
+
+/** Remembers (or refreshes) which node serves the session; the least recently granted is forgotten past the bound. */
+function pinSession(group: GroupState, sessionKey: number, nodeId: string): void {
+  const affinity = group.affinity;
+  affinity.delete(sessionKey);
+  affinity.set(sessionKey, nodeId);
+  if (affinity.size > MAX_SESSIONS_PER_GROUP) affinity.delete(affinity.keys().next().value as number);
 }
 
 function knownToFail(group: GroupState, directNodeId: string | undefined, need: number): boolean {

@@ -25,6 +25,9 @@ export class QueueItem {
     /** A retry never goes back to the provider that just failed it. */
     readonly excludeProviderId: string | undefined = undefined,
   ) {}
+
+  /** The request's session key (0 = none): while its node is connected it only takes candidates there. */
+  sessionKey = 0;
 }
 
 /** A configured node and its current connection, if any. */
@@ -90,6 +93,8 @@ export class GroupState {
   failUndirected = Infinity;
   /** Same, per direct-dispatch node id. */
   readonly failByNode = new Map<string, number>();
+  /** Session key -> the node that last served it (least recently granted first; bounded). */
+  readonly affinity = new Map<number, string>();
 
   constructor(readonly alias: string) {}
 }
@@ -98,6 +103,8 @@ export class GroupState {
 export class Lease {
   /** Set by confirm(): the request was cleared to be sent. */
   confirmed = false;
+  /** The request's session key (0 = none), kept for a re-admission. */
+  sessionKey = 0;
 
   constructor(
     readonly leaseId: number,

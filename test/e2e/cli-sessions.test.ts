@@ -1,0 +1,49 @@
+// Sessions across two nodes: the requests of one session keep to the node
+// that holds it (its working directory lives there) while that node is
+// connected, even when the scheduler's own tie-break would pick the other;
+// once that node is gone the next one goes elsewhere.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { CLI_ALIAS, startCliStack, type CliStack } from '../helpers/cli-stack.js';
+import { waitFor } from '../helpers/stack.js';
+
+let stack: CliStack;
+
+before(async () => {
+  stack = await startCliStack({ nodes: 2, capacity: 1 });
+});
+
+after(async () => {
+  await stack.close();
+});
+
+async function run(prompt: string, session: string): Promise<{ node: string; status: number }> {
+  const res = await fetch(`${stack.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-edge-session': session },
+    body: JSON.stringify({ model: CLI_ALIAS, messages: [{ role: 'user', content: prompt }] }),
+  });
+  await res.text();
+  return { node: res.headers.get('x-edge-node') ?? '', status: res.status };
+}
+
+test('10 requests of a session land on the node that holds it; after it disconnects the next goes elsewhere', async () => {
+  // gpu-1 (the tie-break's choice) is busy, so session A starts on gpu-2.
+  const busy = run('hold 600', 'occupant');
+  await waitFor(async () => (await stack.admin('/admin/runs?state=running&session=occupant')).json.runs.length === 1, 'the occupant to run');
+  const first = await run('echo first', 'A');
+  await busy;
+  assert.equal(first.node, 'gpu-2');
+
+  const nodes: string[] = [];
+  for (let i = 0; i < 10; i++) nodes.push((await run(`echo ${i}`, 'A')).node);
+  assert.deepEqual(nodes, Array(10).fill('gpu-2'));
+  // Sessionless requests still follow the scheduler's own choice.
+  assert.equal((await run('echo free', '')).node, 'gpu-1');
+
+  await stack.agents[1].stop();
+  await waitFor(async () => (await stack.edge.status()).nodes.find((n) => n.id === 'gpu-2')?.connected === false, 'gpu-2 to be gone');
+  const after = await run('echo after', 'A');
+  assert.equal(after.status, 200);
+  assert.equal(after.node, 'gpu-1');
+});
