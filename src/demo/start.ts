@@ -1,5 +1,6 @@
 // `npm start`: the embedded demo. Mock provider + edge + node agent on
-// loopback, from examples/, in one process; prints a curl line that works.
+// loopback, from examples/, in one process (the agent's cli provider runs
+// examples/cli-agent.mjs); prints curl lines that work.
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { loadAgentConfig } from '../agent/config.js';
@@ -37,21 +38,29 @@ async function main(): Promise<void> {
   const agentConfig = {
     ...exampleAgent,
     edge: { ...exampleAgent.edge, address: `${edgeConfig.grpc.host}:${edge.grpcPort}` },
-    providers: exampleAgent.providers.map((p) => (p.baseUrl ? { ...p, baseUrl: mock.url } : p)),
+    providers: exampleAgent.providers.map((p) => {
+      if (p.baseUrl) return { ...p, baseUrl: mock.url };
+      // The example's command, run by this very node binary from this checkout.
+      if (p.cli) return { ...p, cli: { ...p.cli, command: [process.execPath, examples('cli-agent.mjs')] } };
+      return p;
+    }),
   };
   const agent = new NodeAgent(agentConfig, { logger: createLogger('node-agent', level) });
   const registered = once(agent, 'registered');
   agent.start();
   await registered;
   const body = JSON.stringify({ model: 'llama3', messages: [{ role: 'user', content: 'Hello!' }] });
+  const agentBody = JSON.stringify({ model: 'agent', stream: true, messages: [{ role: 'user', content: 'Hello, agent!' }] });
   console.log(`demo ready: edge ${edge.url} (gRPC :${edge.grpcPort}), node agent gpu-1, mock provider ${mock.url}
 
 try:
   curl -s ${edge.url}/v1/chat/completions -H 'content-type: application/json' -d '${body}'
   curl -sN ${edge.url}/v1/chat/completions -H 'content-type: application/json' -d '${body.replace('"model"', '"stream":true,"model"')}'
   curl -s ${edge.url}/v1/models
+  curl -sN ${edge.url}/v1/chat/completions -H 'content-type: application/json' -H 'x-edge-session: demo' -d '${agentBody}'
 ${edge.adminUrl ? `  curl -s ${edge.adminUrl}/admin/status
   curl -s ${edge.adminUrl}/metrics
+  curl -s ${edge.adminUrl}/admin/runs
 ` : ''}
 Ctrl-C stops it.`);
   const shutdown = (): void => {
