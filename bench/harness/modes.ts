@@ -1,5 +1,5 @@
 // Durations and sizes of each mode. quick: under 2 minutes with the build;
-// full: the committed report (about 10-15 minutes on a 2-core machine);
+// full: the committed report (about 21 minutes on a 2-core machine);
 // smoke: the few seconds `npm test` spends keeping the harness honest.
 import os from 'node:os';
 

@@ -330,7 +330,7 @@ function writeSweep(w: Writer, result: BenchResult, charts: readonly ChartFile[]
         .sort((a, b) => b[1].median - a[1].median)
         .map(([key, v]) => `${key.slice(prefix.length)} ${fmt(v.median, 1)}`)
         .join(', ');
-      return ['' + t.workers, 'measured', cell(s.values.rps, 0), cell(s.values['cpu1k:edge'], 3), cell(s.values['mainUsPerReq:edge'], 1), split];
+      return ['' + t.workers, isClean(s) ? 'measured' : `measured ⚠ ${s.errors} errors, ${s.non2xx} non-2xx`, cell(s.values.rps, 0), cell(s.values['cpu1k:edge'], 3), cell(s.values['mainUsPerReq:edge'], 1), split];
     }),
   );
   for (const chart of charts.filter((c) => c.section === 'worker-sweep')) w.line(`![${chart.title}](${chart.name})`);
@@ -361,6 +361,11 @@ function writeSchedulerRings(w: Writer, result: BenchResult, closedVariant: stri
   const edgeCpu1k = sweep?.values['cpu1k:edge']?.median;
   const mainUs = sweep?.values['mainUsPerReq:edge']?.median;
   if (edgeCpu1k === undefined || mainUs === undefined) return;
+  if (sweep !== undefined && !isClean(sweep)) {
+    w.line(`No 16-core projection: the w=1 measurement it rests on had ${sweep.errors} errors and ${sweep.non2xx} non-2xx answers.`);
+    w.line();
+    return;
+  }
   const workerUs = edgeCpu1k * 1000 - mainUs;
   if (!(workerUs > 0)) return;
   const cores = 16;
