@@ -1,0 +1,65 @@
+// A cli provider's session directories: always one segment directly under
+// cwd_root, created on first use, reported as existing on later turns; an id
+// that could climb out (or name something odd) is hashed, and a symlink
+// planted where a session directory would be is refused, never followed.
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { CliSessions, type SessionWaiter } from '../../src/agent/cli-sessions.js';
+
+let base: string;
+let root: string;
+
+before(async () => {
+  base = await mkdtemp(join(tmpdir(), 'cli-sessions-'));
+  root = join(base, 'root');
+});
+
+after(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+test('a plain id is its directory under the root: created first, existing after', async () => {
+  const sessions = new CliSessions(root);
+  assert.deepEqual(await sessions.directory('conv-1'), { dir: join(root, 'conv-1'), existed: false });
+  assert.deepEqual(await sessions.directory('conv-1'), { dir: join(root, 'conv-1'), existed: true });
+});
+
+test('ids that could leave the root are hashed into one segment under it', async () => {
+  const sessions = new CliSessions(root);
+  for (const id of ['../escape', '..', '.', 'a/b', '/etc', 'x/../../y', '.hidden', 'sp ace']) {
+    const { dir } = await sessions.directory(id);
+    assert.equal(dirname(dir), root, `${JSON.stringify(id)} -> ${dir}`);
+    assert.match(dir.slice(root.length + 1), /^s-[0-9a-f]{32}$/);
+  }
+  assert.notEqual((await sessions.directory('../a')).dir, (await sessions.directory('../b')).dir);
+});
+
+test('a symlink where a session directory would be is refused', async () => {
+  const sessions = new CliSessions(root);
+  const outside = join(base, 'outside');
+  await mkdir(outside, { recursive: true });
+  await mkdir(root, { recursive: true });
+  await symlink(outside, join(root, 'planted'));
+  await assert.rejects(sessions.directory('planted'), /not a directory \(a symlink is never followed\)/);
+});
+
+test('one run per session at a time: the next waiter runs when the first leaves, in order; a withdrawn one never does', () => {
+  const sessions = new CliSessions(root);
+  const order: string[] = [];
+  const waiter = (name: string): SessionWaiter => ({ sessionGranted: () => order.push(name) });
+  const [b, c, d] = [waiter('b'), waiter('c'), waiter('d')];
+  assert.equal(sessions.enter('s', waiter('a')), true);
+  assert.equal(sessions.enter('s', b), false);
+  assert.equal(sessions.enter('s', c), false);
+  assert.equal(sessions.enter('s', d), false);
+  assert.equal(sessions.enter('other', waiter('x')), true, 'another session is not held');
+  sessions.withdraw('s', c);
+  sessions.leave('s');
+  sessions.leave('s');
+  assert.deepEqual(order, ['b', 'd']);
+  sessions.leave('s');
+  assert.equal(sessions.busy('s'), 0);
+});
