@@ -1,0 +1,72 @@
+// The agent side of the cli adapter, against the fake edge: a TunnelRequest
+// with adapter CLI and a session id runs the provider's command and comes
+// back as HEADERS, DATA (OpenAI chunks), END; the agent's log lines carry
+// the adapter and the session; a CLI request for an HTTP provider is
+// refused with adapter_not_supported.
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import { pino } from 'pino';
+import { NodeAgent } from '../../src/agent/agent.js';
+import { parseAgentConfig } from '../../src/agent/config.js';
+import { Adapter, FrameKind } from '../../src/gen/edge/v1/tunnel_pb.js';
+import { FakeEdge } from './fake-edge.js';
+
+const FIXTURE = fileURLToPath(new URL('../../../test/fixtures/cli-fixture.mjs', import.meta.url));
+
+test('a CLI TunnelRequest runs the command; logs name the adapter and the session', async (t) => {
+  const root = await mkdtemp(join(tmpdir(), 'cli-adapter-'));
+  const edge = await FakeEdge.start();
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  const config = parseAgentConfig(
+    {
+      edge: { address: edge.address },
+      node: { id: 'gpu-1', token: 't' },
+      providers: [
+        { id: 'agent', type: 'cli', command: [process.execPath, FIXTURE], cwd_root: root },
+        { id: 'http', type: 'openai_compat', base_url: 'http://127.0.0.1:9' },
+      ],
+      log_level: 'debug',
+    },
+    'test',
+  );
+  const agent = new NodeAgent(config, { logger: pino({ level: 'debug' }, sink) });
+  t.after(async () => {
+    await agent.stop();
+    edge.close();
+    await rm(root, { recursive: true, force: true });
+  });
+  agent.start();
+  const stream = await edge.registeredStream(0);
+  const body = new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'echo hi there' }] }));
+  stream.sendTunnel({ runId: 'run-cli', tunnelId: 1, providerId: 'agent', adapter: Adapter.CLI, sessionId: 'sess-9', target: 'served-m', method: 'POST', path: '/v1/chat/completions', body, stream: true, timeoutMs: 10_000 });
+  const frames = await stream.terminalFrames(1, 10_000);
+  assert.equal(frames[0].kind, FrameKind.HEADERS);
+  assert.equal(frames[0].status, 200);
+  assert.equal(frames.at(-1)?.kind, FrameKind.END);
+  const text = frames.filter((f) => f.kind === FrameKind.DATA).map((f) => new TextDecoder().decode(f.data)).join('');
+  const content = [...text.matchAll(/^data: (\{.*\})$/gm)].map((m) => JSON.parse(m[1]).choices[0].delta.content ?? '').join('');
+  assert.equal(content, 'hi there');
+  assert.match(text, /"model":"served-m"/);
+  assert.match(text, /data: \[DONE\]\n\n$/);
+  const started = lines.find((l) => l.msg === 'tunnel started' && l.runId === 'run-cli');
+  assert.equal(started?.adapter, 'CLI');
+  assert.equal(started?.sessionId, 'sess-9');
+
+  stream.sendTunnel({ runId: 'run-mismatch', tunnelId: 2, providerId: 'http', adapter: Adapter.CLI, sessionId: '', method: 'POST', path: '/', body, stream: false });
+  const refused = await stream.terminalFrames(2);
+  assert.equal(refused.at(-1)?.errorCode, 'adapter_not_supported');
+  const failed = lines.find((l) => l.msg === 'tunnel failed' && l.runId === 'run-mismatch');
+  assert.equal(failed?.adapter, 'CLI');
+  assert.equal(failed?.sessionId, 'default');
+});
