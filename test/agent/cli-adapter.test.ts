@@ -35,6 +35,7 @@ test('a CLI TunnelRequest runs the command; logs name the adapter and the sessio
       providers: [
         { id: 'agent', type: 'cli', command: [process.execPath, FIXTURE], cwd_root: root },
         { id: 'http', type: 'openai_compat', base_url: 'http://127.0.0.1:9' },
+        { id: 'agent-arg', type: 'cli', command: [process.execPath, FIXTURE], input: 'arg', args: ['--', '{prompt}'], cwd_root: root },
       ],
       log_level: 'debug',
     },
@@ -66,6 +67,12 @@ test('a CLI TunnelRequest runs the command; logs name the adapter and the sessio
   stream.sendTunnel({ runId: 'run-mismatch', tunnelId: 2, providerId: 'http', adapter: Adapter.CLI, sessionId: '', method: 'POST', path: '/', body, stream: false });
   const refused = await stream.terminalFrames(2);
   assert.equal(refused.at(-1)?.errorCode, 'adapter_not_supported');
+  const argBody = new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: "echo $(rm -rf /) 'quoted' ; semi" }] }));
+  stream.sendTunnel({ runId: 'run-arg', tunnelId: 3, providerId: 'agent-arg', adapter: Adapter.CLI, sessionId: 'a', target: 'm', method: 'POST', path: '/', body: argBody, stream: false, timeoutMs: 10_000 });
+  const argFrames = await stream.terminalFrames(3, 10_000);
+  const completion = JSON.parse(new TextDecoder().decode(argFrames.find((f) => f.kind === FrameKind.DATA)?.data));
+  // input: arg hands the prompt over as one argv entry: no shell ever sees it.
+  assert.equal(completion.choices[0].message.content, "$(rm -rf /) 'quoted' ; semi");
   const failed = lines.find((l) => l.msg === 'tunnel failed' && l.runId === 'run-mismatch');
   assert.equal(failed?.adapter, 'CLI');
   assert.equal(failed?.sessionId, 'default');
