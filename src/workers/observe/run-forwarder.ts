@@ -6,10 +6,13 @@
 import type { RunEvent, RunSink } from '../../contract/events.js';
 
 export class RunForwarder implements RunSink {
+  readonly #post: (events: RunEvent[]) => void;
   #batch: RunEvent[] = [];
   #flushQueued = false;
 
-  constructor(private readonly post: (events: RunEvent[]) => void) {}
+  constructor(post: (events: RunEvent[]) => void) {
+    this.#post = post;
+  }
 
   run(event: RunEvent): void {
     this.#batch.push(event);
@@ -24,7 +27,7 @@ export class RunForwarder implements RunSink {
     if (this.#batch.length === 0) return;
     const batch = this.#batch;
     this.#batch = [];
-    this.post(batch);
+    this.#post(batch);
   }
 }
 
