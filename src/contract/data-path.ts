@@ -2,7 +2,7 @@
 // the data path, whatever runs it: the main thread itself (LocalPlane,
 // workers.count 0) or N I/O worker threads (WorkerPool). As with Envoy's
 // Server::Worker, the calls are the same for any worker count, so the edge
-// assembly has no per-mode branches. Node lifecycle and run events come back
+// assembly has no per-mode branches. Node lifecycle events, run reports and bus events come back
 // through the `onEvent` callback each implementation takes at construction.
 import type { EdgeConfig } from '../shared/config-types.js';
 import type { PlaneInspection, WorkerEvent } from './io-protocol.js';
@@ -22,7 +22,7 @@ export interface DataPath {
   start(config: EdgeConfig, logLevel: string): Promise<DataPathPorts>;
   /** Swaps the config snapshot; each thread swaps it in one step. */
   setConfig(config: EdgeConfig): void;
-  /** Run events are built only while someone subscribes to the bus. */
+  /** Bus-only events are built only while someone subscribes (run reports for the run records always go). */
   setEventsActive(active: boolean): void;
   /** Sends a ConfigRefresh to the node's current connection; false when it has none. */
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean;
