@@ -74,6 +74,10 @@ export class NodeSession implements TunnelHost {
   private readonly guard: SessionGuard;
   private lastSeenMs = Date.now();
   private heartbeatTimer: NodeJS.Timeout | undefined;
+  /** The silence limit this node was told at Register. A refresh changes the edge's settings for
+   * sessions registered after it; judging this one by a new, shorter limit would drop an idle node
+   * that still heartbeats at the interval it was given. */
+  private toldTimeoutMs = 0;
 
   constructor(
     private readonly call: NodeCall,
@@ -164,7 +168,7 @@ export class NodeSession implements TunnelHost {
   /** @internal heartbeat timer */
   heartbeat(): void {
     if (this.state !== 'active') return;
-    if (Date.now() - this.lastSeenMs > this.host.heartbeatTimeoutMs) {
+    if (Date.now() - this.lastSeenMs > this.toldTimeoutMs) {
       this.host.protocolStats.heartbeatTimeouts++;
       this.close('heartbeat timeout');
       return;
@@ -234,21 +238,23 @@ export class NodeSession implements TunnelHost {
     this.generation = generation;
     this.state = 'active';
     this.connectedAtMs = Date.now();
+    const intervalMs = this.host.heartbeatIntervalMs;
+    this.toldTimeoutMs = this.host.heartbeatTimeoutMs;
     this.send(
       create(EdgeMessageSchema, {
         msg: {
           case: 'registered',
           value: {
             generation,
-            heartbeatIntervalMs: this.host.heartbeatIntervalMs,
-            heartbeatTimeoutMs: this.host.heartbeatTimeoutMs,
+            heartbeatIntervalMs: intervalMs,
+            heartbeatTimeoutMs: this.toldTimeoutMs,
             // The node listener's gRPC message limit bounds a batch as it bounds one frame.
             maxFrameBatchBytes: this.host.maxFrameBytes,
           },
         },
       }),
     );
-    this.heartbeatTimer = setInterval(onHeartbeat, this.host.heartbeatIntervalMs, this);
+    this.heartbeatTimer = setInterval(onHeartbeat, intervalMs, this);
     this.host.logger.info({ node: this.nodeId, generation, peer: this.remoteAddress, agentVersion: this.agentVersion }, 'node connected');
   }
 
