@@ -53,6 +53,9 @@ class PeerLink {
   readonly outgoing = new Map<number, PeerConsumer>();
   /** Node side: tunnels the peer opened on sessions here, by the peer's id. */
   readonly incoming = new Map<number, PeerTunnel>();
+  /** Node side: opens from the peer not yet on a session (waiting for a lane that registers); a
+   * cancel that finds its id here removes it, and the open is dropped when the wait ends. */
+  readonly pendingOpens = new Set<number>();
   private nextTunnelId = 1;
 
   constructor(
@@ -171,6 +174,7 @@ class PeerLink {
         this.links.openHere(this, tunnelId, bytes.subarray(offset, end));
         return;
       case PeerKind.cancel:
+        if (this.pendingOpens.delete(tunnelId)) return; // the client left before the open was sent
         this.incoming.get(tunnelId)?.cancel(utf8Decoder.decode(bytes.subarray(body, end)));
         return;
       case PeerKind.credit:
@@ -344,7 +348,12 @@ export class PeerLinks implements PeerRouter {
     const nodeId = utf8Decoder.decode(record.subarray(OPEN_FIXED_BYTES, OPEN_FIXED_BYTES + nodeLength));
     // Decoded now: the ring's bytes are reused once this record is released.
     const request = fromBinary(TunnelRequestSchema, record.subarray(OPEN_FIXED_BYTES + nodeLength));
-    this.nodes.whenCurrent(nodeId, (session) => this.openOn(link, tunnelId, leaseId, generation, session, request));
+    link.pendingOpens.add(tunnelId);
+    this.nodes.whenCurrent(nodeId, (session) => {
+      // A cancel while the open waited for a registering lane: the client is gone and its lease
+      // already released, so nothing is sent (the GPU would compute an answer nobody reads).
+      if (link.pendingOpens.delete(tunnelId)) this.openOn(link, tunnelId, leaseId, generation, session, request);
+    });
   }
 
   private openOn(link: PeerLink, tunnelId: number, leaseId: number, generation: number, session: NodeSession | undefined, request: TunnelRequest): void {
