@@ -113,6 +113,13 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return removed;
   }
 
+  /** Drops the queued requests and releases the leases of a data path that is gone (see Scheduler.forgetRequests). */
+  forgetRequests(belongs: (requestId: number) => boolean): { queued: number; leases: number } {
+    const forgotten = this.scheduler.forgetRequests(belongs, performance.now());
+    this.flush();
+    return forgotten;
+  }
+
   release(leaseId: number, reason: ReleaseReason): boolean {
     const released = this.scheduler.release(leaseId, reason, performance.now());
     this.flush();

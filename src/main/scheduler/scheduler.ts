@@ -143,6 +143,32 @@ export class Scheduler {
     return item !== undefined;
   }
 
+  /**
+   * The data path that held these requests is gone (an I/O worker exited):
+   * its queued requests are dropped and its leases released, wherever their
+   * nodes live, so no slot stays counted for a client nobody serves. Their
+   * decisions would have nowhere to go, so none is made for them.
+   */
+  forgetRequests(belongs: (requestId: number) => boolean, now: number): { queued: number; leases: number } {
+    this.expire(now);
+    let queued = 0;
+    let leases = 0;
+    for (const item of [...this.queued.values()]) {
+      if (!belongs(item.requestId)) continue;
+      this.dequeue(item);
+      queued++;
+    }
+    for (const lease of [...this.leases.values()]) {
+      if (!belongs(lease.requestId)) continue;
+      this.dropLease(lease);
+      leases++;
+    }
+    for (const lease of [...this.fencedUnsent.values()]) if (belongs(lease.requestId)) this.fencedUnsent.delete(lease.leaseId);
+    this.pump();
+    this.flush();
+    return { queued, leases };
+  }
+
   /** Expires due queued requests and pumps. */
   tick(now: number): void {
     this.expire(now);

@@ -327,6 +327,29 @@ export class PeerLinks implements PeerRouter {
     for (const link of this.links) link?.close();
   }
 
+  /**
+   * Worker `peer` exited and a new one runs on fresh rings. Tunnels it
+   * opened on nodes here are cancelled (the node aborts upstream; their
+   * leases were released by the pool); tunnels this worker opened on its
+   * nodes fail as node_disconnected (those nodes' sessions died with it).
+   */
+  replacePeer(peer: number, toPeer: SharedArrayBuffer, fromPeer: SharedArrayBuffer): void {
+    const old = this.links[peer];
+    if (old === undefined) return;
+    old.close();
+    old.pendingOpens.clear();
+    const incoming = [...old.incoming.values()];
+    old.incoming.clear();
+    for (const tunnel of incoming) tunnel.cancel(`the client's worker ${peer} exited`);
+    const outgoing = [...old.outgoing.values()];
+    old.outgoing.clear();
+    for (const consumer of outgoing) consumer.onError('node_disconnected', `the worker holding the node (${peer}) exited`);
+    const link = new PeerLink(peer, toPeer, fromPeer, this);
+    this.links[peer] = link;
+    void drainLoop(link.consumer, link.onRecord, (err: unknown) => this.logger.error({ err }, 'peer ring record failed'));
+    this.logger.warn({ peer, cancelled: incoming.length, failed: outgoing.length }, 'peer worker replaced');
+  }
+
   ringUsage(): { peer: number; used: number; capacity: number }[] {
     const out: { peer: number; used: number; capacity: number }[] = [];
     for (const link of this.links) if (link !== undefined) out.push({ peer: link.peer, ...link.usage() });
