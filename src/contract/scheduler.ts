@@ -12,7 +12,8 @@ export type ReleaseReason =
   | 'body_build_failed' // the rewritten body could not be produced
   | 'timeout' // tunnel deadline passed
   | 'fenced' // its node generation was superseded or disconnected
-  | 'stale_generation'; // pre-send fence found the node had reconnected
+  | 'stale_generation' // pre-send fence found the node had reconnected
+  | 'provider_failed'; // the provider failed it: connect error, upstream reset, or a 5xx other than 503 (counts toward outlier ejection)
 
 /** Why an admission failed. Maps 1:1 onto the gateway's error catalogue. */
 export type RejectCode =

@@ -154,8 +154,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   // --- SchedulerPort (the data path on this thread) ----------------------------
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string): void {
-    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now())) this.decisions.push(new RequeueRefusal(request.requestId));
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false): void {
+    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed)) this.decisions.push(new RequeueRefusal(request.requestId));
     this.flush();
   }
 

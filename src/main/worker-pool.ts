@@ -334,7 +334,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         driver.release(r.leaseId, releaseReasonOf(r.code));
         return;
       case RecordKind.requeue:
-        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) }, reader.nameOf(r.providerId) ?? '');
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) }, reader.nameOf(r.providerId) ?? '', r.code === 1);
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);
