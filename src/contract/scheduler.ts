@@ -83,6 +83,18 @@ export interface ProviderStatus {
   readonly enabled: boolean;
   readonly draining: boolean;
   readonly servedModels: readonly string[];
+  /** Present unless the provider is healthy and has no failures counted (outlier ejection). */
+  readonly outlier?: OutlierView;
+}
+
+/** A provider's passive outlier state (src/main/scheduler/outliers.ts). */
+export interface OutlierView {
+  readonly phase: 'healthy' | 'ejected' | 'half_open';
+  /** Ejected: when it becomes half-open, on the scheduler's clock (performance.now() ms). */
+  readonly untilMs: number | undefined;
+  readonly reason: string;
+  readonly ejections: number;
+  readonly consecutiveFailures: number;
 }
 
 export interface GroupStatus {

@@ -202,6 +202,13 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return this.scheduler.status();
   }
 
+  /** Operator reset of a provider's outlier breaker; false when it had none. */
+  resetOutlier(providerId: string): boolean {
+    const reset = this.scheduler.resetOutlier(providerId, performance.now());
+    this.flush();
+    return reset;
+  }
+
   close(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;

@@ -8,6 +8,7 @@
 // that would leave an alias without a serving provider, or eject more than
 // `maxEjectionShare` of an alias's providers, is not made: requests keep
 // going there (or queue) instead.
+import type { OutlierView } from '../../contract/scheduler.js';
 import { isEligible } from './candidates.js';
 import type { GroupState, ProviderState } from './state.js';
 
@@ -32,13 +33,14 @@ export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = {
 export type OutlierPhase = 'healthy' | 'ejected' | 'half_open';
 export type Outcome = 'success' | 'failure' | 'neutral';
 
-export interface OutlierStatus {
-  readonly phase: OutlierPhase;
-  /** Ejected: when it becomes half-open (scheduler time, ms). */
-  readonly untilMs: number | undefined;
+export type OutlierStatus = OutlierView;
+
+export interface OutlierChange {
+  readonly type: 'provider.ejected' | 'provider.half_open' | 'provider.returned';
+  readonly provider: string;
   readonly reason: string;
-  readonly ejections: number;
-  readonly consecutiveFailures: number;
+  readonly ejectedMs?: number;
+  readonly ejections?: number;
 }
 
 class OutlierRecord {
@@ -57,10 +59,16 @@ export class Outliers {
   readonly #policy: OutlierPolicy;
   readonly #random: () => number;
   readonly #records = new Map<ProviderState, OutlierRecord>();
+  #listener: ((event: OutlierChange) => void) | undefined;
 
   constructor(policy: OutlierPolicy = DEFAULT_OUTLIER_POLICY, random: () => number = Math.random) {
     this.#policy = policy;
     this.#random = random;
+  }
+
+  /** Told of every phase change (for events and logs; never called for counting alone). */
+  setListener(listener: (event: OutlierChange) => void): void {
+    this.#listener = listener;
   }
 
   /** A lease was granted on `p`: a half-open provider takes no second request until its probe ends. */
@@ -119,6 +127,7 @@ export class Outliers {
       record.probing = false;
       p.held = false;
       any = true;
+      this.#listener?.({ type: 'provider.half_open', provider: p.id, reason: record.reason });
     }
     return any;
   }
@@ -137,6 +146,11 @@ export class Outliers {
     this.#records.delete(p);
     p.held = false;
     return true;
+  }
+
+  /** Has anything to show (an ejection, a half-open state, or failures counted). */
+  tracks(p: ProviderState): boolean {
+    return this.#records.has(p);
   }
 
   status(p: ProviderState): OutlierStatus {
@@ -180,6 +194,7 @@ export class Outliers {
     record.reason = reason;
     record.failures = 0;
     p.held = true;
+    this.#listener?.({ type: 'provider.ejected', provider: p.id, reason, ejectedMs: Math.round(record.untilMs - now), ejections: record.ejections });
   }
 
   #return(p: ProviderState, record: OutlierRecord, now: number): void {
@@ -188,5 +203,6 @@ export class Outliers {
     record.reason = '';
     record.returnedAtMs = now;
     p.held = false;
+    this.#listener?.({ type: 'provider.returned', provider: p.id, reason: 'the half-open probe succeeded' });
   }
 }

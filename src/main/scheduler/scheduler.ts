@@ -399,7 +399,14 @@ export class Scheduler {
   // --- Introspection --------------------------------------------------------
 
   status(): SchedulerStatus {
-    return buildStatus(this.registry, this.leases.size);
+    const status = buildStatus(this.registry, this.leases.size);
+    if (!status.providers.some((p) => this.#tracked(p.id))) return status;
+    return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? { ...p, outlier: this.outlierStatus(p.id) } : p)) };
+  }
+
+  #tracked(providerId: string): boolean {
+    const provider = this.registry.providers.get(providerId);
+    return provider !== undefined && this.outliers.tracks(provider);
   }
 
   /** Empty when every invariant holds. For tests and debug endpoints. */
