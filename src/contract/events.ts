@@ -113,7 +113,19 @@ export interface EdgeDrainingEvent {
   readonly openRequests: number;
 }
 
+/** A provider's outlier state changed (ejected, half-open, back), or an operator reset it. */
+export interface ProviderOutlierEvent {
+  readonly type: 'provider.ejected' | 'provider.half_open' | 'provider.returned' | 'provider.reset';
+  readonly provider: string;
+  readonly reason?: string;
+  /** provider.ejected: how long (ms) and the how-many-th ejection. */
+  readonly ejectedMs?: number;
+  readonly ejections?: number;
+  readonly by?: 'admin';
+}
+
 export type EdgeEvent =
+  | ProviderOutlierEvent
   | NodeConnectedEvent
   | NodeDisconnectedEvent
   | NodeLeavingEvent

@@ -28,7 +28,11 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'retireNode'; readonly nodeId: string; readonly graceMs: number; readonly reason: string; readonly holdAnchor?: boolean }
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
   | { readonly id: number; readonly type: 'metrics' }
-  | { readonly id: number; readonly type: 'close' };
+  | { readonly id: number; readonly type: 'close' }
+  /** Peer `peer` exited and was respawned on fresh rings: tunnels through the old ones are over. */
+  | { readonly id: number; readonly type: 'replacePeer'; readonly peer: number; readonly toPeer: SharedArrayBuffer; readonly fromPeer: SharedArrayBuffer }
+  /** Tests only, honoured when EDGE_TEST_HOOKS=1: `crash` throws an uncaught exception in the worker. */
+  | { readonly id: number; readonly type: 'testHook'; readonly hook: 'crash' };
 
 export type ControlReply =
   | { readonly type: 'ready'; readonly value: { readonly httpPort: number; readonly grpcPort: number } }

@@ -56,7 +56,7 @@ export interface SchedulerPort {
   cancel(requestId: number): void;
   release(leaseId: number, reason: ReleaseReason): void;
   /** Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible. */
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string): void;
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean): void;
   /**
    * Pre-send fence, called where the node's session lives once its generation
    * matched the grant's. False (driver only) when the lease turned out stale

@@ -85,6 +85,7 @@ const RELEASE_REASON_CODES: Record<ReleaseReason, number> = {
   timeout: 6,
   fenced: 7,
   stale_generation: 8,
+  provider_failed: 9,
 };
 const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   model_not_found: 1,

@@ -12,7 +12,8 @@ export type ReleaseReason =
   | 'body_build_failed' // the rewritten body could not be produced
   | 'timeout' // tunnel deadline passed
   | 'fenced' // its node generation was superseded or disconnected
-  | 'stale_generation'; // pre-send fence found the node had reconnected
+  | 'stale_generation' // pre-send fence found the node had reconnected
+  | 'provider_failed'; // the provider failed it: connect error, upstream reset, or a 5xx other than 503 (counts toward outlier ejection)
 
 /** Why an admission failed. Maps 1:1 onto the gateway's error catalogue. */
 export type RejectCode =
@@ -84,6 +85,18 @@ export interface ProviderStatus {
   readonly enabled: boolean;
   readonly draining: boolean;
   readonly servedModels: readonly string[];
+  /** Present unless the provider is healthy and has no failures counted (outlier ejection). */
+  readonly outlier?: OutlierView;
+}
+
+/** A provider's passive outlier state (src/main/scheduler/outliers.ts). */
+export interface OutlierView {
+  readonly phase: 'healthy' | 'ejected' | 'half_open';
+  /** Ejected: when it becomes half-open, on the scheduler's clock (performance.now() ms). */
+  readonly untilMs: number | undefined;
+  readonly reason: string;
+  readonly ejections: number;
+  readonly consecutiveFailures: number;
 }
 
 export interface GroupStatus {

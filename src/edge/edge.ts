@@ -72,6 +72,8 @@ export interface RunningEdge {
   /** The data path's state in every thread (by postMessage from I/O workers). */
   inspect(): Promise<EdgeInspection>;
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
+  /** Resets a provider's outlier breaker (POST /admin/providers/:id/reset); undefined for an unknown provider. */
+  resetProvider(providerId: string): boolean | undefined;
   /** Graceful drain: no new connections or requests, open ones run up to graceMs, then everything closes. */
   shutdown(graceMs?: number): Promise<ShutdownReport>;
   /** Closes at once (open streams are left to the listeners' own close). */
@@ -124,6 +126,10 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     this.logger = logger;
     this.runs = new RunStore(this.events, config.runs?.maxFinished);
     this.driver = new SchedulerDriver(config);
+    this.driver.scheduler.outliers.setListener((change) => {
+      this.logger.warn(change, change.type === 'provider.ejected' ? 'provider ejected as an outlier' : `outlier: ${change.type}`);
+      this.events.publish(change);
+    });
     this.#https = clientHttpsMaterial(config.tls) !== undefined;
     this.plane = createDataPath(config, this.driver, logger, (event) => this.#planeEvent(event));
     this.events.onActiveChange = (active) => this.plane.setEventsActive(active);
@@ -293,6 +299,16 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     let sum = 0;
     for (const p of this.driver.status().providers) if (p.nodeId === nodeId) sum += p.inFlight;
     return sum;
+  }
+
+  resetProvider(providerId: string): boolean | undefined {
+    if (!this.driver.status().providers.some((p) => p.id === providerId)) return undefined;
+    const reset = this.driver.resetOutlier(providerId);
+    if (reset) {
+      this.events.publish({ type: 'provider.reset', provider: providerId, by: 'admin' });
+      this.logger.info({ provider: providerId }, 'provider breaker reset (admin)');
+    }
+    return reset;
   }
 
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome {

@@ -113,6 +113,13 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return removed;
   }
 
+  /** Drops the queued requests and releases the leases of a data path that is gone (see Scheduler.forgetRequests). */
+  forgetRequests(belongs: (requestId: number) => boolean): { queued: number; leases: number } {
+    const forgotten = this.scheduler.forgetRequests(belongs, performance.now());
+    this.flush();
+    return forgotten;
+  }
+
   release(leaseId: number, reason: ReleaseReason): boolean {
     const released = this.scheduler.release(leaseId, reason, performance.now());
     this.flush();
@@ -147,8 +154,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   // --- SchedulerPort (the data path on this thread) ----------------------------
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string): void {
-    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now())) this.decisions.push(new RequeueRefusal(request.requestId));
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false): void {
+    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed)) this.decisions.push(new RequeueRefusal(request.requestId));
     this.flush();
   }
 
@@ -193,6 +200,13 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   status(): SchedulerStatus {
     return this.scheduler.status();
+  }
+
+  /** Operator reset of a provider's outlier breaker; false when it had none. */
+  resetOutlier(providerId: string): boolean {
+    const reset = this.scheduler.resetOutlier(providerId, performance.now());
+    this.flush();
+    return reset;
   }
 
   close(): void {

@@ -48,6 +48,8 @@ class WorkerSlot {
   readonly announced = new Map<number, string[]>();
   worker: Worker | undefined;
   exited = false;
+  /** Said `ready`: an exit from now on is a fault to recover from, not a failed start. */
+  started = false;
 
   constructor(
     readonly index: number,
@@ -74,10 +76,15 @@ export class WorkerPool implements DecisionHandler, DataPath {
   /** Open requests per limited API key, over all workers (auth.api_keys[].max_concurrent). */
   readonly keys = new KeyConcurrency();
   private nextCall = 1;
-  private readonly calls = new Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>();
+  private readonly calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   /** Shared flag: 1 while the admin event stream has subscribers (workers build run events only then). */
   readonly eventsFlag = new Int32Array(new SharedArrayBuffer(4));
   private closed = false;
+  private readonly peerBytes: number;
+  /** What a respawned worker starts with: the live config, the log level and the shared ports. */
+  #config: EdgeConfig | undefined;
+  #logLevel = 'info';
+  #ports: PoolPorts | undefined;
 
   constructor(
     readonly count: number,
@@ -88,6 +95,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     private readonly script: URL = IO_WORKER_SCRIPT,
   ) {
     const peerBytes = count <= 8 ? PEER_RING_BYTES : PEER_RING_BYTES_MANY;
+    this.peerBytes = peerBytes;
     for (let i = 0; i < count; i++) {
       this.slots.push(new WorkerSlot(i, createRing(SCHEDULER_RING_BYTES), createRing(SCHEDULER_RING_BYTES)));
       const row: (SharedArrayBuffer | undefined)[] = [];
@@ -99,7 +107,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   /** Starts worker 0 on the configured ports (0 = any), then the rest on the same ports (SO_REUSEPORT). */
   async start(config: EdgeConfig, logLevel: string): Promise<PoolPorts> {
+    this.#config = config;
+    this.#logLevel = logLevel;
     const first = await this.spawn(0, config, config.http.port, config.grpc.port, logLevel);
+    this.#ports = first;
     await Promise.all(this.slots.slice(1).map((slot) => this.spawn(slot.index, config, first.httpPort, first.grpcPort, logLevel)));
     return first;
   }
@@ -126,11 +137,15 @@ export class WorkerPool implements DecisionHandler, DataPath {
     worker.on('exit', (code) => {
       slot.exited = true;
       this.keys.releaseWorker(index, ID_STRIDE);
-      if (!this.closed) this.logger.error({ worker: index, code }, 'I/O worker exited');
+      if (this.closed) return;
+      this.logger.error({ worker: index, code }, 'I/O worker exited');
+      this.rejectCalls(index);
+      if (slot.started) void this.recover(slot);
     });
     void drainLoop(slot.consumer, (offset, length) => this.fromWorker(slot, offset, length), (err) => this.logger.error({ err, worker: index }, 'scheduler record failed'));
     const [ready] = (await Promise.race([once(worker, 'message'), once(worker, 'error').then(([err]) => Promise.reject(err as Error))])) as [ControlReply];
     if (ready.type !== 'ready') throw new Error(`I/O worker ${index} did not start: ${JSON.stringify(ready)}`);
+    slot.started = true;
     return { httpPort: ready.value.httpPort, grpcPort: ready.value.grpcPort };
   }
 
@@ -142,14 +157,65 @@ export class WorkerPool implements DecisionHandler, DataPath {
     if (slot.worker === undefined || slot.exited) return Promise.reject(new Error(`worker ${index} is not running`));
     const id = this.nextCall++;
     return new Promise<T>((resolve, reject) => {
-      this.calls.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.calls.set(id, { worker: index, resolve: resolve as (value: unknown) => void, reject });
       slot.worker?.postMessage({ ...request, id });
     });
   }
 
-  /** The same request to every worker. */
+  /** The same request to every running worker (one being replaced has nothing to answer). */
   callAll<T>(request: ControlCall): Promise<T[]> {
-    return Promise.all(this.slots.map((slot) => this.call<T>(slot.index, request)));
+    return Promise.all(this.slots.filter((slot) => !slot.exited).map((slot) => this.call<T>(slot.index, request)));
+  }
+
+  private rejectCalls(worker: number): void {
+    for (const [id, call] of this.calls) {
+      if (call.worker !== worker) continue;
+      this.calls.delete(id);
+      call.reject(new Error(`worker ${worker} exited`));
+    }
+  }
+
+  /**
+   * A worker exited on its own (a fault). Its nodes' connections are over
+   * (their sockets died with it): disconnected, their lanes elsewhere fenced,
+   * so the agents reconnect to the others. Its requests' leases are released
+   * wherever their nodes live, and its queued requests dropped. Then it runs
+   * again on fresh rings (the old ones may hold records for requests that
+   * are gone), the other workers switch their peer links to the new ones
+   * (cancelling tunnels the dead one's clients had on their nodes), and its
+   * listener rejoins the shared ports.
+   */
+  private async recover(slot: WorkerSlot): Promise<void> {
+    const index = slot.index;
+    for (const [nodeId, place] of [...this.places]) {
+      if (place.worker === index) this.disconnect(nodeId, place.generation);
+      else for (let at = place.lanes.indexOf(index); at >= 0; at = place.lanes.indexOf(index)) place.lanes.splice(at, 1);
+    }
+    const forgotten = this.driver.forgetRequests((requestId) => requestId % ID_STRIDE === index);
+    slot.consumer.close(); // its loop drains what the worker left, ignoring what would start work
+    slot.producer.close();
+    const fresh = new WorkerSlot(index, createRing(SCHEDULER_RING_BYTES), createRing(SCHEDULER_RING_BYTES));
+    this.slots[index] = fresh;
+    const replacing: Promise<unknown>[] = [];
+    for (let j = 0; j < this.count; j++) {
+      if (j === index) continue;
+      const toPeer = createRing(this.peerBytes);
+      const fromPeer = createRing(this.peerBytes);
+      this.peerRings[index][j] = toPeer;
+      this.peerRings[j][index] = fromPeer;
+      replacing.push(this.call(j, { type: 'replacePeer', peer: index, toPeer: fromPeer, fromPeer: toPeer }).catch(() => undefined));
+    }
+    this.logger.warn({ worker: index, releasedLeases: forgotten.leases, droppedQueued: forgotten.queued }, 'I/O worker cleaned up; starting a new one');
+    await Promise.all(replacing);
+    const config = this.#config;
+    const ports = this.#ports;
+    if (this.closed || config === undefined || ports === undefined) return;
+    try {
+      await this.spawn(index, config, ports.httpPort, ports.grpcPort, this.#logLevel);
+      this.logger.info({ worker: index }, 'I/O worker replaced');
+    } catch (err) {
+      this.logger.error({ err, worker: index }, 'I/O worker could not be replaced');
+    }
   }
 
   // --- DataPath: the edge's calls, fanned out to the workers --------------------
@@ -160,6 +226,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   /** Each worker swaps the snapshot in one step when the message arrives, so its requests see old or new. */
   setConfig(config: EdgeConfig): void {
+    this.#config = config;
     void this.callAll({ type: 'setConfig', config }).catch((err: Error) => this.logger.error({ err }, 'config snapshot did not reach every worker'));
   }
 
@@ -244,6 +311,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
   private fromWorker(slot: WorkerSlot, offset: number, length: number): void {
     const r = slot.record;
     if (!slot.reader.decode(offset, length, r)) return;
+    // Left in the ring by a worker that exited: what ends work still counts; nothing new may start for it.
+    if (slot.exited && startsWork(r.kind)) return;
     const driver = this.driver;
     const reader = slot.reader;
     switch (r.kind) {
@@ -265,7 +334,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         driver.release(r.leaseId, releaseReasonOf(r.code));
         return;
       case RecordKind.requeue:
-        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session }, reader.nameOf(r.providerId) ?? '');
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session }, reader.nameOf(r.providerId) ?? '', r.code === 1);
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);
@@ -352,6 +421,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   private fenceEverywhere(nodeId: string, place: NodePlace): void {
     const workers = new Set([place.worker, ...place.lanes]);
     for (const worker of workers) {
+      if (this.slots[worker].exited) continue;
       const fence = this.scratch.reset(RecordKind.fence);
       fence.generation = place.generation;
       this.slots[worker].out.send(fence, nodeId);
@@ -405,4 +475,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
     r.code = current ? 1 : 0;
     this.slotOf(requestId).out.send(r);
   }
+}
+
+/** Records that would admit, re-admit or connect on behalf of their worker. */
+function startsWork(kind: number): boolean {
+  return kind === RecordKind.admit || kind === RecordKind.requeue || kind === RecordKind.stale || kind === RecordKind.connect || kind === RecordKind.announce;
 }

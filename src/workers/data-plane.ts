@@ -12,7 +12,7 @@ import { ID_STRIDE, type AdmissionRejectCode, type DecisionHandler, type Schedul
 import { estimateInputTokens } from '../contract/estimate.js';
 import type { Grant, RejectCode, ReleaseReason } from '../contract/scheduler.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
-import { kExchange, onResponseClose, ProxyExchange, type ExchangeOwner } from './http/proxy-exchange.js';
+import { isProviderFailure, kExchange, onResponseClose, ProxyExchange, type ExchangeOwner } from './http/proxy-exchange.js';
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
 import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
@@ -357,7 +357,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     // Admitting again before the call: the new grant may be delivered from inside it.
     this.undispatch(exchange);
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; retrying on another provider');
-    this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
+    this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
     return true;
   }
 

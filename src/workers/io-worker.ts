@@ -40,8 +40,24 @@ async function control(request: ControlRequest): Promise<unknown> {
     case 'close':
       await close();
       return undefined;
+    case 'replacePeer':
+      plane.replacePeer(request.peer, request.toPeer, request.fromPeer);
+      return undefined;
+    case 'testHook':
+      if (process.env.EDGE_TEST_HOOKS !== '1') throw new Error('test hooks are off (EDGE_TEST_HOOKS=1 turns them on)');
+      setImmediate(() => {
+        throw new Error('test hook: crash');
+      });
+      return undefined;
   }
 }
+
+// A fault in one worker ends that worker only: the pool releases what its
+// requests held, re-homes its nodes and starts a new one on the same ports.
+process.on('uncaughtException', (err) => {
+  logger.fatal({ err }, 'uncaught exception; this I/O worker exits and is replaced');
+  process.exit(70);
+});
 
 parentPort?.on('message', (request: ControlRequest) => {
   control(request).then(

@@ -156,6 +156,11 @@ export class LocalPlane implements DataPath, EventSink {
     return lanes.length > 0;
   }
 
+  /** Worker `peer` was respawned on fresh rings (worker mode only). */
+  replacePeer(peer: number, toPeer: SharedArrayBuffer, fromPeer: SharedArrayBuffer): void {
+    this.#peers?.replacePeer(peer, toPeer, fromPeer);
+  }
+
   inspect(): Promise<readonly PlaneInspection[]> {
     return Promise.resolve([this.inspectHere()]);
   }

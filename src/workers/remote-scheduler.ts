@@ -83,9 +83,10 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r);
   }
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string): void {
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false): void {
     const r = this.scratch.reset(RecordKind.requeue);
     r.requestId = request.requestId;
+    r.code = providerFailed ? 1 : 0;
     r.leaseId = leaseId;
     r.value = request.estimatedTokens;
     r.session = request.sessionKey ?? 0;

@@ -8,6 +8,7 @@ import { sendAdminError } from './admin-errors.js';
 import { BearerAuth } from './auth.js';
 import { registerEventsRoute, type SseStream } from './events-route.js';
 import { registerNodeRoutes } from './node-routes.js';
+import { registerProviderRoutes } from './provider-routes.js';
 import type { AdminOps } from './ops.js';
 import { registerRefreshRoute } from './refresh-route.js';
 import { registerStatusRoutes } from './status-routes.js';
@@ -33,6 +34,7 @@ export class AdminServer {
     registerStatusRoutes(this.app, ops);
     registerNodeRoutes(this.app, ops);
     registerRunsRoutes(this.app, ops);
+    registerProviderRoutes(this.app, ops);
     registerEventsRoute(this.app, ops.events, this.#streams);
   }
 

@@ -15,6 +15,8 @@ export interface AdminOps {
   status(): Promise<EdgeStatus>;
   /** Draining belongs to the node's current connection: a reconnect clears it. */
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
+  /** Resets a provider's outlier breaker: true if it had state, false if not, undefined for an unknown provider. */
+  resetProvider(providerId: string): boolean | undefined;
   scrapeMetrics(): Promise<string>;
   readonly metricsContentType: string;
   readonly events: EventBus;

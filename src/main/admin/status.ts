@@ -5,9 +5,9 @@
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { VERSION } from '../../shared/version.js';
 import type { EventBus } from '../events/event-bus.js';
-import type { SchedulerStatus } from '../../contract/scheduler.js';
+import type { OutlierView, SchedulerStatus } from '../../contract/scheduler.js';
 
-export type ProviderHealth = 'ok' | 'offline' | 'not_announced' | 'disabled' | 'draining';
+export type ProviderHealth = 'ok' | 'offline' | 'not_announced' | 'disabled' | 'draining' | 'ejected' | 'half_open';
 
 export interface EdgeStatus {
   readonly edge: {
@@ -39,6 +39,8 @@ export interface EdgeStatus {
     readonly loadRatio: number;
     readonly health: ProviderHealth;
     readonly servedModels: readonly string[];
+    /** Outlier state, when the provider is ejected, half-open, or has failures counted. */
+    readonly outlier?: { readonly phase: string; readonly until: string | null; readonly reason: string; readonly ejections: number; readonly consecutiveFailures: number };
   }[];
   readonly groups: readonly {
     readonly model: string;
@@ -122,8 +124,9 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       inFlight: p.inFlight,
       queued: p.queued,
       loadRatio: Math.round(p.loadRatio * 1000) / 1000,
-      health: !p.connected ? 'offline' : !p.announced ? 'not_announced' : !p.enabled ? 'disabled' : p.draining ? 'draining' : 'ok',
+      health: !p.connected ? 'offline' : !p.announced ? 'not_announced' : !p.enabled ? 'disabled' : p.draining ? 'draining' : p.outlier !== undefined && p.outlier.phase !== 'healthy' ? p.outlier.phase : 'ok',
       servedModels: p.servedModels,
+      ...(p.outlier === undefined ? {} : { outlier: outlierView(p.outlier) }),
     })),
     groups: s.groups.map((g) => ({ model: g.alias, queueDepth: g.queueDepth, maxQueue: g.maxQueue, queueTimeoutMs: g.queueTimeoutMs, policy: 'fifo' })),
     workers: { count: source.config.workers.count, rings },
@@ -140,4 +143,10 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       })),
     },
   };
+}
+
+/** The scheduler's clock is performance.now(); status shows wall-clock time. */
+function outlierView(o: OutlierView): NonNullable<EdgeStatus['providers'][number]['outlier']> {
+  const until = o.untilMs === undefined ? null : new Date(Date.now() + (o.untilMs - performance.now())).toISOString();
+  return { phase: o.phase, until, reason: o.reason, ejections: o.ejections, consecutiveFailures: o.consecutiveFailures };
 }

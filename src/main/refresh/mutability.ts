@@ -26,7 +26,9 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^limits\.max_tunnels_per_node$/, mutable: true, effect: 'tunnels opened from now on' },
   { pattern: /^auth\./, mutable: true, effect: 'API keys, their models and limits apply to requests received from now on' },
   { pattern: /^limits\.tunnel_timeout_ms$/, mutable: true, effect: 'requests dispatched from now on' },
-  { pattern: /^heartbeat\.timeout_ms$/, mutable: true, effect: 'checked against every connected node at its next heartbeat' },
+  // A session keeps the heartbeat pair it was told at Registered: judging an old session by a new,
+  // shorter timeout would drop idle nodes still heartbeating at their old interval.
+  { pattern: /^heartbeat\.timeout_ms$/, mutable: true, effect: 'node connections registered from now on (each session keeps the timeout it was told)' },
   { pattern: /^heartbeat\.interval_ms$/, mutable: true, effect: 'node connections registered from now on' },
   { pattern: /^scheduler\.long_context_threshold_tokens$/, mutable: true, effect: 'admissions and queued requests at once' },
   { pattern: /^drain\.grace_ms$/, mutable: true, effect: 'the next shutdown' },

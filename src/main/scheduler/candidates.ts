@@ -8,7 +8,7 @@ import type { GroupEntry, GroupState, ProviderState } from './state.js';
 /** Provider accepts new work at all (capacity aside). */
 export function isEligible(p: ProviderState): boolean {
   const node = p.node;
-  return p.enabled && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id));
+  return p.enabled && !p.held && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id));
 }
 
 /**

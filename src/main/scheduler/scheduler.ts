@@ -19,7 +19,8 @@ import {
 import { DeadlineHeap } from './deadline-heap.js';
 import { checkInvariants } from './invariants.js';
 import { Registry } from './registry.js';
-import { Lease, QueueItem, type GroupEntry, type GroupState, type NodeState } from './state.js';
+import { Outliers, type Outcome, type OutlierStatus } from './outliers.js';
+import { Lease, QueueItem, type GroupEntry, type GroupState, type NodeState, type ProviderState } from './state.js';
 import { buildStatus } from './status.js';
 import type {
   AdmitRequest,
@@ -87,9 +88,12 @@ export class Scheduler {
   private now = -Infinity;
   /** Grants made while their provider was full: must stay 0 (checked by checkInvariants). */
   private grantsOverCapacity = 0;
+  /** Passive outlier ejection (outliers.ts); fed by lease outcomes. */
+  readonly outliers: Outliers;
 
-  constructor(config: EdgeConfig, sink: SchedulerSink) {
+  constructor(config: EdgeConfig, sink: SchedulerSink, outliers: Outliers = new Outliers()) {
     this.sink = sink;
+    this.outliers = outliers;
     this.registry.apply(buildCatalog(config));
   }
 
@@ -148,6 +152,32 @@ export class Scheduler {
     return item !== undefined;
   }
 
+  /**
+   * The data path that held these requests is gone (an I/O worker exited):
+   * its queued requests are dropped and its leases released, wherever their
+   * nodes live, so no slot stays counted for a client nobody serves. Their
+   * decisions would have nowhere to go, so none is made for them.
+   */
+  forgetRequests(belongs: (requestId: number) => boolean, now: number): { queued: number; leases: number } {
+    this.expire(now);
+    let queued = 0;
+    let leases = 0;
+    for (const item of [...this.queued.values()]) {
+      if (!belongs(item.requestId)) continue;
+      this.dequeue(item);
+      queued++;
+    }
+    for (const lease of [...this.leases.values()]) {
+      if (!belongs(lease.requestId)) continue;
+      this.dropLease(lease);
+      leases++;
+    }
+    for (const lease of [...this.fencedUnsent.values()]) if (belongs(lease.requestId)) this.fencedUnsent.delete(lease.leaseId);
+    this.pump();
+    this.flush();
+    return { queued, leases };
+  }
+
   /** Expires due queued requests and pumps. */
   tick(now: number): void {
     this.expire(now);
@@ -157,7 +187,10 @@ export class Scheduler {
 
   /** Earliest queued deadline (ms), for the driver's single timer. */
   nextDeadline(): number | undefined {
-    return this.deadlines.peek()?.deadline;
+    const queued = this.deadlines.peek()?.deadline;
+    const ejected = this.outliers.nextDeadline();
+    if (ejected === undefined) return queued;
+    return queued === undefined || ejected < queued ? ejected : queued;
   }
 
   // --- Leases ---------------------------------------------------------------
@@ -165,10 +198,10 @@ export class Scheduler {
   /**
    * Ends a lease. True only for the call that actually released it. The
    * reason does not change the accounting (every release frees the slot the
-   * same way); it is the caller's to log and count.
+   * same way); it feeds the provider's outlier state (a provider failure, a
+   * success, or neither).
    */
   release(leaseId: number, reason: ReleaseReason, now: number): boolean {
-    void reason;
     this.expire(now);
     const lease = this.leases.get(leaseId);
     if (lease === undefined) {
@@ -178,9 +211,32 @@ export class Scheduler {
       return false;
     }
     this.dropLease(lease);
+    this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.groupsOf(lease.provider));
     this.pump();
     this.flush();
     return true;
+  }
+
+  /** The outlier state of a provider, for status. */
+  outlierStatus(providerId: string): OutlierStatus | undefined {
+    const provider = this.registry.providers.get(providerId);
+    return provider === undefined ? undefined : this.outliers.status(provider);
+  }
+
+  /** An operator reset the provider's breaker: it takes requests again at once. */
+  resetOutlier(providerId: string, now: number): boolean {
+    this.expire(now);
+    const provider = this.registry.providers.get(providerId);
+    const reset = provider !== undefined && this.outliers.reset(provider);
+    if (reset) this.pump();
+    this.flush();
+    return reset;
+  }
+
+  private groupsOf(provider: ProviderState): GroupState[] {
+    const groups: GroupState[] = [];
+    for (const group of this.registry.groups.values()) if (group.entries.some((e) => e.provider === provider)) groups.push(group);
+    return groups;
   }
 
   /**
@@ -226,13 +282,14 @@ export class Scheduler {
    * nothing queued, when no other candidate exists (the caller reports the
    * original failure); otherwise the grant or rejection follows as usual.
    */
-  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number): boolean {
+  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false): boolean {
     this.expire(now);
     const lease = this.leases.get(leaseId);
     let seq: number;
     if (lease !== undefined) {
       seq = lease.seq;
       this.dropLease(lease);
+      this.outliers.outcome(lease.provider, providerFailed ? 'failure' : 'neutral', now, this.groupsOf(lease.provider));
     } else {
       this.fencedUnsent.delete(leaseId);
       seq = ++this.lastRetrySeq;
@@ -348,7 +405,14 @@ export class Scheduler {
   // --- Introspection --------------------------------------------------------
 
   status(): SchedulerStatus {
-    return buildStatus(this.registry, this.leases.size);
+    const status = buildStatus(this.registry, this.leases.size);
+    if (!status.providers.some((p) => this.#tracked(p.id))) return status;
+    return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? { ...p, outlier: this.outlierStatus(p.id) } : p)) };
+  }
+
+  #tracked(providerId: string): boolean {
+    const provider = this.registry.providers.get(providerId);
+    return provider !== undefined && this.outliers.tracks(provider);
   }
 
   /** Empty when every invariant holds. For tests and debug endpoints. */
@@ -398,6 +462,7 @@ export class Scheduler {
     const node = provider.node;
     if (provider.inFlight >= provider.capacity) this.grantsOverCapacity++;
     provider.inFlight++;
+    this.outliers.granted(provider);
     const lease = new Lease(
       ++this.lastLeaseId,
       requestId,
@@ -510,6 +575,7 @@ export class Scheduler {
   /** Rejects every queued request whose deadline is at or before `now`. */
   private expire(now: number): void {
     if (now > this.now) this.now = now;
+    this.outliers.expire(now);
     for (;;) {
       const item = this.deadlines.peek();
       if (item === undefined || item.deadline > now) return;
@@ -650,4 +716,11 @@ function rememberFailure(group: GroupState, directNodeId: string | undefined, ne
   }
   const failed = group.failByNode.get(directNodeId);
   if (failed === undefined || need < failed) group.failByNode.set(directNodeId, need);
+}
+
+/** What a lease's end says about its provider's health. */
+function outcomeOf(reason: ReleaseReason): Outcome {
+  if (reason === 'end') return 'success';
+  if (reason === 'provider_failed') return 'failure';
+  return 'neutral';
 }

@@ -63,6 +63,8 @@ export class ProviderState {
    * finish; no new grant is made until inFlight is below capacity again.
    */
   excessAllowed = false;
+  /** Ejected as an outlier, or half-open with its probe in flight (outliers.ts): no new grants. */
+  held = false;
 
   constructor(
     readonly id: string,

@@ -87,6 +87,10 @@ export class NodeSession implements TunnelHost {
   private cancelledIdsBefore = new Set<number>();
   private cancelledRotatedAt = performance.now();
   private heartbeatTimer: NodeJS.Timeout | undefined;
+  /** The silence limit this node was told at Register. A refresh changes the edge's settings for
+   * sessions registered after it; judging this one by a new, shorter limit would drop an idle node
+   * that still heartbeats at the interval it was given. */
+  private toldTimeoutMs = 0;
 
   constructor(
     private readonly call: NodeCall,
@@ -179,7 +183,7 @@ export class NodeSession implements TunnelHost {
   heartbeat(): void {
     if (this.state !== 'active') return;
     const now = performance.now();
-    if (now - this.lastSeenAt > this.host.heartbeatTimeoutMs) {
+    if (now - this.lastSeenAt > this.toldTimeoutMs) {
       this.host.protocolStats.heartbeatTimeouts++;
       this.close('heartbeat timeout');
       return;
@@ -256,14 +260,16 @@ export class NodeSession implements TunnelHost {
     this.generation = generation;
     this.state = 'active';
     this.connectedAtMs = Date.now();
+    const intervalMs = this.host.heartbeatIntervalMs;
+    this.toldTimeoutMs = this.host.heartbeatTimeoutMs;
     this.send(
       create(EdgeMessageSchema, {
         msg: {
           case: 'registered',
           value: {
             generation,
-            heartbeatIntervalMs: this.host.heartbeatIntervalMs,
-            heartbeatTimeoutMs: this.host.heartbeatTimeoutMs,
+            heartbeatIntervalMs: intervalMs,
+            heartbeatTimeoutMs: this.toldTimeoutMs,
             // The node listener's gRPC message limit bounds a batch as it bounds one frame.
             maxFrameBatchBytes: this.host.maxFrameBytes,
             maxFrameBytes: this.host.maxFrameBytes,
@@ -271,7 +277,7 @@ export class NodeSession implements TunnelHost {
         },
       }),
     );
-    this.heartbeatTimer = setInterval(onHeartbeat, this.host.heartbeatIntervalMs, this);
+    this.heartbeatTimer = setInterval(onHeartbeat, intervalMs, this);
     this.host.logger.info({ node: this.nodeId, generation, peer: this.remoteAddress, agentVersion: this.agentVersion }, 'node connected');
   }
 

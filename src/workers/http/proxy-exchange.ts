@@ -171,7 +171,8 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state !== 'streaming') return;
     this.endAt = performance.now();
     this.usage = this.tail?.usage();
-    this.finish('end');
+    // A 5xx other than 503 (overload) is the provider failing, relayed as is; it counts toward ejection.
+    this.finish(this.status >= 500 && this.status !== 503 ? 'provider_failed' : 'end');
     this.response.end();
   }
 
@@ -179,7 +180,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state === 'done' || this.state === 'admitting') return;
     // Nothing reached the client yet: another provider may still serve it.
     if (this.state === 'dispatched' && this.plane.retryBeforeFirstByte(this, code, message)) return;
-    this.fail(specForNodeErrorCode(code), message || undefined, code === 'node_disconnected' ? 'fenced' : 'error');
+    this.fail(specForNodeErrorCode(code), message || undefined, code === 'node_disconnected' ? 'fenced' : isProviderFailure(code) ? 'provider_failed' : 'error');
   }
 
   /** The node's worker refused the tunnel (cross-worker only): see DataPlane.tunnelRefused. */
@@ -324,4 +325,9 @@ export class ProxyExchange implements TunnelConsumer {
 export function onResponseClose(this: ServerResponse & { [kExchange]?: ProxyExchange }): void {
   const exchange = this[kExchange];
   if (exchange && !this.writableFinished) exchange.onClientClosed();
+}
+
+/** Tunnel error codes that blame the provider (outlier ejection counts them); node loss and timeouts do not. */
+export function isProviderFailure(code: string): boolean {
+  return code === 'upstream_connect_failed' || code === 'upstream_reset';
 }

@@ -53,6 +53,9 @@ class PeerLink {
   readonly outgoing = new Map<number, PeerConsumer>();
   /** Node side: tunnels the peer opened on sessions here, by the peer's id. */
   readonly incoming = new Map<number, PeerTunnel>();
+  /** Node side: opens from the peer not yet on a session (waiting for a lane that registers); a
+   * cancel that finds its id here removes it, and the open is dropped when the wait ends. */
+  readonly pendingOpens = new Set<number>();
   private nextTunnelId = 1;
 
   constructor(
@@ -171,6 +174,7 @@ class PeerLink {
         this.links.openHere(this, tunnelId, bytes.subarray(offset, end));
         return;
       case PeerKind.cancel:
+        if (this.pendingOpens.delete(tunnelId)) return; // the client left before the open was sent
         this.incoming.get(tunnelId)?.cancel(utf8Decoder.decode(bytes.subarray(body, end)));
         return;
       case PeerKind.credit:
@@ -323,6 +327,29 @@ export class PeerLinks implements PeerRouter {
     for (const link of this.links) link?.close();
   }
 
+  /**
+   * Worker `peer` exited and a new one runs on fresh rings. Tunnels it
+   * opened on nodes here are cancelled (the node aborts upstream; their
+   * leases were released by the pool); tunnels this worker opened on its
+   * nodes fail as node_disconnected (those nodes' sessions died with it).
+   */
+  replacePeer(peer: number, toPeer: SharedArrayBuffer, fromPeer: SharedArrayBuffer): void {
+    const old = this.links[peer];
+    if (old === undefined) return;
+    old.close();
+    old.pendingOpens.clear();
+    const incoming = [...old.incoming.values()];
+    old.incoming.clear();
+    for (const tunnel of incoming) tunnel.cancel(`the client's worker ${peer} exited`);
+    const outgoing = [...old.outgoing.values()];
+    old.outgoing.clear();
+    for (const consumer of outgoing) consumer.onError('node_disconnected', `the worker holding the node (${peer}) exited`);
+    const link = new PeerLink(peer, toPeer, fromPeer, this);
+    this.links[peer] = link;
+    void drainLoop(link.consumer, link.onRecord, (err: unknown) => this.logger.error({ err }, 'peer ring record failed'));
+    this.logger.warn({ peer, cancelled: incoming.length, failed: outgoing.length }, 'peer worker replaced');
+  }
+
   ringUsage(): { peer: number; used: number; capacity: number }[] {
     const out: { peer: number; used: number; capacity: number }[] = [];
     for (const link of this.links) if (link !== undefined) out.push({ peer: link.peer, ...link.usage() });
@@ -344,7 +371,12 @@ export class PeerLinks implements PeerRouter {
     const nodeId = utf8Decoder.decode(record.subarray(OPEN_FIXED_BYTES, OPEN_FIXED_BYTES + nodeLength));
     // Decoded now: the ring's bytes are reused once this record is released.
     const request = fromBinary(TunnelRequestSchema, record.subarray(OPEN_FIXED_BYTES + nodeLength));
-    this.nodes.whenCurrent(nodeId, (session) => this.openOn(link, tunnelId, leaseId, generation, session, request));
+    link.pendingOpens.add(tunnelId);
+    this.nodes.whenCurrent(nodeId, (session) => {
+      // A cancel while the open waited for a registering lane: the client is gone and its lease
+      // already released, so nothing is sent (the GPU would compute an answer nobody reads).
+      if (link.pendingOpens.delete(tunnelId)) this.openOn(link, tunnelId, leaseId, generation, session, request);
+    });
   }
 
   private openOn(link: PeerLink, tunnelId: number, leaseId: number, generation: number, session: NodeSession | undefined, request: TunnelRequest): void {

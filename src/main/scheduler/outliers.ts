@@ -1,0 +1,208 @@
+// Passive outlier detection, as pure scheduler state (time is passed in,
+// randomness injected): a provider whose requests fail for provider causes
+// (connect errors, upstream resets, 5xx other than 503) `consecutiveFailures`
+// times in a row is ejected for base × its ejection count (capped, with
+// jitter), then half-open: one probe request; its success returns the
+// provider, its failure ejects it again for longer. Overload (429/503) and
+// node loss are not failures here (fencing handles node loss). An ejection
+// that would leave an alias without a serving provider, or eject more than
+// `maxEjectionShare` of an alias's providers, is not made: requests keep
+// going there (or queue) instead.
+import type { OutlierView } from '../../contract/scheduler.js';
+import { isEligible } from './candidates.js';
+import type { GroupState, ProviderState } from './state.js';
+
+export interface OutlierPolicy {
+  readonly consecutiveFailures: number;
+  readonly baseEjectionMs: number;
+  readonly maxEjectionMs: number;
+  /** Largest share of an alias's providers that may be ejected at once (0..1). */
+  readonly maxEjectionShare: number;
+  /** ± this fraction of the ejection time, so ejected providers do not all return at once. */
+  readonly jitter: number;
+}
+
+export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = {
+  consecutiveFailures: 5,
+  baseEjectionMs: 30_000,
+  maxEjectionMs: 300_000,
+  maxEjectionShare: 0.5,
+  jitter: 0.1,
+};
+
+export type OutlierPhase = 'healthy' | 'ejected' | 'half_open';
+export type Outcome = 'success' | 'failure' | 'neutral';
+
+export type OutlierStatus = OutlierView;
+
+export interface OutlierChange {
+  readonly type: 'provider.ejected' | 'provider.half_open' | 'provider.returned';
+  readonly provider: string;
+  readonly reason: string;
+  readonly ejectedMs?: number;
+  readonly ejections?: number;
+}
+
+class OutlierRecord {
+  failures = 0;
+  ejections = 0;
+  phase: OutlierPhase = 'healthy';
+  untilMs = 0;
+  reason = '';
+  /** Half-open: the single probe is in flight. */
+  probing = false;
+  /** When the last ejection ended; a long healthy stretch forgets the ejection count. */
+  returnedAtMs = 0;
+}
+
+export class Outliers {
+  readonly #policy: OutlierPolicy;
+  readonly #random: () => number;
+  readonly #records = new Map<ProviderState, OutlierRecord>();
+  #listener: ((event: OutlierChange) => void) | undefined;
+
+  constructor(policy: OutlierPolicy = DEFAULT_OUTLIER_POLICY, random: () => number = Math.random) {
+    this.#policy = policy;
+    this.#random = random;
+  }
+
+  /** Told of every phase change (for events and logs; never called for counting alone). */
+  setListener(listener: (event: OutlierChange) => void): void {
+    this.#listener = listener;
+  }
+
+  /** A lease was granted on `p`: a half-open provider takes no second request until its probe ends. */
+  granted(p: ProviderState): void {
+    const record = this.#records.get(p);
+    if (record === undefined || record.phase !== 'half_open') return;
+    record.probing = true;
+    p.held = true;
+  }
+
+  /** A lease on `p` ended. `groups`: the aliases `p` serves (for the last-provider and share guards). */
+  outcome(p: ProviderState, outcome: Outcome, now: number, groups: readonly GroupState[]): void {
+    if (outcome === 'neutral') {
+      const record = this.#records.get(p);
+      if (record?.probing) {
+        // The probe ended without a verdict (client left, timeout): the next request probes.
+        record.probing = false;
+        p.held = false;
+      }
+      return;
+    }
+    if (outcome === 'success') {
+      const record = this.#records.get(p);
+      if (record === undefined) return;
+      record.failures = 0;
+      if (record.phase === 'half_open') this.#return(p, record, now);
+      return;
+    }
+    let record = this.#records.get(p);
+    if (record === undefined) {
+      record = new OutlierRecord();
+      this.#records.set(p, record);
+    }
+    if (record.phase === 'half_open') {
+      record.probing = false;
+      this.#eject(p, record, now, 'the half-open probe failed');
+      return;
+    }
+    if (record.phase === 'ejected') return; // a request granted before the ejection
+    record.failures++;
+    if (record.failures < this.#policy.consecutiveFailures) return;
+    const refusal = this.#guard(p, groups);
+    if (refusal !== undefined) {
+      record.reason = refusal;
+      return;
+    }
+    this.#eject(p, record, now, `${record.failures} consecutive failures`);
+  }
+
+  /** Ejections that ended by `now` become half-open. True when a provider became eligible again. */
+  expire(now: number): boolean {
+    let any = false;
+    for (const [p, record] of this.#records) {
+      if (record.phase !== 'ejected' || record.untilMs > now) continue;
+      record.phase = 'half_open';
+      record.probing = false;
+      p.held = false;
+      any = true;
+      this.#listener?.({ type: 'provider.half_open', provider: p.id, reason: record.reason });
+    }
+    return any;
+  }
+
+  /** The earliest ejection end, for the driver's timer. */
+  nextDeadline(): number | undefined {
+    let next: number | undefined;
+    for (const record of this.#records.values()) if (record.phase === 'ejected' && (next === undefined || record.untilMs < next)) next = record.untilMs;
+    return next;
+  }
+
+  /** An operator reset the breaker: healthy at once, counts forgotten. False when there was nothing to reset. */
+  reset(p: ProviderState): boolean {
+    const record = this.#records.get(p);
+    if (record === undefined) return false;
+    this.#records.delete(p);
+    p.held = false;
+    return true;
+  }
+
+  /** Has anything to show (an ejection, a half-open state, or failures counted). */
+  tracks(p: ProviderState): boolean {
+    return this.#records.has(p);
+  }
+
+  status(p: ProviderState): OutlierStatus {
+    const record = this.#records.get(p);
+    if (record === undefined) return { phase: 'healthy', untilMs: undefined, reason: '', ejections: 0, consecutiveFailures: 0 };
+    return {
+      phase: record.phase,
+      untilMs: record.phase === 'ejected' ? record.untilMs : undefined,
+      reason: record.reason,
+      ejections: record.ejections,
+      consecutiveFailures: record.failures,
+    };
+  }
+
+  /** Why `p` may not be ejected now, if it may not. */
+  #guard(p: ProviderState, groups: readonly GroupState[]): string | undefined {
+    for (const group of groups) {
+      let serving = 0;
+      let ejected = 0;
+      for (const entry of group.entries) {
+        const other = entry.provider;
+        const phase = this.#records.get(other)?.phase ?? 'healthy';
+        if (phase !== 'healthy') ejected++;
+        else if (other !== p && isEligible(other)) serving++;
+      }
+      if (serving === 0) return `not ejected: the last serving provider of ${group.alias}`;
+      if (ejected + 1 > this.#policy.maxEjectionShare * group.entries.length) return `not ejected: ${group.alias} is at its largest ejected share`;
+    }
+    return undefined;
+  }
+
+  #eject(p: ProviderState, record: OutlierRecord, now: number, reason: string): void {
+    const policy = this.#policy;
+    // A long healthy stretch since the last return forgets earlier ejections.
+    if (record.ejections > 0 && record.phase === 'healthy' && now - record.returnedAtMs > policy.maxEjectionMs) record.ejections = 0;
+    record.ejections++;
+    const base = Math.min(policy.baseEjectionMs * record.ejections, policy.maxEjectionMs);
+    const jitter = 1 + policy.jitter * (this.#random() * 2 - 1);
+    record.untilMs = now + base * jitter;
+    record.phase = 'ejected';
+    record.reason = reason;
+    record.failures = 0;
+    p.held = true;
+    this.#listener?.({ type: 'provider.ejected', provider: p.id, reason, ejectedMs: Math.round(record.untilMs - now), ejections: record.ejections });
+  }
+
+  #return(p: ProviderState, record: OutlierRecord, now: number): void {
+    record.phase = 'healthy';
+    record.probing = false;
+    record.reason = '';
+    record.returnedAtMs = now;
+    p.held = false;
+    this.#listener?.({ type: 'provider.returned', provider: p.id, reason: 'the half-open probe succeeded' });
+  }
+}

@@ -1,0 +1,81 @@
+// An I/O worker that dies is cleaned up and replaced (two workers, whatever
+// EDGE_TEST_WORKERS says). Streams are opened until both workers hold some;
+// the worker that does not hold the node's session is then ended from inside
+// (the `crash` test hook throws an uncaught exception there) while its
+// requests are in flight on the node of the other worker. Its leases return,
+// the upstream requests it left are cancelled, new requests are served, and
+// the worker is back on the shared ports.
+process.env.EDGE_TEST_HOOKS = '1';
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Agent, request } from 'undici';
+import type { WorkerPool } from '../../src/main/worker-pool.js';
+import { ALIAS, inFlight, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+
+/** One client connection per request, so the kernel spreads them over the workers' listeners. */
+function stream(stack: Stack, tokens = 200): { done: Promise<string>; dispatcher: Agent } {
+  const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+  const done = (async () => {
+    try {
+      const res = await request(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        dispatcher,
+        headers: { 'content-type': 'application/json', 'x-mock-tokens': String(tokens), 'x-mock-interval-ms': '50' },
+        body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      await res.body.text();
+      return `status ${res.statusCode}`;
+    } catch (err) {
+      return `failed: ${(err as Error).message}`;
+    }
+  })();
+  return { done, dispatcher };
+}
+
+describe('an I/O worker that exits', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ capacity: 64, configure: (raw) => void (raw.workers = { count: 2 }) });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('releases its leases, cancels its upstream requests, and is replaced', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    const holder = (await pool.inspect()).find((p) => p.sessions.length > 0)?.worker;
+    assert.ok(holder !== undefined, 'a worker holds the node');
+    const victim = 1 - holder;
+    const open: { done: Promise<string>; dispatcher: Agent }[] = [];
+    // Open streams until the victim holds at least two.
+    for (let round = 0; round < 10; round++) {
+      for (let i = 0; i < 4; i++) open.push(stream(stack));
+      await waitUntil(() => inFlight(stack.edge) === open.length, `${open.length} leases`);
+      const here = (await pool.inspect()).find((p) => p.worker === victim);
+      if ((here?.openExchanges ?? 0) >= 2) break;
+    }
+    const victimOpen = (await pool.inspect()).find((p) => p.worker === victim)?.openExchanges ?? 0;
+    assert.ok(victimOpen >= 2, `the victim worker holds requests (${victimOpen})`);
+    await stack.mock.waitFor(() => stack.mock.stats.inFlight === open.length, 5_000);
+
+    await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+
+    // The victim's leases are released at once and its upstream requests cancelled on the node;
+    // the other worker's streams run on.
+    await waitUntil(() => inFlight(stack.edge) === open.length - victimOpen, `leases back to ${open.length - victimOpen} (now ${inFlight(stack.edge)})`);
+    await stack.mock.waitFor(() => stack.mock.stats.inFlight === open.length - victimOpen, 5_000);
+    const outcomes = await Promise.all(open.map((o) => o.done));
+    assert.equal(outcomes.filter((o) => o.startsWith('failed')).length, victimOpen, outcomes.join('; '));
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+
+    // The worker is back on the shared ports, and new requests are served by both.
+    await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');
+    const fresh = Array.from({ length: 12 }, () => stream(stack, 3));
+    const served = await Promise.all(fresh.map((o) => o.done));
+    assert.deepEqual(served, fresh.map(() => 'status 200'));
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the new requests released their leases');
+    const replaced = (await pool.inspect()).find((p) => p.worker === victim);
+    assert.ok((replaced?.requests ?? 0) > 0, 'the new worker takes client connections on the shared port');
+    await Promise.all([...open, ...fresh].map((o) => o.dispatcher.close()));
+  });
+});

@@ -1,0 +1,120 @@
+// Passive outlier ejection through the scheduler (time passed in, no jitter):
+// consecutive provider failures eject, the share moves to the others, the
+// ejection ends half-open with a single probe, ejection times grow and are
+// capped, the last serving provider of an alias and more than the max share
+// are never ejected, and an operator reset returns a provider at once.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Scheduler } from '../../../src/main/scheduler/scheduler.js';
+import { DEFAULT_OUTLIER_POLICY, Outliers } from '../../../src/main/scheduler/outliers.js';
+import { makeConfig, RecordingSink, req, type ConfigSpec } from './fixtures.js';
+
+const THREE: ConfigSpec = {
+  nodes: { n1: [{ id: 'a', capacity: 4 }], n2: [{ id: 'b', capacity: 4 }], n3: [{ id: 'c', capacity: 4 }] },
+  models: [{ alias: 'chat', providers: ['a', 'b', 'c'] }],
+};
+
+function start(spec: ConfigSpec, random = () => 0.5): { s: Scheduler; sink: RecordingSink } {
+  const sink = new RecordingSink();
+  const s = new Scheduler(makeConfig(spec), sink, new Outliers(DEFAULT_OUTLIER_POLICY, random));
+  for (const id of Object.keys(spec.nodes)) s.connect(id, 0);
+  return { s, sink };
+}
+
+let nextId = 1;
+/** Admits one request and ends it at once with `reason`; returns the provider it went to. */
+function serve(s: Scheduler, sink: RecordingSink, now: number, reason: 'end' | 'provider_failed' | 'client_closed'): string | undefined {
+  s.admit(req(nextId++, 'chat'), now);
+  const grant = sink.takeGrants()[0];
+  if (grant === undefined) return undefined;
+  s.confirm(grant.leaseId, now);
+  s.release(grant.leaseId, reason, now);
+  return grant.providerId;
+}
+
+test('five consecutive failures eject a provider; its share moves to the others; a successful probe returns it', () => {
+  const { s, sink } = start(THREE);
+  for (let i = 0; i < 4; i++) assert.equal(serve(s, sink, 1, 'provider_failed'), 'a');
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy', 'four failures are not enough');
+  assert.equal(serve(s, sink, 2, 'provider_failed'), 'a');
+  const ejected = s.outlierStatus('a');
+  assert.equal(ejected?.phase, 'ejected');
+  assert.equal(ejected?.untilMs, 2 + 30_000);
+  assert.match(ejected?.reason ?? '', /5 consecutive failures/);
+  const served = Array.from({ length: 6 }, () => serve(s, sink, 3, 'end'));
+  assert.ok(!served.includes('a'), `a gets nothing while ejected: ${served.join(',')}`);
+  assert.equal(s.nextDeadline(), 2 + 30_000, 'the driver wakes when the ejection ends');
+  // Half-open after 30 s: exactly one probe goes to it.
+  s.tick(30_002);
+  assert.equal(s.outlierStatus('a')?.phase, 'half_open');
+  s.admit(req(nextId++, 'chat'), 30_003);
+  const probe = sink.takeGrants()[0];
+  assert.equal(probe.providerId, 'a', 'the idle half-open provider is picked');
+  for (let i = 0; i < 3; i++) s.admit(req(nextId++, 'chat'), 30_003);
+  assert.ok(sink.takeGrants().every((g) => g.providerId !== 'a'), 'no second request while the probe runs');
+  s.release(probe.leaseId, 'end', 30_004);
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a failed probe ejects again for base × count, capped at 300 s, with jitter', () => {
+  const { s, sink } = start(THREE, () => 1); // jitter at its top: +10 %
+  for (let i = 0; i < 5; i++) serve(s, sink, 0, 'provider_failed');
+  assert.equal(s.outlierStatus('a')?.untilMs, 33_000);
+  let now = 33_000;
+  for (let count = 2; count <= 12; count++) {
+    s.tick(now);
+    assert.equal(serve(s, sink, now, 'provider_failed'), 'a', 'the probe');
+    const status = s.outlierStatus('a');
+    assert.equal(status?.ejections, count);
+    const expected = Math.min(30_000 * count, 300_000) * 1.1;
+    assert.equal(status?.untilMs, now + expected);
+    now += expected;
+  }
+});
+
+test('the last serving provider of an alias is never ejected: requests keep going to it', () => {
+  const { s, sink } = start({ nodes: { n1: [{ id: 'a', capacity: 2 }] }, models: [{ alias: 'chat', providers: ['a'] }] });
+  for (let i = 0; i < 20; i++) assert.equal(serve(s, sink, i, 'provider_failed'), 'a');
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy');
+  assert.match(s.outlierStatus('a')?.reason ?? '', /last serving provider of chat/);
+});
+
+test('at most half of an alias is ejected at once', () => {
+  const { s, sink } = start({
+    nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }], n3: [{ id: 'c', capacity: 1 }], n4: [{ id: 'd', capacity: 1 }] },
+    models: [{ alias: 'chat', providers: ['a', 'b', 'c', 'd'] }],
+  });
+  // Every provider fails every request.
+  for (let i = 0; i < 40; i++) serve(s, sink, i, 'provider_failed');
+  const phases = ['a', 'b', 'c', 'd'].map((id) => s.outlierStatus(id)?.phase);
+  assert.equal(phases.filter((p) => p === 'ejected').length, 2, phases.join(','));
+});
+
+test('client-side endings neither count nor reset; a success resets the count; an operator reset returns at once', () => {
+  const { s, sink } = start({ nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a', 'b'] }] });
+  for (let i = 0; i < 4; i++) assert.equal(serve(s, sink, 0, 'provider_failed'), 'a');
+  serve(s, sink, 0, 'client_closed');
+  assert.equal(s.outlierStatus('a')?.consecutiveFailures, 4);
+  serve(s, sink, 0, 'end');
+  assert.equal(s.outlierStatus('a')?.consecutiveFailures, 0);
+  for (let i = 0; i < 5; i++) serve(s, sink, 1, 'provider_failed');
+  assert.equal(s.outlierStatus('a')?.phase, 'ejected');
+  assert.equal(s.resetOutlier('a', 2), true);
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy');
+  assert.equal(serve(s, sink, 3, 'end'), 'a');
+});
+
+test('a failure before the first byte (retry) counts as a provider failure', () => {
+  const { s, sink } = start(THREE);
+  for (let i = 0; i < 5; i++) {
+    s.admit(req(nextId++, 'chat'), 0);
+    const grant = sink.takeGrants()[0];
+    assert.equal(grant.providerId, 'a');
+    s.confirm(grant.leaseId, 0);
+    assert.equal(s.retry(grant.leaseId, req(grant.requestId, 'chat'), 'a', 0, true), true);
+    const retried = sink.takeGrants()[0];
+    s.release(retried.leaseId, 'end', 0);
+  }
+  assert.equal(s.outlierStatus('a')?.phase, 'ejected');
+});

@@ -1,0 +1,68 @@
+// Two PeerLinks over real SAB rings in one thread, as two I/O workers hold
+// them: the client's worker opens a tunnel on a node whose lane is still
+// registering on the other worker (the open is deferred there), then cancels.
+// The cancel must cancel the deferred open: nothing may reach the node.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { PeerLinks, type PeerConsumer } from '../../../src/workers/peer/peer-links.js';
+import { createRing } from '../../../src/shared/ring/spsc-ring.js';
+import { silentLogger } from '../../../src/shared/logger.js';
+import type { NodeGateway } from '../../../src/workers/grpc/node-gateway.js';
+import type { NodeSession } from '../../../src/workers/grpc/node-session.js';
+import type { SchedulerPort } from '../../../src/contract/scheduler-port.js';
+import { Adapter } from '../../../src/gen/edge/v1/tunnel_pb.js';
+
+type Waiter = (session: NodeSession | undefined) => void;
+
+const NODE = 'gpu-1';
+const GENERATION = 7;
+
+function fields(): Parameters<NodeSession['openTunnel']>[1] {
+  return { runId: 'run-1', providerId: 'p', target: 'm', method: 'POST', path: '/v1/chat/completions', headers: [], body: new Uint8Array(2), stream: false, timeoutMs: 1_000, ttfbTimeoutMs: 0, idleTimeoutMs: 0, initialCredit: 0, adapter: Adapter.OPENAI_COMPAT, sessionId: '' };
+}
+
+async function turns(n = 20): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+test('a cancel that arrives while the open waits for a registering lane cancels the open', async () => {
+  const zeroToOne = createRing(1 << 16);
+  const oneToZero = createRing(1 << 16);
+  const deferred: Waiter[] = [];
+  const opened: string[] = [];
+  // The node side (worker 1): a lane of the node is registering, so the open waits.
+  const nodeGateway = { whenCurrent: (_nodeId: string, waiter: Waiter) => deferred.push(waiter) } as unknown as NodeGateway;
+  const session = {
+    nodeId: NODE,
+    generation: GENERATION,
+    isActive: true,
+    openTunnels: 0,
+    openTunnel: (_consumer: unknown, f: { runId: string }) => {
+      opened.push(f.runId);
+      return 1;
+    },
+    cancelTunnel: () => undefined,
+    grantCredit: () => undefined,
+  } as unknown as NodeSession;
+  const port = { confirmSent: () => true } as unknown as SchedulerPort;
+  const clientSide = new PeerLinks({ toPeer: [undefined, zeroToOne], fromPeer: [undefined, oneToZero] }, {} as NodeGateway, port, silentLogger());
+  const nodeSide = new PeerLinks({ toPeer: [oneToZero, undefined], fromPeer: [zeroToOne, undefined] }, nodeGateway, port, silentLogger());
+  clientSide.run();
+  nodeSide.run();
+  try {
+    const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
+    const host = clientSide.nodeHost(1, NODE, GENERATION, 42);
+    const tunnelId = host.openTunnel(consumer, fields());
+    await turns();
+    assert.equal(deferred.length, 1, 'the open waits for the registering lane');
+    host.cancelTunnel(tunnelId, 'client closed');
+    await turns();
+    // The lane's registration settles: the node is current.
+    for (const waiter of deferred.splice(0)) waiter(session);
+    await turns();
+    assert.deepEqual(opened, [], 'no tunnel request was sent to the node after the cancel');
+  } finally {
+    clientSide.close();
+    nodeSide.close();
+  }
+});
