@@ -61,7 +61,8 @@ async function main(argv: string[]): Promise<number> {
 
   // The shared logger: credentials (node token, provider api keys) are redacted.
   const logger = createLogger('node-agent', config.logLevel, values.pretty === true ? { pretty: true } : {});
-  const agent = new NodeAgent(config, { logger });
+  const configFile = values.config;
+  const agent = new NodeAgent(config, { logger, reloadConfig: () => loadAgentConfig(configFile) });
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);

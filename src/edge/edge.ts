@@ -18,6 +18,8 @@ import { buildEdgeStatus, type EdgeStatus, type SessionView } from '../main/admi
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { EdgeMetrics } from '../workers/observe/metrics.js';
+import { runNodeCommand, type NodeCommandOutcome } from '../main/nodes/node-commands.js';
+import type { NodeCommandKind, NodeCommandResult } from '../shared/node-commands.js';
 import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from '../main/refresh/refresher.js';
 import { SchedulerDriver } from '../main/scheduler-driver.js';
 import { WorkerPool } from '../main/worker-pool.js';
@@ -202,6 +204,14 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
     return this.plane.notifyNode(nodeId, changedPaths, configVersion);
+  }
+
+  commandNode(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult> {
+    return this.plane.nodeCommand(nodeId, kind, args, deadlineMs);
+  }
+
+  nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome> {
+    return runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining: (nodeId, draining) => this.setNodeDraining(nodeId, draining).ok }, ref, kind, args, deadlineMs);
   }
 
   retireNode(nodeId: string, reason: string): void {

@@ -4,6 +4,8 @@
 import type { EventBus } from '../events/event-bus.js';
 import type { RefreshRequest, RefreshResult } from '../refresh/refresher.js';
 import type { EdgeStatus } from './status.js';
+import type { NodeCommandKind } from '../../shared/node-commands.js';
+import type { NodeCommandOutcome } from '../nodes/node-commands.js';
 
 export type NodeDrainOutcome =
   | { readonly ok: true; readonly node: string; readonly draining: boolean; readonly openTunnels: number }
@@ -14,6 +16,8 @@ export interface AdminOps {
   status(): Promise<EdgeStatus>;
   /** Draining belongs to the node's current connection: a reconnect clears it. */
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
+  /** A command to the node(s) a reference (id or label) names; resolves with every node's answer. */
+  nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome>;
   scrapeMetrics(): Promise<string>;
   readonly metricsContentType: string;
   readonly events: EventBus;

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file edge/v1/tunnel.proto.
  */
 export const file_edge_v1_tunnel: GenFile = /*@__PURE__*/
-  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSLcAQoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIAEIFCgNtc2ciwwIKC0VkZ2VNZXNzYWdlEikKCnJlZ2lzdGVyZWQYASABKAsyEy5lZGdlLnYxLlJlZ2lzdGVyZWRIABIlCghyZWplY3RlZBgCIAEoCzIRLmVkZ2UudjEuUmVqZWN0ZWRIABInCgloZWFydGJlYXQYAyABKAsyEi5lZGdlLnYxLkhlYXJ0YmVhdEgAEjAKDnR1bm5lbF9yZXF1ZXN0GAQgASgLMhYuZWRnZS52MS5UdW5uZWxSZXF1ZXN0SAASJwoGY2FuY2VsGAUgASgLMhUuZWRnZS52MS5UdW5uZWxDYW5jZWxIABIlCgZjcmVkaXQYBiABKAsyEy5lZGdlLnYxLkZsb3dDcmVkaXRIABIwCg5jb25maWdfcmVmcmVzaBgHIAEoCzIWLmVkZ2UudjEuQ29uZmlnUmVmcmVzaEgAQgUKA21zZyJ+CghSZWdpc3RlchIPCgdub2RlX2lkGAEgASgJEg0KBXRva2VuGAIgASgJEhUKDWFnZW50X3ZlcnNpb24YAyABKAkSFAoMcHJvdmlkZXJfaWRzGAQgAygJEgwKBGxhbmUYBSABKA0SFwoPam9pbl9nZW5lcmF0aW9uGAYgASgNInwKClJlZ2lzdGVyZWQSEgoKZ2VuZXJhdGlvbhgBIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYAyABKA0SHQoVbWF4X2ZyYW1lX2JhdGNoX2J5dGVzGAQgASgNIhoKCFJlamVjdGVkEg4KBnJlYXNvbhgBIAEoCSIcCglIZWFydGJlYXQSDwoHdW5peF9tcxgBIAEoASIZCgdMZWF2aW5nEg4KBnJlYXNvbhgBIAEoCSKBAwoNVHVubmVsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJdHVubmVsX2lkGAIgASgNEhMKC3Byb3ZpZGVyX2lkGAMgASgJEiEKB2FkYXB0ZXIYBCABKA4yEC5lZGdlLnYxLkFkYXB0ZXISDgoGdGFyZ2V0GAUgASgJEg4KBm1ldGhvZBgGIAEoCRIMCgRwYXRoGAcgASgJEiAKB2hlYWRlcnMYCCADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRib2R5GAkgASgMEg4KBnN0cmVhbRgKIAEoCBISCgp0aW1lb3V0X21zGAsgASgNEjYKCG1ldGFkYXRhGAwgAygLMiQuZWRnZS52MS5UdW5uZWxSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKc2Vzc2lvbl9pZBgNIAEoCRIWCg5pbml0aWFsX2NyZWRpdBgOIAEoDRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJQoGSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiugEKC1R1bm5lbEZyYW1lEhEKCXR1bm5lbF9pZBgBIAEoDRILCgNzZXEYAiABKA0SIAoEa2luZBgDIAEoDjISLmVkZ2UudjEuRnJhbWVLaW5kEg4KBnN0YXR1cxgEIAEoDRIgCgdoZWFkZXJzGAUgAygLMg8uZWRnZS52MS5IZWFkZXISDAoEZGF0YRgGIAEoDBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkiMgoKRnJhbWVCYXRjaBIkCgZmcmFtZXMYASADKAsyFC5lZGdlLnYxLlR1bm5lbEZyYW1lIjEKDFR1bm5lbENhbmNlbBIRCgl0dW5uZWxfaWQYASABKA0SDgoGcmVhc29uGAIgASgJIi4KCkZsb3dDcmVkaXQSEQoJdHVubmVsX2lkGAEgASgNEg0KBWJ5dGVzGAIgASgNIj4KDUNvbmZpZ1JlZnJlc2gSFQoNY2hhbmdlZF9wYXRocxgBIAMoCRIWCg5jb25maWdfdmVyc2lvbhgCIAEoDSp0CgdBZGFwdGVyEhcKE0FEQVBURVJfVU5TUEVDSUZJRUQQABISCg5BREFQVEVSX09MTEFNQRABEhAKDEFEQVBURVJfVkxMTRACEhkKFUFEQVBURVJfT1BFTkFJX0NPTVBBVBADEg8KC0FEQVBURVJfQ0xJEAQqfgoJRnJhbWVLaW5kEhoKFkZSQU1FX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGUkFNRV9LSU5EX0hFQURFUlMQARITCg9GUkFNRV9LSU5EX0RBVEEQAhISCg5GUkFNRV9LSU5EX0VORBADEhQKEEZSQU1FX0tJTkRfRVJST1IQBDJHCgpOb2RlVHVubmVsEjkKB0Nvbm5lY3QSFC5lZGdlLnYxLk5vZGVNZXNzYWdlGhQuZWRnZS52MS5FZGdlTWVzc2FnZSgBMAFiBnByb3RvMw");
+  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyLoAgoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASIwoHY29tbWFuZBgUIAEoCzIQLmVkZ2UudjEuQ29tbWFuZEgAQgUKA21zZyKUAQoIUmVnaXN0ZXISDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAMgASgJEhQKDHByb3ZpZGVyX2lkcxgEIAMoCRIMCgRsYW5lGAUgASgNEhcKD2pvaW5fZ2VuZXJhdGlvbhgGIAEoDRIUCgxjYXBhYmlsaXRpZXMYFCADKAkifAoKUmVnaXN0ZXJlZBISCgpnZW5lcmF0aW9uGAEgASgNEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgCIAEoDRIcChRoZWFydGJlYXRfdGltZW91dF9tcxgDIAEoDRIdChVtYXhfZnJhbWVfYmF0Y2hfYnl0ZXMYBCABKA0iGgoIUmVqZWN0ZWQSDgoGcmVhc29uGAEgASgJIhwKCUhlYXJ0YmVhdBIPCgd1bml4X21zGAEgASgBIhkKB0xlYXZpbmcSDgoGcmVhc29uGAEgASgJIoEDCg1UdW5uZWxSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCgl0dW5uZWxfaWQYAiABKA0SEwoLcHJvdmlkZXJfaWQYAyABKAkSIQoHYWRhcHRlchgEIAEoDjIQLmVkZ2UudjEuQWRhcHRlchIOCgZ0YXJnZXQYBSABKAkSDgoGbWV0aG9kGAYgASgJEgwKBHBhdGgYByABKAkSIAoHaGVhZGVycxgIIAMoCzIPLmVkZ2UudjEuSGVhZGVyEgwKBGJvZHkYCSABKAwSDgoGc3RyZWFtGAogASgIEhIKCnRpbWVvdXRfbXMYCyABKA0SNgoIbWV0YWRhdGEYDCADKAsyJC5lZGdlLnYxLlR1bm5lbFJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgpzZXNzaW9uX2lkGA0gASgJEhYKDmluaXRpYWxfY3JlZGl0GA4gASgNGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSK6AQoLVHVubmVsRnJhbWUSEQoJdHVubmVsX2lkGAEgASgNEgsKA3NlcRgCIAEoDRIgCgRraW5kGAMgASgOMhIuZWRnZS52MS5GcmFtZUtpbmQSDgoGc3RhdHVzGAQgASgNEiAKB2hlYWRlcnMYBSADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRkYXRhGAYgASgMEhIKCmVycm9yX2NvZGUYByABKAkSFQoNZXJyb3JfbWVzc2FnZRgIIAEoCSIyCgpGcmFtZUJhdGNoEiQKBmZyYW1lcxgBIAMoCzIULmVkZ2UudjEuVHVubmVsRnJhbWUiMQoMVHVubmVsQ2FuY2VsEhEKCXR1bm5lbF9pZBgBIAEoDRIOCgZyZWFzb24YAiABKAkiLgoKRmxvd0NyZWRpdBIRCgl0dW5uZWxfaWQYASABKA0SDQoFYnl0ZXMYAiABKA0iPgoNQ29uZmlnUmVmcmVzaBIVCg1jaGFuZ2VkX3BhdGhzGAEgAygJEhYKDmNvbmZpZ192ZXJzaW9uGAIgASgNIo8BCgdDb21tYW5kEgoKAmlkGAEgASgNEgwKBGtpbmQYAiABKAkSKAoEYXJncxgDIAMoCzIaLmVkZ2UudjEuQ29tbWFuZC5BcmdzRW50cnkSEwoLZGVhZGxpbmVfbXMYBCABKA0aKwoJQXJnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUQoNQ29tbWFuZFJlc3VsdBIKCgJpZBgBIAEoDRIOCgZzdGF0dXMYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRITCgtyZXN1bHRfanNvbhgEIAEoCSp0CgdBZGFwdGVyEhcKE0FEQVBURVJfVU5TUEVDSUZJRUQQABISCg5BREFQVEVSX09MTEFNQRABEhAKDEFEQVBURVJfVkxMTRACEhkKFUFEQVBURVJfT1BFTkFJX0NPTVBBVBADEg8KC0FEQVBURVJfQ0xJEAQqfgoJRnJhbWVLaW5kEhoKFkZSQU1FX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGUkFNRV9LSU5EX0hFQURFUlMQARITCg9GUkFNRV9LSU5EX0RBVEEQAhISCg5GUkFNRV9LSU5EX0VORBADEhQKEEZSQU1FX0tJTkRfRVJST1IQBDJHCgpOb2RlVHVubmVsEjkKB0Nvbm5lY3QSFC5lZGdlLnYxLk5vZGVNZXNzYWdlGhQuZWRnZS52MS5FZGdlTWVzc2FnZSgBMAFiBnByb3RvMw");
 
 /**
  * node -> edge
@@ -58,6 +58,14 @@ export type NodeMessage = Message<"edge.v1.NodeMessage"> & {
      */
     value: FrameBatch;
     case: "frameBatch";
+  } | {
+    /**
+     * Field 20 and up: numbers far from the ones other changes append.
+     *
+     * @generated from field: edge.v1.CommandResult command_result = 20;
+     */
+    value: CommandResult;
+    case: "commandResult";
   } | { case: undefined; value?: undefined };
 };
 
@@ -119,6 +127,12 @@ export type EdgeMessage = Message<"edge.v1.EdgeMessage"> & {
      */
     value: ConfigRefresh;
     case: "configRefresh";
+  } | {
+    /**
+     * @generated from field: edge.v1.Command command = 20;
+     */
+    value: Command;
+    case: "command";
   } | { case: undefined; value?: undefined };
 };
 
@@ -170,6 +184,15 @@ export type Register = Message<"edge.v1.Register"> & {
    * @generated from field: uint32 join_generation = 6;
    */
   joinGeneration: number;
+
+  /**
+   * What this agent understands beyond the base protocol: "commands" = it
+   * answers Command with CommandResult. An agent that predates a capability
+   * sends none, and the edge answers for it ("unsupported") without asking.
+   *
+   * @generated from field: repeated string capabilities = 20;
+   */
+  capabilities: string[];
 };
 
 /**
@@ -528,6 +551,78 @@ export type ConfigRefresh = Message<"edge.v1.ConfigRefresh"> & {
  */
 export const ConfigRefreshSchema: GenMessage<ConfigRefresh> = /*@__PURE__*/
   messageDesc(file_edge_v1_tunnel, 13);
+
+/**
+ * An operator's command for the node (refresh_config, drain, undrain, probe,
+ * restart_provider). The node answers each with one CommandResult of the
+ * same id; the edge stops waiting after deadline_ms and reports a timeout.
+ *
+ * @generated from message edge.v1.Command
+ */
+export type Command = Message<"edge.v1.Command"> & {
+  /**
+   * @generated from field: uint32 id = 1;
+   */
+  id: number;
+
+  /**
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: map<string, string> args = 3;
+   */
+  args: { [key: string]: string };
+
+  /**
+   * @generated from field: uint32 deadline_ms = 4;
+   */
+  deadlineMs: number;
+};
+
+/**
+ * Describes the message edge.v1.Command.
+ * Use `create(CommandSchema)` to create a new message.
+ */
+export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 14);
+
+/**
+ * @generated from message edge.v1.CommandResult
+ */
+export type CommandResult = Message<"edge.v1.CommandResult"> & {
+  /**
+   * @generated from field: uint32 id = 1;
+   */
+  id: number;
+
+  /**
+   * ok | applied | restart_required | failed | unsupported
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+
+  /**
+   * Kind-specific details as a JSON document (probe: per-provider health); "" = none.
+   *
+   * @generated from field: string result_json = 4;
+   */
+  resultJson: string;
+};
+
+/**
+ * Describes the message edge.v1.CommandResult.
+ * Use `create(CommandResultSchema)` to create a new message.
+ */
+export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 15);
 
 /**
  * @generated from enum edge.v1.Adapter
