@@ -18,6 +18,7 @@ import { buildEdgeStatus, type EdgeStatus, type SessionView } from '../main/admi
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { EdgeMetrics } from '../workers/observe/metrics.js';
+import { BootstrapServer } from '../main/bootstrap/bootstrap-server.js';
 import { runNodeCommand, type NodeCommandOutcome } from '../main/nodes/node-commands.js';
 import type { NodeCommandKind, NodeCommandResult } from '../shared/node-commands.js';
 import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from '../main/refresh/refresher.js';
@@ -51,6 +52,8 @@ export interface RunningEdge {
   readonly grpcPort: number;
   /** Undefined unless started with `admin: true`. */
   readonly adminPort: number | undefined;
+  /** Undefined unless config.bootstrap is set. */
+  readonly bootstrapPort: number | undefined;
   readonly adminUrl: string | undefined;
   readonly driver: SchedulerDriver;
   /** The data path: on this thread (workers.count 0) or in the I/O workers; the same calls either way. */
@@ -101,6 +104,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   httpPort = 0;
   grpcPort = 0;
   adminPort: number | undefined;
+  bootstrapPort: number | undefined;
+  #bootstrap: BootstrapServer | undefined;
   readonly startedAt = Date.now();
   readonly events = new EventBus();
   readonly metrics: EdgeMetrics;
@@ -148,7 +153,13 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       this.httpPort = ports.httpPort;
       this.grpcPort = ports.grpcPort;
       if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
+      if (config.bootstrap !== undefined) {
+        const bootstrap = config.bootstrap;
+        const source = { config: () => this.#config, edgeAddress: () => bootstrap.edgeAddress ?? `${config.grpc.host}:${this.grpcPort}` };
+        ({ server: this.#bootstrap, port: this.bootstrapPort } = await BootstrapServer.start(bootstrap, source, this.logger.child({ listener: 'bootstrap' })));
+      }
     } catch (err) {
+      await this.admin?.close();
       await this.plane.close();
       this.driver.close();
       throw err;
@@ -339,6 +350,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   async #close(): Promise<void> {
+    await this.#bootstrap?.close();
     await this.admin?.close();
     this.events.closeAll();
     await this.plane.close();

@@ -52,7 +52,8 @@ function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): Boots
   const token = r.string('bootstrap.token', obj.token);
   if (token !== '' && token.length < 16) r.problems.push('bootstrap.token: at least 16 characters (value not shown: it is a secret)');
   const wildcard = grpc.host === '0.0.0.0' || grpc.host === '::' || grpc.host === '';
-  const edgeAddress = obj.edge_address === undefined && !wildcard ? `${grpc.host.includes(':') ? `[${grpc.host}]` : grpc.host}:${grpc.port}` : r.string('bootstrap.edge_address', obj.edge_address);
+  if (obj.edge_address === undefined && wildcard) r.problems.push(`bootstrap.edge_address: required when listen.grpc.host (${grpc.host}) is a wildcard address nodes cannot dial`);
+  const edgeAddress = r.optionalString('bootstrap.edge_address', obj.edge_address);
   return { host: listen.host, port: listen.port, artifactDir, token, edgeAddress };
 }
 

@@ -48,8 +48,8 @@ export interface BootstrapConfig {
   readonly artifactDir: string;
   /** Bearer token a bootstrapping node presents. */
   readonly token: string;
-  /** The node listener's address as nodes dial it (host:port), written into rendered configs. */
-  readonly edgeAddress: string;
+  /** The node listener's address as nodes dial it (host:port), written into rendered configs; undefined = listen.grpc's host and bound port. */
+  readonly edgeAddress: string | undefined;
 }
 
 /** The operator's listener (admin API, /metrics); separate from the client listener. */
