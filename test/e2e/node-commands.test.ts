@@ -32,7 +32,7 @@ function edgeRaw(capacity: number): any {
     heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
     workers: { count: testWorkers() },
     admin: { host: '127.0.0.1', port: 0 },
-    nodes: [node('gpu-a', ['pa'], ['rack1']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], [])],
+    nodes: [node('gpu-a', ['pa'], ['rack1']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], []), { id: 'cli-node', token: 'cli-node-token', providers: [{ id: 'pcli', type: 'cli', capacity }] }],
     models: [{ alias: ALIAS, providers: { pa: 'm', pb: 'm' } }],
   };
 }
@@ -54,6 +54,7 @@ describe('node commands through real agents', () => {
   let dir: string;
   const agents = new Map<string, NodeAgent>();
   const files = new Map<string, string>();
+  const cliRestarts: string[] = [];
 
   async function startAgent(id: string, raw: any, options: NodeAgentOptions = {}): Promise<NodeAgent> {
     const file = join(dir, `${id}.yaml`);
@@ -98,6 +99,8 @@ describe('node commands through real agents', () => {
     await startAgent('gpu-b', agentRaw(port, 'gpu-b', { pb: mockB.url, 'pb-down': 'http://127.0.0.1:9' }));
     await startAgent('old', agentRaw(port, 'old', { po: mockA.url }), { commandMode: 'legacy' });
     await startAgent('hung', agentRaw(port, 'hung', { ph: mockA.url }), { commandMode: 'silent' });
+    const cliRaw = { ...agentRaw(port, 'cli-node', {}), providers: [{ id: 'pcli', type: 'cli' }] };
+    await startAgent('cli-node', cliRaw, { cli: { restartProvider: async (id) => (cliRestarts.push(id), `${id}: 2 processes ended`) } });
   });
 
   after(async () => {
@@ -140,6 +143,15 @@ describe('node commands through real agents', () => {
     assert.ok(mockA.requestLog.length > beforeA, 'an undrained node serves again');
   });
 
+  test('a drained agent refuses tunnels by itself: with only the edge-side drain lifted, requests still go elsewhere', async () => {
+    await command('gpu-a', 'drain');
+    assert.equal((await admin('/admin/nodes/gpu-a/undrain', {})).status, 200);
+    const beforeA = mockA.requestLog.length;
+    for (let i = 0; i < 6; i++) assert.equal(await chat(), 200);
+    assert.equal(mockA.requestLog.length, beforeA, 'the agent answered node_leaving and the edge retried on gpu-b');
+    await command('gpu-a', 'undrain');
+  });
+
   test('refresh_config applies base_url and connections, and names what needs a restart', async () => {
     const file = files.get('gpu-a') as string;
     // pa moves to mock B with a smaller pool: both apply at once.
@@ -163,6 +175,15 @@ describe('node commands through real agents', () => {
     const broken = await command('gpu-a', 'refresh_config');
     assert.equal(broken.json.results[0].status, 'failed');
     assert.match(broken.json.results[0].message, /not valid YAML/);
+  });
+
+  test('restart_provider ends a cli provider\'s processes through the runner\'s hook', async () => {
+    const res = await command('cli-node', 'restart_provider', { args: { provider: 'pcli' } });
+    assert.equal(res.json.results[0].status, 'ok', res.json.results[0].message);
+    assert.equal(res.json.results[0].message, 'pcli: 2 processes ended');
+    assert.deepEqual(cliRestarts, ['pcli']);
+    const probe = await command('cli-node', 'probe');
+    assert.equal(probe.json.results[0].result.providers.pcli.healthy, null);
   });
 
   test('restart_provider on an HTTP provider is unsupported for its type', async () => {
