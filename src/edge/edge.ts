@@ -241,7 +241,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     const paths = result.changes.map((c) => c.path);
     if (result.status === 'applied') {
       this.events.publish({ type: 'config.applied', configVersion: result.configVersion, changedPaths: paths });
-      this.logger.info({ origin, configVersion: result.configVersion, changed: paths, notified: result.notified.map((n) => n.node), retired: result.retired }, 'config applied');
+      this.logger.info({ origin, configVersion: result.configVersion, changed: paths, notified: result.notified.map((n) => n.node), retired: result.retired, nodes: result.nodes }, 'config applied');
     } else if (result.rejection !== null && result.mode === 'apply') {
       this.logger.warn({ origin, rejection: result.rejection, reasons: result.reasons }, 'config refresh rejected; the running config stays');
     } else {
