@@ -14,6 +14,9 @@ import { Backoff, upperHalfJitter } from './backoff.js';
 import type { AgentConfig } from './config.js';
 import { EdgeConnection, type ConnectionOwner } from './edge-connection.js';
 import { Upstreams } from './upstreams.js';
+import type { Command } from '../gen/edge/v1/tunnel_pb.js';
+import { COMMANDS_CAPABILITY } from '../shared/node-commands.js';
+import { runAgentCommand, type AgentCommandAnswer, type CliProviderHook, type CommandContext } from './commands.js';
 
 export interface NodeAgentOptions {
   logger?: Logger;
@@ -21,6 +24,16 @@ export interface NodeAgentOptions {
   stopGraceMs?: number;
   /** The reconnect jitter's source of randomness in [0, 1) (tests pin it); default Math.random. */
   random?: () => number;
+  /** Re-read by the refresh_config command (the CLI passes --config); absent: refresh_config fails. */
+  reloadConfig?: () => Promise<AgentConfig>;
+  /** The cli-provider runner's hook for restart_provider; absent: unsupported. */
+  cli?: CliProviderHook;
+  /**
+   * Test hook: 'legacy' registers without the commands capability and ignores
+   * commands (an agent that predates them); 'silent' announces it but never
+   * answers (a hung agent).
+   */
+  commandMode?: 'answer' | 'legacy' | 'silent';
 }
 
 export interface NodeAgentEvents {
@@ -29,6 +42,8 @@ export interface NodeAgentEvents {
   disconnected: [reason: string];
   /** The edge committed a config change; the paths are the ones that concern this node. */
   'config-refresh': [changedPaths: readonly string[], configVersion: number];
+  /** A command from the edge was answered. */
+  command: [kind: string, answer: AgentCommandAnswer];
 }
 
 const DEFAULT_STOP_GRACE_MS = 10_000;
@@ -36,8 +51,11 @@ const DEFAULT_STOP_GRACE_MS = 10_000;
 const STOP_END_WAIT_MS = 1_000;
 
 export class NodeAgent extends EventEmitter<NodeAgentEvents> implements ConnectionOwner {
-  readonly #config: AgentConfig;
+  #config: AgentConfig;
   readonly #log: Logger;
+  readonly #options: NodeAgentOptions;
+  #draining = false;
+  readonly #commandContext: CommandContext;
   readonly #stopGraceMs: number;
   readonly #upstreams: Upstreams;
   readonly #backoff: Backoff;
@@ -57,11 +75,27 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   constructor(config: AgentConfig, options: NodeAgentOptions = {}) {
     super();
     this.#config = config;
+    this.#options = options;
     this.#log = (options.logger ?? pino({ level: config.logLevel, name: 'node-agent' })).child({ nodeId: config.node.id });
     this.#stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
     this.#upstreams = new Upstreams(config.providers);
     this.#random = options.random ?? Math.random;
     this.#backoff = new Backoff(config.reconnect.initialMs, config.reconnect.maxMs, this.#random);
+    this.#commandContext = {
+      logger: this.#log,
+      upstreams: this.#upstreams,
+      config: () => this.#config,
+      setConfig: (config) => {
+        this.#config = config;
+      },
+      reload: this.#options.reloadConfig,
+      setDraining: (draining) => {
+        this.#draining = draining;
+        this.#log.info({ draining }, draining ? 'draining (operator command): no new tunnels' : 'undrained (operator command)');
+      },
+      openTunnels: () => this.#streams().reduce((n, s) => n + s.openTunnels, 0),
+      cli: this.#options.cli,
+    };
   }
 
   /** The generation of the current registered connection; undefined while not registered. */
@@ -84,6 +118,16 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   stop(): Promise<void> {
     this.#stopping ??= this.#stop();
     return this.#stopping;
+  }
+
+  /** Drained by an operator command: no new tunnels, open ones finish. */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  /** The config the agent runs by (a refresh_config may have applied provider changes). */
+  get config(): AgentConfig {
+    return this.#config;
   }
 
   /** Test hook: drops the current connection abruptly, as a network failure would; the agent reconnects by itself. */
@@ -114,6 +158,20 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     // The edge tells one stream of the connection, whichever.
     if (connection === this.#connection || this.#lanes[connection.lane] === connection) this.emit('config-refresh', changedPaths, configVersion);
   }
+
+  capabilities(): string[] {
+    return this.#options.commandMode === 'legacy' ? [] : [COMMANDS_CAPABILITY];
+  }
+
+  onCommand(_connection: EdgeConnection, command: Command): Promise<AgentCommandAnswer> | undefined {
+    const mode = this.#options.commandMode ?? 'answer';
+    if (mode !== 'answer') return undefined;
+    return runAgentCommand(this.#commandContext, command.kind, command.args, command.deadlineMs).then((answer) => {
+      this.emit('command', command.kind, answer);
+      return answer;
+    });
+  }
+
 
   onRejected(connection: EdgeConnection, reason: string): void {
     if (connection.lane > 0) {

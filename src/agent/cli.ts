@@ -6,9 +6,14 @@ import { ConfigError } from '../shared/config-reader.js';
 import { AGENT_VERSION } from './version.js';
 
 const USAGE = `Usage: node-agent --config FILE
+       node-agent bootstrap --edge URL --node-id ID --token T [--dir DIR]
 
 Dials the edge, registers this node and runs the provider requests the edge
 sends until SIGTERM or SIGINT.
+
+bootstrap fetches this node's agent package and rendered config from the
+edge's bootstrap listener, checks their sha256 sums and writes them into
+DIR (default: the current directory): agent.tgz, agent.yaml, SHA256SUMS.
 
 Options:
   -c, --config FILE   agent configuration (YAML)
@@ -17,7 +22,40 @@ Options:
   -v, --version       print the version
 `;
 
+async function bootstrap(argv: string[]): Promise<number> {
+  let values: { edge?: string; 'node-id'?: string; token?: string; dir?: string };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { edge: { type: 'string' }, 'node-id': { type: 'string' }, token: { type: 'string' }, dir: { type: 'string' } },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    process.stderr.write(`node-agent bootstrap: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const { edge, token } = values;
+  const nodeId = values['node-id'];
+  if (edge === undefined || nodeId === undefined || token === undefined) {
+    process.stderr.write(`node-agent bootstrap: --edge, --node-id and --token are required\n\n${USAGE}`);
+    return 2;
+  }
+  const { bootstrapNode, BootstrapError } = await import('./bootstrap.js');
+  try {
+    const outcome = await bootstrapNode({ edge, nodeId, token, dir: values.dir ?? '.' });
+    for (const f of outcome.files) process.stdout.write(`${f.sha256}  ${f.name} (${f.bytes} bytes, verified)\n`);
+    process.stdout.write(`wrote ${outcome.dir}\nnext: npm install -g --omit=dev ${outcome.dir}/agent.tgz && node-agent --config ${outcome.dir}/agent.yaml\n`);
+    return 0;
+  } catch (err) {
+    if (!(err instanceof BootstrapError)) throw err;
+    process.stderr.write(`node-agent bootstrap: ${err.message}\n`);
+    return 1;
+  }
+}
+
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'bootstrap') return bootstrap(argv.slice(1));
   let values: { config?: string; help?: boolean; version?: boolean; pretty?: boolean };
   try {
     ({ values } = parseArgs({
@@ -61,7 +99,8 @@ async function main(argv: string[]): Promise<number> {
 
   // The shared logger: credentials (node token, provider api keys) are redacted.
   const logger = createLogger('node-agent', config.logLevel, values.pretty === true ? { pretty: true } : {});
-  const agent = new NodeAgent(config, { logger });
+  const configFile = values.config;
+  const agent = new NodeAgent(config, { logger, reloadConfig: () => loadAgentConfig(configFile) });
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);

@@ -9,7 +9,9 @@ import type { EdgeMessage, NodeMessage, TunnelRequest } from '../gen/edge/v1/tun
 import { CONNECT_PATH, decodeEdgeMessage, encodeNodeMessage } from '../shared/node-tunnel-service.js';
 import type { AgentConfig } from './config.js';
 import { FrameBatcher } from './frame-batcher.js';
-import { errorFrame, heartbeatMessage, leavingMessage, registerMessage } from './frames.js';
+import { commandResultMessage, errorFrame, heartbeatMessage, leavingMessage, registerMessage } from './frames.js';
+import type { Command } from '../gen/edge/v1/tunnel_pb.js';
+import type { AgentCommandAnswer } from './commands.js';
 import type { TunnelErrorCode } from './tunnel-errors.js';
 import { TunnelExecutor, type FrameSink } from './tunnel-executor.js';
 import type { Upstreams } from './upstreams.js';
@@ -23,6 +25,12 @@ export interface ConnectionOwner {
   onClosed(connection: EdgeConnection, reason: string): void;
   /** The edge committed a config change; `changedPaths` are the ones that concern this node. */
   onConfigRefresh?(connection: EdgeConnection, changedPaths: readonly string[], configVersion: number): void;
+  /** Register.capabilities this agent announces (["commands"] when it answers Command). */
+  capabilities?(): string[];
+  /** An operator command; undefined = leave it unanswered (the edge reports a timeout). */
+  onCommand?(connection: EdgeConnection, command: Command): Promise<AgentCommandAnswer> | undefined;
+  /** Drained by command: new tunnels are refused with node_leaving. */
+  readonly draining?: boolean;
 }
 
 const CHANNEL_OPTIONS: grpc.ChannelOptions = {
@@ -126,7 +134,7 @@ export class EdgeConnection implements FrameSink {
     call.on('status', this.onCallStatus);
     call.on('drain', this.onDrain);
     this.#writable = true;
-    call.write(registerMessage(node.id, node.token, AGENT_VERSION, this.#upstreams.ids(), this.lane, this.joinGeneration));
+    call.write(registerMessage(node.id, node.token, AGENT_VERSION, this.#upstreams.ids(), this.lane, this.joinGeneration, this.#owner.capabilities?.() ?? []));
     this.#registerTimer = setTimeout(onRegisterTimeout, REGISTER_TIMEOUT_MS, this);
   }
 
@@ -251,6 +259,9 @@ export class EdgeConnection implements FrameSink {
         this.#owner.onRejected(this, msg.value.reason);
         this.close(`rejected: ${msg.value.reason}`);
         break;
+      case 'command':
+        this.#runCommand(msg.value);
+        break;
       case 'configRefresh':
         this.#log.info({ changedPaths: msg.value.changedPaths, configVersion: msg.value.configVersion }, 'edge config refreshed');
         this.#owner.onConfigRefresh?.(this, msg.value.changedPaths, msg.value.configVersion);
@@ -322,7 +333,21 @@ export class EdgeConnection implements FrameSink {
     this.#drainWaiters = [];
   }
 
+  #runCommand(command: Command): void {
+    this.#log.info({ commandId: command.id, kind: command.kind, args: command.args }, 'command from the edge');
+    const answer = this.#owner.onCommand?.(this, command);
+    if (answer === undefined) return;
+    answer.then(
+      (a) => this.send(commandResultMessage(command.id, a.status, a.message, a.result === undefined ? '' : JSON.stringify(a.result))),
+      (err: Error) => this.send(commandResultMessage(command.id, 'failed', err.message, '')),
+    );
+  }
+
   #startTunnel(request: TunnelRequest): void {
+    if (this.#owner.draining === true) {
+      this.send(errorFrame(request.tunnelId, 0, 'node_leaving', 'the node is draining (operator command)'));
+      return;
+    }
     if (this.#leaving) {
       this.send(errorFrame(request.tunnelId, 0, 'node_leaving', 'the node is shutting down'));
       return;

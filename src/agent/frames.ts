@@ -71,11 +71,15 @@ export function errorFrame(tunnelId: number, seq: number, errorCode: string, err
 }
 
 /** `joinGeneration` 0: a new connection; otherwise an extra lane (stream `lane`) of that generation. */
-export function registerMessage(nodeId: string, token: string, agentVersion: string, providerIds: string[], lane = 0, joinGeneration = 0): NodeMessage {
+export function registerMessage(nodeId: string, token: string, agentVersion: string, providerIds: string[], lane = 0, joinGeneration = 0, capabilities: string[] = []): NodeMessage {
   return {
     $typeName: 'edge.v1.NodeMessage',
-    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration } },
+    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, capabilities } },
   };
+}
+
+export function commandResultMessage(id: number, status: string, message: string, resultJson: string): NodeMessage {
+  return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'commandResult', value: { $typeName: 'edge.v1.CommandResult', id, status, message, resultJson } } };
 }
 
 export function heartbeatMessage(unixMs: number): NodeMessage {

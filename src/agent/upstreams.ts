@@ -23,6 +23,8 @@ export interface Upstream {
 
 export class Upstreams {
   readonly #byId = new Map<string, Upstream>();
+  /** Pools replaced by a config refresh: tunnels started on them finish there; destroyed with the rest. */
+  readonly #retired: UpstreamPool[] = [];
 
   constructor(providers: readonly AgentProviderConfig[]) {
     for (const provider of providers) this.#byId.set(provider.id, upstreamOf(provider));
@@ -36,10 +38,22 @@ export class Upstreams {
     return [...this.#byId.keys()];
   }
 
+  /**
+   * Swaps a provider's upstream for one built from `provider` (new base URL,
+   * pool size or key): tunnels from now on use it; running ones keep the old
+   * pool, which is closed when the agent stops.
+   */
+  replace(provider: AgentProviderConfig): void {
+    const old = this.#byId.get(provider.id);
+    if (old?.pool !== undefined) this.#retired.push(old.pool);
+    this.#byId.set(provider.id, upstreamOf(provider));
+  }
+
   /** Destroys every pool; in-flight requests fail. Call once tunnels are finished or aborted. */
   async destroy(): Promise<void> {
     const closing: Promise<void>[] = [];
     for (const upstream of this.#byId.values()) if (upstream.pool !== undefined) closing.push(upstream.pool.destroy());
+    for (const pool of this.#retired) closing.push(pool.destroy());
     await Promise.all(closing);
   }
 }

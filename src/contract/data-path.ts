@@ -5,6 +5,7 @@
 // assembly has no per-mode branches. Node lifecycle events, run reports and bus events come back
 // through the `onEvent` callback each implementation takes at construction.
 import type { EdgeConfig } from '../shared/config-types.js';
+import type { NodeCommandResult } from '../shared/node-commands.js';
 import type { PlaneInspection, WorkerEvent } from './io-protocol.js';
 
 export interface DataPathPorts {
@@ -26,6 +27,12 @@ export interface DataPath {
   setEventsActive(active: boolean): void;
   /** Sends a ConfigRefresh to the node's current connection; false when it has none. */
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean;
+  /**
+   * Sends an operator command to the node's current connection and resolves
+   * with its answer: never rejects; `not_connected`, `unsupported` (an agent
+   * without the capability) and `timeout` (past deadlineMs) are results too.
+   */
+  nodeCommand(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult>;
   /** Retires every stream of the node's current connection as it goes idle; false when it has none. */
   retireNode(nodeId: string, graceMs: number, reason: string): boolean;
   /** The state of every thread's data path (tests, status). */

@@ -26,6 +26,7 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'setConfig'; readonly config: EdgeConfig }
   | { readonly id: number; readonly type: 'notifyNode'; readonly nodeId: string; readonly changedPaths: readonly string[]; readonly configVersion: number }
   | { readonly id: number; readonly type: 'retireNode'; readonly nodeId: string; readonly graceMs: number; readonly reason: string; readonly holdAnchor?: boolean }
+  | { readonly id: number; readonly type: 'nodeCommand'; readonly nodeId: string; readonly kind: string; readonly args: Readonly<Record<string, string>>; readonly deadlineMs: number }
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
   | { readonly id: number; readonly type: 'metrics' }
   | { readonly id: number; readonly type: 'close' }

@@ -19,6 +19,9 @@ import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { RunStore } from '../main/runs/run-store.js';
 import { EdgeMetrics } from '../workers/observe/metrics.js';
+import { BootstrapServer } from '../main/bootstrap/bootstrap-server.js';
+import { runNodeCommand, type NodeCommandOutcome } from '../main/nodes/node-commands.js';
+import type { NodeCommandKind, NodeCommandResult } from '../shared/node-commands.js';
 import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from '../main/refresh/refresher.js';
 import { SchedulerDriver } from '../main/scheduler-driver.js';
 import { WorkerPool } from '../main/worker-pool.js';
@@ -50,6 +53,8 @@ export interface RunningEdge {
   readonly grpcPort: number;
   /** Undefined unless started with `admin: true`. */
   readonly adminPort: number | undefined;
+  /** Undefined unless config.bootstrap is set. */
+  readonly bootstrapPort: number | undefined;
   readonly adminUrl: string | undefined;
   readonly driver: SchedulerDriver;
   /** The data path: on this thread (workers.count 0) or in the I/O workers; the same calls either way. */
@@ -104,6 +109,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   httpPort = 0;
   grpcPort = 0;
   adminPort: number | undefined;
+  bootstrapPort: number | undefined;
+  #bootstrap: BootstrapServer | undefined;
   readonly startedAt = Date.now();
   readonly events = new EventBus();
   readonly runs: RunStore;
@@ -157,7 +164,13 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       this.httpPort = ports.httpPort;
       this.grpcPort = ports.grpcPort;
       if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
+      if (config.bootstrap !== undefined) {
+        const bootstrap = config.bootstrap;
+        const source = { config: () => this.#config, edgeAddress: () => bootstrap.edgeAddress ?? `${config.grpc.host}:${this.grpcPort}` };
+        ({ server: this.#bootstrap, port: this.bootstrapPort } = await BootstrapServer.start(bootstrap, source, this.logger.child({ listener: 'bootstrap' })));
+      }
     } catch (err) {
+      await this.admin?.close();
       await this.plane.close();
       this.driver.close();
       throw err;
@@ -215,6 +228,14 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return this.plane.notifyNode(nodeId, changedPaths, configVersion);
   }
 
+  commandNode(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult> {
+    return this.plane.nodeCommand(nodeId, kind, args, deadlineMs);
+  }
+
+  nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome> {
+    return runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining: (nodeId, draining) => this.setNodeDraining(nodeId, draining).ok }, ref, kind, args, deadlineMs);
+  }
+
   retireNode(nodeId: string, reason: string): void {
     const graceMs = this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS;
     const session = this.#sessions.get(nodeId);
@@ -231,7 +252,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     const paths = result.changes.map((c) => c.path);
     if (result.status === 'applied') {
       this.events.publish({ type: 'config.applied', configVersion: result.configVersion, changedPaths: paths });
-      this.logger.info({ origin, configVersion: result.configVersion, changed: paths, notified: result.notified.map((n) => n.node), retired: result.retired }, 'config applied');
+      this.logger.info({ origin, configVersion: result.configVersion, changed: paths, notified: result.notified.map((n) => n.node), retired: result.retired, nodes: result.nodes }, 'config applied');
     } else if (result.rejection !== null && result.mode === 'apply') {
       this.logger.warn({ origin, rejection: result.rejection, reasons: result.reasons }, 'config refresh rejected; the running config stays');
     } else {
@@ -354,6 +375,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   async #close(): Promise<void> {
+    await this.#bootstrap?.close();
     await this.admin?.close();
     this.events.closeAll();
     await this.plane.close();

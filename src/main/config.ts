@@ -10,7 +10,7 @@ import { MAX_WORKERS } from '../contract/scheduler-port.js';
 import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/index.js';
 import { HARDENING_LIMIT_KEYS, readAuth, readLimitsHardening, readTls } from '../shared/config-hardening.js';
-import type { AdminConfig, EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
+import type { AdminConfig, BootstrapConfig, EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
 
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
 const MAX_PORT = 65535;
@@ -41,10 +41,27 @@ function readAdmin(r: ConfigReader, raw: unknown): AdminConfig {
   return { host, port: r.integer('admin.port', obj.port, 0, MAX_PORT, DEFAULT_ADMIN_PORT), token };
 }
 
+// The bootstrap listener hands out node tokens inside rendered configs, so
+// a token is always required, and the address written into those configs
+// must be one a node can dial (a wildcard listen host is not).
+function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): BootstrapConfig | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const obj = r.object('bootstrap', raw) ?? {};
+  r.noUnknownKeys('bootstrap', obj, ['listen', 'artifact_dir', 'token', 'edge_address']);
+  const listen = readListen(r, 'bootstrap.listen', obj.listen, 8443);
+  const artifactDir = r.string('bootstrap.artifact_dir', obj.artifact_dir);
+  const token = r.string('bootstrap.token', obj.token);
+  if (token !== '' && token.length < 16) r.problems.push('bootstrap.token: at least 16 characters (value not shown: it is a secret)');
+  const wildcard = grpc.host === '0.0.0.0' || grpc.host === '::' || grpc.host === '';
+  if (obj.edge_address === undefined && wildcard) r.problems.push(`bootstrap.edge_address: required when listen.grpc.host (${grpc.host}) is a wildcard address nodes cannot dial`);
+  const edgeAddress = r.optionalString('bootstrap.edge_address', obj.edge_address);
+  return { host: listen.host, port: listen.port, artifactDir, token, edgeAddress };
+}
+
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
   const obj = r.object(path, raw);
   if (!obj) return undefined;
-  r.noUnknownKeys(path, obj, ['id', 'type', 'capacity', 'max_context_tokens', 'enabled', 'models']);
+  r.noUnknownKeys(path, obj, ['id', 'type', 'capacity', 'max_context_tokens', 'enabled', 'models', 'base_url']);
   if (obj.models !== undefined) for (const [i, m] of r.list(`${path}.models`, obj.models).entries()) r.string(`${path}.models[${i}]`, m);
   return {
     id: r.string(`${path}.id`, obj.id),
@@ -52,19 +69,22 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
     capacity: r.integer(`${path}.capacity`, obj.capacity, 0, 1_000_000, 1),
     maxContextTokens: r.optionalInteger(`${path}.max_context_tokens`, obj.max_context_tokens, 1, 100_000_000),
     enabled: r.boolean(`${path}.enabled`, obj.enabled, true),
+    ...(obj.base_url === undefined ? {} : { baseUrl: r.url(`${path}.base_url`, obj.base_url) }),
   };
 }
 
 function readNode(r: ConfigReader, path: string, raw: unknown): NodeConfig | undefined {
   const obj = r.object(path, raw);
   if (!obj) return undefined;
-  r.noUnknownKeys(path, obj, ['id', 'token', 'providers']);
+  r.noUnknownKeys(path, obj, ['id', 'token', 'providers', 'labels']);
   const providers: ProviderConfig[] = [];
   for (const [i, p] of r.list(`${path}.providers`, obj.providers).entries()) {
     const provider = readProvider(r, `${path}.providers[${i}]`, p);
     if (provider) providers.push(provider);
   }
-  return { id: r.string(`${path}.id`, obj.id), token: r.string(`${path}.token`, obj.token), providers };
+  const labels = r.list(`${path}.labels`, obj.labels, true).map((label, i) => r.string(`${path}.labels[${i}]`, label));
+  const node = { id: r.string(`${path}.id`, obj.id), token: r.string(`${path}.token`, obj.token), providers };
+  return labels.length === 0 ? node : { ...node, labels };
 }
 
 function readModel(r: ConfigReader, path: string, raw: unknown, providerIds: ReadonlySet<string>): ModelConfig | undefined {
@@ -100,7 +120,7 @@ function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[])
 export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const r = new ConfigReader();
   const root = r.object('(root)', raw) ?? {};
-  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'nodes', 'models', 'auth', 'tls']);
+  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'nodes', 'models', 'auth', 'tls', 'bootstrap']);
 
   const listen = r.object('listen', root.listen, true) ?? {};
   r.noUnknownKeys('listen', listen, ['http', 'grpc']);
@@ -163,6 +183,8 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     auth: readAuth(r, root.auth, new Set(models.map((m) => m.alias))),
     tls: readTls(r, root.tls),
   };
+  const bootstrap = readBootstrap(r, root.bootstrap, config.grpc);
+  if (bootstrap !== undefined) Object.assign(config, { bootstrap });
   const { tunnelWindowBytes, maxFrameBytes } = config.limits;
   if (maxFrameBytes !== undefined && tunnelWindowBytes > maxFrameBytes) {
     // A DATA frame is at most the window, so a larger window would let frames break the frame limit.

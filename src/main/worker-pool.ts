@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
+import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
 import { RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
@@ -235,6 +236,13 @@ export class WorkerPool implements DecisionHandler, DataPath {
     if (place === undefined) return false;
     void this.call(place.worker, { type: 'notifyNode', nodeId, changedPaths, configVersion }).catch(() => undefined);
     return true;
+  }
+
+  /** The worker holding the node's first stream sends it and waits; that worker enforces the deadline. */
+  nodeCommand(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult> {
+    const place = this.places.get(nodeId);
+    if (place === undefined) return Promise.resolve({ node: nodeId, kind, status: 'not_connected', message: `node ${nodeId} has no connection on this edge` });
+    return this.call<NodeCommandResult>(place.worker, { type: 'nodeCommand', nodeId, kind, args, deadlineMs }).catch((err: Error) => ({ node: nodeId, kind, status: 'failed' as const, message: err.message }));
   }
 
   /** Every worker holding a stream of the node retires its streams; see retireLanes for the order. */

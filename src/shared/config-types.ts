@@ -14,12 +14,16 @@ export interface ProviderConfig {
   readonly maxContextTokens: number | undefined;
   /** A disabled provider gets no new requests. */
   readonly enabled: boolean;
+  /** Upstream URL on the node; used only to render a bootstrap agent config. */
+  readonly baseUrl?: string;
 }
 
 export interface NodeConfig {
   readonly id: string;
   readonly token: string;
   readonly providers: readonly ProviderConfig[];
+  /** Names an operator may use instead of the id (a label may name several nodes); absent = none. */
+  readonly labels?: readonly string[];
 }
 
 export interface ModelConfig {
@@ -34,6 +38,18 @@ export interface ModelConfig {
 export interface ListenConfig {
   readonly host: string;
   readonly port: number;
+}
+
+/** The optional listener that hands new nodes their agent package and config. */
+export interface BootstrapConfig {
+  readonly host: string;
+  readonly port: number;
+  /** Holds the agent tarball (`npm pack` output); read once at start, served from memory. */
+  readonly artifactDir: string;
+  /** Bearer token a bootstrapping node presents. */
+  readonly token: string;
+  /** The node listener's address as nodes dial it (host:port), written into rendered configs; undefined = listen.grpc's host and bound port. */
+  readonly edgeAddress: string | undefined;
 }
 
 /** The operator's listener (admin API, /metrics); separate from the client listener. */
@@ -82,6 +98,8 @@ export interface EdgeConfig {
   // always sets them; readers use hardeningOf() from src/main/config-hardening.ts.
   readonly auth?: AuthConfig;
   readonly tls?: TlsConfig;
+  /** Absent: no bootstrap listener. */
+  readonly bootstrap?: BootstrapConfig;
 }
 
 // --- hardening: client auth, TLS, extra limits (read by src/main/config-hardening.ts)

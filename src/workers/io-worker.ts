@@ -33,6 +33,8 @@ async function control(request: ControlRequest): Promise<unknown> {
       return plane.notifyNode(request.nodeId, request.changedPaths, request.configVersion);
     case 'retireNode':
       return plane.retireNode(request.nodeId, request.graceMs, request.reason, request.holdAnchor === true);
+    case 'nodeCommand':
+      return plane.nodeCommand(request.nodeId, request.kind, request.args, request.deadlineMs);
     case 'drain':
       return plane.drain(request.graceMs);
     case 'metrics':

@@ -13,6 +13,7 @@ import type { SchedulerPort } from '../contract/scheduler-port.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
 import type { EdgeConfig } from '../shared/config-types.js';
 import { errorBody, Errors } from '../shared/errors.js';
+import type { NodeCommandResult } from '../shared/node-commands.js';
 import { DataPlane } from './data-plane.js';
 import { drainListener } from './drain.js';
 import { NodeGateway } from './grpc/node-gateway.js';
@@ -148,6 +149,12 @@ export class LocalPlane implements DataPath, EventSink {
     const session = this.nodes.session(nodeId);
     session?.sendConfigRefresh(changedPaths, configVersion);
     return session !== undefined;
+  }
+
+  nodeCommand(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult> {
+    const session = this.nodes.session(nodeId);
+    if (session === undefined) return Promise.resolve({ node: nodeId, kind, status: 'not_connected', message: `node ${nodeId} has no connection on this edge` });
+    return session.sendCommand(kind, args, deadlineMs);
   }
 
   retireNode(nodeId: string, graceMs: number, reason: string, holdAnchor = false): boolean {

@@ -5,6 +5,8 @@ import type { EventBus } from '../events/event-bus.js';
 import type { RefreshRequest, RefreshResult } from '../refresh/refresher.js';
 import type { EdgeStatus } from './status.js';
 import type { RunStore } from '../runs/run-store.js';
+import type { NodeCommandKind } from '../../shared/node-commands.js';
+import type { NodeCommandOutcome } from '../nodes/node-commands.js';
 
 export type NodeDrainOutcome =
   | { readonly ok: true; readonly node: string; readonly draining: boolean; readonly openTunnels: number }
@@ -17,6 +19,8 @@ export interface AdminOps {
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
   /** Resets a provider's outlier breaker: true if it had state, false if not, undefined for an unknown provider. */
   resetProvider(providerId: string): boolean | undefined;
+  /** A command to the node(s) a reference (id or label) names; resolves with every node's answer. */
+  nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome>;
   scrapeMetrics(): Promise<string>;
   readonly metricsContentType: string;
   readonly events: EventBus;

@@ -2,8 +2,12 @@
 //   200: evaluated (dry run), applied, or unchanged (a no-change apply pushes nothing)
 //   400: the candidate is invalid (reasons list every problem) or there is nothing to read
 //   409: apply refused: a change needs a restart (reasons name each path)
+// An apply waits up to node_timeout_ms (default 5000) for each concerned
+// node's answer; `nodes` lists them (applied, restart_required, failed,
+// unsupported, timeout). The commit stands whatever they answer.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { RefreshMode, RefreshResult } from '../refresh/refresher.js';
+import { DEFAULT_COMMAND_DEADLINE_MS, MAX_COMMAND_DEADLINE_MS } from '../../shared/node-commands.js';
 import { sendAdminError } from './admin-errors.js';
 import type { AdminOps } from './ops.js';
 
@@ -17,7 +21,7 @@ export function httpStatusOf(result: RefreshResult): number {
 
 export function registerRefreshRoute(app: FastifyInstance, ops: AdminOps): void {
   app.post('/admin/config/refresh', async (request: FastifyRequest, reply: FastifyReply) => {
-    const body = (request.body ?? {}) as { mode?: unknown; config?: unknown };
+    const body = (request.body ?? {}) as { mode?: unknown; config?: unknown; node_timeout_ms?: unknown };
     if (typeof body !== 'object' || Array.isArray(body)) {
       sendAdminError(reply, 400, 'invalid_request', 'send a JSON object: {"mode":"evaluate"|"apply","config"?: ...}');
       return;
@@ -31,7 +35,12 @@ export function registerRefreshRoute(app: FastifyInstance, ops: AdminOps): void 
       sendAdminError(reply, 400, 'invalid_request', 'config must be YAML/JSON text or a JSON object');
       return;
     }
-    const result = await ops.refresh({ mode: mode as RefreshMode, config: body.config, origin: 'admin' });
+    const nodeTimeoutMs = body.node_timeout_ms ?? DEFAULT_COMMAND_DEADLINE_MS;
+    if (typeof nodeTimeoutMs !== 'number' || !Number.isInteger(nodeTimeoutMs) || nodeTimeoutMs < 1 || nodeTimeoutMs > MAX_COMMAND_DEADLINE_MS) {
+      sendAdminError(reply, 400, 'invalid_request', `node_timeout_ms must be an integer from 1 to ${MAX_COMMAND_DEADLINE_MS}`);
+      return;
+    }
+    const result = await ops.refresh({ mode: mode as RefreshMode, config: body.config, origin: 'admin', nodeTimeoutMs });
     reply.code(httpStatusOf(result)).send(result);
   });
 }

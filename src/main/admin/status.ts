@@ -29,6 +29,8 @@ export interface EdgeStatus {
     readonly draining: boolean;
     readonly openTunnels: number;
     readonly configured: boolean;
+    /** config nodes[].labels; operators may name the node by any of them. */
+    readonly labels: readonly string[];
   }[];
   readonly providers: readonly {
     readonly id: string;
@@ -90,6 +92,7 @@ function iso(ms: number): string {
 export function buildEdgeStatus(source: StatusSource, openRequests: number, rings: EdgeStatus['workers']['rings']): EdgeStatus {
   const s = source.scheduler();
   const configured = new Set(source.config.nodes.map((n) => n.id));
+  const labels = new Map(source.config.nodes.map((n) => [n.id, n.labels ?? []]));
   const bus = source.events;
   return {
     edge: {
@@ -115,6 +118,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
         // A worker's report carries no live count: the scheduler's leases on the node stand in.
         openTunnels: live ? (session.openTunnels > 0 ? session.openTunnels : leasesOn(s, n.id)) : 0,
         configured: configured.has(n.id),
+        labels: labels.get(n.id) ?? [],
       };
     }),
     providers: s.providers.map((p) => ({

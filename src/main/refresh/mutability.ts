@@ -15,6 +15,8 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^listen\./, mutable: false, effect: 'the client and node listeners are bound at start' },
   { pattern: /^admin\./, mutable: false, effect: 'the admin listener and its token are fixed at start' },
   { pattern: /^workers\./, mutable: false, effect: 'the thread layout is fixed at start' },
+  { pattern: /^bootstrap\./, mutable: false, effect: 'the bootstrap listener is bound and its artifacts read at start' },
+  { pattern: /^nodes\[[^\]]*\]\.labels$/, mutable: true, effect: 'node references and status use the new labels at once' },
   { pattern: /^tls\./, mutable: false, effect: 'certificates are loaded when the listeners are bound' },
   { pattern: /^limits\.body_bytes$/, mutable: false, effect: 'the HTTP body limit is compiled into the client listener' },
   { pattern: /^limits\.max_header_bytes$/, mutable: false, effect: 'the HTTP header limit is an option of the bound client listener' },

@@ -4,9 +4,14 @@
 // sessions whose node was removed or whose token changed. Anything else
 // (an invalid config, a restart-required change) is rejected with reasons
 // and the running snapshot stays. Refreshes run one at a time: the admin
-// API and SIGHUP share this path.
+// API and SIGHUP share this path. After a commit each concerned node that
+// answers commands is sent refresh_config and the apply waits (up to the
+// node timeout) for every answer: applied, restart_required, failed,
+// unsupported or timeout. The commit is never rolled back for an answer:
+// the edge's snapshot is the edge's, and a node that failed is reported.
 import { readFile } from 'node:fs/promises';
 import type { EdgeConfig } from '../../shared/config-types.js';
+import { DEFAULT_COMMAND_DEADLINE_MS, type NodeCommandResult } from '../../shared/node-commands.js';
 import { ConfigError } from '../../shared/config-reader.js';
 import { parseEdgeConfig, parseEdgeConfigText } from '../config.js';
 import { pathsByNode } from './concern.js';
@@ -21,7 +26,12 @@ export interface RefreshRequest {
   readonly config?: unknown;
   /** Who asked, for logs: 'admin', 'SIGHUP'. */
   readonly origin?: string;
+  /** How long an apply waits for the concerned nodes' answers; default 5 s. */
+  readonly nodeTimeoutMs?: number;
 }
+
+/** One concerned node's answer to the refresh (what its agent did with it). */
+export type NodeRefreshResult = Pick<NodeCommandResult, 'node' | 'status' | 'message'>;
 
 export interface ClassifiedChange extends ConfigChange {
   readonly mutable: boolean;
@@ -45,6 +55,8 @@ export interface RefreshResult {
   readonly notified: readonly { readonly node: string; readonly paths: readonly string[] }[];
   /** Nodes whose session is closed once idle (removed, or token changed). */
   readonly retired: readonly string[];
+  /** Each notified node's answer to refresh_config (apply only). */
+  readonly nodes: readonly NodeRefreshResult[];
 }
 
 /** What the refresher needs from the running edge. */
@@ -59,6 +71,8 @@ export interface RefreshTarget {
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean;
   /** No new requests for the node's session; close it once its open ones finish. */
   retireNode(nodeId: string, reason: string): void;
+  /** Sends a node command and resolves with its answer (never rejects); absent: nodes are only notified. */
+  commandNode?(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult>;
 }
 
 export interface RefreshListener {
@@ -117,10 +131,10 @@ export class ConfigRefresher {
     }
     if (restart.length > 0) return this.#report(this.#rejected('apply', 'restart_required', reasons, changes), origin);
     if (changes.length === 0) return this.#report({ ...this.#empty('apply', 'unchanged'), applicable: true }, origin);
-    return this.#report(this.#commit(current, candidate, changes), origin);
+    return this.#report(await this.#commit(current, candidate, changes, request.nodeTimeoutMs ?? DEFAULT_COMMAND_DEADLINE_MS), origin);
   }
 
-  #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[]): RefreshResult {
+  async #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[], nodeTimeoutMs: number): Promise<RefreshResult> {
     this.target.setConfig(candidate);
     const version = ++this.#version;
     const notified: { node: string; paths: string[] }[] = [];
@@ -139,7 +153,19 @@ export class ConfigRefresher {
         this.target.retireNode(entry[1], 'removed from the config');
       }
     }
-    return { ...this.#empty('apply', 'applied'), applicable: true, changes, notified, retired };
+    const nodes = await this.#askNodes(notified, version, nodeTimeoutMs, new Set(retired));
+    return { ...this.#empty('apply', 'applied'), applicable: true, changes, notified, retired, nodes };
+  }
+
+  /** refresh_config to every notified node at once; a node being retired is not asked (its session is closing). */
+  async #askNodes(notified: readonly { node: string; paths: readonly string[] }[], version: number, timeoutMs: number, retired: ReadonlySet<string>): Promise<NodeRefreshResult[]> {
+    const commandNode = this.target.commandNode?.bind(this.target);
+    if (commandNode === undefined) return [];
+    const asked = notified.filter((n) => !retired.has(n.node));
+    const answers = await Promise.all(
+      asked.map(({ node, paths }) => commandNode(node, 'refresh_config', { changed_paths: paths.join(','), config_version: String(version) }, timeoutMs)),
+    );
+    return answers.map(({ node, status, message }) => ({ node, status, message }));
   }
 
   async #candidate(inline: unknown): Promise<EdgeConfig> {
@@ -152,7 +178,7 @@ export class ConfigRefresher {
   }
 
   #empty(mode: RefreshMode, status: RefreshResult['status']): RefreshResult {
-    return { mode, status, rejection: null, applicable: false, configVersion: this.#version, changes: [], reasons: [], notified: [], retired: [] };
+    return { mode, status, rejection: null, applicable: false, configVersion: this.#version, changes: [], reasons: [], notified: [], retired: [], nodes: [] };
   }
 
   #rejected(mode: RefreshMode, rejection: NonNullable<RefreshResult['rejection']>, reasons: readonly string[], changes: readonly ClassifiedChange[]): RefreshResult {

@@ -20,6 +20,8 @@ import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messages.js';
 import type { TunnelHost, TunnelRequestFields } from '../tunnel/tunnel-host.js';
 import { admitFrame, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
+import { CommandWaiters } from './command-waiters.js';
+import { COMMANDS_CAPABILITY, type NodeCommandResult } from '../../shared/node-commands.js';
 
 export type NodeCall = ServerDuplexStream<NodeMessage, EdgeMessage>;
 
@@ -67,6 +69,8 @@ export class NodeSession implements TunnelHost {
   /** Non-zero: this stream joins that generation as an extra lane instead of starting a new connection. */
   joinGeneration = 0;
   agentVersion = '';
+  /** Register.capabilities: what the agent understands beyond the base protocol. */
+  capabilities: readonly string[] = [];
   readonly remoteAddress: string;
   connectedAtMs = 0;
   private state: SessionState = 'registering';
@@ -91,6 +95,7 @@ export class NodeSession implements TunnelHost {
    * sessions registered after it; judging this one by a new, shorter limit would drop an idle node
    * that still heartbeats at the interval it was given. */
   private toldTimeoutMs = 0;
+  private readonly commands = new CommandWaiters(() => this.nodeId);
 
   constructor(
     private readonly call: NodeCall,
@@ -144,6 +149,19 @@ export class NodeSession implements TunnelHost {
     this.send(create(EdgeMessageSchema, { msg: { case: 'configRefresh', value: { changedPaths: [...changedPaths], configVersion } } }));
   }
 
+  /**
+   * Sends an operator command and resolves with the node's answer, `timeout`
+   * after deadlineMs, or `unsupported` at once for an agent that did not
+   * announce the commands capability (it would ignore the message).
+   */
+  sendCommand(kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult> {
+    if (this.state !== 'active') return Promise.resolve({ node: this.nodeId, kind, status: 'not_connected', message: `node ${this.nodeId} session is ${this.state}` });
+    if (!this.capabilities.includes(COMMANDS_CAPABILITY)) {
+      return Promise.resolve({ node: this.nodeId, kind, status: 'unsupported', message: `the agent (version ${this.agentVersion || 'unknown'}) predates node commands; upgrade it to use them` });
+    }
+    return this.commands.send(kind, args, deadlineMs, (message) => this.call.write(message));
+  }
+
   /** Stops a tunnel from the edge side: no more frames reach its consumer; the node aborts upstream. */
   cancelTunnel(tunnelId: number, reason: string): void {
     if (!this.tunnels.delete(tunnelId) || this.state !== 'active') return;
@@ -162,6 +180,7 @@ export class NodeSession implements TunnelHost {
     this.tunnels.clear();
     if (wasActive) this.host.unregister(this, reason);
     this.host.forget(this);
+    this.commands.failAll(reason);
     for (const tunnel of open) tunnel.consumer.onError('node_disconnected', `node ${this.nodeId} disconnected: ${reason}`);
     try {
       this.call.end();
@@ -221,6 +240,9 @@ export class NodeSession implements TunnelHost {
       case 'register':
         this.onRegister(msg.value);
         return;
+      case 'commandResult':
+        this.commands.answer(msg.value);
+        return;
       case 'leaving':
         this.host.logger.info({ node: this.nodeId, reason: msg.value.reason }, 'node is leaving');
         if (this.state === 'active') this.host.leaving?.(this, msg.value.reason);
@@ -240,6 +262,7 @@ export class NodeSession implements TunnelHost {
     this.heartbeatTimer = undefined;
     this.nodeId = register.nodeId;
     this.agentVersion = register.agentVersion;
+    this.capabilities = register.capabilities;
     this.lane = register.lane;
     this.joinGeneration = register.joinGeneration;
     const rejection = this.host.register(this, register);

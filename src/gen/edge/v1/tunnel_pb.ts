@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file edge/v1/tunnel.proto.
  */
 export const file_edge_v1_tunnel: GenFile = /*@__PURE__*/
-  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSLcAQoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIAEIFCgNtc2ciwwIKC0VkZ2VNZXNzYWdlEikKCnJlZ2lzdGVyZWQYASABKAsyEy5lZGdlLnYxLlJlZ2lzdGVyZWRIABIlCghyZWplY3RlZBgCIAEoCzIRLmVkZ2UudjEuUmVqZWN0ZWRIABInCgloZWFydGJlYXQYAyABKAsyEi5lZGdlLnYxLkhlYXJ0YmVhdEgAEjAKDnR1bm5lbF9yZXF1ZXN0GAQgASgLMhYuZWRnZS52MS5UdW5uZWxSZXF1ZXN0SAASJwoGY2FuY2VsGAUgASgLMhUuZWRnZS52MS5UdW5uZWxDYW5jZWxIABIlCgZjcmVkaXQYBiABKAsyEy5lZGdlLnYxLkZsb3dDcmVkaXRIABIwCg5jb25maWdfcmVmcmVzaBgHIAEoCzIWLmVkZ2UudjEuQ29uZmlnUmVmcmVzaEgAQgUKA21zZyJ+CghSZWdpc3RlchIPCgdub2RlX2lkGAEgASgJEg0KBXRva2VuGAIgASgJEhUKDWFnZW50X3ZlcnNpb24YAyABKAkSFAoMcHJvdmlkZXJfaWRzGAQgAygJEgwKBGxhbmUYBSABKA0SFwoPam9pbl9nZW5lcmF0aW9uGAYgASgNIpUBCgpSZWdpc3RlcmVkEhIKCmdlbmVyYXRpb24YASABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAMgASgNEh0KFW1heF9mcmFtZV9iYXRjaF9ieXRlcxgEIAEoDRIXCg9tYXhfZnJhbWVfYnl0ZXMYBSABKA0iGgoIUmVqZWN0ZWQSDgoGcmVhc29uGAEgASgJIhwKCUhlYXJ0YmVhdBIPCgd1bml4X21zGAEgASgBIhkKB0xlYXZpbmcSDgoGcmVhc29uGAEgASgJIrMDCg1UdW5uZWxSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCgl0dW5uZWxfaWQYAiABKA0SEwoLcHJvdmlkZXJfaWQYAyABKAkSIQoHYWRhcHRlchgEIAEoDjIQLmVkZ2UudjEuQWRhcHRlchIOCgZ0YXJnZXQYBSABKAkSDgoGbWV0aG9kGAYgASgJEgwKBHBhdGgYByABKAkSIAoHaGVhZGVycxgIIAMoCzIPLmVkZ2UudjEuSGVhZGVyEgwKBGJvZHkYCSABKAwSDgoGc3RyZWFtGAogASgIEhIKCnRpbWVvdXRfbXMYCyABKA0SNgoIbWV0YWRhdGEYDCADKAsyJC5lZGdlLnYxLlR1bm5lbFJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgpzZXNzaW9uX2lkGA0gASgJEhYKDmluaXRpYWxfY3JlZGl0GA4gASgNEhcKD3R0ZmJfdGltZW91dF9tcxgPIAEoDRIXCg9pZGxlX3RpbWVvdXRfbXMYECABKA0aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIiUKBkhlYWRlchIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgJIroBCgtUdW5uZWxGcmFtZRIRCgl0dW5uZWxfaWQYASABKA0SCwoDc2VxGAIgASgNEiAKBGtpbmQYAyABKA4yEi5lZGdlLnYxLkZyYW1lS2luZBIOCgZzdGF0dXMYBCABKA0SIAoHaGVhZGVycxgFIAMoCzIPLmVkZ2UudjEuSGVhZGVyEgwKBGRhdGEYBiABKAwSEgoKZXJyb3JfY29kZRgHIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAggASgJIjIKCkZyYW1lQmF0Y2gSJAoGZnJhbWVzGAEgAygLMhQuZWRnZS52MS5UdW5uZWxGcmFtZSIxCgxUdW5uZWxDYW5jZWwSEQoJdHVubmVsX2lkGAEgASgNEg4KBnJlYXNvbhgCIAEoCSIuCgpGbG93Q3JlZGl0EhEKCXR1bm5lbF9pZBgBIAEoDRINCgVieXRlcxgCIAEoDSI+Cg1Db25maWdSZWZyZXNoEhUKDWNoYW5nZWRfcGF0aHMYASADKAkSFgoOY29uZmlnX3ZlcnNpb24YAiABKA0qdAoHQWRhcHRlchIXChNBREFQVEVSX1VOU1BFQ0lGSUVEEAASEgoOQURBUFRFUl9PTExBTUEQARIQCgxBREFQVEVSX1ZMTE0QAhIZChVBREFQVEVSX09QRU5BSV9DT01QQVQQAxIPCgtBREFQVEVSX0NMSRAEKn4KCUZyYW1lS2luZBIaChZGUkFNRV9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSRlJBTUVfS0lORF9IRUFERVJTEAESEwoPRlJBTUVfS0lORF9EQVRBEAISEgoORlJBTUVfS0lORF9FTkQQAxIUChBGUkFNRV9LSU5EX0VSUk9SEAQyRwoKTm9kZVR1bm5lbBI5CgdDb25uZWN0EhQuZWRnZS52MS5Ob2RlTWVzc2FnZRoULmVkZ2UudjEuRWRnZU1lc3NhZ2UoATABYgZwcm90bzM");
+  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyLoAgoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASIwoHY29tbWFuZBgUIAEoCzIQLmVkZ2UudjEuQ29tbWFuZEgAQgUKA21zZyKUAQoIUmVnaXN0ZXISDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAMgASgJEhQKDHByb3ZpZGVyX2lkcxgEIAMoCRIMCgRsYW5lGAUgASgNEhcKD2pvaW5fZ2VuZXJhdGlvbhgGIAEoDRIUCgxjYXBhYmlsaXRpZXMYFCADKAkilQEKClJlZ2lzdGVyZWQSEgoKZ2VuZXJhdGlvbhgBIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYAyABKA0SHQoVbWF4X2ZyYW1lX2JhdGNoX2J5dGVzGAQgASgNEhcKD21heF9mcmFtZV9ieXRlcxgFIAEoDSIaCghSZWplY3RlZBIOCgZyZWFzb24YASABKAkiHAoJSGVhcnRiZWF0Eg8KB3VuaXhfbXMYASABKAEiGQoHTGVhdmluZxIOCgZyZWFzb24YASABKAkiswMKDVR1bm5lbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCXR1bm5lbF9pZBgCIAEoDRITCgtwcm92aWRlcl9pZBgDIAEoCRIhCgdhZGFwdGVyGAQgASgOMhAuZWRnZS52MS5BZGFwdGVyEg4KBnRhcmdldBgFIAEoCRIOCgZtZXRob2QYBiABKAkSDAoEcGF0aBgHIAEoCRIgCgdoZWFkZXJzGAggAygLMg8uZWRnZS52MS5IZWFkZXISDAoEYm9keRgJIAEoDBIOCgZzdHJlYW0YCiABKAgSEgoKdGltZW91dF9tcxgLIAEoDRI2CghtZXRhZGF0YRgMIAMoCzIkLmVkZ2UudjEuVHVubmVsUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhIKCnNlc3Npb25faWQYDSABKAkSFgoOaW5pdGlhbF9jcmVkaXQYDiABKA0SFwoPdHRmYl90aW1lb3V0X21zGA8gASgNEhcKD2lkbGVfdGltZW91dF9tcxgQIAEoDRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJQoGSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiugEKC1R1bm5lbEZyYW1lEhEKCXR1bm5lbF9pZBgBIAEoDRILCgNzZXEYAiABKA0SIAoEa2luZBgDIAEoDjISLmVkZ2UudjEuRnJhbWVLaW5kEg4KBnN0YXR1cxgEIAEoDRIgCgdoZWFkZXJzGAUgAygLMg8uZWRnZS52MS5IZWFkZXISDAoEZGF0YRgGIAEoDBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkiMgoKRnJhbWVCYXRjaBIkCgZmcmFtZXMYASADKAsyFC5lZGdlLnYxLlR1bm5lbEZyYW1lIjEKDFR1bm5lbENhbmNlbBIRCgl0dW5uZWxfaWQYASABKA0SDgoGcmVhc29uGAIgASgJIi4KCkZsb3dDcmVkaXQSEQoJdHVubmVsX2lkGAEgASgNEg0KBWJ5dGVzGAIgASgNIj4KDUNvbmZpZ1JlZnJlc2gSFQoNY2hhbmdlZF9wYXRocxgBIAMoCRIWCg5jb25maWdfdmVyc2lvbhgCIAEoDSKPAQoHQ29tbWFuZBIKCgJpZBgBIAEoDRIMCgRraW5kGAIgASgJEigKBGFyZ3MYAyADKAsyGi5lZGdlLnYxLkNvbW1hbmQuQXJnc0VudHJ5EhMKC2RlYWRsaW5lX21zGAQgASgNGisKCUFyZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlEKDUNvbW1hbmRSZXN1bHQSCgoCaWQYASABKA0SDgoGc3RhdHVzGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSEwoLcmVzdWx0X2pzb24YBCABKAkqdAoHQWRhcHRlchIXChNBREFQVEVSX1VOU1BFQ0lGSUVEEAASEgoOQURBUFRFUl9PTExBTUEQARIQCgxBREFQVEVSX1ZMTE0QAhIZChVBREFQVEVSX09QRU5BSV9DT01QQVQQAxIPCgtBREFQVEVSX0NMSRAEKn4KCUZyYW1lS2luZBIaChZGUkFNRV9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSRlJBTUVfS0lORF9IRUFERVJTEAESEwoPRlJBTUVfS0lORF9EQVRBEAISEgoORlJBTUVfS0lORF9FTkQQAxIUChBGUkFNRV9LSU5EX0VSUk9SEAQyRwoKTm9kZVR1bm5lbBI5CgdDb25uZWN0EhQuZWRnZS52MS5Ob2RlTWVzc2FnZRoULmVkZ2UudjEuRWRnZU1lc3NhZ2UoATABYgZwcm90bzM");
 
 /**
  * node -> edge
@@ -58,6 +58,14 @@ export type NodeMessage = Message<"edge.v1.NodeMessage"> & {
      */
     value: FrameBatch;
     case: "frameBatch";
+  } | {
+    /**
+     * Field 20 and up: numbers far from the ones other changes append.
+     *
+     * @generated from field: edge.v1.CommandResult command_result = 20;
+     */
+    value: CommandResult;
+    case: "commandResult";
   } | { case: undefined; value?: undefined };
 };
 
@@ -119,6 +127,12 @@ export type EdgeMessage = Message<"edge.v1.EdgeMessage"> & {
      */
     value: ConfigRefresh;
     case: "configRefresh";
+  } | {
+    /**
+     * @generated from field: edge.v1.Command command = 20;
+     */
+    value: Command;
+    case: "command";
   } | { case: undefined; value?: undefined };
 };
 
@@ -170,6 +184,15 @@ export type Register = Message<"edge.v1.Register"> & {
    * @generated from field: uint32 join_generation = 6;
    */
   joinGeneration: number;
+
+  /**
+   * What this agent understands beyond the base protocol: "commands" = it
+   * answers Command with CommandResult. An agent that predates a capability
+   * sends none, and the edge answers for it ("unsupported") without asking.
+   *
+   * @generated from field: repeated string capabilities = 20;
+   */
+  capabilities: string[];
 };
 
 /**
@@ -554,6 +577,78 @@ export type ConfigRefresh = Message<"edge.v1.ConfigRefresh"> & {
  */
 export const ConfigRefreshSchema: GenMessage<ConfigRefresh> = /*@__PURE__*/
   messageDesc(file_edge_v1_tunnel, 13);
+
+/**
+ * An operator's command for the node (refresh_config, drain, undrain, probe,
+ * restart_provider). The node answers each with one CommandResult of the
+ * same id; the edge stops waiting after deadline_ms and reports a timeout.
+ *
+ * @generated from message edge.v1.Command
+ */
+export type Command = Message<"edge.v1.Command"> & {
+  /**
+   * @generated from field: uint32 id = 1;
+   */
+  id: number;
+
+  /**
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: map<string, string> args = 3;
+   */
+  args: { [key: string]: string };
+
+  /**
+   * @generated from field: uint32 deadline_ms = 4;
+   */
+  deadlineMs: number;
+};
+
+/**
+ * Describes the message edge.v1.Command.
+ * Use `create(CommandSchema)` to create a new message.
+ */
+export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 14);
+
+/**
+ * @generated from message edge.v1.CommandResult
+ */
+export type CommandResult = Message<"edge.v1.CommandResult"> & {
+  /**
+   * @generated from field: uint32 id = 1;
+   */
+  id: number;
+
+  /**
+   * ok | applied | restart_required | failed | unsupported
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+
+  /**
+   * Kind-specific details as a JSON document (probe: per-provider health); "" = none.
+   *
+   * @generated from field: string result_json = 4;
+   */
+  resultJson: string;
+};
+
+/**
+ * Describes the message edge.v1.CommandResult.
+ * Use `create(CommandResultSchema)` to create a new message.
+ */
+export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 15);
 
 /**
  * @generated from enum edge.v1.Adapter

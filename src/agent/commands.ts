@@ -1,0 +1,176 @@
+// What the agent does with the edge's node commands (Command over the
+// stream, answered with one CommandResult of the same id):
+//   refresh_config   re-read the config file; apply providers' base_url,
+//                    connections and api_key at once (new tunnels use them);
+//                    anything else needs a restart and is named as such
+//   drain / undrain  take no new tunnels (they get ERROR node_leaving, which
+//                    the edge retries elsewhere) / take them again; open
+//                    tunnels always finish
+//   probe            GET <base_url>/v1/models on each HTTP provider now, with
+//                    a timeout inside the command's deadline
+//   restart_provider end a cli provider's processes, through the CliHook a
+//                    cli runner installs; other provider types: unsupported
+// An unknown kind is answered `unsupported`, so a newer edge learns what an
+// older agent cannot do instead of waiting for a timeout.
+import type { Logger } from 'pino';
+import type { AgentConfig, AgentProviderConfig } from './config.js';
+import type { Upstreams } from './upstreams.js';
+
+export type AgentCommandStatus = 'ok' | 'applied' | 'restart_required' | 'failed' | 'unsupported';
+
+export interface AgentCommandAnswer {
+  readonly status: AgentCommandStatus;
+  readonly message: string;
+  /** Kind-specific details, sent as JSON. */
+  readonly result?: unknown;
+}
+
+/**
+ * The hook a cli-provider runner installs (NodeAgentOptions.cli): ends the
+ * provider's running processes, resolving with a line for the operator.
+ * Without one every restart_provider is answered unsupported.
+ */
+export interface CliProviderHook {
+  restartProvider(providerId: string): Promise<string>;
+}
+
+export interface CommandContext {
+  readonly logger: Logger;
+  readonly upstreams: Upstreams;
+  /** The config the agent runs by now; replaced by an applied refresh. */
+  config(): AgentConfig;
+  setConfig(config: AgentConfig): void;
+  /** Re-reads the config file; undefined when the agent was not started from a file. */
+  readonly reload: (() => Promise<AgentConfig>) | undefined;
+  setDraining(draining: boolean): void;
+  openTunnels(): number;
+  readonly cli: CliProviderHook | undefined;
+}
+
+/** Probe budget per provider when the command's deadline allows it. */
+const PROBE_TIMEOUT_MS = 3_000;
+
+export async function runAgentCommand(ctx: CommandContext, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<AgentCommandAnswer> {
+  switch (kind) {
+    case 'refresh_config':
+      return refreshConfig(ctx);
+    case 'drain':
+      ctx.setDraining(true);
+      return { status: 'ok', message: `draining: no new tunnels; ${ctx.openTunnels()} open tunnel(s) finish` };
+    case 'undrain':
+      ctx.setDraining(false);
+      return { status: 'ok', message: 'taking new tunnels again' };
+    case 'probe':
+      return probe(ctx, Math.max(100, Math.min(PROBE_TIMEOUT_MS, deadlineMs - 250)));
+    case 'restart_provider':
+      return restartProvider(ctx, args.provider);
+    default:
+      return { status: 'unsupported', message: `this agent does not know the command ${JSON.stringify(kind)}` };
+  }
+}
+
+async function refreshConfig(ctx: CommandContext): Promise<AgentCommandAnswer> {
+  if (ctx.reload === undefined) return { status: 'failed', message: 'the agent was not started from a config file; nothing to re-read' };
+  let next: AgentConfig;
+  try {
+    next = await ctx.reload();
+  } catch (err) {
+    return { status: 'failed', message: (err as Error).message };
+  }
+  const current = ctx.config();
+  const restart = restartPaths(current, next);
+  const applied: string[] = [];
+  const before = new Map(current.providers.map((p) => [p.id, p]));
+  const kept: AgentProviderConfig[] = [];
+  for (const provider of next.providers) {
+    const old = before.get(provider.id);
+    if (old === undefined || old.type !== provider.type) continue; // restart: the provider set is announced at Register
+    kept.push(provider);
+    const changed = (['baseUrl', 'connections', 'apiKey'] as const).filter((key) => old[key] !== provider[key]);
+    if (changed.length === 0) continue;
+    ctx.upstreams.replace(provider);
+    for (const key of changed) applied.push(`providers[${provider.id}].${snake(key)}`);
+  }
+  // What runs now: the old config with the provider changes applied; the rest waits for a restart.
+  const providers = current.providers.map((p) => kept.find((k) => k.id === p.id) ?? p);
+  ctx.setConfig({ ...current, providers });
+  ctx.logger.info({ applied, restartRequired: restart }, 'config re-read');
+  const result = { applied, restart_required: restart };
+  if (restart.length > 0) return { status: 'restart_required', message: `applied: ${applied.join(', ') || 'nothing'}; needs an agent restart: ${restart.join(', ')}`, result };
+  return { status: 'applied', message: applied.length === 0 ? 'no change' : `applied: ${applied.join(', ')}`, result };
+}
+
+/** Changed config paths the running agent cannot take without reconnecting or restarting. */
+function restartPaths(current: AgentConfig, next: AgentConfig): string[] {
+  const paths: string[] = [];
+  const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+  if (!same(current.edge, next.edge)) paths.push('edge');
+  if (current.node.id !== next.node.id) paths.push('node.id');
+  if (current.node.token !== next.node.token) paths.push('node.token');
+  if (!same(current.reconnect, next.reconnect)) paths.push('reconnect');
+  if (!same(current.tunnels, next.tunnels)) paths.push('tunnels');
+  if (current.logLevel !== next.logLevel) paths.push('log_level');
+  const nextById = new Map(next.providers.map((p) => [p.id, p]));
+  for (const p of current.providers) {
+    const n = nextById.get(p.id);
+    if (n === undefined) paths.push(`providers[${p.id}] (removed)`);
+    else if (n.type !== p.type) paths.push(`providers[${p.id}].type`);
+  }
+  for (const p of next.providers) if (!current.providers.some((c) => c.id === p.id)) paths.push(`providers[${p.id}] (added)`);
+  return paths;
+}
+
+interface ProviderHealth {
+  readonly healthy: boolean | null;
+  readonly status?: number;
+  readonly latencyMs?: number;
+  readonly error?: string;
+}
+
+async function probe(ctx: CommandContext, timeoutMs: number): Promise<AgentCommandAnswer> {
+  const config = ctx.config();
+  const entries = await Promise.all(config.providers.map(async (p): Promise<[string, ProviderHealth]> => [p.id, await probeOne(p, timeoutMs)]));
+  const providers = Object.fromEntries(entries);
+  const down = entries.filter(([, h]) => h.healthy === false).map(([id, h]) => `${id} (${h.error ?? `HTTP ${h.status}`})`);
+  if (down.length > 0) return { status: 'failed', message: `unhealthy: ${down.join(', ')}`, result: { providers } };
+  return { status: 'ok', message: `${entries.length} provider(s) checked`, result: { providers } };
+}
+
+async function probeOne(provider: AgentProviderConfig, timeoutMs: number): Promise<ProviderHealth> {
+  if (provider.baseUrl === undefined) return { healthy: null, error: 'cli provider: no HTTP endpoint to probe' };
+  const base = provider.baseUrl.endsWith('/') ? provider.baseUrl.slice(0, -1) : provider.baseUrl;
+  const started = performance.now();
+  try {
+    const response = await fetch(`${base}/v1/models`, {
+      headers: provider.apiKey === undefined ? {} : { authorization: `Bearer ${provider.apiKey}` },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await response.body?.cancel();
+    const latencyMs = Math.round(performance.now() - started);
+    return { healthy: response.ok, status: response.status, latencyMs };
+  } catch (err) {
+    const error = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : ((err as Error & { cause?: Error }).cause?.message ?? (err as Error).message);
+    return { healthy: false, latencyMs: Math.round(performance.now() - started), error };
+  }
+}
+
+async function restartProvider(ctx: CommandContext, providerId: string | undefined): Promise<AgentCommandAnswer> {
+  const providers = ctx.config().providers;
+  const targets = providerId === undefined ? providers.filter((p) => p.type === 'cli') : providers.filter((p) => p.id === providerId);
+  if (providerId !== undefined && targets.length === 0) return { status: 'failed', message: `no provider ${JSON.stringify(providerId)} on this node` };
+  if (targets.length === 0) return { status: 'unsupported', message: 'unsupported: this node has no cli providers' };
+  const notCli = targets.find((p) => p.type !== 'cli');
+  if (notCli !== undefined) return { status: 'unsupported', message: `unsupported for this provider type (${notCli.id} is ${notCli.type}; only cli providers run processes)` };
+  const cli = ctx.cli;
+  if (cli === undefined) return { status: 'unsupported', message: 'unsupported: this agent has no cli provider runner' };
+  try {
+    const lines = await Promise.all(targets.map((p) => cli.restartProvider(p.id)));
+    return { status: 'ok', message: lines.join('; ') };
+  } catch (err) {
+    return { status: 'failed', message: (err as Error).message };
+  }
+}
+
+function snake(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}

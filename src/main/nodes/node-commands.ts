@@ -1,0 +1,40 @@
+// An operator command to one or more nodes (named by id or label): each
+// node's command goes through the data path to the node's connection and
+// every answer comes back, whatever it is (ok, failed, unsupported, timeout,
+// not_connected). drain and undrain also switch the edge's own routing, so
+// the scheduler stops granting the node new requests at the same moment the
+// agent stops taking tunnels; the edge side holds even when the agent
+// cannot answer (an agent that predates commands is still drained).
+import type { DataPath } from '../../contract/data-path.js';
+import type { EdgeConfig } from '../../shared/config-types.js';
+import type { NodeCommandKind, NodeCommandResult } from '../../shared/node-commands.js';
+import { resolveNodeRef } from './node-refs.js';
+
+export interface NodeCommandHost {
+  readonly config: EdgeConfig;
+  readonly plane: Pick<DataPath, 'nodeCommand'>;
+  /** The edge's own draining switch for a connected node; false when the node is not connected. */
+  setEdgeDraining(nodeId: string, draining: boolean): boolean;
+}
+
+export type NodeCommandOutcome =
+  | { readonly ok: true; readonly ref: string; readonly kind: NodeCommandKind; readonly results: readonly NodeCommandResult[] }
+  | { readonly ok: false; readonly code: 'node_not_found'; readonly message: string };
+
+export async function runNodeCommand(
+  host: NodeCommandHost,
+  ref: string,
+  kind: NodeCommandKind,
+  args: Readonly<Record<string, string>>,
+  deadlineMs: number,
+): Promise<NodeCommandOutcome> {
+  const nodeIds = resolveNodeRef(host.config, ref);
+  if (nodeIds.length === 0) return { ok: false, code: 'node_not_found', message: `no node has the id or label ${JSON.stringify(ref)}` };
+  const results = await Promise.all(
+    nodeIds.map(async (nodeId) => {
+      if (kind === 'drain' || kind === 'undrain') host.setEdgeDraining(nodeId, kind === 'drain');
+      return host.plane.nodeCommand(nodeId, kind, args, deadlineMs);
+    }),
+  );
+  return { ok: true, ref, kind, results };
+}

@@ -1,0 +1,194 @@
+// Bootstrap from the edge: the edge's bootstrap listener serves a real agent
+// tarball (this checkout's `npm pack` output, prepack skipped so the running
+// suite's dist/ is not rebuilt under it), a fresh directory is filled by the
+// `node-agent bootstrap` command alone, and the agent unpacked there,
+// started on the config it was given, connects and serves a request. The
+// one stand-in: the unpacked package's node_modules is a link to this
+// checkout's (what `npm install --omit=dev` would put there; no registry
+// here). Then the listener's security: wrong and missing tokens, path
+// traversal attempts, unknown node ids, and a tarball that does not change
+// while served even when the file on disk does.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { request } from 'node:http';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { testWorkers, waitUntil } from '../helpers/stack.js';
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const AGENT_BIN = join(ROOT, 'dist/src/agent/bin.js');
+const TOKEN = 'bootstrap-secret-0123456789';
+const NODE_ID = 'gpu-new';
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function run(command: string, args: readonly string[], cwd = ROOT, timeoutMs = 60_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** A raw GET: the path goes on the wire exactly as written (fetch would normalize dot segments away). */
+function rawGet(port: number, path: string, token: string | null = TOKEN): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers: token === null ? {} : { authorization: `Bearer ${token}` } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (s: string) => (body += s));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
+
+describe('bootstrap from the edge', () => {
+  let dir: string;
+  let artifactDir: string;
+  let tarballPath: string;
+  let tarballSha: string;
+  let mock: MockProvider;
+  let edge: RunningEdge;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'bootstrap-'));
+    artifactDir = join(dir, 'artifacts');
+    await mkdir(artifactDir);
+    const pack = await run('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', artifactDir]);
+    assert.equal(pack.code, 0, `npm pack failed: ${pack.stderr}`);
+    const [name] = await readdir(artifactDir);
+    tarballPath = join(artifactDir, name);
+    tarballSha = sha256(await readFile(tarballPath));
+    mock = await startMockProvider({ ttftMs: 0, tokens: 3, intervalMs: 0 });
+    const raw = {
+      listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
+      heartbeat: { interval_ms: 200, timeout_ms: 2_000 },
+      workers: { count: testWorkers() },
+      bootstrap: { listen: { host: '127.0.0.1', port: 0 }, artifact_dir: artifactDir, token: TOKEN },
+      nodes: [{ id: NODE_ID, token: 'node-token-1', providers: [{ id: 'p-new', type: 'openai_compat', capacity: 2, base_url: mock.url }] }],
+      models: [{ alias: 'chat', providers: { 'p-new': 'served' } }],
+    };
+    edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger() });
+  });
+
+  after(async () => {
+    await edge.close();
+    await mock.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const bootstrapUrl = () => `http://127.0.0.1:${edge.bootstrapPort}`;
+
+  test('a fresh directory bootstrapped with the CLI command alone runs an agent that connects and serves', async () => {
+    const nodeDir = join(dir, 'fresh-node');
+    const result = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', bootstrapUrl(), '--node-id', NODE_ID, '--token', TOKEN, '--dir', nodeDir]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /agent\.tgz .*verified/);
+    assert.deepEqual((await readdir(nodeDir)).sort(), ['SHA256SUMS', 'agent.tgz', 'agent.yaml']);
+    assert.equal(sha256(await readFile(join(nodeDir, 'agent.tgz'))), tarballSha);
+    assert.equal((await stat(join(nodeDir, 'agent.yaml'))).mode & 0o777, 0o600, 'the config holds the node token');
+    const config = parseYaml(await readFile(join(nodeDir, 'agent.yaml'), 'utf8'));
+    assert.deepEqual(config, {
+      edge: { address: `127.0.0.1:${edge.grpcPort}` },
+      node: { id: NODE_ID, token: 'node-token-1' },
+      providers: [{ id: 'p-new', type: 'openai_compat', base_url: mock.url }],
+    });
+
+    // Unpack as npm would; node_modules stands in for `npm install --omit=dev` (no registry here).
+    assert.equal((await run('tar', ['-xzf', 'agent.tgz'], nodeDir)).code, 0);
+    await symlink(join(ROOT, 'node_modules'), join(nodeDir, 'package', 'node_modules'));
+    const agent = spawn(process.execPath, [join(nodeDir, 'package/dist/src/agent/bin.js'), '--config', join(nodeDir, 'agent.yaml')], { cwd: nodeDir, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    agent.stdout.setEncoding('utf8').on('data', (s: string) => (output += s));
+    agent.stderr.setEncoding('utf8').on('data', (s: string) => (output += s));
+    try {
+      await waitUntil(() => edge.driver.status().nodes.some((n) => n.id === NODE_ID && n.connected), 'the bootstrapped agent connects', 20_000);
+      const res = await fetch(`${edge.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      assert.equal(res.status, 200, await res.clone().text());
+      const body = (await res.json()) as { choices: { message: { content: string } }[] };
+      assert.ok(body.choices[0].message.content.length > 0);
+      assert.equal(JSON.parse(String(mock.lastRequest('/v1/chat/completions')?.body)).model, 'served');
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nagent output:\n${output}`);
+    } finally {
+      agent.kill('SIGTERM');
+      await new Promise((resolve) => agent.once('exit', resolve));
+    }
+  });
+
+  test('a wrong or missing token gets 401 and nothing else, whatever the path', async () => {
+    for (const token of ['wrong-token', TOKEN.slice(0, -1), `${TOKEN}x`, '', null]) {
+      for (const path of ['/bootstrap/v1/agent.tgz', `/bootstrap/v1/nodes/${NODE_ID}/agent.yaml`, '/bootstrap/v1/nodes/unknown/SHA256SUMS']) {
+        const res = await rawGet(edge.bootstrapPort as number, path, token);
+        assert.equal(res.status, 401, `${path} with ${String(token)}`);
+        assert.doesNotMatch(res.body, /node-token-1|unknown|p-new/);
+      }
+    }
+    const cli = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', bootstrapUrl(), '--node-id', NODE_ID, '--token', 'wrong', '--dir', join(dir, 'denied')]);
+    assert.equal(cli.code, 1);
+    assert.match(cli.stderr, /HTTP 401/);
+    await assert.rejects(stat(join(dir, 'denied', 'agent.yaml')), 'nothing written');
+  });
+
+  test('path traversal attempts find nothing', async () => {
+    const attempts = [
+      '/bootstrap/v1/../../../../etc/passwd',
+      '/bootstrap/v1/nodes/../../../etc/passwd',
+      `/bootstrap/v1/nodes/${NODE_ID}/../../agent.tgz`,
+      '/bootstrap/v1/nodes/..%2F..%2F..%2Fetc%2Fpasswd/agent.yaml',
+      '/bootstrap/v1/nodes/%2e%2e/agent.yaml',
+      '/bootstrap/v1/%2e%2e/%2e%2e/etc/passwd',
+      '/bootstrap/v1/..\\..\\etc\\passwd',
+      `/bootstrap/v1/${tarballPath.split('/').pop()}`,
+      `/bootstrap/v1/nodes/${NODE_ID}%00/agent.yaml`,
+      '/bootstrap/v1/nodes/gpu-new/agent.yaml/../../../../../../etc/passwd',
+      `/${tarballPath}`,
+    ];
+    for (const path of attempts) {
+      const res = await rawGet(edge.bootstrapPort as number, path);
+      assert.equal(res.status, 404, path);
+      assert.doesNotMatch(res.body, /root:|node-token-1/, path);
+    }
+  });
+
+  test('a node id not in the catalog is refused, by the listener and by the CLI', async () => {
+    const res = await rawGet(edge.bootstrapPort as number, '/bootstrap/v1/nodes/gpu-unknown/agent.yaml');
+    assert.equal(res.status, 404);
+    assert.equal(JSON.parse(res.body).error.code, 'node_not_found');
+    const cli = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', bootstrapUrl(), '--node-id', 'gpu-unknown', '--token', TOKEN, '--dir', join(dir, 'unknown')]);
+    assert.equal(cli.code, 1);
+    assert.match(cli.stderr, /HTTP 404: no node "gpu-unknown" in the catalog/);
+  });
+
+  test('the tarball served does not change while served, even when the file does', async () => {
+    await writeFile(tarballPath, 'replaced on disk');
+    const res = await fetch(`${bootstrapUrl()}/bootstrap/v1/agent.tgz`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(sha256(Buffer.from(await res.arrayBuffer())), tarballSha);
+    const sums = await fetch(`${bootstrapUrl()}/bootstrap/v1/nodes/${NODE_ID}/SHA256SUMS`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.match(await sums.text(), new RegExp(`^${tarballSha}  agent\\.tgz$`, 'm'));
+  });
+});

@@ -1,0 +1,235 @@
+// Node commands and per-node refresh results through real parts: an edge
+// with its admin listener, node agents over gRPC started from config files
+// on disk (refresh_config re-reads them), mock providers. Two agents answer
+// commands; one registers as an agent that predates them, one announces
+// them but never answers.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { stringify as toYaml } from 'yaml';
+import { NodeAgent, type NodeAgentOptions } from '../../src/agent/agent.js';
+import { loadAgentConfig } from '../../src/agent/config.js';
+import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { testWorkers } from '../helpers/stack.js';
+
+const ALIAS = 'chat';
+
+function edgeRaw(capacity: number): any {
+  const node = (id: string, providers: string[], labels: string[]) => ({
+    id,
+    token: `${id}-token`,
+    labels,
+    providers: providers.map((p) => ({ id: p, type: 'openai_compat', capacity })),
+  });
+  return {
+    listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
+    heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+    workers: { count: testWorkers() },
+    admin: { host: '127.0.0.1', port: 0 },
+    nodes: [node('gpu-a', ['pa'], ['rack1']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], []), { id: 'cli-node', token: 'cli-node-token', providers: [{ id: 'pcli', type: 'cli', capacity }] }],
+    models: [{ alias: ALIAS, providers: { pa: 'm', pb: 'm' } }],
+  };
+}
+
+function agentRaw(grpcPort: number, id: string, providers: Record<string, string>, extra: Record<string, unknown> = {}): any {
+  return {
+    edge: { address: `127.0.0.1:${grpcPort}` },
+    node: { id, token: `${id}-token` },
+    providers: Object.entries(providers).map(([pid, url]) => ({ id: pid, type: 'openai_compat', base_url: url })),
+    reconnect: { initial_ms: 50, max_ms: 200 },
+    ...extra,
+  };
+}
+
+describe('node commands through real agents', () => {
+  let edge: RunningEdge;
+  let mockA: MockProvider;
+  let mockB: MockProvider;
+  let dir: string;
+  const agents = new Map<string, NodeAgent>();
+  const files = new Map<string, string>();
+  const cliRestarts: string[] = [];
+
+  async function startAgent(id: string, raw: any, options: NodeAgentOptions = {}): Promise<NodeAgent> {
+    const file = join(dir, `${id}.yaml`);
+    await writeFile(file, toYaml(raw));
+    files.set(id, file);
+    const agent = new NodeAgent(await loadAgentConfig(file), { logger: silentLogger(), stopGraceMs: 500, reloadConfig: () => loadAgentConfig(file), ...options });
+    const registered = once(agent, 'registered');
+    agent.start();
+    await registered;
+    agents.set(id, agent);
+    return agent;
+  }
+
+  async function admin(path: string, body?: unknown): Promise<{ status: number; json: any }> {
+    const res = await fetch(`${edge.adminUrl}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, json: await res.json() };
+  }
+
+  const command = (ref: string, kind: string, extra: Record<string, unknown> = {}) => admin(`/admin/nodes/${encodeURIComponent(ref)}/commands`, { kind, ...extra });
+
+  async function chat(): Promise<number> {
+    const res = await fetch(`${edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.arrayBuffer();
+    return res.status;
+  }
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'node-commands-'));
+    mockA = await startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 0 });
+    mockB = await startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 0 });
+    edge = await startEdge(parseEdgeConfig(edgeRaw(4), 'test'), { logger: silentLogger(), admin: true });
+    const port = edge.grpcPort;
+    await startAgent('gpu-a', agentRaw(port, 'gpu-a', { pa: mockA.url }));
+    await startAgent('gpu-b', agentRaw(port, 'gpu-b', { pb: mockB.url, 'pb-down': 'http://127.0.0.1:9' }));
+    await startAgent('old', agentRaw(port, 'old', { po: mockA.url }), { commandMode: 'legacy' });
+    await startAgent('hung', agentRaw(port, 'hung', { ph: mockA.url }), { commandMode: 'silent' });
+    const cliRaw = { ...agentRaw(port, 'cli-node', {}), providers: [{ id: 'pcli', type: 'cli' }] };
+    await startAgent('cli-node', cliRaw, { cli: { restartProvider: async (id) => (cliRestarts.push(id), `${id}: 2 processes ended`) } });
+  });
+
+  after(async () => {
+    await Promise.all([...agents.values()].map((a) => a.stop()));
+    await edge.close();
+    await mockA.close();
+    await mockB.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('probe reports each provider: a live one healthy, an unreachable one not', async () => {
+    const a = await command('gpu-a', 'probe');
+    assert.equal(a.status, 200);
+    assert.equal(a.json.results.length, 1);
+    assert.equal(a.json.results[0].status, 'ok', a.json.results[0].message);
+    assert.equal(a.json.results[0].result.providers.pa.healthy, true);
+    assert.equal(a.json.results[0].result.providers.pa.status, 200);
+    const b = await command('gpu-b', 'probe');
+    const result = b.json.results[0];
+    assert.equal(result.status, 'failed');
+    assert.match(result.message, /pb-down/);
+    assert.equal(result.result.providers.pb.healthy, true);
+    assert.equal(result.result.providers['pb-down'].healthy, false);
+  });
+
+  test('drain: the agent takes no new tunnels and the edge sends them elsewhere; undrain restores it', async () => {
+    const drained = await command('gpu-a', 'drain');
+    assert.equal(drained.json.results[0].status, 'ok', drained.json.results[0].message);
+    assert.equal(agents.get('gpu-a')?.draining, true);
+    const status = await admin('/admin/status');
+    assert.equal(status.json.nodes.find((n: any) => n.id === 'gpu-a').draining, true);
+    const beforeA = mockA.requestLog.length;
+    for (let i = 0; i < 6; i++) assert.equal(await chat(), 200);
+    assert.equal(mockA.requestLog.length, beforeA, 'a drained node got no request');
+
+    const undrained = await command('gpu-a', 'undrain');
+    assert.equal(undrained.json.results[0].status, 'ok');
+    assert.equal(agents.get('gpu-a')?.draining, false);
+    for (let i = 0; i < 8; i++) assert.equal(await chat(), 200);
+    assert.ok(mockA.requestLog.length > beforeA, 'an undrained node serves again');
+  });
+
+  test('a drained agent refuses tunnels by itself: with only the edge-side drain lifted, requests still go elsewhere', async () => {
+    await command('gpu-a', 'drain');
+    assert.equal((await admin('/admin/nodes/gpu-a/undrain', {})).status, 200);
+    const beforeA = mockA.requestLog.length;
+    for (let i = 0; i < 6; i++) assert.equal(await chat(), 200);
+    assert.equal(mockA.requestLog.length, beforeA, 'the agent answered node_leaving and the edge retried on gpu-b');
+    await command('gpu-a', 'undrain');
+  });
+
+  test('refresh_config applies base_url and connections, and names what needs a restart', async () => {
+    const file = files.get('gpu-a') as string;
+    // pa moves to mock B with a smaller pool: both apply at once.
+    await writeFile(file, toYaml(agentRaw(edge.grpcPort, 'gpu-a', { pa: mockB.url }, {})).replace('type: openai_compat', 'type: openai_compat\n    connections: 8'));
+    const applied = await command('gpu-a', 'refresh_config');
+    assert.equal(applied.json.results[0].status, 'applied', applied.json.results[0].message);
+    assert.deepEqual(applied.json.results[0].result.applied.sort(), ['providers[pa].base_url', 'providers[pa].connections']);
+    const beforeB = mockB.requestLog.length;
+    await command('gpu-b', 'drain');
+    assert.equal(await chat(), 200);
+    assert.equal(mockB.requestLog.length, beforeB + 1, 'gpu-a now sends pa requests to the new base_url');
+    await command('gpu-b', 'undrain');
+
+    await writeFile(file, toYaml(agentRaw(edge.grpcPort, 'gpu-a', { pa: mockA.url }, { log_level: 'debug', edge: { address: `127.0.0.1:${edge.grpcPort}`, streams: 2 } })));
+    const restart = await command('gpu-a', 'refresh_config');
+    assert.equal(restart.json.results[0].status, 'restart_required');
+    assert.match(restart.json.results[0].message, /needs an agent restart: edge, log_level/);
+    assert.match(restart.json.results[0].message, /applied: providers\[pa\]\.base_url, providers\[pa\]\.connections/);
+
+    await writeFile(file, 'node: [not, a, map');
+    const broken = await command('gpu-a', 'refresh_config');
+    assert.equal(broken.json.results[0].status, 'failed');
+    assert.match(broken.json.results[0].message, /not valid YAML/);
+  });
+
+  test('restart_provider ends a cli provider\'s processes through the runner\'s hook', async () => {
+    const res = await command('cli-node', 'restart_provider', { args: { provider: 'pcli' } });
+    assert.equal(res.json.results[0].status, 'ok', res.json.results[0].message);
+    assert.equal(res.json.results[0].message, 'pcli: 2 processes ended');
+    assert.deepEqual(cliRestarts, ['pcli']);
+    const probe = await command('cli-node', 'probe');
+    assert.equal(probe.json.results[0].result.providers.pcli.healthy, null);
+  });
+
+  test('restart_provider on an HTTP provider is unsupported for its type', async () => {
+    const res = await command('gpu-a', 'restart_provider', { args: { provider: 'pa' } });
+    assert.equal(res.json.results[0].status, 'unsupported');
+    assert.match(res.json.results[0].message, /unsupported for this provider type/);
+  });
+
+  test('an agent that predates commands gets a clear unsupported result; a silent one a timeout', async () => {
+    const old = await command('old', 'probe');
+    assert.equal(old.status, 200);
+    assert.equal(old.json.results[0].status, 'unsupported');
+    assert.match(old.json.results[0].message, /predates node commands/);
+    const started = performance.now();
+    const hung = await command('hung', 'probe', { timeout_ms: 300 });
+    assert.equal(hung.json.results[0].status, 'timeout');
+    assert.match(hung.json.results[0].message, /no answer within 300 ms/);
+    assert.ok(performance.now() - started < 3_000);
+  });
+
+  test('a label names every node carrying it; unknown references and kinds are refused', async () => {
+    const res = await command('rack1', 'probe');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.json.results.map((r: any) => r.node).sort(), ['gpu-a', 'gpu-b']);
+    const status = await admin('/admin/status');
+    assert.deepEqual(status.json.nodes.find((n: any) => n.id === 'gpu-b').labels, ['rack1']);
+    assert.equal((await command('nope', 'probe')).status, 404);
+    const bad = await command('gpu-a', 'reboot');
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.code, 'invalid_kind');
+  });
+
+  test('a refresh apply returns each concerned node\'s answer and says when an agent needs a restart', async () => {
+    await writeFile(files.get('gpu-a') as string, toYaml(agentRaw(edge.grpcPort, 'gpu-a', { pa: mockA.url })));
+    await writeFile(files.get('gpu-b') as string, toYaml(agentRaw(edge.grpcPort, 'gpu-b', { pb: mockB.url, 'pb-down': 'http://127.0.0.1:9' }, { tunnels: { batch_frames: false } })));
+    const res = await admin('/admin/config/refresh', { mode: 'apply', config: edgeRaw(6), node_timeout_ms: 1_000 });
+    assert.equal(res.status, 200);
+    assert.equal(res.json.status, 'applied');
+    const byNode = Object.fromEntries(res.json.nodes.map((n: any) => [n.node, [n.status, n.message]]));
+    assert.equal(byNode['gpu-a'][0], 'applied', byNode['gpu-a'][1]);
+    assert.equal(byNode['gpu-b'][0], 'restart_required');
+    assert.match(byNode['gpu-b'][1], /tunnels/);
+    assert.equal(byNode.old[0], 'unsupported');
+    assert.equal(byNode.hung[0], 'timeout');
+    assert.equal(res.json.configVersion, 2, 'the commit stands whatever the nodes answered');
+    const status = await admin('/admin/status');
+    assert.equal(status.json.providers.find((p: any) => p.id === 'pa').capacity, 6);
+  });
+});

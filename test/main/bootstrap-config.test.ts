@@ -1,0 +1,84 @@
+// The bootstrap section and node labels in the edge config: what is
+// required, what is refused, and the defaults an operator gets.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { resolveNodeRef } from '../../src/main/nodes/node-refs.js';
+import { renderAgentConfig } from '../../src/main/bootstrap/artifacts.js';
+import { parseAgentConfig } from '../../src/agent/config.js';
+import { ConfigError } from '../../src/shared/config-reader.js';
+import { parse as parseYaml } from 'yaml';
+
+function base(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    listen: { grpc: { host: '10.0.0.5', port: 50051 } },
+    nodes: [
+      { id: 'gpu-1', token: 't1', labels: ['rack1', 'h100'], providers: [{ id: 'p1', type: 'vllm', base_url: 'http://127.0.0.1:8001' }] },
+      { id: 'gpu-2', token: 't2', labels: ['rack1'], providers: [{ id: 'p2', type: 'ollama' }] },
+      { id: 'rack1', token: 't3', providers: [{ id: 'p3' }] },
+    ],
+    models: [],
+    ...extra,
+  };
+}
+
+function problemsOf(raw: unknown): string {
+  try {
+    parseEdgeConfig(raw, 'test.yaml');
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.problems.join('\n');
+  }
+  assert.fail('expected a ConfigError');
+}
+
+test('bootstrap is off by default; when set it needs a long token and a dialable edge address', () => {
+  assert.equal(parseEdgeConfig(base(), 't').bootstrap, undefined);
+  const on = parseEdgeConfig(base({ bootstrap: { artifact_dir: '/srv/a', token: 'x'.repeat(16) } }), 't').bootstrap;
+  assert.deepEqual(on, { host: '127.0.0.1', port: 8443, artifactDir: '/srv/a', token: 'x'.repeat(16), edgeAddress: undefined });
+  const problems = problemsOf({ ...base({ bootstrap: { token: 'short', surprise: 1 } }), listen: { grpc: { host: '0.0.0.0' } } });
+  assert.match(problems, /bootstrap\.token: at least 16 characters \(value not shown/);
+  assert.doesNotMatch(problems, /short/);
+  assert.match(problems, /bootstrap\.artifact_dir: expected a non-empty string/);
+  assert.match(problems, /bootstrap\.edge_address: required when listen\.grpc\.host \(0\.0\.0\.0\)/);
+  assert.match(problems, /bootstrap\.surprise: unknown key/);
+});
+
+test('a reference is an id first, else every node with that label', () => {
+  const config = parseEdgeConfig(base(), 't');
+  assert.deepEqual(resolveNodeRef(config, 'gpu-2'), ['gpu-2']);
+  assert.deepEqual(resolveNodeRef(config, 'h100'), ['gpu-1']);
+  assert.deepEqual(resolveNodeRef(config, 'rack1'), ['rack1'], 'the id wins over the label of the same name');
+  assert.deepEqual(resolveNodeRef(config, 'nothing'), []);
+});
+
+test('a rendered agent config is one the agent accepts as written', () => {
+  const config = parseEdgeConfig(base(), 't');
+  for (const node of config.nodes) {
+    const text = renderAgentConfig(node, 'edge.example:50051');
+    const agent = parseAgentConfig(parseYaml(text), 'rendered');
+    assert.equal(agent.node.id, node.id);
+    assert.equal(agent.edge.address, 'edge.example:50051');
+    assert.deepEqual(agent.providers.map((p) => p.id), node.providers.map((p) => p.id));
+  }
+  const gpu1 = parseAgentConfig(parseYaml(renderAgentConfig(config.nodes[0], 'e:1')), 'r');
+  assert.equal(gpu1.providers[0].baseUrl, 'http://127.0.0.1:8001');
+  const gpu2 = parseAgentConfig(parseYaml(renderAgentConfig(config.nodes[1], 'e:1')), 'r');
+  assert.equal(gpu2.providers[0].baseUrl, 'http://127.0.0.1:11434', 'the usual Ollama port when the catalog names none');
+});
+
+test('a label change is a mutable refresh; a bootstrap change needs a restart', async () => {
+  const { diffConfigs } = await import('../../src/main/refresh/diff.js');
+  const { ruleFor } = await import('../../src/main/refresh/mutability.js');
+  const before = parseEdgeConfig(base(), 't');
+  const relabelled = base();
+  (relabelled.nodes as { labels?: string[] }[])[1].labels = ['rack2'];
+  const changes = diffConfigs(before, parseEdgeConfig({ ...relabelled, bootstrap: { artifact_dir: '/a', token: 'y'.repeat(20) } }, 't'));
+  assert.deepEqual(
+    changes.map((c) => [c.path, ruleFor(c.path).mutable]),
+    [
+      ['nodes[gpu-2].labels', true],
+      ['bootstrap', false],
+    ],
+  );
+});
