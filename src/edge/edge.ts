@@ -18,7 +18,8 @@ import { inspectPlane } from '../workers/plane-inspection.js';
 import { AggregatorRegistry } from 'prom-client';
 import { AdminServer } from '../main/admin/admin-server.js';
 import type { AdminOps, NodeDrainOutcome } from '../main/admin/ops.js';
-import { buildEdgeStatus, type EdgeStatus, type SessionView } from '../main/admin/status.js';
+import { buildEdgeStatus, livenessOf, type EdgeStatus, type SessionView } from '../main/admin/status.js';
+import { EdgeSeries, type SeriesPoint } from '../main/admin/series.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EdgeObserver } from '../workers/observe/edge-observer.js';
 import { EventBus } from '../main/events/event-bus.js';
@@ -109,6 +110,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   readonly #sessions = new Map<string, SessionView>();
   #shuttingDown = false;
   readonly admin: AdminServer | undefined;
+  /** The console's 15-minute charts; kept only when the admin listener runs. */
+  readonly series: EdgeSeries | undefined;
   readonly refresher: ConfigRefresher;
   readonly #https: boolean;
   #config: EdgeConfig;
@@ -148,6 +151,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     // Registered before listen; during a drain every client request gets 503 shutting_down.
     this.client?.app.addHook('onRequest', this.refuseWhileDraining);
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
+    this.series = this.admin === undefined ? undefined : new EdgeSeries({ metricsParts: () => this.#metricsParts(), groups: () => this.driver.status().groups });
   }
 
   get workers(): number {
@@ -162,6 +166,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
         this.httpPort = ports.httpPort;
         this.grpcPort = ports.grpcPort;
         if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
+        this.series?.start();
       } catch (err) {
         await this.pool.close();
         this.driver.close();
@@ -174,6 +179,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     try {
       this.httpPort = await this.client.listen(config.http.host, config.http.port);
       if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
+      this.series?.start();
     } catch (err) {
       await this.client.close();
       await this.nodes.close();
@@ -289,7 +295,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   // --- admin ----------------------------------------------------------------
 
   async status(): Promise<EdgeStatus> {
-    if (this.pool === undefined) return buildEdgeStatus(this, this.openRequests, []);
+    const rejectsPerMinute = (alias: string, total: number): number => this.series?.rejectsPerMinute(alias, total) ?? 0;
+    if (this.pool === undefined) {
+      const sessions = this.nodes === undefined ? [] : [...this.nodes.sessions()].map((s) => ({ nodeId: s.nodeId, generation: s.generation, lastSeenMs: s.lastSeenAtMs }));
+      return buildEdgeStatus(this, this.openRequests, [], { liveness: livenessOf(sessions), rejectsPerMinute });
+    }
     const planes = await this.#planes();
     let open = 0;
     const rings = this.pool.ringUsage();
@@ -297,7 +307,17 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       open += p.openExchanges;
       rings.push(...p.rings);
     }
-    return buildEdgeStatus(this, open, rings);
+    return buildEdgeStatus(this, open, rings, { liveness: livenessOf(planes.flatMap((p) => p.sessions)), rejectsPerMinute });
+  }
+
+  seriesPoints(): readonly SeriesPoint[] {
+    return this.series?.points ?? [];
+  }
+
+  async #metricsParts(): Promise<unknown[][]> {
+    const own = await this.metrics.scrapeJson();
+    if (this.pool === undefined) return [own];
+    return [own, ...(await this.pool.callAll<unknown[]>({ type: 'metrics' }))];
   }
 
   async inspect(): Promise<EdgeInspection> {
@@ -426,6 +446,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   async #close(): Promise<void> {
+    this.series?.stop();
     await this.admin?.close();
     this.events.closeAll();
     await this.client?.close();

@@ -192,7 +192,7 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   status(): SchedulerStatus {
-    return this.scheduler.status();
+    return this.scheduler.status(performance.now());
   }
 
   close(): void {

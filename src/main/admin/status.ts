@@ -29,6 +29,10 @@ export interface EdgeStatus {
     readonly draining: boolean;
     readonly openTunnels: number;
     readonly configured: boolean;
+    /** gRPC streams the node's connection holds (lanes); 0 when not connected. */
+    readonly lanes: number;
+    /** Since the last message from the node on any lane (heartbeats included); null when not connected. */
+    readonly heartbeatAgeMs: number | null;
   }[];
   readonly providers: readonly {
     readonly id: string;
@@ -45,6 +49,8 @@ export interface EdgeStatus {
     readonly queueDepth: number;
     readonly maxQueue: number;
     readonly queueTimeoutMs: number;
+    readonly oldestWaitMs: number;
+    readonly rejectsPerMinute: number;
     readonly policy: 'fifo';
   }[];
   readonly workers: { readonly count: number; readonly rings: readonly { readonly name: string; readonly used: number; readonly capacity: number }[] };
@@ -80,12 +86,40 @@ function leasesOn(s: SchedulerStatus, nodeId: string): number {
   return sum;
 }
 
+function lanesOf(live: { generation: number; lanes: number; lastSeenMs: number } | undefined, generation: number, now: number): { lanes: number; heartbeatAgeMs: number | null } {
+  if (live === undefined || live.generation !== generation) return { lanes: 0, heartbeatAgeMs: null };
+  return { lanes: live.lanes, heartbeatAgeMs: Math.max(0, now - live.lastSeenMs) };
+}
+
 function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
+/** Per node, what its live lanes say: how many there are, and the newest message time (ms since the epoch). */
+export type LaneLiveness = ReadonlyMap<string, { readonly generation: number; readonly lanes: number; readonly lastSeenMs: number }>;
+
+/** Lane count and last-heard time per node, from the data path's session list. */
+export function livenessOf(sessions: readonly { readonly nodeId: string; readonly generation: number; readonly lastSeenMs: number }[]): LaneLiveness {
+  const out = new Map<string, { generation: number; lanes: number; lastSeenMs: number }>();
+  for (const s of sessions) {
+    const known = out.get(s.nodeId);
+    if (known === undefined || s.generation > known.generation) out.set(s.nodeId, { generation: s.generation, lanes: 1, lastSeenMs: s.lastSeenMs });
+    else if (s.generation === known.generation) {
+      known.lanes++;
+      known.lastSeenMs = Math.max(known.lastSeenMs, s.lastSeenMs);
+    }
+  }
+  return out;
+}
+
+export interface StatusExtras {
+  readonly liveness?: LaneLiveness;
+  rejectsPerMinute?(alias: string, rejectedTotal: number): number;
+}
+
 /** `openRequests` and `rings` are gathered by the caller (from the workers when there are some). */
-export function buildEdgeStatus(source: StatusSource, openRequests: number, rings: EdgeStatus['workers']['rings']): EdgeStatus {
+export function buildEdgeStatus(source: StatusSource, openRequests: number, rings: EdgeStatus['workers']['rings'], extras: StatusExtras = {}): EdgeStatus {
+  const now = Date.now();
   const s = source.scheduler();
   const configured = new Set(source.config.nodes.map((n) => n.id));
   const bus = source.events;
@@ -113,6 +147,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
         // A worker's report carries no live count: the scheduler's leases on the node stand in.
         openTunnels: live ? (session.openTunnels > 0 ? session.openTunnels : leasesOn(s, n.id)) : 0,
         configured: configured.has(n.id),
+        ...lanesOf(extras.liveness?.get(n.id), n.connected ? n.generation : -1, now),
       };
     }),
     providers: s.providers.map((p) => ({
@@ -125,7 +160,15 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       health: !p.connected ? 'offline' : !p.announced ? 'not_announced' : !p.enabled ? 'disabled' : p.draining ? 'draining' : 'ok',
       servedModels: p.servedModels,
     })),
-    groups: s.groups.map((g) => ({ model: g.alias, queueDepth: g.queueDepth, maxQueue: g.maxQueue, queueTimeoutMs: g.queueTimeoutMs, policy: 'fifo' })),
+    groups: s.groups.map((g) => ({
+      model: g.alias,
+      queueDepth: g.queueDepth,
+      maxQueue: g.maxQueue,
+      queueTimeoutMs: g.queueTimeoutMs,
+      oldestWaitMs: Math.round(g.oldestWaitMs),
+      rejectsPerMinute: extras.rejectsPerMinute?.(g.alias, g.rejectedTotal) ?? 0,
+      policy: 'fifo',
+    })),
     workers: { count: source.config.workers.count, rings },
     events: {
       published: bus.publishedTotal,

@@ -115,6 +115,7 @@ export class Scheduler {
       if (entry !== undefined) {
         this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0);
       } else if (group.queue.length >= group.maxQueue) {
+        group.rejected++;
         this.outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
       } else {
         const item = new QueueItem(
@@ -341,8 +342,9 @@ export class Scheduler {
 
   // --- Introspection --------------------------------------------------------
 
-  status(): SchedulerStatus {
-    return buildStatus(this.registry, this.leases.size);
+  /** `now` (the clock admit() gets) dates the oldest waiter; without it, the last time the scheduler saw. */
+  status(now: number = this.now): SchedulerStatus {
+    return buildStatus(this.registry, this.leases.size, now);
   }
 
   /** Empty when every invariant holds. For tests and debug endpoints. */
@@ -509,6 +511,7 @@ export class Scheduler {
         ? 'queue_timeout'
         : 'no_provider_available';
       this.dequeue(item);
+      group.rejected++;
       this.outbox.push(new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
     }
   }

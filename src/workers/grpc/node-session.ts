@@ -73,6 +73,11 @@ export class NodeSession implements TunnelHost {
   private idsWrapped = false;
   private readonly guard: SessionGuard;
   private lastSeenMs = Date.now();
+
+  /** Wall-clock time of the last message from the node (heartbeats included); the console shows its age. */
+  get lastSeenAtMs(): number {
+    return this.lastSeenMs;
+  }
   private heartbeatTimer: NodeJS.Timeout | undefined;
 
   constructor(
