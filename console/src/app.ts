@@ -243,8 +243,21 @@ function onEvent(type: string, data: string): void {
   if (type.startsWith('node.') && status) renderStatus(status);
   if (type.startsWith('run.')) {
     while (runs.size > MAX_RUNS) runs.delete(runs.keys().next().value as string);
-    renderRuns();
+    scheduleRuns();
   }
+}
+
+// A busy edge sends thousands of run events a second: the table is redrawn
+// at most every RUNS_RENDER_MS, so the browser's work does not grow with load.
+const RUNS_RENDER_MS = 250;
+let runsQueued = false;
+function scheduleRuns(): void {
+  if (runsQueued) return;
+  runsQueued = true;
+  setTimeout(() => {
+    runsQueued = false;
+    renderRuns();
+  }, RUNS_RENDER_MS);
 }
 
 // --- rendering ----------------------------------------------------------------------
