@@ -18,7 +18,7 @@ const SPAN_MS = 15 * 60_000;
 // --- shapes of the admin API (only what the page reads) -------------------------
 
 interface NodeRow { id: string; connected: boolean; generation: number; agentVersion: string | null; draining: boolean; openTunnels: number; configured: boolean; lanes?: number; heartbeatAgeMs?: number | null }
-interface ProviderRow { id: string; node: string; capacity: number; inFlight: number; queued: number; loadRatio: number; health: string; servedModels: string[] }
+interface ProviderRow { id: string; node: string; capacity: number; inFlight: number; queued: number; loadRatio: number; health: string; servedModels: string[]; type?: string | null }
 interface GroupRow { model: string; queueDepth: number; maxQueue: number; queueTimeoutMs: number; oldestWaitMs?: number; rejectsPerMinute?: number }
 interface Status { edge: { version: string; uptimeSeconds: number; configVersion: number; openRequests: number; shuttingDown: boolean }; nodes: NodeRow[]; providers: ProviderRow[]; groups: GroupRow[] }
 interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; ttfbP95Ms: number | null; queueP50Ms: number | null; queueP95Ms: number | null }
@@ -296,6 +296,9 @@ function nodeState(n: NodeRow): [string, string] {
   return ['connected', 'ok'];
 }
 
+/** Provider types as the API each speaks to its node agent. */
+const API_NAMES: Record<string, string> = { openai_compat: 'OpenAI', vllm: 'vLLM (OpenAI)', ollama: 'Ollama', cli: 'CLI' };
+
 function renderStatus(next: Status): void {
   status = next;
   const e = next.edge;
@@ -329,15 +332,16 @@ function renderStatus(next: Status): void {
   });
 
   $('providers-empty').hidden = next.providers.length > 0;
-  syncRows($<HTMLTableSectionElement>('providers-body'), next.providers, (p) => p.id, 7, (row, c, p) => {
+  syncRows($<HTMLTableSectionElement>('providers-body'), next.providers, (p) => p.id, 8, (row, c, p) => {
     row.dataset.provider = p.id;
     set(c[0], p.id);
     set(c[1], p.node);
     set(c[2], p.health.replace('_', ' '), `state ${p.health === 'ok' ? 'ok' : p.health === 'draining' ? 'warn' : 'bad'}`);
-    set(c[3], `${p.inFlight} / ${p.capacity}`, 'num');
-    set(c[4], String(p.queued), 'num');
-    set(c[5], percent(p.loadRatio), 'num');
-    set(c[6], p.servedModels.join(', ') || '–');
+    set(c[3], API_NAMES[p.type ?? ''] ?? p.type ?? '–');
+    set(c[4], `${p.inFlight} / ${p.capacity}`, 'num');
+    set(c[5], String(p.queued), 'num');
+    set(c[6], percent(p.loadRatio), 'num');
+    set(c[7], p.servedModels.join(', ') || '–');
   });
 
   $('queues-empty').hidden = next.groups.length > 0;

@@ -29,6 +29,7 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
   let browser: Browser;
   let page: Page;
   let raw: Record<string, unknown>;
+  let holdStatusMs = 0;
 
   const adminStatus = async (): Promise<{ nodes: { id: string; connected: boolean; draining: boolean }[] }> => {
     const res = await fetch(`${edge.adminUrl}/admin/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
@@ -59,6 +60,13 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
     page = await browser.newPage();
     await page.setViewport({ width: 1280, height: 800 });
+    // Lets a test hold the page's status polls back, so what it sees must come from the event stream.
+    await page.setRequestInterception(true);
+    page.on('request', (request) => {
+      const go = (): void => void request.continue().catch(() => undefined);
+      if (holdStatusMs > 0 && request.url().endsWith('/admin/status')) setTimeout(go, holdStatusMs);
+      else go();
+    });
   });
 
   after(async () => {
@@ -91,6 +99,8 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
 
   test('a node shows as connected within 2 s of its agent starting', async () => {
     await page.waitForSelector('#conn[data-state="ok"]');
+    // Status polls answer only after 3 s from here: the node must turn connected from its event.
+    holdStatusMs = 3_000;
     const started = performance.now();
     agent = agentFor(edge.grpcPort, mock.url);
     const registered = once(agent, 'registered');
@@ -99,6 +109,7 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     const elapsed = performance.now() - started;
     await registered;
     assert.ok(elapsed < 2_000, `connected after ${elapsed.toFixed(0)} ms`);
+    holdStatusMs = 0;
     // Lanes and heartbeat age arrive with the next status poll.
     await until(`(() => { const row = document.querySelector('tr[data-node="${NODE_ID}"]'); return row !== null && row.cells[3].textContent === '1' && / ms$/.test(row.cells[6].textContent); })()`);
   });
@@ -178,7 +189,7 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await shot('try-it', '#try');
   });
 
-  test('the views at 1280×800 and at phone width; the session ends on logout', async () => {
+  test('the views at 1280×800 and at phone width', async () => {
     if (SHOTS !== undefined) {
       // A little traffic for the charts (the series samples every 5 s).
       for (let i = 0; i < 3; i++) {
@@ -198,6 +209,19 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     const overflow = await js<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
     assert.ok(overflow <= 0, `page is ${overflow} px wider than a phone`);
     await page.setViewport({ width: 1280, height: 800 });
+    // The provider row names the API the provider speaks.
+    assert.deepEqual((await cellsOf('tr[data-provider]')).slice(0, 5), ['gpu-1-mock', NODE_ID, 'ok', 'OpenAI', '0 / 4']);
+  });
+
+  test('a node, then the edge, going away: the page says so and what to do; logout ends the session', async () => {
+    await agent?.stop();
+    agent = undefined;
+    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="offline"]`, { timeout: 2_000 });
+    assert.match(await text(`tr[data-node="${NODE_ID}"] td`), /start its node agent/);
+    await edge.close();
+    await page.waitForSelector('#conn[data-state="warn"], #conn[data-state="down"]', { timeout: 5_000 });
+    await until(`!document.getElementById('banner').hidden`);
+    assert.match(await text('#banner'), /(disconnected|does not answer).*(running|Retrying|Reconnecting)/i);
     await page.click('#logout');
     await page.waitForSelector('#login-form', { visible: true });
     assert.equal(await js(`sessionStorage.getItem('edge-admin-token')`), null);

@@ -2,7 +2,7 @@
 // groups) joined with the live sessions (agent version, address, connected
 // since) and the event bus's subscribers. Built on request, never on the
 // data path.
-import type { EdgeConfig } from '../../shared/config-types.js';
+import type { EdgeConfig, ProviderType } from '../../shared/config-types.js';
 import { VERSION } from '../../shared/version.js';
 import type { EventBus } from '../events/event-bus.js';
 import type { SchedulerStatus } from '../../contract/scheduler.js';
@@ -43,6 +43,8 @@ export interface EdgeStatus {
     readonly loadRatio: number;
     readonly health: ProviderHealth;
     readonly servedModels: readonly string[];
+    /** The API the provider speaks (its configured type); null once gone from the config. */
+    readonly type: ProviderType | null;
   }[];
   readonly groups: readonly {
     readonly model: string;
@@ -122,6 +124,8 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
   const now = Date.now();
   const s = source.scheduler();
   const configured = new Set(source.config.nodes.map((n) => n.id));
+  const providerTypes = new Map<string, ProviderType>();
+  for (const n of source.config.nodes) for (const p of n.providers) providerTypes.set(p.id, p.type);
   const bus = source.events;
   return {
     edge: {
@@ -159,6 +163,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       loadRatio: Math.round(p.loadRatio * 1000) / 1000,
       health: !p.connected ? 'offline' : !p.announced ? 'not_announced' : !p.enabled ? 'disabled' : p.draining ? 'draining' : 'ok',
       servedModels: p.servedModels,
+      type: providerTypes.get(p.id) ?? null,
     })),
     groups: s.groups.map((g) => ({
       model: g.alias,
