@@ -342,6 +342,7 @@ function renderStatus(next: Status): void {
     set(c[5], String(p.queued), 'num');
     set(c[6], percent(p.loadRatio), 'num');
     set(c[7], p.servedModels.join(', ') || '–');
+    c[7].title = p.servedModels.join(', '); // the cell may cut the list short
   });
 
   $('queues-empty').hidden = next.groups.length > 0;
