@@ -117,16 +117,17 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
   test('a running stream appears among the runs and finishes there', async () => {
     const response = await fetch(`${edge.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-mock-tokens': '30', 'x-mock-interval-ms': '50' },
+      headers: { 'content-type': 'application/json', 'x-mock-tokens': '60', 'x-mock-interval-ms': '50' },
       body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'count' }] }),
     });
     assert.equal(response.status, 200);
     const runId = response.headers.get('x-edge-run-id') as string;
     assert.ok(runId);
-    await page.waitForSelector(`tr[data-run="${runId}"][data-state="running"]`, { timeout: 1_500 });
+    // The stream lasts 3 s: the page must show it while it runs.
+    await page.waitForSelector(`tr[data-run="${runId}"][data-state="running"]`, { timeout: 2_500 });
     await shot('runs-running', '#runs');
     await response.text(); // the stream ends
-    await page.waitForSelector(`tr[data-run="${runId}"][data-state="finished"]`, { timeout: 2_000 });
+    await page.waitForSelector(`tr[data-run="${runId}"][data-state="finished"]`, { timeout: 3_000 });
     const cells = await cellsOf(`tr[data-run="${runId}"]`);
     assert.equal(cells[3], 'end');
     assert.equal(cells[4], '200');
@@ -206,11 +207,13 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     }
     // Nothing overflows the page horizontally at phone width (tables scroll inside their panel).
     await page.setViewport({ width: 390, height: 844 });
-    const overflow = await js<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
-    assert.ok(overflow <= 0, `page is ${overflow} px wider than a phone`);
+    const overflowJs = 'document.documentElement.scrollWidth - document.documentElement.clientWidth';
+    await until(`${overflowJs} <= 0`, 3_000).catch(async () => assert.fail(`page is ${await js<number>(overflowJs)} px wider than a phone`));
     await page.setViewport({ width: 1280, height: 800 });
     // The provider row names the API the provider speaks.
-    assert.deepEqual((await cellsOf('tr[data-provider]')).slice(0, 5), ['gpu-1-mock', NODE_ID, 'ok', 'OpenAI', '0 / 4']);
+    const expected = ['gpu-1-mock', NODE_ID, 'ok', 'OpenAI', '0 / 4'];
+    const providerJs = `JSON.stringify(Array.from(document.querySelector('tr[data-provider]').cells).slice(0, 5).map((c) => c.textContent))`;
+    await until(`${providerJs} === ${JSON.stringify(JSON.stringify(expected))}`, 5_000).catch(async () => assert.deepEqual((await cellsOf('tr[data-provider]')).slice(0, 5), expected));
   });
 
   test('a node, then the edge, going away: the page says so and what to do; logout ends the session', async () => {
