@@ -180,10 +180,12 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
 /** The runs branch may add GET /admin/runs (recent run records); without it the page builds runs from events alone. */
 async function loadRuns(): Promise<void> {
   try {
-    const res = await json<{ runs?: Record<string, unknown>[] }>('/admin/runs');
-    if (res.status !== 200 || !Array.isArray(res.body.runs)) return;
+    const res = await json<Record<string, unknown>[] | { runs?: Record<string, unknown>[] }>('/admin/runs');
+    // The route's shape is the runs branch's to settle: a list, or {runs: [...]}.
+    const list = Array.isArray(res.body) ? res.body : res.body.runs;
+    if (res.status !== 200 || !Array.isArray(list)) return;
     runsAvailable = true;
-    for (const r of res.body.runs.slice(-MAX_RUNS)) {
+    for (const r of list.slice(-MAX_RUNS)) {
       const runId = String(r.runId ?? r.id ?? '');
       if (runId === '' || runs.has(runId)) continue;
       const finished = r.outcome !== undefined && r.outcome !== null;
