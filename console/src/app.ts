@@ -9,6 +9,7 @@ import { bytes, clock, ms, percent, rate } from './format.js';
 import { readSse } from './sse.js';
 
 const TOKEN_KEY = 'edge-admin-token';
+const LIVE_RUNS_KEY = 'edge-console-live-runs';
 const STATUS_EVERY_MS = 2_000;
 const SERIES_EVERY_MS = 5_000;
 const EVENTS_RETRY_MS = 2_000;
@@ -110,7 +111,7 @@ function start(first: Status): void {
   void loadRuns();
   void pollStatus(signal);
   void pollSeries(signal);
-  void streamEvents(signal);
+  restartEvents();
   $('main').focus();
 }
 
@@ -157,10 +158,26 @@ async function pollSeries(signal: AbortSignal): Promise<void> {
   }
 }
 
+/** The events stream, restarted alone when the live-runs switch changes. */
+let events: AbortController | null = null;
+
+function restartEvents(): void {
+  events?.abort();
+  if (live === null) return;
+  events = new AbortController();
+  const outer = live.signal;
+  outer.addEventListener('abort', () => events?.abort(), { once: true });
+  void streamEvents(events.signal);
+}
+
+function liveRuns(): boolean {
+  return sessionStorage.getItem(LIVE_RUNS_KEY) !== '0';
+}
+
 async function streamEvents(signal: AbortSignal): Promise<void> {
   while (!signal.aborted) {
     try {
-      const res = await api('/admin/events', { signal });
+      const res = await api(liveRuns() ? '/admin/events' : '/admin/events?runs=0', { signal });
       if (!res.ok || res.body === null) throw new Error(`HTTP ${res.status}`);
       setConn('live', 'ok');
       if (!statusFailing) banner(null);
@@ -569,6 +586,12 @@ function init(): void {
     void tryIt();
   });
   $('try-stop').addEventListener('click', () => trying?.abort());
+  const liveRunsBox = $<HTMLInputElement>('live-runs');
+  liveRunsBox.checked = liveRuns();
+  liveRunsBox.addEventListener('change', () => {
+    sessionStorage.setItem(LIVE_RUNS_KEY, liveRunsBox.checked ? '1' : '0');
+    restartEvents();
+  });
   // An admin listener without a token (loopback only) needs no login: the empty token is tried first.
   void login(token ?? '').then(() => {
     if (token === null) $('login-error').textContent = '';

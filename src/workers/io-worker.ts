@@ -37,7 +37,7 @@ class ForwardingSink implements EventSink {
     return Atomics.load(this.flag, 0) === 1;
   }
   publish(event: EdgeEvent): void {
-    if (!this.active) return;
+    if (!this.active && (event.type === 'run.started' || event.type === 'run.finished')) return;
     parentPort?.postMessage({ type: 'event', event } satisfies WorkerEvent);
   }
 }

@@ -190,6 +190,43 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await shot('try-it', '#try');
   });
 
+  test('with live runs off the edge builds no run events for the page; nodes stay live; back on, runs return', async () => {
+    const subscribers = async (): Promise<{ runs: boolean }[]> => {
+      const res = await fetch(`${edge.adminUrl}/admin/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      return ((await res.json()) as { events: { subscribers: { runs: boolean }[] } }).events.subscribers;
+    };
+    const chat = async (): Promise<string> => {
+      const res = await fetch(`${edge.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }) });
+      await res.text();
+      return res.headers.get('x-edge-run-id') as string;
+    };
+    await page.click('#live-runs');
+    await page.waitForSelector('#conn[data-state="ok"]');
+    const deadline = Date.now() + 3_000;
+    let subs = await subscribers();
+    while (!(subs.length === 1 && subs[0].runs === false) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      subs = await subscribers();
+    }
+    assert.deepEqual(subs.map((s) => s.runs), [false], 'the page re-subscribed without run events');
+    const unseen = await chat();
+    // Node events still arrive: a drain shows at once.
+    await page.click(`tr[data-node="${NODE_ID}"] button[data-action="drain"]`);
+    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="draining"]`, { timeout: 2_000 });
+    await page.click(`tr[data-node="${NODE_ID}"] button[data-action="undrain"]`);
+    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="connected"]`, { timeout: 2_000 });
+    assert.equal(await page.$(`tr[data-run="${unseen}"]`), null, 'no run event reached the page');
+    await page.click('#live-runs');
+    await page.waitForSelector('#conn[data-state="ok"]');
+    let seen = '';
+    // The re-subscription races the next request: send until one shows.
+    for (let i = 0; i < 20 && seen === ''; i++) {
+      const id = await chat();
+      if (await page.waitForSelector(`tr[data-run="${id}"]`, { timeout: 500 }).catch(() => null)) seen = id;
+    }
+    assert.notEqual(seen, '', 'runs are live again');
+  });
+
   test('the views at 1280×800 and at phone width', async () => {
     if (SHOTS !== undefined) {
       // A little traffic for the charts (the series samples every 5 s).

@@ -59,7 +59,7 @@ export interface EdgeStatus {
   readonly events: {
     readonly published: number;
     readonly dropped: number;
-    readonly subscribers: readonly { readonly id: number; readonly since: string; readonly buffered: number; readonly capacity: number; readonly delivered: number; readonly dropped: number }[];
+    readonly subscribers: readonly { readonly id: number; readonly since: string; readonly buffered: number; readonly capacity: number; readonly delivered: number; readonly dropped: number; readonly runs: boolean }[];
   };
 }
 
@@ -185,6 +185,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
         capacity: sub.capacity,
         delivered: sub.delivered,
         dropped: sub.dropped,
+        runs: sub.runs,
       })),
     },
   };
