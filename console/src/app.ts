@@ -112,7 +112,7 @@ function start(first: Status): void {
   void pollStatus(signal);
   void pollSeries(signal);
   restartEvents();
-  $('main').focus();
+  $('main').focus({ preventScroll: true });
 }
 
 // --- live sources -------------------------------------------------------------------

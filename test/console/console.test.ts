@@ -237,7 +237,9 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
       await js("window.scrollTo(0, 0); document.activeElement?.blur(); document.querySelectorAll('.scroll').forEach((e) => { e.scrollLeft = 0; })");
       await page.waitForSelector('#chart-rps polyline');
       await shot('overview');
+      // isMobile reloads the page: wait for the console to be back with its charts.
       await page.setViewport({ width: 390, height: 844, isMobile: true });
+      await page.waitForSelector('#chart-rps polyline');
       await js('window.scrollTo(0, 0)');
       await shot('phone');
       await page.setViewport({ width: 1280, height: 800 });
