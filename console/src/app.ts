@@ -75,13 +75,19 @@ function showLogin(message = ''): void {
   $('token').focus();
 }
 
+/** Only the latest login attempt decides: an older one answering late (the page's first probe, a wrong token) is ignored. */
+let loginAttempt = 0;
+
 async function login(candidate: string): Promise<void> {
+  const attempt = ++loginAttempt;
   token = candidate;
   try {
     const res = await json<Status>('/admin/status');
+    if (attempt !== loginAttempt) return;
     sessionStorage.setItem(TOKEN_KEY, candidate);
     start(res.body);
   } catch (err) {
+    if (attempt !== loginAttempt) return;
     token = null;
     sessionStorage.removeItem(TOKEN_KEY);
     showLogin(err instanceof Unauthorized ? 'That token was rejected. Check admin.token in the edge config.' : `The edge did not answer (${(err as Error).message}). Is it running?`);
@@ -593,8 +599,10 @@ function init(): void {
     restartEvents();
   });
   // An admin listener without a token (loopback only) needs no login: the empty token is tried first.
+  const probe = loginAttempt + 1;
   void login(token ?? '').then(() => {
-    if (token === null) $('login-error').textContent = '';
+    // The probe's "rejected" is not the operator's mistake: clear it unless a typed attempt came since.
+    if (token === null && loginAttempt === probe) $('login-error').textContent = '';
   });
 }
 
