@@ -63,7 +63,7 @@ export interface PlaneInspection {
   readonly requests: number;
   readonly tunnelBuffers: { runId: string; buffered: number; outstanding: number; window: number }[];
   /** lane: the node's stream index; joined: an extra lane of the connection (false: its anchor stream). */
-  readonly sessions: { nodeId: string; generation: number; lane: number; joined: boolean; openTunnels: number; agentVersion: string; remoteAddress: string; connectedAtMs: number }[];
+  readonly sessions: { nodeId: string; generation: number; lane: number; joined: boolean; openTunnels: number; agentVersion: string; remoteAddress: string; connectedAtMs: number; lastSeenMs: number }[];
   readonly protocolStats: Record<string, number>;
   /** Tunnels opened through a node in another worker / by another worker through this one. */
   readonly crossTunnelsOut: number;

@@ -104,6 +104,10 @@ export interface GroupStatus {
   readonly queueDepth: number;
   readonly maxQueue: number;
   readonly queueTimeoutMs: number;
+  /** How long the head of the queue has waited (0 when empty). */
+  readonly oldestWaitMs: number;
+  /** Requests refused by this alias's queue since start (queue full, or expired while waiting). */
+  readonly rejectedTotal: number;
 }
 
 export interface NodeStatus {

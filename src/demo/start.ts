@@ -1,11 +1,12 @@
 // `npm start`: the embedded demo. Mock provider + edge + node agent on
 // loopback, from examples/, in one process (the agent's cli provider runs
-// examples/cli-agent.mjs); prints curl lines that work.
+// examples/cli-agent.mjs); prints curl lines that work and the operator
+// console's URL (the admin listener always runs here).
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { loadAgentConfig } from '../agent/config.js';
 import { NodeAgent } from '../agent/agent.js';
-import { loadEdgeConfig } from '../main/config.js';
+import { DEFAULT_ADMIN_PORT, loadEdgeConfig } from '../main/config.js';
 import { startEdge } from '../edge/edge.js';
 import { startMockProvider } from '../mock/provider.js';
 import { createLogger } from '../shared/logger.js';
@@ -32,9 +33,10 @@ async function main(): Promise<void> {
     ...exampleEdge,
     http: { ...exampleEdge.http, port: portFromEnv('DEMO_HTTP_PORT', exampleEdge.http.port) },
     grpc: { ...exampleEdge.grpc, port: portFromEnv('DEMO_GRPC_PORT', exampleEdge.grpc.port) },
-    admin: exampleEdge.admin && { ...exampleEdge.admin, port: portFromEnv('DEMO_ADMIN_PORT', exampleEdge.admin.port) },
+    // The console lives on the admin listener: the demo runs it even if the example config had none.
+    admin: { host: '127.0.0.1', token: undefined, ...exampleEdge.admin, port: portFromEnv('DEMO_ADMIN_PORT', exampleEdge.admin?.port ?? DEFAULT_ADMIN_PORT) },
   };
-  const edge = await startEdge(edgeConfig, { logger: createLogger('edge', level), admin: edgeConfig.admin !== undefined });
+  const edge = await startEdge(edgeConfig, { logger: createLogger('edge', level), admin: true });
   const agentConfig = {
     ...exampleAgent,
     edge: { ...exampleAgent.edge, address: `${edgeConfig.grpc.host}:${edge.grpcPort}` },
@@ -52,6 +54,8 @@ async function main(): Promise<void> {
   const body = JSON.stringify({ model: 'llama3', messages: [{ role: 'user', content: 'Hello!' }] });
   const agentBody = JSON.stringify({ model: 'agent', stream: true, messages: [{ role: 'user', content: 'Hello, agent!' }] });
   console.log(`demo ready: edge ${edge.url} (gRPC :${edge.grpcPort}), node agent gpu-1, mock provider ${mock.url}
+
+operator console: ${edge.adminUrl}/console${edgeConfig.admin.token === undefined ? ' (no admin token on loopback: it opens without a login)' : ' (log in with admin.token)'}
 
 try:
   curl -s ${edge.url}/v1/chat/completions -H 'content-type: application/json' -d '${body}'

@@ -14,7 +14,8 @@ import { LocalPlane } from '../workers/local-plane.js';
 import { AggregatorRegistry } from 'prom-client';
 import { AdminServer } from '../main/admin/admin-server.js';
 import type { AdminOps, NodeDrainOutcome } from '../main/admin/ops.js';
-import { buildEdgeStatus, type EdgeStatus, type SessionView } from '../main/admin/status.js';
+import { buildEdgeStatus, livenessOf, type EdgeStatus, type SessionView } from '../main/admin/status.js';
+import { EdgeSeries, type SeriesPoint } from '../main/admin/series.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { RunStore } from '../main/runs/run-store.js';
@@ -118,6 +119,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   readonly driver: SchedulerDriver;
   readonly plane: DataPath;
   readonly admin: AdminServer | undefined;
+  /** The console's 15-minute charts; kept only when the admin listener runs. */
+  readonly series: EdgeSeries | undefined;
   readonly refresher: ConfigRefresher;
   readonly logger: Logger;
   /** Node sessions as the data path reported them (status). */
@@ -151,6 +154,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     });
     this.refresher = new ConfigRefresher(this, options.configFile, { refreshed: (result, origin) => this.#refreshed(result, origin) });
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
+    this.series = this.admin === undefined ? undefined : new EdgeSeries({ metricsParts: () => this.#metricsParts(), groups: () => this.driver.status().groups });
   }
 
   get workers(): number {
@@ -169,6 +173,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
         const source = { config: () => this.#config, edgeAddress: () => bootstrap.edgeAddress ?? `${config.grpc.host}:${this.grpcPort}` };
         ({ server: this.#bootstrap, port: this.bootstrapPort } = await BootstrapServer.start(bootstrap, source, this.logger.child({ listener: 'bootstrap' })));
       }
+      this.series?.start();
     } catch (err) {
       await this.admin?.close();
       await this.plane.close();
@@ -263,10 +268,20 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   // --- admin ----------------------------------------------------------------
 
   async status(): Promise<EdgeStatus> {
+    const rejectsPerMinute = (alias: string, total: number): number => this.series?.rejectsPerMinute(alias, total) ?? 0;
     const planes = await this.plane.inspect();
     const rings = this.plane.ringUsage();
     for (const p of planes) rings.push(...p.rings);
-    return buildEdgeStatus(this, sumOpen(planes), rings);
+    return buildEdgeStatus(this, sumOpen(planes), rings, { liveness: livenessOf(planes.flatMap((p) => p.sessions)), rejectsPerMinute });
+  }
+
+  seriesPoints(): readonly SeriesPoint[] {
+    return this.series?.points ?? [];
+  }
+
+  async #metricsParts(): Promise<unknown[][]> {
+    const own = await this.metrics.scrapeJson();
+    return [own, ...((await this.plane.metricParts()) as unknown[][])];
   }
 
   async inspect(): Promise<EdgeInspection> {
@@ -375,6 +390,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   async #close(): Promise<void> {
+    this.series?.stop();
     await this.#bootstrap?.close();
     await this.admin?.close();
     this.events.closeAll();

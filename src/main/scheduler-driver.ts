@@ -199,7 +199,7 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   status(): SchedulerStatus {
-    return this.scheduler.status();
+    return this.scheduler.status(performance.now());
   }
 
   /** Operator reset of a provider's outlier breaker; false when it had none. */

@@ -113,8 +113,9 @@ export class LocalPlane implements DataPath, EventSink {
     return Atomics.load(this.#eventsFlag, 0) === 1;
   }
 
+  /** Node events always go (status and the console follow them); run events only while a subscriber wants them. */
   publish(event: EdgeEvent): void {
-    if (this.active) this.#events({ type: 'event', event });
+    if (this.active || !event.type.startsWith('run.')) this.#events({ type: 'event', event });
   }
 
   // --- DataPath --------------------------------------------------------------------

@@ -8,7 +8,7 @@ import type { PeerLinks } from './peer/peer-links.js';
 export function inspectPlane(worker: number, plane: DataPlane, nodes: NodeGateway, peers: PeerLinks | undefined, rings: PlaneInspection['rings'] = []): PlaneInspection {
   const sessions: PlaneInspection['sessions'] = [];
   for (const s of nodes.sessions()) {
-    sessions.push({ nodeId: s.nodeId, generation: s.generation, lane: s.lane, joined: s.joinGeneration > 0, openTunnels: s.openTunnels, agentVersion: s.agentVersion, remoteAddress: s.remoteAddress, connectedAtMs: s.connectedAtMs });
+    sessions.push({ nodeId: s.nodeId, generation: s.generation, lane: s.lane, joined: s.joinGeneration > 0, openTunnels: s.openTunnels, agentVersion: s.agentVersion, remoteAddress: s.remoteAddress, connectedAtMs: s.connectedAtMs, lastSeenMs: s.lastSeenAtMs });
   }
   return {
     worker,

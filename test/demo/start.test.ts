@@ -9,7 +9,7 @@ import { test } from 'node:test';
 const run = promisify(execFile);
 const demo = fileURLToPath(new URL('../../src/demo/start.js', import.meta.url));
 
-test('the demo prints curl lines that work', async () => {
+test('the demo prints curl lines that work and the console URL', async () => {
   const child = spawn(process.execPath, [demo], {
     env: { ...process.env, DEMO_HTTP_PORT: '0', DEMO_GRPC_PORT: '0', DEMO_MOCK_PORT: '0', DEMO_ADMIN_PORT: '0', LOG_LEVEL: 'error' },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -21,6 +21,11 @@ test('the demo prints curl lines that work', async () => {
       const [chunk] = (await once(child.stdout, 'data')) as [string];
       out += chunk;
     }
+    const consoleUrl = /operator console: (http:\/\/\S+\/console)/.exec(out)?.[1];
+    assert.ok(consoleUrl, out);
+    const page = await fetch(consoleUrl);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<title>Edge console<\/title>/);
     const curlLines = out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('curl '));
     assert.equal(curlLines.length, 7, out);
     const [plain, streaming, models, agent, status, metrics] = await Promise.all(curlLines.slice(0, 6).map((line) => run('bash', ['-c', line])));

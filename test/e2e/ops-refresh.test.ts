@@ -51,7 +51,10 @@ describe('config refresh through the admin API', () => {
       [[PROVIDER_ID, NODE_ID, 1, 0, 0, 0, 'ok']],
     );
     assert.deepEqual(json.providers[0].servedModels.length, 2);
-    assert.deepEqual(json.groups.find((g: any) => g.model === ALIAS), { model: ALIAS, queueDepth: 0, maxQueue: 4, queueTimeoutMs: 10_000, policy: 'fifo' });
+    assert.deepEqual(json.groups.find((g: any) => g.model === ALIAS), { model: ALIAS, queueDepth: 0, maxQueue: 4, queueTimeoutMs: 10_000, oldestWaitMs: 0, rejectsPerMinute: 0, policy: 'fifo' });
+    // Per node: its lanes and how long since it was last heard (heartbeats every 200 ms here).
+    assert.equal(node.lanes, 1);
+    assert.ok(node.heartbeatAgeMs >= 0 && node.heartbeatAgeMs < 1_000, String(node.heartbeatAgeMs));
     assert.equal(json.workers.count, stack.edge.workers);
     // Two scheduler rings per I/O worker and one per ordered pair of workers; none on the main thread alone.
     const n = stack.edge.workers;

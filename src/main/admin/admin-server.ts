@@ -1,11 +1,13 @@
 // The operator's listener, separate from the client listener: admin API and
 // Prometheus metrics. Bound to loopback unless configured otherwise (and
 // then a bearer token is mandatory, see config.ts); with a token set,
-// every route including /metrics needs it.
+// every route including /metrics needs it, except the console's page and
+// static files (console-routes.ts).
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { AdminConfig } from '../../shared/config-types.js';
 import { sendAdminError } from './admin-errors.js';
 import { BearerAuth } from './auth.js';
+import { isPublicConsolePath, registerConsoleRoutes } from './console-routes.js';
 import { registerEventsRoute, type SseStream } from './events-route.js';
 import { registerNodeRoutes } from './node-routes.js';
 import { registerProviderRoutes } from './provider-routes.js';
@@ -26,7 +28,8 @@ export class AdminServer {
     this.app = Fastify({ logger: false, bodyLimit: ADMIN_BODY_LIMIT, forceCloseConnections: true });
     if (config.token !== undefined) {
       const auth = new BearerAuth(config.token);
-      this.app.addHook('onRequest', (request, reply, done) => auth.check(request, reply, done));
+      // The console page and its files are public (they hold no data; the page asks for the token).
+      this.app.addHook('onRequest', (request, reply, done) => (isPublicConsolePath(request.method, request.url) ? done() : auth.check(request, reply, done)));
     }
     this.app.setErrorHandler(onError);
     this.app.setNotFoundHandler(onNotFound);
@@ -36,6 +39,7 @@ export class AdminServer {
     registerRunsRoutes(this.app, ops);
     registerProviderRoutes(this.app, ops);
     registerEventsRoute(this.app, ops.events, this.#streams);
+    registerConsoleRoutes(this.app, ops);
   }
 
   async listen(host: string, port: number): Promise<number> {

@@ -1,4 +1,6 @@
-// GET /admin/events[?buffer=N]: node and run events as server-sent events.
+// GET /admin/events[?buffer=N][&runs=0]: node and run events as server-sent
+// events; runs=0 leaves out run events (two per request), and while no
+// subscriber wants them the data path does not build them at all.
 // Each connection is one bus subscription with a bounded buffer (N events,
 // default 1024). Events move from the buffer to the socket only while the
 // socket takes them; when the client reads too slowly the socket's buffers
@@ -26,8 +28,9 @@ export class SseStream implements SubscriptionReader {
     bus: EventBus,
     private readonly res: ServerResponse,
     capacity: number,
+    runs = true,
   ) {
-    this.subscription = bus.subscribe(this, capacity);
+    this.subscription = bus.subscribe(this, capacity, runs);
     this.onDrain = this.onDrain.bind(this);
     this.onClose = this.onClose.bind(this);
     res.on('drain', this.onDrain);
@@ -107,15 +110,20 @@ function keepalive(stream: SseStream): void {
 }
 
 export function registerEventsRoute(app: FastifyInstance, bus: EventBus, streams: Set<SseStream>): void {
-  app.get('/admin/events', (request: FastifyRequest<{ Querystring: { buffer?: string } }>, reply: FastifyReply) => {
+  app.get('/admin/events', (request: FastifyRequest<{ Querystring: { buffer?: string; runs?: string } }>, reply: FastifyReply) => {
     const raw = request.query.buffer;
     const capacity = raw === undefined ? DEFAULT_SUBSCRIBER_BUFFER : Number(raw);
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_SUBSCRIBER_BUFFER) {
       sendAdminError(reply, 400, 'invalid_buffer', `buffer must be an integer from 1 to ${MAX_SUBSCRIBER_BUFFER}`);
       return;
     }
+    const runs = request.query.runs;
+    if (runs !== undefined && runs !== '0' && runs !== '1') {
+      sendAdminError(reply, 400, 'invalid_runs', 'runs must be 0 (leave run events out) or 1 (the default)');
+      return;
+    }
     reply.hijack();
-    const stream = new SseStream(bus, reply.raw, capacity);
+    const stream = new SseStream(bus, reply.raw, capacity, runs !== '0');
     streams.add(stream);
     reply.raw.on('close', () => streams.delete(stream));
   });

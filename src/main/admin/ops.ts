@@ -3,6 +3,7 @@
 // leak its parts to HTTP handlers.
 import type { EventBus } from '../events/event-bus.js';
 import type { RefreshRequest, RefreshResult } from '../refresh/refresher.js';
+import type { SeriesPoint } from './series.js';
 import type { EdgeStatus } from './status.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { NodeCommandKind } from '../../shared/node-commands.js';
@@ -25,4 +26,8 @@ export interface AdminOps {
   readonly metricsContentType: string;
   readonly events: EventBus;
   readonly runs: RunStore;
+  /** The console's charts: the last 15 minutes, oldest first. */
+  seriesPoints(): readonly SeriesPoint[];
+  /** The client listener's base URL (http://host:port): the console's try-it box goes through it. */
+  readonly url: string;
 }

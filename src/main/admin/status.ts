@@ -2,7 +2,7 @@
 // groups) joined with the live sessions (agent version, address, connected
 // since) and the event bus's subscribers. Built on request, never on the
 // data path.
-import type { EdgeConfig } from '../../shared/config-types.js';
+import type { EdgeConfig, ProviderType } from '../../shared/config-types.js';
 import { VERSION } from '../../shared/version.js';
 import type { EventBus } from '../events/event-bus.js';
 import type { OutlierView, SchedulerStatus } from '../../contract/scheduler.js';
@@ -31,6 +31,10 @@ export interface EdgeStatus {
     readonly configured: boolean;
     /** config nodes[].labels; operators may name the node by any of them. */
     readonly labels: readonly string[];
+    /** gRPC streams the node's connection holds (lanes); 0 when not connected. */
+    readonly lanes: number;
+    /** Since the last message from the node on any lane (heartbeats included); null when not connected. */
+    readonly heartbeatAgeMs: number | null;
   }[];
   readonly providers: readonly {
     readonly id: string;
@@ -43,19 +47,23 @@ export interface EdgeStatus {
     readonly servedModels: readonly string[];
     /** Outlier state, when the provider is ejected, half-open, or has failures counted. */
     readonly outlier?: { readonly phase: string; readonly until: string | null; readonly reason: string; readonly ejections: number; readonly consecutiveFailures: number };
+    /** The API the provider speaks (its configured type); null once gone from the config. */
+    readonly type: ProviderType | null;
   }[];
   readonly groups: readonly {
     readonly model: string;
     readonly queueDepth: number;
     readonly maxQueue: number;
     readonly queueTimeoutMs: number;
+    readonly oldestWaitMs: number;
+    readonly rejectsPerMinute: number;
     readonly policy: 'fifo';
   }[];
   readonly workers: { readonly count: number; readonly rings: readonly { readonly name: string; readonly used: number; readonly capacity: number }[] };
   readonly events: {
     readonly published: number;
     readonly dropped: number;
-    readonly subscribers: readonly { readonly id: number; readonly since: string; readonly buffered: number; readonly capacity: number; readonly delivered: number; readonly dropped: number }[];
+    readonly subscribers: readonly { readonly id: number; readonly since: string; readonly buffered: number; readonly capacity: number; readonly delivered: number; readonly dropped: number; readonly runs: boolean }[];
   };
 }
 
@@ -84,15 +92,45 @@ function leasesOn(s: SchedulerStatus, nodeId: string): number {
   return sum;
 }
 
+function lanesOf(live: { generation: number; lanes: number; lastSeenMs: number } | undefined, generation: number, now: number): { lanes: number; heartbeatAgeMs: number | null } {
+  if (live === undefined || live.generation !== generation) return { lanes: 0, heartbeatAgeMs: null };
+  return { lanes: live.lanes, heartbeatAgeMs: Math.max(0, now - live.lastSeenMs) };
+}
+
 function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
+/** Per node, what its live lanes say: how many there are, and the newest message time (ms since the epoch). */
+export type LaneLiveness = ReadonlyMap<string, { readonly generation: number; readonly lanes: number; readonly lastSeenMs: number }>;
+
+/** Lane count and last-heard time per node, from the data path's session list. */
+export function livenessOf(sessions: readonly { readonly nodeId: string; readonly generation: number; readonly lastSeenMs: number }[]): LaneLiveness {
+  const out = new Map<string, { generation: number; lanes: number; lastSeenMs: number }>();
+  for (const s of sessions) {
+    const known = out.get(s.nodeId);
+    if (known === undefined || s.generation > known.generation) out.set(s.nodeId, { generation: s.generation, lanes: 1, lastSeenMs: s.lastSeenMs });
+    else if (s.generation === known.generation) {
+      known.lanes++;
+      known.lastSeenMs = Math.max(known.lastSeenMs, s.lastSeenMs);
+    }
+  }
+  return out;
+}
+
+export interface StatusExtras {
+  readonly liveness?: LaneLiveness;
+  rejectsPerMinute?(alias: string, rejectedTotal: number): number;
+}
+
 /** `openRequests` and `rings` are gathered by the caller (from the workers when there are some). */
-export function buildEdgeStatus(source: StatusSource, openRequests: number, rings: EdgeStatus['workers']['rings']): EdgeStatus {
+export function buildEdgeStatus(source: StatusSource, openRequests: number, rings: EdgeStatus['workers']['rings'], extras: StatusExtras = {}): EdgeStatus {
+  const now = Date.now();
   const s = source.scheduler();
   const configured = new Set(source.config.nodes.map((n) => n.id));
   const labels = new Map(source.config.nodes.map((n) => [n.id, n.labels ?? []]));
+  const providerTypes = new Map<string, ProviderType>();
+  for (const n of source.config.nodes) for (const p of n.providers) providerTypes.set(p.id, p.type);
   const bus = source.events;
   return {
     edge: {
@@ -119,6 +157,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
         openTunnels: live ? (session.openTunnels > 0 ? session.openTunnels : leasesOn(s, n.id)) : 0,
         configured: configured.has(n.id),
         labels: labels.get(n.id) ?? [],
+        ...lanesOf(extras.liveness?.get(n.id), n.connected ? n.generation : -1, now),
       };
     }),
     providers: s.providers.map((p) => ({
@@ -131,8 +170,17 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       health: !p.connected ? 'offline' : !p.announced ? 'not_announced' : !p.enabled ? 'disabled' : p.draining ? 'draining' : p.outlier !== undefined && p.outlier.phase !== 'healthy' ? p.outlier.phase : 'ok',
       servedModels: p.servedModels,
       ...(p.outlier === undefined ? {} : { outlier: outlierView(p.outlier) }),
+      type: providerTypes.get(p.id) ?? null,
     })),
-    groups: s.groups.map((g) => ({ model: g.alias, queueDepth: g.queueDepth, maxQueue: g.maxQueue, queueTimeoutMs: g.queueTimeoutMs, policy: 'fifo' })),
+    groups: s.groups.map((g) => ({
+      model: g.alias,
+      queueDepth: g.queueDepth,
+      maxQueue: g.maxQueue,
+      queueTimeoutMs: g.queueTimeoutMs,
+      oldestWaitMs: Math.round(g.oldestWaitMs),
+      rejectsPerMinute: extras.rejectsPerMinute?.(g.alias, g.rejectedTotal) ?? 0,
+      policy: 'fifo',
+    })),
     workers: { count: source.config.workers.count, rings },
     events: {
       published: bus.publishedTotal,
@@ -144,6 +192,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
         capacity: sub.capacity,
         delivered: sub.delivered,
         dropped: sub.dropped,
+        runs: sub.runs,
       })),
     },
   };

@@ -49,6 +49,8 @@ export class Subscription {
     readonly capacity: number,
     private readonly bus: EventBus,
     private readonly reader: SubscriptionReader,
+    /** False: node, config and edge events only. Run events (two per request) are built only while some subscriber wants them. */
+    readonly runs = true,
   ) {
     this.#ring = new Array<PublishedEvent | undefined>(capacity);
   }
@@ -120,6 +122,8 @@ function wakeReader(subscription: Subscription): void {
 
 export class EventBus {
   readonly #subscribers = new Set<Subscription>();
+  /** Subscribers that want run events. */
+  #runReaders = 0;
   #seq = 0;
   #nextId = 1;
   /** Events dropped over every subscriber, ever. */
@@ -128,9 +132,9 @@ export class EventBus {
   /** Called when `active` flips (workers mode: I/O workers build run events only while it is true). */
   onActiveChange: ((active: boolean) => void) | undefined;
 
-  /** False when nobody listens: producers skip building events at all. */
+  /** False when nobody wants run events: the data path skips building them at all. */
   get active(): boolean {
-    return this.#subscribers.size > 0;
+    return this.#runReaders > 0;
   }
 
   get subscribers(): ReadonlySet<Subscription> {
@@ -139,22 +143,24 @@ export class EventBus {
 
   publish(event: EdgeEvent): void {
     if (this.#subscribers.size === 0) return;
+    const run = event.type === 'run.started' || event.type === 'run.finished';
+    if (run && this.#runReaders === 0) return;
     const published = new PublishedEvent(++this.#seq, Date.now(), event);
     this.publishedTotal++;
-    for (const subscription of this.#subscribers) subscription.push(published);
+    for (const subscription of this.#subscribers) if (!run || subscription.runs) subscription.push(published);
   }
 
-  subscribe(reader: SubscriptionReader, capacity = DEFAULT_SUBSCRIBER_BUFFER): Subscription {
+  subscribe(reader: SubscriptionReader, capacity = DEFAULT_SUBSCRIBER_BUFFER, runs = true): Subscription {
     const size = Math.max(1, Math.min(MAX_SUBSCRIBER_BUFFER, Math.floor(capacity)));
-    const subscription = new Subscription(this.#nextId++, size, this, reader);
+    const subscription = new Subscription(this.#nextId++, size, this, reader, runs);
     this.#subscribers.add(subscription);
-    if (this.#subscribers.size === 1) this.onActiveChange?.(true);
+    if (runs && ++this.#runReaders === 1) this.onActiveChange?.(true);
     return subscription;
   }
 
   /** @internal */
   unsubscribe(subscription: Subscription): void {
-    if (this.#subscribers.delete(subscription) && this.#subscribers.size === 0) this.onActiveChange?.(false);
+    if (this.#subscribers.delete(subscription) && subscription.runs && --this.#runReaders === 0) this.onActiveChange?.(false);
   }
 
   /** @internal */

@@ -123,6 +123,7 @@ export class Scheduler {
       if (entry !== undefined) {
         this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey);
       } else if (group.queue.length >= group.maxQueue) {
+        group.rejected++;
         this.outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
       } else {
         const item = new QueueItem(
@@ -404,8 +405,9 @@ export class Scheduler {
 
   // --- Introspection --------------------------------------------------------
 
-  status(): SchedulerStatus {
-    const status = buildStatus(this.registry, this.leases.size);
+  /** `now` (the clock admit() gets) dates the oldest waiter; without it, the last time the scheduler saw. */
+  status(now: number = this.now): SchedulerStatus {
+    const status = buildStatus(this.registry, this.leases.size, now);
     if (!status.providers.some((p) => this.#tracked(p.id))) return status;
     return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? { ...p, outlier: this.outlierStatus(p.id) } : p)) };
   }
@@ -585,6 +587,7 @@ export class Scheduler {
         ? 'queue_timeout'
         : 'no_provider_available';
       this.dequeue(item);
+      group.rejected++;
       this.outbox.push(new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
     }
   }

@@ -86,6 +86,8 @@ export class GroupState {
   /** Sorted by provider id, then node id: the tie-break order. */
   entries: readonly GroupEntry[] = [];
   readonly queue = new WaitQueue<QueueItem>();
+  /** Requests of this alias refused by the queue (queue_full, queue_timeout, no_provider_available on expiry); the console's rejects per minute. */
+  rejected = 0;
 
   // Scratch of one pump. Capacity only shrinks during a pump, so an item
   // that found no free candidate proves that every later item of this group

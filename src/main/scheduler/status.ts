@@ -9,7 +9,7 @@ function byId<T extends { readonly id: string }>(a: T, b: T): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 
-export function buildStatus(registry: Registry, liveLeases: number): SchedulerStatus {
+export function buildStatus(registry: Registry, liveLeases: number, now: number): SchedulerStatus {
   const { nodes, providers, groups, longThreshold } = registry;
   // Queued per provider: waiters that could run on it once it has a slot.
   const queued = new Map<ProviderState, number>();
@@ -55,7 +55,16 @@ export function buildStatus(registry: Registry, liveLeases: number): SchedulerSt
 
   const groupList: GroupStatus[] = [];
   for (const g of groups.values()) {
-    groupList.push({ alias: g.alias, queueDepth: g.queue.length, maxQueue: g.maxQueue, queueTimeoutMs: g.queueTimeoutMs });
+    // The head is the longest waiter: the queue is ordered by admission.
+    const head = g.queue.head;
+    groupList.push({
+      alias: g.alias,
+      queueDepth: g.queue.length,
+      maxQueue: g.maxQueue,
+      queueTimeoutMs: g.queueTimeoutMs,
+      oldestWaitMs: head === null ? 0 : Math.max(0, now - head.enqueuedAt),
+      rejectedTotal: g.rejected,
+    });
   }
   groupList.sort((a, b) => (a.alias < b.alias ? -1 : a.alias > b.alias ? 1 : 0));
 

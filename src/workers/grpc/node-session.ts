@@ -90,6 +90,11 @@ export class NodeSession implements TunnelHost {
   private cancelledIds = new Set<number>();
   private cancelledIdsBefore = new Set<number>();
   private cancelledRotatedAt = performance.now();
+
+  /** Wall-clock time of the last message from the node (heartbeats included); the console shows its age. */
+  get lastSeenAtMs(): number {
+    return Date.now() - (performance.now() - this.lastSeenAt);
+  }
   private heartbeatTimer: NodeJS.Timeout | undefined;
   /** The silence limit this node was told at Register. A refresh changes the edge's settings for
    * sessions registered after it; judging this one by a new, shorter limit would drop an idle node

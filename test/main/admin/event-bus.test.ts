@@ -79,3 +79,25 @@ test('an event is serialised once as an SSE frame and shared by every subscriber
   assert.deepEqual(data.changedPaths, ['models[x].max_queue']);
   assert.equal(data.seq, 1);
 });
+
+test('a subscriber that leaves run events out gets node events, and while only such subscribers listen no run event is built', () => {
+  const bus = new EventBus();
+  const flips: boolean[] = [];
+  bus.onActiveChange = (active) => flips.push(active);
+  const nodesOnly = bus.subscribe(new CountingReader(), 16, false);
+  assert.equal(bus.active, false, 'the data path skips run events');
+  const run: EdgeEvent = { type: 'run.started', runId: 'r1', requestId: 'q1', model: 'm', node: 'n', provider: 'p', queueMs: 0 };
+  bus.publish(run);
+  bus.publish(event(1));
+  assert.equal(bus.publishedTotal, 1, 'the run event was never built');
+  assert.equal(nodesOnly.shift()?.event.type, 'node.draining');
+  assert.equal(nodesOnly.buffered, 0);
+  const all = bus.subscribe(new CountingReader(), 16);
+  assert.equal(bus.active, true);
+  bus.publish(run);
+  assert.equal(all.shift()?.event.type, 'run.started');
+  assert.equal(nodesOnly.buffered, 0, 'still no run events for the node-only subscriber');
+  all.close();
+  nodesOnly.close();
+  assert.deepEqual(flips, [true, false]);
+});

@@ -83,9 +83,12 @@ test('a changed queue policy applies to new waiters; queued ones keep their dead
   s.admit(req(3, 'chat'), 10); // deadline 5010
   s.admit(req(4, 'chat'), 10);
   assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 4, code: 'queue_full', retryAfterSec: 5 }]);
-  assert.deepEqual(s.status().groups, [{ alias: 'chat', queueDepth: 2, maxQueue: 2, queueTimeoutMs: 5_000 }]);
+  // The head (request 2) has waited since 0; one refusal so far (queue_full).
+  assert.deepEqual(s.status(500).groups, [{ alias: 'chat', queueDepth: 2, maxQueue: 2, queueTimeoutMs: 5_000, oldestWaitMs: 500, rejectedTotal: 1 }]);
   s.tick(1_000);
   assert.deepEqual(sink.take().map((d) => d.kind === 'reject' && d.requestId), [2]);
+  // Its expiry counts as a refusal too; request 3 (queued at 10) is now the oldest.
+  assert.deepEqual(s.status(1_000).groups, [{ alias: 'chat', queueDepth: 1, maxQueue: 2, queueTimeoutMs: 5_000, oldestWaitMs: 990, rejectedTotal: 2 }]);
   assert.equal(s.nextDeadline(), 5_010);
 });
 
@@ -115,9 +118,9 @@ test('status reports every node, provider and group', () => {
   s.admit(req(2, 'chat'), 0);
   s.admit(req(3, 'chat'), 0);
   sink.take();
-  const status = s.status();
+  const status = s.status(250);
   assert.equal(status.liveLeases, 2);
-  assert.deepEqual(status.groups, [{ alias: 'chat', queueDepth: 1, maxQueue: 7, queueTimeoutMs: 9_000 }]);
+  assert.deepEqual(status.groups, [{ alias: 'chat', queueDepth: 1, maxQueue: 7, queueTimeoutMs: 9_000, oldestWaitMs: 250, rejectedTotal: 0 }]);
   assert.deepEqual(status.providers, [
     {
       id: 'a',

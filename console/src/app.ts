@@ -1,0 +1,609 @@
+// The operator console: logs in with the admin token (kept in this tab's
+// sessionStorage, sent only as a bearer header), then keeps the page live
+// from three sources: the /admin/events stream (node and run events, read
+// with fetch() because EventSource cannot send a header), /admin/status
+// every 2 s, and /admin/series every 5 s for the charts. Tables are updated
+// in place, cell by cell, so focus and layout stay put as numbers change.
+import { drawChart } from './chart.js';
+import { bytes, clock, ms, percent, rate } from './format.js';
+import { readSse } from './sse.js';
+
+const TOKEN_KEY = 'edge-admin-token';
+const LIVE_RUNS_KEY = 'edge-console-live-runs';
+const STATUS_EVERY_MS = 2_000;
+const SERIES_EVERY_MS = 5_000;
+const EVENTS_RETRY_MS = 2_000;
+const MAX_RUNS = 50;
+const SPAN_MS = 15 * 60_000;
+
+// --- shapes of the admin API (only what the page reads) -------------------------
+
+interface NodeRow { id: string; connected: boolean; generation: number; agentVersion: string | null; draining: boolean; openTunnels: number; configured: boolean; lanes?: number; heartbeatAgeMs?: number | null }
+interface ProviderRow { id: string; node: string; capacity: number; inFlight: number; queued: number; loadRatio: number; health: string; servedModels: string[]; type?: string | null }
+interface GroupRow { model: string; queueDepth: number; maxQueue: number; queueTimeoutMs: number; oldestWaitMs?: number; rejectsPerMinute?: number }
+interface Status { edge: { version: string; uptimeSeconds: number; configVersion: number; openRequests: number; shuttingDown: boolean }; nodes: NodeRow[]; providers: ProviderRow[]; groups: GroupRow[] }
+interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; ttfbP95Ms: number | null; queueP50Ms: number | null; queueP95Ms: number | null }
+interface Run { runId: string; model: string; node: string | null; provider: string | null; state: 'running' | 'finished'; outcome: string; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number | null; startedAt: number }
+interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
+interface RefreshResult { mode: string; status: string; rejection: string | null; applicable: boolean; configVersion: number; changes: Change[]; reasons: string[]; notified: { node: string }[]; retired: string[] }
+
+const $ = <T extends Element = HTMLElement>(id: string): T => document.getElementById(id) as unknown as T;
+
+class Unauthorized extends Error {}
+
+// --- session ------------------------------------------------------------------------
+
+let token: string | null = sessionStorage.getItem(TOKEN_KEY);
+let live: AbortController | null = null;
+let status: Status | null = null;
+const runs = new Map<string, Run>();
+let runsAvailable = false;
+
+async function api(path: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  if (token !== null && token !== '') headers.set('authorization', `Bearer ${token}`);
+  const res = await fetch(path, { ...init, headers, cache: 'no-store' });
+  if (res.status === 401) throw new Unauthorized('token rejected');
+  return res;
+}
+
+async function json<T>(path: string, init: RequestInit = {}): Promise<{ status: number; body: T }> {
+  const res = await api(path, init);
+  return { status: res.status, body: (await res.json()) as T };
+}
+
+function setConn(text: string, state: 'ok' | 'warn' | 'down' | 'off'): void {
+  const pill = $('conn');
+  pill.textContent = text;
+  pill.dataset.state = state;
+}
+
+function banner(text: string | null): void {
+  const el = $('banner');
+  el.hidden = text === null;
+  el.textContent = text ?? '';
+}
+
+function showLogin(message = ''): void {
+  live?.abort();
+  live = null;
+  $('main').hidden = true;
+  $('login').hidden = false;
+  $('logout').hidden = true;
+  $('login-error').textContent = message;
+  setConn('not logged in', 'off');
+  $('token').focus();
+}
+
+/** Only the latest login attempt decides: an older one answering late (the page's first probe, a wrong token) is ignored. */
+let loginAttempt = 0;
+
+async function login(candidate: string): Promise<void> {
+  const attempt = ++loginAttempt;
+  token = candidate;
+  try {
+    const res = await json<Status>('/admin/status');
+    if (attempt !== loginAttempt) return;
+    sessionStorage.setItem(TOKEN_KEY, candidate);
+    start(res.body);
+  } catch (err) {
+    if (attempt !== loginAttempt) return;
+    token = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    showLogin(err instanceof Unauthorized ? 'That token was rejected. Check admin.token in the edge config.' : `The edge did not answer (${(err as Error).message}). Is it running?`);
+  }
+}
+
+function logout(): void {
+  token = null;
+  sessionStorage.removeItem(TOKEN_KEY);
+  showLogin('Logged out.');
+}
+
+function onUnauthorized(): void {
+  token = null;
+  sessionStorage.removeItem(TOKEN_KEY);
+  showLogin('The edge no longer accepts this token (changed or restarted with another). Log in again.');
+}
+
+function start(first: Status): void {
+  live?.abort();
+  live = new AbortController();
+  const signal = live.signal;
+  $('login').hidden = true;
+  $('main').hidden = false;
+  $('logout').hidden = false;
+  renderStatus(first);
+  void loadRuns();
+  void pollStatus(signal);
+  void pollSeries(signal);
+  restartEvents();
+  $('main').focus({ preventScroll: true });
+}
+
+// --- live sources -------------------------------------------------------------------
+
+const sleep = (msec: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    const t = setTimeout(resolve, msec);
+    signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+  });
+
+async function pollStatus(signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    await sleep(STATUS_EVERY_MS, signal);
+    if (signal.aborted) return;
+    await refreshStatus();
+  }
+}
+
+let statusFailing = false;
+async function refreshStatus(): Promise<void> {
+  try {
+    const res = await json<Status>('/admin/status');
+    if (statusFailing) banner(null);
+    statusFailing = false;
+    renderStatus(res.body);
+  } catch (err) {
+    if (err instanceof Unauthorized) return onUnauthorized();
+    statusFailing = true;
+    banner(`The edge at ${location.host} does not answer (${(err as Error).message}). Is it running? Retrying every 2 s; the numbers below are from ${clock(Date.now())} or earlier.`);
+    setConn('edge unreachable', 'down');
+  }
+}
+
+async function pollSeries(signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const res = await json<{ points: SeriesPoint[] }>('/admin/series');
+      renderCharts(res.body.points);
+    } catch (err) {
+      if (err instanceof Unauthorized) return onUnauthorized();
+    }
+    await sleep(SERIES_EVERY_MS, signal);
+  }
+}
+
+/** The events stream, restarted alone when the live-runs switch changes. */
+let events: AbortController | null = null;
+
+function restartEvents(): void {
+  events?.abort();
+  if (live === null) return;
+  events = new AbortController();
+  const outer = live.signal;
+  outer.addEventListener('abort', () => events?.abort(), { once: true });
+  void streamEvents(events.signal);
+}
+
+function liveRuns(): boolean {
+  return sessionStorage.getItem(LIVE_RUNS_KEY) !== '0';
+}
+
+async function streamEvents(signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const res = await api(liveRuns() ? '/admin/events' : '/admin/events?runs=0', { signal });
+      if (!res.ok || res.body === null) throw new Error(`HTTP ${res.status}`);
+      setConn('live', 'ok');
+      if (!statusFailing) banner(null);
+      await readSse(res.body, (m) => onEvent(m.event, m.data), signal);
+      if (signal.aborted) return;
+      throw new Error('stream ended');
+    } catch (err) {
+      if (signal.aborted) return;
+      if (err instanceof Unauthorized) return onUnauthorized();
+      setConn('reconnecting…', 'warn');
+      banner(`Live events disconnected (${(err as Error).message}). Reconnecting every 2 s; if this lasts, check that the edge is running.`);
+    }
+    await sleep(EVENTS_RETRY_MS, signal);
+  }
+}
+
+/** The runs branch may add GET /admin/runs (recent run records); without it the page builds runs from events alone. */
+async function loadRuns(): Promise<void> {
+  try {
+    const res = await json<Record<string, unknown>[] | { runs?: Record<string, unknown>[] }>('/admin/runs');
+    // The route's shape is the runs branch's to settle: a list, or {runs: [...]}.
+    const list = Array.isArray(res.body) ? res.body : res.body.runs;
+    if (res.status !== 200 || !Array.isArray(list)) return;
+    runsAvailable = true;
+    for (const r of list.slice(-MAX_RUNS)) {
+      const runId = String(r.runId ?? r.id ?? '');
+      if (runId === '' || runs.has(runId)) continue;
+      const finished = r.outcome !== undefined && r.outcome !== null;
+      runs.set(runId, {
+        runId,
+        model: String(r.model ?? ''),
+        node: (r.node as string | null) ?? null,
+        provider: (r.provider as string | null) ?? null,
+        state: finished ? 'finished' : 'running',
+        outcome: finished ? String(r.outcome) : 'running',
+        status: typeof r.status === 'number' ? r.status : null,
+        queueMs: typeof r.queueMs === 'number' ? r.queueMs : null,
+        totalMs: typeof r.totalMs === 'number' ? r.totalMs : null,
+        bytesOut: typeof r.bytesOut === 'number' ? r.bytesOut : null,
+        startedAt: Date.now(),
+      });
+    }
+    renderRuns();
+  } catch (err) {
+    if (err instanceof Unauthorized) onUnauthorized();
+  }
+}
+
+function onEvent(type: string, data: string): void {
+  let e: Record<string, unknown>;
+  try {
+    e = JSON.parse(data) as Record<string, unknown>;
+  } catch {
+    return;
+  }
+  const node = typeof e.node === 'string' ? status?.nodes.find((n) => n.id === e.node) : undefined;
+  switch (type) {
+    case 'node.connected':
+      if (node) Object.assign(node, { connected: true, generation: e.generation, agentVersion: e.agentVersion, draining: false, lanes: Math.max(1, node.lanes ?? 0), heartbeatAgeMs: 0 });
+      break;
+    case 'node.disconnected':
+      if (node && node.generation === e.generation) Object.assign(node, { connected: false, lanes: 0, heartbeatAgeMs: null, openTunnels: 0 });
+      break;
+    case 'node.draining':
+    case 'node.undrained':
+      if (node) node.draining = type === 'node.draining';
+      break;
+    case 'run.started':
+      runsAvailable = true;
+      runs.set(String(e.runId), { runId: String(e.runId), model: String(e.model), node: e.node as string, provider: e.provider as string, state: 'running', outcome: 'running', status: null, queueMs: e.queueMs as number, totalMs: null, bytesOut: null, startedAt: Date.now() });
+      break;
+    case 'run.finished': {
+      runsAvailable = true;
+      const known = runs.get(String(e.runId));
+      runs.delete(String(e.runId)); // re-inserted last: the newest change sorts first
+      runs.set(String(e.runId), { runId: String(e.runId), model: String(e.model), node: e.node as string | null, provider: e.provider as string | null, state: 'finished', outcome: String(e.outcome), status: e.status as number, queueMs: e.queueMs as number, totalMs: e.totalMs as number, bytesOut: e.bytesOut as number, startedAt: known?.startedAt ?? Date.now() });
+      break;
+    }
+    default:
+      return;
+  }
+  if (type.startsWith('node.') && status) renderStatus(status);
+  if (type.startsWith('run.')) {
+    while (runs.size > MAX_RUNS) runs.delete(runs.keys().next().value as string);
+    scheduleRuns();
+  }
+}
+
+// A busy edge sends thousands of run events a second: the table is redrawn
+// at most every RUNS_RENDER_MS, so the browser's work does not grow with load.
+const RUNS_RENDER_MS = 250;
+let runsQueued = false;
+function scheduleRuns(): void {
+  if (runsQueued) return;
+  runsQueued = true;
+  setTimeout(() => {
+    runsQueued = false;
+    renderRuns();
+  }, RUNS_RENDER_MS);
+}
+
+// --- rendering ----------------------------------------------------------------------
+
+/** Keeps one <tr> per key, creating, updating in place and removing as needed. */
+function syncRows<T>(tbody: HTMLTableSectionElement, items: readonly T[], key: (item: T) => string, columns: number, fill: (row: HTMLTableRowElement, cells: HTMLTableCellElement[], item: T) => void): void {
+  const existing = new Map<string, HTMLTableRowElement>();
+  for (const row of Array.from(tbody.rows)) existing.set(row.dataset.key ?? '', row);
+  let previous: HTMLTableRowElement | null = null;
+  for (const item of items) {
+    const k = key(item);
+    let row = existing.get(k);
+    existing.delete(k);
+    if (row === undefined) {
+      row = document.createElement('tr');
+      row.dataset.key = k;
+      for (let i = 0; i < columns; i++) row.append(document.createElement(i === 0 ? 'th' : 'td'));
+      (row.cells[0] as HTMLTableCellElement).setAttribute('scope', 'row');
+    }
+    const wanted: Element | null = previous === null ? tbody.firstElementChild : previous.nextElementSibling;
+    if (wanted !== row) tbody.insertBefore(row, wanted);
+    fill(row, Array.from(row.cells), item);
+    previous = row;
+  }
+  for (const row of existing.values()) row.remove();
+}
+
+function set(cell: HTMLElement, text: string, className = ''): void {
+  if (cell.textContent !== text) cell.textContent = text;
+  if (className !== '' || cell.className !== '') if (cell.className !== className) cell.className = className;
+}
+
+function nodeState(n: NodeRow): [string, string] {
+  if (!n.connected) return ['offline', 'bad'];
+  if (n.draining) return ['draining', 'warn'];
+  return ['connected', 'ok'];
+}
+
+/** Provider types as the API each speaks to its node agent. */
+const API_NAMES: Record<string, string> = { openai_compat: 'OpenAI', vllm: 'vLLM (OpenAI)', ollama: 'Ollama', cli: 'CLI' };
+
+function renderStatus(next: Status): void {
+  status = next;
+  const e = next.edge;
+  set($('edge-summary'), `v${e.version} · up ${Math.floor(e.uptimeSeconds / 60)} min · config v${e.configVersion} · ${e.openRequests} open${e.shuttingDown ? ' · SHUTTING DOWN' : ''}`);
+  if (!statusFailing && live !== null && $('conn').dataset.state !== 'warn') setConn('live', 'ok');
+
+  $('nodes-empty').hidden = next.nodes.length > 0;
+  syncRows($<HTMLTableSectionElement>('nodes-body'), next.nodes, (n) => n.id, 8, (row, c, n) => {
+    const [state, cls] = nodeState(n);
+    row.dataset.node = n.id;
+    row.dataset.state = state;
+    set(c[0], n.id);
+    set(c[1], n.connected ? state : 'offline: start its node agent', `state ${cls}`);
+    set(c[2], n.generation > 0 ? String(n.generation) : '–', 'num');
+    set(c[3], n.lanes === undefined ? '–' : String(n.lanes), 'num');
+    set(c[4], String(n.openTunnels), 'num');
+    set(c[5], n.agentVersion ?? '–');
+    set(c[6], n.heartbeatAgeMs === null || n.heartbeatAgeMs === undefined ? '–' : ms(n.heartbeatAgeMs), 'num');
+    let button = c[7].querySelector('button');
+    if (button === null) {
+      button = document.createElement('button');
+      button.type = 'button';
+      button.addEventListener('click', () => void toggleDrain(n.id));
+      c[7].append(button);
+    }
+    button.disabled = !n.connected;
+    const label = n.draining ? 'Undrain' : 'Drain';
+    if (button.textContent !== label) button.textContent = label;
+    button.setAttribute('aria-label', `${label} node ${n.id}`);
+    button.dataset.action = n.draining ? 'undrain' : 'drain';
+  });
+
+  $('providers-empty').hidden = next.providers.length > 0;
+  syncRows($<HTMLTableSectionElement>('providers-body'), next.providers, (p) => p.id, 8, (row, c, p) => {
+    row.dataset.provider = p.id;
+    set(c[0], p.id);
+    set(c[1], p.node);
+    set(c[2], p.health.replace('_', ' '), `state ${p.health === 'ok' ? 'ok' : p.health === 'draining' ? 'warn' : 'bad'}`);
+    set(c[3], API_NAMES[p.type ?? ''] ?? p.type ?? '–');
+    set(c[4], `${p.inFlight} / ${p.capacity}`, 'num');
+    set(c[5], String(p.queued), 'num');
+    set(c[6], percent(p.loadRatio), 'num');
+    set(c[7], p.servedModels.join(', ') || '–');
+    c[7].title = p.servedModels.join(', '); // the cell may cut the list short
+  });
+
+  $('queues-empty').hidden = next.groups.length > 0;
+  syncRows($<HTMLTableSectionElement>('queues-body'), next.groups, (g) => g.model, 5, (row, c, g) => {
+    row.dataset.model = g.model;
+    set(c[0], g.model);
+    set(c[1], `${g.queueDepth} / ${g.maxQueue}`, 'num');
+    set(c[2], ms(g.oldestWaitMs ?? 0), 'num');
+    set(c[3], rate(g.rejectsPerMinute ?? 0, '/min'), 'num');
+    set(c[4], ms(g.queueTimeoutMs), 'num');
+  });
+
+  const select = $<HTMLSelectElement>('try-model');
+  const models = next.groups.map((g) => g.model);
+  if (Array.from(select.options).map((o) => o.value).join('\n') !== models.join('\n')) {
+    const chosen = select.value;
+    select.replaceChildren(...models.map((m) => new Option(m, m, false, m === chosen)));
+  }
+}
+
+function renderRuns(): void {
+  const list = [...runs.values()].reverse();
+  $('runs-empty').hidden = list.length > 0;
+  if (!runsAvailable) return;
+  syncRows($<HTMLTableSectionElement>('runs-body'), list, (r) => r.runId, 8, (row, c, r) => {
+    row.dataset.run = r.runId;
+    row.dataset.state = r.state;
+    set(c[0], r.runId);
+    set(c[1], r.model);
+    set(c[2], r.provider ?? '–');
+    set(c[3], r.outcome, `state ${r.state === 'running' ? 'warn' : r.outcome === 'end' ? 'ok' : 'bad'}`);
+    set(c[4], r.status === null ? '–' : String(r.status), 'num');
+    set(c[5], ms(r.queueMs), 'num');
+    set(c[6], ms(r.totalMs), 'num');
+    set(c[7], r.bytesOut === null ? '–' : bytes(r.bytesOut), 'num');
+  });
+}
+
+function renderCharts(points: readonly SeriesPoint[]): void {
+  const now = Date.now();
+  const times = points.map((p) => p.t);
+  $('charts-empty').hidden = points.length > 0;
+  drawChart($<SVGSVGElement>('chart-rps'), times, [{ name: 'req/s', className: 'k1', values: points.map((p) => p.reqPerSec) }], 'req/s', SPAN_MS, now);
+  drawChart($<SVGSVGElement>('chart-ttfb'), times, [
+    { name: 'p50', className: 'k1', values: points.map((p) => p.ttfbP50Ms) },
+    { name: 'p95', className: 'k2', values: points.map((p) => p.ttfbP95Ms) },
+  ], 'ms', SPAN_MS, now);
+  drawChart($<SVGSVGElement>('chart-queue'), times, [
+    { name: 'p50', className: 'k1', values: points.map((p) => p.queueP50Ms) },
+    { name: 'p95', className: 'k2', values: points.map((p) => p.queueP95Ms) },
+  ], 'ms', SPAN_MS, now);
+}
+
+// --- actions ------------------------------------------------------------------------
+
+async function toggleDrain(nodeId: string): Promise<void> {
+  const node = status?.nodes.find((n) => n.id === nodeId);
+  if (node === undefined) return;
+  const action = node.draining ? 'undrain' : 'drain';
+  try {
+    const res = await json<{ draining?: boolean; error?: { message: string } }>(`/admin/nodes/${encodeURIComponent(nodeId)}/${action}`, { method: 'POST' });
+    if (res.status !== 200) banner(`${action} ${nodeId} failed: ${res.body.error?.message ?? res.status}`);
+    else node.draining = res.body.draining === true;
+    if (status) renderStatus(status);
+    await refreshStatus();
+  } catch (err) {
+    if (err instanceof Unauthorized) onUnauthorized();
+    else banner(`${action} ${nodeId} failed: ${(err as Error).message}`);
+  }
+}
+
+function show(value: unknown): string {
+  return value === null || value === undefined ? '(none)' : typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+function changeList(title: string, changes: readonly Change[], id: string): HTMLElement {
+  const section = document.createElement('div');
+  section.id = id;
+  const h = document.createElement('h3');
+  h.textContent = `${title} (${changes.length})`;
+  section.append(h);
+  if (changes.length === 0) {
+    const p = document.createElement('p');
+    p.className = 'empty';
+    p.textContent = 'none';
+    section.append(p);
+    return section;
+  }
+  const ul = document.createElement('ul');
+  ul.className = 'changes';
+  for (const c of changes) {
+    const li = document.createElement('li');
+    const code = document.createElement('code');
+    code.textContent = c.path;
+    li.append(code, ` ${show(c.old)} → ${show(c.new)} `);
+    const effect = document.createElement('span');
+    effect.className = 'hint';
+    effect.textContent = c.effect;
+    li.append(effect);
+    ul.append(li);
+  }
+  section.append(ul);
+  return section;
+}
+
+async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
+  const out = $('config-result');
+  const text = $<HTMLTextAreaElement>('config-text').value.trim();
+  out.textContent = mode === 'evaluate' ? 'Evaluating…' : 'Applying…';
+  try {
+    const res = await json<RefreshResult & { error?: { message: string } }>('/admin/config/refresh', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(text === '' ? { mode } : { mode, config: text }),
+    });
+    const r = res.body;
+    out.replaceChildren();
+    if (r.error !== undefined) {
+      out.textContent = `Refused: ${r.error.message}`;
+      return;
+    }
+    const head = document.createElement('p');
+    head.id = 'config-outcome';
+    const verdict = r.status === 'applied' ? `Applied: config version ${r.configVersion}; ${r.notified.length} node(s) notified${r.retired.length ? `, retired ${r.retired.join(', ')}` : ''}.`
+      : r.status === 'unchanged' ? 'No change: the candidate equals the running config.'
+      : r.status === 'rejected' ? `Rejected (${r.rejection}): nothing changed.`
+      : r.applicable ? 'Evaluated: Apply would commit the mutable changes below.' : `Evaluated: Apply would be refused (${r.rejection}).`;
+    head.textContent = verdict;
+    head.className = r.status === 'rejected' || (!r.applicable && r.status === 'evaluated') ? 'error' : 'ok-text';
+    out.append(head, changeList('Applied live', r.changes.filter((c) => c.mutable), 'diff-mutable'), changeList('Need a restart', r.changes.filter((c) => !c.mutable), 'diff-restart'));
+    if (r.reasons.length > 0) {
+      const ul = document.createElement('ul');
+      ul.className = 'reasons';
+      for (const reason of r.reasons) {
+        const li = document.createElement('li');
+        li.textContent = reason;
+        ul.append(li);
+      }
+      out.append(ul);
+    }
+    $<HTMLButtonElement>('apply').disabled = !(mode === 'evaluate' && r.applicable && r.changes.length > 0);
+    if (mode === 'apply') void refreshStatus();
+  } catch (err) {
+    if (err instanceof Unauthorized) onUnauthorized();
+    else out.textContent = `The edge did not answer: ${(err as Error).message}`;
+  }
+}
+
+let trying: AbortController | null = null;
+
+async function tryIt(): Promise<void> {
+  const model = $<HTMLSelectElement>('try-model').value;
+  const prompt = $<HTMLTextAreaElement>('try-prompt').value;
+  const key = $<HTMLInputElement>('try-key').value;
+  const output = $('try-output');
+  const meta = $('try-meta');
+  if (model === '') {
+    meta.textContent = 'No model to send to: the edge config has no models[].';
+    return;
+  }
+  trying?.abort();
+  trying = new AbortController();
+  const signal = trying.signal;
+  output.textContent = '';
+  meta.textContent = `Sending to ${model}…`;
+  $<HTMLButtonElement>('try-stop').disabled = false;
+  $<HTMLButtonElement>('try-send').disabled = true;
+  const started = performance.now();
+  try {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (key !== '') headers['x-edge-client-key'] = key;
+    const res = await api('/admin/try', { method: 'POST', headers, signal, body: JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: prompt }] }) });
+    const run = res.headers.get('x-edge-run-id');
+    const where = [run && `run ${run}`, res.headers.get('x-edge-provider') && `provider ${res.headers.get('x-edge-provider')}`, res.headers.get('x-edge-queue-ms') && `queued ${res.headers.get('x-edge-queue-ms')} ms`].filter(Boolean).join(' · ');
+    if (!res.ok || res.body === null) {
+      const body = (await res.json().catch(() => ({}))) as { error?: { message?: string; code?: string } };
+      meta.textContent = `HTTP ${res.status}: ${body.error?.code ?? ''} ${body.error?.message ?? ''}`.trim();
+      return;
+    }
+    meta.textContent = `Streaming · ${where}`;
+    let firstAt = 0;
+    await readSse(res.body, (m) => {
+      if (m.data === '[DONE]') return;
+      try {
+        const chunk = JSON.parse(m.data) as { choices?: { delta?: { content?: string } }[]; error?: { message: string } };
+        if (chunk.error) output.append(`\n[error: ${chunk.error.message}]`);
+        const text = chunk.choices?.[0]?.delta?.content;
+        if (text) {
+          if (firstAt === 0) firstAt = performance.now();
+          output.append(text);
+        }
+      } catch {
+        // not JSON: ignore
+      }
+    }, signal);
+    meta.textContent = `Done · ${where} · first token ${ms(firstAt > 0 ? firstAt - started : null)} · total ${ms(performance.now() - started)}`;
+  } catch (err) {
+    if (err instanceof Unauthorized) onUnauthorized();
+    else meta.textContent = signal.aborted ? 'Stopped.' : `Failed: ${(err as Error).message}`;
+  } finally {
+    $<HTMLButtonElement>('try-stop').disabled = true;
+    $<HTMLButtonElement>('try-send').disabled = false;
+  }
+}
+
+// --- wiring -------------------------------------------------------------------------
+
+function init(): void {
+  $('login-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const input = $<HTMLInputElement>('token');
+    const value = input.value;
+    input.value = '';
+    void login(value);
+  });
+  $('logout').addEventListener('click', logout);
+  $('evaluate').addEventListener('click', () => void refresh('evaluate'));
+  $('apply').addEventListener('click', () => void refresh('apply'));
+  $('config-text').addEventListener('input', () => ($<HTMLButtonElement>('apply').disabled = true));
+  $('try-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    void tryIt();
+  });
+  $('try-stop').addEventListener('click', () => trying?.abort());
+  const liveRunsBox = $<HTMLInputElement>('live-runs');
+  liveRunsBox.checked = liveRuns();
+  liveRunsBox.addEventListener('change', () => {
+    sessionStorage.setItem(LIVE_RUNS_KEY, liveRunsBox.checked ? '1' : '0');
+    restartEvents();
+  });
+  // An admin listener without a token (loopback only) needs no login: the empty token is tried first.
+  const probe = loginAttempt + 1;
+  void login(token ?? '').then(() => {
+    // The probe's "rejected" is not the operator's mistake: clear it unless a typed attempt came since.
+    if (token === null && loginAttempt === probe) $('login-error').textContent = '';
+  });
+}
+
+init();

@@ -1,0 +1,117 @@
+// The operator console on the admin listener: the page and its assets
+// (GET /console, /console/<file>; GET / redirects there), the chart data
+// (GET /admin/series) and the try-it proxy (POST /admin/try).
+//
+// The page and its assets are public: they hold no data, and the operator
+// types the admin token into the page's login form; every data route the
+// page then calls needs the token as usual. The assets are what
+// `npm run build` put in dist/console (TypeScript compiled by tsc, plus the
+// HTML and CSS copied next to it); nothing comes from a CDN.
+//
+// Try-it: the console lives on the admin port, the OpenAI API on the client
+// port, so a browser call from one to the other would be cross-origin. We
+// proxy instead of opening CORS on the client listener: POST /admin/try
+// forwards the body to the client listener's own /v1/chat/completions over
+// loopback, so the request takes exactly the path every client request
+// takes (client auth, key limits, admission queue, retries, metrics, run
+// events) and streams the answer back unchanged. A client API key, when
+// auth is on, travels in `x-edge-client-key` (the Authorization header
+// carries the admin token here).
+import { readFile } from 'node:fs/promises';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Agent, request as undiciRequest } from 'undici';
+import { sendAdminError } from './admin-errors.js';
+import type { AdminOps } from './ops.js';
+import { SERIES_INTERVAL_MS } from './series.js';
+
+/** dist/src/main/admin/ → dist/console/ */
+const ASSETS = new URL('../../../console/', import.meta.url);
+const ASSET_NAME = /^[a-z][a-z0-9-]*\.(js|css|html)$/;
+const TYPES: Record<string, string> = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', html: 'text/html; charset=utf-8' };
+
+/** Strict: the page talks to its own origin only and runs only its own files. */
+const SECURITY_HEADERS = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-cache',
+};
+
+/** Paths the bearer check lets through: the page and its static files (GET/HEAD only). */
+export function isPublicConsolePath(method: string, url: string): boolean {
+  if (method !== 'GET' && method !== 'HEAD') return false;
+  const path = url.split('?')[0];
+  return path === '/' || path === '/console' || path === '/console/' || (path.startsWith('/console/') && ASSET_NAME.test(path.slice('/console/'.length)));
+}
+
+/** Client listener headers worth showing the operator (run id, node, timings). */
+const FORWARDED_RESPONSE_HEADERS = ['content-type', 'retry-after', 'x-edge-run-id', 'x-edge-node', 'x-edge-provider', 'x-edge-queue-ms', 'x-edge-overhead-ms'];
+
+export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void {
+  const cache = new Map<string, Buffer>();
+  const asset = async (name: string, reply: FastifyReply): Promise<void> => {
+    let body = cache.get(name);
+    if (body === undefined) {
+      try {
+        body = await readFile(new URL(name, ASSETS));
+      } catch {
+        sendAdminError(reply, name === 'index.html' ? 503 : 404, 'console_not_built', `console asset ${name} is missing: run \`npm run build\``);
+        return;
+      }
+      cache.set(name, body);
+    }
+    reply.headers(SECURITY_HEADERS).header('content-type', TYPES[name.slice(name.lastIndexOf('.') + 1)]).send(body);
+  };
+
+  app.get('/', (_request, reply) => {
+    reply.redirect('/console', 302);
+  });
+  app.get('/console', (_request, reply) => asset('index.html', reply));
+  app.get('/console/', (_request, reply) => asset('index.html', reply));
+  app.get('/console/:file', (request: FastifyRequest<{ Params: { file: string } }>, reply) => {
+    const file = request.params.file;
+    if (!ASSET_NAME.test(file)) {
+      sendAdminError(reply, 404, 'not_found', 'no such console asset');
+      return;
+    }
+    return asset(file, reply);
+  });
+
+  app.get('/admin/series', (_request, reply) => {
+    reply.send({ intervalMs: SERIES_INTERVAL_MS, points: ops.seriesPoints() });
+  });
+
+  // The client listener may serve HTTPS with a certificate for its public
+  // name; this connection goes to our own listener, so it is not verified.
+  const loopback = new Agent({ connect: { rejectUnauthorized: false } });
+  app.addHook('onClose', async () => loopback.close());
+
+  app.post('/admin/try', async (request: FastifyRequest, reply: FastifyReply) => {
+    const body = request.body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      sendAdminError(reply, 400, 'invalid_request', 'send a chat completion request body: {"model","messages",…}');
+      return;
+    }
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    const key = request.headers['x-edge-client-key'];
+    if (typeof key === 'string' && key !== '') headers.authorization = `Bearer ${key}`;
+    let upstream: Awaited<ReturnType<typeof undiciRequest>>;
+    try {
+      upstream = await undiciRequest(`${ops.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify(body), dispatcher: loopback });
+    } catch (err) {
+      sendAdminError(reply, 502, 'client_listener_unreachable', `the client listener did not answer: ${(err as Error).message}`);
+      return;
+    }
+    reply.code(upstream.statusCode);
+    for (const name of FORWARDED_RESPONSE_HEADERS) {
+      const value = upstream.headers[name];
+      if (typeof value === 'string') reply.header(name, value);
+    }
+    reply.header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
+    // The browser leaving ends the upstream request too (the edge sees client_closed).
+    reply.raw.once('close', () => {
+      if (!upstream.body.destroyed) upstream.body.destroy();
+    });
+    return reply.send(upstream.body);
+  });
+}

@@ -1,0 +1,282 @@
+// The operator console in a real browser: Debian's chromium (never a
+// downloaded one) driven by puppeteer-core against a real stack on
+// loopback (edge with the admin listener and a token, mock provider, node
+// agent started by the test). Each step checks what an operator sees and,
+// where the console acts, what the edge's own API then says.
+//
+// CONSOLE_SCREENSHOTS=<dir> also saves the main views there (the README's
+// pictures in docs/console/ come from this).
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { existsSync, mkdirSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { NodeAgent } from '../../src/agent/agent.js';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
+import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { agentFor, ALIAS, edgeConfigObject, NODE_ID } from '../helpers/stack.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const TOKEN = 'console-test-admin-token';
+const SHOTS = process.env.CONSOLE_SCREENSHOTS;
+
+describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
+  let mock: MockProvider;
+  let edge: RunningEdge;
+  let agent: NodeAgent | undefined;
+  let browser: Browser;
+  let page: Page;
+  let raw: Record<string, unknown>;
+  let holdStatusMs = 0;
+  /** Delays only the next /admin/status request (the page's first probe). */
+  let holdNextStatusMs = 0;
+
+  const adminStatus = async (): Promise<{ nodes: { id: string; connected: boolean; draining: boolean }[] }> => {
+    const res = await fetch(`${edge.adminUrl}/admin/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(res.status, 200);
+    return (await res.json()) as { nodes: { id: string; connected: boolean; draining: boolean }[] };
+  };
+  // Browser-side code goes as strings: this file compiles without the DOM library.
+  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
+  const until = async (expression: string, timeout = 5_000): Promise<void> => {
+    await page.waitForFunction(expression, { timeout });
+  };
+  const text = (selector: string): Promise<string> => js(`document.querySelector(${JSON.stringify(selector)})?.textContent ?? ''`);
+  const cellsOf = (selector: string): Promise<string[]> => js(`Array.from(document.querySelector(${JSON.stringify(selector)}).cells).map((c) => c.textContent)`);
+  const setValue = (selector: string, value: string): Promise<void> =>
+    js(`(() => { const el = document.querySelector(${JSON.stringify(selector)}); el.value = ${JSON.stringify(value)}; el.dispatchEvent(new Event('input')); })()`);
+  const shot = async (name: string, selector?: string): Promise<void> => {
+    if (SHOTS === undefined) return;
+    mkdirSync(SHOTS, { recursive: true });
+    if (selector === undefined) await page.screenshot({ path: `${SHOTS}/${name}.png` });
+    else await (await page.$(selector))?.screenshot({ path: `${SHOTS}/${name}.png` });
+  };
+
+  before(async () => {
+    mock = await startMockProvider({ ttftMs: 30, tokens: 12, intervalMs: 40 });
+    raw = edgeConfigObject();
+    raw.admin = { host: '127.0.0.1', port: 0, token: TOKEN };
+    edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger(), admin: true });
+    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 800 });
+    // Lets a test hold the page's status polls back, so what it sees must come from the event stream.
+    await page.setRequestInterception(true);
+    page.on('request', (request) => {
+      const go = (): void => void request.continue().catch(() => undefined);
+      const status = request.url().endsWith('/admin/status');
+      if (status && holdNextStatusMs > 0) {
+        setTimeout(go, holdNextStatusMs);
+        holdNextStatusMs = 0;
+      } else if (status && holdStatusMs > 0) setTimeout(go, holdStatusMs);
+      else go();
+    });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await agent?.stop();
+    await edge?.close();
+    await mock?.close();
+  });
+
+  test('/ leads to the login form; a wrong token is refused, the right one opens the console and stays out of the URL', async () => {
+    // The page's first probe (no token) answers late, after the operator's own attempts: it must not undo them.
+    holdNextStatusMs = 2_000;
+    await page.goto(`${edge.adminUrl}/`);
+    assert.equal(new URL(page.url()).pathname, '/console');
+    await page.waitForSelector('#login-form', { visible: true });
+    assert.equal(await js('document.getElementById("main").hidden'), true);
+    await page.type('#token', 'not-the-token');
+    await page.keyboard.press('Enter');
+    await until(`/rejected/.test(document.getElementById('login-error').textContent)`);
+    await shot('login');
+    await page.type('#token', TOKEN);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#main', { visible: true });
+    assert.equal(await js(`sessionStorage.getItem('edge-admin-token')`), TOKEN);
+    await new Promise((resolve) => setTimeout(resolve, 2_000)); // the late probe has answered by now
+    assert.equal(await js('document.getElementById("main").hidden'), false, 'still logged in');
+    assert.equal(await js(`sessionStorage.getItem('edge-admin-token')`), TOKEN);
+    assert.ok(!page.url().includes(TOKEN), 'the token is never in the URL');
+    // The page shows the configured, not yet connected node.
+    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="offline"]`);
+    // A reload in the same tab keeps the session (sessionStorage).
+    await page.reload();
+    await page.waitForSelector('#main', { visible: true });
+  });
+
+  test('a node shows as connected within 2 s of its agent starting', async () => {
+    await page.waitForSelector('#conn[data-state="ok"]');
+    // Status polls answer only after 3 s from here: the node must turn connected from its event.
+    holdStatusMs = 3_000;
+    const started = performance.now();
+    agent = agentFor(edge.grpcPort, mock.url);
+    const registered = once(agent, 'registered');
+    agent.start();
+    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="connected"]`, { timeout: 2_000 });
+    const elapsed = performance.now() - started;
+    await registered;
+    assert.ok(elapsed < 2_000, `connected after ${elapsed.toFixed(0)} ms`);
+    holdStatusMs = 0;
+    // Lanes and heartbeat age arrive with the next status poll.
+    await until(`(() => { const row = document.querySelector('tr[data-node="${NODE_ID}"]'); return row !== null && row.cells[3].textContent === '1' && / ms$/.test(row.cells[6].textContent); })()`);
+  });
+
+  test('a running stream appears among the runs and finishes there', async () => {
+    const response = await fetch(`${edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-mock-tokens': '60', 'x-mock-interval-ms': '50' },
+      body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'count' }] }),
+    });
+    assert.equal(response.status, 200);
+    const runId = response.headers.get('x-edge-run-id') as string;
+    assert.ok(runId);
+    // The stream lasts 3 s: the page must show it while it runs.
+    await page.waitForSelector(`tr[data-run="${runId}"][data-state="running"]`, { timeout: 2_500 });
+    await shot('runs-running', '#runs');
+    await response.text(); // the stream ends
+    await page.waitForSelector(`tr[data-run="${runId}"][data-state="finished"]`, { timeout: 3_000 });
+    const cells = await cellsOf(`tr[data-run="${runId}"]`);
+    assert.equal(cells[3], 'end');
+    assert.equal(cells[4], '200');
+    assert.match(cells[6] ?? '', /\d( ms| s)$/);
+  });
+
+  test('drain and undrain toggle the node in the page and in /admin/status', async () => {
+    const row = `tr[data-node="${NODE_ID}"]`;
+    await page.click(`${row} button[data-action="drain"]`);
+    await page.waitForSelector(`${row}[data-state="draining"]`, { timeout: 2_000 });
+    assert.equal((await adminStatus()).nodes.find((n) => n.id === NODE_ID)?.draining, true);
+    // Keyboard: the same button, focused and pressed with Enter.
+    await page.focus(`${row} button[data-action="undrain"]`);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector(`${row}[data-state="connected"]`, { timeout: 2_000 });
+    assert.equal((await adminStatus()).nodes.find((n) => n.id === NODE_ID)?.draining, false);
+  });
+
+  test('config refresh evaluate shows the diff split into live and restart-required, apply commits the live part', async () => {
+    const models = structuredClone(raw.models) as Record<string, unknown>[];
+    models[0].max_queue = 7;
+    const candidate = { ...raw, models, admin: { ...(raw.admin as object), port: 1 } };
+    await setValue('#config-text', JSON.stringify(candidate, null, 2));
+    await page.click('#evaluate');
+    await page.waitForSelector('#diff-mutable li');
+    assert.match(await text('#diff-mutable'), /models\[0\]\.max_queue|models\.llama3\.max_queue|max_queue/);
+    assert.match(await text('#diff-restart'), /admin\.port/);
+    assert.match(await text('#config-outcome'), /refused \(restart_required\)/);
+    assert.equal(await js(`document.getElementById('apply').disabled`), true);
+    await shot('config', '#config');
+
+    // Without the restart-required part, Apply goes through and the queue changes.
+    const applicable = { ...raw, models };
+    await setValue('#config-text', JSON.stringify(applicable));
+    await page.click('#evaluate');
+    await until(`/Apply would commit/.test(document.getElementById('config-outcome')?.textContent)`);
+    assert.equal(await text('#diff-restart h3'), 'Need a restart (0)');
+    await page.click('#apply');
+    await until(`/^Applied: config version 2/.test(document.getElementById('config-outcome')?.textContent)`);
+    await until(`document.querySelector('tr[data-model="${ALIAS}"]')?.children[1].textContent === '0 / 7'`);
+  });
+
+  test('the try-it box streams the answer as it arrives', async () => {
+    await page.select('#try-model', ALIAS);
+    await setValue('#try-prompt', 'Say something');
+    const samples: number[] = [];
+    await page.click('#try-send');
+    // Sample the output's length while the answer streams (12 tokens, 40 ms apart).
+    const deadline = Date.now() + 5_000;
+    while (Date.now() < deadline) {
+      const [length, done] = await js<[number, boolean]>(`[document.getElementById('try-output').textContent.length, /^Done/.test(document.getElementById('try-meta').textContent)]`);
+      samples.push(length);
+      if (done) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const final = samples[samples.length - 1];
+    assert.ok(final > 0, 'some text arrived');
+    assert.ok(samples.some((n) => n > 0 && n < final), `text grew in steps before the end (samples: ${samples.join(',')})`);
+    assert.match(await text('#try-meta'), /^Done · run \S+ · provider /);
+    await shot('try-it', '#try');
+  });
+
+  test('with live runs off the edge builds no run events for the page; nodes stay live; back on, runs return', async () => {
+    const subscribers = async (): Promise<{ runs: boolean }[]> => {
+      const res = await fetch(`${edge.adminUrl}/admin/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      return ((await res.json()) as { events: { subscribers: { runs: boolean }[] } }).events.subscribers;
+    };
+    const chat = async (): Promise<string> => {
+      const res = await fetch(`${edge.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }) });
+      await res.text();
+      return res.headers.get('x-edge-run-id') as string;
+    };
+    await page.click('#live-runs');
+    await page.waitForSelector('#conn[data-state="ok"]');
+    const deadline = Date.now() + 3_000;
+    let subs = await subscribers();
+    while (!(subs.length === 1 && subs[0].runs === false) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      subs = await subscribers();
+    }
+    assert.deepEqual(subs.map((s) => s.runs), [false], 'the page re-subscribed without run events');
+    const unseen = await chat();
+    // Node events still arrive: a drain shows at once.
+    await page.click(`tr[data-node="${NODE_ID}"] button[data-action="drain"]`);
+    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="draining"]`, { timeout: 2_000 });
+    await page.click(`tr[data-node="${NODE_ID}"] button[data-action="undrain"]`);
+    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="connected"]`, { timeout: 2_000 });
+    assert.equal(await page.$(`tr[data-run="${unseen}"]`), null, 'no run event reached the page');
+    await page.click('#live-runs');
+    await page.waitForSelector('#conn[data-state="ok"]');
+    let seen = '';
+    // The re-subscription races the next request: send until one shows.
+    for (let i = 0; i < 20 && seen === ''; i++) {
+      const id = await chat();
+      if (await page.waitForSelector(`tr[data-run="${id}"]`, { timeout: 500 }).catch(() => null)) seen = id;
+    }
+    assert.notEqual(seen, '', 'runs are live again');
+  });
+
+  test('the views at 1280×800 and at phone width', async () => {
+    if (SHOTS !== undefined) {
+      // A little traffic for the charts (the series samples every 5 s).
+      for (let i = 0; i < 3; i++) {
+        await Promise.all(Array.from({ length: 8 }, () => fetch(`${edge.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }) }).then((r) => r.text())));
+        await new Promise((resolve) => setTimeout(resolve, 5_200));
+      }
+      await js("window.scrollTo(0, 0); document.activeElement?.blur(); document.querySelectorAll('.scroll').forEach((e) => { e.scrollLeft = 0; })");
+      await page.waitForSelector('#chart-rps polyline');
+      await shot('overview');
+      // isMobile reloads the page: wait for the console to be back with its charts.
+      await page.setViewport({ width: 390, height: 844, isMobile: true });
+      await page.waitForSelector('#chart-rps polyline');
+      await js('window.scrollTo(0, 0)');
+      await shot('phone');
+      await page.setViewport({ width: 1280, height: 800 });
+    }
+    // Nothing overflows the page horizontally at phone width (tables scroll inside their panel).
+    await page.setViewport({ width: 390, height: 844 });
+    const overflowJs = 'document.documentElement.scrollWidth - document.documentElement.clientWidth';
+    await until(`${overflowJs} <= 0`, 3_000).catch(async () => assert.fail(`page is ${await js<number>(overflowJs)} px wider than a phone`));
+    await page.setViewport({ width: 1280, height: 800 });
+    // The provider row names the API the provider speaks.
+    const expected = ['gpu-1-mock', NODE_ID, 'ok', 'OpenAI', '0 / 4'];
+    const providerJs = `JSON.stringify(Array.from(document.querySelector('tr[data-provider]').cells).slice(0, 5).map((c) => c.textContent))`;
+    await until(`${providerJs} === ${JSON.stringify(JSON.stringify(expected))}`, 5_000).catch(async () => assert.deepEqual((await cellsOf('tr[data-provider]')).slice(0, 5), expected));
+  });
+
+  test('a node, then the edge, going away: the page says so and what to do; logout ends the session', async () => {
+    await agent?.stop();
+    agent = undefined;
+    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="offline"]`, { timeout: 2_000 });
+    assert.match(await text(`tr[data-node="${NODE_ID}"] td`), /start its node agent/);
+    await edge.close();
+    await page.waitForSelector('#conn[data-state="warn"], #conn[data-state="down"]', { timeout: 5_000 });
+    await until(`!document.getElementById('banner').hidden`);
+    assert.match(await text('#banner'), /(disconnected|does not answer).*(running|Retrying|Reconnecting)/i);
+    await page.click('#logout');
+    await page.waitForSelector('#login-form', { visible: true });
+    assert.equal(await js(`sessionStorage.getItem('edge-admin-token')`), null);
+  });
+});
