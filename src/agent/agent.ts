@@ -94,7 +94,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
         this.#log.info({ draining }, draining ? 'draining (operator command): no new tunnels' : 'undrained (operator command)');
       },
       openTunnels: () => this.#streams().reduce((n, s) => n + s.openTunnels, 0),
-      cli: this.#options.cli,
+      // restart_provider: the runner's hook if the embedder gave one, else end the provider's running processes here.
+      cli: this.#options.cli ?? { restartProvider: async (providerId) => this.#endProviderRuns(providerId) },
     };
   }
 
@@ -252,6 +253,13 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
       this.#lanes[lane] = undefined;
       connection?.close(reason);
     }
+  }
+
+  /** restart_provider for a cli provider: its running processes' groups are killed and their runs end with an ERROR. */
+  #endProviderRuns(providerId: string): string {
+    let ended = 0;
+    for (const stream of this.#streams()) ended += stream.endProviderTunnels(providerId, `provider ${providerId} restarted by an operator command`);
+    return `${providerId}: ${ended} process${ended === 1 ? '' : 'es'} ended`;
   }
 
   /** Every stream of the current connection, the first included. */

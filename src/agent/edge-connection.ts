@@ -216,6 +216,17 @@ export class EdgeConnection implements FrameSink {
     if (!this.#call.write(message)) this.#congested = true;
   };
 
+  /** Ends every open tunnel of a provider with an ERROR (its cli processes are killed); returns how many. */
+  endProviderTunnels(providerId: string, message: string): number {
+    let ended = 0;
+    for (const tunnel of [...this.#tunnels.values()]) {
+      if (tunnel.providerId !== providerId) continue;
+      tunnel.terminate('upstream_reset', message);
+      ended++;
+    }
+    return ended;
+  }
+
   resumeOnDrain(tunnel: TunnelExecutor): void {
     this.#drainWaiters.push(tunnel);
   }

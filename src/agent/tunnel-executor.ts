@@ -181,6 +181,13 @@ export class TunnelExecutor implements PooledHandler {
     }
   }
 
+  /** The node ends the run on its own (an operator's restart_provider): ERROR to the edge, and the upstream stopped. */
+  terminate(code: TunnelErrorCode, message: string): void {
+    if (this.#done) return;
+    this.#fail(code, message);
+    this.#abortUpstream(new TunnelCancelledError(message));
+  }
+
   /** The tunnel's timeout_ms passed: ERROR upstream_timeout, and stop the upstream. */
   expire(): void {
     this.#deadline = undefined;

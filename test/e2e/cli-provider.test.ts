@@ -117,6 +117,37 @@ test('client abort: a command that ignores SIGTERM and forked a grandchild leave
   assert.deepEqual(await livePids(stack.tag), []);
 });
 
+test('restart_provider (operator command): the running command\'s process group is killed and its stream ends with an error', async () => {
+  const res = await post({ model: CLI_ALIAS, stream: true, messages: [{ role: 'user', content: 'orphan' }] });
+  assert.equal(res.status, 200);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let text = '';
+  while (!/pids \d+ \d+/.test(text)) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, 'the stream ended before the fixture printed its pids');
+    text += new TextDecoder().decode(value);
+  }
+  const [, child, grandchild] = /pids (\d+) (\d+)/.exec(text)?.map(Number) ?? [];
+  assert.ok(await isLive(child), 'the command runs');
+  const node = stack.nodeId(0);
+  const answer = await fetch(`${stack.edge.adminUrl as string}/admin/nodes/${node}/commands`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ kind: 'restart_provider', args: { provider: `${node}-cli` } }),
+  });
+  assert.equal(answer.status, 200);
+  const result = ((await answer.json()) as { results: { status: string; message: string }[] }).results[0];
+  assert.equal(result.status, 'ok');
+  assert.equal(result.message, `${node}-cli: 1 process ended`);
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  assert.match(text, /"error"/, 'the stream ends with an in-band error event');
+  await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the process group to be gone', 5_000);
+});
+
 test('timeout_ms: a command that never finishes is killed and the client gets 504', async () => {
   const started = Date.now();
   const res = await post({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'sleep' }] });
