@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
+import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readAgentTls, type AgentTlsConfig } from './tls.js';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -19,6 +20,8 @@ export interface AgentProviderConfig {
   readonly apiKey: string | undefined;
   /** undici pool size (max sockets to this provider). */
   readonly connections: number;
+  /** APIs it serves natively, announced at Register (config `endpoints`, else the type's defaults). */
+  readonly endpoints?: readonly Endpoint[];
 }
 
 export interface AgentConfig {
@@ -124,7 +127,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const path = `providers[${i}]`;
     const item = r.object(path, items[i]);
     if (item === undefined) continue;
-    r.noUnknownKeys(path, item, ['id', 'type', 'base_url', 'api_key', 'connections']);
+    r.noUnknownKeys(path, item, ['id', 'type', 'base_url', 'api_key', 'connections', 'endpoints']);
     const id = r.string(`${path}.id`, item.id);
     if (id !== '') {
       const first = firstPathOfId.get(id);
@@ -136,7 +139,8 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const baseUrl = type === 'cli' && item.base_url === undefined ? undefined : r.url(`${path}.base_url`, item.base_url);
     const apiKey = item.api_key === undefined ? undefined : readSecret(r, `${path}.api_key`, item.api_key, true);
     const connections = r.integer(`${path}.connections`, item.connections, 1, 65_536, DEFAULT_CONNECTIONS);
-    providers.push({ id, type, baseUrl, apiKey, connections });
+    const endpoints = readEndpoints(r, `${path}.endpoints`, item.endpoints, type);
+    providers.push({ id, type, baseUrl, apiKey, connections, endpoints });
   }
   return providers;
 }

@@ -5,6 +5,7 @@
 import type { ProviderType } from '../shared/config-types.js';
 import type { AgentProviderConfig } from './config.js';
 import { UpstreamPool } from './upstream-pool.js';
+import { defaultEndpoints } from '../shared/endpoints.js';
 
 export interface Upstream {
   readonly id: string;
@@ -15,6 +16,7 @@ export interface Upstream {
   readonly pathPrefix: string;
   /** `Bearer <api_key>`, or undefined when the provider has no key. */
   readonly authorization: string | undefined;
+  readonly endpoints: readonly string[];
 }
 
 export class Upstreams {
@@ -26,6 +28,11 @@ export class Upstreams {
 
   get(providerId: string): Upstream | undefined {
     return this.#byId.get(providerId);
+  }
+
+  /** Provider id -> the APIs it serves, for Register. */
+  endpoints(): Map<string, readonly string[]> {
+    return new Map([...this.#byId.values()].map((u) => [u.id, u.endpoints]));
   }
 
   ids(): string[] {
@@ -42,7 +49,7 @@ export class Upstreams {
 
 function upstreamOf(provider: AgentProviderConfig): Upstream {
   if (provider.type === 'cli' || provider.baseUrl === undefined) {
-    return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined };
+    return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined, endpoints: provider.endpoints ?? defaultEndpoints(provider.type) };
   }
   const url = new URL(provider.baseUrl);
   return {
@@ -51,5 +58,6 @@ function upstreamOf(provider: AgentProviderConfig): Upstream {
     pool: new UpstreamPool(url.origin, provider.connections),
     pathPrefix: url.pathname.endsWith('/') ? url.pathname.slice(0, -1) : url.pathname,
     authorization: provider.apiKey === undefined ? undefined : `Bearer ${provider.apiKey}`,
+    endpoints: provider.endpoints ?? defaultEndpoints(provider.type),
   };
 }

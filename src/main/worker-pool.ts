@@ -12,7 +12,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
@@ -21,6 +21,7 @@ import type { ControlCall, ControlReply, IoWorkerData, WorkerEvent } from '../co
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
+import type { ApiKind } from '../shared/endpoints.js';
 
 const SCHEDULER_RING_BYTES = 1 << 20;
 const PEER_RING_BYTES = 1 << 20;
@@ -45,6 +46,14 @@ class WorkerSlot {
   readonly record = new SchedulerRecord();
   /** Provider ids announced by sessions registering on this worker, by serial, until their connect record. */
   readonly announced = new Map<number, string[]>();
+  /** Endpoint masks announced with them (absent for a provider whose node announced none), by serial. */
+  readonly endpoints = new Map<number, Map<string, number>>();
+
+  announcedEndpoints(serial: number): Map<string, number> {
+    let map = this.endpoints.get(serial);
+    if (map === undefined) this.endpoints.set(serial, (map = new Map()));
+    return map;
+  }
   worker: Worker | undefined;
   exited = false;
 
@@ -212,7 +221,7 @@ export class WorkerPool implements DecisionHandler {
           this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
           return;
         }
-        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) });
+        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) });
         return;
       case RecordKind.cancel:
         driver.cancel(r.requestId);
@@ -224,7 +233,7 @@ export class WorkerPool implements DecisionHandler {
         driver.release(r.leaseId, releaseReasonOf(r.code));
         return;
       case RecordKind.requeue:
-        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId) }, reader.nameOf(r.providerId) ?? '');
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '');
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);
@@ -234,6 +243,7 @@ export class WorkerPool implements DecisionHandler {
         const providerId = reader.nameOf(r.providerId) ?? '';
         if (list === undefined) slot.announced.set(r.requestId, [providerId]);
         else list.push(providerId);
+        if (r.code !== 0) slot.announcedEndpoints(r.requestId).set(providerId, r.code & ~ANNOUNCED_ENDPOINTS);
         return;
       }
       case RecordKind.connect: {
@@ -243,7 +253,9 @@ export class WorkerPool implements DecisionHandler {
         }
         const announced = slot.announced.get(r.requestId) ?? [];
         slot.announced.delete(r.requestId);
-        this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced);
+        const endpoints = slot.endpoints.get(r.requestId);
+        slot.endpoints.delete(r.requestId);
+        this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced, endpoints);
         return;
       }
       case RecordKind.disconnect: {
@@ -265,10 +277,10 @@ export class WorkerPool implements DecisionHandler {
    * goes out: the answer is on the worker's FIFO ring ahead of them. A
    * session of the node's previous generation is fenced where it lives.
    */
-  private connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[]): void {
+  private connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
     this.driver.deferDecisions(() => {
       const previous = this.places.get(nodeId);
-      const connected = this.driver.connect(nodeId, announced);
+      const connected = this.driver.connect(nodeId, announced, endpoints);
       const r = this.scratch.reset(RecordKind.connected);
       r.requestId = serial;
       r.generation = connected?.generation ?? 0;

@@ -2,6 +2,8 @@
 // path read it. Produced by src/main/config.ts from YAML; treated as an
 // immutable snapshot (a refresh swaps the whole object, never mutates it).
 
+import type { Endpoint } from './endpoints.js';
+
 export type ProviderType = 'ollama' | 'vllm' | 'openai_compat' | 'cli';
 
 export interface ProviderConfig {
@@ -14,6 +16,8 @@ export interface ProviderConfig {
   readonly maxContextTokens: number | undefined;
   /** A disabled provider gets no new requests. */
   readonly enabled: boolean;
+  /** APIs it serves natively (config `endpoints`, else the type's defaults: src/shared/endpoints.ts). */
+  readonly endpoints?: readonly Endpoint[];
 }
 
 export interface NodeConfig {

@@ -10,7 +10,10 @@ import type { EdgeConfig } from '../../shared/config-types.js';
 import { buildCatalog } from './catalog.js';
 import {
   contextNeed,
+  groupServes,
   hasEligibleCandidate,
+  isEligible,
+  providerServes,
   hasFreeProvider,
   pickCandidate,
   retryAfterSec,
@@ -21,6 +24,7 @@ import { checkInvariants } from './invariants.js';
 import { Registry } from './registry.js';
 import { Lease, QueueItem, type GroupEntry, type GroupState, type NodeState } from './state.js';
 import { buildStatus } from './status.js';
+import type { ApiKind } from '../../shared/endpoints.js';
 import type {
   AdmitRequest,
   ConnectResult,
@@ -108,12 +112,16 @@ export class Scheduler {
       this.outbox.push(new Rejection(req.requestId, 'model_not_found', 0));
     } else if (req.directNodeId !== undefined && !servesOnNode(group, req.directNodeId)) {
       this.outbox.push(new Rejection(req.requestId, 'node_not_found', 0));
+    } else if (!groupServes(group, req.api ?? 0)) {
+      this.outbox.push(new Rejection(req.requestId, 'api_not_served', 0));
+    } else if (req.pinnedProviderId !== undefined && !pinnedServes(group, req.pinnedProviderId, req.api ?? 0)) {
+      this.outbox.push(new Rejection(req.requestId, 'pinned_provider_gone', 0));
     } else {
       const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
-      const entry = pickCandidate(group, req.directNodeId, need);
+      const entry = pickCandidate(group, req, need);
       const seq = ++this.lastSeq;
       if (entry !== undefined) {
-        this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0);
+        this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, req.api ?? 0, req.pinnedProviderId);
       } else if (group.queue.length >= group.maxQueue) {
         this.outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
       } else {
@@ -126,6 +134,9 @@ export class Scheduler {
           now,
           now + group.queueTimeoutMs,
           0,
+          undefined,
+          req.api ?? 0,
+          req.pinnedProviderId,
         );
         group.queue.push(item);
         this.track(item);
@@ -241,8 +252,8 @@ export class Scheduler {
       (req.directNodeId === undefined || servesOnNode(group, req.directNodeId))
     ) {
       const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
-      if (hasEligibleCandidate(group, req.directNodeId, need, excludeProviderId)) {
-        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId);
+      if (hasEligibleCandidate(group, req, need, excludeProviderId)) {
+        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         group.queue.insertBySeq(item);
         this.track(item);
         requeued = true;
@@ -268,7 +279,7 @@ export class Scheduler {
    * provider missing from it is no candidate for this connection
    * (undefined: all of them).
    */
-  connect(nodeId: string, now: number, announcedProviders?: readonly string[]): ConnectResult | undefined {
+  connect(nodeId: string, now: number, announcedProviders?: readonly string[], announcedEndpoints?: ReadonlyMap<string, number>): ConnectResult | undefined {
     this.expire(now);
     const node = this.registry.nodes.get(nodeId);
     if (node === undefined || !node.inCatalog) {
@@ -281,6 +292,7 @@ export class Scheduler {
     node.connectedSinceMs = now;
     node.draining = false; // draining belongs to a connection (the agent's Leaving)
     node.announced = announcedProviders === undefined ? undefined : new Set(announcedProviders);
+    node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
     this.pump();
     this.flush();
     return { generation: node.generation, fenced };
@@ -386,6 +398,8 @@ export class Scheduler {
     directNodeId: string | undefined,
     attempt: number,
     queuedMs: number,
+    api: ApiKind,
+    pinnedProviderId: string | undefined,
   ): void {
     const provider = entry.provider;
     const node = provider.node;
@@ -402,6 +416,8 @@ export class Scheduler {
       estimatedTokens,
       directNodeId,
       attempt,
+      api,
+      pinnedProviderId,
     );
     this.leases.set(lease.leaseId, lease);
     node.leases.add(lease);
@@ -474,6 +490,9 @@ export class Scheduler {
       now,
       now + group.queueTimeoutMs,
       1,
+      undefined,
+      lease.api,
+      lease.pinnedProviderId,
     );
     group.queue.insertBySeq(item);
     this.track(item);
@@ -505,7 +524,7 @@ export class Scheduler {
       if (item === undefined || item.deadline > now) return;
       const group = item.group;
       const need = contextNeed(item.estimatedTokens, this.registry.longThreshold);
-      const code: RejectCode = hasEligibleCandidate(group, item.directNodeId, need, item.excludeProviderId)
+      const code: RejectCode = hasEligibleCandidate(group, item, need, item.excludeProviderId)
         ? 'queue_timeout'
         : 'no_provider_available';
       this.dequeue(item);
@@ -527,7 +546,7 @@ export class Scheduler {
     for (const group of this.waiting) {
       if (!hasFreeProvider(group)) continue;
       group.cursor = group.queue.head;
-      group.failUndirected = Infinity;
+      group.failUndirected.fill(Infinity);
       if (group.failByNode.size > 0) group.failByNode.clear();
       active.push(group);
     }
@@ -547,8 +566,8 @@ export class Scheduler {
       const item = group.cursor as QueueItem;
       group.cursor = item.next;
       const need = contextNeed(item.estimatedTokens, threshold);
-      if (!knownToFail(group, item.directNodeId, need)) {
-        const entry = pickCandidate(group, item.directNodeId, need, item.excludeProviderId);
+      if (!knownToFail(group, item, need)) {
+        const entry = pickCandidate(group, item, need, item.excludeProviderId);
         if (entry !== undefined) {
           this.dequeue(item);
           this.grant(
@@ -560,10 +579,12 @@ export class Scheduler {
             item.directNodeId,
             item.attempt,
             this.now - item.enqueuedAt,
+            item.api,
+            item.pinnedProviderId,
           );
-        } else if (item.excludeProviderId === undefined) {
-          // A retry's candidate set is narrower than its peers': its failure proves nothing about theirs.
-          rememberFailure(group, item.directNodeId, need);
+        } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined) {
+          // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs.
+          rememberFailure(group, item, need);
         }
       }
       // Stop walking a group once nothing of it is free (the common case
@@ -597,18 +618,29 @@ export class Scheduler {
 
 }
 
-function knownToFail(group: GroupState, directNodeId: string | undefined, need: number): boolean {
-  if (need >= group.failUndirected) return true;
-  if (directNodeId === undefined) return false;
-  const failed = group.failByNode.get(directNodeId);
+// The failure memo is per API: requests of another API have other candidates.
+function knownToFail(group: GroupState, item: QueueItem, need: number): boolean {
+  if (need >= group.failUndirected[item.api]) return true;
+  if (item.directNodeId === undefined) return false;
+  const failed = group.failByNode.get(item.api + '\0' + item.directNodeId);
   return failed !== undefined && need >= failed;
 }
 
-function rememberFailure(group: GroupState, directNodeId: string | undefined, need: number): void {
-  if (directNodeId === undefined) {
-    if (need < group.failUndirected) group.failUndirected = need;
+function rememberFailure(group: GroupState, item: QueueItem, need: number): void {
+  if (item.directNodeId === undefined) {
+    if (need < group.failUndirected[item.api]) group.failUndirected[item.api] = need;
     return;
   }
-  const failed = group.failByNode.get(directNodeId);
-  if (failed === undefined || need < failed) group.failByNode.set(directNodeId, need);
+  const key = item.api + '\0' + item.directNodeId;
+  const failed = group.failByNode.get(key);
+  if (failed === undefined || need < failed) group.failByNode.set(key, need);
+}
+
+/** The pinned provider is in the alias, connected, eligible and serves the API: otherwise its state is out of reach. */
+function pinnedServes(group: GroupState, providerId: string, api: ApiKind): boolean {
+  for (const entry of group.entries) {
+    const p = entry.provider;
+    if (p.id === providerId) return isEligible(p) && providerServes(p, api);
+  }
+  return false;
 }

@@ -17,7 +17,7 @@ export function buildStatus(registry: Registry, liveLeases: number): SchedulerSt
     for (let item = group.queue.head; item !== null; item = item.next) {
       const need = contextNeed(item.estimatedTokens, longThreshold);
       for (const { provider } of group.entries) {
-        if (fits(provider, item.directNodeId, need)) queued.set(provider, (queued.get(provider) ?? 0) + 1);
+        if (fits(provider, item, need)) queued.set(provider, (queued.get(provider) ?? 0) + 1);
       }
     }
   }

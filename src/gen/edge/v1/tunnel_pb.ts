@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file edge/v1/tunnel.proto.
  */
 export const file_edge_v1_tunnel: GenFile = /*@__PURE__*/
-  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSLcAQoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIAEIFCgNtc2ciwwIKC0VkZ2VNZXNzYWdlEikKCnJlZ2lzdGVyZWQYASABKAsyEy5lZGdlLnYxLlJlZ2lzdGVyZWRIABIlCghyZWplY3RlZBgCIAEoCzIRLmVkZ2UudjEuUmVqZWN0ZWRIABInCgloZWFydGJlYXQYAyABKAsyEi5lZGdlLnYxLkhlYXJ0YmVhdEgAEjAKDnR1bm5lbF9yZXF1ZXN0GAQgASgLMhYuZWRnZS52MS5UdW5uZWxSZXF1ZXN0SAASJwoGY2FuY2VsGAUgASgLMhUuZWRnZS52MS5UdW5uZWxDYW5jZWxIABIlCgZjcmVkaXQYBiABKAsyEy5lZGdlLnYxLkZsb3dDcmVkaXRIABIwCg5jb25maWdfcmVmcmVzaBgHIAEoCzIWLmVkZ2UudjEuQ29uZmlnUmVmcmVzaEgAQgUKA21zZyJ+CghSZWdpc3RlchIPCgdub2RlX2lkGAEgASgJEg0KBXRva2VuGAIgASgJEhUKDWFnZW50X3ZlcnNpb24YAyABKAkSFAoMcHJvdmlkZXJfaWRzGAQgAygJEgwKBGxhbmUYBSABKA0SFwoPam9pbl9nZW5lcmF0aW9uGAYgASgNInwKClJlZ2lzdGVyZWQSEgoKZ2VuZXJhdGlvbhgBIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYAyABKA0SHQoVbWF4X2ZyYW1lX2JhdGNoX2J5dGVzGAQgASgNIhoKCFJlamVjdGVkEg4KBnJlYXNvbhgBIAEoCSIcCglIZWFydGJlYXQSDwoHdW5peF9tcxgBIAEoASIZCgdMZWF2aW5nEg4KBnJlYXNvbhgBIAEoCSKBAwoNVHVubmVsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJdHVubmVsX2lkGAIgASgNEhMKC3Byb3ZpZGVyX2lkGAMgASgJEiEKB2FkYXB0ZXIYBCABKA4yEC5lZGdlLnYxLkFkYXB0ZXISDgoGdGFyZ2V0GAUgASgJEg4KBm1ldGhvZBgGIAEoCRIMCgRwYXRoGAcgASgJEiAKB2hlYWRlcnMYCCADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRib2R5GAkgASgMEg4KBnN0cmVhbRgKIAEoCBISCgp0aW1lb3V0X21zGAsgASgNEjYKCG1ldGFkYXRhGAwgAygLMiQuZWRnZS52MS5UdW5uZWxSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKc2Vzc2lvbl9pZBgNIAEoCRIWCg5pbml0aWFsX2NyZWRpdBgOIAEoDRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJQoGSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiugEKC1R1bm5lbEZyYW1lEhEKCXR1bm5lbF9pZBgBIAEoDRILCgNzZXEYAiABKA0SIAoEa2luZBgDIAEoDjISLmVkZ2UudjEuRnJhbWVLaW5kEg4KBnN0YXR1cxgEIAEoDRIgCgdoZWFkZXJzGAUgAygLMg8uZWRnZS52MS5IZWFkZXISDAoEZGF0YRgGIAEoDBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkiMgoKRnJhbWVCYXRjaBIkCgZmcmFtZXMYASADKAsyFC5lZGdlLnYxLlR1bm5lbEZyYW1lIjEKDFR1bm5lbENhbmNlbBIRCgl0dW5uZWxfaWQYASABKA0SDgoGcmVhc29uGAIgASgJIi4KCkZsb3dDcmVkaXQSEQoJdHVubmVsX2lkGAEgASgNEg0KBWJ5dGVzGAIgASgNIj4KDUNvbmZpZ1JlZnJlc2gSFQoNY2hhbmdlZF9wYXRocxgBIAMoCRIWCg5jb25maWdfdmVyc2lvbhgCIAEoDSp0CgdBZGFwdGVyEhcKE0FEQVBURVJfVU5TUEVDSUZJRUQQABISCg5BREFQVEVSX09MTEFNQRABEhAKDEFEQVBURVJfVkxMTRACEhkKFUFEQVBURVJfT1BFTkFJX0NPTVBBVBADEg8KC0FEQVBURVJfQ0xJEAQqfgoJRnJhbWVLaW5kEhoKFkZSQU1FX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGUkFNRV9LSU5EX0hFQURFUlMQARITCg9GUkFNRV9LSU5EX0RBVEEQAhISCg5GUkFNRV9LSU5EX0VORBADEhQKEEZSQU1FX0tJTkRfRVJST1IQBDJHCgpOb2RlVHVubmVsEjkKB0Nvbm5lY3QSFC5lZGdlLnYxLk5vZGVNZXNzYWdlGhQuZWRnZS52MS5FZGdlTWVzc2FnZSgBMAFiBnByb3RvMw");
+  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSLcAQoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIAEIFCgNtc2ciwwIKC0VkZ2VNZXNzYWdlEikKCnJlZ2lzdGVyZWQYASABKAsyEy5lZGdlLnYxLlJlZ2lzdGVyZWRIABIlCghyZWplY3RlZBgCIAEoCzIRLmVkZ2UudjEuUmVqZWN0ZWRIABInCgloZWFydGJlYXQYAyABKAsyEi5lZGdlLnYxLkhlYXJ0YmVhdEgAEjAKDnR1bm5lbF9yZXF1ZXN0GAQgASgLMhYuZWRnZS52MS5UdW5uZWxSZXF1ZXN0SAASJwoGY2FuY2VsGAUgASgLMhUuZWRnZS52MS5UdW5uZWxDYW5jZWxIABIlCgZjcmVkaXQYBiABKAsyEy5lZGdlLnYxLkZsb3dDcmVkaXRIABIwCg5jb25maWdfcmVmcmVzaBgHIAEoCzIWLmVkZ2UudjEuQ29uZmlnUmVmcmVzaEgAQgUKA21zZyK2AQoIUmVnaXN0ZXISDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAMgASgJEhQKDHByb3ZpZGVyX2lkcxgEIAMoCRIMCgRsYW5lGAUgASgNEhcKD2pvaW5fZ2VuZXJhdGlvbhgGIAEoDRI2ChJwcm92aWRlcl9lbmRwb2ludHMYByADKAsyGi5lZGdlLnYxLlByb3ZpZGVyRW5kcG9pbnRzIjsKEVByb3ZpZGVyRW5kcG9pbnRzEhMKC3Byb3ZpZGVyX2lkGAEgASgJEhEKCWVuZHBvaW50cxgCIAMoCSJ8CgpSZWdpc3RlcmVkEhIKCmdlbmVyYXRpb24YASABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAMgASgNEh0KFW1heF9mcmFtZV9iYXRjaF9ieXRlcxgEIAEoDSIaCghSZWplY3RlZBIOCgZyZWFzb24YASABKAkiHAoJSGVhcnRiZWF0Eg8KB3VuaXhfbXMYASABKAEiGQoHTGVhdmluZxIOCgZyZWFzb24YASABKAkigQMKDVR1bm5lbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCXR1bm5lbF9pZBgCIAEoDRITCgtwcm92aWRlcl9pZBgDIAEoCRIhCgdhZGFwdGVyGAQgASgOMhAuZWRnZS52MS5BZGFwdGVyEg4KBnRhcmdldBgFIAEoCRIOCgZtZXRob2QYBiABKAkSDAoEcGF0aBgHIAEoCRIgCgdoZWFkZXJzGAggAygLMg8uZWRnZS52MS5IZWFkZXISDAoEYm9keRgJIAEoDBIOCgZzdHJlYW0YCiABKAgSEgoKdGltZW91dF9tcxgLIAEoDRI2CghtZXRhZGF0YRgMIAMoCzIkLmVkZ2UudjEuVHVubmVsUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhIKCnNlc3Npb25faWQYDSABKAkSFgoOaW5pdGlhbF9jcmVkaXQYDiABKA0aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIiUKBkhlYWRlchIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgJIroBCgtUdW5uZWxGcmFtZRIRCgl0dW5uZWxfaWQYASABKA0SCwoDc2VxGAIgASgNEiAKBGtpbmQYAyABKA4yEi5lZGdlLnYxLkZyYW1lS2luZBIOCgZzdGF0dXMYBCABKA0SIAoHaGVhZGVycxgFIAMoCzIPLmVkZ2UudjEuSGVhZGVyEgwKBGRhdGEYBiABKAwSEgoKZXJyb3JfY29kZRgHIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAggASgJIjIKCkZyYW1lQmF0Y2gSJAoGZnJhbWVzGAEgAygLMhQuZWRnZS52MS5UdW5uZWxGcmFtZSIxCgxUdW5uZWxDYW5jZWwSEQoJdHVubmVsX2lkGAEgASgNEg4KBnJlYXNvbhgCIAEoCSIuCgpGbG93Q3JlZGl0EhEKCXR1bm5lbF9pZBgBIAEoDRINCgVieXRlcxgCIAEoDSI+Cg1Db25maWdSZWZyZXNoEhUKDWNoYW5nZWRfcGF0aHMYASADKAkSFgoOY29uZmlnX3ZlcnNpb24YAiABKA0qdAoHQWRhcHRlchIXChNBREFQVEVSX1VOU1BFQ0lGSUVEEAASEgoOQURBUFRFUl9PTExBTUEQARIQCgxBREFQVEVSX1ZMTE0QAhIZChVBREFQVEVSX09QRU5BSV9DT01QQVQQAxIPCgtBREFQVEVSX0NMSRAEKn4KCUZyYW1lS2luZBIaChZGUkFNRV9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSRlJBTUVfS0lORF9IRUFERVJTEAESEwoPRlJBTUVfS0lORF9EQVRBEAISEgoORlJBTUVfS0lORF9FTkQQAxIUChBGUkFNRV9LSU5EX0VSUk9SEAQyRwoKTm9kZVR1bm5lbBI5CgdDb25uZWN0EhQuZWRnZS52MS5Ob2RlTWVzc2FnZRoULmVkZ2UudjEuRWRnZU1lc3NhZ2UoATABYgZwcm90bzM");
 
 /**
  * node -> edge
@@ -170,6 +170,17 @@ export type Register = Message<"edge.v1.Register"> & {
    * @generated from field: uint32 join_generation = 6;
    */
   joinGeneration: number;
+
+  /**
+   * The client APIs each announced provider serves natively ("chat",
+   * "completions", "embeddings", "messages", "responses"), from the agent's
+   * config or its type's defaults. A provider absent here (an agent that
+   * predates this field) keeps the edge's own config for it. Names the edge
+   * does not know are ignored, so newer agents stay compatible.
+   *
+   * @generated from field: repeated edge.v1.ProviderEndpoints provider_endpoints = 7;
+   */
+  providerEndpoints: ProviderEndpoints[];
 };
 
 /**
@@ -178,6 +189,28 @@ export type Register = Message<"edge.v1.Register"> & {
  */
 export const RegisterSchema: GenMessage<Register> = /*@__PURE__*/
   messageDesc(file_edge_v1_tunnel, 2);
+
+/**
+ * @generated from message edge.v1.ProviderEndpoints
+ */
+export type ProviderEndpoints = Message<"edge.v1.ProviderEndpoints"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+
+  /**
+   * @generated from field: repeated string endpoints = 2;
+   */
+  endpoints: string[];
+};
+
+/**
+ * Describes the message edge.v1.ProviderEndpoints.
+ * Use `create(ProviderEndpointsSchema)` to create a new message.
+ */
+export const ProviderEndpointsSchema: GenMessage<ProviderEndpoints> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 3);
 
 /**
  * @generated from message edge.v1.Registered
@@ -214,7 +247,7 @@ export type Registered = Message<"edge.v1.Registered"> & {
  * Use `create(RegisteredSchema)` to create a new message.
  */
 export const RegisteredSchema: GenMessage<Registered> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 3);
+  messageDesc(file_edge_v1_tunnel, 4);
 
 /**
  * @generated from message edge.v1.Rejected
@@ -231,7 +264,7 @@ export type Rejected = Message<"edge.v1.Rejected"> & {
  * Use `create(RejectedSchema)` to create a new message.
  */
 export const RejectedSchema: GenMessage<Rejected> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 4);
+  messageDesc(file_edge_v1_tunnel, 5);
 
 /**
  * @generated from message edge.v1.Heartbeat
@@ -250,7 +283,7 @@ export type Heartbeat = Message<"edge.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 5);
+  messageDesc(file_edge_v1_tunnel, 6);
 
 /**
  * The node is shutting down: it takes no new tunnels and finishes open ones.
@@ -269,7 +302,7 @@ export type Leaving = Message<"edge.v1.Leaving"> & {
  * Use `create(LeavingSchema)` to create a new message.
  */
 export const LeavingSchema: GenMessage<Leaving> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 6);
+  messageDesc(file_edge_v1_tunnel, 7);
 
 /**
  * @generated from message edge.v1.TunnelRequest
@@ -355,7 +388,7 @@ export type TunnelRequest = Message<"edge.v1.TunnelRequest"> & {
  * Use `create(TunnelRequestSchema)` to create a new message.
  */
 export const TunnelRequestSchema: GenMessage<TunnelRequest> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 7);
+  messageDesc(file_edge_v1_tunnel, 8);
 
 /**
  * @generated from message edge.v1.Header
@@ -377,7 +410,7 @@ export type Header = Message<"edge.v1.Header"> & {
  * Use `create(HeaderSchema)` to create a new message.
  */
 export const HeaderSchema: GenMessage<Header> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 8);
+  messageDesc(file_edge_v1_tunnel, 9);
 
 /**
  * @generated from message edge.v1.TunnelFrame
@@ -437,7 +470,7 @@ export type TunnelFrame = Message<"edge.v1.TunnelFrame"> & {
  * Use `create(TunnelFrameSchema)` to create a new message.
  */
 export const TunnelFrameSchema: GenMessage<TunnelFrame> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 9);
+  messageDesc(file_edge_v1_tunnel, 10);
 
 /**
  * Frames of any tunnels, in the order they were produced, as one message:
@@ -459,7 +492,7 @@ export type FrameBatch = Message<"edge.v1.FrameBatch"> & {
  * Use `create(FrameBatchSchema)` to create a new message.
  */
 export const FrameBatchSchema: GenMessage<FrameBatch> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 10);
+  messageDesc(file_edge_v1_tunnel, 11);
 
 /**
  * @generated from message edge.v1.TunnelCancel
@@ -481,7 +514,7 @@ export type TunnelCancel = Message<"edge.v1.TunnelCancel"> & {
  * Use `create(TunnelCancelSchema)` to create a new message.
  */
 export const TunnelCancelSchema: GenMessage<TunnelCancel> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 11);
+  messageDesc(file_edge_v1_tunnel, 12);
 
 /**
  * Adds `bytes` to the tunnel's send window.
@@ -505,7 +538,7 @@ export type FlowCredit = Message<"edge.v1.FlowCredit"> & {
  * Use `create(FlowCreditSchema)` to create a new message.
  */
 export const FlowCreditSchema: GenMessage<FlowCredit> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 12);
+  messageDesc(file_edge_v1_tunnel, 13);
 
 /**
  * @generated from message edge.v1.ConfigRefresh
@@ -527,7 +560,7 @@ export type ConfigRefresh = Message<"edge.v1.ConfigRefresh"> & {
  * Use `create(ConfigRefreshSchema)` to create a new message.
  */
 export const ConfigRefreshSchema: GenMessage<ConfigRefresh> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 13);
+  messageDesc(file_edge_v1_tunnel, 14);
 
 /**
  * @generated from enum edge.v1.Adapter
