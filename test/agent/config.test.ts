@@ -20,6 +20,7 @@ providers:
     base_url: http://127.0.0.1:9000/v1/
     api_key: optional-secret
     connections: 64
+    endpoints: [chat, responses]
   - id: gpu-1-ollama
     type: ollama
     base_url: http://localhost:11434
@@ -51,9 +52,10 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
     edge: { address: '127.0.0.1:50051', streams: 4 },
     node: { id: 'gpu-1', token: 'demo-token' },
     providers: [
-      { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64 },
-      { id: 'gpu-1-ollama', type: 'ollama', baseUrl: 'http://localhost:11434', apiKey: undefined, connections: 128 },
-      { id: 'gpu-1-cli', type: 'cli', baseUrl: undefined, apiKey: undefined, connections: 128 },
+      { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64, endpoints: ['chat', 'responses'] },
+      // endpoints by type when not listed: ollama serves every API natively, cli only chat.
+      { id: 'gpu-1-ollama', type: 'ollama', baseUrl: 'http://localhost:11434', apiKey: undefined, connections: 128, endpoints: ['chat', 'completions', 'embeddings', 'messages', 'responses'] },
+      { id: 'gpu-1-cli', type: 'cli', baseUrl: undefined, apiKey: undefined, connections: 128, endpoints: ['chat'] },
     ],
     reconnect: { initialMs: 100, maxMs: 5000 },
     tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096, batchFrames: true },

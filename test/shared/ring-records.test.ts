@@ -58,6 +58,7 @@ test('a grant crosses the ring with its names, ids up to 2^53 and fractional que
     nodeId: out.nodeId,
     providerId: out.providerId,
     nameId: out.nameId,
+    extraId: 0,
     value: 12.375,
   });
   assert.equal(reader.nameOf(out.nodeId), 'gpu-node-1');

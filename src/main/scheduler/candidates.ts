@@ -21,9 +21,15 @@ export function providerServes(p: ProviderState, api: ApiKind): boolean {
   return servesApi(p.node.announcedEndpoints?.get(p.id) ?? p.endpoints, api);
 }
 
-/** Some provider of the alias serves `api`, connected or not: otherwise the request is refused at once. */
+/**
+ * Some provider of the alias serves `api`, connected or not: otherwise the
+ * request is refused at once. An alias with no provider at all queues as
+ * before (a provider may be added by a config refresh).
+ */
 export function groupServes(group: GroupState, api: ApiKind): boolean {
-  for (const entry of group.entries) if (providerServes(entry.provider, api)) return true;
+  const entries = group.entries;
+  if (entries.length === 0) return true;
+  for (const entry of entries) if (providerServes(entry.provider, api)) return true;
   return false;
 }
 

@@ -143,10 +143,15 @@ export function errorFormatForPath(path: string): ErrorFormat {
   return OPENAI_ERRORS;
 }
 
-/** A JSON media type: application/json or any application/...+json, parameters aside. Absent counts as JSON. */
+/**
+ * A JSON media type: application/json or any application/...+json,
+ * parameters aside. Absent (or empty) counts as JSON: only a client that
+ * names another type is refused.
+ */
 export function isJsonContentType(value: string | undefined): boolean {
   if (value === undefined) return true;
   const semi = value.indexOf(';');
   const type = (semi < 0 ? value : value.slice(0, semi)).trim().toLowerCase();
+  if (type === '') return true;
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
 }

@@ -171,15 +171,15 @@ export class ClientServer {
       sendError(reply, specForInspectError(info), info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined, route.errors);
       return;
     }
+    if (!this.plane.hasModel(info.model)) {
+      this.plane.refused('model_not_found');
+      sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(info.model)} does not exist`, route.errors);
+      return;
+    }
     // Found in the same scan as `model`: a provider would refuse it anyway, after a queue slot.
     const problem = route.check(info.fields);
     if (problem !== undefined) {
       sendError(reply, problem.spec, problem.message, route.errors, problem.param);
-      return;
-    }
-    if (!this.plane.hasModel(info.model)) {
-      this.plane.refused('model_not_found');
-      sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(info.model)} does not exist`, route.errors);
       return;
     }
     let pinned: string | undefined;
