@@ -28,6 +28,8 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'retireNode'; readonly nodeId: string; readonly graceMs: number; readonly reason: string; readonly holdAnchor?: boolean }
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
   | { readonly id: number; readonly type: 'metrics' }
+  /** Another worker learnt (stored) or dropped (null) which provider holds a Responses API response. */
+  | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null }
   | { readonly id: number; readonly type: 'close' };
 
 export type ControlReply =
@@ -47,6 +49,24 @@ export interface SessionInfo {
 export type WorkerEvent =
   | { readonly type: 'event'; readonly event: EdgeEvent; readonly session?: undefined; readonly gone?: undefined }
   | { readonly type: 'event'; readonly event: EdgeEvent | undefined; readonly session: SessionInfo; readonly gone: boolean };
+
+/** Which provider made a stored Response (the Responses API keeps state there). */
+export interface StoredResponse {
+  /** The alias it was made under (GET / DELETE carry no model). */
+  readonly alias: string;
+  readonly providerId: string;
+  readonly nodeId: string;
+}
+
+/**
+ * A worker learnt (or, null, dropped) where a response is stored; the pool
+ * passes it to every other worker so a follow-up on any connection finds it.
+ */
+export interface AffinityMessage {
+  readonly type: 'affinity';
+  readonly responseId: string;
+  readonly stored: StoredResponse | null;
+}
 
 /** What one data path (the main thread's, or one worker's) holds, for tests and status. */
 export interface PlaneInspection {

@@ -17,7 +17,7 @@ import { RecordChannel } from '../contract/record-channel.js';
 import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
-import type { ControlCall, ControlReply, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
+import type { AffinityMessage, ControlCall, ControlReply, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
@@ -129,7 +129,7 @@ export class WorkerPool implements DecisionHandler {
     };
     const worker = new Worker(this.script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
-    worker.on('message', (message: ControlReply | WorkerEvent) => this.onMessage(message));
+    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage) => this.onMessage(message, index));
     worker.on('error', (err) => this.logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
@@ -178,9 +178,16 @@ export class WorkerPool implements DecisionHandler {
     return out;
   }
 
-  private onMessage(message: ControlReply | WorkerEvent): void {
+  private onMessage(message: ControlReply | WorkerEvent | AffinityMessage, from: number): void {
     if (message.type === 'event') {
       this.onEvent(message);
+      return;
+    }
+    if (message.type === 'affinity') {
+      // Every other worker learns where the response lives (id 0: no reply wanted).
+      for (const slot of this.slots) {
+        if (slot.index !== from && !slot.exited) slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored: message.stored });
+      }
       return;
     }
     if (message.type !== 'reply') return;

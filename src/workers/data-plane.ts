@@ -18,7 +18,7 @@ import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
 import type { InspectOk } from './http/inspect.js';
 import { RESPONSE_BY_ID, type ApiRoute } from './http/api-routes.js';
-import { ResponseAffinity } from './http/response-affinity.js';
+import { ResponseAffinity, type StoredResponse } from './http/response-affinity.js';
 import { rewriteModel } from './http/inspect.js';
 import { isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
@@ -157,6 +157,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   /** Which provider made each stored Response (Responses API state lives there). */
   readonly responses = new ResponseAffinity();
+  /** With I/O workers: tells the other workers what this one learnt (set by the worker). */
+  onAffinity: ((responseId: string, stored: StoredResponse | null) => void) | undefined;
 
   /**
    * Starts a proxied request whose body already passed inspection. `path`
@@ -367,7 +369,16 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   rememberResponse(exchange: ProxyExchange, responseId: string): void {
     const grant = exchange.grant;
-    if (grant !== undefined) this.responses.remember(responseId, { alias: exchange.info.model, providerId: grant.providerId, nodeId: grant.nodeId });
+    if (grant === undefined) return;
+    const stored: StoredResponse = { alias: exchange.info.model, providerId: grant.providerId, nodeId: grant.nodeId };
+    this.responses.remember(responseId, stored);
+    this.onAffinity?.(responseId, stored);
+  }
+
+  /** What another worker learnt about a stored response (null: deleted). */
+  applyAffinity(responseId: string, stored: StoredResponse | null): void {
+    if (stored === null) this.responses.forget(responseId);
+    else this.responses.remember(responseId, stored);
   }
 
   releaseLease(leaseId: number, reason: ReleaseReason): void {
@@ -379,7 +390,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     // A deleted response is gone from its provider: forget where it was.
     if (exchange.request.method === 'DELETE' && exchange.status >= 200 && exchange.status < 300) {
       const match = RESPONSE_BY_ID.exec(exchange.path.split('?')[0]);
-      if (match !== null) this.responses.forget(match[1]);
+      if (match !== null) {
+        this.responses.forget(match[1]);
+        this.onAffinity?.(match[1], null);
+      }
     }
     if (this.observer !== NO_OBSERVER) this.observe(exchange, outcome);
   }

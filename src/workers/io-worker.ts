@@ -20,7 +20,7 @@ import { drainListener } from './drain.js';
 import { NodeGateway } from './grpc/node-gateway.js';
 import type { NodeSession } from './grpc/node-session.js';
 import { ClientServer } from './http/client-server.js';
-import type { ControlRequest, IoWorkerData, SessionInfo, WorkerEvent } from '../contract/io-protocol.js';
+import type { AffinityMessage, ControlRequest, IoWorkerData, SessionInfo, WorkerEvent } from '../contract/io-protocol.js';
 import { PeerLinks } from './peer/peer-links.js';
 import { inspectPlane } from './plane-inspection.js';
 import { RemoteScheduler } from './remote-scheduler.js';
@@ -82,6 +82,7 @@ class IoWorker {
     this.nodes = new NodeGateway(data.config, this.port, this.logger);
     this.peers = new PeerLinks({ toPeer: data.toPeer, fromPeer: data.fromPeer }, this.nodes, this.port, this.logger);
     this.plane = new DataPlane(data.config, this.port, this.nodes, this.logger, { workerIndex: data.index, peers: this.peers });
+    this.plane.onAffinity = (responseId, stored) => parentPort?.postMessage({ type: 'affinity', responseId, stored } satisfies AffinityMessage);
     this.peers.setMaxTunnelsPerNode(this.plane.tunnelLimit);
     this.client = new ClientServer(data.config, this.plane, clientHttpsMaterial(data.config.tls));
     this.metrics = new EdgeMetrics(
@@ -147,6 +148,9 @@ class IoWorker {
         return drainListener(this.plane, this.client.app.server, performance.now() + request.graceMs);
       case 'metrics':
         return this.metrics.scrapeJson();
+      case 'affinity':
+        this.plane.applyAffinity(request.responseId, request.stored);
+        return undefined;
       case 'close':
         await this.close();
         return undefined;

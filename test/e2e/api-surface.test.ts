@@ -227,6 +227,7 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
   test('previous_response_id, GET and DELETE go to the provider that made the response, with another free in the pool', async () => {
     const client = openai(stack);
     // p-a (first by id) is busy, so the first response is made on p-b.
+    await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released (with workers the release trails the response)');
     const hold = await holdSlot(stack, 600);
     assert.equal(hold.provider, 'p-a');
     const { data: first, response: raw } = await client.responses.create({ model: ALIAS, input: 'First turn' }).withResponse();
@@ -280,6 +281,7 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
   });
 
   test('a full queue is an Anthropic-format 429 rate_limit_error with Retry-After', async () => {
+    await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released');
     const hold = await holdSlot(stack, 500, SOLO);
     try {
       await assert.rejects(anthropic(stack).messages.create({ model: SOLO, max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }), (err: unknown) => {
@@ -299,6 +301,7 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
   test('a provider that does not serve /v1/messages is never chosen for it; capacity is one budget across APIs', async () => {
     const before = hits(stack, '/v1/messages');
     // p-a and p-b are both busy with chat: Messages requests must wait, although p-c is free.
+    await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released');
     const holdA = await holdSlot(stack, 400);
     const holdB = await holdSlot(stack, 400);
     assert.deepEqual([holdA.provider, holdB.provider].sort(), ['p-a', 'p-b']);

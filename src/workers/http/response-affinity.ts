@@ -3,15 +3,15 @@
 // The edge learns the id from the response stream it relays and remembers
 // id -> provider in a bounded LRU with a TTL, so a follow-up goes to that
 // provider and never silently to another one. Held per data-path thread:
-// with I/O workers, a follow-up that lands on another worker than the one
-// that relayed the first response is not recognised (404, never misrouted).
+// with I/O workers, every worker holds the whole map: a worker other than the one
+// that relayed the first response learns it through the worker pool (the
+// relaying worker posts it; the pool passes it on), so a follow-up sent
+// before that message lands (well under a millisecond after the response's
+// first event) may be answered 404, never misrouted.
 
-export interface StoredResponse {
-  /** The alias the response was made under (GET / DELETE carry no model). */
-  readonly alias: string;
-  readonly providerId: string;
-  readonly nodeId: string;
-}
+import type { StoredResponse } from '../../contract/io-protocol.js';
+
+export type { StoredResponse };
 
 interface Entry extends StoredResponse {
   readonly expiresAt: number;
