@@ -323,6 +323,57 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.match(chat.model, /^served-/);
   });
 
+  test('an error after the stream began arrives in each API\'s own stream events', async () => {
+    await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released');
+    // The provider resets the connection half-way through: headers and some events are already out.
+    const failing = { headers: { 'x-mock-fail': 'reset-mid-stream', 'x-mock-tokens': '8' } };
+    const stream = anthropic(stack).messages.stream({ model: ALIAS, max_tokens: 64, messages: [{ role: 'user', content: 'x' }] }, failing);
+    const texts: string[] = [];
+    stream.on('text', (t) => texts.push(t));
+    await assert.rejects(stream.finalMessage(), (err: unknown) => {
+      assert.ok(err instanceof Anthropic.APIError, String(err));
+      const body = err.error as { type?: string; error?: { type?: string; message?: string } };
+      assert.equal(body.type, 'error', 'an Anthropic `event: error`');
+      assert.equal(body.error?.type, 'api_error');
+      assert.match(body.error?.message ?? '', /upstream_reset/);
+      return true;
+    });
+    assert.ok(texts.length > 0, 'the stream had begun');
+
+    const responses = await openai(stack).responses.create({ model: ALIAS, input: 'x', stream: true }, failing);
+    const events: { type: string; response?: { id?: string; status?: string; error?: { code?: string } } }[] = [];
+    for await (const event of responses) events.push(event as (typeof events)[number]);
+    const types = events.map((e) => e.type);
+    assert.equal(types[0], 'response.created');
+    assert.ok(types.includes('response.output_text.delta'));
+    assert.ok(types.includes('error'), types.join(','));
+    const failed = events.at(-1);
+    assert.equal(failed?.type, 'response.failed', 'a terminal Responses event');
+    assert.equal(failed?.response?.status, 'failed');
+    assert.equal(failed?.response?.id, (events[0] as { response?: { id?: string } }).response?.id, 'names the response that failed');
+  });
+
+  test('when the provider that stored a response is gone, a follow-up is a clear 409, never served elsewhere', async () => {
+    await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released');
+    const client = openai(stack);
+    const first = await client.responses.create({ model: ALIAS, input: 'remember me' });
+    await stack.agent.stop();
+    await waitUntil(() => stack.edge.driver.status().nodes.every((n) => !n.connected), 'the node to be gone');
+    const before = hits(stack, '/v1/responses');
+    for (const attempt of [
+      () => client.responses.create({ model: ALIAS, input: 'again', previous_response_id: first.id }),
+      () => client.responses.retrieve(first.id),
+    ]) {
+      await assert.rejects(attempt(), (err: unknown) => {
+        assert.ok(err instanceof OpenAI.ConflictError, String(err));
+        assert.equal((err.error as { code?: string }).code, 'response_provider_unavailable');
+        assert.match((err.error as { message?: string }).message ?? '', /not sent elsewhere/);
+        return true;
+      });
+    }
+    assert.deepEqual(hits(stack, '/v1/responses'), before);
+  });
+
   test('a model none of whose providers serve the API is refused at once with a clear 400', async () => {
     const config = parseEdgeConfig(
       {
