@@ -22,13 +22,15 @@ test('the demo prints curl lines that work', async () => {
       out += chunk;
     }
     const curlLines = out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('curl '));
-    assert.equal(curlLines.length, 5, out);
-    const [plain, streaming, models, status, metrics] = await Promise.all(curlLines.map((line) => run('bash', ['-c', line])));
+    assert.equal(curlLines.length, 7, out);
+    const [plain, streaming, models, messages, responses, status, metrics] = await Promise.all(curlLines.map((line) => run('bash', ['-c', line])));
     const completion = JSON.parse(plain.stdout) as { object: string; choices: { message: { content: string } }[] };
     assert.equal(completion.object, 'chat.completion');
     assert.ok(completion.choices[0].message.content.length > 0);
     assert.match(streaming.stdout, /^data: .*chat\.completion\.chunk/m);
     assert.match(streaming.stdout, /data: \[DONE\]/);
+    assert.equal((JSON.parse(messages.stdout) as { type: string }).type, 'message', messages.stdout);
+    assert.equal((JSON.parse(responses.stdout) as { object: string; status: string }).status, 'completed', responses.stdout);
     assert.equal((JSON.parse(status.stdout) as { nodes: { id: string }[] }).nodes[0].id, 'gpu-1');
     assert.match(metrics.stdout, /^# TYPE edge_requests_total counter$/m);
     assert.deepEqual((JSON.parse(models.stdout) as { data: { id: string }[] }).data.map((m) => m.id), ['llama3', 'embed-small']);
