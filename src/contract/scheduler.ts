@@ -90,6 +90,8 @@ export interface ProviderStatus {
   readonly enabled: boolean;
   readonly draining: boolean;
   readonly servedModels: readonly string[];
+  /** The APIs it serves: what its node announced, else its config (or type defaults). */
+  readonly endpoints: readonly string[];
 }
 
 export interface GroupStatus {

@@ -39,6 +39,8 @@ export interface EdgeStatus {
     readonly loadRatio: number;
     readonly health: ProviderHealth;
     readonly servedModels: readonly string[];
+    /** The APIs it serves (announced by its node, else configured). */
+    readonly endpoints: readonly string[];
   }[];
   readonly groups: readonly {
     readonly model: string;
@@ -124,6 +126,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       loadRatio: Math.round(p.loadRatio * 1000) / 1000,
       health: !p.connected ? 'offline' : !p.announced ? 'not_announced' : !p.enabled ? 'disabled' : p.draining ? 'draining' : 'ok',
       servedModels: p.servedModels,
+      endpoints: p.endpoints,
     })),
     groups: s.groups.map((g) => ({ model: g.alias, queueDepth: g.queueDepth, maxQueue: g.maxQueue, queueTimeoutMs: g.queueTimeoutMs, policy: 'fifo' })),
     workers: { count: source.config.workers.count, rings },

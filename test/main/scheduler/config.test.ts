@@ -131,6 +131,7 @@ test('status reports every node, provider and group', () => {
       enabled: true,
       draining: false,
       servedModels: ['m-a'],
+      endpoints: ['chat', 'completions', 'embeddings'],
     },
     {
       id: 'b',
@@ -144,6 +145,7 @@ test('status reports every node, provider and group', () => {
       enabled: true,
       draining: false,
       servedModels: ['m-b'],
+      endpoints: ['chat', 'completions', 'embeddings'],
     },
   ]);
   assert.deepEqual(
