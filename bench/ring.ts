@@ -1,8 +1,9 @@
 // Microbenchmark of the SPSC SharedArrayBuffer ring (src/shared/ring/): a
 // worker thread produces, the main thread consumes with async waits only,
 // as the edge's scheduler does. Prints one JSON line.
-//   npx tsc -p tsconfig.json && npx node dist/bench/ring.js [--records=N]
+//   npm run bench:ring [-- --records=N] [-- --save[=DIR]] (--save: bench/results/<stamp>-ring.json)
 import os from 'node:os';
+import { saveMicroResult } from './harness/micro-result.js';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { RecordKind, RecordReader, RecordWriter, SchedulerRecord } from '../src/contract/scheduler-records.js';
 import { RingConsumer, RingProducer, createRing } from '../src/shared/ring/spsc-ring.js';
@@ -32,6 +33,7 @@ if (isMainThread) await main();
 else await work(workerData as Job);
 
 async function main(): Promise<void> {
+  const started = new Date();
   const arg = process.argv.find((a) => a.startsWith('--records='));
   const small = arg === undefined ? 2_000_000 : Number(arg.slice('--records='.length));
   const results: Result[] = [];
@@ -45,6 +47,14 @@ async function main(): Promise<void> {
   console.log(
     JSON.stringify({ bench: 'ring', node: process.version, cpus: os.cpus().length, cpu: os.cpus()[0]?.model, results }),
   );
+  const text = results.map(
+    (r) =>
+      `${r.case}: ${r.records.toLocaleString('en')} records, ${r.nsPerRecord} ns/record, ${r.recordsPerSec.toLocaleString('en')} records/s` +
+      (r.consumerWakeups === undefined ? '' : `, ${r.consumerWakeups.toLocaleString('en')} consumer wake-ups`),
+  );
+  for (const line of text) console.log(line);
+  const saved = saveMicroResult('ring', started, results, text);
+  if (saved !== undefined) console.log(`saved ${saved}`);
 }
 
 /** Write and drain on one thread: the CPU cost of the ring code alone. */

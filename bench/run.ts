@@ -16,7 +16,7 @@ import { SCENARIOS } from './scenarios/index.js';
 const USAGE = `usage: node dist/bench/run.js [--mode quick|full|smoke] [--out DIR] [--targets a,b] [--scenarios a,b] [--reps N] [--max-workers N] [--streams N@TPS,...] [--stream-seconds S]
        node dist/bench/run.js --render RESULT.json [--out DIR]
 scenarios: ${SCENARIOS.map((s) => s.id).join(', ')}
-targets:   direct, nginx, portkey, edge-w<N>`;
+targets:   direct, nginx, nginx-auto, portkey, edge-w<N>`;
 
 function list(value: string | undefined): string[] | undefined {
   return value === undefined ? undefined : value.split(',').map((s) => s.trim()).filter((s) => s !== '');
@@ -83,7 +83,9 @@ async function main(): Promise<number> {
   const { result, files } = await runBench({ settings, outDir: values.out ?? RESULTS_DIR, log });
   console.log(`\nbench ${mode} done in ${Math.round(result.durationS)} s`);
   for (const figure of result.headline.filter((f) => f.id.startsWith('closed-loop') || f.id.startsWith('open-loop'))) {
-    console.log(`  ${figure.text}: ${figure.unit === 'x' ? `${figure.value.toFixed(2)}x` : `${figure.value.toFixed(figure.unit === 'ms' ? 2 : 0)}${figure.unit === 'ms' ? ' ms' : ''}`}`);
+    const { value, unit } = figure;
+    const text = value === null ? `withheld (${figure.withheld ?? '?'})` : unit === 'x' ? `${value.toFixed(2)}x` : unit === 'ms' ? `${value.toFixed(2)} ms` : `${value.toFixed(0)}${unit === '' ? '' : ` ${unit}`}`;
+    console.log(`  ${figure.text}: ${text}`);
   }
   console.log(`report: ${files.markdown}\ndata:   ${files.json}\ncharts: ${files.charts.length} SVG files`);
   return 0;

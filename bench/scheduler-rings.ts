@@ -6,11 +6,13 @@
 // the lease and admits the next request. So the main thread's CPU per
 // request is measured without HTTP and gRPC taking the two cores a small
 // machine has, at loads the full edge cannot reach here.
-//   npm run bench:rings [-- --workers=1,2 --inflight=1,4,16,64 --seconds=3]
+//   npm run bench:rings [-- --workers=1,2 --inflight=1,4,16,64 --seconds=3] [-- --save[=DIR]]
+// (--save: also bench/results/<stamp>-rings.json with the machine and commit)
 // Prints one table and one JSON line per case.
 import os from 'node:os';
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
+import { saveMicroResult } from './harness/micro-result.js';
 import { parseEdgeConfig } from '../src/main/config.js';
 import { SchedulerDriver } from '../src/main/scheduler-driver.js';
 import type { Grant } from '../src/contract/scheduler.js';
@@ -113,24 +115,31 @@ function round2(n: number): number {
 }
 
 async function main(): Promise<void> {
+  const started = new Date();
   const workerCounts = listArg('workers', [1]);
   const inflights = listArg('inflight', [1, 4, 16, 64, 256]);
   const secondsArg = process.argv.find((a) => a.startsWith('--seconds='));
   const seconds = secondsArg === undefined ? 3 : Number(secondsArg.slice('--seconds='.length));
   if (!(seconds > 0)) throw new RangeError(`--seconds: expected a positive number, got '${secondsArg}'`);
-  console.log(`scheduler over rings: ${os.cpus().length} cores, Node ${process.version}, ${seconds} s per case`);
-  console.log('workers  in flight/worker    req/s  main µs/req  main busy  worker µs/req');
+  const text = [
+    `scheduler over rings: ${os.cpus().length} cores, Node ${process.version}, ${seconds} s per case`,
+    'workers  in flight/worker    req/s  main µs/req  main busy  worker µs/req',
+  ];
+  for (const line of text) console.log(line);
   const results: CaseResult[] = [];
   for (const workers of workerCounts) {
     for (const inflight of inflights) {
       const r = await runCase(workers, inflight, seconds);
       results.push(r);
-      console.log(
-        `${String(r.workers).padStart(7)}  ${String(r.inflightPerWorker).padStart(16)}  ${String(r.requestsPerSec).padStart(7)}  ${r.mainUsPerRequest.toFixed(2).padStart(11)}  ${(r.mainCpuShare * 100).toFixed(0).padStart(8)}%  ${r.workerUsPerRequest.toFixed(2).padStart(13)}`,
-      );
+      const line =
+        `${String(r.workers).padStart(7)}  ${String(r.inflightPerWorker).padStart(16)}  ${String(r.requestsPerSec).padStart(7)}  ${r.mainUsPerRequest.toFixed(2).padStart(11)}  ${(r.mainCpuShare * 100).toFixed(0).padStart(8)}%  ${r.workerUsPerRequest.toFixed(2).padStart(13)}`;
+      text.push(line);
+      console.log(line);
     }
   }
   for (const r of results) console.log(JSON.stringify(r));
+  const saved = saveMicroResult('rings', started, results, text);
+  if (saved !== undefined) console.log(`saved ${saved}`);
 }
 
 // --- synthetic load worker --------------------------------------------------------------

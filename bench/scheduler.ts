@@ -6,9 +6,10 @@
 //              the tail). This is the pump's worst steady state.
 //   immediate: the same pool, nothing waits: admit (granted at once) and
 //              release (nothing to pump).
-// Run: npx tsc -p tsconfig.json && npx node dist/bench/scheduler.js [pairs]
+// Run: npm run bench:scheduler [-- PAIRS] [-- --save[=DIR]] (--save: bench/results/<stamp>-scheduler.json)
 import { parseEdgeConfig } from '../src/main/config.js';
 import os from 'node:os';
+import { saveMicroResult } from './harness/micro-result.js';
 import { Scheduler } from '../src/main/scheduler/scheduler.js';
 import type { AdmitRequest, Grant, RejectCode, SchedulerSink } from '../src/contract/scheduler.js';
 import type { EdgeConfig, NodeConfig } from '../src/shared/config-types.js';
@@ -21,7 +22,8 @@ const PROVIDERS_PER_NODE = 4;
 const CAPACITY = 8;
 const SLOTS = NODES * PROVIDERS_PER_NODE * CAPACITY;
 const KEPT_QUEUED = 1_000;
-const PAIRS = Number(process.argv[2] ?? 1_000_000);
+const PAIRS = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 1_000_000);
+const STARTED = new Date();
 
 function benchConfig(): EdgeConfig {
   const nodes: NodeConfig[] = [];
@@ -138,11 +140,13 @@ function run(scenario: 'queued' | 'immediate', pairs: number): Result {
 const results = [run('queued', PAIRS), run('immediate', PAIRS)];
 const machine = { node: process.version, cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length };
 console.log(JSON.stringify({ bench: 'scheduler', slots: SLOTS, keptQueued: KEPT_QUEUED, machine, results }));
-for (const r of results) {
-  console.log(
+const text = results.map(
+  (r) =>
     `scheduler ${r.scenario}: ${r.pairs.toLocaleString('en')} admit+release pairs, ` +
-      `${r.nsPerPair} ns/pair, ${r.pairsPerSec.toLocaleString('en')} pairs/s ` +
-      `(${r.callsPerSec.toLocaleString('en')} calls/s)` +
-      (r.scenario === 'queued' ? `, ${KEPT_QUEUED} waiting, ${SLOTS} slots` : ''),
-  );
-}
+    `${r.nsPerPair} ns/pair, ${r.pairsPerSec.toLocaleString('en')} pairs/s ` +
+    `(${r.callsPerSec.toLocaleString('en')} calls/s)` +
+    (r.scenario === 'queued' ? `, ${KEPT_QUEUED} waiting, ${SLOTS} slots` : ''),
+);
+for (const line of text) console.log(line);
+const saved = saveMicroResult('scheduler', STARTED, { slots: SLOTS, keptQueued: KEPT_QUEUED, cases: results }, text);
+if (saved !== undefined) console.log(`saved ${saved}`);

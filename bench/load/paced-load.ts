@@ -91,10 +91,10 @@ class PacedRun {
     await finished;
     await this.#pool.close();
     const wallS = Math.max(this.#lastEnd - this.#t0, this.#options.durationS * 1000) / 1000;
-    const answered = this.latencies.length;
     return {
       wallS,
-      requests: answered,
+      // 2xx answers; every one of them is a latency sample.
+      requests: this.latencies.length,
       errors: this.errors,
       non2xx: this.non2xx,
       latencyMs: latencySummary(this.latencies),
@@ -127,8 +127,9 @@ class PacedRun {
   done(status: number, latencyMs: number): void {
     this.inFlight--;
     this.#lastEnd = performance.now();
-    this.latencies.push(latencyMs);
+    // A non-2xx answer (an error page, often fast) is counted, not timed: it would pull the percentiles down.
     if (status < 200 || status > 299) this.non2xx++;
+    else this.latencies.push(latencyMs);
     this.#maybeFinish();
   }
 

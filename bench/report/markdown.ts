@@ -1,10 +1,13 @@
 // The markdown report (bench/results/<stamp>.md), generated from the result
 // JSON alone: headline ratios first, then one table per scenario variant
 // with the medians, the spread over repetitions, CPU and memory per process.
+// Measurements with errors or non-2xx answers are flagged where they appear
+// and listed in their own section; the headline withholds every figure built
+// on one, and every p99 from fewer than MIN_P99_SAMPLES samples.
 import type { BenchResult, ScenarioRecord, TargetRecord } from '../harness/result.js';
 import type { Spread } from '../harness/stats.js';
 import type { ChartFile } from './charts.js';
-import { medianOf, type Summary } from './summary.js';
+import { FigureReader, isClean, MIN_P99_SAMPLES, type Figure, type Summary } from './summary.js';
 
 function fmt(value: number | undefined, digits?: number): string {
   if (value === undefined || !Number.isFinite(value)) return 'n/a';
@@ -37,14 +40,6 @@ function perRole(summary: Summary, roles: readonly string[], prefix: string, dig
 
 function times(value: number | undefined): string {
   return value === undefined || !Number.isFinite(value) ? 'n/a' : `${fmt(value, value >= 10 ? 1 : 2)}×`;
-}
-
-function ratio(a: number | undefined, b: number | undefined): number | undefined {
-  return a !== undefined && b !== undefined && b > 0 ? a / b : undefined;
-}
-
-function diff(a: number | undefined, b: number | undefined): number | undefined {
-  return a !== undefined && b !== undefined ? a - b : undefined;
 }
 
 class Writer {
@@ -99,6 +94,7 @@ export function markdownReport(result: BenchResult, charts: readonly ChartFile[]
   writeTargets(w, result);
   for (const scenario of result.scenarios) writeScenario(w, result, scenario, charts);
   writeSweep(w, result, charts);
+  writeFlagged(w, result);
   writeProblems(w, result);
   writeConfigs(w, result);
   w.line('## Reproduce');
@@ -116,8 +112,16 @@ function measured(result: BenchResult): TargetRecord[] {
   return result.targets.filter((t) => t.skipped === undefined);
 }
 
+/** A headline figure as text: the formatted value, "withheld (why)", or n/a. */
+function show(figure: Figure, format: (v: number) => string): string {
+  if (figure.value !== undefined) return format(figure.value);
+  return figure.withheld === undefined ? 'n/a' : `withheld (${figure.withheld})`;
+}
+
+const ms = (v: number): string => `${signed(v)} ms`;
+
 function writeHeadline(w: Writer, result: BenchResult): void {
-  const s = result.summaries;
+  const f = new FigureReader(result.summaries);
   const variants = (id: string): string[] => result.scenarios.find((x) => x.id === id)?.variants.map((v) => v.id) ?? [];
   const closed = variants('closed-loop')[0];
   const open = variants('open-loop')[0];
@@ -125,78 +129,113 @@ function writeHeadline(w: Writer, result: BenchResult): void {
   // '1 MB x 2 connections + ...' -> '1 MB'
   const largestLabel = result.scenarios.find((x) => x.id === 'large-body')?.variants.find((v) => v.id === largest)?.label.split(' x ')[0] ?? largest;
   const rate = open?.replace('rate-', '');
-  const med = (scenario: string, variant: string | undefined, target: string, key: string): number | undefined =>
-    variant === undefined ? undefined : medianOf(s, scenario, variant, target, key);
   const rows = measured(result).filter((t) => t.sweepOnly !== true);
+  const flagged = result.summaries.filter((x) => !isClean(x));
   w.line('## Headline');
   w.line();
+  w.line(
+    `> Gates: a figure built on a measurement with errors or non-2xx answers is withheld (req/s counts 2xx answers only), ` +
+      `and a p99 is quoted only from at least ${MIN_P99_SAMPLES.toLocaleString('en-US')} samples in every run. ` +
+      (flagged.length === 0 ? 'No measurement in this run had an error or a non-2xx answer.' : `**${flagged.length} measurement group(s) had errors or non-2xx answers**: see "Flagged measurements".`),
+  );
+  w.line();
   for (const t of rows.filter((x) => x.kind === 'ours')) {
-    const rps = med('closed-loop', closed, t.id, 'rps');
-    const portkey = med('closed-loop', closed, 'portkey', 'rps');
-    const nginx = med('closed-loop', closed, 'nginx', 'rps');
-    const direct = med('closed-loop', closed, 'direct', 'rps');
+    const rps = f.get('closed-loop', closed, t.id, 'rps');
+    const cpu = f.get('closed-loop', closed, t.id, 'cpu1k:proxy');
+    const peer = (id: string): Figure => f.get('closed-loop', closed, id, 'rps');
     w.line(`**${t.label}**`);
     w.line();
-    if (rps !== undefined) {
+    if (f.summary('closed-loop', closed, t.id) !== undefined) {
+      const per = t.roles.filter((r) => r !== 'mock').map((role) => {
+        const c = f.get('closed-loop', closed, t.id, `cpu1k:${role}`);
+        return c.value === undefined ? undefined : `${role} ${fmt(c.value * 1000, 0)}`;
+      });
       w.line(
-        `- Throughput (closed loop): ${fmt(rps, 0)} req/s = **${times(ratio(rps, portkey))} Portkey's** (${fmt(portkey, 0)}), ` +
-          `**${times(ratio(rps, nginx))} nginx's** (${fmt(nginx, 0)}), ${times(ratio(rps, direct))} direct (${fmt(direct, 0)}).`,
+        `- Throughput (closed loop): ${show(rps, (v) => fmt(v, 0))} req/s at **${show(cpu, (v) => fmt(v * 1000, 0))} µs of CPU per request** (${per.filter((x) => x !== undefined).join(' + ')}) = ` +
+          `**${show(f.ratio(rps, peer('portkey')), times)} Portkey's** (${show(peer('portkey'), (v) => fmt(v, 0))}), ` +
+          `**${show(f.ratio(rps, peer('nginx')), times)} nginx's** (1 worker, ${show(peer('nginx'), (v) => fmt(v, 0))}), ` +
+          `${show(f.ratio(rps, peer('nginx-auto')), times)} nginx's with \`worker_processes auto\` (${show(peer('nginx-auto'), (v) => fmt(v, 0))}), ` +
+          `${show(f.ratio(rps, peer('direct')), times)} direct (${show(peer('direct'), (v) => fmt(v, 0))}).`,
       );
     }
     if (open !== undefined) {
-      const p50 = diff(med('open-loop', open, t.id, 'p50'), med('open-loop', open, 'direct', 'p50'));
-      const p99 = diff(med('open-loop', open, t.id, 'p99'), med('open-loop', open, 'direct', 'p99'));
+      const p50 = f.diff(f.get('open-loop', open, t.id, 'p50'), f.get('open-loop', open, 'direct', 'p50'));
+      const p99 = f.diff(f.get('open-loop', open, t.id, 'p99'), f.get('open-loop', open, 'direct', 'p99'));
       w.line(
-        `- Latency added vs direct at ${rate} req/s: **p50 ${signed(p50)} ms, p99 ${signed(p99)} ms** ` +
-          `(direct p50 ${fmt(med('open-loop', open, 'direct', 'p50'))} ms, p99 ${fmt(med('open-loop', open, 'direct', 'p99'))} ms).`,
+        `- Latency added vs direct at ${rate} req/s: **p50 ${show(p50, ms)}, p99 ${show(p99, ms)}** ` +
+          `(direct p50 ${show(f.get('open-loop', open, 'direct', 'p50'), (v) => `${fmt(v)} ms`)}, p99 ${show(f.get('open-loop', open, 'direct', 'p99'), (v) => `${fmt(v)} ms`)}).`,
       );
     }
-    const ttfb50 = diff(med('streaming', 'paced', t.id, 'ttfbP50Ms'), med('streaming', 'paced', 'direct', 'ttfbP50Ms'));
-    const ttfb99 = diff(med('streaming', 'paced', t.id, 'ttfbP99Ms'), med('streaming', 'paced', 'direct', 'ttfbP99Ms'));
-    const relay = med('streaming', 'burst', t.id, 'eventsPerS');
-    if (relay !== undefined || ttfb50 !== undefined) {
+    const ttfb50 = f.diff(f.get('streaming', 'paced', t.id, 'ttfbP50Ms'), f.get('streaming', 'paced', 'direct', 'ttfbP50Ms'));
+    const ttfb99 = f.diff(f.get('streaming', 'paced', t.id, 'ttfbP99Ms'), f.get('streaming', 'paced', 'direct', 'ttfbP99Ms'));
+    const relay = f.get('streaming', 'burst', t.id, 'eventsPerS');
+    if (f.summary('streaming', 'burst', t.id) !== undefined || f.summary('streaming', 'paced', t.id) !== undefined) {
       w.line(
-        `- Streaming: time to first byte added vs direct p50 ${signed(ttfb50)} ms, p99 ${signed(ttfb99)} ms; ` +
-          `relay ${fmt(relay, 0)} SSE events/s = ${times(ratio(relay, med('streaming', 'burst', 'nginx', 'eventsPerS')))} nginx, ` +
-          `${times(ratio(relay, med('streaming', 'burst', 'portkey', 'eventsPerS')))} Portkey, ${times(ratio(relay, med('streaming', 'burst', 'direct', 'eventsPerS')))} direct.`,
+        `- Streaming: time to first byte added vs direct p50 ${show(ttfb50, ms)}, p99 ${show(ttfb99, ms)}; ` +
+          `relay ${show(relay, (v) => fmt(v, 0))} SSE events/s = ${show(f.ratio(relay, f.get('streaming', 'burst', 'nginx', 'eventsPerS')), times)} nginx, ` +
+          `${show(f.ratio(relay, f.get('streaming', 'burst', 'portkey', 'eventsPerS')), times)} Portkey, ${show(f.ratio(relay, f.get('streaming', 'burst', 'direct', 'eventsPerS')), times)} direct.`,
       );
     }
     if (largest !== undefined) {
       w.line(
-        `- Large bodies: small-request p99 ${fmt(med('large-body', 'small-alone', t.id, 'smallP99Ms'))} ms alone, ` +
-          `${fmt(med('large-body', largest, t.id, 'smallP99Ms'))} ms alongside ${largestLabel} uploads ` +
-          `(${fmt(med('large-body', largest, t.id, 'uploadMBPerS'), 1)} MB/s uploaded).`,
+        `- Large bodies: small-request p50 ${show(f.get('large-body', 'small-alone', t.id, 'smallP50Ms'), (v) => `${fmt(v)} ms`)} alone, ` +
+          `${show(f.get('large-body', largest, t.id, 'smallP50Ms'), (v) => `${fmt(v)} ms`)} alongside ${largestLabel} uploads; ` +
+          `p99 ${show(f.get('large-body', 'small-alone', t.id, 'smallP99Ms'), (v) => `${fmt(v)} ms`)} alone, ${show(f.get('large-body', largest, t.id, 'smallP99Ms'), (v) => `${fmt(v)} ms`)} alongside ` +
+          `(${show(f.get('large-body', largest, t.id, 'uploadMBPerS'), (v) => fmt(v, 1))} MB/s uploaded).`,
       );
     }
     for (const v of result.scenarios.find((x) => x.id === 'many-streams')?.variants ?? []) {
-      const streams = med('many-streams', v.id, t.id, 'streams');
-      if (streams === undefined) continue;
-      const at = (key: string): number | undefined => med('many-streams', v.id, t.id, key);
+      const s = f.summary('many-streams', v.id, t.id);
+      const streams = s?.values.streams?.median;
+      if (s === undefined || streams === undefined) continue;
+      // Completion, errors and stalls are this scenario's findings: quoted whatever they are.
+      const at = (key: string): number | undefined => s.values[key]?.median;
       const lag = at('lagP99Ms');
-      const ttfbAdded = diff(at('ttfbP50Ms'), med('many-streams', v.id, 'direct', 'ttfbP50Ms'));
+      const direct = f.summary('many-streams', v.id, 'direct')?.values.ttfbP50Ms?.median;
+      const ttfb = at('ttfbP50Ms');
       w.line(
-        `- ${v.label}: ${fmt(at('requests'), 0)} of ${fmt(streams, 0)} completed, ` +
-          `${fmt(at('stalls'), 0)} stalled (longest silence ${fmt(at('maxGapMs'), 0)} ms), TTFB p50 ${signed(ttfbAdded)} ms vs direct; ` +
+        `- ${v.label}: ${fmt(at('requests'), 0)} of ${fmt(streams, 0)} completed, ${fmt(at('errors'), 0)} failed, ` +
+          `${fmt(at('stalls'), 0)} stalled (longest silence ${fmt(at('maxGapMs'), 0)} ms), TTFB p50 ${signed(ttfb !== undefined && direct !== undefined ? ttfb - direct : undefined)} ms vs direct; ` +
           `peak RSS edge ${fmt(at('rss:edge'), 0)} MB + agent ${fmt(at('rss:agent'), 0)} MB; ` +
           `edge event-loop lag p99 ${lag === undefined ? 'unavailable' : `${fmt(lag, 1)} ms`}.`,
       );
     }
     w.line();
   }
-  const header = ['target', 'req/s (closed loop)', '× direct', 'vs Portkey', 'vs nginx', `added p50 @${rate ?? '?'}/s`, `added p99 @${rate ?? '?'}/s`, 'TTFB added p50', 'events/s (burst)', `small p99 with ${largestLabel ?? '?'} (alone)`];
+  const header = [
+    'target',
+    'req/s (closed loop)',
+    'proxy CPU µs/req',
+    '× direct',
+    'vs Portkey',
+    'vs nginx (1 worker)',
+    'vs nginx (auto)',
+    `added p50 @${rate ?? '?'}/s`,
+    `added p99 @${rate ?? '?'}/s`,
+    'TTFB added p50',
+    'events/s (burst)',
+    `small p99 with ${largestLabel ?? '?'} (alone)`,
+  ];
   const table = rows.map((t) => {
-    const rps = med('closed-loop', closed, t.id, 'rps');
+    const rps = f.get('closed-loop', closed, t.id, 'rps');
+    const clean = result.summaries.filter((x) => x.target === t.id).every(isClean);
+    const vs = (id: string): string => (t.id === id ? '—' : show(f.ratio(rps, f.get('closed-loop', closed, id, 'rps')), times));
+    const added = (scenario: string, variant: string | undefined, key: string): string =>
+      t.id === 'direct' ? '—' : show(f.diff(f.get(scenario, variant, t.id, key), f.get(scenario, variant, 'direct', key)), ms);
+    const cpu = f.get('closed-loop', closed, t.id, 'cpu1k:proxy');
     return [
-      t.label,
-      fmt(rps, 0),
-      times(ratio(rps, med('closed-loop', closed, 'direct', 'rps'))),
-      t.id === 'portkey' ? '—' : times(ratio(rps, med('closed-loop', closed, 'portkey', 'rps'))),
-      t.id === 'nginx' ? '—' : times(ratio(rps, med('closed-loop', closed, 'nginx', 'rps'))),
-      t.id === 'direct' ? '—' : `${signed(diff(med('open-loop', open, t.id, 'p50'), med('open-loop', open, 'direct', 'p50')))} ms`,
-      t.id === 'direct' ? '—' : `${signed(diff(med('open-loop', open, t.id, 'p99'), med('open-loop', open, 'direct', 'p99')))} ms`,
-      t.id === 'direct' ? '—' : `${signed(diff(med('streaming', 'paced', t.id, 'ttfbP50Ms'), med('streaming', 'paced', 'direct', 'ttfbP50Ms')))} ms`,
-      fmt(med('streaming', 'burst', t.id, 'eventsPerS'), 0),
-      `${fmt(med('large-body', largest, t.id, 'smallP99Ms'))} ms (${fmt(med('large-body', 'small-alone', t.id, 'smallP99Ms'))})`,
+      clean ? t.label : `${t.label} ⚠ errors`,
+      show(rps, (v) => fmt(v, 0)),
+      t.id === 'direct' ? '—' : show(cpu, (v) => fmt(v * 1000, 0)),
+      vs('direct'),
+      vs('portkey'),
+      vs('nginx'),
+      vs('nginx-auto'),
+      added('open-loop', open, 'p50'),
+      added('open-loop', open, 'p99'),
+      added('streaming', 'paced', 'ttfbP50Ms'),
+      show(f.get('streaming', 'burst', t.id, 'eventsPerS'), (v) => fmt(v, 0)),
+      `${show(f.get('large-body', largest, t.id, 'smallP99Ms'), (v) => `${fmt(v)} ms`)} (${show(f.get('large-body', 'small-alone', t.id, 'smallP99Ms'), (v) => fmt(v))})`,
     ];
   });
   w.table(header, table);
@@ -234,7 +273,7 @@ function writeScenario(w: Writer, result: BenchResult, scenario: ScenarioRecord,
     const rate = scenario.units?.rate ?? 'req/s';
     const lat = scenario.units === undefined ? '' : `${scenario.units.latency} `;
     const per = rate.replace('/s', '');
-    const header = ['target', rate, `${lat}p50 ms`, `${lat}p90 ms`, `${lat}p99 ms`, `${lat}max ms`, 'errors', 'non-2xx'];
+    const header = ['target', rate, 'samples', `${lat}p50 ms`, `${lat}p90 ms`, `${lat}p99 ms`, `${lat}max ms`, 'errors', 'non-2xx'];
     for (const c of scenario.columns) header.push(c.unit === '' ? c.label : `${c.label} ${c.unit}`);
     header.push(`CPU s/1k ${per}`, 'peak RSS MB', 'edge loop lag p99 ms', 'load gen CPU %');
     w.table(
@@ -242,12 +281,20 @@ function writeScenario(w: Writer, result: BenchResult, scenario: ScenarioRecord,
       rows.map(({ t, s }) => {
         const v = s.values;
         const d = scenario.latencyDigits;
-        const row = [t.label, cell(v.rps, 0), cell(v.p50, d ?? 2), cell(v.p90, d ?? 2), cell(v.p99, d ?? 2), cell(v.max, d ?? 1), cell(v.errors, 0), cell(v.non2xx, 0)];
+        const label = isClean(s) ? t.label : `${t.label} ⚠`;
+        const errors = s.errors > 0 ? `**${cell(v.errors, 0)}**` : cell(v.errors, 0);
+        const non2xx = s.non2xx > 0 ? `**${cell(v.non2xx, 0)}**` : cell(v.non2xx, 0);
+        const row = [label, cell(v.rps, 0), cell(v.requests, 0), cell(v.p50, d ?? 2), cell(v.p90, d ?? 2), cell(v.p99, d ?? 2), cell(v.max, d ?? 1), errors, non2xx];
         for (const c of scenario.columns) row.push(cell(v[c.key], c.digits));
         row.push(perRole(s, t.roles, 'cpu1k', 3), perRole(s, t.roles, 'rss', 0), t.kind === 'ours' ? cell(v.lagP99Ms, 1) : '', cell(v.loadgenCpuPct, 0));
         return row;
       }),
     );
+    const thin = rows.filter(({ s }) => (s.values.requests?.min ?? 0) < MIN_P99_SAMPLES).length;
+    if (thin > 0) {
+      w.line(`p99 columns of rows with fewer than ${MIN_P99_SAMPLES.toLocaleString('en-US')} samples per run are indicative only; the headline does not quote them. ⚠: errors or non-2xx answers, kept out of every ratio.`);
+      w.line();
+    }
     for (const chart of charts.filter((c) => c.section === scenario.id && c.variant === variant.id)) w.line(`![${chart.title}](${chart.name})`);
     w.line();
   }
@@ -283,7 +330,7 @@ function writeSweep(w: Writer, result: BenchResult, charts: readonly ChartFile[]
         .sort((a, b) => b[1].median - a[1].median)
         .map(([key, v]) => `${key.slice(prefix.length)} ${fmt(v.median, 1)}`)
         .join(', ');
-      return ['' + t.workers, 'measured', cell(s.values.rps, 0), cell(s.values['cpu1k:edge'], 3), cell(s.values['mainUsPerReq:edge'], 1), split];
+      return ['' + t.workers, isClean(s) ? 'measured' : `measured ⚠ ${s.errors} errors, ${s.non2xx} non-2xx`, cell(s.values.rps, 0), cell(s.values['cpu1k:edge'], 3), cell(s.values['mainUsPerReq:edge'], 1), split];
     }),
   );
   for (const chart of charts.filter((c) => c.section === 'worker-sweep')) w.line(`![${chart.title}](${chart.name})`);
@@ -314,19 +361,37 @@ function writeSchedulerRings(w: Writer, result: BenchResult, closedVariant: stri
   const edgeCpu1k = sweep?.values['cpu1k:edge']?.median;
   const mainUs = sweep?.values['mainUsPerReq:edge']?.median;
   if (edgeCpu1k === undefined || mainUs === undefined) return;
+  if (sweep !== undefined && !isClean(sweep)) {
+    w.line(`No 16-core projection: the w=1 measurement it rests on had ${sweep.errors} errors and ${sweep.non2xx} non-2xx answers.`);
+    w.line();
+    return;
+  }
   const workerUs = edgeCpu1k * 1000 - mainUs;
   if (!(workerUs > 0)) return;
   const cores = 16;
   const workersRps = ((cores - 1) * 1e6) / workerUs;
   const mainRps = 1e6 / saturated.mainUsPerRequest;
   w.line(
-    `Projected ceiling for a ${cores}-core host, ${cores - 1} I/O workers and the main thread: ` +
+    `**Projection, not a measurement** (no ${cores}-core host was measured): the ceiling for a ${cores}-core host, ${cores - 1} I/O workers and the main thread, from this ${result.machine.cores}-core run's figures: ` +
       `min(${cores - 1} × 1e6 / ${fmt(workerUs, 1)} µs (edge CPU per request at w=1 above, less its main thread: the worker and V8's helper threads), 1e6 / ${fmt(saturated.mainUsPerRequest, 2)} µs (main thread per request when saturated)) ` +
       `= min(${fmt(workersRps, 0)}, ${fmt(mainRps, 0)}) ≈ **${fmt(Math.min(workersRps, mainRps), 0)} req/s**, ${workersRps <= mainRps ? 'bounded by the workers' : 'bounded by the main thread'}. ` +
       'The main thread\'s cost per request only falls as load rises (fewer wake-ups per request), so its low-load figure in the sweep is no bound. ' +
       'Worker µs/request on this machine include the load generator and the other processes competing for the same cores.',
   );
   w.line();
+}
+
+function writeFlagged(w: Writer, result: BenchResult): void {
+  const flagged = result.measurements.filter((m) => m.errors > 0 || m.non2xx > 0);
+  if (flagged.length === 0) return;
+  w.line('## Flagged measurements');
+  w.line();
+  w.line('These runs had transport errors, timeouts, unfinished streams or non-2xx answers. Their rows are marked ⚠ and every headline figure built on them is withheld.');
+  w.line();
+  w.table(
+    ['scenario', 'variant', 'target', 'run', 'answered (2xx)', 'errors', 'non-2xx'],
+    flagged.map((m) => [m.scenario, m.variant, m.target, String(m.rep + 1), fmt(m.requests, 0), fmt(m.errors, 0), fmt(m.non2xx, 0)]),
+  );
 }
 
 function writeProblems(w: Writer, result: BenchResult): void {

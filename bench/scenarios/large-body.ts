@@ -31,7 +31,7 @@ function small(ctx: ScenarioContext, target: RunningTarget, durationS: number): 
 async function load(ctx: ScenarioContext, target: RunningTarget, variant: BodyVariant, durationS: number): Promise<LoadResult> {
   if (variant.largeBytes === 0) {
     const alone = await small(ctx, target, durationS);
-    return { ...alone, metrics: { smallP50Ms: alone.latencyMs?.p50 ?? Number.NaN, smallP99Ms: alone.latencyMs?.p99 ?? Number.NaN } };
+    return { ...alone, metrics: { smallP50Ms: alone.latencyMs?.p50 ?? Number.NaN, smallP99Ms: alone.latencyMs?.p99 ?? Number.NaN, smallSamples: alone.requests } };
   }
   const [large, alongside] = await Promise.all([
     closedLoop({
@@ -51,6 +51,7 @@ async function load(ctx: ScenarioContext, target: RunningTarget, variant: BodyVa
       uploadMBPerS: (large.requests * variant.largeBytes) / large.wallS / 1e6,
       smallP50Ms: alongside.latencyMs?.p50 ?? Number.NaN,
       smallP99Ms: alongside.latencyMs?.p99 ?? Number.NaN,
+      smallSamples: alongside.requests,
     },
   };
 }

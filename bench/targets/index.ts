@@ -4,7 +4,7 @@ import type { ModeSettings } from '../harness/modes.js';
 import type { TargetSpec } from '../harness/types.js';
 import { direct } from './direct.js';
 import { edgeTarget } from './edge.js';
-import { nginx } from './nginx.js';
+import { nginx, nginxAuto } from './nginx.js';
 import { portkey } from './portkey.js';
 
 /** workers.count values of the sweep: 0, 1, 2, 4, ... up to max, and max itself. */
@@ -34,5 +34,5 @@ export function allTargets(settings: ModeSettings): TargetSpec[] {
     agentConfig: { tunnels: { batch_frames: false } },
     onlyScenarios: ['streaming', 'many-streams'],
   });
-  return [direct, nginx, portkey, ...edges, noCoalescing, noBatching];
+  return [direct, nginx, nginxAuto, portkey, ...edges, noCoalescing, noBatching];
 }

@@ -1,10 +1,12 @@
 // nginx as a one-hop reverse proxy in front of the mock: the throughput a
-// C proxy reaches on this machine. One worker (a fair match for one event
-// loop), upstream keep-alive, no response buffering (SSE flows through), and
-// request bodies kept in memory up to 2 MB. Run as a child in the foreground
-// from a generated config in a temp dir.
+// C proxy reaches on this machine. Two variants: one worker (a fair match
+// for one event loop) and `worker_processes auto` (one per core, as nginx is
+// usually deployed). Upstream keep-alive, no response buffering (SSE flows
+// through), and request bodies kept in memory up to 2 MB. Run as a child in
+// the foreground from a generated config in a temp dir.
 import { execFile } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { postOk } from '../harness/http-probe.js';
@@ -27,10 +29,13 @@ export async function nginxVersion(): Promise<string | undefined> {
   }
 }
 
-export function nginxConfig(dir: string, port: number, upstreamPort: number): string {
+/** `worker_processes`: a count, or 'auto' (one worker per core). */
+export type NginxWorkers = number | 'auto';
+
+export function nginxConfig(dir: string, port: number, upstreamPort: number, workers: NginxWorkers = 1): string {
   // As root, nginx would drop its worker to `nobody`, which cannot enter the private temp dir.
   const user = process.getuid?.() === 0 ? 'user root;\n' : '';
-  return `${user}worker_processes 1;
+  return `${user}worker_processes ${workers};
 worker_rlimit_nofile 65536;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
@@ -69,35 +74,43 @@ http {
 `;
 }
 
-export const nginx: TargetSpec = {
-  id: 'nginx',
-  label: 'nginx 1-hop',
-  kind: 'peer',
-  hops: 1,
-  async start(ctx: TargetContext): Promise<RunningTarget | SkippedTarget> {
-    const info = { id: this.id, label: this.label, kind: this.kind, hops: this.hops };
-    const version = await nginxVersion();
-    if (version === undefined) return { ...info, skipped: NGINX_MISSING };
-    const dir = join(ctx.workDir, 'nginx');
-    mkdirSync(dir, { recursive: true });
-    const port = await freePort();
-    const config = nginxConfig(dir, port, ctx.mock.port);
-    const configFile = join(dir, 'nginx.conf');
-    writeFileSync(configFile, config);
-    const child = ctx.supervisor.spawn('nginx', 'nginx', ['-p', dir, '-c', configFile, '-g', 'daemon off;']);
-    const origin = `http://127.0.0.1:${port}`;
-    const model = 'bench-model';
-    await ctx.supervisor.waitReady(child, () => postOk(`${origin}/v1/chat/completions`, {}, chatBody(model, 256)));
-    return {
-      ...info,
-      origin,
-      model,
-      headers: {},
-      processes: [{ role: 'nginx', pid: child.pid, tree: true }, ctx.mock.process],
-      metricsUrl: undefined,
-      version,
-      configs: { 'nginx.conf': config },
-      notes: [],
-    };
-  },
-};
+function nginxTarget(id: string, label: string, workers: NginxWorkers): TargetSpec {
+  return {
+    id,
+    label,
+    kind: 'peer',
+    hops: 1,
+    async start(ctx: TargetContext): Promise<RunningTarget | SkippedTarget> {
+      const info = { id: this.id, label: this.label, kind: this.kind, hops: this.hops };
+      const version = await nginxVersion();
+      if (version === undefined) return { ...info, skipped: NGINX_MISSING };
+      const dir = join(ctx.workDir, id);
+      mkdirSync(dir, { recursive: true });
+      const port = await freePort();
+      const config = nginxConfig(dir, port, ctx.mock.port, workers);
+      const configFile = join(dir, 'nginx.conf');
+      writeFileSync(configFile, config);
+      const child = ctx.supervisor.spawn(id, 'nginx', ['-p', dir, '-c', configFile, '-g', 'daemon off;']);
+      const origin = `http://127.0.0.1:${port}`;
+      const model = 'bench-model';
+      await ctx.supervisor.waitReady(child, () => postOk(`${origin}/v1/chat/completions`, {}, chatBody(model, 256)));
+      return {
+        ...info,
+        origin,
+        model,
+        headers: {},
+        processes: [{ role: 'nginx', pid: child.pid, tree: true }, ctx.mock.process],
+        metricsUrl: undefined,
+        version,
+        configs: { 'nginx.conf': config },
+        notes: workers === 'auto' ? [`worker_processes auto: ${os.availableParallelism()} workers on this host`] : [],
+      };
+    },
+  };
+}
+
+/** One worker: a fair match for one event loop; the ratios in the headline are read against it. */
+export const nginx: TargetSpec = nginxTarget('nginx', 'nginx 1-hop', 1);
+
+/** One worker per core, as nginx is usually deployed. */
+export const nginxAuto: TargetSpec = nginxTarget('nginx-auto', 'nginx 1-hop, workers auto', 'auto');

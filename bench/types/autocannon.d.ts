@@ -29,6 +29,8 @@ declare module 'autocannon' {
     errors: number;
     timeouts: number;
     non2xx: number;
+    /** Answers with a 2xx status. */
+    '2xx': number;
     resets: number;
     latency: Histogram;
     requests: Histogram & { sent: number };

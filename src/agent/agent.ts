@@ -2,14 +2,15 @@
 // for as long as the agent runs, reconnecting with capped exponential backoff
 // and full jitter (reset by each successful registration). A rejected
 // registration (bad token, unknown node) will not fix itself, so it is
-// retried at the maximum delay only. With edge.streams > 1 the connection
+// retried at the slowest pace only, jittered (between half the maximum delay
+// and the maximum) so a fenced fleet does not come back in lock-step. With edge.streams > 1 the connection
 // gets extra streams ("lanes") once registered: each joins the connection's
 // generation, and one that drops is re-opened while the connection lives.
 // The first stream anchors the connection: when it drops, so do the lanes,
 // and the whole connection is re-established.
 import { EventEmitter } from 'node:events';
 import { pino, type Logger } from 'pino';
-import { Backoff } from './backoff.js';
+import { Backoff, upperHalfJitter } from './backoff.js';
 import type { AgentConfig } from './config.js';
 import { EdgeConnection, type ConnectionOwner } from './edge-connection.js';
 import { Upstreams } from './upstreams.js';
@@ -18,6 +19,8 @@ export interface NodeAgentOptions {
   logger?: Logger;
   /** How long stop() lets open tunnels finish after Leaving before aborting them; default 10 s. */
   stopGraceMs?: number;
+  /** The reconnect jitter's source of randomness in [0, 1) (tests pin it); default Math.random. */
+  random?: () => number;
 }
 
 export interface NodeAgentEvents {
@@ -38,6 +41,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   readonly #stopGraceMs: number;
   readonly #upstreams: Upstreams;
   readonly #backoff: Backoff;
+  readonly #random: () => number;
   #connection: EdgeConnection | undefined;
   /** Extra lanes of the current connection, by lane index (0 is #connection). */
   readonly #lanes: (EdgeConnection | undefined)[] = [];
@@ -56,7 +60,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#log = (options.logger ?? pino({ level: config.logLevel, name: 'node-agent' })).child({ nodeId: config.node.id });
     this.#stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
     this.#upstreams = new Upstreams(config.providers);
-    this.#backoff = new Backoff(config.reconnect.initialMs, config.reconnect.maxMs);
+    this.#random = options.random ?? Math.random;
+    this.#backoff = new Backoff(config.reconnect.initialMs, config.reconnect.maxMs, this.#random);
   }
 
   /** The generation of the current registered connection; undefined while not registered. */
@@ -134,7 +139,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#closeLanes('the first stream closed');
     this.emit('disconnected', reason);
     if (this.#stopping !== undefined) return;
-    const delayMs = this.#rejected ? this.#config.reconnect.maxMs : this.#backoff.next();
+    const delayMs = this.#rejected ? this.#backoff.slowest() : this.#backoff.next();
     this.#rejected = false;
     this.#log.warn({ reason, delayMs }, 'disconnected from the edge; reconnecting');
     this.#reconnectTimer = setTimeout(onReconnectTimer, delayMs, this);
@@ -176,7 +181,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     const anchor = this.#connection;
     if (this.#stopping !== undefined || anchor === undefined || !anchor.registered || anchor.generation !== connection.joinGeneration) return;
     if (this.#laneRefusedIn === connection.joinGeneration) return;
-    const delayMs = this.#config.reconnect.initialMs;
+    const delayMs = upperHalfJitter(this.#config.reconnect.initialMs, this.#random);
     this.#log.warn({ lane, reason, delayMs }, 'an extra stream to the edge closed; re-opening it');
     this.#laneTimers[lane] = setTimeout(onLaneTimer, delayMs, this, lane, connection.joinGeneration);
   }

@@ -1,6 +1,8 @@
 // Capped exponential backoff with full jitter (the delay is uniform in
 // [0, min(max, initial * 2^attempt)]), so a fleet of agents that lost the
-// edge at the same moment does not reconnect in lock-step.
+// edge at the same moment does not reconnect in lock-step. Fixed-pace
+// delays (after a rejection, before re-opening a lane) are jittered too,
+// within their upper half, so they keep their pace without the lock-step.
 
 export class Backoff {
   readonly #initialMs: number;
@@ -22,8 +24,18 @@ export class Backoff {
     return Math.floor(this.#random() * ceiling);
   }
 
+  /** The slowest pace, jittered: uniform in [max/2, max] (after a rejection, which will not fix itself soon). */
+  slowest(): number {
+    return upperHalfJitter(this.#maxMs, this.#random);
+  }
+
   /** After a successful registration the next failure starts from the initial window again. */
   reset(): void {
     this.#attempt = 0;
   }
+}
+
+/** A delay of about `ms` that never repeats in lock-step: uniform in [ms/2, ms]. */
+export function upperHalfJitter(ms: number, random: () => number = Math.random): number {
+  return Math.floor(ms / 2 + random() * (ms - ms / 2));
 }

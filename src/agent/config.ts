@@ -38,7 +38,7 @@ export interface AgentConfig {
 export interface TunnelOptions {
   /** Chunks arriving within this many ms of the previous frame are merged (0 = never merge). */
   readonly coalesceDelayMs: number;
-  /** A merged DATA frame is sent as soon as it holds this many bytes. */
+  /** A merged DATA frame is sent as soon as it holds this many bytes; no DATA frame is larger (bigger chunks are split). */
   readonly coalesceMaxBytes: number;
   /** Frames of all tunnels produced in one event-loop turn go to the edge as one FrameBatch message (when the edge accepts them). */
   readonly batchFrames: boolean;

@@ -61,6 +61,8 @@ export class EdgeConnection implements FrameSink {
   /** Set at Registered when the edge accepts FrameBatch; frames then leave once per turn. */
   #batcher: FrameBatcher | undefined;
   #generation: number | undefined;
+  /** Registered.max_frame_bytes: no DATA payload may be larger (0 = the edge did not say). */
+  #maxFrameBytes = 0;
   #leaving = false;
   /** False once the stream is half-closed or closed: nothing more may be written. */
   #writable = false;
@@ -243,7 +245,7 @@ export class EdgeConnection implements FrameSink {
       case 'heartbeat':
         break;
       case 'registered':
-        this.#onRegistered(msg.value.generation, msg.value.heartbeatIntervalMs, msg.value.heartbeatTimeoutMs, msg.value.maxFrameBatchBytes);
+        this.#onRegistered(msg.value.generation, msg.value.heartbeatIntervalMs, msg.value.heartbeatTimeoutMs, msg.value.maxFrameBatchBytes, msg.value.maxFrameBytes);
         break;
       case 'rejected':
         this.#owner.onRejected(this, msg.value.reason);
@@ -298,13 +300,14 @@ export class EdgeConnection implements FrameSink {
 
   // --- internals --------------------------------------------------------------------
 
-  #onRegistered(generation: number, intervalMs: number, timeoutMs: number, maxFrameBatchBytes: number): void {
+  #onRegistered(generation: number, intervalMs: number, timeoutMs: number, maxFrameBatchBytes: number, maxFrameBytes: number): void {
     if (this.#generation !== undefined) {
       this.#log.warn({ generation }, 'ignoring a second Registered on the same stream');
       return;
     }
     clearTimeout(this.#registerTimer);
     this.#generation = generation;
+    this.#maxFrameBytes = maxFrameBytes;
     this.#heartbeatTimeoutMs = timeoutMs > 0 ? timeoutMs : DEFAULT_HEARTBEAT_TIMEOUT_MS;
     this.#lastHeardAt = performance.now();
     this.#heard = false;
@@ -329,7 +332,7 @@ export class EdgeConnection implements FrameSink {
       this.#log.error({ tunnelId: request.tunnelId }, 'ignoring a TunnelRequest for a tunnel id that is still running');
       return;
     }
-    const tunnel = new TunnelExecutor(request, this, this.#config.tunnels);
+    const tunnel = new TunnelExecutor(request, this, this.#config.tunnels, this.#maxFrameBytes);
     this.#tunnels.set(request.tunnelId, tunnel);
     if (this.#log.isLevelEnabled('debug')) {
       this.#log.debug({ tunnelId: tunnel.tunnelId, runId: tunnel.runId, requestId: tunnel.requestId, providerId: tunnel.providerId }, 'tunnel started');

@@ -2,7 +2,10 @@
 // ordered frames: HEADERS, DATA per body chunk as it arrives, then END; or a
 // single ERROR. It is the undici dispatch handler itself (the lowest-overhead
 // API that streams: no Readable, no promise, no per-request closure), and
-// nothing is sent for the tunnel after its END or ERROR or a cancel.
+// nothing is sent for the tunnel after its END or ERROR or a cancel. Every
+// DATA payload stays within the smaller of coalesce_max_bytes and the edge's
+// max_frame_bytes (big chunks are split), and the upstream request's
+// timeouts are the request's own deadlines, never undici's defaults.
 import { performance } from 'node:perf_hooks';
 import type { Client, Dispatcher } from 'undici';
 import { Adapter, type NodeMessage, type TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
@@ -37,6 +40,8 @@ export class TunnelExecutor implements PooledHandler {
   readonly #request: TunnelRequest;
   readonly #sink: FrameSink;
   readonly #options: TunnelOptions;
+  /** Largest DATA payload: coalesce_max_bytes, or the edge's max_frame_bytes when smaller. */
+  readonly #maxData: number;
   #seq = 0;
   /** Terminal: END/ERROR sent or cancelled. Every later upstream callback is ignored. */
   #done = false;
@@ -64,11 +69,13 @@ export class TunnelExecutor implements PooledHandler {
     return this.#abortReason !== undefined && this.pooledClient === undefined;
   }
 
-  constructor(request: TunnelRequest, sink: FrameSink, options: TunnelOptions = DEFAULT_TUNNEL_OPTIONS) {
+  /** `maxFrameBytes`: Registered.max_frame_bytes (0 = the edge did not say). */
+  constructor(request: TunnelRequest, sink: FrameSink, options: TunnelOptions = DEFAULT_TUNNEL_OPTIONS, maxFrameBytes = 0) {
     this.tunnelId = request.tunnelId;
     this.#request = request;
     this.#sink = sink;
     this.#options = options;
+    this.#maxData = maxFrameBytes > 0 ? Math.min(options.coalesceMaxBytes, maxFrameBytes) : options.coalesceMaxBytes;
     this.#credit = request.initialCredit > 0 ? request.initialCredit : Infinity;
   }
 
@@ -105,6 +112,10 @@ export class TunnelExecutor implements PooledHandler {
         path: upstream.pathPrefix + request.path,
         headers: upstreamRequestHeaders(request.headers, upstream.authorization),
         body: request.body.byteLength > 0 ? request.body : null,
+        // The edge's deadlines (plus slack; 0 = none), never undici's 300 s defaults,
+        // which would cut a slow provider whatever the edge allows.
+        headersTimeout: request.ttfbTimeoutMs,
+        bodyTimeout: request.idleTimeoutMs,
       },
       this,
     );
@@ -134,23 +145,14 @@ export class TunnelExecutor implements PooledHandler {
     }
   }
 
-  /** Frames what is held, as far as credit allows; sends END once everything is out. */
+  /** Frames what is held, as far as credit allows, in payloads of at most the frame limit; sends END once everything is out. */
   flushHeld(): void {
     if (this.#holdTimer !== undefined) {
       clearTimeout(this.#holdTimer);
       this.#holdTimer = undefined;
     }
     while (this.#heldBytes > 0 && this.#credit > 0 && !this.#done) {
-      let payload = this.#held.length === 1 ? this.#held[0] : Buffer.concat(this.#held, this.#heldBytes);
-      this.#held = [];
-      this.#heldBytes = 0;
-      if (payload.length > this.#credit) {
-        const rest = payload.subarray(this.#credit);
-        payload = payload.subarray(0, this.#credit);
-        this.#held.push(rest);
-        this.#heldBytes = rest.length;
-      }
-      this.#sendData(payload);
+      this.#sendData(this.#takeHeld(Math.min(this.#heldBytes, this.#credit, this.#maxData)));
     }
     if (this.#done) return;
     if (this.#heldBytes > 0) {
@@ -189,16 +191,30 @@ export class TunnelExecutor implements PooledHandler {
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.#done) return;
     const delay = this.#options.coalesceDelayMs;
+    const maxData = this.#maxData;
     const now = performance.now();
     // An idle stream's chunk goes out at once (time to first token must not grow).
-    if (this.#heldBytes === 0 && chunk.length <= this.#credit && (delay === 0 || now - this.#lastDataAt >= delay)) {
+    if (this.#heldBytes === 0 && chunk.length <= this.#credit && chunk.length <= maxData && (delay === 0 || now - this.#lastDataAt >= delay)) {
       this.#sendData(chunk);
       return;
     }
     this.#held.push(chunk);
     this.#heldBytes += chunk.length;
-    if (this.#heldBytes >= this.#options.coalesceMaxBytes || delay === 0 || this.#credit === 0) this.flushHeld();
-    else if (this.#holdTimer === undefined) this.#holdTimer = setTimeout(onHoldTimer, delay, this);
+    if (delay === 0 || this.#credit === 0) {
+      this.flushHeld();
+      return;
+    }
+    // Full frames go at once, each exactly the limit (a big chunk is split); the rest waits out the delay for company.
+    while (this.#heldBytes >= maxData && this.#credit > 0 && !this.#done) this.#sendData(this.#takeHeld(Math.min(maxData, this.#credit)));
+    if (this.#done) return;
+    if (this.#heldBytes === 0) {
+      clearTimeout(this.#holdTimer);
+      this.#holdTimer = undefined;
+    } else if (this.#credit <= 0) {
+      this.#pauseForCredit();
+    } else if (this.#holdTimer === undefined) {
+      this.#holdTimer = setTimeout(onHoldTimer, delay, this);
+    }
   }
 
   onResponseEnd(): void {
@@ -228,6 +244,29 @@ export class TunnelExecutor implements PooledHandler {
     if (client === undefined) return;
     this.pooledClient = undefined;
     this.#pool?.done(client);
+  }
+
+  /** Removes the first `bytes` held bytes (bytes ≤ heldBytes): a view when one chunk holds them, else one copy. */
+  #takeHeld(bytes: number): Buffer {
+    const held = this.#held;
+    this.#heldBytes -= bytes;
+    const first = held[0];
+    if (first.length >= bytes) {
+      if (first.length === bytes) held.shift();
+      else held[0] = first.subarray(bytes);
+      return first.length === bytes ? first : first.subarray(0, bytes);
+    }
+    const payload = Buffer.allocUnsafe(bytes);
+    let at = 0;
+    while (at < bytes) {
+      const chunk = held[0];
+      const take = Math.min(chunk.length, bytes - at);
+      chunk.copy(payload, at, 0, take);
+      at += take;
+      if (take === chunk.length) held.shift();
+      else held[0] = chunk.subarray(take);
+    }
+    return payload;
   }
 
   #sendData(payload: Buffer): void {

@@ -22,7 +22,7 @@ options:
 signals:
   SIGHUP              re-read FILE and apply it (config refresh); the result is logged
   SIGTERM, SIGINT     drain: no new connections or requests, open ones finish within
-                      drain.grace_ms, then exit 0; a second signal exits at once (1)
+                      drain.grace_ms, then exit 0; a second one of either kind exits at once (1)
 
 The admin API and /metrics listen on admin.host:admin.port (default 127.0.0.1:9090).`;
 
@@ -78,10 +78,18 @@ async function main(): Promise<number> {
     // The refresher logs the outcome (applied, unchanged or rejected with reasons).
     void edge.refresh({ mode: 'apply', origin: 'SIGHUP' });
   });
-  const shutdown = (signal: NodeJS.Signals): void => {
+  // One handler for both signals, kept for the process's life: the first
+  // signal of either kind starts the drain, any later one (same kind or the
+  // other) ends it at once. Never a per-kind once-listener, whose order
+  // against the other kind's would decide what a second signal does.
+  let draining = false;
+  const onStopSignal = (signal: NodeJS.Signals): void => {
+    if (draining) {
+      logger.warn({ signal }, 'second stop signal during the drain: exiting now');
+      process.exit(1);
+    }
+    draining = true;
     logger.info({ signal }, 'shutting down');
-    process.once('SIGTERM', () => process.exit(1));
-    process.once('SIGINT', () => process.exit(1));
     if (edge === undefined) process.exit(0); // nothing open yet
     edge.shutdown().then(
       () => process.exit(0),
@@ -91,8 +99,8 @@ async function main(): Promise<number> {
       },
     );
   };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  process.on('SIGTERM', onStopSignal);
+  process.on('SIGINT', onStopSignal);
   edge = await startEdge(config, { logger, admin: true, configFile: file });
   logger.info({ version: VERSION, config: file, pid: process.pid }, 'edge started');
   return -1; // keep running

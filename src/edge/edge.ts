@@ -1,34 +1,28 @@
-// Composes one edge process: the scheduler (main thread), the node gateway
-// (gRPC listener), the data plane, the client listener and, for operators,
-// the admin listener (admin API, /metrics), the event bus, config refresh
-// and graceful drain. With workers.count 0 the data path runs here; with
-// workers.count N it runs in N I/O worker threads (WorkerPool) and this
-// thread keeps the scheduler, config and operations only.
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+// The composition root: assembles one edge process from the scheduler
+// thread's parts (scheduler driver, event bus, config refresh, admin
+// listener, /metrics) and the data path (client and node listeners, tunnels),
+// which it reaches only through the DataPath interface: a LocalPlane on this
+// thread with workers.count 0, a WorkerPool of I/O worker threads otherwise.
+// The scheduler's own metrics carry no per-request counts; those come from
+// the data path's threads and are merged at scrape time in either mode.
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
-import { errorBody, Errors } from '../shared/errors.js';
 import { createLogger } from '../shared/logger.js';
-import { DataPlane } from '../workers/data-plane.js';
-import { drainListener } from '../workers/drain.js';
-import { NodeGateway } from '../workers/grpc/node-gateway.js';
-import { ClientServer } from '../workers/http/client-server.js';
+import type { DataPath, DataPathEvents } from '../contract/data-path.js';
 import type { PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
-import { inspectPlane } from '../workers/plane-inspection.js';
+import { LocalPlane } from '../workers/local-plane.js';
 import { AggregatorRegistry } from 'prom-client';
 import { AdminServer } from '../main/admin/admin-server.js';
 import type { AdminOps, NodeDrainOutcome } from '../main/admin/ops.js';
 import { buildEdgeStatus, type EdgeStatus, type SessionView } from '../main/admin/status.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
-import { EdgeObserver } from '../workers/observe/edge-observer.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { EdgeMetrics } from '../workers/observe/metrics.js';
 import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshTarget } from '../main/refresh/refresher.js';
-import { retireLanes } from '../workers/grpc/retire.js';
 import { SchedulerDriver } from '../main/scheduler-driver.js';
 import { WorkerPool } from '../main/worker-pool.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
-import { clientHttpsMaterial, nodeServerCredentials } from '../workers/tls.js';
+import { clientHttpsMaterial } from '../workers/tls.js';
 
 export interface ShutdownReport {
   /** True when every open request finished within the grace period. */
@@ -57,9 +51,8 @@ export interface RunningEdge {
   readonly adminPort: number | undefined;
   readonly adminUrl: string | undefined;
   readonly driver: SchedulerDriver;
-  /** The data path on the main thread; undefined with I/O workers (use inspect()). */
-  readonly nodes: NodeGateway | undefined;
-  readonly plane: DataPlane | undefined;
+  /** The data path: on this thread (workers.count 0) or in the I/O workers; the same calls either way. */
+  readonly plane: DataPath;
   /** I/O worker threads running the data path; 0 = the main thread does. */
   readonly workers: number;
   readonly url: string;
@@ -90,8 +83,17 @@ export interface EdgeOptions {
   readonly configFile?: string;
 }
 
-/** workers.count 0: no worker planes to ask. */
-const NO_INSPECTION: readonly PlaneInspection[] = [];
+/** The data path for workers.count: this thread (0) or a pool of I/O workers. The only place the count matters. */
+function createDataPath(config: EdgeConfig, driver: SchedulerDriver, logger: Logger, events: DataPathEvents): DataPath {
+  return config.workers.count > 0 ? new WorkerPool(config.workers.count, driver, logger, events) : new LocalPlane(config, driver, logger, events);
+}
+
+/** Client requests open over every thread of the data path. */
+function sumOpen(planes: readonly PlaneInspection[]): number {
+  let open = 0;
+  for (const p of planes) open += p.openExchanges;
+  return open;
+}
 
 class Edge implements RunningEdge, RefreshTarget, AdminOps {
   httpPort = 0;
@@ -101,82 +103,52 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   readonly events = new EventBus();
   readonly metrics: EdgeMetrics;
   readonly driver: SchedulerDriver;
-  readonly nodes: NodeGateway | undefined;
-  readonly plane: DataPlane | undefined;
-  readonly client: ClientServer | undefined;
-  readonly pool: WorkerPool | undefined;
-  /** Worker mode: the node sessions as workers reported them (status). */
-  readonly #sessions = new Map<string, SessionView>();
-  #shuttingDown = false;
+  readonly plane: DataPath;
   readonly admin: AdminServer | undefined;
   readonly refresher: ConfigRefresher;
+  readonly logger: Logger;
+  /** Node sessions as the data path reported them (status). */
+  readonly #sessions = new Map<string, SessionView>();
   readonly #https: boolean;
+  #shuttingDown = false;
   #config: EdgeConfig;
   #shutdown: Promise<ShutdownReport> | undefined;
   #closing: Promise<void> | undefined;
 
-  constructor(
-    config: EdgeConfig,
-    readonly logger: Logger,
-    options: EdgeOptions,
-  ) {
+  constructor(config: EdgeConfig, logger: Logger, options: EdgeOptions) {
     this.#config = config;
+    this.logger = logger;
     this.driver = new SchedulerDriver(config);
-    const https = clientHttpsMaterial(config.tls);
-    this.#https = https !== undefined;
-    if (config.workers.count > 0) {
-      this.pool = new WorkerPool(config.workers.count, this.driver, logger, (event) => this.#workerEvent(event));
-      this.events.onActiveChange = (active) => this.pool?.setEventsActive(active);
-    } else {
-      this.nodes = new NodeGateway(config, this.driver, logger);
-      this.plane = new DataPlane(config, this.driver, this.nodes, logger);
-      this.client = new ClientServer(config, this.plane, https);
-    }
+    this.#https = clientHttpsMaterial(config.tls) !== undefined;
+    this.plane = createDataPath(config, this.driver, logger, (event) => this.#planeEvent(event));
+    this.events.onActiveChange = (active) => this.plane.setEventsActive(active);
     this.metrics = new EdgeMetrics({
       status: () => this.driver.status(),
       connectedNodes: () => this.connectedNodeIds().length,
-      openRequests: () => this.plane?.openExchanges ?? 0,
+      openRequests: () => 0,
       workers: () => this.#config.workers.count,
       configVersion: () => this.refresher.configVersion,
       shuttingDown: () => this.shuttingDown,
       events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),
     });
-    const observer = new EdgeObserver(this.events, this.metrics, logger);
-    this.plane?.setObserver(observer);
-    this.nodes?.setObserver(observer);
     this.refresher = new ConfigRefresher(this, options.configFile, { refreshed: (result, origin) => this.#refreshed(result, origin) });
-    // Registered before listen; during a drain every client request gets 503 shutting_down.
-    this.client?.app.addHook('onRequest', this.refuseWhileDraining);
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
   }
 
   get workers(): number {
-    return this.pool?.count ?? 0;
+    return this.plane.workers;
   }
 
   async listen(): Promise<void> {
     const config = this.#config;
-    if (this.pool !== undefined) {
-      try {
-        const ports = await this.pool.start(config, this.logger.level);
-        this.httpPort = ports.httpPort;
-        this.grpcPort = ports.grpcPort;
-        if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
-      } catch (err) {
-        await this.pool.close();
-        this.driver.close();
-        throw err;
-      }
-      return;
-    }
-    if (this.nodes === undefined || this.client === undefined) return;
-    this.grpcPort = await this.nodes.listen(config.grpc.host, config.grpc.port, nodeServerCredentials(config.tls));
     try {
-      this.httpPort = await this.client.listen(config.http.host, config.http.port);
+      const ports = await this.plane.start(config, this.logger.level);
+      this.httpPort = ports.httpPort;
+      this.grpcPort = ports.grpcPort;
       if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
     } catch (err) {
-      await this.client.close();
-      await this.nodes.close();
+      await this.plane.close();
+      this.driver.close();
       throw err;
     }
   }
@@ -198,11 +170,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   get shuttingDown(): boolean {
-    return this.plane?.shuttingDown ?? this.#shuttingDown;
-  }
-
-  get openRequests(): number {
-    return this.plane?.openExchanges ?? 0;
+    return this.#shuttingDown;
   }
 
   get metricsContentType(): string {
@@ -218,10 +186,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     // With workers the snapshot reaches them by message, a moment later:
     // each worker swaps it in one step, so its requests see old or new.
     this.#config = next;
-    this.nodes?.setConfig(next);
-    this.plane?.setConfig(next);
-    this.client?.setConfig(next);
-    if (this.pool !== undefined) void this.pool.callAll({ type: 'setConfig', config: next }).catch((err: Error) => this.logger.error({ err }, 'config snapshot did not reach every worker'));
+    this.plane.setConfig(next);
     this.driver.setConfig(next);
   }
 
@@ -231,46 +196,23 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   connectedNodeIds(): string[] {
     const ids: string[] = [];
-    if (this.nodes === undefined) {
-      for (const n of this.driver.status().nodes) if (n.connected) ids.push(n.id);
-      return ids;
-    }
-    for (const nodeId of this.nodes.nodeIds()) ids.push(nodeId);
+    for (const n of this.driver.status().nodes) if (n.connected) ids.push(n.id);
     return ids;
   }
 
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
-    if (this.pool !== undefined) {
-      const place = this.pool.placeOf(nodeId);
-      if (place === undefined) return false;
-      void this.pool.call(place.worker, { type: 'notifyNode', nodeId, changedPaths, configVersion }).catch(() => undefined);
-      return true;
-    }
-    const session = this.nodes?.session(nodeId);
-    if (session === undefined) return false;
-    session.sendConfigRefresh(changedPaths, configVersion);
-    return true;
+    return this.plane.notifyNode(nodeId, changedPaths, configVersion);
   }
 
   retireNode(nodeId: string, reason: string): void {
     const graceMs = this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS;
-    if (this.pool !== undefined) {
-      const place = this.pool.placeOf(nodeId);
-      if (place === undefined) return;
-      this.driver.setDraining(nodeId, true);
-      this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
-      this.logger.info({ node: nodeId, generation: place.generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
-      // Every worker holding a stream of the node retires its streams; see retireLanes for the order.
-      const holdAnchor = place.lanes.some((worker) => worker !== place.worker);
-      for (const worker of new Set([place.worker, ...place.lanes])) void this.pool.call(worker, { type: 'retireNode', nodeId, graceMs, reason, holdAnchor }).catch(() => undefined);
-      return;
-    }
-    const lanes = this.nodes?.lanes(nodeId) ?? [];
-    if (lanes.length === 0) return;
+    const session = this.#sessions.get(nodeId);
+    if (session === undefined) return;
+    // No new grants first, then the streams close as they go idle.
     this.driver.setDraining(nodeId, true);
     this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
-    this.logger.info({ node: nodeId, generation: lanes[0].generation, reason, lanes: lanes.length, graceMs }, 'retiring node session: no new requests, closed once idle');
-    retireLanes(lanes, graceMs, reason);
+    this.logger.info({ node: nodeId, generation: session.generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
+    this.plane.retireNode(nodeId, graceMs, reason);
   }
 
   #refreshed(result: RefreshResult, origin: string): void {
@@ -289,19 +231,14 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   // --- admin ----------------------------------------------------------------
 
   async status(): Promise<EdgeStatus> {
-    if (this.pool === undefined) return buildEdgeStatus(this, this.openRequests, []);
-    const planes = await this.#planes();
-    let open = 0;
-    const rings = this.pool.ringUsage();
-    for (const p of planes) {
-      open += p.openExchanges;
-      rings.push(...p.rings);
-    }
-    return buildEdgeStatus(this, open, rings);
+    const planes = await this.plane.inspect();
+    const rings = this.plane.ringUsage();
+    for (const p of planes) rings.push(...p.rings);
+    return buildEdgeStatus(this, sumOpen(planes), rings);
   }
 
   async inspect(): Promise<EdgeInspection> {
-    const planes = this.plane !== undefined && this.nodes !== undefined ? [inspectPlane(-1, this.plane, this.nodes, undefined)] : await this.#planes();
+    const planes = await this.plane.inspect();
     const protocolStats: Record<string, number> = {};
     let crossTunnels = 0;
     for (const p of planes) {
@@ -310,7 +247,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     }
     return {
       planes,
-      openExchanges: planes.reduce((sum, p) => sum + p.openExchanges, 0),
+      openExchanges: sumOpen(planes),
       tunnelBuffers: planes.flatMap((p) => p.tunnelBuffers),
       sessions: planes.flatMap((p) => p.sessions),
       protocolStats,
@@ -318,32 +255,21 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     };
   }
 
-  #planes(): Promise<readonly PlaneInspection[]> {
-    return this.pool === undefined ? Promise.resolve(NO_INSPECTION) : this.pool.callAll<PlaneInspection>({ type: 'inspect' });
-  }
-
   scheduler(): SchedulerStatus {
     return this.driver.status();
   }
 
   session(nodeId: string): SessionView | undefined {
-    if (this.nodes === undefined) return this.#sessions.get(nodeId);
-    const lanes = this.nodes.lanes(nodeId);
-    const anchor = lanes.find((lane) => lane.joinGeneration === 0) ?? lanes[0];
-    if (anchor === undefined) return undefined;
-    let openTunnels = 0;
-    for (const lane of lanes) openTunnels += lane.openTunnels;
-    return { generation: anchor.generation, connectedAtMs: anchor.connectedAtMs, agentVersion: anchor.agentVersion, remoteAddress: anchor.remoteAddress, openTunnels };
+    return this.#sessions.get(nodeId);
   }
 
   async scrapeMetrics(): Promise<string> {
-    if (this.pool === undefined) return this.metrics.scrape();
-    const parts = [await this.metrics.scrapeJson(), ...(await this.pool.callAll<unknown[]>({ type: 'metrics' }))];
+    const parts = [await this.metrics.scrapeJson(), ...(await this.plane.metricParts())];
     return AggregatorRegistry.aggregate(parts as Parameters<typeof AggregatorRegistry.aggregate>[0]).metrics();
   }
 
-  /** A worker's event: node sessions update the status view; the rest go on the bus. */
-  #workerEvent(message: WorkerEvent): void {
+  /** The data path's report: node sessions update the status view; the rest go on the bus. */
+  #planeEvent(message: WorkerEvent): void {
     const info = message.session;
     if (info !== undefined) {
       const known = this.#sessions.get(info.nodeId);
@@ -351,6 +277,13 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       else if (known !== undefined && known.generation === info.generation) this.#sessions.delete(info.nodeId);
     }
     if (message.event !== undefined) this.events.publish(message.event);
+  }
+
+  /** A node's live leases are its open tunnels, whichever thread holds its streams. */
+  #leasesOn(nodeId: string): number {
+    let sum = 0;
+    for (const p of this.driver.status().providers) if (p.nodeId === nodeId) sum += p.inFlight;
+    return sum;
   }
 
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome {
@@ -363,56 +296,26 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     }
     this.driver.setDraining(nodeId, draining);
     this.events.publish({ type: draining ? 'node.draining' : 'node.undrained', node: nodeId, by: 'admin' });
-    // With workers the session is elsewhere: its node's live leases are its open tunnels.
-    const openTunnels = this.nodes !== undefined ? session.openTunnels : this.driver.status().providers.reduce((sum, p) => sum + (p.nodeId === nodeId ? p.inFlight : 0), 0);
+    const openTunnels = this.#leasesOn(nodeId);
     this.logger.info({ node: nodeId, generation: session.generation, draining, openTunnels }, draining ? 'node draining (admin)' : 'node undrained (admin)');
     return { ok: true, node: nodeId, draining, openTunnels };
   }
 
   // --- drain and close ------------------------------------------------------
 
-  /** fastify onRequest hook on the client listener; one bound function for every request. */
-  readonly refuseWhileDraining = (_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
-    if (this.plane === undefined || !this.plane.shuttingDown) {
-      done();
-      return;
-    }
-    this.plane.refused('shutting_down');
-    reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorBody(Errors.shuttingDown));
-  };
-
   shutdown(graceMs?: number): Promise<ShutdownReport> {
     this.#shutdown ??= this.#drain(graceMs ?? this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS);
     return this.#shutdown;
   }
 
+  /** Every thread drains its own listener and data plane; the grace runs in parallel. */
   async #drain(graceMs: number): Promise<ShutdownReport> {
-    if (this.pool !== undefined) return this.#drainWorkers(graceMs);
-    const plane = this.plane as DataPlane;
-    const client = this.client as ClientServer;
-    const started = performance.now();
-    const deadline = started + graceMs;
-    const open = plane.openExchanges;
-    this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
-    this.logger.info({ graceMs, openRequests: open }, 'draining: no new connections or requests; open requests may finish');
-    // The same drain each I/O worker runs on its own listener.
-    const aborted = await drainListener(plane, client.app.server, deadline);
-    if (aborted > 0) this.logger.warn({ aborted, graceMs }, 'drain grace over: the requests still open were ended');
-    await this.close();
-    const report: ShutdownReport = { drained: aborted === 0, aborted, waitedMs: Math.round(performance.now() - started) };
-    this.logger.info(report, 'edge stopped');
-    return report;
-  }
-
-  /** Each worker drains its own listener and data plane; the grace runs in parallel. */
-  async #drainWorkers(graceMs: number): Promise<ShutdownReport> {
-    const pool = this.pool as WorkerPool;
     const started = performance.now();
     this.#shuttingDown = true;
-    const open = (await this.#planes()).reduce((sum, p) => sum + p.openExchanges, 0);
+    const open = sumOpen(await this.plane.inspect());
     this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
-    this.logger.info({ graceMs, openRequests: open, workers: pool.count }, 'draining: no new connections or requests; open requests may finish');
-    const aborted = (await pool.callAll<number>({ type: 'drain', graceMs })).reduce((sum, n) => sum + n, 0);
+    this.logger.info({ graceMs, openRequests: open, workers: this.plane.workers }, 'draining: no new connections or requests; open requests may finish');
+    const aborted = await this.plane.drain(graceMs);
     if (aborted > 0) this.logger.warn({ aborted, graceMs }, 'drain grace over: the requests still open were ended');
     await this.close();
     const report: ShutdownReport = { drained: aborted === 0, aborted, waitedMs: Math.round(performance.now() - started) };
@@ -428,9 +331,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   async #close(): Promise<void> {
     await this.admin?.close();
     this.events.closeAll();
-    await this.client?.close();
-    await this.nodes?.close();
-    await this.pool?.close();
+    await this.plane.close();
     this.driver.close();
   }
 }

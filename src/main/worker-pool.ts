@@ -17,7 +17,8 @@ import { RecordChannel } from '../contract/record-channel.js';
 import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
-import type { AffinityMessage, ControlCall, ControlReply, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
+import type { DataPath } from '../contract/data-path.js';
+import type { AffinityMessage, ControlCall, ControlReply, IoWorkerData, PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
@@ -74,7 +75,7 @@ export interface PoolPorts {
   readonly grpcPort: number;
 }
 
-export class WorkerPool implements DecisionHandler {
+export class WorkerPool implements DecisionHandler, DataPath {
   private readonly slots: WorkerSlot[] = [];
   private readonly peerRings: (SharedArrayBuffer | undefined)[][] = [];
   private readonly places = new Map<string, NodePlace>();
@@ -158,6 +159,46 @@ export class WorkerPool implements DecisionHandler {
   /** The same request to every worker. */
   callAll<T>(request: ControlCall): Promise<T[]> {
     return Promise.all(this.slots.map((slot) => this.call<T>(slot.index, request)));
+  }
+
+  // --- DataPath: the edge's calls, fanned out to the workers --------------------
+
+  get workers(): number {
+    return this.count;
+  }
+
+  /** Each worker swaps the snapshot in one step when the message arrives, so its requests see old or new. */
+  setConfig(config: EdgeConfig): void {
+    void this.callAll({ type: 'setConfig', config }).catch((err: Error) => this.logger.error({ err }, 'config snapshot did not reach every worker'));
+  }
+
+  notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
+    const place = this.places.get(nodeId);
+    if (place === undefined) return false;
+    void this.call(place.worker, { type: 'notifyNode', nodeId, changedPaths, configVersion }).catch(() => undefined);
+    return true;
+  }
+
+  /** Every worker holding a stream of the node retires its streams; see retireLanes for the order. */
+  retireNode(nodeId: string, graceMs: number, reason: string): boolean {
+    const place = this.places.get(nodeId);
+    if (place === undefined) return false;
+    const holdAnchor = place.lanes.some((worker) => worker !== place.worker);
+    for (const worker of new Set([place.worker, ...place.lanes])) void this.call(worker, { type: 'retireNode', nodeId, graceMs, reason, holdAnchor }).catch(() => undefined);
+    return true;
+  }
+
+  inspect(): Promise<readonly PlaneInspection[]> {
+    return this.callAll<PlaneInspection>({ type: 'inspect' });
+  }
+
+  /** Each worker drains its own listener; the grace runs in parallel. */
+  async drain(graceMs: number): Promise<number> {
+    return (await this.callAll<number>({ type: 'drain', graceMs })).reduce((sum, n) => sum + n, 0);
+  }
+
+  metricParts(): Promise<unknown[]> {
+    return this.callAll<unknown>({ type: 'metrics' });
   }
 
   /** Which worker holds the node's current session, if any. */

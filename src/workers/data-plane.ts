@@ -20,7 +20,7 @@ import type { InspectOk } from './http/inspect.js';
 import { RESPONSE_BY_ID, type ApiRoute } from './http/api-routes.js';
 import { ResponseAffinity, type StoredResponse } from './http/response-affinity.js';
 import { rewriteModel } from './http/inspect.js';
-import { isForwardedUpstream } from './tunnel/hop-by-hop.js';
+import { connectionNominated, isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
 import { NO_OBSERVER, type ExchangeObserver } from './observe/exchange-observer.js';
 import type { TunnelHost } from './tunnel/tunnel-host.js';
@@ -238,6 +238,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         stream: exchange.info.stream,
         // The edge's own deadline decides; the node's is a backstop for an edge that vanished.
         timeoutMs: this.config.limits.tunnelTimeoutMs + NODE_DEADLINE_SLACK_MS,
+        // So are these: without them the agent's HTTP client would apply defaults of its own (undici's 300 s).
+        ttfbTimeoutMs: withSlack(this.deadlineLimits.ttfbTimeoutMs),
+        idleTimeoutMs: withSlack(this.deadlineLimits.idleTimeoutMs),
         initialCredit: this.config.limits.tunnelWindowBytes,
         metadata: { request_id: exchange.requestTag },
       });
@@ -520,11 +523,22 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange)
   }
 }
 
-/** Client headers to pass to the provider: end-to-end ones only, never credentials. */
+/** A deadline of the edge as the node's backstop: later by the slack, 0 (none) kept. */
+function withSlack(ms: number): number {
+  return ms > 0 ? ms + NODE_DEADLINE_SLACK_MS : 0;
+}
+
+/**
+ * Client headers to pass to the provider: end-to-end ones only, never
+ * credentials, and none the client named in `Connection` (RFC 9110 7.6.1:
+ * those belong to its connection with us, like `connection` itself).
+ */
 function forwardedHeaders(raw: readonly string[]): { name: string; value: string }[] {
+  const nominated = connectionNominated(raw);
   const out: { name: string; value: string }[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i].toLowerCase();
+    if (nominated !== undefined && nominated.has(name)) continue;
     // $typeName: the node message is built as a plain literal (edge-messages.ts), not by create().
     if (isForwardedUpstream(name)) out.push({ $typeName: 'edge.v1.Header', name, value: raw[i + 1] } as { name: string; value: string });
   }

@@ -256,9 +256,10 @@ test('an edge that is not up yet: the agent keeps retrying with backoff and regi
   await waitFor('registered', () => (agent.isConnected() ? true : undefined));
 });
 
-test('Rejected -> a rejected event, then it retries after the maximum backoff delay', async (t) => {
+test('Rejected -> a rejected event, then it retries at the slowest pace, jittered within [max_ms/2, max_ms]', async (t) => {
   const edge = await FakeEdge.start({ kind: 'reject', reason: 'bad token for node gpu-1' });
-  const agent = new NodeAgent(agentConfig(edge.address, [{ id: 'p', baseUrl: 'http://127.0.0.1:9' }], { initialMs: 1, maxMs: 150 }), { logger: silentLogger });
+  // The jitter's random source pinned at its bottom: the retry comes at max_ms / 2 (300 ms), never at exactly max_ms.
+  const agent = new NodeAgent(agentConfig(edge.address, [{ id: 'p', baseUrl: 'http://127.0.0.1:9' }], { initialMs: 1, maxMs: 600 }), { logger: silentLogger, random: () => 0 });
   t.after(async () => {
     await agent.stop();
     edge.close();
@@ -272,7 +273,8 @@ test('Rejected -> a rejected event, then it retries after the maximum backoff de
   edge.answer = { kind: 'accept' };
   await edge.registeredStream(1, 2000);
   const waited = Date.now() - rejectedAt;
-  assert.ok(waited >= 140, `retried after ${waited} ms; a rejection waits max_ms (150), not initial_ms (1)`);
+  assert.ok(waited >= 280, `retried after ${waited} ms; a rejection waits at least max_ms / 2 (300), not initial_ms (1)`);
+  assert.ok(waited < 500, `retried after ${waited} ms: the delay after a rejection is jittered, not max_ms (600) for every agent`);
   await waitFor('registered', () => (agent.isConnected() ? true : undefined));
 });
 

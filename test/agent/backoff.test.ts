@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Backoff } from '../../src/agent/backoff.js';
+import { Backoff, upperHalfJitter } from '../../src/agent/backoff.js';
 
 test('the window doubles from initial_ms up to max_ms, and the delay is uniform within it (full jitter)', () => {
   const top = new Backoff(200, 1000, () => 0.999999);
@@ -24,4 +24,11 @@ test('many attempts never overflow past the cap', () => {
   let last = 0;
   for (let i = 0; i < 5000; i++) last = backoff.next();
   assert.equal(last, 1_800_000);
+});
+
+test('the slowest pace (after a rejection) and fixed delays are jittered within their upper half', () => {
+  assert.deepEqual([0, 0.5, 0.999999].map((r) => new Backoff(200, 1000, () => r).slowest()), [500, 750, 999]);
+  assert.deepEqual([0, 0.5, 0.999999].map((r) => upperHalfJitter(200, () => r)), [100, 150, 199]);
+  const delays = new Set(Array.from({ length: 50 }, () => new Backoff(200, 10_000).slowest()));
+  assert.ok(delays.size > 40, 'fifty agents do not share one delay');
 });

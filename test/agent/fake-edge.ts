@@ -21,7 +21,7 @@ type MessageInit = MessageInitShape<typeof TunnelRequestSchema>;
 
 /** How the fake edge answers a Register. */
 export type RegisterAnswer =
-  | { kind: 'accept'; heartbeatIntervalMs?: number; heartbeatTimeoutMs?: number; sendHeartbeats?: boolean; maxFrameBatchBytes?: number }
+  | { kind: 'accept'; heartbeatIntervalMs?: number; heartbeatTimeoutMs?: number; sendHeartbeats?: boolean; maxFrameBatchBytes?: number; maxFrameBytes?: number }
   | { kind: 'reject'; reason: string };
 
 export const silentLogger = pino({ level: 'silent' });
@@ -176,6 +176,7 @@ export class FakeEdge {
           heartbeatIntervalMs,
           heartbeatTimeoutMs: answer.heartbeatTimeoutMs ?? 10_000,
           maxFrameBatchBytes: answer.maxFrameBatchBytes ?? 0,
+          maxFrameBytes: answer.maxFrameBytes ?? 0,
         },
       },
     }));

@@ -7,6 +7,8 @@ import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } fr
 import { TunnelExecutor, type FrameSink } from '../../src/agent/tunnel-executor.js';
 import { Upstreams } from '../../src/agent/upstreams.js';
 import { classifyUpstreamError } from '../../src/agent/tunnel-errors.js';
+import type { Dispatcher } from 'undici';
+import type { PooledHandler } from '../../src/agent/upstream-pool.js';
 import { waitFor } from './fake-edge.js';
 import { UpstreamServer } from './upstream-server.js';
 
@@ -104,6 +106,64 @@ test('the tunnel deadline ends it with upstream_timeout and closes the upstream 
   await waitFor('the upstream to see the close', () => (upstreamClosed ? true : undefined));
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.equal(sink.frames.length, 3, 'nothing after ERROR');
+});
+
+test('the upstream request carries the tunnel\'s own ttfb and idle deadlines: 0 is none, never undici\'s 300 s defaults', async (t) => {
+  const upstream = await UpstreamServer.start((_req, res) => {
+    res.writeHead(200);
+    res.end('ok');
+  });
+  const upstreams = new Upstreams([{ id: 'p', type: 'vllm', baseUrl: upstream.url, apiKey: undefined, connections: 1 }]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  // What undici is asked to do, recorded on the way into the real pool.
+  const pool = upstreams.get('p')?.pool;
+  assert.ok(pool !== undefined);
+  const seen: Dispatcher.DispatchOptions[] = [];
+  const dispatch = pool.dispatch.bind(pool);
+  pool.dispatch = (options: Dispatcher.DispatchOptions, handler: PooledHandler) => {
+    seen.push(options);
+    dispatch(options, handler);
+  };
+  for (const [ttfbTimeoutMs, idleTimeoutMs] of [[0, 0], [301_000, 121_000]]) {
+    const sink = new RecordingSink();
+    new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/', ttfbTimeoutMs, idleTimeoutMs }), sink).start(upstreams);
+    await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
+    const options = seen.at(-1);
+    // undici reads 0 as "no timeout"; left undefined it applies its own 300 s to both.
+    assert.deepEqual({ headersTimeout: options?.headersTimeout, bodyTimeout: options?.bodyTimeout }, { headersTimeout: ttfbTimeoutMs, bodyTimeout: idleTimeoutMs });
+  }
+});
+
+test('a provider slower than the tunnel\'s ttfb_timeout_ms, or silent mid-body past idle_timeout_ms, ends with upstream_timeout', async (t) => {
+  let closed = 0;
+  const upstream = await UpstreamServer.start((req, res) => {
+    res.on('close', () => closed++);
+    if (req.url === '/slow-head') {
+      setTimeout(() => res.writeHead(200).end('late'), 1_500).unref();
+      return;
+    }
+    res.writeHead(200);
+    res.write('first');
+    setTimeout(() => res.end('late'), 1_500).unref();
+  });
+  const upstreams = new Upstreams([{ id: 'p', type: 'vllm', baseUrl: upstream.url, apiKey: undefined, connections: 2 }]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const started = performance.now();
+  const head = new RecordingSink();
+  const body = new RecordingSink();
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/slow-head', ttfbTimeoutMs: 300 }), head).start(upstreams);
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 2, providerId: 'p', method: 'GET', path: '/stall', idleTimeoutMs: 300 }), body).start(upstreams);
+  await waitFor('both ERRORs', () => (head.frames.at(-1)?.kind === FrameKind.ERROR && body.frames.at(-1)?.kind === FrameKind.ERROR ? true : undefined), 3_000);
+  assert.ok(performance.now() - started < 1_400, 'cut by the request\'s deadlines, before the provider answered');
+  assert.deepEqual(head.frames.map((f) => [f.kind, f.errorCode]), [[FrameKind.ERROR, 'upstream_timeout']]);
+  assert.deepEqual(body.frames.map((f) => [f.kind, f.errorCode]), [[FrameKind.HEADERS, ''], [FrameKind.DATA, ''], [FrameKind.ERROR, 'upstream_timeout']]);
+  await waitFor('the provider to see both requests closed', () => (closed === 2 ? true : undefined));
 });
 
 test('unknown and cli providers are answered at once with a single ERROR frame', async () => {

@@ -1,13 +1,15 @@
 // Flow control and frame coalescing in the agent's TunnelExecutor, against a
 // real HTTP upstream: DATA never exceeds the edge's credit, a spent window
-// stops reading the provider, and close-together chunks share one frame.
+// stops reading the provider, close-together chunks share one frame, and no
+// frame passes coalesce_max_bytes or the edge's max_frame_bytes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create } from '@bufbuild/protobuf';
 import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
 import { TunnelExecutor, type FrameSink } from '../../src/agent/tunnel-executor.js';
 import { Upstreams } from '../../src/agent/upstreams.js';
-import { waitFor } from './fake-edge.js';
+import { NodeAgent } from '../../src/agent/agent.js';
+import { agentConfig, FakeEdge, silentLogger, waitFor } from './fake-edge.js';
 import { UpstreamServer } from './upstream-server.js';
 
 class Recorder implements FrameSink {
@@ -135,4 +137,78 @@ test('a coalesced frame is sent as soon as it reaches the size bound', async (t)
   await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
   assert.equal(sink.dataBytes(), 40_010);
   for (const frame of sink.data().slice(1, -1)) assert.ok(frame.data.length >= 8_000, `a middle frame of ${frame.data.length} bytes went out before the bound`);
+});
+
+test('with an unlimited window a big upstream chunk is split: no DATA frame passes the edge\'s max_frame_bytes', async (t) => {
+  const body = Buffer.alloc(256 * 1024);
+  for (let i = 0; i < body.length; i++) body[i] = i % 251;
+  const { upstream, upstreams } = await upstreamWith((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    res.end(body);
+  });
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Recorder();
+  // initialCredit 0: no flow control, so credit never splits anything.
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/', initialCredit: 0 }), sink, { coalesceDelayMs: 2, coalesceMaxBytes: 16_384, batchFrames: true }, 4096).start(upstreams);
+  await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
+  const largest = Math.max(...sink.data().map((f) => f.data.length));
+  assert.ok(largest <= 4096, `a DATA frame of ${largest} bytes (the edge allows 4096)`);
+  assert.ok(Buffer.concat(sink.data().map((f) => f.data)).equals(body), 'the body arrives whole and in order');
+});
+
+test('no DATA frame passes coalesce_max_bytes: merged chunks fill a frame up to the size, never past it', async (t) => {
+  const { upstream, upstreams } = await upstreamWith(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    res.write(Buffer.alloc(10, 1));
+    await sleep(5);
+    for (let i = 0; i < 40; i++) {
+      res.write(Buffer.alloc(700, 2));
+      await sleep(1);
+    }
+    res.write(Buffer.alloc(5_000, 3)); // one chunk far over the size
+    res.end();
+  });
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Recorder();
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/' }), sink, {
+    coalesceDelayMs: 1_000,
+    coalesceMaxBytes: 1_000,
+    batchFrames: true,
+  }).start(upstreams);
+  await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined), 5_000);
+  assert.equal(sink.dataBytes(), 10 + 40 * 700 + 5_000);
+  const sizes = sink.data().map((f) => f.data.length);
+  assert.ok(sizes.every((n) => n <= 1_000), `frames over coalesce_max_bytes (1000): ${sizes.filter((n) => n > 1_000).join(', ')}`);
+  assert.ok(sizes.slice(1, -1).every((n) => n === 1_000), `merged frames are filled to the size: ${sizes.join(', ')}`);
+});
+
+test('the agent takes max_frame_bytes from Registered: through a real edge connection, no frame passes it', async (t) => {
+  const edge = await FakeEdge.start({ kind: 'accept', maxFrameBytes: 8192, maxFrameBatchBytes: 1 << 20 });
+  const body = Buffer.alloc(300 * 1024, 0x62);
+  const upstream = await UpstreamServer.start((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    res.end(body);
+  });
+  const agent = new NodeAgent(agentConfig(edge.address, [{ id: 'p1', baseUrl: upstream.url }]), { logger: silentLogger });
+  t.after(async () => {
+    await agent.stop();
+    edge.close();
+    await upstream.close();
+  });
+  agent.start();
+  const stream = await edge.registeredStream(0);
+  await waitFor('the agent to see Registered', () => (agent.isConnected() ? true : undefined));
+  stream.sendTunnel({ tunnelId: 1, providerId: 'p1', method: 'GET', path: '/', initialCredit: 0 });
+  const frames = await stream.terminalFrames(1, 5_000);
+  assert.equal(frames.at(-1)?.kind, FrameKind.END);
+  const data = frames.filter((f) => f.kind === FrameKind.DATA);
+  const largest = Math.max(...data.map((f) => f.data.length));
+  assert.ok(largest <= 8192, `a DATA frame of ${largest} bytes (Registered said 8192)`);
+  assert.equal(data.reduce((n, f) => n + f.data.length, 0), body.length);
 });

@@ -1,13 +1,17 @@
 // The harness's pure parts: exact-size bodies, percentiles and spreads, the
-// Prometheus lag reader, the flattening of measurements and the SVG charts.
+// Prometheus lag reader, the flattening of measurements, the gates on the
+// headline (errors, p99 samples), the markdown report and the SVG charts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { chatBody } from '../../bench/harness/bodies.js';
 import { lagP99FromText } from '../../bench/harness/metrics.js';
 import { latencySummary, percentileSorted, spreadOf } from '../../bench/harness/stats.js';
+import { MODES } from '../../bench/harness/modes.js';
+import type { BenchResult } from '../../bench/harness/result.js';
 import type { Measurement } from '../../bench/harness/types.js';
+import { markdownReport } from '../../bench/report/markdown.js';
 import { barChartSvg } from '../../bench/report/svg.js';
-import { flatten, headline, summarize } from '../../bench/report/summary.js';
+import { FigureReader, flatten, headline, summarize, type HeadlineFigure } from '../../bench/report/summary.js';
 import { sweepCounts } from '../../bench/targets/index.js';
 
 test('chatBody is valid JSON of exactly the requested size, naming the model', () => {
@@ -118,4 +122,75 @@ test('the bar chart is well-formed SVG with a bar and a whisker per measured val
   assert.ok(svg.includes('>n/a<'), 'missing value marked');
   const widths = [...svg.matchAll(/<rect x="190" y="[\d.]+" width="([\d.]+)"/g)].map((m) => Number(m[1]));
   assert.ok(widths[0] > widths[1] * 10, `bars proportional to values: ${widths.join(', ')}`);
+});
+
+test('a measurement with errors or non-2xx answers is flagged and kept out of every ratio; a p99 needs 10,000 samples', () => {
+  const failing: Measurement = { ...measurement('nginx', 0, 9000, 1), non2xx: 40 };
+  const open = (target: string, requests: number, p99: number): Measurement => ({
+    ...measurement(target, 0, requests / 2, 1),
+    scenario: 'open-loop',
+    variant: 'rate-500',
+    requests,
+    latencyMs: { p50: 1, p90: 2, p99, max: 9 },
+  });
+  const summaries = summarize([
+    measurement('edge-w0', 0, 3000, 2),
+    measurement('portkey', 0, 1000, 2),
+    failing,
+    measurement('direct', 0, 30000, 1),
+    open('edge-w0', 10_500, 5),
+    open('direct', 10_500, 1),
+  ]);
+  assert.equal(summaries.find((s) => s.target === 'nginx')?.non2xx, 40);
+  const input = {
+    summaries,
+    targets: [{ id: 'edge-w0', label: 'edge', kind: 'ours' }],
+    variants: { 'closed-loop': ['v'], 'open-loop': ['rate-500'] },
+  };
+  const figures = headline(input);
+  const byId = (id: string): HeadlineFigure | undefined => figures.find((f) => f.id === id);
+  assert.equal(byId('closed-loop.rps-vs-portkey')?.value, 3);
+  assert.equal(byId('closed-loop.rps-vs-nginx')?.value, null, 'nginx answered 40 non-2xx: no ratio');
+  assert.match(byId('closed-loop.rps-vs-nginx')?.withheld ?? '', /nginx: 0 errors, 40 non-2xx/);
+  assert.equal(byId('closed-loop.cpu-per-request')?.value, 1000 * ((2 / 6000) * 1000), 'µs of edge + agent CPU per request');
+  assert.equal(byId('open-loop.added-p99')?.value, 4, '10,500 samples: p99 quoted');
+
+  const thin = headline({ ...input, summaries: summarize([open('edge-w0', 1_500, 5), open('direct', 1_500, 1)]) });
+  const p99 = thin.find((f) => f.id === 'open-loop.added-p99');
+  assert.equal(p99?.value, null, '1,500 samples: p99 not quoted');
+  assert.match(p99?.withheld ?? '', /p99 not quoted: 1,500 samples, under 10,000/);
+  assert.equal(thin.find((f) => f.id === 'open-loop.added-p50')?.value, 0, 'the p50 stands on 1,500 samples');
+
+  const reader = new FigureReader(summaries);
+  assert.equal(reader.get('closed-loop', 'v', 'nginx', 'rps').value, undefined);
+  assert.equal(reader.get('closed-loop', 'v', 'absent', 'rps').withheld, undefined, 'not measured is not withheld');
+});
+
+test('the markdown report marks flagged rows, withholds their ratios and lists them', () => {
+  const measurements = [measurement('edge-w0', 0, 3000, 2), { ...measurement('nginx', 0, 9000, 1), errors: 7 }, measurement('direct', 0, 30000, 1)];
+  const summaries = summarize(measurements);
+  const targets = ['direct', 'nginx', 'edge-w0'].map((id) => ({ id, label: id, kind: id === 'edge-w0' ? ('ours' as const) : ('peer' as const), hops: 1, configs: {}, notes: [], roles: ['edge', 'mock'] }));
+  const result: BenchResult = {
+    schema: 1,
+    id: 'test',
+    startedAt: '2026-12-01T00:00:00.000Z',
+    finishedAt: '2026-12-01T00:01:00.000Z',
+    durationS: 60,
+    settings: MODES.smoke,
+    machine: { cpuModel: 'cpu', cores: 2, memoryGB: 4, os: 'Linux', node: 'v24', clockTicks: 100, commit: 'abc', dirty: false, autocannon: '9', undici: '7' },
+    peers: { nginx: '1.22', portkey: undefined },
+    targets,
+    scenarios: [{ id: 'closed-loop', title: 'Closed loop', description: 'd', units: undefined, latencyDigits: 0, columns: [], charts: [], variants: [{ id: 'v', label: 'v', reps: 1 }] }],
+    measurements,
+    failures: [],
+    skips: [],
+    summaries,
+    headline: headline({ summaries, targets, variants: { 'closed-loop': ['v'] } }),
+    charts: [],
+  };
+  const md = markdownReport(result, []);
+  assert.match(md, /1 measurement group\(s\) had errors or non-2xx answers/);
+  assert.match(md, /\| nginx ⚠ errors \| withheld \(nginx: 7 errors, 0 non-2xx\) \|/);
+  assert.match(md, /\| edge-w0 \| 3,000 \| 333 \| 0\.10× \| n\/a \| withheld \(nginx: 7 errors, 0 non-2xx\) \|/);
+  assert.match(md, /## Flagged measurements[\s\S]*\| closed-loop \| v \| nginx \| 1 \| 18,000 \| 7 \| 0 \|/);
 });

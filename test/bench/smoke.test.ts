@@ -52,7 +52,12 @@ test('bench smoke: direct and edge two-hop produce a report, charts and sane num
       assert.ok(closed.rps > 0, `${target}: rps ${closed.rps}`);
       assert.equal(closed.errors, 0, `${target}: no errors`);
       assert.equal(closed.non2xx, 0, `${target}: no non-2xx`);
-      assert.ok(closed.processes.length > 0 && closed.processes.every((p) => p.cpuS >= 0 && p.peakRssMB > 10), `${target}: CPU and RSS per process`);
+      assert.ok(closed.processes.length > 0 && closed.processes.every((p) => p.peakRssMB > 10), `${target}: RSS per process`);
+      // Under a second of closed-loop load every process on the path works: a probe that reads nothing fails here
+      // (test/bench/usage.test.ts checks the probe's scale against a known burn).
+      for (const p of closed.processes) {
+        assert.ok(p.cpuS > 0 && p.cpuSPer1k !== null && p.cpuSPer1k > 0 && p.cpuSPer1k < 20, `${target} ${p.role}: ${p.cpuS} s CPU, ${p.cpuSPer1k} ms per request`);
+      }
       for (const variant of ['paced', 'burst']) {
         const stream = result.measurements.find((m) => m.scenario === 'streaming' && m.variant === variant && m.target === target);
         assert.ok(stream !== undefined, `${target}: streaming ${variant} measured`);
@@ -62,7 +67,7 @@ test('bench smoke: direct and edge two-hop produce a report, charts and sane num
     }
     const edge = result.measurements.find((m) => m.scenario === 'closed-loop' && m.target === 'edge-w0');
     assert.deepEqual(edge?.processes.map((p) => p.role).sort(), ['agent', 'edge', 'mock']);
-    assert.ok(result.headline.some((f) => f.id === 'closed-loop.rps-vs-direct' && f.value > 0 && f.value < 1.5), 'headline ratio against direct');
+    assert.ok(result.headline.some((f) => f.id === 'closed-loop.rps-vs-direct' && f.value !== null && f.value > 0 && f.value < 1.5), 'headline ratio against direct');
 
     // The scheduler thread over the real rings, measured after the targets stopped.
     const rings = result.schedulerRings ?? [];

@@ -4,6 +4,7 @@
 // its documented status and an OpenAI error body; the edge stays up and no
 // lease or exchange outlives the corpus.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { ALIAS, inFlight, NODE_ID, openExchanges, startStack, waitFor, type Stack } from '../helpers/stack.js';
@@ -203,6 +204,25 @@ describe('HTTP bad-input corpus', () => {
       await new Promise((r) => setTimeout(r, 20 + i * 3));
       socket.destroy();
     }
+  });
+
+  test('headers the client names in Connection never reach the provider; end-to-end ones do (RFC 9110 7.6.1)', async () => {
+    const body = chat('');
+    const socket = connect(stack.edge.httpPort, '127.0.0.1');
+    socket.on('error', () => {});
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (answer += chunk));
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close, X-Hop-Secret\r\nConnection: x-other-hop\r\n` +
+        `X-Hop-Secret: s3cret\r\nX-Other-Hop: 1\r\nX-End-To-End: kept\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    await once(socket, 'end');
+    assert.match(answer, /^HTTP\/1\.1 200/);
+    const seen = stack.mock.lastRequest('/v1/chat/completions')?.headers;
+    assert.equal(seen?.['x-end-to-end'], 'kept');
+    assert.equal(seen?.['x-hop-secret'], undefined, 'a nominated header reached the provider');
+    assert.equal(seen?.['x-other-hop'], undefined, 'a header nominated by a second Connection line reached the provider');
   });
 
   test('after the corpus: the edge still serves, no lease or exchange is left, every invariant holds', async () => {

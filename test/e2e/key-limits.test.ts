@@ -39,9 +39,9 @@ describe('max_concurrent across worker threads', () => {
     }).finally(() => void dispatcher.close().catch(() => undefined));
   }
 
-  /** The main thread's count (I/O workers only; RunningEdge does not expose the pool). */
+  /** The main thread's count (I/O workers only: the WorkerPool's; RunningEdge does not expose it). */
   function keys(): KeyConcurrency | undefined {
-    return (stack.edge as unknown as { pool?: { keys: KeyConcurrency } }).pool?.keys;
+    return (stack.edge as unknown as { plane: { keys?: KeyConcurrency } }).plane.keys;
   }
   function keyCount(): number | undefined {
     return keys()?.inFlight('alice');

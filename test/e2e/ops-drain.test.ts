@@ -95,6 +95,37 @@ describe('SIGTERM to the edge process', () => {
   });
 });
 
+for (const [first, second] of [['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGTERM']] as const) {
+  describe(`${second} during a drain started by ${first}`, () => {
+    test('ends the drain at once: the process exits 1 long before the grace period', async () => {
+      const mock = await startMockProvider({ ttftMs: 0 });
+      const edge = await EdgeProcess.start(opsConfigObject({ capacity: 4, drainGraceMs: 30_000 }));
+      let agent: NodeAgent | undefined;
+      try {
+        agent = agentWith(edge.grpcPort, mock.url);
+        const registered = once(agent, 'registered');
+        agent.start();
+        await registered;
+        // ~20 s of stream: the drain cannot finish on its own within the test.
+        const open = await post(edge.url, false, { 'x-mock-tokens': '200', 'x-mock-interval-ms': '100' });
+        assert.equal(open.status, 200);
+        open.body.catch(() => undefined);
+        edge.signal(first);
+        await edge.waitForLog((l) => l.msg.startsWith('draining'));
+        const signalledAt = performance.now();
+        edge.signal(second);
+        const exited = await Promise.race([edge.exited, new Promise<'still running'>((resolve) => setTimeout(resolve, 5_000, 'still running'))]);
+        assert.equal(exited, 1, `the second signal (${second}) ends the drain at once`);
+        assert.ok(performance.now() - signalledAt < 5_000);
+      } finally {
+        await agent?.stop();
+        await edge.dispose();
+        await mock.close();
+      }
+    });
+  });
+}
+
 describe('drain in process', () => {
   test('a new request on a kept-alive connection gets 503 shutting_down; a stream past the grace ends with an error', async () => {
     const stack = await startOpsStack({ capacity: 4, mock: { ttftMs: 0 } });

@@ -98,7 +98,7 @@ test('through the edge: 1 MB bodies are inspected in the pool; valid ones proxy,
     await stack.close();
   }
   // With workers.count 0 the listener is on this thread: its pool did the three inspections, and closed with the edge.
-  const client = (stack.edge as unknown as { client?: ClientServer }).client;
+  const client = (stack.edge as unknown as { plane: { client?: ClientServer } }).plane.client;
   if (client !== undefined) {
     assert.equal(client.offload?.completed, 3);
     assert.equal(client.offload?.threads, 0);

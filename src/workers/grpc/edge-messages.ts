@@ -28,6 +28,8 @@ export function tunnelRequestMessage(tunnelId: number, fields: TunnelRequestFiel
         metadata: fields.metadata ?? NO_METADATA,
         sessionId: '',
         initialCredit: fields.initialCredit,
+        ttfbTimeoutMs: fields.ttfbTimeoutMs,
+        idleTimeoutMs: fields.idleTimeoutMs,
       },
     },
   };

@@ -1,8 +1,10 @@
 // What a node may send on its stream, checked frame by frame, and what the
 // edge does about a node that breaks the rules: a bad frame for an open
-// tunnel fails that tunnel only; a frame for no open tunnel is dropped; a
-// node that keeps breaking the rules is fenced (its session closed). Every
-// case is counted in ProtocolStats, which the metrics exporter reads.
+// tunnel fails that tunnel only; a frame for no open tunnel is dropped (a
+// violation unless the edge cancelled that tunnel, when frames already in
+// flight are expected); a node that keeps breaking the rules is fenced (its
+// session closed). Every case is counted in ProtocolStats, which the
+// metrics exporter reads.
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { FrameKind, type Header, type TunnelFrame } from '../../gen/edge/v1/tunnel_pb.js';
 
@@ -13,8 +15,10 @@ export const MAX_SESSION_VIOLATIONS = 16;
 export class ProtocolStats {
   /** Frames naming a tunnel id this session never opened (a violation). */
   unknownTunnelFrames = 0;
-  /** Frames for a tunnel already finished or cancelled: dropped (expected after a CANCEL). */
+  /** Frames for a tunnel the edge cancelled (or failed) moments ago, or in flight when the session closed: dropped (expected, not a violation). */
   lateFrames = 0;
+  /** Frames for a tunnel the node itself already ended with END or ERROR (a violation). */
+  framesAfterEnd = 0;
   /** Frames whose seq was not the next one (gap or duplicate): the tunnel failed. */
   outOfOrderFrames = 0;
   /** Frames breaking HEADERS? DATA* (END | ERROR) (DATA or END before HEADERS, HEADERS twice, unknown kind): the tunnel failed. */
@@ -116,16 +120,18 @@ export class SessionGuard {
   }
 
   /**
-   * A frame for no open tunnel. `opened` says whether this session ever
-   * opened that id (then it is a late frame, expected after a cancel).
-   * True when the node must now be fenced.
+   * A frame for no open tunnel: one the edge cancelled (a late frame, sent
+   * before the node heard of the cancel), one the node already ended itself
+   * (nothing may follow END or ERROR), or one never opened. True when the
+   * node must now be fenced.
    */
-  strayFrame(opened: boolean): boolean {
-    if (opened) {
+  strayFrame(kind: 'cancelled' | 'ended' | 'unknown'): boolean {
+    if (kind === 'cancelled') {
       this.stats.lateFrames++;
       return false;
     }
-    this.stats.unknownTunnelFrames++;
+    if (kind === 'ended') this.stats.framesAfterEnd++;
+    else this.stats.unknownTunnelFrames++;
     return this.violation();
   }
 

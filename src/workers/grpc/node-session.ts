@@ -1,6 +1,9 @@
 // One node connection (one gRPC bidi stream): the registration handshake,
 // heartbeats both ways, and the tunnels open on it. Frames are checked for
 // order here, so consumers only ever see HEADERS? DATA* (END | ERROR).
+// Silence is measured on the monotonic clock: a wall-clock step (NTP, a VM
+// resumed) must not drop every node at once.
+import { performance } from 'node:perf_hooks';
 import { create } from '@bufbuild/protobuf';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -72,7 +75,17 @@ export class NodeSession implements TunnelHost {
   /** Tunnel ids wrapped past 2^32-1: every non-zero id may then have been opened. */
   private idsWrapped = false;
   private readonly guard: SessionGuard;
-  private lastSeenMs = Date.now();
+  /** performance.now() of the last message from the node. */
+  private lastSeenAt = performance.now();
+  /**
+   * Tunnels the edge cancelled (or failed for a bad frame), so their frames
+   * already in flight count as late, not as violations. Two generations,
+   * rotated once per heartbeat timeout: an id is remembered for at least
+   * that long, and the sets stay bounded by the cancel rate.
+   */
+  private cancelledIds = new Set<number>();
+  private cancelledIdsBefore = new Set<number>();
+  private cancelledRotatedAt = performance.now();
   private heartbeatTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -130,6 +143,7 @@ export class NodeSession implements TunnelHost {
   /** Stops a tunnel from the edge side: no more frames reach its consumer; the node aborts upstream. */
   cancelTunnel(tunnelId: number, reason: string): void {
     if (!this.tunnels.delete(tunnelId) || this.state !== 'active') return;
+    this.cancelledIds.add(tunnelId);
     this.call.write(cancelMessage(tunnelId, reason));
   }
 
@@ -164,10 +178,18 @@ export class NodeSession implements TunnelHost {
   /** @internal heartbeat timer */
   heartbeat(): void {
     if (this.state !== 'active') return;
-    if (Date.now() - this.lastSeenMs > this.host.heartbeatTimeoutMs) {
+    const now = performance.now();
+    if (now - this.lastSeenAt > this.host.heartbeatTimeoutMs) {
       this.host.protocolStats.heartbeatTimeouts++;
       this.close('heartbeat timeout');
       return;
+    }
+    if (now - this.cancelledRotatedAt >= this.host.heartbeatTimeoutMs) {
+      this.cancelledRotatedAt = now;
+      const spent = this.cancelledIdsBefore;
+      spent.clear();
+      this.cancelledIdsBefore = this.cancelledIds;
+      this.cancelledIds = spent;
     }
     this.send(create(EdgeMessageSchema, { msg: { case: 'heartbeat', value: { unixMs: Date.now() } } }));
   }
@@ -181,7 +203,7 @@ export class NodeSession implements TunnelHost {
   }
 
   private onMessage(message: NodeMessage): void {
-    this.lastSeenMs = Date.now();
+    this.lastSeenAt = performance.now();
     const msg = message.msg;
     switch (msg.case) {
       case 'frame':
@@ -244,6 +266,7 @@ export class NodeSession implements TunnelHost {
             heartbeatTimeoutMs: this.host.heartbeatTimeoutMs,
             // The node listener's gRPC message limit bounds a batch as it bounds one frame.
             maxFrameBatchBytes: this.host.maxFrameBytes,
+            maxFrameBytes: this.host.maxFrameBytes,
           },
         },
       }),
@@ -272,10 +295,12 @@ export class NodeSession implements TunnelHost {
   private onFrame(frame: TunnelFrame): void {
     const tunnel = this.tunnels.get(frame.tunnelId);
     if (!tunnel) {
-      // Finished or cancelled here (late frames are expected after a cancel), or never opened (a violation).
+      // Cancelled here (late frames are expected after a cancel), ended by the node itself, or never opened.
       const id = frame.tunnelId;
-      if (this.guard.strayFrame(id !== 0 && (this.idsWrapped || id < this.nextTunnelId))) {
-        this.fence(`frames for tunnel ids it was never given (last: ${id})`);
+      const opened = id !== 0 && (this.idsWrapped || id < this.nextTunnelId);
+      const kind = !opened ? 'unknown' : this.cancelledIds.has(id) || this.cancelledIdsBefore.has(id) ? 'cancelled' : 'ended';
+      if (this.guard.strayFrame(kind)) {
+        this.fence(kind === 'unknown' ? `frames for tunnel ids it was never given (last: ${id})` : `frames after END or ERROR (last: tunnel ${id})`);
       }
       return;
     }
@@ -308,6 +333,7 @@ export class NodeSession implements TunnelHost {
   /** A bad frame for an open tunnel: that tunnel fails (CANCEL to the node); other tunnels go on. */
   private failTunnel(tunnelId: number, tunnel: OpenTunnel, problem: FrameProblem): void {
     this.tunnels.delete(tunnelId);
+    this.cancelledIds.add(tunnelId);
     const fence = this.guard.tunnelViolation(problem);
     this.host.logger.warn({ node: this.nodeId, generation: this.generation, tunnel: tunnelId, problem: problem.message }, 'bad frame from node; tunnel failed');
     this.send(cancelMessage(tunnelId, `protocol error: ${problem.message}`));

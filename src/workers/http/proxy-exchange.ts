@@ -12,7 +12,7 @@ import { responseIdFromHead } from './response-affinity.js';
 import type { Grant, ReleaseReason } from '../../contract/scheduler.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
-import { isHopByHop } from '../tunnel/hop-by-hop.js';
+import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import type { InspectOk } from './inspect.js';
@@ -115,7 +115,8 @@ export class ProxyExchange implements TunnelConsumer {
     const flat: string[] = [];
     for (let i = 0; i < headers.length; i++) {
       const name = headers[i].name.toLowerCase();
-      if (isHopByHop(name)) continue;
+      // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
+      if (!isRelayedDownstream(name)) continue;
       if (name === 'content-type' && headers[i].value.startsWith('text/event-stream')) this.isEventStream = true;
       flat.push(name, headers[i].value);
     }

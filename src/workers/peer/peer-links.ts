@@ -371,6 +371,8 @@ export class PeerLinks implements PeerRouter {
         body: request.body,
         stream: request.stream,
         timeoutMs: request.timeoutMs,
+        ttfbTimeoutMs: request.ttfbTimeoutMs,
+        idleTimeoutMs: request.idleTimeoutMs,
         initialCredit: request.initialCredit,
         metadata: request.metadata,
       });

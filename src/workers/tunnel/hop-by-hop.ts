@@ -1,5 +1,7 @@
 // What the edge passes on from a client to a provider: end-to-end headers
-// only (hop-by-hop ones are shared with the agent), never credentials.
+// only (hop-by-hop ones are shared with the agent, plus any the client names
+// in `Connection`), never credentials; and back from a provider: never a
+// header in the edge's own `x-edge-` namespace.
 import { isHopByHop } from '../../shared/hop-by-hop.js';
 
 /** Request headers the edge does not forward to a provider. */
@@ -17,4 +19,27 @@ export { isHopByHop };
 
 export function isForwardedUpstream(lowerName: string): boolean {
   return !isHopByHop(lowerName) && !NOT_FORWARDED_UPSTREAM.has(lowerName) && !lowerName.startsWith('x-edge-');
+}
+
+/** A provider's response header the edge relays: end-to-end, and not one of the edge's own `x-edge-*` (it adds those). */
+export function isRelayedDownstream(lowerName: string): boolean {
+  return !isHopByHop(lowerName) && !lowerName.startsWith('x-edge-');
+}
+
+/**
+ * Lower-case names a raw header list's `Connection` headers nominate as
+ * hop-by-hop (RFC 9110 7.6.1); undefined when there is no `Connection`
+ * header (the common case costs one length check per header).
+ */
+export function connectionNominated(raw: readonly string[]): Set<string> | undefined {
+  let nominated: Set<string> | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    if (name.length !== 10 || name.toLowerCase() !== 'connection') continue;
+    for (const token of raw[i + 1].split(',')) {
+      const nominee = token.trim().toLowerCase();
+      if (nominee !== '') (nominated ??= new Set()).add(nominee);
+    }
+  }
+  return nominated;
 }

@@ -14,6 +14,9 @@ export interface TunnelRequestFields {
   readonly body: Uint8Array;
   readonly stream: boolean;
   readonly timeoutMs: number;
+  /** The node's own limits on the provider (TunnelRequest.ttfb_timeout_ms / idle_timeout_ms); 0 = none. */
+  readonly ttfbTimeoutMs: number;
+  readonly idleTimeoutMs: number;
   /** Flow-control window for the response body, bytes; 0 = unlimited. */
   readonly initialCredit: number;
   /** Carried to the node as TunnelRequest.metadata (request_id for its logs). */

@@ -16,7 +16,7 @@ export class FakeNode {
   /** Resolves with the status the edge ended the stream with. */
   readonly ended: Promise<grpc.StatusObject>;
   endedWith: grpc.StatusObject | undefined;
-  private readonly heartbeat: NodeJS.Timeout;
+  private heartbeat: NodeJS.Timeout;
   private taken = 0;
 
   constructor(port: number, credentials = grpc.credentials.createInsecure(), options: grpc.ChannelOptions = {}) {
@@ -32,6 +32,16 @@ export class FakeNode {
       });
     });
     // Keep the session alive past the edge's heartbeat timeout.
+    this.heartbeat = setInterval(() => this.send(heartbeatMessage(Date.now())), 150);
+  }
+
+  /** Stops heartbeating (silent, as a half-open peer is) until resumeHeartbeats(). */
+  pauseHeartbeats(): void {
+    clearInterval(this.heartbeat);
+  }
+
+  resumeHeartbeats(): void {
+    clearInterval(this.heartbeat);
     this.heartbeat = setInterval(() => this.send(heartbeatMessage(Date.now())), 150);
   }
 

@@ -111,6 +111,8 @@ function host(stats: ProtocolStats): SessionHost {
 class Model {
   readonly events = new Map<number, Event[]>();
   private readonly open = new Map<number, { nextSeq: number; sawHeaders: boolean }>();
+  /** Tunnels the edge failed for a bad frame (it cancels them): later frames are late, not violations. */
+  private readonly cancelled = new Set<number>();
   private violations = 0;
   closed = false;
 
@@ -126,7 +128,8 @@ class Model {
     const t = this.open.get(tunnelId);
     if (t === undefined) {
       const opened = tunnelId !== 0 && tunnelId <= Math.max(...this.ids);
-      if (!opened) this.violate();
+      // Never opened, or ended by the node's own END/ERROR: a violation.
+      if (!opened || !this.cancelled.has(tunnelId)) this.violate();
       return;
     }
     const log = this.events.get(tunnelId) as Event[];
@@ -138,6 +141,7 @@ class Model {
       ![FrameKind.HEADERS, FrameKind.DATA, FrameKind.END, FrameKind.ERROR].includes(kind);
     if (bad) {
       this.open.delete(tunnelId);
+      this.cancelled.add(tunnelId);
       log.push('Xnode_protocol_error');
       this.violate();
       return;
@@ -205,7 +209,7 @@ test('random frame sequences, alone or in batches: no throw, each tunnel gets ex
       const consumers = new Map<number, Recorder>();
       for (let i = 0; i < tunnels; i++) {
         const consumer = new Recorder();
-        const id = session.openTunnel(consumer, { runId: 'r', providerId: 'p', target: 't', method: 'POST', path: '/', headers: [], body: new Uint8Array(0), stream: true, timeoutMs: 0, initialCredit: 0 } as Parameters<NodeSession['openTunnel']>[1]);
+        const id = session.openTunnel(consumer, { runId: 'r', providerId: 'p', target: 't', method: 'POST', path: '/', headers: [], body: new Uint8Array(0), stream: true, timeoutMs: 0, ttfbTimeoutMs: 0, idleTimeoutMs: 0, initialCredit: 0 } as Parameters<NodeSession['openTunnel']>[1]);
         consumers.set(id, consumer);
       }
       const ids = [...consumers.keys()];

@@ -2,12 +2,13 @@
 // gRPC: every misbehaviour is dropped or fenced with a counter, never a
 // crash, never another tunnel's bytes, and no lease outlives it.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../../helpers/stack.js';
 import { MAX_SESSION_VIOLATIONS } from '../../../src/workers/grpc/frame-guard.js';
 import { MAX_BATCH_FRAMES } from '../../../src/workers/grpc/node-session.js';
 import type { TunnelFrame } from '../../../src/gen/edge/v1/tunnel_pb.js';
-import { FakeNode, JSON_HEADERS } from './fake-node.js';
+import { FakeNode, JSON_HEADERS, SSE } from './fake-node.js';
 import { dataFrame } from '../../../src/agent/frames.js';
 
 function chat(stack: Stack, stream = true): Promise<Response> {
@@ -72,18 +73,116 @@ describe('node protocol: bad input from a node', () => {
     await waitUntil(() => stack.edge.driver.status().nodes.every((n) => !n.connected), 'the node to be offline');
   });
 
-  test('frames after END, or after the edge cancelled, are dropped as late frames', async () => {
+  test('frames in flight when the edge cancelled a tunnel are dropped as late frames, never a violation', async () => {
     const node = await connect();
-    const before = (await stats()).lateFrames;
+    const before = { ...(await stats()) };
+    const abort = new AbortController();
+    const pending = fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      signal: abort.signal,
+    });
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, 'data: a\n\n');
+    const res = await pending;
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    abort.abort();
+    await node.waitFor((m) => m.msg.case === 'cancel' && m.msg.value.tunnelId === t.tunnelId);
+    node.data(t.tunnelId, 2, 'data: b\n\n');
+    node.end(t.tunnelId, 3);
+    await waitFor(async () => (await stats()).lateFrames === before.lateFrames + 2, 'both late frames to be counted');
+    assert.equal((await stats()).framesAfterEnd, before.framesAfterEnd, 'a late frame after a cancel is no violation');
+    assert.equal(node.endedWith, undefined, 'late frames never fence a node');
+  });
+
+  test('frames after the node\'s own END or ERROR are violations: a node that keeps sending them is fenced', async () => {
+    const node = await connect();
+    const before = { ...(await stats()) };
+    const first = chat(stack);
+    const t1 = await node.nextTunnel();
+    node.answer(t1.tunnelId, ['a']);
+    assert.equal(await (await first).text(), 'data: a\n\n');
+    const second = chat(stack, false);
+    const t2 = await node.nextTunnel();
+    node.error(t2.tunnelId, 0, 'upstream_error');
+    assert.equal((await second).status, 502);
+    await (await second).arrayBuffer();
+    for (let i = 0; i < MAX_SESSION_VIOLATIONS; i++) node.data(i % 2 === 0 ? t1.tunnelId : t2.tunnelId, 3 + i, 'after the end');
+    await waitFor(async () => (await stats()).framesAfterEnd === before.framesAfterEnd + MAX_SESSION_VIOLATIONS, 'every frame after END/ERROR to count');
+    assert.equal((await stats()).lateFrames, before.lateFrames, 'not taken for late frames');
+    assert.equal(node.endedWith, undefined, 'still connected at the limit');
+    node.end(t1.tunnelId, 100);
+    await node.ended;
+    const rejected = node.received.find((m) => m.msg.case === 'rejected');
+    assert.match(rejected?.msg.case === 'rejected' ? rejected.msg.value.reason : '', /frames after END or ERROR/);
+    assert.equal((await stats()).nodesFenced - before.nodesFenced, 1);
+    await waitUntil(() => stack.edge.driver.status().nodes.every((n) => !n.connected), 'the node to be offline');
+  });
+
+  test('heartbeat silence is measured on a monotonic clock: a wall-clock jump of a minute drops no node', async () => {
+    const node = await connect();
+    const before = { ...(await stats()) };
+    const realNow = Date.now;
+    // The stack's heartbeat timeout is 1 s, checked every 200 ms. The node keeps quiet for 700 ms
+    // (within the timeout) while the wall clock jumps a minute ahead: several checks see the jump.
+    node.pauseHeartbeats();
+    Date.now = () => realNow() + 60_000;
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 700));
+    } finally {
+      Date.now = realNow;
+      node.resumeHeartbeats();
+    }
+    assert.equal((await stats()).heartbeatTimeouts, before.heartbeatTimeouts, 'no session dropped for the clock step');
+    assert.equal(node.endedWith, undefined);
     const pending = chat(stack);
     const t = await node.nextTunnel();
-    node.answer(t.tunnelId, ['a']);
+    node.answer(t.tunnelId, ['still here']);
+    assert.equal(await (await pending).text(), 'data: still here\n\n');
+  });
+
+  test('Registered advertises limits.max_frame_bytes, the largest DATA payload the node may send', async () => {
+    const node = await connect();
+    const registered = node.received.find((m) => m.msg.case === 'registered');
+    assert.equal(registered?.msg.case === 'registered' ? registered.msg.value.maxFrameBytes : undefined, 64 * 1024);
+  });
+
+  test('headers a client names in Connection are not forwarded to the node (RFC 9110 7.6.1)', async () => {
+    const node = await connect();
+    const pending = new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = http.request(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', connection: 'keep-alive, X-Hop-Secret, x-other-hop', 'x-hop-secret': 's3cret', 'x-other-hop': '1', 'x-end-to-end': 'kept' },
+      }, resolve);
+      req.on('error', reject);
+      req.end(JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+    });
+    const t = await node.nextTunnel();
+    node.answer(t.tunnelId, ['ok']);
     const res = await pending;
-    assert.equal(await res.text(), 'data: a\n\n');
-    node.data(t.tunnelId, 3, 'after END');
-    node.end(t.tunnelId, 4);
-    await waitFor(async () => (await stats()).lateFrames === before + 2, 'both late frames to be counted');
-    assert.equal(node.endedWith, undefined, 'late frames never fence a node');
+    res.resume();
+    const names = t.headers.map((h) => h.name.toLowerCase());
+    assert.ok(names.includes('x-end-to-end'), 'an end-to-end header is forwarded');
+    assert.deepEqual(names.filter((n) => n === 'x-hop-secret' || n === 'x-other-hop' || n === 'connection'), [], 'nominated headers stay at the edge');
+  });
+
+  test('x-edge-* headers from the provider are dropped; the client sees only the edge\'s own', async () => {
+    const node = await connect();
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0, [...SSE, { $typeName: 'edge.v1.Header', name: 'X-Edge-Node', value: 'forged' }, { $typeName: 'edge.v1.Header', name: 'x-edge-overhead-ms', value: '0' }, { $typeName: 'edge.v1.Header', name: 'x-provider-own', value: 'kept' }]);
+    node.data(t.tunnelId, 1, 'data: x\n\n');
+    node.end(t.tunnelId, 2);
+    const res = await pending;
+    await res.text();
+    assert.equal(res.headers.get('x-edge-node'), NODE_ID);
+    assert.notEqual(res.headers.get('x-edge-overhead-ms'), '0, 0');
+    assert.doesNotMatch(res.headers.get('x-edge-overhead-ms') ?? '', /,/);
+    assert.equal(res.headers.get('x-provider-own'), 'kept');
   });
 
   test('a gap or a duplicate in seq fails that tunnel only (502 node_protocol_error, CANCEL sent); its neighbour completes', async () => {

@@ -1,0 +1,40 @@
+// The one interface through which the composition root (src/edge) reaches
+// the data path, whatever runs it: the main thread itself (LocalPlane,
+// workers.count 0) or N I/O worker threads (WorkerPool). As with Envoy's
+// Server::Worker, the calls are the same for any worker count, so the edge
+// assembly has no per-mode branches. Node lifecycle and run events come back
+// through the `onEvent` callback each implementation takes at construction.
+import type { EdgeConfig } from '../shared/config-types.js';
+import type { PlaneInspection, WorkerEvent } from './io-protocol.js';
+
+export interface DataPathPorts {
+  readonly httpPort: number;
+  readonly grpcPort: number;
+}
+
+/** Receives what the data path reports: node sessions coming and going, and bus events. */
+export type DataPathEvents = (event: WorkerEvent) => void;
+
+export interface DataPath {
+  /** I/O worker threads running the data path; 0 = the main thread does. */
+  readonly workers: number;
+  /** Binds the client and node listeners (config ports; 0 = any). */
+  start(config: EdgeConfig, logLevel: string): Promise<DataPathPorts>;
+  /** Swaps the config snapshot; each thread swaps it in one step. */
+  setConfig(config: EdgeConfig): void;
+  /** Run events are built only while someone subscribes to the bus. */
+  setEventsActive(active: boolean): void;
+  /** Sends a ConfigRefresh to the node's current connection; false when it has none. */
+  notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean;
+  /** Retires every stream of the node's current connection as it goes idle; false when it has none. */
+  retireNode(nodeId: string, graceMs: number, reason: string): boolean;
+  /** The state of every thread's data path (tests, status). */
+  inspect(): Promise<readonly PlaneInspection[]>;
+  /** The rings the scheduler thread owns (none without workers). */
+  ringUsage(): PlaneInspection['rings'];
+  /** Graceful drain of every listener; resolves with the requests still open at the deadline (then aborted). */
+  drain(graceMs: number): Promise<number>;
+  /** The data path's metrics as prom-client JSON, one part per thread, for AggregatorRegistry. */
+  metricParts(): Promise<unknown[]>;
+  close(): Promise<void>;
+}

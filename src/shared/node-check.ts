@@ -1,0 +1,37 @@
+// The Node.js version gate for the installed commands. A package installed
+// globally runs under whatever `node` is first on PATH, and an older one
+// fails deep inside the module graph (Node 20: "does not provide an export
+// named 'isMarkedAsUntransferable'") before any code of ours runs. So the
+// bin entry points import only this module (no imports of its own, plain
+// syntax), ask it, and load the real CLI only on a Node that can run it.
+
+/** The oldest Node.js the edge runs on: worker threads sharing a listening port (`reusePort`) arrived in 22.12. Keep in step with package.json `engines.node`. */
+export const MINIMUM_NODE = '22.12.0';
+
+function parse(version: string): number[] {
+  return version
+    .replace(/^v/, '')
+    .split('.')
+    .slice(0, 3)
+    .map((part) => Number.parseInt(part, 10) || 0);
+}
+
+/** True when `running` (e.g. `process.versions.node`) is at least `minimum`. */
+export function nodeIsAtLeast(running: string, minimum = MINIMUM_NODE): boolean {
+  const have = parse(running);
+  const need = parse(minimum);
+  for (let i = 0; i < 3; i++) {
+    if ((have[i] ?? 0) !== (need[i] ?? 0)) return (have[i] ?? 0) > (need[i] ?? 0);
+  }
+  return true;
+}
+
+/** The message for a Node that is too old, or undefined when this one will do. */
+export function nodeVersionProblem(program: string, running = process.versions.node, execPath = process.execPath): string | undefined {
+  if (nodeIsAtLeast(running)) return undefined;
+  return (
+    `${program}: needs Node.js ${MINIMUM_NODE} or newer (Node 24 LTS recommended); ` +
+    `this is Node.js v${running} (${execPath}).\n` +
+    `Put a newer node first on PATH, or set PATH in the service unit (see docs/deploy.md).\n`
+  );
+}

@@ -1,0 +1,199 @@
+// The data path of one thread: the client listener, the node gateway, the
+// data plane that joins them, and (in an I/O worker) the links to the other
+// workers' nodes. With workers.count 0 the composition root runs one on the
+// main thread with the SchedulerDriver as its port; each I/O worker runs one
+// with a RemoteScheduler (records over SAB rings), so both modes share every
+// line of wiring here. It implements the DataPath the edge talks to.
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { Logger } from 'pino';
+import type { DataPath, DataPathEvents, DataPathPorts } from '../contract/data-path.js';
+import type { EdgeEvent } from '../contract/events.js';
+import type { PlaneInspection, SessionInfo } from '../contract/io-protocol.js';
+import type { SchedulerPort } from '../contract/scheduler-port.js';
+import type { SchedulerStatus } from '../contract/scheduler.js';
+import type { EdgeConfig } from '../shared/config-types.js';
+import { errorBody, Errors } from '../shared/errors.js';
+import { DataPlane } from './data-plane.js';
+import { drainListener } from './drain.js';
+import { NodeGateway } from './grpc/node-gateway.js';
+import type { NodeSession } from './grpc/node-session.js';
+import { retireLanes } from './grpc/retire.js';
+import { ClientServer } from './http/client-server.js';
+import { EdgeObserver, type EventSink } from './observe/edge-observer.js';
+import { EdgeMetrics } from './observe/metrics.js';
+import { PeerLinks } from './peer/peer-links.js';
+import { inspectPlane } from './plane-inspection.js';
+import { clientHttpsMaterial, nodeServerCredentials } from './tls.js';
+
+/** An I/O worker's place among its peers: its index and the worker <-> worker rings. */
+export interface WorkerPlacement {
+  readonly index: number;
+  /** toPeer[j]: ring this worker -> worker j; undefined at its own index. */
+  readonly toPeer: readonly (SharedArrayBuffer | undefined)[];
+  readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
+  /** Int32 flag the pool sets to 1 while the admin event stream has subscribers. */
+  readonly eventsFlag: SharedArrayBuffer;
+}
+
+/** The scheduler's state is the main thread's; the data path's own metrics never read it. */
+const EMPTY_STATUS: SchedulerStatus = { nodes: [], providers: [], groups: [], liveLeases: 0 };
+
+/** Bus events go out while someone subscribes; node sessions always (status keeps its view of them). */
+class PlaneObserver extends EdgeObserver {
+  readonly #events: DataPathEvents;
+  readonly #worker: number;
+
+  constructor(sink: EventSink, metrics: EdgeMetrics, logger: Logger, events: DataPathEvents, worker: number) {
+    super(sink, metrics, logger);
+    this.#events = events;
+    this.#worker = worker;
+  }
+
+  override nodeConnected(session: NodeSession): void {
+    this.#post(session, false, { type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion });
+  }
+
+  override nodeDisconnected(session: NodeSession, reason: string): void {
+    this.#post(session, true, { type: 'node.disconnected', node: session.nodeId, generation: session.generation, reason });
+  }
+
+  #post(session: NodeSession, gone: boolean, event: EdgeEvent): void {
+    const info: SessionInfo = { nodeId: session.nodeId, generation: session.generation, agentVersion: session.agentVersion, remoteAddress: session.remoteAddress, connectedAtMs: session.connectedAtMs, worker: this.#worker };
+    this.#events({ type: 'event', event, session: info, gone });
+  }
+}
+
+export class LocalPlane implements DataPath, EventSink {
+  readonly workers = 0;
+  readonly nodes: NodeGateway;
+  readonly plane: DataPlane;
+  readonly client: ClientServer;
+  readonly metrics: EdgeMetrics;
+  readonly #peers: PeerLinks | undefined;
+  readonly #index: number;
+  readonly #events: DataPathEvents;
+  /** 1 while the bus has subscribers; shared with the pool in a worker, so no message is needed to flip it. */
+  readonly #eventsFlag: Int32Array;
+  #closing: Promise<void> | undefined;
+
+  constructor(config: EdgeConfig, port: SchedulerPort, logger: Logger, events: DataPathEvents, worker?: WorkerPlacement) {
+    this.#events = events;
+    this.#index = worker?.index ?? -1;
+    this.#eventsFlag = new Int32Array(worker?.eventsFlag ?? new ArrayBuffer(4));
+    this.nodes = new NodeGateway(config, port, logger);
+    this.#peers = worker === undefined ? undefined : new PeerLinks({ toPeer: worker.toPeer, fromPeer: worker.fromPeer }, this.nodes, port, logger);
+    this.plane = new DataPlane(config, port, this.nodes, logger, { workerIndex: this.#index, peers: this.#peers });
+    this.#peers?.setMaxTunnelsPerNode(this.plane.tunnelLimit);
+    this.client = new ClientServer(config, this.plane, clientHttpsMaterial(config.tls));
+    this.metrics = new EdgeMetrics(
+      {
+        status: () => EMPTY_STATUS,
+        connectedNodes: () => 0,
+        openRequests: () => this.plane.openExchanges,
+        workers: () => 0,
+        configVersion: () => 0,
+        shuttingDown: () => false,
+        events: () => ({ subscribers: 0, published: 0, dropped: 0 }),
+      },
+      false,
+    );
+    const observer = new PlaneObserver(this, this.metrics, logger, events, this.#index);
+    this.plane.setObserver(observer);
+    this.nodes.setObserver(observer);
+    // Registered before listen; during a drain every client request gets 503 shutting_down.
+    this.client.app.addHook('onRequest', this.refuseWhileDraining);
+  }
+
+  // --- EventSink (run events, forwarded while someone subscribes) ----------------
+
+  get active(): boolean {
+    return Atomics.load(this.#eventsFlag, 0) === 1;
+  }
+
+  publish(event: EdgeEvent): void {
+    if (this.active) this.#events({ type: 'event', event });
+  }
+
+  // --- DataPath --------------------------------------------------------------------
+
+  /** In a worker, `shared` ports: every worker listens on the same ones (SO_REUSEPORT). */
+  async start(config: EdgeConfig, _logLevel: string, ports?: DataPathPorts): Promise<DataPathPorts> {
+    this.#peers?.run();
+    const credentials = nodeServerCredentials(config.tls);
+    const grpcPort = ports === undefined ? await this.nodes.listen(config.grpc.host, config.grpc.port, credentials) : await this.nodes.listenShared(config.grpc.host, ports.grpcPort, credentials);
+    try {
+      const httpPort = ports === undefined ? await this.client.listen(config.http.host, config.http.port) : await this.client.listen(config.http.host, ports.httpPort, true);
+      return { httpPort, grpcPort };
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
+  }
+
+  setConfig(config: EdgeConfig): void {
+    // One synchronous step: requests on this thread see the old snapshot or the new one.
+    this.nodes.setConfig(config);
+    this.plane.setConfig(config);
+    this.client.setConfig(config);
+    this.#peers?.setMaxTunnelsPerNode(this.plane.tunnelLimit);
+  }
+
+  setEventsActive(active: boolean): void {
+    Atomics.store(this.#eventsFlag, 0, active ? 1 : 0);
+  }
+
+  notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
+    const session = this.nodes.session(nodeId);
+    session?.sendConfigRefresh(changedPaths, configVersion);
+    return session !== undefined;
+  }
+
+  retireNode(nodeId: string, graceMs: number, reason: string, holdAnchor = false): boolean {
+    const lanes = this.nodes.lanes(nodeId);
+    if (lanes.length > 0) retireLanes(lanes, graceMs, reason, holdAnchor);
+    return lanes.length > 0;
+  }
+
+  inspect(): Promise<readonly PlaneInspection[]> {
+    return Promise.resolve([this.inspectHere()]);
+  }
+
+  /** This thread's part of an inspection. */
+  inspectHere(): PlaneInspection {
+    const peers = this.#peers;
+    const rings = peers === undefined ? [] : peers.ringUsage().map((r) => ({ name: `worker-${this.#index}->worker-${r.peer}`, used: r.used, capacity: r.capacity }));
+    return inspectPlane(this.#index, this.plane, this.nodes, peers, rings);
+  }
+
+  ringUsage(): PlaneInspection['rings'] {
+    return [];
+  }
+
+  /** Drains this thread's listener; resolves with the requests aborted at the deadline. */
+  drain(graceMs: number): Promise<number> {
+    return drainListener(this.plane, this.client.app.server, performance.now() + graceMs);
+  }
+
+  async metricParts(): Promise<unknown[]> {
+    return [await this.metrics.scrapeJson()];
+  }
+
+  /** fastify onRequest hook on the client listener; one bound function for every request. */
+  readonly refuseWhileDraining = (_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    if (!this.plane.shuttingDown) {
+      done();
+      return;
+    }
+    this.plane.refused('shutting_down');
+    reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorBody(Errors.shuttingDown));
+  };
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await this.client.close();
+      await this.nodes.close();
+      this.#peers?.close();
+    })();
+    return this.#closing;
+  }
+}
