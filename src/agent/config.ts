@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
+import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readAgentTls, type AgentTlsConfig } from './tls.js';
 import { CLI_KEYS, readCliProvider, type CliProviderConfig } from './cli-config.js';
 
@@ -22,6 +23,8 @@ export interface AgentProviderConfig {
   readonly connections: number;
   /** The command a `cli` provider runs per request; undefined for HTTP types. */
   readonly cli?: CliProviderConfig;
+  /** APIs it serves natively, announced at Register (config `endpoints`, else the type's defaults). */
+  readonly endpoints?: readonly Endpoint[];
 }
 
 export interface AgentConfig {
@@ -127,7 +130,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const path = `providers[${i}]`;
     const item = r.object(path, items[i]);
     if (item === undefined) continue;
-    r.noUnknownKeys(path, item, item.type === 'cli' ? ['id', 'type', ...CLI_KEYS] : ['id', 'type', 'base_url', 'api_key', 'connections']);
+    r.noUnknownKeys(path, item, item.type === 'cli' ? ['id', 'type', 'endpoints', ...CLI_KEYS] : ['id', 'type', 'base_url', 'api_key', 'connections', 'endpoints']);
     const id = r.string(`${path}.id`, item.id);
     if (id !== '') {
       const first = firstPathOfId.get(id);
@@ -139,8 +142,9 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const baseUrl = type === 'cli' && item.base_url === undefined ? undefined : r.url(`${path}.base_url`, item.base_url);
     const apiKey = item.api_key === undefined ? undefined : readSecret(r, `${path}.api_key`, item.api_key, true);
     const connections = r.integer(`${path}.connections`, item.connections, 1, 65_536, DEFAULT_CONNECTIONS);
-    if (type === 'cli') providers.push({ id, type, baseUrl, apiKey, connections, cli: readCliProvider(r, path, item, id) });
-    else providers.push({ id, type, baseUrl, apiKey, connections });
+    const endpoints = readEndpoints(r, `${path}.endpoints`, item.endpoints, type);
+    if (type === 'cli') providers.push({ id, type, baseUrl, apiKey, connections, endpoints, cli: readCliProvider(r, path, item, id) });
+    else providers.push({ id, type, baseUrl, apiKey, connections, endpoints });
   }
   return providers;
 }

@@ -71,10 +71,21 @@ export function errorFrame(tunnelId: number, seq: number, errorCode: string, err
 }
 
 /** `joinGeneration` 0: a new connection; otherwise an extra lane (stream `lane`) of that generation. */
-export function registerMessage(nodeId: string, token: string, agentVersion: string, providerIds: string[], lane = 0, joinGeneration = 0, capabilities: string[] = []): NodeMessage {
+/** `endpoints`: provider id -> the APIs it serves (announced so the edge routes each API only where it is served). */
+export function registerMessage(
+  nodeId: string,
+  token: string,
+  agentVersion: string,
+  providerIds: string[],
+  lane = 0,
+  joinGeneration = 0,
+  endpoints: ReadonlyMap<string, readonly string[]> = new Map(),
+  capabilities: string[] = [],
+): NodeMessage {
+  const providerEndpoints = [...endpoints].map(([providerId, list]) => ({ $typeName: 'edge.v1.ProviderEndpoints' as const, providerId, endpoints: [...list] }));
   return {
     $typeName: 'edge.v1.NodeMessage',
-    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, capabilities } },
+    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, providerEndpoints, capabilities } },
   };
 }
 

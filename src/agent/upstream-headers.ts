@@ -8,8 +8,8 @@ import { isHopByHop } from '../shared/hop-by-hop.js';
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
 
 // Request-only: host and content-length belong to the upstream request undici
-// builds; expect is refused by undici; authorization is the client's credential.
-const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'content-length', 'expect', 'authorization']);
+// builds; expect is refused by undici; authorization and x-api-key are the client's credentials.
+const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'content-length', 'expect', 'authorization', 'x-api-key']);
 
 export { isHopByHop };
 

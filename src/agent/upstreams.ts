@@ -7,6 +7,7 @@ import type { AgentProviderConfig } from './config.js';
 import { UpstreamPool } from './upstream-pool.js';
 import type { CliProvider } from './cli-run.js';
 import { CliSessions } from './cli-sessions.js';
+import { defaultEndpoints } from '../shared/endpoints.js';
 
 export interface Upstream {
   readonly id: string;
@@ -19,6 +20,7 @@ export interface Upstream {
   readonly authorization: string | undefined;
   /** A `cli` provider's command and its sessions (shared by every edge connection); undefined for HTTP types. */
   readonly cli?: CliProvider;
+  readonly endpoints: readonly string[];
 }
 
 export class Upstreams {
@@ -32,6 +34,11 @@ export class Upstreams {
 
   get(providerId: string): Upstream | undefined {
     return this.#byId.get(providerId);
+  }
+
+  /** Provider id -> the APIs it serves, for Register. */
+  endpoints(): Map<string, readonly string[]> {
+    return new Map([...this.#byId.values()].map((u) => [u.id, u.endpoints]));
   }
 
   ids(): string[] {
@@ -61,7 +68,7 @@ export class Upstreams {
 function upstreamOf(provider: AgentProviderConfig): Upstream {
   if (provider.type === 'cli' || provider.baseUrl === undefined) {
     const cli = provider.cli === undefined ? undefined : { config: provider.cli, sessions: new CliSessions(provider.cli.cwdRoot) };
-    return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined, cli };
+    return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined, endpoints: provider.endpoints ?? defaultEndpoints(provider.type), cli };
   }
   const url = new URL(provider.baseUrl);
   return {
@@ -70,5 +77,6 @@ function upstreamOf(provider: AgentProviderConfig): Upstream {
     pool: new UpstreamPool(url.origin, provider.connections),
     pathPrefix: url.pathname.endsWith('/') ? url.pathname.slice(0, -1) : url.pathname,
     authorization: provider.apiKey === undefined ? undefined : `Bearer ${provider.apiKey}`,
+    endpoints: provider.endpoints ?? defaultEndpoints(provider.type),
   };
 }

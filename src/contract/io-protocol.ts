@@ -29,6 +29,8 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'nodeCommand'; readonly nodeId: string; readonly kind: string; readonly args: Readonly<Record<string, string>>; readonly deadlineMs: number }
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
   | { readonly id: number; readonly type: 'metrics' }
+  /** Another worker learnt (stored) or dropped (null) which provider holds a Responses API response. */
+  | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null }
   | { readonly id: number; readonly type: 'close' }
   /** Peer `peer` exited and was respawned on fresh rings: tunnels through the old ones are over. */
   | { readonly id: number; readonly type: 'replacePeer'; readonly peer: number; readonly toPeer: SharedArrayBuffer; readonly fromPeer: SharedArrayBuffer }
@@ -54,6 +56,24 @@ export type WorkerEvent =
   | { readonly type: 'event'; readonly event: EdgeEvent | undefined; readonly session: SessionInfo; readonly gone: boolean }
   /** One turn's run reports, for the main thread's run records (sent whether or not anyone subscribes). */
   | { readonly type: 'runs'; readonly events: readonly RunEvent[] };
+
+/** Which provider made a stored Response (the Responses API keeps state there). */
+export interface StoredResponse {
+  /** The alias it was made under (GET / DELETE carry no model). */
+  readonly alias: string;
+  readonly providerId: string;
+  readonly nodeId: string;
+}
+
+/**
+ * A worker learnt (or, null, dropped) where a response is stored; the pool
+ * passes it to every other worker so a follow-up on any connection finds it.
+ */
+export interface AffinityMessage {
+  readonly type: 'affinity';
+  readonly responseId: string;
+  readonly stored: StoredResponse | null;
+}
 
 /** What one data path (the main thread's, or one worker's) holds, for tests and status. */
 export interface PlaneInspection {

@@ -15,6 +15,7 @@ class Backlogged {
     readonly node: string | undefined,
     readonly provider: string | undefined,
     readonly name: string | undefined,
+    readonly extra: string | undefined,
   ) {
     Object.assign(this.record, source);
   }
@@ -34,14 +35,14 @@ export class RecordChannel {
   }
 
   /** Writes `record`, interning the names given (their ids go into nodeId,
-   * providerId, nameId). The reader sees it after the current batch. */
-  send(record: SchedulerRecord, node?: string, provider?: string, name?: string): void {
-    if (this.backlog.length === 0 && this.tryWrite(record, node, provider, name)) {
+   * providerId, nameId, extraId). The reader sees it after the current batch. */
+  send(record: SchedulerRecord, node?: string, provider?: string, name?: string, extra?: string): void {
+    if (this.backlog.length === 0 && this.tryWrite(record, node, provider, name, extra)) {
       if (!this.commitQueued) this.queueCommit();
       return;
     }
     this.backlogged++;
-    this.backlog.push(new Backlogged(record, node, provider, name));
+    this.backlog.push(new Backlogged(record, node, provider, name, extra));
     if (!this.flushing) void this.flush();
   }
 
@@ -62,10 +63,11 @@ export class RecordChannel {
     return this.backlog.length;
   }
 
-  private tryWrite(record: SchedulerRecord, node: string | undefined, provider: string | undefined, name: string | undefined): boolean {
+  private tryWrite(record: SchedulerRecord, node: string | undefined, provider: string | undefined, name: string | undefined, extra?: string): boolean {
     if (node !== undefined && (record.nodeId = this.writer.intern(node)) === 0) return false;
     if (provider !== undefined && (record.providerId = this.writer.intern(provider)) === 0) return false;
     if (name !== undefined && (record.nameId = this.writer.intern(name)) === 0) return false;
+    if (extra !== undefined && (record.extraId = this.writer.intern(extra)) === 0) return false;
     return this.writer.write(record);
   }
 
@@ -74,12 +76,12 @@ export class RecordChannel {
     try {
       while (this.backlog.length > 0) {
         const head = this.backlog[0];
-        if (this.tryWrite(head.record, head.node, head.provider, head.name)) {
+        if (this.tryWrite(head.record, head.node, head.provider, head.name, head.extra)) {
           this.backlog.shift();
           if (!this.commitQueued) this.queueCommit();
           continue;
         }
-        const need = Math.max(RECORD_BYTES, STRING_HEADER_BYTES + Math.max(byteLength(head.node), byteLength(head.provider), byteLength(head.name)));
+        const need = Math.max(RECORD_BYTES, STRING_HEADER_BYTES + Math.max(byteLength(head.node), byteLength(head.provider), byteLength(head.name), byteLength(head.extra)));
         if (!(await this.producer.waitForSpace(need)) && this.producer.closed) return;
       }
     } finally {

@@ -2,10 +2,10 @@
 // place in the ring (reserve, encode into producer.view, commit) and decoded
 // in place (consumer.drainInPlace), so neither side allocates per record.
 //
-// One 48-byte layout for every kind (little-endian, offsets in bytes):
+// One 56-byte layout for every kind (little-endian, offsets in bytes):
 //    0 u8  kind        RecordKind
 //    1 u8  code        ReleaseReason / AdmissionRejectCode (see the tables below); confirm reply: 1 = current
-//    2 u16 worker      grant: index of the worker holding the node's session; else 0
+//    2 u16 worker      grant: index of the worker holding the node's session; admit, requeue: the API kind; else 0
 //    4 u32 generation  node connection generation; admit: the API key's max_concurrent
 //    8 f64 requestId   integers up to 2^53, as the data path mints them
 //   16 f64 leaseId     integers up to 2^53, as the scheduler mints them
@@ -14,8 +14,10 @@
 //   32 u32 nameId      interned: the alias (admit) or served model (grant)
 //   36 u32 session     admit, requeue: the session's 32-bit key (0 = none); else 0
 //   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec
+//   48 u32 extraId     interned: admit, requeue: the pinned provider (0 = none); else 0
+//   52 u32 (reserved, 0)
 // Fields per kind (unlisted fields are 0):
-//   admit      requestId, nameId (alias), nodeId (direct dispatch), value, session;
+//   admit      requestId, nameId (alias), nodeId (direct dispatch), value, session, worker (API kind), extraId (pinned provider);
 //              with I/O workers, for a key with max_concurrent: providerId (key name), generation (its limit)
 //   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value
 //   reject     requestId, code, value
@@ -25,10 +27,11 @@
 //   disconnect nodeId, generation; code 1 = only a lane of that connection ended
 // I/O workers (docs/architecture.md has the full tables) add, worker -> main:
 //   cancel     requestId
-//   requeue    requestId, leaseId, nameId (alias), nodeId (direct), providerId (excluded), value (tokens), session
+//   requeue    requestId, leaseId, nameId (alias), nodeId (direct), providerId (excluded), value (tokens), session, worker (API), extraId (pinned)
 //   sent       (no longer written: RemoteScheduler.confirmSent says why; the kind stays reserved)
 //   stale      requestId, leaseId: the session was gone or of another generation
-//   announce   requestId = the session's serial, providerId: one provider the node announced (all of them precede its connect)
+//   announce   requestId = the session's serial, providerId: one provider the node announced (all of them precede its connect);
+//              code: its endpoint mask | 0x80 when the node announced endpoints for it (0 = none announced: config applies)
 //   connect    requestId = the session's serial, nodeId; code 1 = a lane joining `generation`
 //   draining   nodeId, code (1 = draining)
 //   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
@@ -49,7 +52,9 @@ import type { ReleaseReason } from './scheduler.js';
 import type { AdmissionRejectCode } from './scheduler-port.js';
 import type { RingProducer } from '../shared/ring/ring-producer.js';
 
-export const RECORD_BYTES = 48;
+export const RECORD_BYTES = 56;
+/** announce: set in `code` when the node announced endpoints for the provider (the low bits are the mask). */
+export const ANNOUNCED_ENDPOINTS = 0x80;
 export const STRING_HEADER_BYTES = 8;
 
 export const RecordKind = {
@@ -94,6 +99,8 @@ const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   queue_timeout: 4,
   no_provider_available: 5,
   too_many_concurrent_requests: 6,
+  api_not_served: 7,
+  pinned_provider_gone: 8,
 };
 const RELEASE_REASONS = invert(RELEASE_REASON_CODES);
 const REJECTS = invert(REJECT_CODES);
@@ -123,6 +130,7 @@ export class SchedulerRecord {
   providerId = 0;
   nameId = 0;
   session = 0;
+  extraId = 0;
   value = 0;
 
   /** Zeroes every field and sets `kind`, ready to fill for the next write. */
@@ -130,6 +138,7 @@ export class SchedulerRecord {
     this.kind = kind;
     this.code = this.worker = this.generation = this.requestId = this.leaseId = 0;
     this.nodeId = this.providerId = this.nameId = this.session = this.value = 0;
+    this.nodeId = this.providerId = this.nameId = this.extraId = this.value = 0;
     return this;
   }
 }
@@ -143,6 +152,8 @@ export function encodeRecord(view: DataView, offset: number, r: SchedulerRecord)
   view.setUint32(offset + 28, r.providerId, true);
   view.setUint32(offset + 32, r.nameId, true);
   view.setUint32(offset + 36, r.session, true);
+  view.setUint32(offset + 48, r.extraId, true);
+  view.setUint32(offset + 52, 0, true);
   view.setFloat64(offset + 40, r.value, true);
 }
 
@@ -157,6 +168,7 @@ export function decodeRecord(view: DataView, offset: number, out: SchedulerRecor
   out.providerId = view.getUint32(offset + 28, true);
   out.nameId = view.getUint32(offset + 32, true);
   out.session = view.getUint32(offset + 36, true);
+  out.extraId = view.getUint32(offset + 48, true);
   out.value = view.getFloat64(offset + 40, true);
 }
 

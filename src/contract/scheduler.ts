@@ -3,6 +3,8 @@
 // Everything crossing it is a small flat record so that, with I/O workers,
 // the same calls travel as fixed-size records over SharedArrayBuffer rings.
 
+import type { ApiKind } from '../shared/endpoints.js';
+
 /** Why a lease ended. Every lease ends exactly once, with one of these. */
 export type ReleaseReason =
   | 'end' // terminal END frame
@@ -21,7 +23,9 @@ export type RejectCode =
   | 'node_not_found' // direct dispatch named a node that serves no provider for the alias
   | 'queue_full' // group queue at max_queue
   | 'queue_timeout' // waited queue_timeout with candidates connected but busy
-  | 'no_provider_available'; // waited queue_timeout and no candidate was ever connected/eligible
+  | 'no_provider_available' // waited queue_timeout and no candidate was ever connected/eligible
+  | 'api_not_served' // no provider of the alias serves the request's API (endpoints)
+  | 'pinned_provider_gone'; // the provider holding the request's state (a stored Response) is not serving
 
 export interface AdmitRequest {
   /** Unique per admission attempt stream, chosen by the data path. */
@@ -34,6 +38,10 @@ export interface AdmitRequest {
   readonly directNodeId: string | undefined;
   /** A named session's 32-bit key (0 or absent: none): its requests keep to the node that served it while connected. */
   readonly sessionKey?: number;
+  /** The client API the request speaks (src/shared/endpoints.ts); only providers serving it are candidates. Default: chat. */
+  readonly api?: ApiKind;
+  /** Only this provider may serve it (it holds state the request needs, e.g. previous_response_id). */
+  readonly pinnedProviderId?: string | undefined;
 }
 
 export interface Grant {
@@ -85,6 +93,8 @@ export interface ProviderStatus {
   readonly enabled: boolean;
   readonly draining: boolean;
   readonly servedModels: readonly string[];
+  /** The APIs it serves: what its node announced, else its config (or type defaults). */
+  readonly endpoints: readonly string[];
   /** Present unless the provider is healthy and has no failures counted (outlier ejection). */
   readonly outlier?: OutlierView;
 }

@@ -62,6 +62,8 @@ try:
   curl -sN ${edge.url}/v1/chat/completions -H 'content-type: application/json' -d '${body.replace('"model"', '"stream":true,"model"')}'
   curl -s ${edge.url}/v1/models
   curl -sN ${edge.url}/v1/chat/completions -H 'content-type: application/json' -H 'x-edge-session: demo' -d '${agentBody}'
+  curl -s ${edge.url}/v1/messages -H 'content-type: application/json' -H 'anthropic-version: 2023-06-01' -d '${JSON.stringify({ model: 'llama3', max_tokens: 64, messages: [{ role: 'user', content: 'Hello!' }] })}'
+  curl -s ${edge.url}/v1/responses -H 'content-type: application/json' -d '${JSON.stringify({ model: 'llama3', input: 'Hello!' })}'
 ${edge.adminUrl ? `  curl -s ${edge.adminUrl}/admin/status
   curl -s ${edge.adminUrl}/metrics
   curl -s ${edge.adminUrl}/admin/runs

@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
+import { readEndpoints } from '../shared/endpoints.js';
 import { MAX_WORKERS } from '../contract/scheduler-port.js';
 import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/index.js';
@@ -61,11 +62,13 @@ function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): Boots
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
   const obj = r.object(path, raw);
   if (!obj) return undefined;
-  r.noUnknownKeys(path, obj, ['id', 'type', 'capacity', 'max_context_tokens', 'enabled', 'models', 'base_url']);
+  r.noUnknownKeys(path, obj, ['id', 'type', 'capacity', 'max_context_tokens', 'enabled', 'models', 'endpoints', 'base_url']);
   if (obj.models !== undefined) for (const [i, m] of r.list(`${path}.models`, obj.models).entries()) r.string(`${path}.models[${i}]`, m);
+  const type = r.oneOf(`${path}.type`, obj.type, PROVIDER_TYPES, 'openai_compat');
   return {
     id: r.string(`${path}.id`, obj.id),
-    type: r.oneOf(`${path}.type`, obj.type, PROVIDER_TYPES, 'openai_compat'),
+    type,
+    endpoints: readEndpoints(r, `${path}.endpoints`, obj.endpoints, type),
     capacity: r.integer(`${path}.capacity`, obj.capacity, 0, 1_000_000, 1),
     maxContextTokens: r.optionalInteger(`${path}.max_context_tokens`, obj.max_context_tokens, 1, 100_000_000),
     enabled: r.boolean(`${path}.enabled`, obj.enabled, true),

@@ -140,8 +140,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return requeued;
   }
 
-  connect(nodeId: string, announcedProviders?: readonly string[]): ConnectResult | undefined {
-    const result = this.scheduler.connect(nodeId, performance.now(), announcedProviders);
+  connect(nodeId: string, announcedProviders?: readonly string[], endpoints?: ReadonlyMap<string, number>): ConnectResult | undefined {
+    const result = this.scheduler.connect(nodeId, performance.now(), announcedProviders, endpoints);
     this.flush();
     return result;
   }
@@ -173,9 +173,9 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   /** Activation and fencing in one step: the registrar makes the session current before any grant is delivered. */
-  register(nodeId: string, serial: number, providerIds: readonly string[]): void {
+  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
     this.deferDecisions(() => {
-      const connected = this.connect(nodeId, providerIds);
+      const connected = this.connect(nodeId, providerIds, endpoints);
       this.registrar?.onConnected(serial, nodeId, connected?.generation ?? 0);
     });
   }

@@ -13,16 +13,17 @@ import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
 import type { DataPath } from '../contract/data-path.js';
-import type { ControlCall, ControlReply, IoWorkerData, PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
+import type { AffinityMessage, ControlCall, ControlReply, IoWorkerData, PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
+import type { ApiKind } from '../shared/endpoints.js';
 
 const SCHEDULER_RING_BYTES = 1 << 20;
 const PEER_RING_BYTES = 1 << 20;
@@ -47,6 +48,14 @@ class WorkerSlot {
   readonly record = new SchedulerRecord();
   /** Provider ids announced by sessions registering on this worker, by serial, until their connect record. */
   readonly announced = new Map<number, string[]>();
+  /** Endpoint masks announced with them (absent for a provider whose node announced none), by serial. */
+  readonly endpoints = new Map<number, Map<string, number>>();
+
+  announcedEndpoints(serial: number): Map<string, number> {
+    let map = this.endpoints.get(serial);
+    if (map === undefined) this.endpoints.set(serial, (map = new Map()));
+    return map;
+  }
   worker: Worker | undefined;
   exited = false;
   /** Said `ready`: an exit from now on is a fault to recover from, not a failed start. */
@@ -133,7 +142,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     };
     const worker = new Worker(this.script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
-    worker.on('message', (message: ControlReply | WorkerEvent) => this.onMessage(message));
+    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage) => this.onMessage(message, index));
     worker.on('error', (err) => this.logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
@@ -285,9 +294,16 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return out;
   }
 
-  private onMessage(message: ControlReply | WorkerEvent): void {
+  private onMessage(message: ControlReply | WorkerEvent | AffinityMessage, from: number): void {
     if (message.type === 'event' || message.type === 'runs') {
       this.onEvent(message);
+      return;
+    }
+    if (message.type === 'affinity') {
+      // Every other worker learns where the response lives (id 0: no reply wanted).
+      for (const slot of this.slots) {
+        if (slot.index !== from && !slot.exited) slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored: message.stored });
+      }
       return;
     }
     if (message.type !== 'reply') return;
@@ -330,7 +346,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
           this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
           return;
         }
-        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session });
+        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) });
         return;
       case RecordKind.cancel:
         driver.cancel(r.requestId);
@@ -342,7 +358,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         driver.release(r.leaseId, releaseReasonOf(r.code));
         return;
       case RecordKind.requeue:
-        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session }, reader.nameOf(r.providerId) ?? '', r.code === 1);
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '', r.code === 1);
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);
@@ -352,6 +368,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         const providerId = reader.nameOf(r.providerId) ?? '';
         if (list === undefined) slot.announced.set(r.requestId, [providerId]);
         else list.push(providerId);
+        if (r.code !== 0) slot.announcedEndpoints(r.requestId).set(providerId, r.code & ~ANNOUNCED_ENDPOINTS);
         return;
       }
       case RecordKind.connect: {
@@ -361,7 +378,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
         }
         const announced = slot.announced.get(r.requestId) ?? [];
         slot.announced.delete(r.requestId);
-        this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced);
+        const endpoints = slot.endpoints.get(r.requestId);
+        slot.endpoints.delete(r.requestId);
+        this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced, endpoints);
         return;
       }
       case RecordKind.disconnect: {
@@ -383,10 +402,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * goes out: the answer is on the worker's FIFO ring ahead of them. A
    * session of the node's previous generation is fenced where it lives.
    */
-  private connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[]): void {
+  private connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
     this.driver.deferDecisions(() => {
       const previous = this.places.get(nodeId);
-      const connected = this.driver.connect(nodeId, announced);
+      const connected = this.driver.connect(nodeId, announced, endpoints);
       const r = this.scratch.reset(RecordKind.connected);
       r.requestId = serial;
       r.generation = connected?.generation ?? 0;

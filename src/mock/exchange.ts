@@ -25,8 +25,19 @@ import {
   type Usage,
 } from './responses.js';
 import type { MockState, MutableRecord } from './state.js';
+import {
+  anthropicError,
+  countTokensBody,
+  messageBody,
+  messageClosing,
+  messageDelta,
+  messagePreamble,
+  responseObject,
+  ResponseEvents,
+  type ResponseIds,
+} from './api-formats.js';
 
-export type Route = 'chat' | 'text' | 'embeddings' | 'models';
+export type Route = 'chat' | 'text' | 'embeddings' | 'models' | 'messages' | 'count_tokens' | 'responses' | 'response_get' | 'response_delete';
 
 const EXCHANGE = Symbol('mockExchange');
 type Carrier = { [EXCHANGE]?: Exchange };
@@ -52,7 +63,7 @@ export class Exchange {
   #endedByMock = false;
   #closed = false;
   // streaming state
-  #kind: CompletionKind = 'chat';
+  #kind: CompletionKind | 'messages' | 'responses' = 'chat';
   #model = '';
   #head = '';
   #usage: Usage = { promptTokens: 0, completionTokens: 0 };
@@ -60,6 +71,9 @@ export class Exchange {
   #event = 0;
   #waitingDrain = false;
   #embeddingsJson = '';
+  /** Responses API: ids of the response being made, and its event numbering when streamed. */
+  #responseIds: ResponseIds | undefined;
+  #responseEvents: ResponseEvents | undefined;
 
   constructor(state: MockState, options: ResolvedOptions, req: IncomingMessage, res: ServerResponse, record: MutableRecord, route: Route, plan: RequestPlan) {
     this.#state = state;
@@ -100,6 +114,7 @@ export class Exchange {
   #parse(body: Buffer): boolean {
     const route = this.#route;
     if (route === 'models') return true;
+    if (route === 'response_get' || route === 'response_delete') return this.#storedResponse(route);
     if (route === 'embeddings') {
       const parsed = parseEmbeddingsRequest(body);
       if (typeof parsed === 'string') {
@@ -113,10 +128,21 @@ export class Exchange {
     const info = inspectBody(body);
     if (!info.ok) {
       const param = info.kind === 'invalid_json' || info.kind === 'not_object' || info.kind === 'too_deep' ? null : 'model';
-      this.#sendJson(400, errorBody(info.message, 'invalid_request_error', info.kind, param));
+      if (route === 'messages' || route === 'count_tokens') this.#sendJson(400, anthropicError('invalid_request_error', info.message));
+      else this.#sendJson(400, errorBody(info.message, 'invalid_request_error', info.kind, param));
       return false;
     }
-    this.#kind = route;
+    if (route === 'responses') {
+      const previous = info.previousResponseId;
+      if (previous !== undefined && !this.#state.storedResponses.has(previous)) {
+        // As OpenAI answers: the state lives here or nowhere.
+        this.#sendJson(404, errorBody(`Previous response with id '${previous}' not found.`, 'invalid_request_error', 'previous_response_not_found', 'previous_response_id'));
+        return false;
+      }
+      const n = this.#record.id;
+      this.#responseIds = { id: `resp_${this.#state.instanceTag}${n}`, itemId: `msg_mock${n}`, createdAt: nowSeconds(), modelJson: JSON.stringify(info.model), previousResponseId: previous };
+    }
+    this.#kind = route === 'count_tokens' ? 'messages' : route;
     this.#model = info.model;
     this.#record.model = info.model;
     this.#record.stream = info.stream;
@@ -143,6 +169,11 @@ export class Exchange {
       this.#sendJson(200, modelsBody(this.#options.models));
       return;
     }
+    if (route === 'count_tokens') {
+      this.#sendJson(200, countTokensBody(this.#usage.promptTokens));
+      return;
+    }
+    if (route === 'response_get' || route === 'response_delete') return; // answered by #parse
     if (route !== 'embeddings' && this.#record.stream) {
       this.#beginStream();
       return;
@@ -159,9 +190,13 @@ export class Exchange {
     if (this.#closed) return;
     let body: string;
     if (this.#route === 'embeddings') body = this.#embeddingsJson;
-    else {
+    else if (this.#kind === 'messages') body = messageBody(`msg_mock${this.#record.id}`, JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage);
+    else if (this.#responseIds !== undefined) {
+      body = responseObject(this.#responseIds, completionText(this.#model, this.#tokens), this.#usage);
+      this.#state.storedResponses.set(this.#responseIds.id, body);
+    } else {
       const id = `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`;
-      body = completionBody(this.#kind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage);
+      body = completionBody(this.#kind as CompletionKind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage);
     }
     if (this.#plan.failure?.kind === 'reset-mid-stream') {
       // Half the body, then a reset: the client sees a truncated response.
@@ -183,7 +218,10 @@ export class Exchange {
     res.flushHeaders();
     this.#record.status = 200;
     res.on('drain', onResDrain);
-    this.#head = chunkHead(this.#kind, `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`, nowSeconds(), JSON.stringify(this.#model));
+    if (this.#responseIds !== undefined) this.#responseEvents = new ResponseEvents(this.#responseIds);
+    if (this.#kind === 'chat' || this.#kind === 'text') {
+      this.#head = chunkHead(this.#kind, `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`, nowSeconds(), JSON.stringify(this.#model));
+    }
     if (this.#tokens === 0 && this.#plan.failure?.kind === 'reset-mid-stream') {
       this.#reset('reset-mid-stream');
       return;
@@ -202,12 +240,7 @@ export class Exchange {
     const resetAfter = this.#plan.failure?.kind === 'reset-mid-stream' ? Math.max(1, tokens >> 1) : -1;
     for (let burst = 1; ; burst++) {
       const e = this.#event++;
-      const text =
-        e < tokens
-          ? tokenEvent(this.#kind, this.#head, tokenText(this.#model, e), e === 0)
-          : e === tokens
-            ? finalEvent(this.#kind, this.#head, this.#usage)
-            : DONE_EVENT;
+      const text = this.#streamEvent(e, tokens);
       if (e + 1 === resetAfter) {
         this.#state.emitted(this.#record, e);
         res.write(text, () => this.resetSocket());
@@ -235,6 +268,44 @@ export class Exchange {
         return;
       }
     }
+  }
+
+  /** Event e of a stream of `tokens` tokens: e < tokens carries token e, then the closing events, then the terminator. */
+  #streamEvent(e: number, tokens: number): string {
+    const kind = this.#kind;
+    if (kind === 'chat' || kind === 'text') {
+      return e < tokens ? tokenEvent(kind, this.#head, tokenText(this.#model, e), e === 0) : e === tokens ? finalEvent(kind, this.#head, this.#usage) : DONE_EVENT;
+    }
+    const responses = this.#responseEvents;
+    let text = '';
+    if (e === 0) text = responses !== undefined ? responses.preamble(this.#usage) : messagePreamble(`msg_mock${this.#record.id}`, JSON.stringify(this.#model), this.#usage);
+    if (e < tokens) {
+      const token = tokenText(this.#model, e);
+      return text + (responses !== undefined ? responses.delta(token) : messageDelta(token));
+    }
+    if (e > tokens) return text; // these APIs have no [DONE]
+    if (responses === undefined) return text + messageClosing(this.#usage);
+    const whole = completionText(this.#model, tokens);
+    this.#state.storedResponses.set(responses.ids.id, responseObject(responses.ids, whole, this.#usage));
+    return text + responses.closing(whole, this.#usage);
+  }
+
+  /** GET returns the stored response; DELETE removes it. Both 404 for an unknown id, as OpenAI does. */
+  #storedResponse(route: 'response_get' | 'response_delete'): boolean {
+    const path = this.#req.url ?? '';
+    const id = decodeURIComponent(path.slice('/v1/responses/'.length).split('?')[0]);
+    const stored = this.#state.storedResponses.get(id);
+    if (stored === undefined) {
+      this.#sendJson(404, errorBody(`Response with id '${id}' not found.`, 'invalid_request_error', null, 'response_id'));
+      return false;
+    }
+    if (route === 'response_get') {
+      this.#sendJson(200, stored);
+      return false;
+    }
+    this.#state.storedResponses.delete(id);
+    this.#sendJson(200, `{"id":${JSON.stringify(id)},"object":"response.deleted","deleted":true}`);
+    return false;
   }
 
   onDrain(): void {

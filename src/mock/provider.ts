@@ -3,6 +3,9 @@
 // bottleneck of a benchmark. Endpoints:
 //   POST /v1/chat/completions, POST /v1/completions  (stream or not)
 //   POST /v1/embeddings, GET /v1/models
+//   POST /v1/messages (stream or not), POST /v1/messages/count_tokens  (Anthropic)
+//   POST /v1/responses (stream or not), GET / DELETE /v1/responses/{id}  (OpenAI
+//   Responses; responses are stored, and previous_response_id must name one)
 //   GET /mock/stats (counters as JSON), POST /mock/reset (zero them)
 // Per-request overrides: x-mock-ttft-ms, x-mock-tokens, x-mock-interval-ms,
 // x-mock-fail (status:<code> | reset-before-headers | reset-mid-stream |
@@ -51,7 +54,16 @@ const ROUTES: ReadonlyMap<string, readonly [method: string, route: Route]> = new
   ['/v1/completions', ['POST', 'text']],
   ['/v1/embeddings', ['POST', 'embeddings']],
   ['/v1/models', ['GET', 'models']],
+  ['/v1/messages', ['POST', 'messages']],
+  ['/v1/messages/count_tokens', ['POST', 'count_tokens']],
+  ['/v1/responses', ['POST', 'responses']],
 ]);
+
+/** GET or DELETE /v1/responses/{id}. */
+function storedResponseRoute(path: string, method: string | undefined): readonly [string, Route] | undefined {
+  if (!path.startsWith('/v1/responses/') || path.length === '/v1/responses/'.length) return undefined;
+  return method === 'DELETE' ? ['DELETE', 'response_delete'] : ['GET', 'response_get'];
+}
 
 export async function startMockProvider(opts: MockProviderOptions = {}): Promise<MockProvider> {
   const provider = new MockProviderServer(resolveOptions(opts));
@@ -144,7 +156,7 @@ class MockProviderServer extends MockState implements MockProvider {
       return;
     }
     const record = this.open(req.method ?? 'GET', path, req.headers);
-    const entry = ROUTES.get(path);
+    const entry = ROUTES.get(path) ?? storedResponseRoute(path, req.method);
     let plan: RequestPlan | undefined;
     let problem: [number, string] | undefined;
     if (entry === undefined) problem = [404, errorBody(`Unknown request URL: ${req.method} ${path}`, 'invalid_request_error', 'unknown_url')];

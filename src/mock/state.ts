@@ -3,6 +3,7 @@
 // Everything is bounded: a long benchmark keeps the last logLimit entries
 // and only the newest bodyLogLimit request bodies.
 
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 
@@ -69,6 +70,10 @@ export class MockState extends EventEmitter {
   readonly lastRequests = new Map<string, LastRequest>();
   /** Set by close(): connections it ends are not counted as aborts. */
   closing = false;
+  /** Responses API: stored response bodies by id (GET, DELETE, previous_response_id). */
+  readonly storedResponses = new Map<string, string>();
+  /** Makes this mock's response ids unique among several mocks (as a real provider's are). */
+  readonly instanceTag = randomBytes(6).toString('hex');
   readonly #logLimit: number;
   readonly #bodyRing: (MutableRecord | undefined)[];
   #bodyNext = 0;

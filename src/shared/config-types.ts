@@ -2,6 +2,8 @@
 // path read it. Produced by src/main/config.ts from YAML; treated as an
 // immutable snapshot (a refresh swaps the whole object, never mutates it).
 
+import type { Endpoint } from './endpoints.js';
+
 export type ProviderType = 'ollama' | 'vllm' | 'openai_compat' | 'cli';
 
 export interface ProviderConfig {
@@ -16,6 +18,8 @@ export interface ProviderConfig {
   readonly enabled: boolean;
   /** Upstream URL on the node; used only to render a bootstrap agent config. */
   readonly baseUrl?: string;
+  /** APIs it serves natively (config `endpoints`, else the type's defaults: src/shared/endpoints.ts). */
+  readonly endpoints?: readonly Endpoint[];
 }
 
 export interface NodeConfig {

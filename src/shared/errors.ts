@@ -31,6 +31,12 @@ export const Errors = Object.freeze({
   headersTooLarge: spec(431, 'invalid_request_error', 'request_headers_too_large', 'request headers are larger than the configured limit'),
   invalidSession: spec(400, 'invalid_request_error', 'invalid_session', 'a session id is 1 to 256 printable ASCII characters (x-edge-session, session_id or metadata.session_id)'),
   badRequest: spec(400, 'invalid_request_error', 'invalid_request', 'the request is malformed'),
+  unsupportedMediaType: spec(415, 'invalid_request_error', 'unsupported_media_type', 'the request body must be JSON (content-type: application/json)'),
+  missingField: spec(400, 'invalid_request_error', 'missing_required_field', 'a required field is missing'),
+  invalidField: spec(400, 'invalid_request_error', 'invalid_field', 'a field has the wrong type'),
+  apiNotServed: spec(400, 'invalid_request_error', 'api_not_served', 'no provider of this model serves this API', 'model'),
+  responseNotFound: spec(404, 'invalid_request_error', 'response_not_found', 'this edge has no record of that response id'),
+  responseProviderGone: spec(409, 'invalid_request_error', 'response_provider_unavailable', 'the provider that stored this response is not serving now; it is never answered elsewhere'),
   // Client auth
   invalidApiKey: spec(401, 'authentication_error', 'invalid_api_key', 'missing or invalid API key; send it as `Authorization: Bearer <key>`'),
   modelNotAllowed: spec(403, 'permission_error', 'model_not_allowed', 'this API key may not use the requested model', 'model'),
@@ -78,7 +84,46 @@ export function specForNodeErrorCode(code: string): GatewayErrorSpec {
   }
 }
 
-/** OpenAI's error body: {"error":{"message","type","param","code"}}. */
-export function errorBody(spec: GatewayErrorSpec, message?: string): string {
-  return JSON.stringify({ error: { message: message ?? spec.message, type: spec.type, param: spec.param, code: spec.code } });
+/** OpenAI's error body: {"error":{"message","type","param","code"}}; `param` overrides the spec's (a field named at run time). */
+export function errorBody(spec: GatewayErrorSpec, message?: string, param?: string): string {
+  return JSON.stringify({ error: { message: message ?? spec.message, type: spec.type, param: param ?? spec.param, code: spec.code } });
+}
+
+/** Anthropic's error types and the status each goes with. */
+export type AnthropicErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'request_too_large'
+  | 'rate_limit_error'
+  | 'api_error'
+  | 'timeout_error'
+  | 'overloaded_error';
+
+/**
+ * The catalogue entry as Anthropic's API would say it. Statuses keep their
+ * meaning, except every 503 (queue_timeout, no_provider_available,
+ * node_overloaded, shutting_down): Anthropic says "try again later" with
+ * 529 overloaded_error, which its SDK retries. queue_full stays 429
+ * rate_limit_error (with Retry-After), as Anthropic answers a client that
+ * must slow down.
+ */
+export function anthropicErrorOf(spec: GatewayErrorSpec): { status: number; type: AnthropicErrorType } {
+  switch (spec.status) {
+    case 400: case 405: case 409: case 415: case 431: return { status: spec.status, type: 'invalid_request_error' };
+    case 401: return { status: 401, type: 'authentication_error' };
+    case 403: return { status: 403, type: 'permission_error' };
+    case 404: return { status: 404, type: 'not_found_error' };
+    case 413: return { status: 413, type: 'request_too_large' };
+    case 429: return { status: 429, type: 'rate_limit_error' };
+    case 503: return { status: 529, type: 'overloaded_error' };
+    case 504: return { status: 504, type: 'timeout_error' };
+    default: return { status: spec.status >= 500 ? spec.status : 400, type: spec.status >= 500 ? 'api_error' : 'invalid_request_error' };
+  }
+}
+
+/** Anthropic's error body: {"type":"error","error":{"type","message"}}; the edge's own code rides along in the message. */
+export function anthropicErrorBody(spec: GatewayErrorSpec, message?: string): string {
+  return JSON.stringify({ type: 'error', error: { type: anthropicErrorOf(spec).type, message: `${message ?? spec.message} (${spec.code})` } });
 }

@@ -17,6 +17,8 @@ import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadline
 import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
 import type { InspectOk } from './http/inspect.js';
+import { RESPONSE_BY_ID, type ApiRoute } from './http/api-routes.js';
+import { ResponseAffinity, type StoredResponse } from './http/response-affinity.js';
 import { rewriteModel } from './http/inspect.js';
 import { connectionNominated, isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
@@ -59,6 +61,8 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   queue_full: Errors.queueFull,
   queue_timeout: Errors.queueTimeout,
   no_provider_available: Errors.noProviderAvailable,
+  api_not_served: Errors.apiNotServed,
+  pinned_provider_gone: Errors.responseProviderGone,
 };
 
 /**
@@ -158,8 +162,17 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     return this.aliases.has(alias);
   }
 
-  /** Starts a proxied request whose body already passed inspection. */
-  begin(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer, info: InspectOk, apiKey?: ApiKeyState): void {
+  /** Which provider made each stored Response (Responses API state lives there). */
+  readonly responses = new ResponseAffinity();
+  /** With I/O workers: tells the other workers what this one learnt (set by the worker). */
+  onAffinity: ((responseId: string, stored: StoredResponse | null) => void) | undefined;
+
+  /**
+   * Starts a proxied request whose body already passed inspection. `path`
+   * is what the provider is asked for (the route's, or /v1/responses/{id});
+   * `pinnedProviderId`: only that provider may serve it.
+   */
+  begin(route: ApiRoute, path: string, request: IncomingMessage, response: ServerResponse, body: Buffer, info: InspectOk, apiKey?: ApiKeyState, pinnedProviderId?: string): void {
     const requestId = this.nextSeq++ * this.idStride + this.idBase;
     this.begunTotal++;
     let limitedKey: ApiKeyState | undefined;
@@ -172,7 +185,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         this.keyOf.set(requestId, apiKey);
       }
     }
-    const exchange = new ProxyExchange(this, requestId, this.runIdPrefix + requestId.toString(36), path, request, response, body, info);
+    const exchange = new ProxyExchange(this, requestId, this.runIdPrefix + requestId.toString(36), path, request, response, body, info, route, pinnedProviderId);
     this.stampStart(exchange);
     (response as ServerResponse & { [kExchange]?: ProxyExchange })[kExchange] = exchange;
     response.on('close', onResponseClose);
@@ -224,7 +237,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     exchange.useWindow(this.config.limits.tunnelWindowBytes);
     let body: Uint8Array;
     try {
-      body = rewriteModel(exchange.body, exchange.info, grant.servedModel);
+      // A body-less request (GET / DELETE of a stored response) has no `model` to rewrite.
+      body = exchange.info.modelStart < 0 ? exchange.body : rewriteModel(exchange.body, exchange.info, grant.servedModel);
     } catch (err) {
       exchange.fail(Errors.internal, `could not build the provider request: ${(err as Error).message}`, 'body_build_failed');
       return;
@@ -269,7 +283,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.keyLimited(exchange, retryAfterSec);
       return;
     }
-    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model));
+    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange));
   }
 
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
@@ -375,12 +389,34 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     exchange.reject(Errors.nodeOverloaded, 1);
   }
 
+  rememberResponse(exchange: ProxyExchange, responseId: string): void {
+    const grant = exchange.grant;
+    if (grant === undefined) return;
+    const stored: StoredResponse = { alias: exchange.info.model, providerId: grant.providerId, nodeId: grant.nodeId };
+    this.responses.remember(responseId, stored);
+    this.onAffinity?.(responseId, stored);
+  }
+
+  /** What another worker learnt about a stored response (null: deleted). */
+  applyAffinity(responseId: string, stored: StoredResponse | null): void {
+    if (stored === null) this.responses.forget(responseId);
+    else this.responses.remember(responseId, stored);
+  }
+
   releaseLease(leaseId: number, reason: ReleaseReason): void {
     this.driver.release(leaseId, reason);
   }
 
   /** Called once per exchange, when it is over (see ExchangeObserver). */
   exchangeFinished(exchange: ProxyExchange, outcome: string): void {
+    // A deleted response is gone from its provider: forget where it was.
+    if (exchange.request.method === 'DELETE' && exchange.status >= 200 && exchange.status < 300) {
+      const match = RESPONSE_BY_ID.exec(exchange.path.split('?')[0]);
+      if (match !== null) {
+        this.responses.forget(match[1]);
+        this.onAffinity?.(match[1], null);
+      }
+    }
     if (this.observer !== NO_OBSERVER) this.observe(exchange, outcome);
   }
 
@@ -506,6 +542,8 @@ function admitRequestOf(exchange: ProxyExchange): AdmitRequest {
     estimatedTokens: exchange.info.inputTokens ?? estimateInputTokens(exchange.body.length),
     directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
     sessionKey: sessionKeyOf(exchange.sessionId),
+    api: exchange.route.api,
+    pinnedProviderId: exchange.pinnedProviderId,
   };
 }
 
@@ -522,7 +560,7 @@ function adaptersOf(config: EdgeConfig): Map<string, Adapter> {
   return out;
 }
 
-function rejectMessage(code: RejectCode, alias: string): string {
+function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange): string {
   const name = JSON.stringify(alias);
   switch (code) {
     case 'model_not_found': return `The model ${name} does not exist`;
@@ -530,6 +568,8 @@ function rejectMessage(code: RejectCode, alias: string): string {
     case 'queue_full': return `too many requests are waiting for model ${name}; retry later`;
     case 'queue_timeout': return `no provider slot for model ${name} became free in time; retry later`;
     case 'no_provider_available': return `no provider for model ${name} is connected; retry later`;
+    case 'api_not_served': return `no provider of model ${name} serves ${exchange.route.path}; its providers' endpoints do not include it`;
+    case 'pinned_provider_gone': return `the provider ${JSON.stringify(exchange.pinnedProviderId)} that stored this response is not serving model ${name} now; the request is not sent elsewhere, as no other provider has that response`;
   }
 }
 

@@ -5,7 +5,7 @@
 // PeerLinks, and the pool's control requests and the plane's events travel
 // over the parent port.
 import { parentPort, workerData } from 'node:worker_threads';
-import type { ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
+import type { AffinityMessage, ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
 import { createLogger } from '../shared/logger.js';
 import { LocalPlane } from './local-plane.js';
 import { RemoteScheduler } from './remote-scheduler.js';
@@ -15,6 +15,8 @@ const logger = createLogger('edge', data.logLevel).child({ worker: data.index })
 const port = new RemoteScheduler(data.toMain, data.fromMain);
 const post = (event: WorkerEvent): void => parentPort?.postMessage(event);
 const plane = new LocalPlane(data.config, port, logger, post, data);
+// A stored Response learnt here is passed to every other worker through the pool (docs/architecture.md).
+plane.plane.onAffinity = (responseId, stored) => parentPort?.postMessage({ type: 'affinity', responseId, stored } satisfies AffinityMessage);
 let closing: Promise<void> | undefined;
 
 function close(): Promise<void> {
@@ -39,6 +41,9 @@ async function control(request: ControlRequest): Promise<unknown> {
       return plane.drain(request.graceMs);
     case 'metrics':
       return (await plane.metricParts())[0];
+    case 'affinity':
+      plane.plane.applyAffinity(request.responseId, request.stored);
+      return undefined;
     case 'close':
       await close();
       return undefined;

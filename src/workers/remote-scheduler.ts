@@ -5,7 +5,7 @@
 // calls and of answers is kept.
 import type { AdmitRequest, Grant, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { RecordKind, RecordReader, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
@@ -55,13 +55,14 @@ export class RemoteScheduler implements SchedulerPort {
     r.requestId = request.requestId;
     r.value = request.estimatedTokens;
     r.session = request.sessionKey ?? 0;
+    r.worker = request.api ?? 0;
     if (limitedKey === undefined) {
-      this.out.send(r, request.directNodeId, undefined, request.alias);
+      this.out.send(r, request.directNodeId, undefined, request.alias, request.pinnedProviderId);
       return;
     }
     // The limit of this worker's config snapshot travels along: main needs no auth config.
     r.generation = limitedKey.maxConcurrent;
-    this.out.send(r, request.directNodeId, limitedKey.name, request.alias);
+    this.out.send(r, request.directNodeId, limitedKey.name, request.alias, request.pinnedProviderId);
   }
 
   releaseKey(requestId: number): void {
@@ -90,7 +91,8 @@ export class RemoteScheduler implements SchedulerPort {
     r.leaseId = leaseId;
     r.value = request.estimatedTokens;
     r.session = request.sessionKey ?? 0;
-    this.out.send(r, request.directNodeId, excludeProviderId, request.alias);
+    r.worker = request.api ?? 0;
+    this.out.send(r, request.directNodeId, excludeProviderId, request.alias, request.pinnedProviderId);
   }
 
   /** The fence already passed where the session lives, and nothing is sent
@@ -110,10 +112,12 @@ export class RemoteScheduler implements SchedulerPort {
   }
 
   /** One `announce` record per provider id, then `connect`: the ring is FIFO, so main has the list when connect arrives. */
-  register(nodeId: string, serial: number, providerIds: readonly string[]): void {
+  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
     for (let i = 0; i < providerIds.length; i++) {
       const a = this.scratch.reset(RecordKind.announce);
       a.requestId = serial;
+      const mask = endpoints?.get(providerIds[i]);
+      a.code = mask === undefined ? 0 : mask | ANNOUNCED_ENDPOINTS;
       this.out.send(a, undefined, providerIds[i]);
     }
     const r = this.scratch.reset(RecordKind.connect);

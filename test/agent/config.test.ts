@@ -20,6 +20,7 @@ providers:
     base_url: http://127.0.0.1:9000/v1/
     api_key: optional-secret
     connections: 64
+    endpoints: [chat, responses]
   - id: gpu-1-ollama
     type: ollama
     base_url: http://localhost:11434
@@ -58,14 +59,16 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
     edge: { address: '127.0.0.1:50051', streams: 4 },
     node: { id: 'gpu-1', token: 'demo-token' },
     providers: [
-      { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64 },
-      { id: 'gpu-1-ollama', type: 'ollama', baseUrl: 'http://localhost:11434', apiKey: undefined, connections: 128 },
+      // endpoints by type when not listed: ollama serves every API natively, cli only chat.
+      { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64, endpoints: ['chat', 'responses'] },
+      { id: 'gpu-1-ollama', type: 'ollama', baseUrl: 'http://localhost:11434', apiKey: undefined, connections: 128, endpoints: ['chat', 'completions', 'embeddings', 'messages', 'responses'] },
       {
         id: 'gpu-1-cli',
         type: 'cli',
         baseUrl: undefined,
         apiKey: undefined,
         connections: 128,
+        endpoints: ['chat'],
         cli: {
           command: ['/usr/bin/agent-cli', '--quiet'],
           args: ['--model', '{model}', '--session', '{session}', '--', '{prompt}'],
@@ -182,7 +185,7 @@ test('a cli provider: argv command required, placeholders checked, env entries a
   });
   assert.deepEqual(problems, [
     'providers[0].command: expected a list, found nothing',
-    'providers[1].shell: unknown key (known: id, type, command, args, resume_args, input, prompt, cwd_root, env, timeout_ms, max_output_bytes, kill_grace_ms, session_wait_ms)',
+    'providers[1].shell: unknown key (known: id, type, endpoints, command, args, resume_args, input, prompt, cwd_root, env, timeout_ms, max_output_bytes, kill_grace_ms, session_wait_ms)',
     'providers[1].command: expected a list, found the string "sh -c \\"x\\""',
     'providers[1].args[1]: unknown placeholder {cwd} (known: {prompt}, {model}, {session})',
     'providers[1].env[0]: expected NAME (passed through from the agent) or NAME=value, found the string "BAD NAME"',

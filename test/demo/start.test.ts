@@ -27,18 +27,20 @@ test('the demo prints curl lines that work and the console URL', async () => {
     assert.equal(page.status, 200);
     assert.match(await page.text(), /<title>Edge console<\/title>/);
     const curlLines = out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('curl '));
-    assert.equal(curlLines.length, 7, out);
-    const [plain, streaming, models, agent, status, metrics] = await Promise.all(curlLines.slice(0, 6).map((line) => run('bash', ['-c', line])));
+    assert.equal(curlLines.length, 9, out);
+    const [plain, streaming, models, agent, messages, responses, status, metrics] = await Promise.all(curlLines.slice(0, 8).map((line) => run('bash', ['-c', line])));
     // The cli provider: the example script's stdout, as chunks.
     const agentText = [...agent.stdout.matchAll(/^data: (\{.*\})$/gm)].map((m) => (JSON.parse(m[1]) as { choices: { delta: { content?: string } }[] }).choices[0].delta.content ?? '').join('');
     assert.match(agentText, /session demo, turn \d+\] You said: Hello, agent!/);
-    const runs = JSON.parse((await run('bash', ['-c', curlLines[6]])).stdout) as { runs: { model: string; outcome: string }[] };
+    const runs = JSON.parse((await run('bash', ['-c', curlLines[8]])).stdout) as { runs: { model: string; outcome: string }[] };
     assert.ok(runs.runs.some((r) => r.model === 'agent' && r.outcome === 'end'), JSON.stringify(runs));
     const completion = JSON.parse(plain.stdout) as { object: string; choices: { message: { content: string } }[] };
     assert.equal(completion.object, 'chat.completion');
     assert.ok(completion.choices[0].message.content.length > 0);
     assert.match(streaming.stdout, /^data: .*chat\.completion\.chunk/m);
     assert.match(streaming.stdout, /data: \[DONE\]/);
+    assert.equal((JSON.parse(messages.stdout) as { type: string }).type, 'message', messages.stdout);
+    assert.equal((JSON.parse(responses.stdout) as { object: string; status: string }).status, 'completed', responses.stdout);
     assert.equal((JSON.parse(status.stdout) as { nodes: { id: string }[] }).nodes[0].id, 'gpu-1');
     assert.match(metrics.stdout, /^# TYPE edge_requests_total counter$/m);
     assert.deepEqual((JSON.parse(models.stdout) as { data: { id: string }[] }).data.map((m) => m.id), ['llama3', 'embed-small', 'agent']);

@@ -107,9 +107,13 @@ const BODY_CASES: BodyCase[] = [
   { name: 'model only in a nested object', body: `{"x":{"model":"${ALIAS}"}}`, status: 400, code: 'missing_model' },
   { name: 'deep nesting', body: `{"model":"${ALIAS}","x":${nest(5_000)}}`, status: 400, code: 'json_too_deep' },
   { name: 'body over limits.body_bytes', body: chat(`,"pad":"${'a'.repeat(BODY_LIMIT)}"`), status: 413, code: 'request_too_large' },
-  // Fields other than model are the provider's to judge: they pass through untouched.
-  { name: 'wrong types elsewhere (provider decides)', body: `{"model":"${ALIAS}","messages":5,"stream":"yes","temperature":"hot"}`, status: 200 },
-  { name: 'JSON sent as text/plain', body: chat(''), status: 200, headers: { 'content-type': 'text/plain' } },
+  // The route's required fields are checked at the door (test/e2e/strict-input.test.ts has every route)...
+  { name: 'messages is not an array', body: `{"model":"${ALIAS}","messages":5}`, status: 400, code: 'invalid_field' },
+  { name: 'messages missing', body: `{"model":"${ALIAS}"}`, status: 400, code: 'missing_required_field' },
+  // ...other fields are the provider's to judge: they pass through untouched.
+  { name: 'wrong types elsewhere (provider decides)', body: chat(',"stream":"yes","temperature":"hot"'), status: 200 },
+  { name: 'JSON sent as text/plain', body: chat(''), status: 415, code: 'unsupported_media_type', headers: { 'content-type': 'text/plain' } },
+  { name: 'JSON with a charset parameter', body: chat(''), status: 200, headers: { 'content-type': 'application/json; charset=utf-8' } },
   { name: 'no content-type', body: chat(''), status: 200, headers: { 'content-type': '' } },
   { name: 'unknown x-edge-node', body: chat(''), status: 404, code: 'node_not_found', headers: { 'x-edge-node': 'gpu-404' } },
   { name: 'valid x-edge-node', body: chat(''), status: 200, headers: { 'x-edge-node': NODE_ID } },
@@ -133,11 +137,13 @@ describe('HTTP bad-input corpus', () => {
     test(`body: ${c.name} -> ${c.status}${c.code ? ` ${c.code}` : ''}`, async () => {
       const headers: Record<string, string> = { 'content-type': 'application/json', ...c.headers };
       if (headers['content-type'] === '') delete headers['content-type'];
-      const res = await fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers, body: c.body });
-      const body = await res.text();
-      assert.equal(res.status, c.status, `${c.name}: ${body.slice(0, 200)}`);
-      if (c.code !== undefined) assertOpenAiError(body, res.status, c.code, c.name);
-      else assert.equal((JSON.parse(body) as { object: string }).object, 'chat.completion');
+      // fetch labels a string body text/plain when no type is given; bytes go unlabelled.
+      const body = headers['content-type'] === undefined && typeof c.body === 'string' ? Buffer.from(c.body) : c.body;
+      const res = await fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers, body });
+      const text = await res.text();
+      assert.equal(res.status, c.status, `${c.name}: ${text.slice(0, 200)}`);
+      if (c.code !== undefined) assertOpenAiError(text, res.status, c.code, c.name);
+      else assert.equal((JSON.parse(text) as { object: string }).object, 'chat.completion');
     });
   }
 

@@ -21,6 +21,8 @@ export interface StackOptions {
   readonly agentToken?: string;
   /** The agent's edge.streams (lanes); default 1. */
   readonly agentStreams?: number;
+  /** The provider's type on both the edge and the agent (default openai_compat); vllm serves every API. */
+  readonly providerType?: 'openai_compat' | 'vllm' | 'ollama';
   /** Edits the raw edge config (YAML-shaped) before it is parsed: extra sections, limits. */
   readonly configure?: (raw: Record<string, unknown>) => void;
 }
@@ -59,7 +61,7 @@ export function edgeConfigObject(options: StackOptions = {}): Record<string, unk
       {
         id: NODE_ID,
         token: NODE_TOKEN,
-        providers: [{ id: PROVIDER_ID, type: 'openai_compat', capacity: options.capacity ?? 4, max_context_tokens: 131072 }],
+        providers: [{ id: PROVIDER_ID, type: options.providerType ?? 'openai_compat', capacity: options.capacity ?? 4, max_context_tokens: 131072 }],
       },
     ],
     models: [
@@ -69,12 +71,12 @@ export function edgeConfigObject(options: StackOptions = {}): Record<string, unk
   };
 }
 
-export function agentFor(edgeGrpcPort: number, mockUrl: string, token = NODE_TOKEN, streams = 1): NodeAgent {
+export function agentFor(edgeGrpcPort: number, mockUrl: string, token = NODE_TOKEN, streams = 1, providerType = 'openai_compat'): NodeAgent {
   const config = parseAgentConfig(
     {
       edge: { address: `127.0.0.1:${edgeGrpcPort}`, streams },
       node: { id: NODE_ID, token },
-      providers: [{ id: PROVIDER_ID, type: 'openai_compat', base_url: mockUrl }],
+      providers: [{ id: PROVIDER_ID, type: providerType, base_url: mockUrl }],
       reconnect: { initial_ms: 50, max_ms: 200 },
     },
     'test',
@@ -95,7 +97,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     baseURL: `${edge.url}/v1`,
     config,
     async startAgent(token = NODE_TOKEN): Promise<NodeAgent> {
-      const agent = agentFor(edge.grpcPort, mock.url, token, options.agentStreams);
+      const agent = agentFor(edge.grpcPort, mock.url, token, options.agentStreams, options.providerType);
       stack.agent = agent;
       const registered = once(agent, 'registered');
       agent.start();

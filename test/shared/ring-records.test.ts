@@ -69,6 +69,7 @@ test('a grant crosses the ring with its names, ids up to 2^53 and fractional que
     providerId: out.providerId,
     nameId: out.nameId,
     session: 0,
+    extraId: 0,
     value: 12.375,
   });
   assert.equal(reader.nameOf(out.nodeId), 'gpu-node-1');
@@ -158,12 +159,12 @@ test('every release reason and reject code has its own code and maps back', () =
 });
 
 test('a full ring refuses names and records alike, and both succeed once drained', () => {
-  const { writer, reader, consumer } = pair(256); // room for 4 records of 52 bytes
+  const { writer, reader, consumer } = pair(256); // room for 4 records of 60 bytes (56 + 4 length)
   const r = new SchedulerRecord().reset(RecordKind.release);
   let written = 0;
   while (writer.write(r)) written++;
   assert.equal(written, 4);
-  // 256 - 208 = 48 free: 'a-long-node-name-that-does-not-fit-now-x' needs 8 + 40 + 4.
+  // 256 - 240 = 16 free: 'a-long-node-name-that-does-not-fit-now-x' needs 8 + 40 + 4.
   const name = 'a-long-node-name-that-does-not-fit-now-x';
   assert.equal(writer.intern(name), 0);
   assert.equal(receive(consumer, reader).length, 4);
@@ -181,6 +182,6 @@ test('a record of the wrong size is refused, not misread', () => {
   const out = new SchedulerRecord();
   assert.throws(
     () => consumer.drainInPlace((offset, length) => reader.decode(offset, length, out)),
-    /scheduler record of 12 bytes, expected 48/,
+    /scheduler record of 12 bytes, expected 56/,
   );
 });

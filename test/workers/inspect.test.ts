@@ -402,3 +402,27 @@ test('the inspector keeps no state between bodies', () => {
   assert.equal(inspectBody(bytes('{"model":"x","s":"unterminated')).ok, false);
   assert.equal(inspectOk(long).model, 'first');
 });
+
+test('the same scan notes the routes\' required top-level fields and their shape', async () => {
+  const m = await import('../../src/workers/http/inspect.js');
+  const fields = (body: string): number => {
+    const info = m.inspectBody(Buffer.from(body));
+    assert.ok(info.ok, body);
+    return info.fields;
+  };
+  assert.equal(fields('{"model":"x","messages":[],"max_tokens":12}'), m.FIELD_MESSAGES | m.FIELD_MESSAGES_ARRAY | m.FIELD_MAX_TOKENS | m.FIELD_MAX_TOKENS_INTEGER);
+  assert.equal(fields('{"model":"x","messages":"hi","max_tokens":1.5}'), m.FIELD_MESSAGES | m.FIELD_MAX_TOKENS);
+  assert.equal(fields('{"model":"x","max_tokens":-3}'), m.FIELD_MAX_TOKENS | m.FIELD_MAX_TOKENS_INTEGER);
+  assert.equal(fields('{"model":"x","max_tokens":"3"}'), m.FIELD_MAX_TOKENS);
+  assert.equal(fields('{"model":"x","nested":{"messages":[],"prompt":"p","input":1}}'), 0, 'only top-level members count');
+  assert.equal(fields('{"model":"x","prompt":null,"input":[1]}'), m.FIELD_PROMPT | m.FIELD_INPUT);
+  assert.equal(fields('{"model":"x","mess\\u0061ges":[]}'), m.FIELD_MESSAGES | m.FIELD_MESSAGES_ARRAY, 'escaped keys are the same key');
+  const chained = m.inspectBody(Buffer.from('{"model":"x","previous_response_id":"resp_\\u0031"}'));
+  assert.ok(chained.ok);
+  assert.equal(chained.fields, m.FIELD_PREVIOUS_RESPONSE_ID | m.FIELD_PREVIOUS_RESPONSE_ID_STRING);
+  assert.equal(chained.previousResponseId, 'resp_1');
+  const numeric = m.inspectBody(Buffer.from('{"model":"x","previous_response_id":7}'));
+  assert.ok(numeric.ok);
+  assert.equal(numeric.fields, m.FIELD_PREVIOUS_RESPONSE_ID);
+  assert.equal(numeric.previousResponseId, undefined);
+});

@@ -49,6 +49,8 @@ export interface EdgeStatus {
     readonly outlier?: { readonly phase: string; readonly until: string | null; readonly reason: string; readonly ejections: number; readonly consecutiveFailures: number };
     /** The API the provider speaks (its configured type); null once gone from the config. */
     readonly type: ProviderType | null;
+    /** The APIs it serves (announced by its node, else configured). */
+    readonly endpoints: readonly string[];
   }[];
   readonly groups: readonly {
     readonly model: string;
@@ -171,6 +173,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       servedModels: p.servedModels,
       ...(p.outlier === undefined ? {} : { outlier: outlierView(p.outlier) }),
       type: providerTypes.get(p.id) ?? null,
+      endpoints: p.endpoints,
     })),
     groups: s.groups.map((g) => ({
       model: g.alias,

@@ -3,7 +3,35 @@
 // enabled, on a connected node that is not draining and that announced it
 // when it registered (a node without the provider cannot run it), matching the direct
 // node if one was named, and covering the request's context if it is long.
+// A request speaking one API (Messages, Responses, ...) has only the
+// providers that serve that API as candidates, and a pinned one only its
+// pinned provider; capacity stays one budget per provider across APIs.
 import type { GroupEntry, GroupState, ProviderState } from './state.js';
+import { servesApi, type ApiKind } from '../../shared/endpoints.js';
+
+/** What narrows a request's candidates besides context: QueueItem, Lease and AdmitRequest all carry it. */
+export interface Wanted {
+  readonly directNodeId: string | undefined;
+  readonly api?: ApiKind;
+  readonly pinnedProviderId?: string | undefined;
+}
+
+/** The provider serves `api`: what its node announced at Register, else its config (or type defaults). */
+export function providerServes(p: ProviderState, api: ApiKind): boolean {
+  return servesApi(p.node.announcedEndpoints?.get(p.id) ?? p.endpoints, api);
+}
+
+/**
+ * Some provider of the alias serves `api`, connected or not: otherwise the
+ * request is refused at once. An alias with no provider at all queues as
+ * before (a provider may be added by a config refresh).
+ */
+export function groupServes(group: GroupState, api: ApiKind): boolean {
+  const entries = group.entries;
+  if (entries.length === 0) return true;
+  for (const entry of entries) if (providerServes(entry.provider, api)) return true;
+  return false;
+}
 
 /** Provider accepts new work at all (capacity aside). */
 export function isEligible(p: ProviderState): boolean {
@@ -20,9 +48,11 @@ export function contextNeed(estimatedTokens: number, longThreshold: number): num
   return estimatedTokens >= longThreshold ? estimatedTokens : 0;
 }
 
-/** The static part of candidacy: direct node and context length. */
-export function fits(p: ProviderState, directNodeId: string | undefined, need: number): boolean {
-  if (directNodeId !== undefined && p.node.id !== directNodeId) return false;
+/** The static part of candidacy: direct node, pinned provider, API and context length. */
+export function fits(p: ProviderState, want: Wanted, need: number): boolean {
+  if (want.directNodeId !== undefined && p.node.id !== want.directNodeId) return false;
+  if (want.pinnedProviderId !== undefined && p.id !== want.pinnedProviderId) return false;
+  if (!providerServes(p, want.api ?? 0)) return false;
   if (need === 0) return true;
   return p.maxContextTokens !== undefined && p.maxContextTokens >= need;
 }
@@ -31,7 +61,7 @@ export function fits(p: ProviderState, directNodeId: string | undefined, need: n
  * The free candidate with the lowest inFlight/capacity; ties keep the
  * earlier entry (entries are sorted by provider id, then node id).
  */
-export function pickCandidate(group: GroupState, directNodeId: string | undefined, need: number, exclude?: string): GroupEntry | undefined {
+export function pickCandidate(group: GroupState, want: Wanted, need: number, exclude?: string): GroupEntry | undefined {
   const entries = group.entries;
   let best: GroupEntry | undefined;
   let bestInFlight = 0;
@@ -39,7 +69,7 @@ export function pickCandidate(group: GroupState, directNodeId: string | undefine
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i];
     const p = entry.provider;
-    if (p.inFlight >= p.capacity || !isEligible(p) || !fits(p, directNodeId, need) || p.id === exclude) continue;
+    if (p.inFlight >= p.capacity || !isEligible(p) || !fits(p, want, need) || p.id === exclude) continue;
     // a/b < c/d without floating point: a*d < c*b (capacities are positive here).
     if (best === undefined || p.inFlight * bestCapacity < bestInFlight * p.capacity) {
       best = entry;
@@ -61,10 +91,10 @@ export function hasFreeProvider(group: GroupState): boolean {
 }
 
 /** Some candidate exists, busy or not: decides queue_timeout vs no_provider_available. */
-export function hasEligibleCandidate(group: GroupState, directNodeId: string | undefined, need: number, exclude?: string): boolean {
+export function hasEligibleCandidate(group: GroupState, want: Wanted, need: number, exclude?: string): boolean {
   for (const entry of group.entries) {
     const p = entry.provider;
-    if (isEligible(p) && fits(p, directNodeId, need) && p.id !== exclude) return true;
+    if (isEligible(p) && fits(p, want, need) && p.id !== exclude) return true;
   }
   return false;
 }

@@ -84,7 +84,7 @@ function checkQueues(v: SchedulerView, errors: string[]): void {
       if (item.heapIndex < 0) errors.push(`request ${item.requestId} has no deadline entry`);
       if (item.deadline <= v.now) errors.push(`request ${item.requestId} is past its deadline and still queued`);
       const need = contextNeed(item.estimatedTokens, v.longThreshold);
-      const free = pickCandidate(group, item.directNodeId, need, item.excludeProviderId);
+      const free = pickCandidate(group, item, need, item.excludeProviderId);
       if (free !== undefined) {
         errors.push(`request ${item.requestId} (${group.alias}) waits while ${free.provider.id} has a free slot`);
       }

@@ -3,6 +3,7 @@
 // (and their queues), kept in step with the config catalog. A config swap
 // rewrites configured fields in place; counts, connections and waiters stay.
 import type { Catalog } from './catalog.js';
+import { defaultEndpoints, endpointMask } from '../../shared/endpoints.js';
 import { GroupState, NodeState, ProviderState, type GroupEntry } from './state.js';
 
 export class Registry {
@@ -52,6 +53,7 @@ export class Registry {
       provider.capacity = Number.isFinite(capacity) && capacity > 0 ? Math.floor(capacity) : 0;
       provider.enabled = configured.config.enabled;
       provider.maxContextTokens = configured.config.maxContextTokens;
+      provider.endpoints = endpointMask(configured.config.endpoints ?? defaultEndpoints(configured.config.type));
       provider.servedModels = [];
     }
     for (const provider of this.providers.values()) {

@@ -10,11 +10,15 @@ import type { EdgeConfig } from '../../shared/config-types.js';
 import { buildCatalog } from './catalog.js';
 import {
   contextNeed,
+  groupServes,
   hasEligibleCandidate,
+  isEligible,
+  providerServes,
   hasFreeProvider,
   pickCandidate,
   retryAfterSec,
   servesOnNode,
+  type Wanted,
 } from './candidates.js';
 import { DeadlineHeap } from './deadline-heap.js';
 import { checkInvariants } from './invariants.js';
@@ -22,6 +26,7 @@ import { Registry } from './registry.js';
 import { Outliers, type Outcome, type OutlierStatus } from './outliers.js';
 import { Lease, QueueItem, type GroupEntry, type GroupState, type NodeState, type ProviderState } from './state.js';
 import { buildStatus } from './status.js';
+import type { ApiKind } from '../../shared/endpoints.js';
 import type {
   AdmitRequest,
   ConnectResult,
@@ -63,6 +68,8 @@ export interface CapacityExcess {
 }
 
 export class Scheduler {
+  /** Scratch for #wantOf: what the request being placed asks of its candidates. */
+  readonly #want: { directNodeId: string | undefined; api: ApiKind; pinnedProviderId: string | undefined } = { directNodeId: undefined, api: 0, pinnedProviderId: undefined };
   private readonly sink: SchedulerSink;
   private readonly registry = new Registry();
   /** Groups with a non-empty queue: what a pump walks. */
@@ -115,13 +122,19 @@ export class Scheduler {
       this.outbox.push(new Rejection(req.requestId, 'model_not_found', 0));
     } else if (req.directNodeId !== undefined && !servesOnNode(group, req.directNodeId)) {
       this.outbox.push(new Rejection(req.requestId, 'node_not_found', 0));
+    } else if (!groupServes(group, req.api ?? 0)) {
+      this.outbox.push(new Rejection(req.requestId, 'api_not_served', 0));
+    } else if (req.pinnedProviderId !== undefined && !pinnedServes(group, req.pinnedProviderId, req.api ?? 0)) {
+      this.outbox.push(new Rejection(req.requestId, 'pinned_provider_gone', 0));
     } else {
       const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
       const sessionKey = req.sessionKey ?? 0;
-      const entry = pickCandidate(group, req.directNodeId ?? this.affinityNode(group, sessionKey), need);
+      // A pinned request goes where its state is; otherwise a named session keeps to its node.
+      const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.affinityNode(group, sessionKey) : undefined);
+      const entry = pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
       const seq = ++this.lastSeq;
       if (entry !== undefined) {
-        this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey);
+        this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey, req.api ?? 0, req.pinnedProviderId);
       } else if (group.queue.length >= group.maxQueue) {
         group.rejected++;
         this.outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
@@ -135,6 +148,9 @@ export class Scheduler {
           now,
           now + group.queueTimeoutMs,
           0,
+          undefined,
+          req.api ?? 0,
+          req.pinnedProviderId,
         );
         item.sessionKey = sessionKey;
         group.queue.push(item);
@@ -304,8 +320,8 @@ export class Scheduler {
       (req.directNodeId === undefined || servesOnNode(group, req.directNodeId))
     ) {
       const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
-      if (hasEligibleCandidate(group, req.directNodeId, need, excludeProviderId)) {
-        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId);
+      if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
+        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         group.queue.insertBySeq(item);
         this.track(item);
@@ -332,7 +348,7 @@ export class Scheduler {
    * provider missing from it is no candidate for this connection
    * (undefined: all of them).
    */
-  connect(nodeId: string, now: number, announcedProviders?: readonly string[]): ConnectResult | undefined {
+  connect(nodeId: string, now: number, announcedProviders?: readonly string[], announcedEndpoints?: ReadonlyMap<string, number>): ConnectResult | undefined {
     this.expire(now);
     const node = this.registry.nodes.get(nodeId);
     if (node === undefined || !node.inCatalog) {
@@ -345,6 +361,7 @@ export class Scheduler {
     node.connectedSinceMs = now;
     node.draining = false; // draining belongs to a connection (the agent's Leaving)
     node.announced = announcedProviders === undefined ? undefined : new Set(announcedProviders);
+    node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
     this.pump();
     this.flush();
     return { generation: node.generation, fenced };
@@ -459,6 +476,8 @@ export class Scheduler {
     attempt: number,
     queuedMs: number,
     sessionKey: number,
+    api: ApiKind,
+    pinnedProviderId: string | undefined,
   ): void {
     const provider = entry.provider;
     const node = provider.node;
@@ -476,6 +495,8 @@ export class Scheduler {
       estimatedTokens,
       directNodeId,
       attempt,
+      api,
+      pinnedProviderId,
     );
     lease.sessionKey = sessionKey;
     if (sessionKey !== 0) pinSession(group, sessionKey, node.id);
@@ -550,6 +571,9 @@ export class Scheduler {
       now,
       now + group.queueTimeoutMs,
       1,
+      undefined,
+      lease.api,
+      lease.pinnedProviderId,
     );
     item.sessionKey = lease.sessionKey;
     group.queue.insertBySeq(item);
@@ -583,7 +607,7 @@ export class Scheduler {
       if (item === undefined || item.deadline > now) return;
       const group = item.group;
       const need = contextNeed(item.estimatedTokens, this.registry.longThreshold);
-      const code: RejectCode = hasEligibleCandidate(group, this.directOf(item), need, item.excludeProviderId)
+      const code: RejectCode = hasEligibleCandidate(group, this.#wantItem(item), need, item.excludeProviderId)
         ? 'queue_timeout'
         : 'no_provider_available';
       this.dequeue(item);
@@ -606,7 +630,7 @@ export class Scheduler {
     for (const group of this.waiting) {
       if (!hasFreeProvider(group)) continue;
       group.cursor = group.queue.head;
-      group.failUndirected = Infinity;
+      group.failUndirected.fill(Infinity);
       if (group.failByNode.size > 0) group.failByNode.clear();
       active.push(group);
     }
@@ -626,9 +650,9 @@ export class Scheduler {
       const item = group.cursor as QueueItem;
       group.cursor = item.next;
       const need = contextNeed(item.estimatedTokens, threshold);
-      const direct = this.directOf(item);
-      if (!knownToFail(group, direct, need)) {
-        const entry = pickCandidate(group, direct, need, item.excludeProviderId);
+      const want = this.#wantItem(item);
+      if (!knownToFail(group, want, need)) {
+        const entry = pickCandidate(group, want, need, item.excludeProviderId);
         if (entry !== undefined) {
           this.dequeue(item);
           this.grant(
@@ -641,10 +665,12 @@ export class Scheduler {
             item.attempt,
             this.now - item.enqueuedAt,
             item.sessionKey,
+            item.api,
+            item.pinnedProviderId,
           );
-        } else if (item.excludeProviderId === undefined) {
-          // A retry's candidate set is narrower than its peers': its failure proves nothing about theirs.
-          rememberFailure(group, direct, need);
+        } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined) {
+          // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs.
+          rememberFailure(group, want, need);
         }
       }
       // Stop walking a group once nothing of it is free (the common case
@@ -670,9 +696,22 @@ export class Scheduler {
     return node !== undefined && node.connected && !node.draining && servesOnNode(group, nodeId) ? nodeId : undefined;
   }
 
-  /** The node a queued item must go to: the one it named, else its session's (a retry elsewhere keeps neither). */
+  /** What a request asks of its candidates, in one reused object (the scheduler is synchronous). */
+  #wantOf(directNodeId: string | undefined, api: ApiKind | undefined, pinnedProviderId: string | undefined): Wanted {
+    const want = this.#want;
+    want.directNodeId = directNodeId;
+    want.api = api ?? 0;
+    want.pinnedProviderId = pinnedProviderId;
+    return want;
+  }
+
+  #wantItem(item: QueueItem): Wanted {
+    return this.#wantOf(this.directOf(item), item.api, item.pinnedProviderId);
+  }
+
+  /** The node a queued item must go to: the one it named, else its session's (a retry elsewhere, or a pinned request, keeps neither). */
   private directOf(item: QueueItem): string | undefined {
-    if (item.directNodeId !== undefined || item.excludeProviderId !== undefined) return item.directNodeId;
+    if (item.directNodeId !== undefined || item.excludeProviderId !== undefined || item.pinnedProviderId !== undefined) return item.directNodeId;
     return this.affinityNode(item.group, item.sessionKey);
   }
 
@@ -705,20 +744,33 @@ function pinSession(group: GroupState, sessionKey: number, nodeId: string): void
   if (affinity.size > MAX_SESSIONS_PER_GROUP) affinity.delete(affinity.keys().next().value as number);
 }
 
-function knownToFail(group: GroupState, directNodeId: string | undefined, need: number): boolean {
-  if (need >= group.failUndirected) return true;
-  if (directNodeId === undefined) return false;
-  const failed = group.failByNode.get(directNodeId);
+// The failure memo is per API: requests of another API have other candidates.
+function knownToFail(group: GroupState, want: Wanted, need: number): boolean {
+  const api = want.api ?? 0;
+  if (need >= group.failUndirected[api]) return true;
+  if (want.directNodeId === undefined) return false;
+  const failed = group.failByNode.get(api + '\0' + want.directNodeId);
   return failed !== undefined && need >= failed;
 }
 
-function rememberFailure(group: GroupState, directNodeId: string | undefined, need: number): void {
-  if (directNodeId === undefined) {
-    if (need < group.failUndirected) group.failUndirected = need;
+function rememberFailure(group: GroupState, want: Wanted, need: number): void {
+  const api = want.api ?? 0;
+  if (want.directNodeId === undefined) {
+    if (need < group.failUndirected[api]) group.failUndirected[api] = need;
     return;
   }
-  const failed = group.failByNode.get(directNodeId);
-  if (failed === undefined || need < failed) group.failByNode.set(directNodeId, need);
+  const key = api + '\0' + want.directNodeId;
+  const failed = group.failByNode.get(key);
+  if (failed === undefined || need < failed) group.failByNode.set(key, need);
+}
+
+/** The pinned provider is in the alias, connected, eligible and serves the API: otherwise its state is out of reach. */
+function pinnedServes(group: GroupState, providerId: string, api: ApiKind): boolean {
+  for (const entry of group.entries) {
+    const p = entry.provider;
+    if (p.id === providerId) return isEligible(p) && providerServes(p, api);
+  }
+  return false;
 }
 
 /** What a lease's end says about its provider's health. */

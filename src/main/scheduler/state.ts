@@ -3,6 +3,7 @@
 // configured fields are rewritten.
 import type { LeaseInfo } from '../../contract/scheduler.js';
 import { WaitQueue } from './wait-queue.js';
+import type { ApiKind } from '../../shared/endpoints.js';
 
 /** A request waiting in its group's queue. Owned by exactly one WaitQueue. */
 export class QueueItem {
@@ -24,6 +25,8 @@ export class QueueItem {
     readonly attempt: number,
     /** A retry never goes back to the provider that just failed it. */
     readonly excludeProviderId: string | undefined = undefined,
+    readonly api: ApiKind = 0,
+    readonly pinnedProviderId: string | undefined = undefined,
   ) {}
 
   /** The request's session key (0 = none): while its node is connected it only takes candidates there. */
@@ -41,6 +44,8 @@ export class NodeState {
   draining = false;
   /** Per connection: the provider ids the node announced at Register; undefined = every configured one (the caller did not say). */
   announced: ReadonlySet<string> | undefined = undefined;
+  /** Per connection: provider id -> endpoint mask the node announced; a provider absent here keeps its configured mask. */
+  announcedEndpoints: ReadonlyMap<string, number> | undefined = undefined;
   /** Live leases minted on this node, so fencing is O(its leases). */
   readonly leases = new Set<Lease>();
 
@@ -53,6 +58,8 @@ export class ProviderState {
   capacity = 0;
   maxContextTokens: number | undefined = undefined;
   enabled = false;
+  /** APIs it serves by config (bit mask of src/shared/endpoints.ts); a node's announcement overrides it. */
+  endpoints = 0;
   /** Always equals the number of live leases on this provider. */
   inFlight = 0;
   /** Distinct served model names, for status. */
@@ -93,9 +100,9 @@ export class GroupState {
   // that found no free candidate proves that every later item of this group
   // with the same or a narrower candidate set finds none either.
   cursor: QueueItem | null = null;
-  /** Smallest candidate-narrowing token count that failed for an undirected item. */
-  failUndirected = Infinity;
-  /** Same, per direct-dispatch node id. */
+  /** Per API: smallest candidate-narrowing token count that failed for an undirected item. */
+  readonly failUndirected: number[] = [Infinity, Infinity, Infinity, Infinity, Infinity];
+  /** Same, per API and direct-dispatch node id (key: api + '\0' + node id). */
   readonly failByNode = new Map<string, number>();
   /** Session key -> the node that last served it (least recently granted first; bounded). */
   readonly affinity = new Map<number, string>();
@@ -122,6 +129,8 @@ export class Lease {
     readonly estimatedTokens: number,
     readonly directNodeId: string | undefined,
     readonly attempt: number,
+    readonly api: ApiKind = 0,
+    readonly pinnedProviderId: string | undefined = undefined,
   ) {}
 
   info(): LeaseInfo {

@@ -1,5 +1,6 @@
 // The status snapshot (admin API, metrics): plain objects, sorted by id so
 // two snapshots of the same state compare equal. Not on the hot path.
+import { endpointsOfMask } from '../../shared/endpoints.js';
 import { contextNeed, fits } from './candidates.js';
 import type { Registry } from './registry.js';
 import type { ProviderState } from './state.js';
@@ -17,7 +18,7 @@ export function buildStatus(registry: Registry, liveLeases: number, now: number)
     for (let item = group.queue.head; item !== null; item = item.next) {
       const need = contextNeed(item.estimatedTokens, longThreshold);
       for (const { provider } of group.entries) {
-        if (fits(provider, item.directNodeId, need)) queued.set(provider, (queued.get(provider) ?? 0) + 1);
+        if (fits(provider, item, need)) queued.set(provider, (queued.get(provider) ?? 0) + 1);
       }
     }
   }
@@ -49,6 +50,7 @@ export function buildStatus(registry: Registry, liveLeases: number, now: number)
       enabled: p.enabled && p.inCatalog,
       draining: p.node.draining,
       servedModels: p.servedModels,
+      endpoints: endpointsOfMask(p.node.announcedEndpoints?.get(p.id) ?? p.endpoints),
     });
   }
   providerList.sort(byId);

@@ -11,6 +11,7 @@
 // connection: when it ends the connection ends and its lanes are closed
 // (here, and by fence records where they live); a lane that ends fails only
 // its own tunnels.
+import { endpointMask, isEndpoint } from '../../shared/endpoints.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
@@ -170,7 +171,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.joining.add(session.serial);
       this.port.joinLane(register.nodeId, session.serial, register.joinGeneration);
     } else {
-      this.port.register(register.nodeId, session.serial, register.providerIds);
+      this.port.register(register.nodeId, session.serial, register.providerIds, announcedEndpoints(register));
     }
     return undefined;
   }
@@ -303,4 +304,19 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   private accept(call: NodeCall): void {
     this.all.add(new NodeSession(call, this));
   }
+}
+
+/**
+ * Provider id -> endpoint mask the node announced; names this edge does not
+ * know are skipped (a newer agent). A provider it announced no endpoints for
+ * keeps the edge's config.
+ */
+function announcedEndpoints(register: Register): Map<string, number> | undefined {
+  if (register.providerEndpoints.length === 0) return undefined;
+  const out = new Map<string, number>();
+  for (const entry of register.providerEndpoints) {
+    if (!register.providerIds.includes(entry.providerId)) continue;
+    out.set(entry.providerId, endpointMask(entry.endpoints.filter(isEndpoint)));
+  }
+  return out;
 }

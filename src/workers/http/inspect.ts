@@ -33,7 +33,21 @@ export interface InspectOk {
   readonly stream: boolean;
   /** Exact prompt tokens, set only by the offload pool (large bodies); else the scheduler estimates from bytes. */
   readonly inputTokens?: number;
+  /** Which other top-level members each route requires were seen, and their shape (FIELD_* bits); see api-routes.ts. */
+  readonly fields: number;
+  /** Top-level `previous_response_id` when it is a string (Responses API affinity). */
+  readonly previousResponseId?: string;
 }
+
+// Top-level members the routes require (checked by api-routes.ts against these bits).
+export const FIELD_MESSAGES = 1;
+export const FIELD_MESSAGES_ARRAY = 2;
+export const FIELD_PROMPT = 4;
+export const FIELD_INPUT = 8;
+export const FIELD_MAX_TOKENS = 16;
+export const FIELD_MAX_TOKENS_INTEGER = 32;
+export const FIELD_PREVIOUS_RESPONSE_ID = 64;
+export const FIELD_PREVIOUS_RESPONSE_ID_STRING = 128;
 
 export interface InspectError {
   readonly ok: false;
@@ -62,6 +76,11 @@ const IN_ARRAY = 2;
 const MEMBER_OTHER = 0;
 const MEMBER_MODEL = 1;
 const MEMBER_STREAM = 2;
+const MEMBER_MESSAGES = 3;
+const MEMBER_PROMPT = 4;
+const MEMBER_INPUT = 5;
+const MEMBER_MAX_TOKENS = 6;
+const MEMBER_PREVIOUS_RESPONSE_ID = 7;
 
 // String scanning tiers (see scanString): bytes probed one by one, then
 // bytes checked word-wise for '"', '\' and controls, then native search.
@@ -124,6 +143,10 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
   let modelNotStringAt = -1;
   let duplicateModelAt = -1;
   let stream = false;
+  let fields = 0;
+  let previousStart = -1;
+  let previousEnd = -1;
+  let previousEscaped = false;
 
   for (;;) {
     let c = 0;
@@ -192,8 +215,11 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
       topIsObject = c === 0x7b;
     }
     if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      if (depth === 1 && member === MEMBER_MODEL) modelNotStringAt = valueStart;
-      else if (depth === 1 && member === MEMBER_STREAM) stream = false;
+      if (depth === 1 && member !== MEMBER_OTHER) {
+        if (member === MEMBER_MODEL) modelNotStringAt = valueStart;
+        else if (member === MEMBER_STREAM) stream = false;
+        else fields |= fieldBits(member, c, false);
+      }
       member = MEMBER_OTHER;
       if (++depth > maxDepth) {
         return fail(buf, i, 'too_deep', `JSON nesting deeper than ${maxDepth} levels at byte ${i}`);
@@ -227,8 +253,15 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
           modelEnd = i;
           modelEscaped = stringHasEscape;
         } else modelNotStringAt = valueStart;
-      } else {
+      } else if (member === MEMBER_STREAM) {
         stream = c === 0x74;
+      } else {
+        if (member === MEMBER_PREVIOUS_RESPONSE_ID && c === 0x22) {
+          previousStart = valueStart;
+          previousEnd = i;
+          previousEscaped = stringHasEscape;
+        }
+        fields |= fieldBits(member, c, c !== 0x22 && isIntegerToken(buf, valueStart, i));
       }
       member = MEMBER_OTHER;
     }
@@ -246,7 +279,9 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
   if (modelNotStringAt >= 0) return error('model_not_string', modelNotStringAt, `"model" must be a string (byte ${modelNotStringAt})`);
   if (modelEnd - modelStart === 2) return error('empty_model', modelStart, `"model" must not be empty (byte ${modelStart})`);
   const model = modelEscaped ? decodeJsonString(buf, modelStart + 1, modelEnd - 1) : buf.toString('utf8', modelStart + 1, modelEnd - 1);
-  return { ok: true, model, modelStart, modelEnd, stream };
+  if (previousStart < 0) return { ok: true, model, modelStart, modelEnd, stream, fields };
+  const previousResponseId = previousEscaped ? decodeJsonString(buf, previousStart + 1, previousEnd - 1) : buf.toString('utf8', previousStart + 1, previousEnd - 1);
+  return { ok: true, model, modelStart, modelEnd, stream, fields, previousResponseId };
 }
 
 /**
@@ -362,13 +397,49 @@ function scanLiteral(buf: Buffer, i: number, word: string): number {
 
 function classifyKey(buf: Buffer, start: number, end: number, escaped: boolean): number {
   if (!escaped) {
-    if (bytesEqualAscii(buf, start, end, 'model')) return MEMBER_MODEL;
-    if (bytesEqualAscii(buf, start, end, 'stream')) return MEMBER_STREAM;
-    return MEMBER_OTHER;
+    // By length first: most keys are none of these and cost one compare.
+    switch (end - start) {
+      case 5: return bytesEqualAscii(buf, start, end, 'model') ? MEMBER_MODEL : bytesEqualAscii(buf, start, end, 'input') ? MEMBER_INPUT : MEMBER_OTHER;
+      case 6: return bytesEqualAscii(buf, start, end, 'stream') ? MEMBER_STREAM : bytesEqualAscii(buf, start, end, 'prompt') ? MEMBER_PROMPT : MEMBER_OTHER;
+      case 8: return bytesEqualAscii(buf, start, end, 'messages') ? MEMBER_MESSAGES : MEMBER_OTHER;
+      case 10: return bytesEqualAscii(buf, start, end, 'max_tokens') ? MEMBER_MAX_TOKENS : MEMBER_OTHER;
+      case 20: return bytesEqualAscii(buf, start, end, 'previous_response_id') ? MEMBER_PREVIOUS_RESPONSE_ID : MEMBER_OTHER;
+      default: return MEMBER_OTHER;
+    }
   }
   // An escaped key such as "mo\u0064el" is still "model" to every parser.
-  const key = decodeJsonString(buf, start, end);
-  return key === 'model' ? MEMBER_MODEL : key === 'stream' ? MEMBER_STREAM : MEMBER_OTHER;
+  return MEMBER_OF_KEY.get(decodeJsonString(buf, start, end)) ?? MEMBER_OTHER;
+}
+
+const MEMBER_OF_KEY: ReadonlyMap<string, number> = new Map([
+  ['model', MEMBER_MODEL],
+  ['stream', MEMBER_STREAM],
+  ['messages', MEMBER_MESSAGES],
+  ['prompt', MEMBER_PROMPT],
+  ['input', MEMBER_INPUT],
+  ['max_tokens', MEMBER_MAX_TOKENS],
+  ['previous_response_id', MEMBER_PREVIOUS_RESPONSE_ID],
+]);
+
+/** FIELD_* bits for a tracked member whose value starts with byte `c`. */
+function fieldBits(member: number, c: number, integer: boolean): number {
+  switch (member) {
+    case MEMBER_MESSAGES: return c === 0x5b ? FIELD_MESSAGES | FIELD_MESSAGES_ARRAY : FIELD_MESSAGES;
+    case MEMBER_PROMPT: return FIELD_PROMPT;
+    case MEMBER_INPUT: return FIELD_INPUT;
+    case MEMBER_MAX_TOKENS: return integer ? FIELD_MAX_TOKENS | FIELD_MAX_TOKENS_INTEGER : FIELD_MAX_TOKENS;
+    case MEMBER_PREVIOUS_RESPONSE_ID: return c === 0x22 ? FIELD_PREVIOUS_RESPONSE_ID | FIELD_PREVIOUS_RESPONSE_ID_STRING : FIELD_PREVIOUS_RESPONSE_ID;
+    default: return 0;
+  }
+}
+
+/** A JSON number token with neither fraction nor exponent. */
+function isIntegerToken(buf: Buffer, start: number, end: number): boolean {
+  let i = start;
+  if (buf[i] === 0x2d) i++;
+  if (i >= end) return false;
+  for (; i < end; i++) if (buf[i] < 0x30 || buf[i] > 0x39) return false;
+  return true;
 }
 
 // --- errors -----------------------------------------------------------------

@@ -5,13 +5,16 @@
 // every terminal path and let the scheduler say which call counted).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
-import { errorBody, Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
+import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
+import { Api } from '../../shared/endpoints.js';
+import { MESSAGES, type ApiRoute } from './api-routes.js';
+import { responseIdFromHead } from './response-affinity.js';
 import type { Grant, ReleaseReason } from '../../contract/scheduler.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
-import { StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
+import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import type { InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
 import { overheadAtHeadersMs } from '../observe/exchange-observer.js';
@@ -20,8 +23,8 @@ export const kExchange = Symbol('edge.exchange');
 
 type ExchangeState = 'admitting' | 'dispatched' | 'streaming' | 'done';
 
-const SSE_ERROR_PREFIX = 'data: ';
-const SSE_ERROR_SUFFIX = '\n\n';
+/** How much of a response's head is kept for what it says (a stored response's id, a Messages stream's input count). */
+const HEAD_BYTES = 16 * 1024;
 const SSE_KEEPALIVE = ': keepalive\n\n';
 
 /**
@@ -40,6 +43,8 @@ export interface ExchangeOwner {
   /** Its first response body byte went to the client. */
   firstByte(exchange: ProxyExchange): void;
   forget(exchange: ProxyExchange): void;
+  /** A Responses API body named its response id: later requests for it go to this exchange's provider. */
+  rememberResponse(exchange: ProxyExchange, responseId: string): void;
 }
 
 export class ProxyExchange implements TunnelConsumer {
@@ -69,6 +74,11 @@ export class ProxyExchange implements TunnelConsumer {
   attempts = 0;
   /** The message of the error it ended with (run records). */
   errorMessage: string | undefined;
+  /** First bytes of the body, while a route still reads them (see captureHead). */
+  private head: Buffer | undefined;
+  private capturing = false;
+  /** The stored response's id (Responses API), once read from the body's head. */
+  responseId: string | undefined;
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
   requestTag = '';
   startedAt = 0;
@@ -88,6 +98,9 @@ export class ProxyExchange implements TunnelConsumer {
     readonly response: ServerResponse,
     readonly body: Buffer,
     readonly info: InspectOk,
+    readonly route: ApiRoute,
+    /** The provider this request must go to (it holds the state the request names); undefined = any. */
+    readonly pinnedProviderId: string | undefined = undefined,
   ) {}
 
   // --- tunnel frames -------------------------------------------------------
@@ -101,6 +114,7 @@ export class ProxyExchange implements TunnelConsumer {
       // can only be taken as is when it agrees; otherwise it becomes an error event.
       this.markHeaders(status);
       this.tail = new StreamTail();
+      this.startCapture(status);
       if (status < 200 || status >= 300) {
         this.session?.cancelTunnel(this.tunnelId, 'provider error after keepalive');
         this.fail(Errors.upstreamError, `the provider answered HTTP ${status}`, 'error');
@@ -133,6 +147,31 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     if (this.isEventStream) this.tail = new StreamTail();
+    this.startCapture(status);
+  }
+
+  /** A created Response's id, or a Messages stream's message_start, is read from the body's head. */
+  private startCapture(status: number): void {
+    if (status < 200 || status >= 300) return;
+    if (this.route.api === Api.responses) this.capturing = this.request.method === 'POST';
+    else this.capturing = this.route === MESSAGES && this.isEventStream;
+  }
+
+  private captureHead(bytes: Uint8Array): void {
+    const chunk = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const head = this.head === undefined ? Buffer.from(chunk) : Buffer.concat([this.head, chunk]);
+    this.head = head;
+    if (this.route.api === Api.responses) {
+      const id = responseIdFromHead(head);
+      if (id !== undefined) {
+        this.responseId = id;
+        this.capturing = false;
+        this.head = undefined;
+        this.plane.rememberResponse(this, id);
+        return;
+      }
+    }
+    if (head.length >= HEAD_BYTES) this.capturing = false;
   }
 
   onData(bytes: Uint8Array): void {
@@ -140,6 +179,7 @@ export class ProxyExchange implements TunnelConsumer {
     this.deadlines?.onFrame();
     this.markData(bytes.length);
     this.tail?.push(bytes);
+    if (this.capturing) this.captureHead(bytes);
     const window = this.window;
     if (window === undefined) {
       this.response.write(bytes);
@@ -171,6 +211,11 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state !== 'streaming') return;
     this.endAt = performance.now();
     this.usage = this.tail?.usage();
+    if (this.usage !== undefined && this.usage.promptTokens === 0 && this.head !== undefined) {
+      // Messages: message_delta has only output_tokens; the input count is in message_start.
+      const input = inputTokensFromHead(this.head);
+      if (input !== undefined) this.usage = { promptTokens: input, completionTokens: this.usage.completionTokens };
+    }
     // A 5xx other than 503 (overload) is the provider failing, relayed as is; it counts toward ejection.
     this.finish(this.status >= 500 && this.status !== 503 ? 'provider_failed' : 'end');
     this.response.end();
@@ -251,9 +296,9 @@ export class ProxyExchange implements TunnelConsumer {
     this.plane.forget(this);
     if (this.response.headersSent && this.isEventStream) {
       // Keepalives already committed a 200 event stream: the error goes in-band.
-      this.response.end(SSE_ERROR_PREFIX + errorBody(spec, message) + SSE_ERROR_SUFFIX);
+      this.response.end(this.route.errors.streamError(spec, message, this.responseId));
     } else {
-      this.status = spec.status;
+      this.status = this.route.errors.status(spec);
       this.writeError(spec, message, retryAfterSec);
     }
     this.plane.exchangeFinished(this, spec.code);
@@ -262,15 +307,15 @@ export class ProxyExchange implements TunnelConsumer {
   /** Ends with an error at whatever point the exchange is, releasing the lease. */
   fail(spec: GatewayErrorSpec, message: string | undefined, reason: ReleaseReason): void {
     const wasStreaming = this.state === 'streaming' || this.response.headersSent;
-    if (!wasStreaming) this.status = spec.status;
+    if (!wasStreaming) this.status = this.route.errors.status(spec);
     if (this.state !== 'done') this.errorMessage = message ?? spec.message;
     this.finish(reason);
     if (!wasStreaming) {
       this.writeError(spec, message, 0);
     } else if (this.isEventStream) {
-      // Mid-stream: headers are gone, so tell SSE clients in-band (the
-      // OpenAI SDK raises on an `error` event payload), then end cleanly.
-      this.response.end(SSE_ERROR_PREFIX + errorBody(spec, message) + SSE_ERROR_SUFFIX);
+      // Mid-stream: headers are gone, so tell SSE clients in-band, in the
+      // API's own events (the SDKs raise them), then end cleanly.
+      this.response.end(this.route.errors.streamError(spec, message, this.responseId));
     } else {
       // A truncated JSON body must not look complete: cut the connection.
       this.response.destroy();
@@ -316,8 +361,8 @@ export class ProxyExchange implements TunnelConsumer {
       headers['x-edge-provider'] = this.grant.providerId;
       headers['x-edge-queue-ms'] = String(Math.round(this.grant.queuedMs));
     }
-    res.writeHead(spec.status, headers);
-    res.end(errorBody(spec, message));
+    res.writeHead(this.route.errors.status(spec), headers);
+    res.end(this.route.errors.body(spec, message));
   }
 }
 

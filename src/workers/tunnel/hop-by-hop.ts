@@ -9,6 +9,7 @@ const NOT_FORWARDED_UPSTREAM = new Set([
   'host',
   'content-length', // the body is rewritten; the agent sets the real length
   'authorization', // the client's credentials never reach a provider
+  'x-api-key', // nor an Anthropic client's
   'cookie',
   'x-edge-node',
   'expect',

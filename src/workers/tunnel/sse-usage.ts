@@ -2,6 +2,11 @@
 // chunk: OpenAI-compatible providers put `usage` in the last data event, so
 // only the tail of the stream is scanned, once, at END. The relay keeps
 // references to the last DATA frames (no copies) and hands them here.
+// The other APIs name the counts differently and are read the same way:
+// the Responses API's `response.completed` carries `usage` with
+// input_tokens / output_tokens; the Messages API's `message_delta` carries
+// output_tokens (and, from newer servers, input_tokens), while its input
+// count otherwise sits in `message_start` at the head of the stream.
 
 export interface TokenUsage {
   readonly promptTokens: number;
@@ -9,8 +14,10 @@ export interface TokenUsage {
 }
 
 const USAGE_KEY = Buffer.from('"usage"');
-const PROMPT = /"prompt_tokens"\s*:\s*(\d+)/;
-const COMPLETION = /"completion_tokens"\s*:\s*(\d+)/;
+const PROMPT = /"(?:prompt|input)_tokens"\s*:\s*(\d+)/;
+const COMPLETION = /"(?:completion|output)_tokens"\s*:\s*(\d+)/;
+/** Longest `usage` object read; usage objects are a few hundred bytes. */
+const USAGE_OBJECT_BYTES = 1024;
 /** Enough for a usage object and the [DONE] event after it. */
 export const USAGE_TAIL_BYTES = 2048;
 
@@ -19,12 +26,30 @@ export function usageFromTail(frames: readonly Uint8Array[]): TokenUsage | undef
   const tail = frames.length === 1 ? Buffer.from(frames[0].buffer, frames[0].byteOffset, frames[0].byteLength) : Buffer.concat(frames);
   const at = tail.lastIndexOf(USAGE_KEY);
   if (at < 0) return undefined;
-  const end = tail.indexOf(0x7d /* } */, at);
-  const text = tail.toString('latin1', at, end < 0 ? tail.length : end + 1);
+  const text = tail.toString('latin1', at, objectEnd(tail, at));
   const prompt = PROMPT.exec(text);
   const completion = COMPLETION.exec(text);
   if (!prompt && !completion) return undefined;
   return { promptTokens: prompt ? Number(prompt[1]) : 0, completionTokens: completion ? Number(completion[1]) : 0 };
+}
+
+/** Past the `{...}` value that follows `"usage"` at `at` (nested details objects included), capped. */
+function objectEnd(buf: Buffer, at: number): number {
+  const limit = Math.min(buf.length, at + USAGE_OBJECT_BYTES);
+  let depth = 0;
+  for (let i = at + USAGE_KEY.length; i < limit; i++) {
+    const c = buf[i];
+    if (c === 0x7b) depth++;
+    else if (c === 0x7d && --depth <= 0) return i + 1;
+  }
+  return limit;
+}
+
+/** The Messages stream's input count from its head (`message_start`), when message_delta left it out. */
+export function inputTokensFromHead(head: Uint8Array): number | undefined {
+  const text = Buffer.from(head.buffer, head.byteOffset, head.byteLength).toString('latin1');
+  const match = /"input_tokens"\s*:\s*(\d+)/.exec(text);
+  return match === null ? undefined : Number(match[1]);
 }
 
 /** Keeps references to the newest frames covering at least USAGE_TAIL_BYTES. */

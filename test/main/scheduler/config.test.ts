@@ -134,6 +134,7 @@ test('status reports every node, provider and group', () => {
       enabled: true,
       draining: false,
       servedModels: ['m-a'],
+      endpoints: ['chat', 'completions', 'embeddings'],
     },
     {
       id: 'b',
@@ -147,6 +148,7 @@ test('status reports every node, provider and group', () => {
       enabled: true,
       draining: false,
       servedModels: ['m-b'],
+      endpoints: ['chat', 'completions', 'embeddings'],
     },
   ]);
   assert.deepEqual(

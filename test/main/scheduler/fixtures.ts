@@ -3,6 +3,7 @@
 import { parseEdgeConfig } from '../../../src/main/config.js';
 import type { EdgeConfig, ModelConfig, NodeConfig, ProviderConfig } from '../../../src/shared/config-types.js';
 import { Scheduler } from '../../../src/main/scheduler/scheduler.js';
+import type { Endpoint } from '../../../src/shared/endpoints.js';
 import type { AdmitRequest, Grant, RejectCode, SchedulerSink } from '../../../src/contract/scheduler.js';
 
 /** Every limit at its documented default (the scheduler reads none of them). */
@@ -13,6 +14,8 @@ export interface ProviderSpec {
   readonly capacity?: number;
   readonly maxContextTokens?: number;
   readonly enabled?: boolean;
+  /** The APIs it serves (default: openai_compat's chat, completions, embeddings). */
+  readonly endpoints?: readonly Endpoint[];
 }
 
 export interface ModelSpec {
@@ -41,6 +44,7 @@ export function makeConfig(spec: ConfigSpec): EdgeConfig {
         capacity: p.capacity ?? 1,
         maxContextTokens: p.maxContextTokens,
         enabled: p.enabled ?? true,
+        ...(p.endpoints === undefined ? {} : { endpoints: p.endpoints }),
       }),
     ),
   }));

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file edge/v1/tunnel.proto.
  */
 export const file_edge_v1_tunnel: GenFile = /*@__PURE__*/
-  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyLoAgoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASIwoHY29tbWFuZBgUIAEoCzIQLmVkZ2UudjEuQ29tbWFuZEgAQgUKA21zZyKUAQoIUmVnaXN0ZXISDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAMgASgJEhQKDHByb3ZpZGVyX2lkcxgEIAMoCRIMCgRsYW5lGAUgASgNEhcKD2pvaW5fZ2VuZXJhdGlvbhgGIAEoDRIUCgxjYXBhYmlsaXRpZXMYFCADKAkilQEKClJlZ2lzdGVyZWQSEgoKZ2VuZXJhdGlvbhgBIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYAyABKA0SHQoVbWF4X2ZyYW1lX2JhdGNoX2J5dGVzGAQgASgNEhcKD21heF9mcmFtZV9ieXRlcxgFIAEoDSIaCghSZWplY3RlZBIOCgZyZWFzb24YASABKAkiHAoJSGVhcnRiZWF0Eg8KB3VuaXhfbXMYASABKAEiGQoHTGVhdmluZxIOCgZyZWFzb24YASABKAkiswMKDVR1bm5lbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCXR1bm5lbF9pZBgCIAEoDRITCgtwcm92aWRlcl9pZBgDIAEoCRIhCgdhZGFwdGVyGAQgASgOMhAuZWRnZS52MS5BZGFwdGVyEg4KBnRhcmdldBgFIAEoCRIOCgZtZXRob2QYBiABKAkSDAoEcGF0aBgHIAEoCRIgCgdoZWFkZXJzGAggAygLMg8uZWRnZS52MS5IZWFkZXISDAoEYm9keRgJIAEoDBIOCgZzdHJlYW0YCiABKAgSEgoKdGltZW91dF9tcxgLIAEoDRI2CghtZXRhZGF0YRgMIAMoCzIkLmVkZ2UudjEuVHVubmVsUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhIKCnNlc3Npb25faWQYDSABKAkSFgoOaW5pdGlhbF9jcmVkaXQYDiABKA0SFwoPdHRmYl90aW1lb3V0X21zGA8gASgNEhcKD2lkbGVfdGltZW91dF9tcxgQIAEoDRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJQoGSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiugEKC1R1bm5lbEZyYW1lEhEKCXR1bm5lbF9pZBgBIAEoDRILCgNzZXEYAiABKA0SIAoEa2luZBgDIAEoDjISLmVkZ2UudjEuRnJhbWVLaW5kEg4KBnN0YXR1cxgEIAEoDRIgCgdoZWFkZXJzGAUgAygLMg8uZWRnZS52MS5IZWFkZXISDAoEZGF0YRgGIAEoDBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkiMgoKRnJhbWVCYXRjaBIkCgZmcmFtZXMYASADKAsyFC5lZGdlLnYxLlR1bm5lbEZyYW1lIjEKDFR1bm5lbENhbmNlbBIRCgl0dW5uZWxfaWQYASABKA0SDgoGcmVhc29uGAIgASgJIi4KCkZsb3dDcmVkaXQSEQoJdHVubmVsX2lkGAEgASgNEg0KBWJ5dGVzGAIgASgNIj4KDUNvbmZpZ1JlZnJlc2gSFQoNY2hhbmdlZF9wYXRocxgBIAMoCRIWCg5jb25maWdfdmVyc2lvbhgCIAEoDSKPAQoHQ29tbWFuZBIKCgJpZBgBIAEoDRIMCgRraW5kGAIgASgJEigKBGFyZ3MYAyADKAsyGi5lZGdlLnYxLkNvbW1hbmQuQXJnc0VudHJ5EhMKC2RlYWRsaW5lX21zGAQgASgNGisKCUFyZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlEKDUNvbW1hbmRSZXN1bHQSCgoCaWQYASABKA0SDgoGc3RhdHVzGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSEwoLcmVzdWx0X2pzb24YBCABKAkqdAoHQWRhcHRlchIXChNBREFQVEVSX1VOU1BFQ0lGSUVEEAASEgoOQURBUFRFUl9PTExBTUEQARIQCgxBREFQVEVSX1ZMTE0QAhIZChVBREFQVEVSX09QRU5BSV9DT01QQVQQAxIPCgtBREFQVEVSX0NMSRAEKn4KCUZyYW1lS2luZBIaChZGUkFNRV9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSRlJBTUVfS0lORF9IRUFERVJTEAESEwoPRlJBTUVfS0lORF9EQVRBEAISEgoORlJBTUVfS0lORF9FTkQQAxIUChBGUkFNRV9LSU5EX0VSUk9SEAQyRwoKTm9kZVR1bm5lbBI5CgdDb25uZWN0EhQuZWRnZS52MS5Ob2RlTWVzc2FnZRoULmVkZ2UudjEuRWRnZU1lc3NhZ2UoATABYgZwcm90bzM");
+  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyLoAgoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASIwoHY29tbWFuZBgUIAEoCzIQLmVkZ2UudjEuQ29tbWFuZEgAQgUKA21zZyLMAQoIUmVnaXN0ZXISDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAMgASgJEhQKDHByb3ZpZGVyX2lkcxgEIAMoCRIMCgRsYW5lGAUgASgNEhcKD2pvaW5fZ2VuZXJhdGlvbhgGIAEoDRIUCgxjYXBhYmlsaXRpZXMYFCADKAkSNgoScHJvdmlkZXJfZW5kcG9pbnRzGAcgAygLMhouZWRnZS52MS5Qcm92aWRlckVuZHBvaW50cyI7ChFQcm92aWRlckVuZHBvaW50cxITCgtwcm92aWRlcl9pZBgBIAEoCRIRCgllbmRwb2ludHMYAiADKAkilQEKClJlZ2lzdGVyZWQSEgoKZ2VuZXJhdGlvbhgBIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYAyABKA0SHQoVbWF4X2ZyYW1lX2JhdGNoX2J5dGVzGAQgASgNEhcKD21heF9mcmFtZV9ieXRlcxgFIAEoDSIaCghSZWplY3RlZBIOCgZyZWFzb24YASABKAkiHAoJSGVhcnRiZWF0Eg8KB3VuaXhfbXMYASABKAEiGQoHTGVhdmluZxIOCgZyZWFzb24YASABKAkiswMKDVR1bm5lbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCXR1bm5lbF9pZBgCIAEoDRITCgtwcm92aWRlcl9pZBgDIAEoCRIhCgdhZGFwdGVyGAQgASgOMhAuZWRnZS52MS5BZGFwdGVyEg4KBnRhcmdldBgFIAEoCRIOCgZtZXRob2QYBiABKAkSDAoEcGF0aBgHIAEoCRIgCgdoZWFkZXJzGAggAygLMg8uZWRnZS52MS5IZWFkZXISDAoEYm9keRgJIAEoDBIOCgZzdHJlYW0YCiABKAgSEgoKdGltZW91dF9tcxgLIAEoDRI2CghtZXRhZGF0YRgMIAMoCzIkLmVkZ2UudjEuVHVubmVsUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhIKCnNlc3Npb25faWQYDSABKAkSFgoOaW5pdGlhbF9jcmVkaXQYDiABKA0SFwoPdHRmYl90aW1lb3V0X21zGA8gASgNEhcKD2lkbGVfdGltZW91dF9tcxgQIAEoDRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJQoGSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiugEKC1R1bm5lbEZyYW1lEhEKCXR1bm5lbF9pZBgBIAEoDRILCgNzZXEYAiABKA0SIAoEa2luZBgDIAEoDjISLmVkZ2UudjEuRnJhbWVLaW5kEg4KBnN0YXR1cxgEIAEoDRIgCgdoZWFkZXJzGAUgAygLMg8uZWRnZS52MS5IZWFkZXISDAoEZGF0YRgGIAEoDBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkiMgoKRnJhbWVCYXRjaBIkCgZmcmFtZXMYASADKAsyFC5lZGdlLnYxLlR1bm5lbEZyYW1lIjEKDFR1bm5lbENhbmNlbBIRCgl0dW5uZWxfaWQYASABKA0SDgoGcmVhc29uGAIgASgJIi4KCkZsb3dDcmVkaXQSEQoJdHVubmVsX2lkGAEgASgNEg0KBWJ5dGVzGAIgASgNIj4KDUNvbmZpZ1JlZnJlc2gSFQoNY2hhbmdlZF9wYXRocxgBIAMoCRIWCg5jb25maWdfdmVyc2lvbhgCIAEoDSKPAQoHQ29tbWFuZBIKCgJpZBgBIAEoDRIMCgRraW5kGAIgASgJEigKBGFyZ3MYAyADKAsyGi5lZGdlLnYxLkNvbW1hbmQuQXJnc0VudHJ5EhMKC2RlYWRsaW5lX21zGAQgASgNGisKCUFyZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlEKDUNvbW1hbmRSZXN1bHQSCgoCaWQYASABKA0SDgoGc3RhdHVzGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSEwoLcmVzdWx0X2pzb24YBCABKAkqdAoHQWRhcHRlchIXChNBREFQVEVSX1VOU1BFQ0lGSUVEEAASEgoOQURBUFRFUl9PTExBTUEQARIQCgxBREFQVEVSX1ZMTE0QAhIZChVBREFQVEVSX09QRU5BSV9DT01QQVQQAxIPCgtBREFQVEVSX0NMSRAEKn4KCUZyYW1lS2luZBIaChZGUkFNRV9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSRlJBTUVfS0lORF9IRUFERVJTEAESEwoPRlJBTUVfS0lORF9EQVRBEAISEgoORlJBTUVfS0lORF9FTkQQAxIUChBGUkFNRV9LSU5EX0VSUk9SEAQyRwoKTm9kZVR1bm5lbBI5CgdDb25uZWN0EhQuZWRnZS52MS5Ob2RlTWVzc2FnZRoULmVkZ2UudjEuRWRnZU1lc3NhZ2UoATABYgZwcm90bzM");
 
 /**
  * node -> edge
@@ -193,6 +193,17 @@ export type Register = Message<"edge.v1.Register"> & {
    * @generated from field: repeated string capabilities = 20;
    */
   capabilities: string[];
+
+  /**
+   * The client APIs each announced provider serves natively ("chat",
+   * "completions", "embeddings", "messages", "responses"), from the agent's
+   * config or its type's defaults. A provider absent here (an agent that
+   * predates this field) keeps the edge's own config for it. Names the edge
+   * does not know are ignored, so newer agents stay compatible.
+   *
+   * @generated from field: repeated edge.v1.ProviderEndpoints provider_endpoints = 7;
+   */
+  providerEndpoints: ProviderEndpoints[];
 };
 
 /**
@@ -201,6 +212,28 @@ export type Register = Message<"edge.v1.Register"> & {
  */
 export const RegisterSchema: GenMessage<Register> = /*@__PURE__*/
   messageDesc(file_edge_v1_tunnel, 2);
+
+/**
+ * @generated from message edge.v1.ProviderEndpoints
+ */
+export type ProviderEndpoints = Message<"edge.v1.ProviderEndpoints"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+
+  /**
+   * @generated from field: repeated string endpoints = 2;
+   */
+  endpoints: string[];
+};
+
+/**
+ * Describes the message edge.v1.ProviderEndpoints.
+ * Use `create(ProviderEndpointsSchema)` to create a new message.
+ */
+export const ProviderEndpointsSchema: GenMessage<ProviderEndpoints> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 3);
 
 /**
  * @generated from message edge.v1.Registered
@@ -246,7 +279,7 @@ export type Registered = Message<"edge.v1.Registered"> & {
  * Use `create(RegisteredSchema)` to create a new message.
  */
 export const RegisteredSchema: GenMessage<Registered> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 3);
+  messageDesc(file_edge_v1_tunnel, 4);
 
 /**
  * @generated from message edge.v1.Rejected
@@ -263,7 +296,7 @@ export type Rejected = Message<"edge.v1.Rejected"> & {
  * Use `create(RejectedSchema)` to create a new message.
  */
 export const RejectedSchema: GenMessage<Rejected> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 4);
+  messageDesc(file_edge_v1_tunnel, 5);
 
 /**
  * @generated from message edge.v1.Heartbeat
@@ -282,7 +315,7 @@ export type Heartbeat = Message<"edge.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 5);
+  messageDesc(file_edge_v1_tunnel, 6);
 
 /**
  * The node is shutting down: it takes no new tunnels and finishes open ones.
@@ -301,7 +334,7 @@ export type Leaving = Message<"edge.v1.Leaving"> & {
  * Use `create(LeavingSchema)` to create a new message.
  */
 export const LeavingSchema: GenMessage<Leaving> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 6);
+  messageDesc(file_edge_v1_tunnel, 7);
 
 /**
  * @generated from message edge.v1.TunnelRequest
@@ -404,7 +437,7 @@ export type TunnelRequest = Message<"edge.v1.TunnelRequest"> & {
  * Use `create(TunnelRequestSchema)` to create a new message.
  */
 export const TunnelRequestSchema: GenMessage<TunnelRequest> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 7);
+  messageDesc(file_edge_v1_tunnel, 8);
 
 /**
  * @generated from message edge.v1.Header
@@ -426,7 +459,7 @@ export type Header = Message<"edge.v1.Header"> & {
  * Use `create(HeaderSchema)` to create a new message.
  */
 export const HeaderSchema: GenMessage<Header> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 8);
+  messageDesc(file_edge_v1_tunnel, 9);
 
 /**
  * @generated from message edge.v1.TunnelFrame
@@ -486,7 +519,7 @@ export type TunnelFrame = Message<"edge.v1.TunnelFrame"> & {
  * Use `create(TunnelFrameSchema)` to create a new message.
  */
 export const TunnelFrameSchema: GenMessage<TunnelFrame> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 9);
+  messageDesc(file_edge_v1_tunnel, 10);
 
 /**
  * Frames of any tunnels, in the order they were produced, as one message:
@@ -508,7 +541,7 @@ export type FrameBatch = Message<"edge.v1.FrameBatch"> & {
  * Use `create(FrameBatchSchema)` to create a new message.
  */
 export const FrameBatchSchema: GenMessage<FrameBatch> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 10);
+  messageDesc(file_edge_v1_tunnel, 11);
 
 /**
  * @generated from message edge.v1.TunnelCancel
@@ -530,7 +563,7 @@ export type TunnelCancel = Message<"edge.v1.TunnelCancel"> & {
  * Use `create(TunnelCancelSchema)` to create a new message.
  */
 export const TunnelCancelSchema: GenMessage<TunnelCancel> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 11);
+  messageDesc(file_edge_v1_tunnel, 12);
 
 /**
  * Adds `bytes` to the tunnel's send window.
@@ -554,7 +587,7 @@ export type FlowCredit = Message<"edge.v1.FlowCredit"> & {
  * Use `create(FlowCreditSchema)` to create a new message.
  */
 export const FlowCreditSchema: GenMessage<FlowCredit> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 12);
+  messageDesc(file_edge_v1_tunnel, 13);
 
 /**
  * @generated from message edge.v1.ConfigRefresh
@@ -576,7 +609,7 @@ export type ConfigRefresh = Message<"edge.v1.ConfigRefresh"> & {
  * Use `create(ConfigRefreshSchema)` to create a new message.
  */
 export const ConfigRefreshSchema: GenMessage<ConfigRefresh> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 13);
+  messageDesc(file_edge_v1_tunnel, 14);
 
 /**
  * An operator's command for the node (refresh_config, drain, undrain, probe,
@@ -612,7 +645,7 @@ export type Command = Message<"edge.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 14);
+  messageDesc(file_edge_v1_tunnel, 15);
 
 /**
  * @generated from message edge.v1.CommandResult
@@ -648,7 +681,7 @@ export type CommandResult = Message<"edge.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 15);
+  messageDesc(file_edge_v1_tunnel, 16);
 
 /**
  * @generated from enum edge.v1.Adapter

@@ -1,0 +1,128 @@
+// The mock's Anthropic Messages and OpenAI Responses wire formats, exactly as
+// those APIs (and so their official SDKs) shape them: whole bodies, and SSE
+// streams as a preamble, one event per token, and a closing sequence. The
+// mock's streaming loop (exchange.ts) asks for those three pieces per API.
+//
+// Messages stream: message_start, content_block_start, (ping), one
+// content_block_delta per token, content_block_stop, message_delta (stop
+// reason and usage), message_stop.
+// Responses stream: response.created, response.in_progress,
+// response.output_item.added, response.content_part.added, one
+// response.output_text.delta per token, response.output_text.done,
+// response.content_part.done, response.output_item.done, response.completed.
+import type { Usage } from './responses.js';
+
+export type ApiKindOfMock = 'messages' | 'responses';
+
+function sse(event: string, data: string): string {
+  return `event: ${event}\ndata: ${data}\n\n`;
+}
+
+// --- Anthropic Messages ------------------------------------------------------
+
+function messageJson(id: string, modelJson: string, text: string | undefined, usage: Usage, done: boolean): string {
+  const content = text === undefined ? '[]' : `[{"type":"text","text":${JSON.stringify(text)}}]`;
+  const stop = done ? '"end_turn"' : 'null';
+  return `{"id":"${id}","type":"message","role":"assistant","model":${modelJson},"content":${content},"stop_reason":${stop},"stop_sequence":null,"usage":{"input_tokens":${usage.promptTokens},"output_tokens":${done ? usage.completionTokens : 1}}}`;
+}
+
+export function messageBody(id: string, modelJson: string, text: string, usage: Usage): string {
+  return messageJson(id, modelJson, text, usage, true);
+}
+
+export function countTokensBody(inputTokens: number): string {
+  return `{"input_tokens":${inputTokens}}`;
+}
+
+export function messagePreamble(id: string, modelJson: string, usage: Usage): string {
+  return (
+    sse('message_start', `{"type":"message_start","message":${messageJson(id, modelJson, undefined, usage, false)}}`) +
+    sse('content_block_start', '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}') +
+    sse('ping', '{"type": "ping"}')
+  );
+}
+
+export function messageDelta(text: string): string {
+  return sse('content_block_delta', `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}`);
+}
+
+export function messageClosing(usage: Usage): string {
+  return (
+    sse('content_block_stop', '{"type":"content_block_stop","index":0}') +
+    sse('message_delta', `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":${usage.completionTokens}}}`) +
+    sse('message_stop', '{"type":"message_stop"}')
+  );
+}
+
+/** Anthropic's error body. */
+export function anthropicError(type: string, message: string): string {
+  return JSON.stringify({ type: 'error', error: { type, message } });
+}
+
+// --- OpenAI Responses --------------------------------------------------------
+
+export interface ResponseIds {
+  readonly id: string;
+  readonly itemId: string;
+  readonly createdAt: number;
+  readonly modelJson: string;
+  readonly previousResponseId: string | undefined;
+}
+
+function usageJson(usage: Usage): string {
+  const { promptTokens, completionTokens } = usage;
+  return `{"input_tokens":${promptTokens},"input_tokens_details":{"cached_tokens":0},"output_tokens":${completionTokens},"output_tokens_details":{"reasoning_tokens":0},"total_tokens":${promptTokens + completionTokens}}`;
+}
+
+function outputItem(ids: ResponseIds, text: string, done: boolean): string {
+  const content = done ? `[{"type":"output_text","text":${JSON.stringify(text)},"annotations":[],"logprobs":[]}]` : '[]';
+  return `{"id":"${ids.itemId}","type":"message","status":"${done ? 'completed' : 'in_progress'}","role":"assistant","content":${content}}`;
+}
+
+/** The response object; `text` undefined while it is still in progress. */
+export function responseObject(ids: ResponseIds, text: string | undefined, usage: Usage): string {
+  const done = text !== undefined;
+  const output = done ? `[${outputItem(ids, text, true)}]` : '[]';
+  const previous = ids.previousResponseId === undefined ? 'null' : JSON.stringify(ids.previousResponseId);
+  return (
+    `{"id":"${ids.id}","object":"response","created_at":${ids.createdAt},"status":"${done ? 'completed' : 'in_progress'}","error":null,"incomplete_details":null,` +
+    `"instructions":null,"max_output_tokens":null,"model":${ids.modelJson},"output":${output},"parallel_tool_calls":true,"previous_response_id":${previous},` +
+    `"reasoning":{"effort":null,"summary":null},"store":true,"temperature":1.0,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":1.0,` +
+    `"truncation":"disabled","usage":${done ? usageJson(usage) : 'null'},"user":null,"metadata":{}}`
+  );
+}
+
+/** Streams number their events; the counter lives with the stream. */
+export class ResponseEvents {
+  #seq = 0;
+
+  constructor(readonly ids: ResponseIds) {}
+
+  #event(type: string, fields: string): string {
+    return sse(type, `{"type":"${type}","sequence_number":${this.#seq++},${fields}}`);
+  }
+
+  preamble(usage: Usage): string {
+    const inProgress = responseObject(this.ids, undefined, usage);
+    return (
+      this.#event('response.created', `"response":${inProgress}`) +
+      this.#event('response.in_progress', `"response":${inProgress}`) +
+      this.#event('response.output_item.added', `"output_index":0,"item":${outputItem(this.ids, '', false)}`) +
+      this.#event('response.content_part.added', `"item_id":"${this.ids.itemId}","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}`)
+    );
+  }
+
+  delta(text: string): string {
+    return this.#event('response.output_text.delta', `"item_id":"${this.ids.itemId}","output_index":0,"content_index":0,"delta":${JSON.stringify(text)},"logprobs":[]`);
+  }
+
+  closing(text: string, usage: Usage): string {
+    const json = JSON.stringify(text);
+    return (
+      this.#event('response.output_text.done', `"item_id":"${this.ids.itemId}","output_index":0,"content_index":0,"text":${json},"logprobs":[]`) +
+      this.#event('response.content_part.done', `"item_id":"${this.ids.itemId}","output_index":0,"content_index":0,"part":{"type":"output_text","text":${json},"annotations":[],"logprobs":[]}`) +
+      this.#event('response.output_item.done', `"output_index":0,"item":${outputItem(this.ids, text, true)}`) +
+      this.#event('response.completed', `"response":${responseObject(this.ids, text, usage)}`)
+    );
+  }
+}

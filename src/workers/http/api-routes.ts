@@ -1,0 +1,157 @@
+// The client APIs the edge relays, one descriptor per route: which API it
+// speaks (only providers serving it are candidates), how its errors look
+// (OpenAI's body, Anthropic's, the Responses API's stream events), and which
+// top-level fields it requires. Every route shares one path to a provider:
+// admission, scheduler, leases, tunnel; a route adds framing, never a second
+// path (docs/passthrough.md says why nothing is translated).
+import { anthropicErrorBody, anthropicErrorOf, errorBody, Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+import { Api, type ApiKind } from '../../shared/endpoints.js';
+import {
+  FIELD_INPUT,
+  FIELD_MAX_TOKENS,
+  FIELD_MAX_TOKENS_INTEGER,
+  FIELD_MESSAGES,
+  FIELD_MESSAGES_ARRAY,
+  FIELD_PREVIOUS_RESPONSE_ID,
+  FIELD_PREVIOUS_RESPONSE_ID_STRING,
+  FIELD_PROMPT,
+} from './inspect.js';
+
+/** How one API tells a client about an error. */
+export interface ErrorFormat {
+  /** The HTTP status this API uses for the catalogue entry. */
+  status(spec: GatewayErrorSpec): number;
+  /** The JSON body; `param` names the field at fault where the API has a place for it. */
+  body(spec: GatewayErrorSpec, message?: string, param?: string): string;
+  /** The in-band error once a 200 event stream began (headers are gone). */
+  streamError(spec: GatewayErrorSpec, message: string | undefined, responseId: string | undefined): string;
+}
+
+export const OPENAI_ERRORS: ErrorFormat = {
+  status: (spec) => spec.status,
+  body: errorBody,
+  // The OpenAI SDK raises on a data event carrying `error`.
+  streamError: (spec, message) => `data: ${errorBody(spec, message)}\n\n`,
+};
+
+export const ANTHROPIC_ERRORS: ErrorFormat = {
+  status: (spec) => anthropicErrorOf(spec).status,
+  body: (spec, message, param) => anthropicErrorBody(spec, param === undefined || message !== undefined ? message : `${spec.message}: ${param}`),
+  // Anthropic's stream error event; its SDK raises it as an APIError of that type.
+  streamError: (spec, message) => `event: error\ndata: ${anthropicErrorBody(spec, message)}\n\n`,
+};
+
+/**
+ * The Responses API: OpenAI's error body before the stream; after it began,
+ * its own `error` event and then `response.failed`, so a client waiting for
+ * a terminal event (completed / failed / incomplete) gets one.
+ */
+export const RESPONSES_ERRORS: ErrorFormat = {
+  status: (spec) => spec.status,
+  body: errorBody,
+  streamError: (spec, message, responseId) => {
+    const text = message ?? spec.message;
+    const error = `event: error\ndata: ${JSON.stringify({ type: 'error', code: spec.code, message: text, param: null })}\n\n`;
+    const response = { id: responseId ?? null, object: 'response', status: 'failed', error: { code: 'server_error', message: `${text} (${spec.code})` } };
+    return `${error}event: response.failed\ndata: ${JSON.stringify({ type: 'response.failed', response })}\n\n`;
+  },
+};
+
+/** A required field missing or of the wrong type: 400 naming it. */
+export interface FieldProblem {
+  readonly spec: GatewayErrorSpec;
+  readonly param: string;
+  readonly message: string;
+}
+
+export interface ApiRoute {
+  readonly path: string;
+  readonly api: ApiKind;
+  readonly errors: ErrorFormat;
+  /** Checks the inspector's FIELD_* bits (found in the same scan as `model`). */
+  check(fields: number): FieldProblem | undefined;
+}
+
+function missing(param: string): FieldProblem {
+  return { spec: Errors.missingField, param, message: `missing required field \`${param}\`` };
+}
+
+function invalid(param: string, what: string): FieldProblem {
+  return { spec: Errors.invalidField, param, message: `\`${param}\` must be ${what}` };
+}
+
+function messagesArray(fields: number): FieldProblem | undefined {
+  if ((fields & FIELD_MESSAGES) === 0) return missing('messages');
+  if ((fields & FIELD_MESSAGES_ARRAY) === 0) return invalid('messages', 'an array');
+  return undefined;
+}
+
+export const CHAT: ApiRoute = { path: '/v1/chat/completions', api: Api.chat, errors: OPENAI_ERRORS, check: messagesArray };
+
+export const COMPLETIONS: ApiRoute = {
+  path: '/v1/completions',
+  api: Api.completions,
+  errors: OPENAI_ERRORS,
+  check: (fields) => ((fields & FIELD_PROMPT) === 0 ? missing('prompt') : undefined),
+};
+
+export const EMBEDDINGS: ApiRoute = {
+  path: '/v1/embeddings',
+  api: Api.embeddings,
+  errors: OPENAI_ERRORS,
+  check: (fields) => ((fields & FIELD_INPUT) === 0 ? missing('input') : undefined),
+};
+
+export const MESSAGES: ApiRoute = {
+  path: '/v1/messages',
+  api: Api.messages,
+  errors: ANTHROPIC_ERRORS,
+  check: (fields) => {
+    const problem = messagesArray(fields);
+    if (problem !== undefined) return problem;
+    if ((fields & FIELD_MAX_TOKENS) === 0) return missing('max_tokens');
+    if ((fields & FIELD_MAX_TOKENS_INTEGER) === 0) return invalid('max_tokens', 'an integer');
+    return undefined;
+  },
+};
+
+/** count_tokens: the Messages API's own endpoint; it needs `messages`, not max_tokens. */
+export const COUNT_TOKENS: ApiRoute = { path: '/v1/messages/count_tokens', api: Api.messages, errors: ANTHROPIC_ERRORS, check: messagesArray };
+
+export const RESPONSES: ApiRoute = {
+  path: '/v1/responses',
+  api: Api.responses,
+  errors: RESPONSES_ERRORS,
+  check: (fields) => {
+    if ((fields & FIELD_PREVIOUS_RESPONSE_ID) !== 0 && (fields & FIELD_PREVIOUS_RESPONSE_ID_STRING) === 0) {
+      return invalid('previous_response_id', 'a string');
+    }
+    if ((fields & (FIELD_INPUT | FIELD_PREVIOUS_RESPONSE_ID)) === 0) return missing('input');
+    return undefined;
+  },
+};
+
+/** Every POST route the edge proxies. */
+export const API_ROUTES: readonly ApiRoute[] = [CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, COUNT_TOKENS, RESPONSES];
+
+/** GET / DELETE of a stored response: /v1/responses/{id}. */
+export const RESPONSE_BY_ID = /^\/v1\/responses\/([^/?]+)$/;
+
+/** The error format of whatever route a path belongs to (also for 401, 404, 405, 413 before any route ran). */
+export function errorFormatForPath(path: string): ErrorFormat {
+  if (path === '/v1/messages' || path.startsWith('/v1/messages/')) return ANTHROPIC_ERRORS;
+  return OPENAI_ERRORS;
+}
+
+/**
+ * A JSON media type: application/json or any application/...+json,
+ * parameters aside. Absent (or empty) counts as JSON: only a client that
+ * names another type is refused.
+ */
+export function isJsonContentType(value: string | undefined): boolean {
+  if (value === undefined) return true;
+  const semi = value.indexOf(';');
+  const type = (semi < 0 ? value : value.slice(0, semi)).trim().toLowerCase();
+  if (type === '') return true;
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}

@@ -1,0 +1,79 @@
+// Which APIs a provider serves (endpoints) and pinning to one provider: a
+// request is granted only where its API is served natively, capacity stays
+// one budget per provider across APIs, and a request pinned to the provider
+// that holds its state waits for that one or is refused, never sent elsewhere.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Api, endpointMask } from '../../../src/shared/endpoints.js';
+import { req, setup } from './fixtures.js';
+
+const BOTH = { nodes: { n1: [{ id: 'pm', endpoints: ['chat', 'messages'] as const }, { id: 'pc' }] }, models: [{ alias: 'm', providers: ['pm', 'pc'] }] };
+
+test('a Messages request goes only to a provider that serves messages; it waits while that one is busy, though another is free', () => {
+  const { s, sink } = setup(BOTH);
+  s.admit({ ...req(1, 'm'), api: Api.messages }, 0);
+  assert.equal(sink.takeGrants()[0]?.providerId, 'pm');
+  s.admit({ ...req(2, 'm'), api: Api.messages }, 1);
+  assert.deepEqual(sink.take(), [], 'queued: pc is free but does not serve messages');
+  s.admit(req(3, 'm'), 2);
+  assert.equal(sink.takeGrants()[0]?.providerId, 'pc', 'chat takes the free pc');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('capacity is shared across APIs: a chat lease on a provider blocks its Messages requests', () => {
+  const { s, sink } = setup(BOTH);
+  s.admit(req(1, 'm'), 0); // chat -> pm (id order)
+  s.admit(req(2, 'm'), 0); // chat -> pc
+  sink.take();
+  s.admit({ ...req(3, 'm'), api: Api.messages }, 1);
+  assert.deepEqual(sink.take(), []);
+  const pmLease = sink.all.find((d) => d.kind === 'grant' && d.grant.providerId === 'pm');
+  s.release(pmLease?.kind === 'grant' ? pmLease.grant.leaseId : 0, 'end', 2);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[3, 'pm']]);
+});
+
+test('the pump remembers failures per API: a waiting Messages request does not hold back a chat request behind it', () => {
+  const { s, sink } = setup(BOTH);
+  s.admit(req(1, 'm'), 0); // pm
+  s.admit(req(2, 'm'), 0); // pc
+  s.admit({ ...req(3, 'm'), api: Api.messages }, 1); // queued first
+  s.admit(req(4, 'm'), 2); // queued behind it
+  sink.take();
+  const pcLease = sink.all.find((d) => d.kind === 'grant' && d.grant.providerId === 'pc');
+  s.release(pcLease?.kind === 'grant' ? pcLease.grant.leaseId : 0, 'end', 3);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[4, 'pc']], 'pc cannot take #3, so #4 gets it');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('no provider of the alias serves the API: refused at once (api_not_served), not after a queue timeout', () => {
+  const { s, sink } = setup({ nodes: { n1: [{ id: 'pc' }] }, models: [{ alias: 'm', providers: ['pc'] }] });
+  s.admit({ ...req(1, 'm'), api: Api.responses }, 0);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 1, code: 'api_not_served', retryAfterSec: 0 }]);
+});
+
+test('what a node announces at connect overrides the config for its providers', () => {
+  const { s, sink } = setup(BOTH, []);
+  s.connect('n1', 0, ['pm', 'pc'], new Map([['pm', endpointMask(['chat'])]]));
+  s.admit({ ...req(1, 'm'), api: Api.messages }, 1);
+  assert.equal(sink.take()[0]?.kind === 'reject' && sink.all[0].kind === 'reject' ? sink.all[0].code : undefined, 'api_not_served');
+  // Reconnecting with pc announcing messages makes it a candidate.
+  s.connect('n1', 2, ['pm', 'pc'], new Map([['pc', endpointMask(['chat', 'messages'])]]));
+  s.admit({ ...req(2, 'm'), api: Api.messages }, 3);
+  assert.equal(sink.takeGrants()[0]?.providerId, 'pc');
+});
+
+test('a pinned request goes only to its provider: it waits while that one is busy, and is refused when it is gone', () => {
+  const { s, sink, gen } = setup({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b' }] }, models: [{ alias: 'm', providers: ['a', 'b'] }] });
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(first?.providerId, 'b', 'not a, which wins ties');
+  s.admit({ ...req(2, 'm'), pinnedProviderId: 'b' }, 1);
+  assert.deepEqual(sink.take(), [], 'b is busy: it waits although a is free');
+  s.release(first.leaseId, 'end', 2);
+  assert.equal(sink.takeGrants()[0]?.providerId, 'b');
+  s.disconnect('n2', gen.get('n2') as number, 3);
+  sink.take();
+  s.admit({ ...req(3, 'm'), pinnedProviderId: 'b' }, 4);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 3, code: 'pinned_provider_gone', retryAfterSec: 0 }]);
+  assert.deepEqual(s.checkInvariants(), []);
+});

@@ -1,0 +1,46 @@
+// The response id -> provider map behind previous_response_id and
+// GET / DELETE /v1/responses/{id}: bounded (least recently used goes first),
+// expiring, and fed only from ids read at the head of a relayed response.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ResponseAffinity, responseIdFromHead } from '../../src/workers/http/response-affinity.js';
+
+const AT = (providerId: string) => ({ alias: 'm', providerId, nodeId: 'n' });
+
+test('remembers where a response lives; the least recently used id goes first when full', () => {
+  const map = new ResponseAffinity(2, 60_000);
+  map.remember('resp_1', AT('a'));
+  map.remember('resp_2', AT('b'));
+  assert.equal(map.lookup('resp_1')?.providerId, 'a'); // resp_1 is now the most recent
+  map.remember('resp_3', AT('c'));
+  assert.equal(map.lookup('resp_2'), undefined, 'evicted');
+  assert.equal(map.lookup('resp_1')?.providerId, 'a');
+  assert.equal(map.lookup('resp_3')?.providerId, 'c');
+  assert.equal(map.size, 2);
+});
+
+test('an entry expires after its TTL, and forget() drops it at once', () => {
+  let now = 1_000;
+  const map = new ResponseAffinity(10, 500, () => now);
+  map.remember('resp_1', AT('a'));
+  map.remember('resp_2', AT('a'));
+  map.forget('resp_2');
+  assert.equal(map.lookup('resp_2'), undefined);
+  now += 499;
+  assert.equal(map.lookup('resp_1')?.providerId, 'a');
+  now += 1;
+  assert.equal(map.lookup('resp_1'), undefined);
+});
+
+test('ids that could not be a response id are never stored', () => {
+  const map = new ResponseAffinity();
+  for (const id of ['', 'a/b', 'x'.repeat(300), 'id with space']) map.remember(id, AT('a'));
+  assert.equal(map.size, 0);
+});
+
+test('the id is read from the head of a JSON response and of a response.created event', () => {
+  assert.equal(responseIdFromHead(Buffer.from('{"id":"resp_abc","object":"response","output":[{"id":"msg_1"}]}')), 'resp_abc');
+  const event = 'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":{"id":"resp_xyz","object":"response"';
+  assert.equal(responseIdFromHead(Buffer.from(event)), 'resp_xyz');
+  assert.equal(responseIdFromHead(Buffer.from('event: response.created\ndata: {"type":"resp')), undefined, 'not yet arrived');
+});
