@@ -18,6 +18,7 @@ import {
   errorBody,
   errorTypeFor,
   finalEvent,
+  identityPrefix,
   modelsBody,
   tokenEvent,
   tokenText,
@@ -55,6 +56,8 @@ export class Exchange {
   #kind: CompletionKind = 'chat';
   #model = '';
   #head = '';
+  /** identityPrefix() of this request, built once. */
+  #identity = '';
   #usage: Usage = { promptTokens: 0, completionTokens: 0 };
   #tokens = 0;
   #event = 0;
@@ -70,6 +73,7 @@ export class Exchange {
     this.#route = route;
     this.#plan = plan;
     this.#tokens = Math.floor(plan.tokens);
+    record.tokens = this.#tokens;
     (req as Carrier)[EXCHANGE] = this;
     (res as Carrier)[EXCHANGE] = this;
     res.on('close', onResClose);
@@ -121,6 +125,7 @@ export class Exchange {
     this.#record.model = info.model;
     this.#record.stream = info.stream;
     this.#usage = { promptTokens: Math.max(1, Math.ceil(body.length / 4)), completionTokens: this.#tokens };
+    this.#identity = identityPrefix({ request: this.#record.id, requestId: this.#record.requestId, tokens: this.#tokens });
     return true;
   }
 
@@ -161,7 +166,7 @@ export class Exchange {
     if (this.#route === 'embeddings') body = this.#embeddingsJson;
     else {
       const id = `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`;
-      body = completionBody(this.#kind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage);
+      body = completionBody(this.#kind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage, this.#identity);
     }
     if (this.#plan.failure?.kind === 'reset-mid-stream') {
       // Half the body, then a reset: the client sees a truncated response.
@@ -204,9 +209,9 @@ export class Exchange {
       const e = this.#event++;
       const text =
         e < tokens
-          ? tokenEvent(this.#kind, this.#head, tokenText(this.#model, e), e === 0)
+          ? tokenEvent(this.#kind, this.#head, tokenText(this.#model, e), e, this.#identity)
           : e === tokens
-            ? finalEvent(this.#kind, this.#head, this.#usage)
+            ? finalEvent(this.#kind, this.#head, this.#usage, e, this.#identity)
             : DONE_EVENT;
       if (e + 1 === resetAfter) {
         this.#state.emitted(this.#record, e);
