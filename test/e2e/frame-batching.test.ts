@@ -41,9 +41,9 @@ describe('frame batching between agent and edge', () => {
           const content = chunk.choices[0]?.delta?.content;
           if (content) parts.push(content);
         }
+        assertLogged(stack.mock.requestLog, assertOwnChunks(chunks, requestId, tokens), requestId, tokens);
         assert.equal(parts.length, tokens, `expected ${tokens} content chunks, got ${parts.length}`);
         assert.match(parts.join(''), new RegExp(SERVED));
-        assertLogged(stack.mock.requestLog, assertOwnChunks(chunks, requestId, tokens), requestId, tokens);
       }),
     );
     const batches = ((await stack.edge.inspect()).protocolStats.frameBatches ?? 0) - before;
