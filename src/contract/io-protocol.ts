@@ -81,7 +81,8 @@ export interface PlaneInspection {
   readonly openExchanges: number;
   /** Requests that reached this data path since start. */
   readonly requests: number;
-  readonly tunnelBuffers: { runId: string; buffered: number; outstanding: number; window: number }[];
+  /** Per open tunnel: buffered now, outstanding now, and the high-water marks of both since it opened. */
+  readonly tunnelBuffers: { runId: string; buffered: number; outstanding: number; window: number; highWaterBuffered: number; highWaterOutstanding: number }[];
   /** lane: the node's stream index; joined: an extra lane of the connection (false: its anchor stream). */
   readonly sessions: { nodeId: string; generation: number; lane: number; joined: boolean; openTunnels: number; agentVersion: string; remoteAddress: string; connectedAtMs: number; lastSeenMs: number }[];
   readonly protocolStats: Record<string, number>;

@@ -18,6 +18,7 @@ import {
   errorBody,
   errorTypeFor,
   finalEvent,
+  identityPrefix,
   modelsBody,
   tokenEvent,
   tokenText,
@@ -66,6 +67,8 @@ export class Exchange {
   #kind: CompletionKind | 'messages' | 'responses' = 'chat';
   #model = '';
   #head = '';
+  /** identityPrefix() of this request, built once. */
+  #identity = '';
   #usage: Usage = { promptTokens: 0, completionTokens: 0 };
   #tokens = 0;
   #event = 0;
@@ -84,6 +87,7 @@ export class Exchange {
     this.#route = route;
     this.#plan = plan;
     this.#tokens = Math.floor(plan.tokens);
+    record.tokens = this.#tokens;
     (req as Carrier)[EXCHANGE] = this;
     (res as Carrier)[EXCHANGE] = this;
     res.on('close', onResClose);
@@ -147,6 +151,7 @@ export class Exchange {
     this.#record.model = info.model;
     this.#record.stream = info.stream;
     this.#usage = { promptTokens: Math.max(1, Math.ceil(body.length / 4)), completionTokens: this.#tokens };
+    this.#identity = identityPrefix({ request: this.#record.id, requestId: this.#record.requestId, tokens: this.#tokens });
     return true;
   }
 
@@ -196,7 +201,7 @@ export class Exchange {
       this.#state.storedResponses.set(this.#responseIds.id, body);
     } else {
       const id = `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`;
-      body = completionBody(this.#kind as CompletionKind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage);
+      body = completionBody(this.#kind as CompletionKind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage, this.#identity);
     }
     if (this.#plan.failure?.kind === 'reset-mid-stream') {
       // Half the body, then a reset: the client sees a truncated response.
@@ -274,7 +279,7 @@ export class Exchange {
   #streamEvent(e: number, tokens: number): string {
     const kind = this.#kind;
     if (kind === 'chat' || kind === 'text') {
-      return e < tokens ? tokenEvent(kind, this.#head, tokenText(this.#model, e), e === 0) : e === tokens ? finalEvent(kind, this.#head, this.#usage) : DONE_EVENT;
+      return e < tokens ? tokenEvent(kind, this.#head, tokenText(this.#model, e), e, this.#identity) : e === tokens ? finalEvent(kind, this.#head, this.#usage, e, this.#identity) : DONE_EVENT;
     }
     const responses = this.#responseEvents;
     let text = '';

@@ -6,7 +6,11 @@
 //   POST /v1/messages (stream or not), POST /v1/messages/count_tokens  (Anthropic)
 //   POST /v1/responses (stream or not), GET / DELETE /v1/responses/{id}  (OpenAI
 //   Responses; responses are stored, and previous_response_id must name one)
-//   GET /mock/stats (counters as JSON), POST /mock/reset (zero them)
+//   GET /mock/stats (counters as JSON), POST /mock/reset (zero them),
+//   GET /mock/log (the request log's identities and outcomes, oldest first)
+// Every completion chunk (and a whole body) carries a top-level `mock` field
+// naming its request: {"request": log id, "request_id": the x-request-id or
+// mock-<id>, "tokens": planned count, "seq": event index (streams only)}.
 // Per-request overrides: x-mock-ttft-ms, x-mock-tokens, x-mock-interval-ms,
 // x-mock-fail (status:<code> | reset-before-headers | reset-mid-stream |
 // slow-headers:<ms>, comma-separated).
@@ -193,6 +197,7 @@ class MockProviderServer extends MockState implements MockProvider {
     let status = 200;
     let body: string;
     if (path === '/mock/stats' && req.method === 'GET') body = JSON.stringify({ ...this.stats, logSize: this.requestLog.length });
+    else if (path === '/mock/log' && req.method === 'GET') body = JSON.stringify(this.requestLog.map(logEntry));
     else if (path === '/mock/reset' && req.method === 'POST') {
       this.reset();
       body = JSON.stringify({ ...this.stats, logSize: 0 });
@@ -203,4 +208,20 @@ class MockProviderServer extends MockState implements MockProvider {
     res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))]);
     res.end(body);
   }
+}
+
+/** A request log entry as GET /mock/log returns it (no headers, no body: small for a 1,000-entry log). */
+export interface MockLogEntry {
+  readonly id: number;
+  readonly requestId: string;
+  readonly tokens: number;
+  readonly stream: boolean;
+  readonly status: number | null;
+  readonly failure: string | null;
+  readonly completed: boolean;
+  readonly aborted: boolean;
+}
+
+function logEntry(r: MockRequestRecord): MockLogEntry {
+  return { id: r.id, requestId: r.requestId, tokens: r.tokens, stream: r.stream, status: r.status ?? null, failure: r.failure ?? null, completed: r.completed, aborted: r.aborted };
 }

@@ -22,6 +22,25 @@ export function completionText(model: string, tokens: number): string {
   return text;
 }
 
+/**
+ * What every chunk of a response says about the request it answers, so a
+ * test can tell a crossed or spliced stream from its own: the mock's request
+ * number (its requestLog id), the request id (the x-request-id the request
+ * carried, else mock-<number>) and the token count the request planned.
+ * An extra top-level field `mock`, which OpenAI clients (the SDK included)
+ * ignore; built once per response as a JSON prefix.
+ */
+export interface RequestIdentity {
+  readonly request: number;
+  readonly requestId: string;
+  readonly tokens: number;
+}
+
+/** `,"mock":{...` without its closing brace: a stream appends `"seq":k}` per event, a whole body just `}`. */
+export function identityPrefix(identity: RequestIdentity): string {
+  return `,"mock":{"request":${identity.request},"request_id":${JSON.stringify(identity.requestId)},"tokens":${identity.tokens}`;
+}
+
 export interface Usage {
   readonly promptTokens: number;
   readonly completionTokens: number;
@@ -33,14 +52,14 @@ function usageJson(usage: Usage): string {
 }
 
 /** Non-streaming response body. */
-export function completionBody(kind: CompletionKind, id: string, created: number, modelJson: string, content: string, usage: Usage): string {
+export function completionBody(kind: CompletionKind, id: string, created: number, modelJson: string, content: string, usage: Usage, identity: string): string {
   const text = JSON.stringify(content);
   const choice =
     kind === 'chat'
       ? `{"index":0,"message":{"role":"assistant","content":${text},"refusal":null},"logprobs":null,"finish_reason":"stop"}`
       : `{"text":${text},"index":0,"logprobs":null,"finish_reason":"stop"}`;
   const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
-  return `{"id":"${id}","object":"${object}","created":${created},"model":${modelJson},"choices":[${choice}],"usage":${usageJson(usage)},"system_fingerprint":"mock"}`;
+  return `{"id":"${id}","object":"${object}","created":${created},"model":${modelJson},"choices":[${choice}],"usage":${usageJson(usage)},"system_fingerprint":"mock"${identity}}}`;
 }
 
 /**
@@ -52,21 +71,24 @@ export function chunkHead(kind: CompletionKind, id: string, created: number, mod
   return `data: {"id":"${id}","object":"${object}","created":${created},"model":${modelJson},"system_fingerprint":"mock","choices":[`;
 }
 
-/** SSE event carrying token k (the first chat chunk also carries the role). */
-export function tokenEvent(kind: CompletionKind, head: string, text: string, first: boolean): string {
+/**
+ * SSE event carrying token k (the first chat chunk also carries the role);
+ * `identity` is identityPrefix(), completed here with the event's seq = k.
+ */
+export function tokenEvent(kind: CompletionKind, head: string, text: string, k: number, identity: string): string {
   const json = JSON.stringify(text);
-  if (kind === 'text') return `${head}{"text":${json},"index":0,"logprobs":null,"finish_reason":null}]}\n\n`;
-  const delta = first ? `{"role":"assistant","content":${json}}` : `{"content":${json}}`;
-  return `${head}{"index":0,"delta":${delta},"logprobs":null,"finish_reason":null}]}\n\n`;
+  if (kind === 'text') return `${head}{"text":${json},"index":0,"logprobs":null,"finish_reason":null}]${identity},"seq":${k}}}\n\n`;
+  const delta = k === 0 ? `{"role":"assistant","content":${json}}` : `{"content":${json}}`;
+  return `${head}{"index":0,"delta":${delta},"logprobs":null,"finish_reason":null}]${identity},"seq":${k}}}\n\n`;
 }
 
-/** The last data event: finish_reason "stop" and the usage. */
-export function finalEvent(kind: CompletionKind, head: string, usage: Usage): string {
+/** The last data event: finish_reason "stop", the usage, and seq = the token count. */
+export function finalEvent(kind: CompletionKind, head: string, usage: Usage, seq: number, identity: string): string {
   const choice =
     kind === 'chat'
       ? '{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}'
       : '{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}';
-  return `${head}${choice}],"usage":${usageJson(usage)}}\n\n`;
+  return `${head}${choice}],"usage":${usageJson(usage)}${identity},"seq":${seq}}}\n\n`;
 }
 
 export const DONE_EVENT = 'data: [DONE]\n\n';

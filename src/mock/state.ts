@@ -34,6 +34,13 @@ export interface MockRequestRecord {
   /** Unique per provider, increasing. */
   readonly id: number;
   readonly method: string;
+  /**
+   * The request's x-request-id (when a printable token of at most 128
+   * characters), else `mock-<id>`: echoed in every chunk of the answer.
+   */
+  readonly requestId: string;
+  /** Tokens the answer carries (the plan's, x-mock-tokens overriding the default); 0 until planned. */
+  readonly tokens: number;
   /** Path without the query string. */
   readonly path: string;
   /** The `model` the request carried (undefined until the body is read, or if it had none). */
@@ -64,6 +71,9 @@ export interface LastRequest {
 
 export type MockEvent = 'request' | 'abort' | 'complete' | 'fail';
 
+/** An x-request-id echoed as is: short and printable, so every chunk stays small and valid. */
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+
 export class MockState extends EventEmitter {
   readonly stats = { requests: 0, completed: 0, aborted: 0, failuresInjected: 0, inFlight: 0, backpressureWaits: 0, chunksEmitted: 0 };
   readonly requestLog: MutableRecord[] = [];
@@ -86,8 +96,12 @@ export class MockState extends EventEmitter {
   }
 
   open(method: string, path: string, headers: IncomingHttpHeaders): MutableRecord {
+    const id = this.#nextId++;
+    const tag = headers['x-request-id'];
     const record: MutableRecord = {
-      id: this.#nextId++,
+      id,
+      requestId: typeof tag === 'string' && REQUEST_ID.test(tag) ? tag : `mock-${id}`,
+      tokens: 0,
       method,
       path,
       model: undefined,

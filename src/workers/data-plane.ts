@@ -16,6 +16,7 @@ import { isProviderFailure, kExchange, onResponseClose, ProxyExchange, type Exch
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
 import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
+import type { PlaneInspection } from '../contract/io-protocol.js';
 import type { InspectOk } from './http/inspect.js';
 import { RESPONSE_BY_ID, type ApiRoute } from './http/api-routes.js';
 import { ResponseAffinity, type StoredResponse } from './http/response-affinity.js';
@@ -148,12 +149,12 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     return this.pending.size;
   }
 
-  /** Per open tunnel: bytes buffered in the edge for the client vs its window (status, tests). */
-  tunnelBuffers(): { runId: string; buffered: number; outstanding: number; window: number }[] {
-    const out: { runId: string; buffered: number; outstanding: number; window: number }[] = [];
+  /** Per open tunnel: bytes buffered in the edge for the client vs its window, and their high-water marks (status, tests). */
+  tunnelBuffers(): PlaneInspection['tunnelBuffers'] {
+    const out: PlaneInspection['tunnelBuffers'] = [];
     for (const exchange of this.pending.values()) {
-      const window = exchange.window;
-      if (window) out.push({ runId: exchange.runId, buffered: window.buffered, outstanding: window.outstanding, window: window.size });
+      const w = exchange.window;
+      if (w) out.push({ runId: exchange.runId, buffered: w.buffered, outstanding: w.outstanding, window: w.size, highWaterBuffered: w.highWaterBuffered, highWaterOutstanding: w.highWaterOutstanding });
     }
     return out;
   }

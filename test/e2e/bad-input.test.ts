@@ -185,25 +185,42 @@ describe('HTTP bad-input corpus', () => {
     });
   }
 
-  test('a client that sends half a body and hangs up costs nothing', async () => {
+  test('a client that sends half a body and hangs up costs nothing: the provider never sees it', async () => {
+    const requests = stack.mock.stats.requests;
     for (let i = 0; i < 20; i++) {
       const socket = connect(stack.edge.httpPort, '127.0.0.1');
       socket.on('error', () => {});
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"${ALIAS}"`);
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-request-id: half-body-${i}\r\nContent-Length: 1000\r\n\r\n{"model":"${ALIAS}"`);
       await new Promise((r) => setTimeout(r, 5));
       socket.destroy();
     }
+    await waitFor(async () => (await openExchanges(stack.edge)) === 0, 'the half requests to be forgotten');
+    assert.equal(stack.mock.stats.requests, requests, 'no half request was dispatched');
+    assert.equal(stack.mock.requestLog.filter((r) => r.requestId.startsWith('half-body-')).length, 0);
   });
 
-  test('a client that leaves after its request was dispatched frees everything', async () => {
-    for (let i = 0; i < 10; i++) {
+  test('a client that leaves after its request was dispatched cancels it at the provider', async () => {
+    // Long enough (100,000 tokens at 10 ms, whole or streamed) that nothing here ends on its own:
+    // each upstream request can only end as an abort, caused by the edge's CANCEL.
+    const LEAVERS = 10;
+    const aborted = stack.mock.stats.aborted;
+    for (let i = 0; i < LEAVERS; i++) {
       const body = JSON.stringify({ model: ALIAS, stream: i % 2 === 0, messages: [] });
       const socket = connect(stack.edge.httpPort, '127.0.0.1');
       socket.on('error', () => {});
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock-tokens: 100\r\nx-mock-interval-ms: 10\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-      await new Promise((r) => setTimeout(r, 20 + i * 3));
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-request-id: leaver-${i}\r\nx-mock-tokens: 100000\r\nx-mock-interval-ms: 10\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      // Gone once the provider is working on it (and, for some, a few ms into the answer).
+      await stack.mock.waitFor(() => stack.mock.requestLog.some((r) => r.requestId === `leaver-${i}`), 3_000);
+      await new Promise((r) => setTimeout(r, i * 3));
       socket.destroy();
     }
+    await stack.mock.waitFor(() => stack.mock.stats.aborted - aborted === LEAVERS, 3_000);
+    const leavers = stack.mock.requestLog.filter((r) => r.requestId.startsWith('leaver-'));
+    assert.deepEqual(
+      leavers.map((r) => [r.requestId, r.aborted, r.completed]),
+      Array.from({ length: LEAVERS }, (_, i) => [`leaver-${i}`, true, false]),
+      'every upstream request was cancelled, none completed',
+    );
   });
 
   test('headers the client names in Connection never reach the provider; end-to-end ones do (RFC 9110 7.6.1)', async () => {

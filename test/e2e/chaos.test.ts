@@ -5,7 +5,9 @@
 // completion or a clear error (never a hang, never a truncated body that
 // looks whole); every upstream request the edge gave up on was cancelled at
 // the mock (an uncancelled one would run to completion and show up in the
-// mock's `completed`); and the edge's status shows nothing in flight after.
+// mock's `completed`); every completion a client got is its own (each chunk
+// stamped by the mock with the client's x-request-id and token count, and
+// the mock's log agrees); and the edge's status shows nothing in flight after.
 // CHAOS_SEED / CHAOS_REQUESTS explore other runs.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -16,6 +18,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
+import type { MockLogEntry } from '../../src/mock/provider.js';
+import { assertLogged, assertOwnBody, assertOwnStream, clientRequestId, type OwnAnswer } from '../helpers/identity.js';
 
 const SEED = Number(process.env.CHAOS_SEED ?? 20_240_611);
 const REQUESTS = Number(process.env.CHAOS_REQUESTS ?? 1_000);
@@ -132,8 +136,26 @@ function planFor(rand: () => number): Plan {
   return { stream, tokens: 2 + Math.floor(rand() * 20), intervalMs: Math.floor(rand() * 4), fail: undefined, abortAfterMs: undefined };
 }
 
+interface Result {
+  readonly outcome: Outcome;
+  readonly detail: string;
+  /** For a completion: the mock request that answered it (checked against the mock's log at the end). */
+  readonly answer?: OwnAnswer;
+}
+
+/** A completed answer that is not this client's own (crossed, spliced, cut) is corrupt. */
+function ownAnswer(text: string, plan: Plan, id: number): Result {
+  try {
+    const requestId = clientRequestId('chaos', id);
+    const answer = plan.stream ? assertOwnStream(text, requestId, plan.tokens) : assertOwnBody(text, requestId, plan.tokens);
+    return { outcome: 'completed', detail: '', answer };
+  } catch (err) {
+    return { outcome: 'corrupt', detail: `not this client's answer: ${(err as Error).message.split('\n')[0]}` };
+  }
+}
+
 /** One client request; never throws; classifies what the client saw. */
-async function run(base: string, plan: Plan, id: number): Promise<{ outcome: Outcome; detail: string }> {
+async function run(base: string, plan: Plan, id: number): Promise<Result> {
   const controller = new AbortController();
   let aborted = false;
   let abortTimer: NodeJS.Timeout | undefined;
@@ -144,7 +166,7 @@ async function run(base: string, plan: Plan, id: number): Promise<{ outcome: Out
     }, plan.abortAfterMs);
   }
   let hangTimer: NodeJS.Timeout | undefined;
-  const hang = new Promise<{ outcome: Outcome; detail: string }>((resolve) => {
+  const hang = new Promise<Result>((resolve) => {
     hangTimer = setTimeout(() => {
       controller.abort();
       resolve({ outcome: 'hang', detail: `request ${id} had no outcome after ${REQUEST_DEADLINE_MS} ms` });
@@ -154,10 +176,10 @@ async function run(base: string, plan: Plan, id: number): Promise<{ outcome: Out
     'content-type': 'application/json',
     'x-mock-tokens': String(plan.tokens),
     'x-mock-interval-ms': String(plan.intervalMs),
-    'x-chaos-id': String(id),
+    'x-request-id': clientRequestId('chaos', id),
   };
   if (plan.fail !== undefined) headers['x-mock-fail'] = plan.fail;
-  const attempt = (async (): Promise<{ outcome: Outcome; detail: string }> => {
+  const attempt = (async (): Promise<Result> => {
     let res: Response;
     try {
       res = await fetch(`${base}/v1/chat/completions`, {
@@ -185,7 +207,7 @@ async function run(base: string, plan: Plan, id: number): Promise<{ outcome: Out
     if (!plan.stream) {
       try {
         const body = JSON.parse(text) as { object?: string };
-        return body.object === 'chat.completion' ? { outcome: 'completed', detail: '' } : { outcome: 'corrupt', detail: text.slice(0, 200) };
+        return body.object === 'chat.completion' ? ownAnswer(text, plan, id) : { outcome: 'corrupt', detail: text.slice(0, 200) };
       } catch {
         return { outcome: 'corrupt', detail: `a 200 JSON body that does not parse: ${text.slice(-100)}` };
       }
@@ -197,7 +219,7 @@ async function run(base: string, plan: Plan, id: number): Promise<{ outcome: Out
       const parsed = JSON.parse(e.slice(6)) as { error?: { code?: string } };
       if (parsed.error !== undefined) return e === events.at(-1) ? { outcome: 'error_event', detail: parsed.error.code ?? '' } : { outcome: 'corrupt', detail: 'error event not last' };
     }
-    return events.at(-1) === 'data: [DONE]' ? { outcome: 'completed', detail: '' } : { outcome: 'corrupt', detail: `stream ended without [DONE] or an error: ${text.slice(-120)}` };
+    return events.at(-1) === 'data: [DONE]' ? ownAnswer(text, plan, id) : { outcome: 'corrupt', detail: `stream ended without [DONE] or an error: ${text.slice(-120)}` };
   })();
   const result = await Promise.race([attempt, hang]);
   clearTimeout(hangTimer);
@@ -223,7 +245,8 @@ after(async () => {
 
 test(`chaos: ${REQUESTS} requests through real processes with kill -9, resets and client aborts`, { timeout: 120_000 }, async () => {
   const rand = prng(SEED);
-  mock = start('mock/cli.js', ['--port', '0', '--log-limit', '10', '--body-log-limit', '0']);
+  // A log long enough to hold every request of the run (retries and kills included), without bodies.
+  mock = start('mock/cli.js', ['--port', '0', '--log-limit', String(REQUESTS * 3), '--body-log-limit', '0']);
   const mockUrl = /(http:\/\/127\.0\.0\.1:\d+)/.exec(await mock.line(/mock provider listening on/))?.[1] as string;
 
   const edgeConfig = join(dir, 'edge.yaml');
@@ -271,7 +294,7 @@ test(`chaos: ${REQUESTS} requests through real processes with kill -9, resets an
   };
 
   const plans = Array.from({ length: REQUESTS }, () => planFor(rand));
-  const outcomes: { outcome: Outcome; detail: string; plan: Plan }[] = [];
+  const outcomes: (Result & { plan: Plan; id: number })[] = [];
   let next = 0;
   const monkeys: Promise<void>[] = [];
   const worker = async (): Promise<void> => {
@@ -279,7 +302,7 @@ test(`chaos: ${REQUESTS} requests through real processes with kill -9, resets an
       const id = next++;
       if (killAt.has(id)) monkeys.push(chaosMonkey());
       const result = await run(base, plans[id], id);
-      outcomes.push({ ...result, plan: plans[id] });
+      outcomes.push({ ...result, plan: plans[id], id });
     }
   };
   const started = performance.now();
@@ -321,6 +344,10 @@ test(`chaos: ${REQUESTS} requests through real processes with kill -9, resets an
   const stats = await getJson<MockStats>(`${mockUrl}/mock/stats`);
   console.log(`chaos: mock ${JSON.stringify(stats)}`);
   assert.equal(stats.requests, stats.completed + stats.aborted + stats.failuresInjected, 'each upstream request completed, was aborted or failed by injection');
+  // Every completion a client got was answered by the mock request its chunks name, for this client, to the end.
+  const log = await getJson<MockLogEntry[]>(`${mockUrl}/mock/log`);
+  assert.equal(log.length, stats.requests, 'the mock log holds every request of the run');
+  for (const o of outcomes) if (o.answer !== undefined) assertLogged(log, o.answer, clientRequestId('chaos', o.id), o.plan.tokens);
   // The mock completes exactly what clients completed, plus at most what an
   // agent kill cut between the mock's last byte and the client.
   const clientCompleted = count('completed');

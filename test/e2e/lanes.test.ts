@@ -3,9 +3,13 @@
 // the workers holding them). A lane that drops fails only its own tunnels
 // and comes back in the same generation; the first stream dropping ends the
 // connection, and everything comes back under a new generation; a lane may
-// join only the current generation.
+// join only the current generation. Every stream that completes is checked
+// to be its client's own (x-request-id and token count stamped on each chunk
+// by the mock, and matching the mock's log): tunnels spread over lanes must
+// never cross.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { assertLogged, assertOwnStream, clientRequestId } from '../helpers/identity.js';
 import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 
@@ -33,11 +37,20 @@ async function waitForLanes(stack: Stack, above = 0): Promise<number> {
   return generation;
 }
 
-/** A streaming chat request that has delivered its first chunk; `done` settles when the stream ends (true: whole). */
-async function openStream(stack: Stack, tokens: number): Promise<{ done: Promise<boolean> }> {
+let opened = 0;
+
+/**
+ * A streaming chat request that has delivered its first chunk; `done` settles
+ * when the stream ends (true: whole, and checked to be this client's own).
+ * Each stream asks for its own token count (tokens plus 0-4), so a crossed one cannot pass.
+ */
+async function openStream(stack: Stack, baseTokens: number): Promise<{ done: Promise<boolean> }> {
+  const n = opened++;
+  const requestId = clientRequestId('lanes', n);
+  const tokens = baseTokens + (n % 5);
   const res = await fetch(`${stack.baseURL}/chat/completions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-mock-tokens': String(tokens), 'x-mock-interval-ms': '40', 'x-mock-ttft-ms': '0' },
+    headers: { 'content-type': 'application/json', 'x-request-id': requestId, 'x-mock-tokens': String(tokens), 'x-mock-interval-ms': '40', 'x-mock-ttft-ms': '0' },
     body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'lanes' }] }),
   });
   assert.equal(res.status, 200);
@@ -55,7 +68,9 @@ async function openStream(stack: Stack, tokens: number): Promise<{ done: Promise
     } catch {
       return false;
     }
-    return text.includes('data: [DONE]');
+    if (!text.includes('data: [DONE]')) return false;
+    assertLogged(stack.mock.requestLog, assertOwnStream(text, requestId, tokens), requestId, tokens);
+    return true;
   })();
   return { done };
 }

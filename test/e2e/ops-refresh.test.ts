@@ -203,7 +203,7 @@ describe('config refresh through the admin API', () => {
 });
 
 describe('admin listener auth', () => {
-  test('with admin.token set, every admin route and /metrics need the bearer token', async () => {
+  test('with admin.token set, every admin route (drain and undrain included) and /metrics need the bearer token', async () => {
     const stack = await startOpsStack({ adminToken: 'ops-secret-token' });
     try {
       for (const path of ['/admin/status', '/metrics', '/admin/events']) {
@@ -216,6 +216,20 @@ describe('admin listener auth', () => {
       const ok = await stack.admin('/admin/status');
       assert.equal(ok.status, 200);
       assert.equal(ok.json.nodes[0].id, NODE_ID);
+      // Drain and undrain change routing: without the right token they are refused and change nothing.
+      const draining = async (): Promise<boolean> => (await stack.admin('/admin/status')).json.nodes[0].draining;
+      const refused = async (action: string, expected: boolean): Promise<void> => {
+        const path = `/admin/nodes/${NODE_ID}/${action}`;
+        assert.equal((await stack.admin(path, { method: 'POST', token: null })).status, 401, `${path} without a token`);
+        assert.equal((await stack.admin(path, { method: 'POST', token: 'ops-secret-tokeN' })).status, 401, `${path} with a wrong token`);
+        assert.equal(await draining(), expected, `${path} without the token left the node as it was`);
+      };
+      await refused('drain', false);
+      assert.equal((await stack.admin(`/admin/nodes/${NODE_ID}/drain`, { method: 'POST' })).status, 200);
+      assert.equal(await draining(), true, 'with the token it drains');
+      await refused('undrain', true);
+      assert.equal((await stack.admin(`/admin/nodes/${NODE_ID}/undrain`, { method: 'POST' })).status, 200);
+      assert.equal(await draining(), false, 'with the token it undrains');
     } finally {
       await stack.close();
     }

@@ -1,10 +1,14 @@
 // I/O workers (workers.count 4, more than this machine's cores on purpose):
 // the kernel spreads client connections over the workers' shared port, and
 // a request whose client worker differs from the node's worker crosses a
-// worker <-> worker ring (counted in the inspection).
+// worker <-> worker ring (counted in the inspection). Every client checks
+// that the answer it got is its own (the mock stamps each chunk with the
+// request's x-request-id and token count), so a tunnel crossed between
+// workers or connections fails the test.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, test } from 'node:test';
+import { assertLogged, assertOwnBody, assertOwnStream, clientRequestId } from '../helpers/identity.js';
 import { ALIAS, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 
 const WORKERS = 4;
@@ -20,11 +24,11 @@ after(async () => {
 });
 
 /** One request on its own keep-alive connection (its own agent): a new socket for the kernel to place. */
-function chat(agent: http.Agent, stream: boolean): Promise<{ status: number; body: string }> {
+function chat(agent: http.Agent, stream: boolean, requestId: string, tokens: number): Promise<{ status: number; body: string }> {
   const url = new URL(`${stack.edge.url}/v1/chat/completions`);
   const payload = JSON.stringify({ model: ALIAS, stream, messages: [{ role: 'user', content: 'hi' }] });
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-request-id': requestId, 'x-mock-tokens': String(tokens) } }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
@@ -40,12 +44,20 @@ test('client connections are served by more than one worker, and tunnels cross w
   const agents = Array.from({ length: CONNECTIONS }, () => new http.Agent({ keepAlive: true, maxSockets: 1 }));
   try {
     for (let round = 0; round < 2; round++) {
-      const results = await Promise.all(agents.map((agent, i) => chat(agent, i % 2 === 0)));
+      const ids = agents.map((_, i) => clientRequestId(`workers-${round}`, i));
+      const tokensOf = (i: number): number => 4 + i;
+      const results = await Promise.all(agents.map((agent, i) => chat(agent, i % 2 === 0, ids[i], tokensOf(i))));
       for (const [i, r] of results.entries()) {
         assert.equal(r.status, 200, r.body);
-        // The whole answer came through: the JSON body parses, the stream reached [DONE].
-        if (i % 2 === 0) assert.ok(r.body.endsWith('data: [DONE]\n\n') && r.body.includes('"finish_reason":"stop"'), r.body.slice(-200));
-        else assert.match(JSON.parse(r.body).choices[0].message.content, /hello from/);
+        // The whole answer came through, and it is this client's: the stream
+        // reached [DONE] with every chunk stamped with this request, the JSON body parses and is stamped so.
+        if (i % 2 === 0) {
+          assert.ok(r.body.includes('"finish_reason":"stop"'), r.body.slice(-200));
+          assertLogged(stack.mock.requestLog, assertOwnStream(r.body, ids[i], tokensOf(i)), ids[i], tokensOf(i));
+        } else {
+          assert.match(JSON.parse(r.body).choices[0].message.content, /hello from/);
+          assertLogged(stack.mock.requestLog, assertOwnBody(r.body, ids[i], tokensOf(i)), ids[i], tokensOf(i));
+        }
       }
     }
   } finally {

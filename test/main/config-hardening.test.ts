@@ -32,6 +32,50 @@ test('hardening limits take documented defaults and are range-checked', () => {
   assert.match(clash, /limits\.tunnel_window_bytes: must not exceed limits\.max_frame_bytes \(65536\), found 262144/);
 });
 
+test('a config that sets nothing gets the defaults README.md and docs/hardening.md state, as literal values', () => {
+  // Literals on purpose: comparing with the implementation's own constants
+  // could not catch a default that drifted from the documentation.
+  const config = parseEdgeConfig(BASE, 't');
+  const MiB = 1024 * 1024;
+  assert.deepEqual(
+    {
+      http: [config.http.host, config.http.port],
+      grpc: [config.grpc.host, config.grpc.port],
+      bodyBytes: config.limits.bodyBytes,
+      tunnelTimeoutMs: config.limits.tunnelTimeoutMs,
+      heartbeat: [config.heartbeat.intervalMs, config.heartbeat.timeoutMs],
+      longContextThresholdTokens: config.scheduler.longContextThresholdTokens,
+      admin: [config.admin?.host, config.admin?.port, config.admin?.token],
+      drainGraceMs: config.drain?.graceMs,
+      provider: [config.nodes[0].providers[0].type, config.nodes[0].providers[0].capacity, config.nodes[0].providers[0].enabled, config.nodes[0].providers[0].maxContextTokens],
+      model: [config.models[0].maxQueue, config.models[0].queueTimeoutMs],
+      hardening: limitsOf(config),
+    },
+    {
+      http: ['127.0.0.1', 8080],
+      grpc: ['127.0.0.1', 50051],
+      bodyBytes: 8 * MiB, // README: 8388608; hardening.md: 8 MiB
+      tunnelTimeoutMs: 600_000,
+      heartbeat: [5_000, 15_000],
+      longContextThresholdTokens: 32_768,
+      admin: ['127.0.0.1', 9090, undefined],
+      drainGraceMs: 30_000,
+      provider: ['openai_compat', 1, true, undefined],
+      model: [16, 30_000],
+      hardening: {
+        maxJsonDepth: 64,
+        maxHeaderBytes: 16 * 1024,
+        maxTunnelsPerNode: 0,
+        maxFrameBytes: 4 * MiB,
+        ttfbTimeoutMs: 300_000,
+        idleTimeoutMs: 120_000,
+        sseKeepaliveMs: 15_000,
+        offloadBytes: 256 * 1024,
+      },
+    },
+  );
+});
+
 test('a hand-built config without the hardening keys gets the defaults', () => {
   const config = parseEdgeConfig(BASE, 't');
   const { maxJsonDepth: _a, maxHeaderBytes: _b, maxTunnelsPerNode: _c, maxFrameBytes: _d, ttfbTimeoutMs: _e, idleTimeoutMs: _f, offloadBytes: _g, ...bare } = config.limits;

@@ -72,6 +72,32 @@ describe('mock provider: OpenAI shapes through the official SDK', () => {
     assert.deepEqual(record.emitTimes.map((e) => e.index), [0, 1, 2, 3, 4, 5, 6, 7]);
   });
 
+  test('every chunk and every whole body names its request: log id, x-request-id, token count, seq', async () => {
+    const client = sdk(mock);
+    const stream = await client.chat.completions.create({ model: 'served-b', stream: true, messages: [] }, { headers: { 'x-request-id': 'client-7', 'x-mock-tokens': '3' } });
+    const stamps: unknown[] = [];
+    for await (const chunk of stream) stamps.push((chunk as unknown as { mock: unknown }).mock);
+    const streamed = last(mock);
+    assert.deepEqual([streamed.requestId, streamed.tokens], ['client-7', 3]);
+    assert.deepEqual(stamps, [0, 1, 2, 3].map((seq) => ({ request: streamed.id, request_id: 'client-7', tokens: 3, seq })));
+    const text = await client.completions.create({ model: 'served-a', prompt: 'say', stream: true }, { headers: { 'x-mock-tokens': '2' } });
+    const textStamps: unknown[] = [];
+    for await (const chunk of text) textStamps.push((chunk as unknown as { mock: unknown }).mock);
+    const textRecord = last(mock);
+    assert.deepEqual(textStamps, [0, 1, 2].map((seq) => ({ request: textRecord.id, request_id: `mock-${textRecord.id}`, tokens: 2, seq })), 'without x-request-id the id is the mock’s own');
+    const whole = await client.chat.completions.create({ model: 'served-a', messages: [] }, { headers: { 'x-request-id': 'client-8' } });
+    assert.deepEqual((whole as unknown as { mock: unknown }).mock, { request: last(mock).id, request_id: 'client-8', tokens: 6 });
+    const log = (await (await fetch(`${mock.url}/mock/log`)).json()) as { id: number; requestId: string; tokens: number; completed: boolean }[];
+    assert.deepEqual(
+      log.slice(-3).map((e) => [e.id, e.requestId, e.tokens, e.completed]),
+      [
+        [streamed.id, 'client-7', 3, true],
+        [textRecord.id, `mock-${textRecord.id}`, 2, true],
+        [last(mock).id, 'client-8', 6, true],
+      ],
+    );
+  });
+
   test('the SDK stream helper accumulates the same message', async () => {
     const runner = sdk(mock).chat.completions.stream({ model: 'served-a', messages: [] });
     const completion = await runner.finalChatCompletion();

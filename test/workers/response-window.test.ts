@@ -30,3 +30,16 @@ test('a client that never catches up does not grow the bookkeeping without bound
   assert.ok(kept < 5_000, `kept ${kept} entries`);
   assert.equal(window.buffered, 10);
 });
+
+test('high-water marks keep the most ever buffered and outstanding, an overrun included', () => {
+  const window = new ResponseWindow(1000);
+  assert.ok(window.receive(600));
+  window.flushed(); // 600 flushed, credited
+  assert.ok(window.receive(300));
+  assert.deepEqual([window.buffered, window.highWaterBuffered, window.highWaterOutstanding], [300, 600, 600]);
+  assert.ok(window.receive(700));
+  assert.deepEqual([window.buffered, window.highWaterBuffered, window.highWaterOutstanding], [1000, 1000, 1000]);
+  assert.equal(window.receive(1), false, 'an overrun');
+  assert.equal(window.highWaterOutstanding, 1001, 'the overrun shows in the mark');
+  assert.equal(window.highWaterBuffered, 1000, 'the refused bytes were never buffered');
+});

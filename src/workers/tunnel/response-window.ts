@@ -18,6 +18,10 @@ export class ResponseWindow {
   /** Sizes of writes not yet flushed, oldest first (flush callbacks come in order). */
   private unflushed: number[] = [];
   private head = 0;
+  /** Sum of `unflushed` from `head`: what `buffered` reports, kept as it changes so the high-water mark is exact. */
+  #buffered = 0;
+  #highWaterBuffered = 0;
+  #highWaterOutstanding = 0;
 
   constructor(readonly size: number) {
     this.batch = Math.max(1, Math.floor(size / BATCH_DIVISOR));
@@ -26,15 +30,21 @@ export class ResponseWindow {
   /** Records `bytes` arriving; false when the node overran its window. */
   receive(bytes: number): boolean {
     this.outstanding += bytes;
+    // Recorded before the check: an overrun shows in the mark.
+    if (this.outstanding > this.#highWaterOutstanding) this.#highWaterOutstanding = this.outstanding;
     if (this.outstanding > this.size) return false;
     this.unflushed.push(bytes);
+    this.#buffered += bytes;
+    if (this.#buffered > this.#highWaterBuffered) this.#highWaterBuffered = this.#buffered;
     return true;
   }
 
   /** The oldest unflushed write reached the kernel; returns credit to grant now (0 = keep batching). */
   flushed(): number {
     if (this.head >= this.unflushed.length) return 0;
-    this.owed += this.unflushed[this.head++];
+    const bytes = this.unflushed[this.head++];
+    this.owed += bytes;
+    this.#buffered -= bytes;
     if (this.head === this.unflushed.length) {
       this.unflushed.length = 0;
       this.head = 0;
@@ -53,8 +63,16 @@ export class ResponseWindow {
 
   /** Bytes written to the client socket and still buffered in the edge. */
   get buffered(): number {
-    let sum = 0;
-    for (let i = this.head; i < this.unflushed.length; i++) sum += this.unflushed[i];
-    return sum;
+    return this.#buffered;
+  }
+
+  /** The most bytes ever buffered at once for this tunnel (every change counted, not sampled). */
+  get highWaterBuffered(): number {
+    return this.#highWaterBuffered;
+  }
+
+  /** The most bytes the node ever had outstanding on this tunnel, an overrun included. */
+  get highWaterOutstanding(): number {
+    return this.#highWaterOutstanding;
   }
 }

@@ -45,6 +45,11 @@ export class FakeNode {
     this.heartbeat = setInterval(() => this.send(heartbeatMessage(Date.now())), 150);
   }
 
+  /** Goes silent with the stream still open: a half-open peer (a frozen host, a dead NAT), as the edge sees it. */
+  stopHeartbeat(): void {
+    clearInterval(this.heartbeat);
+  }
+
   send(message: NodeMessage): void {
     if (this.endedWith === undefined) this.call.write(message);
   }

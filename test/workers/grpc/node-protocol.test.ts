@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../../helpers/stack.js';
+import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, sessionOf, startStack, waitFor, waitUntil, type Stack } from '../../helpers/stack.js';
 import { MAX_SESSION_VIOLATIONS } from '../../../src/workers/grpc/frame-guard.js';
 import { MAX_BATCH_FRAMES } from '../../../src/workers/grpc/node-session.js';
 import type { TunnelFrame } from '../../../src/gen/edge/v1/tunnel_pb.js';
@@ -51,6 +51,33 @@ describe('node protocol: bad input from a node', () => {
     assert.equal(res.status, 200);
     await res.arrayBuffer();
     await stack.close();
+  });
+
+  test('a node that keeps its stream open but stops heartbeating is dropped after heartbeat.timeout_ms; its tunnels fail with node_disconnected', async () => {
+    const TIMEOUT_MS = stack.config.heartbeat.timeoutMs;
+    assert.equal(TIMEOUT_MS, 1_000, 'the stack helper sets heartbeat.timeout_ms 1000');
+    const node = await connect();
+    const before = { ...(await stats()) };
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, 'data: {"ok":1}\n\n');
+    const res = await pending;
+    assert.equal(res.status, 200);
+    node.stopHeartbeat();
+    const silentAt = performance.now();
+    // Nothing closes the TCP connection or the stream from the node's side: only the edge's heartbeat check can end this.
+    const body = await Promise.race([res.text(), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), TIMEOUT_MS * 5))]);
+    assert.ok(body !== undefined, `the silent node was not dropped within ${TIMEOUT_MS * 5} ms`);
+    const droppedAfterMs = performance.now() - silentAt;
+    const events = body.split('\n\n').filter((e) => e.length > 0);
+    assert.equal(events[0], 'data: {"ok":1}');
+    assert.equal((JSON.parse(events.at(-1)?.slice(6) ?? '{}') as { error?: { code?: string } }).error?.code, 'node_disconnected', body);
+    assert.ok(droppedAfterMs >= TIMEOUT_MS - stack.config.heartbeat.intervalMs - 50 && droppedAfterMs < TIMEOUT_MS * 3, `dropped ${Math.round(droppedAfterMs)} ms after going silent (timeout ${TIMEOUT_MS} ms)`);
+    await node.ended; // the edge ended the silent node's stream (the node never did)
+    assert.equal((await stats()).heartbeatTimeouts - before.heartbeatTimeouts, 1);
+    await waitFor(async () => (await sessionOf(stack.edge, NODE_ID)) === undefined, 'the session to be gone');
+    assert.equal(stack.edge.driver.status().nodes.find((n) => n.id === NODE_ID)?.connected, false);
   });
 
   test('frames for tunnels never opened are dropped and counted; past the limit the node is fenced', async () => {

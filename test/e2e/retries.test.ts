@@ -1,0 +1,183 @@
+// The retry before the first response byte, through the real stack: a
+// request is tried at most twice (once more on another provider), a node
+// that says it is leaving (ERROR node_leaving) hands its request to another
+// provider, and x-edge-overhead-ms counts a failed attempt's time (a known,
+// injected delay) but never the provider's own time to answer (the mock's
+// injected time to first byte).
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type Server, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { NodeAgent } from '../../src/agent/agent.js';
+import { parseAgentConfig } from '../../src/agent/config.js';
+import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { assertOwnStream } from '../helpers/identity.js';
+import { inFlight, openExchanges, testWorkers, waitUntil } from '../helpers/stack.js';
+import { FakeNode } from '../workers/grpc/fake-node.js';
+
+const ALIAS = 'llama3';
+
+interface Fleet {
+  readonly edge: RunningEdge;
+  readonly agents: NodeAgent[];
+  close(): Promise<void>;
+}
+
+/**
+ * An edge whose alias is served by one provider per entry of `urls` (ids in
+ * order a, b, c: the scheduler's tie-break tries them in that order), all on
+ * node-1 and its one real agent; `fakeNodes` adds node-2.. with one provider
+ * each (0-fake-1, ...: sorted before a), for a FakeNode to drive.
+ */
+async function fleet(urls: string[], fakeNodes = 0): Promise<Fleet> {
+  const ids = urls.map((_, i) => String.fromCharCode(97 + i));
+  const fakeIds = Array.from({ length: fakeNodes }, (_, i) => `0-fake-${i + 1}`);
+  const edge = await startEdge(
+    parseEdgeConfig(
+      {
+        listen: { http: { port: 0 }, grpc: { port: 0 } },
+        heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+        workers: { count: testWorkers() },
+        nodes: [
+          { id: 'node-1', token: 't1', providers: ids.map((id) => ({ id, capacity: 4 })) },
+          ...fakeIds.map((id, i) => ({ id: `node-${i + 2}`, token: `t${i + 2}`, providers: [{ id, capacity: 4 }] })),
+        ],
+        models: [{ alias: ALIAS, providers: Object.fromEntries([...fakeIds, ...ids].map((id) => [id, `served-${id}`])) }],
+      },
+      'test',
+    ),
+    { logger: silentLogger() },
+  );
+  const agent = new NodeAgent(
+    parseAgentConfig(
+      {
+        edge: { address: `127.0.0.1:${edge.grpcPort}` },
+        node: { id: 'node-1', token: 't1' },
+        providers: ids.map((id, i) => ({ id, type: 'openai_compat', base_url: urls[i] })),
+        reconnect: { initial_ms: 50, max_ms: 200 },
+      },
+      'test',
+    ),
+    { logger: silentLogger() },
+  );
+  const registered = once(agent, 'registered');
+  agent.start();
+  await registered;
+  return {
+    edge,
+    agents: [agent],
+    async close(): Promise<void> {
+      await agent.stop();
+      await edge.close();
+    },
+  };
+}
+
+/** Reads a request, waits `delayMs`, then resets the connection before any response byte. */
+async function slowResettingServer(delayMs: number): Promise<{ server: Server; url: string; requests: () => number }> {
+  let requests = 0;
+  const server = createServer((socket: Socket) => {
+    socket.on('error', () => {});
+    socket.once('data', () => {
+      requests++;
+      setTimeout(() => socket.resetAndDestroy(), delayMs);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests: () => requests };
+}
+
+function chat(edge: RunningEdge, headers: Record<string, string> = {}, stream = false): Promise<Response> {
+  return fetch(`${edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ model: ALIAS, stream, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+}
+
+async function settled(edge: RunningEdge): Promise<void> {
+  await waitUntil(() => inFlight(edge) === 0, 'every lease released');
+  assert.deepEqual(edge.driver.scheduler.checkInvariants(), []);
+  assert.equal(await openExchanges(edge), 0);
+}
+
+describe('retry before the first byte', () => {
+  const mocks: MockProvider[] = [];
+  let current: Fleet | undefined;
+  const servers: Server[] = [];
+  before(async () => {
+    for (let i = 0; i < 3; i++) mocks.push(await startMockProvider({ tokens: 3 }));
+  });
+  afterEach(async () => {
+    await current?.close();
+    current = undefined;
+    for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve));
+  });
+  after(async () => {
+    for (const mock of mocks) await mock.close();
+  });
+
+  test('with three failing providers the client gets the error after exactly two attempts; the third never sees the request', async () => {
+    current = await fleet(mocks.map((m) => m.url));
+    const seen = mocks.map((m) => m.stats.requests);
+    const res = await chat(current.edge, { 'x-mock-fail': 'reset-before-headers', 'x-request-id': 'three-failing' });
+    assert.equal(res.status, 502);
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_reset');
+    await settled(current.edge);
+    assert.deepEqual(
+      mocks.map((m, i) => m.stats.requests - seen[i]),
+      [1, 1, 0],
+      'a tried, then b (retried once), never c',
+    );
+    assert.deepEqual(mocks.slice(0, 2).map((m) => m.requestLog.at(-1)?.requestId), ['three-failing', 'three-failing']);
+  });
+
+  test('a node answering ERROR node_leaving hands the request to another provider, invisibly to the client', async () => {
+    // 0-fake-1 (on a fake node) sorts before a: the request goes there first.
+    current = await fleet([mocks[0].url], 1);
+    const leaving = new FakeNode(current.edge.grpcPort);
+    try {
+      leaving.register('node-2', 't2', ['0-fake-1']);
+      await leaving.registered();
+      await waitUntil(() => current?.edge.driver.status().providers.find((p) => p.id === '0-fake-1')?.connected === true, 'the fake node provider to be connected');
+      const served = mocks[0].stats.completed;
+      const response = chat(current.edge, { 'x-request-id': 'leaving-1', 'x-mock-tokens': '5' }, true);
+      const tunnel = await leaving.nextTunnel();
+      leaving.error(tunnel.tunnelId, 0, 'node_leaving', 'the node is shutting down');
+      const res = await response;
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('x-edge-provider'), 'a');
+      assertOwnStream(await res.text(), 'leaving-1', 5);
+      assert.equal(mocks[0].stats.completed, served + 1);
+      await settled(current.edge);
+    } finally {
+      leaving.close();
+    }
+  });
+
+  test('x-edge-overhead-ms counts a failed attempt (a known delay) and never the provider time (an injected time to first byte)', async () => {
+    const FAIL_AFTER_MS = 250;
+    const PROVIDER_MS = 400;
+    const resetting = await slowResettingServer(FAIL_AFTER_MS);
+    servers.push(resetting.server);
+    current = await fleet([resetting.url, mocks[1].url]);
+    const started = performance.now();
+    // a resets after FAIL_AFTER_MS; b sends its headers PROVIDER_MS after the request.
+    const res = await chat(current.edge, { 'x-mock-fail': `slow-headers:${PROVIDER_MS}` });
+    const headersMs = performance.now() - started;
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-edge-provider'), 'b');
+    await res.arrayBuffer();
+    assert.equal(resetting.requests(), 1);
+    const overhead = Number(res.headers.get('x-edge-overhead-ms'));
+    assert.ok(headersMs >= FAIL_AFTER_MS + PROVIDER_MS, `the client waited ${headersMs} ms`);
+    // The failed attempt took FAIL_AFTER_MS of the edge's time; b's PROVIDER_MS is provider time.
+    assert.ok(overhead >= FAIL_AFTER_MS && overhead < FAIL_AFTER_MS + PROVIDER_MS / 2, `x-edge-overhead-ms ${overhead}, expected ${FAIL_AFTER_MS} plus a little`);
+    await settled(current.edge);
+  });
+});
