@@ -13,18 +13,18 @@ export class ResponseWindow {
   /** Bytes received from the node and not yet credited back. */
   outstanding = 0;
   /** Flushed bytes not yet credited back (waiting to fill a batch). */
-  private owed = 0;
-  private readonly batch: number;
+  #owed = 0;
+  readonly #batch: number;
   /** Sizes of writes not yet flushed, oldest first (flush callbacks come in order). */
-  private unflushed: number[] = [];
-  private head = 0;
+  #unflushed: number[] = [];
+  #head = 0;
   /** Sum of `unflushed` from `head`: what `buffered` reports, kept as it changes so the high-water mark is exact. */
   #buffered = 0;
   #highWaterBuffered = 0;
   #highWaterOutstanding = 0;
 
   constructor(readonly size: number) {
-    this.batch = Math.max(1, Math.floor(size / BATCH_DIVISOR));
+    this.#batch = Math.max(1, Math.floor(size / BATCH_DIVISOR));
   }
 
   /** Records `bytes` arriving; false when the node overran its window. */
@@ -33,7 +33,7 @@ export class ResponseWindow {
     // Recorded before the check: an overrun shows in the mark.
     if (this.outstanding > this.#highWaterOutstanding) this.#highWaterOutstanding = this.outstanding;
     if (this.outstanding > this.size) return false;
-    this.unflushed.push(bytes);
+    this.#unflushed.push(bytes);
     this.#buffered += bytes;
     if (this.#buffered > this.#highWaterBuffered) this.#highWaterBuffered = this.#buffered;
     return true;
@@ -41,24 +41,29 @@ export class ResponseWindow {
 
   /** The oldest unflushed write reached the kernel; returns credit to grant now (0 = keep batching). */
   flushed(): number {
-    if (this.head >= this.unflushed.length) return 0;
-    const bytes = this.unflushed[this.head++];
-    this.owed += bytes;
+    if (this.#head >= this.#unflushed.length) return 0;
+    const bytes = this.#unflushed[this.#head++];
+    this.#owed += bytes;
     this.#buffered -= bytes;
-    if (this.head === this.unflushed.length) {
-      this.unflushed.length = 0;
-      this.head = 0;
-    } else if (this.head >= COMPACT_AFTER && this.head * 2 >= this.unflushed.length) {
+    if (this.#head === this.#unflushed.length) {
+      this.#unflushed.length = 0;
+      this.#head = 0;
+    } else if (this.#head >= COMPACT_AFTER && this.#head * 2 >= this.#unflushed.length) {
       // A client that never catches up never empties the list: drop the flushed prefix.
-      this.unflushed.copyWithin(0, this.head);
-      this.unflushed.length -= this.head;
-      this.head = 0;
+      this.#unflushed.copyWithin(0, this.#head);
+      this.#unflushed.length -= this.#head;
+      this.#head = 0;
     }
-    if (this.owed < this.batch) return 0;
-    const credit = this.owed;
-    this.owed = 0;
+    if (this.#owed < this.#batch) return 0;
+    const credit = this.#owed;
+    this.#owed = 0;
     this.outstanding -= credit;
     return credit;
+  }
+
+  /** Entries in the write-size list, flushed prefix included (tests check it stays bounded). */
+  get trackedWrites(): number {
+    return this.#unflushed.length;
   }
 
   /** Bytes written to the client socket and still buffered in the edge. */

@@ -54,19 +54,24 @@ export function inputTokensFromHead(head: Uint8Array): number | undefined {
 
 /** Keeps references to the newest frames covering at least USAGE_TAIL_BYTES. */
 export class StreamTail {
-  private frames: Uint8Array[] = [];
-  private bytes = 0;
+  #frames: Uint8Array[] = [];
+  #bytes = 0;
 
   push(frame: Uint8Array): void {
-    this.frames.push(frame);
-    this.bytes += frame.byteLength;
-    while (this.frames.length > 1 && this.bytes - this.frames[0].byteLength >= USAGE_TAIL_BYTES) {
-      this.bytes -= this.frames[0].byteLength;
-      this.frames.shift();
+    this.#frames.push(frame);
+    this.#bytes += frame.byteLength;
+    while (this.#frames.length > 1 && this.#bytes - this.#frames[0].byteLength >= USAGE_TAIL_BYTES) {
+      this.#bytes -= this.#frames[0].byteLength;
+      this.#frames.shift();
     }
   }
 
+  /** Frames currently kept (tests check the tail stays bounded). */
+  get keptFrames(): number {
+    return this.#frames.length;
+  }
+
   usage(): TokenUsage | undefined {
-    return this.frames.length === 0 ? undefined : usageFromTail(this.frames);
+    return this.#frames.length === 0 ? undefined : usageFromTail(this.#frames);
   }
 }
