@@ -177,68 +177,74 @@ const utf8Decoder = new TextDecoder();
 
 /** Writing side of one ring direction: interns names and writes records. */
 export class RecordWriter {
-  private readonly ids = new Map<string, number>();
+  readonly #ids = new Map<string, number>();
+
+  readonly #producer: RingProducer;
+  readonly #commitEach: boolean;
 
   /** `commitEach` false: records stay reserved until the owner calls
    * producer.commit() (RecordChannel batches commits, so wake-ups). */
-  constructor(
-    private readonly producer: RingProducer,
-    private readonly commitEach = true,
-  ) {}
+  constructor(producer: RingProducer, commitEach = true) {
+    this.#producer = producer;
+    this.#commitEach = commitEach;
+  }
 
   /** The id of `name`, writing its `string` record first if the reader has
    * not seen it yet. 0 when that record does not fit now: backpressure, as
    * for write(); nothing was interned and the call can be repeated. */
   intern(name: string): number {
-    const known = this.ids.get(name);
+    const known = this.#ids.get(name);
     if (known !== undefined) return known;
     const length = STRING_HEADER_BYTES + Buffer.byteLength(name, 'utf8');
-    const offset = this.producer.reserve(length);
+    const offset = this.#producer.reserve(length);
     if (offset < 0) return 0;
-    const id = this.ids.size + 1;
-    this.producer.view.setUint32(offset, RecordKind.string, true);
-    this.producer.view.setUint32(offset + 4, id, true);
-    utf8.encodeInto(name, this.producer.bytes.subarray(offset + STRING_HEADER_BYTES, offset + length));
-    if (this.commitEach) this.producer.commit();
-    this.ids.set(name, id);
+    const id = this.#ids.size + 1;
+    this.#producer.view.setUint32(offset, RecordKind.string, true);
+    this.#producer.view.setUint32(offset + 4, id, true);
+    utf8.encodeInto(name, this.#producer.bytes.subarray(offset + STRING_HEADER_BYTES, offset + length));
+    if (this.#commitEach) this.#producer.commit();
+    this.#ids.set(name, id);
     return id;
   }
 
   /** Writes `record` as one ring record. False when the ring is full. */
   write(record: SchedulerRecord): boolean {
-    const offset = this.producer.reserve(RECORD_BYTES);
+    const offset = this.#producer.reserve(RECORD_BYTES);
     if (offset < 0) return false;
-    encodeRecord(this.producer.view, offset, record);
-    if (this.commitEach) this.producer.commit();
+    encodeRecord(this.#producer.view, offset, record);
+    if (this.#commitEach) this.#producer.commit();
     return true;
   }
 }
 
 /** Reading side of one ring direction: learns names, decodes records. */
 export class RecordReader {
-  private readonly names: string[] = [''];
+  readonly #names: string[] = [''];
 
-  constructor(
-    private readonly view: DataView,
-    private readonly bytes: Uint8Array,
-  ) {}
+  readonly #view: DataView;
+  readonly #bytes: Uint8Array;
+
+  constructor(view: DataView, bytes: Uint8Array) {
+    this.#view = view;
+    this.#bytes = bytes;
+  }
 
   /** Decodes the ring record at (offset, length) into `out`. Returns false
    * for a `string` record, which it consumes by learning the name. */
   decode(offset: number, length: number, out: SchedulerRecord): boolean {
-    if (this.view.getUint8(offset) === RecordKind.string) {
-      const id = this.view.getUint32(offset + 4, true);
-      this.names[id] = utf8Decoder.decode(this.bytes.subarray(offset + STRING_HEADER_BYTES, offset + length));
+    if (this.#view.getUint8(offset) === RecordKind.string) {
+      const id = this.#view.getUint32(offset + 4, true);
+      this.#names[id] = utf8Decoder.decode(this.#bytes.subarray(offset + STRING_HEADER_BYTES, offset + length));
       return false;
     }
     if (length !== RECORD_BYTES) throw new Error(`ring: scheduler record of ${length} bytes, expected ${RECORD_BYTES}`);
-    decodeRecord(this.view, offset, out);
+    decodeRecord(this.#view, offset, out);
     return true;
   }
 
   /** The name behind an interned id; undefined for 0 or an unknown id. */
   nameOf(id: number): string | undefined {
-    return id === 0 ? undefined : this.names[id];
+    return id === 0 ? undefined : this.#names[id];
   }
 }
 

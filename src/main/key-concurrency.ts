@@ -12,9 +12,9 @@ class KeyCount {
 
 export class KeyConcurrency {
   /** Keys with open requests only: an entry goes when its count reaches 0. */
-  private readonly byName = new Map<string, KeyCount>();
+  readonly #byName = new Map<string, KeyCount>();
   /** requestId -> the count it holds a slot of; a release frees exactly what was taken. */
-  private readonly held = new Map<number, KeyCount>();
+  readonly #held = new Map<number, KeyCount>();
 
   /**
    * Takes a slot of key `name` for `requestId`; false (nothing taken) when
@@ -22,39 +22,39 @@ export class KeyConcurrency {
    * (the worker's config snapshot), so a refresh needs nothing here.
    */
   acquire(requestId: number, name: string, limit: number): boolean {
-    let count = this.byName.get(name);
+    let count = this.#byName.get(name);
     if (count === undefined) {
       if (limit < 1) return false;
       count = new KeyCount(name);
-      this.byName.set(name, count);
+      this.#byName.set(name, count);
     } else if (count.inFlight >= limit) {
       return false;
     }
     count.inFlight++;
-    this.held.set(requestId, count);
+    this.#held.set(requestId, count);
     return true;
   }
 
   /** The exchange is over. A request refused by acquire() (or released already) holds nothing: a no-op. */
   release(requestId: number): void {
-    const count = this.held.get(requestId);
+    const count = this.#held.get(requestId);
     if (count === undefined) return;
-    this.held.delete(requestId);
-    if (--count.inFlight === 0) this.byName.delete(count.name);
+    this.#held.delete(requestId);
+    if (--count.inFlight === 0) this.#byName.delete(count.name);
   }
 
   /** A worker exited: the slots its requests held (requestId % stride = worker) are free. */
   releaseWorker(worker: number, stride: number): void {
-    for (const requestId of [...this.held.keys()]) if (requestId % stride === worker) this.release(requestId);
+    for (const requestId of [...this.#held.keys()]) if (requestId % stride === worker) this.release(requestId);
   }
 
   /** Open requests of `name` (0 when none). */
   inFlight(name: string): number {
-    return this.byName.get(name)?.inFlight ?? 0;
+    return this.#byName.get(name)?.inFlight ?? 0;
   }
 
   /** Keys with open requests and their counts (status). */
   status(): { name: string; inFlight: number }[] {
-    return [...this.byName.values()].map((c) => ({ name: c.name, inFlight: c.inFlight }));
+    return [...this.#byName.values()].map((c) => ({ name: c.name, inFlight: c.inFlight }));
   }
 }

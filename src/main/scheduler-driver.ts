@@ -54,12 +54,12 @@ function isGrant(decision: Decision): decision is Grant {
  */
 export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   readonly scheduler: Scheduler;
-  private handler: DecisionHandler | undefined;
-  private registrar: NodeRegistrar | undefined;
-  private readonly decisions: Decision[] = [];
-  private delivering = false;
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt = Infinity;
+  #handler: DecisionHandler | undefined;
+  #registrar: NodeRegistrar | undefined;
+  readonly #decisions: Decision[] = [];
+  #delivering = false;
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Infinity;
   /** One thread: ClientAuth counts each key's open requests where it authenticates. */
   readonly countsKeys = false;
 
@@ -68,20 +68,20 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   setHandler(handler: DecisionHandler): void {
-    this.handler = handler;
+    this.#handler = handler;
   }
 
   setRegistrar(registrar: NodeRegistrar): void {
-    this.registrar = registrar;
+    this.#registrar = registrar;
   }
 
   // SchedulerSink: only records; delivery happens in flush().
   grant(grant: Grant): void {
-    this.decisions.push(grant);
+    this.#decisions.push(grant);
   }
 
   reject(requestId: number, code: RejectCode, retryAfterSec: number): void {
-    this.decisions.push({ requestId, code, retryAfterSec });
+    this.#decisions.push({ requestId, code, retryAfterSec });
   }
 
   /**
@@ -90,73 +90,73 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
    * current) before any grant the scheduler made meanwhile reaches it.
    */
   deferDecisions<T>(fn: () => T): T {
-    if (this.delivering) return fn();
-    this.delivering = true;
+    if (this.#delivering) return fn();
+    this.#delivering = true;
     let result: T;
     try {
       result = fn();
     } finally {
-      this.delivering = false;
+      this.#delivering = false;
     }
-    this.flush();
+    this.#flush();
     return result;
   }
 
   admit(request: AdmitRequest): void {
     this.scheduler.admit(request, performance.now());
-    this.flush();
+    this.#flush();
   }
 
   cancel(requestId: number): boolean {
     const removed = this.scheduler.cancel(requestId, performance.now());
-    this.flush();
+    this.#flush();
     return removed;
   }
 
   /** Drops the queued requests and releases the leases of a data path that is gone (see Scheduler.forgetRequests). */
   forgetRequests(belongs: (requestId: number) => boolean): { queued: number; leases: number } {
     const forgotten = this.scheduler.forgetRequests(belongs, performance.now());
-    this.flush();
+    this.#flush();
     return forgotten;
   }
 
   release(leaseId: number, reason: ReleaseReason): boolean {
     const released = this.scheduler.release(leaseId, reason, performance.now());
-    this.flush();
+    this.#flush();
     return released;
   }
 
   /** Pre-send fence; when stale the request is re-admitted and its new decision delivered. */
   confirm(leaseId: number): boolean {
     const current = this.scheduler.confirm(leaseId, performance.now());
-    this.flush();
+    this.#flush();
     return current;
   }
 
   /** Failed before the first byte: re-queue once for another provider (see Scheduler.retry). */
   retry(leaseId: number, request: AdmitRequest, excludeProviderId: string): boolean {
     const requeued = this.scheduler.retry(leaseId, request, excludeProviderId, performance.now());
-    this.flush();
+    this.#flush();
     return requeued;
   }
 
   connect(nodeId: string, announcedProviders?: readonly string[], endpoints?: ReadonlyMap<string, number>): ConnectResult | undefined {
     const result = this.scheduler.connect(nodeId, performance.now(), announcedProviders, endpoints);
-    this.flush();
+    this.#flush();
     return result;
   }
 
   disconnect(nodeId: string, generation: number): readonly LeaseInfo[] | undefined {
     const released = this.scheduler.disconnect(nodeId, generation, performance.now());
-    this.flush();
+    this.#flush();
     return released;
   }
 
   // --- SchedulerPort (the data path on this thread) ----------------------------
 
   requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false): void {
-    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed)) this.decisions.push(new RequeueRefusal(request.requestId));
-    this.flush();
+    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed)) this.#decisions.push(new RequeueRefusal(request.requestId));
+    this.#flush();
   }
 
   confirmSent(leaseId: number): boolean {
@@ -168,34 +168,34 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   reportStale(requestId: number, leaseId: number): void {
     const current = this.scheduler.confirm(leaseId, performance.now());
-    this.decisions.push(new StaleAnswer(requestId, leaseId, current));
-    this.flush();
+    this.#decisions.push(new StaleAnswer(requestId, leaseId, current));
+    this.#flush();
   }
 
   /** Activation and fencing in one step: the registrar makes the session current before any grant is delivered. */
   register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
     this.deferDecisions(() => {
       const connected = this.connect(nodeId, providerIds, endpoints);
-      this.registrar?.onConnected(serial, nodeId, connected?.generation ?? 0);
+      this.#registrar?.onConnected(serial, nodeId, connected?.generation ?? 0);
     });
   }
 
   /** One thread holds every lane, so the driver only checks the generation. */
   joinLane(nodeId: string, serial: number, generation: number): void {
     const current = this.scheduler.currentGeneration(nodeId);
-    this.registrar?.onConnected(serial, nodeId, current !== 0 && current === generation ? generation : 0);
+    this.#registrar?.onConnected(serial, nodeId, current !== 0 && current === generation ? generation : 0);
   }
 
   leaveLane(_nodeId: string, _generation: number): void {}
 
   setDraining(nodeId: string, draining: boolean): void {
     this.scheduler.setDraining(nodeId, draining, performance.now());
-    this.flush();
+    this.#flush();
   }
 
   setConfig(config: EdgeConfig): void {
     this.scheduler.setConfig(config, performance.now());
-    this.flush();
+    this.#flush();
   }
 
   status(): SchedulerStatus {
@@ -205,25 +205,25 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   /** Operator reset of a provider's outlier breaker; false when it had none. */
   resetOutlier(providerId: string): boolean {
     const reset = this.scheduler.resetOutlier(providerId, performance.now());
-    this.flush();
+    this.#flush();
     return reset;
   }
 
   close(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.timerAt = Infinity;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
   }
 
-  private flush(): void {
-    if (this.delivering) return; // the outer flush loop picks these up
-    const handler = this.handler;
-    this.delivering = true;
+  #flush(): void {
+    if (this.#delivering) return; // the outer flush loop picks these up
+    const handler = this.#handler;
+    this.#delivering = true;
     let delivered = 0;
     try {
       // Index loop: handlers may append more decisions while we deliver.
-      while (delivered < this.decisions.length) {
-        const decision = this.decisions[delivered++];
+      while (delivered < this.#decisions.length) {
+        const decision = this.#decisions[delivered++];
         if (!handler) continue;
         if (decision instanceof RequeueRefusal) handler.onRequeueRefused(decision.requestId);
         else if (decision instanceof StaleAnswer) handler.onStaleChecked(decision.requestId, decision.leaseId, decision.current);
@@ -232,33 +232,33 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
       }
     } finally {
       // A throwing handler loses only its own decision, never replays others.
-      this.decisions.splice(0, delivered);
-      this.delivering = false;
+      this.#decisions.splice(0, delivered);
+      this.#delivering = false;
     }
-    this.armTimer();
+    this.#armTimer();
   }
 
-  private armTimer(): void {
+  #armTimer(): void {
     const deadline = this.scheduler.nextDeadline();
     if (deadline === undefined) {
-      if (this.timer) clearTimeout(this.timer);
-      this.timer = undefined;
-      this.timerAt = Infinity;
+      if (this.#timer) clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#timerAt = Infinity;
       return;
     }
-    if (this.timer && deadline >= this.timerAt) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timerAt = deadline;
-    this.timer = setTimeout(onDeadline, Math.max(0, deadline - performance.now()) + 1, this);
-    this.timer.unref();
+    if (this.#timer && deadline >= this.#timerAt) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timerAt = deadline;
+    this.#timer = setTimeout(onDeadline, Math.max(0, deadline - performance.now()) + 1, this);
+    this.#timer.unref();
   }
 
   /** @internal timer callback */
   expire(): void {
-    this.timer = undefined;
-    this.timerAt = Infinity;
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
     this.scheduler.tick(performance.now());
-    this.flush();
+    this.#flush();
   }
 }
 

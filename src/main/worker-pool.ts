@@ -79,38 +79,47 @@ export interface PoolPorts {
 }
 
 export class WorkerPool implements DecisionHandler, DataPath {
-  private readonly slots: WorkerSlot[] = [];
-  private readonly peerRings: (SharedArrayBuffer | undefined)[][] = [];
-  private readonly places = new Map<string, NodePlace>();
-  private readonly scratch = new SchedulerRecord();
+  readonly #slots: WorkerSlot[] = [];
+  readonly #peerRings: (SharedArrayBuffer | undefined)[][] = [];
+  readonly #places = new Map<string, NodePlace>();
+  readonly #scratch = new SchedulerRecord();
   /** Open requests per limited API key, over all workers (auth.api_keys[].max_concurrent). */
   readonly keys = new KeyConcurrency();
-  private nextCall = 1;
-  private readonly calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
+  #nextCall = 1;
+  readonly #calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   /** Shared flag: 1 while the admin event stream has subscribers (workers build run events only then). */
   readonly eventsFlag = new Int32Array(new SharedArrayBuffer(4));
-  private closed = false;
-  private readonly peerBytes: number;
+  #closed = false;
+  readonly #peerBytes: number;
   /** What a respawned worker starts with: the live config, the log level and the shared ports. */
   #config: EdgeConfig | undefined;
   #logLevel = 'info';
   #ports: PoolPorts | undefined;
 
+  readonly #driver: SchedulerDriver;
+  readonly #logger: Logger;
+  readonly #onEvent: (event: WorkerEvent) => void;
+  readonly #script: URL;
+
   constructor(
     readonly count: number,
-    private readonly driver: SchedulerDriver,
-    private readonly logger: Logger,
-    private readonly onEvent: (event: WorkerEvent) => void,
+    driver: SchedulerDriver,
+    logger: Logger,
+    onEvent: (event: WorkerEvent) => void,
     /** The worker entry; a bench swaps in a synthetic load worker that speaks the same rings. */
-    private readonly script: URL = IO_WORKER_SCRIPT,
+    script: URL = IO_WORKER_SCRIPT,
   ) {
+    this.#driver = driver;
+    this.#logger = logger;
+    this.#onEvent = onEvent;
+    this.#script = script;
     const peerBytes = count <= 8 ? PEER_RING_BYTES : PEER_RING_BYTES_MANY;
-    this.peerBytes = peerBytes;
+    this.#peerBytes = peerBytes;
     for (let i = 0; i < count; i++) {
-      this.slots.push(new WorkerSlot(i, createRing(SCHEDULER_RING_BYTES), createRing(SCHEDULER_RING_BYTES)));
+      this.#slots.push(new WorkerSlot(i, createRing(SCHEDULER_RING_BYTES), createRing(SCHEDULER_RING_BYTES)));
       const row: (SharedArrayBuffer | undefined)[] = [];
       for (let j = 0; j < count; j++) row.push(i === j ? undefined : createRing(peerBytes));
-      this.peerRings.push(row);
+      this.#peerRings.push(row);
     }
     driver.setHandler(this);
   }
@@ -119,14 +128,14 @@ export class WorkerPool implements DecisionHandler, DataPath {
   async start(config: EdgeConfig, logLevel: string): Promise<PoolPorts> {
     this.#config = config;
     this.#logLevel = logLevel;
-    const first = await this.spawn(0, config, config.http.port, config.grpc.port, logLevel);
+    const first = await this.#spawn(0, config, config.http.port, config.grpc.port, logLevel);
     this.#ports = first;
-    await Promise.all(this.slots.slice(1).map((slot) => this.spawn(slot.index, config, first.httpPort, first.grpcPort, logLevel)));
+    await Promise.all(this.#slots.slice(1).map((slot) => this.#spawn(slot.index, config, first.httpPort, first.grpcPort, logLevel)));
     return first;
   }
 
-  private async spawn(index: number, config: EdgeConfig, httpPort: number, grpcPort: number, logLevel: string): Promise<PoolPorts> {
-    const slot = this.slots[index];
+  async #spawn(index: number, config: EdgeConfig, httpPort: number, grpcPort: number, logLevel: string): Promise<PoolPorts> {
+    const slot = this.#slots[index];
     const data: IoWorkerData = {
       index,
       count: this.count,
@@ -136,23 +145,23 @@ export class WorkerPool implements DecisionHandler, DataPath {
       logLevel,
       toMain: slot.toMain,
       fromMain: slot.fromMain,
-      toPeer: this.peerRings[index],
-      fromPeer: this.peerRings.map((row) => row[index]),
+      toPeer: this.#peerRings[index],
+      fromPeer: this.#peerRings.map((row) => row[index]),
       eventsFlag: this.eventsFlag.buffer as SharedArrayBuffer,
     };
-    const worker = new Worker(this.script, { workerData: data, name: `edge-io-${index}` });
+    const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
-    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage) => this.onMessage(message, index));
-    worker.on('error', (err) => this.logger.error({ err, worker: index }, 'I/O worker failed'));
+    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage) => this.#onMessage(message, index));
+    worker.on('error', (err) => this.#logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
       this.keys.releaseWorker(index, ID_STRIDE);
-      if (this.closed) return;
-      this.logger.error({ worker: index, code }, 'I/O worker exited');
-      this.rejectCalls(index);
-      if (slot.started) void this.recover(slot);
+      if (this.#closed) return;
+      this.#logger.error({ worker: index, code }, 'I/O worker exited');
+      this.#rejectCalls(index);
+      if (slot.started) void this.#recover(slot);
     });
-    void drainLoop(slot.consumer, (offset, length) => this.fromWorker(slot, offset, length), (err) => this.logger.error({ err, worker: index }, 'scheduler record failed'));
+    void drainLoop(slot.consumer, (offset, length) => this.#fromWorker(slot, offset, length), (err) => this.#logger.error({ err, worker: index }, 'scheduler record failed'));
     const [ready] = (await Promise.race([once(worker, 'message'), once(worker, 'error').then(([err]) => Promise.reject(err as Error))])) as [ControlReply];
     if (ready.type !== 'ready') throw new Error(`I/O worker ${index} did not start: ${JSON.stringify(ready)}`);
     slot.started = true;
@@ -163,24 +172,24 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   /** Sends a request to one worker and resolves with its reply. */
   call<T>(index: number, request: ControlCall): Promise<T> {
-    const slot = this.slots[index];
+    const slot = this.#slots[index];
     if (slot.worker === undefined || slot.exited) return Promise.reject(new Error(`worker ${index} is not running`));
-    const id = this.nextCall++;
+    const id = this.#nextCall++;
     return new Promise<T>((resolve, reject) => {
-      this.calls.set(id, { worker: index, resolve: resolve as (value: unknown) => void, reject });
+      this.#calls.set(id, { worker: index, resolve: resolve as (value: unknown) => void, reject });
       slot.worker?.postMessage({ ...request, id });
     });
   }
 
   /** The same request to every running worker (one being replaced has nothing to answer). */
   callAll<T>(request: ControlCall): Promise<T[]> {
-    return Promise.all(this.slots.filter((slot) => !slot.exited).map((slot) => this.call<T>(slot.index, request)));
+    return Promise.all(this.#slots.filter((slot) => !slot.exited).map((slot) => this.call<T>(slot.index, request)));
   }
 
-  private rejectCalls(worker: number): void {
-    for (const [id, call] of this.calls) {
+  #rejectCalls(worker: number): void {
+    for (const [id, call] of this.#calls) {
       if (call.worker !== worker) continue;
-      this.calls.delete(id);
+      this.#calls.delete(id);
       call.reject(new Error(`worker ${worker} exited`));
     }
   }
@@ -195,36 +204,36 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * (cancelling tunnels the dead one's clients had on their nodes), and its
    * listener rejoins the shared ports.
    */
-  private async recover(slot: WorkerSlot): Promise<void> {
+  async #recover(slot: WorkerSlot): Promise<void> {
     const index = slot.index;
-    for (const [nodeId, place] of [...this.places]) {
-      if (place.worker === index) this.disconnect(nodeId, place.generation);
+    for (const [nodeId, place] of [...this.#places]) {
+      if (place.worker === index) this.#disconnect(nodeId, place.generation);
       else for (let at = place.lanes.indexOf(index); at >= 0; at = place.lanes.indexOf(index)) place.lanes.splice(at, 1);
     }
-    const forgotten = this.driver.forgetRequests((requestId) => requestId % ID_STRIDE === index);
+    const forgotten = this.#driver.forgetRequests((requestId) => requestId % ID_STRIDE === index);
     slot.consumer.close(); // its loop drains what the worker left, ignoring what would start work
     slot.producer.close();
     const fresh = new WorkerSlot(index, createRing(SCHEDULER_RING_BYTES), createRing(SCHEDULER_RING_BYTES));
-    this.slots[index] = fresh;
+    this.#slots[index] = fresh;
     const replacing: Promise<unknown>[] = [];
     for (let j = 0; j < this.count; j++) {
       if (j === index) continue;
-      const toPeer = createRing(this.peerBytes);
-      const fromPeer = createRing(this.peerBytes);
-      this.peerRings[index][j] = toPeer;
-      this.peerRings[j][index] = fromPeer;
+      const toPeer = createRing(this.#peerBytes);
+      const fromPeer = createRing(this.#peerBytes);
+      this.#peerRings[index][j] = toPeer;
+      this.#peerRings[j][index] = fromPeer;
       replacing.push(this.call(j, { type: 'replacePeer', peer: index, toPeer: fromPeer, fromPeer: toPeer }).catch(() => undefined));
     }
-    this.logger.warn({ worker: index, releasedLeases: forgotten.leases, droppedQueued: forgotten.queued }, 'I/O worker cleaned up; starting a new one');
+    this.#logger.warn({ worker: index, releasedLeases: forgotten.leases, droppedQueued: forgotten.queued }, 'I/O worker cleaned up; starting a new one');
     await Promise.all(replacing);
     const config = this.#config;
     const ports = this.#ports;
-    if (this.closed || config === undefined || ports === undefined) return;
+    if (this.#closed || config === undefined || ports === undefined) return;
     try {
-      await this.spawn(index, config, ports.httpPort, ports.grpcPort, this.#logLevel);
-      this.logger.info({ worker: index }, 'I/O worker replaced');
+      await this.#spawn(index, config, ports.httpPort, ports.grpcPort, this.#logLevel);
+      this.#logger.info({ worker: index }, 'I/O worker replaced');
     } catch (err) {
-      this.logger.error({ err, worker: index }, 'I/O worker could not be replaced');
+      this.#logger.error({ err, worker: index }, 'I/O worker could not be replaced');
     }
   }
 
@@ -237,11 +246,11 @@ export class WorkerPool implements DecisionHandler, DataPath {
   /** Each worker swaps the snapshot in one step when the message arrives, so its requests see old or new. */
   setConfig(config: EdgeConfig): void {
     this.#config = config;
-    void this.callAll({ type: 'setConfig', config }).catch((err: Error) => this.logger.error({ err }, 'config snapshot did not reach every worker'));
+    void this.callAll({ type: 'setConfig', config }).catch((err: Error) => this.#logger.error({ err }, 'config snapshot did not reach every worker'));
   }
 
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
-    const place = this.places.get(nodeId);
+    const place = this.#places.get(nodeId);
     if (place === undefined) return false;
     void this.call(place.worker, { type: 'notifyNode', nodeId, changedPaths, configVersion }).catch(() => undefined);
     return true;
@@ -249,14 +258,14 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   /** The worker holding the node's first stream sends it and waits; that worker enforces the deadline. */
   nodeCommand(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult> {
-    const place = this.places.get(nodeId);
+    const place = this.#places.get(nodeId);
     if (place === undefined) return Promise.resolve({ node: nodeId, kind, status: 'not_connected', message: `node ${nodeId} has no connection on this edge` });
     return this.call<NodeCommandResult>(place.worker, { type: 'nodeCommand', nodeId, kind, args, deadlineMs }).catch((err: Error) => ({ node: nodeId, kind, status: 'failed' as const, message: err.message }));
   }
 
   /** Every worker holding a stream of the node retires its streams; see retireLanes for the order. */
   retireNode(nodeId: string, graceMs: number, reason: string): boolean {
-    const place = this.places.get(nodeId);
+    const place = this.#places.get(nodeId);
     if (place === undefined) return false;
     const holdAnchor = place.lanes.some((worker) => worker !== place.worker);
     for (const worker of new Set([place.worker, ...place.lanes])) void this.call(worker, { type: 'retireNode', nodeId, graceMs, reason, holdAnchor }).catch(() => undefined);
@@ -278,7 +287,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   /** Which worker holds the node's current session, if any. */
   placeOf(nodeId: string): NodePlace | undefined {
-    return this.places.get(nodeId);
+    return this.#places.get(nodeId);
   }
 
   setEventsActive(active: boolean): void {
@@ -287,57 +296,57 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   ringUsage(): { name: string; used: number; capacity: number }[] {
     const out: { name: string; used: number; capacity: number }[] = [];
-    for (const slot of this.slots) {
+    for (const slot of this.#slots) {
       out.push({ name: `worker-${slot.index}->main`, ...slot.consumer.usage() });
       out.push({ name: `main->worker-${slot.index}`, ...slot.producer.usage() });
     }
     return out;
   }
 
-  private onMessage(message: ControlReply | WorkerEvent | AffinityMessage, from: number): void {
+  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage, from: number): void {
     if (message.type === 'event' || message.type === 'runs') {
-      this.onEvent(message);
+      this.#onEvent(message);
       return;
     }
     if (message.type === 'affinity') {
       // Every other worker learns where the response lives (id 0: no reply wanted).
-      for (const slot of this.slots) {
+      for (const slot of this.#slots) {
         if (slot.index !== from && !slot.exited) slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored: message.stored });
       }
       return;
     }
     if (message.type !== 'reply') return;
-    const call = this.calls.get(message.id);
+    const call = this.#calls.get(message.id);
     if (call === undefined) return;
-    this.calls.delete(message.id);
+    this.#calls.delete(message.id);
     if (message.error !== undefined) call.reject(new Error(message.error));
     else call.resolve(message.value);
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
+    if (this.#closed) return;
     try {
       await this.callAll({ type: 'close' });
     } catch {
       // a worker that is gone has nothing left to close
     }
-    this.closed = true;
-    for (const slot of this.slots) {
+    this.#closed = true;
+    for (const slot of this.#slots) {
       slot.consumer.close();
       slot.out.commit();
       slot.producer.close();
     }
-    await Promise.all(this.slots.map((slot) => (slot.exited ? undefined : slot.worker?.terminate())));
+    await Promise.all(this.#slots.map((slot) => (slot.exited ? undefined : slot.worker?.terminate())));
   }
 
   // --- records from workers (hot path) -------------------------------------------
 
-  private fromWorker(slot: WorkerSlot, offset: number, length: number): void {
+  #fromWorker(slot: WorkerSlot, offset: number, length: number): void {
     const r = slot.record;
     if (!slot.reader.decode(offset, length, r)) return;
     // Left in the ring by a worker that exited: what ends work still counts; nothing new may start for it.
     if (slot.exited && startsWork(r.kind)) return;
-    const driver = this.driver;
+    const driver = this.#driver;
     const reader = slot.reader;
     switch (r.kind) {
       case RecordKind.admit:
@@ -373,20 +382,20 @@ export class WorkerPool implements DecisionHandler, DataPath {
       }
       case RecordKind.connect: {
         if (r.code === 1) {
-          this.joinLane(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', r.generation);
+          this.#joinLane(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', r.generation);
           return;
         }
         const announced = slot.announced.get(r.requestId) ?? [];
         slot.announced.delete(r.requestId);
         const endpoints = slot.endpoints.get(r.requestId);
         slot.endpoints.delete(r.requestId);
-        this.connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced, endpoints);
+        this.#connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced, endpoints);
         return;
       }
       case RecordKind.disconnect: {
         const nodeId = reader.nameOf(r.nodeId) ?? '';
-        if (r.code === 1) this.leaveLane(slot, nodeId, r.generation);
-        else this.disconnect(nodeId, r.generation);
+        if (r.code === 1) this.#leaveLane(slot, nodeId, r.generation);
+        else this.#disconnect(nodeId, r.generation);
         return;
       }
       case RecordKind.draining:
@@ -402,61 +411,61 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * goes out: the answer is on the worker's FIFO ring ahead of them. A
    * session of the node's previous generation is fenced where it lives.
    */
-  private connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
-    this.driver.deferDecisions(() => {
-      const previous = this.places.get(nodeId);
-      const connected = this.driver.connect(nodeId, announced, endpoints);
-      const r = this.scratch.reset(RecordKind.connected);
+  #connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
+    this.#driver.deferDecisions(() => {
+      const previous = this.#places.get(nodeId);
+      const connected = this.#driver.connect(nodeId, announced, endpoints);
+      const r = this.#scratch.reset(RecordKind.connected);
       r.requestId = serial;
       r.generation = connected?.generation ?? 0;
       slot.out.send(r, nodeId);
       if (connected === undefined) return;
-      this.places.set(nodeId, { worker: slot.index, generation: connected.generation, lanes: [], next: 0 });
-      if (previous !== undefined && previous.generation !== connected.generation) this.fenceEverywhere(nodeId, previous);
+      this.#places.set(nodeId, { worker: slot.index, generation: connected.generation, lanes: [], next: 0 });
+      if (previous !== undefined && previous.generation !== connected.generation) this.#fenceEverywhere(nodeId, previous);
     });
   }
 
   /** The anchor stream of (node, generation) ended: the connection is over, and its lanes are closed where they live. */
-  private disconnect(nodeId: string, generation: number): void {
-    const place = this.places.get(nodeId);
+  #disconnect(nodeId: string, generation: number): void {
+    const place = this.#places.get(nodeId);
     if (place !== undefined && place.generation === generation) {
-      this.places.delete(nodeId);
-      if (place.lanes.length > 0) this.fenceEverywhere(nodeId, place);
+      this.#places.delete(nodeId);
+      if (place.lanes.length > 0) this.#fenceEverywhere(nodeId, place);
     }
-    this.driver.disconnect(nodeId, generation);
+    this.#driver.disconnect(nodeId, generation);
   }
 
   /** A lane may join only the node's current connection; the answer goes first on the lane's FIFO ring. */
-  private joinLane(slot: WorkerSlot, serial: number, nodeId: string, generation: number): void {
-    const place = this.places.get(nodeId);
+  #joinLane(slot: WorkerSlot, serial: number, nodeId: string, generation: number): void {
+    const place = this.#places.get(nodeId);
     const current = place !== undefined && place.generation === generation;
     if (current) place.lanes.push(slot.index);
-    const r = this.scratch.reset(RecordKind.connected);
+    const r = this.#scratch.reset(RecordKind.connected);
     r.requestId = serial;
     r.generation = current ? generation : 0;
     slot.out.send(r, nodeId);
   }
 
-  private leaveLane(slot: WorkerSlot, nodeId: string, generation: number): void {
-    const place = this.places.get(nodeId);
+  #leaveLane(slot: WorkerSlot, nodeId: string, generation: number): void {
+    const place = this.#places.get(nodeId);
     if (place === undefined || place.generation !== generation) return;
     const at = place.lanes.indexOf(slot.index);
     if (at >= 0) place.lanes.splice(at, 1);
   }
 
   /** Sends fence(generation) to every worker holding a lane of that connection (lane 0's included). */
-  private fenceEverywhere(nodeId: string, place: NodePlace): void {
+  #fenceEverywhere(nodeId: string, place: NodePlace): void {
     const workers = new Set([place.worker, ...place.lanes]);
     for (const worker of workers) {
-      if (this.slots[worker].exited) continue;
-      const fence = this.scratch.reset(RecordKind.fence);
+      if (this.#slots[worker].exited) continue;
+      const fence = this.#scratch.reset(RecordKind.fence);
       fence.generation = place.generation;
-      this.slots[worker].out.send(fence, nodeId);
+      this.#slots[worker].out.send(fence, nodeId);
     }
   }
 
   /** The worker a grant's tunnel goes through: the client's own when it holds a lane of the node, else the next lane in turn. */
-  private laneWorker(place: NodePlace, clientWorker: number): number {
+  #laneWorker(place: NodePlace, clientWorker: number): number {
     const lanes = place.lanes;
     if (lanes.length === 0 || place.worker === clientWorker) return place.worker;
     if (lanes.includes(clientWorker)) return clientWorker;
@@ -466,41 +475,41 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   // --- DecisionHandler: the scheduler's answers, to the request's worker -----------
 
-  private slotOf(requestId: number): WorkerSlot {
-    return this.slots[requestId % ID_STRIDE];
+  #slotOf(requestId: number): WorkerSlot {
+    return this.#slots[requestId % ID_STRIDE];
   }
 
   onGrant(grant: Grant): void {
-    const r = this.scratch.reset(RecordKind.grant);
+    const r = this.#scratch.reset(RecordKind.grant);
     r.requestId = grant.requestId;
     r.leaseId = grant.leaseId;
     r.generation = grant.generation;
     r.value = grant.queuedMs;
-    const place = this.places.get(grant.nodeId);
-    r.worker = place === undefined ? 0 : this.laneWorker(place, grant.requestId % ID_STRIDE);
-    this.slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel);
+    const place = this.#places.get(grant.nodeId);
+    r.worker = place === undefined ? 0 : this.#laneWorker(place, grant.requestId % ID_STRIDE);
+    this.#slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel);
   }
 
   onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void {
-    const r = this.scratch.reset(RecordKind.reject);
+    const r = this.#scratch.reset(RecordKind.reject);
     r.requestId = requestId;
     r.code = rejectCodeCode(code);
     r.value = retryAfterSec;
-    this.slotOf(requestId).out.send(r);
+    this.#slotOf(requestId).out.send(r);
   }
 
   onRequeueRefused(requestId: number): void {
-    const r = this.scratch.reset(RecordKind.requeued);
+    const r = this.#scratch.reset(RecordKind.requeued);
     r.requestId = requestId;
-    this.slotOf(requestId).out.send(r);
+    this.#slotOf(requestId).out.send(r);
   }
 
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
-    const r = this.scratch.reset(RecordKind.staleChecked);
+    const r = this.#scratch.reset(RecordKind.staleChecked);
     r.requestId = requestId;
     r.leaseId = leaseId;
     r.code = current ? 1 : 0;
-    this.slotOf(requestId).out.send(r);
+    this.#slotOf(requestId).out.send(r);
   }
 }
 

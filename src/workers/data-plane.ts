@@ -85,9 +85,9 @@ const RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set([
 const NODE_DEADLINE_SLACK_MS = 1_000;
 
 export class DataPlane implements DecisionHandler, ExchangeOwner {
-  private readonly pending = new Map<number, ProxyExchange>();
+  readonly #pending = new Map<number, ProxyExchange>();
   /** requestId -> the API key whose concurrency slot the request holds (auth on only). */
-  private readonly keyOf = new Map<number, ApiKeyState>();
+  readonly #keyOf = new Map<number, ApiKeyState>();
   /**
    * The port counts each limited key's open requests across workers (I/O
    * workers; only keys with max_concurrent are tracked here then). False:
@@ -95,64 +95,69 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
    */
   readonly sharedKeyLimits: boolean;
   /** requestId -> what to do if its requeue is refused. */
-  private readonly fallbacks = new Map<number, RequeueFallback>();
-  private nextSeq = 1;
-  private readonly idBase: number;
-  private readonly idStride: number;
-  private readonly workerIndex: number;
-  private readonly peers: PeerRouter | undefined;
-  private readonly runIdPrefix = `run-${Date.now().toString(36)}-`;
-  private config: EdgeConfig;
-  private aliases: ReadonlySet<string>;
+  readonly #fallbacks = new Map<number, RequeueFallback>();
+  #nextSeq = 1;
+  readonly #idBase: number;
+  readonly #idStride: number;
+  readonly #workerIndex: number;
+  readonly #peers: PeerRouter | undefined;
+  readonly #runIdPrefix = `run-${Date.now().toString(36)}-`;
+  #config: EdgeConfig;
+  #aliases: ReadonlySet<string>;
   /** provider id -> the adapter its node runs it with (TunnelRequest.adapter). */
-  private adapters: ReadonlyMap<string, Adapter>;
-  private deadlineLimits: DeadlineLimits;
-  private maxTunnelsPerNode: number;
-  private observer: ExchangeObserver = NO_OBSERVER;
+  #adapters: ReadonlyMap<string, Adapter>;
+  #deadlineLimits: DeadlineLimits;
+  #maxTunnelsPerNode: number;
+  #observer: ExchangeObserver = NO_OBSERVER;
   /** Set when the edge drains: new requests get 503 shutting_down. */
   shuttingDown = false;
   /** Requests that reached the data plane (inspection: which worker served what). */
   begunTotal = 0;
 
+  readonly #driver: SchedulerPort;
+  readonly #nodes: NodeGateway;
+
   constructor(
     config: EdgeConfig,
-    private readonly driver: SchedulerPort,
-    private readonly nodes: NodeGateway,
+    driver: SchedulerPort,
+    nodes: NodeGateway,
     readonly logger: Logger,
     placement: PlanePlacement = { workerIndex: -1, peers: undefined },
   ) {
-    this.config = config;
-    this.aliases = new Set(config.models.map((m) => m.alias));
-    this.adapters = adaptersOf(config);
-    ({ deadlineLimits: this.deadlineLimits, maxTunnelsPerNode: this.maxTunnelsPerNode } = hardeningOf(config));
-    this.workerIndex = placement.workerIndex;
-    this.peers = placement.peers;
-    this.idBase = placement.workerIndex < 0 ? 0 : placement.workerIndex;
-    this.idStride = placement.workerIndex < 0 ? 1 : ID_STRIDE;
+    this.#driver = driver;
+    this.#nodes = nodes;
+    this.#config = config;
+    this.#aliases = new Set(config.models.map((m) => m.alias));
+    this.#adapters = adaptersOf(config);
+    ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
+    this.#workerIndex = placement.workerIndex;
+    this.#peers = placement.peers;
+    this.#idBase = placement.workerIndex < 0 ? 0 : placement.workerIndex;
+    this.#idStride = placement.workerIndex < 0 ? 1 : ID_STRIDE;
     this.sharedKeyLimits = driver.countsKeys;
     driver.setHandler(this);
   }
 
   setConfig(config: EdgeConfig): void {
-    this.config = config;
-    this.aliases = new Set(config.models.map((m) => m.alias));
-    this.adapters = adaptersOf(config);
-    ({ deadlineLimits: this.deadlineLimits, maxTunnelsPerNode: this.maxTunnelsPerNode } = hardeningOf(config));
+    this.#config = config;
+    this.#aliases = new Set(config.models.map((m) => m.alias));
+    this.#adapters = adaptersOf(config);
+    ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
   }
 
   /** limits.max_tunnels_per_node of the live config (0 = none); PeerLinks fence with it too. */
   get tunnelLimit(): number {
-    return this.maxTunnelsPerNode;
+    return this.#maxTunnelsPerNode;
   }
 
   get openExchanges(): number {
-    return this.pending.size;
+    return this.#pending.size;
   }
 
   /** Per open tunnel: bytes buffered in the edge for the client vs its window, and their high-water marks (status, tests). */
   tunnelBuffers(): PlaneInspection['tunnelBuffers'] {
     const out: PlaneInspection['tunnelBuffers'] = [];
-    for (const exchange of this.pending.values()) {
+    for (const exchange of this.#pending.values()) {
       const w = exchange.window;
       if (w) out.push({ runId: exchange.runId, buffered: w.buffered, outstanding: w.outstanding, window: w.size, highWaterBuffered: w.highWaterBuffered, highWaterOutstanding: w.highWaterOutstanding });
     }
@@ -160,7 +165,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   hasModel(alias: string): boolean {
-    return this.aliases.has(alias);
+    return this.#aliases.has(alias);
   }
 
   /** Which provider made each stored Response (Responses API state lives there). */
@@ -174,68 +179,68 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
    * `pinnedProviderId`: only that provider may serve it.
    */
   begin(route: ApiRoute, path: string, request: IncomingMessage, response: ServerResponse, body: Buffer, info: InspectOk, apiKey?: ApiKeyState, pinnedProviderId?: string): void {
-    const requestId = this.nextSeq++ * this.idStride + this.idBase;
+    const requestId = this.#nextSeq++ * this.#idStride + this.#idBase;
     this.begunTotal++;
     let limitedKey: ApiKeyState | undefined;
     if (apiKey !== undefined) {
       if (!this.sharedKeyLimits) {
-        this.keyOf.set(requestId, apiKey);
+        this.#keyOf.set(requestId, apiKey);
       } else if (apiKey.maxConcurrent !== Infinity) {
         // Shared limits: only keys with max_concurrent are counted (main takes the slot at admission).
         limitedKey = apiKey;
-        this.keyOf.set(requestId, apiKey);
+        this.#keyOf.set(requestId, apiKey);
       }
     }
-    const exchange = new ProxyExchange(this, requestId, this.runIdPrefix + requestId.toString(36), path, request, response, body, info, route, pinnedProviderId);
-    this.stampStart(exchange);
+    const exchange = new ProxyExchange(this, requestId, this.#runIdPrefix + requestId.toString(36), path, request, response, body, info, route, pinnedProviderId);
+    this.#stampStart(exchange);
     (response as ServerResponse & { [kExchange]?: ProxyExchange })[kExchange] = exchange;
     response.on('close', onResponseClose);
-    this.pending.set(requestId, exchange);
+    this.#pending.set(requestId, exchange);
     const sessionId = sessionIdOf(request, body);
     exchange.sessionId = sessionId ?? '';
-    if (this.observer !== NO_OBSERVER) this.observeQueued(exchange);
+    if (this.#observer !== NO_OBSERVER) this.#observeQueued(exchange);
     if (sessionId === undefined) {
       exchange.reject(Errors.invalidSession, 0);
       return;
     }
-    this.driver.admit(admitRequestOf(exchange), limitedKey);
+    this.#driver.admit(admitRequestOf(exchange), limitedKey);
   }
 
   // --- DecisionHandler -------------------------------------------------------
 
   onGrant(grant: Grant, nodeWorker: number): void {
-    const exchange = this.pending.get(grant.requestId);
+    const exchange = this.#pending.get(grant.requestId);
     if (!exchange || exchange.state !== 'admitting') {
       // The client left between the decision and its delivery.
-      this.driver.release(grant.leaseId, 'client_closed');
+      this.#driver.release(grant.leaseId, 'client_closed');
       return;
     }
     let session: TunnelHost;
-    if (nodeWorker < 0 || nodeWorker === this.workerIndex || this.peers === undefined) {
+    if (nodeWorker < 0 || nodeWorker === this.#workerIndex || this.#peers === undefined) {
       // Pre-send fence where the session lives: the lease must belong to the node's current connection.
-      const local = this.nodes.session(grant.nodeId);
+      const local = this.#nodes.session(grant.nodeId);
       if (!local || local.generation !== grant.generation) {
-        this.driver.reportStale(grant.requestId, grant.leaseId); // re-admitted, or failed: onStaleChecked
+        this.#driver.reportStale(grant.requestId, grant.leaseId); // re-admitted, or failed: onStaleChecked
         return;
       }
-      if (!this.driver.confirmSent(grant.leaseId)) return; // re-admitted; its next decision follows
-      if (this.maxTunnelsPerNode > 0 && local.openTunnels >= this.maxTunnelsPerNode) {
-        this.refuseOverloaded(exchange, grant, local.openTunnels);
+      if (!this.#driver.confirmSent(grant.leaseId)) return; // re-admitted; its next decision follows
+      if (this.#maxTunnelsPerNode > 0 && local.openTunnels >= this.#maxTunnelsPerNode) {
+        this.#refuseOverloaded(exchange, grant, local.openTunnels);
         return;
       }
       session = local;
     } else {
       // The node's worker fences (generation, tunnel limit) and answers with frames or a refusal.
-      session = this.peers.nodeHost(nodeWorker, grant.nodeId, grant.generation, grant.leaseId);
+      session = this.#peers.nodeHost(nodeWorker, grant.nodeId, grant.generation, grant.leaseId);
     }
     exchange.grant = grant;
     exchange.leaseId = grant.leaseId;
     exchange.session = session;
     exchange.state = 'dispatched';
     exchange.attempts++;
-    const adapter = this.adapters.get(grant.providerId) ?? Adapter.UNSPECIFIED;
+    const adapter = this.#adapters.get(grant.providerId) ?? Adapter.UNSPECIFIED;
     exchange.adapter = adapter === Adapter.CLI ? 'cli' : 'http';
-    exchange.useWindow(this.config.limits.tunnelWindowBytes);
+    exchange.useWindow(this.#config.limits.tunnelWindowBytes);
     let body: Uint8Array;
     try {
       // A body-less request (GET / DELETE of a stored response) has no `model` to rewrite.
@@ -257,11 +262,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         body,
         stream: exchange.info.stream,
         // The edge's own deadline decides; the node's is a backstop for an edge that vanished.
-        timeoutMs: this.config.limits.tunnelTimeoutMs + NODE_DEADLINE_SLACK_MS,
+        timeoutMs: this.#config.limits.tunnelTimeoutMs + NODE_DEADLINE_SLACK_MS,
         // So are these: without them the agent's HTTP client would apply defaults of its own (undici's 300 s).
-        ttfbTimeoutMs: withSlack(this.deadlineLimits.ttfbTimeoutMs),
-        idleTimeoutMs: withSlack(this.deadlineLimits.idleTimeoutMs),
-        initialCredit: this.config.limits.tunnelWindowBytes,
+        ttfbTimeoutMs: withSlack(this.#deadlineLimits.ttfbTimeoutMs),
+        idleTimeoutMs: withSlack(this.#deadlineLimits.idleTimeoutMs),
+        initialCredit: this.#config.limits.tunnelWindowBytes,
         metadata: { request_id: exchange.requestTag },
       });
       exchange.sentAt = performance.now();
@@ -270,18 +275,18 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       return;
     }
     // Total deadline from the first dispatch; time to first byte per attempt.
-    if (exchange.deadlines === undefined) exchange.deadlines = new ExchangeDeadlines(this.deadlineLimits, undefined, exchange.info.stream);
+    if (exchange.deadlines === undefined) exchange.deadlines = new ExchangeDeadlines(this.#deadlineLimits, undefined, exchange.info.stream);
     else exchange.deadlines.redispatched();
     exchange.deadlines.arm(exchange, false);
-    if (this.observer !== NO_OBSERVER) this.observe(exchange, undefined);
+    if (this.#observer !== NO_OBSERVER) this.#observe(exchange, undefined);
   }
 
   onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void {
-    const exchange = this.pending.get(requestId);
-    this.fallbacks.delete(requestId);
+    const exchange = this.#pending.get(requestId);
+    this.#fallbacks.delete(requestId);
     if (!exchange) return;
     if (code === 'too_many_concurrent_requests') {
-      this.keyLimited(exchange, retryAfterSec);
+      this.#keyLimited(exchange, retryAfterSec);
       return;
     }
     exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange));
@@ -292,22 +297,22 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     // The scheduler still holds the lease, but no stream of that connection was
     // where the grant pointed: the stream (a lane of it, or the whole connection)
     // closed and the scheduler has not heard yet. Once more, anywhere; then fail.
-    const exchange = this.pending.get(requestId);
+    const exchange = this.#pending.get(requestId);
     if (exchange !== undefined && exchange.state === 'admitting' && !exchange.retried) {
       exchange.retried = true;
-      this.fallbacks.set(requestId, { code: STALE, message: '', grant: undefined, session: undefined, tunnelId: 0 });
-      this.observeRetry(exchange, STALE, '');
-      this.driver.requeue(leaseId, admitRequestOf(exchange), '');
+      this.#fallbacks.set(requestId, { code: STALE, message: '', grant: undefined, session: undefined, tunnelId: 0 });
+      this.#observeRetry(exchange, STALE, '');
+      this.#driver.requeue(leaseId, admitRequestOf(exchange), '');
       return;
     }
-    this.driver.release(leaseId, 'send_failed');
+    this.#driver.release(leaseId, 'send_failed');
     if (exchange !== undefined && exchange.state === 'admitting') exchange.reject(Errors.nodeDisconnected, 0);
   }
 
   onRequeueRefused(requestId: number): void {
-    const fallback = this.fallbacks.get(requestId);
-    this.fallbacks.delete(requestId);
-    const exchange = this.pending.get(requestId);
+    const fallback = this.#fallbacks.get(requestId);
+    this.#fallbacks.delete(requestId);
+    const exchange = this.#pending.get(requestId);
     if (fallback === undefined || exchange === undefined || exchange.state !== 'admitting') return;
     if (fallback.code === OVERLOADED) {
       exchange.reject(Errors.nodeOverloaded, 1);
@@ -334,13 +339,13 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   tunnelRefused(exchange: ProxyExchange, code: 'stale' | 'overloaded', open: number): void {
     const grant = exchange.grant;
     if (exchange.state !== 'dispatched' || grant === undefined) return;
-    this.undispatch(exchange);
-    if (code === 'stale') this.driver.reportStale(exchange.requestId, grant.leaseId);
-    else this.refuseOverloaded(exchange, grant, open);
+    this.#undispatch(exchange);
+    if (code === 'stale') this.#driver.reportStale(exchange.requestId, grant.leaseId);
+    else this.#refuseOverloaded(exchange, grant, open);
   }
 
   /** Back to waiting for a decision: no tunnel, no timer. */
-  private undispatch(exchange: ProxyExchange): void {
+  #undispatch(exchange: ProxyExchange): void {
     if (exchange.timeout !== undefined) clearTimeout(exchange.timeout);
     exchange.timeout = undefined;
     exchange.state = 'admitting';
@@ -352,10 +357,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   // --- called by exchanges ---------------------------------------------------
 
   cancelAdmission(exchange: ProxyExchange): void {
-    this.pending.delete(exchange.requestId);
-    if (this.fallbacks.size > 0) this.fallbacks.delete(exchange.requestId);
-    if (this.keyOf.size > 0) this.releaseKey(exchange.requestId);
-    this.driver.cancel(exchange.requestId);
+    this.#pending.delete(exchange.requestId);
+    if (this.#fallbacks.size > 0) this.#fallbacks.delete(exchange.requestId);
+    if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
+    this.#driver.cancel(exchange.requestId);
   }
 
   /**
@@ -367,26 +372,26 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const grant = exchange.grant;
     if (exchange.retried || exchange.state !== 'dispatched' || grant === undefined || !RETRY_BEFORE_FIRST_BYTE.has(code)) return false;
     exchange.retried = true;
-    this.fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId });
-    this.observeRetry(exchange, code, grant.providerId);
+    this.#fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId });
+    this.#observeRetry(exchange, code, grant.providerId);
     // Admitting again before the call: the new grant may be delivered from inside it.
-    this.undispatch(exchange);
+    this.#undispatch(exchange);
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; retrying on another provider');
-    this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
+    this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
     return true;
   }
 
   /** The granted node is at limits.max_tunnels_per_node: retry elsewhere once, else 503 node_overloaded. */
-  private refuseOverloaded(exchange: ProxyExchange, grant: Grant, open: number): void {
-    this.logger.warn({ node: grant.nodeId, open, limit: this.maxTunnelsPerNode }, 'node at its tunnel limit; request not sent there');
+  #refuseOverloaded(exchange: ProxyExchange, grant: Grant, open: number): void {
+    this.logger.warn({ node: grant.nodeId, open, limit: this.#maxTunnelsPerNode }, 'node at its tunnel limit; request not sent there');
     if (!exchange.retried) {
       exchange.retried = true;
-      this.fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
-      this.observeRetry(exchange, 'node_overloaded', grant.providerId);
-      this.driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
+      this.#fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
+      this.#observeRetry(exchange, 'node_overloaded', grant.providerId);
+      this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
       return;
     }
-    this.driver.release(grant.leaseId, 'send_failed');
+    this.#driver.release(grant.leaseId, 'send_failed');
     exchange.reject(Errors.nodeOverloaded, 1);
   }
 
@@ -405,7 +410,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   releaseLease(leaseId: number, reason: ReleaseReason): void {
-    this.driver.release(leaseId, reason);
+    this.#driver.release(leaseId, reason);
   }
 
   /** Called once per exchange, when it is over (see ExchangeObserver). */
@@ -418,39 +423,39 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         this.onAffinity?.(match[1], null);
       }
     }
-    if (this.observer !== NO_OBSERVER) this.observe(exchange, outcome);
+    if (this.#observer !== NO_OBSERVER) this.#observe(exchange, outcome);
   }
 
   firstByte(exchange: ProxyExchange): void {
-    if (this.observer === NO_OBSERVER) return;
+    if (this.#observer === NO_OBSERVER) return;
     try {
-      this.observer.exchangeFirstByte(exchange);
+      this.#observer.exchangeFirstByte(exchange);
     } catch (err) {
       this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
     }
   }
 
-  private observeQueued(exchange: ProxyExchange): void {
+  #observeQueued(exchange: ProxyExchange): void {
     try {
-      this.observer.exchangeQueued(exchange);
+      this.#observer.exchangeQueued(exchange);
     } catch (err) {
       this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
     }
   }
 
-  private observeRetry(exchange: ProxyExchange, code: string, providerId: string): void {
+  #observeRetry(exchange: ProxyExchange, code: string, providerId: string): void {
     try {
-      this.observer.exchangeRetried(exchange, code, providerId);
+      this.#observer.exchangeRetried(exchange, code, providerId);
     } catch (err) {
       this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
     }
   }
 
   /** Observability must never break a request: a throwing observer is logged, not propagated. */
-  private observe(exchange: ProxyExchange, outcome: string | undefined): void {
+  #observe(exchange: ProxyExchange, outcome: string | undefined): void {
     try {
-      if (outcome === undefined) this.observer.exchangeStarted(exchange);
-      else this.observer.exchangeFinished(exchange, outcome);
+      if (outcome === undefined) this.#observer.exchangeStarted(exchange);
+      else this.#observer.exchangeFinished(exchange, outcome);
     } catch (err) {
       this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
     }
@@ -460,30 +465,30 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   /** Set once by the edge; the default observer does nothing. */
   setObserver(observer: ExchangeObserver): void {
-    this.observer = observer;
+    this.#observer = observer;
   }
 
   /** A request refused before it became an exchange (counted, not admitted). */
   refused(code: string): void {
-    this.observer.requestRefused(code);
+    this.#observer.requestRefused(code);
   }
 
   /** Drain started: open responses that have not sent headers yet will close their connection. */
   beginShutdown(): void {
     this.shuttingDown = true;
-    for (const exchange of this.pending.values()) {
+    for (const exchange of this.#pending.values()) {
       if (!exchange.response.headersSent) exchange.response.shouldKeepAlive = false;
     }
   }
 
   /** The drain grace is over: every open exchange ends now with 503 shutting_down (or an in-band error). */
   abortAll(): void {
-    const open = [...this.pending.values()];
+    const open = [...this.#pending.values()];
     // Queued requests leave first: releasing a dispatched lease pumps the
     // queue, which must not send new work to a node just to cancel it.
     for (const exchange of open) {
       if (exchange.state !== 'admitting') continue;
-      this.driver.cancel(exchange.requestId);
+      this.#driver.cancel(exchange.requestId);
       exchange.reject(Errors.shuttingDown, 1, 'the edge is shutting down; retry on another instance');
     }
     for (const exchange of open) {
@@ -494,32 +499,32 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     }
   }
 
-  private stampStart(exchange: ProxyExchange): void {
+  #stampStart(exchange: ProxyExchange): void {
     exchange.startedAt = performance.now();
     const tag = exchange.request.headers['x-request-id'];
     exchange.requestTag = typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : exchange.runId;
   }
 
   forget(exchange: ProxyExchange): void {
-    this.pending.delete(exchange.requestId);
-    if (this.fallbacks.size > 0) this.fallbacks.delete(exchange.requestId);
-    if (this.keyOf.size > 0) this.releaseKey(exchange.requestId);
+    this.#pending.delete(exchange.requestId);
+    if (this.#fallbacks.size > 0) this.#fallbacks.delete(exchange.requestId);
+    if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
   }
 
   /** The exchange ended: its API key's concurrency slot is free again (exactly once). */
-  private releaseKey(requestId: number): void {
-    const key = this.keyOf.get(requestId);
+  #releaseKey(requestId: number): void {
+    const key = this.#keyOf.get(requestId);
     if (key === undefined) return;
-    this.keyOf.delete(requestId);
-    if (this.sharedKeyLimits) this.driver.releaseKey(requestId);
+    this.#keyOf.delete(requestId);
+    if (this.sharedKeyLimits) this.#driver.releaseKey(requestId);
     else key.release();
   }
 
   /** Shared key limits: the key was at its limit, nothing was admitted or taken. Same reply as ClientServer's. */
-  private keyLimited(exchange: ProxyExchange, retryAfterSec: number): void {
+  #keyLimited(exchange: ProxyExchange, retryAfterSec: number): void {
     // Always there: the admit carried the key, and only forget() (which also ends `pending`) clears it.
-    const key = this.keyOf.get(exchange.requestId) as ApiKeyState;
-    this.keyOf.delete(exchange.requestId);
+    const key = this.#keyOf.get(exchange.requestId) as ApiKeyState;
+    this.#keyOf.delete(exchange.requestId);
     exchange.reject(Errors.tooManyConcurrent, retryAfterSec, `this API key already has ${key.maxConcurrent} requests open (its limit); retry when one finishes`);
   }
 }

@@ -11,16 +11,16 @@ import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
 
 export class RemoteScheduler implements SchedulerPort {
-  private handler: DecisionHandler | undefined;
-  private registrar: NodeRegistrar | undefined;
+  #handler: DecisionHandler | undefined;
+  #registrar: NodeRegistrar | undefined;
   readonly out: RecordChannel;
   readonly producer: RingProducer;
   readonly consumer: RingConsumer;
-  private readonly reader: RecordReader;
+  readonly #reader: RecordReader;
   /** Scratch for outgoing records (the channel copies what it must keep). */
-  private readonly scratch = new SchedulerRecord();
-  private readonly incoming = new SchedulerRecord();
-  private readonly onRecord = this.receive.bind(this);
+  readonly #scratch = new SchedulerRecord();
+  readonly #incoming = new SchedulerRecord();
+  readonly #onRecord = this.#receive.bind(this);
   /** Each worker has its own ClientAuth; the one count per key lives on the main thread. */
   readonly countsKeys = true;
 
@@ -28,12 +28,12 @@ export class RemoteScheduler implements SchedulerPort {
     this.producer = new RingProducer(toMain);
     this.out = new RecordChannel(this.producer);
     this.consumer = new RingConsumer(fromMain);
-    this.reader = new RecordReader(this.consumer.view, this.consumer.bytes);
+    this.#reader = new RecordReader(this.consumer.view, this.consumer.bytes);
   }
 
   /** Starts reading the scheduler's answers; resolves when the ring closes. */
   run(onError: (err: unknown) => void): Promise<void> {
-    return drainLoop(this.consumer, this.onRecord, onError);
+    return drainLoop(this.consumer, this.#onRecord, onError);
   }
 
   close(): void {
@@ -43,15 +43,15 @@ export class RemoteScheduler implements SchedulerPort {
   }
 
   setHandler(handler: DecisionHandler): void {
-    this.handler = handler;
+    this.#handler = handler;
   }
 
   setRegistrar(registrar: NodeRegistrar): void {
-    this.registrar = registrar;
+    this.#registrar = registrar;
   }
 
   admit(request: AdmitRequest, limitedKey?: KeyLimit): void {
-    const r = this.scratch.reset(RecordKind.admit);
+    const r = this.#scratch.reset(RecordKind.admit);
     r.requestId = request.requestId;
     r.value = request.estimatedTokens;
     r.session = request.sessionKey ?? 0;
@@ -66,26 +66,26 @@ export class RemoteScheduler implements SchedulerPort {
   }
 
   releaseKey(requestId: number): void {
-    const r = this.scratch.reset(RecordKind.keyRelease);
+    const r = this.#scratch.reset(RecordKind.keyRelease);
     r.requestId = requestId;
     this.out.send(r);
   }
 
   cancel(requestId: number): void {
-    const r = this.scratch.reset(RecordKind.cancel);
+    const r = this.#scratch.reset(RecordKind.cancel);
     r.requestId = requestId;
     this.out.send(r);
   }
 
   release(leaseId: number, reason: ReleaseReason): void {
-    const r = this.scratch.reset(RecordKind.release);
+    const r = this.#scratch.reset(RecordKind.release);
     r.leaseId = leaseId;
     r.code = releaseReasonCode(reason);
     this.out.send(r);
   }
 
   requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false): void {
-    const r = this.scratch.reset(RecordKind.requeue);
+    const r = this.#scratch.reset(RecordKind.requeue);
     r.requestId = request.requestId;
     r.code = providerFailed ? 1 : 0;
     r.leaseId = leaseId;
@@ -105,7 +105,7 @@ export class RemoteScheduler implements SchedulerPort {
   }
 
   reportStale(requestId: number, leaseId: number): void {
-    const r = this.scratch.reset(RecordKind.stale);
+    const r = this.#scratch.reset(RecordKind.stale);
     r.requestId = requestId;
     r.leaseId = leaseId;
     this.out.send(r);
@@ -114,26 +114,26 @@ export class RemoteScheduler implements SchedulerPort {
   /** One `announce` record per provider id, then `connect`: the ring is FIFO, so main has the list when connect arrives. */
   register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
     for (let i = 0; i < providerIds.length; i++) {
-      const a = this.scratch.reset(RecordKind.announce);
+      const a = this.#scratch.reset(RecordKind.announce);
       a.requestId = serial;
       const mask = endpoints?.get(providerIds[i]);
       a.code = mask === undefined ? 0 : mask | ANNOUNCED_ENDPOINTS;
       this.out.send(a, undefined, providerIds[i]);
     }
-    const r = this.scratch.reset(RecordKind.connect);
+    const r = this.#scratch.reset(RecordKind.connect);
     r.requestId = serial;
     this.out.send(r, nodeId);
   }
 
   disconnect(nodeId: string, generation: number): void {
-    const r = this.scratch.reset(RecordKind.disconnect);
+    const r = this.#scratch.reset(RecordKind.disconnect);
     r.generation = generation;
     this.out.send(r, nodeId);
   }
 
   /** A connect record with code 1: main checks the generation and answers `connected`. */
   joinLane(nodeId: string, serial: number, generation: number): void {
-    const r = this.scratch.reset(RecordKind.connect);
+    const r = this.#scratch.reset(RecordKind.connect);
     r.requestId = serial;
     r.generation = generation;
     r.code = 1;
@@ -142,30 +142,30 @@ export class RemoteScheduler implements SchedulerPort {
 
   /** A disconnect record with code 1: main forgets the lane's worker, the connection stays. */
   leaveLane(nodeId: string, generation: number): void {
-    const r = this.scratch.reset(RecordKind.disconnect);
+    const r = this.#scratch.reset(RecordKind.disconnect);
     r.generation = generation;
     r.code = 1;
     this.out.send(r, nodeId);
   }
 
   setDraining(nodeId: string, draining: boolean): void {
-    const r = this.scratch.reset(RecordKind.draining);
+    const r = this.#scratch.reset(RecordKind.draining);
     r.code = draining ? 1 : 0;
     this.out.send(r, nodeId);
   }
 
-  private receive(offset: number, length: number): void {
-    const r = this.incoming;
-    if (!this.reader.decode(offset, length, r)) return;
-    const handler = this.handler;
+  #receive(offset: number, length: number): void {
+    const r = this.#incoming;
+    if (!this.#reader.decode(offset, length, r)) return;
+    const handler = this.#handler;
     switch (r.kind) {
       case RecordKind.grant: {
         const grant: Grant = {
           requestId: r.requestId,
           leaseId: r.leaseId,
-          nodeId: this.reader.nameOf(r.nodeId) ?? '',
-          providerId: this.reader.nameOf(r.providerId) ?? '',
-          servedModel: this.reader.nameOf(r.nameId) ?? '',
+          nodeId: this.#reader.nameOf(r.nodeId) ?? '',
+          providerId: this.#reader.nameOf(r.providerId) ?? '',
+          servedModel: this.#reader.nameOf(r.nameId) ?? '',
           generation: r.generation,
           queuedMs: r.value,
         };
@@ -182,10 +182,10 @@ export class RemoteScheduler implements SchedulerPort {
         handler?.onStaleChecked(r.requestId, r.leaseId, r.code === 1);
         return;
       case RecordKind.connected:
-        this.registrar?.onConnected(r.requestId, this.reader.nameOf(r.nodeId) ?? '', r.generation);
+        this.#registrar?.onConnected(r.requestId, this.#reader.nameOf(r.nodeId) ?? '', r.generation);
         return;
       case RecordKind.fence:
-        this.registrar?.onFence(this.reader.nameOf(r.nodeId) ?? '', r.generation);
+        this.#registrar?.onFence(this.#reader.nameOf(r.nodeId) ?? '', r.generation);
         return;
       default:
         throw new Error(`scheduler ring: unexpected record kind ${r.kind}`);

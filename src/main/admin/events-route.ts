@@ -24,12 +24,10 @@ export class SseStream implements SubscriptionReader {
   #flushQueued = false;
   readonly #keepalive: NodeJS.Timeout;
 
-  constructor(
-    bus: EventBus,
-    private readonly res: ServerResponse,
-    capacity: number,
-    runs = true,
-  ) {
+  readonly #res: ServerResponse;
+
+  constructor(bus: EventBus, res: ServerResponse, capacity: number, runs = true) {
+    this.#res = res;
     this.subscription = bus.subscribe(this, capacity, runs);
     this.onDrain = this.onDrain.bind(this);
     this.onClose = this.onClose.bind(this);
@@ -53,7 +51,7 @@ export class SseStream implements SubscriptionReader {
 
   flush(): void {
     this.#flushQueued = false;
-    const res = this.res;
+    const res = this.#res;
     const sub = this.subscription;
     if (sub.closed || res.destroyed) return;
     res.cork();
@@ -81,13 +79,13 @@ export class SseStream implements SubscriptionReader {
   }
 
   pingIfIdle(): void {
-    if (!this.#waitingForDrain && !this.res.destroyed) this.res.write(': keepalive\n\n');
+    if (!this.#waitingForDrain && !this.#res.destroyed) this.#res.write(': keepalive\n\n');
   }
 
   /** Ends the stream (admin listener closing). */
   end(): void {
     this.onClose();
-    if (!this.res.destroyed) this.res.end();
+    if (!this.#res.destroyed) this.#res.end();
   }
 
   onDrain(): void {

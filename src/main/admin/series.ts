@@ -112,11 +112,15 @@ export class EdgeSeries {
   #timer: NodeJS.Timeout | undefined;
   #ticking = false;
 
+  readonly #source: SeriesSource;
+
   constructor(
-    private readonly source: SeriesSource,
+    source: SeriesSource,
     readonly intervalMs = SERIES_INTERVAL_MS,
     readonly capacity = SERIES_POINTS,
-  ) {}
+  ) {
+    this.#source = source;
+  }
 
   start(): void {
     if (this.#timer !== undefined) return;
@@ -136,7 +140,7 @@ export class EdgeSeries {
     this.#ticking = true;
     try {
       this.#sampleRejects(now);
-      const reading = readingOf(await this.source.metricsParts());
+      const reading = readingOf(await this.#source.metricsParts());
       const last = this.#last;
       this.#last = { at: now, reading };
       if (last === undefined) return;
@@ -159,7 +163,7 @@ export class EdgeSeries {
 
   #sampleRejects(now: number): void {
     const seen = new Set<string>();
-    for (const g of this.source.groups()) {
+    for (const g of this.#source.groups()) {
       seen.add(g.alias);
       let samples = this.#rejects.get(g.alias);
       if (samples === undefined) this.#rejects.set(g.alias, (samples = []));

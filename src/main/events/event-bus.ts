@@ -44,14 +44,19 @@ export class Subscription {
   #wakeQueued = false;
   #closed = false;
 
+  readonly #bus: EventBus;
+  readonly #reader: SubscriptionReader;
+
   constructor(
     readonly id: number,
     readonly capacity: number,
-    private readonly bus: EventBus,
-    private readonly reader: SubscriptionReader,
+    bus: EventBus,
+    reader: SubscriptionReader,
     /** False: node, config and edge events only. Run events (two per request) are built only while some subscriber wants them. */
     readonly runs = true,
   ) {
+    this.#bus = bus;
+    this.#reader = reader;
     this.#ring = new Array<PublishedEvent | undefined>(capacity);
   }
 
@@ -73,7 +78,7 @@ export class Subscription {
       this.#size--;
       this.dropped++;
       this.#unreported++;
-      this.bus.countDrop();
+      this.#bus.countDrop();
     }
     ring[(this.#head + this.#size) % this.capacity] = event;
     this.#size++;
@@ -106,13 +111,13 @@ export class Subscription {
     this.#closed = true;
     this.#ring = [];
     this.#size = 0;
-    this.bus.unsubscribe(this);
+    this.#bus.unsubscribe(this);
   }
 
   /** @internal setImmediate callback */
   wake(): void {
     this.#wakeQueued = false;
-    if (!this.#closed) this.reader.readable(this);
+    if (!this.#closed) this.#reader.readable(this);
   }
 }
 

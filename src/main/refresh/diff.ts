@@ -79,7 +79,7 @@ class Walker {
       for (const [k, v] of b) if (!a.has(k)) this.walk(`${path}[${String(k)}]`, undefined, v, false);
       return;
     }
-    if (Array.isArray(a) && Array.isArray(b) && this.keyedList(path, a, b)) return;
+    if (Array.isArray(a) && Array.isArray(b) && this.#keyedList(path, a, b)) return;
     if (isPlain(a) && isPlain(b)) {
       for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
         this.walk(`${path}.${snake(key)}`, a[key], b[key], SECRET_KEYS.has(key));
@@ -90,7 +90,7 @@ class Walker {
   }
 
   /** Diffs lists of entries that carry an id by id; false when they do not. */
-  private keyedList(path: string, a: readonly unknown[], b: readonly unknown[]): boolean {
+  #keyedList(path: string, a: readonly unknown[], b: readonly unknown[]): boolean {
     const before = new Map<string, unknown>();
     const after = new Map<string, unknown>();
     for (const item of a) {

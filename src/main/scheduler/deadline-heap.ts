@@ -10,37 +10,37 @@ function earlier(a: QueueItem, b: QueueItem): boolean {
 }
 
 export class DeadlineHeap {
-  private readonly items: QueueItem[] = [];
+  readonly #items: QueueItem[] = [];
 
   get size(): number {
-    return this.items.length;
+    return this.#items.length;
   }
 
   peek(): QueueItem | undefined {
-    return this.items[0];
+    return this.#items[0];
   }
 
   push(item: QueueItem): void {
-    item.heapIndex = this.items.length;
-    this.items.push(item);
-    this.up(item.heapIndex);
+    item.heapIndex = this.#items.length;
+    this.#items.push(item);
+    this.#up(item.heapIndex);
   }
 
   remove(item: QueueItem): void {
     const i = item.heapIndex;
     if (i < 0) return;
-    const last = this.items.pop() as QueueItem;
+    const last = this.#items.pop() as QueueItem;
     item.heapIndex = -1;
     if (last === item) return;
-    this.items[i] = last;
+    this.#items[i] = last;
     last.heapIndex = i;
-    this.up(i);
-    this.down(last.heapIndex);
+    this.#up(i);
+    this.#down(last.heapIndex);
   }
 
   /** For invariant checks: true when every parent is due no later than its children. */
   isValid(): boolean {
-    const items = this.items;
+    const items = this.#items;
     for (let i = 0; i < items.length; i++) {
       if (items[i].heapIndex !== i) return false;
       if (i > 0 && earlier(items[i], items[(i - 1) >> 1])) return false;
@@ -48,8 +48,8 @@ export class DeadlineHeap {
     return true;
   }
 
-  private up(i: number): void {
-    const items = this.items;
+  #up(i: number): void {
+    const items = this.#items;
     const item = items[i];
     while (i > 0) {
       const parentIndex = (i - 1) >> 1;
@@ -63,8 +63,8 @@ export class DeadlineHeap {
     item.heapIndex = i;
   }
 
-  private down(i: number): void {
-    const items = this.items;
+  #down(i: number): void {
+    const items = this.#items;
     const n = items.length;
     const item = items[i];
     for (;;) {

@@ -70,38 +70,38 @@ export interface CapacityExcess {
 export class Scheduler {
   /** Scratch for #wantOf: what the request being placed asks of its candidates. */
   readonly #want: { directNodeId: string | undefined; api: ApiKind; pinnedProviderId: string | undefined } = { directNodeId: undefined, api: 0, pinnedProviderId: undefined };
-  private readonly sink: SchedulerSink;
-  private readonly registry = new Registry();
+  readonly #sink: SchedulerSink;
+  readonly #registry = new Registry();
   /** Groups with a non-empty queue: what a pump walks. */
-  private readonly waiting = new Set<GroupState>();
-  private readonly queued = new Map<number, QueueItem>();
-  private readonly deadlines = new DeadlineHeap();
-  private readonly leases = new Map<number, Lease>();
+  readonly #waiting = new Set<GroupState>();
+  readonly #queued = new Map<number, QueueItem>();
+  readonly #deadlines = new DeadlineHeap();
+  readonly #leases = new Map<number, Lease>();
   /** Leases fenced before confirm(): leaseId -> the released lease. */
-  private readonly fencedUnsent = new Map<number, Lease>();
-  private readonly outbox: (Grant | Rejection)[] = [];
-  private delivering = false;
+  readonly #fencedUnsent = new Map<number, Lease>();
+  readonly #outbox: (Grant | Rejection)[] = [];
+  #delivering = false;
   /** Reused by every pump: the groups still being walked. */
-  private readonly active: GroupState[] = [];
-  private lastSeq = 0;
-  private lastLeaseId = 0;
-  private lastGeneration = 0;
+  readonly #active: GroupState[] = [];
+  #lastSeq = 0;
+  #lastLeaseId = 0;
+  #lastGeneration = 0;
   /**
    * Queue order for retries whose lease is already gone (fenced with its
    * node): below every admission seq, increasing, so they wait ahead of
    * everyone and in the order they failed.
    */
-  private lastRetrySeq = -Number.MAX_SAFE_INTEGER;
-  private now = -Infinity;
+  #lastRetrySeq = -Number.MAX_SAFE_INTEGER;
+  #now = -Infinity;
   /** Grants made while their provider was full: must stay 0 (checked by checkInvariants). */
-  private grantsOverCapacity = 0;
+  #grantsOverCapacity = 0;
   /** Passive outlier ejection (outliers.ts); fed by lease outcomes. */
   readonly outliers: Outliers;
 
   constructor(config: EdgeConfig, sink: SchedulerSink, outliers: Outliers = new Outliers()) {
-    this.sink = sink;
+    this.#sink = sink;
     this.outliers = outliers;
-    this.registry.apply(buildCatalog(config));
+    this.#registry.apply(buildCatalog(config));
   }
 
   // --- Admission ------------------------------------------------------------
@@ -112,32 +112,32 @@ export class Scheduler {
    * rejects: model_not_found, node_not_found, queue_full.
    */
   admit(req: AdmitRequest, now: number): void {
-    this.expire(now);
-    if (this.queued.has(req.requestId)) {
-      this.flush(); // expiries already decided still go out
+    this.#expire(now);
+    if (this.#queued.has(req.requestId)) {
+      this.#flush(); // expiries already decided still go out
       throw new RangeError(`request ${req.requestId} is already queued`);
     }
-    const group = this.registry.groups.get(req.alias);
+    const group = this.#registry.groups.get(req.alias);
     if (group === undefined || !group.inCatalog) {
-      this.outbox.push(new Rejection(req.requestId, 'model_not_found', 0));
+      this.#outbox.push(new Rejection(req.requestId, 'model_not_found', 0));
     } else if (req.directNodeId !== undefined && !servesOnNode(group, req.directNodeId)) {
-      this.outbox.push(new Rejection(req.requestId, 'node_not_found', 0));
+      this.#outbox.push(new Rejection(req.requestId, 'node_not_found', 0));
     } else if (!groupServes(group, req.api ?? 0)) {
-      this.outbox.push(new Rejection(req.requestId, 'api_not_served', 0));
+      this.#outbox.push(new Rejection(req.requestId, 'api_not_served', 0));
     } else if (req.pinnedProviderId !== undefined && !pinnedServes(group, req.pinnedProviderId, req.api ?? 0)) {
-      this.outbox.push(new Rejection(req.requestId, 'pinned_provider_gone', 0));
+      this.#outbox.push(new Rejection(req.requestId, 'pinned_provider_gone', 0));
     } else {
-      const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
+      const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
       const sessionKey = req.sessionKey ?? 0;
       // A pinned request goes where its state is; otherwise a named session keeps to its node.
-      const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.affinityNode(group, sessionKey) : undefined);
+      const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, sessionKey) : undefined);
       const entry = pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
-      const seq = ++this.lastSeq;
+      const seq = ++this.#lastSeq;
       if (entry !== undefined) {
-        this.grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey, req.api ?? 0, req.pinnedProviderId);
+        this.#grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey, req.api ?? 0, req.pinnedProviderId);
       } else if (group.queue.length >= group.maxQueue) {
         group.rejected++;
-        this.outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
+        this.#outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
       } else {
         const item = new QueueItem(
           req.requestId,
@@ -154,18 +154,18 @@ export class Scheduler {
         );
         item.sessionKey = sessionKey;
         group.queue.push(item);
-        this.track(item);
+        this.#track(item);
       }
     }
-    this.flush();
+    this.#flush();
   }
 
   /** The client went away while queued: removed, nothing reserved. False if not queued. */
   cancel(requestId: number, now: number): boolean {
-    this.expire(now);
-    const item = this.queued.get(requestId);
-    if (item !== undefined) this.dequeue(item);
-    this.flush();
+    this.#expire(now);
+    const item = this.#queued.get(requestId);
+    if (item !== undefined) this.#dequeue(item);
+    this.#flush();
     return item !== undefined;
   }
 
@@ -176,35 +176,35 @@ export class Scheduler {
    * decisions would have nowhere to go, so none is made for them.
    */
   forgetRequests(belongs: (requestId: number) => boolean, now: number): { queued: number; leases: number } {
-    this.expire(now);
+    this.#expire(now);
     let queued = 0;
     let leases = 0;
-    for (const item of [...this.queued.values()]) {
+    for (const item of [...this.#queued.values()]) {
       if (!belongs(item.requestId)) continue;
-      this.dequeue(item);
+      this.#dequeue(item);
       queued++;
     }
-    for (const lease of [...this.leases.values()]) {
+    for (const lease of [...this.#leases.values()]) {
       if (!belongs(lease.requestId)) continue;
-      this.dropLease(lease);
+      this.#dropLease(lease);
       leases++;
     }
-    for (const lease of [...this.fencedUnsent.values()]) if (belongs(lease.requestId)) this.fencedUnsent.delete(lease.leaseId);
-    this.pump();
-    this.flush();
+    for (const lease of [...this.#fencedUnsent.values()]) if (belongs(lease.requestId)) this.#fencedUnsent.delete(lease.leaseId);
+    this.#pump();
+    this.#flush();
     return { queued, leases };
   }
 
   /** Expires due queued requests and pumps. */
   tick(now: number): void {
-    this.expire(now);
-    this.pump();
-    this.flush();
+    this.#expire(now);
+    this.#pump();
+    this.#flush();
   }
 
   /** Earliest queued deadline (ms), for the driver's single timer. */
   nextDeadline(): number | undefined {
-    const queued = this.deadlines.peek()?.deadline;
+    const queued = this.#deadlines.peek()?.deadline;
     const ejected = this.outliers.nextDeadline();
     if (ejected === undefined) return queued;
     return queued === undefined || ejected < queued ? ejected : queued;
@@ -219,40 +219,40 @@ export class Scheduler {
    * success, or neither).
    */
   release(leaseId: number, reason: ReleaseReason, now: number): boolean {
-    this.expire(now);
-    const lease = this.leases.get(leaseId);
+    this.#expire(now);
+    const lease = this.#leases.get(leaseId);
     if (lease === undefined) {
       // Ending a fenced lease also ends its claim to a re-admission.
-      this.fencedUnsent.delete(leaseId);
-      this.flush();
+      this.#fencedUnsent.delete(leaseId);
+      this.#flush();
       return false;
     }
-    this.dropLease(lease);
-    this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.groupsOf(lease.provider));
-    this.pump();
-    this.flush();
+    this.#dropLease(lease);
+    this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.#groupsOf(lease.provider));
+    this.#pump();
+    this.#flush();
     return true;
   }
 
   /** The outlier state of a provider, for status. */
   outlierStatus(providerId: string): OutlierStatus | undefined {
-    const provider = this.registry.providers.get(providerId);
+    const provider = this.#registry.providers.get(providerId);
     return provider === undefined ? undefined : this.outliers.status(provider);
   }
 
   /** An operator reset the provider's breaker: it takes requests again at once. */
   resetOutlier(providerId: string, now: number): boolean {
-    this.expire(now);
-    const provider = this.registry.providers.get(providerId);
+    this.#expire(now);
+    const provider = this.#registry.providers.get(providerId);
     const reset = provider !== undefined && this.outliers.reset(provider);
-    if (reset) this.pump();
-    this.flush();
+    if (reset) this.#pump();
+    this.#flush();
     return reset;
   }
 
-  private groupsOf(provider: ProviderState): GroupState[] {
+  #groupsOf(provider: ProviderState): GroupState[] {
     const groups: GroupState[] = [];
-    for (const group of this.registry.groups.values()) if (group.entries.some((e) => e.provider === provider)) groups.push(group);
+    for (const group of this.#registry.groups.values()) if (group.entries.some((e) => e.provider === provider)) groups.push(group);
     return groups;
   }
 
@@ -264,8 +264,8 @@ export class Scheduler {
    * fenced by connect/disconnect before this call counts as stale here.
    */
   confirm(leaseId: number, now: number): boolean {
-    this.expire(now);
-    const lease = this.leases.get(leaseId);
+    this.#expire(now);
+    const lease = this.#leases.get(leaseId);
     let current = false;
     if (lease !== undefined) {
       if (lease.node.connected && lease.generation === lease.node.generation) {
@@ -274,18 +274,18 @@ export class Scheduler {
       } else {
         // Released as 'stale_generation'; unreachable while fencing releases
         // every lease of a superseded generation, kept as a safety net.
-        this.dropLease(lease);
-        this.readmit(lease, now);
+        this.#dropLease(lease);
+        this.#readmit(lease, now);
       }
     } else {
-      const fenced = this.fencedUnsent.get(leaseId);
+      const fenced = this.#fencedUnsent.get(leaseId);
       if (fenced !== undefined) {
-        this.fencedUnsent.delete(leaseId);
-        this.readmit(fenced, now);
+        this.#fencedUnsent.delete(leaseId);
+        this.#readmit(fenced, now);
       }
     }
-    if (!current) this.pump();
-    this.flush();
+    if (!current) this.#pump();
+    this.#flush();
     return current;
   }
 
@@ -300,41 +300,41 @@ export class Scheduler {
    * original failure); otherwise the grant or rejection follows as usual.
    */
   retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false): boolean {
-    this.expire(now);
-    const lease = this.leases.get(leaseId);
+    this.#expire(now);
+    const lease = this.#leases.get(leaseId);
     let seq: number;
     if (lease !== undefined) {
       seq = lease.seq;
-      this.dropLease(lease);
-      this.outliers.outcome(lease.provider, providerFailed ? 'failure' : 'neutral', now, this.groupsOf(lease.provider));
+      this.#dropLease(lease);
+      this.outliers.outcome(lease.provider, providerFailed ? 'failure' : 'neutral', now, this.#groupsOf(lease.provider));
     } else {
-      this.fencedUnsent.delete(leaseId);
-      seq = ++this.lastRetrySeq;
+      this.#fencedUnsent.delete(leaseId);
+      seq = ++this.#lastRetrySeq;
     }
     let requeued = false;
-    const group = this.registry.groups.get(req.alias);
+    const group = this.#registry.groups.get(req.alias);
     if (
       group !== undefined &&
       group.inCatalog &&
-      !this.queued.has(req.requestId) &&
+      !this.#queued.has(req.requestId) &&
       (req.directNodeId === undefined || servesOnNode(group, req.directNodeId))
     ) {
-      const need = contextNeed(req.estimatedTokens, this.registry.longThreshold);
+      const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
       if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         group.queue.insertBySeq(item);
-        this.track(item);
+        this.#track(item);
         requeued = true;
       }
     }
-    this.pump();
-    this.flush();
+    this.#pump();
+    this.#flush();
     return requeued;
   }
 
   lease(leaseId: number): LeaseInfo | undefined {
-    return this.leases.get(leaseId)?.info();
+    return this.#leases.get(leaseId)?.info();
   }
 
   // --- Nodes ----------------------------------------------------------------
@@ -349,21 +349,21 @@ export class Scheduler {
    * (undefined: all of them).
    */
   connect(nodeId: string, now: number, announcedProviders?: readonly string[], announcedEndpoints?: ReadonlyMap<string, number>): ConnectResult | undefined {
-    this.expire(now);
-    const node = this.registry.nodes.get(nodeId);
+    this.#expire(now);
+    const node = this.#registry.nodes.get(nodeId);
     if (node === undefined || !node.inCatalog) {
-      this.flush();
+      this.#flush();
       return undefined;
     }
-    const fenced = node.connected ? this.fence(node) : NO_LEASES;
+    const fenced = node.connected ? this.#fence(node) : NO_LEASES;
     node.connected = true;
-    node.generation = ++this.lastGeneration;
+    node.generation = ++this.#lastGeneration;
     node.connectedSinceMs = now;
     node.draining = false; // draining belongs to a connection (the agent's Leaving)
     node.announced = announcedProviders === undefined ? undefined : new Set(announcedProviders);
     node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
-    this.pump();
-    this.flush();
+    this.#pump();
+    this.#flush();
     return { generation: node.generation, fenced };
   }
 
@@ -373,37 +373,37 @@ export class Scheduler {
    * are released as fenced and returned, the node goes offline, queues pump.
    */
   disconnect(nodeId: string, generation: number, now: number): LeaseInfo[] | undefined {
-    this.expire(now);
-    const node = this.registry.nodes.get(nodeId);
+    this.#expire(now);
+    const node = this.#registry.nodes.get(nodeId);
     if (node === undefined || !node.connected || node.generation !== generation) {
-      this.flush();
+      this.#flush();
       return undefined;
     }
-    const fenced = this.fence(node);
+    const fenced = this.#fence(node);
     node.connected = false;
     node.connectedSinceMs = undefined;
     node.draining = false;
-    this.registry.forgetNodeIfUnused(node);
-    this.pump();
-    this.flush();
+    this.#registry.forgetNodeIfUnused(node);
+    this.#pump();
+    this.#flush();
     return fenced;
   }
 
   /** The generation of the node's live connection; 0 when it is not connected (a lane may join only the current one). */
   currentGeneration(nodeId: string): number {
-    const node = this.registry.nodes.get(nodeId);
+    const node = this.#registry.nodes.get(nodeId);
     return node !== undefined && node.connected ? node.generation : 0;
   }
 
   /** A draining node gets no new grants; its open leases run to their end. */
   setDraining(nodeId: string, draining: boolean, now: number): void {
-    this.expire(now);
-    const node = this.registry.nodes.get(nodeId);
+    this.#expire(now);
+    const node = this.#registry.nodes.get(nodeId);
     if (node !== undefined && node.connected) {
       node.draining = draining;
-      if (!draining) this.pump();
+      if (!draining) this.#pump();
     }
-    this.flush();
+    this.#flush();
   }
 
   // --- Config ---------------------------------------------------------------
@@ -414,40 +414,40 @@ export class Scheduler {
    * that disappeared (or whose capacity dropped) stay counted until they end.
    */
   setConfig(config: EdgeConfig, now: number): void {
-    this.expire(now);
-    this.registry.apply(buildCatalog(config));
-    this.pump();
-    this.flush();
+    this.#expire(now);
+    this.#registry.apply(buildCatalog(config));
+    this.#pump();
+    this.#flush();
   }
 
   // --- Introspection --------------------------------------------------------
 
   /** `now` (the clock admit() gets) dates the oldest waiter; without it, the last time the scheduler saw. */
-  status(now: number = this.now): SchedulerStatus {
-    const status = buildStatus(this.registry, this.leases.size, now);
+  status(now: number = this.#now): SchedulerStatus {
+    const status = buildStatus(this.#registry, this.#leases.size, now);
     if (!status.providers.some((p) => this.#tracked(p.id))) return status;
     return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? { ...p, outlier: this.outlierStatus(p.id) } : p)) };
   }
 
   #tracked(providerId: string): boolean {
-    const provider = this.registry.providers.get(providerId);
+    const provider = this.#registry.providers.get(providerId);
     return provider !== undefined && this.outliers.tracks(provider);
   }
 
   /** Empty when every invariant holds. For tests and debug endpoints. */
   checkInvariants(): string[] {
     return checkInvariants({
-      nodes: this.registry.nodes,
-      providers: this.registry.providers,
-      groups: this.registry.groups,
-      waiting: this.waiting,
-      queued: this.queued,
-      deadlines: this.deadlines,
-      leases: this.leases,
-      fencedUnsent: this.fencedUnsent,
-      longThreshold: this.registry.longThreshold,
-      now: this.now,
-      grantsOverCapacity: this.grantsOverCapacity,
+      nodes: this.#registry.nodes,
+      providers: this.#registry.providers,
+      groups: this.#registry.groups,
+      waiting: this.#waiting,
+      queued: this.#queued,
+      deadlines: this.#deadlines,
+      leases: this.#leases,
+      fencedUnsent: this.#fencedUnsent,
+      longThreshold: this.#registry.longThreshold,
+      now: this.#now,
+      grantsOverCapacity: this.#grantsOverCapacity,
     });
   }
 
@@ -458,7 +458,7 @@ export class Scheduler {
    */
   capacityExcess(): CapacityExcess[] {
     const out: CapacityExcess[] = [];
-    for (const p of this.registry.providers.values()) {
+    for (const p of this.#registry.providers.values()) {
       if (p.inFlight > p.capacity) out.push({ providerId: p.id, inFlight: p.inFlight, capacity: p.capacity });
     }
     return out;
@@ -466,7 +466,7 @@ export class Scheduler {
 
   // --- Internals ------------------------------------------------------------
 
-  private grant(
+  #grant(
     group: GroupState,
     entry: GroupEntry,
     requestId: number,
@@ -481,11 +481,11 @@ export class Scheduler {
   ): void {
     const provider = entry.provider;
     const node = provider.node;
-    if (provider.inFlight >= provider.capacity) this.grantsOverCapacity++;
+    if (provider.inFlight >= provider.capacity) this.#grantsOverCapacity++;
     provider.inFlight++;
     this.outliers.granted(provider);
     const lease = new Lease(
-      ++this.lastLeaseId,
+      ++this.#lastLeaseId,
       requestId,
       group.alias,
       provider,
@@ -500,7 +500,7 @@ export class Scheduler {
     );
     lease.sessionKey = sessionKey;
     if (sessionKey !== 0) pinSession(group, sessionKey, node.id);
-    this.leases.set(lease.leaseId, lease);
+    this.#leases.set(lease.leaseId, lease);
     node.leases.add(lease);
     const grant: Grant = {
       requestId,
@@ -511,54 +511,54 @@ export class Scheduler {
       generation: node.generation,
       queuedMs,
     };
-    this.outbox.push(grant);
+    this.#outbox.push(grant);
   }
 
-  private dropLease(lease: Lease): void {
+  #dropLease(lease: Lease): void {
     const provider = lease.provider;
-    this.leases.delete(lease.leaseId);
+    this.#leases.delete(lease.leaseId);
     lease.node.leases.delete(lease);
     provider.inFlight--;
     if (provider.inFlight <= provider.capacity) provider.excessAllowed = false;
-    if (!provider.inCatalog && provider.inFlight === 0) this.registry.providers.delete(provider.id);
-    this.registry.forgetNodeIfUnused(lease.node);
+    if (!provider.inCatalog && provider.inFlight === 0) this.#registry.providers.delete(provider.id);
+    this.#registry.forgetNodeIfUnused(lease.node);
   }
 
   /** Releases every lease of the node's current generation as fenced. */
-  private fence(node: NodeState): LeaseInfo[] {
+  #fence(node: NodeState): LeaseInfo[] {
     const fenced: LeaseInfo[] = [];
     for (const lease of node.leases) {
       fenced.push(lease.info());
-      this.dropLease(lease);
-      if (!lease.confirmed) this.rememberFencedUnsent(lease);
+      this.#dropLease(lease);
+      if (!lease.confirmed) this.#rememberFencedUnsent(lease);
     }
     return fenced;
   }
 
-  private rememberFencedUnsent(lease: Lease): void {
-    if (this.fencedUnsent.size >= MAX_FENCED_UNSENT) {
-      const oldest = this.fencedUnsent.keys().next();
-      if (!oldest.done) this.fencedUnsent.delete(oldest.value);
+  #rememberFencedUnsent(lease: Lease): void {
+    if (this.#fencedUnsent.size >= MAX_FENCED_UNSENT) {
+      const oldest = this.#fencedUnsent.keys().next();
+      if (!oldest.done) this.#fencedUnsent.delete(oldest.value);
     }
-    this.fencedUnsent.set(lease.leaseId, lease);
+    this.#fencedUnsent.set(lease.leaseId, lease);
   }
 
   /** Puts a request whose lease went stale back in its queue, once. */
-  private readmit(lease: Lease, now: number): void {
+  #readmit(lease: Lease, now: number): void {
     if (lease.attempt >= 1) {
-      this.outbox.push(new Rejection(lease.requestId, 'no_provider_available', STALE_RETRY_AFTER_SEC));
+      this.#outbox.push(new Rejection(lease.requestId, 'no_provider_available', STALE_RETRY_AFTER_SEC));
       return;
     }
-    const group = this.registry.groups.get(lease.alias);
+    const group = this.#registry.groups.get(lease.alias);
     if (group === undefined || !group.inCatalog) {
-      this.outbox.push(new Rejection(lease.requestId, 'model_not_found', 0));
+      this.#outbox.push(new Rejection(lease.requestId, 'model_not_found', 0));
       return;
     }
     if (lease.directNodeId !== undefined && !servesOnNode(group, lease.directNodeId)) {
-      this.outbox.push(new Rejection(lease.requestId, 'node_not_found', 0));
+      this.#outbox.push(new Rejection(lease.requestId, 'node_not_found', 0));
       return;
     }
-    if (this.queued.has(lease.requestId)) return; // the caller admitted it again already
+    if (this.#queued.has(lease.requestId)) return; // the caller admitted it again already
     // It already passed admission: max_queue does not apply, and its
     // original sequence puts it ahead of everyone who came after it. The
     // pump that follows grants it at once if a candidate is free.
@@ -577,42 +577,42 @@ export class Scheduler {
     );
     item.sessionKey = lease.sessionKey;
     group.queue.insertBySeq(item);
-    this.track(item);
+    this.#track(item);
   }
 
-  private track(item: QueueItem): void {
-    this.queued.set(item.requestId, item);
-    this.deadlines.push(item);
-    this.waiting.add(item.group);
+  #track(item: QueueItem): void {
+    this.#queued.set(item.requestId, item);
+    this.#deadlines.push(item);
+    this.#waiting.add(item.group);
   }
 
-  private dequeue(item: QueueItem): void {
+  #dequeue(item: QueueItem): void {
     const group = item.group;
     group.queue.remove(item);
-    this.queued.delete(item.requestId);
-    this.deadlines.remove(item);
+    this.#queued.delete(item.requestId);
+    this.#deadlines.remove(item);
     if (group.queue.length === 0) {
-      this.waiting.delete(group);
-      const groups = this.registry.groups;
+      this.#waiting.delete(group);
+      const groups = this.#registry.groups;
       if (!group.inCatalog && groups.get(group.alias) === group) groups.delete(group.alias);
     }
   }
 
   /** Rejects every queued request whose deadline is at or before `now`. */
-  private expire(now: number): void {
-    if (now > this.now) this.now = now;
+  #expire(now: number): void {
+    if (now > this.#now) this.#now = now;
     this.outliers.expire(now);
     for (;;) {
-      const item = this.deadlines.peek();
+      const item = this.#deadlines.peek();
       if (item === undefined || item.deadline > now) return;
       const group = item.group;
-      const need = contextNeed(item.estimatedTokens, this.registry.longThreshold);
+      const need = contextNeed(item.estimatedTokens, this.#registry.longThreshold);
       const code: RejectCode = hasEligibleCandidate(group, this.#wantItem(item), need, item.excludeProviderId)
         ? 'queue_timeout'
         : 'no_provider_available';
-      this.dequeue(item);
+      this.#dequeue(item);
       group.rejected++;
-      this.outbox.push(new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
+      this.#outbox.push(new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
     }
   }
 
@@ -623,18 +623,18 @@ export class Scheduler {
    * is skipped, not a barrier. One pass suffices: capacity only shrinks
    * during a pump, so an item that found nothing free will not later.
    */
-  private pump(): void {
-    if (this.waiting.size === 0) return;
-    const active = this.active;
+  #pump(): void {
+    if (this.#waiting.size === 0) return;
+    const active = this.#active;
     active.length = 0; // in case a previous pump was cut short by a throw
-    for (const group of this.waiting) {
+    for (const group of this.#waiting) {
       if (!hasFreeProvider(group)) continue;
       group.cursor = group.queue.head;
       group.failUndirected.fill(Infinity);
       if (group.failByNode.size > 0) group.failByNode.clear();
       active.push(group);
     }
-    const threshold = this.registry.longThreshold;
+    const threshold = this.#registry.longThreshold;
     while (active.length > 0) {
       // Few groups wait at once; a linear scan for the oldest cursor is cheapest.
       let at = 0;
@@ -654,8 +654,8 @@ export class Scheduler {
       if (!knownToFail(group, want, need)) {
         const entry = pickCandidate(group, want, need, item.excludeProviderId);
         if (entry !== undefined) {
-          this.dequeue(item);
-          this.grant(
+          this.#dequeue(item);
+          this.#grant(
             group,
             entry,
             item.requestId,
@@ -663,7 +663,7 @@ export class Scheduler {
             item.estimatedTokens,
             item.directNodeId,
             item.attempt,
-            this.now - item.enqueuedAt,
+            this.#now - item.enqueuedAt,
             item.sessionKey,
             item.api,
             item.pinnedProviderId,
@@ -688,11 +688,11 @@ export class Scheduler {
    * connected and takes work; otherwise undefined (any candidate, and the
    * next grant pins the session there).
    */
-  private affinityNode(group: GroupState, sessionKey: number): string | undefined {
+  #affinityNode(group: GroupState, sessionKey: number): string | undefined {
     if (sessionKey === 0) return undefined;
     const nodeId = group.affinity.get(sessionKey);
     if (nodeId === undefined) return undefined;
-    const node = this.registry.nodes.get(nodeId);
+    const node = this.#registry.nodes.get(nodeId);
     return node !== undefined && node.connected && !node.draining && servesOnNode(group, nodeId) ? nodeId : undefined;
   }
 
@@ -706,31 +706,31 @@ export class Scheduler {
   }
 
   #wantItem(item: QueueItem): Wanted {
-    return this.#wantOf(this.directOf(item), item.api, item.pinnedProviderId);
+    return this.#wantOf(this.#directOf(item), item.api, item.pinnedProviderId);
   }
 
   /** The node a queued item must go to: the one it named, else its session's (a retry elsewhere, or a pinned request, keeps neither). */
-  private directOf(item: QueueItem): string | undefined {
+  #directOf(item: QueueItem): string | undefined {
     if (item.directNodeId !== undefined || item.excludeProviderId !== undefined || item.pinnedProviderId !== undefined) return item.directNodeId;
-    return this.affinityNode(item.group, item.sessionKey);
+    return this.#affinityNode(item.group, item.sessionKey);
   }
 
-  private flush(): void {
-    if (this.delivering) return; // the outer call's loop delivers these
-    this.delivering = true;
-    const outbox = this.outbox;
+  #flush(): void {
+    if (this.#delivering) return; // the outer call's loop delivers these
+    this.#delivering = true;
+    const outbox = this.#outbox;
     let delivered = 0;
     try {
       while (delivered < outbox.length) {
         const decision = outbox[delivered++];
-        if (decision instanceof Rejection) this.sink.reject(decision.requestId, decision.code, decision.retryAfterSec);
-        else this.sink.grant(decision);
+        if (decision instanceof Rejection) this.#sink.reject(decision.requestId, decision.code, decision.retryAfterSec);
+        else this.#sink.grant(decision);
       }
     } finally {
       // A throwing sink loses only the decision it threw on.
       if (delivered === outbox.length) outbox.length = 0;
       else outbox.splice(0, delivered);
-      this.delivering = false;
+      this.#delivering = false;
     }
   }
 

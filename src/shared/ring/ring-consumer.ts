@@ -30,56 +30,56 @@ export class RingConsumer {
   /** Atomics.notify calls made to wake a sleeping producer (metrics, tests). */
   notifies = 0;
 
-  private readonly header: Int32Array;
-  private readonly words: Int32Array;
-  private readonly mask: number;
-  private readonly maxLength: number;
+  readonly #header: Int32Array;
+  readonly #words: Int32Array;
+  readonly #mask: number;
+  readonly #maxLength: number;
   /** Start of the next unread record (past records handed out by read()). */
-  private readIndex: number;
+  #readIndex: number;
   /** Last value stored to READ: records before it are free for the producer. */
-  private published: number;
+  #published: number;
   /** Last WRITE value seen; only reloaded when everything up to it is read. */
-  private cachedWrite: number;
-  private sleepers = 0;
+  #cachedWrite: number;
+  #sleepers = 0;
 
   constructor(buffer: SharedArrayBuffer) {
     const capacity = ringCapacity(buffer);
     this.capacity = capacity;
-    this.maxLength = maxPayload(capacity);
-    this.mask = capacity - 1;
-    this.header = new Int32Array(buffer, 0, HEADER_BYTES / 4);
-    this.words = new Int32Array(buffer, HEADER_BYTES, capacity / 4);
+    this.#maxLength = maxPayload(capacity);
+    this.#mask = capacity - 1;
+    this.#header = new Int32Array(buffer, 0, HEADER_BYTES / 4);
+    this.#words = new Int32Array(buffer, HEADER_BYTES, capacity / 4);
     this.bytes = new Uint8Array(buffer, HEADER_BYTES, capacity);
     this.view = new DataView(buffer, HEADER_BYTES, capacity);
-    this.readIndex = this.published = Atomics.load(this.header, READ);
-    this.cachedWrite = Atomics.load(this.header, WRITE);
+    this.#readIndex = this.#published = Atomics.load(this.#header, READ);
+    this.#cachedWrite = Atomics.load(this.#header, WRITE);
   }
 
   /** Next record as a view into the ring (no copy), or undefined when empty.
    * The view stays valid until the next read(), drain*(), release() or
    * waitForData() call, which hands its bytes back to the producer. */
   read(): Uint8Array | undefined {
-    if (this.readIndex !== this.published) this.publish();
-    let r = this.readIndex;
-    if (r === this.cachedWrite) {
-      this.cachedWrite = Atomics.load(this.header, WRITE);
-      if (r === this.cachedWrite) return undefined;
+    if (this.#readIndex !== this.#published) this.#publish();
+    let r = this.#readIndex;
+    if (r === this.#cachedWrite) {
+      this.#cachedWrite = Atomics.load(this.#header, WRITE);
+      if (r === this.#cachedWrite) return undefined;
     }
-    let pos = r & this.mask;
-    let length = this.words[pos >> 2];
+    let pos = r & this.#mask;
+    let length = this.#words[pos >> 2];
     if (length === PADDING) {
       r = (r + this.capacity - pos) | 0;
       pos = 0;
-      length = this.words[0];
+      length = this.#words[0];
     }
-    if (length >>> 0 > this.maxLength) this.corrupt(length);
-    this.readIndex = (r + recordBytes(length)) | 0;
+    if (length >>> 0 > this.#maxLength) this.#corrupt(length);
+    this.#readIndex = (r + recordBytes(length)) | 0;
     return this.bytes.subarray(pos + 4, pos + 4 + length);
   }
 
   /** Hands the records returned by read() back to the producer. */
   release(): void {
-    if (this.readIndex !== this.published) this.publish();
+    if (this.#readIndex !== this.#published) this.#publish();
   }
 
   /** Calls `handler` with a view of each record committed so far, up to
@@ -95,39 +95,39 @@ export class RingConsumer {
   /** drain() without a view per record: `handler(offset, length)` reads the
    * payload from `bytes`/`view`. The allocation-free path for fixed records. */
   drainInPlace(handler: RingRecordHandler, max = 0x7fffffff): number {
-    const end = (this.cachedWrite = Atomics.load(this.header, WRITE));
-    let r = this.readIndex;
+    const end = (this.#cachedWrite = Atomics.load(this.#header, WRITE));
+    let r = this.#readIndex;
     let count = 0;
     try {
       while (r !== end && count < max) {
-        let pos = r & this.mask;
-        let length = this.words[pos >> 2];
+        let pos = r & this.#mask;
+        let length = this.#words[pos >> 2];
         if (length === PADDING) {
           r = (r + this.capacity - pos) | 0;
           pos = 0;
-          length = this.words[0];
+          length = this.#words[0];
         }
-        if (length >>> 0 > this.maxLength) this.corrupt(length);
+        if (length >>> 0 > this.#maxLength) this.#corrupt(length);
         r = (r + recordBytes(length)) | 0;
         count++;
         handler(pos + 4, length);
       }
     } finally {
-      this.readIndex = r;
-      if (r !== this.published) this.publish();
+      this.#readIndex = r;
+      if (r !== this.#published) this.#publish();
     }
     return count;
   }
 
   /** Whether a committed record is waiting to be read. */
   hasData(): boolean {
-    if (this.readIndex !== this.cachedWrite) return true;
-    this.cachedWrite = Atomics.load(this.header, WRITE);
-    return this.readIndex !== this.cachedWrite;
+    if (this.#readIndex !== this.#cachedWrite) return true;
+    this.#cachedWrite = Atomics.load(this.#header, WRITE);
+    return this.#readIndex !== this.#cachedWrite;
   }
 
   usage(): RingUsage {
-    return { capacity: this.capacity, used: usedBytes(this.header, this.capacity) };
+    return { capacity: this.capacity, used: usedBytes(this.#header, this.capacity) };
   }
 
   /** Releases records returned by read(), then resolves true once a record
@@ -138,24 +138,24 @@ export class RingConsumer {
   waitForData(timeoutMs = Infinity): Promise<boolean> {
     this.release();
     if (this.hasData()) return Promise.resolve(true);
-    return this.sleepForData(timeoutMs);
+    return this.#sleepForData(timeoutMs);
   }
 
   /** Marks the ring closed and wakes every waiter on both sides. */
   close(): void {
-    Atomics.store(this.header, CLOSED, 1);
-    Atomics.notify(this.header, WRITE);
-    Atomics.notify(this.header, READ);
+    Atomics.store(this.#header, CLOSED, 1);
+    Atomics.notify(this.#header, WRITE);
+    Atomics.notify(this.#header, READ);
   }
 
   get closed(): boolean {
-    return Atomics.load(this.header, CLOSED) !== 0;
+    return Atomics.load(this.#header, CLOSED) !== 0;
   }
 
-  private publish(): void {
-    const header = this.header;
-    this.published = this.readIndex;
-    Atomics.store(header, READ, this.readIndex);
+  #publish(): void {
+    const header = this.#header;
+    this.#published = this.#readIndex;
+    Atomics.store(header, READ, this.#readIndex);
     // Mirror of RingProducer.commit(): notify only a producer that sleeps.
     if (Atomics.load(header, PRODUCER_SLEEPING) !== 0 && Atomics.compareExchange(header, PRODUCER_SLEEPING, 1, 0) === 1) {
       Atomics.notify(header, READ);
@@ -163,26 +163,26 @@ export class RingConsumer {
     }
   }
 
-  private async sleepForData(timeoutMs: number): Promise<boolean> {
-    const header = this.header;
+  async #sleepForData(timeoutMs: number): Promise<boolean> {
+    const header = this.#header;
     const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
-    this.sleepers++;
+    this.#sleepers++;
     try {
       for (;;) {
         Atomics.store(header, CONSUMER_SLEEPING, 1);
         const write = Atomics.load(header, WRITE);
-        if (write !== this.readIndex) return true;
+        if (write !== this.#readIndex) return true;
         if (Atomics.load(header, CLOSED) !== 0) return false;
         const left = deadline - performance.now();
         if (left <= 0) return false;
         await waitChange(header, WRITE, write, left);
       }
     } finally {
-      if (--this.sleepers === 0) Atomics.store(header, CONSUMER_SLEEPING, 0);
+      if (--this.#sleepers === 0) Atomics.store(header, CONSUMER_SLEEPING, 0);
     }
   }
 
-  private corrupt(length: number): never {
+  #corrupt(length: number): never {
     throw new Error(`ring: corrupt record length ${length} (more than one producer, or a foreign writer?)`);
   }
 }

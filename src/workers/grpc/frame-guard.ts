@@ -111,12 +111,12 @@ export function headersProblem(status: number, headers: readonly Header[]): stri
 
 /** One session's record of violations; says when the node has to go. */
 export class SessionGuard {
-  private violations = 0;
+  #violations = 0;
 
   constructor(readonly stats: ProtocolStats) {}
 
   get violationCount(): number {
-    return this.violations;
+    return this.#violations;
   }
 
   /**
@@ -132,16 +132,16 @@ export class SessionGuard {
     }
     if (kind === 'ended') this.stats.framesAfterEnd++;
     else this.stats.unknownTunnelFrames++;
-    return this.violation();
+    return this.#violation();
   }
 
   /** A tunnel failed for a bad frame. True when the node must now be fenced. */
   tunnelViolation(problem: FrameProblem): boolean {
     this.stats[problem.stat]++;
-    return this.violation();
+    return this.#violation();
   }
 
-  private violation(): boolean {
-    return ++this.violations > MAX_SESSION_VIOLATIONS;
+  #violation(): boolean {
+    return ++this.#violations > MAX_SESSION_VIOLATIONS;
   }
 }

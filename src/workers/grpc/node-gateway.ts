@@ -47,34 +47,37 @@ function digest(text: string): Buffer {
 export type SessionWaiter = (session: NodeSession | undefined) => void;
 
 export class NodeGateway implements SessionHost, NodeRegistrar {
-  private readonly server: grpc.Server;
+  readonly #server: grpc.Server;
   /** workers: the reusePort listener whose sockets go to the grpc-js server's connection injector. */
-  private shared: { readonly listener: net.Server; readonly injector: grpc.ConnectionInjector } | undefined;
+  #shared: { readonly listener: net.Server; readonly injector: grpc.ConnectionInjector } | undefined;
   /** Sessions whose register() awaits the scheduler's answer, by serial. */
-  private readonly registering = new Map<number, NodeSession>();
+  readonly #registering = new Map<number, NodeSession>();
   /** Serials of those that join a connection as extra lanes (kept even if the session closes first). */
-  private readonly joining = new Set<number>();
+  readonly #joining = new Set<number>();
   /** Callers waiting for a node whose session is registering here (tunnels from other workers). */
-  private readonly waiters = new Map<string, SessionWaiter[]>();
+  readonly #waiters = new Map<string, SessionWaiter[]>();
   /** Protocol violations and drops, per kind, for logs and metrics. */
   readonly protocolStats = new ProtocolStats();
   /** limits.max_frame_bytes of the live config (read per DATA frame, so kept as a plain field). */
   maxFrameBytes = 0;
   /** Per node: the lanes of its current connection that live here. */
-  private readonly current = new Map<string, NodeLanes>();
-  private readonly all = new Set<NodeSession>();
-  private config: EdgeConfig;
-  private tokenDigests = new Map<string, Buffer>();
-  private observer: NodeObserver | undefined;
+  readonly #current = new Map<string, NodeLanes>();
+  readonly #all = new Set<NodeSession>();
+  #config: EdgeConfig;
+  #tokenDigests = new Map<string, Buffer>();
+  #observer: NodeObserver | undefined;
+
+  readonly #port: SchedulerPort;
 
   constructor(
     config: EdgeConfig,
-    private readonly port: SchedulerPort,
+    port: SchedulerPort,
     readonly logger: Logger,
   ) {
-    this.config = config;
+    this.#port = port;
+    this.#config = config;
     port.setRegistrar(this);
-    this.server = new grpc.Server({
+    this.#server = new grpc.Server({
       'grpc.keepalive_time_ms': 20_000,
       'grpc.keepalive_timeout_ms': 10_000,
       'grpc.keepalive_permit_without_calls': 1,
@@ -83,31 +86,31 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       'grpc.max_receive_message_length': limitsOf(config).maxFrameBytes + FRAME_OVERHEAD_BYTES,
     });
     this.setConfig(config);
-    this.server.addService(nodeTunnelService, { connect: (call: NodeCall) => this.accept(call) });
+    this.#server.addService(nodeTunnelService, { connect: (call: NodeCall) => this.#accept(call) });
   }
 
   /** A stream that has not registered within this long is closed; no longer than a registered node may stay silent. */
   get registerTimeoutMs(): number {
-    return Math.min(REGISTER_TIMEOUT_MS, this.config.heartbeat.timeoutMs);
+    return Math.min(REGISTER_TIMEOUT_MS, this.#config.heartbeat.timeoutMs);
   }
 
   get heartbeatIntervalMs(): number {
-    return this.config.heartbeat.intervalMs;
+    return this.#config.heartbeat.intervalMs;
   }
 
   get heartbeatTimeoutMs(): number {
-    return this.config.heartbeat.timeoutMs;
+    return this.#config.heartbeat.timeoutMs;
   }
 
   setConfig(config: EdgeConfig): void {
-    this.config = config;
-    this.tokenDigests = new Map(config.nodes.map((n) => [n.id, digest(n.token)]));
+    this.#config = config;
+    this.#tokenDigests = new Map(config.nodes.map((n) => [n.id, digest(n.token)]));
     this.maxFrameBytes = limitsOf(config).maxFrameBytes;
   }
 
   async listen(host: string, port: number, credentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.server.bindAsync(`${host}:${port}`, credentials, (err, boundPort) => {
+      this.#server.bindAsync(`${host}:${port}`, credentials, (err, boundPort) => {
         if (err) reject(err);
         else resolve(boundPort);
       });
@@ -120,9 +123,9 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
    * server through a connection injector (which does TLS with `credentials`).
    */
   async listenShared(host: string, port: number, credentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
-    const injector = this.server.createConnectionInjector(credentials);
+    const injector = this.#server.createConnectionInjector(credentials);
     const listener = net.createServer((socket) => injector.injectConnection(socket));
-    this.shared = { listener, injector };
+    this.#shared = { listener, injector };
     await new Promise<void>((resolve, reject) => {
       listener.once('error', reject);
       listener.listen({ host, port, reusePort: true }, () => {
@@ -136,42 +139,42 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
 
   /** A session of the node's current connection here (the lane with the fewest open tunnels), if any. */
   session(nodeId: string): NodeSession | undefined {
-    return this.current.get(nodeId)?.pick();
+    return this.#current.get(nodeId)?.pick();
   }
 
   /** Every lane of the node's current connection here. */
   lanes(nodeId: string): readonly NodeSession[] {
-    return this.current.get(nodeId)?.sessions ?? [];
+    return this.#current.get(nodeId)?.sessions ?? [];
   }
 
   /** Every current session here, lanes included. */
   *sessions(): IterableIterator<NodeSession> {
-    for (const lanes of this.current.values()) yield* lanes.sessions;
+    for (const lanes of this.#current.values()) yield* lanes.sessions;
   }
 
   /** Ids of the nodes with a current connection here. */
   nodeIds(): IterableIterator<string> {
-    return this.current.keys();
+    return this.#current.keys();
   }
 
   register(session: NodeSession, register: Register): string | undefined {
-    const expected = this.tokenDigests.get(register.nodeId);
+    const expected = this.#tokenDigests.get(register.nodeId);
     if (!expected) return `unknown node id ${JSON.stringify(register.nodeId)}`;
     if (!timingSafeEqual(expected, digest(register.token))) return 'bad token';
     if (register.providerIds.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} provider ids announced`;
     for (const id of register.providerIds) {
       if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
     }
-    const configured = this.config.nodes.find((n) => n.id === register.nodeId)?.providers.map((p) => p.id) ?? [];
+    const configured = this.#config.nodes.find((n) => n.id === register.nodeId)?.providers.map((p) => p.id) ?? [];
     const missing = configured.filter((id) => !register.providerIds.includes(id));
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');
-    this.registering.set(session.serial, session);
+    this.#registering.set(session.serial, session);
     // The answer (onConnected) may come from inside this call (driver) or later (worker).
     if (register.joinGeneration > 0) {
-      this.joining.add(session.serial);
-      this.port.joinLane(register.nodeId, session.serial, register.joinGeneration);
+      this.#joining.add(session.serial);
+      this.#port.joinLane(register.nodeId, session.serial, register.joinGeneration);
     } else {
-      this.port.register(register.nodeId, session.serial, register.providerIds, announcedEndpoints(register));
+      this.#port.register(register.nodeId, session.serial, register.providerIds, announcedEndpoints(register));
     }
     return undefined;
   }
@@ -179,24 +182,24 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   // --- NodeRegistrar ---------------------------------------------------------
 
   onConnected(serial: number, nodeId: string, generation: number): void {
-    const session = this.registering.get(serial);
-    this.registering.delete(serial);
-    const wasJoin = this.joining.delete(serial);
+    const session = this.#registering.get(serial);
+    this.#registering.delete(serial);
+    const wasJoin = this.#joining.delete(serial);
     if (session === undefined || !session.isRegistering) {
       // Closed while the scheduler answered: undo, so the node is not left online;
       // a lane undoes only itself (its connection goes on).
       if (generation > 0) {
-        if (wasJoin) this.port.leaveLane(nodeId, generation);
-        else this.port.disconnect(nodeId, generation);
+        if (wasJoin) this.#port.leaveLane(nodeId, generation);
+        else this.#port.disconnect(nodeId, generation);
       }
-      this.settleWaiters(nodeId);
+      this.#settleWaiters(nodeId);
       return;
     }
     const joining = session.joinGeneration > 0;
-    const here = this.current.get(nodeId);
+    const here = this.#current.get(nodeId);
     if (generation === 0 || (joining && here !== undefined && here.generation > generation)) {
       session.reject(joining ? `generation ${session.joinGeneration} of ${nodeId} is not current; register anew` : `unknown node id ${JSON.stringify(nodeId)}`);
-      this.settleWaiters(nodeId);
+      this.#settleWaiters(nodeId);
       return;
     }
     if (here !== undefined && here.generation === generation) {
@@ -206,21 +209,21 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       // A new connection (or the first of its lanes to live here): whatever this plane held of an older one is superseded.
       const lanes = new NodeLanes(generation);
       lanes.add(session);
-      this.current.set(nodeId, lanes);
+      this.#current.set(nodeId, lanes);
       session.activate(generation);
-      if (here !== undefined) this.closeLanes(here, `superseded by generation ${generation}`);
+      if (here !== undefined) this.#closeLanes(here, `superseded by generation ${generation}`);
     }
-    if (!joining) this.observer?.nodeConnected(session);
-    this.settleWaiters(nodeId);
+    if (!joining) this.#observer?.nodeConnected(session);
+    this.#settleWaiters(nodeId);
   }
 
   onFence(nodeId: string, generation: number): void {
-    const lanes = this.current.get(nodeId);
+    const lanes = this.#current.get(nodeId);
     if (lanes === undefined || lanes.generation !== generation) return;
-    this.closeLanes(lanes, `superseded by a newer connection of ${nodeId}`);
+    this.#closeLanes(lanes, `superseded by a newer connection of ${nodeId}`);
   }
 
-  private closeLanes(lanes: NodeLanes, reason: string): void {
+  #closeLanes(lanes: NodeLanes, reason: string): void {
     for (const session of [...lanes.sessions]) {
       this.protocolStats.supersededSessions++;
       session.close(reason);
@@ -232,77 +235,77 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
    * session of the node is registering here, once the scheduler answered.
    */
   whenCurrent(nodeId: string, waiter: SessionWaiter): void {
-    for (const session of this.registering.values()) {
+    for (const session of this.#registering.values()) {
       if (session.nodeId !== nodeId || !session.isRegistering) continue;
-      const list = this.waiters.get(nodeId);
-      if (list === undefined) this.waiters.set(nodeId, [waiter]);
+      const list = this.#waiters.get(nodeId);
+      if (list === undefined) this.#waiters.set(nodeId, [waiter]);
       else list.push(waiter);
       return;
     }
     waiter(this.session(nodeId));
   }
 
-  private settleWaiters(nodeId: string): void {
-    const list = this.waiters.get(nodeId);
+  #settleWaiters(nodeId: string): void {
+    const list = this.#waiters.get(nodeId);
     if (list === undefined) return;
-    this.waiters.delete(nodeId);
+    this.#waiters.delete(nodeId);
     for (const waiter of list) waiter(this.session(nodeId));
   }
 
   setObserver(observer: NodeObserver): void {
-    this.observer = observer;
+    this.#observer = observer;
   }
 
   /** The node's current session said Leaving: no new requests for it; open ones finish. */
   leaving(session: NodeSession, reason: string): void {
-    const lanes = this.current.get(session.nodeId);
+    const lanes = this.#current.get(session.nodeId);
     if (lanes === undefined || !lanes.has(session)) return;
-    if (!lanes.leaving) this.port.setDraining(session.nodeId, true);
+    if (!lanes.leaving) this.#port.setDraining(session.nodeId, true);
     lanes.leaving = true;
     // The agent says Leaving on every stream; one event per connection, from its anchor.
-    if (session.joinGeneration === 0) this.observer?.nodeLeaving(session, reason);
+    if (session.joinGeneration === 0) this.#observer?.nodeLeaving(session, reason);
   }
 
   forget(session: NodeSession): void {
-    this.all.delete(session);
-    if (this.registering.delete(session.serial)) this.settleWaiters(session.nodeId);
+    this.#all.delete(session);
+    if (this.#registering.delete(session.serial)) this.#settleWaiters(session.nodeId);
   }
 
   unregister(session: NodeSession, reason: string): void {
-    const lanes = this.current.get(session.nodeId);
+    const lanes = this.#current.get(session.nodeId);
     const current = lanes !== undefined && lanes.remove(session);
-    if (current && lanes.sessions.length === 0) this.current.delete(session.nodeId);
+    if (current && lanes.sessions.length === 0) this.#current.delete(session.nodeId);
     if (session.joinGeneration > 0) {
-      this.port.leaveLane(session.nodeId, session.generation);
+      this.#port.leaveLane(session.nodeId, session.generation);
       return;
     }
-    this.port.disconnect(session.nodeId, session.generation);
-    this.observer?.nodeDisconnected(session, reason);
+    this.#port.disconnect(session.nodeId, session.generation);
+    this.#observer?.nodeDisconnected(session, reason);
     // The anchor is gone, so is the connection: its lanes here go too (other workers get a fence).
     if (current && lanes.sessions.length > 0) {
-      this.current.delete(session.nodeId);
+      this.#current.delete(session.nodeId);
       for (const lane of [...lanes.sessions]) lane.close(`the node's first stream closed: ${reason}`);
     }
     this.logger.debug({ node: session.nodeId, generation: session.generation, reason }, 'node unregistered');
   }
 
   async close(): Promise<void> {
-    for (const session of [...this.all]) session.close('edge shutting down');
-    if (this.shared !== undefined) {
-      this.shared.listener.close();
-      this.shared.injector.destroy();
+    for (const session of [...this.#all]) session.close('edge shutting down');
+    if (this.#shared !== undefined) {
+      this.#shared.listener.close();
+      this.#shared.injector.destroy();
     }
     await new Promise<void>((resolve) => {
-      this.server.tryShutdown(() => resolve());
+      this.#server.tryShutdown(() => resolve());
       setTimeout(() => {
-        this.server.forceShutdown();
+        this.#server.forceShutdown();
         resolve();
       }, 2_000).unref();
     });
   }
 
-  private accept(call: NodeCall): void {
-    this.all.add(new NodeSession(call, this));
+  #accept(call: NodeCall): void {
+    this.#all.add(new NodeSession(call, this));
   }
 }
 

@@ -73,85 +73,87 @@ export class NodeSession implements TunnelHost {
   capabilities: readonly string[] = [];
   readonly remoteAddress: string;
   connectedAtMs = 0;
-  private state: SessionState = 'registering';
-  private readonly tunnels = new Map<number, OpenTunnel>();
-  private nextTunnelId = 1;
+  #state: SessionState = 'registering';
+  readonly #tunnels = new Map<number, OpenTunnel>();
+  #nextTunnelId = 1;
   /** Tunnel ids wrapped past 2^32-1: every non-zero id may then have been opened. */
-  private idsWrapped = false;
-  private readonly guard: SessionGuard;
+  #idsWrapped = false;
+  readonly #guard: SessionGuard;
   /** performance.now() of the last message from the node. */
-  private lastSeenAt = performance.now();
+  #lastSeenAt = performance.now();
   /**
    * Tunnels the edge cancelled (or failed for a bad frame), so their frames
    * already in flight count as late, not as violations. Two generations,
    * rotated once per heartbeat timeout: an id is remembered for at least
    * that long, and the sets stay bounded by the cancel rate.
    */
-  private cancelledIds = new Set<number>();
-  private cancelledIdsBefore = new Set<number>();
-  private cancelledRotatedAt = performance.now();
+  #cancelledIds = new Set<number>();
+  #cancelledIdsBefore = new Set<number>();
+  #cancelledRotatedAt = performance.now();
 
   /** Wall-clock time of the last message from the node (heartbeats included); the console shows its age. */
   get lastSeenAtMs(): number {
-    return Date.now() - (performance.now() - this.lastSeenAt);
+    return Date.now() - (performance.now() - this.#lastSeenAt);
   }
-  private heartbeatTimer: NodeJS.Timeout | undefined;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
   /** The silence limit this node was told at Register. A refresh changes the edge's settings for
    * sessions registered after it; judging this one by a new, shorter limit would drop an idle node
    * that still heartbeats at the interval it was given. */
-  private toldTimeoutMs = 0;
-  private readonly commands = new CommandWaiters(() => this.nodeId);
+  #toldTimeoutMs = 0;
+  readonly #commands = new CommandWaiters(() => this.nodeId);
 
-  constructor(
-    private readonly call: NodeCall,
-    private readonly host: SessionHost,
-  ) {
+  readonly #call: NodeCall;
+  readonly #host: SessionHost;
+
+  constructor(call: NodeCall, host: SessionHost) {
+    this.#call = call;
+    this.#host = host;
     this.remoteAddress = call.getPeer();
-    this.guard = new SessionGuard(host.protocolStats);
-    call.on('data', (message: NodeMessage) => this.onMessage(message));
+    this.#guard = new SessionGuard(host.protocolStats);
+    call.on('data', (message: NodeMessage) => this.#onMessage(message));
     call.on('end', () => this.close('node closed the stream'));
     call.on('cancelled', () => this.close('connection lost'));
     call.on('error', (err: Error) => this.close(`stream error: ${err.message}`));
     // Until Register arrives the heartbeat timer doubles as the register deadline.
-    this.heartbeatTimer = setTimeout(onRegisterTimeout, host.registerTimeoutMs, this);
+    this.#heartbeatTimer = setTimeout(onRegisterTimeout, host.registerTimeoutMs, this);
   }
 
   get isRegistering(): boolean {
-    return this.state === 'registering';
+    return this.#state === 'registering';
   }
 
   get isActive(): boolean {
-    return this.state === 'active';
+    return this.#state === 'active';
   }
 
   get openTunnels(): number {
-    return this.tunnels.size;
+    return this.#tunnels.size;
   }
 
   /** Sends a tunnel request; returns the tunnel id. Throws if the stream is gone. */
   openTunnel(consumer: TunnelConsumer, fields: TunnelRequestFields): number {
-    if (this.state !== 'active') throw new Error(`node ${this.nodeId} session is ${this.state}`);
-    const tunnelId = this.nextTunnelId++;
-    if (this.nextTunnelId > 0xffff_ffff) {
-      this.nextTunnelId = 1;
-      this.idsWrapped = true;
+    if (this.#state !== 'active') throw new Error(`node ${this.nodeId} session is ${this.#state}`);
+    const tunnelId = this.#nextTunnelId++;
+    if (this.#nextTunnelId > 0xffff_ffff) {
+      this.#nextTunnelId = 1;
+      this.#idsWrapped = true;
     }
     // Written before it is tracked: a write that throws leaves no tunnel behind.
-    this.call.write(tunnelRequestMessage(tunnelId, fields));
-    this.tunnels.set(tunnelId, new OpenTunnel(consumer));
+    this.#call.write(tunnelRequestMessage(tunnelId, fields));
+    this.#tunnels.set(tunnelId, new OpenTunnel(consumer));
     return tunnelId;
   }
 
   /** Widens a tunnel's window by `bytes` the client has taken. */
   grantCredit(tunnelId: number, bytes: number): void {
-    if (this.state !== 'active' || !this.tunnels.has(tunnelId)) return;
-    this.send(creditMessage(tunnelId, bytes));
+    if (this.#state !== 'active' || !this.#tunnels.has(tunnelId)) return;
+    this.#send(creditMessage(tunnelId, bytes));
   }
 
   /** Tells the node which config paths that concern it changed (a notice; the node needs no answer). */
   sendConfigRefresh(changedPaths: readonly string[], configVersion: number): void {
-    if (this.state !== 'active') return;
-    this.send(create(EdgeMessageSchema, { msg: { case: 'configRefresh', value: { changedPaths: [...changedPaths], configVersion } } }));
+    if (this.#state !== 'active') return;
+    this.#send(create(EdgeMessageSchema, { msg: { case: 'configRefresh', value: { changedPaths: [...changedPaths], configVersion } } }));
   }
 
   /**
@@ -160,187 +162,187 @@ export class NodeSession implements TunnelHost {
    * announce the commands capability (it would ignore the message).
    */
   sendCommand(kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult> {
-    if (this.state !== 'active') return Promise.resolve({ node: this.nodeId, kind, status: 'not_connected', message: `node ${this.nodeId} session is ${this.state}` });
+    if (this.#state !== 'active') return Promise.resolve({ node: this.nodeId, kind, status: 'not_connected', message: `node ${this.nodeId} session is ${this.#state}` });
     if (!this.capabilities.includes(COMMANDS_CAPABILITY)) {
       return Promise.resolve({ node: this.nodeId, kind, status: 'unsupported', message: `the agent (version ${this.agentVersion || 'unknown'}) predates node commands; upgrade it to use them` });
     }
-    return this.commands.send(kind, args, deadlineMs, (message) => this.call.write(message));
+    return this.#commands.send(kind, args, deadlineMs, (message) => this.#call.write(message));
   }
 
   /** Stops a tunnel from the edge side: no more frames reach its consumer; the node aborts upstream. */
   cancelTunnel(tunnelId: number, reason: string): void {
-    if (!this.tunnels.delete(tunnelId) || this.state !== 'active') return;
-    this.cancelledIds.add(tunnelId);
-    this.call.write(cancelMessage(tunnelId, reason));
+    if (!this.#tunnels.delete(tunnelId) || this.#state !== 'active') return;
+    this.#cancelledIds.add(tunnelId);
+    this.#call.write(cancelMessage(tunnelId, reason));
   }
 
   /** Ends the session; open tunnels fail with node_disconnected. Idempotent. */
   close(reason: string): void {
-    if (this.state === 'closed') return;
-    const wasActive = this.state === 'active';
-    this.state = 'closed';
-    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
-    this.heartbeatTimer = undefined;
-    const open = [...this.tunnels.values()];
-    this.tunnels.clear();
-    if (wasActive) this.host.unregister(this, reason);
-    this.host.forget(this);
-    this.commands.failAll(reason);
+    if (this.#state === 'closed') return;
+    const wasActive = this.#state === 'active';
+    this.#state = 'closed';
+    if (this.#heartbeatTimer) clearTimeout(this.#heartbeatTimer);
+    this.#heartbeatTimer = undefined;
+    const open = [...this.#tunnels.values()];
+    this.#tunnels.clear();
+    if (wasActive) this.#host.unregister(this, reason);
+    this.#host.forget(this);
+    this.#commands.failAll(reason);
     for (const tunnel of open) tunnel.consumer.onError('node_disconnected', `node ${this.nodeId} disconnected: ${reason}`);
     try {
-      this.call.end();
+      this.#call.end();
     } catch {
       // already torn down by the transport
     }
-    this.host.logger.info({ node: this.nodeId, generation: this.generation, reason, failedTunnels: open.length }, 'node session closed');
+    this.#host.logger.info({ node: this.nodeId, generation: this.generation, reason, failedTunnels: open.length }, 'node session closed');
   }
 
   /** @internal register timer */
   registerTimedOut(): void {
-    if (this.state !== 'registering') return;
-    this.host.protocolStats.registerTimeouts++;
-    this.host.logger.warn({ peer: this.remoteAddress }, 'node sent no Register in time; closing');
+    if (this.#state !== 'registering') return;
+    this.#host.protocolStats.registerTimeouts++;
+    this.#host.logger.warn({ peer: this.remoteAddress }, 'node sent no Register in time; closing');
     this.close('no register message in time');
   }
 
   /** @internal heartbeat timer */
   heartbeat(): void {
-    if (this.state !== 'active') return;
+    if (this.#state !== 'active') return;
     const now = performance.now();
-    if (now - this.lastSeenAt > this.toldTimeoutMs) {
-      this.host.protocolStats.heartbeatTimeouts++;
+    if (now - this.#lastSeenAt > this.#toldTimeoutMs) {
+      this.#host.protocolStats.heartbeatTimeouts++;
       this.close('heartbeat timeout');
       return;
     }
-    if (now - this.cancelledRotatedAt >= this.host.heartbeatTimeoutMs) {
-      this.cancelledRotatedAt = now;
-      const spent = this.cancelledIdsBefore;
+    if (now - this.#cancelledRotatedAt >= this.#host.heartbeatTimeoutMs) {
+      this.#cancelledRotatedAt = now;
+      const spent = this.#cancelledIdsBefore;
       spent.clear();
-      this.cancelledIdsBefore = this.cancelledIds;
-      this.cancelledIds = spent;
+      this.#cancelledIdsBefore = this.#cancelledIds;
+      this.#cancelledIds = spent;
     }
-    this.send(create(EdgeMessageSchema, { msg: { case: 'heartbeat', value: { unixMs: Date.now() } } }));
+    this.#send(create(EdgeMessageSchema, { msg: { case: 'heartbeat', value: { unixMs: Date.now() } } }));
   }
 
-  private send(message: EdgeMessage): void {
+  #send(message: EdgeMessage): void {
     try {
-      this.call.write(message);
+      this.#call.write(message);
     } catch (err) {
       this.close(`write failed: ${(err as Error).message}`);
     }
   }
 
-  private onMessage(message: NodeMessage): void {
-    this.lastSeenAt = performance.now();
+  #onMessage(message: NodeMessage): void {
+    this.#lastSeenAt = performance.now();
     const msg = message.msg;
     switch (msg.case) {
       case 'frame':
-        this.receiveFrame(msg.value);
+        this.#receiveFrame(msg.value);
         return;
       case 'frameBatch':
-        this.onFrameBatch(msg.value.frames);
+        this.#onFrameBatch(msg.value.frames);
         return;
       case 'heartbeat':
         return;
       case 'register':
-        this.onRegister(msg.value);
+        this.#onRegister(msg.value);
         return;
       case 'commandResult':
-        this.commands.answer(msg.value);
+        this.#commands.answer(msg.value);
         return;
       case 'leaving':
-        this.host.logger.info({ node: this.nodeId, reason: msg.value.reason }, 'node is leaving');
-        if (this.state === 'active') this.host.leaving?.(this, msg.value.reason);
+        this.#host.logger.info({ node: this.nodeId, reason: msg.value.reason }, 'node is leaving');
+        if (this.#state === 'active') this.#host.leaving?.(this, msg.value.reason);
         return;
       default:
         return;
     }
   }
 
-  private onRegister(register: Register): void {
-    if (this.state !== 'registering') {
-      this.host.protocolStats.duplicateRegisters++;
-      this.host.logger.warn({ node: this.nodeId }, 'node sent register twice on one stream; ignored');
+  #onRegister(register: Register): void {
+    if (this.#state !== 'registering') {
+      this.#host.protocolStats.duplicateRegisters++;
+      this.#host.logger.warn({ node: this.nodeId }, 'node sent register twice on one stream; ignored');
       return;
     }
-    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
-    this.heartbeatTimer = undefined;
+    if (this.#heartbeatTimer) clearTimeout(this.#heartbeatTimer);
+    this.#heartbeatTimer = undefined;
     this.nodeId = register.nodeId;
     this.agentVersion = register.agentVersion;
     this.capabilities = register.capabilities;
     this.lane = register.lane;
     this.joinGeneration = register.joinGeneration;
-    const rejection = this.host.register(this, register);
+    const rejection = this.#host.register(this, register);
     if (rejection !== undefined) this.reject(rejection);
   }
 
   /** Registration refused (bad credentials, or a node the scheduler does not know). */
   reject(rejection: string): void {
-    if (this.state !== 'registering') return;
-    this.host.protocolStats.rejectedRegistrations++;
-    this.host.logger.warn({ node: this.nodeId, peer: this.remoteAddress, reason: rejection }, 'node rejected');
-    this.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: rejection } } }));
+    if (this.#state !== 'registering') return;
+    this.#host.protocolStats.rejectedRegistrations++;
+    this.#host.logger.warn({ node: this.nodeId, peer: this.remoteAddress, reason: rejection }, 'node rejected');
+    this.#send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: rejection } } }));
     this.close(`rejected: ${rejection}`);
   }
 
   /** Makes this session the node's current connection; Registered goes out before any tunnel. */
   activate(generation: number): void {
     this.generation = generation;
-    this.state = 'active';
+    this.#state = 'active';
     this.connectedAtMs = Date.now();
-    const intervalMs = this.host.heartbeatIntervalMs;
-    this.toldTimeoutMs = this.host.heartbeatTimeoutMs;
-    this.send(
+    const intervalMs = this.#host.heartbeatIntervalMs;
+    this.#toldTimeoutMs = this.#host.heartbeatTimeoutMs;
+    this.#send(
       create(EdgeMessageSchema, {
         msg: {
           case: 'registered',
           value: {
             generation,
             heartbeatIntervalMs: intervalMs,
-            heartbeatTimeoutMs: this.toldTimeoutMs,
+            heartbeatTimeoutMs: this.#toldTimeoutMs,
             // The node listener's gRPC message limit bounds a batch as it bounds one frame.
-            maxFrameBatchBytes: this.host.maxFrameBytes,
-            maxFrameBytes: this.host.maxFrameBytes,
+            maxFrameBatchBytes: this.#host.maxFrameBytes,
+            maxFrameBytes: this.#host.maxFrameBytes,
           },
         },
       }),
     );
-    this.heartbeatTimer = setInterval(onHeartbeat, intervalMs, this);
-    this.host.logger.info({ node: this.nodeId, generation, peer: this.remoteAddress, agentVersion: this.agentVersion }, 'node connected');
+    this.#heartbeatTimer = setInterval(onHeartbeat, intervalMs, this);
+    this.#host.logger.info({ node: this.nodeId, generation, peer: this.remoteAddress, agentVersion: this.agentVersion }, 'node connected');
   }
 
   /** Each frame as if it came alone; a fence on the way drops the rest (late frames). */
-  private onFrameBatch(frames: readonly TunnelFrame[]): void {
-    this.host.protocolStats.frameBatches++;
-    if (frames.length > MAX_BATCH_FRAMES && this.state === 'active') {
+  #onFrameBatch(frames: readonly TunnelFrame[]): void {
+    this.#host.protocolStats.frameBatches++;
+    if (frames.length > MAX_BATCH_FRAMES && this.#state === 'active') {
       // Many tiny frames in one message would hold this thread; agents send at most 1,024.
-      this.fence(`a frame batch of ${frames.length} frames (at most ${MAX_BATCH_FRAMES})`);
+      this.#fence(`a frame batch of ${frames.length} frames (at most ${MAX_BATCH_FRAMES})`);
       return;
     }
-    for (let i = 0; i < frames.length; i++) this.receiveFrame(frames[i]);
+    for (let i = 0; i < frames.length; i++) this.#receiveFrame(frames[i]);
   }
 
-  private receiveFrame(frame: TunnelFrame): void {
-    if (this.state === 'active') this.onFrame(frame);
-    else if (this.state === 'registering') this.host.protocolStats.framesBeforeRegister++;
-    else this.host.protocolStats.lateFrames++; // in flight when the session closed
+  #receiveFrame(frame: TunnelFrame): void {
+    if (this.#state === 'active') this.#onFrame(frame);
+    else if (this.#state === 'registering') this.#host.protocolStats.framesBeforeRegister++;
+    else this.#host.protocolStats.lateFrames++; // in flight when the session closed
   }
 
-  private onFrame(frame: TunnelFrame): void {
-    const tunnel = this.tunnels.get(frame.tunnelId);
+  #onFrame(frame: TunnelFrame): void {
+    const tunnel = this.#tunnels.get(frame.tunnelId);
     if (!tunnel) {
       // Cancelled here (late frames are expected after a cancel), ended by the node itself, or never opened.
       const id = frame.tunnelId;
-      const opened = id !== 0 && (this.idsWrapped || id < this.nextTunnelId);
-      const kind = !opened ? 'unknown' : this.cancelledIds.has(id) || this.cancelledIdsBefore.has(id) ? 'cancelled' : 'ended';
-      if (this.guard.strayFrame(kind)) {
-        this.fence(kind === 'unknown' ? `frames for tunnel ids it was never given (last: ${id})` : `frames after END or ERROR (last: tunnel ${id})`);
+      const opened = id !== 0 && (this.#idsWrapped || id < this.#nextTunnelId);
+      const kind = !opened ? 'unknown' : this.#cancelledIds.has(id) || this.#cancelledIdsBefore.has(id) ? 'cancelled' : 'ended';
+      if (this.#guard.strayFrame(kind)) {
+        this.#fence(kind === 'unknown' ? `frames for tunnel ids it was never given (last: ${id})` : `frames after END or ERROR (last: tunnel ${id})`);
       }
       return;
     }
-    const problem = admitFrame(tunnel, frame, this.host.maxFrameBytes);
+    const problem = admitFrame(tunnel, frame, this.#host.maxFrameBytes);
     if (problem !== undefined) {
-      this.failTunnel(frame.tunnelId, tunnel, problem);
+      this.#failTunnel(frame.tunnelId, tunnel, problem);
       return;
     }
     switch (frame.kind) {
@@ -351,37 +353,37 @@ export class NodeSession implements TunnelHost {
         tunnel.consumer.onData(frame.data);
         return;
       case FrameKind.END:
-        this.tunnels.delete(frame.tunnelId);
+        this.#tunnels.delete(frame.tunnelId);
         tunnel.consumer.onEnd();
         return;
       case FrameKind.ERROR:
-        this.tunnels.delete(frame.tunnelId);
+        this.#tunnels.delete(frame.tunnelId);
         tunnel.consumer.onError(frame.errorCode || 'upstream_error', frame.errorMessage);
         return;
       default:
-        this.tunnels.delete(frame.tunnelId);
+        this.#tunnels.delete(frame.tunnelId);
         tunnel.consumer.onError('node_protocol_error', `unknown frame kind ${String(frame.kind)}`);
     }
   }
 
   /** A bad frame for an open tunnel: that tunnel fails (CANCEL to the node); other tunnels go on. */
-  private failTunnel(tunnelId: number, tunnel: OpenTunnel, problem: FrameProblem): void {
-    this.tunnels.delete(tunnelId);
-    this.cancelledIds.add(tunnelId);
-    const fence = this.guard.tunnelViolation(problem);
-    this.host.logger.warn({ node: this.nodeId, generation: this.generation, tunnel: tunnelId, problem: problem.message }, 'bad frame from node; tunnel failed');
-    this.send(cancelMessage(tunnelId, `protocol error: ${problem.message}`));
+  #failTunnel(tunnelId: number, tunnel: OpenTunnel, problem: FrameProblem): void {
+    this.#tunnels.delete(tunnelId);
+    this.#cancelledIds.add(tunnelId);
+    const fence = this.#guard.tunnelViolation(problem);
+    this.#host.logger.warn({ node: this.nodeId, generation: this.generation, tunnel: tunnelId, problem: problem.message }, 'bad frame from node; tunnel failed');
+    this.#send(cancelMessage(tunnelId, `protocol error: ${problem.message}`));
     tunnel.consumer.onError('node_protocol_error', `the node broke the frame protocol: ${problem.message}`);
-    if (fence) this.fence(`repeated protocol errors (last: ${problem.message})`);
+    if (fence) this.#fence(`repeated protocol errors (last: ${problem.message})`);
   }
 
   /** Closes a session that keeps breaking the protocol; its open tunnels fail with node_disconnected. */
-  private fence(why: string): void {
-    if (this.state === 'closed') return;
-    this.host.protocolStats.nodesFenced++;
-    this.host.logger.error({ node: this.nodeId, generation: this.generation, peer: this.remoteAddress, violations: this.guard.violationCount }, `node fenced: ${why}`);
+  #fence(why: string): void {
+    if (this.#state === 'closed') return;
+    this.#host.protocolStats.nodesFenced++;
+    this.#host.logger.error({ node: this.nodeId, generation: this.generation, peer: this.remoteAddress, violations: this.#guard.violationCount }, `node fenced: ${why}`);
     // Rejected tells the agent why, and makes it reconnect at its slowest pace.
-    this.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: `fenced for protocol violations: ${why}` } } }));
+    this.#send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: `fenced for protocol violations: ${why}` } } }));
     this.close(`fenced for protocol violations: ${why}`);
   }
 }

@@ -52,8 +52,8 @@ export function sha256Hex(key: string): string {
 
 export class ClientAuth {
   /** Keyed by name so a config refresh keeps each key's open-request count. */
-  private readonly byName = new Map<string, ApiKeyState>();
-  private byDigest = new Map<string, ApiKeyState>();
+  readonly #byName = new Map<string, ApiKeyState>();
+  #byDigest = new Map<string, ApiKeyState>();
 
   constructor(auth: AuthConfig | undefined) {
     this.setConfig(auth);
@@ -61,7 +61,7 @@ export class ClientAuth {
 
   /** Auth is on as long as at least one key is configured. */
   get enabled(): boolean {
-    return this.byDigest.size > 0;
+    return this.#byDigest.size > 0;
   }
 
   setConfig(auth: AuthConfig | undefined): void {
@@ -70,10 +70,10 @@ export class ClientAuth {
     const names = new Set<string>();
     for (const key of keys) {
       const digest = Buffer.from(key.keySha256, 'hex');
-      let state = this.byName.get(key.name);
+      let state = this.#byName.get(key.name);
       if (state === undefined) {
         state = new ApiKeyState(key.name, digest, key.models, key.maxConcurrent);
-        this.byName.set(key.name, state);
+        this.#byName.set(key.name, state);
       } else {
         // Requests in flight keep the object they counted on; update it in place.
         state.digest = digest;
@@ -83,8 +83,8 @@ export class ClientAuth {
       byDigest.set(key.keySha256, state);
       names.add(key.name);
     }
-    for (const name of this.byName.keys()) if (!names.has(name)) this.byName.delete(name);
-    this.byDigest = byDigest;
+    for (const name of this.#byName.keys()) if (!names.has(name)) this.#byName.delete(name);
+    this.#byDigest = byDigest;
   }
 
   /**
@@ -96,13 +96,13 @@ export class ClientAuth {
     const match = BEARER.exec(authorization);
     if (match === null) return Errors.invalidApiKey;
     const presented = createHash('sha256').update(match[1], 'utf8').digest();
-    const state = this.byDigest.get(presented.toString('hex'));
+    const state = this.#byDigest.get(presented.toString('hex'));
     if (state === undefined || !timingSafeEqual(state.digest, presented)) return Errors.invalidApiKey;
     return state;
   }
 
   /** Status view: name, open requests and limit per key (never the digest). */
   status(): { name: string; inFlight: number; maxConcurrent: number | null }[] {
-    return [...this.byName.values()].map((k) => ({ name: k.name, inFlight: k.inFlight, maxConcurrent: Number.isFinite(k.maxConcurrent) ? k.maxConcurrent : null }));
+    return [...this.#byName.values()].map((k) => ({ name: k.name, inFlight: k.inFlight, maxConcurrent: Number.isFinite(k.maxConcurrent) ? k.maxConcurrent : null }));
   }
 }

@@ -49,20 +49,19 @@ function specForInspectError(error: InspectError): GatewayErrorSpec {
 export class ClientServer {
   readonly app: FastifyInstance;
   readonly auth: ClientAuth;
-  private modelsBody = '';
-  private aliases: readonly string[] = [];
-  private maxJsonDepth = 64;
+  #modelsBody = '';
+  #aliases: readonly string[] = [];
+  #maxJsonDepth = 64;
   /** limits.offload_bytes: bodies this large are inspected in the pool; 0 = never. */
-  private offloadBytes = 0;
+  #offloadBytes = 0;
   /** Created on the first large body; its size fits workers.count (see defaultOffloadThreads). */
-  private offloadPool: OffloadPool | undefined;
-  private readonly offloadThreads: number;
+  #offloadPool: OffloadPool | undefined;
+  readonly #offloadThreads: number;
 
-  constructor(
-    config: EdgeConfig,
-    private readonly plane: DataPlane,
-    https?: HttpsMaterial,
-  ) {
+  readonly #plane: DataPlane;
+
+  constructor(config: EdgeConfig, plane: DataPlane, https?: HttpsMaterial) {
+    this.#plane = plane;
     // maxHeaderSize makes Node refuse an oversized head; onClientError answers it as 431 in OpenAI's format.
     // Node's own missing-Host check answers with an empty body; ours (onRequest) in OpenAI's format.
     const maxHeaderSize = limitsOf(config).maxHeaderBytes;
@@ -77,34 +76,34 @@ export class ClientServer {
       clientErrorHandler: onClientError,
     }) as unknown as FastifyInstance;
     this.auth = new ClientAuth(config.auth);
-    this.offloadThreads = defaultOffloadThreads(config.workers.count);
+    this.#offloadThreads = defaultOffloadThreads(config.workers.count);
     this.setConfig(config);
     // Before the body is read: an unauthenticated client never gets to send one.
-    this.app.addHook('onRequest', (request, reply, done) => this.checkRequest(request, reply, done));
+    this.app.addHook('onRequest', (request, reply, done) => this.#checkRequest(request, reply, done));
     this.app.removeAllContentTypeParsers();
     // Every content type is taken as raw bytes; the inspector decides if it is JSON.
     this.app.addContentTypeParser('*', { parseAs: 'buffer' }, passBuffer);
     this.app.setErrorHandler(onFrameworkError);
     this.app.setNotFoundHandler(onNotFound);
     this.app.get('/v1/models', (request, reply) => {
-      reply.header('content-type', 'application/json').send(this.modelsFor((request as KeyedRequest)[kApiKey]));
+      reply.header('content-type', 'application/json').send(this.#modelsFor((request as KeyedRequest)[kApiKey]));
     });
     this.app.get('/healthz', (_request, reply) => {
       reply.send({ status: 'ok' });
     });
-    for (const route of API_ROUTES) this.app.post(route.path, (request, reply) => this.proxy(route, request, reply));
-    this.app.get(STORED_RESPONSE_ROUTE, (request, reply) => this.storedResponse(request, reply));
-    this.app.delete(STORED_RESPONSE_ROUTE, (request, reply) => this.storedResponse(request, reply));
+    for (const route of API_ROUTES) this.app.post(route.path, (request, reply) => this.#proxy(route, request, reply));
+    this.app.get(STORED_RESPONSE_ROUTE, (request, reply) => this.#storedResponse(request, reply));
+    this.app.delete(STORED_RESPONSE_ROUTE, (request, reply) => this.#storedResponse(request, reply));
   }
 
   setConfig(config: EdgeConfig): void {
     this.auth.setConfig(config.auth);
     const limits = limitsOf(config);
-    this.maxJsonDepth = limits.maxJsonDepth;
-    this.offloadBytes = limits.offloadBytes;
-    this.aliases = config.models.map((m) => m.alias);
+    this.#maxJsonDepth = limits.maxJsonDepth;
+    this.#offloadBytes = limits.offloadBytes;
+    this.#aliases = config.models.map((m) => m.alias);
     const created = Math.floor(Date.now() / 1000);
-    this.modelsBody = JSON.stringify({
+    this.#modelsBody = JSON.stringify({
       object: 'list',
       data: config.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'edge' })),
     });
@@ -119,15 +118,15 @@ export class ClientServer {
 
   /** The offload pool, once a large body created it (tests, status). */
   get offload(): OffloadPool | undefined {
-    return this.offloadPool;
+    return this.#offloadPool;
   }
 
   async close(): Promise<void> {
     await this.app.close();
-    await this.offloadPool?.close();
+    await this.#offloadPool?.close();
   }
 
-  private proxy(route: ApiRoute, request: FastifyRequest, reply: FastifyReply): void {
+  #proxy(route: ApiRoute, request: FastifyRequest, reply: FastifyReply): void {
     const contentType = request.headers['content-type'];
     if (!isJsonContentType(contentType)) {
       sendError(reply, Errors.unsupportedMediaType, `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`, route.errors);
@@ -138,41 +137,41 @@ export class ClientServer {
       sendError(reply, Errors.invalidJson, 'request body is empty; send a JSON object', route.errors);
       return;
     }
-    if (this.offloadBytes > 0 && body.length >= this.offloadBytes) {
-      this.offloadPool ??= new OffloadPool(this.offloadThreads);
-      this.offloadPool.inspect(body, this.maxJsonDepth).then(
-        (done) => this.afterOffload(route, request, reply, done),
-        () => this.offloadFailed(reply),
+    if (this.#offloadBytes > 0 && body.length >= this.#offloadBytes) {
+      this.#offloadPool ??= new OffloadPool(this.#offloadThreads);
+      this.#offloadPool.inspect(body, this.#maxJsonDepth).then(
+        (done) => this.#afterOffload(route, request, reply, done),
+        () => this.#offloadFailed(reply),
       );
       return;
     }
-    this.admit(route, request, reply, body, inspectBody(body, this.maxJsonDepth));
+    this.#admit(route, request, reply, body, inspectBody(body, this.#maxJsonDepth));
   }
 
   /** The pool's verdict on a large body: admitted as an inline one would be, unless the client or the edge left meanwhile. */
-  private afterOffload(route: ApiRoute, request: FastifyRequest, reply: FastifyReply, done: OffloadedInspection): void {
+  #afterOffload(route: ApiRoute, request: FastifyRequest, reply: FastifyReply, done: OffloadedInspection): void {
     const socket = request.raw.socket;
     // The client left: its response already closed, so an exchange begun now would never end.
     if (reply.sent || reply.raw.destroyed || socket === null || socket.destroyed) return;
-    if (this.plane.shuttingDown) {
+    if (this.#plane.shuttingDown) {
       reply.header('retry-after', '1');
       sendError(reply, Errors.shuttingDown, undefined, route.errors);
       return;
     }
-    this.admit(route, request, reply, done.body, done.info);
+    this.#admit(route, request, reply, done.body, done.info);
   }
 
-  private offloadFailed(reply: FastifyReply): void {
+  #offloadFailed(reply: FastifyReply): void {
     if (!reply.sent && !reply.raw.destroyed) sendError(reply, Errors.internal);
   }
 
-  private admit(route: ApiRoute, request: FastifyRequest, reply: FastifyReply, body: Buffer, info: InspectResult): void {
+  #admit(route: ApiRoute, request: FastifyRequest, reply: FastifyReply, body: Buffer, info: InspectResult): void {
     if (!info.ok) {
       sendError(reply, specForInspectError(info), info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined, route.errors);
       return;
     }
-    if (!this.plane.hasModel(info.model)) {
-      this.plane.refused('model_not_found');
+    if (!this.#plane.hasModel(info.model)) {
+      this.#plane.refused('model_not_found');
       sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(info.model)} does not exist`, route.errors);
       return;
     }
@@ -185,7 +184,7 @@ export class ClientServer {
     let pinned: string | undefined;
     if (route === RESPONSES && info.previousResponseId !== undefined) {
       // The previous response lives on one provider: this request goes there or nowhere.
-      const stored = this.plane.responses.lookup(info.previousResponseId);
+      const stored = this.#plane.responses.lookup(info.previousResponseId);
       if (stored === undefined) {
         sendError(reply, Errors.responseNotFound, unknownResponseMessage(info.previousResponseId), route.errors, 'previous_response_id');
         return;
@@ -193,21 +192,21 @@ export class ClientServer {
       pinned = stored.providerId;
     }
     const key = (request as KeyedRequest)[kApiKey];
-    if (!this.keyMayStart(key, info.model, route, reply)) return;
+    if (!this.#keyMayStart(key, info.model, route, reply)) return;
     reply.hijack();
     // The data plane releases the key's slot when the exchange ends (or, with workers, takes it first).
-    this.plane.begin(route, route.path, request.raw, reply.raw, body, info, key, pinned);
+    this.#plane.begin(route, route.path, request.raw, reply.raw, body, info, key, pinned);
   }
 
   /** The key (auth on) may use the model and has a free concurrency slot; otherwise the reply is sent. */
-  private keyMayStart(key: ApiKeyState | undefined, model: string, route: ApiRoute, reply: FastifyReply): boolean {
+  #keyMayStart(key: ApiKeyState | undefined, model: string, route: ApiRoute, reply: FastifyReply): boolean {
     if (key === undefined) return true;
     if (!key.mayUse(model)) {
       sendError(reply, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(model)}`, route.errors);
       return false;
     }
     // With I/O workers the slot is taken on the main thread at admission (DataPlane.sharedKeyLimits).
-    if (!this.plane.sharedKeyLimits && !key.tryAcquire()) {
+    if (!this.#plane.sharedKeyLimits && !key.tryAcquire()) {
       reply.header('retry-after', '1');
       sendError(reply, Errors.tooManyConcurrent, `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes`, route.errors);
       return false;
@@ -220,28 +219,28 @@ export class ClientServer {
    * provider that made it; the request goes there (admitted like any other,
    * under the alias it was made with) or is refused, never sent elsewhere.
    */
-  private storedResponse(request: FastifyRequest, reply: FastifyReply): void {
+  #storedResponse(request: FastifyRequest, reply: FastifyReply): void {
     const id = (request.params as { id?: string }).id ?? '';
-    const stored = isResponseId(id) ? this.plane.responses.lookup(id) : undefined;
+    const stored = isResponseId(id) ? this.#plane.responses.lookup(id) : undefined;
     if (stored === undefined) {
       sendError(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
       return;
     }
-    if (this.plane.shuttingDown) {
+    if (this.#plane.shuttingDown) {
       reply.header('retry-after', '1');
       sendError(reply, Errors.shuttingDown, undefined, RESPONSES.errors);
       return;
     }
     const key = (request as KeyedRequest)[kApiKey];
-    if (!this.keyMayStart(key, stored.alias, RESPONSES, reply)) return;
+    if (!this.#keyMayStart(key, stored.alias, RESPONSES, reply)) return;
     const info: InspectOk = { ok: true, model: stored.alias, modelStart: -1, modelEnd: -1, stream: false, fields: 0 };
     reply.hijack();
     // request.url keeps the query (?stream=true, include[]=...) for the provider.
-    this.plane.begin(RESPONSES, request.url, request.raw, reply.raw, Buffer.alloc(0), info, key, stored.providerId);
+    this.#plane.begin(RESPONSES, request.url, request.raw, reply.raw, Buffer.alloc(0), info, key, stored.providerId);
   }
 
   /** onRequest: Host present, and the API key when auth is on. */
-  private checkRequest(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  #checkRequest(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
     const format = errorFormatForPath(request.url);
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
       reply.header('connection', 'close');
@@ -262,10 +261,10 @@ export class ClientServer {
     sendError(reply, result, result === Errors.invalidApiKey ? 'missing or invalid API key; send it as `Authorization: Bearer <key>` or `x-api-key: <key>`' : undefined, format);
   }
 
-  private modelsFor(key: ApiKeyState | undefined): string {
-    if (key === undefined || key.models === undefined) return this.modelsBody;
+  #modelsFor(key: ApiKeyState | undefined): string {
+    if (key === undefined || key.models === undefined) return this.#modelsBody;
     const created = Math.floor(Date.now() / 1000);
-    const data = this.aliases.filter((a) => key.mayUse(a)).map((id) => ({ id, object: 'model', created, owned_by: 'edge' }));
+    const data = this.#aliases.filter((a) => key.mayUse(a)).map((id) => ({ id, object: 'model', created, owned_by: 'edge' }));
     return JSON.stringify({ object: 'list', data });
   }
 }

@@ -34,28 +34,27 @@ function onDeadlineTimer(owner: TimedExchange): void {
 export class ExchangeDeadlines {
   /** performance.now() of the last frame from the node (HEADERS or DATA). */
   lastFrameAt = 0;
-  private readonly startedAt: number;
-  private dispatchedAt: number;
+  readonly #startedAt: number;
+  #dispatchedAt: number;
   /** When the armed timer fires. */
-  private armedFor = Infinity;
+  #armedFor = Infinity;
   /** Keepalive interval for this exchange: only streaming requests get one. */
-  private readonly keepaliveMs: number;
-  private lastKeepaliveAt: number;
+  readonly #keepaliveMs: number;
+  #lastKeepaliveAt: number;
 
-  constructor(
-    private readonly limits: DeadlineLimits,
-    now = performance.now(),
-    streaming = false,
-  ) {
-    this.startedAt = now;
-    this.dispatchedAt = now;
-    this.lastKeepaliveAt = now;
-    this.keepaliveMs = streaming ? limits.sseKeepaliveMs : 0;
+  readonly #limits: DeadlineLimits;
+
+  constructor(limits: DeadlineLimits, now = performance.now(), streaming = false) {
+    this.#limits = limits;
+    this.#startedAt = now;
+    this.#dispatchedAt = now;
+    this.#lastKeepaliveAt = now;
+    this.#keepaliveMs = streaming ? limits.sseKeepaliveMs : 0;
   }
 
   /** A new attempt was dispatched (a retry): time to first byte counts again; total does not. */
   redispatched(now = performance.now()): void {
-    this.dispatchedAt = now;
+    this.#dispatchedAt = now;
   }
 
 
@@ -63,7 +62,7 @@ export class ExchangeDeadlines {
   arm(owner: TimedExchange, headersSeen: boolean, now = performance.now()): void {
     if (owner.timeout !== undefined) clearTimeout(owner.timeout);
     const delay = this.delay(headersSeen, now);
-    this.armedFor = now + delay;
+    this.#armedFor = now + delay;
     owner.timeout = setTimeout(onDeadlineTimer, delay, owner);
   }
 
@@ -71,7 +70,7 @@ export class ExchangeDeadlines {
   onHeaders(owner: TimedExchange): void {
     const now = performance.now();
     this.lastFrameAt = now;
-    if (this.limits.idleTimeoutMs > 0 && now + this.limits.idleTimeoutMs < this.armedFor) this.arm(owner, true, now);
+    if (this.#limits.idleTimeoutMs > 0 && now + this.#limits.idleTimeoutMs < this.#armedFor) this.arm(owner, true, now);
   }
 
   onFrame(): void {
@@ -87,8 +86,8 @@ export class ExchangeDeadlines {
     const now = performance.now();
     const spec = this.expired(headersSeen, now);
     if (spec !== undefined) return spec;
-    if (!headersSeen && this.keepaliveMs > 0 && now >= this.lastKeepaliveAt + this.keepaliveMs) {
-      this.lastKeepaliveAt = now;
+    if (!headersSeen && this.#keepaliveMs > 0 && now >= this.#lastKeepaliveAt + this.#keepaliveMs) {
+      this.#lastKeepaliveAt = now;
       this.arm(owner, headersSeen, now);
       return KEEPALIVE_DUE;
     }
@@ -98,7 +97,7 @@ export class ExchangeDeadlines {
 
   /** Ms until the earliest deadline of the current phase (never below 1). */
   delay(headersSeen: boolean, now = performance.now()): number {
-    return Math.max(1, this.earliest(headersSeen) - now);
+    return Math.max(1, this.#earliest(headersSeen) - now);
   }
 
   /**
@@ -107,22 +106,22 @@ export class ExchangeDeadlines {
    * delay() more.
    */
   expired(headersSeen: boolean, now = performance.now()): GatewayErrorSpec | undefined {
-    const l = this.limits;
-    if (now >= this.startedAt + l.tunnelTimeoutMs) return Errors.gatewayTimeout;
+    const l = this.#limits;
+    if (now >= this.#startedAt + l.tunnelTimeoutMs) return Errors.gatewayTimeout;
     if (!headersSeen) {
-      if (l.ttfbTimeoutMs > 0 && now >= this.dispatchedAt + l.ttfbTimeoutMs) return Errors.firstByteTimeout;
+      if (l.ttfbTimeoutMs > 0 && now >= this.#dispatchedAt + l.ttfbTimeoutMs) return Errors.firstByteTimeout;
     } else if (l.idleTimeoutMs > 0 && now >= this.lastFrameAt + l.idleTimeoutMs) {
       return Errors.idleTimeout;
     }
     return undefined;
   }
 
-  private earliest(headersSeen: boolean): number {
-    const l = this.limits;
-    let at = this.startedAt + l.tunnelTimeoutMs;
+  #earliest(headersSeen: boolean): number {
+    const l = this.#limits;
+    let at = this.#startedAt + l.tunnelTimeoutMs;
     if (!headersSeen) {
-      if (l.ttfbTimeoutMs > 0) at = Math.min(at, this.dispatchedAt + l.ttfbTimeoutMs);
-      if (this.keepaliveMs > 0) at = Math.min(at, this.lastKeepaliveAt + this.keepaliveMs);
+      if (l.ttfbTimeoutMs > 0) at = Math.min(at, this.#dispatchedAt + l.ttfbTimeoutMs);
+      if (this.#keepaliveMs > 0) at = Math.min(at, this.#lastKeepaliveAt + this.#keepaliveMs);
     } else if (l.idleTimeoutMs > 0) {
       at = Math.min(at, this.lastFrameAt + l.idleTimeoutMs);
     }

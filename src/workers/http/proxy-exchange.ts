@@ -60,10 +60,10 @@ export class ProxyExchange implements TunnelConsumer {
   retried = false;
   /** Flow control for the response body; undefined when the window is unlimited. */
   window: ResponseWindow | undefined;
-  private onChunkFlushed: (() => void) | undefined;
-  private isEventStream = false;
+  #onChunkFlushed: (() => void) | undefined;
+  #isEventStream = false;
   /** Newest SSE frames, kept (by reference) to read `usage` at END. */
-  private tail: StreamTail | undefined;
+  #tail: StreamTail | undefined;
   /** Token usage reported by the provider's final SSE chunk, once the stream ended. */
   usage: TokenUsage | undefined;
   /** The session the client named ("" = none; the node gets "default"). */
@@ -75,8 +75,8 @@ export class ProxyExchange implements TunnelConsumer {
   /** The message of the error it ended with (run records). */
   errorMessage: string | undefined;
   /** First bytes of the body, while a route still reads them (see captureHead). */
-  private head: Buffer | undefined;
-  private capturing = false;
+  #head: Buffer | undefined;
+  #capturing = false;
   /** The stored response's id (Responses API), once read from the body's head. */
   responseId: string | undefined;
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
@@ -112,9 +112,9 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.response.headersSent) {
       // Keepalives already sent a 200 event-stream head: the provider's head
       // can only be taken as is when it agrees; otherwise it becomes an error event.
-      this.markHeaders(status);
-      this.tail = new StreamTail();
-      this.startCapture(status);
+      this.#markHeaders(status);
+      this.#tail = new StreamTail();
+      this.#startCapture(status);
       if (status < 200 || status >= 300) {
         this.session?.cancelTunnel(this.tunnelId, 'provider error after keepalive');
         this.fail(Errors.upstreamError, `the provider answered HTTP ${status}`, 'error');
@@ -127,7 +127,7 @@ export class ProxyExchange implements TunnelConsumer {
       const name = headers[i].name.toLowerCase();
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
       if (!isRelayedDownstream(name)) continue;
-      if (name === 'content-type' && headers[i].value.startsWith('text/event-stream')) this.isEventStream = true;
+      if (name === 'content-type' && headers[i].value.startsWith('text/event-stream')) this.#isEventStream = true;
       flat.push(name, headers[i].value);
     }
     flat.push(
@@ -135,7 +135,7 @@ export class ProxyExchange implements TunnelConsumer {
       'x-edge-node', grant.nodeId,
       'x-edge-provider', grant.providerId,
       'x-edge-queue-ms', String(Math.round(grant.queuedMs)),
-      'x-edge-overhead-ms', this.markHeaders(status),
+      'x-edge-overhead-ms', this.#markHeaders(status),
     );
     try {
       this.response.writeHead(status, flat);
@@ -146,40 +146,40 @@ export class ProxyExchange implements TunnelConsumer {
       this.fail(Errors.protocolError, `the node sent a response head Node refuses to write: ${(err as Error).message}`, 'error');
       return;
     }
-    if (this.isEventStream) this.tail = new StreamTail();
-    this.startCapture(status);
+    if (this.#isEventStream) this.#tail = new StreamTail();
+    this.#startCapture(status);
   }
 
   /** A created Response's id, or a Messages stream's message_start, is read from the body's head. */
-  private startCapture(status: number): void {
+  #startCapture(status: number): void {
     if (status < 200 || status >= 300) return;
-    if (this.route.api === Api.responses) this.capturing = this.request.method === 'POST';
-    else this.capturing = this.route === MESSAGES && this.isEventStream;
+    if (this.route.api === Api.responses) this.#capturing = this.request.method === 'POST';
+    else this.#capturing = this.route === MESSAGES && this.#isEventStream;
   }
 
-  private captureHead(bytes: Uint8Array): void {
+  #captureHead(bytes: Uint8Array): void {
     const chunk = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const head = this.head === undefined ? Buffer.from(chunk) : Buffer.concat([this.head, chunk]);
-    this.head = head;
+    const head = this.#head === undefined ? Buffer.from(chunk) : Buffer.concat([this.#head, chunk]);
+    this.#head = head;
     if (this.route.api === Api.responses) {
       const id = responseIdFromHead(head);
       if (id !== undefined) {
         this.responseId = id;
-        this.capturing = false;
-        this.head = undefined;
+        this.#capturing = false;
+        this.#head = undefined;
         this.plane.rememberResponse(this, id);
         return;
       }
     }
-    if (head.length >= HEAD_BYTES) this.capturing = false;
+    if (head.length >= HEAD_BYTES) this.#capturing = false;
   }
 
   onData(bytes: Uint8Array): void {
     if (this.state !== 'streaming') return;
     this.deadlines?.onFrame();
-    this.markData(bytes.length);
-    this.tail?.push(bytes);
-    if (this.capturing) this.captureHead(bytes);
+    this.#markData(bytes.length);
+    this.#tail?.push(bytes);
+    if (this.#capturing) this.#captureHead(bytes);
     const window = this.window;
     if (window === undefined) {
       this.response.write(bytes);
@@ -190,7 +190,7 @@ export class ProxyExchange implements TunnelConsumer {
       this.fail(Errors.protocolError, `the node sent more than the ${window.size}-byte window`, 'error');
       return;
     }
-    this.response.write(bytes, this.onChunkFlushed);
+    this.response.write(bytes, this.#onChunkFlushed);
   }
 
   /** Starts flow control with a window of `size` bytes (0 = none). */
@@ -198,10 +198,10 @@ export class ProxyExchange implements TunnelConsumer {
     if (size <= 0) return;
     this.window = new ResponseWindow(size);
     // One callback per exchange, not per chunk: flushes complete in write order.
-    this.onChunkFlushed = this.chunkFlushed.bind(this);
+    this.#onChunkFlushed = this.#chunkFlushed.bind(this);
   }
 
-  private chunkFlushed(): void {
+  #chunkFlushed(): void {
     const credit = this.window?.flushed() ?? 0;
     if (credit > 0 && this.state === 'streaming') this.session?.grantCredit(this.tunnelId, credit);
   }
@@ -210,14 +210,14 @@ export class ProxyExchange implements TunnelConsumer {
     // The session's frame guard only lets END through after HEADERS.
     if (this.state !== 'streaming') return;
     this.endAt = performance.now();
-    this.usage = this.tail?.usage();
-    if (this.usage !== undefined && this.usage.promptTokens === 0 && this.head !== undefined) {
+    this.usage = this.#tail?.usage();
+    if (this.usage !== undefined && this.usage.promptTokens === 0 && this.#head !== undefined) {
       // Messages: message_delta has only output_tokens; the input count is in message_start.
-      const input = inputTokensFromHead(this.head);
+      const input = inputTokensFromHead(this.#head);
       if (input !== undefined) this.usage = { promptTokens: input, completionTokens: this.usage.completionTokens };
     }
     // A 5xx other than 503 (overload) is the provider failing, relayed as is; it counts toward ejection.
-    this.finish(this.status >= 500 && this.status !== 503 ? 'provider_failed' : 'end');
+    this.#finish(this.status >= 500 && this.status !== 503 ? 'provider_failed' : 'end');
     this.response.end();
   }
 
@@ -246,7 +246,7 @@ export class ProxyExchange implements TunnelConsumer {
       case 'dispatched':
       case 'streaming':
         this.session?.cancelTunnel(this.tunnelId, 'client closed');
-        this.finish('client_closed');
+        this.#finish('client_closed');
         return;
       default:
     }
@@ -259,7 +259,7 @@ export class ProxyExchange implements TunnelConsumer {
     const expired = this.deadlines === undefined ? Errors.gatewayTimeout : this.deadlines.fire(this, this.state === 'streaming');
     if (expired === undefined) return;
     if (expired === KEEPALIVE_DUE) {
-      this.sendKeepalive();
+      this.#sendKeepalive();
       return;
     }
     this.session?.cancelTunnel(this.tunnelId, expired.code);
@@ -271,11 +271,11 @@ export class ProxyExchange implements TunnelConsumer {
    * 200 event stream and send an SSE comment, so proxies in between do not
    * cut the idle connection. Clients ignore comments.
    */
-  private sendKeepalive(): void {
+  #sendKeepalive(): void {
     const res = this.response;
     if (!res.headersSent) {
       const grant = this.grant as Grant;
-      this.isEventStream = true;
+      this.#isEventStream = true;
       res.writeHead(200, [
         'content-type', 'text/event-stream',
         'cache-control', 'no-cache',
@@ -294,12 +294,12 @@ export class ProxyExchange implements TunnelConsumer {
     this.state = 'done';
     this.errorMessage = message ?? spec.message;
     this.plane.forget(this);
-    if (this.response.headersSent && this.isEventStream) {
+    if (this.response.headersSent && this.#isEventStream) {
       // Keepalives already committed a 200 event stream: the error goes in-band.
       this.response.end(this.route.errors.streamError(spec, message, this.responseId));
     } else {
       this.status = this.route.errors.status(spec);
-      this.writeError(spec, message, retryAfterSec);
+      this.#writeError(spec, message, retryAfterSec);
     }
     this.plane.exchangeFinished(this, spec.code);
   }
@@ -309,10 +309,10 @@ export class ProxyExchange implements TunnelConsumer {
     const wasStreaming = this.state === 'streaming' || this.response.headersSent;
     if (!wasStreaming) this.status = this.route.errors.status(spec);
     if (this.state !== 'done') this.errorMessage = message ?? spec.message;
-    this.finish(reason);
+    this.#finish(reason);
     if (!wasStreaming) {
-      this.writeError(spec, message, 0);
-    } else if (this.isEventStream) {
+      this.#writeError(spec, message, 0);
+    } else if (this.#isEventStream) {
       // Mid-stream: headers are gone, so tell SSE clients in-band, in the
       // API's own events (the SDKs raise them), then end cleanly.
       this.response.end(this.route.errors.streamError(spec, message, this.responseId));
@@ -322,7 +322,7 @@ export class ProxyExchange implements TunnelConsumer {
     }
   }
 
-  private finish(reason: ReleaseReason): void {
+  #finish(reason: ReleaseReason): void {
     if (this.state === 'done') return;
     const hadLease = this.state === 'dispatched' || this.state === 'streaming';
     this.state = 'done';
@@ -334,13 +334,13 @@ export class ProxyExchange implements TunnelConsumer {
   }
 
   /** HEADERS arrived: stamps it and returns the x-edge-overhead-ms value. */
-  private markHeaders(status: number): string {
+  #markHeaders(status: number): string {
     this.status = status;
     this.headersAt = performance.now();
     return overheadAtHeadersMs(this, this.headersAt).toFixed(3);
   }
 
-  private markData(length: number): void {
+  #markData(length: number): void {
     if (this.firstByteAt === 0) {
       this.firstByteAt = performance.now();
       this.plane.firstByte(this);
@@ -348,7 +348,7 @@ export class ProxyExchange implements TunnelConsumer {
     this.bytesOut += length;
   }
 
-  private writeError(spec: GatewayErrorSpec, message: string | undefined, retryAfterSec: number): void {
+  #writeError(spec: GatewayErrorSpec, message: string | undefined, retryAfterSec: number): void {
     const res = this.response;
     if (res.headersSent || res.destroyed) {
       res.destroy();

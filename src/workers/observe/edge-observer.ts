@@ -26,24 +26,34 @@ function round(ms: number): number {
 }
 
 export class EdgeObserver implements ExchangeObserver, NodeObserver {
+  readonly #bus: EventSink;
+  readonly #metrics: EdgeMetrics;
+  readonly #logger: Logger;
+  readonly #runs: RunSink;
+
   constructor(
-    private readonly bus: EventSink,
-    private readonly metrics: EdgeMetrics,
-    private readonly logger: Logger,
+    bus: EventSink,
+    metrics: EdgeMetrics,
+    logger: Logger,
     /** Run lifecycle reports: always sent (the run records need them), unlike bus events. */
-    private readonly runs: RunSink,
-  ) {}
+    runs: RunSink,
+  ) {
+    this.#bus = bus;
+    this.#metrics = metrics;
+    this.#logger = logger;
+    this.#runs = runs;
+  }
 
   // --- ExchangeObserver ----------------------------------------------------------
 
   exchangeQueued(exchange: ExchangeView): void {
-    this.runs.run({ type: 'run.queued', runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, session: exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId, at: Date.now() });
+    this.#runs.run({ type: 'run.queued', runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, session: exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId, at: Date.now() });
   }
 
   exchangeStarted(exchange: ExchangeView): void {
     const grant = exchange.grant;
     if (grant === undefined) return;
-    this.runs.run({
+    this.#runs.run({
       type: 'run.dispatched',
       runId: exchange.runId,
       model: exchange.info.model,
@@ -57,15 +67,15 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
   }
 
   exchangeFirstByte(exchange: ExchangeView): void {
-    this.runs.run({ type: 'run.first_byte', runId: exchange.runId, model: exchange.info.model, ttfbMs: round(exchange.firstByteAt - exchange.startedAt), at: Date.now() });
+    this.#runs.run({ type: 'run.first_byte', runId: exchange.runId, model: exchange.info.model, ttfbMs: round(exchange.firstByteAt - exchange.startedAt), at: Date.now() });
   }
 
   exchangeFinished(exchange: ExchangeView, outcome: string): void {
     const now = performance.now();
-    this.metrics.exchangeFinished(exchange, outcome, now);
-    if (exchange.grant === undefined && outcome !== 'client_closed') this.metrics.rejected(outcome);
+    this.#metrics.exchangeFinished(exchange, outcome, now);
+    if (exchange.grant === undefined && outcome !== 'client_closed') this.#metrics.rejected(outcome);
     const usage = exchange.usage;
-    this.runs.run({
+    this.#runs.run({
       type: 'run.finished',
       runId: exchange.runId,
       requestId: exchange.requestTag,
@@ -82,12 +92,12 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
       ...(exchange.errorMessage === undefined || outcome === 'end' ? {} : { error: exchange.errorMessage }),
     });
     if (!QUIET_OUTCOMES.has(outcome)) {
-      this.logger.info(
+      this.#logger.info(
         { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, node: exchange.grant?.nodeId, provider: exchange.grant?.providerId, status: exchange.status, outcome },
         'request ended with an error',
       );
-    } else if (this.logger.isLevelEnabled('debug')) {
-      this.logger.debug(
+    } else if (this.#logger.isLevelEnabled('debug')) {
+      this.#logger.debug(
         { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, provider: exchange.grant?.providerId, status: exchange.status, outcome, totalMs: round(now - exchange.startedAt) },
         'request finished',
       );
@@ -95,25 +105,25 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
   }
 
   requestRefused(code: string): void {
-    this.metrics.rejected(code);
+    this.#metrics.rejected(code);
   }
 
   exchangeRetried(_exchange: ExchangeView, code: string, providerId: string): void {
-    this.metrics.retried(code, providerId);
+    this.#metrics.retried(code, providerId);
   }
 
   // --- NodeObserver ----------------------------------------------------------------
 
   nodeConnected(session: NodeSession): void {
-    this.bus.publish({ type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion });
+    this.#bus.publish({ type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion });
   }
 
   nodeDisconnected(session: NodeSession, reason: string): void {
-    this.bus.publish({ type: 'node.disconnected', node: session.nodeId, generation: session.generation, reason });
+    this.#bus.publish({ type: 'node.disconnected', node: session.nodeId, generation: session.generation, reason });
   }
 
   nodeLeaving(session: NodeSession, reason: string): void {
-    this.bus.publish({ type: 'node.leaving', node: session.nodeId, generation: session.generation, reason });
-    this.bus.publish({ type: 'node.draining', node: session.nodeId, by: 'leaving' });
+    this.#bus.publish({ type: 'node.leaving', node: session.nodeId, generation: session.generation, reason });
+    this.#bus.publish({ type: 'node.draining', node: session.nodeId, by: 'leaving' });
   }
 }

@@ -80,11 +80,13 @@ export class EdgeMetrics {
 
   readonly #mainCpu = new Gauge({ name: 'edge_main_thread_cpu_seconds', help: 'CPU time of the main thread (the scheduler; with workers.count 0 the whole data path too)', registers: [this.registry] });
 
+  readonly #source: MetricsSource;
+  readonly #processMetrics: boolean;
+
   /** `processMetrics` false in I/O workers: process-wide numbers are reported once, by the main thread. */
-  constructor(
-    private readonly source: MetricsSource,
-    private readonly processMetrics = true,
-  ) {
+  constructor(source: MetricsSource, processMetrics = true) {
+    this.#source = source;
+    this.#processMetrics = processMetrics;
     // Process metrics, including nodejs_eventloop_lag_p99_seconds.
     if (processMetrics) collectDefaultMetrics({ register: this.registry });
   }
@@ -92,7 +94,7 @@ export class EdgeMetrics {
   /** Like scrape(), as prom-client JSON: the main thread merges its workers' with AggregatorRegistry.aggregate. */
   async scrapeJson(): Promise<unknown[]> {
     this.#syncCounters();
-    if (this.processMetrics) this.#mainCpu.set(mainThreadCpuSeconds());
+    if (this.#processMetrics) this.#mainCpu.set(mainThreadCpuSeconds());
     this.#syncGauges();
     return this.registry.getMetricsAsJSON() as Promise<unknown[]>;
   }
@@ -144,7 +146,7 @@ export class EdgeMetrics {
   /** The exposition text; state gauges and plain counters are brought up to date first. */
   async scrape(): Promise<string> {
     this.#syncCounters();
-    if (this.processMetrics) this.#mainCpu.set(mainThreadCpuSeconds());
+    if (this.#processMetrics) this.#mainCpu.set(mainThreadCpuSeconds());
     this.#syncGauges();
     return this.registry.metrics();
   }
@@ -199,7 +201,7 @@ export class EdgeMetrics {
     if (this.#bytesToClient > bytes.toClient) this.#tunnelBytes.inc({ direction: 'to_client' }, this.#bytesToClient - bytes.toClient);
     bytes.toNode = this.#bytesToNode;
     bytes.toClient = this.#bytesToClient;
-    const events = this.source.events();
+    const events = this.#source.events();
     const seen = this.#eventsReported;
     if (events.published > seen.published) this.#published.inc(events.published - seen.published);
     if (events.dropped > seen.dropped) this.#dropped.inc(events.dropped - seen.dropped);
@@ -209,7 +211,7 @@ export class EdgeMetrics {
   }
 
   #syncGauges(): void {
-    const status = this.source.status();
+    const status = this.#source.status();
     // Reset first so providers and groups that left the config disappear.
     this.#queueDepth.reset();
     this.#maxQueue.reset();
@@ -230,12 +232,12 @@ export class EdgeMetrics {
       this.#outlier.set(labels, p.outlier?.phase === 'ejected' ? 1 : p.outlier?.phase === 'half_open' ? 2 : 0);
       this.#ejections.set(labels, p.outlier?.ejections ?? 0);
     }
-    this.#nodes.set(this.source.connectedNodes());
-    this.#open.set(this.source.openRequests());
-    this.#workers.set(this.source.workers());
+    this.#nodes.set(this.#source.connectedNodes());
+    this.#open.set(this.#source.openRequests());
+    this.#workers.set(this.#source.workers());
     this.#ringOccupancy.set(0);
-    this.#configVersion.set(this.source.configVersion());
-    this.#shuttingDown.set(this.source.shuttingDown() ? 1 : 0);
+    this.#configVersion.set(this.#source.configVersion());
+    this.#shuttingDown.set(this.#source.shuttingDown() ? 1 : 0);
   }
 }
 

@@ -44,11 +44,11 @@ export interface PeerStats {
 
 /** One other worker: the ring to it and the ring from it. */
 class PeerLink {
-  private readonly producer: RingProducer;
+  readonly #producer: RingProducer;
   readonly consumer: RingConsumer;
-  private readonly backlog: Uint8Array[] = [];
-  private flushing = false;
-  private readonly maxPiece: number;
+  readonly #backlog: Uint8Array[] = [];
+  #flushing = false;
+  readonly #maxPiece: number;
   /** Client side: tunnels this worker opened through the peer, by id. */
   readonly outgoing = new Map<number, PeerConsumer>();
   /** Node side: tunnels the peer opened on sessions here, by the peer's id. */
@@ -56,54 +56,57 @@ class PeerLink {
   /** Node side: opens from the peer not yet on a session (waiting for a lane that registers); a
    * cancel that finds its id here removes it, and the open is dropped when the wait ends. */
   readonly pendingOpens = new Set<number>();
-  private nextTunnelId = 1;
+  #nextTunnelId = 1;
+
+  readonly #links: PeerLinks;
 
   constructor(
     readonly peer: number,
     toPeer: SharedArrayBuffer,
     fromPeer: SharedArrayBuffer,
-    private readonly links: PeerLinks,
+    links: PeerLinks,
   ) {
-    this.producer = new RingProducer(toPeer);
+    this.#links = links;
+    this.#producer = new RingProducer(toPeer);
     this.consumer = new RingConsumer(fromPeer);
-    this.maxPiece = Math.min(MAX_DATA_PIECE, this.producer.maxRecordLength - PEER_HEADER_BYTES);
+    this.#maxPiece = Math.min(MAX_DATA_PIECE, this.#producer.maxRecordLength - PEER_HEADER_BYTES);
   }
 
   newTunnelId(): number {
-    const id = this.nextTunnelId;
-    this.nextTunnelId = id >= 0xffff_fffe ? 1 : id + 1;
+    const id = this.#nextTunnelId;
+    this.#nextTunnelId = id >= 0xffff_fffe ? 1 : id + 1;
     return id;
   }
 
   usage(): { used: number; capacity: number } {
-    return this.producer.usage();
+    return this.#producer.usage();
   }
 
   close(): void {
-    this.producer.close();
+    this.#producer.close();
     this.consumer.close();
   }
 
   // --- writing -----------------------------------------------------------------
 
   /** Space for one record: in the ring when nothing waits, else a backlog copy. */
-  private begin(length: number): { target: Uint8Array; at: number } {
-    if (this.backlog.length === 0) {
-      const at = this.producer.reserve(length);
-      if (at >= 0) return { target: this.producer.bytes, at };
+  #begin(length: number): { target: Uint8Array; at: number } {
+    if (this.#backlog.length === 0) {
+      const at = this.#producer.reserve(length);
+      if (at >= 0) return { target: this.#producer.bytes, at };
     }
     const copy = new Uint8Array(length);
-    this.backlog.push(copy);
-    this.links.stats.backlogged++;
+    this.#backlog.push(copy);
+    this.#links.stats.backlogged++;
     return { target: copy, at: 0 };
   }
 
-  private end(target: Uint8Array): void {
-    if (target === this.producer.bytes) this.producer.commit();
-    else if (!this.flushing) void this.flush();
+  #end(target: Uint8Array): void {
+    if (target === this.#producer.bytes) this.#producer.commit();
+    else if (!this.#flushing) void this.#flush();
   }
 
-  private header(target: Uint8Array, at: number, kind: number, code: number, tunnelId: number): void {
+  #header(target: Uint8Array, at: number, kind: number, code: number, tunnelId: number): void {
     target[at] = kind;
     target[at + 1] = code;
     target[at + 2] = 0;
@@ -114,16 +117,16 @@ class PeerLink {
   sendSimple(kind: number, code: number, tunnelId: number, payload: Uint8Array | undefined, word = -1): void {
     const extra = word >= 0 ? 4 : 0;
     const length = PEER_HEADER_BYTES + extra + (payload?.length ?? 0);
-    const { target, at } = this.begin(length);
-    this.header(target, at, kind, code, tunnelId);
+    const { target, at } = this.#begin(length);
+    this.#header(target, at, kind, code, tunnelId);
     if (word >= 0) putU32(target, at + PEER_HEADER_BYTES, word);
     if (payload !== undefined) target.set(payload, at + PEER_HEADER_BYTES + extra);
-    this.end(target);
+    this.#end(target);
   }
 
   sendData(tunnelId: number, bytes: Uint8Array): void {
-    for (let from = 0; from < bytes.length || from === 0; from += this.maxPiece) {
-      const piece = bytes.subarray(from, Math.min(bytes.length, from + this.maxPiece));
+    for (let from = 0; from < bytes.length || from === 0; from += this.#maxPiece) {
+      const piece = bytes.subarray(from, Math.min(bytes.length, from + this.#maxPiece));
       this.sendSimple(PeerKind.data, 0, tunnelId, piece);
       if (bytes.length === 0) return;
     }
@@ -132,8 +135,8 @@ class PeerLink {
   sendOpen(tunnelId: number, leaseId: number, generation: number, nodeId: string, request: Uint8Array): void {
     const node = utf8.encode(nodeId);
     const length = OPEN_FIXED_BYTES + node.length + request.length;
-    const { target, at } = this.begin(length);
-    this.header(target, at, PeerKind.open, 0, tunnelId);
+    const { target, at } = this.#begin(length);
+    this.#header(target, at, PeerKind.open, 0, tunnelId);
     new DataView(target.buffer, target.byteOffset + at + 8, 8).setFloat64(0, leaseId, true);
     putU32(target, at + 16, generation);
     target[at + 20] = node.length & 0xff;
@@ -142,22 +145,22 @@ class PeerLink {
     target[at + 23] = 0;
     target.set(node, at + OPEN_FIXED_BYTES);
     target.set(request, at + OPEN_FIXED_BYTES + node.length);
-    this.end(target);
+    this.#end(target);
   }
 
-  private async flush(): Promise<void> {
-    this.flushing = true;
+  async #flush(): Promise<void> {
+    this.#flushing = true;
     try {
-      while (this.backlog.length > 0) {
-        const head = this.backlog[0];
-        if (this.producer.tryWrite(head)) {
-          this.backlog.shift();
+      while (this.#backlog.length > 0) {
+        const head = this.#backlog[0];
+        if (this.#producer.tryWrite(head)) {
+          this.#backlog.shift();
           continue;
         }
-        if (!(await this.producer.waitForSpace(head.length)) && this.producer.closed) return;
+        if (!(await this.#producer.waitForSpace(head.length)) && this.#producer.closed) return;
       }
     } finally {
-      this.flushing = false;
+      this.#flushing = false;
     }
   }
 
@@ -171,7 +174,7 @@ class PeerLink {
     const end = offset + length;
     switch (kind) {
       case PeerKind.open:
-        this.links.openHere(this, tunnelId, bytes.subarray(offset, end));
+        this.#links.openHere(this, tunnelId, bytes.subarray(offset, end));
         return;
       case PeerKind.cancel:
         if (this.pendingOpens.delete(tunnelId)) return; // the client left before the open was sent
@@ -181,11 +184,11 @@ class PeerLink {
         this.incoming.get(tunnelId)?.credit(getU32(bytes, body));
         return;
       default:
-        this.frame(kind, bytes[offset + 1], tunnelId, bytes, body, end);
+        this.#frame(kind, bytes[offset + 1], tunnelId, bytes, body, end);
     }
   };
 
-  private frame(kind: number, code: number, tunnelId: number, bytes: Uint8Array, body: number, end: number): void {
+  #frame(kind: number, code: number, tunnelId: number, bytes: Uint8Array, body: number, end: number): void {
     const consumer = this.outgoing.get(tunnelId);
     if (consumer === undefined) return; // cancelled here; late frames are expected
     switch (kind) {
@@ -221,65 +224,77 @@ class PeerLink {
 /** Client side: the node held by another worker, as an exchange sees it. */
 class PeerNode implements TunnelHost {
   readonly openTunnels = -1;
+  readonly #link: PeerLink;
+  readonly #leaseId: number;
+  readonly #links: PeerLinks;
+
   constructor(
-    private readonly link: PeerLink,
+    link: PeerLink,
     readonly nodeId: string,
     readonly generation: number,
-    private readonly leaseId: number,
-    private readonly links: PeerLinks,
-  ) {}
+    leaseId: number,
+    links: PeerLinks,
+  ) {
+    this.#link = link;
+    this.#leaseId = leaseId;
+    this.#links = links;
+  }
 
   openTunnel(consumer: TunnelConsumer, fields: TunnelRequestFields): number {
-    const tunnelId = this.link.newTunnelId();
-    this.link.outgoing.set(tunnelId, consumer as PeerConsumer);
+    const tunnelId = this.#link.newTunnelId();
+    this.#link.outgoing.set(tunnelId, consumer as PeerConsumer);
     const request = toBinary(TunnelRequestSchema, create(TunnelRequestSchema, { ...fields, tunnelId }));
-    this.link.sendOpen(tunnelId, this.leaseId, this.generation, this.nodeId, request);
-    this.links.stats.tunnelsOut++;
+    this.#link.sendOpen(tunnelId, this.#leaseId, this.generation, this.nodeId, request);
+    this.#links.stats.tunnelsOut++;
     return tunnelId;
   }
 
   cancelTunnel(tunnelId: number, reason: string): void {
-    if (!this.link.outgoing.delete(tunnelId)) return;
-    this.link.sendSimple(PeerKind.cancel, 0, tunnelId, utf8.encode(reason));
+    if (!this.#link.outgoing.delete(tunnelId)) return;
+    this.#link.sendSimple(PeerKind.cancel, 0, tunnelId, utf8.encode(reason));
   }
 
   grantCredit(tunnelId: number, bytes: number): void {
-    if (!this.link.outgoing.has(tunnelId)) return;
-    this.link.sendSimple(PeerKind.credit, 0, tunnelId, undefined, bytes);
+    if (!this.#link.outgoing.has(tunnelId)) return;
+    this.#link.sendSimple(PeerKind.credit, 0, tunnelId, undefined, bytes);
   }
 }
 
 /** Node side: relays one tunnel's frames from the node's session to the client's worker. */
 class PeerTunnel implements TunnelConsumer {
   sessionTunnelId = 0;
+  readonly #link: PeerLink;
+
   constructor(
-    private readonly link: PeerLink,
+    link: PeerLink,
     readonly tunnelId: number,
     readonly session: NodeSession,
-  ) {}
+  ) {
+    this.#link = link;
+  }
 
   onHeaders(status: number, headers: readonly Header[]): void {
     const frame = create(TunnelFrameSchema, { kind: FrameKind.HEADERS, status, headers: headers as Header[] });
-    this.link.sendSimple(PeerKind.headers, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
+    this.#link.sendSimple(PeerKind.headers, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
   }
 
   onData(bytes: Uint8Array): void {
-    this.link.sendData(this.tunnelId, bytes);
+    this.#link.sendData(this.tunnelId, bytes);
   }
 
   onEnd(): void {
-    this.link.incoming.delete(this.tunnelId);
-    this.link.sendSimple(PeerKind.end, 0, this.tunnelId, undefined);
+    this.#link.incoming.delete(this.tunnelId);
+    this.#link.sendSimple(PeerKind.end, 0, this.tunnelId, undefined);
   }
 
   onError(code: string, message: string): void {
-    this.link.incoming.delete(this.tunnelId);
+    this.#link.incoming.delete(this.tunnelId);
     const frame = create(TunnelFrameSchema, { kind: FrameKind.ERROR, errorCode: code, errorMessage: message });
-    this.link.sendSimple(PeerKind.error, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
+    this.#link.sendSimple(PeerKind.error, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
   }
 
   cancel(reason: string): void {
-    this.link.incoming.delete(this.tunnelId);
+    this.#link.incoming.delete(this.tunnelId);
     this.session.cancelTunnel(this.sessionTunnelId, reason);
   }
 
@@ -296,35 +311,37 @@ export interface PeerRings {
 
 export class PeerLinks implements PeerRouter {
   readonly stats: PeerStats = { tunnelsOut: 0, tunnelsIn: 0, backlogged: 0 };
-  private readonly links: (PeerLink | undefined)[] = [];
-  private maxTunnelsPerNode = 0;
+  readonly #links: (PeerLink | undefined)[] = [];
+  #maxTunnelsPerNode = 0;
 
-  constructor(
-    rings: PeerRings,
-    private readonly nodes: NodeGateway,
-    private readonly port: SchedulerPort,
-    private readonly logger: Logger,
-  ) {
+  readonly #nodes: NodeGateway;
+  readonly #port: SchedulerPort;
+  readonly #logger: Logger;
+
+  constructor(rings: PeerRings, nodes: NodeGateway, port: SchedulerPort, logger: Logger) {
+    this.#nodes = nodes;
+    this.#port = port;
+    this.#logger = logger;
     for (let j = 0; j < rings.toPeer.length; j++) {
       const to = rings.toPeer[j];
       const from = rings.fromPeer[j];
-      this.links.push(to !== undefined && from !== undefined ? new PeerLink(j, to, from, this) : undefined);
+      this.#links.push(to !== undefined && from !== undefined ? new PeerLink(j, to, from, this) : undefined);
     }
   }
 
   setMaxTunnelsPerNode(limit: number): void {
-    this.maxTunnelsPerNode = limit;
+    this.#maxTunnelsPerNode = limit;
   }
 
   run(): Promise<void>[] {
-    const onError = (err: unknown): void => this.logger.error({ err }, 'peer ring record failed');
+    const onError = (err: unknown): void => this.#logger.error({ err }, 'peer ring record failed');
     const loops: Promise<void>[] = [];
-    for (const link of this.links) if (link !== undefined) loops.push(drainLoop(link.consumer, link.onRecord, onError));
+    for (const link of this.#links) if (link !== undefined) loops.push(drainLoop(link.consumer, link.onRecord, onError));
     return loops;
   }
 
   close(): void {
-    for (const link of this.links) link?.close();
+    for (const link of this.#links) link?.close();
   }
 
   /**
@@ -334,7 +351,7 @@ export class PeerLinks implements PeerRouter {
    * nodes fail as node_disconnected (those nodes' sessions died with it).
    */
   replacePeer(peer: number, toPeer: SharedArrayBuffer, fromPeer: SharedArrayBuffer): void {
-    const old = this.links[peer];
+    const old = this.#links[peer];
     if (old === undefined) return;
     old.close();
     old.pendingOpens.clear();
@@ -345,19 +362,19 @@ export class PeerLinks implements PeerRouter {
     old.outgoing.clear();
     for (const consumer of outgoing) consumer.onError('node_disconnected', `the worker holding the node (${peer}) exited`);
     const link = new PeerLink(peer, toPeer, fromPeer, this);
-    this.links[peer] = link;
-    void drainLoop(link.consumer, link.onRecord, (err: unknown) => this.logger.error({ err }, 'peer ring record failed'));
-    this.logger.warn({ peer, cancelled: incoming.length, failed: outgoing.length }, 'peer worker replaced');
+    this.#links[peer] = link;
+    void drainLoop(link.consumer, link.onRecord, (err: unknown) => this.#logger.error({ err }, 'peer ring record failed'));
+    this.#logger.warn({ peer, cancelled: incoming.length, failed: outgoing.length }, 'peer worker replaced');
   }
 
   ringUsage(): { peer: number; used: number; capacity: number }[] {
     const out: { peer: number; used: number; capacity: number }[] = [];
-    for (const link of this.links) if (link !== undefined) out.push({ peer: link.peer, ...link.usage() });
+    for (const link of this.#links) if (link !== undefined) out.push({ peer: link.peer, ...link.usage() });
     return out;
   }
 
   nodeHost(worker: number, nodeId: string, generation: number, leaseId: number): TunnelHost {
-    const link = this.links[worker];
+    const link = this.#links[worker];
     if (link === undefined) throw new Error(`no ring to worker ${worker}`);
     return new PeerNode(link, nodeId, generation, leaseId, this);
   }
@@ -372,23 +389,23 @@ export class PeerLinks implements PeerRouter {
     // Decoded now: the ring's bytes are reused once this record is released.
     const request = fromBinary(TunnelRequestSchema, record.subarray(OPEN_FIXED_BYTES + nodeLength));
     link.pendingOpens.add(tunnelId);
-    this.nodes.whenCurrent(nodeId, (session) => {
+    this.#nodes.whenCurrent(nodeId, (session) => {
       // A cancel while the open waited for a registering lane: the client is gone and its lease
       // already released, so nothing is sent (the GPU would compute an answer nobody reads).
-      if (link.pendingOpens.delete(tunnelId)) this.openOn(link, tunnelId, leaseId, generation, session, request);
+      if (link.pendingOpens.delete(tunnelId)) this.#openOn(link, tunnelId, leaseId, generation, session, request);
     });
   }
 
-  private openOn(link: PeerLink, tunnelId: number, leaseId: number, generation: number, session: NodeSession | undefined, request: TunnelRequest): void {
+  #openOn(link: PeerLink, tunnelId: number, leaseId: number, generation: number, session: NodeSession | undefined, request: TunnelRequest): void {
     if (session === undefined || !session.isActive || session.generation !== generation) {
       link.sendSimple(PeerKind.refused, REFUSED_STALE, tunnelId, undefined, 0);
       return;
     }
-    if (this.maxTunnelsPerNode > 0 && session.openTunnels >= this.maxTunnelsPerNode) {
+    if (this.#maxTunnelsPerNode > 0 && session.openTunnels >= this.#maxTunnelsPerNode) {
       link.sendSimple(PeerKind.refused, REFUSED_OVERLOADED, tunnelId, undefined, session.openTunnels);
       return;
     }
-    if (!this.port.confirmSent(leaseId)) return;
+    if (!this.#port.confirmSent(leaseId)) return;
     const tunnel = new PeerTunnel(link, tunnelId, session);
     link.incoming.set(tunnelId, tunnel);
     this.stats.tunnelsIn++;
