@@ -127,13 +127,13 @@ describe('installable package (npm pack, npm install --omit=dev)', () => {
     if (work !== '') await rm(work, { recursive: true, force: true });
   });
 
-  test('the tarball holds what runs: dist/src, proto, examples, units, README, LICENSE; no tests, benchmarks, sources or maps', (t) => {
+  test('the tarball holds what runs: dist/src, the console assets, proto, examples, units, README, LICENSE; no tests, benchmarks, sources or maps', (t) => {
     t.diagnostic(`tarball ${packSize} bytes, ${packed.length} files`);
     const paths = packed.map((f) => f.path);
-    const allowed = [/^dist\/src\/.+\.js$/, /^proto\/.+\.proto$/, /^examples\/.+\.yaml$/, /^deploy\/systemd\/[^/]+$/, /^README\.md$/, /^LICENSE$/, /^package\.json$/];
+    const allowed = [/^dist\/src\/.+\.js$/, /^dist\/console\/[^/]+\.(js|html|css)$/, /^proto\/.+\.proto$/, /^examples\/.+\.(yaml|mjs)$/, /^deploy\/systemd\/[^/]+$/, /^README\.md$/, /^LICENSE$/, /^package\.json$/];
     const stray = paths.filter((p) => !allowed.some((re) => re.test(p)));
     assert.deepEqual(stray, [], 'only runtime files are packed');
-    for (const must of ['dist/src/edge/bin.js', 'dist/src/agent/bin.js', 'dist/src/edge/cli.js', 'dist/src/gen/edge/v1/tunnel_pb.js', 'proto/edge/v1/tunnel.proto', 'examples/edge.yaml', 'examples/node-agent.yaml', 'deploy/systemd/llm-edge.service', 'deploy/systemd/llm-node-agent.service', 'LICENSE', 'README.md']) {
+    for (const must of ['dist/src/edge/bin.js', 'dist/src/agent/bin.js', 'dist/src/edge/cli.js', 'dist/src/gen/edge/v1/tunnel_pb.js', 'proto/edge/v1/tunnel.proto', 'examples/edge.yaml', 'examples/node-agent.yaml', 'examples/cli-agent.mjs', 'dist/console/index.html', 'dist/console/app.js', 'deploy/systemd/llm-edge.service', 'deploy/systemd/llm-node-agent.service', 'LICENSE', 'README.md']) {
       assert.ok(paths.includes(must), `${must} is packed`);
     }
     for (const bin of ['dist/src/edge/bin.js', 'dist/src/agent/bin.js']) {
@@ -184,7 +184,7 @@ describe('installable package (npm pack, npm install --omit=dev)', () => {
     const example = join(installed, 'examples', 'edge.yaml');
     const out = await run(join(prefix, 'bin', 'edge'), ['check-config', example]);
     assert.equal(out.code, 0, out.stderr);
-    assert.match(out.stdout, /: valid \(1 nodes, 2 models/);
+    assert.match(out.stdout, /: valid \(1 nodes, 3 models/);
   });
 
   test('an installed edge and node agent, configured from the shipped examples, serve a request', async () => {

@@ -32,7 +32,7 @@ function edgeRaw(capacity: number): any {
     heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
     workers: { count: testWorkers() },
     admin: { host: '127.0.0.1', port: 0 },
-    nodes: [node('gpu-a', ['pa'], ['rack1']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], []), { id: 'cli-node', token: 'cli-node-token', providers: [{ id: 'pcli', type: 'cli', capacity }] }],
+    nodes: [node('gpu-a', ['pa'], ['rack1']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], []), node('offline', ['poff'], []), { id: 'cli-node', token: 'cli-node-token', providers: [{ id: 'pcli', type: 'cli', capacity }] }],
     models: [{ alias: ALIAS, providers: { pa: 'm', pb: 'm' } }],
   };
 }
@@ -99,7 +99,7 @@ describe('node commands through real agents', () => {
     await startAgent('gpu-b', agentRaw(port, 'gpu-b', { pb: mockB.url, 'pb-down': 'http://127.0.0.1:9' }));
     await startAgent('old', agentRaw(port, 'old', { po: mockA.url }), { commandMode: 'legacy' });
     await startAgent('hung', agentRaw(port, 'hung', { ph: mockA.url }), { commandMode: 'silent' });
-    const cliRaw = { ...agentRaw(port, 'cli-node', {}), providers: [{ id: 'pcli', type: 'cli' }] };
+    const cliRaw = { ...agentRaw(port, 'cli-node', {}), providers: [{ id: 'pcli', type: 'cli', command: [process.execPath, '-e', 'process.stdin.pipe(process.stdout)'] }] };
     await startAgent('cli-node', cliRaw, { cli: { restartProvider: async (id) => (cliRestarts.push(id), `${id}: 2 processes ended`) } });
   });
 
@@ -228,6 +228,7 @@ describe('node commands through real agents', () => {
     assert.match(byNode['gpu-b'][1], /tunnels/);
     assert.equal(byNode.old[0], 'unsupported');
     assert.equal(byNode.hung[0], 'timeout');
+    assert.equal(byNode.offline[0], 'not_connected', 'a concerned node with no connection is reported, not left out');
     assert.equal(res.json.configVersion, 2, 'the commit stands whatever the nodes answered');
     const status = await admin('/admin/status');
     assert.equal(status.json.providers.find((p: any) => p.id === 'pa').capacity, 6);

@@ -86,11 +86,15 @@ export class ConfigRefresher {
   #version = 1;
   #tail: Promise<unknown> = Promise.resolve();
 
-  constructor(
-    private readonly target: RefreshTarget,
-    private readonly configFile: string | undefined,
-    private readonly listener: RefreshListener | undefined,
-  ) {}
+  readonly #target: RefreshTarget;
+  readonly #configFile: string | undefined;
+  readonly #listener: RefreshListener | undefined;
+
+  constructor(target: RefreshTarget, configFile: string | undefined, listener: RefreshListener | undefined) {
+    this.#target = target;
+    this.#configFile = configFile;
+    this.#listener = listener;
+  }
 
   get configVersion(): number {
     return this.#version;
@@ -113,7 +117,7 @@ export class ConfigRefresher {
       const reasons = err instanceof ConfigError ? err.problems : [(err as Error).message];
       return this.#report(this.#rejected(request.mode, noSource ? 'no_config_source' : 'invalid_config', reasons, []), origin);
     }
-    const current = this.target.config;
+    const current = this.#target.config;
     const changes = diffConfigs(current, candidate).map(classify);
     const restart = changes.filter((c) => !c.mutable);
     const reasons = restart.map((c) => `${c.path}: needs a restart (${c.effect})`);
@@ -135,11 +139,15 @@ export class ConfigRefresher {
   }
 
   async #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[], nodeTimeoutMs: number): Promise<RefreshResult> {
-    this.target.setConfig(candidate);
+    this.#target.setConfig(candidate);
     const version = ++this.#version;
     const notified: { node: string; paths: string[] }[] = [];
-    for (const [node, paths] of pathsByNode(changes, current, candidate, this.target.connectedNodeIds())) {
-      if (this.target.notifyNode(node, paths, version)) notified.push({ node, paths });
+    const offline: string[] = [];
+    const connected = new Set(this.#target.connectedNodeIds());
+    const configured = new Set([...current.nodes, ...candidate.nodes].map((n) => n.id));
+    for (const [node, paths] of pathsByNode(changes, current, candidate, configured)) {
+      if (connected.has(node) && this.#target.notifyNode(node, paths, version)) notified.push({ node, paths });
+      else offline.push(node);
     }
     const retired: string[] = [];
     for (const { path, new: next } of changes) {
@@ -147,19 +155,21 @@ export class ConfigRefresher {
       const entry = NODE_ENTRY_PATH.exec(path);
       if (token !== null) {
         retired.push(token[1]);
-        this.target.retireNode(token[1], 'its token changed');
+        this.#target.retireNode(token[1], 'its token changed');
       } else if (entry !== null && next === null) {
         retired.push(entry[1]);
-        this.target.retireNode(entry[1], 'removed from the config');
+        this.#target.retireNode(entry[1], 'removed from the config');
       }
     }
     const nodes = await this.#askNodes(notified, version, nodeTimeoutMs, new Set(retired));
+    // A concerned node with no connection is reported, not skipped: the operator sees it was not told.
+    for (const node of offline) if (!retired.includes(node)) nodes.push({ node, status: 'not_connected', message: 'no live connection: not told; the change reaches it when it next registers' });
     return { ...this.#empty('apply', 'applied'), applicable: true, changes, notified, retired, nodes };
   }
 
   /** refresh_config to every notified node at once; a node being retired is not asked (its session is closing). */
   async #askNodes(notified: readonly { node: string; paths: readonly string[] }[], version: number, timeoutMs: number, retired: ReadonlySet<string>): Promise<NodeRefreshResult[]> {
-    const commandNode = this.target.commandNode?.bind(this.target);
+    const commandNode = this.#target.commandNode?.bind(this.#target);
     if (commandNode === undefined) return [];
     const asked = notified.filter((n) => !retired.has(n.node));
     const answers = await Promise.all(
@@ -170,8 +180,8 @@ export class ConfigRefresher {
 
   async #candidate(inline: unknown): Promise<EdgeConfig> {
     if (inline === undefined || inline === null) {
-      if (this.configFile === undefined) throw new NoConfigSource();
-      return parseEdgeConfigText(await readFile(this.configFile, 'utf8'), this.configFile);
+      if (this.#configFile === undefined) throw new NoConfigSource();
+      return parseEdgeConfigText(await readFile(this.#configFile, 'utf8'), this.#configFile);
     }
     if (typeof inline === 'string') return parseEdgeConfigText(inline, 'inline config');
     return parseEdgeConfig(inline, 'inline config');
@@ -186,7 +196,7 @@ export class ConfigRefresher {
   }
 
   #report(result: RefreshResult, origin: string): RefreshResult {
-    this.listener?.refreshed(result, origin);
+    this.#listener?.refreshed(result, origin);
     return result;
   }
 }
