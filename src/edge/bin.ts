@@ -3,15 +3,6 @@
 // before anything else loads, then runs the CLI (cli.ts). cli.ts imports the
 // whole edge statically, which an older Node cannot even link, so the check
 // has to sit in front of it, in a module with no other imports.
-import { nodeVersionProblem } from '../shared/node-check.js';
+import { startCli } from '../shared/node-check.js';
 
-const problem = nodeVersionProblem('edge');
-if (problem === undefined) {
-  import('./cli.js').catch((err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  });
-} else {
-  process.stderr.write(problem);
-  process.exitCode = 1;
-}
+startCli('edge', () => import('./cli.js'));

@@ -35,3 +35,17 @@ export function nodeVersionProblem(program: string, running = process.versions.n
     `Put a newer node first on PATH, or set PATH in the service unit (see docs/deploy.md).\n`
   );
 }
+
+/** A bin entry point: on a Node that will do, `load` the real CLI; else one clear line and exit code 1. */
+export function startCli(program: string, load: () => Promise<unknown>): void {
+  const problem = nodeVersionProblem(program);
+  if (problem !== undefined) {
+    process.stderr.write(problem);
+    process.exitCode = 1;
+    return;
+  }
+  load().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

@@ -29,6 +29,19 @@ function post(body: unknown, headers: Record<string, string> = {}, signal?: Abor
   return fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body), signal });
 }
 
+/** Reads the 'orphan' fixture's stream until it printed the pids of its command and grandchild. */
+async function readPids(res: Response): Promise<{ reader: ReadableStreamDefaultReader<Uint8Array>; text: string; child: number; grandchild: number }> {
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let text = '';
+  while (!/pids \d+ \d+/.test(text)) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, 'the stream ended before the fixture printed its pids');
+    text += new TextDecoder().decode(value);
+  }
+  const [, child, grandchild] = /pids (\d+) (\d+)/.exec(text)?.map(Number) ?? [];
+  return { reader, text, child, grandchild };
+}
+
 test('streaming: the SDK gets the command\'s stdout as chat.completion.chunk events, in order', async () => {
   const stream = await client.chat.completions.create({ model: CLI_ALIAS, stream: true, messages: [{ role: 'system', content: 'ignored' }, { role: 'user', content: 'echo alpha beta gamma delta' }] });
   const deltas: string[] = [];
@@ -101,14 +114,7 @@ test('client abort: a command that ignores SIGTERM and forked a grandchild leave
   const abort = new AbortController();
   const res = await post({ model: CLI_ALIAS, stream: true, messages: [{ role: 'user', content: 'orphan' }] }, {}, abort.signal);
   assert.equal(res.status, 200);
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  let text = '';
-  while (!/pids \d+ \d+/.test(text)) {
-    const { value, done } = await reader.read();
-    assert.ok(!done, 'the stream ended before the fixture printed its pids');
-    text += new TextDecoder().decode(value);
-  }
-  const [, child, grandchild] = /pids (\d+) (\d+)/.exec(text)?.map(Number) ?? [];
+  const { child, grandchild } = await readPids(res);
   assert.ok(await isLive(child), 'the command runs');
   assert.ok(await isLive(grandchild), 'its grandchild runs');
   abort.abort();
@@ -120,14 +126,8 @@ test('client abort: a command that ignores SIGTERM and forked a grandchild leave
 test('restart_provider (operator command): the running command\'s process group is killed and its stream ends with an error', async () => {
   const res = await post({ model: CLI_ALIAS, stream: true, messages: [{ role: 'user', content: 'orphan' }] });
   assert.equal(res.status, 200);
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  let text = '';
-  while (!/pids \d+ \d+/.test(text)) {
-    const { value, done } = await reader.read();
-    assert.ok(!done, 'the stream ended before the fixture printed its pids');
-    text += new TextDecoder().decode(value);
-  }
-  const [, child, grandchild] = /pids (\d+) (\d+)/.exec(text)?.map(Number) ?? [];
+  const { reader, text: head, child, grandchild } = await readPids(res);
+  let text = head;
   assert.ok(await isLive(child), 'the command runs');
   const node = stack.nodeId(0);
   const answer = await fetch(`${stack.edge.adminUrl as string}/admin/nodes/${node}/commands`, {
