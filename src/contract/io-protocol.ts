@@ -28,6 +28,7 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'retireNode'; readonly nodeId: string; readonly graceMs: number; readonly reason: string; readonly holdAnchor?: boolean }
   | { readonly id: number; readonly type: 'nodeCommand'; readonly nodeId: string; readonly kind: string; readonly args: Readonly<Record<string, string>>; readonly deadlineMs: number }
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
+  | { readonly id: number; readonly type: 'cancelRun'; readonly runId: string }
   | { readonly id: number; readonly type: 'metrics' }
   /** Another worker learnt (stored) or dropped (null) which provider holds a Responses API response. */
   | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null }

@@ -91,6 +91,7 @@ const RELEASE_REASON_CODES: Record<ReleaseReason, number> = {
   fenced: 7,
   stale_generation: 8,
   provider_failed: 9,
+  run_cancelled: 10,
 };
 const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   model_not_found: 1,

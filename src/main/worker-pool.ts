@@ -272,6 +272,11 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return true;
   }
 
+  /** Run ids do not say which worker took the client: ask each; at most one holds it. */
+  async cancelRun(runId: string): Promise<boolean> {
+    return (await this.callAll<boolean>({ type: 'cancelRun', runId })).some(Boolean);
+  }
+
   inspect(): Promise<readonly PlaneInspection[]> {
     return this.callAll<PlaneInspection>({ type: 'inspect' });
   }

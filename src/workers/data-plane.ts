@@ -354,6 +354,13 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     exchange.tunnelId = 0;
   }
 
+  /** Cancels the run if this thread holds it; false when it is not here (or already done). */
+  cancelRun(runId: string): boolean {
+    if (!runId.startsWith(this.#runIdPrefix)) return false;
+    const exchange = this.#pending.get(Number.parseInt(runId.slice(this.#runIdPrefix.length), 36));
+    return exchange !== undefined && exchange.runId === runId && exchange.cancel();
+  }
+
   // --- called by exchanges ---------------------------------------------------
 
   cancelAdmission(exchange: ProxyExchange): void {

@@ -37,6 +37,8 @@ async function control(request: ControlRequest): Promise<unknown> {
       return plane.retireNode(request.nodeId, request.graceMs, request.reason, request.holdAnchor === true);
     case 'nodeCommand':
       return plane.nodeCommand(request.nodeId, request.kind, request.args, request.deadlineMs);
+    case 'cancelRun':
+      return plane.plane.cancelRun(request.runId);
     case 'drain':
       return plane.drain(request.graceMs);
     case 'metrics':
