@@ -24,7 +24,7 @@
 // without a console.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -77,6 +77,32 @@ function cpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // USER_HZ is 100 on Linux
+}
+
+/** CPU ms of a process and all its descendants (chromium runs a tree of them). */
+function treeCpuMs(root: number): number {
+  const parent = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parent.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  let total = 0;
+  for (const pid of parent.keys()) {
+    let p: number | undefined = pid;
+    while (p !== undefined && p > 1 && p !== root) p = parent.get(p);
+    if (p !== root) continue;
+    try {
+      total += cpuMs(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
 }
 
 type Condition = 'none' | 'subscriber' | 'browser';
@@ -140,7 +166,8 @@ async function main(): Promise<void> {
 
   const browser = await puppeteer.launch({ executablePath: values.chromium, args: ['--no-sandbox', '--headless=new'], headless: true });
   const admin = `http://127.0.0.1:${adminPort}`;
-  const results: { condition: Condition; reqPerS: number; p99: number; cpuUsPerReq: number; errors: number }[] = [];
+  const browserPid = browser.process()?.pid as number;
+  const results: { condition: Condition; reqPerS: number; p99: number; cpuUsPerReq: number; browserCores: number; errors: number }[] = [];
   try {
     await closedLoop({ url, headers: {}, body, connections: CONNECTIONS, durationS: 3 }); // warm-up
     for (let round = 0; round < ROUNDS; round++) {
@@ -156,13 +183,15 @@ async function main(): Promise<void> {
         const unsubscribe = condition === 'subscriber' ? subscribe(admin) : undefined;
         await sleep(200);
         const cpuBefore = cpuMs(edge.pid as number);
+        const browserBefore = treeCpuMs(browserPid);
         const r = await closedLoop({ url, headers: {}, body, connections: CONNECTIONS, durationS: SECONDS });
         const cpu = cpuMs(edge.pid as number) - cpuBefore;
+        const browserCpu = treeCpuMs(browserPid) - browserBefore;
         unsubscribe?.();
         await page?.close();
-        const row = { condition, reqPerS: r.requests / r.wallS, p99: r.latencyMs?.p99 ?? 0, cpuUsPerReq: (cpu * 1000) / Math.max(1, r.requests), errors: r.errors + r.non2xx };
+        const row = { condition, reqPerS: r.requests / r.wallS, p99: r.latencyMs?.p99 ?? 0, cpuUsPerReq: (cpu * 1000) / Math.max(1, r.requests), browserCores: browserCpu / (r.wallS * 1000), errors: r.errors + r.non2xx };
         results.push(row);
-        console.log(`round ${round + 1} ${condition.padEnd(10)} ${row.reqPerS.toFixed(0).padStart(7)} req/s  p99 ${String(row.p99).padStart(4)} ms  edge CPU ${row.cpuUsPerReq.toFixed(0).padStart(4)} µs/req  errors ${row.errors}`);
+        console.log(`round ${round + 1} ${condition.padEnd(10)} ${row.reqPerS.toFixed(0).padStart(7)} req/s  p99 ${String(row.p99).padStart(4)} ms  edge CPU ${row.cpuUsPerReq.toFixed(0).padStart(4)} µs/req  browser ${row.browserCores.toFixed(2)} cores  errors ${row.errors}`);
       }
     }
   } finally {
@@ -182,7 +211,7 @@ async function main(): Promise<void> {
     const rps = rows.map((r) => r.reqPerS);
     const delta = ((mean(rps) - base) / base) * 100;
     const verdict = condition === 'none' ? '' : Math.abs(mean(rps) - base) <= noise ? '  within noise' : '  BEYOND noise';
-    console.log(`${condition.padEnd(10)} mean ${mean(rps).toFixed(0).padStart(6)} req/s (spread ${spread(rps).toFixed(0)}, ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} % vs none)  edge CPU ${mean(rows.map((r) => r.cpuUsPerReq)).toFixed(0)} µs/req${verdict}`);
+    console.log(`${condition.padEnd(10)} mean ${mean(rps).toFixed(0).padStart(6)} req/s (spread ${spread(rps).toFixed(0)}, ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} % vs none)  edge CPU ${mean(rows.map((r) => r.cpuUsPerReq)).toFixed(0)} µs/req  browser ${mean(rows.map((r) => r.browserCores)).toFixed(2)} cores${verdict}`);
   }
 }
 
