@@ -19,7 +19,7 @@ import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
 import type { DataPath } from '../contract/data-path.js';
-import type { AffinityMessage, ControlCall, ControlReply, IoWorkerData, PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
+import type { A2ARelayMessage, AffinityMessage, ControlCall, ControlReply, IoWorkerData, PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
@@ -151,7 +151,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     };
     const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
-    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage) => this.#onMessage(message, index));
+    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage) => this.#onMessage(message, index));
     worker.on('error', (err) => this.#logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
@@ -303,9 +303,15 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return out;
   }
 
-  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage, from: number): void {
+  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage, from: number): void {
     if (message.type === 'event' || message.type === 'runs') {
       this.#onEvent(message);
+      return;
+    }
+    if (message.type === 'a2a') {
+      // To the worker that holds the task (or back to the one that asked); a gone worker's tasks are gone with it.
+      const slot = this.#slots[message.to];
+      if (slot !== undefined && !slot.exited) slot.worker?.postMessage(message);
       return;
     }
     if (message.type === 'affinity') {
