@@ -10,7 +10,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client';
+import { Client, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
 import type { Message, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
 import { Agent } from 'undici';
 import { completionText } from '../../src/mock/responses.js';
@@ -172,6 +173,20 @@ describe('A2A: model agent', () => {
     }
     await assert.rejects(client.resubscribeTask({ tenant: '', id: 'no-such-task' }).next(), (err: Error) => err.name === 'TaskNotFoundError');
     await assert.rejects(client.cancelTask({ tenant: '', id: 'no-such-task', metadata: undefined }), (err: Error) => err.name === 'TaskNotFoundError');
+  });
+
+  test('a v0.3 client (the SDK\'s LegacyJsonRpcTransport) is served by the compatibility layer', async () => {
+    const card = await client.getAgentCard();
+    const legacy = new Client(new LegacyJsonRpcTransport({ endpoint: `${stack.edge.url}/a2a/writer` }), card);
+    const task = asTask(await legacy.sendMessage(request('old client')));
+    assert.equal(task.status?.state, COMPLETED);
+    assert.equal(textOf(task), completionText(SERVED, TOKENS));
+    const cases: (string | undefined)[] = [];
+    for await (const event of legacy.sendMessageStream(request('old stream'))) cases.push(event.payload?.$case);
+    assert.equal(cases[0], 'task');
+    assert.ok(cases.filter((c) => c === 'artifactUpdate').length >= 2, cases.join());
+    assert.equal((await legacy.getTask({ tenant: '', id: task.id, historyLength: undefined })).status?.state, COMPLETED);
+    await assert.rejects(legacy.getTask({ tenant: '', id: 'no-such-task', historyLength: undefined }), (err: Error) => err.name === 'TaskNotFoundError');
   });
 
   test('a non-text part is content-type-not-supported (-32005)', async () => {

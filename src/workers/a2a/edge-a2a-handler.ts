@@ -8,7 +8,7 @@
 // request. The A2A contextId is the run's session id (x-edge-session), so a
 // conversation keeps its cli working directory and its node affinity.
 import { randomUUID } from 'node:crypto';
-import type { CancelTaskRequest, GetTaskRequest, Message, SendMessageRequest, StreamResponse, SubscribeToTaskRequest, Task } from '@a2a-js/sdk';
+import type { AgentCard, CancelTaskRequest, GetTaskRequest, Message, SendMessageRequest, StreamResponse, SubscribeToTaskRequest, Task } from '@a2a-js/sdk';
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import {
   ContentTypeNotSupportedError,
@@ -40,6 +40,23 @@ export interface A2ACall {
   readonly signal: AbortSignal;
   readonly requestTag: string | undefined;
 }
+
+const CAPABILITIES_CARD: AgentCard = {
+  name: 'llm-edge-gateway',
+  description: '',
+  supportedInterfaces: [],
+  provider: undefined,
+  version: '',
+  documentationUrl: undefined,
+  capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+  securitySchemes: {},
+  securityRequirements: [],
+  defaultInputModes: [],
+  defaultOutputModes: [],
+  skills: [],
+  signatures: [],
+  iconUrl: undefined,
+};
 
 /** Same rule as x-edge-session: printable ASCII, up to 256 characters (it names a cli working directory). */
 const CONTEXT_ID = /^[\x20-\x7e]{1,256}$/;
@@ -126,9 +143,12 @@ export class EdgeA2AHandler implements A2ARequestHandler {
 
   // --- A2ARequestHandler ------------------------------------------------------
 
-  getAgentCard(): Promise<never> {
-    // Cards are served by the routes (per agent, with the request's base URL).
-    return Promise.reject(new UnsupportedOperationError('the agent card is served at /.well-known/agent-card.json'));
+  /**
+   * Cards are served by the routes (per agent, with the request's base URL);
+   * the SDK's 0.3 transport asks here only whether streaming is on.
+   */
+  getAgentCard(): Promise<AgentCard> {
+    return Promise.resolve(CAPABILITIES_CARD);
   }
 
   getAuthenticatedExtendedAgentCard(): Promise<never> {
