@@ -297,3 +297,36 @@ describe('A2A: API keys', () => {
     assert.equal(textOf(task), completionText(SERVED, 3));
   });
 });
+
+describe('A2A: admission', () => {
+  let stack: Stack;
+
+  before(async () => {
+    stack = await startStack({
+      capacity: 1,
+      maxQueue: 0,
+      mock: { tokens: 20, intervalMs: 50 },
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
+      },
+    });
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('a full queue is a failed task saying so; the running one is unaffected', async () => {
+    const client = await clientFor(`${stack.edge.url}/a2a/writer/`);
+    const running = asTask(await client.sendMessage(request('occupy the only slot', '', true)));
+    await stack.mock.waitFor(() => stack.mock.stats.inFlight === 1, 3_000);
+    const refused = asTask(await client.sendMessage(request('no room')));
+    assert.equal(refused.status?.state, FAILED);
+    const reason = refused.status?.message?.parts[0]?.content;
+    assert.match(reason?.$case === 'text' ? reason.value : '', /queue_full/);
+    const stream: StreamResponse[] = [];
+    for await (const event of client.resubscribeTask({ tenant: '', id: running.id })) stream.push(event);
+    const last = stream.at(-1)?.payload;
+    assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, COMPLETED);
+  });
+});
