@@ -189,6 +189,20 @@ describe('A2A: model agent', () => {
     await assert.rejects(legacy.getTask({ tenant: '', id: 'no-such-task', historyLength: undefined }), (err: Error) => err.name === 'TaskNotFoundError');
   });
 
+  test('raw JSON-RPC: parse error, unknown method, unknown agent, push config', async () => {
+    const post = async (path: string, body: string): Promise<{ status: number; json: { error?: { code: number; message: string } } }> => {
+      const res = await fetch(`${stack.edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      return { status: res.status, json: (await res.json()) as { error?: { code: number; message: string } } };
+    };
+    assert.equal((await post('/a2a/writer', '{not json')).json.error?.code, -32700);
+    assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'NoSuchMethod', params: {} }))).json.error?.code, -32601);
+    const unknown = await post('/a2a/nobody', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'x' } }));
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.json.error?.code, -32601);
+    assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'CreateTaskPushNotificationConfig', params: { taskId: 'x', url: 'http://example.com' } }))).json.error?.code, -32003);
+    assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: {} }))).json.error?.code, -32602);
+  });
+
   test('a non-text part is content-type-not-supported (-32005)', async () => {
     const req = request('x');
     (req.message as Message).parts = [{ content: { $case: 'url', value: 'https://example.com/a.png' }, metadata: undefined, filename: 'a.png', mediaType: 'image/png' }];
@@ -287,6 +301,10 @@ describe('A2A: API keys', () => {
     await assert.rejects(client.sendMessage(request('no key')), /invalid_api_key|API key/);
     await assert.rejects(client.sendMessage(request('bad key'), { serviceParameters: { authorization: 'Bearer wrong' } }), /invalid_api_key|API key/);
     assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
+    const perCall = asTask(await client.sendMessage(request('key per call'), { serviceParameters: { authorization: `Bearer ${KEY}` } }));
+    assert.equal(perCall.status?.state, COMPLETED);
+    // A task is shown only to the key that made it; GetTask without a key is refused at the door.
+    await assert.rejects(client.getTask({ tenant: '', id: perCall.id, historyLength: undefined }), /invalid_api_key|API key/);
 
     const authed = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
       transports: [new JsonRpcTransportFactory({ fetchImpl: (url, init) => fetch(url, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers).entries()), authorization: `Bearer ${KEY}` } }) })],
