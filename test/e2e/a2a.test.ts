@@ -147,6 +147,13 @@ describe('A2A: model agent', () => {
     await assert.rejects(client.cancelTask({ tenant: '', id: taskId, metadata: undefined }), (err: Error) => err.name === 'TaskNotCancelableError');
   });
 
+  test('a blocking caller that leaves before the answer: its run is cancelled upstream', async () => {
+    const abortedBefore = stack.mock.stats.aborted;
+    await assert.rejects(client.sendMessage(request('never mind'), { signal: AbortSignal.timeout(150) }));
+    await stack.mock.waitFor(() => stack.mock.stats.aborted === abortedBefore + 1, 3_000);
+    assert.equal(stack.mock.requestLog.at(-1)?.completed, false);
+  });
+
   test('resubscribe to a running task: its current state, then the rest of its updates', async () => {
     const started = asTask(await client.sendMessage(request('poll me', '', true)));
     assert.notEqual(started.status?.state, COMPLETED);
