@@ -225,6 +225,7 @@ describe('A2A: cli agent', () => {
     stack = await startCliStack({
       configure: (raw) => {
         raw.a2a = { agents: [{ id: 'coder', model: CLI_ALIAS, description: 'A command-line agent' }] };
+        (raw.limits as Record<string, unknown>).sse_keepalive_ms = 100;
       },
     });
     client = await clientFor(`${stack.edge.url}/a2a/coder/`);
@@ -269,6 +270,21 @@ describe('A2A: cli agent', () => {
     assert.equal(canceled?.status?.state, CANCELED);
     assert.equal(states.at(-1), CANCELED);
     await waitFor(async () => (await livePids(stack.tag)).length === 0, 'the cancelled process to be gone');
+  });
+
+  test('a silent run keeps its stream alive with SSE comments, which the SDK skips', async () => {
+    const res = await fetch(`${stack.edge.url}/a2a/coder`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'SendStreamingMessage', params: { message: { messageId: 'k1', role: 'ROLE_USER', parts: [{ text: 'hold 450' }] } } }),
+    });
+    const text = await res.text();
+    assert.match(text, /^: keepalive$/m);
+    assert.match(text, /TASK_STATE_COMPLETED/);
+    // The same through the SDK: only protocol events come out.
+    const cases: (string | undefined)[] = [];
+    for await (const event of client.sendMessageStream(request('hold 300'))) cases.push(event.payload?.$case);
+    assert.deepEqual(cases.filter((c) => c !== 'artifactUpdate' && c !== 'statusUpdate'), ['task']);
   });
 
   test('a run that fails is a failed task with the reason', async () => {

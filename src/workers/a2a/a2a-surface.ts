@@ -12,6 +12,7 @@ import type { A2AAgentConfig, EdgeConfig } from '../../shared/config-types.js';
 import type { A2ARelayMessage } from '../../contract/io-protocol.js';
 import type { DataPlane } from '../data-plane.js';
 import type { ApiKeyState } from '../http/client-auth.js';
+import { limitsOf } from '../../shared/config-hardening.js';
 import { agentCard, AGENT_PREFIX, CARD_PATH, edgeCard } from './agent-card.js';
 import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
 import { TaskStore } from './task-store.js';
@@ -166,6 +167,9 @@ export class A2ASurface {
       return;
     }
     res.writeHead(200, SSE_HEADERS);
+    // A task may be silent for long (queued, a cli command thinking): comments keep proxies from cutting it.
+    const keepaliveMs = limitsOf(this.#config).sseKeepaliveMs;
+    const keepalive = keepaliveMs > 0 ? setInterval(() => res.write(': keepalive\n\n'), keepaliveMs) : undefined;
     try {
       for (let step = first; !step.done; step = await result.next()) {
         if (res.destroyed) break;
@@ -174,6 +178,7 @@ export class A2ASurface {
     } catch (err) {
       if (!res.destroyed) res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id: parsed.id ?? null, error: mapError(err) })}\n\n`);
     } finally {
+      clearInterval(keepalive);
       if (res.destroyed) void result.return?.(undefined);
     }
     res.end();
