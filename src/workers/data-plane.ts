@@ -145,6 +145,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
   }
 
+  /** This data path's worker index (-1: the main thread); A2A task ids carry it. */
+  get workerIndex(): number {
+    return this.#workerIndex;
+  }
+
   /** limits.max_tunnels_per_node of the live config (0 = none); PeerLinks fence with it too. */
   get tunnelLimit(): number {
     return this.#maxTunnelsPerNode;
