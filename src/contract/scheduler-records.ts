@@ -101,6 +101,8 @@ const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   too_many_concurrent_requests: 6,
   api_not_served: 7,
   pinned_provider_gone: 8,
+  shed: 9,
+  displaced: 10,
 };
 const RELEASE_REASONS = invert(RELEASE_REASON_CODES);
 const REJECTS = invert(REJECT_CODES);

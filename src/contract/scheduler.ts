@@ -25,7 +25,9 @@ export type RejectCode =
   | 'queue_timeout' // waited queue_timeout with candidates connected but busy
   | 'no_provider_available' // waited queue_timeout and no candidate was ever connected/eligible
   | 'api_not_served' // no provider of the alias serves the request's API (endpoints)
-  | 'pinned_provider_gone'; // the provider holding the request's state (a stored Response) is not serving
+  | 'pinned_provider_gone' // the provider holding the request's state (a stored Response) is not serving
+  | 'shed' // fairness on: a sheddable (negative priority) request found the alias saturated; never queued
+  | 'displaced'; // fairness on: a higher band arrived at a full queue and took this request's place
 
 export interface AdmitRequest {
   /** Unique per admission attempt stream, chosen by the data path. */
@@ -42,6 +44,13 @@ export interface AdmitRequest {
   readonly api?: ApiKind;
   /** Only this provider may serve it (it holds state the request needs, e.g. previous_response_id). */
   readonly pinnedProviderId?: string | undefined;
+  // Fair queuing (docs/scheduling.md); ignored while fairness is off.
+  /** Priority band: the API key's, or lower if the client asked (x-edge-priority). Negative = sheddable. Default 0. */
+  readonly priority?: number;
+  /** The tenant's 32-bit key (API key name or allowed fairness id, hashed); 0 = the anonymous tenant. */
+  readonly tenantKey?: number;
+  /** The tenant's weight (> 0; default 1): its share of its band grows with it. */
+  readonly weight?: number;
 }
 
 export interface Grant {

@@ -64,6 +64,8 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   no_provider_available: Errors.noProviderAvailable,
   api_not_served: Errors.apiNotServed,
   pinned_provider_gone: Errors.responseProviderGone,
+  shed: Errors.shed,
+  displaced: Errors.displaced,
 };
 
 /**
@@ -576,6 +578,8 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange)
     case 'no_provider_available': return `no provider for model ${name} is connected; retry later`;
     case 'api_not_served': return `no provider of model ${name} serves ${exchange.route.path}; its providers' endpoints do not include it`;
     case 'pinned_provider_gone': return `the provider ${JSON.stringify(exchange.pinnedProviderId)} that stored this response is not serving model ${name} now; the request is not sent elsewhere, as no other provider has that response`;
+    case 'shed': return `model ${name} is saturated and this request is sheddable (priority below 0); it was not queued`;
+    case 'displaced': return `a request of a higher priority took this request's place in the full queue for model ${name}; retry later`;
   }
 }
 

@@ -21,6 +21,8 @@ import {
   type Wanted,
 } from './candidates.js';
 import { DeadlineHeap } from './deadline-heap.js';
+import { FairQueue } from './fair.js';
+import { fairnessOf, type Fairness } from './fairness-config.js';
 import { checkInvariants } from './invariants.js';
 import { Registry } from './registry.js';
 import { Outliers, type Outcome, type OutlierStatus } from './outliers.js';
@@ -97,11 +99,15 @@ export class Scheduler {
   #grantsOverCapacity = 0;
   /** Passive outlier ejection (outliers.ts); fed by lease outcomes. */
   readonly outliers: Outliers;
+  /** Fair queuing policy from config (fairness-config.ts); off = FIFO, today's behaviour. */
+  #fairness: Fairness;
 
   constructor(config: EdgeConfig, sink: SchedulerSink, outliers: Outliers = new Outliers()) {
     this.#sink = sink;
     this.outliers = outliers;
+    this.#fairness = fairnessOf(config);
     this.#registry.apply(buildCatalog(config));
+    this.#applyFairness();
   }
 
   // --- Admission ------------------------------------------------------------
@@ -133,9 +139,17 @@ export class Scheduler {
       const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, sessionKey) : undefined);
       const entry = pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
       const seq = ++this.#lastSeq;
+      const fair = group.fair;
+      const priority = fair === undefined ? 0 : (req.priority ?? 0);
       if (entry !== undefined) {
+        if (fair !== undefined) fair.charge(priority, req.tenantKey ?? 0, weightOf(req.weight), req.estimatedTokens);
         this.#grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey, req.api ?? 0, req.pinnedProviderId);
-      } else if (group.queue.length >= group.maxQueue) {
+        if (fair !== undefined) this.#tagLease(priority, req.tenantKey ?? 0, weightOf(req.weight));
+      } else if (fair !== undefined && priority < 0) {
+        // Sheddable: never waits behind anyone while the alias is saturated.
+        group.rejected++;
+        this.#outbox.push(new Rejection(req.requestId, 'shed', retryAfterSec(group.queueTimeoutMs)));
+      } else if (group.queue.length >= group.maxQueue && !this.#displaceFor(group, priority)) {
         group.rejected++;
         this.#outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
       } else {
@@ -153,11 +167,38 @@ export class Scheduler {
           req.pinnedProviderId,
         );
         item.sessionKey = sessionKey;
+        if (fair !== undefined) {
+          item.priority = priority;
+          item.tenantKey = req.tenantKey ?? 0;
+          item.weight = weightOf(req.weight);
+        }
         group.queue.push(item);
         this.#track(item);
       }
     }
     this.#flush();
+  }
+
+  /**
+   * Fairness on, queue full: an arrival of a higher band takes the place of
+   * the newest request of the lowest band below it, which is refused as
+   * displaced. False when no lower band waits (the arrival is refused).
+   */
+  #displaceFor(group: GroupState, priority: number): boolean {
+    const victim = group.fair?.victimBelow(priority);
+    if (victim === undefined) return false;
+    this.#dequeue(victim);
+    group.rejected++;
+    this.#outbox.push(new Rejection(victim.requestId, 'displaced', retryAfterSec(group.queueTimeoutMs)));
+    return true;
+  }
+
+  /** The lease just minted carries its charge's band and tenant (usage correction, re-admission). */
+  #tagLease(priority: number, tenantKey: number, weight: number): void {
+    const lease = this.#leases.get(this.#lastLeaseId) as Lease;
+    lease.priority = priority;
+    lease.tenantKey = tenantKey;
+    lease.weight = weight;
   }
 
   /** The client went away while queued: removed, nothing reserved. False if not queued. */
@@ -218,9 +259,11 @@ export class Scheduler {
    * same way); it feeds the provider's outlier state (a provider failure, a
    * success, or neither).
    */
-  release(leaseId: number, reason: ReleaseReason, now: number): boolean {
+  release(leaseId: number, reason: ReleaseReason, now: number, usedTokens = 0): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
+    // The response said what the request cost: the tenant's charge is corrected by the difference.
+    if (lease !== undefined && usedTokens > 0) this.#registry.groups.get(lease.alias)?.fair?.correct(lease.priority, lease.tenantKey, lease.weight, usedTokens - chargeOfTokens(lease.estimatedTokens));
     if (lease === undefined) {
       // Ending a fenced lease also ends its claim to a re-admission.
       this.#fencedUnsent.delete(leaseId);
@@ -323,6 +366,11 @@ export class Scheduler {
       if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
+        if (group.fair !== undefined) {
+          item.priority = req.priority ?? 0;
+          item.tenantKey = req.tenantKey ?? 0;
+          item.weight = weightOf(req.weight);
+        }
         group.queue.insertBySeq(item);
         this.#track(item);
         requeued = true;
@@ -415,7 +463,9 @@ export class Scheduler {
    */
   setConfig(config: EdgeConfig, now: number): void {
     this.#expire(now);
+    this.#fairness = fairnessOf(config);
     this.#registry.apply(buildCatalog(config));
+    this.#applyFairness();
     this.#pump();
     this.#flush();
   }
@@ -576,11 +626,17 @@ export class Scheduler {
       lease.pinnedProviderId,
     );
     item.sessionKey = lease.sessionKey;
+    if (group.fair !== undefined) {
+      item.priority = lease.priority;
+      item.tenantKey = lease.tenantKey;
+      item.weight = lease.weight;
+    }
     group.queue.insertBySeq(item);
     this.#track(item);
   }
 
   #track(item: QueueItem): void {
+    item.group.fair?.push(item);
     this.#queued.set(item.requestId, item);
     this.#deadlines.push(item);
     this.#waiting.add(item.group);
@@ -589,6 +645,7 @@ export class Scheduler {
   #dequeue(item: QueueItem): void {
     const group = item.group;
     group.queue.remove(item);
+    group.fair?.remove(item);
     this.#queued.delete(item.requestId);
     this.#deadlines.remove(item);
     if (group.queue.length === 0) {
@@ -629,7 +686,13 @@ export class Scheduler {
     active.length = 0; // in case a previous pump was cut short by a throw
     for (const group of this.#waiting) {
       if (!hasFreeProvider(group)) continue;
-      group.cursor = group.queue.head;
+      const fair = group.fair;
+      if (fair === undefined) group.cursor = group.queue.head;
+      else {
+        fair.prepare(this.#now, this.#fairness.agingStepPerSec);
+        group.cursor = fair.next();
+        group.cursorRank = fair.currentEffective();
+      }
       group.failUndirected.fill(Infinity);
       if (group.failByNode.size > 0) group.failByNode.clear();
       active.push(group);
@@ -637,24 +700,31 @@ export class Scheduler {
     const threshold = this.#registry.longThreshold;
     while (active.length > 0) {
       // Few groups wait at once; a linear scan for the oldest cursor is cheapest.
+      // By effective priority first (always 0 while fairness is off), then by admission order.
       let at = 0;
       let oldest = (active[0].cursor as QueueItem).seq;
+      let rank = active[0].cursorRank;
       for (let i = 1; i < active.length; i++) {
         const seq = (active[i].cursor as QueueItem).seq;
-        if (seq < oldest) {
+        const r = active[i].cursorRank;
+        if (r > rank || (r === rank && seq < oldest)) {
           oldest = seq;
+          rank = r;
           at = i;
         }
       }
       const group = active[at];
       const item = group.cursor as QueueItem;
-      group.cursor = item.next;
+      const fair = group.fair;
+      if (fair === undefined) group.cursor = item.next;
+      else fair.skip(item);
       const need = contextNeed(item.estimatedTokens, threshold);
       const want = this.#wantItem(item);
       if (!knownToFail(group, want, need)) {
         const entry = pickCandidate(group, want, need, item.excludeProviderId);
         if (entry !== undefined) {
           this.#dequeue(item);
+          if (fair !== undefined) fair.charge(item.priority, item.tenantKey, item.weight, item.estimatedTokens);
           this.#grant(
             group,
             entry,
@@ -668,10 +738,15 @@ export class Scheduler {
             item.api,
             item.pinnedProviderId,
           );
+          if (fair !== undefined) this.#tagLease(item.priority, item.tenantKey, item.weight);
         } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined) {
           // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs.
           rememberFailure(group, want, need);
         }
+      }
+      if (fair !== undefined) {
+        group.cursor = fair.next();
+        group.cursorRank = fair.currentEffective();
       }
       // Stop walking a group once nothing of it is free (the common case
       // after a release: one grant, then every slot is taken again).
@@ -715,6 +790,43 @@ export class Scheduler {
     return this.#affinityNode(item.group, item.sessionKey);
   }
 
+  /** Gives every group a FairQueue while fairness is on (rebuilt from its FIFO when it turns on), none while off. */
+  #applyFairness(): void {
+    const on = this.#fairness.enabled;
+    for (const group of this.#registry.groups.values()) {
+      if (on === (group.fair !== undefined)) continue;
+      group.cursorRank = 0;
+      if (!on) {
+        group.fair = undefined;
+        continue;
+      }
+      const fair = new FairQueue();
+      group.fair = fair;
+      for (let item = group.queue.head; item !== null; item = item.next) fair.push(item);
+    }
+  }
+
+  /** Fairness view for status: per alias, per band and tenant, depth, vt and dispatches. */
+  fairnessStatus(): FairnessStatus | undefined {
+    if (!this.#fairness.enabled) return undefined;
+    const groups: FairGroupStatus[] = [];
+    for (const group of this.#registry.groups.values()) {
+      const fair = group.fair;
+      if (fair === undefined) continue;
+      const bands: FairBandStatus[] = [];
+      for (const band of fair.bands.values()) {
+        const tenants: FairTenantStatus[] = [];
+        for (const t of band.tenants.values()) tenants.push({ tenant: t.key, queued: t.length, virtualTime: t.vt, dispatched: t.dispatched, weight: t.weight });
+        tenants.sort((a, b) => a.tenant - b.tenant);
+        bands.push({ priority: band.priority, queued: band.length, clock: band.clock, tenants });
+      }
+      bands.sort((a, b) => b.priority - a.priority);
+      groups.push({ alias: group.alias, bands });
+    }
+    groups.sort((a, b) => (a.alias < b.alias ? -1 : a.alias > b.alias ? 1 : 0));
+    return { agingStepPerSec: this.#fairness.agingStepPerSec, groups };
+  }
+
   #flush(): void {
     if (this.#delivering) return; // the outer call's loop delivers these
     this.#delivering = true;
@@ -734,6 +846,37 @@ export class Scheduler {
     }
   }
 
+}
+
+function weightOf(weight: number | undefined): number {
+  return weight !== undefined && weight > 0 && Number.isFinite(weight) ? weight : 1;
+}
+
+/** What a tenant was charged at dispatch (fair.ts chargeOf). */
+function chargeOfTokens(tokens: number): number {
+  return tokens >= 1 ? tokens : 1;
+}
+
+export interface FairTenantStatus {
+  readonly tenant: number;
+  readonly queued: number;
+  readonly virtualTime: number;
+  readonly dispatched: number;
+  readonly weight: number;
+}
+export interface FairBandStatus {
+  readonly priority: number;
+  readonly queued: number;
+  readonly clock: number;
+  readonly tenants: readonly FairTenantStatus[];
+}
+export interface FairGroupStatus {
+  readonly alias: string;
+  readonly bands: readonly FairBandStatus[];
+}
+export interface FairnessStatus {
+  readonly agingStepPerSec: number;
+  readonly groups: readonly FairGroupStatus[];
 }
 
 /** Remembers (or refreshes) which node serves the session; the least recently granted is forgotten past the bound. */

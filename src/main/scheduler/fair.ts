@@ -1,0 +1,205 @@
+// Fair queuing for one alias (docs/scheduling.md): priority bands, and inside
+// each band weighted fair queuing charged by tokens between tenants. Only
+// used when fairness is on; with it off the group's plain FIFO decides alone.
+//
+// Every queued item is in its group's FIFO (status, deadlines, max_queue) and,
+// here, in its tenant's FIFO inside its band. A tenant's virtual time (vt)
+// grows by charge / weight at each dispatch; the pump serves, within the band
+// of highest effective priority, the tenant with the least vt. A tenant
+// returning from idle starts at the band's clock (the start vt of the last
+// dispatch), so it banks no credit for the time it was away.
+import type { QueueItem } from './state.js';
+
+/** Idle tenants kept per band (their debt) before the oldest idle ones are forgotten. */
+const MAX_IDLE_TENANTS = 10_000;
+
+export class Tenant {
+  vt = 0;
+  head: QueueItem | null = null;
+  tail: QueueItem | null = null;
+  length = 0;
+  /** Pump scratch: the next item of this tenant to try, in admission order. */
+  cursor: QueueItem | null = null;
+  /** Dispatches from this tenant, for status (share of dispatches). */
+  dispatched = 0;
+
+  constructor(
+    readonly key: number,
+    public weight: number,
+  ) {}
+}
+
+export class Band {
+  /** Start vt of the band's last dispatch: where a tenant returning from idle starts. */
+  clock = 0;
+  length = 0;
+  readonly tenants = new Map<number, Tenant>();
+  /** Pump scratch: the band's effective priority at the pump's clock (aging included). */
+  effective = 0;
+
+  constructor(readonly priority: number) {}
+
+  tenant(key: number, weight: number): Tenant {
+    let t = this.tenants.get(key);
+    if (t === undefined) {
+      t = new Tenant(key, weight);
+      t.vt = this.clock;
+      this.tenants.set(key, t);
+    } else {
+      t.weight = weight;
+      if (t.length === 0 && t.vt < this.clock) t.vt = this.clock; // back from idle: no banked credit
+    }
+    return t;
+  }
+}
+
+export class FairQueue {
+  readonly bands = new Map<number, Band>();
+  /** Pump scratch: bands by effective priority, highest first. */
+  readonly order: Band[] = [];
+  #at = 0;
+
+  /** Adds an item to its tenant's FIFO, keeping admission (seq) order (re-admissions keep theirs). */
+  push(item: QueueItem): void {
+    const band = this.#band(item.priority);
+    const t = band.tenant(item.tenantKey, item.weight);
+    let after = t.tail;
+    while (after !== null && after.seq > item.seq) after = after.tPrev;
+    item.tPrev = after;
+    item.tNext = after === null ? t.head : after.tNext;
+    if (item.tNext === null) t.tail = item;
+    else item.tNext.tPrev = item;
+    if (after === null) t.head = item;
+    else after.tNext = item;
+    t.length++;
+    band.length++;
+  }
+
+  remove(item: QueueItem): void {
+    const band = this.bands.get(item.priority) as Band;
+    const t = band.tenants.get(item.tenantKey) as Tenant;
+    if (t.cursor === item) t.cursor = item.tNext;
+    if (item.tPrev === null) t.head = item.tNext;
+    else item.tPrev.tNext = item.tNext;
+    if (item.tNext === null) t.tail = item.tPrev;
+    else item.tNext.tPrev = item.tPrev;
+    item.tPrev = null;
+    item.tNext = null;
+    t.length--;
+    band.length--;
+    if (t.length === 0 && t.vt <= band.clock) band.tenants.delete(t.key);
+    if (band.length === 0 && band.tenants.size === 0) this.bands.delete(band.priority);
+  }
+
+  /**
+   * Charges a dispatch: the band's clock moves to the tenant's start vt and
+   * the tenant's vt grows by its charge over its weight.
+   */
+  charge(priority: number, tenantKey: number, weight: number, tokens: number): void {
+    const band = this.#band(priority);
+    const t = band.tenant(tenantKey, weight);
+    if (t.vt > band.clock) band.clock = t.vt;
+    t.vt += chargeOf(tokens) / t.weight;
+    t.dispatched++;
+    this.#pruneIdle(band);
+  }
+
+  /** The response reported what the request really cost: the tenant's vt moves by the difference, never below the clock. */
+  correct(priority: number, tenantKey: number, weight: number, delta: number): void {
+    const band = this.bands.get(priority);
+    const t = band?.tenants.get(tenantKey);
+    if (band === undefined || t === undefined) return; // idle and forgotten: nothing owed
+    t.vt = Math.max(band.clock, t.vt + delta / weight);
+  }
+
+  /** Pump start: effective priorities at `now`, bands ordered, every tenant's cursor at its head. */
+  prepare(now: number, agingStepPerSec: number): void {
+    const order = this.order;
+    order.length = 0;
+    for (const band of this.bands.values()) {
+      if (band.length === 0) continue;
+      let oldest = Infinity;
+      for (const t of band.tenants.values()) {
+        t.cursor = t.head;
+        for (let item = t.head; item !== null; item = item.tNext) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
+      }
+      band.effective = effectivePriority(band.priority, now - oldest, agingStepPerSec);
+      order.push(band);
+    }
+    order.sort(byEffective);
+    this.#at = 0;
+  }
+
+  /** The next item the policy would serve in this pump (null when every band is walked), and its band's effective priority. */
+  next(): QueueItem | null {
+    const order = this.order;
+    while (this.#at < order.length) {
+      const band = order[this.#at];
+      let best: Tenant | null = null;
+      for (const t of band.tenants.values()) {
+        const c = t.cursor;
+        if (c === null) continue;
+        if (best === null || t.vt < best.vt || (t.vt === best.vt && c.seq < (best.cursor as QueueItem).seq)) best = t;
+      }
+      if (best !== null) return best.cursor;
+      this.#at++;
+    }
+    return null;
+  }
+
+  /** Effective priority of the band the pump is walking. */
+  currentEffective(): number {
+    return this.#at < this.order.length ? this.order[this.#at].effective : -Infinity;
+  }
+
+  /** The pump tried `item` and did not place it: its tenant moves on to its next item. */
+  skip(item: QueueItem): void {
+    const t = this.bands.get(item.priority)?.tenants.get(item.tenantKey);
+    if (t !== undefined && t.cursor === item) t.cursor = item.tNext;
+  }
+
+  /** The newest item of the lowest band whose priority is below `priority` (what an arrival of that band displaces). */
+  victimBelow(priority: number): QueueItem | undefined {
+    let lowest: Band | undefined;
+    for (const band of this.bands.values()) {
+      if (band.length > 0 && band.priority < priority && (lowest === undefined || band.priority < lowest.priority)) lowest = band;
+    }
+    if (lowest === undefined) return undefined;
+    let newest: QueueItem | undefined;
+    for (const t of lowest.tenants.values()) if (t.tail !== null && (newest === undefined || t.tail.seq > newest.seq)) newest = t.tail;
+    return newest;
+  }
+
+  #band(priority: number): Band {
+    let band = this.bands.get(priority);
+    if (band === undefined) {
+      band = new Band(priority);
+      this.bands.set(priority, band);
+    }
+    return band;
+  }
+
+  #pruneIdle(band: Band): void {
+    if (band.tenants.size <= MAX_IDLE_TENANTS) return;
+    for (const t of band.tenants.values()) {
+      if (band.tenants.size <= MAX_IDLE_TENANTS / 2) break;
+      if (t.length === 0) band.tenants.delete(t.key);
+    }
+  }
+}
+
+/** A request's charge: its tokens, at least 1 (an empty prompt still takes a slot). */
+export function chargeOf(tokens: number): number {
+  return tokens >= 1 ? tokens : 1;
+}
+
+/** Base priority raised by `step` for every whole second waited: low bands never starve. */
+export function effectivePriority(priority: number, waitedMs: number, agingStepPerSec: number): number {
+  if (agingStepPerSec <= 0 || !(waitedMs >= 1000)) return priority;
+  return priority + agingStepPerSec * Math.floor(waitedMs / 1000);
+}
+
+function byEffective(a: Band, b: Band): number {
+  if (a.effective !== b.effective) return b.effective - a.effective;
+  return b.priority - a.priority;
+}
