@@ -23,7 +23,7 @@ export interface KeyLimit {
 export interface DecisionHandler {
   /** `nodeWorker`: the worker thread that holds the node's session; -1 = this thread. */
   onGrant(grant: Grant, nodeWorker: number): void;
-  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void;
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void;
   /** requeue() found no other candidate: the lease is over and nothing was queued. */
   onRequeueRefused(requestId: number): void;
   /** Answer to reportStale(): true = the scheduler still holds the lease as current
@@ -54,7 +54,8 @@ export interface SchedulerPort {
   /** countsKeys only: the exchange admitted with a limited key is over (exactly once; a no-op when refused for the key). */
   releaseKey(requestId: number): void;
   cancel(requestId: number): void;
-  release(leaseId: number, reason: ReleaseReason): void;
+  /** `usedTokens`: what the response reported (0 = unknown); corrects the fair-queuing charge. */
+  release(leaseId: number, reason: ReleaseReason, usedTokens?: number): void;
   /** Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible. */
   requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean): void;
   /**

@@ -70,7 +70,8 @@ export interface Grant {
 /** Receives the scheduler's decisions, synchronously, from inside its calls. */
 export interface SchedulerSink {
   grant(grant: Grant): void;
-  reject(requestId: number, code: RejectCode, retryAfterSec: number): void;
+  /** `retryAfterSec`: whole seconds (0 = none); `retryAfterMs`: the same hint to the millisecond (from the alias's measured drain rate, when known). */
+  reject(requestId: number, code: RejectCode, retryAfterSec: number, retryAfterMs?: number): void;
 }
 
 export interface LeaseInfo {

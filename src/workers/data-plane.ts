@@ -28,6 +28,7 @@ import type { TunnelHost } from './tunnel/tunnel-host.js';
 import { Adapter } from '../gen/edge/v1/tunnel_pb.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { DEFAULT_SESSION, sessionIdOf, sessionKeyOf } from './http/session-id.js';
+import { requestFairnessOf } from './http/fairness-headers.js';
 
 /** Tunnels to nodes whose session lives in another worker. */
 export interface PeerRouter {
@@ -200,6 +201,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#pending.set(requestId, exchange);
     const sessionId = sessionIdOf(request, body);
     exchange.sessionId = sessionId ?? '';
+    exchange.fairness = requestFairnessOf(request.headers, apiKey);
     if (this.#observer !== NO_OBSERVER) this.#observeQueued(exchange);
     if (sessionId === undefined) {
       exchange.reject(Errors.invalidSession, 0);
@@ -283,7 +285,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (this.#observer !== NO_OBSERVER) this.#observe(exchange, undefined);
   }
 
-  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void {
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {
     const exchange = this.#pending.get(requestId);
     this.#fallbacks.delete(requestId);
     if (!exchange) return;
@@ -291,7 +293,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#keyLimited(exchange, retryAfterSec);
       return;
     }
-    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange));
+    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange), retryAfterMs);
   }
 
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
@@ -411,8 +413,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     else this.responses.remember(responseId, stored);
   }
 
-  releaseLease(leaseId: number, reason: ReleaseReason): void {
-    this.#driver.release(leaseId, reason);
+  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens = 0): void {
+    this.#driver.release(leaseId, reason, usedTokens);
   }
 
   /** Called once per exchange, when it is over (see ExchangeObserver). */
@@ -552,6 +554,9 @@ function admitRequestOf(exchange: ProxyExchange): AdmitRequest {
     sessionKey: sessionKeyOf(exchange.sessionId),
     api: exchange.route.api,
     pinnedProviderId: exchange.pinnedProviderId,
+    priority: exchange.fairness.priority,
+    tenantKey: exchange.fairness.tenantKey,
+    weight: exchange.fairness.weight,
   };
 }
 

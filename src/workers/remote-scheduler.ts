@@ -5,7 +5,7 @@
 // calls and of answers is kept.
 import type { AdmitRequest, Grant, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
@@ -56,6 +56,7 @@ export class RemoteScheduler implements SchedulerPort {
     r.value = request.estimatedTokens;
     r.session = request.sessionKey ?? 0;
     r.worker = request.api ?? 0;
+    encodeFairness(r, request);
     if (limitedKey === undefined) {
       this.out.send(r, request.directNodeId, undefined, request.alias, request.pinnedProviderId);
       return;
@@ -77,10 +78,11 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r);
   }
 
-  release(leaseId: number, reason: ReleaseReason): void {
+  release(leaseId: number, reason: ReleaseReason, usedTokens = 0): void {
     const r = this.#scratch.reset(RecordKind.release);
     r.leaseId = leaseId;
     r.code = releaseReasonCode(reason);
+    r.value = usedTokens;
     this.out.send(r);
   }
 
@@ -173,7 +175,7 @@ export class RemoteScheduler implements SchedulerPort {
         return;
       }
       case RecordKind.reject:
-        handler?.onReject(r.requestId, rejectCodeOf(r.code), r.value);
+        handler?.onReject(r.requestId, rejectCodeOf(r.code), r.value, r.aux === 0 ? undefined : r.aux);
         return;
       case RecordKind.requeued:
         if (r.code === 0) handler?.onRequeueRefused(r.requestId);

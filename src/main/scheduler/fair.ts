@@ -170,6 +170,43 @@ export class FairQueue {
     return newest;
   }
 
+  /**
+   * 1 + the requests the policy would serve before `item` if nothing else
+   * arrived: every request of a band ranked above its band, then its band's
+   * dispatch order replayed (least virtual time first, charges added).
+   * O(band length x tenants); queues are short (max_queue).
+   */
+  position(item: QueueItem, now: number, agingStepPerSec: number): number {
+    const mine = this.bands.get(item.priority);
+    if (mine === undefined) return 1;
+    const myEffective = effectivePriority(mine.priority, now - oldestOf(mine), agingStepPerSec);
+    let ahead = 0;
+    for (const band of this.bands.values()) {
+      if (band === mine || band.length === 0) continue;
+      const effective = effectivePriority(band.priority, now - oldestOf(band), agingStepPerSec);
+      if (effective > myEffective || (effective === myEffective && band.priority > mine.priority)) ahead += band.length;
+    }
+    const vt = new Map<Tenant, number>();
+    const next = new Map<Tenant, QueueItem | null>();
+    for (const t of mine.tenants.values()) {
+      vt.set(t, t.vt);
+      next.set(t, t.head);
+    }
+    for (;;) {
+      let best: Tenant | undefined;
+      for (const [t, head] of next) {
+        if (head === null) continue;
+        if (best === undefined || (vt.get(t) as number) < (vt.get(best) as number) || ((vt.get(t) as number) === (vt.get(best) as number) && head.seq < (next.get(best) as QueueItem).seq)) best = t;
+      }
+      if (best === undefined) return ahead + 1; // not found: cannot happen for a queued item
+      const head = next.get(best) as QueueItem;
+      if (head === item) return ahead + 1;
+      ahead++;
+      vt.set(best, (vt.get(best) as number) + chargeOf(head.estimatedTokens) / best.weight);
+      next.set(best, head.tNext);
+    }
+  }
+
   #band(priority: number): Band {
     let band = this.bands.get(priority);
     if (band === undefined) {
@@ -197,6 +234,12 @@ export function chargeOf(tokens: number): number {
 export function effectivePriority(priority: number, waitedMs: number, agingStepPerSec: number): number {
   if (agingStepPerSec <= 0 || !(waitedMs >= 1000)) return priority;
   return priority + agingStepPerSec * Math.floor(waitedMs / 1000);
+}
+
+function oldestOf(band: Band): number {
+  let oldest = Infinity;
+  for (const t of band.tenants.values()) for (let item = t.head; item !== null; item = item.tNext) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
+  return oldest;
 }
 
 function byEffective(a: Band, b: Band): number {

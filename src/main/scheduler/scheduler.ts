@@ -56,11 +56,18 @@ const STALE_RETRY_AFTER_SEC = 1;
 const NO_LEASES: readonly LeaseInfo[] = Object.freeze([]);
 
 class Rejection {
+  /** Whole seconds for Retry-After (at least 1 when not 0), from the hint in ms. */
+  readonly retryAfterSec: number;
+
   constructor(
     readonly requestId: number,
     readonly code: RejectCode,
-    readonly retryAfterSec: number,
-  ) {}
+    /** Seconds (0 = retrying does not help soon); or, from #retryAfter, a measured hint in ms. */
+    retryAfter: number,
+    readonly retryAfterMs: number = retryAfter * 1000,
+  ) {
+    this.retryAfterSec = retryAfter === 0 ? 0 : Math.max(1, Math.ceil(this.retryAfterMs / 1000));
+  }
 }
 
 export interface CapacityExcess {
@@ -148,10 +155,10 @@ export class Scheduler {
       } else if (fair !== undefined && priority < 0) {
         // Sheddable: never waits behind anyone while the alias is saturated.
         group.rejected++;
-        this.#outbox.push(new Rejection(req.requestId, 'shed', retryAfterSec(group.queueTimeoutMs)));
+        this.#outbox.push(this.#refusal(req.requestId, 'shed', group, 1));
       } else if (group.queue.length >= group.maxQueue && !this.#displaceFor(group, priority)) {
         group.rejected++;
-        this.#outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
+        this.#outbox.push(this.#refusal(req.requestId, 'queue_full', group, 1));
       } else {
         const item = new QueueItem(
           req.requestId,
@@ -189,8 +196,30 @@ export class Scheduler {
     if (victim === undefined) return false;
     this.#dequeue(victim);
     group.rejected++;
-    this.#outbox.push(new Rejection(victim.requestId, 'displaced', retryAfterSec(group.queueTimeoutMs)));
+    this.#outbox.push(this.#refusal(victim.requestId, 'displaced', group, 1));
     return true;
+  }
+
+  /**
+   * A refusal whose Retry-After is when it clears: after `dispatches` more
+   * grants of the alias at its measured rate (retry-after-ms exact, the
+   * Retry-After header in whole seconds, at least 1); the queue timeout's
+   * whole seconds while no rate is known. Between 0.1 s and the queue timeout.
+   */
+  #refusal(requestId: number, code: RejectCode, group: GroupState, dispatches: number): Rejection {
+    const eta = group.drain.etaMs(dispatches, this.#now);
+    if (eta === undefined) return new Rejection(requestId, code, retryAfterSec(group.queueTimeoutMs));
+    const ms = Math.ceil(Math.min(Math.max(eta, 100), group.queueTimeoutMs));
+    return new Rejection(requestId, code, ms / 1000, ms);
+  }
+
+  /** Queue position of a waiting request (1 = next) in its alias's policy order, and the ETA from the measured rate; undefined when not queued. */
+  queuePosition(requestId: number): { position: number; etaMs: number | undefined } | undefined {
+    const item = this.#queued.get(requestId);
+    if (item === undefined) return undefined;
+    const group = item.group;
+    const position = group.fair === undefined ? fifoPosition(item) : group.fair.position(item, this.#now, this.#fairness.agingStepPerSec);
+    return { position, etaMs: group.drain.etaMs(position, this.#now) };
   }
 
   /** The lease just minted carries its charge's band and tenant (usage correction, re-admission). */
@@ -345,6 +374,8 @@ export class Scheduler {
   retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
+    // The retry keeps the band and tenant its first dispatch was charged to.
+    const tagged = lease ?? this.#fencedUnsent.get(leaseId);
     let seq: number;
     if (lease !== undefined) {
       seq = lease.seq;
@@ -367,9 +398,9 @@ export class Scheduler {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         if (group.fair !== undefined) {
-          item.priority = req.priority ?? 0;
-          item.tenantKey = req.tenantKey ?? 0;
-          item.weight = weightOf(req.weight);
+          item.priority = tagged?.priority ?? req.priority ?? 0;
+          item.tenantKey = tagged?.tenantKey ?? req.tenantKey ?? 0;
+          item.weight = tagged?.weight ?? weightOf(req.weight);
         }
         group.queue.insertBySeq(item);
         this.#track(item);
@@ -532,6 +563,7 @@ export class Scheduler {
     const provider = entry.provider;
     const node = provider.node;
     if (provider.inFlight >= provider.capacity) this.#grantsOverCapacity++;
+    group.drain.dispatched(this.#now);
     provider.inFlight++;
     this.outliers.granted(provider);
     const lease = new Lease(
@@ -669,7 +701,8 @@ export class Scheduler {
         : 'no_provider_available';
       this.#dequeue(item);
       group.rejected++;
-      this.#outbox.push(new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
+      // A timeout retried waits behind the queue that is there now; a missing provider has no rate to go by.
+      this.#outbox.push(code === 'queue_timeout' ? this.#refusal(item.requestId, code, group, group.queue.length + 1) : new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
     }
   }
 
@@ -835,7 +868,7 @@ export class Scheduler {
     try {
       while (delivered < outbox.length) {
         const decision = outbox[delivered++];
-        if (decision instanceof Rejection) this.#sink.reject(decision.requestId, decision.code, decision.retryAfterSec);
+        if (decision instanceof Rejection) this.#sink.reject(decision.requestId, decision.code, decision.retryAfterSec, decision.retryAfterMs);
         else this.#sink.grant(decision);
       }
     } finally {
@@ -846,6 +879,13 @@ export class Scheduler {
     }
   }
 
+}
+
+/** 1 + the requests ahead in a FIFO queue. */
+function fifoPosition(item: QueueItem): number {
+  let n = 1;
+  for (let cur = item.prev; cur !== null; cur = cur.prev) n++;
+  return n;
 }
 
 function weightOf(weight: number | undefined): number {

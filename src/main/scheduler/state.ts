@@ -4,6 +4,7 @@
 import type { LeaseInfo } from '../../contract/scheduler.js';
 import { WaitQueue } from './wait-queue.js';
 import type { FairQueue } from './fair.js';
+import { DrainMeter } from './drain-meter.js';
 import type { ApiKind } from '../../shared/endpoints.js';
 
 /** A request waiting in its group's queue. Owned by exactly one WaitQueue. */
@@ -120,6 +121,8 @@ export class GroupState {
   fair: FairQueue | undefined = undefined;
   /** Pump scratch: the effective priority of the band `cursor` comes from (0 when FIFO). */
   cursorRank = 0;
+  /** Measured dispatch rate: Retry-After of refusals, ETA of queue positions. */
+  readonly drain = new DrainMeter();
 
   constructor(readonly alias: string) {}
 }
