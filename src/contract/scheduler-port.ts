@@ -29,6 +29,8 @@ export interface DecisionHandler {
   /** Answer to reportStale(): true = the scheduler still holds the lease as current
    * (the session vanished where it lived: fail the request); false = re-admitted. */
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void;
+  /** Answer to queryQueuePosition(): `position` 1 = next, 0 = not queued (granted or refused meanwhile); `etaMs` undefined = no rate measured yet. */
+  onQueuePosition?(requestId: number, position: number, etaMs: number | undefined): void;
 }
 
 /** Where the scheduler's answers about node connections go: the NodeGateway. */
@@ -74,6 +76,8 @@ export interface SchedulerPort {
   /** A lane of (node, generation) ended; the connection lives on while lane 0 does. */
   leaveLane(nodeId: string, generation: number): void;
   setDraining(nodeId: string, draining: boolean): void;
+  /** Where the request waits in its alias's queue (x-edge-queue-updates): onQueuePosition answers. */
+  queryQueuePosition?(requestId: number): void;
 }
 
 /** Request ids are seq * ID_STRIDE + worker index, so the scheduler's answers route back by `id % ID_STRIDE`. */

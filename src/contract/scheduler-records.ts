@@ -43,6 +43,8 @@
 //   staleChecked requestId, leaseId, code (1 = still current)
 //   connected  requestId = serial, nodeId, generation (0 = unknown node)
 //   fence      nodeId, generation: close that session, a newer one is current
+// and, both ways, queuePosition: worker -> main requestId (where does it wait?); main -> worker requestId,
+//   generation (its position, 1 = next; 0 = not queued), value (ETA in ms from the measured drain rate; -1 = unknown)
 //
 // Names travel once per ring as `string` records (variable size: u8 kind at
 // 0, u32 id at 4, UTF-8 from 8 to the record's end), written by RecordWriter
@@ -78,6 +80,7 @@ export const RecordKind = {
   fence: 17,
   keyRelease: 18,
   announce: 19,
+  queuePosition: 20,
 } as const;
 export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
 

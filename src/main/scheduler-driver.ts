@@ -103,6 +103,12 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return result;
   }
 
+  /** Answered at once, on this thread. */
+  queryQueuePosition(requestId: number): void {
+    const at = this.scheduler.queuePosition(requestId);
+    this.#handler?.onQueuePosition?.(requestId, at?.position ?? 0, at?.etaMs);
+  }
+
   admit(request: AdmitRequest): void {
     this.scheduler.admit(request, performance.now());
     this.#flush();

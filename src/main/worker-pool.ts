@@ -401,6 +401,15 @@ export class WorkerPool implements DecisionHandler, DataPath {
       case RecordKind.draining:
         driver.setDraining(reader.nameOf(r.nodeId) ?? '', r.code === 1);
         return;
+      case RecordKind.queuePosition: {
+        const at = driver.scheduler.queuePosition(r.requestId);
+        const reply = this.#scratch.reset(RecordKind.queuePosition);
+        reply.requestId = r.requestId;
+        reply.generation = at?.position ?? 0;
+        reply.value = at?.etaMs ?? -1;
+        slot.out.send(reply);
+        return;
+      }
       default:
         throw new Error(`scheduler ring: unexpected record kind ${r.kind} from worker ${slot.index}`);
     }

@@ -29,6 +29,7 @@ import { Adapter } from '../gen/edge/v1/tunnel_pb.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { DEFAULT_SESSION, sessionIdOf, sessionKeyOf } from './http/session-id.js';
 import { requestFairnessOf } from './http/fairness-headers.js';
+import { QUEUE_UPDATE_INTERVAL_MS, wantsQueueUpdates } from './http/queue-updates.js';
 
 /** Tunnels to nodes whose session lives in another worker. */
 export interface PeerRouter {
@@ -208,6 +209,29 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       return;
     }
     this.#driver.admit(admitRequestOf(exchange), limitedKey);
+    if (wantsQueueUpdates(request, info.stream)) this.#startQueueUpdates(exchange);
+  }
+
+  /** x-edge-queue-updates: asks where it waits now (answered right after its admission) and every second after. */
+  #startQueueUpdates(exchange: ProxyExchange): void {
+    const driver = this.#driver;
+    if (driver.queryQueuePosition === undefined || exchange.state !== 'admitting') return;
+    driver.queryQueuePosition(exchange.requestId);
+    exchange.queueUpdates = setInterval(() => {
+      if (exchange.state !== 'admitting') {
+        clearInterval(exchange.queueUpdates);
+        exchange.queueUpdates = undefined;
+        return;
+      }
+      driver.queryQueuePosition?.(exchange.requestId);
+    }, QUEUE_UPDATE_INTERVAL_MS);
+  }
+
+  onQueuePosition(requestId: number, position: number, etaMs: number | undefined): void {
+    const exchange = this.#pending.get(requestId);
+    // 0: granted or refused in between; that decision speaks for itself.
+    if (exchange === undefined || exchange.state !== 'admitting' || position === 0) return;
+    exchange.sendQueuePosition(position, etaMs);
   }
 
   // --- DecisionHandler -------------------------------------------------------
@@ -218,6 +242,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       // The client left between the decision and its delivery.
       this.#driver.release(grant.leaseId, 'client_closed');
       return;
+    }
+    if (exchange.queueUpdates !== undefined) {
+      clearInterval(exchange.queueUpdates);
+      exchange.queueUpdates = undefined;
+      exchange.sendQueueDone(grant.queuedMs);
     }
     let session: TunnelHost;
     if (nodeWorker < 0 || nodeWorker === this.#workerIndex || this.#peers === undefined) {
@@ -511,6 +540,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   forget(exchange: ProxyExchange): void {
     this.#pending.delete(exchange.requestId);
+    if (exchange.queueUpdates !== undefined) {
+      clearInterval(exchange.queueUpdates);
+      exchange.queueUpdates = undefined;
+    }
     if (this.#fallbacks.size > 0) this.#fallbacks.delete(exchange.requestId);
     if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
   }

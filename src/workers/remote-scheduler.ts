@@ -150,6 +150,12 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r, nodeId);
   }
 
+  queryQueuePosition(requestId: number): void {
+    const r = this.#scratch.reset(RecordKind.queuePosition);
+    r.requestId = requestId;
+    this.out.send(r);
+  }
+
   setDraining(nodeId: string, draining: boolean): void {
     const r = this.#scratch.reset(RecordKind.draining);
     r.code = draining ? 1 : 0;
@@ -188,6 +194,9 @@ export class RemoteScheduler implements SchedulerPort {
         return;
       case RecordKind.fence:
         this.#registrar?.onFence(this.#reader.nameOf(r.nodeId) ?? '', r.generation);
+        return;
+      case RecordKind.queuePosition:
+        handler?.onQueuePosition?.(r.requestId, r.generation, r.value < 0 ? undefined : r.value);
         return;
       default:
         throw new Error(`scheduler ring: unexpected record kind ${r.kind}`);

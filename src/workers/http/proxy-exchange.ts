@@ -16,6 +16,7 @@ import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
+import { queueDoneComment, queuePositionComment } from './queue-updates.js';
 import type { InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
 import { overheadAtHeadersMs } from '../observe/exchange-observer.js';
@@ -72,6 +73,10 @@ export class ProxyExchange implements TunnelConsumer {
   sessionId = '';
   /** Fair queuing: band, tenant and weight (fairness-headers.ts). */
   fairness: RequestFairness = ANONYMOUS_FAIRNESS;
+  /** x-edge-queue-updates: the timer asking for its queue position while it waits (queue-updates.ts). */
+  queueUpdates: NodeJS.Timeout | undefined = undefined;
+  /** A queue position comment was sent: the head is committed, the stream follows. */
+  queueReported = false;
   /** `http` or `cli`: how the node serves the granted provider. */
   adapter = 'http';
   /** Grants it got (2 after a retry elsewhere). */
@@ -290,6 +295,23 @@ export class ProxyExchange implements TunnelConsumer {
       ]);
     }
     res.write(SSE_KEEPALIVE);
+  }
+
+  /** Still waiting: commits the 200 event-stream head (the first time) and writes the position comment. */
+  sendQueuePosition(position: number, etaMs: number | undefined): void {
+    const res = this.response;
+    if (res.destroyed) return;
+    if (!res.headersSent) {
+      this.#isEventStream = true;
+      res.writeHead(200, ['content-type', 'text/event-stream', 'cache-control', 'no-cache', 'x-edge-run-id', this.runId, 'x-edge-queue-updates', '1']);
+    }
+    this.queueReported = true;
+    res.write(queuePositionComment(position, etaMs));
+  }
+
+  /** Granted after position comments: the wait it had, then the stream. */
+  sendQueueDone(queuedMs: number): void {
+    if (this.queueReported && !this.response.destroyed) this.response.write(queueDoneComment(queuedMs));
   }
 
   /** Admission refused or a failure before any tunnel was opened. */
