@@ -143,4 +143,34 @@ export interface SchedulerStatus {
   readonly providers: readonly ProviderStatus[];
   readonly groups: readonly GroupStatus[];
   readonly liveLeases: number;
+  /** Present while fair queuing is on (docs/scheduling.md). */
+  readonly fairness?: FairnessStatus;
 }
+
+// Fair queuing's view, per alias, band and tenant (src/main/scheduler/fair.ts).
+/** A tenant known to a band: waiting, or idle with a debt (virtual time above the band's clock). */
+export interface FairTenantStatus {
+  /** The tenant's 32-bit key (src/shared/tenant-key.ts). */
+  readonly tenant: number;
+  readonly queued: number;
+  readonly virtualTime: number;
+  readonly weight: number;
+}
+export interface FairBandStatus {
+  readonly priority: number;
+  readonly queued: number;
+  /** Where a tenant back from idle starts. */
+  readonly clock: number;
+  readonly tenants: readonly FairTenantStatus[];
+}
+export interface FairGroupStatus {
+  readonly alias: string;
+  readonly bands: readonly FairBandStatus[];
+  /** Grants per tenant since fairness went on for the alias (every band), for each tenant's share. */
+  readonly dispatches: readonly { readonly tenant: number; readonly dispatched: number }[];
+}
+export interface FairnessStatus {
+  readonly agingStepPerSec: number;
+  readonly groups: readonly FairGroupStatus[];
+}
+

@@ -20,8 +20,6 @@ export class Tenant {
   length = 0;
   /** Pump scratch: the next item of this tenant to try, in admission order. */
   cursor: QueueItem | null = null;
-  /** Dispatches from this tenant, for status (share of dispatches). */
-  dispatched = 0;
 
   constructor(
     readonly key: number,
@@ -55,6 +53,8 @@ export class Band {
 
 export class FairQueue {
   readonly bands = new Map<number, Band>();
+  /** Grants per tenant key (status: each tenant's share of dispatches). */
+  readonly dispatchedBy = new Map<number, number>();
   /** Pump scratch: bands by effective priority, highest first. */
   readonly order: Band[] = [];
   #at = 0;
@@ -100,7 +100,9 @@ export class FairQueue {
     const t = band.tenant(tenantKey, weight);
     if (t.vt > band.clock) band.clock = t.vt;
     t.vt += chargeOf(tokens) / t.weight;
-    t.dispatched++;
+    const counts = this.dispatchedBy;
+    if (counts.size >= MAX_IDLE_TENANTS && !counts.has(tenantKey)) counts.clear(); // bounded: a new period of counting starts
+    counts.set(tenantKey, (counts.get(tenantKey) ?? 0) + 1);
     this.#pruneIdle(band);
   }
 

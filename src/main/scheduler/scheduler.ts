@@ -38,6 +38,10 @@ import type {
   ReleaseReason,
   SchedulerSink,
   SchedulerStatus,
+  FairBandStatus,
+  FairGroupStatus,
+  FairnessStatus,
+  FairTenantStatus,
 } from '../../contract/scheduler.js';
 
 /**
@@ -505,7 +509,8 @@ export class Scheduler {
 
   /** `now` (the clock admit() gets) dates the oldest waiter; without it, the last time the scheduler saw. */
   status(now: number = this.#now): SchedulerStatus {
-    const status = buildStatus(this.#registry, this.#leases.size, now);
+    const fairness = this.fairnessStatus();
+    const status = fairness === undefined ? buildStatus(this.#registry, this.#leases.size, now) : { ...buildStatus(this.#registry, this.#leases.size, now), fairness };
     if (!status.providers.some((p) => this.#tracked(p.id))) return status;
     return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? { ...p, outlier: this.outlierStatus(p.id) } : p)) };
   }
@@ -849,12 +854,13 @@ export class Scheduler {
       const bands: FairBandStatus[] = [];
       for (const band of fair.bands.values()) {
         const tenants: FairTenantStatus[] = [];
-        for (const t of band.tenants.values()) tenants.push({ tenant: t.key, queued: t.length, virtualTime: t.vt, dispatched: t.dispatched, weight: t.weight });
+        for (const t of band.tenants.values()) tenants.push({ tenant: t.key, queued: t.length, virtualTime: t.vt, weight: t.weight });
         tenants.sort((a, b) => a.tenant - b.tenant);
         bands.push({ priority: band.priority, queued: band.length, clock: band.clock, tenants });
       }
       bands.sort((a, b) => b.priority - a.priority);
-      groups.push({ alias: group.alias, bands });
+      const dispatches = [...fair.dispatchedBy].map(([tenant, dispatched]) => ({ tenant, dispatched })).sort((a, b) => a.tenant - b.tenant);
+      groups.push({ alias: group.alias, bands, dispatches });
     }
     groups.sort((a, b) => (a.alias < b.alias ? -1 : a.alias > b.alias ? 1 : 0));
     return { agingStepPerSec: this.#fairness.agingStepPerSec, groups };
@@ -895,28 +901,6 @@ function weightOf(weight: number | undefined): number {
 /** What a tenant was charged at dispatch (fair.ts chargeOf). */
 function chargeOfTokens(tokens: number): number {
   return tokens >= 1 ? tokens : 1;
-}
-
-export interface FairTenantStatus {
-  readonly tenant: number;
-  readonly queued: number;
-  readonly virtualTime: number;
-  readonly dispatched: number;
-  readonly weight: number;
-}
-export interface FairBandStatus {
-  readonly priority: number;
-  readonly queued: number;
-  readonly clock: number;
-  readonly tenants: readonly FairTenantStatus[];
-}
-export interface FairGroupStatus {
-  readonly alias: string;
-  readonly bands: readonly FairBandStatus[];
-}
-export interface FairnessStatus {
-  readonly agingStepPerSec: number;
-  readonly groups: readonly FairGroupStatus[];
 }
 
 /** Remembers (or refreshes) which node serves the session; the least recently granted is forgotten past the bound. */

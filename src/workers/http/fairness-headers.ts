@@ -5,7 +5,7 @@
 // the scheduler as 32-bit keys (FNV-1a), 0 being the anonymous tenant.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ApiKeyState } from './client-auth.js';
-import { sessionKeyOf } from './session-id.js';
+import { tenantKeyOf } from '../../shared/tenant-key.js';
 
 export interface RequestFairness {
   readonly priority: number;
@@ -31,6 +31,5 @@ export function requestFairnessOf(headers: IncomingHttpHeaders, key: ApiKeyState
   const mayName = key === undefined || key.fairnessHeader;
   const named = mayName && typeof fairnessId === 'string' && FAIRNESS_ID.test(fairnessId) ? fairnessId : undefined;
   // A key's own ids are its own: two keys naming the same id are two tenants.
-  const tenant = named !== undefined ? `${key?.name ?? ''}\0${named}` : key !== undefined ? key.name : '';
-  return { priority, tenantKey: sessionKeyOf(tenant), weight: key?.weight ?? 1 };
+  return { priority, tenantKey: tenantKeyOf(key?.name ?? '', named), weight: key?.weight ?? 1 };
 }
