@@ -8,18 +8,29 @@
 // of highest effective priority, the tenant with the least vt. A tenant
 // returning from idle starts at the band's clock (the start vt of the last
 // dispatch), so it banks no credit for the time it was away.
-import type { QueueItem } from './state.js';
+
+/** What fair queuing needs of a queued request (state.ts T); its own links for the tenant's FIFO. */
+export interface FairItem<T> {
+  readonly seq: number;
+  readonly enqueuedAt: number;
+  readonly estimatedTokens: number;
+  readonly priority: number;
+  readonly tenantKey: number;
+  readonly weight: number;
+  tPrev: T | null;
+  tNext: T | null;
+}
 
 /** Idle tenants kept per band (their debt) before the oldest idle ones are forgotten. */
 const MAX_IDLE_TENANTS = 10_000;
 
-export class Tenant {
+export class Tenant<T extends FairItem<T>> {
   vt = 0;
-  head: QueueItem | null = null;
-  tail: QueueItem | null = null;
+  head: T | null = null;
+  tail: T | null = null;
   length = 0;
   /** Pump scratch: the next item of this tenant to try, in admission order. */
-  cursor: QueueItem | null = null;
+  cursor: T | null = null;
 
   constructor(
     readonly key: number,
@@ -27,20 +38,20 @@ export class Tenant {
   ) {}
 }
 
-export class Band {
+export class Band<T extends FairItem<T>> {
   /** Start vt of the band's last dispatch: where a tenant returning from idle starts. */
   clock = 0;
   length = 0;
-  readonly tenants = new Map<number, Tenant>();
+  readonly tenants = new Map<number, Tenant<T>>();
   /** Pump scratch: the band's effective priority at the pump's clock (aging included). */
   effective = 0;
 
   constructor(readonly priority: number) {}
 
-  tenant(key: number, weight: number): Tenant {
+  tenant(key: number, weight: number): Tenant<T> {
     let t = this.tenants.get(key);
     if (t === undefined) {
-      t = new Tenant(key, weight);
+      t = new Tenant<T>(key, weight);
       t.vt = this.clock;
       this.tenants.set(key, t);
     } else {
@@ -51,16 +62,16 @@ export class Band {
   }
 }
 
-export class FairQueue {
-  readonly bands = new Map<number, Band>();
+export class FairQueue<T extends FairItem<T>> {
+  readonly bands = new Map<number, Band<T>>();
   /** Grants per tenant key (status: each tenant's share of dispatches). */
   readonly dispatchedBy = new Map<number, number>();
   /** Pump scratch: bands by effective priority, highest first. */
-  readonly order: Band[] = [];
+  readonly order: Band<T>[] = [];
   #at = 0;
 
   /** Adds an item to its tenant's FIFO, keeping admission (seq) order (re-admissions keep theirs). */
-  push(item: QueueItem): void {
+  push(item: T): void {
     const band = this.#band(item.priority);
     const t = band.tenant(item.tenantKey, item.weight);
     let after = t.tail;
@@ -75,9 +86,9 @@ export class FairQueue {
     band.length++;
   }
 
-  remove(item: QueueItem): void {
-    const band = this.bands.get(item.priority) as Band;
-    const t = band.tenants.get(item.tenantKey) as Tenant;
+  remove(item: T): void {
+    const band = this.bands.get(item.priority) as Band<T>;
+    const t = band.tenants.get(item.tenantKey) as Tenant<T>;
     if (t.cursor === item) t.cursor = item.tNext;
     if (item.tPrev === null) t.head = item.tNext;
     else item.tPrev.tNext = item.tNext;
@@ -133,15 +144,15 @@ export class FairQueue {
   }
 
   /** The next item the policy would serve in this pump (null when every band is walked), and its band's effective priority. */
-  next(): QueueItem | null {
+  next(): T | null {
     const order = this.order;
     while (this.#at < order.length) {
       const band = order[this.#at];
-      let best: Tenant | null = null;
+      let best: Tenant<T> | null = null;
       for (const t of band.tenants.values()) {
         const c = t.cursor;
         if (c === null) continue;
-        if (best === null || t.vt < best.vt || (t.vt === best.vt && c.seq < (best.cursor as QueueItem).seq)) best = t;
+        if (best === null || t.vt < best.vt || (t.vt === best.vt && c.seq < (best.cursor as T).seq)) best = t;
       }
       if (best !== null) return best.cursor;
       this.#at++;
@@ -155,19 +166,19 @@ export class FairQueue {
   }
 
   /** The pump tried `item` and did not place it: its tenant moves on to its next item. */
-  skip(item: QueueItem): void {
+  skip(item: T): void {
     const t = this.bands.get(item.priority)?.tenants.get(item.tenantKey);
     if (t !== undefined && t.cursor === item) t.cursor = item.tNext;
   }
 
   /** The newest item of the lowest band whose priority is below `priority` (what an arrival of that band displaces). */
-  victimBelow(priority: number): QueueItem | undefined {
-    let lowest: Band | undefined;
+  victimBelow(priority: number): T | undefined {
+    let lowest: Band<T> | undefined;
     for (const band of this.bands.values()) {
       if (band.length > 0 && band.priority < priority && (lowest === undefined || band.priority < lowest.priority)) lowest = band;
     }
     if (lowest === undefined) return undefined;
-    let newest: QueueItem | undefined;
+    let newest: T | undefined;
     for (const t of lowest.tenants.values()) if (t.tail !== null && (newest === undefined || t.tail.seq > newest.seq)) newest = t.tail;
     return newest;
   }
@@ -178,7 +189,7 @@ export class FairQueue {
    * dispatch order replayed (least virtual time first, charges added).
    * O(band length x tenants); queues are short (max_queue).
    */
-  position(item: QueueItem, now: number, agingStepPerSec: number): number {
+  position(item: T, now: number, agingStepPerSec: number): number {
     const mine = this.bands.get(item.priority);
     if (mine === undefined) return 1;
     const myEffective = effectivePriority(mine.priority, now - oldestOf(mine), agingStepPerSec);
@@ -188,20 +199,20 @@ export class FairQueue {
       const effective = effectivePriority(band.priority, now - oldestOf(band), agingStepPerSec);
       if (effective > myEffective || (effective === myEffective && band.priority > mine.priority)) ahead += band.length;
     }
-    const vt = new Map<Tenant, number>();
-    const next = new Map<Tenant, QueueItem | null>();
+    const vt = new Map<Tenant<T>, number>();
+    const next = new Map<Tenant<T>, T | null>();
     for (const t of mine.tenants.values()) {
       vt.set(t, t.vt);
       next.set(t, t.head);
     }
     for (;;) {
-      let best: Tenant | undefined;
+      let best: Tenant<T> | undefined;
       for (const [t, head] of next) {
         if (head === null) continue;
-        if (best === undefined || (vt.get(t) as number) < (vt.get(best) as number) || ((vt.get(t) as number) === (vt.get(best) as number) && head.seq < (next.get(best) as QueueItem).seq)) best = t;
+        if (best === undefined || (vt.get(t) as number) < (vt.get(best) as number) || ((vt.get(t) as number) === (vt.get(best) as number) && head.seq < (next.get(best) as T).seq)) best = t;
       }
       if (best === undefined) return ahead + 1; // not found: cannot happen for a queued item
-      const head = next.get(best) as QueueItem;
+      const head = next.get(best) as T;
       if (head === item) return ahead + 1;
       ahead++;
       vt.set(best, (vt.get(best) as number) + chargeOf(head.estimatedTokens) / best.weight);
@@ -209,16 +220,16 @@ export class FairQueue {
     }
   }
 
-  #band(priority: number): Band {
+  #band(priority: number): Band<T> {
     let band = this.bands.get(priority);
     if (band === undefined) {
-      band = new Band(priority);
+      band = new Band<T>(priority);
       this.bands.set(priority, band);
     }
     return band;
   }
 
-  #pruneIdle(band: Band): void {
+  #pruneIdle(band: Band<T>): void {
     if (band.tenants.size <= MAX_IDLE_TENANTS) return;
     for (const t of band.tenants.values()) {
       if (band.tenants.size <= MAX_IDLE_TENANTS / 2) break;
@@ -238,13 +249,13 @@ export function effectivePriority(priority: number, waitedMs: number, agingStepP
   return priority + agingStepPerSec * Math.floor(waitedMs / 1000);
 }
 
-function oldestOf(band: Band): number {
+function oldestOf<T extends FairItem<T>>(band: Band<T>): number {
   let oldest = Infinity;
   for (const t of band.tenants.values()) for (let item = t.head; item !== null; item = item.tNext) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
   return oldest;
 }
 
-function byEffective(a: Band, b: Band): number {
+function byEffective<T extends FairItem<T>>(a: Band<T>, b: Band<T>): number {
   if (a.effective !== b.effective) return b.effective - a.effective;
   return b.priority - a.priority;
 }

@@ -838,7 +838,7 @@ export class Scheduler {
         group.fair = undefined;
         continue;
       }
-      const fair = new FairQueue();
+      const fair = new FairQueue<QueueItem>();
       group.fair = fair;
       for (let item = group.queue.head; item !== null; item = item.next) fair.push(item);
     }

@@ -118,7 +118,7 @@ export class GroupState {
   /** Session key -> the node that last served it (least recently granted first; bounded). */
   readonly affinity = new Map<number, string>();
   /** Bands and tenants (fair.ts) while fairness is on; undefined: the FIFO alone decides. */
-  fair: FairQueue | undefined = undefined;
+  fair: FairQueue<QueueItem> | undefined = undefined;
   /** Pump scratch: the effective priority of the band `cursor` comes from (0 when FIFO). */
   cursorRank = 0;
   /** Measured dispatch rate: Retry-After of refusals, ETA of queue positions. */

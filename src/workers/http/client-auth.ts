@@ -7,6 +7,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ApiKeyConfig, AuthConfig } from '../../shared/config-types.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+import { tenantKeyOf } from '../../shared/tenant-key.js';
 
 /** One configured key and its live count of open requests. */
 export class ApiKeyState {
@@ -20,6 +21,8 @@ export class ApiKeyState {
   priority = 0;
   weight = 1;
   fairnessHeader = false;
+  /** The key's own tenant (src/shared/tenant-key.ts), hashed once. */
+  readonly tenantKey: number;
 
   constructor(
     readonly name: string,
@@ -30,6 +33,7 @@ export class ApiKeyState {
     this.digest = digest;
     this.models = models === undefined ? undefined : new Set(models);
     this.maxConcurrent = maxConcurrent ?? Infinity;
+    this.tenantKey = tenantKeyOf(name);
   }
 
   mayUse(alias: string): boolean {

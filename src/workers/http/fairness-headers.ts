@@ -31,5 +31,6 @@ export function requestFairnessOf(headers: IncomingHttpHeaders, key: ApiKeyState
   const mayName = key === undefined || key.fairnessHeader;
   const named = mayName && typeof fairnessId === 'string' && FAIRNESS_ID.test(fairnessId) ? fairnessId : undefined;
   // A key's own ids are its own: two keys naming the same id are two tenants.
-  return { priority, tenantKey: tenantKeyOf(key?.name ?? '', named), weight: key?.weight ?? 1 };
+  const tenantKey = named !== undefined ? tenantKeyOf(key?.name ?? '', named) : (key?.tenantKey ?? 0);
+  return { priority, tenantKey, weight: key?.weight ?? 1 };
 }
