@@ -14,6 +14,8 @@ export interface FairItem<T> {
   readonly seq: number;
   readonly enqueuedAt: number;
   readonly estimatedTokens: number;
+  /** 0 = first admission (pushed in arrival order); re-admissions are inserted by seq and arrived later. */
+  readonly attempt: number;
   readonly priority: number;
   readonly tenantKey: number;
   readonly weight: number;
@@ -131,12 +133,8 @@ export class FairQueue<T extends FairItem<T>> {
     order.length = 0;
     for (const band of this.bands.values()) {
       if (band.length === 0) continue;
-      let oldest = Infinity;
-      for (const t of band.tenants.values()) {
-        t.cursor = t.head;
-        for (let item = t.head; item !== null; item = item.tNext) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
-      }
-      band.effective = effectivePriority(band.priority, now - oldest, agingStepPerSec);
+      for (const t of band.tenants.values()) t.cursor = t.head;
+      band.effective = effectivePriority(band.priority, now - oldestOf(band), agingStepPerSec);
       order.push(band);
     }
     order.sort(byEffective);
@@ -249,9 +247,19 @@ export function effectivePriority(priority: number, waitedMs: number, agingStepP
   return priority + agingStepPerSec * Math.floor(waitedMs / 1000);
 }
 
+/**
+ * When the band's longest waiter arrived. First admissions are pushed in
+ * arrival order, so each tenant's first one (after any re-admissions, which
+ * sit ahead by seq but arrived later) is its oldest: O(tenants), not O(queue).
+ */
 function oldestOf<T extends FairItem<T>>(band: Band<T>): number {
   let oldest = Infinity;
-  for (const t of band.tenants.values()) for (let item = t.head; item !== null; item = item.tNext) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
+  for (const t of band.tenants.values()) {
+    for (let item = t.head; item !== null; item = item.tNext) {
+      if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
+      if (item.attempt === 0) break;
+    }
+  }
   return oldest;
 }
 
