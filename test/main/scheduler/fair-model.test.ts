@@ -409,3 +409,33 @@ test('with no priorities or weights configured the scheduler stays FIFO (no fair
   s.release(first.leaseId, 'end', 3);
   assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [2], 'the older request goes first, priority notwithstanding');
 });
+
+test('turning fairness on by config with requests waiting: they keep their order in band 0, a later higher band goes first', () => {
+  const base = makeConfig({ nodes: { n0: [{ id: 'p0', capacity: 1 }] }, models: [{ alias: 'a', providers: ['p0'] }] });
+  const sink = new RecordingSink();
+  const s = new Scheduler(base, sink);
+  s.connect('n0', 0);
+  s.admit({ requestId: 1, alias: 'a', estimatedTokens: 10, directNodeId: undefined }, 0);
+  s.admit({ requestId: 2, alias: 'a', estimatedTokens: 10, directNodeId: undefined, priority: 3 }, 1);
+  s.admit({ requestId: 3, alias: 'a', estimatedTokens: 10, directNodeId: undefined }, 2);
+  const running = sink.takeGrants()[0];
+  s.setConfig({ ...base, scheduler: { ...base.scheduler, fairness: true, agingStepPerSec: 0 } }, 3);
+  s.admit({ requestId: 4, alias: 'a', estimatedTokens: 10, directNodeId: undefined, priority: 1 }, 4);
+  assert.deepEqual(
+    s.fairnessStatus()?.groups[0].bands.map((b) => [b.priority, b.queued]),
+    [
+      [1, 1],
+      [0, 2],
+    ],
+  );
+  const order: number[] = [];
+  let lease = running.leaseId;
+  for (let t = 5; t < 8; t++) {
+    s.release(lease, 'end', t);
+    const g = sink.takeGrants()[0];
+    order.push(g.requestId);
+    lease = g.leaseId;
+  }
+  assert.deepEqual(order, [4, 2, 3], 'the higher band first, then the FIFO-admitted ones in their order');
+  assert.deepEqual(s.checkInvariants(), []);
+});
