@@ -26,7 +26,19 @@ const SPAN_MS = 15 * 60_000;
 
 interface NodeRow { id: string; connected: boolean; generation: number; agentVersion: string | null; draining: boolean; openTunnels: number; configured: boolean; lanes?: number; heartbeatAgeMs?: number | null }
 interface ProviderRow { id: string; node: string; capacity: number; inFlight: number; queued: number; loadRatio: number; health: string; servedModels: string[]; type?: string | null }
-interface GroupRow { model: string; queueDepth: number; maxQueue: number; queueTimeoutMs: number; oldestWaitMs?: number; rejectsPerMinute?: number }
+interface GroupFairness {
+  bands: { priority: number; queued: number; tenants: { tenant: string; queued: number }[] }[];
+  tenants: { tenant: string; dispatched: number; share: number }[];
+}
+interface GroupRow { model: string; queueDepth: number; maxQueue: number; queueTimeoutMs: number; oldestWaitMs?: number; rejectsPerMinute?: number; policy?: string; fairness?: GroupFairness }
+
+/** Fair queuing in one cell: depth per band and tenant, then each tenant's share of dispatches (docs/scheduling.md). */
+function fairnessText(g: GroupRow): string {
+  if (g.fairness === undefined) return g.policy ?? 'fifo';
+  const bands = g.fairness.bands.map((b) => `p${b.priority}: ${b.tenants.map((t) => `${t.tenant} ${t.queued}`).join(', ')}`);
+  const shares = g.fairness.tenants.map((t) => `${t.tenant} ${Math.round(t.share * 100)}%`).join(', ');
+  return ['fair', ...bands, shares === '' ? '' : `shares ${shares}`].filter((s) => s !== '').join(' · ');
+}
 interface Status { edge: { version: string; uptimeSeconds: number; configVersion: number; openRequests: number; shuttingDown: boolean }; nodes: NodeRow[]; providers: ProviderRow[]; groups: GroupRow[] }
 interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; ttfbP95Ms: number | null; queueP50Ms: number | null; queueP95Ms: number | null }
 /** A record of GET /admin/runs, as far as the page reads it. */
@@ -325,13 +337,14 @@ function renderStatus(next: Status): void {
   });
 
   $('queues-empty').hidden = next.groups.length > 0;
-  syncRows($<HTMLTableSectionElement>('queues-body'), next.groups, (g) => g.model, 5, (row, c, g) => {
+  syncRows($<HTMLTableSectionElement>('queues-body'), next.groups, (g) => g.model, 6, (row, c, g) => {
     row.dataset.model = g.model;
     set(c[0], g.model);
     set(c[1], `${g.queueDepth} / ${g.maxQueue}`, 'num');
     set(c[2], ms(g.oldestWaitMs ?? 0), 'num');
     set(c[3], rate(g.rejectsPerMinute ?? 0, '/min'), 'num');
     set(c[4], ms(g.queueTimeoutMs), 'num');
+    set(c[5], fairnessText(g));
   });
 
   const select = $<HTMLSelectElement>('try-model');

@@ -23,12 +23,14 @@ export interface KeyLimit {
 export interface DecisionHandler {
   /** `nodeWorker`: the worker thread that holds the node's session; -1 = this thread. */
   onGrant(grant: Grant, nodeWorker: number): void;
-  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void;
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void;
   /** requeue() found no other candidate: the lease is over and nothing was queued. */
   onRequeueRefused(requestId: number): void;
   /** Answer to reportStale(): true = the scheduler still holds the lease as current
    * (the session vanished where it lived: fail the request); false = re-admitted. */
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void;
+  /** Answer to queryQueuePosition(): `position` 1 = next, 0 = not queued (granted or refused meanwhile); `etaMs` undefined = no rate measured yet. */
+  onQueuePosition?(requestId: number, position: number, etaMs: number | undefined): void;
 }
 
 /** Where the scheduler's answers about node connections go: the NodeGateway. */
@@ -54,7 +56,8 @@ export interface SchedulerPort {
   /** countsKeys only: the exchange admitted with a limited key is over (exactly once; a no-op when refused for the key). */
   releaseKey(requestId: number): void;
   cancel(requestId: number): void;
-  release(leaseId: number, reason: ReleaseReason): void;
+  /** `usedTokens`: what the response reported (0 = unknown); corrects the fair-queuing charge. */
+  release(leaseId: number, reason: ReleaseReason, usedTokens?: number): void;
   /** Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible. */
   requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean): void;
   /**
@@ -73,6 +76,8 @@ export interface SchedulerPort {
   /** A lane of (node, generation) ended; the connection lives on while lane 0 does. */
   leaveLane(nodeId: string, generation: number): void;
   setDraining(nodeId: string, draining: boolean): void;
+  /** Where the request waits in its alias's queue (x-edge-queue-updates): onQueuePosition answers. */
+  queryQueuePosition?(requestId: number): void;
 }
 
 /** Request ids are seq * ID_STRIDE + worker index, so the scheduler's answers route back by `id % ID_STRIDE`. */

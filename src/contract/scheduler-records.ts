@@ -15,13 +15,14 @@
 //   36 u32 session     admit, requeue: the session's 32-bit key (0 = none); else 0
 //   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec
 //   48 u32 extraId     interned: admit, requeue: the pinned provider (0 = none); else 0
-//   52 u32 (reserved, 0)
+//   52 u32 aux         admit: the tenant's fair-queuing weight (0 = default 1); else 0
 // Fields per kind (unlisted fields are 0):
 //   admit      requestId, nameId (alias), nodeId (direct dispatch), value, session, worker (API kind), extraId (pinned provider);
+//              fair queuing: code (priority, int8 two's complement), leaseId (tenant key, u32), aux (weight);
 //              with I/O workers, for a key with max_concurrent: providerId (key name), generation (its limit)
 //   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value
 //   reject     requestId, code, value
-//   release    leaseId, code (requestId when known)
+//   release    leaseId, code (requestId when known), value (tokens the response reported, 0 = unknown)
 //   confirm    leaseId; the reply also carries code (1 = current, 0 = stale)
 //   connect    nodeId; the reply also carries generation
 //   disconnect nodeId, generation; code 1 = only a lane of that connection ended
@@ -42,6 +43,8 @@
 //   staleChecked requestId, leaseId, code (1 = still current)
 //   connected  requestId = serial, nodeId, generation (0 = unknown node)
 //   fence      nodeId, generation: close that session, a newer one is current
+// and, both ways, queuePosition: worker -> main requestId (where does it wait?); main -> worker requestId,
+//   generation (its position, 1 = next; 0 = not queued), value (ETA in ms from the measured drain rate; -1 = unknown)
 //
 // Names travel once per ring as `string` records (variable size: u8 kind at
 // 0, u32 id at 4, UTF-8 from 8 to the record's end), written by RecordWriter
@@ -77,6 +80,7 @@ export const RecordKind = {
   fence: 17,
   keyRelease: 18,
   announce: 19,
+  queuePosition: 20,
 } as const;
 export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
 
@@ -102,6 +106,8 @@ const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   too_many_concurrent_requests: 6,
   api_not_served: 7,
   pinned_provider_gone: 8,
+  shed: 9,
+  displaced: 10,
 };
 const RELEASE_REASONS = invert(RELEASE_REASON_CODES);
 const REJECTS = invert(REJECT_CODES);
@@ -132,6 +138,7 @@ export class SchedulerRecord {
   nameId = 0;
   session = 0;
   extraId = 0;
+  aux = 0;
   value = 0;
 
   /** Zeroes every field and sets `kind`, ready to fill for the next write. */
@@ -139,7 +146,7 @@ export class SchedulerRecord {
     this.kind = kind;
     this.code = this.worker = this.generation = this.requestId = this.leaseId = 0;
     this.nodeId = this.providerId = this.nameId = this.session = this.value = 0;
-    this.nodeId = this.providerId = this.nameId = this.extraId = this.value = 0;
+    this.nodeId = this.providerId = this.nameId = this.extraId = this.aux = this.value = 0;
     return this;
   }
 }
@@ -154,7 +161,7 @@ export function encodeRecord(view: DataView, offset: number, r: SchedulerRecord)
   view.setUint32(offset + 32, r.nameId, true);
   view.setUint32(offset + 36, r.session, true);
   view.setUint32(offset + 48, r.extraId, true);
-  view.setUint32(offset + 52, 0, true);
+  view.setUint32(offset + 52, r.aux, true);
   view.setFloat64(offset + 40, r.value, true);
 }
 
@@ -170,7 +177,21 @@ export function decodeRecord(view: DataView, offset: number, out: SchedulerRecor
   out.nameId = view.getUint32(offset + 32, true);
   out.session = view.getUint32(offset + 36, true);
   out.extraId = view.getUint32(offset + 48, true);
+  out.aux = view.getUint32(offset + 52, true);
   out.value = view.getFloat64(offset + 40, true);
+}
+
+/** Admit: the request's fair-queuing fields into code (priority), leaseId (tenant key) and aux (weight). */
+export function encodeFairness(r: SchedulerRecord, request: { readonly priority?: number; readonly tenantKey?: number; readonly weight?: number }): void {
+  const priority = Math.max(-128, Math.min(127, Math.trunc(request.priority ?? 0)));
+  r.code = priority & 0xff;
+  r.leaseId = (request.tenantKey ?? 0) >>> 0;
+  r.aux = Math.max(0, Math.min(0xffffffff, Math.trunc(request.weight ?? 0)));
+}
+
+/** Admit: the fair-queuing fields back (priority sign-extended from int8). */
+export function decodeFairness(r: SchedulerRecord): { priority: number; tenantKey: number; weight: number } {
+  return { priority: (r.code << 24) >> 24, tenantKey: r.leaseId, weight: r.aux === 0 ? 1 : r.aux };
 }
 
 const utf8 = new TextEncoder();

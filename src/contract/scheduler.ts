@@ -26,7 +26,9 @@ export type RejectCode =
   | 'queue_timeout' // waited queue_timeout with candidates connected but busy
   | 'no_provider_available' // waited queue_timeout and no candidate was ever connected/eligible
   | 'api_not_served' // no provider of the alias serves the request's API (endpoints)
-  | 'pinned_provider_gone'; // the provider holding the request's state (a stored Response) is not serving
+  | 'pinned_provider_gone' // the provider holding the request's state (a stored Response) is not serving
+  | 'shed' // fairness on: a sheddable (negative priority) request found the alias saturated; never queued
+  | 'displaced'; // fairness on: a higher band arrived at a full queue and took this request's place
 
 export interface AdmitRequest {
   /** Unique per admission attempt stream, chosen by the data path. */
@@ -43,6 +45,13 @@ export interface AdmitRequest {
   readonly api?: ApiKind;
   /** Only this provider may serve it (it holds state the request needs, e.g. previous_response_id). */
   readonly pinnedProviderId?: string | undefined;
+  // Fair queuing (docs/scheduling.md); ignored while fairness is off.
+  /** Priority band: the API key's, or lower if the client asked (x-edge-priority). Negative = sheddable. Default 0. */
+  readonly priority?: number;
+  /** The tenant's 32-bit key (API key name or allowed fairness id, hashed); 0 = the anonymous tenant. */
+  readonly tenantKey?: number;
+  /** The tenant's weight (> 0; default 1): its share of its band grows with it. */
+  readonly weight?: number;
 }
 
 export interface Grant {
@@ -62,7 +71,8 @@ export interface Grant {
 /** Receives the scheduler's decisions, synchronously, from inside its calls. */
 export interface SchedulerSink {
   grant(grant: Grant): void;
-  reject(requestId: number, code: RejectCode, retryAfterSec: number): void;
+  /** `retryAfterSec`: whole seconds (0 = none); `retryAfterMs`: the same hint to the millisecond (from the alias's measured drain rate, when known). */
+  reject(requestId: number, code: RejectCode, retryAfterSec: number, retryAfterMs?: number): void;
 }
 
 export interface LeaseInfo {
@@ -134,4 +144,34 @@ export interface SchedulerStatus {
   readonly providers: readonly ProviderStatus[];
   readonly groups: readonly GroupStatus[];
   readonly liveLeases: number;
+  /** Present while fair queuing is on (docs/scheduling.md). */
+  readonly fairness?: FairnessStatus;
 }
+
+// Fair queuing's view, per alias, band and tenant (src/main/scheduler/fair.ts).
+/** A tenant known to a band: waiting, or idle with a debt (virtual time above the band's clock). */
+export interface FairTenantStatus {
+  /** The tenant's 32-bit key (src/shared/tenant-key.ts). */
+  readonly tenant: number;
+  readonly queued: number;
+  readonly virtualTime: number;
+  readonly weight: number;
+}
+export interface FairBandStatus {
+  readonly priority: number;
+  readonly queued: number;
+  /** Where a tenant back from idle starts. */
+  readonly clock: number;
+  readonly tenants: readonly FairTenantStatus[];
+}
+export interface FairGroupStatus {
+  readonly alias: string;
+  readonly bands: readonly FairBandStatus[];
+  /** Grants per tenant since fairness went on for the alias (every band), for each tenant's share. */
+  readonly dispatches: readonly { readonly tenant: number; readonly dispatched: number }[];
+}
+export interface FairnessStatus {
+  readonly agingStepPerSec: number;
+  readonly groups: readonly FairGroupStatus[];
+}
+

@@ -14,7 +14,7 @@ import { LocalPlane } from '../workers/local-plane.js';
 import { AggregatorRegistry } from 'prom-client';
 import { AdminServer } from '../main/admin/admin-server.js';
 import type { AdminOps, NodeDrainOutcome, RunCancelOutcome } from '../main/admin/ops.js';
-import { buildEdgeStatus, livenessOf, type EdgeStatus, type SessionView } from '../main/admin/status.js';
+import { buildEdgeStatus, livenessOf, tenantNamesOf, type EdgeStatus, type SessionView } from '../main/admin/status.js';
 import { EdgeSeries, type SeriesPoint } from '../main/admin/series.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
@@ -153,6 +153,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       configVersion: () => this.refresher.configVersion,
       shuttingDown: () => this.shuttingDown,
       events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),
+      tenantNames: () => tenantNamesOf(this.#config),
     });
     this.refresher = new ConfigRefresher(this, options.configFile, { refreshed: (result, origin) => this.#refreshed(result, origin) });
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;

@@ -133,7 +133,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const heartbeat = r.object('heartbeat', root.heartbeat, true) ?? {};
   r.noUnknownKeys('heartbeat', heartbeat, ['interval_ms', 'timeout_ms']);
   const scheduler = r.object('scheduler', root.scheduler, true) ?? {};
-  r.noUnknownKeys('scheduler', scheduler, ['long_context_threshold_tokens']);
+  r.noUnknownKeys('scheduler', scheduler, ['long_context_threshold_tokens', 'fairness', 'aging_step_per_sec']);
   const workers = r.object('workers', root.workers, true) ?? {};
   r.noUnknownKeys('workers', workers, ['count']);
   const drain = r.object('drain', root.drain, true) ?? {};
@@ -175,6 +175,9 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     heartbeat: { intervalMs: heartbeatIntervalMs, timeoutMs: heartbeatTimeoutMs },
     scheduler: {
       longContextThresholdTokens: r.integer('scheduler.long_context_threshold_tokens', scheduler.long_context_threshold_tokens, 1, 100_000_000, 32_768),
+      // Fair queuing (docs/scheduling.md): absent = on exactly when an API key sets priority or weight.
+      ...(scheduler.fairness === undefined ? {} : { fairness: r.boolean('scheduler.fairness', scheduler.fairness, false) }),
+      agingStepPerSec: r.integer('scheduler.aging_step_per_sec', scheduler.aging_step_per_sec, 0, 1000, 1),
     },
     // I/O worker threads (docs/architecture.md); 0 = the whole data path on the main thread.
     // At most 64: request ids carry the worker index in their low 6 bits.

@@ -25,6 +25,7 @@ interface Rejection {
   readonly requestId: number;
   readonly code: RejectCode;
   readonly retryAfterSec: number;
+  readonly retryAfterMs: number | undefined;
 }
 
 /** requeue() found no other candidate (delivered in order with grants and rejections). */
@@ -80,8 +81,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     this.#decisions.push(grant);
   }
 
-  reject(requestId: number, code: RejectCode, retryAfterSec: number): void {
-    this.#decisions.push({ requestId, code, retryAfterSec });
+  reject(requestId: number, code: RejectCode, retryAfterSec: number, retryAfterMs?: number): void {
+    this.#decisions.push({ requestId, code, retryAfterSec, retryAfterMs });
   }
 
   /**
@@ -102,6 +103,12 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return result;
   }
 
+  /** Answered at once, on this thread. */
+  queryQueuePosition(requestId: number): void {
+    const at = this.scheduler.queuePosition(requestId);
+    this.#handler?.onQueuePosition?.(requestId, at?.position ?? 0, at?.etaMs);
+  }
+
   admit(request: AdmitRequest): void {
     this.scheduler.admit(request, performance.now());
     this.#flush();
@@ -120,8 +127,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return forgotten;
   }
 
-  release(leaseId: number, reason: ReleaseReason): boolean {
-    const released = this.scheduler.release(leaseId, reason, performance.now());
+  release(leaseId: number, reason: ReleaseReason, usedTokens = 0): boolean {
+    const released = this.scheduler.release(leaseId, reason, performance.now(), usedTokens);
     this.#flush();
     return released;
   }
@@ -228,7 +235,7 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
         if (decision instanceof RequeueRefusal) handler.onRequeueRefused(decision.requestId);
         else if (decision instanceof StaleAnswer) handler.onStaleChecked(decision.requestId, decision.leaseId, decision.current);
         else if (isGrant(decision)) handler.onGrant(decision, -1);
-        else handler.onReject(decision.requestId, decision.code, decision.retryAfterSec);
+        else handler.onReject(decision.requestId, decision.code, decision.retryAfterSec, decision.retryAfterMs);
       }
     } finally {
       // A throwing handler loses only its own decision, never replays others.

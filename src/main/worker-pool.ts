@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_ENDPOINTS, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
@@ -372,7 +372,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
           this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
           return;
         }
-        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) });
+        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId), ...decodeFairness(r) });
         return;
       case RecordKind.cancel:
         driver.cancel(r.requestId);
@@ -381,7 +381,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         this.keys.release(r.requestId);
         return;
       case RecordKind.release:
-        driver.release(r.leaseId, releaseReasonOf(r.code));
+        driver.release(r.leaseId, releaseReasonOf(r.code), r.value);
         return;
       case RecordKind.requeue:
         driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '', r.code === 1);
@@ -418,6 +418,15 @@ export class WorkerPool implements DecisionHandler, DataPath {
       case RecordKind.draining:
         driver.setDraining(reader.nameOf(r.nodeId) ?? '', r.code === 1);
         return;
+      case RecordKind.queuePosition: {
+        const at = driver.scheduler.queuePosition(r.requestId);
+        const reply = this.#scratch.reset(RecordKind.queuePosition);
+        reply.requestId = r.requestId;
+        reply.generation = at?.position ?? 0;
+        reply.value = at?.etaMs ?? -1;
+        slot.out.send(reply);
+        return;
+      }
       default:
         throw new Error(`scheduler ring: unexpected record kind ${r.kind} from worker ${slot.index}`);
     }
@@ -507,11 +516,12 @@ export class WorkerPool implements DecisionHandler, DataPath {
     this.#slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel);
   }
 
-  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void {
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {
     const r = this.#scratch.reset(RecordKind.reject);
     r.requestId = requestId;
     r.code = rejectCodeCode(code);
     r.value = retryAfterSec;
+    r.aux = retryAfterMs === undefined ? 0 : Math.min(0xffffffff, Math.max(0, Math.round(retryAfterMs)));
     this.#slotOf(requestId).out.send(r);
   }
 

@@ -59,7 +59,7 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
     const path = `auth.api_keys[${i}]`;
     const key = r.object(path, item);
     if (key === undefined) continue;
-    r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent']);
+    r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent', 'priority', 'weight', 'fairness_header']);
     const name = r.string(`${path}.name`, key.name);
     if (names.has(name)) r.problems.push(`${path}.name: duplicate name ${JSON.stringify(name)}`);
     names.add(name);
@@ -86,9 +86,21 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
       keySha256: digest,
       models,
       maxConcurrent: r.optionalInteger(`${path}.max_concurrent`, key.max_concurrent, 1, 1_000_000),
+      ...optionalFairness(r, path, key),
     });
   }
   return { apiKeys };
+}
+
+/** A key's fair-queuing fields, present only when configured (so a config without them compares equal to before). */
+function optionalFairness(r: ConfigReader, path: string, key: Record<string, unknown>): Pick<ApiKeyConfig, 'priority' | 'weight' | 'fairnessHeader'> {
+  const out: { priority?: number; weight?: number; fairnessHeader?: boolean } = {};
+  const priority = r.optionalInteger(`${path}.priority`, key.priority, -100, 100);
+  if (priority !== undefined) out.priority = priority;
+  const weight = r.optionalInteger(`${path}.weight`, key.weight, 1, 1000);
+  if (weight !== undefined) out.weight = weight;
+  if (key.fairness_header !== undefined) out.fairnessHeader = r.boolean(`${path}.fairness_header`, key.fairness_header, false);
+  return out;
 }
 
 function readFiles(r: ConfigReader, path: string, obj: Record<string, unknown>): TlsFilesConfig {

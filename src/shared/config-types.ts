@@ -88,6 +88,10 @@ export interface EdgeConfig {
   readonly scheduler: {
     /** Estimated input tokens at or above this make a request `long`. */
     readonly longContextThresholdTokens: number;
+    /** Fair queuing (docs/scheduling.md): undefined = on exactly when some API key sets priority or weight. */
+    readonly fairness?: boolean;
+    /** Fair queuing: a waiting request's band rises by this many priority steps per whole second waited (0 = no aging). */
+    readonly agingStepPerSec?: number;
   };
   readonly workers: { readonly count: number };
   // Optional only so hand-built configs (tests, benches) stay valid;
@@ -151,6 +155,12 @@ export interface ApiKeyConfig {
   readonly models: readonly string[] | undefined;
   /** Max requests of this key open at once; undefined = no limit. */
   readonly maxConcurrent: number | undefined;
+  /** Fair queuing: the key's priority band (-100..100; negative = sheddable); undefined = 0. A request may only lower it. */
+  readonly priority?: number;
+  /** Fair queuing: the key's weight within its band (1..1000); undefined = 1. */
+  readonly weight?: number;
+  /** Fair queuing: requests of this key may name their own tenant with x-edge-fairness-id (say, the key's end users). */
+  readonly fairnessHeader?: boolean;
 }
 
 export interface AuthConfig {

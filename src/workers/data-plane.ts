@@ -28,6 +28,8 @@ import type { TunnelHost } from './tunnel/tunnel-host.js';
 import { Adapter } from '../gen/edge/v1/tunnel_pb.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { DEFAULT_SESSION, sessionIdOf, sessionKeyOf } from './http/session-id.js';
+import { requestFairnessOf } from './http/fairness-headers.js';
+import { QUEUE_UPDATE_INTERVAL_MS, wantsQueueUpdates } from './http/queue-updates.js';
 
 /** Tunnels to nodes whose session lives in another worker. */
 export interface PeerRouter {
@@ -64,6 +66,8 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   no_provider_available: Errors.noProviderAvailable,
   api_not_served: Errors.apiNotServed,
   pinned_provider_gone: Errors.responseProviderGone,
+  shed: Errors.shed,
+  displaced: Errors.displaced,
 };
 
 /**
@@ -203,12 +207,36 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#pending.set(requestId, exchange);
     const sessionId = sessionIdOf(request, body);
     exchange.sessionId = sessionId ?? '';
+    exchange.fairness = requestFairnessOf(request.headers, apiKey);
     if (this.#observer !== NO_OBSERVER) this.#observeQueued(exchange);
     if (sessionId === undefined) {
       exchange.reject(Errors.invalidSession, 0);
       return;
     }
     this.#driver.admit(admitRequestOf(exchange), limitedKey);
+    if (wantsQueueUpdates(request, info.stream)) this.#startQueueUpdates(exchange);
+  }
+
+  /** x-edge-queue-updates: asks where it waits now (answered right after its admission) and every second after. */
+  #startQueueUpdates(exchange: ProxyExchange): void {
+    const driver = this.#driver;
+    if (driver.queryQueuePosition === undefined || exchange.state !== 'admitting') return;
+    driver.queryQueuePosition(exchange.requestId);
+    exchange.queueUpdates = setInterval(() => {
+      if (exchange.state !== 'admitting') {
+        clearInterval(exchange.queueUpdates);
+        exchange.queueUpdates = undefined;
+        return;
+      }
+      driver.queryQueuePosition?.(exchange.requestId);
+    }, QUEUE_UPDATE_INTERVAL_MS);
+  }
+
+  onQueuePosition(requestId: number, position: number, etaMs: number | undefined): void {
+    const exchange = this.#pending.get(requestId);
+    // 0: granted or refused in between; that decision speaks for itself.
+    if (exchange === undefined || exchange.state !== 'admitting' || position === 0) return;
+    exchange.sendQueuePosition(position, etaMs);
   }
 
   // --- DecisionHandler -------------------------------------------------------
@@ -219,6 +247,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       // The client left between the decision and its delivery.
       this.#driver.release(grant.leaseId, 'client_closed');
       return;
+    }
+    if (exchange.queueUpdates !== undefined) {
+      clearInterval(exchange.queueUpdates);
+      exchange.queueUpdates = undefined;
+      exchange.sendQueueDone(grant.queuedMs);
     }
     let session: TunnelHost;
     if (nodeWorker < 0 || nodeWorker === this.#workerIndex || this.#peers === undefined) {
@@ -286,7 +319,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (this.#observer !== NO_OBSERVER) this.#observe(exchange, undefined);
   }
 
-  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number): void {
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {
     const exchange = this.#pending.get(requestId);
     this.#fallbacks.delete(requestId);
     if (!exchange) return;
@@ -294,7 +327,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#keyLimited(exchange, retryAfterSec);
       return;
     }
-    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange));
+    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange), retryAfterMs);
   }
 
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
@@ -421,8 +454,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     else this.responses.remember(responseId, stored);
   }
 
-  releaseLease(leaseId: number, reason: ReleaseReason): void {
-    this.#driver.release(leaseId, reason);
+  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens = 0): void {
+    this.#driver.release(leaseId, reason, usedTokens);
   }
 
   /** Called once per exchange, when it is over (see ExchangeObserver). */
@@ -519,6 +552,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   forget(exchange: ProxyExchange): void {
     this.#pending.delete(exchange.requestId);
+    if (exchange.queueUpdates !== undefined) {
+      clearInterval(exchange.queueUpdates);
+      exchange.queueUpdates = undefined;
+    }
     if (this.#fallbacks.size > 0) this.#fallbacks.delete(exchange.requestId);
     if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
   }
@@ -562,6 +599,9 @@ function admitRequestOf(exchange: ProxyExchange): AdmitRequest {
     sessionKey: sessionKeyOf(exchange.sessionId),
     api: exchange.route.api,
     pinnedProviderId: exchange.pinnedProviderId,
+    priority: exchange.fairness.priority,
+    tenantKey: exchange.fairness.tenantKey,
+    weight: exchange.fairness.weight,
   };
 }
 
@@ -588,6 +628,8 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange)
     case 'no_provider_available': return `no provider for model ${name} is connected; retry later`;
     case 'api_not_served': return `no provider of model ${name} serves ${exchange.route.path}; its providers' endpoints do not include it`;
     case 'pinned_provider_gone': return `the provider ${JSON.stringify(exchange.pinnedProviderId)} that stored this response is not serving model ${name} now; the request is not sent elsewhere, as no other provider has that response`;
+    case 'shed': return `model ${name} is saturated and this request is sheddable (priority below 0); it was not queued`;
+    case 'displaced': return `a request of a higher priority took this request's place in the full queue for model ${name}; retry later`;
   }
 }
 

@@ -5,7 +5,7 @@
 // calls and of answers is kept.
 import type { AdmitRequest, Grant, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
@@ -56,6 +56,7 @@ export class RemoteScheduler implements SchedulerPort {
     r.value = request.estimatedTokens;
     r.session = request.sessionKey ?? 0;
     r.worker = request.api ?? 0;
+    encodeFairness(r, request);
     if (limitedKey === undefined) {
       this.out.send(r, request.directNodeId, undefined, request.alias, request.pinnedProviderId);
       return;
@@ -77,10 +78,11 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r);
   }
 
-  release(leaseId: number, reason: ReleaseReason): void {
+  release(leaseId: number, reason: ReleaseReason, usedTokens = 0): void {
     const r = this.#scratch.reset(RecordKind.release);
     r.leaseId = leaseId;
     r.code = releaseReasonCode(reason);
+    r.value = usedTokens;
     this.out.send(r);
   }
 
@@ -148,6 +150,12 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r, nodeId);
   }
 
+  queryQueuePosition(requestId: number): void {
+    const r = this.#scratch.reset(RecordKind.queuePosition);
+    r.requestId = requestId;
+    this.out.send(r);
+  }
+
   setDraining(nodeId: string, draining: boolean): void {
     const r = this.#scratch.reset(RecordKind.draining);
     r.code = draining ? 1 : 0;
@@ -173,7 +181,7 @@ export class RemoteScheduler implements SchedulerPort {
         return;
       }
       case RecordKind.reject:
-        handler?.onReject(r.requestId, rejectCodeOf(r.code), r.value);
+        handler?.onReject(r.requestId, rejectCodeOf(r.code), r.value, r.aux === 0 ? undefined : r.aux);
         return;
       case RecordKind.requeued:
         if (r.code === 0) handler?.onRequeueRefused(r.requestId);
@@ -186,6 +194,9 @@ export class RemoteScheduler implements SchedulerPort {
         return;
       case RecordKind.fence:
         this.#registrar?.onFence(this.#reader.nameOf(r.nodeId) ?? '', r.generation);
+        return;
+      case RecordKind.queuePosition:
+        handler?.onQueuePosition?.(r.requestId, r.generation, r.value < 0 ? undefined : r.value);
         return;
       default:
         throw new Error(`scheduler ring: unexpected record kind ${r.kind}`);

@@ -11,6 +11,8 @@ import {
   RecordReader,
   RecordWriter,
   SchedulerRecord,
+  decodeFairness,
+  encodeFairness,
   rejectCodeCode,
   rejectCodeOf,
   releaseReasonCode,
@@ -45,6 +47,35 @@ test('an admit carries its session key (u32) across the ring', () => {
   assert.equal(admit.session, 0xfedcba98);
 });
 
+test('an admit carries its fair-queuing priority (negative too), tenant key and weight; a release its reported tokens', () => {
+  const { writer, reader, consumer } = pair(4096);
+  const admit = new SchedulerRecord().reset(RecordKind.admit);
+  admit.requestId = 9;
+  encodeFairness(admit, { priority: -3, tenantKey: 0xfedcba98, weight: 7 });
+  assert.equal(writer.write(admit), true);
+  const plain = new SchedulerRecord().reset(RecordKind.admit);
+  plain.requestId = 10;
+  encodeFairness(plain, {});
+  assert.equal(writer.write(plain), true);
+  const release = new SchedulerRecord().reset(RecordKind.release);
+  release.leaseId = 3;
+  release.value = 1234;
+  assert.equal(writer.write(release), true);
+  const got: { priority: number; tenantKey: number; weight: number }[] = [];
+  const values: number[] = [];
+  const record = new SchedulerRecord();
+  consumer.drainInPlace((offset, length) => {
+    if (!reader.decode(offset, length, record)) return;
+    if (record.kind === RecordKind.admit) got.push(decodeFairness(record));
+    else values.push(record.value);
+  });
+  assert.deepEqual(got, [
+    { priority: -3, tenantKey: 0xfedcba98, weight: 7 },
+    { priority: 0, tenantKey: 0, weight: 1 },
+  ]);
+  assert.deepEqual(values, [1234]);
+});
+
 test('a grant crosses the ring with its names, ids up to 2^53 and fractional queuedMs intact', () => {
   const { writer, reader, consumer } = pair(4096);
   const out = new SchedulerRecord().reset(RecordKind.grant);
@@ -70,6 +101,7 @@ test('a grant crosses the ring with its names, ids up to 2^53 and fractional que
     nameId: out.nameId,
     session: 0,
     extraId: 0,
+    aux: 0,
     value: 12.375,
   });
   assert.equal(reader.nameOf(out.nodeId), 'gpu-node-1');

@@ -5,7 +5,8 @@
 import type { EdgeConfig, ProviderType } from '../../shared/config-types.js';
 import { VERSION } from '../../shared/version.js';
 import type { EventBus } from '../events/event-bus.js';
-import type { OutlierView, SchedulerStatus } from '../../contract/scheduler.js';
+import type { FairGroupStatus, OutlierView, SchedulerStatus } from '../../contract/scheduler.js';
+import { tenantKeyOf, tenantLabel } from '../../shared/tenant-key.js';
 
 export type ProviderHealth = 'ok' | 'offline' | 'not_announced' | 'disabled' | 'draining' | 'ejected' | 'half_open';
 
@@ -59,7 +60,9 @@ export interface EdgeStatus {
     readonly queueTimeoutMs: number;
     readonly oldestWaitMs: number;
     readonly rejectsPerMinute: number;
-    readonly policy: 'fifo';
+    readonly policy: 'fifo' | 'fair';
+    /** Fair queuing only: queue depth per band and tenant, and each tenant's share of dispatches. */
+    readonly fairness?: GroupFairnessView;
   }[];
   readonly workers: { readonly count: number; readonly rings: readonly { readonly name: string; readonly used: number; readonly capacity: number }[] };
   readonly events: {
@@ -125,6 +128,27 @@ export interface StatusExtras {
   rejectsPerMinute?(alias: string, rejectedTotal: number): number;
 }
 
+/** Fair queuing of one alias as status shows it: tenants by key name (`#hex` for a fairness id). */
+export interface GroupFairnessView {
+  readonly bands: readonly { readonly priority: number; readonly queued: number; readonly tenants: readonly { readonly tenant: string; readonly queued: number; readonly weight: number }[] }[];
+  readonly tenants: readonly { readonly tenant: string; readonly dispatched: number; readonly share: number }[];
+}
+
+/** Configured key names by tenant key. */
+export function tenantNamesOf(config: EdgeConfig): Map<number, string> {
+  return new Map((config.auth?.apiKeys ?? []).map((k) => [tenantKeyOf(k.name), k.name]));
+}
+
+export function fairnessView(group: FairGroupStatus, names: ReadonlyMap<number, string>): GroupFairnessView {
+  const total = group.dispatches.reduce((sum, d) => sum + d.dispatched, 0);
+  return {
+    bands: group.bands
+      .filter((b) => b.queued > 0)
+      .map((b) => ({ priority: b.priority, queued: b.queued, tenants: b.tenants.filter((t) => t.queued > 0).map((t) => ({ tenant: tenantLabel(t.tenant, names), queued: t.queued, weight: t.weight })) })),
+    tenants: group.dispatches.map((d) => ({ tenant: tenantLabel(d.tenant, names), dispatched: d.dispatched, share: total === 0 ? 0 : Math.round((d.dispatched / total) * 1000) / 1000 })),
+  };
+}
+
 /** `openRequests` and `rings` are gathered by the caller (from the workers when there are some). */
 export function buildEdgeStatus(source: StatusSource, openRequests: number, rings: EdgeStatus['workers']['rings'], extras: StatusExtras = {}): EdgeStatus {
   const now = Date.now();
@@ -134,6 +158,8 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
   const providerTypes = new Map<string, ProviderType>();
   for (const n of source.config.nodes) for (const p of n.providers) providerTypes.set(p.id, p.type);
   const bus = source.events;
+  const fairGroups = new Map((s.fairness?.groups ?? []).map((g) => [g.alias, g]));
+  const tenantNames = s.fairness === undefined ? new Map<number, string>() : tenantNamesOf(source.config);
   return {
     edge: {
       version: VERSION,
@@ -175,15 +201,19 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       type: providerTypes.get(p.id) ?? null,
       endpoints: p.endpoints,
     })),
-    groups: s.groups.map((g) => ({
-      model: g.alias,
-      queueDepth: g.queueDepth,
-      maxQueue: g.maxQueue,
-      queueTimeoutMs: g.queueTimeoutMs,
-      oldestWaitMs: Math.round(g.oldestWaitMs),
-      rejectsPerMinute: extras.rejectsPerMinute?.(g.alias, g.rejectedTotal) ?? 0,
-      policy: 'fifo',
-    })),
+    groups: s.groups.map((g) => {
+      const fair = fairGroups.get(g.alias);
+      return {
+        model: g.alias,
+        queueDepth: g.queueDepth,
+        maxQueue: g.maxQueue,
+        queueTimeoutMs: g.queueTimeoutMs,
+        oldestWaitMs: Math.round(g.oldestWaitMs),
+        rejectsPerMinute: extras.rejectsPerMinute?.(g.alias, g.rejectedTotal) ?? 0,
+        policy: s.fairness === undefined ? 'fifo' : 'fair',
+        ...(fair === undefined ? {} : { fairness: fairnessView(fair, tenantNames) }),
+      };
+    }),
     workers: { count: source.config.workers.count, rings },
     events: {
       published: bus.publishedTotal,

@@ -21,6 +21,8 @@ import {
   type Wanted,
 } from './candidates.js';
 import { DeadlineHeap } from './deadline-heap.js';
+import { FairQueue } from './fair.js';
+import { fairnessOf, type Fairness } from './fairness-config.js';
 import { checkInvariants } from './invariants.js';
 import { Registry } from './registry.js';
 import { Outliers, type Outcome, type OutlierStatus } from './outliers.js';
@@ -36,6 +38,10 @@ import type {
   ReleaseReason,
   SchedulerSink,
   SchedulerStatus,
+  FairBandStatus,
+  FairGroupStatus,
+  FairnessStatus,
+  FairTenantStatus,
 } from '../../contract/scheduler.js';
 
 /**
@@ -54,11 +60,18 @@ const STALE_RETRY_AFTER_SEC = 1;
 const NO_LEASES: readonly LeaseInfo[] = Object.freeze([]);
 
 class Rejection {
+  /** Whole seconds for Retry-After (at least 1 when not 0), from the hint in ms. */
+  readonly retryAfterSec: number;
+
   constructor(
     readonly requestId: number,
     readonly code: RejectCode,
-    readonly retryAfterSec: number,
-  ) {}
+    /** Seconds (0 = retrying does not help soon); or, from #retryAfter, a measured hint in ms. */
+    retryAfter: number,
+    readonly retryAfterMs: number = retryAfter * 1000,
+  ) {
+    this.retryAfterSec = retryAfter === 0 ? 0 : Math.max(1, Math.ceil(this.retryAfterMs / 1000));
+  }
 }
 
 export interface CapacityExcess {
@@ -97,11 +110,15 @@ export class Scheduler {
   #grantsOverCapacity = 0;
   /** Passive outlier ejection (outliers.ts); fed by lease outcomes. */
   readonly outliers: Outliers;
+  /** Fair queuing policy from config (fairness-config.ts); off = FIFO, today's behaviour. */
+  #fairness: Fairness;
 
   constructor(config: EdgeConfig, sink: SchedulerSink, outliers: Outliers = new Outliers()) {
     this.#sink = sink;
     this.outliers = outliers;
+    this.#fairness = fairnessOf(config);
     this.#registry.apply(buildCatalog(config));
+    this.#applyFairness();
   }
 
   // --- Admission ------------------------------------------------------------
@@ -133,11 +150,19 @@ export class Scheduler {
       const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, sessionKey) : undefined);
       const entry = pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
       const seq = ++this.#lastSeq;
+      const fair = group.fair;
+      const priority = fair === undefined ? 0 : (req.priority ?? 0);
       if (entry !== undefined) {
+        if (fair !== undefined) fair.charge(priority, req.tenantKey ?? 0, weightOf(req.weight), req.estimatedTokens);
         this.#grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey, req.api ?? 0, req.pinnedProviderId);
-      } else if (group.queue.length >= group.maxQueue) {
+        if (fair !== undefined) this.#tagLease(priority, req.tenantKey ?? 0, weightOf(req.weight));
+      } else if (fair !== undefined && priority < 0) {
+        // Sheddable: never waits behind anyone while the alias is saturated.
         group.rejected++;
-        this.#outbox.push(new Rejection(req.requestId, 'queue_full', retryAfterSec(group.queueTimeoutMs)));
+        this.#outbox.push(this.#refusal(req.requestId, 'shed', group, 1));
+      } else if (group.queue.length >= group.maxQueue && !this.#displaceFor(group, priority)) {
+        group.rejected++;
+        this.#outbox.push(this.#refusal(req.requestId, 'queue_full', group, 1));
       } else {
         const item = new QueueItem(
           req.requestId,
@@ -153,11 +178,60 @@ export class Scheduler {
           req.pinnedProviderId,
         );
         item.sessionKey = sessionKey;
+        if (fair !== undefined) {
+          item.priority = priority;
+          item.tenantKey = req.tenantKey ?? 0;
+          item.weight = weightOf(req.weight);
+        }
         group.queue.push(item);
         this.#track(item);
       }
     }
     this.#flush();
+  }
+
+  /**
+   * Fairness on, queue full: an arrival of a higher band takes the place of
+   * the newest request of the lowest band below it, which is refused as
+   * displaced. False when no lower band waits (the arrival is refused).
+   */
+  #displaceFor(group: GroupState, priority: number): boolean {
+    const victim = group.fair?.victimBelow(priority);
+    if (victim === undefined) return false;
+    this.#dequeue(victim);
+    group.rejected++;
+    this.#outbox.push(this.#refusal(victim.requestId, 'displaced', group, 1));
+    return true;
+  }
+
+  /**
+   * A refusal whose Retry-After is when it clears: after `dispatches` more
+   * grants of the alias at its measured rate (retry-after-ms exact, the
+   * Retry-After header in whole seconds, at least 1); the queue timeout's
+   * whole seconds while no rate is known. Between 0.1 s and the queue timeout.
+   */
+  #refusal(requestId: number, code: RejectCode, group: GroupState, dispatches: number): Rejection {
+    const eta = group.drain.etaMs(dispatches, this.#now);
+    if (eta === undefined) return new Rejection(requestId, code, retryAfterSec(group.queueTimeoutMs));
+    const ms = Math.ceil(Math.min(Math.max(eta, 100), group.queueTimeoutMs));
+    return new Rejection(requestId, code, ms / 1000, ms);
+  }
+
+  /** Queue position of a waiting request (1 = next) in its alias's policy order, and the ETA from the measured rate; undefined when not queued. */
+  queuePosition(requestId: number): { position: number; etaMs: number | undefined } | undefined {
+    const item = this.#queued.get(requestId);
+    if (item === undefined) return undefined;
+    const group = item.group;
+    const position = group.fair === undefined ? fifoPosition(item) : group.fair.position(item, this.#now, this.#fairness.agingStepPerSec);
+    return { position, etaMs: group.drain.etaMs(position, this.#now) };
+  }
+
+  /** The lease just minted carries its charge's band and tenant (usage correction, re-admission). */
+  #tagLease(priority: number, tenantKey: number, weight: number): void {
+    const lease = this.#leases.get(this.#lastLeaseId) as Lease;
+    lease.priority = priority;
+    lease.tenantKey = tenantKey;
+    lease.weight = weight;
   }
 
   /** The client went away while queued: removed, nothing reserved. False if not queued. */
@@ -218,9 +292,11 @@ export class Scheduler {
    * same way); it feeds the provider's outlier state (a provider failure, a
    * success, or neither).
    */
-  release(leaseId: number, reason: ReleaseReason, now: number): boolean {
+  release(leaseId: number, reason: ReleaseReason, now: number, usedTokens = 0): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
+    // The response said what the request cost: the tenant's charge is corrected by the difference.
+    if (lease !== undefined && usedTokens > 0) this.#registry.groups.get(lease.alias)?.fair?.correct(lease.priority, lease.tenantKey, lease.weight, usedTokens - chargeOfTokens(lease.estimatedTokens));
     if (lease === undefined) {
       // Ending a fenced lease also ends its claim to a re-admission.
       this.#fencedUnsent.delete(leaseId);
@@ -302,6 +378,8 @@ export class Scheduler {
   retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
+    // The retry keeps the band and tenant its first dispatch was charged to.
+    const tagged = lease ?? this.#fencedUnsent.get(leaseId);
     let seq: number;
     if (lease !== undefined) {
       seq = lease.seq;
@@ -323,6 +401,11 @@ export class Scheduler {
       if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
+        if (group.fair !== undefined) {
+          item.priority = tagged?.priority ?? req.priority ?? 0;
+          item.tenantKey = tagged?.tenantKey ?? req.tenantKey ?? 0;
+          item.weight = tagged?.weight ?? weightOf(req.weight);
+        }
         group.queue.insertBySeq(item);
         this.#track(item);
         requeued = true;
@@ -415,7 +498,9 @@ export class Scheduler {
    */
   setConfig(config: EdgeConfig, now: number): void {
     this.#expire(now);
+    this.#fairness = fairnessOf(config);
     this.#registry.apply(buildCatalog(config));
+    this.#applyFairness();
     this.#pump();
     this.#flush();
   }
@@ -424,7 +509,8 @@ export class Scheduler {
 
   /** `now` (the clock admit() gets) dates the oldest waiter; without it, the last time the scheduler saw. */
   status(now: number = this.#now): SchedulerStatus {
-    const status = buildStatus(this.#registry, this.#leases.size, now);
+    const fairness = this.fairnessStatus();
+    const status = fairness === undefined ? buildStatus(this.#registry, this.#leases.size, now) : { ...buildStatus(this.#registry, this.#leases.size, now), fairness };
     if (!status.providers.some((p) => this.#tracked(p.id))) return status;
     return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? { ...p, outlier: this.outlierStatus(p.id) } : p)) };
   }
@@ -482,6 +568,7 @@ export class Scheduler {
     const provider = entry.provider;
     const node = provider.node;
     if (provider.inFlight >= provider.capacity) this.#grantsOverCapacity++;
+    group.drain.dispatched(this.#now);
     provider.inFlight++;
     this.outliers.granted(provider);
     const lease = new Lease(
@@ -576,11 +663,17 @@ export class Scheduler {
       lease.pinnedProviderId,
     );
     item.sessionKey = lease.sessionKey;
+    if (group.fair !== undefined) {
+      item.priority = lease.priority;
+      item.tenantKey = lease.tenantKey;
+      item.weight = lease.weight;
+    }
     group.queue.insertBySeq(item);
     this.#track(item);
   }
 
   #track(item: QueueItem): void {
+    item.group.fair?.push(item);
     this.#queued.set(item.requestId, item);
     this.#deadlines.push(item);
     this.#waiting.add(item.group);
@@ -589,6 +682,7 @@ export class Scheduler {
   #dequeue(item: QueueItem): void {
     const group = item.group;
     group.queue.remove(item);
+    group.fair?.remove(item);
     this.#queued.delete(item.requestId);
     this.#deadlines.remove(item);
     if (group.queue.length === 0) {
@@ -612,7 +706,8 @@ export class Scheduler {
         : 'no_provider_available';
       this.#dequeue(item);
       group.rejected++;
-      this.#outbox.push(new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
+      // A timeout retried waits behind the queue that is there now; a missing provider has no rate to go by.
+      this.#outbox.push(code === 'queue_timeout' ? this.#refusal(item.requestId, code, group, group.queue.length + 1) : new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
     }
   }
 
@@ -629,7 +724,13 @@ export class Scheduler {
     active.length = 0; // in case a previous pump was cut short by a throw
     for (const group of this.#waiting) {
       if (!hasFreeProvider(group)) continue;
-      group.cursor = group.queue.head;
+      const fair = group.fair;
+      if (fair === undefined) group.cursor = group.queue.head;
+      else {
+        fair.prepare(this.#now, this.#fairness.agingStepPerSec);
+        group.cursor = fair.next();
+        group.cursorRank = fair.currentEffective();
+      }
       group.failUndirected.fill(Infinity);
       if (group.failByNode.size > 0) group.failByNode.clear();
       active.push(group);
@@ -637,24 +738,31 @@ export class Scheduler {
     const threshold = this.#registry.longThreshold;
     while (active.length > 0) {
       // Few groups wait at once; a linear scan for the oldest cursor is cheapest.
+      // By effective priority first (always 0 while fairness is off), then by admission order.
       let at = 0;
       let oldest = (active[0].cursor as QueueItem).seq;
+      let rank = active[0].cursorRank;
       for (let i = 1; i < active.length; i++) {
         const seq = (active[i].cursor as QueueItem).seq;
-        if (seq < oldest) {
+        const r = active[i].cursorRank;
+        if (r > rank || (r === rank && seq < oldest)) {
           oldest = seq;
+          rank = r;
           at = i;
         }
       }
       const group = active[at];
       const item = group.cursor as QueueItem;
-      group.cursor = item.next;
+      const fair = group.fair;
+      if (fair === undefined) group.cursor = item.next;
+      else fair.skip(item);
       const need = contextNeed(item.estimatedTokens, threshold);
       const want = this.#wantItem(item);
       if (!knownToFail(group, want, need)) {
         const entry = pickCandidate(group, want, need, item.excludeProviderId);
         if (entry !== undefined) {
           this.#dequeue(item);
+          if (fair !== undefined) fair.charge(item.priority, item.tenantKey, item.weight, item.estimatedTokens);
           this.#grant(
             group,
             entry,
@@ -668,10 +776,15 @@ export class Scheduler {
             item.api,
             item.pinnedProviderId,
           );
+          if (fair !== undefined) this.#tagLease(item.priority, item.tenantKey, item.weight);
         } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined) {
           // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs.
           rememberFailure(group, want, need);
         }
+      }
+      if (fair !== undefined) {
+        group.cursor = fair.next();
+        group.cursorRank = fair.currentEffective();
       }
       // Stop walking a group once nothing of it is free (the common case
       // after a release: one grant, then every slot is taken again).
@@ -715,6 +828,44 @@ export class Scheduler {
     return this.#affinityNode(item.group, item.sessionKey);
   }
 
+  /** Gives every group a FairQueue while fairness is on (rebuilt from its FIFO when it turns on), none while off. */
+  #applyFairness(): void {
+    const on = this.#fairness.enabled;
+    for (const group of this.#registry.groups.values()) {
+      if (on === (group.fair !== undefined)) continue;
+      group.cursorRank = 0;
+      if (!on) {
+        group.fair = undefined;
+        continue;
+      }
+      const fair = new FairQueue<QueueItem>();
+      group.fair = fair;
+      for (let item = group.queue.head; item !== null; item = item.next) fair.push(item);
+    }
+  }
+
+  /** Fairness view for status: per alias, per band and tenant, depth, vt and dispatches. */
+  fairnessStatus(): FairnessStatus | undefined {
+    if (!this.#fairness.enabled) return undefined;
+    const groups: FairGroupStatus[] = [];
+    for (const group of this.#registry.groups.values()) {
+      const fair = group.fair;
+      if (fair === undefined) continue;
+      const bands: FairBandStatus[] = [];
+      for (const band of fair.bands.values()) {
+        const tenants: FairTenantStatus[] = [];
+        for (const t of band.tenants.values()) tenants.push({ tenant: t.key, queued: t.length, virtualTime: t.vt, weight: t.weight });
+        tenants.sort((a, b) => a.tenant - b.tenant);
+        bands.push({ priority: band.priority, queued: band.length, clock: band.clock, tenants });
+      }
+      bands.sort((a, b) => b.priority - a.priority);
+      const dispatches = [...fair.dispatchedBy].map(([tenant, dispatched]) => ({ tenant, dispatched })).sort((a, b) => a.tenant - b.tenant);
+      groups.push({ alias: group.alias, bands, dispatches });
+    }
+    groups.sort((a, b) => (a.alias < b.alias ? -1 : a.alias > b.alias ? 1 : 0));
+    return { agingStepPerSec: this.#fairness.agingStepPerSec, groups };
+  }
+
   #flush(): void {
     if (this.#delivering) return; // the outer call's loop delivers these
     this.#delivering = true;
@@ -723,7 +874,7 @@ export class Scheduler {
     try {
       while (delivered < outbox.length) {
         const decision = outbox[delivered++];
-        if (decision instanceof Rejection) this.#sink.reject(decision.requestId, decision.code, decision.retryAfterSec);
+        if (decision instanceof Rejection) this.#sink.reject(decision.requestId, decision.code, decision.retryAfterSec, decision.retryAfterMs);
         else this.#sink.grant(decision);
       }
     } finally {
@@ -734,6 +885,22 @@ export class Scheduler {
     }
   }
 
+}
+
+/** 1 + the requests ahead in a FIFO queue. */
+function fifoPosition(item: QueueItem): number {
+  let n = 1;
+  for (let cur = item.prev; cur !== null; cur = cur.prev) n++;
+  return n;
+}
+
+function weightOf(weight: number | undefined): number {
+  return weight !== undefined && weight > 0 && Number.isFinite(weight) ? weight : 1;
+}
+
+/** What a tenant was charged at dispatch (fair.ts chargeOf). */
+function chargeOfTokens(tokens: number): number {
+  return tokens >= 1 ? tokens : 1;
 }
 
 /** Remembers (or refreshes) which node serves the session; the least recently granted is forgotten past the bound. */

@@ -3,6 +3,8 @@
 // configured fields are rewritten.
 import type { LeaseInfo } from '../../contract/scheduler.js';
 import { WaitQueue } from './wait-queue.js';
+import type { FairQueue } from './fair.js';
+import { DrainMeter } from './drain-meter.js';
 import type { ApiKind } from '../../shared/endpoints.js';
 
 /** A request waiting in its group's queue. Owned by exactly one WaitQueue. */
@@ -31,6 +33,15 @@ export class QueueItem {
 
   /** The request's session key (0 = none): while its node is connected it only takes candidates there. */
   sessionKey = 0;
+  // Fair queuing (fair.ts); unused while fairness is off.
+  /** Priority band (already lowered by the client if it asked). */
+  priority = 0;
+  /** Tenant: the API key's or the allowed fairness id's 32-bit key (0 = the anonymous tenant). */
+  tenantKey = 0;
+  weight = 1;
+  /** Links in its tenant's FIFO. */
+  tPrev: QueueItem | null = null;
+  tNext: QueueItem | null = null;
 }
 
 /** A configured node and its current connection, if any. */
@@ -106,6 +117,12 @@ export class GroupState {
   readonly failByNode = new Map<string, number>();
   /** Session key -> the node that last served it (least recently granted first; bounded). */
   readonly affinity = new Map<number, string>();
+  /** Bands and tenants (fair.ts) while fairness is on; undefined: the FIFO alone decides. */
+  fair: FairQueue<QueueItem> | undefined = undefined;
+  /** Pump scratch: the effective priority of the band `cursor` comes from (0 when FIFO). */
+  cursorRank = 0;
+  /** Measured dispatch rate: Retry-After of refusals, ETA of queue positions. */
+  readonly drain = new DrainMeter();
 
   constructor(readonly alias: string) {}
 }
@@ -116,6 +133,10 @@ export class Lease {
   confirmed = false;
   /** The request's session key (0 = none), kept for a re-admission. */
   sessionKey = 0;
+  /** Fair queuing: where the charge went, so the reported usage can correct it (and a re-admission keeps its band). */
+  priority = 0;
+  tenantKey = 0;
+  weight = 1;
 
   constructor(
     readonly leaseId: number,

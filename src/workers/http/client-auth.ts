@@ -5,8 +5,9 @@
 // map first leaks at most timing about the digest, which says nothing about
 // any key (sha256 is preimage-resistant), and keeps a check O(1) with many keys.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { AuthConfig } from '../../shared/config-types.js';
+import type { ApiKeyConfig, AuthConfig } from '../../shared/config-types.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+import { tenantKeyOf } from '../../shared/tenant-key.js';
 
 /** One configured key and its live count of open requests. */
 export class ApiKeyState {
@@ -16,6 +17,12 @@ export class ApiKeyState {
   models: ReadonlySet<string> | undefined;
   /** Infinity = no limit. */
   maxConcurrent: number;
+  // Fair queuing (docs/scheduling.md): the key's band, its weight in it, and whether x-edge-fairness-id is honoured.
+  priority = 0;
+  weight = 1;
+  fairnessHeader = false;
+  /** The key's own tenant (src/shared/tenant-key.ts), hashed once. */
+  readonly tenantKey: number;
 
   constructor(
     readonly name: string,
@@ -26,6 +33,7 @@ export class ApiKeyState {
     this.digest = digest;
     this.models = models === undefined ? undefined : new Set(models);
     this.maxConcurrent = maxConcurrent ?? Infinity;
+    this.tenantKey = tenantKeyOf(name);
   }
 
   mayUse(alias: string): boolean {
@@ -42,6 +50,12 @@ export class ApiKeyState {
   release(): void {
     if (this.inFlight > 0) this.inFlight--;
   }
+}
+
+function setFairness(state: ApiKeyState, key: ApiKeyConfig): void {
+  state.priority = key.priority ?? 0;
+  state.weight = key.weight ?? 1;
+  state.fairnessHeader = key.fairnessHeader ?? false;
 }
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
@@ -74,11 +88,13 @@ export class ClientAuth {
       if (state === undefined) {
         state = new ApiKeyState(key.name, digest, key.models, key.maxConcurrent);
         this.#byName.set(key.name, state);
+        setFairness(state, key);
       } else {
         // Requests in flight keep the object they counted on; update it in place.
         state.digest = digest;
         state.models = key.models === undefined ? undefined : new Set(key.models);
         state.maxConcurrent = key.maxConcurrent ?? Infinity;
+        setFairness(state, key);
       }
       byDigest.set(key.keySha256, state);
       names.add(key.name);

@@ -161,7 +161,7 @@ export class ClientServer {
     // The client left: its response already closed, so an exchange begun now would never end.
     if (reply.sent || reply.raw.destroyed || socket === null || socket.destroyed) return;
     if (this.#plane.shuttingDown) {
-      reply.header('retry-after', '1');
+      reply.header('retry-after', '1').header('retry-after-ms', '1000');
       sendError(reply, Errors.shuttingDown, undefined, route.errors);
       return;
     }
@@ -209,12 +209,14 @@ export class ClientServer {
   #keyMayStart(key: ApiKeyState | undefined, model: string, route: ApiRoute, reply: FastifyReply): boolean {
     if (key === undefined) return true;
     if (!key.mayUse(model)) {
+      // The key will not gain the model by asking again: the openai SDK then gives up at once.
+      reply.header('x-should-retry', 'false');
       sendError(reply, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(model)}`, route.errors);
       return false;
     }
     // With I/O workers the slot is taken on the main thread at admission (DataPlane.sharedKeyLimits).
     if (!this.#plane.sharedKeyLimits && !key.tryAcquire()) {
-      reply.header('retry-after', '1');
+      reply.header('retry-after', '1').header('retry-after-ms', '1000');
       sendError(reply, Errors.tooManyConcurrent, `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes`, route.errors);
       return false;
     }
@@ -234,7 +236,7 @@ export class ClientServer {
       return;
     }
     if (this.#plane.shuttingDown) {
-      reply.header('retry-after', '1');
+      reply.header('retry-after', '1').header('retry-after-ms', '1000');
       sendError(reply, Errors.shuttingDown, undefined, RESPONSES.errors);
       return;
     }

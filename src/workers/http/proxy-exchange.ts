@@ -15,6 +15,8 @@ import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
+import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
+import { queueDoneComment, queuePositionComment } from './queue-updates.js';
 import type { InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
 import { overheadAtHeadersMs } from '../observe/exchange-observer.js';
@@ -38,7 +40,8 @@ export interface ExchangeOwner {
   tunnelRefused(exchange: ProxyExchange, code: 'stale' | 'overloaded', open: number): void;
   /** The client left while queued: the admission is withdrawn. */
   cancelAdmission(exchange: ProxyExchange): void;
-  releaseLease(leaseId: number, reason: ReleaseReason): void;
+  /** `usedTokens`: prompt + completion tokens the response reported (0 = none), to correct the tenant's fair-queuing charge. */
+  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens?: number): void;
   exchangeFinished(exchange: ProxyExchange, outcome: string): void;
   /** Its first response body byte went to the client. */
   firstByte(exchange: ProxyExchange): void;
@@ -68,6 +71,12 @@ export class ProxyExchange implements TunnelConsumer {
   usage: TokenUsage | undefined;
   /** The session the client named ("" = none; the node gets "default"). */
   sessionId = '';
+  /** Fair queuing: band, tenant and weight (fairness-headers.ts). */
+  fairness: RequestFairness = ANONYMOUS_FAIRNESS;
+  /** x-edge-queue-updates: the timer asking for its queue position while it waits (queue-updates.ts). */
+  queueUpdates: NodeJS.Timeout | undefined = undefined;
+  /** A queue position comment was sent: the head is committed, the stream follows. */
+  queueReported = false;
   /** `http` or `cli`: how the node serves the granted provider. */
   adapter = 'http';
   /** Grants it got (2 after a retry elsewhere). */
@@ -310,8 +319,25 @@ export class ProxyExchange implements TunnelConsumer {
     res.write(SSE_KEEPALIVE);
   }
 
+  /** Still waiting: commits the 200 event-stream head (the first time) and writes the position comment. */
+  sendQueuePosition(position: number, etaMs: number | undefined): void {
+    const res = this.response;
+    if (res.destroyed) return;
+    if (!res.headersSent) {
+      this.#isEventStream = true;
+      res.writeHead(200, ['content-type', 'text/event-stream', 'cache-control', 'no-cache', 'x-edge-run-id', this.runId, 'x-edge-queue-updates', '1']);
+    }
+    this.queueReported = true;
+    res.write(queuePositionComment(position, etaMs));
+  }
+
+  /** Granted after position comments: the wait it had, then the stream. */
+  sendQueueDone(queuedMs: number): void {
+    if (this.queueReported && !this.response.destroyed) this.response.write(queueDoneComment(queuedMs));
+  }
+
   /** Admission refused or a failure before any tunnel was opened. */
-  reject(spec: GatewayErrorSpec, retryAfterSec: number, message?: string): void {
+  reject(spec: GatewayErrorSpec, retryAfterSec: number, message?: string, retryAfterMs?: number): void {
     if (this.state === 'done') return;
     this.state = 'done';
     this.errorMessage = message ?? spec.message;
@@ -321,7 +347,7 @@ export class ProxyExchange implements TunnelConsumer {
       this.response.end(this.route.errors.streamError(spec, message, this.responseId));
     } else {
       this.status = this.route.errors.status(spec);
-      this.#writeError(spec, message, retryAfterSec);
+      this.#writeError(spec, message, retryAfterSec, retryAfterMs);
     }
     this.plane.exchangeFinished(this, spec.code);
   }
@@ -351,7 +377,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.timeout) clearTimeout(this.timeout);
     this.timeout = undefined;
     this.plane.forget(this);
-    if (hadLease) this.plane.releaseLease(this.leaseId, reason);
+    if (hadLease) this.plane.releaseLease(this.leaseId, reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens);
     this.plane.exchangeFinished(this, reason);
   }
 
@@ -370,20 +396,26 @@ export class ProxyExchange implements TunnelConsumer {
     this.bytesOut += length;
   }
 
-  #writeError(spec: GatewayErrorSpec, message: string | undefined, retryAfterSec: number): void {
+  #writeError(spec: GatewayErrorSpec, message: string | undefined, retryAfterSec: number, retryAfterMs?: number): void {
     const res = this.response;
     if (res.headersSent || res.destroyed) {
       res.destroy();
       return;
     }
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-edge-run-id': this.runId };
-    if (retryAfterSec > 0) headers['retry-after'] = String(retryAfterSec);
-    // The SDKs retry 4xx/5xx by default; a cancelled run must stay cancelled.
-    if (spec === Errors.runCancelled) headers['x-should-retry'] = 'false';
+    if (retryAfterSec > 0) {
+      headers['retry-after'] = String(retryAfterSec);
+      headers['retry-after-ms'] = String(Math.round(retryAfterMs ?? retryAfterSec * 1000));
+    }
+    // Retrying cannot help a request its own priority had shed, nor a cancelled run (it must stay cancelled).
+    if (spec.code === 'shed' || spec === Errors.runCancelled) headers['x-should-retry'] = 'false';
     if (this.grant) {
       headers['x-edge-node'] = this.grant.nodeId;
       headers['x-edge-provider'] = this.grant.providerId;
       headers['x-edge-queue-ms'] = String(Math.round(this.grant.queuedMs));
+    } else {
+      // Refused without a grant: the time it spent waiting for one.
+      headers['x-edge-queue-ms'] = String(Math.round(Math.max(0, performance.now() - this.startedAt)));
     }
     res.writeHead(this.route.errors.status(spec), headers);
     res.end(this.route.errors.body(spec, message));

@@ -7,6 +7,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeView } from './exchange-observer.js';
 import type { SchedulerStatus } from '../../contract/scheduler.js';
+import { tenantLabel } from '../../shared/tenant-key.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
@@ -36,6 +37,8 @@ export interface MetricsSource {
   configVersion(): number;
   shuttingDown(): boolean;
   events(): { readonly subscribers: number; readonly published: number; readonly dropped: number };
+  /** Fair queuing: configured API key names by tenant key; tenants not in it are counted as `other` (bounded label set). */
+  tenantNames?(): ReadonlyMap<number, string>;
 }
 
 export class EdgeMetrics {
@@ -49,6 +52,9 @@ export class EdgeMetrics {
   readonly #overhead = new Histogram({ name: 'edge_gateway_overhead_seconds', help: 'Total latency minus queue wait minus provider time (TunnelRequest sent to END received, which includes the node hop)', labelNames: ['model'] as const, buckets: OVERHEAD_BUCKETS, registers: [this.registry] });
   readonly #tunnelBytes = new Counter({ name: 'edge_tunnel_bytes_total', help: 'Bytes relayed through tunnels: request bodies to nodes, response bodies to clients (counted when a request ends)', labelNames: ['direction'] as const, registers: [this.registry] });
   readonly #queueDepth = new Gauge({ name: 'edge_queue_depth', help: 'Requests waiting per model group', labelNames: ['model'] as const, registers: [this.registry] });
+  readonly #bandDepth = new Gauge({ name: 'edge_queue_depth_band', help: 'Fair queuing: requests waiting per model group and priority band', labelNames: ['model', 'priority'] as const, registers: [this.registry] });
+  readonly #tenantDepth = new Gauge({ name: 'edge_queue_depth_tenant', help: 'Fair queuing: requests waiting per model group and tenant (API key name; other = fairness ids)', labelNames: ['model', 'tenant'] as const, registers: [this.registry] });
+  readonly #tenantDispatches = new Gauge({ name: 'edge_tenant_dispatches', help: 'Fair queuing: grants per model group and tenant since fairness went on (their share of dispatches)', labelNames: ['model', 'tenant'] as const, registers: [this.registry] });
   readonly #maxQueue = new Gauge({ name: 'edge_queue_max', help: 'max_queue per model group', labelNames: ['model'] as const, registers: [this.registry] });
   readonly #inFlight = new Gauge({ name: 'edge_provider_in_flight', help: 'Live leases per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #capacity = new Gauge({ name: 'edge_provider_capacity', help: 'Configured capacity per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
@@ -210,6 +216,22 @@ export class EdgeMetrics {
     this.#subscribers.set(events.subscribers);
   }
 
+  #syncFairness(status: SchedulerStatus): void {
+    this.#bandDepth.reset();
+    this.#tenantDepth.reset();
+    this.#tenantDispatches.reset();
+    if (status.fairness === undefined) return;
+    const names = this.#source.tenantNames?.() ?? new Map<number, string>();
+    const label = (tenant: number): string => (tenant === 0 || names.has(tenant) ? tenantLabel(tenant, names) : 'other');
+    for (const g of status.fairness.groups) {
+      for (const band of g.bands) {
+        this.#bandDepth.set({ model: g.alias, priority: String(band.priority) }, band.queued);
+        for (const t of band.tenants) if (t.queued > 0) this.#tenantDepth.inc({ model: g.alias, tenant: label(t.tenant) }, t.queued);
+      }
+      for (const d of g.dispatches) this.#tenantDispatches.inc({ model: g.alias, tenant: label(d.tenant) }, d.dispatched);
+    }
+  }
+
   #syncGauges(): void {
     const status = this.#source.status();
     // Reset first so providers and groups that left the config disappear.
@@ -219,6 +241,7 @@ export class EdgeMetrics {
       this.#queueDepth.set({ model: g.alias }, g.queueDepth);
       this.#maxQueue.set({ model: g.alias }, g.maxQueue);
     }
+    this.#syncFairness(status);
     this.#inFlight.reset();
     this.#capacity.reset();
     this.#providerUp.reset();
