@@ -1,5 +1,5 @@
 // The hand-written tunnel codec against the generated protobuf-es code, the
-// schema's reference: for random hot messages (tunnel requests, frames, frame
+// schema's reference: for random hot messages (tunnel requests and their batches, frames, frame
 // batches, credits, cancels) it must encode byte for byte what toBinary
 // encodes, and decode to exactly what fromBinary builds; everything else
 // (other cases, unknown fields, garbage) must decode as fromBinary decodes it,
@@ -16,6 +16,7 @@ import {
   NodeMessageSchema,
   TunnelCancelSchema,
   TunnelFrameSchema,
+  TunnelRequestBatchSchema,
   TunnelRequestSchema,
   type EdgeMessage,
   type NodeMessage,
@@ -59,6 +60,7 @@ const frame = fc
 
 const edgeMessage: fc.Arbitrary<EdgeMessage> = fc.oneof(
   request.map((value) => create(EdgeMessageSchema, { msg: { case: 'tunnelRequest', value } })),
+  fc.array(request, { maxLength: 4 }).map((requests) => create(EdgeMessageSchema, { msg: { case: 'tunnelRequestBatch', value: create(TunnelRequestBatchSchema, { requests }) } })),
   fc.record({ tunnelId: uint32, bytes: uint32 }).map((c) => create(EdgeMessageSchema, { msg: { case: 'credit', value: create(FlowCreditSchema, c) } })),
   fc.record({ tunnelId: uint32, reason: text }).map((c) => create(EdgeMessageSchema, { msg: { case: 'cancel', value: create(TunnelCancelSchema, c) } })),
   fc.double({ noNaN: true }).map((unixMs) => create(EdgeMessageSchema, { msg: { case: 'heartbeat', value: { unixMs } } })),
