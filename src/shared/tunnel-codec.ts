@@ -330,6 +330,10 @@ export function encodeNodeMessage(message: NodeMessage): Buffer {
 class NotFastPath extends Error {}
 const NOT_FAST = new NotFastPath();
 
+const ASCII_MAX_LENGTH = 48;
+/** One scratch array per length (fromCharCode.apply takes the whole array): no allocation per string. */
+const ASCII_CODES: number[][] = Array.from({ length: ASCII_MAX_LENGTH + 1 }, (_, n) => new Array<number>(n).fill(0));
+
 class Reader {
   readonly buf: Buffer;
   pos: number;
@@ -364,9 +368,20 @@ class Reader {
 
   string(end: number): string {
     const stop = this.delimited(end);
-    const value = this.buf.toString('utf8', this.pos, stop);
+    const start = this.pos;
     this.pos = stop;
-    return value;
+    const buf = this.buf;
+    // Header names and values, ids, paths: short ASCII, cheaper built in JS than with a call into C++ each.
+    if (stop - start <= ASCII_MAX_LENGTH) {
+      const codes = ASCII_CODES[stop - start];
+      for (let i = start; i < stop; i++) {
+        const byte = buf[i];
+        if (byte > 0x7f) return buf.toString('utf8', start, stop);
+        codes[i - start] = byte;
+      }
+      return String.fromCharCode.apply(String, codes);
+    }
+    return buf.toString('utf8', start, stop);
   }
 
   bytes(end: number): Uint8Array {
