@@ -15,6 +15,7 @@ import type { AgentConfig } from './config.js';
 import { EdgeConnection, type ConnectionOwner } from './edge-connection.js';
 import { Upstreams } from './upstreams.js';
 import type { Command } from '../gen/edge/v1/tunnel_pb.js';
+import { REQUEST_BATCH_CAPABILITY } from '../shared/request-batch.js';
 import { COMMANDS_CAPABILITY } from '../shared/node-commands.js';
 import { runAgentCommand, type AgentCommandAnswer, type CliProviderHook, type CommandContext } from './commands.js';
 
@@ -161,7 +162,10 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   }
 
   capabilities(): string[] {
-    return this.#options.commandMode === 'legacy' ? [] : [COMMANDS_CAPABILITY];
+    const capabilities = this.#options.commandMode === 'legacy' ? [] : [COMMANDS_CAPABILITY];
+    // tunnels.batch_frames: false turns batching off in both directions (one gRPC message per frame and per request).
+    if (this.#config.tunnels.batchFrames) capabilities.push(REQUEST_BATCH_CAPABILITY);
+    return capabilities;
   }
 
   onCommand(_connection: EdgeConnection, command: Command): Promise<AgentCommandAnswer> | undefined {

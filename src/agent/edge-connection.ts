@@ -255,6 +255,12 @@ export class EdgeConnection implements FrameSink {
       case 'tunnelRequest':
         this.#startTunnel(msg.value);
         break;
+      case 'tunnelRequestBatch': {
+        // One turn's requests of the edge, in order: each as if it came alone (a cancel could not have overtaken them).
+        const requests = msg.value.requests;
+        for (let i = 0; i < requests.length && !this.#closed; i++) this.#startTunnel(requests[i]);
+        break;
+      }
       case 'cancel':
         this.#tunnels.get(msg.value.tunnelId)?.cancel(msg.value.reason);
         break;

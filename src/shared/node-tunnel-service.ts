@@ -1,32 +1,9 @@
-// grpc-js service definition for edge.v1.NodeTunnel, with protobuf-es codecs.
-// Shared by the edge (server) and the node agent (client) so both sides
-// encode exactly the same way.
-import { fromBinary, toBinary } from '@bufbuild/protobuf';
+// grpc-js service definition for edge.v1.NodeTunnel. Shared by the edge
+// (server) and the node agent (client) so both sides encode exactly the same
+// way: the hot messages through the hand-written codec (tunnel-codec.ts), the
+// rest through the generated protobuf-es code.
 import type { ServiceDefinition } from '@grpc/grpc-js';
-import {
-  EdgeMessageSchema,
-  NodeMessageSchema,
-  type EdgeMessage,
-  type NodeMessage,
-} from '../gen/edge/v1/tunnel_pb.js';
-
-function encodeNodeMessage(message: NodeMessage): Buffer {
-  const bytes = toBinary(NodeMessageSchema, message);
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
-
-function decodeNodeMessage(bytes: Buffer): NodeMessage {
-  return fromBinary(NodeMessageSchema, bytes);
-}
-
-function encodeEdgeMessage(message: EdgeMessage): Buffer {
-  const bytes = toBinary(EdgeMessageSchema, message);
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
-
-function decodeEdgeMessage(bytes: Buffer): EdgeMessage {
-  return fromBinary(EdgeMessageSchema, bytes);
-}
+import { decodeEdgeMessage, decodeNodeMessage, encodeEdgeMessage, encodeNodeMessage } from './tunnel-codec.js';
 
 export const CONNECT_PATH = '/edge.v1.NodeTunnel/Connect';
 

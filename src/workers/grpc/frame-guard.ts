@@ -41,6 +41,8 @@ export class ProtocolStats {
   nodesFenced = 0;
   /** FrameBatch messages received (not a violation: how much batching the nodes achieve). */
   frameBatches = 0;
+  /** TunnelRequestBatch messages sent (how many turns dispatched several requests to one node at once). */
+  requestBatches = 0;
 
   snapshot(): Record<string, number> {
     return { ...(this as unknown as Record<string, number>) };

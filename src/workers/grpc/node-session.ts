@@ -18,6 +18,8 @@ import {
 } from '../../gen/edge/v1/tunnel_pb.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messages.js';
+import { RequestBatcher } from './request-batcher.js';
+import { REQUEST_BATCH_CAPABILITY } from '../../shared/request-batch.js';
 import type { TunnelHost, TunnelRequestFields } from '../tunnel/tunnel-host.js';
 import { admitFrame, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
 import { CommandWaiters } from './command-waiters.js';
@@ -101,6 +103,8 @@ export class NodeSession implements TunnelHost {
    * that still heartbeats at the interval it was given. */
   #toldTimeoutMs = 0;
   readonly #commands = new CommandWaiters(() => this.nodeId);
+  /** Set at Register for an agent that takes batched TunnelRequests; every other write flushes it first. */
+  #requestBatcher: RequestBatcher | undefined;
 
   readonly #call: NodeCall;
   readonly #host: SessionHost;
@@ -138,8 +142,15 @@ export class NodeSession implements TunnelHost {
       this.#nextTunnelId = 1;
       this.#idsWrapped = true;
     }
+    const message = tunnelRequestMessage(tunnelId, fields);
+    if (this.#requestBatcher !== undefined && message.msg.case === 'tunnelRequest') {
+      // Tracked at once; a write failing at the end of the turn closes the session, which fails it as node_disconnected.
+      this.#requestBatcher.add(message.msg.value);
+      this.#tunnels.set(tunnelId, new OpenTunnel(consumer));
+      return tunnelId;
+    }
     // Written before it is tracked: a write that throws leaves no tunnel behind.
-    this.#call.write(tunnelRequestMessage(tunnelId, fields));
+    this.#call.write(message);
     this.#tunnels.set(tunnelId, new OpenTunnel(consumer));
     return tunnelId;
   }
@@ -166,13 +177,18 @@ export class NodeSession implements TunnelHost {
     if (!this.capabilities.includes(COMMANDS_CAPABILITY)) {
       return Promise.resolve({ node: this.nodeId, kind, status: 'unsupported', message: `the agent (version ${this.agentVersion || 'unknown'}) predates node commands; upgrade it to use them` });
     }
-    return this.#commands.send(kind, args, deadlineMs, (message) => this.#call.write(message));
+    return this.#commands.send(kind, args, deadlineMs, (message) => {
+      this.#requestBatcher?.flush();
+      this.#call.write(message);
+    });
   }
 
   /** Stops a tunnel from the edge side: no more frames reach its consumer; the node aborts upstream. */
   cancelTunnel(tunnelId: number, reason: string): void {
     if (!this.#tunnels.delete(tunnelId) || this.#state !== 'active') return;
     this.#cancelledIds.add(tunnelId);
+    // The request it cancels goes first.
+    this.#requestBatcher?.flush();
     this.#call.write(cancelMessage(tunnelId, reason));
   }
 
@@ -181,6 +197,7 @@ export class NodeSession implements TunnelHost {
     if (this.#state === 'closed') return;
     const wasActive = this.#state === 'active';
     this.#state = 'closed';
+    this.#requestBatcher?.discard();
     if (this.#heartbeatTimer) clearTimeout(this.#heartbeatTimer);
     this.#heartbeatTimer = undefined;
     const open = [...this.#tunnels.values()];
@@ -224,8 +241,20 @@ export class NodeSession implements TunnelHost {
     this.#send(create(EdgeMessageSchema, { msg: { case: 'heartbeat', value: { unixMs: Date.now() } } }));
   }
 
+  /** The batcher's end-of-turn write: a failure closes the session (its tunnels, the batched ones included, fail with it). */
+  #writeBatch(message: EdgeMessage): void {
+    if (this.#state === 'closed') return;
+    if (message.msg.case === 'tunnelRequestBatch') this.#host.protocolStats.requestBatches++;
+    try {
+      this.#call.write(message);
+    } catch (err) {
+      this.close(`write failed: ${(err as Error).message}`);
+    }
+  }
+
   #send(message: EdgeMessage): void {
     try {
+      this.#requestBatcher?.flush();
       this.#call.write(message);
     } catch (err) {
       this.close(`write failed: ${(err as Error).message}`);
@@ -270,6 +299,7 @@ export class NodeSession implements TunnelHost {
     this.nodeId = register.nodeId;
     this.agentVersion = register.agentVersion;
     this.capabilities = register.capabilities;
+    if (register.capabilities.includes(REQUEST_BATCH_CAPABILITY)) this.#requestBatcher = new RequestBatcher((message) => this.#writeBatch(message));
     this.lane = register.lane;
     this.joinGeneration = register.joinGeneration;
     const rejection = this.#host.register(this, register);

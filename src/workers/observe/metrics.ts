@@ -1,11 +1,12 @@
 // Prometheus metrics (prom-client), on a registry of the edge's own so two
 // edges in one process (tests) never mix. Per-request work is O(1): the
 // counters are plain numbers kept here and handed to prom-client at scrape
-// time; the histograms' label children are cached per model (prom-client's
-// labels() lookup is slow). Gauges that describe state (queues, in-flight,
+// time; the per-request histograms are HotHistograms (hot-histogram.ts), whose
+// per-model children are cached here. Gauges that describe state (queues, in-flight,
 // capacity, nodes) are read from the scheduler's status once per scrape.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeView } from './exchange-observer.js';
+import { HotHistogram, type HotSeries } from './hot-histogram.js';
 import type { SchedulerStatus } from '../../contract/scheduler.js';
 import { tenantLabel } from '../../shared/tenant-key.js';
 
@@ -15,10 +16,10 @@ const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0
 export const CLIENT_CLOSED_STATUS = 499;
 
 interface ModelHistograms {
-  readonly total: Histogram.Internal<'model'>;
-  readonly ttfb: Histogram.Internal<'model'>;
-  readonly queue: Histogram.Internal<'model'>;
-  readonly overhead: Histogram.Internal<'model'>;
+  readonly total: HotSeries;
+  readonly ttfb: HotSeries;
+  readonly queue: HotSeries;
+  readonly overhead: HotSeries;
 }
 
 /** One (model, provider, status) request count; reported to prom-client as deltas at scrape. */
@@ -46,10 +47,10 @@ export class EdgeMetrics {
   readonly #requests = new Counter({ name: 'edge_requests_total', help: 'Proxied requests by model alias, provider and HTTP status (499: the client left first)', labelNames: ['model', 'provider', 'status'] as const, registers: [this.registry] });
   readonly #retries = new Counter({ name: 'edge_retries_total', help: 'Requests that failed before their first byte on one provider and were re-queued once for another, by reason and the provider that failed', labelNames: ['reason', 'provider'] as const, registers: [this.registry] });
   readonly #rejects = new Counter({ name: 'edge_rejects_total', help: 'Requests refused without reaching a provider, by reason (queue_full, queue_timeout, no_provider_available, model_not_found, node_not_found, shutting_down)', labelNames: ['reason'] as const, registers: [this.registry] });
-  readonly #total = new Histogram({ name: 'edge_request_duration_seconds', help: 'Total latency: request in the edge to the last byte relayed', labelNames: ['model'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  readonly #ttfb = new Histogram({ name: 'edge_time_to_first_byte_seconds', help: 'Request in the edge to the first response body byte written to the client', labelNames: ['model'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  readonly #queue = new Histogram({ name: 'edge_queue_wait_seconds', help: 'Time queued for a provider slot', labelNames: ['model'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  readonly #overhead = new Histogram({ name: 'edge_gateway_overhead_seconds', help: 'Total latency minus queue wait minus provider time (TunnelRequest sent to END received, which includes the node hop)', labelNames: ['model'] as const, buckets: OVERHEAD_BUCKETS, registers: [this.registry] });
+  readonly #total = new HotHistogram({ name: 'edge_request_duration_seconds', help: 'Total latency: request in the edge to the last byte relayed', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
+  readonly #ttfb = new HotHistogram({ name: 'edge_time_to_first_byte_seconds', help: 'Request in the edge to the first response body byte written to the client', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
+  readonly #queue = new HotHistogram({ name: 'edge_queue_wait_seconds', help: 'Time queued for a provider slot', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
+  readonly #overhead = new HotHistogram({ name: 'edge_gateway_overhead_seconds', help: 'Total latency minus queue wait minus provider time (TunnelRequest sent to END received, which includes the node hop)', labelName: 'model', buckets: OVERHEAD_BUCKETS, registry: this.registry });
   readonly #tunnelBytes = new Counter({ name: 'edge_tunnel_bytes_total', help: 'Bytes relayed through tunnels: request bodies to nodes, response bodies to clients (counted when a request ends)', labelNames: ['direction'] as const, registers: [this.registry] });
   readonly #queueDepth = new Gauge({ name: 'edge_queue_depth', help: 'Requests waiting per model group', labelNames: ['model'] as const, registers: [this.registry] });
   readonly #bandDepth = new Gauge({ name: 'edge_queue_depth_band', help: 'Fair queuing: requests waiting per model group and priority band', labelNames: ['model', 'priority'] as const, registers: [this.registry] });

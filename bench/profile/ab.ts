@@ -1,0 +1,102 @@
+// Interleaved A/B of the 2-hop closed loop: two builds of the gateway (a base
+// checkout's dist and this one's), measured in alternating rounds against one
+// mock, so the noise of a shared machine (other processes taking the cores
+// for a while) falls on both alike. Prints req/s and CPU µs per request of
+// the edge and the agent per round and their medians. It complements the
+// one-shot `npm run bench:quick` figures quoted in each lever's commit.
+//
+//   node dist/bench/profile/ab.js --base /tmp/base/dist [--rounds 5] [--seconds 3] [--workers 0]
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chatBody } from '../harness/bodies.js';
+import { postOk } from '../harness/http-probe.js';
+import { answers } from '../harness/http-probe.js';
+import { DIST, NODE } from '../harness/paths.js';
+import { freePort } from '../harness/ports.js';
+import { CLK_TCK, processTicks } from '../harness/proc-stats.js';
+import { Supervisor } from '../harness/processes.js';
+import { closedLoop } from '../load/autocannon-load.js';
+import { startMock } from '../targets/mock.js';
+import { agentConfigObject, edgeConfigObject, EDGE_MODEL } from '../targets/edge.js';
+
+function arg(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
+}
+
+const baseDist = arg('base', '');
+if (baseDist === '') throw new Error('--base DIST is required');
+const rounds = Number(arg('rounds', '5'));
+const seconds = Number(arg('seconds', '3'));
+const workers = Number(arg('workers', '0'));
+const workDir = mkdtempSync(join(tmpdir(), 'edge-ab-'));
+const supervisor = new Supervisor(workDir);
+process.once('exit', () => supervisor.killAllNow());
+
+interface Row {
+  readonly rps: number;
+  readonly edgeUs: number;
+  readonly agentUs: number;
+}
+
+async function measure(variant: string, dist: string, mockOrigin: string): Promise<Row> {
+  const [httpPort, grpcPort] = [await freePort(), await freePort()];
+  const edgeFile = join(workDir, `${variant}-edge.yaml`);
+  writeFileSync(edgeFile, JSON.stringify(edgeConfigObject(workers, httpPort, grpcPort, undefined)));
+  const edge = supervisor.spawn(`${variant}-edge`, NODE, [join(dist, 'src/edge/cli.js'), '--config', edgeFile]);
+  const origin = `http://127.0.0.1:${httpPort}`;
+  await supervisor.waitReady(edge, () => answers(`${origin}/healthz`));
+  const agentFile = join(workDir, `${variant}-agent.yaml`);
+  writeFileSync(agentFile, JSON.stringify(agentConfigObject(grpcPort, mockOrigin, Math.max(1, workers))));
+  const agent = supervisor.spawn(`${variant}-agent`, NODE, [join(dist, 'src/agent/cli.js'), '--config', agentFile]);
+  const body = chatBody(EDGE_MODEL, 2048);
+  const url = `${origin}/v1/chat/completions`;
+  await supervisor.waitReady(agent, () => postOk(url, {}, body));
+  await closedLoop({ url, headers: {}, body, connections: 10, durationS: 1 });
+  const [e0, a0] = [processTicks(edge.pid), processTicks(agent.pid)];
+  const result = await closedLoop({ url, headers: {}, body, connections: 10, durationS: seconds });
+  const [e1, a1] = [processTicks(edge.pid), processTicks(agent.pid)];
+  await agent.stop();
+  await edge.stop();
+  const perRequest = (ticks: number): number => (ticks / CLK_TCK / result.requests) * 1e6;
+  if (result.errors + result.non2xx > 0) console.log(`  ${variant}: ${result.errors} errors, ${result.non2xx} non-2xx`);
+  return { rps: result.requests / result.wallS, edgeUs: perRequest(e1 - e0), agentUs: perRequest(a1 - a0) };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+async function main(): Promise<void> {
+  const mock = await startMock(supervisor);
+  const variants = [
+    { name: 'base', dist: baseDist },
+    { name: 'this', dist: DIST },
+  ];
+  const rows = new Map<string, Row[]>(variants.map((v) => [v.name, []]));
+  for (let round = 1; round <= rounds; round++) {
+    // Alternate which goes first, so neither always follows the other.
+    const order = round % 2 === 1 ? variants : [...variants].reverse();
+    for (const v of order) {
+      const row = await measure(v.name, v.dist, mock.origin);
+      rows.get(v.name)!.push(row);
+      console.log(`round ${round} ${v.name.padEnd(4)}: ${row.rps.toFixed(0)} req/s, edge ${row.edgeUs.toFixed(0)} µs/req, agent ${row.agentUs.toFixed(0)} µs/req`);
+    }
+  }
+  for (const v of variants) {
+    const r = rows.get(v.name)!;
+    const edge = median(r.map((x) => x.edgeUs));
+    const agent = median(r.map((x) => x.agentUs));
+    console.log(`median ${v.name.padEnd(4)} (${rounds} rounds of ${seconds} s, w=${workers}): ${median(r.map((x) => x.rps)).toFixed(0)} req/s, edge ${edge.toFixed(0)} + agent ${agent.toFixed(0)} = ${(edge + agent).toFixed(0)} µs CPU/req`);
+  }
+  await supervisor.stopAll();
+}
+
+main().catch(async (err: unknown) => {
+  console.error(err);
+  await supervisor.stopAll();
+  process.exitCode = 1;
+});
