@@ -174,6 +174,35 @@ describe('A2A: model agent', () => {
     assert.equal(textOf(done), completionText(SERVED, TOKENS));
   });
 
+  test('a conversation: each message of a context carries the earlier turns to the provider, another context does not', async () => {
+    // A fresh connection per message: with workers the turns run on different workers than the context's history.
+    const fresh = await freshConnectionClient(`${stack.edge.url}/a2a/writer/`);
+    const contextId = `conversation-${randomUUID()}`;
+    const answer = completionText(SERVED, TOKENS);
+    const sentMessages = (prompt: string): { role: string; content: string }[] => {
+      const record = stack.mock.requestLog.findLast((r) => r.body !== undefined && r.body.toString('utf8').includes(prompt));
+      assert.ok(record?.body !== undefined, `the provider got a request with ${prompt}`);
+      return (JSON.parse(record.body.toString('utf8')) as { messages: { role: string; content: string }[] }).messages;
+    };
+    const first = asTask(await fresh.sendMessage(request('turn one: my name is Ada', contextId)));
+    assert.equal(first.status?.state, COMPLETED);
+    assert.deepEqual(sentMessages('turn one'), [{ role: 'user', content: 'turn one: my name is Ada' }]);
+    const second = asTask(await fresh.sendMessage(request('turn two: what is my name?', contextId)));
+    assert.equal(second.status?.state, COMPLETED);
+    assert.equal(second.contextId, contextId);
+    assert.deepEqual(sentMessages('turn two'), [
+      { role: 'user', content: 'turn one: my name is Ada' },
+      { role: 'assistant', content: answer },
+      { role: 'user', content: 'turn two: what is my name?' },
+    ]);
+    // Streaming joins the same conversation.
+    for await (const event of fresh.sendMessageStream(request('turn three', contextId))) void event;
+    assert.deepEqual(sentMessages('turn three').map((m) => m.content), ['turn one: my name is Ada', answer, 'turn two: what is my name?', answer, 'turn three']);
+    // Another context (and a message without one) starts empty.
+    await fresh.sendMessage(request('elsewhere', `other-${randomUUID()}`));
+    assert.deepEqual(sentMessages('elsewhere'), [{ role: 'user', content: 'elsewhere' }]);
+  });
+
   test('an unknown task id is the task-not-found error (-32001)', async () => {
     for (const id of ['no-such-task', 'a2a-m-00000000-0000-0000-0000-000000000000', 'a2a-w1-00000000-0000-0000-0000-000000000000']) {
       await assert.rejects(client.getTask({ tenant: '', id, historyLength: undefined }), (err: Error & { envelopeCode?: number }) => err.name === 'TaskNotFoundError' && err.envelopeCode === -32001);
