@@ -41,6 +41,7 @@ export class A2ASurface {
   readonly #https: boolean;
   readonly #store: TaskStore;
   readonly #history: ContextHistory;
+  readonly #workerCount: number;
   readonly handler: EdgeA2AHandler;
   readonly #keyOf: (request: FastifyRequest) => ApiKeyState | undefined;
   #transports: Promise<Transports> | undefined;
@@ -52,7 +53,8 @@ export class A2ASurface {
     this.#store = new TaskStore(workerIndex, config.a2a?.maxTasks ?? 10_000);
     this.#history = new ContextHistory(historyLimits(config));
     this.handler = new EdgeA2AHandler(plane, this.#store, workerIndex, config.a2a?.taskTtlMs ?? 3_600_000, this.#history);
-    this.handler.setTopology(config.workers.count, cliAliases(config));
+    this.#workerCount = config.workers.count;
+    this.handler.setTopology(this.#workerCount, cliAliases(config));
   }
 
   setConfig(config: EdgeConfig): void {
@@ -62,7 +64,8 @@ export class A2ASurface {
       this.handler.setTtl(config.a2a.taskTtlMs);
       this.#history.setLimits(historyLimits(config));
     }
-    this.handler.setTopology(config.workers.count, cliAliases(config));
+    // The contexts' homes follow the pool's size when this data path started, not a refreshed config's.
+    this.handler.setTopology(this.#workerCount, cliAliases(config));
   }
 
   /** Task records held here (tests, status). */
