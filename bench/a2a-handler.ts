@@ -15,6 +15,7 @@ import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore, JsonRpcTransportH
 import type { DataPlane } from '../src/workers/data-plane.js';
 import { CALL_STATE, EdgeA2AHandler, type A2ACall } from '../src/workers/a2a/edge-a2a-handler.js';
 import { TaskStore } from '../src/workers/a2a/task-store.js';
+import { ContextHistory } from '../src/workers/a2a/context-history.js';
 import type { RunSink } from '../src/workers/a2a/run-sink.js';
 
 const CHUNKS = 12;
@@ -86,7 +87,7 @@ async function drain(result: unknown): Promise<void> {
 async function main(): Promise<void> {
   const card = { name: 'bench', description: '', supportedInterfaces: [], provider: undefined, version: '1', documentationUrl: undefined, capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false }, securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'], skills: [], signatures: [], iconUrl: undefined };
   const sdk = new JsonRpcTransportHandler(new DefaultRequestHandler(card, new InMemoryTaskStore(), new ChunkExecutor()));
-  const edgeHandler = new EdgeA2AHandler(fakePlane, new TaskStore(-1, 100_000), -1, 60_000);
+  const edgeHandler = new EdgeA2AHandler(fakePlane, new TaskStore(-1, 100_000), -1, 60_000, new ContextHistory({ maxTurns: 20, maxBytes: 262_144, maxContexts: 100_000, ttlMs: 60_000 }));
   const edge = new JsonRpcTransportHandler(edgeHandler);
 
   await measure('sdk-default SendMessage', () => sdk.handle(body('SendMessage', sendParams()), new ServerCallContext()));

@@ -108,8 +108,10 @@ export interface A2ARelayMessage {
   readonly to: number;
   readonly from: number;
   readonly call: number;
-  readonly op: 'get' | 'cancel' | 'subscribe' | 'unsubscribe' | 'reply' | 'event' | 'end';
+  readonly op: 'get' | 'cancel' | 'subscribe' | 'unsubscribe' | 'reply' | 'event' | 'end' | 'history' | 'remember';
   readonly taskId?: string;
+  /** history / remember: the conversation's key (API key, agent, contextId) on the context's home worker. */
+  readonly context?: string;
   /** The asking client's API key name (auth on): a task is only shown to the key that made it. */
   readonly keyName?: string;
   readonly historyLength?: number;

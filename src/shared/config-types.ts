@@ -140,6 +140,10 @@ export interface A2AConfig {
   readonly taskTtlMs: number;
   /** Task records kept per data path (each I/O worker); the oldest finished go first. */
   readonly maxTasks: number;
+  /** A model agent's context keeps this many finished turns (user message + answer) as chat history; 0 = none. */
+  readonly historyMaxTurns: number;
+  /** ...and at most this many bytes of their text; the oldest turns go first. */
+  readonly historyMaxBytes: number;
   /** Base URL the cards advertise (behind a proxy); undefined = taken from the request's Host. */
   readonly publicUrl: string | undefined;
 }

@@ -12,7 +12,8 @@ import type { PlaneInspection, SessionInfo } from '../contract/io-protocol.js';
 import type { SchedulerPort } from '../contract/scheduler-port.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
 import type { EdgeConfig } from '../shared/config-types.js';
-import { errorBody, Errors } from '../shared/errors.js';
+import { Errors } from '../shared/errors.js';
+import { errorFormatForPath } from './http/api-routes.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
 import { DataPlane } from './data-plane.js';
 import { drainListener } from './drain.js';
@@ -198,13 +199,14 @@ export class LocalPlane implements DataPath, EventSink {
   }
 
   /** fastify onRequest hook on the client listener; one bound function for every request. */
-  readonly refuseWhileDraining = (_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+  readonly refuseWhileDraining = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     if (!this.plane.shuttingDown) {
       done();
       return;
     }
     this.plane.refused('shutting_down');
-    reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorBody(Errors.shuttingDown));
+    // In the format of the route asked (an A2A endpoint gets a JSON-RPC error the SDK client raises).
+    reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorFormatForPath(request.url).body(Errors.shuttingDown));
   };
 
   close(): Promise<void> {

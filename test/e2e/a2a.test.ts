@@ -9,6 +9,7 @@
 // worker other than the task's and is relayed through the pool.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Client, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
@@ -172,6 +173,35 @@ describe('A2A: model agent', () => {
     assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, COMPLETED);
     const done = await client.getTask({ tenant: '', id: started.id, historyLength: undefined });
     assert.equal(textOf(done), completionText(SERVED, TOKENS));
+  });
+
+  test('a conversation: each message of a context carries the earlier turns to the provider, another context does not', async () => {
+    // A fresh connection per message: with workers the turns run on different workers than the context's history.
+    const fresh = await freshConnectionClient(`${stack.edge.url}/a2a/writer/`);
+    const contextId = `conversation-${randomUUID()}`;
+    const answer = completionText(SERVED, TOKENS);
+    const sentMessages = (prompt: string): { role: string; content: string }[] => {
+      const record = stack.mock.requestLog.findLast((r) => r.body !== undefined && r.body.toString('utf8').includes(prompt));
+      assert.ok(record?.body !== undefined, `the provider got a request with ${prompt}`);
+      return (JSON.parse(record.body.toString('utf8')) as { messages: { role: string; content: string }[] }).messages;
+    };
+    const first = asTask(await fresh.sendMessage(request('turn one: my name is Ada', contextId)));
+    assert.equal(first.status?.state, COMPLETED);
+    assert.deepEqual(sentMessages('turn one'), [{ role: 'user', content: 'turn one: my name is Ada' }]);
+    const second = asTask(await fresh.sendMessage(request('turn two: what is my name?', contextId)));
+    assert.equal(second.status?.state, COMPLETED);
+    assert.equal(second.contextId, contextId);
+    assert.deepEqual(sentMessages('turn two'), [
+      { role: 'user', content: 'turn one: my name is Ada' },
+      { role: 'assistant', content: answer },
+      { role: 'user', content: 'turn two: what is my name?' },
+    ]);
+    // Streaming joins the same conversation.
+    for await (const event of fresh.sendMessageStream(request('turn three', contextId))) void event;
+    assert.deepEqual(sentMessages('turn three').map((m) => m.content), ['turn one: my name is Ada', answer, 'turn two: what is my name?', answer, 'turn three']);
+    // Another context (and a message without one) starts empty.
+    await fresh.sendMessage(request('elsewhere', `other-${randomUUID()}`));
+    assert.deepEqual(sentMessages('elsewhere'), [{ role: 'user', content: 'elsewhere' }]);
   });
 
   test('an unknown task id is the task-not-found error (-32001)', async () => {
@@ -369,5 +399,63 @@ describe('A2A: admission', () => {
     for await (const event of client.resubscribeTask({ tenant: '', id: running.id })) stream.push(event);
     const last = stream.at(-1)?.payload;
     assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, COMPLETED);
+  });
+});
+
+/**
+ * A fetch for the SDK over one socket opened (request line sent) before the
+ * edge began to drain: a drain closes the listener and idle connections, so
+ * only a request already begun on a connection reaches the edge to be refused.
+ */
+async function preopenedFetch(url: string): Promise<(input: string | URL | Request, init?: RequestInit) => Promise<Response>> {
+  const target = new URL(url);
+  const socket: Socket = connect(Number(target.port), target.hostname);
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  socket.write(`POST ${target.pathname} HTTP/1.1\r\nhost: ${target.host}\r\n`);
+  return async (_input, init) => {
+    const body = Buffer.from(String(init?.body ?? ''));
+    const headers = [...new Headers(init?.headers).entries()].map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write(`${headers}content-length: ${body.length}\r\n\r\n`);
+    socket.write(body);
+    await ended;
+    const raw = Buffer.concat(chunks).toString('utf8');
+    const split = raw.indexOf('\r\n\r\n');
+    const [statusLine = '', ...lines] = raw.slice(0, split).split('\r\n');
+    const responseHeaders = new Headers(lines.map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trim()] as [string, string]));
+    return new Response(raw.slice(split + 4), { status: Number(statusLine.split(' ')[1]), headers: responseHeaders });
+  };
+}
+
+describe('A2A: drain', () => {
+  test('a message that reaches a draining edge gets a JSON-RPC error (503, shutting_down) the SDK raises', async () => {
+    const stack = await startStack({
+      mock: { tokens: 60, intervalMs: 40 },
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
+      },
+    });
+    try {
+      const url = `${stack.edge.url}/a2a/writer/`;
+      const card = await (await clientFor(url)).getAgentCard();
+      // A running task keeps the drain waiting (and the connection below open).
+      const running = (await clientFor(url)).sendMessageStream(request('keep the drain busy'));
+      for await (const event of running) if (event.payload?.$case === 'artifactUpdate') break;
+      const fetchImpl = await preopenedFetch(`${stack.edge.url}/a2a/writer`);
+      const late = await new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl })] })).createFromAgentCard(card);
+      const report = stack.edge.shutdown(5_000);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await assert.rejects(late.sendMessage(request('too late')), (err: Error & { envelopeCode?: number }) => {
+        assert.match(err.message, /shutting_down/);
+        assert.equal(err.envelopeCode, -32603);
+        return true;
+      });
+      assert.equal((await report).drained, true, 'the running task finished within the grace');
+    } finally {
+      await stack.agent?.stop();
+      await stack.mock.close();
+    }
   });
 });

@@ -70,6 +70,7 @@ test('a2a: agents get card defaults; a missing alias, a bad id, duplicates and b
   });
   assert.equal(parsed.a2a?.taskTtlMs, 3_600_000);
   assert.equal(parsed.a2a?.maxTasks, 10_000);
+  assert.deepEqual([parsed.a2a?.historyMaxTurns, parsed.a2a?.historyMaxBytes], [20, 262_144]);
   assert.deepEqual(parseEdgeConfig(base, 'test.yaml').a2a?.agents, []);
   const text = problemsOf({
     ...base,

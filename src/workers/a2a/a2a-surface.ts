@@ -15,6 +15,7 @@ import type { ApiKeyState } from '../http/client-auth.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import { agentCard, AGENT_PREFIX, CARD_PATH, edgeCard } from './agent-card.js';
 import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
+import { ContextHistory, type HistoryLimits } from './context-history.js';
 import { TaskStore } from './task-store.js';
 
 type ServerSdk = typeof import('@a2a-js/sdk/server');
@@ -39,6 +40,8 @@ export class A2ASurface {
   #config: EdgeConfig;
   readonly #https: boolean;
   readonly #store: TaskStore;
+  readonly #history: ContextHistory;
+  readonly #workerCount: number;
   readonly handler: EdgeA2AHandler;
   readonly #keyOf: (request: FastifyRequest) => ApiKeyState | undefined;
   #transports: Promise<Transports> | undefined;
@@ -48,7 +51,10 @@ export class A2ASurface {
     this.#https = https;
     this.#keyOf = keyOf;
     this.#store = new TaskStore(workerIndex, config.a2a?.maxTasks ?? 10_000);
-    this.handler = new EdgeA2AHandler(plane, this.#store, workerIndex, config.a2a?.taskTtlMs ?? 3_600_000);
+    this.#history = new ContextHistory(historyLimits(config));
+    this.handler = new EdgeA2AHandler(plane, this.#store, workerIndex, config.a2a?.taskTtlMs ?? 3_600_000, this.#history);
+    this.#workerCount = config.workers.count;
+    this.handler.setTopology(this.#workerCount, cliAliases(config));
   }
 
   setConfig(config: EdgeConfig): void {
@@ -56,7 +62,10 @@ export class A2ASurface {
     if (config.a2a !== undefined) {
       this.#store.setMaxTasks(config.a2a.maxTasks);
       this.handler.setTtl(config.a2a.taskTtlMs);
+      this.#history.setLimits(historyLimits(config));
     }
+    // The contexts' homes follow the pool's size when this data path started, not a refreshed config's.
+    this.handler.setTopology(this.#workerCount, cliAliases(config));
   }
 
   /** Task records held here (tests, status). */
@@ -189,6 +198,22 @@ export class A2ASurface {
     res.writeHead(200, JSON_HEADERS);
     res.end(text);
   }
+}
+
+function historyLimits(config: EdgeConfig): HistoryLimits {
+  const a2a = config.a2a;
+  return { maxTurns: a2a?.historyMaxTurns ?? 20, maxBytes: a2a?.historyMaxBytes ?? 262_144, maxContexts: a2a?.maxTasks ?? 10_000, ttlMs: a2a?.taskTtlMs ?? 3_600_000 };
+}
+
+/** Aliases whose every provider is a cli one: a cli agent's command keeps its own conversation. */
+function cliAliases(config: EdgeConfig): ReadonlySet<string> {
+  const types = new Map<string, string>();
+  for (const node of config.nodes) for (const provider of node.providers) types.set(provider.id, provider.type);
+  const out = new Set<string>();
+  for (const model of config.models) {
+    if (model.providers.size > 0 && [...model.providers.keys()].every((id) => types.get(id) === 'cli')) out.add(model.alias);
+  }
+  return out;
 }
 
 function isAsyncIterator(value: unknown): value is AsyncIterator<unknown> & { return?: (v: undefined) => Promise<unknown> } {

@@ -27,6 +27,7 @@ import { CHAT } from '../http/api-routes.js';
 import type { ApiKeyState } from '../http/client-auth.js';
 import { inspectBody, type InspectOk } from '../http/inspect.js';
 import { kExchange, type ProxyExchange } from '../http/proxy-exchange.js';
+import { ContextHistory, historyKey, homeWorkerOf, type ChatTurnMessage } from './context-history.js';
 import { RunSink, runRequest } from './run-sink.js';
 import { CANCELED, COMPLETED, EventQueue, FAILED, ownerOfTaskId, TaskEntry, type TaskStore } from './task-store.js';
 
@@ -125,12 +126,24 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   readonly #remoteStreams = new Map<number, EventQueue>();
   /** Subscriptions other workers hold here: `${from}:${call}` -> the task's queue. */
   readonly #servedStreams = new Map<string, EventQueue>();
+  /** The conversations whose home is this data path (context-history.ts). */
+  readonly #history: ContextHistory;
+  #workerCount = 0;
+  /** Aliases served only by cli providers: their command keeps its own conversation in the session directory. */
+  #cliAliases: ReadonlySet<string> = new Set();
 
-  constructor(plane: DataPlane, store: TaskStore, workerIndex: number, ttlMs: number) {
+  constructor(plane: DataPlane, store: TaskStore, workerIndex: number, ttlMs: number, history: ContextHistory) {
     this.#plane = plane;
     this.#store = store;
     this.#workerIndex = workerIndex;
     this.#ttlMs = ttlMs;
+    this.#history = history;
+  }
+
+  /** How many I/O workers share the contexts' homes (0: this is the only data path), and which aliases are cli ones. */
+  setTopology(workerCount: number, cliAliases: ReadonlySet<string>): void {
+    this.#workerCount = workerCount;
+    this.#cliAliases = cliAliases;
   }
 
   setTtl(ttlMs: number): void {
@@ -157,7 +170,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
 
   async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Task> {
     const call = callOf(context);
-    const entry = this.#start(params, call);
+    const entry = await this.#start(params, call);
     const historyLength = params.configuration?.historyLength;
     if (params.configuration?.returnImmediately === true) return entry.snapshot(historyLength);
     if (!entry.terminal) {
@@ -176,7 +189,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
 
   async *sendMessageStream(params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const call = callOf(context);
-    const entry = this.#start(params, call);
+    const entry = await this.#start(params, call);
     // Subscribed in the same turn as the snapshot: no event falls between them.
     const queue = entry.subscribe();
     yield { payload: { $case: 'task', value: entry.snapshot(params.configuration?.historyLength) } };
@@ -234,7 +247,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   // --- tasks ---------------------------------------------------------------------
 
   /** Validates the message, records the task and dispatches its run. Refusals by admission become a failed task. */
-  #start(params: SendMessageRequest, call: A2ACall): TaskEntry {
+  async #start(params: SendMessageRequest, call: A2ACall): Promise<TaskEntry> {
     const { agent, key } = call;
     const message = params.message;
     if (message === undefined) throw new RequestMalformedError('params.message is required');
@@ -249,6 +262,9 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     }
     const contextId = message.contextId === '' ? randomUUID() : message.contextId;
     if (!CONTEXT_ID.test(contextId)) throw new RequestMalformedError('contextId must be printable ASCII, up to 256 characters (it names the run session)');
+    // A model agent's provider keeps no conversation: the context's earlier turns go first (a cli command keeps its own).
+    const conversation = this.#cliAliases.has(agent.model) ? undefined : historyKey(key?.name, agent.id, contextId);
+    const earlier = conversation === undefined || message.contextId === '' ? [] : await this.#earlierTurns(conversation, contextId);
     const entry = new TaskEntry(this.#store.newId(), contextId, agent.id, key?.name, message);
     if (!this.#store.add(entry)) throw new UnsupportedOperationError('this edge holds a2a.max_tasks running tasks; retry later');
     const refusal = this.#refusal(agent, key);
@@ -259,10 +275,14 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     const sink = new RunSink({
       onStarted: () => entry.working(),
       onDelta: (text) => entry.delta(text),
-      onFinished: (error) => entry.finish(error === undefined ? COMPLETED : FAILED, error, this.#ttlMs),
+      onFinished: (error) => {
+        entry.finish(error === undefined ? COMPLETED : FAILED, error, this.#ttlMs);
+        // Only a completed turn joins the conversation: a failed or cancelled one has no answer to follow.
+        if (error === undefined && entry.state === COMPLETED && conversation !== undefined) this.#remember(conversation, contextId, prompt, entry.text);
+      },
     });
     entry.cancelRun = () => sink.cancel();
-    const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, messages: [{ role: 'user', content: prompt }] }));
+    const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, messages: [...earlier, { role: 'user', content: prompt }] }));
     const info = inspectBody(body, 64) as InspectOk;
     const request = runRequest(contextId, call.requestTag);
     this.#plane.begin(CHAT, CHAT.path, request, sink.asResponse(), body, info, key);
@@ -280,6 +300,23 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     // With I/O workers the slot is taken on the main thread at admission (DataPlane.sharedKeyLimits).
     if (!this.#plane.sharedKeyLimits && !key.tryAcquire()) return `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes (${Errors.tooManyConcurrent.code})`;
     return undefined;
+  }
+
+  /** The context's turns so far, from its home (here, or another worker through the relay); none if that fails. */
+  async #earlierTurns(conversation: string, contextId: string): Promise<ChatTurnMessage[]> {
+    const home = homeWorkerOf(contextId, this.#workerCount);
+    if (home === this.#workerIndex || this.#relay === undefined || home < 0) return this.#history.messages(conversation);
+    try {
+      return (await this.#ask(home, { op: 'history', context: conversation })) as ChatTurnMessage[];
+    } catch {
+      return [];
+    }
+  }
+
+  #remember(conversation: string, contextId: string, user: string, assistant: string): void {
+    const home = homeWorkerOf(contextId, this.#workerCount);
+    if (home === this.#workerIndex || this.#relay === undefined || home < 0) this.#history.remember(conversation, user, assistant);
+    else this.#relay({ type: 'a2a', to: home, from: this.#workerIndex, call: 0, op: 'remember', context: conversation, value: { user, assistant } });
   }
 
   #cancelEntry(entry: TaskEntry, why: string): void {
@@ -328,7 +365,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     return owner;
   }
 
-  #ask(owner: number, message: Pick<A2ARelayMessage, 'op' | 'taskId' | 'keyName' | 'historyLength'>): Promise<unknown> {
+  #ask(owner: number, message: Pick<A2ARelayMessage, 'op' | 'taskId' | 'keyName' | 'historyLength' | 'context'>): Promise<unknown> {
     const call = this.#nextCall++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -376,6 +413,14 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       case 'subscribe':
         this.#serveSubscription(message);
         return;
+      case 'history':
+        this.#reply(message, 'reply', this.#history.messages(message.context ?? ''));
+        return;
+      case 'remember': {
+        const turn = message.value as { user: string; assistant: string };
+        this.#history.remember(message.context ?? '', turn.user, turn.assistant);
+        return;
+      }
       case 'unsubscribe':
         this.#servedStreams.get(`${message.from}:${message.call}`)?.close();
         return;
