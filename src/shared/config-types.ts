@@ -104,6 +104,26 @@ export interface EdgeConfig {
   readonly tls?: TlsConfig;
   /** Absent: no bootstrap listener. */
   readonly bootstrap?: BootstrapConfig;
+  /** Outlier ejection and overload backoff (src/main/config-resilience.ts); optional like drain, defaults when absent. */
+  readonly resilience?: ResilienceConfig;
+}
+
+export interface ResilienceConfig {
+  readonly outliers: {
+    readonly consecutiveFailures: number;
+    readonly baseEjectionMs: number;
+    readonly maxEjectionMs: number;
+    readonly maxEjectionShare: number;
+    readonly failureRate: number;
+    readonly failureRateWindow: number;
+    readonly failureRateMinRequests: number;
+  };
+  readonly overload: {
+    readonly defaultRetryAfterMs: number;
+    readonly maxRetryAfterMs: number;
+    /** Times one request goes back to the queue after a 429/503 before the provider's answer is relayed. */
+    readonly maxRequeues: number;
+  };
 }
 
 // --- hardening: client auth, TLS, extra limits (read by src/main/config-hardening.ts)

@@ -24,6 +24,7 @@ import { DeadlineHeap } from './deadline-heap.js';
 import { checkInvariants } from './invariants.js';
 import { Registry } from './registry.js';
 import { Outliers, type Outcome, type OutlierStatus } from './outliers.js';
+import { Overload } from './overload.js';
 import { Lease, QueueItem, type GroupEntry, type GroupState, type NodeState, type ProviderState } from './state.js';
 import { buildStatus } from './status.js';
 import type { ApiKind } from '../../shared/endpoints.js';
@@ -32,6 +33,8 @@ import type {
   ConnectResult,
   Grant,
   LeaseInfo,
+  Overloaded,
+  ProviderStatus,
   RejectCode,
   ReleaseReason,
   SchedulerSink,
@@ -97,10 +100,13 @@ export class Scheduler {
   #grantsOverCapacity = 0;
   /** Passive outlier ejection (outliers.ts); fed by lease outcomes. */
   readonly outliers: Outliers;
+  /** Overload backoff (overload.ts): AIMD limits and Retry-After holds, fed by 429/503 answers. */
+  readonly overload: Overload;
 
-  constructor(config: EdgeConfig, sink: SchedulerSink, outliers: Outliers = new Outliers()) {
+  constructor(config: EdgeConfig, sink: SchedulerSink, outliers: Outliers = new Outliers(), overload: Overload = new Overload()) {
     this.#sink = sink;
     this.outliers = outliers;
+    this.overload = overload;
     this.#registry.apply(buildCatalog(config));
   }
 
@@ -204,10 +210,7 @@ export class Scheduler {
 
   /** Earliest queued deadline (ms), for the driver's single timer. */
   nextDeadline(): number | undefined {
-    const queued = this.#deadlines.peek()?.deadline;
-    const ejected = this.outliers.nextDeadline();
-    if (ejected === undefined) return queued;
-    return queued === undefined || ejected < queued ? ejected : queued;
+    return earliest(earliest(this.#deadlines.peek()?.deadline, this.outliers.nextDeadline()), this.overload.nextDeadline());
   }
 
   // --- Leases ---------------------------------------------------------------
@@ -218,7 +221,7 @@ export class Scheduler {
    * same way); it feeds the provider's outlier state (a provider failure, a
    * success, or neither).
    */
-  release(leaseId: number, reason: ReleaseReason, now: number): boolean {
+  release(leaseId: number, reason: ReleaseReason, now: number, retryAfterMs?: number): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     if (lease === undefined) {
@@ -229,6 +232,8 @@ export class Scheduler {
     }
     this.#dropLease(lease);
     this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.#groupsOf(lease.provider));
+    if (reason === 'end') this.overload.succeeded(lease.provider);
+    else if (reason === 'overloaded') this.overload.overloaded(lease.provider, retryAfterMs, now);
     this.#pump();
     this.#flush();
     return true;
@@ -240,11 +245,13 @@ export class Scheduler {
     return provider === undefined ? undefined : this.outliers.status(provider);
   }
 
-  /** An operator reset the provider's breaker: it takes requests again at once. */
+  /** An operator reset the provider's breaker (ejection and overload limit): it takes requests again at once. */
   resetOutlier(providerId: string, now: number): boolean {
     this.#expire(now);
     const provider = this.#registry.providers.get(providerId);
-    const reset = provider !== undefined && this.outliers.reset(provider);
+    const ejection = provider !== undefined && this.outliers.reset(provider);
+    const overload = provider !== undefined && this.overload.reset(provider);
+    const reset = ejection || overload;
     if (reset) this.#pump();
     this.#flush();
     return reset;
@@ -299,14 +306,23 @@ export class Scheduler {
    * nothing queued, when no other candidate exists (the caller reports the
    * original failure); otherwise the grant or rejection follows as usual.
    */
-  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false): boolean {
+  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false, overloaded?: Overloaded): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     let seq: number;
+    let attempt = 1;
     if (lease !== undefined) {
       seq = lease.seq;
       this.#dropLease(lease);
       this.outliers.outcome(lease.provider, providerFailed ? 'failure' : 'neutral', now, this.#groupsOf(lease.provider));
+      if (overloaded !== undefined) {
+        // Busy, not broken: its limit drops and its Retry-After holds new
+        // grants, so the pump below sends the request to another free
+        // provider or leaves it waiting at its old place for this one.
+        this.overload.overloaded(lease.provider, overloaded.retryAfterMs, now);
+        excludeProviderId = '';
+        attempt = lease.attempt;
+      }
     } else {
       this.#fencedUnsent.delete(leaseId);
       seq = ++this.#lastRetrySeq;
@@ -321,7 +337,7 @@ export class Scheduler {
     ) {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
       if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
-        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId, req.api ?? 0, req.pinnedProviderId);
+        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         group.queue.insertBySeq(item);
         this.#track(item);
@@ -362,6 +378,8 @@ export class Scheduler {
     node.draining = false; // draining belongs to a connection (the agent's Leaving)
     node.announced = announcedProviders === undefined ? undefined : new Set(announcedProviders);
     node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
+    // Probe results belong to a connection: the new one reports its own.
+    for (const p of this.#registry.providers.values()) if (p.node === node) p.unhealthy = false;
     this.#pump();
     this.#flush();
     return { generation: node.generation, fenced };
@@ -395,6 +413,24 @@ export class Scheduler {
     return node !== undefined && node.connected ? node.generation : 0;
   }
 
+  /**
+   * The node's active health probe of a provider changed verdict (reported
+   * in its heartbeats): an unhealthy provider gets no new grants until it
+   * passes again; its open leases run on. True when the state changed.
+   */
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean, now: number): boolean {
+    this.#expire(now);
+    const provider = this.#registry.providers.get(providerId);
+    let changed = false;
+    if (provider !== undefined && provider.node.id === nodeId && provider.node.connected && provider.unhealthy === healthy) {
+      provider.unhealthy = !healthy;
+      changed = true;
+      if (healthy) this.#pump();
+    }
+    this.#flush();
+    return changed;
+  }
+
   /** A draining node gets no new grants; its open leases run to their end. */
   setDraining(nodeId: string, draining: boolean, now: number): void {
     this.#expire(now);
@@ -426,12 +462,24 @@ export class Scheduler {
   status(now: number = this.#now): SchedulerStatus {
     const status = buildStatus(this.#registry, this.#leases.size, now);
     if (!status.providers.some((p) => this.#tracked(p.id))) return status;
-    return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? { ...p, outlier: this.outlierStatus(p.id) } : p)) };
+    return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? this.#withGuards(p) : p)) };
   }
 
   #tracked(providerId: string): boolean {
     const provider = this.#registry.providers.get(providerId);
-    return provider !== undefined && this.outliers.tracks(provider);
+    return provider !== undefined && (this.outliers.tracks(provider) || this.overload.tracks(provider) || provider.unhealthy);
+  }
+
+  /** A provider's status with its outlier, overload and probe state added. */
+  #withGuards(p: ProviderStatus): ProviderStatus {
+    const provider = this.#registry.providers.get(p.id) as ProviderState;
+    const overload = this.overload.status(provider);
+    return {
+      ...p,
+      ...(this.outliers.tracks(provider) ? { outlier: this.outliers.status(provider) } : {}),
+      ...(overload === undefined ? {} : { overload }),
+      ...(provider.unhealthy ? { unhealthy: true } : {}),
+    };
   }
 
   /** Empty when every invariant holds. For tests and debug endpoints. */
@@ -602,6 +650,7 @@ export class Scheduler {
   #expire(now: number): void {
     if (now > this.#now) this.#now = now;
     this.outliers.expire(now);
+    this.overload.expire(now);
     for (;;) {
       const item = this.#deadlines.peek();
       if (item === undefined || item.deadline > now) return;
@@ -771,6 +820,11 @@ function pinnedServes(group: GroupState, providerId: string, api: ApiKind): bool
     if (p.id === providerId) return isEligible(p) && providerServes(p, api);
   }
   return false;
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined) return b;
+  return b === undefined || a <= b ? a : b;
 }
 
 /** What a lease's end says about its provider's health. */
