@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file edge/v1/tunnel.proto.
  */
 export const file_edge_v1_tunnel: GenFile = /*@__PURE__*/
-  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyLoAgoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASIwoHY29tbWFuZBgUIAEoCzIQLmVkZ2UudjEuQ29tbWFuZEgAQgUKA21zZyLMAQoIUmVnaXN0ZXISDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAMgASgJEhQKDHByb3ZpZGVyX2lkcxgEIAMoCRIMCgRsYW5lGAUgASgNEhcKD2pvaW5fZ2VuZXJhdGlvbhgGIAEoDRIUCgxjYXBhYmlsaXRpZXMYFCADKAkSNgoScHJvdmlkZXJfZW5kcG9pbnRzGAcgAygLMhouZWRnZS52MS5Qcm92aWRlckVuZHBvaW50cyI7ChFQcm92aWRlckVuZHBvaW50cxITCgtwcm92aWRlcl9pZBgBIAEoCRIRCgllbmRwb2ludHMYAiADKAkilQEKClJlZ2lzdGVyZWQSEgoKZ2VuZXJhdGlvbhgBIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYAyABKA0SHQoVbWF4X2ZyYW1lX2JhdGNoX2J5dGVzGAQgASgNEhcKD21heF9mcmFtZV9ieXRlcxgFIAEoDSIaCghSZWplY3RlZBIOCgZyZWFzb24YASABKAkiHAoJSGVhcnRiZWF0Eg8KB3VuaXhfbXMYASABKAEiGQoHTGVhdmluZxIOCgZyZWFzb24YASABKAkiswMKDVR1bm5lbFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCXR1bm5lbF9pZBgCIAEoDRITCgtwcm92aWRlcl9pZBgDIAEoCRIhCgdhZGFwdGVyGAQgASgOMhAuZWRnZS52MS5BZGFwdGVyEg4KBnRhcmdldBgFIAEoCRIOCgZtZXRob2QYBiABKAkSDAoEcGF0aBgHIAEoCRIgCgdoZWFkZXJzGAggAygLMg8uZWRnZS52MS5IZWFkZXISDAoEYm9keRgJIAEoDBIOCgZzdHJlYW0YCiABKAgSEgoKdGltZW91dF9tcxgLIAEoDRI2CghtZXRhZGF0YRgMIAMoCzIkLmVkZ2UudjEuVHVubmVsUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhIKCnNlc3Npb25faWQYDSABKAkSFgoOaW5pdGlhbF9jcmVkaXQYDiABKA0SFwoPdHRmYl90aW1lb3V0X21zGA8gASgNEhcKD2lkbGVfdGltZW91dF9tcxgQIAEoDRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJQoGSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiugEKC1R1bm5lbEZyYW1lEhEKCXR1bm5lbF9pZBgBIAEoDRILCgNzZXEYAiABKA0SIAoEa2luZBgDIAEoDjISLmVkZ2UudjEuRnJhbWVLaW5kEg4KBnN0YXR1cxgEIAEoDRIgCgdoZWFkZXJzGAUgAygLMg8uZWRnZS52MS5IZWFkZXISDAoEZGF0YRgGIAEoDBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkiMgoKRnJhbWVCYXRjaBIkCgZmcmFtZXMYASADKAsyFC5lZGdlLnYxLlR1bm5lbEZyYW1lIjEKDFR1bm5lbENhbmNlbBIRCgl0dW5uZWxfaWQYASABKA0SDgoGcmVhc29uGAIgASgJIi4KCkZsb3dDcmVkaXQSEQoJdHVubmVsX2lkGAEgASgNEg0KBWJ5dGVzGAIgASgNIj4KDUNvbmZpZ1JlZnJlc2gSFQoNY2hhbmdlZF9wYXRocxgBIAMoCRIWCg5jb25maWdfdmVyc2lvbhgCIAEoDSKPAQoHQ29tbWFuZBIKCgJpZBgBIAEoDRIMCgRraW5kGAIgASgJEigKBGFyZ3MYAyADKAsyGi5lZGdlLnYxLkNvbW1hbmQuQXJnc0VudHJ5EhMKC2RlYWRsaW5lX21zGAQgASgNGisKCUFyZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlEKDUNvbW1hbmRSZXN1bHQSCgoCaWQYASABKA0SDgoGc3RhdHVzGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSEwoLcmVzdWx0X2pzb24YBCABKAkqdAoHQWRhcHRlchIXChNBREFQVEVSX1VOU1BFQ0lGSUVEEAASEgoOQURBUFRFUl9PTExBTUEQARIQCgxBREFQVEVSX1ZMTE0QAhIZChVBREFQVEVSX09QRU5BSV9DT01QQVQQAxIPCgtBREFQVEVSX0NMSRAEKn4KCUZyYW1lS2luZBIaChZGUkFNRV9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSRlJBTUVfS0lORF9IRUFERVJTEAESEwoPRlJBTUVfS0lORF9EQVRBEAISEgoORlJBTUVfS0lORF9FTkQQAxIUChBGUkFNRV9LSU5EX0VSUk9SEAQyRwoKTm9kZVR1bm5lbBI5CgdDb25uZWN0EhQuZWRnZS52MS5Ob2RlTWVzc2FnZRoULmVkZ2UudjEuRWRnZU1lc3NhZ2UoATABYgZwcm90bzM");
+  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyLoAgoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASIwoHY29tbWFuZBgUIAEoCzIQLmVkZ2UudjEuQ29tbWFuZEgAQgUKA21zZyLMAQoIUmVnaXN0ZXISDwoHbm9kZV9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAMgASgJEhQKDHByb3ZpZGVyX2lkcxgEIAMoCRIMCgRsYW5lGAUgASgNEhcKD2pvaW5fZ2VuZXJhdGlvbhgGIAEoDRIUCgxjYXBhYmlsaXRpZXMYFCADKAkSNgoScHJvdmlkZXJfZW5kcG9pbnRzGAcgAygLMhouZWRnZS52MS5Qcm92aWRlckVuZHBvaW50cyI7ChFQcm92aWRlckVuZHBvaW50cxITCgtwcm92aWRlcl9pZBgBIAEoCRIRCgllbmRwb2ludHMYAiADKAkilQEKClJlZ2lzdGVyZWQSEgoKZ2VuZXJhdGlvbhgBIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYAyABKA0SHQoVbWF4X2ZyYW1lX2JhdGNoX2J5dGVzGAQgASgNEhcKD21heF9mcmFtZV9ieXRlcxgFIAEoDSIaCghSZWplY3RlZBIOCgZyZWFzb24YASABKAkiQgoJSGVhcnRiZWF0Eg8KB3VuaXhfbXMYASABKAESJAoGcHJvYmVzGAIgAygLMhQuZWRnZS52MS5Qcm9iZVJlc3VsdCJDCgtQcm9iZVJlc3VsdBITCgtwcm92aWRlcl9pZBgBIAEoCRIPCgdoZWFsdGh5GAIgASgIEg4KBmRldGFpbBgDIAEoCSIZCgdMZWF2aW5nEg4KBnJlYXNvbhgBIAEoCSKzAwoNVHVubmVsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJdHVubmVsX2lkGAIgASgNEhMKC3Byb3ZpZGVyX2lkGAMgASgJEiEKB2FkYXB0ZXIYBCABKA4yEC5lZGdlLnYxLkFkYXB0ZXISDgoGdGFyZ2V0GAUgASgJEg4KBm1ldGhvZBgGIAEoCRIMCgRwYXRoGAcgASgJEiAKB2hlYWRlcnMYCCADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRib2R5GAkgASgMEg4KBnN0cmVhbRgKIAEoCBISCgp0aW1lb3V0X21zGAsgASgNEjYKCG1ldGFkYXRhGAwgAygLMiQuZWRnZS52MS5UdW5uZWxSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKc2Vzc2lvbl9pZBgNIAEoCRIWCg5pbml0aWFsX2NyZWRpdBgOIAEoDRIXCg90dGZiX3RpbWVvdXRfbXMYDyABKA0SFwoPaWRsZV90aW1lb3V0X21zGBAgASgNGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSK6AQoLVHVubmVsRnJhbWUSEQoJdHVubmVsX2lkGAEgASgNEgsKA3NlcRgCIAEoDRIgCgRraW5kGAMgASgOMhIuZWRnZS52MS5GcmFtZUtpbmQSDgoGc3RhdHVzGAQgASgNEiAKB2hlYWRlcnMYBSADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRkYXRhGAYgASgMEhIKCmVycm9yX2NvZGUYByABKAkSFQoNZXJyb3JfbWVzc2FnZRgIIAEoCSIyCgpGcmFtZUJhdGNoEiQKBmZyYW1lcxgBIAMoCzIULmVkZ2UudjEuVHVubmVsRnJhbWUiMQoMVHVubmVsQ2FuY2VsEhEKCXR1bm5lbF9pZBgBIAEoDRIOCgZyZWFzb24YAiABKAkiLgoKRmxvd0NyZWRpdBIRCgl0dW5uZWxfaWQYASABKA0SDQoFYnl0ZXMYAiABKA0iPgoNQ29uZmlnUmVmcmVzaBIVCg1jaGFuZ2VkX3BhdGhzGAEgAygJEhYKDmNvbmZpZ192ZXJzaW9uGAIgASgNIo8BCgdDb21tYW5kEgoKAmlkGAEgASgNEgwKBGtpbmQYAiABKAkSKAoEYXJncxgDIAMoCzIaLmVkZ2UudjEuQ29tbWFuZC5BcmdzRW50cnkSEwoLZGVhZGxpbmVfbXMYBCABKA0aKwoJQXJnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUQoNQ29tbWFuZFJlc3VsdBIKCgJpZBgBIAEoDRIOCgZzdGF0dXMYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRITCgtyZXN1bHRfanNvbhgEIAEoCSp0CgdBZGFwdGVyEhcKE0FEQVBURVJfVU5TUEVDSUZJRUQQABISCg5BREFQVEVSX09MTEFNQRABEhAKDEFEQVBURVJfVkxMTRACEhkKFUFEQVBURVJfT1BFTkFJX0NPTVBBVBADEg8KC0FEQVBURVJfQ0xJEAQqfgoJRnJhbWVLaW5kEhoKFkZSQU1FX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGUkFNRV9LSU5EX0hFQURFUlMQARITCg9GUkFNRV9LSU5EX0RBVEEQAhISCg5GUkFNRV9LSU5EX0VORBADEhQKEEZSQU1FX0tJTkRfRVJST1IQBDJHCgpOb2RlVHVubmVsEjkKB0Nvbm5lY3QSFC5lZGdlLnYxLk5vZGVNZXNzYWdlGhQuZWRnZS52MS5FZGdlTWVzc2FnZSgBMAFiBnByb3RvMw");
 
 /**
  * node -> edge
@@ -308,6 +308,15 @@ export type Heartbeat = Message<"edge.v1.Heartbeat"> & {
    * @generated from field: double unix_ms = 1;
    */
   unixMs: number;
+
+  /**
+   * node -> edge, lane 0 only: the agent's active health probe of each
+   * provider it probes (a provider without a probe, e.g. cli, is absent).
+   * The edge sends no new requests to an unhealthy one until it passes.
+   *
+   * @generated from field: repeated edge.v1.ProbeResult probes = 2;
+   */
+  probes: ProbeResult[];
 };
 
 /**
@@ -316,6 +325,35 @@ export type Heartbeat = Message<"edge.v1.Heartbeat"> & {
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
   messageDesc(file_edge_v1_tunnel, 6);
+
+/**
+ * @generated from message edge.v1.ProbeResult
+ */
+export type ProbeResult = Message<"edge.v1.ProbeResult"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+
+  /**
+   * @generated from field: bool healthy = 2;
+   */
+  healthy: boolean;
+
+  /**
+   * Why it failed (status, timeout, connect error); empty when healthy.
+   *
+   * @generated from field: string detail = 3;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message edge.v1.ProbeResult.
+ * Use `create(ProbeResultSchema)` to create a new message.
+ */
+export const ProbeResultSchema: GenMessage<ProbeResult> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 7);
 
 /**
  * The node is shutting down: it takes no new tunnels and finishes open ones.
@@ -334,7 +372,7 @@ export type Leaving = Message<"edge.v1.Leaving"> & {
  * Use `create(LeavingSchema)` to create a new message.
  */
 export const LeavingSchema: GenMessage<Leaving> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 7);
+  messageDesc(file_edge_v1_tunnel, 8);
 
 /**
  * @generated from message edge.v1.TunnelRequest
@@ -437,7 +475,7 @@ export type TunnelRequest = Message<"edge.v1.TunnelRequest"> & {
  * Use `create(TunnelRequestSchema)` to create a new message.
  */
 export const TunnelRequestSchema: GenMessage<TunnelRequest> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 8);
+  messageDesc(file_edge_v1_tunnel, 9);
 
 /**
  * @generated from message edge.v1.Header
@@ -459,7 +497,7 @@ export type Header = Message<"edge.v1.Header"> & {
  * Use `create(HeaderSchema)` to create a new message.
  */
 export const HeaderSchema: GenMessage<Header> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 9);
+  messageDesc(file_edge_v1_tunnel, 10);
 
 /**
  * @generated from message edge.v1.TunnelFrame
@@ -519,7 +557,7 @@ export type TunnelFrame = Message<"edge.v1.TunnelFrame"> & {
  * Use `create(TunnelFrameSchema)` to create a new message.
  */
 export const TunnelFrameSchema: GenMessage<TunnelFrame> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 10);
+  messageDesc(file_edge_v1_tunnel, 11);
 
 /**
  * Frames of any tunnels, in the order they were produced, as one message:
@@ -541,7 +579,7 @@ export type FrameBatch = Message<"edge.v1.FrameBatch"> & {
  * Use `create(FrameBatchSchema)` to create a new message.
  */
 export const FrameBatchSchema: GenMessage<FrameBatch> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 11);
+  messageDesc(file_edge_v1_tunnel, 12);
 
 /**
  * @generated from message edge.v1.TunnelCancel
@@ -563,7 +601,7 @@ export type TunnelCancel = Message<"edge.v1.TunnelCancel"> & {
  * Use `create(TunnelCancelSchema)` to create a new message.
  */
 export const TunnelCancelSchema: GenMessage<TunnelCancel> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 12);
+  messageDesc(file_edge_v1_tunnel, 13);
 
 /**
  * Adds `bytes` to the tunnel's send window.
@@ -587,7 +625,7 @@ export type FlowCredit = Message<"edge.v1.FlowCredit"> & {
  * Use `create(FlowCreditSchema)` to create a new message.
  */
 export const FlowCreditSchema: GenMessage<FlowCredit> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 13);
+  messageDesc(file_edge_v1_tunnel, 14);
 
 /**
  * @generated from message edge.v1.ConfigRefresh
@@ -609,7 +647,7 @@ export type ConfigRefresh = Message<"edge.v1.ConfigRefresh"> & {
  * Use `create(ConfigRefreshSchema)` to create a new message.
  */
 export const ConfigRefreshSchema: GenMessage<ConfigRefresh> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 14);
+  messageDesc(file_edge_v1_tunnel, 15);
 
 /**
  * An operator's command for the node (refresh_config, drain, undrain, probe,
@@ -645,7 +683,7 @@ export type Command = Message<"edge.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 15);
+  messageDesc(file_edge_v1_tunnel, 16);
 
 /**
  * @generated from message edge.v1.CommandResult
@@ -681,7 +719,7 @@ export type CommandResult = Message<"edge.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 16);
+  messageDesc(file_edge_v1_tunnel, 17);
 
 /**
  * @generated from enum edge.v1.Adapter
