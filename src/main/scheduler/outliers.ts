@@ -130,7 +130,7 @@ export class Outliers {
       if (record === undefined) return;
       record.failures = 0;
       if (record.phase === 'healthy') record.observe(false);
-      if (record.phase === 'half_open') this.#return(p, record, now);
+      if (record.phase === 'half_open') this.#return(p, record, now, 'the half-open probe succeeded');
       return;
     }
     let record = this.#records.get(p);
@@ -163,6 +163,19 @@ export class Outliers {
       return;
     }
     this.#eject(p, record, now, why);
+  }
+
+  /**
+   * The node's active health probe of `p` passed: a half-open provider
+   * whose probe request is not yet out returns on it (the active probe is
+   * its half-open probe). True when it returned.
+   */
+  activeProbePassed(p: ProviderState, now: number): boolean {
+    const record = this.#records.get(p);
+    if (record === undefined || record.phase !== 'half_open' || record.probing) return false;
+    record.failures = 0;
+    this.#return(p, record, now, 'the active health probe passed');
+    return true;
   }
 
   /** Ejections that ended by `now` become half-open. True when a provider became eligible again. */
@@ -245,12 +258,12 @@ export class Outliers {
     this.#listener?.({ type: 'provider.ejected', provider: p.id, reason, ejectedMs: Math.round(record.untilMs - now), ejections: record.ejections });
   }
 
-  #return(p: ProviderState, record: OutlierRecord, now: number): void {
+  #return(p: ProviderState, record: OutlierRecord, now: number, reason: string): void {
     record.phase = 'healthy';
     record.probing = false;
     record.reason = '';
     record.returnedAtMs = now;
     p.held = false;
-    this.#listener?.({ type: 'provider.returned', provider: p.id, reason: 'the half-open probe succeeded' });
+    this.#listener?.({ type: 'provider.returned', provider: p.id, reason });
   }
 }

@@ -414,18 +414,21 @@ export class Scheduler {
   }
 
   /**
-   * The node's active health probe of a provider changed verdict (reported
-   * in its heartbeats): an unhealthy provider gets no new grants until it
-   * passes again; its open leases run on. True when the state changed.
+   * The node's active health probe of a provider (reported in its
+   * heartbeats): an unhealthy provider gets no new grants until it passes
+   * again; its open leases run on. A passing probe also returns a half-open
+   * provider (it stands in for the probe request). True when the probe
+   * verdict changed.
    */
   setProviderHealth(nodeId: string, providerId: string, healthy: boolean, now: number): boolean {
     this.#expire(now);
     const provider = this.#registry.providers.get(providerId);
     let changed = false;
-    if (provider !== undefined && provider.node.id === nodeId && provider.node.connected && provider.unhealthy === healthy) {
+    if (provider !== undefined && provider.node.id === nodeId && provider.node.connected) {
+      changed = provider.unhealthy === healthy;
       provider.unhealthy = !healthy;
-      changed = true;
-      if (healthy) this.#pump();
+      const returned = healthy && this.outliers.activeProbePassed(provider, now);
+      if (healthy && (changed || returned)) this.#pump();
     }
     this.#flush();
     return changed;

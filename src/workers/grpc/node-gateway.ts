@@ -261,8 +261,9 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   /**
    * The node's anchor stream reported its probe results: a provider whose
    * verdict changed since the last report of this session goes to the
-   * scheduler (an unhealthy one gets no new requests). A new connection
-   * starts from healthy, in the scheduler and here.
+   * scheduler (an unhealthy one gets no new requests), and so does every
+   * passing verdict (it returns a half-open provider: a few records per
+   * heartbeat). A new connection starts from healthy, in the scheduler and here.
    */
   probed(session: NodeSession, probes: readonly ProbeResult[]): void {
     const lanes = this.#current.get(session.nodeId);
@@ -274,7 +275,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     }
     for (const probe of probes) {
       if ((known.get(probe.providerId) ?? true) === probe.healthy) {
-        known.set(probe.providerId, probe.healthy);
+        if (probe.healthy) this.#port.setProviderHealth(session.nodeId, probe.providerId, true);
         continue;
       }
       known.set(probe.providerId, probe.healthy);

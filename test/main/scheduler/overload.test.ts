@@ -134,3 +134,22 @@ test('failure-rate ejection: half of the last requests failing ejects, though ne
   assert.match(status?.reason ?? '', /6 of its last 11 requests failed/);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a passing active probe returns a half-open provider (it stands in for the probe request)', () => {
+  const sink = new RecordingSink();
+  const s = new Scheduler(makeConfig(TWO), sink, new Outliers({ ...DEFAULT_OUTLIER_POLICY, jitter: 0 }));
+  s.connect('n1', 0);
+  s.connect('n2', 0);
+  for (let id = 1; id <= 5; id++) {
+    s.admit(req(id, 'chat', { node: 'n1' }), 1);
+    s.release(sink.takeGrants()[0].leaseId, 'provider_failed', 1);
+  }
+  assert.equal(s.outlierStatus('a')?.phase, 'ejected');
+  assert.equal(s.setProviderHealth('n1', 'a', true, 10), false, 'a passing probe does not end an ejection early');
+  assert.equal(s.outlierStatus('a')?.phase, 'ejected');
+  s.tick(30_001);
+  assert.equal(s.outlierStatus('a')?.phase, 'half_open');
+  s.setProviderHealth('n1', 'a', true, 30_002);
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy', 'returned by the active probe');
+  assert.deepEqual(s.checkInvariants(), []);
+});
