@@ -4,8 +4,9 @@
 // after round:
 //   none        no console;
 //   subscriber  what an open console asks of the edge, without a browser:
-//               /admin/events read to the end (every run event) plus
-//               /admin/status every 2 s and /admin/series every 5 s;
+//               /admin/events?runs=0 (node events) read to the end,
+//               /admin/runs?limit=50 every second, /admin/status every
+//               2 s and /admin/series every 5 s;
 //   browser     the console itself, logged in, in headless Debian chromium.
 // For each run it prints req/s, p99 and the edge process's CPU time per
 // request (all its threads, from /proc), then the means per condition
@@ -15,12 +16,15 @@
 //
 //   npm run build && node dist/bench/console-cost.js [--rounds 3] [--seconds 10] [--connections 32] [--workers 0]
 //
-// The edge's event bus publishes run events only while someone subscribes,
-// so "with console" is the expensive case: two events per request are built
-// and serialised for the page.
+// The page polls the newest runs instead of streaming run events: a stream
+// made the edge build and serialise two events per request while a page was
+// open (-16 % req/s in bench/results/2026-12-01T15-18-29Z-console-cost.txt);
+// a poll costs the same at any load. Verdict per condition: "within noise"
+// when its mean req/s lies within the spread (max - min) of the runs
+// without a console.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -75,15 +79,41 @@ function cpuMs(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // USER_HZ is 100 on Linux
 }
 
+/** CPU ms of a process and all its descendants (chromium runs a tree of them). */
+function treeCpuMs(root: number): number {
+  const parent = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parent.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  let total = 0;
+  for (const pid of parent.keys()) {
+    let p: number | undefined = pid;
+    while (p !== undefined && p > 1 && p !== root) p = parent.get(p);
+    if (p !== root) continue;
+    try {
+      total += cpuMs(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
+}
+
 type Condition = 'none' | 'subscriber' | 'browser';
 
-/** What the console's page asks of the edge, done with fetch: the events stream read to the end, status and series polled. */
+/** What the console's page asks of the edge, done with fetch: the node events stream read to the end; runs, status and series polled. */
 function subscribe(admin: string): () => void {
   const stop = new AbortController();
   const headers = { authorization: `Bearer ${TOKEN}` };
   void (async () => {
     try {
-      const res = await fetch(`${admin}/admin/events`, { headers, signal: stop.signal });
+      const res = await fetch(`${admin}/admin/events?runs=0`, { headers, signal: stop.signal });
       for await (const _chunk of res.body as AsyncIterable<Uint8Array>) {
         // read and dropped, as a page that parses it would
       }
@@ -101,6 +131,7 @@ function subscribe(admin: string): () => void {
       await sleep(everyMs).catch(() => undefined);
     }
   };
+  void poll('/admin/runs?limit=50', 1_000);
   void poll('/admin/status', 2_000);
   void poll('/admin/series', 5_000);
   return () => stop.abort();
@@ -135,7 +166,8 @@ async function main(): Promise<void> {
 
   const browser = await puppeteer.launch({ executablePath: values.chromium, args: ['--no-sandbox', '--headless=new'], headless: true });
   const admin = `http://127.0.0.1:${adminPort}`;
-  const results: { condition: Condition; reqPerS: number; p99: number; cpuUsPerReq: number; errors: number }[] = [];
+  const browserPid = browser.process()?.pid as number;
+  const results: { condition: Condition; reqPerS: number; p99: number; cpuUsPerReq: number; browserCores: number; errors: number }[] = [];
   try {
     await closedLoop({ url, headers: {}, body, connections: CONNECTIONS, durationS: 3 }); // warm-up
     for (let round = 0; round < ROUNDS; round++) {
@@ -151,13 +183,15 @@ async function main(): Promise<void> {
         const unsubscribe = condition === 'subscriber' ? subscribe(admin) : undefined;
         await sleep(200);
         const cpuBefore = cpuMs(edge.pid as number);
+        const browserBefore = treeCpuMs(browserPid);
         const r = await closedLoop({ url, headers: {}, body, connections: CONNECTIONS, durationS: SECONDS });
         const cpu = cpuMs(edge.pid as number) - cpuBefore;
+        const browserCpu = treeCpuMs(browserPid) - browserBefore;
         unsubscribe?.();
         await page?.close();
-        const row = { condition, reqPerS: r.requests / r.wallS, p99: r.latencyMs?.p99 ?? 0, cpuUsPerReq: (cpu * 1000) / Math.max(1, r.requests), errors: r.errors + r.non2xx };
+        const row = { condition, reqPerS: r.requests / r.wallS, p99: r.latencyMs?.p99 ?? 0, cpuUsPerReq: (cpu * 1000) / Math.max(1, r.requests), browserCores: browserCpu / (r.wallS * 1000), errors: r.errors + r.non2xx };
         results.push(row);
-        console.log(`round ${round + 1} ${condition.padEnd(10)} ${row.reqPerS.toFixed(0).padStart(7)} req/s  p99 ${String(row.p99).padStart(4)} ms  edge CPU ${row.cpuUsPerReq.toFixed(0).padStart(4)} µs/req  errors ${row.errors}`);
+        console.log(`round ${round + 1} ${condition.padEnd(10)} ${row.reqPerS.toFixed(0).padStart(7)} req/s  p99 ${String(row.p99).padStart(4)} ms  edge CPU ${row.cpuUsPerReq.toFixed(0).padStart(4)} µs/req  browser ${row.browserCores.toFixed(2)} cores  errors ${row.errors}`);
       }
     }
   } finally {
@@ -168,13 +202,16 @@ async function main(): Promise<void> {
     }
   }
   const spread = (xs: number[]): number => Math.max(...xs) - Math.min(...xs);
-  const base = mean(results.filter((r) => r.condition === 'none').map((r) => r.reqPerS));
+  const noneRps = results.filter((r) => r.condition === 'none').map((r) => r.reqPerS);
+  const base = mean(noneRps);
+  const noise = spread(noneRps);
   console.log('');
   for (const condition of ['none', 'subscriber', 'browser'] as const) {
     const rows = results.filter((r) => r.condition === condition);
     const rps = rows.map((r) => r.reqPerS);
     const delta = ((mean(rps) - base) / base) * 100;
-    console.log(`${condition.padEnd(10)} mean ${mean(rps).toFixed(0).padStart(6)} req/s (spread ${spread(rps).toFixed(0)}, ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} % vs none)  edge CPU ${mean(rows.map((r) => r.cpuUsPerReq)).toFixed(0)} µs/req`);
+    const verdict = condition === 'none' ? '' : Math.abs(mean(rps) - base) <= noise ? '  within noise' : '  BEYOND noise';
+    console.log(`${condition.padEnd(10)} mean ${mean(rps).toFixed(0).padStart(6)} req/s (spread ${spread(rps).toFixed(0)}, ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} % vs none)  edge CPU ${mean(rows.map((r) => r.cpuUsPerReq)).toFixed(0)} µs/req  browser ${mean(rows.map((r) => r.browserCores)).toFixed(2)} cores${verdict}`);
   }
 }
 

@@ -1,9 +1,14 @@
 // The operator console: logs in with the admin token (kept in this tab's
 // sessionStorage, sent only as a bearer header), then keeps the page live
-// from three sources: the /admin/events stream (node and run events, read
-// with fetch() because EventSource cannot send a header), /admin/status
-// every 2 s, and /admin/series every 5 s for the charts. Tables are updated
-// in place, cell by cell, so focus and layout stay put as numbers change.
+// from four sources: the /admin/events stream (node events only, read with
+// fetch() because EventSource cannot send a header), /admin/status every
+// 2 s, /admin/runs every second, and /admin/series every 5 s for the charts.
+// Runs are polled, not streamed: a stream would make the edge build and
+// serialise two events per request for as long as the page is open, a cost
+// that grows with load; a poll of the newest 50 records costs the same at
+// 10 req/s as at 10,000 (bench/console-cost.ts measures it). Tables are
+// updated in place, cell by cell, so focus and layout stay put as numbers
+// change.
 import { drawChart } from './chart.js';
 import { bytes, clock, ms, percent, rate } from './format.js';
 import { readSse } from './sse.js';
@@ -12,6 +17,7 @@ const TOKEN_KEY = 'edge-admin-token';
 const LIVE_RUNS_KEY = 'edge-console-live-runs';
 const STATUS_EVERY_MS = 2_000;
 const SERIES_EVERY_MS = 5_000;
+const RUNS_EVERY_MS = 1_000;
 const EVENTS_RETRY_MS = 2_000;
 const MAX_RUNS = 50;
 const SPAN_MS = 15 * 60_000;
@@ -23,7 +29,8 @@ interface ProviderRow { id: string; node: string; capacity: number; inFlight: nu
 interface GroupRow { model: string; queueDepth: number; maxQueue: number; queueTimeoutMs: number; oldestWaitMs?: number; rejectsPerMinute?: number }
 interface Status { edge: { version: string; uptimeSeconds: number; configVersion: number; openRequests: number; shuttingDown: boolean }; nodes: NodeRow[]; providers: ProviderRow[]; groups: GroupRow[] }
 interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; ttfbP95Ms: number | null; queueP50Ms: number | null; queueP95Ms: number | null }
-interface Run { runId: string; model: string; node: string | null; provider: string | null; state: 'running' | 'finished'; outcome: string; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number | null; startedAt: number }
+/** A record of GET /admin/runs, as far as the page reads it. */
+interface Run { id: string; model: string; provider: string | null; state: 'queued' | 'running' | 'finished'; outcome: string | null; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number }
 interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
 interface RefreshResult { mode: string; status: string; rejection: string | null; applicable: boolean; configVersion: number; changes: Change[]; reasons: string[]; notified: { node: string }[]; retired: string[] }
 
@@ -36,8 +43,8 @@ class Unauthorized extends Error {}
 let token: string | null = sessionStorage.getItem(TOKEN_KEY);
 let live: AbortController | null = null;
 let status: Status | null = null;
-const runs = new Map<string, Run>();
-let runsAvailable = false;
+/** The newest runs, newest first, as the last poll returned them. */
+let runs: Run[] = [];
 
 async function api(path: string, init: RequestInit = {}): Promise<Response> {
   const headers = new Headers(init.headers);
@@ -114,10 +121,10 @@ function start(first: Status): void {
   $('main').hidden = false;
   $('logout').hidden = false;
   renderStatus(first);
-  void loadRuns();
   void pollStatus(signal);
   void pollSeries(signal);
-  restartEvents();
+  void pollRuns(signal);
+  void streamEvents(signal);
   $('main').focus({ preventScroll: true });
 }
 
@@ -164,26 +171,15 @@ async function pollSeries(signal: AbortSignal): Promise<void> {
   }
 }
 
-/** The events stream, restarted alone when the live-runs switch changes. */
-let events: AbortController | null = null;
-
-function restartEvents(): void {
-  events?.abort();
-  if (live === null) return;
-  events = new AbortController();
-  const outer = live.signal;
-  outer.addEventListener('abort', () => events?.abort(), { once: true });
-  void streamEvents(events.signal);
-}
-
 function liveRuns(): boolean {
   return sessionStorage.getItem(LIVE_RUNS_KEY) !== '0';
 }
 
+/** Node events: they change the fleet's state between status polls. Run events are never asked for (see the top). */
 async function streamEvents(signal: AbortSignal): Promise<void> {
   while (!signal.aborted) {
     try {
-      const res = await api(liveRuns() ? '/admin/events' : '/admin/events?runs=0', { signal });
+      const res = await api('/admin/events?runs=0', { signal });
       if (!res.ok || res.body === null) throw new Error(`HTTP ${res.status}`);
       setConn('live', 'ok');
       if (!statusFailing) banner(null);
@@ -200,35 +196,21 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
   }
 }
 
-/** The runs branch may add GET /admin/runs (recent run records); without it the page builds runs from events alone. */
-async function loadRuns(): Promise<void> {
-  try {
-    const res = await json<Record<string, unknown>[] | { runs?: Record<string, unknown>[] }>('/admin/runs');
-    // The route's shape is the runs branch's to settle: a list, or {runs: [...]}.
-    const list = Array.isArray(res.body) ? res.body : res.body.runs;
-    if (res.status !== 200 || !Array.isArray(list)) return;
-    runsAvailable = true;
-    for (const r of list.slice(-MAX_RUNS)) {
-      const runId = String(r.runId ?? r.id ?? '');
-      if (runId === '' || runs.has(runId)) continue;
-      const finished = r.outcome !== undefined && r.outcome !== null;
-      runs.set(runId, {
-        runId,
-        model: String(r.model ?? ''),
-        node: (r.node as string | null) ?? null,
-        provider: (r.provider as string | null) ?? null,
-        state: finished ? 'finished' : 'running',
-        outcome: finished ? String(r.outcome) : 'running',
-        status: typeof r.status === 'number' ? r.status : null,
-        queueMs: typeof r.queueMs === 'number' ? r.queueMs : null,
-        totalMs: typeof r.totalMs === 'number' ? r.totalMs : null,
-        bytesOut: typeof r.bytesOut === 'number' ? r.bytesOut : null,
-        startedAt: Date.now(),
-      });
+/** The newest runs, once a second while "Live runs" is on; off, the table keeps its last view. */
+async function pollRuns(signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    if (liveRuns()) {
+      try {
+        const res = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}`);
+        if (res.status === 200 && Array.isArray(res.body.runs)) {
+          runs = res.body.runs;
+          renderRuns();
+        }
+      } catch (err) {
+        if (err instanceof Unauthorized) return onUnauthorized();
+      }
     }
-    renderRuns();
-  } catch (err) {
-    if (err instanceof Unauthorized) onUnauthorized();
+    await sleep(RUNS_EVERY_MS, signal);
   }
 }
 
@@ -251,38 +233,10 @@ function onEvent(type: string, data: string): void {
     case 'node.undrained':
       if (node) node.draining = type === 'node.draining';
       break;
-    case 'run.started':
-      runsAvailable = true;
-      runs.set(String(e.runId), { runId: String(e.runId), model: String(e.model), node: e.node as string, provider: e.provider as string, state: 'running', outcome: 'running', status: null, queueMs: e.queueMs as number, totalMs: null, bytesOut: null, startedAt: Date.now() });
-      break;
-    case 'run.finished': {
-      runsAvailable = true;
-      const known = runs.get(String(e.runId));
-      runs.delete(String(e.runId)); // re-inserted last: the newest change sorts first
-      runs.set(String(e.runId), { runId: String(e.runId), model: String(e.model), node: e.node as string | null, provider: e.provider as string | null, state: 'finished', outcome: String(e.outcome), status: e.status as number, queueMs: e.queueMs as number, totalMs: e.totalMs as number, bytesOut: e.bytesOut as number, startedAt: known?.startedAt ?? Date.now() });
-      break;
-    }
     default:
       return;
   }
-  if (type.startsWith('node.') && status) renderStatus(status);
-  if (type.startsWith('run.')) {
-    while (runs.size > MAX_RUNS) runs.delete(runs.keys().next().value as string);
-    scheduleRuns();
-  }
-}
-
-// A busy edge sends thousands of run events a second: the table is redrawn
-// at most every RUNS_RENDER_MS, so the browser's work does not grow with load.
-const RUNS_RENDER_MS = 250;
-let runsQueued = false;
-function scheduleRuns(): void {
-  if (runsQueued) return;
-  runsQueued = true;
-  setTimeout(() => {
-    runsQueued = false;
-    renderRuns();
-  }, RUNS_RENDER_MS);
+  if (status) renderStatus(status);
 }
 
 // --- rendering ----------------------------------------------------------------------
@@ -389,20 +343,31 @@ function renderStatus(next: Status): void {
 }
 
 function renderRuns(): void {
-  const list = [...runs.values()].reverse();
-  $('runs-empty').hidden = list.length > 0;
-  if (!runsAvailable) return;
-  syncRows($<HTMLTableSectionElement>('runs-body'), list, (r) => r.runId, 8, (row, c, r) => {
-    row.dataset.run = r.runId;
-    row.dataset.state = r.state;
-    set(c[0], r.runId);
+  $('runs-empty').hidden = runs.length > 0;
+  syncRows($<HTMLTableSectionElement>('runs-body'), runs, (r) => r.id, 9, (row, c, r) => {
+    row.dataset.run = r.id;
+    // The page's two states: still open (queued or running) or finished.
+    row.dataset.state = r.state === 'finished' ? 'finished' : 'running';
+    set(c[0], r.id);
     set(c[1], r.model);
     set(c[2], r.provider ?? '–');
-    set(c[3], r.outcome, `state ${r.state === 'running' ? 'warn' : r.outcome === 'end' ? 'ok' : 'bad'}`);
+    set(c[3], r.outcome ?? r.state, `state ${r.state !== 'finished' ? 'warn' : r.outcome === 'end' ? 'ok' : 'bad'}`);
     set(c[4], r.status === null ? '–' : String(r.status), 'num');
     set(c[5], ms(r.queueMs), 'num');
     set(c[6], ms(r.totalMs), 'num');
-    set(c[7], r.bytesOut === null ? '–' : bytes(r.bytesOut), 'num');
+    set(c[7], r.state === 'finished' ? bytes(r.bytesOut) : '–', 'num');
+    let button = c[8].querySelector('button');
+    if (button === null) {
+      button = document.createElement('button');
+      button.type = 'button';
+      button.textContent = 'Cancel';
+      button.dataset.action = 'cancel';
+      button.setAttribute('aria-label', `Cancel run ${r.id}`);
+      button.addEventListener('click', () => void cancelRun(r.id));
+      c[8].append(button);
+    }
+    // Kept in place once finished (disabled) so the row does not reflow.
+    button.disabled = r.state === 'finished';
   });
 }
 
@@ -436,6 +401,22 @@ async function toggleDrain(nodeId: string): Promise<void> {
   } catch (err) {
     if (err instanceof Unauthorized) onUnauthorized();
     else banner(`${action} ${nodeId} failed: ${(err as Error).message}`);
+  }
+}
+
+/** The run's upstream request is aborted (or its cli process killed); the next poll shows it finished as run_cancelled. */
+async function cancelRun(runId: string): Promise<void> {
+  try {
+    const res = await json<{ error?: { message: string } }>(`/admin/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST' });
+    if (res.status !== 200) banner(`cancel ${runId}: ${res.body.error?.message ?? res.status}`);
+    const list = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}`);
+    if (list.status === 200 && Array.isArray(list.body.runs)) {
+      runs = list.body.runs;
+      renderRuns();
+    }
+  } catch (err) {
+    if (err instanceof Unauthorized) onUnauthorized();
+    else banner(`cancel ${runId} failed: ${(err as Error).message}`);
   }
 }
 
@@ -596,7 +577,6 @@ function init(): void {
   liveRunsBox.checked = liveRuns();
   liveRunsBox.addEventListener('change', () => {
     sessionStorage.setItem(LIVE_RUNS_KEY, liveRunsBox.checked ? '1' : '0');
-    restartEvents();
   });
   // An admin listener without a token (loopback only) needs no login: the empty token is tried first.
   const probe = loginAttempt + 1;

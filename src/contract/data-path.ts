@@ -33,6 +33,8 @@ export interface DataPath {
    * without the capability) and `timeout` (past deadlineMs) are results too.
    */
   nodeCommand(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult>;
+  /** Cancels an open run wherever its client connection lives; false when no thread holds it open. */
+  cancelRun(runId: string): Promise<boolean>;
   /** Retires every stream of the node's current connection as it goes idle; false when it has none. */
   retireNode(nodeId: string, graceMs: number, reason: string): boolean;
   /** The state of every thread's data path (tests, status). */

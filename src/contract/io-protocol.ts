@@ -28,6 +28,7 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'retireNode'; readonly nodeId: string; readonly graceMs: number; readonly reason: string; readonly holdAnchor?: boolean }
   | { readonly id: number; readonly type: 'nodeCommand'; readonly nodeId: string; readonly kind: string; readonly args: Readonly<Record<string, string>>; readonly deadlineMs: number }
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
+  | { readonly id: number; readonly type: 'cancelRun'; readonly runId: string }
   | { readonly id: number; readonly type: 'metrics' }
   /** Another worker learnt (stored) or dropped (null) which provider holds a Responses API response. */
   | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null }
@@ -94,3 +95,25 @@ export interface PlaneInspection {
 
 /** A ControlRequest before the pool numbers it. */
 export type ControlCall = ControlRequest extends infer R ? (R extends ControlRequest ? Omit<R, 'id'> : never) : never;
+
+/**
+ * A2A task traffic between I/O workers, relayed by the pool (worker -> main
+ * -> worker `to`): a task lives in the worker that ran it, and a GetTask,
+ * CancelTask or SubscribeToTask may arrive on a connection another worker
+ * owns. `call` pairs a request with its replies at the asking worker.
+ * Values are the SDK's task / stream objects (structured-clone safe).
+ */
+export interface A2ARelayMessage {
+  readonly type: 'a2a';
+  readonly to: number;
+  readonly from: number;
+  readonly call: number;
+  readonly op: 'get' | 'cancel' | 'subscribe' | 'unsubscribe' | 'reply' | 'event' | 'end';
+  readonly taskId?: string;
+  /** The asking client's API key name (auth on): a task is only shown to the key that made it. */
+  readonly keyName?: string;
+  readonly historyLength?: number;
+  readonly value?: unknown;
+  /** A failed get / cancel / subscribe: the SDK error's name and message. */
+  readonly error?: { readonly name: string; readonly message: string };
+}

@@ -95,7 +95,8 @@ const RELEASE_REASON_CODES: Record<ReleaseReason, number> = {
   fenced: 7,
   stale_generation: 8,
   provider_failed: 9,
-  overloaded: 10,
+  run_cancelled: 10,
+  overloaded: 11,
 };
 const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   model_not_found: 1,

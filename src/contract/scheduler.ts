@@ -15,6 +15,7 @@ export type ReleaseReason =
   | 'timeout' // tunnel deadline passed
   | 'fenced' // its node generation was superseded or disconnected
   | 'stale_generation' // pre-send fence found the node had reconnected
+  | 'run_cancelled' // an operator (or an A2A client) cancelled the run
   | 'overloaded' // the provider answered 429/503 and it was relayed to the client (overload backoff, not a failure)
   | 'provider_failed'; // the provider failed it: connect error, upstream reset, or a 5xx other than 503 (counts toward outlier ejection)
 

@@ -53,6 +53,8 @@ async function main(): Promise<void> {
   await registered;
   const body = JSON.stringify({ model: 'llama3', messages: [{ role: 'user', content: 'Hello!' }] });
   const agentBody = JSON.stringify({ model: 'agent', stream: true, messages: [{ role: 'user', content: 'Hello, agent!' }] });
+  // A2A 1.0 JSON-RPC, as the @a2a-js/sdk client sends it (README "A2A" has the SDK version).
+  const a2aBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: 'demo-1', contextId: 'demo-a2a', role: 'ROLE_USER', parts: [{ text: 'Hello, agent!' }] } } });
   console.log(`demo ready: edge ${edge.url} (gRPC :${edge.grpcPort}), node agent gpu-1, mock provider ${mock.url}
 
 operator console: ${edge.adminUrl}/console${edgeConfig.admin.token === undefined ? ' (no admin token on loopback: it opens without a login)' : ' (log in with admin.token)'}
@@ -67,7 +69,9 @@ try:
 ${edge.adminUrl ? `  curl -s ${edge.adminUrl}/admin/status
   curl -s ${edge.adminUrl}/metrics
   curl -s ${edge.adminUrl}/admin/runs
-` : ''}
+` : ''}  curl -s ${edge.url}/.well-known/agent-card.json
+  curl -s ${edge.url}/a2a/agent -H 'content-type: application/json' -H 'a2a-version: 1.0' -d '${a2aBody}'
+
 Ctrl-C stops it.`);
   const shutdown = (): void => {
     void agent.stop().then(() => edge.close()).then(() => mock.close()).finally(() => process.exit(0));

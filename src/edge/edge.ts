@@ -13,7 +13,7 @@ import type { PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
 import { LocalPlane } from '../workers/local-plane.js';
 import { AggregatorRegistry } from 'prom-client';
 import { AdminServer } from '../main/admin/admin-server.js';
-import type { AdminOps, NodeDrainOutcome } from '../main/admin/ops.js';
+import type { AdminOps, NodeDrainOutcome, RunCancelOutcome } from '../main/admin/ops.js';
 import { buildEdgeStatus, livenessOf, type EdgeStatus, type SessionView } from '../main/admin/status.js';
 import { EdgeSeries, type SeriesPoint } from '../main/admin/series.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
@@ -80,6 +80,8 @@ export interface RunningEdge {
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
   /** Resets a provider's outlier breaker (POST /admin/providers/:id/reset); undefined for an unknown provider. */
   resetProvider(providerId: string): boolean | undefined;
+  /** Cancels an open run (POST /admin/runs/:id/cancel). */
+  cancelRun(runId: string): Promise<RunCancelOutcome>;
   /** Graceful drain: no new connections or requests, open ones run up to graceMs, then everything closes. */
   shutdown(graceMs?: number): Promise<ShutdownReport>;
   /** Closes at once (open streams are left to the listeners' own close). */
@@ -353,6 +355,17 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       this.logger.info({ provider: providerId }, 'provider breaker reset (admin)');
     }
     return reset;
+  }
+
+  async cancelRun(runId: string): Promise<RunCancelOutcome> {
+    const record = this.runs.get(runId);
+    if (record === undefined) return 'not_found';
+    if (record.state === 'finished') return 'finished';
+    if (await this.plane.cancelRun(runId)) {
+      this.logger.info({ runId }, 'run cancelled (admin)');
+      return 'cancelled';
+    }
+    return 'finished';
   }
 
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome {

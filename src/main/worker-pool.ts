@@ -19,7 +19,7 @@ import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
 import type { DataPath } from '../contract/data-path.js';
-import type { AffinityMessage, ControlCall, ControlReply, IoWorkerData, PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
+import type { A2ARelayMessage, AffinityMessage, ControlCall, ControlReply, IoWorkerData, PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
@@ -151,7 +151,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     };
     const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
-    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage) => this.#onMessage(message, index));
+    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage) => this.#onMessage(message, index));
     worker.on('error', (err) => this.#logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
@@ -272,6 +272,11 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return true;
   }
 
+  /** Run ids do not say which worker took the client: ask each; at most one holds it. */
+  async cancelRun(runId: string): Promise<boolean> {
+    return (await this.callAll<boolean>({ type: 'cancelRun', runId })).some(Boolean);
+  }
+
   inspect(): Promise<readonly PlaneInspection[]> {
     return this.callAll<PlaneInspection>({ type: 'inspect' });
   }
@@ -303,9 +308,21 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return out;
   }
 
-  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage, from: number): void {
+  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage, from: number): void {
     if (message.type === 'event' || message.type === 'runs') {
       this.#onEvent(message);
+      return;
+    }
+    if (message.type === 'a2a') {
+      // To the worker that holds the task (or back to the one that asked); a gone worker's tasks are gone with it.
+      const slot = this.#slots[message.to];
+      if (slot !== undefined && !slot.exited && slot.worker !== undefined) {
+        slot.worker.postMessage(message);
+      } else if (message.op === 'get' || message.op === 'cancel' || message.op === 'subscribe') {
+        // No such worker (an id from another layout, or it exited): the asker hears at once.
+        const error = { name: 'TaskNotFoundError', message: `task ${message.taskId ?? ''} is not known here (its worker is gone)` };
+        this.#slots[from]?.worker?.postMessage({ type: 'a2a', to: from, from: message.to, call: message.call, op: 'reply', error } satisfies A2ARelayMessage);
+      }
       return;
     }
     if (message.type === 'affinity') {

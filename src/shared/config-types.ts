@@ -106,6 +106,8 @@ export interface EdgeConfig {
   readonly bootstrap?: BootstrapConfig;
   /** Outlier ejection and overload backoff (src/main/config-resilience.ts); optional like drain, defaults when absent. */
   readonly resilience?: ResilienceConfig;
+  /** The A2A surface (docs/a2a.md); absent or no agents: no A2A routes. */
+  readonly a2a?: A2AConfig;
 }
 
 export interface ResilienceConfig {
@@ -124,6 +126,38 @@ export interface ResilienceConfig {
     /** Times one request goes back to the queue after a 429/503 before the provider's answer is relayed. */
     readonly maxRequeues: number;
   };
+}
+
+// --- A2A: agents exposed over the Agent2Agent protocol (src/workers/a2a/, docs/a2a.md)
+
+export interface A2ASkillConfig {
+  readonly id: string;
+  readonly name: string;
+  readonly description: string;
+  readonly tags: readonly string[];
+  readonly examples: readonly string[];
+}
+
+export interface A2AAgentConfig {
+  /** URL segment: the agent lives at /a2a/{id}/ (its card at /a2a/{id}/.well-known/agent-card.json). */
+  readonly id: string;
+  /** The model alias its tasks run on (a cli provider group is an alias too). */
+  readonly model: string;
+  readonly name: string;
+  readonly description: string;
+  readonly inputModes: readonly string[];
+  readonly outputModes: readonly string[];
+  readonly skills: readonly A2ASkillConfig[];
+}
+
+export interface A2AConfig {
+  readonly agents: readonly A2AAgentConfig[];
+  /** Finished tasks are kept this long for GetTask, ms. */
+  readonly taskTtlMs: number;
+  /** Task records kept per data path (each I/O worker); the oldest finished go first. */
+  readonly maxTasks: number;
+  /** Base URL the cards advertise (behind a proxy); undefined = taken from the request's Host. */
+  readonly publicUrl: string | undefined;
 }
 
 // --- hardening: client auth, TLS, extra limits (read by src/main/config-hardening.ts)

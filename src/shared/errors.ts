@@ -60,6 +60,7 @@ export const Errors = Object.freeze({
   cliFailed: spec(502, 'server_error', 'cli_failed', 'the cli provider\'s command failed'),
   cliBadRequest: spec(400, 'invalid_request_error', 'invalid_messages', 'the messages hold nothing to give the command', 'messages'),
   sessionBusy: spec(429, 'rate_limit_error', 'session_busy', 'the session still has a run in progress; retry when it finishes'),
+  runCancelled: spec(499, 'server_error', 'run_cancelled', 'this run was cancelled (POST /admin/runs/{id}/cancel); it is not retried'),
   protocolError: spec(502, 'server_error', 'node_protocol_error', 'the node sent an invalid frame sequence'),
   internal: spec(500, 'server_error', 'internal_error', 'internal gateway error'),
 });
@@ -118,6 +119,7 @@ export function anthropicErrorOf(spec: GatewayErrorSpec): { status: number; type
     case 404: return { status: 404, type: 'not_found_error' };
     case 413: return { status: 413, type: 'request_too_large' };
     case 429: return { status: 429, type: 'rate_limit_error' };
+    case 499: return { status: 499, type: 'api_error' };
     case 503: return { status: 529, type: 'overloaded_error' };
     case 504: return { status: 504, type: 'timeout_error' };
     default: return { status: spec.status >= 500 ? spec.status : 400, type: spec.status >= 500 ? 'api_error' : 'invalid_request_error' };

@@ -149,6 +149,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
   }
 
+  /** This data path's worker index (-1: the main thread); A2A task ids carry it. */
+  get workerIndex(): number {
+    return this.#workerIndex;
+  }
+
   /** limits.max_tunnels_per_node of the live config (0 = none); PeerLinks fence with it too. */
   get tunnelLimit(): number {
     return this.#maxTunnelsPerNode;
@@ -360,6 +365,13 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     exchange.grant = undefined;
     exchange.session = undefined;
     exchange.tunnelId = 0;
+  }
+
+  /** Cancels the run if this thread holds it; false when it is not here (or already done). */
+  cancelRun(runId: string): boolean {
+    if (!runId.startsWith(this.#runIdPrefix)) return false;
+    const exchange = this.#pending.get(Number.parseInt(runId.slice(this.#runIdPrefix.length), 36));
+    return exchange !== undefined && exchange.runId === runId && exchange.cancel();
   }
 
   // --- called by exchanges ---------------------------------------------------

@@ -5,7 +5,7 @@
 // PeerLinks, and the pool's control requests and the plane's events travel
 // over the parent port.
 import { parentPort, workerData } from 'node:worker_threads';
-import type { AffinityMessage, ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
+import type { A2ARelayMessage, AffinityMessage, ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
 import { createLogger } from '../shared/logger.js';
 import { LocalPlane } from './local-plane.js';
 import { RemoteScheduler } from './remote-scheduler.js';
@@ -17,6 +17,8 @@ const post = (event: WorkerEvent): void => parentPort?.postMessage(event);
 const plane = new LocalPlane(data.config, port, logger, post, data);
 // A stored Response learnt here is passed to every other worker through the pool (docs/architecture.md).
 plane.plane.onAffinity = (responseId, stored) => parentPort?.postMessage({ type: 'affinity', responseId, stored } satisfies AffinityMessage);
+// A2A tasks live in the worker that ran them; questions about them from other workers travel through the pool.
+plane.client.a2a.setRelay((message) => parentPort?.postMessage(message satisfies A2ARelayMessage));
 let closing: Promise<void> | undefined;
 
 function close(): Promise<void> {
@@ -37,6 +39,8 @@ async function control(request: ControlRequest): Promise<unknown> {
       return plane.retireNode(request.nodeId, request.graceMs, request.reason, request.holdAnchor === true);
     case 'nodeCommand':
       return plane.nodeCommand(request.nodeId, request.kind, request.args, request.deadlineMs);
+    case 'cancelRun':
+      return plane.plane.cancelRun(request.runId);
     case 'drain':
       return plane.drain(request.graceMs);
     case 'metrics':
@@ -66,7 +70,11 @@ process.on('uncaughtException', (err) => {
   process.exit(70);
 });
 
-parentPort?.on('message', (request: ControlRequest) => {
+parentPort?.on('message', (request: ControlRequest | A2ARelayMessage) => {
+  if (request.type === 'a2a') {
+    plane.client.a2a.onRelay(request);
+    return;
+  }
   control(request).then(
     (value) => parentPort?.postMessage({ type: 'reply', id: request.id, value }),
     (err: Error) => parentPort?.postMessage({ type: 'reply', id: request.id, error: err.message }),

@@ -164,6 +164,10 @@ export class LocalPlane implements DataPath, EventSink {
     return lanes.length > 0;
   }
 
+  cancelRun(runId: string): Promise<boolean> {
+    return Promise.resolve(this.plane.cancelRun(runId));
+  }
+
   /** Worker `peer` was respawned on fresh rings (worker mode only). */
   replacePeer(peer: number, toPeer: SharedArrayBuffer, fromPeer: SharedArrayBuffer): void {
     this.#peers?.replacePeer(peer, toPeer, fromPeer);

@@ -145,6 +145,25 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     assert.match(cells[6] ?? '', /\d( ms| s)$/);
   });
 
+  test('cancel a run from its row: the client\'s stream ends with run_cancelled and the row shows it finished so', async () => {
+    const response = await fetch(`${edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-mock-tokens': '400', 'x-mock-interval-ms': '25' },
+      body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'long' }] }),
+    });
+    assert.equal(response.status, 200);
+    const runId = response.headers.get('x-edge-run-id') as string;
+    const body = response.text();
+    const button = `tr[data-run="${runId}"][data-state="running"] button[data-action="cancel"]`;
+    await page.waitForSelector(button, { timeout: 2_500 });
+    await page.click(button);
+    assert.match(await body, /"code":"run_cancelled"/, 'the client is told in-band');
+    await page.waitForSelector(`tr[data-run="${runId}"][data-state="finished"]`, { timeout: 2_500 });
+    const cells = await cellsOf(`tr[data-run="${runId}"]`);
+    assert.equal(cells[3], 'run_cancelled');
+    assert.equal(await page.$eval(`tr[data-run="${runId}"] button[data-action="cancel"]`, (b) => (b as unknown as { disabled: boolean }).disabled), true);
+  });
+
   test('drain and undrain toggle the node in the page and in /admin/status', async () => {
     const row = `tr[data-node="${NODE_ID}"]`;
     await page.click(`${row} button[data-action="drain"]`);
@@ -201,7 +220,7 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await shot('try-it', '#try');
   });
 
-  test('with live runs off the edge builds no run events for the page; nodes stay live; back on, runs return', async () => {
+  test('the page never makes the edge build run events; live runs off stops the runs poll, nodes stay live; back on, runs return', async () => {
     const subscribers = async (): Promise<{ runs: boolean }[]> => {
       const res = await fetch(`${edge.adminUrl}/admin/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
       return ((await res.json()) as { events: { subscribers: { runs: boolean }[] } }).events.subscribers;
@@ -211,31 +230,33 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
       await res.text();
       return res.headers.get('x-edge-run-id') as string;
     };
-    await page.click('#live-runs');
-    await page.waitForSelector('#conn[data-state="ok"]');
-    const deadline = Date.now() + 3_000;
-    let subs = await subscribers();
-    while (!(subs.length === 1 && subs[0].runs === false) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      subs = await subscribers();
+    // An open page subscribes for node events only: per-request events cost the data path, a poll does not.
+    assert.deepEqual((await subscribers()).map((s) => s.runs), [false]);
+    const polls: string[] = [];
+    const onRequest = (request: { url(): string }): void => {
+      if (request.url().includes('/admin/runs')) polls.push(request.url());
+    };
+    page.on('request', onRequest);
+    try {
+      await page.click('#live-runs');
+      await new Promise((resolve) => setTimeout(resolve, 1_200)); // a poll already on its way may land
+      const before = polls.length;
+      const unseen = await chat();
+      // Node events still arrive: a drain shows at once.
+      await page.click(`tr[data-node="${NODE_ID}"] button[data-action="drain"]`);
+      await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="draining"]`, { timeout: 2_000 });
+      await page.click(`tr[data-node="${NODE_ID}"] button[data-action="undrain"]`);
+      await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="connected"]`, { timeout: 2_000 });
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      assert.equal(polls.length, before, 'no runs poll while live runs is off');
+      assert.equal(await page.$(`tr[data-run="${unseen}"]`), null, 'the run sent while off is not shown');
+      await page.click('#live-runs');
+      await page.waitForSelector(`tr[data-run="${unseen}"]`, { timeout: 2_500 });
+      assert.ok(polls.length > before, 'polling resumed');
+      assert.ok(polls.every((url) => url.endsWith('/admin/runs?limit=50')), polls.join(', '));
+    } finally {
+      page.off('request', onRequest);
     }
-    assert.deepEqual(subs.map((s) => s.runs), [false], 'the page re-subscribed without run events');
-    const unseen = await chat();
-    // Node events still arrive: a drain shows at once.
-    await page.click(`tr[data-node="${NODE_ID}"] button[data-action="drain"]`);
-    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="draining"]`, { timeout: 2_000 });
-    await page.click(`tr[data-node="${NODE_ID}"] button[data-action="undrain"]`);
-    await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="connected"]`, { timeout: 2_000 });
-    assert.equal(await page.$(`tr[data-run="${unseen}"]`), null, 'no run event reached the page');
-    await page.click('#live-runs');
-    await page.waitForSelector('#conn[data-state="ok"]');
-    let seen = '';
-    // The re-subscription races the next request: send until one shows.
-    for (let i = 0; i < 20 && seen === ''; i++) {
-      const id = await chat();
-      if (await page.waitForSelector(`tr[data-run="${id}"]`, { timeout: 500 }).catch(() => null)) seen = id;
-    }
-    assert.notEqual(seen, '', 'runs are live again');
   });
 
   test('the views at 1280×800 and at phone width', async () => {

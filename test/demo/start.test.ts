@@ -27,13 +27,20 @@ test('the demo prints curl lines that work and the console URL', async () => {
     assert.equal(page.status, 200);
     assert.match(await page.text(), /<title>Edge console<\/title>/);
     const curlLines = out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('curl '));
-    assert.equal(curlLines.length, 9, out);
+    assert.equal(curlLines.length, 11, out);
     const [plain, streaming, models, agent, messages, responses, status, metrics] = await Promise.all(curlLines.slice(0, 8).map((line) => run('bash', ['-c', line])));
     // The cli provider: the example script's stdout, as chunks.
     const agentText = [...agent.stdout.matchAll(/^data: (\{.*\})$/gm)].map((m) => (JSON.parse(m[1]) as { choices: { delta: { content?: string } }[] }).choices[0].delta.content ?? '').join('');
     assert.match(agentText, /session demo, turn \d+\] You said: Hello, agent!/);
     const runs = JSON.parse((await run('bash', ['-c', curlLines[8]])).stdout) as { runs: { model: string; outcome: string }[] };
     assert.ok(runs.runs.some((r) => r.model === 'agent' && r.outcome === 'end'), JSON.stringify(runs));
+    // A2A: the edge's card at its client URL, and a task on the cli agent through JSON-RPC.
+    const card = JSON.parse((await run('bash', ['-c', curlLines[9]])).stdout) as { skills: { id: string }[]; supportedInterfaces: { url: string }[] };
+    assert.deepEqual(card.skills.map((s) => s.id), ['chat', 'agent']);
+    assert.match(card.supportedInterfaces[0].url, /^http:\/\/127\.0\.0\.1:\d+\/a2a\/chat$/);
+    const a2a = JSON.parse((await run('bash', ['-c', curlLines[10]])).stdout) as { result: { task: { status: { state: string }; artifacts: { parts: { text: string }[] }[] } } };
+    assert.equal(a2a.result.task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(a2a));
+    assert.match(a2a.result.task.artifacts[0].parts[0].text, /You said: Hello, agent!/);
     const completion = JSON.parse(plain.stdout) as { object: string; choices: { message: { content: string } }[] };
     assert.equal(completion.object, 'chat.completion');
     assert.ok(completion.choices[0].message.content.length > 0);

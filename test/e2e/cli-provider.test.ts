@@ -123,6 +123,29 @@ test('client abort: a command that ignores SIGTERM and forked a grandchild leave
   assert.deepEqual(await livePids(stack.tag), []);
 });
 
+test('admin cancel (POST /admin/runs/:id/cancel): the process group is gone, the stream ends with run_cancelled; again is 409, unknown 404', async () => {
+  const res = await post({ model: CLI_ALIAS, stream: true, messages: [{ role: 'user', content: 'orphan' }] });
+  assert.equal(res.status, 200);
+  const runId = res.headers.get('x-edge-run-id') as string;
+  const { reader, text: head, child, grandchild } = await readPids(res);
+  let text = head;
+  const cancel = (id: string): Promise<Response> => fetch(`${stack.edge.adminUrl as string}/admin/runs/${id}/cancel`, { method: 'POST' });
+  const answer = await cancel(runId);
+  assert.equal(answer.status, 200);
+  assert.deepEqual(await answer.json(), { id: runId, cancelled: true });
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  assert.match(text, /"code":"run_cancelled"/, 'the stream ends with an in-band run_cancelled error');
+  await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the process group to be gone', 5_000);
+  const again = await cancel(runId);
+  assert.equal(again.status, 409);
+  assert.equal(((await again.json()) as { error: { code: string } }).error.code, 'run_finished');
+  assert.equal((await cancel('run-nope')).status, 404);
+});
+
 test('restart_provider (operator command): the running command\'s process group is killed and its stream ends with an error', async () => {
   const res = await post({ model: CLI_ALIAS, stream: true, messages: [{ role: 'user', content: 'orphan' }] });
   assert.equal(res.status, 200);

@@ -26,6 +26,8 @@ export interface CliStackOptions {
   readonly cli?: Record<string, unknown>;
   readonly runs?: Record<string, unknown>;
   readonly tunnelTimeoutMs?: number;
+  /** Edits the raw edge config before it is parsed (extra sections such as a2a). */
+  readonly configure?: (raw: Record<string, unknown>) => void;
 }
 
 export interface CliStack {
@@ -55,6 +57,7 @@ export async function startCliStack(options: CliStackOptions = {}): Promise<CliS
     models: [{ alias: CLI_ALIAS, queue_timeout_ms: 20_000, max_queue: 64, providers: Object.fromEntries(Array.from({ length: nodes }, (_, i) => [`${nodeId(i)}-cli`, CLI_SERVED])) }],
   };
   if (options.runs !== undefined) raw.runs = options.runs;
+  options.configure?.(raw);
   const edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger(), admin: true });
   const agents: NodeAgent[] = [];
   const stack: CliStack = {

@@ -80,3 +80,27 @@ test('resilience: defaults when absent, percentages as shares, and its mistakes 
     'resilience.outliers.failure_rate_min_requests: must not exceed failure_rate_window',
   ]);
 });
+
+test('a2a: agents get card defaults; a missing alias, a bad id, duplicates and bad modes are reported', async () => {
+  const example = await loadEdgeConfig(fileURLToPath(new URL('../../../examples/edge.yaml', import.meta.url)));
+  assert.deepEqual(example.a2a?.agents.map((a) => [a.id, a.model]), [['chat', 'llama3'], ['agent', 'agent']]);
+  const base = { nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1' }] }], models: [{ alias: 'm', providers: { p1: 's' } }] };
+  const parsed = parseEdgeConfig({ ...base, a2a: { agents: [{ id: 'helper', model: 'm' }] } }, 'test.yaml');
+  assert.deepEqual(parsed.a2a?.agents[0], {
+    id: 'helper', model: 'm', name: 'helper', description: 'Runs tasks on the model m', inputModes: ['text/plain'], outputModes: ['text/plain'],
+    skills: [{ id: 'helper', name: 'helper', description: 'Runs tasks on the model m', tags: [], examples: [] }],
+  });
+  assert.equal(parsed.a2a?.taskTtlMs, 3_600_000);
+  assert.equal(parsed.a2a?.maxTasks, 10_000);
+  assert.deepEqual(parseEdgeConfig(base, 'test.yaml').a2a?.agents, []);
+  const text = problemsOf({
+    ...base,
+    a2a: { agents: [{ id: 'a b', model: 'nope' }, { id: 'x', model: 'm', input_modes: ['plain'] }, { id: 'x', model: 'm' }], task_ttl_ms: 5, public_url: 'ftp://x' },
+  }).join('\n');
+  assert.match(text, /a2a\.agents\[0\]\.id: expected letters, digits/);
+  assert.match(text, /a2a\.agents\[0\]\.model: no model with alias "nope"/);
+  assert.match(text, /a2a\.agents\[1\]\.input_modes\[0\]: expected a media type/);
+  assert.match(text, /a2a\.agents: duplicate id "x"/);
+  assert.match(text, /a2a\.task_ttl_ms: expected an integer from 1000/);
+  assert.match(text, /a2a\.public_url: expected an http\(s\) URL/);
+});

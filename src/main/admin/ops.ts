@@ -13,6 +13,9 @@ export type NodeDrainOutcome =
   | { readonly ok: true; readonly node: string; readonly draining: boolean; readonly openTunnels: number }
   | { readonly ok: false; readonly code: 'node_not_found' | 'node_not_connected'; readonly message: string };
 
+/** `finished`: it ended before the cancel reached it (the record says how). */
+export type RunCancelOutcome = 'cancelled' | 'not_found' | 'finished';
+
 export interface AdminOps {
   refresh(request: RefreshRequest): Promise<RefreshResult>;
   status(): Promise<EdgeStatus>;
@@ -20,6 +23,8 @@ export interface AdminOps {
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
   /** Resets a provider's outlier breaker: true if it had state, false if not, undefined for an unknown provider. */
   resetProvider(providerId: string): boolean | undefined;
+  /** Cancels an open run (queued or dispatched): its upstream request is aborted or its cli process killed. */
+  cancelRun(runId: string): Promise<RunCancelOutcome>;
   /** A command to the node(s) a reference (id or label) names; resolves with every node's answer. */
   nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome>;
   scrapeMetrics(): Promise<string>;

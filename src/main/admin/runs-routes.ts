@@ -1,6 +1,8 @@
 // GET /admin/runs (the recent runs, newest first; filters: state, model,
-// node, session; limit) and GET /admin/runs/:id (one run, 404 once it is
-// no longer kept). The records live in the main thread's RunStore.
+// node, session; limit), GET /admin/runs/:id (one run, 404 once it is
+// no longer kept) and POST /admin/runs/:id/cancel. The records live in the
+// main thread's RunStore; a cancel goes to whichever thread holds the
+// run's client connection.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendAdminError } from './admin-errors.js';
 import type { AdminOps } from './ops.js';
@@ -32,5 +34,18 @@ export function registerRunsRoutes(app: FastifyInstance, ops: AdminOps): void {
     const record = ops.runs.get(request.params.id);
     if (record === undefined) sendAdminError(reply, 404, 'run_not_found', `no run ${JSON.stringify(request.params.id)} is kept (unknown, or dropped past runs.max_finished)`);
     else reply.send(runView(record));
+  });
+  app.post('/admin/runs/:id/cancel', async (request: FastifyRequest<{ Params: { id: string } }>, reply) => {
+    const id = request.params.id;
+    switch (await ops.cancelRun(id)) {
+      case 'cancelled':
+        reply.send({ id, cancelled: true });
+        return;
+      case 'not_found':
+        sendAdminError(reply, 404, 'run_not_found', `no run ${JSON.stringify(id)} is kept (unknown, or dropped past runs.max_finished)`);
+        return;
+      case 'finished':
+        sendAdminError(reply, 409, 'run_finished', `run ${JSON.stringify(id)} already finished (outcome ${ops.runs.get(id)?.outcome ?? 'unknown'}); there is nothing to cancel`);
+    }
   });
 }

@@ -35,6 +35,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^heartbeat\.interval_ms$/, mutable: true, effect: 'node connections registered from now on' },
   { pattern: /^scheduler\.long_context_threshold_tokens$/, mutable: true, effect: 'admissions and queued requests at once' },
   { pattern: /^drain\.grace_ms$/, mutable: true, effect: 'the next shutdown' },
+  { pattern: /^a2a\./, mutable: true, effect: 'agent cards and new tasks use the new agents at once; running tasks finish as they began' },
   { pattern: /^runs\./, mutable: false, effect: 'the run records are sized at start' },
   {
     pattern: /^nodes\[[^\]]*\]\.token$/,

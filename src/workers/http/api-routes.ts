@@ -57,6 +57,17 @@ export const RESPONSES_ERRORS: ErrorFormat = {
   },
 };
 
+/**
+ * The A2A endpoints (/a2a/...): refusals before the JSON-RPC handler ran
+ * (401, 413, 404) keep their HTTP status with a JSON-RPC error body, which
+ * the A2A SDK client raises as an error of its own.
+ */
+export const A2A_ERRORS: ErrorFormat = {
+  status: (spec) => spec.status,
+  body: (spec, message) => JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: spec.status >= 500 ? -32603 : -32600, message: `${message ?? spec.message} (${spec.code})` } }),
+  streamError: (spec, message) => `data: ${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32603, message: `${message ?? spec.message} (${spec.code})` } })}\n\n`,
+};
+
 /** A required field missing or of the wrong type: 400 naming it. */
 export interface FieldProblem {
   readonly spec: GatewayErrorSpec;
@@ -140,6 +151,7 @@ export const RESPONSE_BY_ID = /^\/v1\/responses\/([^/?]+)$/;
 /** The error format of whatever route a path belongs to (also for 401, 404, 405, 413 before any route ran). */
 export function errorFormatForPath(path: string): ErrorFormat {
   if (path === '/v1/messages' || path.startsWith('/v1/messages/')) return ANTHROPIC_ERRORS;
+  if (path.startsWith('/a2a/')) return A2A_ERRORS;
   return OPENAI_ERRORS;
 }
 

@@ -16,6 +16,7 @@ import { ApiKeyState, ClientAuth } from './client-auth.js';
 import { onClientError } from './client-errors.js';
 import { inspectBody, type InspectError, type InspectOk, type InspectResult } from './inspect.js';
 import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
+import { A2ASurface } from '../a2a/a2a-surface.js';
 
 const kApiKey = Symbol('edge.apiKey');
 type KeyedRequest = FastifyRequest & { [kApiKey]?: ApiKeyState };
@@ -59,6 +60,8 @@ export class ClientServer {
   readonly #offloadThreads: number;
 
   readonly #plane: DataPlane;
+  /** Agent Cards and the A2A JSON-RPC endpoints (src/workers/a2a/). */
+  readonly a2a: A2ASurface;
 
   constructor(config: EdgeConfig, plane: DataPlane, https?: HttpsMaterial) {
     this.#plane = plane;
@@ -94,10 +97,14 @@ export class ClientServer {
     for (const route of API_ROUTES) this.app.post(route.path, (request, reply) => this.#proxy(route, request, reply));
     this.app.get(STORED_RESPONSE_ROUTE, (request, reply) => this.#storedResponse(request, reply));
     this.app.delete(STORED_RESPONSE_ROUTE, (request, reply) => this.#storedResponse(request, reply));
+    this.a2a = new A2ASurface(config, plane, plane.workerIndex, https !== undefined, (request) => (request as KeyedRequest)[kApiKey]);
+    this.a2a.register(this.app);
   }
 
   setConfig(config: EdgeConfig): void {
     this.auth.setConfig(config.auth);
+    // Undefined only while the constructor's first setConfig runs (the surface is made after it).
+    this.a2a?.setConfig(config);
     const limits = limitsOf(config);
     this.#maxJsonDepth = limits.maxJsonDepth;
     this.#offloadBytes = limits.offloadBytes;
@@ -247,7 +254,7 @@ export class ClientServer {
       sendError(reply, Errors.badRequest, 'an HTTP/1.1 request must carry a Host header', format);
       return;
     }
-    if (!this.auth.enabled || !request.url.startsWith('/v1/')) {
+    if (!this.auth.enabled || !needsApiKey(request.url)) {
       done();
       return;
     }
@@ -267,6 +274,11 @@ export class ClientServer {
     const data = this.#aliases.filter((a) => key.mayUse(a)).map((id) => ({ id, object: 'model', created, owned_by: 'edge' }));
     return JSON.stringify({ object: 'list', data });
   }
+}
+
+/** The OpenAI API and the A2A endpoints take API keys; Agent Cards are public (they say how to authenticate). */
+function needsApiKey(url: string): boolean {
+  return url.startsWith('/v1/') || (url.startsWith('/a2a/') && !url.includes('/.well-known/'));
 }
 
 function passBuffer(_request: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void {

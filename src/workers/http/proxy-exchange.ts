@@ -266,6 +266,28 @@ export class ProxyExchange implements TunnelConsumer {
     }
   }
 
+  /**
+   * Cancelled from outside (the admin API, an A2A cancel): a queued request
+   * leaves the queue; a dispatched one has its tunnel cancelled, so the
+   * upstream request is aborted or the cli process killed. The client gets
+   * 499 run_cancelled, or the API's in-band error once its stream began.
+   */
+  cancel(): boolean {
+    switch (this.state) {
+      case 'admitting':
+        this.plane.cancelAdmission(this);
+        this.reject(Errors.runCancelled, 0);
+        return true;
+      case 'dispatched':
+      case 'streaming':
+        this.session?.cancelTunnel(this.tunnelId, Errors.runCancelled.code);
+        this.fail(Errors.runCancelled, undefined, 'run_cancelled');
+        return true;
+      default:
+        return false;
+    }
+  }
+
   onTimeout(): void {
     this.timeout = undefined;
     if (this.state !== 'dispatched' && this.state !== 'streaming') return;
@@ -370,6 +392,8 @@ export class ProxyExchange implements TunnelConsumer {
     }
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-edge-run-id': this.runId };
     if (retryAfterSec > 0) headers['retry-after'] = String(retryAfterSec);
+    // The SDKs retry 4xx/5xx by default; a cancelled run must stay cancelled.
+    if (spec === Errors.runCancelled) headers['x-should-retry'] = 'false';
     if (this.grant) {
       headers['x-edge-node'] = this.grant.nodeId;
       headers['x-edge-provider'] = this.grant.providerId;

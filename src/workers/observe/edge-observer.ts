@@ -73,7 +73,7 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
   exchangeFinished(exchange: ExchangeView, outcome: string): void {
     const now = performance.now();
     this.#metrics.exchangeFinished(exchange, outcome, now);
-    if (exchange.grant === undefined && outcome !== 'client_closed') this.#metrics.rejected(outcome);
+    if (exchange.grant === undefined && outcome !== 'client_closed' && outcome !== 'run_cancelled') this.#metrics.rejected(outcome);
     const usage = exchange.usage;
     this.#runs.run({
       type: 'run.finished',

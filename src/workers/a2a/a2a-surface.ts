@@ -1,0 +1,196 @@
+// The A2A routes of the client listener: Agent Cards (GET, public so a
+// client learns how to authenticate) and each agent's JSON-RPC endpoint
+// (POST /a2a/{id}; API keys checked by the listener's onRequest hook like
+// /v1/). The SDK's JsonRpcTransportHandler (A2A 1.0) and, for the 0.3
+// method names, its LegacyJsonRpcTransportHandler parse and frame the
+// calls; EdgeA2AHandler runs them. Streaming answers go out as SSE, one
+// JSON-RPC envelope per event. The SDK's server bundle is loaded on the
+// first call, so an edge without A2A traffic never pays for it.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import type { A2AAgentConfig, EdgeConfig } from '../../shared/config-types.js';
+import type { A2ARelayMessage } from '../../contract/io-protocol.js';
+import type { DataPlane } from '../data-plane.js';
+import type { ApiKeyState } from '../http/client-auth.js';
+import { limitsOf } from '../../shared/config-hardening.js';
+import { agentCard, AGENT_PREFIX, CARD_PATH, edgeCard } from './agent-card.js';
+import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
+import { TaskStore } from './task-store.js';
+
+type ServerSdk = typeof import('@a2a-js/sdk/server');
+type LegacySdk = typeof import('@a2a-js/sdk/compat/v0_3/server');
+
+interface Transports {
+  readonly sdk: ServerSdk;
+  readonly current: InstanceType<ServerSdk['JsonRpcTransportHandler']>;
+  readonly legacy: InstanceType<LegacySdk['LegacyJsonRpcTransportHandler']>;
+  readonly mapLegacyError: LegacySdk['LegacyJsonRpcTransportHandler']['mapToLegacyJSONRPCError'];
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' };
+const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
+
+function rpcError(id: unknown, code: number, message: string): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
+}
+
+export class A2ASurface {
+  #config: EdgeConfig;
+  readonly #https: boolean;
+  readonly #store: TaskStore;
+  readonly handler: EdgeA2AHandler;
+  readonly #keyOf: (request: FastifyRequest) => ApiKeyState | undefined;
+  #transports: Promise<Transports> | undefined;
+
+  constructor(config: EdgeConfig, plane: DataPlane, workerIndex: number, https: boolean, keyOf: (request: FastifyRequest) => ApiKeyState | undefined) {
+    this.#config = config;
+    this.#https = https;
+    this.#keyOf = keyOf;
+    this.#store = new TaskStore(workerIndex, config.a2a?.maxTasks ?? 10_000);
+    this.handler = new EdgeA2AHandler(plane, this.#store, workerIndex, config.a2a?.taskTtlMs ?? 3_600_000);
+  }
+
+  setConfig(config: EdgeConfig): void {
+    this.#config = config;
+    if (config.a2a !== undefined) {
+      this.#store.setMaxTasks(config.a2a.maxTasks);
+      this.handler.setTtl(config.a2a.taskTtlMs);
+    }
+  }
+
+  /** Task records held here (tests, status). */
+  get tasks(): number {
+    return this.#store.size;
+  }
+
+  setRelay(post: RelayPost): void {
+    this.handler.setRelay(post);
+  }
+
+  onRelay(message: A2ARelayMessage): void {
+    this.handler.onRelay(message);
+  }
+
+  register(app: FastifyInstance): void {
+    app.get(CARD_PATH, (request, reply) => {
+      const card = edgeCard(this.#config, this.#base(request));
+      if (card === undefined) reply.code(404).headers(JSON_HEADERS).send(JSON.stringify({ error: 'this edge exposes no A2A agents (config a2a.agents)' }));
+      else reply.headers(JSON_HEADERS).send(JSON.stringify(card));
+    });
+    app.get(`${AGENT_PREFIX}:agent${CARD_PATH}`, (request, reply) => {
+      const agent = this.#agent(request);
+      if (agent === undefined) reply.code(404).headers(JSON_HEADERS).send(JSON.stringify({ error: `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)}` }));
+      else reply.headers(JSON_HEADERS).send(JSON.stringify(agentCard(this.#config, agent, this.#base(request))));
+    });
+    app.post(`${AGENT_PREFIX}:agent`, (request, reply) => this.#rpc(request, reply));
+  }
+
+  #agent(request: FastifyRequest): A2AAgentConfig | undefined {
+    const id = (request.params as { agent?: string }).agent;
+    return this.#config.a2a?.agents.find((a) => a.id === id);
+  }
+
+  /** Where clients reach this listener: a2a.public_url, else the scheme and Host of the request. */
+  #base(request: FastifyRequest): string {
+    const configured = this.#config.a2a?.publicUrl;
+    if (configured !== undefined) return configured;
+    return `${this.#https ? 'https' : 'http'}://${request.headers.host ?? `${this.#config.http.host}:${this.#config.http.port}`}`;
+  }
+
+  #loadTransports(): Promise<Transports> {
+    this.#transports ??= (async () => {
+      const [sdk, legacySdk] = await Promise.all([import('@a2a-js/sdk/server'), import('@a2a-js/sdk/compat/v0_3/server')]);
+      return {
+        sdk,
+        current: new sdk.JsonRpcTransportHandler(this.handler),
+        legacy: new legacySdk.LegacyJsonRpcTransportHandler(this.handler),
+        mapLegacyError: legacySdk.LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError,
+      };
+    })();
+    return this.#transports;
+  }
+
+  #rpc(request: FastifyRequest, reply: FastifyReply): void {
+    const agent = this.#agent(request);
+    if (agent === undefined) {
+      reply.code(404).headers(JSON_HEADERS).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
+      return;
+    }
+    const body = request.body;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(Buffer.isBuffer(body) ? body.toString('utf8') : '');
+    } catch (err) {
+      reply.headers(JSON_HEADERS).send(rpcError(null, -32700, `the body is not JSON: ${(err as Error).message}`));
+      return;
+    }
+    const method = (parsed as { method?: unknown } | null)?.method;
+    // The 0.3 methods are the slashed ones (message/send, tasks/get, ...); 1.0's are PascalCase.
+    const legacy = typeof method === 'string' && method.includes('/');
+    const tag = request.headers['x-request-id'];
+    const controller = new AbortController();
+    reply.hijack();
+    const res = reply.raw;
+    res.on('close', () => controller.abort());
+    const call: A2ACall = { agent, key: this.#keyOf(request), signal: controller.signal, requestTag: typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : undefined };
+    this.#loadTransports().then(
+      (t) => this.#handle(t, legacy, parsed as Record<string, unknown>, call, res),
+      (err: Error) => this.#sendJson(res, rpcError(null, -32603, `the A2A server could not start: ${err.message}`)),
+    );
+  }
+
+  async #handle(t: Transports, legacy: boolean, parsed: Record<string, unknown>, call: A2ACall, res: ServerResponse): Promise<void> {
+    const context = new t.sdk.ServerCallContext({ state: new Map([[CALL_STATE, call]]) });
+    const mapError = legacy ? t.mapLegacyError : t.sdk.JsonRpcTransportHandler.mapToJSONRPCError;
+    let result: unknown;
+    try {
+      result = legacy ? await t.legacy.handle(parsed, context) : await t.current.handle(parsed, context);
+    } catch (err) {
+      this.#sendJson(res, JSON.stringify({ jsonrpc: '2.0', id: parsed.id ?? null, error: mapError(err) }));
+      return;
+    }
+    if (!isAsyncIterator(result)) {
+      this.#sendJson(res, JSON.stringify(result));
+      return;
+    }
+    // A stream that fails before its first event (unknown task, bad message) answers as plain JSON-RPC.
+    let first: IteratorResult<unknown>;
+    try {
+      first = await result.next();
+    } catch (err) {
+      this.#sendJson(res, JSON.stringify({ jsonrpc: '2.0', id: parsed.id ?? null, error: mapError(err) }));
+      return;
+    }
+    if (res.destroyed) {
+      void result.return?.(undefined);
+      return;
+    }
+    res.writeHead(200, SSE_HEADERS);
+    // A task may be silent for long (queued, a cli command thinking): comments keep proxies from cutting it.
+    const keepaliveMs = limitsOf(this.#config).sseKeepaliveMs;
+    const keepalive = keepaliveMs > 0 ? setInterval(() => res.write(': keepalive\n\n'), keepaliveMs) : undefined;
+    try {
+      for (let step = first; !step.done; step = await result.next()) {
+        if (res.destroyed) break;
+        res.write(`data: ${JSON.stringify(step.value)}\n\n`);
+      }
+    } catch (err) {
+      if (!res.destroyed) res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id: parsed.id ?? null, error: mapError(err) })}\n\n`);
+    } finally {
+      clearInterval(keepalive);
+      if (res.destroyed) void result.return?.(undefined);
+    }
+    res.end();
+  }
+
+  #sendJson(res: ServerResponse, text: string): void {
+    if (res.destroyed || res.headersSent) return;
+    res.writeHead(200, JSON_HEADERS);
+    res.end(text);
+  }
+}
+
+function isAsyncIterator(value: unknown): value is AsyncIterator<unknown> & { return?: (v: undefined) => Promise<unknown> } {
+  return typeof value === 'object' && value !== null && typeof (value as { next?: unknown }).next === 'function' && Symbol.asyncIterator in value;
+}

@@ -1,0 +1,433 @@
+// The A2A request handler of the edge: the SDK's A2ARequestHandler
+// interface, implemented over the data plane instead of the SDK's
+// DefaultRequestHandler (docs/a2a.md says why). The SDK's JSON-RPC transport
+// handlers (1.0, and 0.3 through its compatibility layer) parse, validate and
+// frame; this class turns a message into a task whose run is an ordinary
+// chat-completions exchange through DataPlane.begin: same admission, queue,
+// scheduler, lease, tunnel, API key limits and run records as an HTTP
+// request. The A2A contextId is the run's session id (x-edge-session), so a
+// conversation keeps its cli working directory and its node affinity.
+import { randomUUID } from 'node:crypto';
+import type { AgentCard, CancelTaskRequest, GetTaskRequest, Message, SendMessageRequest, StreamResponse, SubscribeToTaskRequest, Task } from '@a2a-js/sdk';
+import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
+import {
+  ContentTypeNotSupportedError,
+  ExtendedAgentCardNotConfiguredError,
+  PushNotificationNotSupportedError,
+  RequestMalformedError,
+  TaskNotCancelableError,
+  TaskNotFoundError,
+  UnsupportedOperationError,
+} from '@a2a-js/sdk/errors';
+import type { A2AAgentConfig } from '../../shared/config-types.js';
+import { Errors } from '../../shared/errors.js';
+import type { A2ARelayMessage } from '../../contract/io-protocol.js';
+import type { DataPlane } from '../data-plane.js';
+import { CHAT } from '../http/api-routes.js';
+import type { ApiKeyState } from '../http/client-auth.js';
+import { inspectBody, type InspectOk } from '../http/inspect.js';
+import { kExchange, type ProxyExchange } from '../http/proxy-exchange.js';
+import { RunSink, runRequest } from './run-sink.js';
+import { CANCELED, COMPLETED, EventQueue, FAILED, ownerOfTaskId, TaskEntry, type TaskStore } from './task-store.js';
+
+/** Per-call facts the route puts in ServerCallContext.state under this key. */
+export const CALL_STATE = 'edge.a2a';
+
+export interface A2ACall {
+  readonly agent: A2AAgentConfig;
+  readonly key: ApiKeyState | undefined;
+  /** Aborted when the client's connection closes. */
+  readonly signal: AbortSignal;
+  readonly requestTag: string | undefined;
+}
+
+const CAPABILITIES_CARD: AgentCard = {
+  name: 'llm-edge-gateway',
+  description: '',
+  supportedInterfaces: [],
+  provider: undefined,
+  version: '',
+  documentationUrl: undefined,
+  capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+  securitySchemes: {},
+  securityRequirements: [],
+  defaultInputModes: [],
+  defaultOutputModes: [],
+  skills: [],
+  signatures: [],
+  iconUrl: undefined,
+};
+
+/** Same rule as x-edge-session: printable ASCII, up to 256 characters (it names a cli working directory). */
+const CONTEXT_ID = /^[\x20-\x7e]{1,256}$/;
+/** How long a question to another worker may go unanswered (it exited meanwhile). */
+const RELAY_TIMEOUT_MS = 5_000;
+/** The pool passes messages to another worker; undefined on the main thread (workers.count 0). */
+export type RelayPost = (message: A2ARelayMessage) => void;
+
+const KNOWN_ERRORS: Record<string, new (message: string) => Error> = {
+  TaskNotFoundError,
+  TaskNotCancelableError,
+  UnsupportedOperationError,
+};
+
+function errorOf(error: { name: string; message: string }): Error {
+  const Known = KNOWN_ERRORS[error.name];
+  return Known === undefined ? new Error(error.message) : new Known(error.message);
+}
+
+function callOf(context: ServerCallContext): A2ACall {
+  const call = context.state.get(CALL_STATE) as A2ACall | undefined;
+  if (call === undefined) throw new Error('A2A call without its edge state');
+  return call;
+}
+
+/** JSON text of the message's parts; data parts only where the agent takes JSON. */
+function promptOf(message: Message, agent: A2AAgentConfig): string {
+  const texts: string[] = [];
+  for (const part of message.parts) {
+    const content = part.content;
+    if (content?.$case === 'text') {
+      texts.push(content.value);
+    } else if (content?.$case === 'data' && agent.inputModes.includes('application/json')) {
+      texts.push(JSON.stringify(content.value));
+    } else {
+      const kind = content?.$case ?? 'empty';
+      const type = part.mediaType === '' ? kind : part.mediaType;
+      throw new ContentTypeNotSupportedError(`agent ${agent.id} takes ${agent.inputModes.join(', ')}; a ${kind} part (${type}) is not supported`);
+    }
+  }
+  const prompt = texts.join('\n');
+  if (prompt.trim() === '') throw new RequestMalformedError('the message has no text to run');
+  return prompt;
+}
+
+function acceptsOutput(agent: A2AAgentConfig, accepted: readonly string[]): boolean {
+  if (accepted.length === 0) return true;
+  return accepted.some((mode) => mode === '*/*' || mode === 'text/*' || agent.outputModes.includes(mode));
+}
+
+interface PendingCall {
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: Error) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
+export class EdgeA2AHandler implements A2ARequestHandler {
+  readonly #plane: DataPlane;
+  readonly #store: TaskStore;
+  readonly #workerIndex: number;
+  #ttlMs: number;
+  #relay: RelayPost | undefined;
+  #nextCall = 1;
+  readonly #pending = new Map<number, PendingCall>();
+  /** Remote subscriptions this worker asked for: call -> the local queue fed by 'event'. */
+  readonly #remoteStreams = new Map<number, EventQueue>();
+  /** Subscriptions other workers hold here: `${from}:${call}` -> the task's queue. */
+  readonly #servedStreams = new Map<string, EventQueue>();
+
+  constructor(plane: DataPlane, store: TaskStore, workerIndex: number, ttlMs: number) {
+    this.#plane = plane;
+    this.#store = store;
+    this.#workerIndex = workerIndex;
+    this.#ttlMs = ttlMs;
+  }
+
+  setTtl(ttlMs: number): void {
+    this.#ttlMs = ttlMs;
+  }
+
+  setRelay(post: RelayPost): void {
+    this.#relay = post;
+  }
+
+  // --- A2ARequestHandler ------------------------------------------------------
+
+  /**
+   * Cards are served by the routes (per agent, with the request's base URL);
+   * the SDK's 0.3 transport asks here only whether streaming is on.
+   */
+  getAgentCard(): Promise<AgentCard> {
+    return Promise.resolve(CAPABILITIES_CARD);
+  }
+
+  getAuthenticatedExtendedAgentCard(): Promise<never> {
+    return Promise.reject(new ExtendedAgentCardNotConfiguredError('this edge publishes no extended agent card'));
+  }
+
+  async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Task> {
+    const call = callOf(context);
+    const entry = this.#start(params, call);
+    const historyLength = params.configuration?.historyLength;
+    if (params.configuration?.returnImmediately === true) return entry.snapshot(historyLength);
+    if (!entry.terminal) {
+      let onAbort: (() => void) | undefined;
+      const left = new Promise<void>((resolve) => {
+        onAbort = () => resolve();
+        call.signal.addEventListener('abort', onAbort, { once: true });
+      });
+      await Promise.race([entry.done, left]);
+      if (onAbort !== undefined) call.signal.removeEventListener('abort', onAbort);
+      // A blocking caller that left never learns the task id: its run is cancelled like an HTTP request's.
+      if (!entry.terminal) this.#cancelEntry(entry, 'the caller closed its connection before the answer');
+    }
+    return entry.snapshot(historyLength);
+  }
+
+  async *sendMessageStream(params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    const call = callOf(context);
+    const entry = this.#start(params, call);
+    // Subscribed in the same turn as the snapshot: no event falls between them.
+    const queue = entry.subscribe();
+    yield { payload: { $case: 'task', value: entry.snapshot(params.configuration?.historyLength) } };
+    // The client leaving ends its stream, not the task: it may resubscribe (docs/a2a.md).
+    yield* this.#drain(queue, call.signal);
+  }
+
+  async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
+    const call = callOf(context);
+    const owner = this.#remoteOwner(params.id);
+    if (owner !== undefined) return (await this.#ask(owner, { op: 'get', taskId: params.id, keyName: call.key?.name, historyLength: params.historyLength })) as Task;
+    return this.#entryFor(params.id, call.key?.name).snapshot(params.historyLength);
+  }
+
+  async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
+    const call = callOf(context);
+    const owner = this.#remoteOwner(params.id);
+    if (owner !== undefined) return (await this.#ask(owner, { op: 'cancel', taskId: params.id, keyName: call.key?.name })) as Task;
+    return this.#cancelLocal(params.id, call.key?.name);
+  }
+
+  async *resubscribe(params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    const call = callOf(context);
+    const owner = this.#remoteOwner(params.id);
+    if (owner !== undefined) {
+      yield* this.#remoteSubscribe(owner, params.id, call);
+      return;
+    }
+    const entry = this.#subscribable(params.id, call.key?.name);
+    const queue = entry.subscribe();
+    yield { payload: { $case: 'task', value: entry.snapshot() } };
+    yield* this.#drain(queue, call.signal);
+  }
+
+  createTaskPushNotificationConfig(): Promise<never> {
+    return Promise.reject(new PushNotificationNotSupportedError('this edge sends no push notifications; stream or poll instead'));
+  }
+
+  getTaskPushNotificationConfig(): Promise<never> {
+    return this.createTaskPushNotificationConfig();
+  }
+
+  listTaskPushNotificationConfigs(): Promise<never> {
+    return this.createTaskPushNotificationConfig();
+  }
+
+  deleteTaskPushNotificationConfig(): Promise<never> {
+    return this.createTaskPushNotificationConfig();
+  }
+
+  listTasks(): Promise<never> {
+    return Promise.reject(new UnsupportedOperationError('ListTasks is not offered: task records are kept per worker for GetTask only'));
+  }
+
+  // --- tasks ---------------------------------------------------------------------
+
+  /** Validates the message, records the task and dispatches its run. Refusals by admission become a failed task. */
+  #start(params: SendMessageRequest, call: A2ACall): TaskEntry {
+    const { agent, key } = call;
+    const message = params.message;
+    if (message === undefined) throw new RequestMalformedError('params.message is required');
+    if (message.taskId !== '') {
+      // A task is one run: it takes no second message (input-required is never asked for).
+      if (this.#remoteOwner(message.taskId) === undefined && this.#store.get(message.taskId) === undefined) throw new TaskNotFoundError(`task ${message.taskId} is not known here`);
+      throw new UnsupportedOperationError(`task ${message.taskId} takes no further messages; send a new message with its contextId to continue the conversation`);
+    }
+    const prompt = promptOf(message, agent);
+    if (!acceptsOutput(agent, params.configuration?.acceptedOutputModes ?? [])) {
+      throw new ContentTypeNotSupportedError(`agent ${agent.id} answers in ${agent.outputModes.join(', ')}; none of the accepted output modes`);
+    }
+    const contextId = message.contextId === '' ? randomUUID() : message.contextId;
+    if (!CONTEXT_ID.test(contextId)) throw new RequestMalformedError('contextId must be printable ASCII, up to 256 characters (it names the run session)');
+    const entry = new TaskEntry(this.#store.newId(), contextId, agent.id, key?.name, message);
+    if (!this.#store.add(entry)) throw new UnsupportedOperationError('this edge holds a2a.max_tasks running tasks; retry later');
+    const refusal = this.#refusal(agent, key);
+    if (refusal !== undefined) {
+      entry.finish(FAILED, refusal, this.#ttlMs);
+      return entry;
+    }
+    const sink = new RunSink({
+      onStarted: () => entry.working(),
+      onDelta: (text) => entry.delta(text),
+      onFinished: (error) => entry.finish(error === undefined ? COMPLETED : FAILED, error, this.#ttlMs),
+    });
+    entry.cancelRun = () => sink.cancel();
+    const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, messages: [{ role: 'user', content: prompt }] }));
+    const info = inspectBody(body, 64) as InspectOk;
+    const request = runRequest(contextId, call.requestTag);
+    this.#plane.begin(CHAT, CHAT.path, request, sink.asResponse(), body, info, key);
+    const exchange = (sink as unknown as { [kExchange]?: ProxyExchange })[kExchange];
+    if (exchange !== undefined) entry.runId = exchange.runId;
+    return entry;
+  }
+
+  /** Why a run cannot start (the edge's own checks before admission), as the HTTP surface would say it. */
+  #refusal(agent: A2AAgentConfig, key: ApiKeyState | undefined): string | undefined {
+    if (this.#plane.shuttingDown) return `${Errors.shuttingDown.message} (${Errors.shuttingDown.code})`;
+    if (!this.#plane.hasModel(agent.model)) return `The model ${JSON.stringify(agent.model)} does not exist (${Errors.modelNotFound.code})`;
+    if (key === undefined) return undefined;
+    if (!key.mayUse(agent.model)) return `this API key may not use the model ${JSON.stringify(agent.model)} (${Errors.modelNotAllowed.code})`;
+    // With I/O workers the slot is taken on the main thread at admission (DataPlane.sharedKeyLimits).
+    if (!this.#plane.sharedKeyLimits && !key.tryAcquire()) return `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes (${Errors.tooManyConcurrent.code})`;
+    return undefined;
+  }
+
+  #cancelEntry(entry: TaskEntry, why: string): void {
+    entry.cancelRun?.();
+    entry.finish(CANCELED, why, this.#ttlMs);
+  }
+
+  #cancelLocal(id: string, keyName: string | undefined): Task {
+    const entry = this.#entryFor(id, keyName);
+    if (entry.terminal) throw new TaskNotCancelableError(`task ${id} is already over (${entry.state === COMPLETED ? 'completed' : entry.state === FAILED ? 'failed' : 'canceled'})`);
+    this.#cancelEntry(entry, 'canceled by the client');
+    return entry.snapshot();
+  }
+
+  #entryFor(id: string, keyName: string | undefined): TaskEntry {
+    const entry = this.#store.get(id);
+    // Another key's task is as unknown as a missing one: its id says nothing.
+    if (entry === undefined || entry.keyName !== keyName) throw new TaskNotFoundError(`task ${id} is not known here (never made, made with another key, or expired after a2a.task_ttl_ms)`);
+    return entry;
+  }
+
+  #subscribable(id: string, keyName: string | undefined): TaskEntry {
+    const entry = this.#entryFor(id, keyName);
+    if (entry.terminal) throw new UnsupportedOperationError(`task ${id} is already over; GetTask returns its result`);
+    return entry;
+  }
+
+  async *#drain(queue: EventQueue, signal: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    const onAbort = (): void => queue.close();
+    if (signal.aborted) queue.close();
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      for await (const event of queue) yield event;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      queue.close();
+    }
+  }
+
+  // --- other workers' tasks (workers.count > 0) ------------------------------------
+
+  /** The worker holding task `id` when it is another one this worker can ask. */
+  #remoteOwner(id: string): number | undefined {
+    const owner = ownerOfTaskId(id);
+    if (owner === undefined || owner === this.#workerIndex || owner < 0 || this.#relay === undefined) return undefined;
+    return owner;
+  }
+
+  #ask(owner: number, message: Pick<A2ARelayMessage, 'op' | 'taskId' | 'keyName' | 'historyLength'>): Promise<unknown> {
+    const call = this.#nextCall++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(call);
+        reject(new TaskNotFoundError(`task ${message.taskId ?? ''}: the worker that holds it did not answer`));
+      }, RELAY_TIMEOUT_MS);
+      this.#pending.set(call, { resolve, reject, timer });
+      this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call, ...message });
+    });
+  }
+
+  async *#remoteSubscribe(owner: number, taskId: string, call: A2ACall): AsyncGenerator<StreamResponse, void, undefined> {
+    const id = this.#nextCall++;
+    const queue = new EventQueue();
+    this.#remoteStreams.set(id, queue);
+    // The first answer is the task (or the error); events follow.
+    const first = new Promise<unknown>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new TaskNotFoundError(`task ${taskId}: the worker that holds it did not answer`));
+      }, RELAY_TIMEOUT_MS);
+      this.#pending.set(id, { resolve, reject, timer });
+    });
+    this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call: id, op: 'subscribe', taskId, keyName: call.key?.name });
+    let ended = false;
+    try {
+      const task = (await first) as Task;
+      yield { payload: { $case: 'task', value: task } };
+      for await (const event of this.#drain(queue, call.signal)) yield event;
+      ended = !call.signal.aborted;
+    } finally {
+      this.#remoteStreams.delete(id);
+      this.#pending.delete(id);
+      if (!ended) this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call: id, op: 'unsubscribe' });
+    }
+  }
+
+  /** A relay message for this worker: a question about one of its tasks, or an answer to one it asked. */
+  onRelay(message: A2ARelayMessage): void {
+    switch (message.op) {
+      case 'get':
+      case 'cancel':
+        this.#answer(message);
+        return;
+      case 'subscribe':
+        this.#serveSubscription(message);
+        return;
+      case 'unsubscribe':
+        this.#servedStreams.get(`${message.from}:${message.call}`)?.close();
+        return;
+      case 'reply': {
+        const pending = this.#pending.get(message.call);
+        if (pending === undefined) return;
+        this.#pending.delete(message.call);
+        clearTimeout(pending.timer);
+        if (message.error !== undefined) pending.reject(errorOf(message.error));
+        else pending.resolve(message.value);
+        return;
+      }
+      case 'event':
+        this.#remoteStreams.get(message.call)?.push(message.value as StreamResponse);
+        return;
+      case 'end':
+        this.#remoteStreams.get(message.call)?.close();
+        return;
+    }
+  }
+
+  #reply(to: A2ARelayMessage, op: 'reply' | 'event' | 'end', value?: unknown, error?: unknown): void {
+    const failure = error === undefined ? undefined : { name: (error as Error).name, message: (error as Error).message };
+    this.#relay?.({ type: 'a2a', to: to.from, from: this.#workerIndex, call: to.call, op, value, error: failure });
+  }
+
+  #answer(message: A2ARelayMessage): void {
+    try {
+      const taskId = message.taskId ?? '';
+      const value = message.op === 'get' ? this.#entryFor(taskId, message.keyName).snapshot(message.historyLength) : this.#cancelLocal(taskId, message.keyName);
+      this.#reply(message, 'reply', value);
+    } catch (err) {
+      this.#reply(message, 'reply', undefined, err);
+    }
+  }
+
+  #serveSubscription(message: A2ARelayMessage): void {
+    let entry: TaskEntry;
+    try {
+      entry = this.#subscribable(message.taskId ?? '', message.keyName);
+    } catch (err) {
+      this.#reply(message, 'reply', undefined, err);
+      return;
+    }
+    const queue = entry.subscribe();
+    const key = `${message.from}:${message.call}`;
+    this.#servedStreams.set(key, queue);
+    this.#reply(message, 'reply', entry.snapshot());
+    void (async () => {
+      for await (const event of queue) this.#reply(message, 'event', event);
+      this.#servedStreams.delete(key);
+      this.#reply(message, 'end');
+    })();
+  }
+}

@@ -1,0 +1,178 @@
+// The two ends of an A2A task's chat-completions exchange inside the edge.
+// An A2A task is dispatched through DataPlane.begin like any HTTP request
+// (admission, scheduler, lease, tunnel, run records), but no client socket
+// carries it: RunRequest stands in for the IncomingMessage (method, headers)
+// and RunSink for the ServerResponse the exchange writes the provider's
+// answer to. The sink reads the OpenAI chat stream as it arrives and hands
+// text deltas and the outcome to the task; cancel() is what a client
+// disconnect is to an HTTP request: the exchange releases its lease at once
+// and sends CANCEL to the node (upstream request aborted, cli process killed).
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** What the task hears from its run. */
+export interface RunListener {
+  /** The provider answered (2xx) or an error status came back. */
+  onStarted(): void;
+  onDelta(text: string): void;
+  /** Exactly once: ok, or why not. */
+  onFinished(error: string | undefined): void;
+}
+
+/** The headers an exchange reads from its request: session (contextId), content type, the client's request id. */
+export function runRequest(sessionId: string, requestTag: string | undefined): IncomingMessage {
+  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream', 'x-edge-session': sessionId };
+  if (requestTag !== undefined) headers['x-request-id'] = requestTag;
+  const rawHeaders: string[] = [];
+  for (const [name, value] of Object.entries(headers)) rawHeaders.push(name, value);
+  // The data path reads only method, headers and rawHeaders of a request (data-plane.ts, proxy-exchange.ts).
+  return { method: 'POST', url: '/v1/chat/completions', headers, rawHeaders } as unknown as IncomingMessage;
+}
+
+/** Error text from an OpenAI error body or event, else the raw text. */
+function errorText(status: number, body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown; code?: unknown } };
+    const message = parsed.error?.message;
+    const code = parsed.error?.code;
+    if (typeof message === 'string') return typeof code === 'string' ? `${message} (${code})` : message;
+  } catch {
+    // not JSON: the text itself
+  }
+  const text = body.trim();
+  return status > 0 ? `the provider answered HTTP ${status}${text === '' ? '' : `: ${text.slice(0, 500)}`}` : text;
+}
+
+/**
+ * A ServerResponse as far as ProxyExchange uses one: writeHead, write (with
+ * the flush callback its flow-control window waits for), end, destroy, and
+ * the 'close' event by which a client leaving is noticed.
+ */
+export class RunSink extends EventEmitter {
+  headersSent = false;
+  destroyed = false;
+  writableFinished = false;
+  /** Set by a drain; meaningless here. */
+  shouldKeepAlive = true;
+  readonly #listener: RunListener;
+  #status = 0;
+  #eventStream = false;
+  /** An SSE line not yet complete. */
+  #partial = '';
+  /** A non-stream (or error) body, whole. */
+  #body = '';
+  #streamError: string | undefined;
+  #done = false;
+
+  constructor(listener: RunListener) {
+    super();
+    this.#listener = listener;
+  }
+
+  /** As a ServerResponse for DataPlane.begin. */
+  asResponse(): ServerResponse {
+    return this as unknown as ServerResponse;
+  }
+
+  writeHead(status: number, headers?: readonly string[] | Record<string, string>): this {
+    this.#status = status;
+    this.headersSent = true;
+    let contentType = '';
+    if (Array.isArray(headers)) {
+      for (let i = 0; i + 1 < headers.length; i += 2) if (String(headers[i]).toLowerCase() === 'content-type') contentType = String(headers[i + 1]);
+    } else if (headers !== undefined) {
+      contentType = (headers as Record<string, string>)['content-type'] ?? '';
+    }
+    this.#eventStream = contentType.startsWith('text/event-stream');
+    if (status >= 200 && status < 300) this.#listener.onStarted();
+    return this;
+  }
+
+  write(chunk: Uint8Array | string, callback?: () => void): boolean {
+    if (!this.#done) this.#take(typeof chunk === 'string' ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8'));
+    // The exchange's window grants the node more credit once a chunk "flushed": at once, here.
+    if (callback !== undefined) queueMicrotask(callback);
+    return true;
+  }
+
+  end(chunk?: Uint8Array | string): this {
+    if (chunk !== undefined && chunk.length > 0) this.write(chunk);
+    if (this.#done) return this;
+    this.writableFinished = true;
+    this.#finish();
+    this.emit('close');
+    return this;
+  }
+
+  /** The exchange cut the response (a truncated JSON body): the run failed. */
+  destroy(): this {
+    if (this.#done) return this;
+    this.destroyed = true;
+    this.#streamError ??= 'the answer was cut off before it was complete';
+    this.#finish();
+    this.emit('close');
+    return this;
+  }
+
+  /**
+   * The task was cancelled: the exchange hears what a client disconnect
+   * sounds like ('close' before the response finished) and cancels the run.
+   */
+  cancel(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.destroyed = true;
+    this.emit('close');
+  }
+
+  #take(text: string): void {
+    const ok = this.#status >= 200 && this.#status < 300;
+    if (!ok || !this.#eventStream) {
+      this.#body += text;
+      return;
+    }
+    const lines = (this.#partial + text).split('\n');
+    this.#partial = lines.pop() ?? '';
+    for (const line of lines) this.#line(line);
+  }
+
+  #line(raw: string): void {
+    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    if (!line.startsWith('data:')) return; // comments (keepalives), event names, blank separators
+    const data = line.slice(line[5] === ' ' ? 6 : 5);
+    if (data === '[DONE]') return;
+    let parsed: { error?: unknown; choices?: { delta?: { content?: unknown } }[] };
+    try {
+      parsed = JSON.parse(data) as typeof parsed;
+    } catch {
+      return;
+    }
+    if (parsed.error !== undefined) {
+      this.#streamError = errorText(0, data);
+      return;
+    }
+    const content = parsed.choices?.[0]?.delta?.content;
+    if (typeof content === 'string' && content.length > 0) this.#listener.onDelta(content);
+  }
+
+  #finish(): void {
+    this.#done = true;
+    if (this.#partial !== '') this.#line(this.#partial);
+    this.#partial = '';
+    const ok = this.#status >= 200 && this.#status < 300;
+    if (!ok) {
+      this.#listener.onFinished(this.#status === 0 ? (this.#streamError ?? 'the run ended without an answer') : errorText(this.#status, this.#body));
+      return;
+    }
+    if (!this.#eventStream && this.#body !== '') {
+      // A provider that ignored stream:true answered with one JSON body.
+      try {
+        const content = (JSON.parse(this.#body) as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]?.message?.content;
+        if (typeof content === 'string' && content.length > 0) this.#listener.onDelta(content);
+      } catch {
+        this.#streamError ??= 'the provider answered with a body that is not a chat completion';
+      }
+    }
+    this.#listener.onFinished(this.#streamError);
+  }
+}

@@ -1,0 +1,247 @@
+// A2A task records of one data path (the main thread's, or one I/O
+// worker's): each task is one run through the edge, and its record is what
+// GetTask, CancelTask and SubscribeToTask read. Records live in memory only,
+// bounded by a2a.max_tasks (the oldest finished go first) and kept for
+// a2a.task_ttl_ms after they finish. A task's id names the data path that
+// holds it (a2a-w{index}-… or a2a-m-…), so another worker can ask that one
+// (a2a-surface.ts relays through the pool). Events fan out to subscribers
+// through small unbounded queues: they arrive at token rate and the SSE
+// writer never blocks on its socket.
+import { randomUUID } from 'node:crypto';
+import type { Message, Part, StreamResponse, Task, TaskState } from '@a2a-js/sdk';
+
+// TaskState / Role values (the SDK's enums are numbers on the wire objects).
+export const SUBMITTED = 1 as TaskState;
+export const WORKING = 2 as TaskState;
+export const COMPLETED = 3 as TaskState;
+export const FAILED = 4 as TaskState;
+export const CANCELED = 5 as TaskState;
+const ROLE_AGENT = 2 as Message['role'];
+
+export function textPart(text: string): Part {
+  return { content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' };
+}
+
+export function agentMessage(text: string, contextId: string, taskId: string): Message {
+  return { messageId: randomUUID(), contextId, taskId, role: ROLE_AGENT, parts: [textPart(text)], metadata: undefined, extensions: [], referenceTaskIds: [] };
+}
+
+/** Which data path made a task id: a worker index, -1 for the main thread, undefined if not ours. */
+export function ownerOfTaskId(id: string): number | undefined {
+  const match = /^a2a-(?:w(\d{1,2})|m)-/.exec(id);
+  if (match === null) return undefined;
+  return match[1] === undefined ? -1 : Number(match[1]);
+}
+
+/** A queue one subscriber reads events from (an SSE stream, or a relay to another worker). */
+export class EventQueue implements AsyncIterableIterator<StreamResponse> {
+  readonly #items: StreamResponse[] = [];
+  #waiter: ((result: IteratorResult<StreamResponse>) => void) | undefined;
+  #closed = false;
+  onClose: (() => void) | undefined;
+
+  push(event: StreamResponse): void {
+    if (this.#closed) return;
+    const waiter = this.#waiter;
+    if (waiter !== undefined) {
+      this.#waiter = undefined;
+      waiter({ done: false, value: event });
+    } else {
+      this.#items.push(event);
+    }
+  }
+
+  /** No more events: what is queued is still read, then the iteration ends. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.({ done: true, value: undefined });
+    this.onClose?.();
+  }
+
+  next(): Promise<IteratorResult<StreamResponse>> {
+    const item = this.#items.shift();
+    if (item !== undefined) return Promise.resolve({ done: false, value: item });
+    if (this.#closed) return Promise.resolve({ done: true, value: undefined });
+    return new Promise((resolve) => {
+      this.#waiter = resolve;
+    });
+  }
+
+  return(): Promise<IteratorResult<StreamResponse>> {
+    this.#items.length = 0;
+    this.close();
+    return Promise.resolve({ done: true, value: undefined });
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+}
+
+export class TaskEntry {
+  state: TaskState = SUBMITTED;
+  /** The run's answer so far. */
+  text = '';
+  /** The status message of a failed or cancelled task. */
+  statusText: string | undefined;
+  /** The edge's run id (x-edge-run-id, /admin/runs). */
+  runId = '';
+  updatedAt = new Date().toISOString();
+  /** Date.now() after which a finished record may go. */
+  expiresAt = Infinity;
+  readonly history: Message[];
+  readonly artifactId = randomUUID();
+  /** Cancels the run (RunSink.cancel); set once dispatched. */
+  cancelRun: (() => void) | undefined;
+  readonly #subscribers = new Set<EventQueue>();
+  readonly done: Promise<void>;
+  #resolveDone!: () => void;
+
+  constructor(
+    readonly id: string,
+    readonly contextId: string,
+    readonly agentId: string,
+    /** The API key that made it (auth on): only that key sees it. */
+    readonly keyName: string | undefined,
+    userMessage: Message,
+  ) {
+    this.history = [{ ...userMessage, contextId, taskId: id }];
+    this.done = new Promise((resolve) => {
+      this.#resolveDone = resolve;
+    });
+  }
+
+  get terminal(): boolean {
+    return this.state === COMPLETED || this.state === FAILED || this.state === CANCELED;
+  }
+
+  /** A queue of this task's events from now on (closed at once when it is over). */
+  subscribe(): EventQueue {
+    const queue = new EventQueue();
+    if (this.terminal) {
+      queue.close();
+      return queue;
+    }
+    this.#subscribers.add(queue);
+    queue.onClose = () => this.#subscribers.delete(queue);
+    return queue;
+  }
+
+  working(): void {
+    if (this.state !== SUBMITTED) return;
+    this.#setState(WORKING);
+  }
+
+  delta(text: string): void {
+    if (this.terminal) return;
+    this.working();
+    const append = this.text.length > 0;
+    this.text += text;
+    this.#publish({
+      payload: {
+        $case: 'artifactUpdate',
+        value: { taskId: this.id, contextId: this.contextId, artifact: { artifactId: this.artifactId, name: 'answer', description: '', parts: [textPart(text)], metadata: undefined, extensions: [] }, append, lastChunk: false, metadata: undefined },
+      },
+    });
+  }
+
+  /** The run ended: completed, or failed with `error`. */
+  finish(state: TaskState, statusText: string | undefined, ttlMs: number): void {
+    if (this.terminal) return;
+    this.statusText = statusText;
+    if (state === COMPLETED) this.history.push(agentMessage(this.text, this.contextId, this.id));
+    this.#setState(state);
+    this.expiresAt = Date.now() + ttlMs;
+    for (const queue of [...this.#subscribers]) queue.close();
+    this.#subscribers.clear();
+    this.#resolveDone();
+  }
+
+  #setState(state: TaskState): void {
+    this.state = state;
+    this.updatedAt = new Date().toISOString();
+    this.#publish({ payload: { $case: 'statusUpdate', value: { taskId: this.id, contextId: this.contextId, status: this.#status(), metadata: undefined } } });
+  }
+
+  #status(): Task['status'] {
+    return { state: this.state, message: this.statusText === undefined ? undefined : agentMessage(this.statusText, this.contextId, this.id), timestamp: this.updatedAt };
+  }
+
+  #publish(event: StreamResponse): void {
+    for (const queue of this.#subscribers) queue.push(event);
+  }
+
+  /** The task as the protocol shows it; `historyLength` keeps only the newest messages. */
+  snapshot(historyLength?: number): Task {
+    const history = historyLength === undefined ? [...this.history] : historyLength <= 0 ? [] : this.history.slice(-historyLength);
+    return {
+      id: this.id,
+      contextId: this.contextId,
+      status: this.#status(),
+      artifacts: this.text.length === 0 ? [] : [{ artifactId: this.artifactId, name: 'answer', description: '', parts: [textPart(this.text)], metadata: undefined, extensions: [] }],
+      history,
+      metadata: this.runId === '' ? { agent: this.agentId } : { agent: this.agentId, edgeRunId: this.runId },
+    };
+  }
+}
+
+export class TaskStore {
+  readonly #tasks = new Map<string, TaskEntry>();
+  readonly #prefix: string;
+  #maxTasks: number;
+  #lastSweep = 0;
+
+  constructor(workerIndex: number, maxTasks: number) {
+    this.#prefix = workerIndex < 0 ? 'a2a-m-' : `a2a-w${workerIndex}-`;
+    this.#maxTasks = maxTasks;
+  }
+
+  setMaxTasks(maxTasks: number): void {
+    this.#maxTasks = maxTasks;
+  }
+
+  get size(): number {
+    return this.#tasks.size;
+  }
+
+  newId(): string {
+    return this.#prefix + randomUUID();
+  }
+
+  /** False when every record is a running task and the store is full. */
+  add(entry: TaskEntry): boolean {
+    this.#sweep(Date.now(), false);
+    if (this.#tasks.size >= this.#maxTasks) {
+      // Insertion order: the first finished one found is the oldest.
+      for (const [id, old] of this.#tasks) {
+        if (old.terminal) {
+          this.#tasks.delete(id);
+          break;
+        }
+      }
+      if (this.#tasks.size >= this.#maxTasks) return false;
+    }
+    this.#tasks.set(entry.id, entry);
+    return true;
+  }
+
+  get(id: string): TaskEntry | undefined {
+    const entry = this.#tasks.get(id);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAt <= Date.now()) {
+      this.#tasks.delete(id);
+      return undefined;
+    }
+    return entry;
+  }
+
+  /** Drops expired records, at most once a second unless forced. */
+  #sweep(now: number, force: boolean): void {
+    if (!force && now - this.#lastSweep < 1_000) return;
+    this.#lastSweep = now;
+    for (const [id, entry] of this.#tasks) if (entry.expiresAt <= now) this.#tasks.delete(id);
+  }
+}

@@ -1,0 +1,373 @@
+// The A2A surface through the official @a2a-js/sdk client, unmodified,
+// against a real edge and real node agents: a model agent (mock provider
+// behind an agent) and a cli agent (the cli fixture run by an agent).
+// Discovery, blocking and streaming sends, GetTask after completion, cancel
+// mid-stream (the mock sees its request aborted; the cli process is gone),
+// resubscribe to a running task, the task-not-found error, a conversation's
+// two messages in one cli session, and API keys. Runs in every worker mode
+// (EDGE_TEST_WORKERS): with workers a GetTask / resubscribe may land on a
+// worker other than the task's and is relayed through the pool.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { Client, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
+import type { Message, SendMessageRequest, StreamResponse, Task } from '@a2a-js/sdk';
+import { Agent } from 'undici';
+import { completionText } from '../../src/mock/responses.js';
+import { sha256Hex } from '../../src/workers/http/client-auth.js';
+import { CLI_ALIAS, livePids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
+import { ALIAS, SERVED, startStack, waitFor, type Stack } from '../helpers/stack.js';
+
+const COMPLETED = 3;
+const FAILED = 4;
+const CANCELED = 5;
+const TOKENS = 12;
+
+function message(text: string, contextId = ''): Message {
+  return { messageId: randomUUID(), contextId, taskId: '', role: 1, parts: [{ content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] };
+}
+
+function request(text: string, contextId = '', returnImmediately = false): SendMessageRequest {
+  return { tenant: '', message: message(text, contextId), configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately }, metadata: undefined };
+}
+
+function textOf(task: Task): string {
+  return task.artifacts.flatMap((a) => a.parts).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
+}
+
+function asTask(result: Task | Message): Task {
+  assert.ok(!('messageId' in result), 'a Task, not a Message');
+  return result as Task;
+}
+
+async function clientFor(url: string): Promise<Client> {
+  return new ClientFactory().createFromUrl(url);
+}
+
+/**
+ * A client whose every call opens a new connection: with workers the kernel
+ * spreads connections over them, so some calls land on a worker other than
+ * the one holding the task (and are relayed through the pool).
+ */
+async function freshConnectionClient(url: string): Promise<Client> {
+  const fetchImpl = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const dispatcher = new Agent({ pipelining: 0 });
+    return fetch(input, { ...init, dispatcher } as RequestInit);
+  };
+  const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl })] }));
+  return factory.createFromUrl(url);
+}
+
+describe('A2A: model agent', () => {
+  let stack: Stack;
+  let client: Client;
+
+  before(async () => {
+    stack = await startStack({
+      mock: { tokens: TOKENS, intervalMs: 40 },
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS, name: 'Writer', description: 'Writes with llama3', skills: [{ id: 'write', name: 'Write', description: 'Writes text', tags: ['text'] }] }] };
+      },
+    });
+    client = await clientFor(`${stack.edge.url}/a2a/writer/`);
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('discovery: the well-known card and the agent card name the JSON-RPC endpoint', async () => {
+    const edgeClient = await clientFor(stack.edge.url);
+    const root = await edgeClient.getAgentCard();
+    assert.deepEqual(root.skills.map((s) => s.id), ['writer']);
+    const card = await client.getAgentCard();
+    assert.equal(card.name, 'Writer');
+    assert.equal(card.capabilities?.streaming, true);
+    assert.deepEqual(card.skills.map((s) => s.id), ['write']);
+    const jsonRpc = card.supportedInterfaces.find((i) => i.protocolBinding === 'JSONRPC' && i.protocolVersion === '1.0');
+    assert.equal(jsonRpc?.url, `${stack.edge.url}/a2a/writer`);
+    assert.deepEqual(Object.keys(card.securitySchemes ?? {}), [], 'no API keys configured: no scheme');
+    // The root card's interface is the first agent's: a message through it runs there.
+    const task = asTask(await edgeClient.sendMessage(request('hi')));
+    assert.equal(task.status?.state, COMPLETED);
+  });
+
+  test('a blocking send returns the completed task; GetTask returns it again', async () => {
+    const task = asTask(await client.sendMessage(request('write something')));
+    assert.equal(task.status?.state, COMPLETED);
+    assert.equal(textOf(task), completionText(SERVED, TOKENS));
+    assert.match(String(task.metadata?.edgeRunId), /^run-/);
+    assert.equal(task.history[0]?.parts[0]?.content?.value, 'write something');
+    // The provider got an ordinary chat completion with the model rewritten.
+    const sent = stack.mock.requestLog.at(-1);
+    assert.equal(sent?.completed, true);
+    // Several clients at once, so that with workers some calls land on a worker other than the task's.
+    const fresh = await freshConnectionClient(`${stack.edge.url}/a2a/writer/`);
+    const again = await Promise.all(Array.from({ length: 8 }, () => fresh.getTask({ tenant: '', id: task.id, historyLength: undefined })));
+    for (const got of again) {
+      assert.equal(got.status?.state, COMPLETED);
+      assert.equal(textOf(got), textOf(task));
+    }
+  });
+
+  test('streaming: the task, then status and artifact updates as tokens arrive, then completed', async () => {
+    const events: StreamResponse[] = [];
+    for await (const event of client.sendMessageStream(request('stream please'))) events.push(event);
+    const cases = events.map((e) => e.payload?.$case);
+    assert.equal(cases[0], 'task');
+    const last = events.at(-1)?.payload;
+    assert.equal(last?.$case, 'statusUpdate');
+    assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, COMPLETED);
+    const updates = events.filter((e) => e.payload?.$case === 'artifactUpdate');
+    assert.ok(updates.length >= 2, `at least 2 artifact updates before completion, got ${updates.length}`);
+    const text = updates.map((e) => (e.payload?.$case === 'artifactUpdate' ? e.payload.value.artifact?.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('') : '')).join('');
+    assert.equal(text, completionText(SERVED, TOKENS));
+  });
+
+  test('cancel mid-stream: the task is canceled and the upstream request aborted', async () => {
+    const abortedBefore = stack.mock.stats.aborted;
+    const events: StreamResponse[] = [];
+    let taskId = '';
+    let canceled: Task | undefined;
+    for await (const event of client.sendMessageStream(request('long answer'))) {
+      events.push(event);
+      if (event.payload?.$case === 'task') taskId = event.payload.value.id;
+      if (event.payload?.$case === 'artifactUpdate' && canceled === undefined) canceled = await client.cancelTask({ tenant: '', id: taskId, metadata: undefined });
+    }
+    assert.equal(canceled?.status?.state, CANCELED);
+    const last = events.at(-1)?.payload;
+    assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, CANCELED, 'the stream ends with the canceled status');
+    await stack.mock.waitFor(() => stack.mock.stats.aborted === abortedBefore + 1, 3_000);
+    const upstream = stack.mock.requestLog.at(-1);
+    assert.equal(upstream?.aborted, true);
+    assert.equal(upstream?.completed, false);
+    assert.ok((upstream?.chunksEmitted ?? TOKENS) < TOKENS, 'the provider stopped before its last token');
+    // Over: not cancelable twice.
+    await assert.rejects(client.cancelTask({ tenant: '', id: taskId, metadata: undefined }), (err: Error) => err.name === 'TaskNotCancelableError');
+  });
+
+  test('a blocking caller that leaves before the answer: its run is cancelled upstream', async () => {
+    const abortedBefore = stack.mock.stats.aborted;
+    await assert.rejects(client.sendMessage(request('never mind'), { signal: AbortSignal.timeout(150) }));
+    await stack.mock.waitFor(() => stack.mock.stats.aborted === abortedBefore + 1, 3_000);
+    assert.equal(stack.mock.requestLog.at(-1)?.completed, false);
+  });
+
+  test('resubscribe to a running task: its current state, then the rest of its updates', async () => {
+    const started = asTask(await client.sendMessage(request('poll me', '', true)));
+    assert.notEqual(started.status?.state, COMPLETED);
+    const other = await freshConnectionClient(`${stack.edge.url}/a2a/writer/`);
+    const collect = async (): Promise<StreamResponse[]> => {
+      const out: StreamResponse[] = [];
+      for await (const event of other.resubscribeTask({ tenant: '', id: started.id })) out.push(event);
+      return out;
+    };
+    // Three subscribers on three connections: with workers, most are on another worker than the task.
+    const [events, ...others] = await Promise.all([collect(), collect(), collect()]);
+    for (const more of others) assert.deepEqual(more.at(-1), events.at(-1));
+    assert.equal(events[0]?.payload?.$case, 'task');
+    assert.ok(events.some((e) => e.payload?.$case === 'artifactUpdate'), 'updates after the resubscription');
+    const last = events.at(-1)?.payload;
+    assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, COMPLETED);
+    const done = await client.getTask({ tenant: '', id: started.id, historyLength: undefined });
+    assert.equal(textOf(done), completionText(SERVED, TOKENS));
+  });
+
+  test('an unknown task id is the task-not-found error (-32001)', async () => {
+    for (const id of ['no-such-task', 'a2a-m-00000000-0000-0000-0000-000000000000', 'a2a-w1-00000000-0000-0000-0000-000000000000']) {
+      await assert.rejects(client.getTask({ tenant: '', id, historyLength: undefined }), (err: Error & { envelopeCode?: number }) => err.name === 'TaskNotFoundError' && err.envelopeCode === -32001);
+    }
+    await assert.rejects(client.resubscribeTask({ tenant: '', id: 'no-such-task' }).next(), (err: Error) => err.name === 'TaskNotFoundError');
+    await assert.rejects(client.cancelTask({ tenant: '', id: 'no-such-task', metadata: undefined }), (err: Error) => err.name === 'TaskNotFoundError');
+  });
+
+  test('a v0.3 client (the SDK\'s LegacyJsonRpcTransport) is served by the compatibility layer', async () => {
+    const card = await client.getAgentCard();
+    const legacy = new Client(new LegacyJsonRpcTransport({ endpoint: `${stack.edge.url}/a2a/writer` }), card);
+    const task = asTask(await legacy.sendMessage(request('old client')));
+    assert.equal(task.status?.state, COMPLETED);
+    assert.equal(textOf(task), completionText(SERVED, TOKENS));
+    const cases: (string | undefined)[] = [];
+    for await (const event of legacy.sendMessageStream(request('old stream'))) cases.push(event.payload?.$case);
+    assert.equal(cases[0], 'task');
+    assert.ok(cases.filter((c) => c === 'artifactUpdate').length >= 2, cases.join());
+    assert.equal((await legacy.getTask({ tenant: '', id: task.id, historyLength: undefined })).status?.state, COMPLETED);
+    await assert.rejects(legacy.getTask({ tenant: '', id: 'no-such-task', historyLength: undefined }), (err: Error) => err.name === 'TaskNotFoundError');
+  });
+
+  test('raw JSON-RPC: parse error, unknown method, unknown agent, push config', async () => {
+    const post = async (path: string, body: string): Promise<{ status: number; json: { error?: { code: number; message: string } } }> => {
+      const res = await fetch(`${stack.edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      return { status: res.status, json: (await res.json()) as { error?: { code: number; message: string } } };
+    };
+    assert.equal((await post('/a2a/writer', '{not json')).json.error?.code, -32700);
+    assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'NoSuchMethod', params: {} }))).json.error?.code, -32601);
+    const unknown = await post('/a2a/nobody', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'x' } }));
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.json.error?.code, -32601);
+    assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'CreateTaskPushNotificationConfig', params: { taskId: 'x', url: 'http://example.com' } }))).json.error?.code, -32003);
+    assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: {} }))).json.error?.code, -32602);
+  });
+
+  test('a non-text part is content-type-not-supported (-32005)', async () => {
+    const req = request('x');
+    (req.message as Message).parts = [{ content: { $case: 'url', value: 'https://example.com/a.png' }, metadata: undefined, filename: 'a.png', mediaType: 'image/png' }];
+    await assert.rejects(client.sendMessage(req), (err: Error & { envelopeCode?: number }) => err.name === 'ContentTypeNotSupportedError' && err.envelopeCode === -32005);
+  });
+});
+
+describe('A2A: cli agent', () => {
+  let stack: CliStack;
+  let client: Client;
+
+  before(async () => {
+    stack = await startCliStack({
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'coder', model: CLI_ALIAS, description: 'A command-line agent' }] };
+        (raw.limits as Record<string, unknown>).sse_keepalive_ms = 100;
+      },
+    });
+    client = await clientFor(`${stack.edge.url}/a2a/coder/`);
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('a message runs as a cli run: its output is the answer and the run is in /admin/runs', async () => {
+    const task = asTask(await client.sendMessage(request('echo hello a2a world', 'ctx-echo')));
+    assert.equal(task.status?.state, COMPLETED);
+    assert.equal(textOf(task), 'hello a2a world');
+    const runs = (await stack.admin('/admin/runs?session=ctx-echo')).json.runs as { id: string; session: string }[];
+    assert.ok(runs.some((r) => r.id === task.metadata?.edgeRunId), `run ${String(task.metadata?.edgeRunId)} in ${JSON.stringify(runs)}`);
+  });
+
+  test('two messages with one contextId run in the same cli session (same working directory)', async () => {
+    const contextId = `conversation-${randomUUID()}`;
+    const first = asTask(await client.sendMessage(request('hold 10', contextId)));
+    const second = asTask(await client.sendMessage(request('hold 10', contextId)));
+    const other = asTask(await client.sendMessage(request('hold 10', `other-${randomUUID()}`)));
+    const cwd = (t: Task): string => (JSON.parse(textOf(t)) as { cwd: string }).cwd;
+    assert.equal(first.contextId, contextId);
+    assert.equal(cwd(second), cwd(first));
+    assert.ok(cwd(first).includes(contextId), `the session's directory ${cwd(first)} is named after the context`);
+    assert.notEqual(cwd(other), cwd(first));
+  });
+
+  test('cancel mid-stream: the cli process is gone', async () => {
+    let taskId = '';
+    let canceled: Task | undefined;
+    const states: number[] = [];
+    for await (const event of client.sendMessageStream(request('sleep'))) {
+      if (event.payload?.$case === 'task') taskId = event.payload.value.id;
+      if (event.payload?.$case === 'statusUpdate') states.push(event.payload.value.status?.state ?? -1);
+      if (canceled === undefined && taskId !== '') {
+        await waitFor(async () => (await livePids(stack.tag)).length === 1, 'the fixture to run');
+        canceled = await client.cancelTask({ tenant: '', id: taskId, metadata: undefined });
+      }
+    }
+    assert.equal(canceled?.status?.state, CANCELED);
+    assert.equal(states.at(-1), CANCELED);
+    await waitFor(async () => (await livePids(stack.tag)).length === 0, 'the cancelled process to be gone');
+  });
+
+  test('a silent run keeps its stream alive with SSE comments, which the SDK skips', async () => {
+    const res = await fetch(`${stack.edge.url}/a2a/coder`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'SendStreamingMessage', params: { message: { messageId: 'k1', role: 'ROLE_USER', parts: [{ text: 'hold 450' }] } } }),
+    });
+    const text = await res.text();
+    assert.match(text, /^: keepalive$/m);
+    assert.match(text, /TASK_STATE_COMPLETED/);
+    // The same through the SDK: only protocol events come out.
+    const cases: (string | undefined)[] = [];
+    for await (const event of client.sendMessageStream(request('hold 300'))) cases.push(event.payload?.$case);
+    assert.deepEqual(cases.filter((c) => c !== 'artifactUpdate' && c !== 'statusUpdate'), ['task']);
+  });
+
+  test('a run that fails is a failed task with the reason', async () => {
+    const task = asTask(await client.sendMessage(request('fail')));
+    assert.equal(task.status?.state, FAILED);
+    const reason = task.status?.message?.parts[0]?.content;
+    assert.ok(reason?.$case === 'text' && reason.value.length > 0, 'a status message says why');
+  });
+});
+
+describe('A2A: API keys', () => {
+  const KEY = 'sk-a2a-test';
+  let stack: Stack;
+
+  before(async () => {
+    stack = await startStack({
+      mock: { tokens: 3 },
+      configure: (raw) => {
+        raw.auth = { api_keys: [{ name: 'tester', key_sha256: sha256Hex(KEY) }] };
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
+      },
+    });
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('the card says how to authenticate; a call without the key is refused, with it served', async () => {
+    const client = await clientFor(`${stack.edge.url}/a2a/writer/`);
+    const card = await client.getAgentCard();
+    const scheme = card.securitySchemes.edgeApiKey?.scheme;
+    assert.equal(scheme?.$case, 'httpAuthSecurityScheme');
+    assert.equal(scheme?.$case === 'httpAuthSecurityScheme' ? scheme.value.scheme : '', 'Bearer');
+    assert.deepEqual(Object.keys(card.securityRequirements[0]?.schemes ?? {}), ['edgeApiKey']);
+
+    await assert.rejects(client.sendMessage(request('no key')), /invalid_api_key|API key/);
+    await assert.rejects(client.sendMessage(request('bad key'), { serviceParameters: { authorization: 'Bearer wrong' } }), /invalid_api_key|API key/);
+    assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
+    const perCall = asTask(await client.sendMessage(request('key per call'), { serviceParameters: { authorization: `Bearer ${KEY}` } }));
+    assert.equal(perCall.status?.state, COMPLETED);
+    // A task is shown only to the key that made it; GetTask without a key is refused at the door.
+    await assert.rejects(client.getTask({ tenant: '', id: perCall.id, historyLength: undefined }), /invalid_api_key|API key/);
+
+    const authed = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl: (url, init) => fetch(url, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers).entries()), authorization: `Bearer ${KEY}` } }) })],
+    }));
+    const keyed = await authed.createFromUrl(`${stack.edge.url}/a2a/writer/`);
+    const task = asTask(await keyed.sendMessage(request('with key')));
+    assert.equal(task.status?.state, COMPLETED);
+    assert.equal(textOf(task), completionText(SERVED, 3));
+  });
+});
+
+describe('A2A: admission', () => {
+  let stack: Stack;
+
+  before(async () => {
+    stack = await startStack({
+      capacity: 1,
+      maxQueue: 0,
+      mock: { tokens: 20, intervalMs: 50 },
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
+      },
+    });
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('a full queue is a failed task saying so; the running one is unaffected', async () => {
+    const client = await clientFor(`${stack.edge.url}/a2a/writer/`);
+    const running = asTask(await client.sendMessage(request('occupy the only slot', '', true)));
+    await stack.mock.waitFor(() => stack.mock.stats.inFlight === 1, 3_000);
+    const refused = asTask(await client.sendMessage(request('no room')));
+    assert.equal(refused.status?.state, FAILED);
+    const reason = refused.status?.message?.parts[0]?.content;
+    assert.match(reason?.$case === 'text' ? reason.value : '', /queue_full/);
+    const stream: StreamResponse[] = [];
+    for await (const event of client.resubscribeTask({ tenant: '', id: running.id })) stream.push(event);
+    const last = stream.at(-1)?.payload;
+    assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, COMPLETED);
+  });
+});
