@@ -16,7 +16,7 @@
 // slow-headers:<ms>, retry-after:<s>, comma-separated). A process-wide fault
 // (misbehave(), POST /mock/fault with {fail, count, for_ms, paths}, DELETE
 // /mock/fault) makes requests fail without headers: a chaos test's flaps.
-// GET /api/tags answers as Ollama's model list (a health probe's path).
+// GET /api/tags (the ollama health probe's path) answers as /v1/models does.
 // A non-streaming completion is answered after ttft + interval * (tokens - 1),
 // when a streaming one would have finished; embeddings after ttft.
 
