@@ -14,6 +14,7 @@ import { Backoff, upperHalfJitter } from './backoff.js';
 import type { AgentConfig } from './config.js';
 import { EdgeConnection, type ConnectionOwner } from './edge-connection.js';
 import { Upstreams } from './upstreams.js';
+import { HealthProbes, type ProbeVerdict } from './health-probes.js';
 import type { Command } from '../gen/edge/v1/tunnel_pb.js';
 import { REQUEST_BATCH_CAPABILITY } from '../shared/request-batch.js';
 import { COMMANDS_CAPABILITY } from '../shared/node-commands.js';
@@ -53,6 +54,8 @@ const STOP_END_WAIT_MS = 1_000;
 
 export class NodeAgent extends EventEmitter<NodeAgentEvents> implements ConnectionOwner {
   #config: AgentConfig;
+  /** Active health probes; their verdicts ride on the anchor stream's heartbeats. */
+  readonly #probes = new HealthProbes(() => this.#config, () => this.#connection?.heartbeatNow());
   readonly #log: Logger;
   readonly #options: NodeAgentOptions;
   #draining = false;
@@ -113,6 +116,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   start(): void {
     if (this.#started) return;
     this.#started = true;
+    this.#probes.start();
     this.#connect();
   }
 
@@ -153,12 +157,18 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#backoff.reset();
     this.#log.info({ generation, edge: this.#config.edge.address, streams: this.#config.edge.streams ?? 1 }, 'registered with the edge');
     this.emit('registered', generation);
+    // A new connection starts healthy at the edge: a failing probe must not wait for the next tick.
+    if (this.#probes.verdicts().some((v) => !v.healthy)) connection.heartbeatNow();
     for (let lane = 1; lane < (this.#config.edge.streams ?? 1); lane++) this.#openLane(lane, generation);
   }
 
   onConfigRefresh(connection: EdgeConnection, changedPaths: readonly string[], configVersion: number): void {
     // The edge tells one stream of the connection, whichever.
     if (connection === this.#connection || this.#lanes[connection.lane] === connection) this.emit('config-refresh', changedPaths, configVersion);
+  }
+
+  probeVerdicts(): readonly ProbeVerdict[] {
+    return this.#probes.verdicts();
   }
 
   capabilities(): string[] {
@@ -275,6 +285,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   }
 
   async #stop(): Promise<void> {
+    this.#probes.stop();
     clearTimeout(this.#reconnectTimer);
     for (const timer of this.#laneTimers) clearTimeout(timer);
     const streams = this.#streams();

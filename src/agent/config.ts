@@ -25,6 +25,8 @@ export interface AgentProviderConfig {
   readonly cli?: CliProviderConfig;
   /** APIs it serves natively, announced at Register (config `endpoints`, else the type's defaults). */
   readonly endpoints?: readonly Endpoint[];
+  /** The active health probe's path (GET); undefined = the type's default, '' = not probed. */
+  readonly healthPath?: string;
 }
 
 export interface AgentConfig {
@@ -34,6 +36,8 @@ export interface AgentConfig {
   readonly providers: readonly AgentProviderConfig[];
   readonly reconnect: { readonly initialMs: number; readonly maxMs: number };
   readonly tunnels: TunnelOptions;
+  /** Active health probes (health-probes.ts); interval 0 turns them off. Optional so hand-built configs stay valid (DEFAULT_HEALTH then). */
+  readonly health?: HealthOptions;
   readonly logLevel: LogLevel;
 }
 
@@ -58,6 +62,19 @@ const DEFAULT_RECONNECT_INITIAL_MS = 200;
 const DEFAULT_RECONNECT_MAX_MS = 10_000;
 const HOUR_MS = 3_600_000;
 
+export interface HealthOptions {
+  readonly intervalMs: number;
+  readonly timeoutMs: number;
+  /** Failed probes in a row before a provider is reported unhealthy (one pass makes it healthy). */
+  readonly unhealthyAfter: number;
+}
+/**
+ * Probes are off unless health.interval_ms is set (5000 is a sane value):
+ * a probe is a request the provider sees, and deployments that count or
+ * bill provider requests should opt in knowingly.
+ */
+export const DEFAULT_HEALTH: HealthOptions = { intervalMs: 0, timeoutMs: 2_000, unhealthyAfter: 2 };
+
 // host:port, host being a name, an IPv4 address or a bracketed IPv6 address.
 const ADDRESS = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/;
 // Header-value safe: a secret with a control character would corrupt the request.
@@ -66,7 +83,7 @@ const HEADER_SAFE = /^[\x20-\x7e\x80-\xff]+$/;
 export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const r = new ConfigReader();
   const root = r.object('config', raw) ?? {};
-  r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'tunnels', 'log_level']);
+  r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'tunnels', 'health', 'log_level']);
 
   const edge = r.object('edge', root.edge) ?? {};
   r.noUnknownKeys('edge', edge, ['address', 'tls', 'streams']);
@@ -92,6 +109,12 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const coalesceMaxBytes = r.integer('tunnels.coalesce_max_bytes', tunnels.coalesce_max_bytes, 1, 16 * 1024 * 1024, DEFAULT_TUNNEL_OPTIONS.coalesceMaxBytes);
   const batchFrames = r.boolean('tunnels.batch_frames', tunnels.batch_frames, DEFAULT_TUNNEL_OPTIONS.batchFrames);
 
+  const health = r.object('health', root.health, true) ?? {};
+  r.noUnknownKeys('health', health, ['interval_ms', 'timeout_ms', 'unhealthy_after']);
+  const healthIntervalMs = r.integer('health.interval_ms', health.interval_ms, 0, HOUR_MS, DEFAULT_HEALTH.intervalMs);
+  const healthTimeoutMs = r.integer('health.timeout_ms', health.timeout_ms, 1, HOUR_MS, DEFAULT_HEALTH.timeoutMs);
+  const unhealthyAfter = r.integer('health.unhealthy_after', health.unhealthy_after, 1, 100, DEFAULT_HEALTH.unhealthyAfter);
+
   const logLevel = r.oneOf('log_level', root.log_level, LOG_LEVELS, 'info');
 
   r.throwIfProblems(source);
@@ -101,6 +124,7 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
     providers,
     reconnect: { initialMs, maxMs },
     tunnels: { coalesceDelayMs, coalesceMaxBytes, batchFrames },
+    health: { intervalMs: healthIntervalMs, timeoutMs: healthTimeoutMs, unhealthyAfter },
     logLevel,
   };
 }
@@ -130,7 +154,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const path = `providers[${i}]`;
     const item = r.object(path, items[i]);
     if (item === undefined) continue;
-    r.noUnknownKeys(path, item, item.type === 'cli' ? ['id', 'type', 'endpoints', ...CLI_KEYS] : ['id', 'type', 'base_url', 'api_key', 'connections', 'endpoints']);
+    r.noUnknownKeys(path, item, item.type === 'cli' ? ['id', 'type', 'endpoints', ...CLI_KEYS] : ['id', 'type', 'base_url', 'api_key', 'connections', 'endpoints', 'health_path']);
     const id = r.string(`${path}.id`, item.id);
     if (id !== '') {
       const first = firstPathOfId.get(id);
@@ -144,7 +168,12 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const connections = r.integer(`${path}.connections`, item.connections, 1, 65_536, DEFAULT_CONNECTIONS);
     const endpoints = readEndpoints(r, `${path}.endpoints`, item.endpoints, type);
     if (type === 'cli') providers.push({ id, type, baseUrl, apiKey, connections, endpoints, cli: readCliProvider(r, path, item, id) });
-    else providers.push({ id, type, baseUrl, apiKey, connections, endpoints });
+    else if (item.health_path === undefined) providers.push({ id, type, baseUrl, apiKey, connections, endpoints });
+    else {
+      const healthPath = r.string(`${path}.health_path`, item.health_path);
+      if (healthPath !== '' && !healthPath.startsWith('/')) r.problem(`${path}.health_path`, "a path starting with '/', or '' for no probe", item.health_path);
+      providers.push({ id, type, baseUrl, apiKey, connections, endpoints, healthPath });
+    }
   }
   return providers;
 }

@@ -5,6 +5,7 @@
 import { MAX_EDGE_TO_NODE_MESSAGE_BYTES } from '../shared/wire-limits.js';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import type { ProbeVerdict } from './health-probes.js';
 import type { EdgeMessage, NodeMessage, TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
 import { CONNECT_PATH, decodeEdgeMessage, encodeNodeMessage } from '../shared/node-tunnel-service.js';
 import type { AgentConfig } from './config.js';
@@ -29,6 +30,8 @@ export interface ConnectionOwner {
   capabilities?(): string[];
   /** An operator command; undefined = leave it unanswered (the edge reports a timeout). */
   onCommand?(connection: EdgeConnection, command: Command): Promise<AgentCommandAnswer> | undefined;
+  /** The active health probes' verdicts, sent with the anchor stream's heartbeats. */
+  probeVerdicts?(): readonly ProbeVerdict[];
   /** Drained by command: new tunnels are refused with node_leaving. */
   readonly draining?: boolean;
 }
@@ -323,7 +326,13 @@ export class EdgeConnection implements FrameSink {
       this.close(`nothing from the edge for ${Math.round(now - this.#lastHeardAt)} ms (heartbeat timeout ${this.#heartbeatTimeoutMs} ms)`);
       return;
     }
-    this.send(heartbeatMessage(Date.now()));
+    this.heartbeatNow();
+  }
+
+  /** A heartbeat now, carrying the probe verdicts on the anchor stream (a verdict change does not wait for the tick). */
+  heartbeatNow(): void {
+    if (this.#generation === undefined) return;
+    this.send(heartbeatMessage(Date.now(), this.lane === 0 ? (this.#owner.probeVerdicts?.() ?? []) : []));
   }
 
   // --- internals --------------------------------------------------------------------

@@ -3,7 +3,8 @@
 // walks the schema reflectively (~250 ns) where a literal costs ~30 ns. The
 // TunnelFrame type lists every field, so a field added to the proto fails the
 // build here rather than encoding garbage.
-import { FrameKind, type Header, type NodeMessage, type TunnelFrame } from '../gen/edge/v1/tunnel_pb.js';
+import { FrameKind, type Header, type NodeMessage, type ProbeResult, type TunnelFrame } from '../gen/edge/v1/tunnel_pb.js';
+import type { ProbeVerdict } from './health-probes.js';
 
 // Shared, never mutated: protobuf encoding only reads them.
 const NO_HEADERS = Object.freeze([]) as unknown as Header[];
@@ -93,8 +94,9 @@ export function commandResultMessage(id: number, status: string, message: string
   return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'commandResult', value: { $typeName: 'edge.v1.CommandResult', id, status, message, resultJson } } };
 }
 
-export function heartbeatMessage(unixMs: number): NodeMessage {
-  return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'heartbeat', value: { $typeName: 'edge.v1.Heartbeat', unixMs } } };
+export function heartbeatMessage(unixMs: number, probes: readonly ProbeVerdict[] = []): NodeMessage {
+  const results = probes.map((p): ProbeResult => ({ $typeName: 'edge.v1.ProbeResult', providerId: p.providerId, healthy: p.healthy, detail: p.detail }));
+  return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'heartbeat', value: { $typeName: 'edge.v1.Heartbeat', unixMs, probes: results } } };
 }
 
 export function leavingMessage(reason: string): NodeMessage {

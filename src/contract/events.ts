@@ -124,8 +124,21 @@ export interface ProviderOutlierEvent {
   readonly by?: 'admin';
 }
 
+/** Overload backoff (a 429/503 lowered its limit; back at capacity) or the node's health probe verdict changed. */
+export interface ProviderLoadEvent {
+  readonly type: 'provider.overloaded' | 'provider.overload_cleared' | 'provider.unhealthy' | 'provider.healthy';
+  readonly provider: string;
+  /** overloaded / overload_cleared: the effective concurrency limit now. */
+  readonly limit?: number;
+  /** overloaded: how long (ms) no new request goes to it (its Retry-After, or the default). */
+  readonly holdMs?: number;
+  /** unhealthy / healthy: the node that probes it. */
+  readonly node?: string;
+}
+
 export type EdgeEvent =
   | ProviderOutlierEvent
+  | ProviderLoadEvent
   | NodeConnectedEvent
   | NodeDisconnectedEvent
   | NodeLeavingEvent

@@ -4,7 +4,7 @@
 // SharedArrayBuffer rings. So every call here is asynchronous-capable: no
 // call returns a scheduler answer, answers come back through the handlers
 // (synchronously from the driver, a ring hop later from a worker).
-import type { AdmitRequest, Grant, RejectCode, ReleaseReason } from './scheduler.js';
+import type { AdmitRequest, Grant, Overloaded, RejectCode, ReleaseReason } from './scheduler.js';
 
 /**
  * Why an admission was refused: the scheduler's codes, plus the per-key
@@ -56,10 +56,16 @@ export interface SchedulerPort {
   /** countsKeys only: the exchange admitted with a limited key is over (exactly once; a no-op when refused for the key). */
   releaseKey(requestId: number): void;
   cancel(requestId: number): void;
-  /** `usedTokens`: what the response reported (0 = unknown); corrects the fair-queuing charge. */
-  release(leaseId: number, reason: ReleaseReason, usedTokens?: number): void;
-  /** Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible. */
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean): void;
+  /**
+   * `usedTokens`: what the response reported (0 = unknown); corrects the fair-queuing charge.
+   * `retryAfterMs`: with reason 'overloaded', the provider's Retry-After (undefined: none).
+   */
+  release(leaseId: number, reason: ReleaseReason, usedTokens?: number, retryAfterMs?: number): void;
+  /**
+   * Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible.
+   * `overloaded`: the provider answered 429/503 instead; the request keeps its place and may go back to it after its Retry-After.
+   */
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean, overloaded?: Overloaded): void;
   /**
    * Pre-send fence, called where the node's session lives once its generation
    * matched the grant's. False (driver only) when the lease turned out stale
@@ -78,6 +84,8 @@ export interface SchedulerPort {
   setDraining(nodeId: string, draining: boolean): void;
   /** Where the request waits in its alias's queue (x-edge-queue-updates): onQueuePosition answers. */
   queryQueuePosition?(requestId: number): void;
+  /** The node's active health probe of `providerId` changed verdict (an unhealthy provider gets no new requests). */
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean): void;
 }
 
 /** Request ids are seq * ID_STRIDE + worker index, so the scheduler's answers route back by `id % ID_STRIDE`. */

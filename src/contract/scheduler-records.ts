@@ -36,6 +36,9 @@
 //   connect    requestId = the session's serial, nodeId; code 1 = a lane joining `generation`
 //   draining   nodeId, code (1 = draining)
 //   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
+//   health     nodeId, providerId, code (1 = its active probe passes, 0 = fails)
+//   (release: with code overloaded, value = the provider's Retry-After in ms, -1 = none;
+//    requeue: code 2 = overloaded (429/503), generation = Retry-After ms + 1, 0 = none)
 // and main -> worker:
 //   grant      as above, plus worker
 //   reject     as above; code too_many_concurrent_requests = the key was at its limit (not admitted)
@@ -81,6 +84,7 @@ export const RecordKind = {
   keyRelease: 18,
   announce: 19,
   queuePosition: 20,
+  health: 21,
 } as const;
 export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
 
@@ -96,6 +100,7 @@ const RELEASE_REASON_CODES: Record<ReleaseReason, number> = {
   stale_generation: 8,
   provider_failed: 9,
   run_cancelled: 10,
+  overloaded: 11,
 };
 const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   model_not_found: 1,

@@ -16,6 +16,7 @@ export type ReleaseReason =
   | 'fenced' // its node generation was superseded or disconnected
   | 'stale_generation' // pre-send fence found the node had reconnected
   | 'run_cancelled' // an operator (or an A2A client) cancelled the run
+  | 'overloaded' // the provider answered 429/503 and it was relayed to the client (overload backoff, not a failure)
   | 'provider_failed'; // the provider failed it: connect error, upstream reset, or a 5xx other than 503 (counts toward outlier ejection)
 
 /** Why an admission failed. Maps 1:1 onto the gateway's error catalogue. */
@@ -108,6 +109,24 @@ export interface ProviderStatus {
   readonly endpoints: readonly string[];
   /** Present unless the provider is healthy and has no failures counted (outlier ejection). */
   readonly outlier?: OutlierView;
+  /** Present while a 429/503 keeps its concurrency below capacity (overload backoff). */
+  readonly overload?: OverloadView;
+  /** True while the node's active health probe of it fails (no new requests). */
+  readonly unhealthy?: boolean;
+}
+
+/** A retry caused by a 429/503: `retryAfterMs` from the provider's Retry-After (undefined: none sent). */
+export interface Overloaded {
+  readonly retryAfterMs: number | undefined;
+}
+
+/** A provider's overload state (src/main/scheduler/overload.ts): the limit below its capacity, and the hold if one runs. */
+export interface OverloadView {
+  readonly limit: number;
+  /** End of the Retry-After hold (ms, the scheduler's clock); undefined when none runs. */
+  readonly heldUntilMs: number | undefined;
+  /** 429/503 answers since it was last at full capacity. */
+  readonly overloads: number;
 }
 
 /** A provider's passive outlier state (src/main/scheduler/outliers.ts). */

@@ -142,6 +142,14 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       this.logger.warn(change, change.type === 'provider.ejected' ? 'provider ejected as an outlier' : `outlier: ${change.type}`);
       this.events.publish(change);
     });
+    this.driver.scheduler.overload.setListener((change) => {
+      this.logger.info(change, change.type === 'provider.overloaded' ? 'provider overloaded: concurrency lowered' : 'provider back at full concurrency');
+      this.events.publish(change);
+    });
+    this.driver.onProviderHealth = (node, provider, healthy) => {
+      this.logger.warn({ node, provider }, healthy ? 'provider health probe passes again' : 'provider health probe fails: out of rotation');
+      this.events.publish({ type: healthy ? 'provider.healthy' : 'provider.unhealthy', provider, node });
+    };
     this.#https = clientHttpsMaterial(config.tls) !== undefined;
     this.plane = createDataPath(config, this.driver, logger, (event) => this.#planeEvent(event));
     this.events.onActiveChange = (active) => this.plane.setEventsActive(active);

@@ -11,6 +11,7 @@ import { MAX_WORKERS } from '../contract/scheduler-port.js';
 import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { readA2A } from './a2a-config.js';
 import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/index.js';
+import { readResilience } from './config-resilience.js';
 import { HARDENING_LIMIT_KEYS, readAuth, readLimitsHardening, readTls } from '../shared/config-hardening.js';
 import type { AdminConfig, BootstrapConfig, EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
 
@@ -124,7 +125,7 @@ function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[])
 export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const r = new ConfigReader();
   const root = r.object('(root)', raw) ?? {};
-  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'nodes', 'models', 'auth', 'tls', 'bootstrap', 'a2a']);
+  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'nodes', 'models', 'auth', 'tls', 'bootstrap', 'a2a', 'resilience']);
 
   const listen = r.object('listen', root.listen, true) ?? {};
   r.noUnknownKeys('listen', listen, ['http', 'grpc']);
@@ -191,6 +192,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     tls: readTls(r, root.tls),
     a2a: readA2A(r, root.a2a, new Set(models.map((m) => m.alias))),
   };
+  Object.assign(config, { resilience: readResilience(r, root.resilience) });
   const bootstrap = readBootstrap(r, root.bootstrap, config.grpc);
   if (bootstrap !== undefined) Object.assign(config, { bootstrap });
   const { tunnelWindowBytes, maxFrameBytes } = config.limits;

@@ -8,11 +8,15 @@ import { performance } from 'node:perf_hooks';
 import type { EdgeConfig } from '../shared/config-types.js';
 import type { DecisionHandler, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
 import { Scheduler } from './scheduler/index.js';
+import { Outliers } from './scheduler/outliers.js';
+import { Overload } from './scheduler/overload.js';
+import { outlierPolicyOf, overloadPolicyOf } from './config-resilience.js';
 import type {
   AdmitRequest,
   ConnectResult,
   Grant,
   LeaseInfo,
+  Overloaded,
   RejectCode,
   ReleaseReason,
   SchedulerSink,
@@ -65,7 +69,7 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   readonly countsKeys = false;
 
   constructor(config: EdgeConfig) {
-    this.scheduler = new Scheduler(config, this);
+    this.scheduler = new Scheduler(config, this, new Outliers(outlierPolicyOf(config)), new Overload(overloadPolicyOf(config)));
   }
 
   setHandler(handler: DecisionHandler): void {
@@ -127,8 +131,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return forgotten;
   }
 
-  release(leaseId: number, reason: ReleaseReason, usedTokens = 0): boolean {
-    const released = this.scheduler.release(leaseId, reason, performance.now(), usedTokens);
+  release(leaseId: number, reason: ReleaseReason, usedTokens = 0, retryAfterMs?: number): boolean {
+    const released = this.scheduler.release(leaseId, reason, performance.now(), usedTokens, retryAfterMs);
     this.#flush();
     return released;
   }
@@ -161,8 +165,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   // --- SchedulerPort (the data path on this thread) ----------------------------
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false): void {
-    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed)) this.#decisions.push(new RequeueRefusal(request.requestId));
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded): void {
+    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed, overloaded)) this.#decisions.push(new RequeueRefusal(request.requestId));
     this.#flush();
   }
 
@@ -194,6 +198,14 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   leaveLane(_nodeId: string, _generation: number): void {}
+
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean): void {
+    if (this.scheduler.setProviderHealth(nodeId, providerId, healthy, performance.now())) this.onProviderHealth?.(nodeId, providerId, healthy);
+    this.#flush();
+  }
+
+  /** Told when a provider's probe verdict changed in the scheduler (the edge publishes it as an event). */
+  onProviderHealth: ((nodeId: string, providerId: string, healthy: boolean) => void) | undefined;
 
   setDraining(nodeId: string, draining: boolean): void {
     this.scheduler.setDraining(nodeId, draining, performance.now());

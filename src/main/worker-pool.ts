@@ -381,10 +381,13 @@ export class WorkerPool implements DecisionHandler, DataPath {
         this.keys.release(r.requestId);
         return;
       case RecordKind.release:
-        driver.release(r.leaseId, releaseReasonOf(r.code), r.value);
+        const reason = releaseReasonOf(r.code);
+        // value: the Retry-After (-1 = none) of an overloaded answer, else the tokens the response reported.
+        if (reason === 'overloaded') driver.release(r.leaseId, reason, 0, r.value < 0 ? undefined : r.value);
+        else driver.release(r.leaseId, reason, r.value);
         return;
       case RecordKind.requeue:
-        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '', r.code === 1);
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '', r.code === 1, r.code === 2 ? { retryAfterMs: r.generation === 0 ? undefined : r.generation - 1 } : undefined);
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);
@@ -415,6 +418,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
         else this.#disconnect(nodeId, r.generation);
         return;
       }
+      case RecordKind.health:
+        driver.setProviderHealth(reader.nameOf(r.nodeId) ?? '', reader.nameOf(r.providerId) ?? '', r.code === 1);
+        return;
       case RecordKind.draining:
         driver.setDraining(reader.nameOf(r.nodeId) ?? '', r.code === 1);
         return;

@@ -162,7 +162,7 @@ export class Exchange {
     const failure = this.#plan.failure;
     if (failure !== undefined && failure.kind === 'status') {
       this.#fail('status:' + failure.status);
-      this.#sendJson(failure.status, errorBody(`mock failure: status ${failure.status}`, errorTypeFor(failure.status), 'mock_failure'));
+      this.#sendJson(failure.status, errorBody(`mock failure: status ${failure.status}`, errorTypeFor(failure.status), 'mock_failure'), failure.retryAfterSec);
       return;
     }
     if (failure !== undefined && failure.kind === 'reset-before-headers') {
@@ -362,14 +362,16 @@ export class Exchange {
     this.#state.emit('fail', this.#record);
   }
 
-  #sendJson(status: number, body: string): void {
+  #sendJson(status: number, body: string, retryAfterSec?: number): void {
     const res = this.#res;
     if (res.headersSent) {
       res.end();
       return;
     }
     this.#record.status = status;
-    res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))]);
+    const head = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))];
+    if (retryAfterSec !== undefined) head.push('retry-after', String(retryAfterSec));
+    res.writeHead(status, head);
     res.end(body);
   }
 }

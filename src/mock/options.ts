@@ -51,7 +51,7 @@ export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions 
 
 /** An injected failure, from x-mock-fail. */
 export type MockFailure =
-  | { readonly kind: 'status'; readonly status: number }
+  | { readonly kind: 'status'; readonly status: number; readonly retryAfterSec?: number }
   | { readonly kind: 'reset-before-headers' }
   | { readonly kind: 'reset-mid-stream' };
 
@@ -67,7 +67,8 @@ export interface RequestPlan {
 
 /**
  * The plan for a request. x-mock-fail takes a comma-separated list, e.g.
- * `slow-headers:200,status:503`. Throws on a value it does not understand,
+ * `slow-headers:200,status:503` (`retry-after:<s>` adds a Retry-After
+ * header to a status failure). Throws on a value it does not understand,
  * so a mistyped test fails loudly instead of passing without the failure.
  */
 export function planRequest(options: ResolvedOptions, headers: IncomingHttpHeaders): RequestPlan {
@@ -76,17 +77,7 @@ export function planRequest(options: ResolvedOptions, headers: IncomingHttpHeade
   const interval = headers['x-mock-interval-ms'];
   const fail = headers['x-mock-fail'];
   if (ttft === undefined && tokens === undefined && interval === undefined && fail === undefined) return defaultPlan(options);
-  let headersDelayMs = 0;
-  let failure: MockFailure | undefined;
-  if (typeof fail === 'string') {
-    for (const part of fail.split(',')) {
-      const item = part.trim();
-      if (item === 'reset-before-headers' || item === 'reset-mid-stream') failure = { kind: item };
-      else if (item.startsWith('status:')) failure = { kind: 'status', status: statusCode(item.slice(7)) };
-      else if (item.startsWith('slow-headers:')) headersDelayMs = headerNumber('x-mock-fail slow-headers', item.slice(13));
-      else throw new RangeError(`x-mock-fail: unknown failure '${item}'`);
-    }
-  }
+  const { headersDelayMs, failure } = typeof fail === 'string' ? parseFailure(fail) : { headersDelayMs: 0, failure: undefined };
   return {
     ttftMs: ttft === undefined ? options.ttftMs : headerNumber('x-mock-ttft-ms', ttft),
     tokens: tokens === undefined ? options.tokens : headerNumber('x-mock-tokens', tokens),
@@ -94,6 +85,67 @@ export function planRequest(options: ResolvedOptions, headers: IncomingHttpHeade
     headersDelayMs,
     failure,
   };
+}
+
+/** An x-mock-fail value (also what a process-wide fault injects, see MockFault). */
+export function parseFailure(fail: string): { headersDelayMs: number; failure: MockFailure | undefined } {
+  let headersDelayMs = 0;
+  let failure: MockFailure | undefined;
+  let retryAfterSec: number | undefined;
+  for (const part of fail.split(',')) {
+    const item = part.trim();
+    if (item === 'reset-before-headers' || item === 'reset-mid-stream') failure = { kind: item };
+    else if (item.startsWith('status:')) failure = { kind: 'status', status: statusCode(item.slice(7)) };
+    else if (item.startsWith('slow-headers:')) headersDelayMs = headerNumber('x-mock-fail slow-headers', item.slice(13));
+    else if (item.startsWith('retry-after:')) retryAfterSec = headerNumber('x-mock-fail retry-after', item.slice(12));
+    else throw new RangeError(`x-mock-fail: unknown failure '${item}'`);
+  }
+  if (retryAfterSec !== undefined) {
+    if (failure?.kind !== 'status') throw new RangeError('x-mock-fail: retry-after needs a status failure');
+    failure = { ...failure, retryAfterSec };
+  }
+  return { headersDelayMs, failure };
+}
+
+/**
+ * A process-wide fault (MockProvider.misbehave, POST /mock/fault): every
+ * request to `paths` (all API paths when absent) fails as `fail` says, in
+ * x-mock-fail syntax, for the next `count` requests and/or `forMs` ms
+ * (neither: until cleared). A request's own x-mock-fail still wins.
+ */
+export interface MockFault {
+  readonly fail: string;
+  readonly count?: number;
+  readonly forMs?: number;
+  readonly paths?: readonly string[];
+}
+
+/** A fault while it lasts: what it injects, and how much of it is left. */
+export class ActiveFault {
+  readonly failure: MockFailure | undefined;
+  readonly headersDelayMs: number;
+  readonly #paths: ReadonlySet<string> | undefined;
+  #left: number;
+  readonly #untilMs: number;
+
+  constructor(fault: MockFault) {
+    ({ failure: this.failure, headersDelayMs: this.headersDelayMs } = parseFailure(fault.fail));
+    this.#paths = fault.paths === undefined ? undefined : new Set(fault.paths);
+    this.#left = fault.count ?? Infinity;
+    this.#untilMs = fault.forMs === undefined ? Infinity : performance.now() + fault.forMs;
+  }
+
+  /** Over: its count is spent or its time is up. */
+  get over(): boolean {
+    return this.#left <= 0 || performance.now() >= this.#untilMs;
+  }
+
+  /** The plan for a request to `path` with the fault applied (counting it), or undefined when it does not apply. */
+  take(path: string, plan: RequestPlan): RequestPlan | undefined {
+    if (this.over || (this.#paths !== undefined && !this.#paths.has(path))) return undefined;
+    this.#left--;
+    return { ...plan, headersDelayMs: Math.max(plan.headersDelayMs, this.headersDelayMs), failure: this.failure };
+  }
 }
 
 // The plan without overrides is the same object every time.

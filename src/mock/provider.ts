@@ -13,21 +13,24 @@
 // mock-<id>, "tokens": planned count, "seq": event index (streams only)}.
 // Per-request overrides: x-mock-ttft-ms, x-mock-tokens, x-mock-interval-ms,
 // x-mock-fail (status:<code> | reset-before-headers | reset-mid-stream |
-// slow-headers:<ms>, comma-separated).
+// slow-headers:<ms>, retry-after:<s>, comma-separated). A process-wide fault
+// (misbehave(), POST /mock/fault with {fail, count, for_ms, paths}, DELETE
+// /mock/fault) makes requests fail without headers: a chaos test's flaps.
+// GET /api/tags (the ollama health probe's path) answers as /v1/models does.
 // A non-streaming completion is answered after ttft + interval * (tokens - 1),
 // when a streaming one would have finished; embeddings after ttft.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Exchange, type Route } from './exchange.js';
-import { planRequest, resolveOptions, type MockProviderOptions, type RequestPlan, type ResolvedOptions } from './options.js';
+import { ActiveFault, planRequest, resolveOptions, type MockFault, type MockProviderOptions, type RequestPlan, type ResolvedOptions } from './options.js';
 import { errorBody } from './responses.js';
 import { MockState, type LastRequest, type MockEvent, type MockRequestRecord, type MockStats, type MutableRecord } from './state.js';
 
 /** Capped by net.core.somaxconn. */
 const LISTEN_BACKLOG = 4096;
 
-export type { MockProviderOptions } from './options.js';
+export type { MockFault, MockProviderOptions } from './options.js';
 export type { EmitTime, LastRequest, MockEvent, MockRequestRecord, MockStats } from './state.js';
 
 export interface MockProvider {
@@ -45,6 +48,10 @@ export interface MockProvider {
   waitFor(predicate: () => boolean, timeoutMs?: number): Promise<void>;
   /** Zeroes the counters and empties the log. */
   resetStats(): void;
+  /** Every matching request fails as `fault` says until it is spent or cleared (see MockFault). */
+  misbehave(fault: MockFault): void;
+  /** Clears the process-wide fault. */
+  behave(): void;
   /** 'request': body read; 'complete': response written; 'abort': peer closed early; 'fail': failure injected. */
   on(event: MockEvent, listener: (record: MockRequestRecord) => void): this;
   once(event: MockEvent, listener: (record: MockRequestRecord) => void): this;
@@ -58,6 +65,7 @@ const ROUTES: ReadonlyMap<string, readonly [method: string, route: Route]> = new
   ['/v1/completions', ['POST', 'text']],
   ['/v1/embeddings', ['POST', 'embeddings']],
   ['/v1/models', ['GET', 'models']],
+  ['/api/tags', ['GET', 'models']],
   ['/v1/messages', ['POST', 'messages']],
   ['/v1/messages/count_tokens', ['POST', 'count_tokens']],
   ['/v1/responses', ['POST', 'responses']],
@@ -79,6 +87,7 @@ class MockProviderServer extends MockState implements MockProvider {
   readonly #options: ResolvedOptions;
   readonly #server: Server;
   #port = 0;
+  #fault: ActiveFault | undefined;
 
   constructor(options: ResolvedOptions) {
     super(options.logLimit, options.bodyLogLimit);
@@ -119,6 +128,14 @@ class MockProviderServer extends MockState implements MockProvider {
 
   resetStats(): void {
     this.reset();
+  }
+
+  misbehave(fault: MockFault): void {
+    this.#fault = new ActiveFault(fault);
+  }
+
+  behave(): void {
+    this.#fault = undefined;
   }
 
   waitFor(predicate: () => boolean, timeoutMs = 5_000): Promise<void> {
@@ -168,6 +185,11 @@ class MockProviderServer extends MockState implements MockProvider {
     else {
       try {
         plan = planRequest(this.#options, req.headers);
+        const fault = this.#fault;
+        if (fault !== undefined && plan.failure === undefined) {
+          plan = fault.take(path, plan) ?? plan;
+          if (fault.over) this.#fault = undefined;
+        }
       } catch (err) {
         problem = [400, errorBody((err as Error).message, 'invalid_request_error', 'invalid_mock_header')];
       }
@@ -193,7 +215,19 @@ class MockProviderServer extends MockState implements MockProvider {
   }
 
   #handleControl(req: IncomingMessage, res: ServerResponse, path: string): void {
+    if (path === '/mock/fault' && req.method === 'POST') {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => this.#setFault(res, Buffer.concat(chunks).toString('utf8')));
+      return;
+    }
     req.resume();
+    if (path === '/mock/fault' && req.method === 'DELETE') {
+      this.behave();
+      res.writeHead(204);
+      res.end();
+      return;
+    }
     let status = 200;
     let body: string;
     if (path === '/mock/stats' && req.method === 'GET') body = JSON.stringify({ ...this.stats, logSize: this.requestLog.length });
@@ -205,9 +239,30 @@ class MockProviderServer extends MockState implements MockProvider {
       status = 404;
       body = errorBody(`Unknown mock control URL: ${req.method} ${path}`, 'invalid_request_error', 'unknown_url');
     }
-    res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))]);
-    res.end(body);
+    sendControl(res, status, body);
   }
+
+  /** POST /mock/fault: {fail, count?, for_ms?, paths?}. */
+  #setFault(res: ServerResponse, text: string): void {
+    try {
+      const raw = JSON.parse(text) as { fail?: unknown; count?: unknown; for_ms?: unknown; paths?: unknown };
+      if (typeof raw.fail !== 'string') throw new RangeError('fail: expected an x-mock-fail string');
+      this.misbehave({
+        fail: raw.fail,
+        ...(typeof raw.count === 'number' ? { count: raw.count } : {}),
+        ...(typeof raw.for_ms === 'number' ? { forMs: raw.for_ms } : {}),
+        ...(Array.isArray(raw.paths) ? { paths: raw.paths.map(String) } : {}),
+      });
+      sendControl(res, 200, JSON.stringify({ fault: raw }));
+    } catch (err) {
+      sendControl(res, 400, errorBody((err as Error).message, 'invalid_request_error', 'invalid_mock_fault'));
+    }
+  }
+}
+
+function sendControl(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))]);
+  res.end(body);
 }
 
 /** A request log entry as GET /mock/log returns it (no headers, no body: small for a 1,000-entry log). */

@@ -108,8 +108,28 @@ export interface EdgeConfig {
   readonly tls?: TlsConfig;
   /** Absent: no bootstrap listener. */
   readonly bootstrap?: BootstrapConfig;
+  /** Outlier ejection and overload backoff (src/main/config-resilience.ts); optional like drain, defaults when absent. */
+  readonly resilience?: ResilienceConfig;
   /** The A2A surface (docs/a2a.md); absent or no agents: no A2A routes. */
   readonly a2a?: A2AConfig;
+}
+
+export interface ResilienceConfig {
+  readonly outliers: {
+    readonly consecutiveFailures: number;
+    readonly baseEjectionMs: number;
+    readonly maxEjectionMs: number;
+    readonly maxEjectionShare: number;
+    readonly failureRate: number;
+    readonly failureRateWindow: number;
+    readonly failureRateMinRequests: number;
+  };
+  readonly overload: {
+    readonly defaultRetryAfterMs: number;
+    readonly maxRetryAfterMs: number;
+    /** Times one request goes back to the queue after a 429/503 before the provider's answer is relayed. */
+    readonly maxRequeues: number;
+  };
 }
 
 // --- A2A: agents exposed over the Agent2Agent protocol (src/workers/a2a/, docs/a2a.md)

@@ -58,6 +58,7 @@ export const Errors = Object.freeze({
   gatewayTimeout: spec(504, 'server_error', 'gateway_timeout', 'the request exceeded the tunnel timeout'),
   firstByteTimeout: spec(504, 'server_error', 'first_byte_timeout', 'the provider sent no response headers within the time-to-first-byte limit'),
   idleTimeout: spec(504, 'server_error', 'idle_timeout', 'the provider went silent mid-response for longer than the idle limit'),
+  providerOverloaded: spec(503, 'server_error', 'provider_overloaded', 'the provider is overloaded and no other could take the request; retry later'),
   nodeOverloaded: spec(503, 'server_error', 'node_overloaded', 'the chosen node has reached its limit of open tunnels; retry later'),
   cliFailed: spec(502, 'server_error', 'cli_failed', 'the cli provider\'s command failed'),
   cliBadRequest: spec(400, 'invalid_request_error', 'invalid_messages', 'the messages hold nothing to give the command', 'messages'),

@@ -55,6 +55,10 @@ interface RequeueFallback {
   readonly tunnelId: number;
 }
 const OVERLOADED = 'node_overloaded';
+/** The provider answered 429/503: the request went back to the queue at its place. */
+const PROVIDER_OVERLOADED = 'provider_overloaded';
+/** resilience.overload.max_requeues when the config has no resilience section (hand-built configs). */
+const DEFAULT_MAX_OVERLOAD_REQUEUES = 3;
 /** The grant named a stream that was gone; retried once anywhere. */
 const STALE = 'stale_stream';
 
@@ -356,6 +360,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.reject(Errors.nodeOverloaded, 1);
       return;
     }
+    if (fallback.code === PROVIDER_OVERLOADED) {
+      exchange.reject(Errors.providerOverloaded, 1);
+      return;
+    }
     if (fallback.grant === undefined) {
       // STALE: it never reached a node.
       exchange.reject(Errors.nodeDisconnected, 0);
@@ -426,6 +434,27 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     return true;
   }
 
+  /**
+   * The provider answered 429/503 before any byte reached the client: busy,
+   * not broken. Its tunnel is cancelled and the request goes back to the
+   * queue at its old place (the scheduler lowers the provider's limit and
+   * holds it for its Retry-After), up to resilience.overload.max_requeues
+   * times; false when the caller should relay the answer instead.
+   */
+  overloadedBeforeFirstByte(exchange: ProxyExchange, retryAfterMs: number | undefined): boolean {
+    const grant = exchange.grant;
+    const limit = this.#config.resilience?.overload.maxRequeues ?? DEFAULT_MAX_OVERLOAD_REQUEUES;
+    if (exchange.state !== 'dispatched' || grant === undefined || exchange.overloadRequeues >= limit) return false;
+    exchange.overloadRequeues++;
+    exchange.session?.cancelTunnel(exchange.tunnelId, 'provider overloaded; the request went back to the queue');
+    this.#fallbacks.set(exchange.requestId, { code: PROVIDER_OVERLOADED, message: '', grant: undefined, session: undefined, tunnelId: 0 });
+    this.#observeRetry(exchange, PROVIDER_OVERLOADED, grant.providerId);
+    this.#undispatch(exchange);
+    this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, retryAfterMs }, 'provider overloaded before the first byte; back in the queue');
+    this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, false, { retryAfterMs });
+    return true;
+  }
+
   /** The granted node is at limits.max_tunnels_per_node: retry elsewhere once, else 503 node_overloaded. */
   #refuseOverloaded(exchange: ProxyExchange, grant: Grant, open: number): void {
     this.logger.warn({ node: grant.nodeId, open, limit: this.#maxTunnelsPerNode }, 'node at its tunnel limit; request not sent there');
@@ -454,8 +483,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     else this.responses.remember(responseId, stored);
   }
 
-  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens = 0): void {
-    this.#driver.release(leaseId, reason, usedTokens);
+  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens = 0, retryAfterMs?: number): void {
+    this.#driver.release(leaseId, reason, usedTokens, retryAfterMs);
   }
 
   /** Called once per exchange, when it is over (see ExchangeObserver). */

@@ -3,7 +3,7 @@
 // worker ring and are handed to the DataPlane (decisions) and NodeGateway
 // (connect answers, fences). Both rings are FIFO, so per worker the order of
 // calls and of answers is kept.
-import type { AdmitRequest, Grant, ReleaseReason } from '../contract/scheduler.js';
+import type { AdmitRequest, Grant, Overloaded, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
 import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
@@ -78,18 +78,20 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r);
   }
 
-  release(leaseId: number, reason: ReleaseReason, usedTokens = 0): void {
+  release(leaseId: number, reason: ReleaseReason, usedTokens = 0, retryAfterMs?: number): void {
     const r = this.#scratch.reset(RecordKind.release);
     r.leaseId = leaseId;
     r.code = releaseReasonCode(reason);
-    r.value = usedTokens;
+    // One field, two meanings: an overloaded answer (429/503) reports no usage.
+    r.value = reason === 'overloaded' ? (retryAfterMs ?? -1) : usedTokens;
     this.out.send(r);
   }
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false): void {
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded): void {
     const r = this.#scratch.reset(RecordKind.requeue);
     r.requestId = request.requestId;
-    r.code = providerFailed ? 1 : 0;
+    r.code = overloaded !== undefined ? 2 : providerFailed ? 1 : 0;
+    if (overloaded?.retryAfterMs !== undefined) r.generation = Math.min(0xfffffffe, Math.round(overloaded.retryAfterMs)) + 1;
     r.leaseId = leaseId;
     r.value = request.estimatedTokens;
     r.session = request.sessionKey ?? 0;
@@ -154,6 +156,12 @@ export class RemoteScheduler implements SchedulerPort {
     const r = this.#scratch.reset(RecordKind.queuePosition);
     r.requestId = requestId;
     this.out.send(r);
+  }
+
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean): void {
+    const r = this.#scratch.reset(RecordKind.health);
+    r.code = healthy ? 1 : 0;
+    this.out.send(r, nodeId, providerId);
   }
 
   setDraining(nodeId: string, draining: boolean): void {

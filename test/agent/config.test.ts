@@ -39,6 +39,10 @@ reconnect:
 tunnels:
   coalesce_delay_ms: 0
   coalesce_max_bytes: 4096
+health:
+  interval_ms: 5000
+  timeout_ms: 1500
+  unhealthy_after: 3
 log_level: debug
 `;
 
@@ -86,6 +90,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
     ],
     reconnect: { initialMs: 100, maxMs: 5000 },
     tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096, batchFrames: true },
+    health: { intervalMs: 5000, timeoutMs: 1500, unhealthyAfter: 3 },
     logLevel: 'debug',
   });
 });
@@ -99,6 +104,7 @@ test('omitted optional settings take their documented defaults', () => {
   assert.equal(config.logLevel, 'info');
   assert.equal(config.providers[0].connections, 128);
   assert.equal(config.edge.streams, 1);
+  assert.deepEqual(config.health, { intervalMs: 0, timeoutMs: 2_000, unhealthyAfter: 2 }, 'probes are opt-in');
 });
 
 test('every problem is reported at once, each naming its path', () => {

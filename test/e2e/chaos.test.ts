@@ -8,6 +8,11 @@
 // mock's `completed`); every completion a client got is its own (each chunk
 // stamped by the mock with the client's x-request-id and token count, and
 // the mock's log agrees); and the edge's status shows nothing in flight after.
+// A second run gives the alias two providers and makes them misbehave
+// without any request asking for it (the mock's process-wide fault): each
+// flaps (every request reset for 5 s, then recovered) and meets a 429 storm
+// (Retry-After 1). Again no request is lost, every client gets its answer
+// or a clear error, and no lease is left after.
 // CHAOS_SEED / CHAOS_REQUESTS explore other runs.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -357,4 +362,138 @@ test(`chaos: ${REQUESTS} requests through real processes with kill -9, resets an
   assert.ok(stats.aborted >= outcomes.filter((o) => o.outcome === 'aborted').length * 0.5, 'client aborts reached the provider as cancellations');
   assert.equal(edge.child.exitCode, null, 'the edge process is still running');
   assert.equal(mock.child.exitCode, null);
+});
+
+let mockA: Proc | undefined;
+let mockB: Proc | undefined;
+let flapEdge: Proc | undefined;
+let flapAgent: Proc | undefined;
+after(async () => {
+  await stop(flapAgent);
+  await stop(flapEdge);
+  await stop(mockA);
+  await stop(mockB);
+});
+
+async function fault(mockUrl: string, body: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${mockUrl}/mock/fault`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  assert.equal(res.status, 200, await res.text());
+}
+
+test('chaos: provider flaps (100 % failing for 5 s, then recovered) and 429 storms lose no request', { timeout: 120_000 }, async () => {
+  const rand = prng(SEED + 1);
+  mockA = start('mock/cli.js', ['--port', '0', '--log-limit', '50000', '--body-log-limit', '0']);
+  mockB = start('mock/cli.js', ['--port', '0', '--log-limit', '50000', '--body-log-limit', '0']);
+  const urlOf = async (p: Proc): Promise<string> => /(http:\/\/127\.0\.0\.1:\d+)/.exec(await p.line(/mock provider listening on/))?.[1] as string;
+  const [urlA, urlB] = [await urlOf(mockA), await urlOf(mockB)];
+
+  const edgeConfig = join(dir, 'edge-flaps.yaml');
+  writeFileSync(
+    edgeConfig,
+    JSON.stringify({
+      listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
+      admin: { host: '127.0.0.1', port: 0 },
+      drain: { grace_ms: 100 },
+      limits: { tunnel_timeout_ms: 15_000, ttfb_timeout_ms: 10_000, idle_timeout_ms: 5_000 },
+      heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+      // Short ejections, so a flapped provider is probed (and back) within the run.
+      resilience: { outliers: { base_ejection_ms: 500, max_ejection_ms: 2_000 } },
+      nodes: [{ id: 'gpu-1', token: 'chaos-token', providers: [{ id: 'a', capacity: 8 }, { id: 'b', capacity: 8 }] }],
+      models: [{ alias: 'llama3', max_queue: 1_000, queue_timeout_ms: 15_000, providers: { a: 'mock-a', b: 'mock-b' } }],
+    }),
+  );
+  flapEdge = start('edge/cli.js', ['--config', edgeConfig]);
+  const listening = JSON.parse(await flapEdge.line(/"edge listening"/)) as { httpPort: number; grpcPort: number; adminPort: number };
+  const base = `http://127.0.0.1:${listening.httpPort}`;
+  const admin = `http://127.0.0.1:${listening.adminPort}`;
+  const agentConfig = join(dir, 'agent-flaps.yaml');
+  writeFileSync(
+    agentConfig,
+    JSON.stringify({
+      edge: { address: `127.0.0.1:${listening.grpcPort}` },
+      node: { id: 'gpu-1', token: 'chaos-token' },
+      providers: [
+        { id: 'a', type: 'openai_compat', base_url: urlA },
+        { id: 'b', type: 'openai_compat', base_url: urlB },
+      ],
+      reconnect: { initial_ms: 50, max_ms: 200 },
+      log_level: 'warn',
+    }),
+  );
+  flapAgent = start('agent/cli.js', ['--config', agentConfig]);
+  await until('the agent to register', async () => (await getJson<AdminStatus>(`${admin}/admin/status`)).nodes.some((n) => n.connected));
+
+  // The schedule (ms from the start): a flaps, then storms on b and a, then b flaps; clients run throughout.
+  let done = false;
+  const started = performance.now();
+  const schedule = (async (): Promise<void> => {
+    const at = async (ms: number): Promise<void> => {
+      const wait = ms - (performance.now() - started);
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    };
+    try {
+      await at(300);
+      await fault(urlA, { fail: 'reset-before-headers', for_ms: 5_000 });
+      await at(6_000);
+      await fault(urlB, { fail: 'status:429,retry-after:1', for_ms: 2_500 });
+      await at(7_500);
+      await fault(urlA, { fail: 'status:429,retry-after:1', for_ms: 2_500 });
+      await at(9_000);
+      await fault(urlB, { fail: 'reset-before-headers', for_ms: 5_000 });
+      await at(15_000);
+    } finally {
+      done = true;
+    }
+  })();
+  const outcomes: (Result & { plan: Plan; id: number })[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (!done) {
+      const id = next++;
+      const plan: Plan = { stream: rand() < 0.7, tokens: 2 + Math.floor(rand() * 10), intervalMs: 2 + Math.floor(rand() * 5), fail: undefined, abortAfterMs: undefined };
+      const result = await run(base, plan, id);
+      outcomes.push({ ...result, plan, id });
+    }
+  };
+  await Promise.all([schedule, ...Array.from({ length: 16 }, worker)]);
+
+  const count = (o: Outcome): number => outcomes.filter((x) => x.outcome === o).length;
+  const codes: Record<string, number> = {};
+  for (const o of outcomes) if (o.outcome === 'error_status' || o.outcome === 'error_event') codes[o.detail] = (codes[o.detail] ?? 0) + 1;
+  const summary = Object.fromEntries((['completed', 'error_status', 'error_event', 'cut', 'aborted', 'hang', 'corrupt'] as Outcome[]).map((o) => [o, count(o)]));
+  console.log(`chaos flaps: ${outcomes.length} requests in ${Math.round(performance.now() - started)} ms: ${JSON.stringify(summary)} codes ${JSON.stringify(codes)}`);
+
+  // No request lost: every client got its own answer or a clear error (never a hang, a cut or a corrupt body).
+  assert.equal(outcomes.length, next);
+  assert.deepEqual(outcomes.filter((o) => o.outcome !== 'completed' && o.outcome !== 'error_status' && o.outcome !== 'error_event').map((o) => `${o.outcome}: ${o.detail}`), []);
+  // With the other provider there, almost everything completes: a flapped request is retried elsewhere, a 429 goes back to the queue.
+  assert.ok(count('completed') >= outcomes.length * 0.97, `only ${count('completed')} of ${outcomes.length} completed: ${JSON.stringify(codes)}`);
+  assert.ok(outcomes.length >= 200, `the run kept clients busy (${outcomes.length} requests)`);
+
+  // Zero leases, nothing queued, nothing open.
+  await until('the edge to show zero in flight', async () => {
+    const s = await getJson<AdminStatus>(`${admin}/admin/status`);
+    return s.edge.openRequests === 0 && s.providers.every((p) => p.inFlight === 0) && s.groups.every((g) => g.queueDepth === 0);
+  }, 5_000);
+  // Both mocks saw their faults, and each of their requests ended one way.
+  let injected429 = 0;
+  for (const url of [urlA, urlB]) {
+    await until('the mock to have nothing in flight', async () => (await getJson<MockStats>(`${url}/mock/stats`)).inFlight === 0, 3_000);
+    const stats = await getJson<MockStats>(`${url}/mock/stats`);
+    assert.ok(stats.failuresInjected > 0, `${url} misbehaved`);
+    // (A 429 is both injected and written to the end, so the log, not the counters, says how each ended.)
+    const log = await getJson<MockLogEntry[]>(`${url}/mock/log`);
+    assert.equal(log.length, stats.requests, 'the mock log holds every request of the run');
+    assert.deepEqual(log.filter((e) => !e.completed && !e.aborted && e.failure === null), [], 'each upstream request completed, was aborted or failed by injection');
+    injected429 += log.filter((e) => e.failure === 'status:429').length;
+  }
+  console.log(`chaos flaps: ${injected429} 429s injected, ${codes.mock_failure ?? 0} reached a client`);
+  // A 429 goes back to the queue (up to max_requeues): few of a storm's refusals reach a client.
+  // (Relayed as is, every one of them did.)
+  assert.ok(injected429 >= 10, `the storms happened (${injected429} refusals)`);
+  assert.ok((codes.mock_failure ?? 0) <= injected429 * 0.25, `${codes.mock_failure} of ${injected429} 429s reached clients`);
+  // The edge said what it did: ejections for the flaps, lowered limits for the storms.
+  assert.ok(flapEdge.lines.some((l) => l.includes('provider ejected as an outlier')), 'a flap ejected its provider');
+  assert.ok(flapEdge.lines.some((l) => l.includes('provider overloaded')), 'a storm lowered a limit');
+  assert.equal(flapEdge.child.exitCode, null, 'the edge process is still running');
 });

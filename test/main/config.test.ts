@@ -59,6 +59,28 @@ test('workers.count defaults to one worker per core on hosts with 4 or more, sin
   assert.equal(defaultWorkerCount(256), 64);
 });
 
+test('resilience: defaults when absent, percentages as shares, and its mistakes named', async () => {
+  const { outlierPolicyOf, overloadPolicyOf } = await import('../../src/main/config-resilience.js');
+  const base = { nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1' }] }], models: [{ alias: 'm', providers: { p1: 's' } }] };
+  const plain = parseEdgeConfig(base, 'test.yaml');
+  assert.deepEqual(plain.resilience, {
+    outliers: { consecutiveFailures: 5, baseEjectionMs: 30_000, maxEjectionMs: 300_000, maxEjectionShare: 0.5, failureRate: 0.5, failureRateWindow: 20, failureRateMinRequests: 10 },
+    overload: { defaultRetryAfterMs: 1_000, maxRetryAfterMs: 60_000, maxRequeues: 3 },
+  });
+  const tuned = parseEdgeConfig({ ...base, resilience: { outliers: { consecutive_failures: 3, max_ejection_percent: 25, failure_rate_percent: 0 }, overload: { max_requeues: 0 } } }, 'test.yaml');
+  assert.equal(outlierPolicyOf(tuned).consecutiveFailures, 3);
+  assert.equal(outlierPolicyOf(tuned).maxEjectionShare, 0.25);
+  assert.equal(outlierPolicyOf(tuned).failureRate, 0, 'failure-rate ejection off');
+  assert.equal(outlierPolicyOf(tuned).jitter, 0.1, 'what the file cannot set keeps its default');
+  assert.equal(overloadPolicyOf(tuned).defaultRetryAfterMs, 1_000);
+  assert.equal(tuned.resilience?.overload.maxRequeues, 0);
+  assert.deepEqual(problemsOf({ ...base, resilience: { outliers: { base_ejection_ms: 5_000, max_ejection_ms: 1_000, failure_rate_window: 5, failure_rate_min_requests: 6 }, surprise: 1 } }), [
+    'resilience.surprise: unknown key (known: outliers, overload)',
+    'resilience.outliers.max_ejection_ms: must be at least base_ejection_ms',
+    'resilience.outliers.failure_rate_min_requests: must not exceed failure_rate_window',
+  ]);
+});
+
 test('a2a: agents get card defaults; a missing alias, a bad id, duplicates and bad modes are reported', async () => {
   const example = await loadEdgeConfig(fileURLToPath(new URL('../../../examples/edge.yaml', import.meta.url)));
   assert.deepEqual(example.a2a?.agents.map((a) => [a.id, a.model]), [['chat', 'llama3'], ['agent', 'agent']]);

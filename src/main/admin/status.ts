@@ -5,10 +5,10 @@
 import type { EdgeConfig, ProviderType } from '../../shared/config-types.js';
 import { VERSION } from '../../shared/version.js';
 import type { EventBus } from '../events/event-bus.js';
-import type { FairGroupStatus, OutlierView, SchedulerStatus } from '../../contract/scheduler.js';
+import type { FairGroupStatus, OutlierView, ProviderStatus, SchedulerStatus } from '../../contract/scheduler.js';
 import { tenantKeyOf, tenantLabel } from '../../shared/tenant-key.js';
 
-export type ProviderHealth = 'ok' | 'offline' | 'not_announced' | 'disabled' | 'draining' | 'ejected' | 'half_open';
+export type ProviderHealth = 'ok' | 'offline' | 'not_announced' | 'disabled' | 'draining' | 'ejected' | 'half_open' | 'unhealthy' | 'overloaded';
 
 export interface EdgeStatus {
   readonly edge: {
@@ -48,6 +48,8 @@ export interface EdgeStatus {
     readonly servedModels: readonly string[];
     /** Outlier state, when the provider is ejected, half-open, or has failures counted. */
     readonly outlier?: { readonly phase: string; readonly until: string | null; readonly reason: string; readonly ejections: number; readonly consecutiveFailures: number };
+    /** Overload backoff, while a 429/503 keeps its concurrency below capacity: the limit, and the Retry-After hold's end (null: none). */
+    readonly overload?: { readonly limit: number; readonly heldUntil: string | null; readonly overloads: number };
     /** The API the provider speaks (its configured type); null once gone from the config. */
     readonly type: ProviderType | null;
     /** The APIs it serves (announced by its node, else configured). */
@@ -195,9 +197,10 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
       inFlight: p.inFlight,
       queued: p.queued,
       loadRatio: Math.round(p.loadRatio * 1000) / 1000,
-      health: !p.connected ? 'offline' : !p.announced ? 'not_announced' : !p.enabled ? 'disabled' : p.draining ? 'draining' : p.outlier !== undefined && p.outlier.phase !== 'healthy' ? p.outlier.phase : 'ok',
+      health: healthOf(p),
       servedModels: p.servedModels,
       ...(p.outlier === undefined ? {} : { outlier: outlierView(p.outlier) }),
+      ...(p.overload === undefined ? {} : { overload: { limit: p.overload.limit, heldUntil: p.overload.heldUntilMs === undefined ? null : wallClock(p.overload.heldUntilMs), overloads: p.overload.overloads } }),
       type: providerTypes.get(p.id) ?? null,
       endpoints: p.endpoints,
     })),
@@ -231,8 +234,23 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
   };
 }
 
+/** Worst first: what keeps the provider from new requests, else what limits it. */
+function healthOf(p: ProviderStatus): ProviderHealth {
+  if (!p.connected) return 'offline';
+  if (!p.announced) return 'not_announced';
+  if (!p.enabled) return 'disabled';
+  if (p.draining) return 'draining';
+  if (p.unhealthy === true) return 'unhealthy';
+  if (p.outlier !== undefined && p.outlier.phase !== 'healthy') return p.outlier.phase;
+  return p.overload !== undefined ? 'overloaded' : 'ok';
+}
+
 /** The scheduler's clock is performance.now(); status shows wall-clock time. */
+function wallClock(ms: number): string {
+  return new Date(Date.now() + (ms - performance.now())).toISOString();
+}
+
 function outlierView(o: OutlierView): NonNullable<EdgeStatus['providers'][number]['outlier']> {
-  const until = o.untilMs === undefined ? null : new Date(Date.now() + (o.untilMs - performance.now())).toISOString();
+  const until = o.untilMs === undefined ? null : wallClock(o.untilMs);
   return { phase: o.phase, until, reason: o.reason, ejections: o.ejections, consecutiveFailures: o.consecutiveFailures };
 }

@@ -17,6 +17,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^workers\./, mutable: false, effect: 'the thread layout is fixed at start' },
   { pattern: /^bootstrap\./, mutable: false, effect: 'the bootstrap listener is bound and its artifacts read at start' },
   { pattern: /^nodes\[[^\]]*\]\.labels$/, mutable: true, effect: 'node references and status use the new labels at once' },
+  { pattern: /^resilience\./, mutable: false, effect: 'the outlier and overload policies are built at start' },
   { pattern: /^tls\./, mutable: false, effect: 'certificates are loaded when the listeners are bound' },
   { pattern: /^limits\.body_bytes$/, mutable: false, effect: 'the HTTP body limit is compiled into the client listener' },
   { pattern: /^limits\.max_header_bytes$/, mutable: false, effect: 'the HTTP header limit is an option of the bound client listener' },

@@ -36,7 +36,18 @@ export function groupServes(group: GroupState, api: ApiKind): boolean {
 /** Provider accepts new work at all (capacity aside). */
 export function isEligible(p: ProviderState): boolean {
   const node = p.node;
-  return p.enabled && !p.held && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id));
+  return p.enabled && !p.held && !p.unhealthy && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id));
+}
+
+/**
+ * How many requests may be in flight on `p` now: its capacity, lowered by
+ * an overload (AIMD) limit, and 0 inside its Retry-After. A provider held
+ * by Retry-After stays a candidate (eligible), so waiters queue for it
+ * instead of being refused.
+ */
+export function slotsOf(p: ProviderState): number {
+  if (p.overloadHeld) return 0;
+  return p.overloadLimit < p.capacity ? p.overloadLimit : p.capacity;
 }
 
 /**
@@ -69,7 +80,7 @@ export function pickCandidate(group: GroupState, want: Wanted, need: number, exc
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i];
     const p = entry.provider;
-    if (p.inFlight >= p.capacity || !isEligible(p) || !fits(p, want, need) || p.id === exclude) continue;
+    if (p.inFlight >= slotsOf(p) || !isEligible(p) || !fits(p, want, need) || p.id === exclude) continue;
     // a/b < c/d without floating point: a*d < c*b (capacities are positive here).
     if (best === undefined || p.inFlight * bestCapacity < bestInFlight * p.capacity) {
       best = entry;
@@ -85,7 +96,7 @@ export function hasFreeProvider(group: GroupState): boolean {
   const entries = group.entries;
   for (let i = 0; i < entries.length; i++) {
     const p = entries[i].provider;
-    if (p.inFlight < p.capacity && isEligible(p)) return true;
+    if (p.inFlight < slotsOf(p) && isEligible(p)) return true;
   }
   return false;
 }

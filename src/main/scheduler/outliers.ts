@@ -1,7 +1,9 @@
 // Passive outlier detection, as pure scheduler state (time is passed in,
 // randomness injected): a provider whose requests fail for provider causes
 // (connect errors, upstream resets, 5xx other than 503) `consecutiveFailures`
-// times in a row is ejected for base × its ejection count (capped, with
+// times in a row, or at `failureRate` or more of its last
+// `failureRateWindow` requests (once at least `failureRateMinRequests` of
+// them were seen since its first failure), is ejected for base × its ejection count (capped, with
 // jitter), then half-open: one probe request; its success returns the
 // provider, its failure ejects it again for longer. Overload (429/503) and
 // node loss are not failures here (fencing handles node loss). An ejection
@@ -20,6 +22,12 @@ export interface OutlierPolicy {
   readonly maxEjectionShare: number;
   /** ± this fraction of the ejection time, so ejected providers do not all return at once. */
   readonly jitter: number;
+  /** Share of failed requests (0..1) in the window that ejects; 0 = failure-rate ejection off. */
+  readonly failureRate: number;
+  /** How many of the provider's latest outcomes the rate is taken over. */
+  readonly failureRateWindow: number;
+  /** Outcomes the window must hold before the rate is judged. */
+  readonly failureRateMinRequests: number;
 }
 
 export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = {
@@ -28,6 +36,9 @@ export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = {
   maxEjectionMs: 300_000,
   maxEjectionShare: 0.5,
   jitter: 0.1,
+  failureRate: 0.5,
+  failureRateWindow: 20,
+  failureRateMinRequests: 10,
 };
 
 export type OutlierPhase = 'healthy' | 'ejected' | 'half_open';
@@ -53,6 +64,30 @@ class OutlierRecord {
   probing = false;
   /** When the last ejection ended; a long healthy stretch forgets the ejection count. */
   returnedAtMs = 0;
+  /** The latest outcomes (1 = failure) as a ring, from the provider's first failure on. */
+  readonly window: Uint8Array;
+  windowAt = 0;
+  windowCount = 0;
+  windowFailures = 0;
+
+  constructor(windowSize: number) {
+    this.window = new Uint8Array(Math.max(1, windowSize));
+  }
+
+  /** Adds one outcome to the ring; the oldest falls out when it is full. */
+  observe(failed: boolean): void {
+    const window = this.window;
+    if (this.windowCount === window.length) this.windowFailures -= window[this.windowAt];
+    else this.windowCount++;
+    window[this.windowAt] = failed ? 1 : 0;
+    if (failed) this.windowFailures++;
+    this.windowAt = (this.windowAt + 1) % window.length;
+  }
+
+  clearWindow(): void {
+    this.window.fill(0);
+    this.windowAt = this.windowCount = this.windowFailures = 0;
+  }
 }
 
 export class Outliers {
@@ -94,12 +129,13 @@ export class Outliers {
       const record = this.#records.get(p);
       if (record === undefined) return;
       record.failures = 0;
-      if (record.phase === 'half_open') this.#return(p, record, now);
+      if (record.phase === 'healthy') record.observe(false);
+      if (record.phase === 'half_open') this.#return(p, record, now, 'the half-open probe succeeded');
       return;
     }
     let record = this.#records.get(p);
     if (record === undefined) {
-      record = new OutlierRecord();
+      record = new OutlierRecord(this.#policy.failureRateWindow);
       this.#records.set(p, record);
     }
     if (record.phase === 'half_open') {
@@ -109,13 +145,37 @@ export class Outliers {
     }
     if (record.phase === 'ejected') return; // a request granted before the ejection
     record.failures++;
-    if (record.failures < this.#policy.consecutiveFailures) return;
+    record.observe(true);
+    const policy = this.#policy;
+    let why: string | undefined;
+    if (record.failures >= policy.consecutiveFailures) why = `${record.failures} consecutive failures`;
+    else if (
+      policy.failureRate > 0 &&
+      record.windowCount >= policy.failureRateMinRequests &&
+      record.windowFailures >= policy.failureRate * record.windowCount
+    ) {
+      why = `${record.windowFailures} of its last ${record.windowCount} requests failed`;
+    }
+    if (why === undefined) return;
     const refusal = this.#guard(p, groups);
     if (refusal !== undefined) {
       record.reason = refusal;
       return;
     }
-    this.#eject(p, record, now, `${record.failures} consecutive failures`);
+    this.#eject(p, record, now, why);
+  }
+
+  /**
+   * The node's active health probe of `p` passed: a half-open provider
+   * whose probe request is not yet out returns on it (the active probe is
+   * its half-open probe). True when it returned.
+   */
+  activeProbePassed(p: ProviderState, now: number): boolean {
+    const record = this.#records.get(p);
+    if (record === undefined || record.phase !== 'half_open' || record.probing) return false;
+    record.failures = 0;
+    this.#return(p, record, now, 'the active health probe passed');
+    return true;
   }
 
   /** Ejections that ended by `now` become half-open. True when a provider became eligible again. */
@@ -193,16 +253,17 @@ export class Outliers {
     record.phase = 'ejected';
     record.reason = reason;
     record.failures = 0;
+    record.clearWindow();
     p.held = true;
     this.#listener?.({ type: 'provider.ejected', provider: p.id, reason, ejectedMs: Math.round(record.untilMs - now), ejections: record.ejections });
   }
 
-  #return(p: ProviderState, record: OutlierRecord, now: number): void {
+  #return(p: ProviderState, record: OutlierRecord, now: number, reason: string): void {
     record.phase = 'healthy';
     record.probing = false;
     record.reason = '';
     record.returnedAtMs = now;
     p.held = false;
-    this.#listener?.({ type: 'provider.returned', provider: p.id, reason: 'the half-open probe succeeded' });
+    this.#listener?.({ type: 'provider.returned', provider: p.id, reason });
   }
 }

@@ -26,6 +26,7 @@ import { fairnessOf, type Fairness } from './fairness-config.js';
 import { checkInvariants } from './invariants.js';
 import { Registry } from './registry.js';
 import { Outliers, type Outcome, type OutlierStatus } from './outliers.js';
+import { Overload } from './overload.js';
 import { Lease, QueueItem, type GroupEntry, type GroupState, type NodeState, type ProviderState } from './state.js';
 import { buildStatus } from './status.js';
 import type { ApiKind } from '../../shared/endpoints.js';
@@ -34,6 +35,8 @@ import type {
   ConnectResult,
   Grant,
   LeaseInfo,
+  Overloaded,
+  ProviderStatus,
   RejectCode,
   ReleaseReason,
   SchedulerSink,
@@ -112,11 +115,14 @@ export class Scheduler {
   readonly outliers: Outliers;
   /** Fair queuing policy from config (fairness-config.ts); off = FIFO, today's behaviour. */
   #fairness: Fairness;
+  /** Overload backoff (overload.ts): AIMD limits and Retry-After holds, fed by 429/503 answers. */
+  readonly overload: Overload;
 
-  constructor(config: EdgeConfig, sink: SchedulerSink, outliers: Outliers = new Outliers()) {
+  constructor(config: EdgeConfig, sink: SchedulerSink, outliers: Outliers = new Outliers(), overload: Overload = new Overload()) {
     this.#sink = sink;
     this.outliers = outliers;
     this.#fairness = fairnessOf(config);
+    this.overload = overload;
     this.#registry.apply(buildCatalog(config));
     this.#applyFairness();
   }
@@ -278,10 +284,7 @@ export class Scheduler {
 
   /** Earliest queued deadline (ms), for the driver's single timer. */
   nextDeadline(): number | undefined {
-    const queued = this.#deadlines.peek()?.deadline;
-    const ejected = this.outliers.nextDeadline();
-    if (ejected === undefined) return queued;
-    return queued === undefined || ejected < queued ? ejected : queued;
+    return earliest(earliest(this.#deadlines.peek()?.deadline, this.outliers.nextDeadline()), this.overload.nextDeadline());
   }
 
   // --- Leases ---------------------------------------------------------------
@@ -292,7 +295,7 @@ export class Scheduler {
    * same way); it feeds the provider's outlier state (a provider failure, a
    * success, or neither).
    */
-  release(leaseId: number, reason: ReleaseReason, now: number, usedTokens = 0): boolean {
+  release(leaseId: number, reason: ReleaseReason, now: number, usedTokens = 0, retryAfterMs?: number): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     // The response said what the request cost: the tenant's charge is corrected by the difference.
@@ -305,6 +308,8 @@ export class Scheduler {
     }
     this.#dropLease(lease);
     this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.#groupsOf(lease.provider));
+    if (reason === 'end') this.overload.succeeded(lease.provider);
+    else if (reason === 'overloaded') this.overload.overloaded(lease.provider, retryAfterMs, now);
     this.#pump();
     this.#flush();
     return true;
@@ -316,11 +321,13 @@ export class Scheduler {
     return provider === undefined ? undefined : this.outliers.status(provider);
   }
 
-  /** An operator reset the provider's breaker: it takes requests again at once. */
+  /** An operator reset the provider's breaker (ejection and overload limit): it takes requests again at once. */
   resetOutlier(providerId: string, now: number): boolean {
     this.#expire(now);
     const provider = this.#registry.providers.get(providerId);
-    const reset = provider !== undefined && this.outliers.reset(provider);
+    const ejection = provider !== undefined && this.outliers.reset(provider);
+    const overload = provider !== undefined && this.overload.reset(provider);
+    const reset = ejection || overload;
     if (reset) this.#pump();
     this.#flush();
     return reset;
@@ -375,16 +382,25 @@ export class Scheduler {
    * nothing queued, when no other candidate exists (the caller reports the
    * original failure); otherwise the grant or rejection follows as usual.
    */
-  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false): boolean {
+  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false, overloaded?: Overloaded): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     // The retry keeps the band and tenant its first dispatch was charged to.
     const tagged = lease ?? this.#fencedUnsent.get(leaseId);
     let seq: number;
+    let attempt = 1;
     if (lease !== undefined) {
       seq = lease.seq;
       this.#dropLease(lease);
       this.outliers.outcome(lease.provider, providerFailed ? 'failure' : 'neutral', now, this.#groupsOf(lease.provider));
+      if (overloaded !== undefined) {
+        // Busy, not broken: its limit drops and its Retry-After holds new
+        // grants, so the pump below sends the request to another free
+        // provider or leaves it waiting at its old place for this one.
+        this.overload.overloaded(lease.provider, overloaded.retryAfterMs, now);
+        excludeProviderId = '';
+        attempt = lease.attempt;
+      }
     } else {
       this.#fencedUnsent.delete(leaseId);
       seq = ++this.#lastRetrySeq;
@@ -399,7 +415,7 @@ export class Scheduler {
     ) {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
       if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
-        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, 1, excludeProviderId, req.api ?? 0, req.pinnedProviderId);
+        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         if (group.fair !== undefined) {
           item.priority = tagged?.priority ?? req.priority ?? 0;
@@ -445,6 +461,8 @@ export class Scheduler {
     node.draining = false; // draining belongs to a connection (the agent's Leaving)
     node.announced = announcedProviders === undefined ? undefined : new Set(announcedProviders);
     node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
+    // Probe results belong to a connection: the new one reports its own.
+    for (const p of this.#registry.providers.values()) if (p.node === node) p.unhealthy = false;
     this.#pump();
     this.#flush();
     return { generation: node.generation, fenced };
@@ -476,6 +494,27 @@ export class Scheduler {
   currentGeneration(nodeId: string): number {
     const node = this.#registry.nodes.get(nodeId);
     return node !== undefined && node.connected ? node.generation : 0;
+  }
+
+  /**
+   * The node's active health probe of a provider (reported in its
+   * heartbeats): an unhealthy provider gets no new grants until it passes
+   * again; its open leases run on. A passing probe also returns a half-open
+   * provider (it stands in for the probe request). True when the probe
+   * verdict changed.
+   */
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean, now: number): boolean {
+    this.#expire(now);
+    const provider = this.#registry.providers.get(providerId);
+    let changed = false;
+    if (provider !== undefined && provider.node.id === nodeId && provider.node.connected) {
+      changed = provider.unhealthy === healthy;
+      provider.unhealthy = !healthy;
+      const returned = healthy && this.outliers.activeProbePassed(provider, now);
+      if (healthy && (changed || returned)) this.#pump();
+    }
+    this.#flush();
+    return changed;
   }
 
   /** A draining node gets no new grants; its open leases run to their end. */
@@ -512,12 +551,24 @@ export class Scheduler {
     const fairness = this.fairnessStatus();
     const status = fairness === undefined ? buildStatus(this.#registry, this.#leases.size, now) : { ...buildStatus(this.#registry, this.#leases.size, now), fairness };
     if (!status.providers.some((p) => this.#tracked(p.id))) return status;
-    return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? { ...p, outlier: this.outlierStatus(p.id) } : p)) };
+    return { ...status, providers: status.providers.map((p) => (this.#tracked(p.id) ? this.#withGuards(p) : p)) };
   }
 
   #tracked(providerId: string): boolean {
     const provider = this.#registry.providers.get(providerId);
-    return provider !== undefined && this.outliers.tracks(provider);
+    return provider !== undefined && (this.outliers.tracks(provider) || this.overload.tracks(provider) || provider.unhealthy);
+  }
+
+  /** A provider's status with its outlier, overload and probe state added. */
+  #withGuards(p: ProviderStatus): ProviderStatus {
+    const provider = this.#registry.providers.get(p.id) as ProviderState;
+    const overload = this.overload.status(provider);
+    return {
+      ...p,
+      ...(this.outliers.tracks(provider) ? { outlier: this.outliers.status(provider) } : {}),
+      ...(overload === undefined ? {} : { overload }),
+      ...(provider.unhealthy ? { unhealthy: true } : {}),
+    };
   }
 
   /** Empty when every invariant holds. For tests and debug endpoints. */
@@ -696,6 +747,7 @@ export class Scheduler {
   #expire(now: number): void {
     if (now > this.#now) this.#now = now;
     this.outliers.expire(now);
+    this.overload.expire(now);
     for (;;) {
       const item = this.#deadlines.peek();
       if (item === undefined || item.deadline > now) return;
@@ -938,6 +990,11 @@ function pinnedServes(group: GroupState, providerId: string, api: ApiKind): bool
     if (p.id === providerId) return isEligible(p) && providerServes(p, api);
   }
   return false;
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined) return b;
+  return b === undefined || a <= b ? a : b;
 }
 
 /** What a lease's end says about its provider's health. */

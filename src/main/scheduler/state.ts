@@ -83,6 +83,12 @@ export class ProviderState {
   excessAllowed = false;
   /** Ejected as an outlier, or half-open with its probe in flight (outliers.ts): no new grants. */
   held = false;
+  /** AIMD limit after a 429/503 (overload.ts): at most this many in flight while below capacity; Infinity = none. */
+  overloadLimit = Infinity;
+  /** Inside the provider's Retry-After (overload.ts): no new grants, yet still a candidate (requests queue for it). */
+  overloadHeld = false;
+  /** The node's active health probe fails (the agent's heartbeat says so): no new grants until it passes. */
+  unhealthy = false;
 
   constructor(
     readonly id: string,

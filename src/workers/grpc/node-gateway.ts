@@ -16,7 +16,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { Register } from '../../gen/edge/v1/tunnel_pb.js';
+import type { ProbeResult, Register } from '../../gen/edge/v1/tunnel_pb.js';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
 import type { NodeRegistrar, SchedulerPort } from '../../contract/scheduler-port.js';
@@ -63,6 +63,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   /** Per node: the lanes of its current connection that live here. */
   readonly #current = new Map<string, NodeLanes>();
   readonly #all = new Set<NodeSession>();
+  /** Per anchor session: the probe verdict last passed on, per provider (absent = healthy). */
+  readonly #probeVerdicts = new WeakMap<NodeSession, Map<string, boolean>>();
   #config: EdgeConfig;
   #tokenDigests = new Map<string, Buffer>();
   #observer: NodeObserver | undefined;
@@ -254,6 +256,32 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
 
   setObserver(observer: NodeObserver): void {
     this.#observer = observer;
+  }
+
+  /**
+   * The node's anchor stream reported its probe results: a provider whose
+   * verdict changed since the last report of this session goes to the
+   * scheduler (an unhealthy one gets no new requests), and so does every
+   * passing verdict (it returns a half-open provider: a few records per
+   * heartbeat). A new connection starts from healthy, in the scheduler and here.
+   */
+  probed(session: NodeSession, probes: readonly ProbeResult[]): void {
+    const lanes = this.#current.get(session.nodeId);
+    if (lanes === undefined || !lanes.has(session) || session.joinGeneration !== 0) return;
+    let known = this.#probeVerdicts.get(session);
+    if (known === undefined) {
+      known = new Map();
+      this.#probeVerdicts.set(session, known);
+    }
+    for (const probe of probes) {
+      if ((known.get(probe.providerId) ?? true) === probe.healthy) {
+        if (probe.healthy) this.#port.setProviderHealth(session.nodeId, probe.providerId, true);
+        continue;
+      }
+      known.set(probe.providerId, probe.healthy);
+      this.logger.warn({ node: session.nodeId, provider: probe.providerId, detail: probe.detail || undefined }, probe.healthy ? 'provider health probe passes' : 'provider health probe fails');
+      this.#port.setProviderHealth(session.nodeId, probe.providerId, probe.healthy);
+    }
   }
 
   /** The node's current session said Leaving: no new requests for it; open ones finish. */

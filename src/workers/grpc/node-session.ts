@@ -13,6 +13,7 @@ import {
   type EdgeMessage,
   type Header,
   type NodeMessage,
+  type ProbeResult,
   type Register,
   type TunnelFrame,
 } from '../../gen/edge/v1/tunnel_pb.js';
@@ -49,6 +50,8 @@ export interface SessionHost {
   readonly maxFrameBytes: number;
   /** The node said Leaving: it finishes open tunnels and wants no new ones. */
   leaving?(session: NodeSession, reason: string): void;
+  /** The node's heartbeat carried its active health probe results. */
+  probed?(session: NodeSession, probes: readonly ProbeResult[]): void;
 }
 
 class OpenTunnel {
@@ -272,6 +275,7 @@ export class NodeSession implements TunnelHost {
         this.#onFrameBatch(msg.value.frames);
         return;
       case 'heartbeat':
+        if (msg.value.probes.length > 0 && this.#state === 'active') this.#host.probed?.(this, msg.value.probes);
         return;
       case 'register':
         this.#onRegister(msg.value);

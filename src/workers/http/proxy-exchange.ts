@@ -36,12 +36,17 @@ const SSE_KEEPALIVE = ': keepalive\n\n';
 export interface ExchangeOwner {
   /** A pre-first-byte failure: true when the request was re-admitted elsewhere (the exchange waits for a new grant). */
   retryBeforeFirstByte(exchange: ProxyExchange, code: string, message: string): boolean;
+  /** The provider answered 429/503 before the first byte: true when the request went back to the queue (a new grant follows). */
+  overloadedBeforeFirstByte(exchange: ProxyExchange, retryAfterMs: number | undefined): boolean;
   /** The node's worker refused the tunnel (cross-worker only). */
   tunnelRefused(exchange: ProxyExchange, code: 'stale' | 'overloaded', open: number): void;
   /** The client left while queued: the admission is withdrawn. */
   cancelAdmission(exchange: ProxyExchange): void;
-  /** `usedTokens`: prompt + completion tokens the response reported (0 = none), to correct the tenant's fair-queuing charge. */
-  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens?: number): void;
+  /**
+   * `usedTokens`: prompt + completion tokens the response reported (0 = none), to correct the tenant's fair-queuing charge;
+   * `retryAfterMs`: with reason 'overloaded', the provider's Retry-After.
+   */
+  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens?: number, retryAfterMs?: number): void;
   exchangeFinished(exchange: ProxyExchange, outcome: string): void;
   /** Its first response body byte went to the client. */
   firstByte(exchange: ProxyExchange): void;
@@ -61,6 +66,10 @@ export class ProxyExchange implements TunnelConsumer {
   deadlines: ExchangeDeadlines | undefined;
   /** Already re-queued once after a failure before the first byte. */
   retried = false;
+  /** Times it went back to the queue after a 429/503 (resilience.overload.max_requeues bounds it). */
+  overloadRequeues = 0;
+  /** A relayed 429/503's Retry-After (ms), told to the scheduler with the release. */
+  #retryAfterMs: number | undefined;
   /** Flow control for the response body; undefined when the window is unlimited. */
   window: ResponseWindow | undefined;
   #onChunkFlushed: (() => void) | undefined;
@@ -116,6 +125,11 @@ export class ProxyExchange implements TunnelConsumer {
 
   onHeaders(status: number, headers: readonly Header[]): void {
     if (this.state !== 'dispatched') return;
+    if (status === 429 || status === 503) {
+      // Overload is not failure: back to the queue while another attempt is allowed, else relayed.
+      this.#retryAfterMs = retryAfterMsOf(headers);
+      if (!this.response.headersSent && this.plane.overloadedBeforeFirstByte(this, this.#retryAfterMs)) return;
+    }
     this.state = 'streaming';
     this.deadlines?.onHeaders(this);
     if (this.response.headersSent) {
@@ -226,7 +240,9 @@ export class ProxyExchange implements TunnelConsumer {
       if (input !== undefined) this.usage = { promptTokens: input, completionTokens: this.usage.completionTokens };
     }
     // A 5xx other than 503 (overload) is the provider failing, relayed as is; it counts toward ejection.
-    this.#finish(this.status >= 500 && this.status !== 503 ? 'provider_failed' : 'end');
+    // A relayed 429/503 lowers the provider's limit (overload backoff); it is no failure.
+    const status = this.status;
+    this.#finish(status === 429 || status === 503 ? 'overloaded' : status >= 500 ? 'provider_failed' : 'end');
     this.response.end();
   }
 
@@ -377,7 +393,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.timeout) clearTimeout(this.timeout);
     this.timeout = undefined;
     this.plane.forget(this);
-    if (hadLease) this.plane.releaseLease(this.leaseId, reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens);
+    if (hadLease) this.plane.releaseLease(this.leaseId, reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens, reason === 'overloaded' ? this.#retryAfterMs : undefined);
     this.plane.exchangeFinished(this, reason);
   }
 
@@ -426,6 +442,21 @@ export class ProxyExchange implements TunnelConsumer {
 export function onResponseClose(this: ServerResponse & { [kExchange]?: ProxyExchange }): void {
   const exchange = this[kExchange];
   if (exchange && !this.writableFinished) exchange.onClientClosed();
+}
+
+/**
+ * A Retry-After header as ms: delta-seconds or an HTTP date; undefined when
+ * absent or unreadable (the scheduler then holds the provider for its default).
+ */
+export function retryAfterMsOf(headers: readonly Header[]): number | undefined {
+  for (let i = 0; i < headers.length; i++) {
+    if (headers[i].name.toLowerCase() !== 'retry-after') continue;
+    const value = headers[i].value.trim();
+    if (/^\d+$/.test(value)) return Number(value) * 1000;
+    const at = Date.parse(value);
+    return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+  }
+  return undefined;
 }
 
 /** Tunnel error codes that blame the provider (outlier ejection counts them); node loss and timeouts do not. */

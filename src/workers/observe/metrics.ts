@@ -61,6 +61,8 @@ export class EdgeMetrics {
   readonly #capacity = new Gauge({ name: 'edge_provider_capacity', help: 'Configured capacity per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #providerUp = new Gauge({ name: 'edge_provider_available', help: '1 when the provider can take new requests (node connected, enabled, not draining)', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #outlier = new Gauge({ name: 'edge_provider_outlier_state', help: 'Outlier state per provider: 0 healthy, 1 ejected, 2 half-open (passive outlier ejection)', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
+  readonly #overloadLimit = new Gauge({ name: 'edge_provider_overload_limit', help: 'Effective concurrency after 429/503 answers (AIMD); equals capacity when not overloaded', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
+  readonly #unhealthy = new Gauge({ name: 'edge_provider_probe_unhealthy', help: '1 while the node\'s active health probe of the provider fails (no new requests)', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #ejections = new Gauge({ name: 'edge_provider_ejections', help: 'Times the provider was ejected as an outlier since its last reset', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #nodes = new Gauge({ name: 'edge_nodes_connected', help: 'Node agents with a live session', registers: [this.registry] });
   readonly #open = new Gauge({ name: 'edge_open_requests', help: 'Client requests the edge holds (queued or relaying)', registers: [this.registry] });
@@ -248,11 +250,15 @@ export class EdgeMetrics {
     this.#providerUp.reset();
     this.#outlier.reset();
     this.#ejections.reset();
+    this.#overloadLimit.reset();
+    this.#unhealthy.reset();
     for (const p of status.providers) {
       const labels = { provider: p.id, node: p.nodeId };
       this.#inFlight.set(labels, p.inFlight);
       this.#capacity.set(labels, p.capacity);
-      this.#providerUp.set(labels, p.connected && p.enabled && !p.draining && (p.outlier?.phase ?? 'healthy') !== 'ejected' ? 1 : 0);
+      this.#providerUp.set(labels, p.connected && p.enabled && !p.draining && p.unhealthy !== true && (p.outlier?.phase ?? 'healthy') !== 'ejected' ? 1 : 0);
+      this.#overloadLimit.set(labels, p.overload?.limit ?? p.capacity);
+      this.#unhealthy.set(labels, p.unhealthy === true ? 1 : 0);
       this.#outlier.set(labels, p.outlier?.phase === 'ejected' ? 1 : p.outlier?.phase === 'half_open' ? 2 : 0);
       this.#ejections.set(labels, p.outlier?.ejections ?? 0);
     }

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file edge/v1/tunnel.proto.
  */
 export const file_edge_v1_tunnel: GenFile = /*@__PURE__*/
-  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyKlAwoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASOwoUdHVubmVsX3JlcXVlc3RfYmF0Y2gYCCABKAsyGy5lZGdlLnYxLlR1bm5lbFJlcXVlc3RCYXRjaEgAEiMKB2NvbW1hbmQYFCABKAsyEC5lZGdlLnYxLkNvbW1hbmRIAEIFCgNtc2cizAEKCFJlZ2lzdGVyEg8KB25vZGVfaWQYASABKAkSDQoFdG9rZW4YAiABKAkSFQoNYWdlbnRfdmVyc2lvbhgDIAEoCRIUCgxwcm92aWRlcl9pZHMYBCADKAkSDAoEbGFuZRgFIAEoDRIXCg9qb2luX2dlbmVyYXRpb24YBiABKA0SFAoMY2FwYWJpbGl0aWVzGBQgAygJEjYKEnByb3ZpZGVyX2VuZHBvaW50cxgHIAMoCzIaLmVkZ2UudjEuUHJvdmlkZXJFbmRwb2ludHMiOwoRUHJvdmlkZXJFbmRwb2ludHMSEwoLcHJvdmlkZXJfaWQYASABKAkSEQoJZW5kcG9pbnRzGAIgAygJIpUBCgpSZWdpc3RlcmVkEhIKCmdlbmVyYXRpb24YASABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAMgASgNEh0KFW1heF9mcmFtZV9iYXRjaF9ieXRlcxgEIAEoDRIXCg9tYXhfZnJhbWVfYnl0ZXMYBSABKA0iGgoIUmVqZWN0ZWQSDgoGcmVhc29uGAEgASgJIhwKCUhlYXJ0YmVhdBIPCgd1bml4X21zGAEgASgBIhkKB0xlYXZpbmcSDgoGcmVhc29uGAEgASgJIj4KElR1bm5lbFJlcXVlc3RCYXRjaBIoCghyZXF1ZXN0cxgBIAMoCzIWLmVkZ2UudjEuVHVubmVsUmVxdWVzdCKzAwoNVHVubmVsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJdHVubmVsX2lkGAIgASgNEhMKC3Byb3ZpZGVyX2lkGAMgASgJEiEKB2FkYXB0ZXIYBCABKA4yEC5lZGdlLnYxLkFkYXB0ZXISDgoGdGFyZ2V0GAUgASgJEg4KBm1ldGhvZBgGIAEoCRIMCgRwYXRoGAcgASgJEiAKB2hlYWRlcnMYCCADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRib2R5GAkgASgMEg4KBnN0cmVhbRgKIAEoCBISCgp0aW1lb3V0X21zGAsgASgNEjYKCG1ldGFkYXRhGAwgAygLMiQuZWRnZS52MS5UdW5uZWxSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKc2Vzc2lvbl9pZBgNIAEoCRIWCg5pbml0aWFsX2NyZWRpdBgOIAEoDRIXCg90dGZiX3RpbWVvdXRfbXMYDyABKA0SFwoPaWRsZV90aW1lb3V0X21zGBAgASgNGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSK6AQoLVHVubmVsRnJhbWUSEQoJdHVubmVsX2lkGAEgASgNEgsKA3NlcRgCIAEoDRIgCgRraW5kGAMgASgOMhIuZWRnZS52MS5GcmFtZUtpbmQSDgoGc3RhdHVzGAQgASgNEiAKB2hlYWRlcnMYBSADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRkYXRhGAYgASgMEhIKCmVycm9yX2NvZGUYByABKAkSFQoNZXJyb3JfbWVzc2FnZRgIIAEoCSIyCgpGcmFtZUJhdGNoEiQKBmZyYW1lcxgBIAMoCzIULmVkZ2UudjEuVHVubmVsRnJhbWUiMQoMVHVubmVsQ2FuY2VsEhEKCXR1bm5lbF9pZBgBIAEoDRIOCgZyZWFzb24YAiABKAkiLgoKRmxvd0NyZWRpdBIRCgl0dW5uZWxfaWQYASABKA0SDQoFYnl0ZXMYAiABKA0iPgoNQ29uZmlnUmVmcmVzaBIVCg1jaGFuZ2VkX3BhdGhzGAEgAygJEhYKDmNvbmZpZ192ZXJzaW9uGAIgASgNIo8BCgdDb21tYW5kEgoKAmlkGAEgASgNEgwKBGtpbmQYAiABKAkSKAoEYXJncxgDIAMoCzIaLmVkZ2UudjEuQ29tbWFuZC5BcmdzRW50cnkSEwoLZGVhZGxpbmVfbXMYBCABKA0aKwoJQXJnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUQoNQ29tbWFuZFJlc3VsdBIKCgJpZBgBIAEoDRIOCgZzdGF0dXMYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRITCgtyZXN1bHRfanNvbhgEIAEoCSp0CgdBZGFwdGVyEhcKE0FEQVBURVJfVU5TUEVDSUZJRUQQABISCg5BREFQVEVSX09MTEFNQRABEhAKDEFEQVBURVJfVkxMTRACEhkKFUFEQVBURVJfT1BFTkFJX0NPTVBBVBADEg8KC0FEQVBURVJfQ0xJEAQqfgoJRnJhbWVLaW5kEhoKFkZSQU1FX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGUkFNRV9LSU5EX0hFQURFUlMQARITCg9GUkFNRV9LSU5EX0RBVEEQAhISCg5GUkFNRV9LSU5EX0VORBADEhQKEEZSQU1FX0tJTkRfRVJST1IQBDJHCgpOb2RlVHVubmVsEjkKB0Nvbm5lY3QSFC5lZGdlLnYxLk5vZGVNZXNzYWdlGhQuZWRnZS52MS5FZGdlTWVzc2FnZSgBMAFiBnByb3RvMw");
+  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyKlAwoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASOwoUdHVubmVsX3JlcXVlc3RfYmF0Y2gYCCABKAsyGy5lZGdlLnYxLlR1bm5lbFJlcXVlc3RCYXRjaEgAEiMKB2NvbW1hbmQYFCABKAsyEC5lZGdlLnYxLkNvbW1hbmRIAEIFCgNtc2cizAEKCFJlZ2lzdGVyEg8KB25vZGVfaWQYASABKAkSDQoFdG9rZW4YAiABKAkSFQoNYWdlbnRfdmVyc2lvbhgDIAEoCRIUCgxwcm92aWRlcl9pZHMYBCADKAkSDAoEbGFuZRgFIAEoDRIXCg9qb2luX2dlbmVyYXRpb24YBiABKA0SFAoMY2FwYWJpbGl0aWVzGBQgAygJEjYKEnByb3ZpZGVyX2VuZHBvaW50cxgHIAMoCzIaLmVkZ2UudjEuUHJvdmlkZXJFbmRwb2ludHMiOwoRUHJvdmlkZXJFbmRwb2ludHMSEwoLcHJvdmlkZXJfaWQYASABKAkSEQoJZW5kcG9pbnRzGAIgAygJIpUBCgpSZWdpc3RlcmVkEhIKCmdlbmVyYXRpb24YASABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAMgASgNEh0KFW1heF9mcmFtZV9iYXRjaF9ieXRlcxgEIAEoDRIXCg9tYXhfZnJhbWVfYnl0ZXMYBSABKA0iGgoIUmVqZWN0ZWQSDgoGcmVhc29uGAEgASgJIkIKCUhlYXJ0YmVhdBIPCgd1bml4X21zGAEgASgBEiQKBnByb2JlcxgCIAMoCzIULmVkZ2UudjEuUHJvYmVSZXN1bHQiQwoLUHJvYmVSZXN1bHQSEwoLcHJvdmlkZXJfaWQYASABKAkSDwoHaGVhbHRoeRgCIAEoCBIOCgZkZXRhaWwYAyABKAkiGQoHTGVhdmluZxIOCgZyZWFzb24YASABKAkiPgoSVHVubmVsUmVxdWVzdEJhdGNoEigKCHJlcXVlc3RzGAEgAygLMhYuZWRnZS52MS5UdW5uZWxSZXF1ZXN0IrMDCg1UdW5uZWxSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCgl0dW5uZWxfaWQYAiABKA0SEwoLcHJvdmlkZXJfaWQYAyABKAkSIQoHYWRhcHRlchgEIAEoDjIQLmVkZ2UudjEuQWRhcHRlchIOCgZ0YXJnZXQYBSABKAkSDgoGbWV0aG9kGAYgASgJEgwKBHBhdGgYByABKAkSIAoHaGVhZGVycxgIIAMoCzIPLmVkZ2UudjEuSGVhZGVyEgwKBGJvZHkYCSABKAwSDgoGc3RyZWFtGAogASgIEhIKCnRpbWVvdXRfbXMYCyABKA0SNgoIbWV0YWRhdGEYDCADKAsyJC5lZGdlLnYxLlR1bm5lbFJlcXVlc3QuTWV0YWRhdGFFbnRyeRISCgpzZXNzaW9uX2lkGA0gASgJEhYKDmluaXRpYWxfY3JlZGl0GA4gASgNEhcKD3R0ZmJfdGltZW91dF9tcxgPIAEoDRIXCg9pZGxlX3RpbWVvdXRfbXMYECABKA0aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIiUKBkhlYWRlchIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgJIroBCgtUdW5uZWxGcmFtZRIRCgl0dW5uZWxfaWQYASABKA0SCwoDc2VxGAIgASgNEiAKBGtpbmQYAyABKA4yEi5lZGdlLnYxLkZyYW1lS2luZBIOCgZzdGF0dXMYBCABKA0SIAoHaGVhZGVycxgFIAMoCzIPLmVkZ2UudjEuSGVhZGVyEgwKBGRhdGEYBiABKAwSEgoKZXJyb3JfY29kZRgHIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAggASgJIjIKCkZyYW1lQmF0Y2gSJAoGZnJhbWVzGAEgAygLMhQuZWRnZS52MS5UdW5uZWxGcmFtZSIxCgxUdW5uZWxDYW5jZWwSEQoJdHVubmVsX2lkGAEgASgNEg4KBnJlYXNvbhgCIAEoCSIuCgpGbG93Q3JlZGl0EhEKCXR1bm5lbF9pZBgBIAEoDRINCgVieXRlcxgCIAEoDSI+Cg1Db25maWdSZWZyZXNoEhUKDWNoYW5nZWRfcGF0aHMYASADKAkSFgoOY29uZmlnX3ZlcnNpb24YAiABKA0ijwEKB0NvbW1hbmQSCgoCaWQYASABKA0SDAoEa2luZBgCIAEoCRIoCgRhcmdzGAMgAygLMhouZWRnZS52MS5Db21tYW5kLkFyZ3NFbnRyeRITCgtkZWFkbGluZV9tcxgEIAEoDRorCglBcmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJRCg1Db21tYW5kUmVzdWx0EgoKAmlkGAEgASgNEg4KBnN0YXR1cxgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEhMKC3Jlc3VsdF9qc29uGAQgASgJKnQKB0FkYXB0ZXISFwoTQURBUFRFUl9VTlNQRUNJRklFRBAAEhIKDkFEQVBURVJfT0xMQU1BEAESEAoMQURBUFRFUl9WTExNEAISGQoVQURBUFRFUl9PUEVOQUlfQ09NUEFUEAMSDwoLQURBUFRFUl9DTEkQBCp+CglGcmFtZUtpbmQSGgoWRlJBTUVfS0lORF9VTlNQRUNJRklFRBAAEhYKEkZSQU1FX0tJTkRfSEVBREVSUxABEhMKD0ZSQU1FX0tJTkRfREFUQRACEhIKDkZSQU1FX0tJTkRfRU5EEAMSFAoQRlJBTUVfS0lORF9FUlJPUhAEMkcKCk5vZGVUdW5uZWwSOQoHQ29ubmVjdBIULmVkZ2UudjEuTm9kZU1lc3NhZ2UaFC5lZGdlLnYxLkVkZ2VNZXNzYWdlKAEwAWIGcHJvdG8z");
 
 /**
  * node -> edge
@@ -318,6 +318,15 @@ export type Heartbeat = Message<"edge.v1.Heartbeat"> & {
    * @generated from field: double unix_ms = 1;
    */
   unixMs: number;
+
+  /**
+   * node -> edge, lane 0 only: the agent's active health probe of each
+   * provider it probes (a provider without a probe, e.g. cli, is absent).
+   * The edge sends no new requests to an unhealthy one until it passes.
+   *
+   * @generated from field: repeated edge.v1.ProbeResult probes = 2;
+   */
+  probes: ProbeResult[];
 };
 
 /**
@@ -326,6 +335,35 @@ export type Heartbeat = Message<"edge.v1.Heartbeat"> & {
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
   messageDesc(file_edge_v1_tunnel, 6);
+
+/**
+ * @generated from message edge.v1.ProbeResult
+ */
+export type ProbeResult = Message<"edge.v1.ProbeResult"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+
+  /**
+   * @generated from field: bool healthy = 2;
+   */
+  healthy: boolean;
+
+  /**
+   * Why it failed (status, timeout, connect error); empty when healthy.
+   *
+   * @generated from field: string detail = 3;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message edge.v1.ProbeResult.
+ * Use `create(ProbeResultSchema)` to create a new message.
+ */
+export const ProbeResultSchema: GenMessage<ProbeResult> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 7);
 
 /**
  * The node is shutting down: it takes no new tunnels and finishes open ones.
@@ -344,7 +382,7 @@ export type Leaving = Message<"edge.v1.Leaving"> & {
  * Use `create(LeavingSchema)` to create a new message.
  */
 export const LeavingSchema: GenMessage<Leaving> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 7);
+  messageDesc(file_edge_v1_tunnel, 8);
 
 /**
  * @generated from message edge.v1.TunnelRequestBatch
@@ -361,7 +399,7 @@ export type TunnelRequestBatch = Message<"edge.v1.TunnelRequestBatch"> & {
  * Use `create(TunnelRequestBatchSchema)` to create a new message.
  */
 export const TunnelRequestBatchSchema: GenMessage<TunnelRequestBatch> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 8);
+  messageDesc(file_edge_v1_tunnel, 9);
 
 /**
  * @generated from message edge.v1.TunnelRequest
@@ -464,7 +502,7 @@ export type TunnelRequest = Message<"edge.v1.TunnelRequest"> & {
  * Use `create(TunnelRequestSchema)` to create a new message.
  */
 export const TunnelRequestSchema: GenMessage<TunnelRequest> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 9);
+  messageDesc(file_edge_v1_tunnel, 10);
 
 /**
  * @generated from message edge.v1.Header
@@ -486,7 +524,7 @@ export type Header = Message<"edge.v1.Header"> & {
  * Use `create(HeaderSchema)` to create a new message.
  */
 export const HeaderSchema: GenMessage<Header> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 10);
+  messageDesc(file_edge_v1_tunnel, 11);
 
 /**
  * @generated from message edge.v1.TunnelFrame
@@ -546,7 +584,7 @@ export type TunnelFrame = Message<"edge.v1.TunnelFrame"> & {
  * Use `create(TunnelFrameSchema)` to create a new message.
  */
 export const TunnelFrameSchema: GenMessage<TunnelFrame> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 11);
+  messageDesc(file_edge_v1_tunnel, 12);
 
 /**
  * Frames of any tunnels, in the order they were produced, as one message:
@@ -568,7 +606,7 @@ export type FrameBatch = Message<"edge.v1.FrameBatch"> & {
  * Use `create(FrameBatchSchema)` to create a new message.
  */
 export const FrameBatchSchema: GenMessage<FrameBatch> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 12);
+  messageDesc(file_edge_v1_tunnel, 13);
 
 /**
  * @generated from message edge.v1.TunnelCancel
@@ -590,7 +628,7 @@ export type TunnelCancel = Message<"edge.v1.TunnelCancel"> & {
  * Use `create(TunnelCancelSchema)` to create a new message.
  */
 export const TunnelCancelSchema: GenMessage<TunnelCancel> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 13);
+  messageDesc(file_edge_v1_tunnel, 14);
 
 /**
  * Adds `bytes` to the tunnel's send window.
@@ -614,7 +652,7 @@ export type FlowCredit = Message<"edge.v1.FlowCredit"> & {
  * Use `create(FlowCreditSchema)` to create a new message.
  */
 export const FlowCreditSchema: GenMessage<FlowCredit> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 14);
+  messageDesc(file_edge_v1_tunnel, 15);
 
 /**
  * @generated from message edge.v1.ConfigRefresh
@@ -636,7 +674,7 @@ export type ConfigRefresh = Message<"edge.v1.ConfigRefresh"> & {
  * Use `create(ConfigRefreshSchema)` to create a new message.
  */
 export const ConfigRefreshSchema: GenMessage<ConfigRefresh> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 15);
+  messageDesc(file_edge_v1_tunnel, 16);
 
 /**
  * An operator's command for the node (refresh_config, drain, undrain, probe,
@@ -672,7 +710,7 @@ export type Command = Message<"edge.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 16);
+  messageDesc(file_edge_v1_tunnel, 17);
 
 /**
  * @generated from message edge.v1.CommandResult
@@ -708,7 +746,7 @@ export type CommandResult = Message<"edge.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 17);
+  messageDesc(file_edge_v1_tunnel, 18);
 
 /**
  * @generated from enum edge.v1.Adapter

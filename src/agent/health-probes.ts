@@ -1,0 +1,127 @@
+// Active health: the agent probes each HTTP provider on a path of its type
+// (GET /v1/models for openai_compat and vllm, /api/tags for ollama; a cli
+// provider has none) every `health.interval_ms`, each probe bounded by
+// `health.timeout_ms`. A provider is unhealthy after `unhealthy_after`
+// failed probes in a row and healthy again after one that passes. The
+// verdicts ride on the anchor stream's heartbeats (Heartbeat.probes); a
+// change is sent at once (onChange), so the edge takes a failing provider
+// out of rotation before any client request meets it.
+import { performance } from 'node:perf_hooks';
+import { DEFAULT_HEALTH, type AgentConfig, type AgentProviderConfig, type HealthOptions } from './config.js';
+import type { ProviderType } from '../shared/config-types.js';
+
+export interface ProbeVerdict {
+  readonly providerId: string;
+  readonly healthy: boolean;
+  readonly detail: string;
+}
+
+/** The probe path a provider type gets when its config names none; undefined = not probed. */
+export function defaultProbePath(type: ProviderType): string | undefined {
+  if (type === 'ollama') return '/api/tags';
+  if (type === 'cli') return undefined;
+  return '/v1/models';
+}
+
+class ProbeState {
+  healthy = true;
+  failures = 0;
+  detail = '';
+  running = false;
+}
+
+export class HealthProbes {
+  readonly #config: () => AgentConfig;
+  readonly #onChange: () => void;
+  readonly #states = new Map<string, ProbeState>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(config: () => AgentConfig, onChange: () => void) {
+    this.#config = config;
+    this.#onChange = onChange;
+  }
+
+  start(): void {
+    const { intervalMs } = this.#options();
+    if (this.#timer !== undefined || intervalMs === 0) return;
+    this.round();
+    this.#timer = setInterval(onProbeTimer, intervalMs, this);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #options(): HealthOptions {
+    return this.#config().health ?? DEFAULT_HEALTH;
+  }
+
+  /** The verdict of every probed provider (what a heartbeat carries). */
+  verdicts(): ProbeVerdict[] {
+    const out: ProbeVerdict[] = [];
+    for (const [providerId, state] of this.#states) out.push({ providerId, healthy: state.healthy, detail: state.detail });
+    return out;
+  }
+
+  /** One probe per provider that has a path (a probe still running is not doubled). */
+  round(): void {
+    const config = this.#config();
+    const live = new Set<string>();
+    for (const provider of config.providers) {
+      const path = provider.healthPath ?? defaultProbePath(provider.type);
+      if (path === undefined || path === '' || provider.baseUrl === undefined) continue;
+      live.add(provider.id);
+      let state = this.#states.get(provider.id);
+      if (state === undefined) {
+        state = new ProbeState();
+        this.#states.set(provider.id, state);
+      }
+      if (state.running) continue;
+      state.running = true;
+      void this.#probe(provider, path, state);
+    }
+    // A provider removed (or no longer probed) by a config change is forgotten.
+    for (const id of [...this.#states.keys()]) if (!live.has(id)) this.#states.delete(id);
+  }
+
+  async #probe(provider: AgentProviderConfig, path: string, state: ProbeState): Promise<void> {
+    const { timeoutMs, unhealthyAfter } = this.#options();
+    const problem = await probeOnce(provider.baseUrl as string, path, provider.apiKey, timeoutMs);
+    state.running = false;
+    if (this.#states.get(provider.id) !== state) return;
+    const wasHealthy = state.healthy;
+    if (problem === undefined) {
+      state.failures = 0;
+      state.healthy = true;
+      state.detail = '';
+    } else {
+      state.failures++;
+      state.detail = problem;
+      if (state.failures >= unhealthyAfter) state.healthy = false;
+    }
+    if (state.healthy !== wasHealthy) this.#onChange();
+  }
+}
+
+/** Undefined when the provider answered 2xx in time; otherwise what went wrong. */
+async function probeOnce(baseUrl: string, path: string, apiKey: string | undefined, timeoutMs: number): Promise<string | undefined> {
+  const base = baseUrl.endsWith('/') ? baseUrl.slice(0, -1) : baseUrl;
+  const started = performance.now();
+  try {
+    const response = await fetch(`${base}${path}`, {
+      headers: apiKey === undefined ? {} : { authorization: `Bearer ${apiKey}` },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await response.body?.cancel();
+    return response.ok ? undefined : `GET ${path}: HTTP ${response.status}`;
+  } catch (err) {
+    if ((err as Error).name === 'TimeoutError') return `GET ${path}: no answer within ${timeoutMs} ms`;
+    return `GET ${path}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message} after ${Math.round(performance.now() - started)} ms`;
+  }
+}
+
+function onProbeTimer(probes: HealthProbes): void {
+  probes.round();
+}

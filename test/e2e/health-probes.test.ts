@@ -1,0 +1,105 @@
+// Active health through the real stack: the agent probes each provider
+// (GET /v1/models for openai_compat) and reports the verdicts in its
+// heartbeats. A provider whose probe fails (the mock's model list answers
+// 503 while its completions would still work) is taken out of rotation
+// before any client request meets it: every request goes to the other
+// provider and none fails. When the probe passes again it is back.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { after, before, describe, test } from 'node:test';
+import { NodeAgent } from '../../src/agent/agent.js';
+import { parseAgentConfig } from '../../src/agent/config.js';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
+import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import type { EdgeEvent } from '../../src/contract/events.js';
+import { inFlight, testWorkers, waitFor, waitUntil } from '../helpers/stack.js';
+
+const ALIAS = 'llama3';
+
+describe('a provider whose health probe fails', () => {
+  let a: MockProvider;
+  let b: MockProvider;
+  let edge: RunningEdge;
+  let agent: NodeAgent;
+  const events: EdgeEvent[] = [];
+  before(async () => {
+    [a, b] = await Promise.all([startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 1 }), startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 1 })]);
+    edge = await startEdge(
+      parseEdgeConfig(
+        {
+          listen: { http: { port: 0 }, grpc: { port: 0 } },
+          heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+          workers: { count: testWorkers() },
+          nodes: [{ id: 'gpu-1', token: 't', providers: [{ id: 'a', capacity: 4 }, { id: 'b', capacity: 4 }] }],
+          models: [{ alias: ALIAS, providers: { a: 'served-a', b: 'served-b' } }],
+        },
+        'test',
+      ),
+      { logger: silentLogger() },
+    );
+    const publish = edge.events.publish.bind(edge.events);
+    edge.events.publish = (event: EdgeEvent): void => {
+      events.push(event);
+      publish(event);
+    };
+    agent = new NodeAgent(
+      parseAgentConfig(
+        {
+          edge: { address: `127.0.0.1:${edge.grpcPort}` },
+          node: { id: 'gpu-1', token: 't' },
+          providers: [
+            { id: 'a', type: 'openai_compat', base_url: a.url },
+            { id: 'b', type: 'openai_compat', base_url: b.url },
+          ],
+          health: { interval_ms: 50, timeout_ms: 500, unhealthy_after: 2 },
+          reconnect: { initial_ms: 50, max_ms: 200 },
+        },
+        'test',
+      ),
+      { logger: silentLogger() },
+    );
+    const registered = once(agent, 'registered');
+    agent.start();
+    await registered;
+  });
+  after(async () => {
+    await agent.stop();
+    await edge.close();
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  async function chat(): Promise<string> {
+    const res = await fetch(`${edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.arrayBuffer();
+    return `${res.headers.get('x-edge-provider')}:${res.status}`;
+  }
+
+  async function healthOf(id: string): Promise<string | undefined> {
+    return (await edge.status()).providers.find((p) => p.id === id)?.health;
+  }
+
+  test('is out of rotation while it fails, with no client request failing, and back once it passes', async () => {
+    assert.deepEqual(await Promise.all([chat(), chat()]), ['a:200', 'b:200'], 'both serve while healthy');
+    a.misbehave({ fail: 'status:503', paths: ['/v1/models'] });
+    await waitFor(async () => (await healthOf('a')) === 'unhealthy', 'a reported unhealthy');
+    const completionsBefore = a.requestLog.filter((r) => r.path === '/v1/chat/completions').length;
+    const outcomes = await Promise.all(Array.from({ length: 12 }, () => chat()));
+    assert.deepEqual(outcomes, Array(12).fill('b:200'), 'every request served by b, none failed');
+    assert.equal(a.requestLog.filter((r) => r.path === '/v1/chat/completions').length, completionsBefore, 'a got no request while unhealthy');
+    assert.ok(events.some((e) => e.type === 'provider.unhealthy' && e.provider === 'a'));
+    const metrics = await edge.metrics.scrape();
+    assert.match(metrics, /edge_provider_probe_unhealthy\{provider="a",node="gpu-1"\} 1/);
+
+    a.behave();
+    await waitFor(async () => (await healthOf('a')) === 'ok', 'a healthy again');
+    assert.ok(events.some((e) => e.type === 'provider.healthy' && e.provider === 'a'));
+    assert.deepEqual(await Promise.all([chat(), chat()]).then((r) => r.sort()), ['a:200', 'b:200'], 'a serves again');
+    await waitUntil(() => inFlight(edge) === 0, 'no lease left');
+  });
+});
