@@ -144,7 +144,9 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     await stack?.close();
   });
 
-  test('messages.create: the served model answers in Anthropic format; x-api-key stays at the edge, anthropic-version passes', async () => {
+  test('messages.create: the served model answers in Anthropic format; x-api-key stays at the edge, anthropic-version passes; its usage is counted', async () => {
+    const before = await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' });
+    const beforePrompt = await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'prompt' });
     const message = await anthropic(stack).messages.create(
       { model: ALIAS, max_tokens: 64, messages: [{ role: 'user', content: 'Hello' }] },
       { headers: { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'test-beta-2025' } },
@@ -165,6 +167,11 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.equal(seen.headers['anthropic-version'], '2023-06-01', 'anthropic-version passes through');
     assert.equal(seen.headers['anthropic-beta'], 'test-beta-2025', 'anthropic-beta passes through');
     assert.equal(hits(stack, '/v1/messages')['p-c'], 0, 'p-c does not serve messages');
+    // A whole JSON answer's usage is read like a stream's last event (token metric, fair-queuing charge).
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease to be released');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal((await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' })) - before, 6, 'output_tokens of the JSON body counted');
+    assert.equal((await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'prompt' })) - beforePrompt, message.usage.input_tokens, 'input_tokens of the JSON body counted');
   });
 
   test('messages.stream: text events in order, stop_reason, usage; the tokens reach the edge metrics', async () => {

@@ -146,11 +146,15 @@ export class ProxyExchange implements TunnelConsumer {
     }
     const grant = this.grant as Grant;
     const flat: string[] = [];
+    let json = false;
     for (let i = 0; i < headers.length; i++) {
       const name = headers[i].name.toLowerCase();
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
       if (!isRelayedDownstream(name)) continue;
-      if (name === 'content-type' && headers[i].value.startsWith('text/event-stream')) this.#isEventStream = true;
+      if (name === 'content-type') {
+        if (headers[i].value.startsWith('text/event-stream')) this.#isEventStream = true;
+        else if (headers[i].value.startsWith('application/json')) json = true;
+      }
       flat.push(name, headers[i].value);
     }
     flat.push(
@@ -169,7 +173,8 @@ export class ProxyExchange implements TunnelConsumer {
       this.fail(Errors.protocolError, `the node sent a response head Node refuses to write: ${(err as Error).message}`, 'error');
       return;
     }
-    if (this.#isEventStream) this.#tail = new StreamTail();
+    // A whole JSON answer ends with its `usage` as a stream's last event does: the same tail reads both.
+    if (this.#isEventStream || json) this.#tail = new StreamTail();
     this.#startCapture(status);
   }
 

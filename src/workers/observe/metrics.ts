@@ -75,7 +75,7 @@ export class EdgeMetrics {
   readonly #refreshes = new Counter({ name: 'edge_config_refreshes_total', help: 'Config refresh requests by mode and result', labelNames: ['mode', 'status'] as const, registers: [this.registry] });
   readonly #shuttingDown = new Gauge({ name: 'edge_shutting_down', help: '1 while the edge drains before exit', registers: [this.registry] });
 
-  readonly #tokens = new Counter({ name: 'edge_stream_tokens_total', help: 'Tokens reported in the usage of completed streams (read from the final SSE chunk), by model alias and kind', labelNames: ['model', 'kind'] as const, registers: [this.registry] });
+  readonly #tokens = new Counter({ name: 'edge_stream_tokens_total', help: 'Tokens reported in the usage of completed responses (the final SSE chunk, or the tail of a JSON body), by model alias and kind', labelNames: ['model', 'kind'] as const, registers: [this.registry] });
   /** model -> [prompt, completion, reportedPrompt, reportedCompletion] */
   readonly #tokenCounts = new Map<string, number[]>();
   readonly #histograms = new Map<string, ModelHistograms>();

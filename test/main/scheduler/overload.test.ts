@@ -69,7 +69,7 @@ test('a burst of 429s is one episode; successes add one slot per window back up 
   for (let id = 1; id <= 8; id++) s.admit(req(id, 'chat'), 0);
   const leases = sink.takeGrants().map((g) => g.leaseId);
   // Three in-flight requests are refused in the same moment: halved once.
-  for (const leaseId of leases.slice(0, 3)) s.release(leaseId, 'overloaded', 10, 500);
+  for (const leaseId of leases.slice(0, 3)) s.release(leaseId, 'overloaded', 10, 0, 500);
   assert.equal(s.status(10).providers[0].overload?.limit, 4);
   assert.equal(s.status(10).providers[0].overload?.overloads, 3);
   // The others end without a verdict (clients left): only successes count.
