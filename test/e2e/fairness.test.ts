@@ -46,6 +46,8 @@ describe('fair queuing', () => {
 
   /** Takes the one slot for about `ms`; boxed, or awaiting hold() would wait for the holder's answer. */
   async function hold(ms: number): Promise<{ done: Promise<Response> }> {
+    // With I/O workers a finished request's release trails its response: a stale lease must not pass for the holder's.
+    await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases to be released');
     const done = chat(KEYS.a, { 'x-mock-tokens': '2', 'x-mock-interval-ms': String(ms) });
     await waitUntil(() => inFlight(stack.edge) === 1, 'the holder to run');
     return { done };

@@ -55,6 +55,8 @@ describe('queue position comments', () => {
 
   test('a waiting stream gets decreasing positions with an ETA, then its stream, and the openai SDK parses it', async () => {
     await warmUp(stack, 5, 20);
+    // With I/O workers the warm-up's releases trail its responses: a stale lease must not pass for the first request's.
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the warm-up leases to be released');
     const slow = { 'x-mock-tokens': '3', 'x-mock-interval-ms': '450' };
     const first = chat(stack, slow);
     await waitUntil(() => inFlight(stack.edge) === 1, 'the first request to run');
@@ -102,6 +104,7 @@ describe('Retry-After from the measured drain rate', () => {
 
   test('429 queue_full and 503 queue_timeout carry Retry-After and retry-after-ms from the drain rate', async () => {
     await warmUp(stack, 6, 40); // about one dispatch per 40-100 ms
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the warm-up leases to be released');
     const holder = chat(stack, { 'x-mock-tokens': '4', 'x-mock-interval-ms': '800' }); // outlasts the queue timeout
     await waitUntil(() => inFlight(stack.edge) === 1, 'the holder to run');
     const queued = chat(stack, {});
