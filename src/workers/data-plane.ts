@@ -226,14 +226,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const driver = this.#driver;
     if (driver.queryQueuePosition === undefined || exchange.state !== 'admitting') return;
     driver.queryQueuePosition(exchange.requestId);
-    exchange.queueUpdates = setInterval(() => {
-      if (exchange.state !== 'admitting') {
-        clearInterval(exchange.queueUpdates);
-        exchange.queueUpdates = undefined;
-        return;
-      }
-      driver.queryQueuePosition?.(exchange.requestId);
-    }, QUEUE_UPDATE_INTERVAL_MS);
+    exchange.queueUpdates = setInterval(askQueuePosition, QUEUE_UPDATE_INTERVAL_MS, driver, exchange);
   }
 
   onQueuePosition(requestId: number, position: number, etaMs: number | undefined): void {
@@ -682,4 +675,14 @@ function forwardedHeaders(raw: readonly string[]): { name: string; value: string
     if (isForwardedUpstream(name)) out.push({ $typeName: 'edge.v1.Header', name, value: raw[i + 1] } as { name: string; value: string });
   }
   return out;
+}
+
+/** setInterval callback of x-edge-queue-updates (no closure per request). */
+function askQueuePosition(driver: SchedulerPort, exchange: ProxyExchange): void {
+  if (exchange.state !== 'admitting') {
+    clearInterval(exchange.queueUpdates);
+    exchange.queueUpdates = undefined;
+    return;
+  }
+  driver.queryQueuePosition?.(exchange.requestId);
 }

@@ -23,6 +23,8 @@ export class ApiKeyState {
   fairnessHeader = false;
   /** The key's own tenant (src/shared/tenant-key.ts), hashed once. */
   readonly tenantKey: number;
+  /** What a request with this key and no fairness headers asks for: built once, not per request. */
+  fairness: { readonly priority: number; readonly tenantKey: number; readonly weight: number };
 
   constructor(
     readonly name: string,
@@ -34,6 +36,7 @@ export class ApiKeyState {
     this.models = models === undefined ? undefined : new Set(models);
     this.maxConcurrent = maxConcurrent ?? Infinity;
     this.tenantKey = tenantKeyOf(name);
+    this.fairness = { priority: 0, tenantKey: this.tenantKey, weight: 1 };
   }
 
   mayUse(alias: string): boolean {
@@ -56,6 +59,7 @@ function setFairness(state: ApiKeyState, key: ApiKeyConfig): void {
   state.priority = key.priority ?? 0;
   state.weight = key.weight ?? 1;
   state.fairnessHeader = key.fairnessHeader ?? false;
+  state.fairness = Object.freeze({ priority: state.priority, tenantKey: state.tenantKey, weight: state.weight });
 }
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;

@@ -23,7 +23,7 @@ const FAIRNESS_ID = /^[\x21-\x7e]{1,256}$/;
 export function requestFairnessOf(headers: IncomingHttpHeaders, key: ApiKeyState | undefined): RequestFairness {
   const asked = headers['x-edge-priority'];
   const fairnessId = headers['x-edge-fairness-id'];
-  if (key === undefined && asked === undefined && fairnessId === undefined) return ANONYMOUS_FAIRNESS;
+  if (asked === undefined && fairnessId === undefined) return key === undefined ? ANONYMOUS_FAIRNESS : key.fairness;
   const keyPriority = key?.priority ?? 0;
   let priority = keyPriority;
   // An unreadable value is ignored (the key's band applies): a hint, never a reason to refuse.
