@@ -5,16 +5,11 @@
 // before any client request meets it: every request goes to the other
 // provider and none fails. When the probe passes again it is back.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
-import { NodeAgent } from '../../src/agent/agent.js';
-import { parseAgentConfig } from '../../src/agent/config.js';
-import { parseEdgeConfig } from '../../src/main/config.js';
-import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
+import type { RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
-import { silentLogger } from '../../src/shared/logger.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
-import { inFlight, testWorkers, waitFor, waitUntil } from '../helpers/stack.js';
+import { inFlight, startProvidersStack, waitFor, waitUntil, type ProvidersStack } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
 
@@ -22,51 +17,15 @@ describe('a provider whose health probe fails', () => {
   let a: MockProvider;
   let b: MockProvider;
   let edge: RunningEdge;
-  let agent: NodeAgent;
-  const events: EdgeEvent[] = [];
+  let stack: ProvidersStack;
+  let events: EdgeEvent[] = [];
   before(async () => {
     [a, b] = await Promise.all([startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 1 }), startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 1 })]);
-    edge = await startEdge(
-      parseEdgeConfig(
-        {
-          listen: { http: { port: 0 }, grpc: { port: 0 } },
-          heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
-          workers: { count: testWorkers() },
-          nodes: [{ id: 'gpu-1', token: 't', providers: [{ id: 'a', capacity: 4 }, { id: 'b', capacity: 4 }] }],
-          models: [{ alias: ALIAS, providers: { a: 'served-a', b: 'served-b' } }],
-        },
-        'test',
-      ),
-      { logger: silentLogger() },
-    );
-    const publish = edge.events.publish.bind(edge.events);
-    edge.events.publish = (event: EdgeEvent): void => {
-      events.push(event);
-      publish(event);
-    };
-    agent = new NodeAgent(
-      parseAgentConfig(
-        {
-          edge: { address: `127.0.0.1:${edge.grpcPort}` },
-          node: { id: 'gpu-1', token: 't' },
-          providers: [
-            { id: 'a', type: 'openai_compat', base_url: a.url },
-            { id: 'b', type: 'openai_compat', base_url: b.url },
-          ],
-          health: { interval_ms: 50, timeout_ms: 500, unhealthy_after: 2 },
-          reconnect: { initial_ms: 50, max_ms: 200 },
-        },
-        'test',
-      ),
-      { logger: silentLogger() },
-    );
-    const registered = once(agent, 'registered');
-    agent.start();
-    await registered;
+    stack = await startProvidersStack(ALIAS, { a: a.url, b: b.url }, { health: { interval_ms: 50, timeout_ms: 500, unhealthy_after: 2 } });
+    ({ edge, events } = stack);
   });
   after(async () => {
-    await agent.stop();
-    await edge.close();
+    await stack.close();
     await Promise.all([a.close(), b.close()]);
   });
 

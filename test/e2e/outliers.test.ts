@@ -8,14 +8,10 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { NodeAgent } from '../../src/agent/agent.js';
-import { parseAgentConfig } from '../../src/agent/config.js';
-import { parseEdgeConfig } from '../../src/main/config.js';
-import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
+import type { RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
-import { silentLogger } from '../../src/shared/logger.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
-import { inFlight, testWorkers, waitUntil } from '../helpers/stack.js';
+import { inFlight, startProvidersStack, waitUntil, type ProvidersStack } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
 
@@ -24,8 +20,8 @@ describe('a provider that fails every request', () => {
   let failed = 0;
   let mock: MockProvider;
   let edge: RunningEdge;
-  let agent: NodeAgent;
-  const events: EdgeEvent[] = [];
+  let stack: ProvidersStack;
+  let events: EdgeEvent[] = [];
   before(async () => {
     failing = createServer((req, res) => {
       req.resume();
@@ -38,48 +34,12 @@ describe('a provider that fails every request', () => {
     failing.listen(0, '127.0.0.1');
     await once(failing, 'listening');
     mock = await startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 1 });
-    edge = await startEdge(
-      parseEdgeConfig(
-        {
-          listen: { http: { port: 0 }, grpc: { port: 0 } },
-          heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
-          workers: { count: testWorkers() },
-          // 'a-bad' sorts first, so it wins every tie until it is ejected.
-          nodes: [{ id: 'gpu-1', token: 't', providers: [{ id: 'a-bad', capacity: 4 }, { id: 'b-good', capacity: 4 }] }],
-          models: [{ alias: ALIAS, providers: { 'a-bad': 'served-a', 'b-good': 'served-b' } }],
-        },
-        'test',
-      ),
-      { logger: silentLogger() },
-    );
-    // What the bus is given (its subscribers are SSE readers; the admin event stream has its own tests).
-    const publish = edge.events.publish.bind(edge.events);
-    edge.events.publish = (event: EdgeEvent): void => {
-      events.push(event);
-      publish(event);
-    };
-    agent = new NodeAgent(
-      parseAgentConfig(
-        {
-          edge: { address: `127.0.0.1:${edge.grpcPort}` },
-          node: { id: 'gpu-1', token: 't' },
-          providers: [
-            { id: 'a-bad', type: 'openai_compat', base_url: `http://127.0.0.1:${(failing.address() as AddressInfo).port}` },
-            { id: 'b-good', type: 'openai_compat', base_url: mock.url },
-          ],
-          reconnect: { initial_ms: 50, max_ms: 200 },
-        },
-        'test',
-      ),
-      { logger: silentLogger() },
-    );
-    const registered = once(agent, 'registered');
-    agent.start();
-    await registered;
+    // 'a-bad' sorts first, so it wins every tie until it is ejected.
+    stack = await startProvidersStack(ALIAS, { 'a-bad': `http://127.0.0.1:${(failing.address() as AddressInfo).port}`, 'b-good': mock.url });
+    ({ edge, events } = stack);
   });
   after(async () => {
-    await agent.stop();
-    await edge.close();
+    await stack.close();
     await mock.close();
     failing.close();
   });

@@ -5,16 +5,11 @@
 // there at once; with none it waits in the queue at its place and is
 // served by the same provider after the hold.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
-import { NodeAgent } from '../../src/agent/agent.js';
-import { parseAgentConfig } from '../../src/agent/config.js';
-import { parseEdgeConfig } from '../../src/main/config.js';
-import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
+import type { RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
-import { silentLogger } from '../../src/shared/logger.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
-import { inFlight, testWorkers, waitUntil } from '../helpers/stack.js';
+import { inFlight, startProvidersStack, waitUntil } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
 
@@ -29,47 +24,13 @@ interface Pair {
 async function start(count: number): Promise<Pair> {
   const mocks = await Promise.all(Array.from({ length: count }, () => startMockProvider({ ttftMs: 0, tokens: 3, intervalMs: 20 })));
   const ids = mocks.map((_, i) => String.fromCharCode(97 + i));
-  const edge = await startEdge(
-    parseEdgeConfig(
-      {
-        listen: { http: { port: 0 }, grpc: { port: 0 } },
-        heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
-        workers: { count: testWorkers() },
-        nodes: [{ id: 'gpu-1', token: 't', providers: ids.map((id) => ({ id, capacity: 4 })) }],
-        models: [{ alias: ALIAS, providers: Object.fromEntries(ids.map((id) => [id, `served-${id}`])) }],
-      },
-      'test',
-    ),
-    { logger: silentLogger() },
-  );
-  const events: EdgeEvent[] = [];
-  const publish = edge.events.publish.bind(edge.events);
-  edge.events.publish = (event: EdgeEvent): void => {
-    events.push(event);
-    publish(event);
-  };
-  const agent = new NodeAgent(
-    parseAgentConfig(
-      {
-        edge: { address: `127.0.0.1:${edge.grpcPort}` },
-        node: { id: 'gpu-1', token: 't' },
-        providers: ids.map((id, i) => ({ id, type: 'openai_compat', base_url: mocks[i].url })),
-        reconnect: { initial_ms: 50, max_ms: 200 },
-      },
-      'test',
-    ),
-    { logger: silentLogger() },
-  );
-  const registered = once(agent, 'registered');
-  agent.start();
-  await registered;
+  const stack = await startProvidersStack(ALIAS, Object.fromEntries(ids.map((id, i) => [id, mocks[i].url])));
   return {
-    edge,
+    edge: stack.edge,
     mocks,
-    events,
+    events: stack.events,
     async close() {
-      await agent.stop();
-      await edge.close();
+      await stack.close();
       await Promise.all(mocks.map((m) => m.close()));
     },
   };

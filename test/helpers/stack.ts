@@ -7,6 +7,7 @@ import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider, type MockProviderOptions } from '../../src/mock/provider.js';
 import type { EdgeConfig } from '../../src/shared/config-types.js';
+import type { EdgeEvent } from '../../src/contract/events.js';
 import { silentLogger } from '../../src/shared/logger.js';
 
 export interface StackOptions {
@@ -145,4 +146,67 @@ export async function sessionOf(edge: RunningEdge, nodeId: string): Promise<{ ge
 /** Sum of in-flight over every provider, from the scheduler's status. */
 export function inFlight(edge: RunningEdge): number {
   return edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0);
+}
+
+/** A node's providers behind one alias: edge, agent, and every bus event the edge published. */
+export interface ProvidersStack {
+  readonly edge: RunningEdge;
+  readonly agent: NodeAgent;
+  readonly events: EdgeEvent[];
+  /** Stops the agent and the edge (the providers are the caller's). */
+  close(): Promise<void>;
+}
+
+/**
+ * One node ('gpu-1') whose providers (id -> base URL, in tie-break order,
+ * capacity 4 each) all serve `alias` as `served-<id>`; `agentExtra` adds
+ * agent settings (health probes, ...). Resolves once the agent registered.
+ */
+export async function startProvidersStack(alias: string, providers: Readonly<Record<string, string>>, agentExtra: Record<string, unknown> = {}): Promise<ProvidersStack> {
+  const ids = Object.keys(providers);
+  const edge = await startEdge(
+    parseEdgeConfig(
+      {
+        listen: { http: { port: 0 }, grpc: { port: 0 } },
+        heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+        workers: { count: testWorkers() },
+        nodes: [{ id: NODE_ID, token: NODE_TOKEN, providers: ids.map((id) => ({ id, capacity: 4 })) }],
+        models: [{ alias, providers: Object.fromEntries(ids.map((id) => [id, `served-${id}`])) }],
+      },
+      'test',
+    ),
+    { logger: silentLogger() },
+  );
+  // What the bus is given (its subscribers are SSE readers; the admin event stream has its own tests).
+  const events: EdgeEvent[] = [];
+  const publish = edge.events.publish.bind(edge.events);
+  edge.events.publish = (event: EdgeEvent): void => {
+    events.push(event);
+    publish(event);
+  };
+  const agent = new NodeAgent(
+    parseAgentConfig(
+      {
+        edge: { address: `127.0.0.1:${edge.grpcPort}` },
+        node: { id: NODE_ID, token: NODE_TOKEN },
+        providers: ids.map((id) => ({ id, type: 'openai_compat', base_url: providers[id] })),
+        reconnect: { initial_ms: 50, max_ms: 200 },
+        ...agentExtra,
+      },
+      'test',
+    ),
+    { logger: silentLogger() },
+  );
+  const registered = once(agent, 'registered');
+  agent.start();
+  await registered;
+  return {
+    edge,
+    agent,
+    events,
+    async close() {
+      await agent.stop();
+      await edge.close();
+    },
+  };
 }
