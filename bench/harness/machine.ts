@@ -18,6 +18,8 @@ export interface MachineInfo {
   readonly dirty?: boolean;
   readonly autocannon: string | undefined;
   readonly undici: string | undefined;
+  /** CPU µs one small loopback TCP write costs its Node writer on this host (write-floor.ts); absent in older results and micro records. */
+  readonly loopbackWriteUs?: number;
 }
 
 function packageVersion(name: string): string | undefined {

@@ -22,6 +22,7 @@ import { measureSchedulerRings, ringPlanOf, type RingCase } from './scheduler-ca
 import { RESULT_SCHEMA, type BenchResult, type ScenarioRecord, type SkipRecord, type TargetRecord } from './result.js';
 import type { Measurement, RunningTarget, ScenarioContext, SkippedTarget, TargetContext, TargetSpec } from './types.js';
 import { UsageProbe } from './usage.js';
+import { loopbackWriteFloorUs } from './write-floor.js';
 
 export interface RunOptions {
   readonly settings: ModeSettings;
@@ -70,9 +71,10 @@ export async function runBench(options: RunOptions): Promise<{ result: BenchResu
 
   let ok = false;
   try {
-    const machine = machineInfo();
+    // Before any target starts: the floor is the host's, measured quiet.
+    const machine = { ...machineInfo(), loopbackWriteUs: await loopbackWriteFloorUs() };
     const peers = { nginx: await nginxVersion(), portkey: portkeyVersion() };
-    log(`bench ${settings.mode}: ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}; logs in ${workDir}`);
+    log(`bench ${settings.mode}: ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, loopback write ${machine.loopbackWriteUs?.toFixed(1) ?? '?'} µs CPU; logs in ${workDir}`);
     const mock = await startMock(supervisor);
     const ctx: TargetContext = { supervisor, mock, workDir, repoRoot: REPO_ROOT, settings };
     const specs = allTargets(settings).filter((t) => settings.targets === undefined || settings.targets.includes(t.id));

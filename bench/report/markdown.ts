@@ -7,6 +7,7 @@
 import type { BenchResult, ScenarioRecord, TargetRecord } from '../harness/result.js';
 import type { Spread } from '../harness/stats.js';
 import type { ChartFile } from './charts.js';
+import { goals } from './goals.js';
 import { FigureReader, isClean, MIN_P99_SAMPLES, type Figure, type Summary } from './summary.js';
 
 function fmt(value: number | undefined, digits?: number): string {
@@ -91,6 +92,7 @@ export function markdownReport(result: BenchResult, charts: readonly ChartFile[]
   );
   w.line();
   writeHeadline(w, result);
+  writeGoals(w, result);
   writeTargets(w, result);
   for (const scenario of result.scenarios) writeScenario(w, result, scenario, charts);
   writeSweep(w, result, charts);
@@ -106,6 +108,32 @@ export function markdownReport(result: BenchResult, charts: readonly ChartFile[]
   w.line('```');
   w.line();
   return `${w.lines.join('\n').trimEnd()}\n`;
+}
+
+/** Issue 17's goals against this run's figures (goals.ts); the per-token ones beside the host's floor. */
+function writeGoals(w: Writer, result: BenchResult): void {
+  const variants: Record<string, string[]> = {};
+  for (const scenario of result.scenarios) variants[scenario.id] = scenario.variants.map((v) => v.id);
+  const rows = goals({ summaries: result.summaries, targets: result.targets, variants });
+  if (rows.length === 0) return;
+  w.line('## Goals');
+  w.line();
+  w.table(
+    ['goal', 'threshold', 'measured', 'holds'],
+    rows.map((g) => {
+      const unit = g.unit === 'x' ? '×' : ` ${g.unit}`;
+      const value = g.figure.value !== undefined ? `${fmt(g.figure.value)}${unit}` : g.figure.withheld !== undefined ? `withheld (${g.figure.withheld})` : 'not measured';
+      return [g.goal, g.threshold, g.detail === undefined ? value : `${value} (${g.detail})`, g.holds === undefined ? '–' : g.holds ? 'yes' : '**no**'];
+    }),
+  );
+  const floor = result.machine.loopbackWriteUs;
+  if (floor !== undefined) {
+    w.line(
+      `On this host one small loopback TCP write costs its Node writer ${fmt(floor, 1)} µs of CPU (bench/harness/write-floor.ts, measured before the targets started). ` +
+        'A token of a slow stream is its own write on every hop that relays it, so that is the floor under any per-token figure of a process that writes one.',
+    );
+    w.line();
+  }
 }
 
 function measured(result: BenchResult): TargetRecord[] {

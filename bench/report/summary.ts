@@ -62,6 +62,12 @@ export function flatten(m: Measurement): Record<string, number> {
     if (m.requests > 0) out['cpu1k:proxy'] = (proxyCpu / m.requests) * 1000;
   }
   for (const [key, value] of Object.entries(m.metrics)) out[key] = value;
+  // Streaming scenarios: CPU per relayed SSE event of every process, the load generator's included (its cost counts too).
+  const events = (m.metrics.eventsPerS ?? 0) * m.wallS;
+  if (events > 0) {
+    for (const p of m.processes) out[`usPerEvent:${p.role}`] = (p.cpuS / events) * 1e6;
+    out['usPerEvent:loadgen'] = (m.loadgenCpuS / events) * 1e6;
+  }
   return out;
 }
 

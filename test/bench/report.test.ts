@@ -9,6 +9,7 @@ import { latencySummary, percentileSorted, spreadOf } from '../../bench/harness/
 import { MODES } from '../../bench/harness/modes.js';
 import type { BenchResult } from '../../bench/harness/result.js';
 import type { Measurement } from '../../bench/harness/types.js';
+import { goals } from '../../bench/report/goals.js';
 import { markdownReport } from '../../bench/report/markdown.js';
 import { barChartSvg } from '../../bench/report/svg.js';
 import { FigureReader, flatten, headline, summarize, type HeadlineFigure } from '../../bench/report/summary.js';
@@ -193,4 +194,72 @@ test('the markdown report marks flagged rows, withholds their ratios and lists t
   assert.match(md, /\| nginx ⚠ errors \| withheld \(nginx: 7 errors, 0 non-2xx\) \|/);
   assert.match(md, /\| edge-w0 \| 3,000 \| 333 \| 0\.10× \| n\/a \| withheld \(nginx: 7 errors, 0 non-2xx\) \|/);
   assert.match(md, /## Flagged measurements[\s\S]*\| closed-loop \| v \| nginx \| 1 \| 18,000 \| 7 \| 0 \|/);
+});
+
+/** One measurement with the given processes' CPU seconds (the roles' cpuSPer1k follow from the requests). */
+function withCpu(scenario: string, variant: string, target: string, requests: number, cpuByRole: Record<string, number>, metrics: Record<string, number> = {}, errors = 0): Measurement {
+  return {
+    scenario,
+    variant,
+    target,
+    rep: 0,
+    wallS: 10,
+    requests,
+    rps: requests / 10,
+    errors,
+    non2xx: 0,
+    latencyMs: { p50: 1, p90: 2, p99: 3, max: 4 },
+    metrics,
+    processes: Object.entries(cpuByRole).map(([role, cpuS], i) => ({ role, pid: i + 1, cpuS, cpuSPer1k: (cpuS / requests) * 1000, mainThreadCpuS: cpuS, peakRssMB: role === 'mock' ? 50 : 400, threads: {} })),
+    edgeLagP99Ms: null,
+    loadgenCpuS: 2,
+  };
+}
+
+test('the goals table reads each goal from the same run, says which hold, and never passes what was not measured cleanly', () => {
+  const summaries = summarize([
+    withCpu('closed-loop', 'c', 'portkey', 10_000, { portkey: 1 }),
+    withCpu('closed-loop', 'c', 'nginx', 100_000, { nginx: 5 }),
+    // edge w=0: 6,000 req/s (6x Portkey, 0.6x nginx); edge 100 µs and agent 200 µs per request against nginx's 50.
+    withCpu('closed-loop', 'c', 'edge-w0', 60_000, { edge: 6, agent: 12, mock: 1 }),
+    // w=1 costs 1.1x w=0 per request: holds.
+    withCpu('closed-loop', 'c', 'edge-w1', 50_000, { edge: 5.5, agent: 10, mock: 1 }),
+    // 10,000 streams: 1,000,000 events (50,000/s over 20 s); edge 3 µs and agent 8 µs per event; 2 stalls.
+    { ...withCpu('many-streams', '10000-streams-5tps', 'edge-w0', 10_000, { edge: 3, agent: 8, mock: 9 }, { eventsPerS: 50_000, stalls: 2, streams: 10_000 }), wallS: 20 },
+  ]);
+  const rows = goals({
+    summaries,
+    targets: [
+      { id: 'portkey', kind: 'peer' },
+      { id: 'nginx', kind: 'peer' },
+      { id: 'edge-w0', kind: 'ours', workers: 0 },
+      { id: 'edge-w1', kind: 'ours', workers: 1, sweepOnly: true },
+    ],
+    variants: { 'closed-loop': ['c'], 'many-streams': ['10000-streams-5tps'] },
+  });
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  assert.equal(byId.get('rps-vs-portkey')?.figure.value, 6);
+  assert.equal(byId.get('rps-vs-portkey')?.holds, true);
+  assert.equal(byId.get('rps-vs-nginx')?.holds, true);
+  assert.equal(byId.get('cpu-edge-vs-nginx')?.figure.value, 2);
+  assert.equal(byId.get('cpu-edge-vs-nginx')?.holds, true);
+  assert.equal(byId.get('cpu-agent-vs-nginx')?.figure.value, 4);
+  assert.equal(byId.get('cpu-agent-vs-nginx')?.holds, false);
+  assert.ok(Math.abs((byId.get('w1-vs-w0')?.figure.value ?? 0) - 1.1) < 1e-9);
+  assert.equal(byId.get('w1-vs-w0')?.holds, true);
+  assert.equal(byId.get('token-edge')?.figure.value, 3);
+  assert.equal(byId.get('token-edge')?.holds, true);
+  assert.equal(byId.get('token-agent')?.figure.value, 8);
+  assert.equal(byId.get('token-agent')?.holds, false);
+  assert.equal(byId.get('streams-10k')?.holds, false, '2 stalls: the streams goal does not hold');
+  // Not measured in this run: no verdict either way.
+  assert.equal(byId.get('added-p99')?.holds, undefined);
+  assert.equal(byId.get('ttfb-added-p50')?.holds, undefined);
+
+  // A peer measurement with errors withholds every ratio built on it: no pass by a failing baseline.
+  const failing = summarize([withCpu('closed-loop', 'c', 'portkey', 1_000, { portkey: 1 }, {}, 5), withCpu('closed-loop', 'c', 'edge-w0', 60_000, { edge: 6, agent: 12 })]);
+  const withheld = goals({ summaries: failing, targets: [{ id: 'portkey', kind: 'peer' }, { id: 'edge-w0', kind: 'ours', workers: 0 }], variants: { 'closed-loop': ['c'] } });
+  const portkey = withheld.find((r) => r.id === 'rps-vs-portkey');
+  assert.equal(portkey?.holds, undefined);
+  assert.match(portkey?.figure.withheld ?? '', /5 errors/);
 });

@@ -76,6 +76,8 @@ test('bench smoke: direct and edge two-hop produce a report, charts and sane num
 
     const markdown = readFileSync(join(out, `${stamp}.md`), 'utf8');
     assert.match(markdown, /## Headline/);
+    assert.match(markdown, /## Goals/);
+    assert.ok((result.machine.loopbackWriteUs ?? 0) > 0, `the host's write floor was measured: ${result.machine.loopbackWriteUs}`);
     assert.match(markdown, /### Scheduler thread over the rings/);
     assert.match(markdown, /\| edge 2-hop w=0 \| \d/);
     for (const svg of svgs) assert.match(readFileSync(join(out, svg), 'utf8'), /^<svg [^>]*>[\s\S]*edge 2-hop w=0[\s\S]*<\/svg>\n$/);
