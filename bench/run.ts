@@ -2,10 +2,13 @@
 //   node dist/bench/run.js [--mode quick|full|smoke] [--out DIR]
 //                          [--targets direct,nginx,...] [--scenarios closed-loop,...]
 //                          [--reps N] [--max-workers N] [--streams 10000@5,...]
-//                          [--stream-seconds 60]
+//                          [--stream-seconds 60] [--baseline ../other-checkout/dist]
 //   node dist/bench/run.js --render bench/results/<stamp>.json   (rebuild its report and charts)
 // Writes DIR/<stamp>.json, DIR/<stamp>.md and DIR/<stamp>-*.svg (DIR defaults
 // to bench/results). See docs/benchmarks.md.
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { isModeName, MODES, type ModeSettings, type StreamsSetting } from './harness/modes.js';
 import { RESULTS_DIR } from './harness/paths.js';
@@ -13,10 +16,29 @@ import { runBench } from './harness/runner.js';
 import { rerender } from './report/rerender.js';
 import { SCENARIOS } from './scenarios/index.js';
 
-const USAGE = `usage: node dist/bench/run.js [--mode quick|full|smoke] [--out DIR] [--targets a,b] [--scenarios a,b] [--reps N] [--max-workers N] [--streams N@TPS,...] [--stream-seconds S]
+const USAGE = `usage: node dist/bench/run.js [--mode quick|full|smoke] [--out DIR] [--targets a,b] [--scenarios a,b] [--reps N] [--max-workers N] [--streams N@TPS,...] [--stream-seconds S] [--baseline OTHER_CHECKOUT/dist]
        node dist/bench/run.js --render RESULT.json [--out DIR]
 scenarios: ${SCENARIOS.map((s) => s.id).join(', ')}
 targets:   direct, nginx, nginx-auto, portkey, edge-w<N>`;
+
+/** --baseline: another checkout's dist/ (built), labelled with that checkout's commit. */
+function baselineBuild(value: string): { dist: string; label: string } {
+  const dist = resolve(value);
+  if (!existsSync(join(dist, 'src/edge/cli.js')) || !existsSync(join(dist, 'src/agent/cli.js'))) {
+    throw new RangeError(`--baseline: ${dist} has no src/edge/cli.js and src/agent/cli.js; build that checkout first (npm run build)`);
+  }
+  let label = 'baseline';
+  try {
+    label = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: dirname(dist), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    // not a git checkout: the generic label
+  }
+  return { dist, label };
+}
+
+function withBaseline(targets: readonly string[] | undefined, baseline: string | undefined): readonly string[] | undefined {
+  return targets === undefined || baseline === undefined ? targets : [...targets, 'base-w0'];
+}
 
 function list(value: string | undefined): string[] | undefined {
   return value === undefined ? undefined : value.split(',').map((s) => s.trim()).filter((s) => s !== '');
@@ -49,6 +71,7 @@ async function main(): Promise<number> {
       'max-workers': { type: 'string' },
       streams: { type: 'string' },
       'stream-seconds': { type: 'string' },
+      baseline: { type: 'string' },
       render: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -68,10 +91,12 @@ async function main(): Promise<number> {
   const base = MODES[mode];
   const settings: ModeSettings = {
     ...base,
-    targets: list(values.targets) ?? base.targets,
+    // A baseline is measured whatever --targets lists: asking for it is asking for it.
+    targets: withBaseline(list(values.targets) ?? base.targets, values.baseline),
     scenarios: list(values.scenarios) ?? base.scenarios,
     reps: positiveInt('reps', values.reps) ?? base.reps,
     maxWorkers: positiveInt('max-workers', values['max-workers']) ?? base.maxWorkers,
+    baseline: values.baseline === undefined ? undefined : baselineBuild(values.baseline),
     manyStreams: {
       ...base.manyStreams,
       variants: values.streams === undefined ? base.manyStreams.variants : streamsList(values.streams),

@@ -20,6 +20,8 @@ export interface ModeSettings {
   readonly maxWorkers: number;
   /** Target ids this mode runs by default (undefined: all). */
   readonly targets: readonly string[] | undefined;
+  /** --baseline: another checkout's build, measured as target base-w0 (absent: no baseline). */
+  readonly baseline?: { readonly dist: string; readonly label: string };
   /** Scenario ids this mode runs by default (undefined: all). */
   readonly scenarios: readonly string[] | undefined;
   readonly closedLoop: { readonly durationS: number; readonly warmupS: number; readonly connections: number; readonly bodyBytes: number };

@@ -16,6 +16,8 @@ export interface TargetRecord {
   readonly hops: number;
   readonly workers?: number;
   readonly sweepOnly?: boolean;
+  /** Built from another checkout (--baseline): its commit. */
+  readonly baseline?: string;
   /** undefined when measured. */
   readonly skipped?: string;
   readonly version?: string;

@@ -84,7 +84,7 @@ export async function runBench(options: RunOptions): Promise<{ result: BenchResu
     for (const t of startedTargets) {
       if (isSkipped(t)) {
         log(`  target ${t.id}: skipped (${t.skipped})`);
-        records.push({ id: t.id, label: t.label, kind: t.kind, hops: t.hops, workers: t.workers, sweepOnly: t.sweepOnly, skipped: t.skipped, configs: {}, notes: [], roles: [] });
+        records.push({ id: t.id, label: t.label, kind: t.kind, hops: t.hops, workers: t.workers, sweepOnly: t.sweepOnly, baseline: t.baseline, skipped: t.skipped, configs: {}, notes: [], roles: [] });
       } else {
         log(`  target ${t.id}: ${t.origin}${t.notes.length > 0 ? ` (${t.notes.join('; ')})` : ''}`);
         targets.push(t);
@@ -95,6 +95,7 @@ export async function runBench(options: RunOptions): Promise<{ result: BenchResu
           hops: t.hops,
           workers: t.workers,
           sweepOnly: t.sweepOnly,
+          baseline: t.baseline,
           version: t.version,
           configs: t.configs,
           notes: t.notes,

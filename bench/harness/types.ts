@@ -46,6 +46,8 @@ export interface TargetInfo {
   readonly sweepOnly?: boolean;
   /** Measured only by these scenarios (a variant compared on one axis, e.g. coalescing off). */
   readonly onlyScenarios?: readonly string[];
+  /** An edge built from another checkout (--baseline): the commit it is, measured beside this one for before/after in one run. */
+  readonly baseline?: string;
 }
 
 export interface RunningTarget extends TargetInfo {

@@ -56,7 +56,7 @@ export function buildCharts(result: BenchResult): ChartFile[] {
       }
     }
   }
-  const sweep = result.targets.filter((t) => t.workers !== undefined);
+  const sweep = result.targets.filter((t) => t.workers !== undefined && t.baseline === undefined);
   const closed = result.scenarios.find((s) => s.id === 'closed-loop');
   if (closed !== undefined && sweep.length > 1) {
     const variant = closed.variants[0];

@@ -21,7 +21,7 @@ export interface GoalRow {
 
 export interface GoalInput {
   readonly summaries: readonly Summary[];
-  readonly targets: readonly { readonly id: string; readonly kind: string; readonly sweepOnly?: boolean; readonly skipped?: string; readonly workers?: number }[];
+  readonly targets: readonly { readonly id: string; readonly kind: string; readonly sweepOnly?: boolean; readonly skipped?: string; readonly workers?: number; readonly baseline?: string }[];
   readonly variants: Readonly<Record<string, readonly string[]>>;
 }
 
@@ -47,7 +47,9 @@ export function goals(input: GoalInput): GoalRow[] {
   const closed = input.variants['closed-loop']?.[0];
   const openVariants = input.variants['open-loop'] ?? [];
   const open = openVariants.includes('rate-500') ? 'rate-500' : openVariants[0];
-  const ours = input.targets.filter((t) => t.kind === 'ours' && t.sweepOnly !== true && t.skipped === undefined);
+  // A --baseline build is the before, never the measured edge.
+  const edges = input.targets.filter((t) => t.kind === 'ours' && t.baseline === undefined && t.skipped === undefined);
+  const ours = edges.filter((t) => t.sweepOnly !== true);
   // The best edge target in the closed loop is the one the throughput goals read.
   let best = ours[0]?.id;
   let bestRps = -1;
@@ -60,8 +62,8 @@ export function goals(input: GoalInput): GoalRow[] {
   }
   const out: GoalRow[] = [];
   if (best === undefined) return out;
-  const w0 = input.targets.find((t) => t.kind === 'ours' && t.workers === 0 && t.skipped === undefined)?.id ?? best;
-  const w1 = input.targets.find((t) => t.kind === 'ours' && t.workers === 1 && t.skipped === undefined)?.id;
+  const w0 = edges.find((t) => t.workers === 0)?.id ?? best;
+  const w1 = edges.find((t) => t.workers === 1)?.id;
 
   const rps = f.get('closed-loop', closed, best, 'rps');
   out.push(row('rps-vs-portkey', `closed-loop req/s of the best edge target (${best}) over Portkey's`, '≥ 5×', f.ratio(rps, f.get('closed-loop', closed, 'portkey', 'rps')), 'x', (v) => v >= 5));

@@ -336,7 +336,7 @@ function writeSweep(w: Writer, result: BenchResult, charts: readonly ChartFile[]
   const closed = result.scenarios.find((s) => s.id === 'closed-loop')?.variants[0];
   // An edge variant that only other scenarios measure (e.g. coalescing off) is no sweep point.
   const edges = result.targets.filter(
-    (t) => t.workers !== undefined && (t.skipped !== undefined || result.summaries.some((x) => x.scenario === 'closed-loop' && x.target === t.id)),
+    (t) => t.workers !== undefined && t.baseline === undefined && (t.skipped !== undefined || result.summaries.some((x) => x.scenario === 'closed-loop' && x.target === t.id)),
   );
   if (edges.length === 0 || closed === undefined) return;
   w.line('## Worker-count sweep');

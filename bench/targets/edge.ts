@@ -35,6 +35,9 @@ export interface EdgeTargetOptions {
   /** Merged over the generated agent config. */
   readonly agentConfig?: Json;
   readonly onlyScenarios?: readonly string[];
+  /** Another checkout's build to run instead of this one's (its dist/ folder), and the commit it was built from. */
+  readonly dist?: string;
+  readonly baseline?: string;
 }
 
 /** Objects merge key by key; anything else in `patch` replaces. */
@@ -114,7 +117,9 @@ export function edgeTarget(options: EdgeTargetOptions): TargetSpec {
     workers: options.workers,
     sweepOnly: options.sweepOnly ?? false,
     onlyScenarios: options.onlyScenarios,
+    baseline: options.baseline,
   };
+  const dist = options.dist ?? DIST;
   return {
     ...info,
     async start(ctx: TargetContext): Promise<RunningTarget | SkippedTarget> {
@@ -130,7 +135,7 @@ export function edgeTarget(options: EdgeTargetOptions): TargetSpec {
         // JSON is YAML: the edge's loader reads it as is.
         const file = join(ctx.workDir, `${id}-edge${attempt === 0 ? '' : '-noadmin'}.yaml`);
         writeFileSync(file, edgeText);
-        const child = ctx.supervisor.spawn(`${id}-edge${attempt === 0 ? '' : '-noadmin'}`, NODE, [join(DIST, 'src/edge/cli.js'), '--config', file]);
+        const child = ctx.supervisor.spawn(`${id}-edge${attempt === 0 ? '' : '-noadmin'}`, NODE, [join(dist, 'src/edge/cli.js'), '--config', file]);
         try {
           await ctx.supervisor.waitReady(child, () => answers(`http://127.0.0.1:${httpPort}/healthz`));
           edge = child;
@@ -158,7 +163,7 @@ export function edgeTarget(options: EdgeTargetOptions): TargetSpec {
       const agentText = JSON.stringify(deepMerge(agentConfigObject(grpcPort, ctx.mock.origin, Math.max(1, options.workers)), options.agentConfig), null, 2);
       const agentFile = join(ctx.workDir, `${id}-agent.yaml`);
       writeFileSync(agentFile, agentText);
-      const agent = ctx.supervisor.spawn(`${id}-agent`, NODE, [join(DIST, 'src/agent/cli.js'), '--config', agentFile]);
+      const agent = ctx.supervisor.spawn(`${id}-agent`, NODE, [join(dist, 'src/agent/cli.js'), '--config', agentFile]);
       const origin = `http://127.0.0.1:${httpPort}`;
       // Ready once a request makes the whole trip (the node has registered).
       await ctx.supervisor.waitReady(agent, () => postOk(`${origin}/v1/chat/completions`, {}, chatBody(EDGE_MODEL, 256)));

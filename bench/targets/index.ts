@@ -34,5 +34,8 @@ export function allTargets(settings: ModeSettings): TargetSpec[] {
     agentConfig: { tunnels: { batch_frames: false } },
     onlyScenarios: ['streaming', 'many-streams'],
   });
-  return [direct, nginx, nginxAuto, portkey, ...edges, noCoalescing, noBatching];
+  // Before/after in one run: the same edge (w=0) built from another checkout, beside this one in every scenario.
+  const base = settings.baseline;
+  const baseline = base === undefined ? [] : [edgeTarget({ workers: 0, id: 'base-w0', label: `edge 2-hop w=0 at ${base.label}`, dist: base.dist, baseline: base.label })];
+  return [direct, nginx, nginxAuto, portkey, ...edges, ...baseline, noCoalescing, noBatching];
 }

@@ -224,6 +224,8 @@ test('the goals table reads each goal from the same run, says which hold, and ne
     withCpu('closed-loop', 'c', 'edge-w0', 60_000, { edge: 6, agent: 12, mock: 1 }),
     // w=1 costs 1.1x w=0 per request: holds.
     withCpu('closed-loop', 'c', 'edge-w1', 50_000, { edge: 5.5, agent: 10, mock: 1 }),
+    // A --baseline build that happens to be faster is still the before, never the edge the goals read.
+    withCpu('closed-loop', 'c', 'base-w0', 90_000, { edge: 1, agent: 1, mock: 1 }),
     // 10,000 streams: 1,000,000 events (50,000/s over 20 s); edge 3 µs and agent 8 µs per event; 2 stalls.
     { ...withCpu('many-streams', '10000-streams-5tps', 'edge-w0', 10_000, { edge: 3, agent: 8, mock: 9 }, { eventsPerS: 50_000, stalls: 2, streams: 10_000 }), wallS: 20 },
   ]);
@@ -234,6 +236,7 @@ test('the goals table reads each goal from the same run, says which hold, and ne
       { id: 'nginx', kind: 'peer' },
       { id: 'edge-w0', kind: 'ours', workers: 0 },
       { id: 'edge-w1', kind: 'ours', workers: 1, sweepOnly: true },
+      { id: 'base-w0', kind: 'ours', workers: 0, baseline: 'f00ba47' },
     ],
     variants: { 'closed-loop': ['c'], 'many-streams': ['10000-streams-5tps'] },
   });
