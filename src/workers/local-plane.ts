@@ -4,7 +4,6 @@
 // main thread with the SchedulerDriver as its port; each I/O worker runs one
 // with a RemoteScheduler (records over SAB rings), so both modes share every
 // line of wiring here. It implements the DataPath the edge talks to.
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Logger } from 'pino';
 import type { DataPath, DataPathEvents, DataPathPorts } from '../contract/data-path.js';
 import type { EdgeEvent } from '../contract/events.js';
@@ -12,8 +11,6 @@ import type { PlaneInspection, SessionInfo } from '../contract/io-protocol.js';
 import type { SchedulerPort } from '../contract/scheduler-port.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
 import type { EdgeConfig } from '../shared/config-types.js';
-import { Errors } from '../shared/errors.js';
-import { errorFormatForPath } from './http/api-routes.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
 import { DataPlane } from './data-plane.js';
 import { drainListener } from './drain.js';
@@ -104,8 +101,6 @@ export class LocalPlane implements DataPath, EventSink {
     const observer = new PlaneObserver(this, this.metrics, logger, events, this.#index);
     this.plane.setObserver(observer);
     this.nodes.setObserver(observer);
-    // Registered before listen; during a drain every client request gets 503 shutting_down.
-    this.client.app.addHook('onRequest', this.refuseWhileDraining);
   }
 
   // --- EventSink (run events, forwarded while someone subscribes) ----------------
@@ -197,17 +192,6 @@ export class LocalPlane implements DataPath, EventSink {
   async metricParts(): Promise<unknown[]> {
     return [await this.metrics.scrapeJson()];
   }
-
-  /** fastify onRequest hook on the client listener; one bound function for every request. */
-  readonly refuseWhileDraining = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
-    if (!this.plane.shuttingDown) {
-      done();
-      return;
-    }
-    this.plane.refused('shutting_down');
-    // In the format of the route asked (an A2A endpoint gets a JSON-RPC error the SDK client raises).
-    reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorFormatForPath(request.url).body(Errors.shuttingDown));
-  };
 
   close(): Promise<void> {
     this.#closing ??= (async () => {

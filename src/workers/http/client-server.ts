@@ -1,10 +1,13 @@
-// The client-facing listener (fastify): the OpenAI API (chat, completions,
-// embeddings, Responses) and Anthropic's Messages API. Bodies arrive as raw
-// bytes; they are inspected and rewritten by byte scan, never parsed into
-// objects, checked for the route's required fields in that same scan, and
-// handed to the data plane with the hijacked response. Errors are in the
-// route's own format (api-routes.ts).
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+// The client-facing listener: the OpenAI API (chat, completions, embeddings,
+// Responses) and Anthropic's Messages API. The API POSTs take the lean
+// node:http path (fast-path.ts); everything else is served by fastify on the
+// same server. Bodies arrive as raw bytes; they are inspected and rewritten
+// by byte scan, never parsed into objects, checked for the route's required
+// fields in that same scan, and handed to the data plane with the response.
+// Errors are in the route's own format (api-routes.ts).
+import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { API_ROUTES, errorFormatForPath, isJsonContentType, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
@@ -17,19 +20,26 @@ import { onClientError } from './client-errors.js';
 import { inspectBody, type InspectError, type InspectOk, type InspectResult } from './inspect.js';
 import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
 import { A2ASurface } from '../a2a/a2a-surface.js';
+import { readBody, writeClosing, writeError, type BodyOwner } from './fast-path.js';
 
 const kApiKey = Symbol('edge.apiKey');
 type KeyedRequest = FastifyRequest & { [kApiKey]?: ApiKeyState };
 
 export const PROXIED_ROUTES: readonly string[] = API_ROUTES.map((r) => r.path);
 const STORED_RESPONSE_ROUTE = '/v1/responses/:id';
+/** The routes the lean path serves (POST only). */
+const LEAN_ROUTES: ReadonlyMap<string, ApiRoute> = new Map(API_ROUTES.map((r) => [r.path, r]));
+/** Idle keep-alive connections close after this long (longer than the usual load balancer's 60 s). */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+const HOST_REQUIRED = 'an HTTP/1.1 request must carry a Host header';
+const INVALID_KEY = 'missing or invalid API key; send it as `Authorization: Bearer <key>` or `x-api-key: <key>`';
 
 function sendError(reply: FastifyReply, spec: GatewayErrorSpec, message?: string, format: ErrorFormat = OPENAI_ERRORS, param?: string): void {
   reply.code(format.status(spec)).header('content-type', 'application/json').send(format.body(spec, message, param));
 }
 
 /** Anthropic clients send their key as `x-api-key`; it is taken as a Bearer token. */
-function presentedKey(request: FastifyRequest): string | undefined {
+function presentedKey(request: IncomingMessage): string | undefined {
   const authorization = request.headers.authorization;
   if (authorization !== undefined) return authorization;
   const apiKey = request.headers['x-api-key'];
@@ -47,8 +57,11 @@ function specForInspectError(error: InspectError): GatewayErrorSpec {
   }
 }
 
-export class ClientServer {
+export class ClientServer implements BodyOwner {
   readonly app: FastifyInstance;
+  #bodyLimit: number;
+  /** close() began: the lean path answers as fastify's return503OnClosing does. */
+  #closing = false;
   readonly auth: ClientAuth;
   #modelsBody = '';
   #aliases: readonly string[] = [];
@@ -68,14 +81,14 @@ export class ClientServer {
     // maxHeaderSize makes Node refuse an oversized head; onClientError answers it as 431 in OpenAI's format.
     // Node's own missing-Host check answers with an empty body; ours (onRequest) in OpenAI's format.
     const maxHeaderSize = limitsOf(config).maxHeaderBytes;
-    const serverOptions = { maxHeaderSize, requireHostHeader: false };
+    const serverOptions: ServerOptions = { maxHeaderSize, requireHostHeader: false };
+    this.#bodyLimit = config.limits.bodyBytes;
     this.app = Fastify({
       logger: false,
       bodyLimit: config.limits.bodyBytes,
-      keepAliveTimeout: 72_000,
       return503OnClosing: true,
-      http: serverOptions,
-      ...(https === undefined ? {} : { https: { ...https, ...serverOptions } }),
+      // Our server: the API POSTs go the lean way, the rest to fastify's handler.
+      serverFactory: (handler: RequestListener) => this.#createServer(handler, serverOptions, https),
       clientErrorHandler: onClientError,
     }) as unknown as FastifyInstance;
     this.auth = new ClientAuth(config.auth);
@@ -83,6 +96,8 @@ export class ClientServer {
     this.setConfig(config);
     // Before the body is read: an unauthenticated client never gets to send one.
     this.app.addHook('onRequest', (request, reply, done) => this.#checkRequest(request, reply, done));
+    // After the key check, as the lean path orders them: during a drain every client request gets 503 shutting_down.
+    this.app.addHook('onRequest', (request, reply, done) => this.#refuseWhileDraining(request, reply, done));
     this.app.removeAllContentTypeParsers();
     // Every content type is taken as raw bytes; the inspector decides if it is JSON.
     this.app.addContentTypeParser('*', { parseAs: 'buffer' }, passBuffer);
@@ -94,7 +109,7 @@ export class ClientServer {
     this.app.get('/healthz', (_request, reply) => {
       reply.send({ status: 'ok' });
     });
-    for (const route of API_ROUTES) this.app.post(route.path, (request, reply) => this.#proxy(route, request, reply));
+    // The API POSTs (API_ROUTES) never reach fastify: #serveLean takes them. Other methods on those paths get 405 (onNotFound).
     this.app.get(STORED_RESPONSE_ROUTE, (request, reply) => this.#storedResponse(request, reply));
     this.app.delete(STORED_RESPONSE_ROUTE, (request, reply) => this.#storedResponse(request, reply));
     this.a2a = new A2ASurface(config, plane, plane.workerIndex, https !== undefined, (request) => (request as KeyedRequest)[kApiKey]);
@@ -103,6 +118,8 @@ export class ClientServer {
 
   setConfig(config: EdgeConfig): void {
     this.auth.setConfig(config.auth);
+    // Fastify's own limit is fixed at creation, as before; the lean path follows the first config too.
+    this.#bodyLimit ??= config.limits.bodyBytes;
     // Undefined only while the constructor's first setConfig runs (the surface is made after it).
     this.a2a?.setConfig(config);
     const limits = limitsOf(config);
@@ -129,63 +146,139 @@ export class ClientServer {
   }
 
   async close(): Promise<void> {
+    this.#closing = true;
     await this.app.close();
     await this.#offloadPool?.close();
   }
 
-  #proxy(route: ApiRoute, request: FastifyRequest, reply: FastifyReply): void {
+  #createServer(fastifyHandler: RequestListener, options: ServerOptions, https: HttpsMaterial | undefined): Server {
+    const listener: RequestListener = (request, response) => {
+      if (!this.#serveLean(request, response)) fastifyHandler(request, response);
+    };
+    const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ ...https, ...options }, listener);
+    // What fastify sets on a server it makes itself: its keep-alive, no request or socket timeout (the edge has its own deadlines).
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    server.requestTimeout = 0;
+    server.setTimeout(0);
+    return server;
+  }
+
+  /** An API POST: served here without fastify (fast-path.ts has the lifecycle); false sends the request to fastify. */
+  #serveLean(request: IncomingMessage, response: ServerResponse): boolean {
+    if (request.method !== 'POST') return false;
+    const url = request.url ?? '';
+    const query = url.indexOf('?');
+    const path = query < 0 ? url : url.slice(0, query);
+    const route = LEAN_ROUTES.get(path);
+    if (route === undefined) return false;
+    if (this.#closing) {
+      writeClosing(request, response);
+      return true;
+    }
+    // Before the route's handler runs, errors take the path's format, as fastify's hooks answer them.
+    const format = errorFormatForPath(path);
+    if (request.headers.host === undefined && request.httpVersion === '1.1') {
+      response.setHeader('connection', 'close');
+      writeError(response, Errors.badRequest, format, HOST_REQUIRED);
+      return true;
+    }
+    let key: ApiKeyState | undefined;
+    if (this.auth.enabled) {
+      const result = this.auth.authenticate(presentedKey(request));
+      if (!(result instanceof ApiKeyState)) {
+        response.setHeader('www-authenticate', 'Bearer');
+        writeError(response, result, format, result === Errors.invalidApiKey ? INVALID_KEY : undefined);
+        return true;
+      }
+      key = result;
+    }
+    if (this.#plane.shuttingDown) {
+      this.#plane.refused('shutting_down');
+      writeDraining(response, format);
+      return true;
+    }
+    readBody(this, route, request, response, this.#bodyLimit, key);
+    return true;
+  }
+
+  /** BodyOwner: a lean request's whole body. */
+  bodyRead(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: unknown): void {
+    this.#proxy(route, request, response, body, key as ApiKeyState | undefined);
+  }
+
+  /** BodyOwner: over the limit (413), or the body stream broke (400); the connection closes after the answer, as fastify does. */
+  bodyFailed(route: ApiRoute, response: ServerResponse, tooLarge: boolean): void {
+    if (response.headersSent || response.destroyed) return;
+    response.setHeader('connection', 'close');
+    const format = errorFormatForPath(route.path);
+    if (tooLarge) writeError(response, Errors.bodyTooLarge, format);
+    else writeError(response, { ...Errors.invalidJson, status: 400, code: 'invalid_request' }, format, 'the request body could not be read');
+  }
+
+  /** An error answer through fastify's reply (fastify path) or on the raw response (lean path). */
+  #error(reply: FastifyReply | undefined, response: ServerResponse, spec: GatewayErrorSpec, message: string | undefined, format: ErrorFormat, param?: string): void {
+    if (reply !== undefined) sendError(reply, spec, message, format, param);
+    else writeError(response, spec, format, message, param);
+  }
+
+  #header(reply: FastifyReply | undefined, response: ServerResponse, name: string, value: string): void {
+    if (reply !== undefined) reply.header(name, value);
+    else response.setHeader(name, value);
+  }
+
+  #proxy(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: ApiKeyState | undefined): void {
     const contentType = request.headers['content-type'];
     if (!isJsonContentType(contentType)) {
-      sendError(reply, Errors.unsupportedMediaType, `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`, route.errors);
+      writeError(response, Errors.unsupportedMediaType, route.errors, `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`);
       return;
     }
-    const body = request.body;
-    if (!Buffer.isBuffer(body) || body.length === 0) {
-      sendError(reply, Errors.invalidJson, 'request body is empty; send a JSON object', route.errors);
+    if (body.length === 0) {
+      writeError(response, Errors.invalidJson, route.errors, 'request body is empty; send a JSON object');
       return;
     }
     if (this.#offloadBytes > 0 && body.length >= this.#offloadBytes) {
       this.#offloadPool ??= new OffloadPool(this.#offloadThreads);
       this.#offloadPool.inspect(body, this.#maxJsonDepth).then(
-        (done) => this.#afterOffload(route, request, reply, done),
-        () => this.#offloadFailed(reply),
+        (done) => this.#afterOffload(route, request, response, key, done),
+        () => this.#offloadFailed(response),
       );
       return;
     }
-    this.#admit(route, request, reply, body, inspectBody(body, this.#maxJsonDepth));
+    this.#admit(route, request, response, key, body, inspectBody(body, this.#maxJsonDepth));
   }
 
   /** The pool's verdict on a large body: admitted as an inline one would be, unless the client or the edge left meanwhile. */
-  #afterOffload(route: ApiRoute, request: FastifyRequest, reply: FastifyReply, done: OffloadedInspection): void {
-    const socket = request.raw.socket;
+  #afterOffload(route: ApiRoute, request: IncomingMessage, response: ServerResponse, key: ApiKeyState | undefined, done: OffloadedInspection): void {
+    const socket = request.socket;
     // The client left: its response already closed, so an exchange begun now would never end.
-    if (reply.sent || reply.raw.destroyed || socket === null || socket.destroyed) return;
+    if (response.headersSent || response.destroyed || socket === null || socket.destroyed) return;
     if (this.#plane.shuttingDown) {
-      reply.header('retry-after', '1').header('retry-after-ms', '1000');
-      sendError(reply, Errors.shuttingDown, undefined, route.errors);
+      response.setHeader('retry-after', '1');
+      response.setHeader('retry-after-ms', '1000');
+      writeError(response, Errors.shuttingDown, route.errors);
       return;
     }
-    this.#admit(route, request, reply, done.body, done.info);
+    this.#admit(route, request, response, key, done.body, done.info);
   }
 
-  #offloadFailed(reply: FastifyReply): void {
-    if (!reply.sent && !reply.raw.destroyed) sendError(reply, Errors.internal);
+  #offloadFailed(response: ServerResponse): void {
+    writeError(response, Errors.internal, OPENAI_ERRORS);
   }
 
-  #admit(route: ApiRoute, request: FastifyRequest, reply: FastifyReply, body: Buffer, info: InspectResult): void {
+  #admit(route: ApiRoute, request: IncomingMessage, response: ServerResponse, key: ApiKeyState | undefined, body: Buffer, info: InspectResult): void {
     if (!info.ok) {
-      sendError(reply, specForInspectError(info), info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined, route.errors);
+      writeError(response, specForInspectError(info), route.errors, info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined);
       return;
     }
     if (!this.#plane.hasModel(info.model)) {
       this.#plane.refused('model_not_found');
-      sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(info.model)} does not exist`, route.errors);
+      writeError(response, Errors.modelNotFound, route.errors, `The model ${JSON.stringify(info.model)} does not exist`);
       return;
     }
     // Found in the same scan as `model`: a provider would refuse it anyway, after a queue slot.
     const problem = route.check(info.fields);
     if (problem !== undefined) {
-      sendError(reply, problem.spec, problem.message, route.errors, problem.param);
+      writeError(response, problem.spec, route.errors, problem.message, problem.param);
       return;
     }
     let pinned: string | undefined;
@@ -193,31 +286,30 @@ export class ClientServer {
       // The previous response lives on one provider: this request goes there or nowhere.
       const stored = this.#plane.responses.lookup(info.previousResponseId);
       if (stored === undefined) {
-        sendError(reply, Errors.responseNotFound, unknownResponseMessage(info.previousResponseId), route.errors, 'previous_response_id');
+        writeError(response, Errors.responseNotFound, route.errors, unknownResponseMessage(info.previousResponseId), 'previous_response_id');
         return;
       }
       pinned = stored.providerId;
     }
-    const key = (request as KeyedRequest)[kApiKey];
-    if (!this.#keyMayStart(key, info.model, route, reply)) return;
-    reply.hijack();
+    if (!this.#keyMayStart(key, info.model, route, undefined, response)) return;
     // The data plane releases the key's slot when the exchange ends (or, with workers, takes it first).
-    this.#plane.begin(route, route.path, request.raw, reply.raw, body, info, key, pinned);
+    this.#plane.begin(route, route.path, request, response, body, info, key, pinned);
   }
 
-  /** The key (auth on) may use the model and has a free concurrency slot; otherwise the reply is sent. */
-  #keyMayStart(key: ApiKeyState | undefined, model: string, route: ApiRoute, reply: FastifyReply): boolean {
+  /** The key (auth on) may use the model and has a free concurrency slot; otherwise the answer is sent (through `reply` on the fastify path, on `response` on the lean one). */
+  #keyMayStart(key: ApiKeyState | undefined, model: string, route: ApiRoute, reply: FastifyReply | undefined, response: ServerResponse): boolean {
     if (key === undefined) return true;
     if (!key.mayUse(model)) {
       // The key will not gain the model by asking again: the openai SDK then gives up at once.
-      reply.header('x-should-retry', 'false');
-      sendError(reply, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(model)}`, route.errors);
+      this.#header(reply, response, 'x-should-retry', 'false');
+      this.#error(reply, response, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(model)}`, route.errors);
       return false;
     }
     // With I/O workers the slot is taken on the main thread at admission (DataPlane.sharedKeyLimits).
     if (!this.#plane.sharedKeyLimits && !key.tryAcquire()) {
-      reply.header('retry-after', '1').header('retry-after-ms', '1000');
-      sendError(reply, Errors.tooManyConcurrent, `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes`, route.errors);
+      this.#header(reply, response, 'retry-after', '1');
+      this.#header(reply, response, 'retry-after-ms', '1000');
+      this.#error(reply, response, Errors.tooManyConcurrent, `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes`, route.errors);
       return false;
     }
     return true;
@@ -241,7 +333,7 @@ export class ClientServer {
       return;
     }
     const key = (request as KeyedRequest)[kApiKey];
-    if (!this.#keyMayStart(key, stored.alias, RESPONSES, reply)) return;
+    if (!this.#keyMayStart(key, stored.alias, RESPONSES, reply, reply.raw)) return;
     const info: InspectOk = { ok: true, model: stored.alias, modelStart: -1, modelEnd: -1, stream: false, fields: 0 };
     reply.hijack();
     // request.url keeps the query (?stream=true, include[]=...) for the provider.
@@ -253,21 +345,32 @@ export class ClientServer {
     const format = errorFormatForPath(request.url);
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
       reply.header('connection', 'close');
-      sendError(reply, Errors.badRequest, 'an HTTP/1.1 request must carry a Host header', format);
+      sendError(reply, Errors.badRequest, HOST_REQUIRED, format);
       return;
     }
     if (!this.auth.enabled || !needsApiKey(request.url)) {
       done();
       return;
     }
-    const result = this.auth.authenticate(presentedKey(request));
+    const result = this.auth.authenticate(presentedKey(request.raw));
     if (result instanceof ApiKeyState) {
       (request as KeyedRequest)[kApiKey] = result;
       done();
       return;
     }
     reply.header('www-authenticate', 'Bearer');
-    sendError(reply, result, result === Errors.invalidApiKey ? 'missing or invalid API key; send it as `Authorization: Bearer <key>` or `x-api-key: <key>`' : undefined, format);
+    sendError(reply, result, result === Errors.invalidApiKey ? INVALID_KEY : undefined, format);
+  }
+
+  /** onRequest, after the key check: during a drain every client request gets 503 shutting_down, in the format of the route asked. */
+  #refuseWhileDraining(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    if (!this.#plane.shuttingDown) {
+      done();
+      return;
+    }
+    this.#plane.refused('shutting_down');
+    // An A2A endpoint gets a JSON-RPC error the SDK client raises.
+    reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorFormatForPath(request.url).body(Errors.shuttingDown));
   }
 
   #modelsFor(key: ApiKeyState | undefined): string {
@@ -310,6 +413,12 @@ function onFrameworkError(error: FastifyError, request: FastifyRequest, reply: F
     return;
   }
   sendError(reply, Errors.internal, undefined, format);
+}
+
+/** 503 shutting_down with Connection: close, so the client reconnects to another edge. */
+function writeDraining(response: ServerResponse, format: ErrorFormat): void {
+  response.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1', connection: 'close' });
+  response.end(format.body(Errors.shuttingDown));
 }
 
 function unknownResponseMessage(id: string): string {
