@@ -4,6 +4,7 @@
 // released exactly once (the scheduler enforces it; we call release on
 // every terminal path and let the scheduler say which call counted).
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
 import { Api } from '../../shared/endpoints.js';
@@ -73,6 +74,15 @@ export class ProxyExchange implements TunnelConsumer {
   /** Flow control for the response body; undefined when the window is unlimited. */
   window: ResponseWindow | undefined;
   #onChunkFlushed: (() => void) | undefined;
+  /**
+   * Once the head and a first chunk went out through the response on a
+   * chunked (HTTP/1.1) response that owns its socket: each later DATA frame is
+   * one framed write straight to the socket. The response's own write() costs
+   * a cork, three buffered pieces, a nextTick uncork and a writev per chunk,
+   * which per relayed token of a slow stream is most of the edge's user time.
+   * end() still goes through the response (the last chunk, 'finish', keep-alive).
+   */
+  #socket: Socket | undefined;
   #isEventStream = false;
   /** Newest SSE frames, kept (by reference) to read `usage` at END. */
   #tail: StreamTail | undefined;
@@ -209,16 +219,26 @@ export class ProxyExchange implements TunnelConsumer {
     this.#tail?.push(bytes);
     if (this.#capturing) this.#captureHead(bytes);
     const window = this.window;
-    if (window === undefined) {
-      this.response.write(bytes);
-      return;
-    }
-    if (!window.receive(bytes.length)) {
+    if (window !== undefined && !window.receive(bytes.length)) {
       this.session?.cancelTunnel(this.tunnelId, 'flow-control window overrun');
       this.fail(Errors.protocolError, `the node sent more than the ${window.size}-byte window`, 'error');
       return;
     }
-    this.response.write(bytes, this.#onChunkFlushed);
+    // An empty chunk would read as the body's end in chunked framing: nothing to write.
+    if (bytes.length === 0) {
+      if (window !== undefined) this.#chunkFlushed();
+      return;
+    }
+    const socket = this.#socket;
+    if (socket !== undefined) {
+      socket.write(chunkFrame(bytes), this.#onChunkFlushed);
+      return;
+    }
+    const response = this.response;
+    response.write(bytes, this.#onChunkFlushed);
+    // Everything the response wrote is on its socket (no pipelined response ahead holding it).
+    const own = response.socket;
+    if (response.chunkedEncoding && own !== null && own.writable && response.writableLength === own.writableLength) this.#socket = own;
   }
 
   /** Starts flow control with a window of `size` bytes (0 = none). */
@@ -441,6 +461,20 @@ export class ProxyExchange implements TunnelConsumer {
     res.writeHead(this.route.errors.status(spec), headers);
     res.end(this.route.errors.body(spec, message));
   }
+}
+
+/** One HTTP/1.1 chunk: size line, the bytes, CRLF, in one buffer (one write, one syscall). */
+function chunkFrame(bytes: Uint8Array): Buffer {
+  const size = bytes.length.toString(16);
+  const at = size.length + 2;
+  const frame = Buffer.allocUnsafe(at + bytes.length + 2);
+  frame.write(size, 0, 'latin1');
+  frame[at - 2] = 0x0d;
+  frame[at - 1] = 0x0a;
+  frame.set(bytes, at);
+  frame[at + bytes.length] = 0x0d;
+  frame[at + bytes.length + 1] = 0x0a;
+  return frame;
 }
 
 /** 'close' listener on the ServerResponse (`this`); shared, not allocated per request. */
