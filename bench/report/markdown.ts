@@ -77,7 +77,7 @@ export function markdownReport(result: BenchResult, charts: readonly ChartFile[]
       ['Node (all Node processes and the load generator)', m.node],
       ['nginx', result.peers.nginx ?? 'not installed'],
       ['Portkey gateway', result.peers.portkey ?? 'not installed'],
-      ['load generators', `autocannon ${m.autocannon ?? '?'} (closed loop), undici ${m.undici ?? '?'} (paced and streaming clients)`],
+      ['load generators', `autocannon ${m.autocannon ?? '?'} (closed loop), undici ${m.undici ?? '?'} (paced client), node:net (streaming client)`],
     ],
   );
   w.line(

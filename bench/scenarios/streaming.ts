@@ -37,7 +37,7 @@ export const streaming: ScenarioSpec<StreamVariant> = {
   title: 'Streaming (SSE)',
   units: { rate: 'streams/s', latency: 'stream' },
   description:
-    'Closed loop of streaming chat completions (undici client). The mock sends its first token right after the headers, so time to first byte (TTFB) is the proxy\'s own delay. ' +
+    'Closed loop of streaming chat completions (raw-socket SSE client, bench/load/stream-load.ts). The mock sends its first token right after the headers, so time to first byte (TTFB) is the proxy\'s own delay. ' +
     'Latency columns are whole-stream durations; events/s is SSE events relayed per second; gap p99 is the 99th percentile of each stream\'s longest silence between chunks.',
   columns: [
     { key: 'ttfbP50Ms', label: 'TTFB p50', unit: 'ms', digits: 2 },
