@@ -6,6 +6,9 @@
 // one-shot `npm run bench:quick` figures quoted in each lever's commit.
 //
 //   node dist/bench/profile/ab.js --base /tmp/base/dist [--rounds 5] [--seconds 3] [--workers 0]
+//                                 [--base-node-args "..."] [--node-args "..."]
+// The node-args options give each side's edge and agent extra Node flags, so
+// one build can be A/B'd against itself with a flag (e.g. a V8 heap setting).
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +33,8 @@ if (baseDist === '') throw new Error('--base DIST is required');
 const rounds = Number(arg('rounds', '5'));
 const seconds = Number(arg('seconds', '3'));
 const workers = Number(arg('workers', '0'));
+const baseNodeArgs = arg('base-node-args', process.env.BENCH_NODE_ARGS ?? '');
+const thisNodeArgs = arg('node-args', process.env.BENCH_NODE_ARGS ?? '');
 const workDir = mkdtempSync(join(tmpdir(), 'edge-ab-'));
 const supervisor = new Supervisor(workDir);
 process.once('exit', () => supervisor.killAllNow());
@@ -73,14 +78,16 @@ function median(values: number[]): number {
 async function main(): Promise<void> {
   const mock = await startMock(supervisor);
   const variants = [
-    { name: 'base', dist: baseDist },
-    { name: 'this', dist: DIST },
+    { name: 'base', dist: baseDist, nodeArgs: baseNodeArgs },
+    { name: 'this', dist: DIST, nodeArgs: thisNodeArgs },
   ];
   const rows = new Map<string, Row[]>(variants.map((v) => [v.name, []]));
   for (let round = 1; round <= rounds; round++) {
     // Alternate which goes first, so neither always follows the other.
     const order = round % 2 === 1 ? variants : [...variants].reverse();
     for (const v of order) {
+      // The supervisor passes BENCH_NODE_ARGS to every Node child it spawns from now on.
+      process.env.BENCH_NODE_ARGS = v.nodeArgs;
       const row = await measure(v.name, v.dist, mock.origin);
       rows.get(v.name)!.push(row);
       console.log(`round ${round} ${v.name.padEnd(4)}: ${row.rps.toFixed(0)} req/s, edge ${row.edgeUs.toFixed(0)} µs/req, agent ${row.agentUs.toFixed(0)} µs/req`);
