@@ -237,6 +237,42 @@ describe('node protocol: bad input from a node', () => {
     assert.ok((await stats()).outOfOrderFrames >= 2);
   });
 
+  test('an empty DATA frame between chunks neither ends nor corrupts the client\'s body, and the keep-alive connection serves the next answer', async () => {
+    const node = await connect();
+    // One connection for both requests: a stray chunk terminator would show up as junk at the start of the second answer.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const post = (): Promise<{ status: number; body: string; socket: unknown }> =>
+      new Promise((resolve, reject) => {
+        const body = JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+        const req = http.request(`${stack.baseURL}/chat/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, socket: req.socket }));
+          res.on('error', reject);
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    try {
+      for (let round = 0; round < 2; round++) {
+        const answer = post();
+        const tunnel = await node.nextTunnel();
+        node.headers(tunnel.tunnelId, 0);
+        node.data(tunnel.tunnelId, 1, `data: first ${round}\n\n`);
+        node.data(tunnel.tunnelId, 2, '');
+        node.data(tunnel.tunnelId, 3, `data: second ${round}\n\n`);
+        node.data(tunnel.tunnelId, 4, '');
+        node.end(tunnel.tunnelId, 5);
+        const got = await answer;
+        assert.equal(got.status, 200);
+        assert.equal(got.body, `data: first ${round}\n\ndata: second ${round}\n\n`);
+      }
+    } finally {
+      agent.destroy();
+    }
+  });
+
   test('DATA before HEADERS, END before HEADERS and a second HEADERS each fail their tunnel', async () => {
     const node = await connect();
     const before = (await stats()).badFrameSequences;
