@@ -1,12 +1,17 @@
-// Profiles the edge and the node agent under the closed-loop 2-hop scenario:
+// Profiles the edge and the node agent under one scenario of the 2-hop path:
 // starts the mock, then the edge (workers.count 0 by default) and the agent
-// with --cpu-prof, drives them with autocannon for a few seconds, stops them
+// with --cpu-prof, drives them with the scenario's load for a few seconds
+// (closed-loop: autocannon, 10 connections, 2 KB bodies; open-loop: 500
+// req/s paced; large-body: 1 MB bodies on 2 connections; streaming: 10
+// streams of 200 chunks back to back, closed loop; many-streams: 2,000
+// streams at 5 tokens/s opened together), stops them
 // (SIGTERM: both exit normally, so V8 writes its profiles), and renders each
 // profile as a flame graph SVG plus a top-self-time summary (flame.ts).
 // Only the edge and the agent are profiled; the mock and the load generator
 // are not, so their cost does not blur the picture.
 //
-//   node dist/bench/profile/run-profile.js [--seconds 8] [--workers 0] [--out docs/perf] [--name closed-loop-w0]
+//   node dist/bench/profile/run-profile.js [--scenario closed-loop] [--seconds 8] [--workers 0] [--out docs/perf] [--name closed-loop-w0]
+// The summary's per-unit figures are per request, or per relayed SSE event for the streaming scenarios.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -16,6 +21,9 @@ import { REPO_ROOT } from '../harness/paths.js';
 import { Supervisor } from '../harness/processes.js';
 import type { RunningTarget } from '../harness/types.js';
 import { closedLoop } from '../load/autocannon-load.js';
+import { pacedLoad } from '../load/paced-load.js';
+import { streamLoad } from '../load/stream-load.js';
+import type { LoadResult } from '../harness/types.js';
 import { startMock } from '../targets/mock.js';
 import { edgeTarget } from '../targets/edge.js';
 import { renderProfile, type ProfileSummary } from './flame.js';
@@ -28,7 +36,44 @@ function arg(name: string, fallback: string): string {
 const seconds = Number(arg('seconds', '8'));
 const workers = Number(arg('workers', '0'));
 const outDir = resolve(REPO_ROOT, arg('out', 'docs/perf'));
-const name = arg('name', `closed-loop-w${workers}`);
+const scenario = arg('scenario', 'closed-loop');
+const name = arg('name', `${scenario}-w${workers}`);
+
+interface ProfiledLoad {
+  /** What the per-unit columns divide by. */
+  readonly unit: 'request' | 'event';
+  run(target: RunningTarget, durationS: number): Promise<LoadResult>;
+}
+
+const STREAM_HEADERS = (tokens: number, intervalMs: number): Record<string, string> => ({ 'x-mock-tokens': String(tokens), 'x-mock-interval-ms': String(intervalMs), 'x-mock-ttft-ms': '0' });
+
+const LOADS: Readonly<Record<string, ProfiledLoad>> = {
+  'closed-loop': {
+    unit: 'request',
+    run: (t, durationS) => closedLoop({ url: `${t.origin}/v1/chat/completions`, headers: t.headers, body: chatBody(t.model, 2048), connections: 10, durationS }),
+  },
+  'open-loop': {
+    unit: 'request',
+    run: (t, durationS) => pacedLoad({ origin: t.origin, path: '/v1/chat/completions', headers: t.headers, body: chatBody(t.model, 2048), rate: 500, durationS }),
+  },
+  'large-body': {
+    unit: 'request',
+    run: (t, durationS) => closedLoop({ url: `${t.origin}/v1/chat/completions`, headers: t.headers, body: chatBody(t.model, 1024 * 1024), connections: 2, durationS }),
+  },
+  streaming: {
+    unit: 'event',
+    run: (t, durationS) =>
+      streamLoad({ origin: t.origin, path: '/v1/chat/completions', headers: { ...t.headers, ...STREAM_HEADERS(200, 0) }, body: chatBody(t.model, 512, true), concurrency: 10, durationS, minEvents: 200, stallMs: 2_000, deadlineS: durationS + 30 }),
+  },
+  'many-streams': {
+    unit: 'event',
+    // Each stream lasts the whole window: 5 tokens/s for durationS.
+    run: (t, durationS) =>
+      streamLoad({ origin: t.origin, path: '/v1/chat/completions', headers: { ...t.headers, ...STREAM_HEADERS(Math.round(durationS * 5), 200) }, body: chatBody(t.model, 512, true), concurrency: 2_000, openPerSecond: 1_000, minEvents: Math.round(durationS * 5), stallMs: 2_000, deadlineS: durationS * 3 + 30 }),
+  },
+};
+const load = LOADS[scenario];
+if (load === undefined) throw new RangeError(`--scenario: expected one of ${Object.keys(LOADS).join(', ')}, got '${scenario}'`);
 
 const workDir = mkdtempSync(join(tmpdir(), 'edge-profile-'));
 const supervisor = new Supervisor(workDir);
@@ -44,13 +89,15 @@ async function main(): Promise<void> {
   const started = await edgeTarget({ workers }).start({ supervisor, mock, workDir, repoRoot: REPO_ROOT, settings });
   if (!('origin' in started)) throw new Error(`edge skipped: ${started.skipped}`);
   const target: RunningTarget = started;
-  const body = chatBody(target.model, settings.closedLoop.bodyBytes);
-  const url = `${target.origin}/v1/chat/completions`;
-  await closedLoop({ url, headers: target.headers, body, connections: settings.closedLoop.connections, durationS: 1 });
+  // Warm-up (JIT, pools), then only the measured window's samples count.
+  await load.run(target, 1);
   const fromUs = Number(process.hrtime.bigint() / 1000n);
-  const result = await closedLoop({ url, headers: target.headers, body, connections: settings.closedLoop.connections, durationS: seconds });
+  const result = await load.run(target, seconds);
   const toUs = Number(process.hrtime.bigint() / 1000n);
-  console.log(`closed loop ${seconds} s: ${Math.round(result.requests / result.wallS)} req/s, ${result.errors} errors, ${result.non2xx} non-2xx`);
+  const events = (result.metrics.eventsPerS ?? 0) * result.wallS;
+  const units = load.unit === 'event' ? events : result.requests;
+  const rate = load.unit === 'event' ? `${Math.round(events / result.wallS)} events/s over ${result.requests} streams` : `${Math.round(result.requests / result.wallS)} req/s`;
+  console.log(`${scenario} ${seconds} s: ${rate}, ${result.errors} errors, ${result.non2xx} non-2xx`);
   const pids = new Map(target.processes.filter((p) => p.role !== 'mock').map((p) => [p.pid, p.role]));
   await supervisor.stopAll();
 
@@ -63,14 +110,15 @@ async function main(): Promise<void> {
     let base = `${name}-${role}`;
     for (let n = 1; summaries.some((s) => s.startsWith(`## ${base}\n`)); n++) base = `${name}-${role}-${n}`;
     const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8'));
-    const summary: ProfileSummary = renderProfile(profile, `${base}: ${seconds} s closed loop, ${Math.round(result.requests / result.wallS)} req/s, ${result.requests} requests`, { fromUs, toUs });
+    const summary: ProfileSummary = renderProfile(profile, `${base}: ${seconds} s ${scenario}, ${rate}`, { fromUs, toUs });
     writeFileSync(join(outDir, `${base}.svg`), summary.svg);
     renameSync(join(profDir, file), join(workDir, `${base}.cpuprofile`));
-    const perRequest = (us: number): string => (us / result.requests).toFixed(1);
-    const lines = [`## ${base}`, '', `samples ${summary.samples}, busy ${(summary.busyUs / 1000).toFixed(0)} ms of ${(summary.totalUs / 1000).toFixed(0)} ms, ${perRequest(summary.busyUs)} µs busy per request`, '', '| self % of busy | µs/req | function | where |', '|---|---|---|---|'];
-    for (const row of summary.top) lines.push(`| ${row.percent.toFixed(1)} | ${perRequest(row.selfUs)} | \`${row.name}\` | ${row.where} |`);
-    lines.push('', '| area | % of busy | µs/req |', '|---|---|---|');
-    for (const row of summary.areas) lines.push(`| ${row.area} | ${row.percent.toFixed(1)} | ${perRequest(row.selfUs)} |`);
+    const perUnit = (us: number): string => (us / units).toFixed(1);
+    const per = load.unit === 'event' ? 'µs/event' : 'µs/req';
+    const lines = [`## ${base}`, '', `${scenario}, ${rate}; samples ${summary.samples}, busy ${(summary.busyUs / 1000).toFixed(0)} ms of ${(summary.totalUs / 1000).toFixed(0)} ms, ${perUnit(summary.busyUs)} µs busy per ${load.unit}`, '', `| self % of busy | ${per} | function | where |`, '|---|---|---|---|'];
+    for (const row of summary.top) lines.push(`| ${row.percent.toFixed(1)} | ${perUnit(row.selfUs)} | \`${row.name}\` | ${row.where} |`);
+    lines.push('', `| area | % of busy | ${per} |`, '|---|---|---|');
+    for (const row of summary.areas) lines.push(`| ${row.area} | ${row.percent.toFixed(1)} | ${perUnit(row.selfUs)} |`);
     summaries.push(lines.join('\n'));
   }
   const text = summaries.join('\n\n') + '\n';
