@@ -26,7 +26,7 @@ const last = (mock: MockProvider): MockRequestRecord => {
 describe('mock provider: OpenAI shapes through the official SDK', () => {
   let mock: MockProvider;
   before(async () => {
-    mock = await startMockProvider({ tokens: 6, embeddingDim: 12, models: ['served-a', 'served-b'] });
+    mock = await startMockProvider({ tokens: 6, embeddingDim: 12, models: ['served-a', 'served-b'], recordEmitTimes: true });
   });
   after(() => mock.close());
 
@@ -167,7 +167,7 @@ describe('mock provider: OpenAI shapes through the official SDK', () => {
 describe('mock provider: timing, overrides and failures', () => {
   let mock: MockProvider;
   before(async () => {
-    mock = await startMockProvider({ tokens: 4, ttftMs: 0, intervalMs: 0 });
+    mock = await startMockProvider({ tokens: 4, ttftMs: 0, intervalMs: 0, recordEmitTimes: true });
   });
   after(() => mock.close());
 
