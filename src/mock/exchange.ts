@@ -4,9 +4,14 @@
 //
 // Listeners and timers are module functions that find their Exchange through
 // a symbol or a timer argument, so a request allocates no closures.
+//
+// The streaming path is the mock's cost per token in the many-streams
+// benchmark, so it is lean: streams wait on the shared Pacer, not a timer
+// each.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { DelayQueue, PacedStream } from './pacer.js';
 import { inspectBody } from '../workers/http/inspect.js';
 import { embeddingsBody, parseEmbeddingsRequest } from './embeddings.js';
 import type { RequestPlan, ResolvedOptions } from './options.js';
@@ -48,7 +53,7 @@ const BURST = 64;
 
 const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
 
-export class Exchange {
+export class Exchange implements PacedStream {
   readonly #state: MockState;
   readonly #options: ResolvedOptions;
   readonly #req: IncomingMessage;
@@ -59,6 +64,8 @@ export class Exchange {
   #first: Buffer | undefined;
   #more: Buffer[] | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /** The pacer queue this stream waits in (ttft, interval), to cancel on close. */
+  #paced: DelayQueue | undefined;
   #immediate: NodeJS.Immediate | undefined;
   /** Response ended by us on purpose (an injected failure): not an abort. */
   #endedByMock = false;
@@ -231,8 +238,17 @@ export class Exchange {
       this.#reset('reset-mid-stream');
       return;
     }
-    if (this.#plan.ttftMs > 0) this.#timer = setTimeout(onPumpTimer, this.#plan.ttftMs, this);
+    if (this.#plan.ttftMs > 0) this.#paced = this.#state.pacer.after(this.#plan.ttftMs, this);
     else this.pump();
+  }
+
+  get pacedClosed(): boolean {
+    return this.#closed;
+  }
+
+  onPaced(): void {
+    this.#paced = undefined;
+    this.pump();
   }
 
   /** Writes SSE events until the next one is due later, the socket pushes back, or the stream ends. */
@@ -265,7 +281,7 @@ export class Exchange {
         return;
       }
       if (e + 1 < tokens && this.#plan.intervalMs > 0) {
-        this.#timer = setTimeout(onPumpTimer, this.#plan.intervalMs, this);
+        this.#paced = this.#state.pacer.after(this.#plan.intervalMs, this);
         return;
       }
       if (burst === BURST) {
@@ -316,7 +332,7 @@ export class Exchange {
   onDrain(): void {
     if (!this.#waitingDrain || this.#closed) return;
     this.#waitingDrain = false;
-    if (this.#event < this.#tokens && this.#plan.intervalMs > 0) this.#timer = setTimeout(onPumpTimer, this.#plan.intervalMs, this);
+    if (this.#event < this.#tokens && this.#plan.intervalMs > 0) this.#paced = this.#state.pacer.after(this.#plan.intervalMs, this);
     else this.pump();
   }
 
@@ -334,6 +350,8 @@ export class Exchange {
     if (this.#immediate !== undefined) clearImmediate(this.#immediate);
     this.#timer = undefined;
     this.#immediate = undefined;
+    if (this.#paced !== undefined) this.#paced.cancel();
+    this.#paced = undefined;
     const record = this.#record;
     record.endedAtMs = performance.now();
     const state = this.#state;

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
+import { Pacer } from './pacer.js';
 
 export interface MockStats {
   /** API requests received (everything but /mock/*). */
@@ -85,6 +86,8 @@ export class MockState extends EventEmitter {
   readonly storedResponses = new Map<string, string>();
   /** Makes this mock's response ids unique among several mocks (as a real provider's are). */
   readonly instanceTag = randomBytes(6).toString('hex');
+  /** The shared timers streams wait on (ttft, interval). */
+  readonly pacer = new Pacer();
   readonly #logLimit: number;
   readonly #recordEmitTimes: boolean;
   readonly #bodyRing: (MutableRecord | undefined)[];
