@@ -7,7 +7,8 @@
 //
 // The streaming path is the mock's cost per token in the many-streams
 // benchmark, so it is lean: streams wait on the shared Pacer, not a timer
-// each.
+// each; an event of a chat/text stream is one concatenation of a per-stream
+// cached prefix, the seq and a constant tail.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -25,7 +26,8 @@ import {
   finalEvent,
   identityPrefix,
   modelsBody,
-  tokenEvent,
+  TOKEN_EVENT_TAIL,
+  tokenEventPrefix,
   tokenText,
   type CompletionKind,
   type Usage,
@@ -80,6 +82,8 @@ export class Exchange implements PacedStream {
   #tokens = 0;
   #event = 0;
   #waitingDrain = false;
+  /** tokenEventPrefix() by tokenText's period: [k % 3 for k > 0..., k = 0 at 3]. */
+  readonly #prefixes: (string | undefined)[] = [undefined, undefined, undefined, undefined];
   #embeddingsJson = '';
   /** Responses API: ids of the response being made, and its event numbering when streamed. */
   #responseIds: ResponseIds | undefined;
@@ -295,7 +299,13 @@ export class Exchange implements PacedStream {
   #streamEvent(e: number, tokens: number): string {
     const kind = this.#kind;
     if (kind === 'chat' || kind === 'text') {
-      return e < tokens ? tokenEvent(kind, this.#head, tokenText(this.#model, e), e, this.#identity) : e === tokens ? finalEvent(kind, this.#head, this.#usage, e, this.#identity) : DONE_EVENT;
+      if (e < tokens) {
+        // tokenText(model, k) repeats with period 3 after k = 0, and so does the prefix.
+        const slot = e === 0 ? 3 : e % 3;
+        const prefix = (this.#prefixes[slot] ??= tokenEventPrefix(kind, this.#head, tokenText(this.#model, e), e, this.#identity));
+        return prefix + e + TOKEN_EVENT_TAIL;
+      }
+      return e === tokens ? finalEvent(kind, this.#head, this.#usage, e, this.#identity) : DONE_EVENT;
     }
     const responses = this.#responseEvents;
     let text = '';
