@@ -8,7 +8,11 @@
 // The streaming path is the mock's cost per token in the many-streams
 // benchmark, so it is lean: streams wait on the shared Pacer, not a timer
 // each; an event of a chat/text stream is one concatenation of a per-stream
-// cached prefix, the seq and a constant tail.
+// cached prefix, the seq and a constant tail; and once the SSE headers are on
+// the socket, events go to the socket as one write each with their chunked
+// framing added here (the response's own write() costs a cork, four buffered
+// pieces, a nextTick and a writev per event). res.end() still writes the last
+// chunk, so 'finish', keep-alive and the abort accounting are Node's.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -49,6 +53,9 @@ export type Route = 'chat' | 'text' | 'embeddings' | 'models' | 'messages' | 'co
 
 const EXCHANGE = Symbol('mockExchange');
 type Carrier = { [EXCHANGE]?: Exchange };
+/** A keep-alive socket gets one 'drain' listener for all the streams it carries. */
+const DRAIN_LISTENING = Symbol('mockDrainListening');
+type DrainCarrier = { [DRAIN_LISTENING]?: boolean };
 
 /** Events written in one go before yielding to other connections (intervalMs 0). */
 const BURST = 64;
@@ -82,6 +89,10 @@ export class Exchange implements PacedStream {
   #tokens = 0;
   #event = 0;
   #waitingDrain = false;
+  /** Set once the SSE headers are on it: events are written to it directly, chunk-framed here. */
+  #socket: Socket | undefined;
+  /** The stream's text is ASCII (its model name is): byte length = string length, written as latin1. */
+  #ascii = true;
   /** tokenEventPrefix() by tokenText's period: [k % 3 for k > 0..., k = 0 at 3]. */
   readonly #prefixes: (string | undefined)[] = [undefined, undefined, undefined, undefined];
   #embeddingsJson = '';
@@ -233,7 +244,18 @@ export class Exchange implements PacedStream {
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
     this.#record.status = 200;
-    res.on('drain', onResDrain);
+    const socket = res.socket;
+    // Direct writes need the headers already on the socket (this response is its current one) and
+    // chunked framing (HTTP/1.1); otherwise, e.g. for an HTTP/1.0 client, the response writes.
+    if (socket !== null && res.chunkedEncoding && res.writableLength === socket.writableLength && socket.writable) {
+      this.#socket = socket;
+      (socket as Carrier)[EXCHANGE] = this;
+      if ((socket as DrainCarrier)[DRAIN_LISTENING] !== true) {
+        (socket as DrainCarrier)[DRAIN_LISTENING] = true;
+        socket.on('drain', onSocketDrain);
+      }
+    } else res.on('drain', onResDrain);
+    this.#ascii = Buffer.byteLength(this.#model) === this.#model.length;
     if (this.#responseIds !== undefined) this.#responseEvents = new ResponseEvents(this.#responseIds);
     if (this.#kind === 'chat' || this.#kind === 'text') {
       this.#head = chunkHead(this.#kind, `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`, nowSeconds(), JSON.stringify(this.#model));
@@ -255,6 +277,15 @@ export class Exchange implements PacedStream {
     this.pump();
   }
 
+  /** One SSE event: through the socket with its chunk framing, or through the response. */
+  #write(text: string, done?: () => void): boolean {
+    const socket = this.#socket;
+    if (socket === undefined) return done === undefined ? this.#res.write(text) : this.#res.write(text, done);
+    const ascii = this.#ascii;
+    const length = ascii ? text.length : Buffer.byteLength(text);
+    return socket.write(length.toString(16) + '\r\n' + text + '\r\n', ascii ? 'latin1' : 'utf8', done);
+  }
+
   /** Writes SSE events until the next one is due later, the socket pushes back, or the stream ends. */
   pump(): void {
     this.#timer = undefined;
@@ -268,11 +299,11 @@ export class Exchange implements PacedStream {
       const text = this.#streamEvent(e, tokens);
       if (e + 1 === resetAfter) {
         this.#state.emitted(this.#record, e);
-        res.write(text, () => this.resetSocket());
+        this.#write(text, () => this.resetSocket());
         this.#fail('reset-mid-stream');
         return;
       }
-      const ok = res.write(text);
+      const ok = this.#write(text);
       this.#state.emitted(this.#record, e);
       if (e === tokens + 1) {
         res.end();
@@ -362,6 +393,8 @@ export class Exchange implements PacedStream {
     this.#immediate = undefined;
     if (this.#paced !== undefined) this.#paced.cancel();
     this.#paced = undefined;
+    const socket = this.#socket;
+    if (socket !== undefined && (socket as Carrier)[EXCHANGE] === this) (socket as Carrier)[EXCHANGE] = undefined;
     const record = this.#record;
     record.endedAtMs = performance.now();
     const state = this.#state;
@@ -432,6 +465,9 @@ function onResFinish(this: ServerResponse): void {
   exchangeOf(this)?.onFinish();
 }
 function onResDrain(this: ServerResponse): void {
+  exchangeOf(this)?.onDrain();
+}
+function onSocketDrain(this: Socket): void {
   exchangeOf(this)?.onDrain();
 }
 function onStartTimer(exchange: Exchange): void {
