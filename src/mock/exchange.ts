@@ -281,6 +281,8 @@ export class Exchange implements PacedStream {
   #write(text: string, done?: () => void): boolean {
     const socket = this.#socket;
     if (socket === undefined) return done === undefined ? this.#res.write(text) : this.#res.write(text, done);
+    // No event (the Messages and Responses streams end without [DONE]): a zero-size chunk would end the body.
+    if (text.length === 0) return done === undefined ? true : socket.write(text, 'latin1', done);
     const ascii = this.#ascii;
     const length = ascii ? text.length : Buffer.byteLength(text);
     return socket.write(length.toString(16) + '\r\n' + text + '\r\n', ascii ? 'latin1' : 'utf8', done);
