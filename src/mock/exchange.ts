@@ -293,6 +293,16 @@ export class Exchange implements PacedStream {
     this.#timer = undefined;
     this.#immediate = undefined;
     if (this.#closed) return;
+    // Several events in one go (back to back, or the last token, the final chunk, [DONE] and the
+    // end) leave in one writev, as they did through res.write's cork; a lone paced token needs none.
+    const socket = this.#socket;
+    const cork = socket !== undefined && (this.#plan.intervalMs === 0 || this.#event + 1 >= this.#tokens);
+    if (cork) socket.cork();
+    this.#burst();
+    if (cork) socket.uncork();
+  }
+
+  #burst(): void {
     const res = this.#res;
     const tokens = this.#tokens;
     const resetAfter = this.#plan.failure?.kind === 'reset-mid-stream' ? Math.max(1, tokens >> 1) : -1;
