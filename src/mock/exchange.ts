@@ -4,9 +4,19 @@
 //
 // Listeners and timers are module functions that find their Exchange through
 // a symbol or a timer argument, so a request allocates no closures.
+//
+// The streaming path is the mock's cost per token in the many-streams
+// benchmark, so it is lean: streams wait on the shared Pacer, not a timer
+// each; an event of a chat/text stream is one concatenation of a per-stream
+// cached prefix, the seq and a constant tail; and once the SSE headers are on
+// the socket, events go to the socket as one write each with their chunked
+// framing added here (the response's own write() costs a cork, four buffered
+// pieces, a nextTick and a writev per event). res.end() still writes the last
+// chunk, so 'finish', keep-alive and the abort accounting are Node's.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { DelayQueue, PacedStream } from './pacer.js';
 import { inspectBody } from '../workers/http/inspect.js';
 import { embeddingsBody, parseEmbeddingsRequest } from './embeddings.js';
 import type { RequestPlan, ResolvedOptions } from './options.js';
@@ -20,7 +30,8 @@ import {
   finalEvent,
   identityPrefix,
   modelsBody,
-  tokenEvent,
+  TOKEN_EVENT_TAIL,
+  tokenEventPrefix,
   tokenText,
   type CompletionKind,
   type Usage,
@@ -42,13 +53,16 @@ export type Route = 'chat' | 'text' | 'embeddings' | 'models' | 'messages' | 'co
 
 const EXCHANGE = Symbol('mockExchange');
 type Carrier = { [EXCHANGE]?: Exchange };
+/** A keep-alive socket gets one 'drain' listener for all the streams it carries. */
+const DRAIN_LISTENING = Symbol('mockDrainListening');
+type DrainCarrier = { [DRAIN_LISTENING]?: boolean };
 
 /** Events written in one go before yielding to other connections (intervalMs 0). */
 const BURST = 64;
 
 const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
 
-export class Exchange {
+export class Exchange implements PacedStream {
   readonly #state: MockState;
   readonly #options: ResolvedOptions;
   readonly #req: IncomingMessage;
@@ -59,6 +73,8 @@ export class Exchange {
   #first: Buffer | undefined;
   #more: Buffer[] | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /** The pacer queue this stream waits in (ttft, interval), to cancel on close. */
+  #paced: DelayQueue | undefined;
   #immediate: NodeJS.Immediate | undefined;
   /** Response ended by us on purpose (an injected failure): not an abort. */
   #endedByMock = false;
@@ -73,6 +89,12 @@ export class Exchange {
   #tokens = 0;
   #event = 0;
   #waitingDrain = false;
+  /** Set once the SSE headers are on it: events are written to it directly, chunk-framed here. */
+  #socket: Socket | undefined;
+  /** The stream's text is ASCII (its model name is): byte length = string length, written as latin1. */
+  #ascii = true;
+  /** tokenEventPrefix() by tokenText's period: [k % 3 for k > 0..., k = 0 at 3]. */
+  readonly #prefixes: (string | undefined)[] = [undefined, undefined, undefined, undefined];
   #embeddingsJson = '';
   /** Responses API: ids of the response being made, and its event numbering when streamed. */
   #responseIds: ResponseIds | undefined;
@@ -222,7 +244,18 @@ export class Exchange {
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
     this.#record.status = 200;
-    res.on('drain', onResDrain);
+    const socket = res.socket;
+    // Direct writes need the headers already on the socket (this response is its current one) and
+    // chunked framing (HTTP/1.1); otherwise, e.g. for an HTTP/1.0 client, the response writes.
+    if (socket !== null && res.chunkedEncoding && res.writableLength === socket.writableLength && socket.writable) {
+      this.#socket = socket;
+      (socket as Carrier)[EXCHANGE] = this;
+      if ((socket as DrainCarrier)[DRAIN_LISTENING] !== true) {
+        (socket as DrainCarrier)[DRAIN_LISTENING] = true;
+        socket.on('drain', onSocketDrain);
+      }
+    } else res.on('drain', onResDrain);
+    this.#ascii = Buffer.byteLength(this.#model) === this.#model.length;
     if (this.#responseIds !== undefined) this.#responseEvents = new ResponseEvents(this.#responseIds);
     if (this.#kind === 'chat' || this.#kind === 'text') {
       this.#head = chunkHead(this.#kind, `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`, nowSeconds(), JSON.stringify(this.#model));
@@ -231,8 +264,28 @@ export class Exchange {
       this.#reset('reset-mid-stream');
       return;
     }
-    if (this.#plan.ttftMs > 0) this.#timer = setTimeout(onPumpTimer, this.#plan.ttftMs, this);
+    if (this.#plan.ttftMs > 0) this.#paced = this.#state.pacer.after(this.#plan.ttftMs, this);
     else this.pump();
+  }
+
+  get pacedClosed(): boolean {
+    return this.#closed;
+  }
+
+  onPaced(): void {
+    this.#paced = undefined;
+    this.pump();
+  }
+
+  /** One SSE event: through the socket with its chunk framing, or through the response. */
+  #write(text: string, done?: () => void): boolean {
+    const socket = this.#socket;
+    if (socket === undefined) return done === undefined ? this.#res.write(text) : this.#res.write(text, done);
+    // No event (the Messages and Responses streams end without [DONE]): a zero-size chunk would end the body.
+    if (text.length === 0) return done === undefined ? true : socket.write(text, 'latin1', done);
+    const ascii = this.#ascii;
+    const length = ascii ? text.length : Buffer.byteLength(text);
+    return socket.write(length.toString(16) + '\r\n' + text + '\r\n', ascii ? 'latin1' : 'utf8', done);
   }
 
   /** Writes SSE events until the next one is due later, the socket pushes back, or the stream ends. */
@@ -240,6 +293,16 @@ export class Exchange {
     this.#timer = undefined;
     this.#immediate = undefined;
     if (this.#closed) return;
+    // Several events in one go (back to back, or the last token, the final chunk, [DONE] and the
+    // end) leave in one writev, as they did through res.write's cork; a lone paced token needs none.
+    const socket = this.#socket;
+    const cork = socket !== undefined && (this.#plan.intervalMs === 0 || this.#event + 1 >= this.#tokens);
+    if (cork) socket.cork();
+    this.#burst();
+    if (cork) socket.uncork();
+  }
+
+  #burst(): void {
     const res = this.#res;
     const tokens = this.#tokens;
     const resetAfter = this.#plan.failure?.kind === 'reset-mid-stream' ? Math.max(1, tokens >> 1) : -1;
@@ -248,11 +311,11 @@ export class Exchange {
       const text = this.#streamEvent(e, tokens);
       if (e + 1 === resetAfter) {
         this.#state.emitted(this.#record, e);
-        res.write(text, () => this.resetSocket());
+        this.#write(text, () => this.resetSocket());
         this.#fail('reset-mid-stream');
         return;
       }
-      const ok = res.write(text);
+      const ok = this.#write(text);
       this.#state.emitted(this.#record, e);
       if (e === tokens + 1) {
         res.end();
@@ -265,7 +328,7 @@ export class Exchange {
         return;
       }
       if (e + 1 < tokens && this.#plan.intervalMs > 0) {
-        this.#timer = setTimeout(onPumpTimer, this.#plan.intervalMs, this);
+        this.#paced = this.#state.pacer.after(this.#plan.intervalMs, this);
         return;
       }
       if (burst === BURST) {
@@ -279,7 +342,13 @@ export class Exchange {
   #streamEvent(e: number, tokens: number): string {
     const kind = this.#kind;
     if (kind === 'chat' || kind === 'text') {
-      return e < tokens ? tokenEvent(kind, this.#head, tokenText(this.#model, e), e, this.#identity) : e === tokens ? finalEvent(kind, this.#head, this.#usage, e, this.#identity) : DONE_EVENT;
+      if (e < tokens) {
+        // tokenText(model, k) repeats with period 3 after k = 0, and so does the prefix.
+        const slot = e === 0 ? 3 : e % 3;
+        const prefix = (this.#prefixes[slot] ??= tokenEventPrefix(kind, this.#head, tokenText(this.#model, e), e, this.#identity));
+        return prefix + e + TOKEN_EVENT_TAIL;
+      }
+      return e === tokens ? finalEvent(kind, this.#head, this.#usage, e, this.#identity) : DONE_EVENT;
     }
     const responses = this.#responseEvents;
     let text = '';
@@ -316,7 +385,7 @@ export class Exchange {
   onDrain(): void {
     if (!this.#waitingDrain || this.#closed) return;
     this.#waitingDrain = false;
-    if (this.#event < this.#tokens && this.#plan.intervalMs > 0) this.#timer = setTimeout(onPumpTimer, this.#plan.intervalMs, this);
+    if (this.#event < this.#tokens && this.#plan.intervalMs > 0) this.#paced = this.#state.pacer.after(this.#plan.intervalMs, this);
     else this.pump();
   }
 
@@ -334,6 +403,10 @@ export class Exchange {
     if (this.#immediate !== undefined) clearImmediate(this.#immediate);
     this.#timer = undefined;
     this.#immediate = undefined;
+    if (this.#paced !== undefined) this.#paced.cancel();
+    this.#paced = undefined;
+    const socket = this.#socket;
+    if (socket !== undefined && (socket as Carrier)[EXCHANGE] === this) (socket as Carrier)[EXCHANGE] = undefined;
     const record = this.#record;
     record.endedAtMs = performance.now();
     const state = this.#state;
@@ -404,6 +477,9 @@ function onResFinish(this: ServerResponse): void {
   exchangeOf(this)?.onFinish();
 }
 function onResDrain(this: ServerResponse): void {
+  exchangeOf(this)?.onDrain();
+}
+function onSocketDrain(this: Socket): void {
   exchangeOf(this)?.onDrain();
 }
 function onStartTimer(exchange: Exchange): void {

@@ -21,6 +21,11 @@ export interface MockProviderOptions {
   readonly logLimit?: number;
   /** The newest entries that keep their request body; older ones drop it, bounding memory. */
   readonly bodyLogLimit?: number;
+  /**
+   * Record when each event of a response was written (MockRequestRecord.emitTimes).
+   * Off by default: it is an object per token of every stream, which a load test does not want.
+   */
+  readonly recordEmitTimes?: boolean;
 }
 
 export interface ResolvedOptions {
@@ -33,6 +38,7 @@ export interface ResolvedOptions {
   readonly models: readonly string[];
   readonly logLimit: number;
   readonly bodyLogLimit: number;
+  readonly recordEmitTimes: boolean;
 }
 
 export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions {
@@ -46,6 +52,7 @@ export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions 
     models: opts.models ?? ['mock-model'],
     logLimit: positive('logLimit', opts.logLimit ?? 1000),
     bodyLogLimit: nonNegative('bodyLogLimit', opts.bodyLogLimit ?? 100),
+    recordEmitTimes: opts.recordEmitTimes ?? false,
   };
 }
 

@@ -90,7 +90,7 @@ class MockProviderServer extends MockState implements MockProvider {
   #fault: ActiveFault | undefined;
 
   constructor(options: ResolvedOptions) {
-    super(options.logLimit, options.bodyLogLimit);
+    super(options.logLimit, options.bodyLogLimit, options.recordEmitTimes);
     this.#options = options;
     this.#server = createServer({ keepAliveTimeout: 30_000, noDelay: true }, (req, res) => this.#handle(req, res));
   }

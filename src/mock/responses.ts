@@ -9,6 +9,7 @@ export type CompletionKind = 'chat' | 'text';
 /**
  * The text of token k of a completion for `model`: "hello from <model>"
  * repeated, so a test can see which served name reached the provider.
+ * It depends only on k % 3 and on k = 0: a stream caches its events by that.
  */
 export function tokenText(model: string, k: number): string {
   const word = k % 3;
@@ -76,11 +77,22 @@ export function chunkHead(kind: CompletionKind, id: string, created: number, mod
  * `identity` is identityPrefix(), completed here with the event's seq = k.
  */
 export function tokenEvent(kind: CompletionKind, head: string, text: string, k: number, identity: string): string {
-  const json = JSON.stringify(text);
-  if (kind === 'text') return `${head}{"text":${json},"index":0,"logprobs":null,"finish_reason":null}]${identity},"seq":${k}}}\n\n`;
-  const delta = k === 0 ? `{"role":"assistant","content":${json}}` : `{"content":${json}}`;
-  return `${head}{"index":0,"delta":${delta},"logprobs":null,"finish_reason":null}]${identity},"seq":${k}}}\n\n`;
+  return tokenEventPrefix(kind, head, text, k, identity) + k + TOKEN_EVENT_TAIL;
 }
+
+/**
+ * tokenEvent() up to its seq value: the same for every token of a stream
+ * with the same text and role, so a stream builds it once per distinct token.
+ */
+export function tokenEventPrefix(kind: CompletionKind, head: string, text: string, k: number, identity: string): string {
+  const json = JSON.stringify(text);
+  if (kind === 'text') return `${head}{"text":${json},"index":0,"logprobs":null,"finish_reason":null}]${identity},"seq":`;
+  const delta = k === 0 ? `{"role":"assistant","content":${json}}` : `{"content":${json}}`;
+  return `${head}{"index":0,"delta":${delta},"logprobs":null,"finish_reason":null}]${identity},"seq":`;
+}
+
+/** What follows the seq value of a token event. */
+export const TOKEN_EVENT_TAIL = '}}\n\n';
 
 /** The last data event: finish_reason "stop", the usage, and seq = the token count. */
 export function finalEvent(kind: CompletionKind, head: string, usage: Usage, seq: number, identity: string): string {

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
+import { Pacer } from './pacer.js';
 
 export interface MockStats {
   /** API requests received (everything but /mock/*). */
@@ -57,6 +58,7 @@ export interface MockRequestRecord {
   readonly completed: boolean;
   readonly chunksEmitted: number;
   readonly backpressureWaits: number;
+  /** When each event was handed to the socket; only with the recordEmitTimes option (else empty). */
   readonly emitTimes: readonly EmitTime[];
   readonly receivedAtMs: number;
   readonly endedAtMs: number | undefined;
@@ -84,14 +86,18 @@ export class MockState extends EventEmitter {
   readonly storedResponses = new Map<string, string>();
   /** Makes this mock's response ids unique among several mocks (as a real provider's are). */
   readonly instanceTag = randomBytes(6).toString('hex');
+  /** The shared timers streams wait on (ttft, interval). */
+  readonly pacer = new Pacer();
   readonly #logLimit: number;
+  readonly #recordEmitTimes: boolean;
   readonly #bodyRing: (MutableRecord | undefined)[];
   #bodyNext = 0;
   #nextId = 1;
 
-  constructor(logLimit: number, bodyLogLimit: number) {
+  constructor(logLimit: number, bodyLogLimit: number, recordEmitTimes: boolean) {
     super();
     this.#logLimit = logLimit;
+    this.#recordEmitTimes = recordEmitTimes;
     this.#bodyRing = new Array<MutableRecord | undefined>(bodyLogLimit).fill(undefined);
   }
 
@@ -140,7 +146,8 @@ export class MockState extends EventEmitter {
 
   emitted(record: MutableRecord, index: number): void {
     record.chunksEmitted++;
-    record.emitTimes.push({ index, atMs: performance.now() });
+    // An object per event of every stream in flight: kept only when a test reads them.
+    if (this.#recordEmitTimes) record.emitTimes.push({ index, atMs: performance.now() });
     this.stats.chunksEmitted++;
   }
 

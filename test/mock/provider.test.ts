@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { request } from 'node:http';
+import { Agent, request } from 'node:http';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
@@ -26,7 +26,7 @@ const last = (mock: MockProvider): MockRequestRecord => {
 describe('mock provider: OpenAI shapes through the official SDK', () => {
   let mock: MockProvider;
   before(async () => {
-    mock = await startMockProvider({ tokens: 6, embeddingDim: 12, models: ['served-a', 'served-b'] });
+    mock = await startMockProvider({ tokens: 6, embeddingDim: 12, models: ['served-a', 'served-b'], recordEmitTimes: true });
   });
   after(() => mock.close());
 
@@ -167,7 +167,7 @@ describe('mock provider: OpenAI shapes through the official SDK', () => {
 describe('mock provider: timing, overrides and failures', () => {
   let mock: MockProvider;
   before(async () => {
-    mock = await startMockProvider({ tokens: 4, ttftMs: 0, intervalMs: 0 });
+    mock = await startMockProvider({ tokens: 4, ttftMs: 0, intervalMs: 0, recordEmitTimes: true });
   });
   after(() => mock.close());
 
@@ -310,6 +310,33 @@ describe('mock provider: backpressure, bounds and stats', () => {
       assert.equal(record.completed, true);
       assert.ok(record.backpressureWaits >= 1);
     } finally {
+      await mock.close();
+    }
+  });
+
+  test('streams of every format, one after another on one keep-alive connection, each arrive whole', async () => {
+    const mock = await startMockProvider({ tokens: 4 });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const paths = ['/v1/messages', '/v1/responses', '/v1/chat/completions', '/v1/completions', '/v1/messages', '/v1/chat/completions'];
+      const answers: { status: number | undefined; reused: boolean; body: string }[] = [];
+      for (const path of paths) {
+        const req = request(`${mock.url}${path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } });
+        req.end(JSON.stringify({ model: 'modèle-ü', stream: true, max_tokens: 8, messages: [], prompt: 'x', input: 'x' }));
+        const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
+        let body = '';
+        for await (const chunk of res) body += String(chunk);
+        answers.push({ status: res.statusCode, reused: req.reusedSocket, body });
+      }
+      assert.deepEqual(answers.map((a) => a.status), paths.map(() => 200));
+      assert.deepEqual(answers.map((a) => a.reused), [false, true, true, true, true, true], 'one connection for all');
+      assert.match(answers[0].body, /event: message_stop\n/);
+      assert.match(answers[1].body, /event: response.completed\n/);
+      for (const k of [2, 3, 5]) assert.ok(answers[k].body.endsWith('data: [DONE]\n\n'));
+      assert.ok(answers[2].body.includes(JSON.stringify(' modèle-ü')), 'non-ASCII text framed by its byte length');
+      assert.equal(mock.stats.completed, paths.length);
+    } finally {
+      agent.destroy();
       await mock.close();
     }
   });
