@@ -73,7 +73,7 @@ export function goals(input: GoalInput): GoalRow[] {
     const roleUs = scaled(f.get('closed-loop', closed, best, `cpu1k:${role}`), 1000);
     out.push(row(`cpu-${role}-vs-nginx`, `closed-loop CPU per request, the ${role} (${best}) over nginx's`, '≤ 3×', f.ratio(roleUs, nginxUs), 'x', (v) => v <= 3, `${role} ${us(roleUs)}, nginx ${us(nginxUs)}`));
   }
-  const rate = open?.replace('rate-', '') ?? '?';
+  const rate = open?.replace('rate-', '') ?? '500';
   out.push(row('added-p99', `latency added over direct at ${rate} req/s, p99 (${best})`, '≤ 1 ms', f.diff(f.get('open-loop', open, best, 'p99'), f.get('open-loop', open, 'direct', 'p99')), 'ms', (v) => v <= 1));
   out.push(row('ttfb-added-p50', `streaming time to first byte added over direct, p50 (${best})`, '≤ 0.5 ms', f.diff(f.get('streaming', 'paced', best, 'ttfbP50Ms'), f.get('streaming', 'paced', 'direct', 'ttfbP50Ms')), 'ms', (v) => v <= 0.5));
   if (w1 !== undefined) {
