@@ -21,7 +21,7 @@ import type { TunnelRequestFields } from '../tunnel/tunnel-host.js';
 import type { SchedulerPort } from '../../contract/scheduler-port.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
-import { getU32, OPEN_FIXED_BYTES, PEER_HEADER_BYTES, PeerKind, putU32, REFUSED_OVERLOADED, REFUSED_STALE } from './peer-records.js';
+import { getU32, OPEN_FIXED_BYTES, OPEN_PART_LAST, PEER_HEADER_BYTES, PeerKind, putU32, REFUSED_OVERLOADED, REFUSED_STALE } from './peer-records.js';
 
 const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder();
@@ -56,6 +56,8 @@ class PeerLink {
   /** Node side: opens from the peer not yet on a session (waiting for a lane that registers); a
    * cancel that finds its id here removes it, and the open is dropped when the wait ends. */
   readonly pendingOpens = new Set<number>();
+  /** Node side: pieces of open records too large for one ring record, by the peer's tunnel id, until the last piece. */
+  readonly #openParts = new Map<number, Uint8Array[]>();
   #nextTunnelId = 1;
 
   readonly #links: PeerLinks;
@@ -135,7 +137,9 @@ class PeerLink {
   sendOpen(tunnelId: number, leaseId: number, generation: number, nodeId: string, request: Uint8Array): void {
     const node = utf8.encode(nodeId);
     const length = OPEN_FIXED_BYTES + node.length + request.length;
-    const { target, at } = this.#begin(length);
+    // A body up to limits.body_bytes can outgrow one ring record (half the ring): the record goes in pieces.
+    const whole = length > this.#producer.maxRecordLength;
+    const { target, at } = whole ? { target: new Uint8Array(length), at: 0 } : this.#begin(length);
     this.#header(target, at, PeerKind.open, 0, tunnelId);
     new DataView(target.buffer, target.byteOffset + at + 8, 8).setFloat64(0, leaseId, true);
     putU32(target, at + 16, generation);
@@ -145,7 +149,14 @@ class PeerLink {
     target[at + 23] = 0;
     target.set(node, at + OPEN_FIXED_BYTES);
     target.set(request, at + OPEN_FIXED_BYTES + node.length);
-    this.#end(target);
+    if (!whole) {
+      this.#end(target);
+      return;
+    }
+    for (let from = 0; from < length; from += this.#maxPiece) {
+      const to = Math.min(length, from + this.#maxPiece);
+      this.sendSimple(PeerKind.openPart, to === length ? OPEN_PART_LAST : 0, tunnelId, target.subarray(from, to));
+    }
   }
 
   async #flush(): Promise<void> {
@@ -176,6 +187,16 @@ class PeerLink {
       case PeerKind.open:
         this.#links.openHere(this, tunnelId, bytes.subarray(offset, end));
         return;
+      case PeerKind.openPart: {
+        // Copied: the ring's bytes are reused once this record is released. Pieces arrive in order, before any cancel.
+        let parts = this.#openParts.get(tunnelId);
+        if (parts === undefined) this.#openParts.set(tunnelId, (parts = []));
+        parts.push(bytes.slice(body, end));
+        if (bytes[offset + 1] !== OPEN_PART_LAST) return;
+        this.#openParts.delete(tunnelId);
+        this.#links.openHere(this, tunnelId, Buffer.concat(parts));
+        return;
+      }
       case PeerKind.cancel:
         if (this.pendingOpens.delete(tunnelId)) return; // the client left before the open was sent
         this.incoming.get(tunnelId)?.cancel(utf8Decoder.decode(bytes.subarray(body, end)));

@@ -13,6 +13,9 @@
 //   end      -
 //   error    8 TunnelFrame (protobuf: error_code, error_message)
 //   refused  8 u32 tunnels open on the node's session (overloaded)
+//   openPart 8 a piece of an open record too large for one ring record (a
+//            request body near limits.body_bytes): the whole open record,
+//            header included, cut in order; code 1 marks the last piece
 export const PeerKind = {
   open: 1,
   cancel: 2,
@@ -22,7 +25,11 @@ export const PeerKind = {
   end: 6,
   error: 7,
   refused: 8,
+  openPart: 9,
 } as const;
+
+/** openPart: this piece completes the open record. */
+export const OPEN_PART_LAST = 1;
 
 export const PEER_HEADER_BYTES = 8;
 export const OPEN_FIXED_BYTES = 24;
