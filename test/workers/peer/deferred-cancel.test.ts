@@ -25,30 +25,42 @@ async function turns(n = 20): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
-test('a cancel that arrives while the open waits for a registering lane cancels the open', async () => {
-  const zeroToOne = createRing(1 << 16);
-  const oneToZero = createRing(1 << 16);
-  const deferred: Waiter[] = [];
-  const opened: string[] = [];
-  // The node side (worker 1): a lane of the node is registering, so the open waits.
-  const nodeGateway = { whenCurrent: (_nodeId: string, waiter: Waiter) => deferred.push(waiter) } as unknown as NodeGateway;
-  const session = {
+/** A node session stub whose openTunnel hands each tunnel's fields to `onOpen`. */
+function sessionStub(onOpen: (fields: { runId: string; body: Uint8Array }) => void): NodeSession {
+  let opened = 0;
+  return {
     nodeId: NODE,
     generation: GENERATION,
     isActive: true,
     openTunnels: 0,
-    openTunnel: (_consumer: unknown, f: { runId: string }) => {
-      opened.push(f.runId);
-      return 1;
+    openTunnel: (_consumer: unknown, f: { runId: string; body: Uint8Array }) => {
+      onOpen(f);
+      return ++opened;
     },
     cancelTunnel: () => undefined,
     grantCredit: () => undefined,
   } as unknown as NodeSession;
+}
+
+/** Worker 0 (the client's) and worker 1 (the node's) over one real ring pair, both draining. */
+function twoWorkers(nodeGateway: NodeGateway): { clientSide: PeerLinks; nodeSide: PeerLinks } {
+  const zeroToOne = createRing(1 << 16);
+  const oneToZero = createRing(1 << 16);
   const port = { confirmSent: () => true } as unknown as SchedulerPort;
   const clientSide = new PeerLinks({ toPeer: [undefined, zeroToOne], fromPeer: [undefined, oneToZero] }, {} as NodeGateway, port, silentLogger());
   const nodeSide = new PeerLinks({ toPeer: [oneToZero, undefined], fromPeer: [zeroToOne, undefined] }, nodeGateway, port, silentLogger());
   clientSide.run();
   nodeSide.run();
+  return { clientSide, nodeSide };
+}
+
+test('a cancel that arrives while the open waits for a registering lane cancels the open', async () => {
+  const deferred: Waiter[] = [];
+  const opened: string[] = [];
+  // The node side (worker 1): a lane of the node is registering, so the open waits.
+  const nodeGateway = { whenCurrent: (_nodeId: string, waiter: Waiter) => deferred.push(waiter) } as unknown as NodeGateway;
+  const session = sessionStub((f) => opened.push(f.runId));
+  const { clientSide, nodeSide } = twoWorkers(nodeGateway);
   try {
     const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
     const host = clientSide.nodeHost(1, NODE, GENERATION, 42);
@@ -68,27 +80,9 @@ test('a cancel that arrives while the open waits for a registering lane cancels 
 });
 
 test('an open larger than a ring record (a request body near limits.body_bytes) reaches the node whole, in pieces, in order', async () => {
-  const zeroToOne = createRing(1 << 16);
-  const oneToZero = createRing(1 << 16);
   const bodies: Uint8Array[] = [];
-  const session = {
-    nodeId: NODE,
-    generation: GENERATION,
-    isActive: true,
-    openTunnels: 0,
-    openTunnel: (_consumer: unknown, f: { body: Uint8Array }) => {
-      bodies.push(f.body);
-      return bodies.length;
-    },
-    cancelTunnel: () => undefined,
-    grantCredit: () => undefined,
-  } as unknown as NodeSession;
-  const nodeGateway = { whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway;
-  const port = { confirmSent: () => true } as unknown as SchedulerPort;
-  const clientSide = new PeerLinks({ toPeer: [undefined, zeroToOne], fromPeer: [undefined, oneToZero] }, {} as NodeGateway, port, silentLogger());
-  const nodeSide = new PeerLinks({ toPeer: [oneToZero, undefined], fromPeer: [zeroToOne, undefined] }, nodeGateway, port, silentLogger());
-  clientSide.run();
-  nodeSide.run();
+  const session = sessionStub((f) => bodies.push(f.body));
+  const { clientSide, nodeSide } = twoWorkers({ whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway);
   try {
     const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
     // 200 KiB through a 64 KiB ring (at most 32 KiB a record): three times the ring itself, so the pieces must also wait for space.
