@@ -57,7 +57,7 @@ function specForInspectError(error: InspectError): GatewayErrorSpec {
   }
 }
 
-export class ClientServer implements BodyOwner {
+export class ClientServer implements BodyOwner<ApiKeyState | undefined> {
   readonly app: FastifyInstance;
   #bodyLimit: number;
   /** close() began: the lean path answers as fastify's return503OnClosing does. */
@@ -202,8 +202,8 @@ export class ClientServer implements BodyOwner {
   }
 
   /** BodyOwner: a lean request's whole body. */
-  bodyRead(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: unknown): void {
-    this.#proxy(route, request, response, body, key as ApiKeyState | undefined);
+  bodyRead(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: ApiKeyState | undefined): void {
+    this.#proxy(route, request, response, body, key);
   }
 
   /** BodyOwner: over the limit (413), or the body stream broke (400); the connection closes after the answer, as fastify does. */

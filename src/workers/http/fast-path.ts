@@ -18,45 +18,45 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApiRoute, ErrorFormat } from './api-routes.js';
 import type { GatewayErrorSpec } from '../../shared/errors.js';
 
-/** The body a lean request collected, handed to its owner with the route it was read for. */
-export interface BodyOwner {
-  bodyRead(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: unknown): void;
+/** The body a lean request collected, handed to its owner with the route it was read for and the request's `key` (the caller's, untouched). */
+export interface BodyOwner<K> {
+  bodyRead(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: K): void;
   bodyFailed(route: ApiRoute, response: ServerResponse, tooLarge: boolean): void;
 }
 
 const kReader = Symbol('edge.bodyReader');
 
-class BodyReader {
+class BodyReader<K> {
   readonly chunks: Buffer[] = [];
   bytes = 0;
   constructor(
-    readonly owner: BodyOwner,
+    readonly owner: BodyOwner<K>,
     readonly route: ApiRoute,
     readonly response: ServerResponse,
     readonly limit: number,
-    readonly key: unknown,
+    readonly key: K,
   ) {}
 }
 
-type ReadingRequest = IncomingMessage & { [kReader]?: BodyReader };
+type ReadingRequest = IncomingMessage & { [kReader]?: BodyReader<unknown> };
 
 /**
  * Reads the request body up to `limit` bytes, then calls owner.bodyRead (or
  * bodyFailed: too large, or the stream broke). `key` rides along untouched.
  */
-export function readBody(owner: BodyOwner, route: ApiRoute, request: IncomingMessage, response: ServerResponse, limit: number, key: unknown): void {
+export function readBody<K>(owner: BodyOwner<K>, route: ApiRoute, request: IncomingMessage, response: ServerResponse, limit: number, key: K): void {
   const declared = Number(request.headers['content-length']);
   if (declared > limit) {
     owner.bodyFailed(route, response, true);
     return;
   }
-  (request as ReadingRequest)[kReader] = new BodyReader(owner, route, response, limit, key);
+  (request as ReadingRequest)[kReader] = new BodyReader<K>(owner, route, response, limit, key) as BodyReader<unknown>;
   request.on('data', onBodyData);
   request.on('end', onBodyEnd);
   request.on('error', onBodyError);
 }
 
-function detach(request: ReadingRequest): BodyReader | undefined {
+function detach(request: ReadingRequest): BodyReader<unknown> | undefined {
   const reader = request[kReader];
   request[kReader] = undefined;
   request.removeListener('data', onBodyData);
