@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
+import { keyedChat } from '../helpers/stack.js';
 import { ALIAS, inFlight, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const KEYS = { a: 'sk-status-tenant-a-01', b: 'sk-status-tenant-b-01', vip: 'sk-status-tenant-vip-1' };
@@ -33,11 +34,7 @@ describe('fair queuing in status and metrics', () => {
   });
 
   function chat(key: string, headers: Record<string, string> = {}): Promise<Response> {
-    return fetch(`${stack.baseURL}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers },
-      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
-    });
+    return keyedChat(stack.baseURL, key, headers);
   }
 
   test('depth per band and tenant while waiting; dispatches and shares after', async () => {

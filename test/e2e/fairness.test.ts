@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { ALIAS, inFlight, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, keyedChat, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 
 const KEYS = { interactive: 'sk-fair-interactive-01', batch: 'sk-fair-batch-000001', a: 'sk-fair-tenant-a-0001', b: 'sk-fair-tenant-b-0001' };
 
@@ -37,11 +37,7 @@ describe('fair queuing', () => {
   });
 
   function chat(key: string, headers: Record<string, string> = {}): Promise<Response> {
-    return fetch(`${stack.baseURL}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers },
-      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
-    });
+    return keyedChat(stack.baseURL, key, headers);
   }
 
   /** Takes the one slot for about `ms`; boxed, or awaiting hold() would wait for the holder's answer. */

@@ -124,6 +124,15 @@ export async function waitUntil(predicate: () => boolean, what: string, timeoutM
   }
 }
 
+/** A non-streaming chat completion for ALIAS sent with an API key (and extra headers) to `baseURL` (…/v1). */
+export function keyedChat(baseURL: string, key: string, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers },
+    body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+}
+
 /** Polls an asynchronous predicate (e.g. over edge.inspect()) until it holds. */
 export async function waitFor(predicate: () => Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
