@@ -6,7 +6,10 @@
 // one-shot `npm run bench:quick` figures quoted in each lever's commit.
 //
 //   node dist/bench/profile/ab.js --base /tmp/base/dist [--rounds 5] [--seconds 3] [--workers 0]
+//                                 [--scenario closed-loop|streaming]
 //                                 [--base-node-args "..."] [--node-args "..."]
+// --scenario streaming: 10 SSE streams of 200 chunks back to back, closed
+// loop; the figures are then per relayed event instead of per request.
 // The node-args options give each side's edge and agent extra Node flags, so
 // one build can be A/B'd against itself with a flag (e.g. a V8 heap setting).
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -20,6 +23,7 @@ import { freePort } from '../harness/ports.js';
 import { CLK_TCK, processTicks } from '../harness/proc-stats.js';
 import { Supervisor } from '../harness/processes.js';
 import { closedLoop } from '../load/autocannon-load.js';
+import { streamLoad } from '../load/stream-load.js';
 import { startMock } from '../targets/mock.js';
 import { agentConfigObject, edgeConfigObject, EDGE_MODEL } from '../targets/edge.js';
 
@@ -33,6 +37,9 @@ if (baseDist === '') throw new Error('--base DIST is required');
 const rounds = Number(arg('rounds', '5'));
 const seconds = Number(arg('seconds', '3'));
 const workers = Number(arg('workers', '0'));
+const scenario = arg('scenario', 'closed-loop');
+if (scenario !== 'closed-loop' && scenario !== 'streaming') throw new RangeError(`--scenario: closed-loop or streaming, got '${scenario}'`);
+const unit = scenario === 'streaming' ? 'event' : 'req';
 const baseNodeArgs = arg('base-node-args', process.env.BENCH_NODE_ARGS ?? '');
 const thisNodeArgs = arg('node-args', process.env.BENCH_NODE_ARGS ?? '');
 const workDir = mkdtempSync(join(tmpdir(), 'edge-ab-'));
@@ -58,16 +65,27 @@ async function measure(variant: string, dist: string, mockOrigin: string): Promi
   const body = chatBody(EDGE_MODEL, 2048);
   const url = `${origin}/v1/chat/completions`;
   await supervisor.waitReady(agent, () => postOk(url, {}, body));
-  await closedLoop({ url, headers: {}, body, connections: 10, durationS: 1 });
+  const load = async (durationS: number): Promise<{ units: number; wallS: number; failed: number }> => {
+    if (scenario === 'closed-loop') {
+      const r = await closedLoop({ url, headers: {}, body, connections: 10, durationS });
+      return { units: r.requests, wallS: r.wallS, failed: r.errors + r.non2xx };
+    }
+    const r = await streamLoad({ origin, path: '/v1/chat/completions', headers: STREAM_HEADERS, body: chatBody(EDGE_MODEL, 512, true), concurrency: 10, durationS, minEvents: 200, stallMs: 2_000, deadlineS: durationS + 30 });
+    return { units: r.metrics.eventsPerS * r.wallS, wallS: r.wallS, failed: r.errors + r.non2xx + r.metrics.incomplete };
+  };
+  await load(1);
   const [e0, a0] = [processTicks(edge.pid), processTicks(agent.pid)];
-  const result = await closedLoop({ url, headers: {}, body, connections: 10, durationS: seconds });
+  const result = await load(seconds);
   const [e1, a1] = [processTicks(edge.pid), processTicks(agent.pid)];
   await agent.stop();
   await edge.stop();
-  const perRequest = (ticks: number): number => (ticks / CLK_TCK / result.requests) * 1e6;
-  if (result.errors + result.non2xx > 0) console.log(`  ${variant}: ${result.errors} errors, ${result.non2xx} non-2xx`);
-  return { rps: result.requests / result.wallS, edgeUs: perRequest(e1 - e0), agentUs: perRequest(a1 - a0) };
+  const perUnit = (ticks: number): number => (ticks / CLK_TCK / result.units) * 1e6;
+  if (result.failed > 0) console.log(`  ${variant}: ${result.failed} failed`);
+  return { rps: result.units / result.wallS, edgeUs: perUnit(e1 - e0), agentUs: perUnit(a1 - a0) };
 }
+
+/** The mock's knobs for a burst stream: 200 chunks, back to back. */
+const STREAM_HEADERS: Record<string, string> = { 'x-mock-tokens': '200', 'x-mock-interval-ms': '0', 'x-mock-ttft-ms': '0' };
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -90,14 +108,14 @@ async function main(): Promise<void> {
       process.env.BENCH_NODE_ARGS = v.nodeArgs;
       const row = await measure(v.name, v.dist, mock.origin);
       rows.get(v.name)!.push(row);
-      console.log(`round ${round} ${v.name.padEnd(4)}: ${row.rps.toFixed(0)} req/s, edge ${row.edgeUs.toFixed(0)} µs/req, agent ${row.agentUs.toFixed(0)} µs/req`);
+      console.log(`round ${round} ${v.name.padEnd(4)}: ${row.rps.toFixed(0)} ${unit}/s, edge ${row.edgeUs.toFixed(1)} µs/${unit}, agent ${row.agentUs.toFixed(1)} µs/${unit}`);
     }
   }
   for (const v of variants) {
     const r = rows.get(v.name)!;
     const edge = median(r.map((x) => x.edgeUs));
     const agent = median(r.map((x) => x.agentUs));
-    console.log(`median ${v.name.padEnd(4)} (${rounds} rounds of ${seconds} s, w=${workers}): ${median(r.map((x) => x.rps)).toFixed(0)} req/s, edge ${edge.toFixed(0)} + agent ${agent.toFixed(0)} = ${(edge + agent).toFixed(0)} µs CPU/req`);
+    console.log(`median ${v.name.padEnd(4)} (${rounds} rounds of ${seconds} s, w=${workers}, ${scenario}): ${median(r.map((x) => x.rps)).toFixed(0)} ${unit}/s, edge ${edge.toFixed(1)} + agent ${agent.toFixed(1)} = ${(edge + agent).toFixed(1)} µs CPU/${unit}`);
   }
   await supervisor.stopAll();
 }
