@@ -1,6 +1,7 @@
 // The catalogue of ERROR frame codes the agent sends, and how an upstream
 // failure maps onto them. The edge turns each into the client's error, so the
 // codes are stable API.
+import { UPSTREAM_BODY_TIMEOUT, UPSTREAM_CLOSED, UPSTREAM_CONNECT_TIMEOUT, UPSTREAM_HEADERS_TIMEOUT } from './http1-client.js';
 
 export type TunnelErrorCode =
   /** No provider with the request's provider_id on this node. */
@@ -47,9 +48,10 @@ const CONNECT_CODES: ReadonlySet<string> = new Set([
   'EADDRNOTAVAIL',
   'ETIMEDOUT',
   'UND_ERR_CONNECT_TIMEOUT',
+  UPSTREAM_CONNECT_TIMEOUT,
 ]);
-const RESET_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ETIMEDOUT', 'UND_ERR_SOCKET']);
-const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const RESET_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ETIMEDOUT', 'UND_ERR_SOCKET', UPSTREAM_CLOSED]);
+const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', UPSTREAM_HEADERS_TIMEOUT, UPSTREAM_BODY_TIMEOUT]);
 
 /** Raised by the agent itself when a tunnel's timeout_ms passes. */
 export class TunnelDeadlineError extends Error {
@@ -70,7 +72,7 @@ export function classifyUpstreamError(err: unknown, started: boolean): TunnelErr
   const code = errorCode(err);
   if (code === undefined) return 'upstream_error';
   if (TIMEOUT_CODES.has(code)) return 'upstream_timeout';
-  if (code === 'UND_ERR_CONNECT_TIMEOUT') return 'upstream_connect_failed';
+  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === UPSTREAM_CONNECT_TIMEOUT) return 'upstream_connect_failed';
   if (!started && CONNECT_CODES.has(code)) return 'upstream_connect_failed';
   if (RESET_CODES.has(code)) return 'upstream_reset';
   return 'upstream_error';

@@ -7,13 +7,13 @@
 // max_frame_bytes (big chunks are split), and the upstream request's
 // timeouts are the request's own deadlines, never undici's defaults.
 import { performance } from 'node:perf_hooks';
-import type { Client, Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { Adapter, type NodeMessage, type TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
 import { dataFrame, endFrame, errorFrame, headersFrame } from './frames.js';
 import { DEFAULT_TUNNEL_OPTIONS, type TunnelOptions } from './config.js';
 import { classifyUpstreamError, TunnelDeadlineError, type TunnelErrorCode } from './tunnel-errors.js';
 import { frameResponseHeaders, upstreamRequestHeaders, type ResponseHeaders } from './upstream-headers.js';
-import type { PooledHandler, UpstreamPool } from './upstream-pool.js';
+import type { PooledHandler, UpstreamClient, UpstreamPool } from './upstream-pool.js';
 import type { Upstreams } from './upstreams.js';
 import { CliRun, DEFAULT_SESSION } from './cli-run.js';
 
@@ -62,7 +62,7 @@ export class TunnelExecutor implements PooledHandler {
   #pausedForCredit = false;
   #pausedForSink = false;
   /** The connection carrying the upstream request (set by the pool), handed back once undici is done with it. */
-  pooledClient: Client | undefined;
+  pooledClient: UpstreamClient | undefined;
   #pool: UpstreamPool | undefined;
 
   /** Cancelled before a connection took it: the pool skips it. */

@@ -4,13 +4,22 @@
 // open (each holding a connection) that scan was the agent's largest
 // dispatch cost (profiled while 10,000 streams ramped up). Here idle
 // clients wait on a stack (the warmest is reused first) and requests beyond
-// `connections` wait in FIFO order. The handler tells the pool when undici
-// is done with its request (done()), exactly once.
+// `connections` wait in FIFO order. The handler tells the pool when the
+// client is done with its request (done()), exactly once. Plain-http
+// providers get the agent's own Http1Client; https ones undici's Client
+// (both take undici's dispatch handlers).
 import { Client, type Dispatcher } from 'undici';
+import { Http1Client } from './http1-client.js';
+
+/** One connection carrying one request at a time. */
+export interface UpstreamClient {
+  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): unknown;
+  destroy(): Promise<void>;
+}
 
 /** A request's handler that learns which client carries it. */
 export interface PooledHandler extends Dispatcher.DispatchHandler {
-  pooledClient: Client | undefined;
+  pooledClient: UpstreamClient | undefined;
   /** Cancelled while it waited: never sent (handing it a client would only abort that client's socket). */
   readonly abandoned: boolean;
 }
@@ -28,12 +37,12 @@ class Waiting {
 export class UpstreamPool {
   readonly #origin: string;
   readonly #connections: number;
-  readonly #idle: Client[] = [];
-  readonly #all: Client[] = [];
+  readonly #idle: UpstreamClient[] = [];
+  readonly #all: UpstreamClient[] = [];
   #waiting: Waiting[] = [];
   #waitingHead = 0;
   /** Clients handed back during undici callbacks, re-used once those return. */
-  #returned: Client[] = [];
+  #returned: UpstreamClient[] = [];
   #handOffQueued = false;
   #destroyed = false;
 
@@ -69,7 +78,7 @@ export class UpstreamPool {
    * callback, where undici may still be erroring the client's other
    * requests (a refused connection), so the hand-off waits for a microtask.
    */
-  done(client: Client): void {
+  done(client: UpstreamClient): void {
     if (this.#destroyed) return;
     this.#returned.push(client);
     if (!this.#handOffQueued) {
@@ -119,8 +128,8 @@ export class UpstreamPool {
     await Promise.all(this.#all.map((client) => client.destroy()));
   }
 
-  #create(): Client {
-    const client = new Client(this.#origin);
+  #create(): UpstreamClient {
+    const client = this.#origin.startsWith('http:') ? new Http1Client(this.#origin) : new Client(this.#origin);
     this.#all.push(client);
     return client;
   }

@@ -1,0 +1,735 @@
+// One keep-alive HTTP/1.1 connection to a plain-http provider, carrying one
+// request at a time, with undici's dispatch-handler contract (the
+// TunnelExecutor is the handler either way). It exists because undici's
+// general machinery (its request object, llhttp in wasm, kQueue and the
+// Readable-free but still layered callbacks) was most of the agent's CPU per
+// request and per relayed token in the profiles of issue 17; a provider
+// connection needs far less: write one head with the body, parse a status line,
+// headers, and a content-length, chunked or until-close body.
+//
+// Reads use `onread` with ONE buffer shared by every connection: libuv reads
+// one socket at a time and hands the bytes to its callback synchronously, so
+// the buffer is free again when the callback returns; whatever outlives the
+// callback (body pieces, a partial head) is copied out of it. No per-read
+// allocation, no stream machinery, and no 64 KiB per idle connection.
+//
+// What undici did that this keeps: onRequestStart only once the socket is
+// connected (a failure before it is a connect failure), 1xx responses
+// skipped, HEAD/204/304 without a body, `connection: close` and HTTP/1.0
+// honoured, the keep-alive hint (`keep-alive: timeout=N`) and a 4 s default
+// idle life so a socket the server is about to close is not reused, headers
+// and body timeouts (0 = none; the body timer waits while the handler has the
+// socket paused), a 10 s connect timeout, and header values checked before
+// anything is written. Trailers are read and dropped (the tunnel never relays
+// them). https providers keep undici (see upstreams.ts).
+import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import type { Dispatcher } from 'undici';
+
+/** Codes this client puts on its errors; tunnel-errors.ts maps them to tunnel codes. */
+export const UPSTREAM_CLOSED = 'AGENT_UPSTREAM_CLOSED';
+export const UPSTREAM_HEADERS_TIMEOUT = 'AGENT_UPSTREAM_HEADERS_TIMEOUT';
+export const UPSTREAM_BODY_TIMEOUT = 'AGENT_UPSTREAM_BODY_TIMEOUT';
+export const UPSTREAM_CONNECT_TIMEOUT = 'AGENT_UPSTREAM_CONNECT_TIMEOUT';
+export const UPSTREAM_BAD_RESPONSE = 'AGENT_UPSTREAM_BAD_RESPONSE';
+export const UPSTREAM_BAD_REQUEST = 'AGENT_UPSTREAM_BAD_REQUEST';
+
+export class UpstreamHttpError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'UpstreamHttpError';
+  }
+}
+
+const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+const MAX_HEAD_BYTES = 64 * 1024;
+const CONNECT_TIMEOUT_MS = 10_000;
+/** Idle life of a kept-alive socket when the server gives no hint (undici's default). */
+const DEFAULT_KEEP_ALIVE_MS = 4_000;
+/** Margin under the server's hinted keep-alive timeout, so the socket is not reused as the server closes it. */
+const KEEP_ALIVE_MARGIN_MS = 1_000;
+/** One write for the head and the body up to this size; above it, two writes corked into one writev. */
+const SINGLE_WRITE_MAX = 64 * 1024;
+const CRLF_CRLF = Buffer.from('\r\n\r\n', 'latin1');
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+const BAD_PATH = /[^\u0021-\u00ff]/;
+
+// Body framing of the response in progress.
+const BODY_NONE = 0;
+const BODY_LENGTH = 1;
+const BODY_CHUNKED = 2;
+const BODY_CLOSE = 3;
+
+// Chunked decoder states.
+const CH_SIZE = 0;
+const CH_EXT = 1;
+const CH_SIZE_LF = 2;
+const CH_DATA = 3;
+const CH_DATA_CR = 4;
+const CH_DATA_LF = 5;
+const CH_TRAILER_START = 6;
+const CH_TRAILER_LINE = 7;
+const CH_END_LF = 8;
+
+type ResponseHeaders = Record<string, string | string[]>;
+
+/** One request on the connection: undici's DispatchController for its handler. */
+class Exchange implements Dispatcher.DispatchController {
+  readonly client: Http1Client;
+  readonly options: Dispatcher.DispatchOptions;
+  readonly handler: Dispatcher.DispatchHandler;
+  /** The request written to the socket (onRequestStart ran): a socket failure from now on is a reset, not a connect failure. */
+  started = false;
+  done = false;
+  #aborted = false;
+  #paused = false;
+  #reason: Error | null = null;
+
+  constructor(client: Http1Client, options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+    this.client = client;
+    this.options = options;
+    this.handler = handler;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  get reason(): Error | null {
+    return this.#reason;
+  }
+
+  abort(reason: Error): void {
+    if (this.done || this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.client.abortExchange(this, reason);
+  }
+
+  pause(): void {
+    if (this.done || this.#paused) return;
+    this.#paused = true;
+    this.client.pauseExchange(this);
+  }
+
+  resume(): void {
+    if (this.done || !this.#paused) return;
+    this.#paused = false;
+    this.client.resumeExchange(this);
+  }
+}
+
+export class Http1Client {
+  readonly #host: string;
+  readonly #port: number;
+  /** `host: <host[:port]>\r\nconnection: keep-alive\r\n`, the same for every request. */
+  readonly #fixedHead: string;
+  #socket: Socket | undefined;
+  #connected = false;
+  #exchange: Exchange | undefined;
+  #destroyed = false;
+  /** performance.now() after which an idle kept-alive socket is not reused. */
+  #idleUntil = 0;
+  #connectTimer: NodeJS.Timeout | undefined;
+  #headersTimer: NodeJS.Timeout | undefined;
+  #bodyTimer: NodeJS.Timeout | undefined;
+  #lastBodyAt = 0;
+
+  // Response parsing state (one response at a time).
+  /** Head bytes carried over from earlier reads (copied out of the shared buffer). */
+  #headPart: Buffer | undefined;
+  /** End of the bytes of the read being parsed. */
+  #readEnd = 0;
+  /** This read's bytes from #readCopyBase on, copied out of the shared buffer once (or the stash itself). */
+  #readCopy: Buffer | undefined;
+  #readCopyBase = 0;
+  /** Bytes read in the same read as a pause, held until the handler resumes (copied). */
+  #stash: Buffer | undefined;
+  #inBody = false;
+  #bodyMode = BODY_NONE;
+  /** Body bytes left (BODY_LENGTH) or bytes left of the current chunk (chunked). */
+  #remaining = 0;
+  #chunkState = CH_SIZE;
+  #chunkSize = 0;
+  #chunkDigits = 0;
+  /** The connection closes after this response (connection: close, HTTP/1.0, until-close body). */
+  #closeAfter = false;
+  #keepAliveMs = DEFAULT_KEEP_ALIVE_MS;
+
+  readonly #onRead = (nread: number, buffer: Buffer): boolean => {
+    this.#parse(buffer, 0, nread, false);
+    return true;
+  };
+
+  constructor(origin: string) {
+    const url = new URL(origin);
+    if (url.protocol !== 'http:') throw new Error(`Http1Client speaks plain http only, not ${url.protocol}`);
+    this.#host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    this.#port = url.port === '' ? 80 : Number(url.port);
+    this.#fixedHead = `host: ${url.host}\r\nconnection: keep-alive\r\n`;
+  }
+
+  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): void {
+    if (this.#destroyed) {
+      handler.onResponseError?.(new Exchange(this, options, handler), new UpstreamHttpError(UPSTREAM_CLOSED, 'upstream client destroyed'));
+      return;
+    }
+    if (this.#exchange !== undefined) throw new Error('Http1Client carries one request at a time');
+    const exchange = new Exchange(this, options, handler);
+    this.#exchange = exchange;
+    if (this.#socket !== undefined && this.#connected && performance.now() > this.#idleUntil) {
+      // The server may be closing it now: a fresh socket, not a reset mid-request.
+      this.#dropSocket();
+    }
+    if (this.#socket === undefined) this.#connect();
+    else if (this.#connected) this.#send(exchange);
+    // else: still connecting; #onConnect sends it.
+  }
+
+  /** Closes the connection; a request in flight fails. */
+  destroy(): Promise<void> {
+    this.#destroyed = true;
+    const socket = this.#socket;
+    const exchange = this.#exchange;
+    if (exchange !== undefined) this.#fail(exchange, new UpstreamHttpError(UPSTREAM_CLOSED, 'upstream client destroyed'));
+    if (socket === undefined || socket.destroyed) {
+      this.#dropSocket();
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      socket.once('close', () => resolve());
+      this.#dropSocket();
+    });
+  }
+
+  // --- Exchange controller calls -----------------------------------------------
+
+  abortExchange(exchange: Exchange, reason: Error): void {
+    if (exchange !== this.#exchange) return;
+    // Not written yet: the socket stays good for the next request. Written: the
+    // socket goes, so the provider sees the close and stops generating.
+    if (exchange.started) this.#dropSocket();
+    this.#fail(exchange, reason);
+  }
+
+  pauseExchange(exchange: Exchange): void {
+    if (exchange === this.#exchange) this.#socket?.pause();
+  }
+
+  resumeExchange(exchange: Exchange): void {
+    if (exchange !== this.#exchange) return;
+    this.#lastBodyAt = performance.now();
+    this.#socket?.resume();
+    // Bytes read before the pause go first; after the caller's stack unwinds, so the handler is not re-entered from resume().
+    if (this.#stash !== undefined) queueMicrotask(() => this.#unstash(exchange));
+  }
+
+  #unstash(exchange: Exchange): void {
+    const stash = this.#stash;
+    if (stash === undefined || exchange !== this.#exchange || exchange.paused) return;
+    this.#stash = undefined;
+    this.#parse(stash, 0, stash.length, true);
+  }
+
+  // --- connection ------------------------------------------------------------------
+
+  #connect(): void {
+    this.#connected = false;
+    const socket = connect({
+      host: this.#host,
+      port: this.#port,
+      noDelay: true,
+      keepAlive: true,
+      keepAliveInitialDelay: 60_000,
+      onread: { buffer: READ_BUFFER, callback: this.#onRead },
+    });
+    this.#socket = socket;
+    this.#connectTimer = setTimeout(onConnectTimeout, CONNECT_TIMEOUT_MS, this, socket);
+    socket.once('connect', () => this.#onConnect(socket));
+    socket.on('end', () => this.#onEnd(socket));
+    socket.on('error', (err: Error) => this.#onSocketGone(socket, err));
+    socket.once('close', () => this.#onSocketGone(socket, undefined));
+  }
+
+  connectTimedOut(socket: Socket): void {
+    if (socket !== this.#socket || this.#connected) return;
+    this.#connectTimer = undefined;
+    this.#onSocketGone(socket, new UpstreamHttpError(UPSTREAM_CONNECT_TIMEOUT, `connect to ${this.#host}:${this.#port} timed out after ${CONNECT_TIMEOUT_MS} ms`));
+  }
+
+  #onConnect(socket: Socket): void {
+    if (socket !== this.#socket) return;
+    clearTimeout(this.#connectTimer);
+    this.#connectTimer = undefined;
+    this.#connected = true;
+    const exchange = this.#exchange;
+    if (exchange !== undefined) this.#send(exchange);
+  }
+
+  /** The server half-closed: an until-close body is complete; anything else in flight was cut short. */
+  #onEnd(socket: Socket): void {
+    if (socket !== this.#socket) return;
+    const exchange = this.#exchange;
+    if (exchange !== undefined && this.#inBody && this.#bodyMode === BODY_CLOSE) {
+      this.#complete(exchange);
+      return;
+    }
+    this.#onSocketGone(socket, undefined);
+  }
+
+  #onSocketGone(socket: Socket, err: Error | undefined): void {
+    if (socket !== this.#socket) return;
+    this.#dropSocket();
+    const exchange = this.#exchange;
+    if (exchange === undefined) return;
+    if (err === undefined) {
+      err = new UpstreamHttpError(UPSTREAM_CLOSED, exchange.started ? 'the provider closed the connection before the response was complete' : 'the provider closed the connection');
+    }
+    this.#fail(exchange, err);
+  }
+
+  /** Forgets the socket (destroying it) and the parse state; the next request connects afresh. */
+  #dropSocket(): void {
+    const socket = this.#socket;
+    this.#socket = undefined;
+    this.#connected = false;
+    if (this.#connectTimer !== undefined) {
+      clearTimeout(this.#connectTimer);
+      this.#connectTimer = undefined;
+    }
+    this.#resetParse();
+    socket?.destroy();
+  }
+
+  // --- request ---------------------------------------------------------------------
+
+  #send(exchange: Exchange): void {
+    const options = exchange.options;
+    const head = this.#head(options);
+    if (typeof head !== 'string') {
+      this.#fail(exchange, head);
+      return;
+    }
+    exchange.started = true;
+    exchange.handler.onRequestStart?.(exchange, {});
+    if (exchange !== this.#exchange || exchange.done) return; // aborted in onRequestStart
+    const socket = this.#socket as Socket;
+    const body = options.body as Uint8Array | null | undefined;
+    if (body === null || body === undefined || body.length === 0) {
+      socket.write(head, 'latin1');
+    } else if (body.length <= SINGLE_WRITE_MAX) {
+      const out = Buffer.allocUnsafe(head.length + body.length);
+      out.write(head, 0, 'latin1');
+      out.set(body, head.length);
+      socket.write(out);
+    } else {
+      socket.cork();
+      socket.write(head, 'latin1');
+      socket.write(body);
+      socket.uncork();
+    }
+    const headersTimeout = options.headersTimeout ?? 0;
+    if (headersTimeout > 0) this.#headersTimer = setTimeout(onHeadersTimeout, headersTimeout, this, exchange);
+  }
+
+  /** The request head, or the error that refuses it (a value that would break the framing). */
+  #head(options: Dispatcher.DispatchOptions): string | UpstreamHttpError {
+    const method = options.method;
+    const path = options.path;
+    if (!TOKEN.test(method)) return new UpstreamHttpError(UPSTREAM_BAD_REQUEST, `invalid request method ${JSON.stringify(method)}`);
+    if (path.length === 0 || BAD_PATH.test(path)) return new UpstreamHttpError(UPSTREAM_BAD_REQUEST, `invalid request path ${JSON.stringify(path)}`);
+    let head = `${method} ${path} HTTP/1.1\r\n${this.#fixedHead}`;
+    const headers = options.headers as readonly string[] | null | undefined;
+    if (headers !== null && headers !== undefined) {
+      for (let i = 0; i + 1 < headers.length; i += 2) {
+        const name = headers[i];
+        const value = headers[i + 1];
+        if (!TOKEN.test(name)) return new UpstreamHttpError(UPSTREAM_BAD_REQUEST, `invalid request header name ${JSON.stringify(name)}`);
+        if (BAD_VALUE.test(value)) return new UpstreamHttpError(UPSTREAM_BAD_REQUEST, `invalid value for request header ${name}`);
+        head += `${name}: ${value}\r\n`;
+      }
+    }
+    const body = options.body as Uint8Array | null | undefined;
+    const length = body === null || body === undefined ? 0 : body.length;
+    // undici sends a length for a body, and 0 for the methods that expect one.
+    if (length > 0 || method === 'POST' || method === 'PUT' || method === 'PATCH') head += `content-length: ${length}\r\n`;
+    return head + '\r\n';
+  }
+
+  headersTimedOut(exchange: Exchange): void {
+    this.#headersTimer = undefined;
+    if (exchange !== this.#exchange || exchange.done) return;
+    this.#dropSocket();
+    this.#fail(exchange, new UpstreamHttpError(UPSTREAM_HEADERS_TIMEOUT, `no response headers within ${exchange.options.headersTimeout} ms`));
+  }
+
+  bodyTimerFired(exchange: Exchange): void {
+    this.#bodyTimer = undefined;
+    if (exchange !== this.#exchange || exchange.done) return;
+    const timeout = exchange.options.bodyTimeout ?? 0;
+    const idle = performance.now() - this.#lastBodyAt;
+    // Paused by the handler (backpressure downstream): the silence is ours, not the provider's.
+    if (exchange.paused || idle < timeout) {
+      this.#bodyTimer = setTimeout(onBodyTimer, exchange.paused ? timeout : timeout - idle, this, exchange);
+      return;
+    }
+    this.#dropSocket();
+    this.#fail(exchange, new UpstreamHttpError(UPSTREAM_BODY_TIMEOUT, `the response body was silent for ${timeout} ms`));
+  }
+
+  // --- response --------------------------------------------------------------------
+
+  /** `owned`: `data` is this client's own copy (a stash), not the shared read buffer. */
+  #parse(data: Buffer, start: number, end: number, owned: boolean): void {
+    this.#readEnd = end;
+    this.#readCopy = owned ? data : undefined;
+    this.#readCopyBase = 0;
+    const exchange = this.#exchange;
+    if (exchange === undefined || !exchange.started) {
+      // Bytes with no request to answer them: the connection is out of step.
+      this.#dropSocket();
+      return;
+    }
+    while (start < end) {
+      if (exchange !== this.#exchange || exchange.done) {
+        // The response completed with bytes after it (no pipelining here) or the handler aborted.
+        if (exchange === this.#exchange || this.#exchange === undefined) this.#dropSocket();
+        return;
+      }
+      if (exchange.paused) {
+        // Paused by the handler mid-read: nothing more reaches it until it resumes (the socket reads no more meanwhile).
+        const copy = this.#readCopy;
+        this.#stash = copy !== undefined && start >= this.#readCopyBase ? copy.subarray(start - this.#readCopyBase, end - this.#readCopyBase) : Buffer.from(data.subarray(start, end));
+        return;
+      }
+      if (!this.#inBody) {
+        const next = this.#parseHead(exchange, data, start, end);
+        if (next < 0) return;
+        start = next;
+        continue;
+      }
+      start = this.#parseBody(exchange, data, start, end);
+    }
+  }
+
+  /** Consumes head bytes; returns where the body starts, or -1 when more bytes are needed or the response failed. */
+  #parseHead(exchange: Exchange, data: Buffer, start: number, end: number): number {
+    let buf: Buffer;
+    let from: number;
+    let carried = 0;
+    if (this.#headPart === undefined) {
+      buf = data;
+      from = start;
+    } else {
+      carried = this.#headPart.length;
+      buf = Buffer.concat([this.#headPart, data.subarray(start, end)]);
+      from = 0;
+      end = buf.length;
+    }
+    const at = buf.indexOf(CRLF_CRLF, Math.max(from, from + carried - 3));
+    if (at === -1 || at + 4 > end) {
+      if (end - from > MAX_HEAD_BYTES) {
+        this.#badResponse(exchange, `response head over ${MAX_HEAD_BYTES} bytes`);
+        return -1;
+      }
+      this.#headPart = Buffer.from(buf.subarray(from, end));
+      return -1;
+    }
+    this.#headPart = undefined;
+    const bodyStart = at + 4;
+    this.#onHead(exchange, buf.toString('latin1', from, at));
+    // Where the bytes after the head start in `data` (the match may straddle the carried part).
+    return carried === 0 ? bodyStart : start + (bodyStart - carried);
+  }
+
+  /** Handles one response head: an interim one is skipped; a final one starts the body, or ends the exchange (no body, or invalid). */
+  #onHead(exchange: Exchange, head: string): void {
+    const firstEnd = head.indexOf('\r\n');
+    const statusLine = firstEnd === -1 ? head : head.slice(0, firstEnd);
+    if (statusLine.length < 12 || !statusLine.startsWith('HTTP/1.') || statusLine.charCodeAt(8) !== 32) {
+      this.#badResponse(exchange, `malformed status line ${JSON.stringify(statusLine.slice(0, 64))}`);
+      return;
+    }
+    const minor = statusLine.charCodeAt(7) - 48;
+    const status = Number(statusLine.slice(9, 12));
+    if (!Number.isInteger(status) || status < 100 || status > 999 || (statusLine.length > 12 && statusLine.charCodeAt(12) !== 32)) {
+      this.#badResponse(exchange, `malformed status line ${JSON.stringify(statusLine.slice(0, 64))}`);
+      return;
+    }
+    const statusMessage = statusLine.length > 13 ? statusLine.slice(13) : '';
+    const headers: ResponseHeaders = {};
+    let contentLength = -1;
+    let chunked = false;
+    let transferEncoding = false;
+    let connectionClose = minor === 0;
+    let keepAliveHint = -1;
+    let lineStart = firstEnd === -1 ? head.length : firstEnd + 2;
+    while (lineStart < head.length) {
+      let lineEnd = head.indexOf('\r\n', lineStart);
+      if (lineEnd === -1) lineEnd = head.length;
+      const colon = head.indexOf(':', lineStart);
+      if (colon === -1 || colon > lineEnd || colon === lineStart) {
+        this.#badResponse(exchange, 'malformed response header line');
+        return;
+      }
+      const name = head.slice(lineStart, colon).toLowerCase();
+      if (!TOKEN.test(name)) {
+        this.#badResponse(exchange, `malformed response header name ${JSON.stringify(name.slice(0, 64))}`);
+        return;
+      }
+      const value = head.slice(colon + 1, lineEnd).trim();
+      const seen = headers[name];
+      if (seen === undefined) headers[name] = value;
+      else if (typeof seen === 'string') headers[name] = [seen, value];
+      else seen.push(value);
+      switch (name) {
+        case 'content-length': {
+          const n = /^\d+$/.test(value) ? Number(value) : NaN;
+          if (!Number.isSafeInteger(n) || (contentLength !== -1 && contentLength !== n)) {
+            this.#badResponse(exchange, `invalid content-length ${JSON.stringify(value.slice(0, 64))}`);
+            return;
+          }
+          contentLength = n;
+          break;
+        }
+        case 'transfer-encoding':
+          transferEncoding = true;
+          chunked = /(?:^|,)\s*chunked\s*$/i.test(value);
+          break;
+        case 'connection': {
+          const v = value.toLowerCase();
+          if (v.includes('close')) connectionClose = true;
+          else if (minor === 0 && v.includes('keep-alive')) connectionClose = false;
+          break;
+        }
+        case 'keep-alive': {
+          const m = /timeout\s*=\s*(\d+)/i.exec(value);
+          if (m !== null) keepAliveHint = Number(m[1]) * 1000;
+          break;
+        }
+      }
+      lineStart = lineEnd + 2;
+    }
+    if (status < 200) {
+      if (status === 101) {
+        this.#badResponse(exchange, 'the provider switched protocols (101), which a tunnel cannot carry');
+        return;
+      }
+      return; // interim: the final head follows
+    }
+    if (this.#headersTimer !== undefined) {
+      clearTimeout(this.#headersTimer);
+      this.#headersTimer = undefined;
+    }
+    const method = exchange.options.method;
+    if (method === 'HEAD' || status === 204 || status === 304) {
+      this.#bodyMode = BODY_NONE;
+    } else if (transferEncoding) {
+      this.#bodyMode = chunked ? BODY_CHUNKED : BODY_CLOSE;
+      // A length beside transfer-encoding is ignored, and the connection is not trusted after it.
+      if (contentLength !== -1) connectionClose = true;
+    } else if (contentLength !== -1) {
+      this.#bodyMode = BODY_LENGTH;
+      this.#remaining = contentLength;
+    } else {
+      this.#bodyMode = BODY_CLOSE;
+    }
+    if (this.#bodyMode === BODY_CLOSE) connectionClose = true;
+    this.#closeAfter = connectionClose;
+    this.#keepAliveMs = keepAliveHint >= 0 ? keepAliveHint - KEEP_ALIVE_MARGIN_MS : DEFAULT_KEEP_ALIVE_MS;
+    this.#chunkState = CH_SIZE;
+    this.#chunkSize = 0;
+    this.#chunkDigits = 0;
+    this.#inBody = true;
+    exchange.handler.onResponseStart?.(exchange, status, headers, statusMessage);
+    if (exchange !== this.#exchange || exchange.done) return;
+    const bodyTimeout = exchange.options.bodyTimeout ?? 0;
+    if (bodyTimeout > 0 && this.#bodyMode !== BODY_NONE) {
+      this.#lastBodyAt = performance.now();
+      this.#bodyTimer = setTimeout(onBodyTimer, bodyTimeout, this, exchange);
+    }
+    if (this.#bodyMode === BODY_NONE || (this.#bodyMode === BODY_LENGTH && this.#remaining === 0)) {
+      this.#complete(exchange);
+    }
+  }
+
+  /** Consumes body bytes from `start`; returns the first byte not consumed (end, or where the response ended). */
+  #parseBody(exchange: Exchange, data: Buffer, start: number, end: number): number {
+    if (this.#bodyTimer !== undefined) this.#lastBodyAt = performance.now();
+    switch (this.#bodyMode) {
+      case BODY_LENGTH: {
+        const take = Math.min(this.#remaining, end - start);
+        this.#remaining -= take;
+        this.#deliver(exchange, data, start, start + take);
+        if (this.#remaining === 0 && exchange === this.#exchange && !exchange.done) this.#complete(exchange);
+        return start + take;
+      }
+      case BODY_CLOSE:
+        this.#deliver(exchange, data, start, end);
+        return end;
+      default:
+        return this.#parseChunked(exchange, data, start, end);
+    }
+  }
+
+  #parseChunked(exchange: Exchange, data: Buffer, at: number, end: number): number {
+    while (at < end) {
+      switch (this.#chunkState) {
+        case CH_SIZE: {
+          const c = data[at];
+          const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
+          if (digit >= 0) {
+            if (++this.#chunkDigits > 12) return this.#chunkError(exchange, 'chunk size too large');
+            this.#chunkSize = this.#chunkSize * 16 + digit;
+            at++;
+            break;
+          }
+          if (this.#chunkDigits === 0) return this.#chunkError(exchange, 'malformed chunk size');
+          if (c === 13) this.#chunkState = CH_SIZE_LF;
+          else if (c === 59 || c === 32 || c === 9) this.#chunkState = CH_EXT;
+          else return this.#chunkError(exchange, 'malformed chunk size');
+          at++;
+          break;
+        }
+        case CH_EXT:
+          if (data[at++] === 13) this.#chunkState = CH_SIZE_LF;
+          break;
+        case CH_SIZE_LF:
+          if (data[at++] !== 10) return this.#chunkError(exchange, 'malformed chunk size line');
+          this.#remaining = this.#chunkSize;
+          this.#chunkSize = 0;
+          this.#chunkDigits = 0;
+          this.#chunkState = this.#remaining === 0 ? CH_TRAILER_START : CH_DATA;
+          break;
+        case CH_DATA: {
+          const take = Math.min(this.#remaining, end - at);
+          this.#remaining -= take;
+          this.#deliver(exchange, data, at, at + take);
+          at += take;
+          if (exchange !== this.#exchange || exchange.done || exchange.paused) return at;
+          if (this.#remaining === 0) this.#chunkState = CH_DATA_CR;
+          break;
+        }
+        case CH_DATA_CR:
+          if (data[at++] !== 13) return this.#chunkError(exchange, 'chunk data not followed by CRLF');
+          this.#chunkState = CH_DATA_LF;
+          break;
+        case CH_DATA_LF:
+          if (data[at++] !== 10) return this.#chunkError(exchange, 'chunk data not followed by CRLF');
+          this.#chunkState = CH_SIZE;
+          break;
+        case CH_TRAILER_START:
+          this.#chunkState = data[at++] === 13 ? CH_END_LF : CH_TRAILER_LINE;
+          break;
+        case CH_TRAILER_LINE:
+          if (data[at++] === 10) this.#chunkState = CH_TRAILER_START;
+          break;
+        case CH_END_LF:
+          if (data[at++] !== 10) return this.#chunkError(exchange, 'malformed end of chunked body');
+          this.#complete(exchange);
+          return at;
+      }
+    }
+    return at;
+  }
+
+  #chunkError(exchange: Exchange, message: string): number {
+    this.#badResponse(exchange, message);
+    return Number.MAX_SAFE_INTEGER;
+  }
+
+  /**
+   * Hands body bytes to the handler as a view of one copy per read: the
+   * first piece of a read copies the rest of the read out of the shared
+   * buffer, and every later piece of it (a burst of chunks) is a view of that
+   * copy, not its own allocation and copy.
+   */
+  #deliver(exchange: Exchange, data: Buffer, from: number, to: number): void {
+    if (to <= from) return;
+    let copy = this.#readCopy;
+    if (copy === undefined) {
+      copy = Buffer.allocUnsafe(this.#readEnd - from);
+      data.copy(copy, 0, from, this.#readEnd);
+      this.#readCopy = copy;
+      this.#readCopyBase = from;
+    }
+    const at = from - this.#readCopyBase;
+    const chunk = at === 0 && to - from === copy.length ? copy : copy.subarray(at, to - this.#readCopyBase);
+    exchange.handler.onResponseData?.(exchange, chunk);
+  }
+
+  #complete(exchange: Exchange): void {
+    exchange.done = true;
+    this.#exchange = undefined;
+    this.#clearTimers();
+    this.#resetParse();
+    // Answered before its body was all written (an early 413): the server stopped reading, so the connection is out of step.
+    if (this.#closeAfter || this.#keepAliveMs <= 0 || (this.#socket !== undefined && this.#socket.writableLength > 0)) {
+      this.#dropSocket();
+    } else {
+      this.#idleUntil = performance.now() + this.#keepAliveMs;
+      // Paused by the handler at the end: the socket reads again for the next request.
+      if (exchange.paused) this.#socket?.resume();
+    }
+    exchange.handler.onResponseEnd?.(exchange, {});
+  }
+
+  #badResponse(exchange: Exchange, message: string): void {
+    this.#dropSocket();
+    this.#fail(exchange, new UpstreamHttpError(UPSTREAM_BAD_RESPONSE, `invalid response from the provider: ${message}`));
+  }
+
+  /** Ends the exchange with onResponseError, once. */
+  #fail(exchange: Exchange, err: Error): void {
+    if (exchange.done) return;
+    exchange.done = true;
+    if (this.#exchange === exchange) {
+      this.#exchange = undefined;
+      this.#clearTimers();
+      this.#resetParse();
+      if (this.#socket !== undefined && exchange.paused) this.#socket.resume();
+    }
+    exchange.handler.onResponseError?.(exchange, err);
+  }
+
+  #clearTimers(): void {
+    if (this.#headersTimer !== undefined) {
+      clearTimeout(this.#headersTimer);
+      this.#headersTimer = undefined;
+    }
+    if (this.#bodyTimer !== undefined) {
+      clearTimeout(this.#bodyTimer);
+      this.#bodyTimer = undefined;
+    }
+  }
+
+  #resetParse(): void {
+    this.#headPart = undefined;
+    this.#stash = undefined;
+    this.#inBody = false;
+    this.#bodyMode = BODY_NONE;
+    this.#remaining = 0;
+    this.#closeAfter = false;
+  }
+}
+
+function onConnectTimeout(client: Http1Client, socket: Socket): void {
+  client.connectTimedOut(socket);
+}
+
+function onHeadersTimeout(client: Http1Client, exchange: Exchange): void {
+  client.headersTimedOut(exchange);
+}
+
+function onBodyTimer(client: Http1Client, exchange: Exchange): void {
+  client.bodyTimerFired(exchange);
+}
