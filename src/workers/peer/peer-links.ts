@@ -185,7 +185,9 @@ class PeerLink {
     const end = offset + length;
     switch (kind) {
       case PeerKind.open:
-        this.#links.openHere(this, tunnelId, bytes.subarray(offset, end));
+        // Copied: the decoded request's body is a view of what it was decoded from (protobuf-es
+        // bytes fields are subarrays), and the ring's bytes are reused once this record is released.
+        this.#links.openHere(this, tunnelId, bytes.slice(offset, end));
         return;
       case PeerKind.openPart: {
         // Copied: the ring's bytes are reused once this record is released. Pieces arrive in order, before any cancel.
@@ -407,7 +409,7 @@ export class PeerLinks implements PeerRouter {
     const generation = getU32(record, 16);
     const nodeLength = record[20] | (record[21] << 8);
     const nodeId = utf8Decoder.decode(record.subarray(OPEN_FIXED_BYTES, OPEN_FIXED_BYTES + nodeLength));
-    // Decoded now: the ring's bytes are reused once this record is released.
+    // `record` is this worker's own copy: the request (body included, a view of it) outlives the ring record.
     const request = fromBinary(TunnelRequestSchema, record.subarray(OPEN_FIXED_BYTES + nodeLength));
     link.pendingOpens.add(tunnelId);
     this.#nodes.whenCurrent(nodeId, (session) => {

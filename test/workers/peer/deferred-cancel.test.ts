@@ -100,3 +100,44 @@ test('an open larger than a ring record (a request body near limits.body_bytes) 
     nodeSide.close();
   }
 });
+
+test('a small open keeps its body when the ring reuses its bytes before the node sends it (the request batcher encodes at the end of the turn)', async () => {
+  const zeroToOne = createRing(1 << 16);
+  const oneToZero = createRing(1 << 16);
+  const bodies: Uint8Array[] = [];
+  const session = {
+    nodeId: NODE,
+    generation: GENERATION,
+    isActive: true,
+    openTunnels: 0,
+    // Kept as given, as NodeSession's request batcher keeps it until the turn ends.
+    openTunnel: (_consumer: unknown, f: { body: Uint8Array }) => {
+      bodies.push(f.body);
+      return bodies.length;
+    },
+    cancelTunnel: () => undefined,
+    grantCredit: () => undefined,
+  } as unknown as NodeSession;
+  const nodeGateway = { whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway;
+  const port = { confirmSent: () => true } as unknown as SchedulerPort;
+  const clientSide = new PeerLinks({ toPeer: [undefined, zeroToOne], fromPeer: [undefined, oneToZero] }, {} as NodeGateway, port, silentLogger());
+  const nodeSide = new PeerLinks({ toPeer: [oneToZero, undefined], fromPeer: [zeroToOne, undefined] }, nodeGateway, port, silentLogger());
+  clientSide.run();
+  nodeSide.run();
+  try {
+    const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
+    // A 2 KB JSON body, then 200 KiB through the same 64 KiB ring: the ring wraps over the small record's bytes.
+    const small = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(2000) }] }));
+    const big = Uint8Array.from({ length: 200 * 1024 }, (_, i) => 97 + (i % 26));
+    const host = clientSide.nodeHost(1, NODE, GENERATION, 42);
+    host.openTunnel(consumer, { ...fields(), body: small });
+    host.openTunnel(consumer, { ...fields(), body: big });
+    for (let i = 0; i < 50 && bodies.length < 2; i++) await turns();
+    assert.equal(bodies.length, 2, 'both tunnels opened on the node');
+    assert.equal(Buffer.from(bodies[0]).toString(), small.toString(), 'the small body is intact after the ring carried the large one');
+    assert.deepEqual(Buffer.from(bodies[1]), Buffer.from(big));
+  } finally {
+    clientSide.close();
+    nodeSide.close();
+  }
+});
