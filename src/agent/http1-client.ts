@@ -393,6 +393,12 @@ export class Http1Client {
     this.#readEnd = end;
     this.#readCopy = owned ? data : undefined;
     this.#readCopyBase = 0;
+    this.#parseRead(data, start, end);
+    // The handler keeps its own views; an idle connection must not pin the read's copy (or the pool slab under it).
+    this.#readCopy = undefined;
+  }
+
+  #parseRead(data: Buffer, start: number, end: number): void {
     const exchange = this.#exchange;
     if (exchange === undefined || !exchange.started) {
       // Bytes with no request to answer them: the connection is out of step.
