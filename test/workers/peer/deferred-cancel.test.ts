@@ -102,28 +102,10 @@ test('an open larger than a ring record (a request body near limits.body_bytes) 
 });
 
 test('a small open keeps its body when the ring reuses its bytes before the node sends it (the request batcher encodes at the end of the turn)', async () => {
-  const zeroToOne = createRing(1 << 16);
-  const oneToZero = createRing(1 << 16);
+  // Kept as given, as NodeSession's request batcher keeps it until the turn ends.
   const bodies: Uint8Array[] = [];
-  const session = {
-    nodeId: NODE,
-    generation: GENERATION,
-    isActive: true,
-    openTunnels: 0,
-    // Kept as given, as NodeSession's request batcher keeps it until the turn ends.
-    openTunnel: (_consumer: unknown, f: { body: Uint8Array }) => {
-      bodies.push(f.body);
-      return bodies.length;
-    },
-    cancelTunnel: () => undefined,
-    grantCredit: () => undefined,
-  } as unknown as NodeSession;
-  const nodeGateway = { whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway;
-  const port = { confirmSent: () => true } as unknown as SchedulerPort;
-  const clientSide = new PeerLinks({ toPeer: [undefined, zeroToOne], fromPeer: [undefined, oneToZero] }, {} as NodeGateway, port, silentLogger());
-  const nodeSide = new PeerLinks({ toPeer: [oneToZero, undefined], fromPeer: [zeroToOne, undefined] }, nodeGateway, port, silentLogger());
-  clientSide.run();
-  nodeSide.run();
+  const session = sessionStub((f) => bodies.push(f.body));
+  const { clientSide, nodeSide } = twoWorkers({ whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway);
   try {
     const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
     // A 2 KB JSON body, then 200 KiB through the same 64 KiB ring: the ring wraps over the small record's bytes.
