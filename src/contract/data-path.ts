@@ -41,6 +41,12 @@ export interface DataPath {
   inspect(): Promise<readonly PlaneInspection[]>;
   /** The rings the scheduler thread owns (none without workers). */
   ringUsage(): PlaneInspection['rings'];
+  /**
+   * From now on every thread answers new requests 503 shutting_down: one
+   * synchronous step (a flag the I/O workers share), so no request is served
+   * after the drain is announced while a worker has yet to hear of it.
+   */
+  beginDrain(): void;
   /** Graceful drain of every listener; resolves with the requests still open at the deadline (then aborted). */
   drain(graceMs: number): Promise<number>;
   /** The data path's metrics as prom-client JSON, one part per thread, for AggregatorRegistry. */

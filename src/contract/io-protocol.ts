@@ -17,9 +17,14 @@ export interface IoWorkerData {
   /** toPeer[j]: ring this worker -> worker j; undefined at its own index. */
   readonly toPeer: readonly (SharedArrayBuffer | undefined)[];
   readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
-  /** Int32 flag: 1 while the admin event stream has subscribers. */
+  /** Int32 flags: [EVENTS_FLAG] 1 while the admin event stream has subscribers; [DRAIN_FLAG] 1 once the edge drains. */
   readonly eventsFlag: SharedArrayBuffer;
 }
+
+/** Indexes into the shared Int32 flags (`eventsFlag`). */
+export const EVENTS_FLAG = 0;
+export const DRAIN_FLAG = 1;
+export const FLAG_COUNT = 2;
 
 export type ControlRequest =
   | { readonly id: number; readonly type: 'inspect' }

@@ -395,6 +395,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   async #drain(graceMs: number): Promise<ShutdownReport> {
     const started = performance.now();
     this.#shuttingDown = true;
+    // Refusing first, then telling: once 'draining' is logged no thread serves a new request.
+    this.plane.beginDrain();
     const open = sumOpen(await this.plane.inspect());
     this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
     this.logger.info({ graceMs, openRequests: open, workers: this.plane.workers }, 'draining: no new connections or requests; open requests may finish');

@@ -19,7 +19,7 @@ import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
 import type { DataPath } from '../contract/data-path.js';
-import type { A2ARelayMessage, AffinityMessage, ControlCall, ControlReply, IoWorkerData, PlaneInspection, WorkerEvent } from '../contract/io-protocol.js';
+import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type AffinityMessage, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
@@ -88,7 +88,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   #nextCall = 1;
   readonly #calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   /** Shared flag: 1 while the admin event stream has subscribers (workers build run events only then). */
-  readonly eventsFlag = new Int32Array(new SharedArrayBuffer(4));
+  readonly eventsFlag = new Int32Array(new SharedArrayBuffer(4 * FLAG_COUNT));
   #closed = false;
   readonly #peerBytes: number;
   /** What a respawned worker starts with: the live config, the log level and the shared ports. */
@@ -281,6 +281,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return this.callAll<PlaneInspection>({ type: 'inspect' });
   }
 
+  beginDrain(): void {
+    Atomics.store(this.eventsFlag, DRAIN_FLAG, 1);
+  }
+
   /** Each worker drains its own listener; the grace runs in parallel. */
   async drain(graceMs: number): Promise<number> {
     return (await this.callAll<number>({ type: 'drain', graceMs })).reduce((sum, n) => sum + n, 0);
@@ -296,7 +300,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   }
 
   setEventsActive(active: boolean): void {
-    Atomics.store(this.eventsFlag, 0, active ? 1 : 0);
+    Atomics.store(this.eventsFlag, EVENTS_FLAG, active ? 1 : 0);
   }
 
   ringUsage(): { name: string; used: number; capacity: number }[] {

@@ -16,7 +16,7 @@ import { isProviderFailure, kExchange, onResponseClose, ProxyExchange, type Exch
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
 import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
-import type { PlaneInspection } from '../contract/io-protocol.js';
+import { DRAIN_FLAG, type PlaneInspection } from '../contract/io-protocol.js';
 import type { InspectOk } from './http/inspect.js';
 import { RESPONSE_BY_ID, type ApiRoute } from './http/api-routes.js';
 import { ResponseAffinity, type StoredResponse } from './http/response-affinity.js';
@@ -42,6 +42,8 @@ export interface PlanePlacement {
   /** -1 = the main thread (workers.count 0). */
   readonly workerIndex: number;
   readonly peers: PeerRouter | undefined;
+  /** The flags shared with the scheduler thread (io-protocol's DRAIN_FLAG); absent in tests that build a plane alone. */
+  readonly flags?: Int32Array;
 }
 
 
@@ -117,8 +119,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   #deadlineLimits: DeadlineLimits;
   #maxTunnelsPerNode: number;
   #observer: ExchangeObserver = NO_OBSERVER;
-  /** Set when the edge drains: new requests get 503 shutting_down. */
-  shuttingDown = false;
+  /** Set when this thread drains (beginShutdown). */
+  #shuttingDown = false;
+  readonly #flags: Int32Array | undefined;
   /** Requests that reached the data plane (inspection: which worker served what). */
   begunTotal = 0;
 
@@ -134,6 +137,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   ) {
     this.#driver = driver;
     this.#nodes = nodes;
+    this.#flags = placement.flags;
     this.#config = config;
     this.#aliases = new Set(config.models.map((m) => m.alias));
     this.#adapters = adaptersOf(config);
@@ -540,9 +544,18 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#observer.requestRefused(code);
   }
 
+  /**
+   * The edge drains: new requests get 503 shutting_down. True from the
+   * moment the scheduler thread sets the shared flag, before this thread's
+   * own drain call reaches it.
+   */
+  get shuttingDown(): boolean {
+    return this.#shuttingDown || (this.#flags !== undefined && Atomics.load(this.#flags, DRAIN_FLAG) === 1);
+  }
+
   /** Drain started: open responses that have not sent headers yet will close their connection. */
   beginShutdown(): void {
-    this.shuttingDown = true;
+    this.#shuttingDown = true;
     for (const exchange of this.#pending.values()) {
       if (!exchange.response.headersSent) exchange.response.shouldKeepAlive = false;
     }

@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { DataPath, DataPathEvents, DataPathPorts } from '../contract/data-path.js';
 import type { EdgeEvent } from '../contract/events.js';
-import type { PlaneInspection, SessionInfo } from '../contract/io-protocol.js';
+import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type PlaneInspection, type SessionInfo } from '../contract/io-protocol.js';
 import type { SchedulerPort } from '../contract/scheduler-port.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
 import type { EdgeConfig } from '../shared/config-types.js';
@@ -80,10 +80,10 @@ export class LocalPlane implements DataPath, EventSink {
   constructor(config: EdgeConfig, port: SchedulerPort, logger: Logger, events: DataPathEvents, worker?: WorkerPlacement) {
     this.#events = events;
     this.#index = worker?.index ?? -1;
-    this.#eventsFlag = new Int32Array(worker?.eventsFlag ?? new ArrayBuffer(4));
+    this.#eventsFlag = new Int32Array(worker?.eventsFlag ?? new ArrayBuffer(4 * FLAG_COUNT));
     this.nodes = new NodeGateway(config, port, logger);
     this.#peers = worker === undefined ? undefined : new PeerLinks({ toPeer: worker.toPeer, fromPeer: worker.fromPeer }, this.nodes, port, logger);
-    this.plane = new DataPlane(config, port, this.nodes, logger, { workerIndex: this.#index, peers: this.#peers });
+    this.plane = new DataPlane(config, port, this.nodes, logger, { workerIndex: this.#index, peers: this.#peers, flags: this.#eventsFlag });
     this.#peers?.setMaxTunnelsPerNode(this.plane.tunnelLimit);
     this.client = new ClientServer(config, this.plane, clientHttpsMaterial(config.tls));
     this.metrics = new EdgeMetrics(
@@ -106,7 +106,7 @@ export class LocalPlane implements DataPath, EventSink {
   // --- EventSink (run events, forwarded while someone subscribes) ----------------
 
   get active(): boolean {
-    return Atomics.load(this.#eventsFlag, 0) === 1;
+    return Atomics.load(this.#eventsFlag, EVENTS_FLAG) === 1;
   }
 
   /** Node events always go (status and the console follow them); run events only while a subscriber wants them. */
@@ -139,7 +139,7 @@ export class LocalPlane implements DataPath, EventSink {
   }
 
   setEventsActive(active: boolean): void {
-    Atomics.store(this.#eventsFlag, 0, active ? 1 : 0);
+    Atomics.store(this.#eventsFlag, EVENTS_FLAG, active ? 1 : 0);
   }
 
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
@@ -185,6 +185,10 @@ export class LocalPlane implements DataPath, EventSink {
   }
 
   /** Drains this thread's listener; resolves with the requests aborted at the deadline. */
+  beginDrain(): void {
+    Atomics.store(this.#eventsFlag, DRAIN_FLAG, 1);
+  }
+
   drain(graceMs: number): Promise<number> {
     return drainListener(this.plane, this.client.app.server, performance.now() + graceMs);
   }

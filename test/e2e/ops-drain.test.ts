@@ -166,6 +166,29 @@ describe('drain in process', () => {
   });
 });
 
+describe('the drain is announced only once every thread refuses', () => {
+  test('after beginDrain, a request on a connection opened before it gets 503 shutting_down on any thread', async () => {
+    const stack = await startOpsStack({ capacity: 4, mock: { ttftMs: 0 } });
+    // Several kept-alive connections opened before the drain, so with I/O workers they sit on different threads.
+    const agents = Array.from({ length: 4 }, () => new http.Agent({ keepAlive: true, maxSockets: 1 }));
+    try {
+      for (const agent of agents) assert.equal((await post(stack.edge.url, agent, {}, false)).status, 200);
+      // The step Edge takes before it logs 'draining': synchronous, no message to the workers.
+      stack.edge.plane.beginDrain();
+      for (const agent of agents) {
+        const reply = await post(stack.edge.url, agent, {}, false);
+        assert.equal(reply.status, 503, 'no thread serves a request once the drain is announced');
+        assert.match(await reply.body, /"code":"shutting_down"/);
+      }
+    } finally {
+      for (const agent of agents) agent.destroy();
+      await stack.edge.shutdown(100);
+      await stack.agent.stop();
+      await stack.mock.close();
+    }
+  });
+});
+
 describe('a node agent that leaves', () => {
   test('Leaving marks its node draining at the edge: no new requests go there, its open stream finishes', async () => {
     const stack = await startOpsStack({ capacity: 4, queueTimeoutMs: 800, mock: { ttftMs: 0 } });
