@@ -18,10 +18,10 @@ export interface IoWorkerData {
   readonly toPeer: readonly (SharedArrayBuffer | undefined)[];
   readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
   /** Int32 flags: [EVENTS_FLAG] 1 while the admin event stream has subscribers; [DRAIN_FLAG] 1 once the edge drains. */
-  readonly eventsFlag: SharedArrayBuffer;
+  readonly flags: SharedArrayBuffer;
 }
 
-/** Indexes into the shared Int32 flags (`eventsFlag`). */
+/** Indexes into the shared Int32 flags (`flags`). */
 export const EVENTS_FLAG = 0;
 export const DRAIN_FLAG = 1;
 export const FLAG_COUNT = 2;

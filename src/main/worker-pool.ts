@@ -87,8 +87,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
   readonly keys = new KeyConcurrency();
   #nextCall = 1;
   readonly #calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
-  /** Shared flag: 1 while the admin event stream has subscribers (workers build run events only then). */
-  readonly eventsFlag = new Int32Array(new SharedArrayBuffer(4 * FLAG_COUNT));
+  /** Flags shared with every worker: EVENTS_FLAG (workers build run events only while someone subscribes) and DRAIN_FLAG. */
+  readonly flags = new Int32Array(new SharedArrayBuffer(4 * FLAG_COUNT));
   #closed = false;
   readonly #peerBytes: number;
   /** What a respawned worker starts with: the live config, the log level and the shared ports. */
@@ -147,7 +147,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       fromMain: slot.fromMain,
       toPeer: this.#peerRings[index],
       fromPeer: this.#peerRings.map((row) => row[index]),
-      eventsFlag: this.eventsFlag.buffer as SharedArrayBuffer,
+      flags: this.flags.buffer as SharedArrayBuffer,
     };
     const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
@@ -282,7 +282,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   }
 
   beginDrain(): void {
-    Atomics.store(this.eventsFlag, DRAIN_FLAG, 1);
+    Atomics.store(this.flags, DRAIN_FLAG, 1);
   }
 
   /** Each worker drains its own listener; the grace runs in parallel. */
@@ -300,7 +300,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   }
 
   setEventsActive(active: boolean): void {
-    Atomics.store(this.eventsFlag, EVENTS_FLAG, active ? 1 : 0);
+    Atomics.store(this.flags, EVENTS_FLAG, active ? 1 : 0);
   }
 
   ringUsage(): { name: string; used: number; capacity: number }[] {

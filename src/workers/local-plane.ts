@@ -31,8 +31,8 @@ export interface WorkerPlacement {
   /** toPeer[j]: ring this worker -> worker j; undefined at its own index. */
   readonly toPeer: readonly (SharedArrayBuffer | undefined)[];
   readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
-  /** Int32 flag the pool sets to 1 while the admin event stream has subscribers. */
-  readonly eventsFlag: SharedArrayBuffer;
+  /** The Int32 flags the pool sets (io-protocol's EVENTS_FLAG, DRAIN_FLAG). */
+  readonly flags: SharedArrayBuffer;
 }
 
 /** The scheduler's state is the main thread's; the data path's own metrics never read it. */
@@ -73,17 +73,17 @@ export class LocalPlane implements DataPath, EventSink {
   readonly #peers: PeerLinks | undefined;
   readonly #index: number;
   readonly #events: DataPathEvents;
-  /** 1 while the bus has subscribers; shared with the pool in a worker, so no message is needed to flip it. */
-  readonly #eventsFlag: Int32Array;
+  /** EVENTS_FLAG and DRAIN_FLAG; shared with the pool in a worker, so no message is needed to flip them. */
+  readonly #flags: Int32Array;
   #closing: Promise<void> | undefined;
 
   constructor(config: EdgeConfig, port: SchedulerPort, logger: Logger, events: DataPathEvents, worker?: WorkerPlacement) {
     this.#events = events;
     this.#index = worker?.index ?? -1;
-    this.#eventsFlag = new Int32Array(worker?.eventsFlag ?? new ArrayBuffer(4 * FLAG_COUNT));
+    this.#flags = new Int32Array(worker?.flags ?? new ArrayBuffer(4 * FLAG_COUNT));
     this.nodes = new NodeGateway(config, port, logger);
     this.#peers = worker === undefined ? undefined : new PeerLinks({ toPeer: worker.toPeer, fromPeer: worker.fromPeer }, this.nodes, port, logger);
-    this.plane = new DataPlane(config, port, this.nodes, logger, { workerIndex: this.#index, peers: this.#peers, flags: this.#eventsFlag });
+    this.plane = new DataPlane(config, port, this.nodes, logger, { workerIndex: this.#index, peers: this.#peers, flags: this.#flags });
     this.#peers?.setMaxTunnelsPerNode(this.plane.tunnelLimit);
     this.client = new ClientServer(config, this.plane, clientHttpsMaterial(config.tls));
     this.metrics = new EdgeMetrics(
@@ -106,7 +106,7 @@ export class LocalPlane implements DataPath, EventSink {
   // --- EventSink (run events, forwarded while someone subscribes) ----------------
 
   get active(): boolean {
-    return Atomics.load(this.#eventsFlag, EVENTS_FLAG) === 1;
+    return Atomics.load(this.#flags, EVENTS_FLAG) === 1;
   }
 
   /** Node events always go (status and the console follow them); run events only while a subscriber wants them. */
@@ -139,7 +139,7 @@ export class LocalPlane implements DataPath, EventSink {
   }
 
   setEventsActive(active: boolean): void {
-    Atomics.store(this.#eventsFlag, EVENTS_FLAG, active ? 1 : 0);
+    Atomics.store(this.#flags, EVENTS_FLAG, active ? 1 : 0);
   }
 
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {
@@ -186,7 +186,7 @@ export class LocalPlane implements DataPath, EventSink {
 
   /** Drains this thread's listener; resolves with the requests aborted at the deadline. */
   beginDrain(): void {
-    Atomics.store(this.#eventsFlag, DRAIN_FLAG, 1);
+    Atomics.store(this.#flags, DRAIN_FLAG, 1);
   }
 
   drain(graceMs: number): Promise<number> {
