@@ -54,6 +54,25 @@ function twoWorkers(nodeGateway: NodeGateway): { clientSide: PeerLinks; nodeSide
   return { clientSide, nodeSide };
 }
 
+/** Opens two tunnels from worker 0 on the node at worker 1 and returns the bodies the node's session was handed, in order. */
+async function bodiesOfTwoOpens(first: Uint8Array, second: Uint8Array): Promise<Uint8Array[]> {
+  // Kept as given, as NodeSession's request batcher keeps them until the turn ends.
+  const bodies: Uint8Array[] = [];
+  const session = sessionStub((f) => bodies.push(f.body));
+  const { clientSide, nodeSide } = twoWorkers({ whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway);
+  try {
+    const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
+    const host = clientSide.nodeHost(1, NODE, GENERATION, 42);
+    host.openTunnel(consumer, { ...fields(), body: first });
+    host.openTunnel(consumer, { ...fields(), body: second });
+    for (let i = 0; i < 50 && bodies.length < 2; i++) await turns();
+    return bodies;
+  } finally {
+    clientSide.close();
+    nodeSide.close();
+  }
+}
+
 test('a cancel that arrives while the open waits for a registering lane cancels the open', async () => {
   const deferred: Waiter[] = [];
   const opened: string[] = [];
@@ -80,46 +99,21 @@ test('a cancel that arrives while the open waits for a registering lane cancels 
 });
 
 test('an open larger than a ring record (a request body near limits.body_bytes) reaches the node whole, in pieces, in order', async () => {
-  const bodies: Uint8Array[] = [];
-  const session = sessionStub((f) => bodies.push(f.body));
-  const { clientSide, nodeSide } = twoWorkers({ whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway);
-  try {
-    const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
-    // 200 KiB through a 64 KiB ring (at most 32 KiB a record): three times the ring itself, so the pieces must also wait for space.
-    const big = Uint8Array.from({ length: 200 * 1024 }, (_, i) => (i * 7 + 3) & 0xff);
-    const small = Uint8Array.from([1, 2, 3]);
-    const host = clientSide.nodeHost(1, NODE, GENERATION, 42);
-    host.openTunnel(consumer, { ...fields(), body: big });
-    host.openTunnel(consumer, { ...fields(), body: small });
-    for (let i = 0; i < 50 && bodies.length < 2; i++) await turns();
-    assert.equal(bodies.length, 2, 'both tunnels opened on the node');
-    assert.deepEqual(Buffer.from(bodies[0]), Buffer.from(big), 'the large body arrives byte for byte');
-    assert.deepEqual(Buffer.from(bodies[1]), Buffer.from(small), 'the open after it is not overtaken or corrupted');
-  } finally {
-    clientSide.close();
-    nodeSide.close();
-  }
+  // 200 KiB through a 64 KiB ring (at most 32 KiB a record): three times the ring itself, so the pieces must also wait for space.
+  const big = Uint8Array.from({ length: 200 * 1024 }, (_, i) => (i * 7 + 3) & 0xff);
+  const small = Uint8Array.from([1, 2, 3]);
+  const bodies = await bodiesOfTwoOpens(big, small);
+  assert.equal(bodies.length, 2, 'both tunnels opened on the node');
+  assert.deepEqual(Buffer.from(bodies[0]), Buffer.from(big), 'the large body arrives byte for byte');
+  assert.deepEqual(Buffer.from(bodies[1]), Buffer.from(small), 'the open after it is not overtaken or corrupted');
 });
 
 test('a small open keeps its body when the ring reuses its bytes before the node sends it (the request batcher encodes at the end of the turn)', async () => {
-  // Kept as given, as NodeSession's request batcher keeps it until the turn ends.
-  const bodies: Uint8Array[] = [];
-  const session = sessionStub((f) => bodies.push(f.body));
-  const { clientSide, nodeSide } = twoWorkers({ whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway);
-  try {
-    const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
-    // A 2 KB JSON body, then 200 KiB through the same 64 KiB ring: the ring wraps over the small record's bytes.
-    const small = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(2000) }] }));
-    const big = Uint8Array.from({ length: 200 * 1024 }, (_, i) => 97 + (i % 26));
-    const host = clientSide.nodeHost(1, NODE, GENERATION, 42);
-    host.openTunnel(consumer, { ...fields(), body: small });
-    host.openTunnel(consumer, { ...fields(), body: big });
-    for (let i = 0; i < 50 && bodies.length < 2; i++) await turns();
-    assert.equal(bodies.length, 2, 'both tunnels opened on the node');
-    assert.equal(Buffer.from(bodies[0]).toString(), small.toString(), 'the small body is intact after the ring carried the large one');
-    assert.deepEqual(Buffer.from(bodies[1]), Buffer.from(big));
-  } finally {
-    clientSide.close();
-    nodeSide.close();
-  }
+  // A 2 KB JSON body, then 200 KiB through the same 64 KiB ring: the ring wraps over the small record's bytes.
+  const small = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(2000) }] }));
+  const big = Uint8Array.from({ length: 200 * 1024 }, (_, i) => 97 + (i % 26));
+  const bodies = await bodiesOfTwoOpens(small, big);
+  assert.equal(bodies.length, 2, 'both tunnels opened on the node');
+  assert.equal(Buffer.from(bodies[0]).toString(), small.toString(), 'the small body is intact after the ring carried the large one');
+  assert.deepEqual(Buffer.from(bodies[1]), Buffer.from(big));
 });
