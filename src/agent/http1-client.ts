@@ -78,6 +78,33 @@ const CH_END_LF = 8;
 
 type ResponseHeaders = Record<string, string | string[]>;
 
+/**
+ * A handler that takes the head as parsed pairs (lower-case names, in the
+ * order received, a repeated name once per value). Building undici's headers
+ * record, a keyed store per header, was the client's costliest step in the
+ * profiles of issue 17, and the tunnel only turns it back into a list. A
+ * handler without it gets the record.
+ */
+export interface RawHeadHandler {
+  onResponseStartRaw(controller: Dispatcher.DispatchController, statusCode: number, names: readonly string[], values: readonly string[]): void;
+}
+
+function takesRawHead(handler: Dispatcher.DispatchHandler): handler is Dispatcher.DispatchHandler & RawHeadHandler {
+  return typeof (handler as Partial<RawHeadHandler>).onResponseStartRaw === 'function';
+}
+
+function headersRecord(names: readonly string[], values: readonly string[]): ResponseHeaders {
+  const headers: ResponseHeaders = {};
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    const seen = headers[name];
+    if (seen === undefined) headers[name] = values[i];
+    else if (typeof seen === 'string') headers[name] = [seen, values[i]];
+    else seen.push(values[i]);
+  }
+  return headers;
+}
+
 /** One request on the connection: undici's DispatchController for its handler. */
 class Exchange implements Dispatcher.DispatchController {
   readonly client: Http1Client;
@@ -471,8 +498,8 @@ export class Http1Client {
       this.#badResponse(exchange, `malformed status line ${JSON.stringify(statusLine.slice(0, 64))}`);
       return;
     }
-    const statusMessage = statusLine.length > 13 ? statusLine.slice(13) : '';
-    const headers: ResponseHeaders = {};
+    const names: string[] = [];
+    const values: string[] = [];
     let contentLength = -1;
     let chunked = false;
     let transferEncoding = false;
@@ -493,10 +520,8 @@ export class Http1Client {
         return;
       }
       const value = head.slice(colon + 1, lineEnd).trim();
-      const seen = headers[name];
-      if (seen === undefined) headers[name] = value;
-      else if (typeof seen === 'string') headers[name] = [seen, value];
-      else seen.push(value);
+      names.push(name);
+      values.push(value);
       switch (name) {
         case 'content-length': {
           const n = /^\d+$/.test(value) ? Number(value) : NaN;
@@ -556,7 +581,9 @@ export class Http1Client {
     this.#chunkSize = 0;
     this.#chunkDigits = 0;
     this.#inBody = true;
-    exchange.handler.onResponseStart?.(exchange, status, headers, statusMessage);
+    const handler = exchange.handler;
+    if (takesRawHead(handler)) handler.onResponseStartRaw(exchange, status, names, values);
+    else handler.onResponseStart?.(exchange, status, headersRecord(names, values), statusLine.length > 13 ? statusLine.slice(13) : '');
     if (exchange !== this.#exchange || exchange.done) return;
     const bodyTimeout = exchange.options.bodyTimeout ?? 0;
     if (bodyTimeout > 0 && this.#bodyMode !== BODY_NONE) {

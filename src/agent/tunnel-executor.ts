@@ -12,7 +12,8 @@ import { Adapter, type NodeMessage, type TunnelRequest } from '../gen/edge/v1/tu
 import { dataFrame, endFrame, errorFrame, headersFrame } from './frames.js';
 import { DEFAULT_TUNNEL_OPTIONS, type TunnelOptions } from './config.js';
 import { classifyUpstreamError, TunnelDeadlineError, type TunnelErrorCode } from './tunnel-errors.js';
-import { frameResponseHeaders, upstreamRequestHeaders, type ResponseHeaders } from './upstream-headers.js';
+import { frameResponseHeaderPairs, frameResponseHeaders, upstreamRequestHeaders, type ResponseHeaders } from './upstream-headers.js';
+import type { RawHeadHandler } from './http1-client.js';
 import type { PooledHandler, UpstreamClient, UpstreamPool } from './upstream-pool.js';
 import type { Upstreams } from './upstreams.js';
 import { CliRun, DEFAULT_SESSION } from './cli-run.js';
@@ -36,7 +37,7 @@ class TunnelCancelledError extends Error {
   }
 }
 
-export class TunnelExecutor implements PooledHandler {
+export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   readonly tunnelId: number;
   readonly #request: TunnelRequest;
   readonly #sink: FrameSink;
@@ -209,6 +210,13 @@ export class TunnelExecutor implements PooledHandler {
     // 1xx interim responses are hop-by-hop; only the final response is relayed.
     if (this.#done || statusCode < 200) return;
     const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaders(headers));
+    if (!this.#sink.send(message)) this.#pause(controller);
+  }
+
+  /** The agent's own HTTP/1.1 client hands the head over as pairs (no headers record in between). */
+  onResponseStartRaw(controller: Dispatcher.DispatchController, statusCode: number, names: readonly string[], values: readonly string[]): void {
+    if (this.#done || statusCode < 200) return;
+    const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaderPairs(names, values));
     if (!this.#sink.send(message)) this.#pause(controller);
   }
 

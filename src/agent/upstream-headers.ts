@@ -46,6 +46,24 @@ export function frameResponseHeaders(headers: ResponseHeaders): Header[] {
   return out;
 }
 
+/** The same from parsed pairs (lower-case names, in order, one entry per value): no record in between. */
+export function frameResponseHeaderPairs(names: readonly string[], values: readonly string[]): Header[] {
+  let nominated: Set<string> | undefined;
+  for (let i = 0; i < names.length; i++) {
+    if (names[i] !== 'connection') continue;
+    // The usual values name no header that is not dropped anyway: no set for them.
+    const value = values[i].toLowerCase();
+    if (value !== 'keep-alive' && value !== 'close') nominated = tokensOf(value, nominated);
+  }
+  const out: Header[] = [];
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    if (isHopByHop(name) || (nominated !== undefined && nominated.has(name))) continue;
+    out.push(headerOf(name, values[i]));
+  }
+  return out;
+}
+
 function headerOf(name: string, value: string): Header {
   return { $typeName: 'edge.v1.Header', name, value };
 }

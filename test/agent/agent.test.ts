@@ -76,7 +76,14 @@ test('a tunnel streams HEADERS, DATA as the provider writes it, then END, with s
   const restChunks = [Buffer.from([0, 1, 2, 254, 255]), Buffer.from('data: [DONE]\n\n')];
   let stream: EdgeStream | undefined;
   const r = await rig(t, async (_req, res) => {
-    res.writeHead(201, { 'content-type': 'text/event-stream', 'x-provider': 'mock', 'keep-alive': 'timeout=5', connection: 'keep-alive' });
+    res.writeHead(201, {
+      'content-type': 'text/event-stream',
+      'x-provider': 'mock',
+      'keep-alive': 'timeout=5',
+      connection: 'keep-alive, x-upstream-hop',
+      'x-upstream-hop': 'only-this-hop',
+      'set-cookie': ['a=1', 'b=2'],
+    });
     res.write(firstChunk);
     // The provider holds the rest back until the edge has the first chunk: proof the agent does not buffer.
     await waitFor('first DATA at the edge', () => (stream?.framesOf(7).some((f) => f.kind === FrameKind.DATA) === true ? true : undefined));
@@ -116,6 +123,8 @@ test('a tunnel streams HEADERS, DATA as the provider writes it, then END, with s
   assert.equal(responseHeaders.get('content-type'), 'text/event-stream');
   assert.equal(responseHeaders.get('x-provider'), 'mock');
   for (const hop of ['connection', 'keep-alive', 'transfer-encoding']) assert.equal(responseHeaders.has(hop), false, `${hop} is hop-by-hop`);
+  assert.equal(responseHeaders.has('x-upstream-hop'), false, "a header the provider's Connection names stays on that hop");
+  assert.deepEqual(frames[0].headers.filter((h) => h.name === 'set-cookie').map((h) => h.value), ['a=1', 'b=2'], 'a repeated header keeps every value, in order');
 
   const [seen] = r.upstream.requests;
   assert.equal(seen.method, 'POST');
