@@ -167,8 +167,22 @@ export class Http1Client {
   /** performance.now() after which an idle kept-alive socket is not reused. */
   #idleUntil = 0;
   #connectTimer: NodeJS.Timeout | undefined;
-  #headersTimer: NodeJS.Timeout | undefined;
-  #bodyTimer: NodeJS.Timeout | undefined;
+  /**
+   * One timer per connection watches the headers and body deadlines. It is
+   * not cleared when a response ends: the next request mostly finds it armed
+   * for a moment no later than its own deadline and sets no timer. (Set and
+   * cleared per response, the body timer's list was created and destroyed
+   * with each one: the costliest timer of the agent's closed-loop profile.)
+   * When it fires it checks the deadlines, fails what is overdue and re-arms
+   * for what is left; with nothing left it lapses.
+   */
+  #watch: NodeJS.Timeout | undefined;
+  /** performance.now() at which the watch fires. */
+  #watchAt = Infinity;
+  /** performance.now() by which the response head is due; Infinity = none awaited. */
+  #headersDue = Infinity;
+  /** The body's idle timeout while one is read; 0 = none. */
+  #bodyTimeout = 0;
   #lastBodyAt = 0;
 
   // Response parsing state (one response at a time).
@@ -225,6 +239,7 @@ export class Http1Client {
   /** Closes the connection; a request in flight fails. */
   destroy(): Promise<void> {
     this.#destroyed = true;
+    this.#stopWatch();
     const socket = this.#socket;
     const exchange = this.#exchange;
     if (exchange !== undefined) this.#fail(exchange, new UpstreamHttpError(UPSTREAM_CLOSED, 'upstream client destroyed'));
@@ -365,7 +380,30 @@ export class Http1Client {
       socket.uncork();
     }
     const headersTimeout = options.headersTimeout ?? 0;
-    if (headersTimeout > 0) this.#headersTimer = setTimeout(onHeadersTimeout, headersTimeout, this, exchange);
+    if (headersTimeout > 0) {
+      const now = performance.now();
+      this.#headersDue = now + headersTimeout;
+      this.#watchUntil(this.#headersDue, now);
+    }
+  }
+
+  /** Makes sure the watch fires by `due`: an earlier one stays, a later one is moved. */
+  #watchUntil(due: number, now: number): void {
+    if (this.#watch !== undefined) {
+      if (this.#watchAt <= due) return;
+      clearTimeout(this.#watch);
+    }
+    this.#watchAt = due;
+    // Unref'd: during a request the socket keeps the process alive; an idle watch must not.
+    this.#watch = setTimeout(onWatch, Math.max(1, due - now), this).unref();
+  }
+
+  /** Stops watching deadlines for good (the client is destroyed). */
+  #stopWatch(): void {
+    if (this.#watch === undefined) return;
+    clearTimeout(this.#watch);
+    this.#watch = undefined;
+    this.#watchAt = Infinity;
   }
 
   /** The request head, or the error that refuses it (a value that would break the framing). */
@@ -392,25 +430,32 @@ export class Http1Client {
     return head + '\r\n';
   }
 
-  headersTimedOut(exchange: Exchange): void {
-    this.#headersTimer = undefined;
-    if (exchange !== this.#exchange || exchange.done) return;
-    this.#dropSocket();
-    this.#fail(exchange, new UpstreamHttpError(UPSTREAM_HEADERS_TIMEOUT, `no response headers within ${exchange.options.headersTimeout} ms`));
-  }
-
-  bodyTimerFired(exchange: Exchange): void {
-    this.#bodyTimer = undefined;
-    if (exchange !== this.#exchange || exchange.done) return;
-    const timeout = exchange.options.bodyTimeout ?? 0;
-    const idle = performance.now() - this.#lastBodyAt;
-    // Paused by the handler (backpressure downstream): the silence is ours, not the provider's.
-    if (exchange.paused || idle < timeout) {
-      this.#bodyTimer = setTimeout(onBodyTimer, exchange.paused ? timeout : timeout - idle, this, exchange);
+  watchFired(): void {
+    this.#watch = undefined;
+    this.#watchAt = Infinity;
+    const exchange = this.#exchange;
+    if (exchange === undefined || exchange.done) return;
+    const now = performance.now();
+    if (now >= this.#headersDue) {
+      this.#dropSocket();
+      this.#fail(exchange, new UpstreamHttpError(UPSTREAM_HEADERS_TIMEOUT, `no response headers within ${exchange.options.headersTimeout} ms`));
       return;
     }
-    this.#dropSocket();
-    this.#fail(exchange, new UpstreamHttpError(UPSTREAM_BODY_TIMEOUT, `the response body was silent for ${timeout} ms`));
+    let due = this.#headersDue;
+    const timeout = this.#bodyTimeout;
+    if (timeout > 0) {
+      if (exchange.paused) {
+        // Paused by the handler (backpressure downstream): the silence is ours, not the provider's.
+        due = Math.min(due, now + timeout);
+      } else if (now - this.#lastBodyAt >= timeout) {
+        this.#dropSocket();
+        this.#fail(exchange, new UpstreamHttpError(UPSTREAM_BODY_TIMEOUT, `the response body was silent for ${timeout} ms`));
+        return;
+      } else {
+        due = Math.min(due, this.#lastBodyAt + timeout);
+      }
+    }
+    if (due !== Infinity) this.#watchUntil(due, now);
   }
 
   // --- response --------------------------------------------------------------------
@@ -557,10 +602,7 @@ export class Http1Client {
       }
       return; // interim: the final head follows
     }
-    if (this.#headersTimer !== undefined) {
-      clearTimeout(this.#headersTimer);
-      this.#headersTimer = undefined;
-    }
+    this.#headersDue = Infinity;
     const method = exchange.options.method;
     if (method === 'HEAD' || status === 204 || status === 304) {
       this.#bodyMode = BODY_NONE;
@@ -587,8 +629,10 @@ export class Http1Client {
     if (exchange !== this.#exchange || exchange.done) return;
     const bodyTimeout = exchange.options.bodyTimeout ?? 0;
     if (bodyTimeout > 0 && this.#bodyMode !== BODY_NONE) {
-      this.#lastBodyAt = performance.now();
-      this.#bodyTimer = setTimeout(onBodyTimer, bodyTimeout, this, exchange);
+      const now = performance.now();
+      this.#bodyTimeout = bodyTimeout;
+      this.#lastBodyAt = now;
+      this.#watchUntil(now + bodyTimeout, now);
     }
     if (this.#bodyMode === BODY_NONE || (this.#bodyMode === BODY_LENGTH && this.#remaining === 0)) {
       this.#complete(exchange);
@@ -597,7 +641,7 @@ export class Http1Client {
 
   /** Consumes body bytes from `start`; returns the first byte not consumed (end, or where the response ended). */
   #parseBody(exchange: Exchange, data: Buffer, start: number, end: number): number {
-    if (this.#bodyTimer !== undefined) this.#lastBodyAt = performance.now();
+    if (this.#bodyTimeout > 0) this.#lastBodyAt = performance.now();
     switch (this.#bodyMode) {
       case BODY_LENGTH: {
         const take = Math.min(this.#remaining, end - start);
@@ -703,7 +747,7 @@ export class Http1Client {
   #complete(exchange: Exchange): void {
     exchange.done = true;
     this.#exchange = undefined;
-    this.#clearTimers();
+    this.#endDeadlines();
     this.#resetParse();
     // Answered before its body was all written (an early 413): the server stopped reading, so the connection is out of step.
     if (this.#closeAfter || this.#keepAliveMs <= 0 || (this.#socket !== undefined && this.#socket.writableLength > 0)) {
@@ -727,22 +771,17 @@ export class Http1Client {
     exchange.done = true;
     if (this.#exchange === exchange) {
       this.#exchange = undefined;
-      this.#clearTimers();
+      this.#endDeadlines();
       this.#resetParse();
       if (this.#socket !== undefined && exchange.paused) this.#socket.resume();
     }
     exchange.handler.onResponseError?.(exchange, err);
   }
 
-  #clearTimers(): void {
-    if (this.#headersTimer !== undefined) {
-      clearTimeout(this.#headersTimer);
-      this.#headersTimer = undefined;
-    }
-    if (this.#bodyTimer !== undefined) {
-      clearTimeout(this.#bodyTimer);
-      this.#bodyTimer = undefined;
-    }
+  /** The exchange is over: no deadline applies; the watch stays armed for the next one (see #watch). */
+  #endDeadlines(): void {
+    this.#headersDue = Infinity;
+    this.#bodyTimeout = 0;
   }
 
   #resetParse(): void {
@@ -759,10 +798,6 @@ function onConnectTimeout(client: Http1Client, socket: Socket): void {
   client.connectTimedOut(socket);
 }
 
-function onHeadersTimeout(client: Http1Client, exchange: Exchange): void {
-  client.headersTimedOut(exchange);
-}
-
-function onBodyTimer(client: Http1Client, exchange: Exchange): void {
-  client.bodyTimerFired(exchange);
+function onWatch(client: Http1Client): void {
+  client.watchFired();
 }

@@ -850,6 +850,28 @@ differential(
   },
 );
 
+differential(
+  '9d. a shorter headers deadline after a longer one on the same connection still fires on time',
+  async (make) => {
+    const raw = await RawServer.start((req, socket) => {
+      if (req.url !== '/silent') ok(socket, 'first');
+    });
+    return withClient(make, raw.url, [raw], async (client) => {
+      // The lean client keeps one deadline watch per connection: this request leaves it armed for ~2.5 s.
+      const first = await send(client, { path: '/first', headersTimeout: 2500, bodyTimeout: 2500 });
+      const t0 = Date.now();
+      const silent = await send(client, { path: '/silent', headersTimeout: 200 });
+      const tookMs = Date.now() - t0;
+      return { first: outcome(first), silent: outcome(silent), inWindow: tookMs >= 150 && tookMs < 1500 ? true : tookMs };
+    });
+  },
+  (o) => {
+    assert.equal(o.first.body, 'first');
+    assert.equal(o.silent.result, 'upstream_timeout');
+    assert.equal(o.inWindow, true, "fails after about 200 ms, not at the earlier request's 2.5 s");
+  },
+);
+
 // ---------------------------------------------------------------------------
 // 10. backpressure
 
