@@ -66,7 +66,14 @@ export class ExchangeDeadlines {
     owner.timeout = setTimeout(onDeadlineTimer, delay, owner);
   }
 
-  /** Response headers arrived: from now on the idle deadline applies; re-arm only if it is earlier than the armed one. */
+  /**
+   * Response headers arrived: from now on the idle deadline applies. The
+   * timer armed before them fires no later than now + idle (see #earliest),
+   * so it is not touched: a short exchange sets one timer, not two. (Re-armed
+   * here, each exchange made and dropped a timer list of its own duration in
+   * Node, the costliest timer call in the edge's closed-loop profile.) It is
+   * re-armed only when it fires with the exchange still going.
+   */
   onHeaders(owner: TimedExchange): void {
     const now = performance.now();
     this.lastFrameAt = now;
@@ -97,7 +104,7 @@ export class ExchangeDeadlines {
 
   /** Ms until the earliest deadline of the current phase (never below 1). */
   delay(headersSeen: boolean, now = performance.now()): number {
-    return Math.max(1, this.#earliest(headersSeen) - now);
+    return Math.max(1, this.#earliest(headersSeen, now) - now);
   }
 
   /**
@@ -116,12 +123,15 @@ export class ExchangeDeadlines {
     return undefined;
   }
 
-  #earliest(headersSeen: boolean): number {
+  #earliest(headersSeen: boolean, now: number): number {
     const l = this.#limits;
     let at = this.#startedAt + l.tunnelTimeoutMs;
     if (!headersSeen) {
       if (l.ttfbTimeoutMs > 0) at = Math.min(at, this.#dispatchedAt + l.ttfbTimeoutMs);
       if (this.#keepaliveMs > 0) at = Math.min(at, this.#lastKeepaliveAt + this.#keepaliveMs);
+      // Fire no later than the idle deadline of headers arriving now would be,
+      // so their arrival never has to move the timer earlier (see onHeaders).
+      if (l.idleTimeoutMs > 0) at = Math.min(at, now + l.idleTimeoutMs);
     } else if (l.idleTimeoutMs > 0) {
       at = Math.min(at, this.lastFrameAt + l.idleTimeoutMs);
     }
