@@ -2,7 +2,7 @@
 // to one connection and never cross the agent; the client's credentials never
 // reach a provider (the provider's own key is bound instead).
 import type { Header } from '../gen/edge/v1/tunnel_pb.js';
-import { isHopByHop } from '../shared/hop-by-hop.js';
+import { isHopByHop, nominatesNothingMore } from '../shared/hop-by-hop.js';
 
 /** Response headers as undici parses them: lower-case names, repeated ones as arrays. */
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
@@ -50,10 +50,7 @@ export function frameResponseHeaders(headers: ResponseHeaders): Header[] {
 export function frameResponseHeaderPairs(names: readonly string[], values: readonly string[]): Header[] {
   let nominated: Set<string> | undefined;
   for (let i = 0; i < names.length; i++) {
-    if (names[i] !== 'connection') continue;
-    // The usual values name no header that is not dropped anyway: no set for them.
-    const value = values[i].toLowerCase();
-    if (value !== 'keep-alive' && value !== 'close') nominated = tokensOf(value, nominated);
+    if (names[i] === 'connection' && !nominatesNothingMore(values[i])) nominated = tokensOf(values[i], nominated);
   }
   const out: Header[] = [];
   for (let i = 0; i < names.length; i++) {

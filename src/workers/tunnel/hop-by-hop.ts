@@ -2,7 +2,7 @@
 // only (hop-by-hop ones are shared with the agent, plus any the client names
 // in `Connection`), never credentials; and back from a provider: never a
 // header in the edge's own `x-edge-` namespace.
-import { isHopByHop } from '../../shared/hop-by-hop.js';
+import { isHopByHop, nominatesNothingMore } from '../../shared/hop-by-hop.js';
 
 /** Request headers the edge does not forward to a provider. */
 const NOT_FORWARDED_UPSTREAM = new Set([
@@ -35,7 +35,7 @@ export function connectionNominated(raw: readonly string[]): Set<string> | undef
   let nominated: Set<string> | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
-    if (name.length !== 10 || name.toLowerCase() !== 'connection') continue;
+    if (name.length !== 10 || name.toLowerCase() !== 'connection' || nominatesNothingMore(raw[i + 1])) continue;
     for (const token of raw[i + 1].split(',')) {
       const nominee = token.trim().toLowerCase();
       if (nominee !== '') (nominated ??= new Set()).add(nominee);
