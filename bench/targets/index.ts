@@ -36,6 +36,13 @@ export function allTargets(settings: ModeSettings): TargetSpec[] {
   });
   // Before/after in one run: the same edge (w=0) built from another checkout, beside this one in every scenario.
   const base = settings.baseline;
-  const baseline = base === undefined ? [] : [edgeTarget({ workers: 0, id: 'base-w0', label: `edge 2-hop w=0 at ${base.label}`, dist: base.dist, baseline: base.label })];
+  const baseline =
+    base === undefined
+      ? []
+      : [
+          edgeTarget({ workers: 0, id: 'base-w0', label: `edge 2-hop w=0 at ${base.label}`, dist: base.dist, baseline: base.label }),
+          // For changes to the I/O workers' path: the closed loop only, to keep full runs short.
+          edgeTarget({ workers: 1, id: 'base-w1', label: `edge 2-hop w=1 at ${base.label}`, dist: base.dist, baseline: base.label, onlyScenarios: ['closed-loop'] }),
+        ];
   return [direct, nginx, nginxAuto, portkey, ...edges, ...baseline, noCoalescing, noBatching];
 }
