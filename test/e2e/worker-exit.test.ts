@@ -12,8 +12,13 @@ import { Agent, request } from 'undici';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import { ALIAS, inFlight, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 
-/** One client connection per request, so the kernel spreads them over the workers' listeners. */
-function stream(stack: Stack, tokens = 200): { done: Promise<string>; dispatcher: Agent } {
+/**
+ * One client connection per request, so the kernel spreads them over the workers' listeners.
+ * 100 tokens 50 ms apart: a stream lasts 5 s, well past the crash (the victim holds its
+ * streams within a round or two of opening them), and the other worker's streams must run
+ * to their end before the test goes on, so no longer than that.
+ */
+function stream(stack: Stack, tokens = 100): { done: Promise<string>; dispatcher: Agent } {
   const dispatcher = new Agent({ connections: 1, pipelining: 0 });
   const done = (async () => {
     try {
