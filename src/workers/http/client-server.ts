@@ -21,6 +21,7 @@ import { inspectBody, type InspectError, type InspectOk, type InspectResult } fr
 import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
 import { A2ASurface } from '../a2a/a2a-surface.js';
 import { readBody, writeClosing, writeError, type BodyOwner } from './fast-path.js';
+import { LeanHttp1, type LeanOwner } from './lean-http1.js';
 
 const kApiKey = Symbol('edge.apiKey');
 type KeyedRequest = FastifyRequest & { [kApiKey]?: ApiKeyState };
@@ -57,7 +58,10 @@ function specForInspectError(error: InspectError): GatewayErrorSpec {
   }
 }
 
-export class ClientServer implements BodyOwner<ApiKeyState | undefined> {
+/** #checkLean's answer when it already answered the request. */
+const ANSWERED = Symbol('edge.answered');
+
+export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwner {
   readonly app: FastifyInstance;
   #bodyLimit: number;
   /** close() began: the lean path answers as fastify's return503OnClosing does. */
@@ -73,6 +77,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined> {
   readonly #offloadThreads: number;
 
   readonly #plane: DataPlane;
+  /** The lean HTTP/1.1 connections (lean-http1.ts); undefined on HTTPS. */
+  #lean: LeanHttp1 | undefined;
   /** Agent Cards and the A2A JSON-RPC endpoints (src/workers/a2a/). */
   readonly a2a: A2ASurface;
 
@@ -145,8 +151,14 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined> {
     return this.#offloadPool;
   }
 
+  /** Connections the lean HTTP/1.1 reader still holds (tests, status). */
+  get leanConnections(): number {
+    return this.#lean?.openConnections ?? 0;
+  }
+
   async close(): Promise<void> {
     this.#closing = true;
+    if (this.#lean !== undefined) this.#lean.closing = true;
     await this.app.close();
     await this.#offloadPool?.close();
   }
@@ -160,6 +172,15 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined> {
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     server.requestTimeout = 0;
     server.setTimeout(0);
+    // Plain HTTP/1.1 API POSTs are read off the socket without node:http (lean-http1.ts); TLS stays with node:https.
+    if (https === undefined) {
+      this.#lean = LeanHttp1.install(server, this, {
+        maxHeaderBytes: options.maxHeaderSize ?? 16 * 1024,
+        bodyLimit: this.#bodyLimit,
+        keepAliveMs: KEEP_ALIVE_TIMEOUT_MS,
+        routes: LEAN_ROUTES,
+      });
+    }
     return server;
   }
 
@@ -171,16 +192,30 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined> {
     const path = query < 0 ? url : url.slice(0, query);
     const route = LEAN_ROUTES.get(path);
     if (route === undefined) return false;
+    const key = this.#checkLean(route, request, response);
+    if (key !== ANSWERED) readBody(this, route, request, response, this.#bodyLimit, key);
+    return true;
+  }
+
+  /** LeanOwner: an API POST read whole by the lean connection (its head is plain, its body within the limit). */
+  serveLean(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer): void {
+    const route = LEAN_ROUTES.get(path) as ApiRoute;
+    const key = this.#checkLean(route, request, response);
+    if (key !== ANSWERED) this.#proxy(route, request, response, body, key);
+  }
+
+  /** What fastify's onRequest hooks check, in their order; the caller's key, or ANSWERED when the request got its answer here. */
+  #checkLean(route: ApiRoute, request: IncomingMessage, response: ServerResponse): ApiKeyState | undefined | typeof ANSWERED {
     if (this.#closing) {
       writeClosing(request, response);
-      return true;
+      return ANSWERED;
     }
     // Before the route's handler runs, errors take the path's format, as fastify's hooks answer them.
-    const format = errorFormatForPath(path);
+    const format = errorFormatForPath(route.path);
     if (request.headers.host === undefined && request.httpVersion === '1.1') {
       response.setHeader('connection', 'close');
       writeError(response, Errors.badRequest, format, HOST_REQUIRED);
-      return true;
+      return ANSWERED;
     }
     let key: ApiKeyState | undefined;
     if (this.auth.enabled) {
@@ -188,17 +223,16 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined> {
       if (!(result instanceof ApiKeyState)) {
         response.setHeader('www-authenticate', 'Bearer');
         writeError(response, result, format, result === Errors.invalidApiKey ? INVALID_KEY : undefined);
-        return true;
+        return ANSWERED;
       }
       key = result;
     }
     if (this.#plane.shuttingDown) {
       this.#plane.refused('shutting_down');
       writeDraining(response, format);
-      return true;
+      return ANSWERED;
     }
-    readBody(this, route, request, response, this.#bodyLimit, key);
-    return true;
+    return key;
   }
 
   /** BodyOwner: a lean request's whole body. */

@@ -1,0 +1,188 @@
+// The client listener's lean HTTP/1.1 connection (src/workers/http/lean-http1.ts),
+// through a real edge over raw loopback sockets: API POSTs answered off the
+// socket, pipelined requests in order, the hand-over to node:http (and
+// fastify) for anything that is not a plain API POST, keep-alive and
+// Connection: close, a client that leaves, and the edge's close.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { ALIAS, inFlight, openExchanges, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { assertOwnBody, assertOwnStream } from '../helpers/identity.js';
+
+interface Reply {
+  readonly status: number;
+  /** Lower-cased names. */
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+/** Reads HTTP/1.1 responses off one socket, framed by Content-Length or chunked. */
+class Replies {
+  #buffer = Buffer.alloc(0);
+  #waiter: (() => void) | undefined;
+  ended = false;
+
+  constructor(readonly socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.#buffer = Buffer.concat([this.#buffer, chunk]);
+      this.#waiter?.();
+    });
+    socket.on('close', () => {
+      this.ended = true;
+      this.#waiter?.();
+    });
+  }
+
+  async next(timeoutMs = 5_000): Promise<Reply> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const reply = this.#take();
+      if (reply !== undefined) return reply;
+      if (this.ended) throw new Error(`the connection closed before a whole response; have ${JSON.stringify(this.#buffer.toString('latin1').slice(0, 300))}`);
+      if (Date.now() > deadline) throw new Error(`no whole response within ${timeoutMs} ms; have ${JSON.stringify(this.#buffer.toString('latin1').slice(0, 300))}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 50);
+        this.#waiter = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  }
+
+  #take(): Reply | undefined {
+    const text = this.#buffer.toString('latin1');
+    const end = text.indexOf('\r\n\r\n');
+    if (end < 0) return undefined;
+    const lines = text.slice(0, end).split('\r\n');
+    const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(lines[0])?.[1]);
+    const headers: Record<string, string> = {};
+    for (const line of lines.slice(1)) {
+      const colon = line.indexOf(':');
+      headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    let at = end + 4;
+    let body = '';
+    if (headers['content-length'] !== undefined) {
+      const length = Number(headers['content-length']);
+      if (this.#buffer.length < at + length) return undefined;
+      body = this.#buffer.subarray(at, at + length).toString();
+      at += length;
+    } else if (headers['transfer-encoding'] === 'chunked') {
+      for (;;) {
+        const lineEnd = text.indexOf('\r\n', at);
+        if (lineEnd < 0) return undefined;
+        const size = Number.parseInt(text.slice(at, lineEnd), 16);
+        if (this.#buffer.length < lineEnd + 2 + size + 2) return undefined;
+        body += this.#buffer.subarray(lineEnd + 2, lineEnd + 2 + size).toString();
+        at = lineEnd + 2 + size + 2;
+        if (size === 0) break;
+      }
+    } else {
+      return undefined;
+    }
+    this.#buffer = this.#buffer.subarray(at);
+    return { status, headers, body };
+  }
+}
+
+function post(path: string, body: unknown, extra: readonly string[] = []): string {
+  const text = JSON.stringify(body);
+  return [`POST ${path} HTTP/1.1`, 'Host: edge', 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(text)}`, ...extra, '', text].join('\r\n');
+}
+
+function chat(requestId: string, tokens = 3, stream = false): string {
+  return post('/v1/chat/completions', { model: ALIAS, stream, messages: [{ role: 'user', content: 'hi' }] }, [`X-Request-Id: ${requestId}`, `X-Mock-Tokens: ${tokens}`]);
+}
+
+async function open(stack: Stack): Promise<{ socket: Socket; replies: Replies }> {
+  const socket = connect(stack.edge.httpPort, '127.0.0.1');
+  await once(socket, 'connect');
+  return { socket, replies: new Replies(socket) };
+}
+
+describe('the lean HTTP/1.1 connection', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ capacity: 8 });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('pipelined API POSTs, a GET fastify serves and a POST after it are answered in order on one connection', async () => {
+    const { socket, replies } = await open(stack);
+    socket.write(chat('lean-a', 2) + chat('lean-b', 4, true) + 'GET /healthz HTTP/1.1\r\nHost: edge\r\n\r\n' + chat('lean-c', 5));
+    const a = await replies.next();
+    assert.equal(a.status, 200);
+    // Written whole in one turn: framed by Content-Length, kept alive.
+    assert.equal(a.headers['content-length'], String(Buffer.byteLength(a.body)));
+    assert.equal(a.headers.connection, 'keep-alive');
+    assert.match(a.headers['keep-alive'] ?? '', /^timeout=\d+$/);
+    assert.ok(a.headers.date !== undefined && !Number.isNaN(Date.parse(a.headers.date)));
+    assert.ok(a.headers['x-edge-run-id'] !== undefined);
+    assertOwnBody(a.body, 'lean-a', 2);
+    const b = await replies.next();
+    assert.equal(b.status, 200);
+    assert.match(b.headers['content-type'] ?? '', /^text\/event-stream/);
+    assertOwnStream(b.body, 'lean-b', 4);
+    const health = await replies.next();
+    assert.equal(health.status, 200);
+    assert.deepEqual(JSON.parse(health.body), { status: 'ok' });
+    const c = await replies.next();
+    assert.equal(c.status, 200);
+    assertOwnBody(c.body, 'lean-c', 5);
+    socket.destroy();
+  });
+
+  test('a head split over two writes and a chunked body go to node:http and are answered the same', async () => {
+    const { socket, replies } = await open(stack);
+    const whole = chat('split-a', 2);
+    socket.write(whole.slice(0, 20));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.write(whole.slice(20));
+    assertOwnBody((await replies.next()).body, 'split-a', 2);
+    const json = JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] });
+    socket.write(['POST /v1/chat/completions HTTP/1.1', 'Host: edge', 'Content-Type: application/json', 'X-Request-Id: chunked-b', 'X-Mock-Tokens: 3', 'Transfer-Encoding: chunked', '', `${json.length.toString(16)}`, json, '0', '', ''].join('\r\n'));
+    const chunked = await replies.next();
+    assert.equal(chunked.status, 200);
+    assertOwnBody(chunked.body, 'chunked-b', 3);
+    socket.destroy();
+  });
+
+  test('the API answers errors in its format on the lean path, and Connection: close ends the connection after the answer', async () => {
+    const { socket, replies } = await open(stack);
+    socket.write(post('/v1/chat/completions', { model: 'no-such-model', messages: [] }) + post('/v1/messages', { model: ALIAS }, ['Connection: close']));
+    const missing = await replies.next();
+    assert.equal(missing.status, 404);
+    assert.equal((JSON.parse(missing.body) as { error: { code: string } }).error.code, 'model_not_found');
+    const anthropic = await replies.next();
+    assert.equal(anthropic.status, 400);
+    assert.equal((JSON.parse(anthropic.body) as { type: string }).type, 'error', 'Anthropic error shape on /v1/messages');
+    assert.equal(anthropic.headers.connection, 'close');
+    await waitUntil(() => replies.ended, 'the edge to close the connection');
+  });
+
+  test('a client that leaves mid-stream releases its lease and exchange at once', async () => {
+    const { socket, replies } = await open(stack);
+    socket.write(post('/v1/chat/completions', { model: ALIAS, stream: true, messages: [] }, ['X-Mock-Tokens: 200', 'X-Mock-Interval-Ms: 50']));
+    await waitUntil(() => inFlight(stack.edge) === 1, 'the stream to hold a lease');
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    socket.destroy();
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease to be released');
+    await waitFor(async () => (await openExchanges(stack.edge)) === 0, 'the exchange to end');
+    assert.equal(replies.ended, true);
+  });
+
+  test('the edge closes idle kept-alive connections when it stops', async () => {
+    const own = await startStack();
+    const { socket, replies } = await open(own);
+    socket.write(chat('idle-a', 1));
+    assertOwnBody((await replies.next()).body, 'idle-a', 1);
+    const started = Date.now();
+    await own.close();
+    await waitUntil(() => replies.ended, 'the idle connection to be closed');
+    assert.ok(Date.now() - started < 5_000, 'close did not wait for the idle connection');
+  });
+});
