@@ -58,6 +58,11 @@ describe('readLeanHead', () => {
     'a bare CR in a value': head([...PLAIN, 'X-A: b\rc']),
     'a NUL in a value': head([...PLAIN, 'X-A: b\x00c']),
     'a line without a colon': head([...PLAIN, 'nonsense']),
+    'an empty header name': head([...PLAIN, ': x']),
+    'a header name with a non-token character': head([...PLAIN, 'X@A: b']),
+    'a DEL in a value': head([...PLAIN, 'X-A: b\x7fc']),
+    'text after the version': head(['POST /v1/chat/completions HTTP/1.1 extra', 'Host: edge']),
+    'two spaces after the method': head(['POST  /v1/chat/completions HTTP/1.1', 'Host: edge']),
   };
   for (const [what, bytes] of Object.entries(refused)) {
     test(`hands over ${what}`, () => {

@@ -27,33 +27,41 @@ export interface LeanHead {
 const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
 const REQUEST_LINE_START = 'POST /';
 const REQUEST_LINE_END = ' HTTP/1.1';
-/** RFC 9110 token characters. */
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-/** Control characters other than HTAB, which no field value may hold. */
-const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
-/** Visible ASCII: an origin-form target without spaces or controls. */
-const TARGET = /^\/[!-~]*$/;
-const DIGITS = /^\d{1,15}$/;
+const CR = 0x0d;
+const LF = 0x0a;
+const COLON = 0x3a;
+const SP = 0x20;
+const HTAB = 0x09;
+
+/** RFC 9110 token characters: 1 (upper-case letters 2, so a name needs lower-casing only when it has one). */
+const TOKEN = new Uint8Array(128);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz") TOKEN[c.charCodeAt(0)] = 1;
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZ') TOKEN[c.charCodeAt(0)] = 2;
 const CLOSE_TOKEN = /(?:^|,)[ \t]*close[ \t]*(?:,|$)/i;
 const UPGRADE_TOKEN = /(?:^|,)[ \t]*upgrade[ \t]*(?:,|$)/i;
+const DIGITS = /^\d{1,15}$/;
 
 /**
  * The head at the start of `buffer`, when it is complete within
  * `maxHeaderBytes`, plain (see above) and for a path `routes` has;
- * otherwise undefined.
+ * otherwise undefined. One pass of charCodeAt over the head read as
+ * Latin-1 (as llhttp hands header bytes to JavaScript), no regular
+ * expression per line: this runs once per request.
  */
 export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: ReadonlyMap<string, unknown>): LeanHead | undefined {
   const end = buffer.indexOf(HEAD_END);
   if (end < 0 || end + 4 > maxHeaderBytes) return undefined;
-  // Bytes as Latin-1, as llhttp hands header values to JavaScript.
   const text = buffer.toString('latin1', 0, end);
   if (!text.startsWith(REQUEST_LINE_START)) return undefined;
-  let lineEnd = text.indexOf('\r\n');
-  if (lineEnd < 0) lineEnd = text.length;
-  const requestLine = text.slice(0, lineEnd);
-  if (!requestLine.endsWith(REQUEST_LINE_END)) return undefined;
-  const url = requestLine.slice(5, requestLine.length - REQUEST_LINE_END.length);
-  if (!TARGET.test(url)) return undefined;
+  // The request line: `POST /target HTTP/1.1`, the target visible ASCII.
+  let at = 5;
+  let code = 0;
+  while (at < end && (code = text.charCodeAt(at)) > SP && code < 0x7f) at++;
+  if (code !== SP || !text.startsWith(REQUEST_LINE_END, at)) return undefined;
+  const url = text.slice(5, at);
+  at += REQUEST_LINE_END.length;
+  if (at !== end && (text.charCodeAt(at) !== CR || text.charCodeAt(at + 1) !== LF)) return undefined;
+  at += 2;
   const query = url.indexOf('?');
   const path = query < 0 ? url : url.slice(0, query);
   if (!routes.has(path)) return undefined;
@@ -62,20 +70,35 @@ export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: Rea
   const rawHeaders: string[] = [];
   let contentLength = 0;
   let close = false;
-  let at = lineEnd + 2;
-  while (at < text.length) {
-    let next = text.indexOf('\r\n', at);
-    if (next < 0) next = text.length;
-    const line = text.slice(at, next);
-    at = next + 2;
-    const colon = line.indexOf(':');
-    if (colon <= 0) return undefined;
-    const name = line.slice(0, colon);
-    // A bare CR or LF, an obs-fold or a space before the colon all fail here or in CONTROL below.
-    if (!TOKEN.test(name)) return undefined;
-    const value = trimOws(line, colon + 1);
-    if (CONTROL.test(value)) return undefined;
-    const lower = name.toLowerCase();
+  while (at < end) {
+    // name: token characters up to the colon (a space before it, or none, is not lean).
+    const nameStart = at;
+    let upper = false;
+    while (at < end) {
+      code = text.charCodeAt(at);
+      const kind = code < 128 ? TOKEN[code] : 0;
+      if (kind === 0) break;
+      if (kind === 2) upper = true;
+      at++;
+    }
+    if (at === nameStart || at >= end || code !== COLON) return undefined;
+    const name = text.slice(nameStart, at);
+    at++;
+    // value: no control character but HTAB (so no bare CR or LF, no obs-fold), outer spaces and tabs trimmed.
+    while (at < end && ((code = text.charCodeAt(at)) === SP || code === HTAB)) at++;
+    const valueStart = at;
+    let valueEnd = at;
+    while (at < end) {
+      code = text.charCodeAt(at);
+      if (code === CR) break;
+      if ((code < SP && code !== HTAB) || code === 0x7f) return undefined;
+      at++;
+      if (code !== SP && code !== HTAB) valueEnd = at;
+    }
+    if (at < end && text.charCodeAt(at + 1) !== LF) return undefined;
+    at += 2;
+    const value = text.slice(valueStart, valueEnd);
+    const lower = upper ? name.toLowerCase() : name;
     // Also catches names Object.prototype has (constructor, __proto__): not lean either.
     if (headers[lower] !== undefined) return undefined;
     switch (lower) {
@@ -98,13 +121,4 @@ export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: Rea
   // HTTP/1.1 without Host: node's path answers it (400 in the route's format).
   if (headers.host === undefined) return undefined;
   return { url, path, headers, rawHeaders, contentLength, close, headBytes: end + 4 };
-}
-
-/** The field value without its leading and trailing spaces and tabs. */
-function trimOws(line: string, from: number): string {
-  let start = from;
-  let end = line.length;
-  while (start < end && (line.charCodeAt(start) === 0x20 || line.charCodeAt(start) === 0x09)) start++;
-  while (end > start && (line.charCodeAt(end - 1) === 0x20 || line.charCodeAt(end - 1) === 0x09)) end--;
-  return line.slice(start, end);
 }
