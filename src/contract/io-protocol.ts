@@ -96,6 +96,14 @@ export interface PlaneInspection {
   readonly crossTunnelsOut: number;
   readonly crossTunnelsIn: number;
   readonly rings: { name: string; used: number; capacity: number }[];
+  /** The lean HTTP/1.1 connection (src/workers/http/lean-http1.ts): requests it read, connections it handed to node:http, connections it holds now. */
+  readonly lean: LeanStats;
+}
+
+export interface LeanStats {
+  readonly requests: number;
+  readonly handedOver: number;
+  readonly connections: number;
 }
 
 /** A ControlRequest before the pool numbers it. */

@@ -5,7 +5,7 @@ import type { NodeGateway } from './grpc/node-gateway.js';
 import type { PlaneInspection } from '../contract/io-protocol.js';
 import type { PeerLinks } from './peer/peer-links.js';
 
-export function inspectPlane(worker: number, plane: DataPlane, nodes: NodeGateway, peers: PeerLinks | undefined, rings: PlaneInspection['rings'] = []): PlaneInspection {
+export function inspectPlane(worker: number, plane: DataPlane, nodes: NodeGateway, peers: PeerLinks | undefined, lean: PlaneInspection['lean'], rings: PlaneInspection['rings'] = []): PlaneInspection {
   const sessions: PlaneInspection['sessions'] = [];
   for (const s of nodes.sessions()) {
     sessions.push({ nodeId: s.nodeId, generation: s.generation, lane: s.lane, joined: s.joinGeneration > 0, openTunnels: s.openTunnels, agentVersion: s.agentVersion, remoteAddress: s.remoteAddress, connectedAtMs: s.connectedAtMs, lastSeenMs: s.lastSeenAtMs });
@@ -20,5 +20,6 @@ export function inspectPlane(worker: number, plane: DataPlane, nodes: NodeGatewa
     crossTunnelsOut: peers?.stats.tunnelsOut ?? 0,
     crossTunnelsIn: peers?.stats.tunnelsIn ?? 0,
     rings,
+    lean,
   };
 }

@@ -96,6 +96,12 @@ function chat(requestId: string, tokens = 3, stream = false): string {
   return post('/v1/chat/completions', { model: ALIAS, stream, messages: [{ role: 'user', content: 'hi' }] }, [`X-Request-Id: ${requestId}`, `X-Mock-Tokens: ${tokens}`]);
 }
 
+/** The lean connection's counters, summed over the edge's data paths (main, or each I/O worker). */
+async function leanStats(stack: Stack): Promise<{ requests: number; handedOver: number }> {
+  const planes = (await stack.edge.inspect()).planes;
+  return { requests: planes.reduce((n, p) => n + p.lean.requests, 0), handedOver: planes.reduce((n, p) => n + p.lean.handedOver, 0) };
+}
+
 async function open(stack: Stack): Promise<{ socket: Socket; replies: Replies }> {
   const socket = connect(stack.edge.httpPort, '127.0.0.1');
   await once(socket, 'connect');
@@ -112,11 +118,12 @@ describe('the lean HTTP/1.1 connection', () => {
   });
 
   test('pipelined API POSTs, a GET fastify serves and a POST after it are answered in order on one connection', async () => {
+    const before = await leanStats(stack);
     const { socket, replies } = await open(stack);
     socket.write(chat('lean-a', 2) + chat('lean-b', 4, true) + 'GET /healthz HTTP/1.1\r\nHost: edge\r\n\r\n' + chat('lean-c', 5));
     const a = await replies.next();
     assert.equal(a.status, 200);
-    // Written whole in one turn: framed by Content-Length, kept alive.
+    // The provider's Content-Length is relayed; the connection is kept alive.
     assert.equal(a.headers['content-length'], String(Buffer.byteLength(a.body)));
     assert.equal(a.headers.connection, 'keep-alive');
     assert.match(a.headers['keep-alive'] ?? '', /^timeout=\d+$/);
@@ -133,10 +140,13 @@ describe('the lean HTTP/1.1 connection', () => {
     const c = await replies.next();
     assert.equal(c.status, 200);
     assertOwnBody(c.body, 'lean-c', 5);
+    // The two POSTs before the GET were read by the lean connection; at the GET it went to node:http, which read the rest.
+    assert.deepEqual(await leanStats(stack), { requests: before.requests + 2, handedOver: before.handedOver + 1 });
     socket.destroy();
   });
 
   test('a head split over two writes and a chunked body go to node:http and are answered the same', async () => {
+    const before = await leanStats(stack);
     const { socket, replies } = await open(stack);
     const whole = chat('split-a', 2);
     socket.write(whole.slice(0, 20));
@@ -148,10 +158,12 @@ describe('the lean HTTP/1.1 connection', () => {
     const chunked = await replies.next();
     assert.equal(chunked.status, 200);
     assertOwnBody(chunked.body, 'chunked-b', 3);
+    assert.deepEqual(await leanStats(stack), { requests: before.requests, handedOver: before.handedOver + 1 });
     socket.destroy();
   });
 
   test('the API answers errors in its format on the lean path, and Connection: close ends the connection after the answer', async () => {
+    const before = await leanStats(stack);
     const { socket, replies } = await open(stack);
     socket.write(post('/v1/chat/completions', { model: 'no-such-model', messages: [] }) + post('/v1/messages', { model: ALIAS }, ['Connection: close']));
     const missing = await replies.next();
@@ -162,6 +174,7 @@ describe('the lean HTTP/1.1 connection', () => {
     assert.equal((JSON.parse(anthropic.body) as { type: string }).type, 'error', 'Anthropic error shape on /v1/messages');
     assert.equal(anthropic.headers.connection, 'close');
     await waitUntil(() => replies.ended, 'the edge to close the connection');
+    assert.deepEqual(await leanStats(stack), { requests: before.requests + 2, handedOver: before.handedOver });
   });
 
   test('a client that leaves mid-stream releases its lease and exchange at once', async () => {

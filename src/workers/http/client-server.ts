@@ -9,6 +9,7 @@ import { createServer as createHttpServer, type IncomingMessage, type RequestLis
 import { createServer as createHttpsServer } from 'node:https';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { EdgeConfig } from '../../shared/config-types.js';
+import type { LeanStats } from '../../contract/io-protocol.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { API_ROUTES, errorFormatForPath, isJsonContentType, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
 import { isResponseId } from './response-affinity.js';
@@ -57,6 +58,8 @@ function specForInspectError(error: InspectError): GatewayErrorSpec {
     default: return Errors.invalidJson;
   }
 }
+
+const NO_LEAN: LeanStats = { requests: 0, handedOver: 0, connections: 0 };
 
 /** #checkLean's answer when it already answered the request. */
 const ANSWERED = Symbol('edge.answered');
@@ -151,9 +154,10 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     return this.#offloadPool;
   }
 
-  /** Connections the lean HTTP/1.1 reader still holds (tests, status). */
-  get leanConnections(): number {
-    return this.#lean?.openConnections ?? 0;
+  /** What the lean HTTP/1.1 connection did (tests, status); zeros on HTTPS. */
+  get leanStats(): LeanStats {
+    const lean = this.#lean;
+    return lean === undefined ? NO_LEAN : { requests: lean.requests, handedOver: lean.handedOver, connections: lean.openConnections };
   }
 
   async close(): Promise<void> {

@@ -340,6 +340,8 @@ class LeanConnection {
 
   /** Responses finished on it. */
   served = 0;
+  /** When it last began waiting for a request (performance.now()): the keep-alive sweep closes it keepAliveMs later. */
+  waitingSince = performance.now();
 
   /**
    * Between requests, as node:http counts idle: after a response, with
@@ -401,6 +403,7 @@ class LeanConnection {
     const response = new LeanResponse(this, socket);
     if (head.close) response.shouldKeepAlive = false;
     this.response = response;
+    this.server.requests++;
     this.server.owner.serveLean(head.path, request.asIncoming(), response.asServerResponse(), body);
   }
 
@@ -408,6 +411,7 @@ class LeanConnection {
   responseDone(keepAlive: boolean): void {
     this.response = undefined;
     this.served++;
+    this.waitingSince = performance.now();
     const socket = this.socket;
     if (!keepAlive || this.server.closing) {
       socket.end();
@@ -448,10 +452,9 @@ function onSocketError(): void {
   // 'close' follows and tells the running response; a reset client is no error of ours.
 }
 
-function onSocketTimeout(this: LeanSocket): void {
-  const connection = this[kConnection];
-  // Idle past the keep-alive timeout; a response that is waiting on its model is not idle.
-  if (connection !== undefined && connection.response === undefined) this.destroy();
+/** Closes connections that have waited for a request longer than the keep-alive timeout. */
+function sweepIdle(lean: LeanHttp1): void {
+  lean.sweep(performance.now());
 }
 
 /**
@@ -464,9 +467,13 @@ export class LeanHttp1 {
   readonly keepAliveLines: string;
   /** The edge is closing: responses say Connection: close and connections end after them. */
   closing = false;
+  /** Requests read and served here, and connections handed to node:http, since start. */
+  requests = 0;
+  handedOver = 0;
   readonly #server: Server;
   readonly #nodeListener: ConnectionListener;
   readonly #connections = new Set<LeanConnection>();
+  #sweeper: NodeJS.Timeout | undefined;
 
   private constructor(server: Server, nodeListener: ConnectionListener, owner: LeanOwner, options: LeanOptions) {
     this.#server = server;
@@ -511,12 +518,24 @@ export class LeanHttp1 {
     socket[kConnection] = connection;
     this.#connections.add(connection);
     socket.setNoDelay(true);
-    socket.setTimeout(this.options.keepAliveMs);
     socket.on('data', onSocketData);
     socket.on('close', onSocketClose);
     socket.on('end', onSocketEnd);
     socket.on('error', onSocketError);
-    socket.on('timeout', onSocketTimeout);
+    // One sweep for all connections, not a socket timeout each: a socket timeout is re-armed on every read and write.
+    this.#sweeper ??= setInterval(sweepIdle, Math.max(1_000, this.options.keepAliveMs / 8), this).unref();
+  }
+
+  /** Connections waiting for a request (their first, or the next) since before now - keepAliveMs are closed, as node:http's keepAliveTimeout and headersTimeout close them. */
+  sweep(now: number): void {
+    const limit = now - this.options.keepAliveMs;
+    for (const connection of this.#connections) {
+      if (connection.response === undefined && connection.head === undefined && connection.waitingSince < limit) connection.socket.destroy();
+    }
+    if (this.#connections.size === 0 && this.#sweeper !== undefined) {
+      clearInterval(this.#sweeper);
+      this.#sweeper = undefined;
+    }
   }
 
   /** The rest of the connection goes to node:http, with the bytes not yet consumed. */
@@ -524,12 +543,11 @@ export class LeanHttp1 {
     const socket = connection.socket;
     socket[kConnection] = undefined;
     this.#connections.delete(connection);
+    this.handedOver++;
     socket.removeListener('data', onSocketData);
     socket.removeListener('close', onSocketClose);
     socket.removeListener('end', onSocketEnd);
     socket.removeListener('error', onSocketError);
-    socket.removeListener('timeout', onSocketTimeout);
-    socket.setTimeout(0);
     const rest = connection.buffer;
     connection.buffer = undefined;
     if (rest !== undefined) socket.unshift(rest);

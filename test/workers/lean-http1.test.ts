@@ -1,0 +1,80 @@
+// LeanHttp1 on a bare node:http server over loopback: the keep-alive sweep
+// closes connections that wait for a request too long, and spares one whose
+// response is still running, however long it runs.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { LeanHttp1 } from '../../src/workers/http/lean-http1.js';
+
+const KEEP_ALIVE_MS = 300;
+const ROUTES = new Map([['/v1/chat/completions', 1]]);
+
+/** A provider-like owner: answers at once, or after `x-delay-ms`, writing a first chunk at once. */
+const owner = {
+  serveLean(_path: string, request: IncomingMessage, response: ServerResponse, body: Buffer): void {
+    const delay = Number(request.headers['x-delay-ms'] ?? 0);
+    response.writeHead(200, ['content-type', 'text/plain']);
+    if (delay === 0) {
+      response.end(`got ${body.length}`);
+      return;
+    }
+    response.write('first ');
+    setTimeout(() => response.end('last'), delay);
+  },
+};
+
+function request(delayMs = 0): string {
+  return `POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nX-Delay-Ms: ${delayMs}\r\nContent-Length: 2\r\n\r\n{}`;
+}
+
+describe('LeanHttp1', () => {
+  const server = createServer(() => assert.fail('every request here is lean'));
+  let lean: LeanHttp1;
+  let port = 0;
+  before(async () => {
+    lean = LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, keepAliveMs: KEEP_ALIVE_MS, routes: ROUTES }) as LeanHttp1;
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    port = (server.address() as AddressInfo).port;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+
+  async function client(): Promise<{ socket: Socket; text: () => string; closedAt: () => number }> {
+    const socket = connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    let text = '';
+    let closedAt = 0;
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    socket.on('close', () => (closedAt = Date.now()));
+    return { socket, text: () => text, closedAt: () => closedAt };
+  }
+
+  test('a kept-alive connection that waits past the keep-alive timeout is closed; one that never sent a request too', async () => {
+    assert.ok(lean !== undefined, 'installed on a plain node:http server');
+    const served = await client();
+    const silent = await client();
+    const started = Date.now();
+    served.socket.write(request());
+    // The sweep runs every max(1 s, keepAliveMs / 8): both are closed within a sweep after the timeout.
+    while ((served.closedAt() === 0 || silent.closedAt() === 0) && Date.now() - started < 5_000) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.match(served.text(), /^HTTP\/1\.1 200 OK\r\n[^]*Content-Length: 5\r\n\r\ngot 2$/);
+    assert.match(served.text(), /Keep-Alive: timeout=0\r\n/);
+    assert.ok(served.closedAt() - started >= KEEP_ALIVE_MS, `closed ${served.closedAt() - started} ms after the request, before the keep-alive timeout`);
+    assert.ok(silent.closedAt() > 0 && served.closedAt() > 0, 'both closed within 5 s');
+  });
+
+  test('a response that runs longer than the keep-alive timeout is not cut', async () => {
+    const slow = await client();
+    slow.socket.write(request(1_600));
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
+    assert.equal(slow.closedAt(), 0, 'the running response kept its connection');
+    while (!slow.text().endsWith('last\r\n0\r\n\r\n')) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.match(slow.text(), /Transfer-Encoding: chunked\r\n\r\n6\r\nfirst \r\n4\r\nlast\r\n0\r\n\r\n$/);
+    slow.socket.destroy();
+  });
+});
