@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { readLeanHead } from '../../src/workers/http/lean-head.js';
 
-const ROUTES = new Map([['/v1/chat/completions', 1], ['/v1/embeddings', 1]]);
+const ROUTES = ['/v1/chat/completions', '/v1/embeddings'];
 const LIMIT = 16 * 1024;
 
 function head(lines: readonly string[], body = ''): Buffer {

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { LeanHttp1 } from '../../src/workers/http/lean-http1.js';
 
 const KEEP_ALIVE_MS = 300;
-const ROUTES = new Map([['/v1/chat/completions', 1]]);
+const ROUTES = ['/v1/chat/completions'];
 
 /** A provider-like owner: answers at once, or after `x-delay-ms`, writing a first chunk at once. */
 const owner = {

@@ -182,7 +182,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
         maxHeaderBytes: options.maxHeaderSize ?? 16 * 1024,
         bodyLimit: this.#bodyLimit,
         keepAliveMs: KEEP_ALIVE_TIMEOUT_MS,
-        routes: LEAN_ROUTES,
+        routes: PROXIED_ROUTES,
       });
     }
     return server;

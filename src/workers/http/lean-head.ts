@@ -48,7 +48,7 @@ const DIGITS = /^\d{1,15}$/;
  * Latin-1 (as llhttp hands header bytes to JavaScript), no regular
  * expression per line: this runs once per request.
  */
-export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: ReadonlyMap<string, unknown>): LeanHead | undefined {
+export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: readonly string[]): LeanHead | undefined {
   const end = buffer.indexOf(HEAD_END);
   if (end < 0 || end + 4 > maxHeaderBytes) return undefined;
   const text = buffer.toString('latin1', 0, end);
@@ -63,8 +63,8 @@ export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: Rea
   if (at !== end && (text.charCodeAt(at) !== CR || text.charCodeAt(at + 1) !== LF)) return undefined;
   at += 2;
   const query = url.indexOf('?');
-  const path = query < 0 ? url : url.slice(0, query);
-  if (!routes.has(path)) return undefined;
+  const path = routePath(query < 0 ? url : url.slice(0, query), routes);
+  if (path === undefined) return undefined;
 
   const headers: Record<string, string> = {};
   const rawHeaders: string[] = [];
@@ -98,7 +98,7 @@ export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: Rea
     if (at < end && text.charCodeAt(at + 1) !== LF) return undefined;
     at += 2;
     const value = text.slice(valueStart, valueEnd);
-    const lower = upper ? name.toLowerCase() : name;
+    const lower = knownName(upper ? name.toLowerCase() : name);
     // Also catches names Object.prototype has (constructor, __proto__): not lean either.
     if (headers[lower] !== undefined) return undefined;
     switch (lower) {
@@ -121,4 +121,38 @@ export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: Rea
   // HTTP/1.1 without Host: node's path answers it (400 in the route's format).
   if (headers.host === undefined) return undefined;
   return { url, path, headers, rawHeaders, contentLength, close, headBytes: end + 4 };
+}
+
+/** The route's own path string (`routes` are few): later lookups by it hit the interned string, not a fresh slice. */
+function routePath(path: string, routes: readonly string[]): string | undefined {
+  for (let i = 0; i < routes.length; i++) if (routes[i] === path) return routes[i];
+  return undefined;
+}
+
+/**
+ * Header names the SDKs and the edge's own features send, by length. A
+ * header record keyed by these constants (interned strings) stays a fast
+ * object with the same shape request after request; keyed by fresh slices,
+ * every store and lookup went to V8's slow path (most of this reader's
+ * time in the edge's profile).
+ */
+const KNOWN_NAMES: readonly (readonly string[])[] = (() => {
+  const names = [
+    'host', 'accept', 'accept-encoding', 'accept-language', 'authorization', 'connection', 'content-length', 'content-type',
+    'user-agent', 'x-api-key', 'x-request-id', 'idempotency-key', 'traceparent', 'tracestate', 'sec-fetch-mode',
+    'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access', 'openai-organization', 'openai-project',
+    'x-stainless-lang', 'x-stainless-package-version', 'x-stainless-os', 'x-stainless-arch', 'x-stainless-runtime',
+    'x-stainless-runtime-version', 'x-stainless-retry-count', 'x-stainless-timeout', 'x-stainless-helper-method', 'x-stainless-poll-helper',
+    'x-edge-session', 'x-edge-node', 'x-edge-priority', 'x-edge-fairness-id', 'x-edge-queue-updates',
+  ];
+  const byLength: string[][] = [];
+  for (const name of names) (byLength[name.length] ??= []).push(name);
+  return byLength;
+})();
+
+/** The interned constant for a known lower-case name, else the name itself. */
+function knownName(lower: string): string {
+  const candidates = KNOWN_NAMES[lower.length];
+  if (candidates !== undefined) for (let i = 0; i < candidates.length; i++) if (candidates[i] === lower) return candidates[i];
+  return lower;
 }

@@ -35,7 +35,7 @@ export interface LeanOptions {
   readonly bodyLimit: number;
   readonly keepAliveMs: number;
   /** The paths served here (POST only). */
-  readonly routes: ReadonlyMap<string, unknown>;
+  readonly routes: readonly string[];
 }
 
 type ConnectionListener = (this: Server, socket: Socket) => void;
