@@ -29,8 +29,10 @@ export function isLoopbackHost(host: string): boolean {
 
 function readListen(r: ConfigReader, path: string, raw: unknown, defaultPort: number): ListenConfig {
   const obj = r.object(path, raw, true) ?? {};
-  r.noUnknownKeys(path, obj, ['host', 'port']);
-  return { host: r.string(`${path}.host`, obj.host, '127.0.0.1'), port: r.integer(`${path}.port`, obj.port, 0, MAX_PORT, defaultPort) };
+  const client = path === 'listen.http';
+  r.noUnknownKeys(path, obj, client ? ['host', 'port', 'lean_http1'] : ['host', 'port']);
+  const listen = { host: r.string(`${path}.host`, obj.host, '127.0.0.1'), port: r.integer(`${path}.port`, obj.port, 0, MAX_PORT, defaultPort) };
+  return client ? { ...listen, leanHttp1: r.boolean(`${path}.lean_http1`, obj.lean_http1, true) } : listen;
 }
 
 // The admin API can change the edge's config and drain its nodes: anywhere

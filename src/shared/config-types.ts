@@ -42,6 +42,8 @@ export interface ModelConfig {
 export interface ListenConfig {
   readonly host: string;
   readonly port: number;
+  /** listen.http only: plain API POSTs read off the socket by the lean HTTP/1.1 connection (default true; false: node:http reads every request). */
+  readonly leanHttp1?: boolean;
 }
 
 /** The optional listener that hands new nodes their agent package and config. */

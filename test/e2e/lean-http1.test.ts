@@ -188,6 +188,24 @@ describe('the lean HTTP/1.1 connection', () => {
     assert.equal(replies.ended, true);
   });
 
+  test('with listen.http.lean_http1 false node:http reads every request, and the API answers the same', async () => {
+    const own = await startStack({
+      configure: (raw) => {
+        (raw.listen as { http: Record<string, unknown> }).http.lean_http1 = false;
+      },
+    });
+    try {
+      const { socket, replies } = await open(own);
+      socket.write(chat('off-a', 2) + chat('off-b', 3, true));
+      assertOwnBody((await replies.next()).body, 'off-a', 2);
+      assertOwnStream((await replies.next()).body, 'off-b', 3);
+      assert.deepEqual(await leanStats(own), { requests: 0, handedOver: 0 });
+      socket.destroy();
+    } finally {
+      await own.close();
+    }
+  });
+
   test('the edge closes idle kept-alive connections when it stops', async () => {
     const own = await startStack();
     const { socket, replies } = await open(own);

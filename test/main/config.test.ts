@@ -24,13 +24,15 @@ test('the example edge config is valid and gets defaults', async () => {
 
 test('every problem names its path, what was expected and what was found', () => {
   const problems = problemsOf({
-    listen: { http: { port: 'eighty' } },
+    listen: { http: { port: 'eighty', lean_http1: 'no' }, grpc: { lean_http1: false } },
     nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1', capacity: -1, type: 'tgi' }] }],
     models: [{ alias: 'm', providers: { p9: 'served' } }],
     surprise: true,
   });
   const text = problems.join('\n');
   assert.match(text, /listen\.http\.port: expected an integer from 0 to 65535, found the string "eighty"/);
+  assert.match(text, /listen\.http\.lean_http1: expected true or false/);
+  assert.match(text, /listen\.grpc\.lean_http1: unknown key/);
   assert.match(text, /nodes\[0\]\.providers\[0\]\.capacity: expected an integer from 0 to 1000000, found number -1/);
   assert.match(text, /nodes\[0\]\.providers\[0\]\.type: expected one of ollama \| vllm \| openai_compat \| cli/);
   assert.match(text, /models\[0\]\.providers\.p9: no provider with this id/);

@@ -80,13 +80,15 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   readonly #offloadThreads: number;
 
   readonly #plane: DataPlane;
-  /** The lean HTTP/1.1 connections (lean-http1.ts); undefined on HTTPS. */
+  /** The lean HTTP/1.1 connections (lean-http1.ts); undefined on HTTPS or with listen.http.lean_http1 false. */
   #lean: LeanHttp1 | undefined;
+  readonly #leanHttp1: boolean;
   /** Agent Cards and the A2A JSON-RPC endpoints (src/workers/a2a/). */
   readonly a2a: A2ASurface;
 
   constructor(config: EdgeConfig, plane: DataPlane, https?: HttpsMaterial) {
     this.#plane = plane;
+    this.#leanHttp1 = config.http.leanHttp1 !== false;
     // maxHeaderSize makes Node refuse an oversized head; onClientError answers it as 431 in OpenAI's format.
     // Node's own missing-Host check answers with an empty body; ours (onRequest) in OpenAI's format.
     const maxHeaderSize = limitsOf(config).maxHeaderBytes;
@@ -176,8 +178,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     server.requestTimeout = 0;
     server.setTimeout(0);
-    // Plain HTTP/1.1 API POSTs are read off the socket without node:http (lean-http1.ts); TLS stays with node:https.
-    if (https === undefined) {
+    // Plain HTTP/1.1 API POSTs are read off the socket without node:http (lean-http1.ts), unless listen.http.lean_http1 is false; TLS stays with node:https.
+    if (https === undefined && this.#leanHttp1) {
       this.#lean = LeanHttp1.install(server, this, {
         maxHeaderBytes: options.maxHeaderSize ?? 16 * 1024,
         bodyLimit: this.#bodyLimit,
