@@ -95,6 +95,7 @@ export class LocalPlane implements DataPath, EventSink {
         configVersion: () => 0,
         shuttingDown: () => false,
         events: () => ({ subscribers: 0, published: 0, dropped: 0 }),
+        lean: () => this.client.leanStats,
       },
       false,
     );

@@ -61,6 +61,7 @@ describe('metrics and request ids', () => {
     const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'sk-not-checked', maxRetries: 0 });
     const before = await stack.metrics();
     const okBefore = sample(before, 'edge_requests_total', { ...MODEL, provider: PROVIDER_ID, status: '200' }) ?? 0;
+    const leanBefore = sample(before, 'edge_http_lean_requests_total') ?? 0;
     await sdk.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'a' }] });
     const stream = await sdk.chat.completions.create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'b' }] });
     for await (const _chunk of stream);
@@ -89,6 +90,10 @@ describe('metrics and request ids', () => {
     assert.equal(sample(text, 'edge_rejects_total', { reason: 'queue_full' }), 1);
     assert.equal(sample(text, 'edge_rejects_total', { reason: 'model_not_found' }), 1);
     assert.ok(!text.includes('no-such-model'), 'a client-chosen model name never becomes a label');
+    // Six API POSTs since `before`, each a plain head the lean connection reads (one split by the kernel would go to node:http).
+    const lean = (sample(text, 'edge_http_lean_requests_total') ?? 0) - leanBefore;
+    assert.ok(lean > 0 && lean <= 6, `lean requests ${lean}`);
+    assert.ok(sample(text, 'edge_http_lean_handovers_total') !== undefined, 'the hand-over counter is exported');
 
     const served = sample(text, 'edge_requests_total', { ...MODEL, provider: PROVIDER_ID, status: '200' }) as number;
     const total = { count: sample(text, 'edge_request_duration_seconds_count', MODEL), sum: sample(text, 'edge_request_duration_seconds_sum', MODEL) as number };

@@ -5,6 +5,7 @@
 // per-model children are cached here. Gauges that describe state (queues, in-flight,
 // capacity, nodes) are read from the scheduler's status once per scrape.
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { LeanStats } from '../../contract/io-protocol.js';
 import type { ExchangeView } from './exchange-observer.js';
 import { HotHistogram, type HotSeries } from './hot-histogram.js';
 import type { SchedulerStatus } from '../../contract/scheduler.js';
@@ -40,6 +41,8 @@ export interface MetricsSource {
   events(): { readonly subscribers: number; readonly published: number; readonly dropped: number };
   /** Fair queuing: configured API key names by tenant key; tenants not in it are counted as `other` (bounded label set). */
   tenantNames?(): ReadonlyMap<number, string>;
+  /** The client listener's lean HTTP/1.1 connection (a data path's own metrics only). */
+  lean?(): LeanStats;
 }
 
 export class EdgeMetrics {
@@ -51,6 +54,9 @@ export class EdgeMetrics {
   readonly #ttfb = new HotHistogram({ name: 'edge_time_to_first_byte_seconds', help: 'Request in the edge to the first response body byte written to the client', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
   readonly #queue = new HotHistogram({ name: 'edge_queue_wait_seconds', help: 'Time queued for a provider slot', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
   readonly #overhead = new HotHistogram({ name: 'edge_gateway_overhead_seconds', help: 'Total latency minus queue wait minus provider time (TunnelRequest sent to END received, which includes the node hop)', labelName: 'model', buckets: OVERHEAD_BUCKETS, registry: this.registry });
+  readonly #leanRequests = new Counter({ name: 'edge_http_lean_requests_total', help: 'API requests read off the socket by the lean HTTP/1.1 connection (the rest are read by node:http)', registers: [this.registry] });
+  readonly #leanHandovers = new Counter({ name: 'edge_http_lean_handovers_total', help: 'Client connections the lean HTTP/1.1 connection handed to node:http at a request it does not read (another route or method, a head split over reads, chunked bodies, ...)', registers: [this.registry] });
+  #leanReported: LeanStats = { requests: 0, handedOver: 0, connections: 0 };
   readonly #tunnelBytes = new Counter({ name: 'edge_tunnel_bytes_total', help: 'Bytes relayed through tunnels: request bodies to nodes, response bodies to clients (counted when a request ends)', labelNames: ['direction'] as const, registers: [this.registry] });
   readonly #queueDepth = new Gauge({ name: 'edge_queue_depth', help: 'Requests waiting per model group', labelNames: ['model'] as const, registers: [this.registry] });
   readonly #bandDepth = new Gauge({ name: 'edge_queue_depth_band', help: 'Fair queuing: requests waiting per model group and priority band', labelNames: ['model', 'priority'] as const, registers: [this.registry] });
@@ -187,6 +193,12 @@ export class EdgeMetrics {
   }
 
   #syncCounters(): void {
+    const lean = this.#source.lean?.();
+    if (lean !== undefined) {
+      if (lean.requests > this.#leanReported.requests) this.#leanRequests.inc(lean.requests - this.#leanReported.requests);
+      if (lean.handedOver > this.#leanReported.handedOver) this.#leanHandovers.inc(lean.handedOver - this.#leanReported.handedOver);
+      this.#leanReported = lean;
+    }
     for (const byProvider of this.#counts.values()) {
       for (const byStatus of byProvider.values()) {
         for (const count of byStatus.values()) {
