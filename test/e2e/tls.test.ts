@@ -104,8 +104,10 @@ describe('TLS and mutual TLS', { skip }, () => {
     agent.start();
     try {
       await waitUntil(() => agent.isConnected(), 'registration over mutual TLS', 3_000);
+      // A fresh connection: the shared client's was handed to node:https at its GET /healthz.
+      const fresh = new UndiciAgent({ connect: { ca: readFileSync(pki.caCert) } });
       const res = await undiciFetch(`${edge.url}/v1/chat/completions`, {
-        dispatcher: client,
+        dispatcher: fresh,
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
@@ -113,6 +115,10 @@ describe('TLS and mutual TLS', { skip }, () => {
       assert.equal(res.status, 200);
       const body = (await res.json()) as { object: string };
       assert.equal(body.object, 'chat.completion');
+      // Read off the TLS socket by the lean HTTP/1.1 connection, not node:https's parser.
+      const planes = (await edge.inspect()).planes;
+      assert.ok(planes.reduce((n, p) => n + p.lean.requests, 0) >= 1, 'the API POST was read by the lean connection');
+      await fresh.close();
       // And through the official SDK, streaming, trusting the test CA.
       const sdk = new OpenAI({ baseURL: `${edge.url}/v1`, apiKey: 'x', maxRetries: 0, fetchOptions: { dispatcher: client } });
       const stream = await sdk.chat.completions.create({ model: ALIAS, stream: true, messages: [] });

@@ -80,7 +80,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   readonly #offloadThreads: number;
 
   readonly #plane: DataPlane;
-  /** The lean HTTP/1.1 connections (lean-http1.ts); undefined on HTTPS or with listen.http.lean_http1 false. */
+  /** The lean HTTP/1.1 connections (lean-http1.ts); undefined with listen.http.lean_http1 false. */
   #lean: LeanHttp1 | undefined;
   readonly #leanHttp1: boolean;
   /** Agent Cards and the A2A JSON-RPC endpoints (src/workers/a2a/). */
@@ -156,7 +156,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     return this.#offloadPool;
   }
 
-  /** What the lean HTTP/1.1 connection did (tests, status); zeros on HTTPS. */
+  /** What the lean HTTP/1.1 connection did (tests, status); zeros when it is off. */
   get leanStats(): LeanStats {
     const lean = this.#lean;
     return lean === undefined ? NO_LEAN : { requests: lean.requests, handedOver: lean.handedOver, connections: lean.openConnections };
@@ -178,8 +178,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     server.requestTimeout = 0;
     server.setTimeout(0);
-    // Plain HTTP/1.1 API POSTs are read off the socket without node:http (lean-http1.ts), unless listen.http.lean_http1 is false; TLS stays with node:https.
-    if (https === undefined && this.#leanHttp1) {
+    // Plain HTTP/1.1 API POSTs are read off the socket (the TLS socket, on HTTPS) without node:http (lean-http1.ts), unless listen.http.lean_http1 is false.
+    if (this.#leanHttp1) {
       this.#lean = LeanHttp1.install(server, this, {
         maxHeaderBytes: options.maxHeaderSize ?? 16 * 1024,
         bodyLimit: this.#bodyLimit,

@@ -7,7 +7,7 @@
 //
 // Anything the strict head reader does not take (another method or route, a
 // head split over reads, chunked bodies, Expect, Upgrade, a repeated header,
-// a body over the limit, HTTP/1.0, TLS) hands the connection, with every
+// a body over the limit, HTTP/1.0) hands the connection, with every
 // byte not yet consumed, to node:http's own connection listener for the rest
 // of its life: node:http's parser, limits and answers stay the authority for
 // every unusual request, and fastify serves everything but the API POSTs.
@@ -23,6 +23,7 @@
 import { EventEmitter } from 'node:events';
 import { STATUS_CODES, validateHeaderName, validateHeaderValue, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import { readLeanHead, type LeanHead } from './lean-head.js';
 
 export interface LeanOwner {
@@ -490,12 +491,14 @@ export class LeanHttp1 {
    * the lean connections too, so drains and fastify's close see them all.
    */
   static install(server: Server, owner: LeanOwner, options: LeanOptions): LeanHttp1 | undefined {
-    const listeners = server.listeners('connection');
+    // node:https hands node:http's listener the TLS socket once the handshake is done: the lean connection takes it there.
+    const event = server instanceof TlsServer ? 'secureConnection' : 'connection';
+    const listeners = server.listeners(event);
     if (listeners.length !== 1) return undefined;
     const nodeListener = listeners[0] as ConnectionListener;
     const lean = new LeanHttp1(server, nodeListener, owner, options);
-    server.removeListener('connection', nodeListener);
-    server.on('connection', (socket: Socket) => lean.adopt(socket));
+    server.removeListener(event, nodeListener);
+    server.on(event, (socket: Socket) => lean.adopt(socket));
     const closeIdle = server.closeIdleConnections.bind(server);
     const closeAll = server.closeAllConnections.bind(server);
     server.closeIdleConnections = () => {
