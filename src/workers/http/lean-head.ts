@@ -112,7 +112,7 @@ export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: rea
         break;
       case 'connection':
         if (UPGRADE_TOKEN.test(value)) return undefined;
-        close = CLOSE_TOKEN.test(value);
+        close = asksToClose(value);
         break;
     }
     headers[lower] = value;
@@ -121,6 +121,11 @@ export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: rea
   // HTTP/1.1 without Host: node's path answers it (400 in the route's format).
   if (headers.host === undefined) return undefined;
   return { url, path, headers, rawHeaders, contentLength, close, headBytes: end + 4 };
+}
+
+/** A `Connection` value that names `close` (request or response). */
+export function asksToClose(connectionValue: string): boolean {
+  return CLOSE_TOKEN.test(connectionValue);
 }
 
 /** The route's own path string (`routes` are few): later lookups by it hit the interned string, not a fresh slice. */

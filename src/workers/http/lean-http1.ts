@@ -16,7 +16,7 @@
 // is running (pipelining) wait, and the socket pauses when they pile up.
 // Request lifecycle on a lean connection:
 //   1. a whole plain head for a lean route, and its Content-Length body;
-//   2. owner.serveLean(request, response, body) (ClientServer: the same
+//   2. owner.serveLean(path, request, response, body) (ClientServer: the same
 //      checks and answers as the node:http lean path);
 //   3. the response ends: the next buffered request, or the socket ends
 //      (Connection: close asked, draining, or the edge closing).
@@ -24,7 +24,7 @@ import { EventEmitter } from 'node:events';
 import { STATUS_CODES, validateHeaderName, validateHeaderValue, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
-import { readLeanHead, type LeanHead } from './lean-head.js';
+import { asksToClose, readLeanHead, type LeanHead } from './lean-head.js';
 
 export interface LeanOwner {
   /** A lean request with its whole body; the owner answers through `response`. */
@@ -89,8 +89,8 @@ function bodiless(status: number): boolean {
  * writeHead (pairs or a record), write with a flush callback, end, destroy,
  * headersSent, destroyed, writableFinished, writableLength, chunkedEncoding,
  * shouldKeepAlive, socket, and 'finish' and 'close'. Writes made in one
- * turn leave as one socket write; a response written whole in one turn
- * (head, body, end) is one write with a Content-Length.
+ * turn leave as one socket write; a response ended with its whole body and
+ * nothing written before is framed by Content-Length, any other chunked.
  */
 export class LeanResponse extends EventEmitter {
   statusCode = 200;
@@ -110,6 +110,8 @@ export class LeanResponse extends EventEmitter {
   #pending: Buffer[] = [];
   #pendingBytes = 0;
   #callbacks: (() => void)[] = [];
+  /** The flush callbacks that rode on the last write. */
+  #lastCallbacks: readonly (() => void)[] = NO_CALLBACKS;
   #flushQueued = false;
   #closeEmitted = false;
 
@@ -177,7 +179,7 @@ export class LeanResponse extends EventEmitter {
     this.writableEnded = true;
     this.headersSent = true;
     const body = chunk === undefined ? undefined : typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    // Written whole in this turn: framed by Content-Length.
+    // Nothing written before: the whole body is known, framed by Content-Length.
     if (!this.#headWritten) this.#writeHead(body?.length ?? 0);
     if (body !== undefined) this.#append(body);
     if (this.chunkedEncoding) this.#push(LAST_CHUNK);
@@ -197,13 +199,16 @@ export class LeanResponse extends EventEmitter {
     this.#flushQueued = false;
     if (this.destroyed || (this.#pendingBytes === 0 && !last)) return;
     const pending = this.#pending;
+    // Buffer.concat copies now, so the array is free for the next writes.
     const data = pending.length === 1 ? pending[0] : Buffer.concat(pending, this.#pendingBytes);
-    this.#pending = [];
+    pending.length = 0;
     this.#pendingBytes = 0;
     const callbacks = this.#callbacks;
     if (callbacks.length > 0) this.#callbacks = [];
     if (last) {
-      this.socket.write(data, (err) => this.#finished(err, callbacks));
+      // The connection's one callback (no closure per response) calls lastWritten on its running response: this one.
+      this.#lastCallbacks = callbacks;
+      this.socket.write(data, this.#connection.onLastWrite);
       return;
     }
     if (callbacks.length === 0) this.socket.write(data);
@@ -211,19 +216,20 @@ export class LeanResponse extends EventEmitter {
     else this.socket.write(data, () => runAll(callbacks));
   }
 
-  /** The socket closed: a response not yet flushed whole was cut (the client left, or destroy()). */
-  socketClosed(): void {
-    this.destroyed = true;
-    this.#emitClose();
-  }
-
-  #finished(err: Error | null | undefined, callbacks: readonly (() => void)[]): void {
-    runAll(callbacks);
-    if (err) return; // the socket's 'close' tells the rest
+  /** The response's last write left (or failed: the socket's 'close' then tells the rest). */
+  lastWritten(err: Error | null | undefined): void {
+    runAll(this.#lastCallbacks);
+    if (err) return;
     this.writableFinished = true;
     this.emit('finish');
     this.#emitClose();
     this.#connection.responseDone(this.#keepAlive);
+  }
+
+  /** The socket closed: a response not yet flushed whole was cut (the client left, or destroy()). */
+  socketClosed(): void {
+    this.destroyed = true;
+    this.#emitClose();
   }
 
   #emitClose(): void {
@@ -274,7 +280,7 @@ export class LeanResponse extends EventEmitter {
       head += `${name}: ${fields[i + 1]}\r\n`;
     }
     if (!hasDate) head += currentDateLine();
-    this.#keepAlive = this.shouldKeepAlive && this.#connection.keepAlive && (connection === undefined || !/(?:^|,)\s*close\s*(?:,|$)/i.test(connection));
+    this.#keepAlive = this.shouldKeepAlive && this.#connection.keepAlive && (connection === undefined || !asksToClose(connection));
     head += this.#keepAlive ? this.#connection.keepAliveLines : 'Connection: close\r\n';
     if (!hasLength && !bodiless(status)) {
       if (length >= 0) head += `Content-Length: ${length}\r\n`;
@@ -304,6 +310,7 @@ export class LeanResponse extends EventEmitter {
   }
 }
 
+const NO_CALLBACKS: readonly (() => void)[] = [];
 const CRLF = Buffer.from('\r\n', 'latin1');
 const LAST_CHUNK = Buffer.from('0\r\n\r\n', 'latin1');
 
@@ -325,6 +332,10 @@ class LeanConnection {
   bodyBytes = 0;
   response: LeanResponse | undefined;
   paused = false;
+  /** The write callback of every response's last write on this connection: one per connection, not one per response. */
+  readonly onLastWrite = (err?: Error | null): void => {
+    this.response?.lastWritten(err);
+  };
 
   constructor(
     readonly server: LeanHttp1,
@@ -397,7 +408,8 @@ class LeanConnection {
     const body = whole.length === head.contentLength ? whole : whole.subarray(0, head.contentLength);
     if (whole.length > head.contentLength) this.buffer = whole.subarray(head.contentLength);
     this.head = undefined;
-    this.bodyChunks = [];
+    // Concatenated (a copy) or taken as the one chunk above: the array is free.
+    chunks.length = 0;
     this.bodyBytes = 0;
     const socket = this.socket;
     const request = new LeanRequest(head.url, head.headers, head.rawHeaders, socket);
