@@ -3,6 +3,7 @@
 // leaves the edge gracefully and exits 0. Logs are pino JSON on stdout.
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
+import { missingNodeFlags, restartWithNodeFlags } from '../shared/node-flags.js';
 import { AGENT_VERSION } from './version.js';
 
 const USAGE = `Usage: node-agent --config FILE
@@ -99,12 +100,15 @@ async function main(argv: string[]): Promise<number> {
 
   // The shared logger: credentials (node token, provider api keys) are redacted.
   const logger = createLogger('node-agent', config.logLevel, values.pretty === true ? { pretty: true } : {});
+  // Heap and GC-thread sizes only apply to a process started with them: restart in place once (nothing is open yet).
+  const missing = missingNodeFlags(config.runtime?.nodeFlags ?? [], process.execArgv, process.env.NODE_OPTIONS);
+  if (missing.length > 0) logger.warn({ nodeFlags: missing, reason: restartWithNodeFlags(missing) }, 'runtime.node_flags: running without them');
   const configFile = values.config;
   const agent = new NodeAgent(config, { logger, reloadConfig: () => loadAgentConfig(configFile) });
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
-    logger.info({ version: AGENT_VERSION, edge: config.edge.address, providers: config.providers.map((p) => p.id) }, 'node agent starting');
+    logger.info({ version: AGENT_VERSION, edge: config.edge.address, providers: config.providers.map((p) => p.id), pid: process.pid, nodeFlags: process.execArgv }, 'node agent starting');
     agent.start();
   });
   // A second signal while draining means "now".

@@ -110,6 +110,7 @@ function restartPaths(current: AgentConfig, next: AgentConfig): string[] {
   if (!same(current.reconnect, next.reconnect)) paths.push('reconnect');
   if (!same(current.tunnels, next.tunnels)) paths.push('tunnels');
   if (current.logLevel !== next.logLevel) paths.push('log_level');
+  if (!same(current.runtime, next.runtime)) paths.push('runtime.node_flags');
   const nextById = new Map(next.providers.map((p) => [p.id, p]));
   for (const p of current.providers) {
     const n = nextById.get(p.id);

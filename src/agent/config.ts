@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
+import { readNodeFlags } from '../shared/node-flags.js';
 import { readAgentTls, type AgentTlsConfig } from './tls.js';
 import { CLI_KEYS, readCliProvider, type CliProviderConfig } from './cli-config.js';
 
@@ -39,6 +40,8 @@ export interface AgentConfig {
   /** Active health probes (health-probes.ts); interval 0 turns them off. Optional so hand-built configs stay valid (DEFAULT_HEALTH then). */
   readonly health?: HealthOptions;
   readonly logLevel: LogLevel;
+  /** runtime.node_flags, resolved (`auto` expanded for this host): the Node flags the agent restarts itself with at start. Optional so hand-built configs stay valid. */
+  readonly runtime?: { readonly nodeFlags: readonly string[] };
 }
 
 /** How DATA frames are formed from upstream chunks. */
@@ -83,7 +86,10 @@ const HEADER_SAFE = /^[\x20-\x7e\x80-\xff]+$/;
 export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const r = new ConfigReader();
   const root = r.object('config', raw) ?? {};
-  r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'tunnels', 'health', 'log_level']);
+  r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'tunnels', 'health', 'log_level', 'runtime']);
+  const runtime = r.object('runtime', root.runtime, true) ?? {};
+  r.noUnknownKeys('runtime', runtime, ['node_flags']);
+  const nodeFlags = readNodeFlags(r, 'runtime.node_flags', runtime.node_flags);
 
   const edge = r.object('edge', root.edge) ?? {};
   r.noUnknownKeys('edge', edge, ['address', 'tls', 'streams']);
@@ -126,6 +132,7 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
     tunnels: { coalesceDelayMs, coalesceMaxBytes, batchFrames },
     health: { intervalMs: healthIntervalMs, timeoutMs: healthTimeoutMs, unhealthyAfter },
     logLevel,
+    runtime: { nodeFlags },
   };
 }
 

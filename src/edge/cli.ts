@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
 import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
+import { missingNodeFlags, restartWithNodeFlags } from '../shared/node-flags.js';
 import { loadEdgeConfig } from '../main/config.js';
 import { startEdge, type RunningEdge } from './edge.js';
 
@@ -70,6 +71,9 @@ async function main(): Promise<number> {
   const file = values.config;
   const logger = createLogger('edge', undefined, values.pretty === true ? { pretty: true } : {});
   const config = await loadEdgeConfig(file);
+  // Heap and GC-thread sizes only apply to a process started with them: restart in place once (nothing is open yet).
+  const missing = missingNodeFlags(config.runtime?.nodeFlags ?? [], process.execArgv, process.env.NODE_OPTIONS);
+  if (missing.length > 0) logger.warn({ nodeFlags: missing, reason: restartWithNodeFlags(missing) }, 'runtime.node_flags: running without them');
   // Handlers go in before anything listens: a signal during start is not lost.
   let edge: RunningEdge | undefined;
   process.on('SIGHUP', () => {
@@ -102,7 +106,7 @@ async function main(): Promise<number> {
   process.on('SIGTERM', onStopSignal);
   process.on('SIGINT', onStopSignal);
   edge = await startEdge(config, { logger, admin: true, configFile: file });
-  logger.info({ version: VERSION, config: file, pid: process.pid }, 'edge started');
+  logger.info({ version: VERSION, config: file, pid: process.pid, nodeFlags: process.execArgv }, 'edge started');
   return -1; // keep running
 }
 

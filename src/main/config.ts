@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import { readEndpoints } from '../shared/endpoints.js';
+import { readNodeFlags } from '../shared/node-flags.js';
 import { MAX_WORKERS } from '../contract/scheduler-port.js';
 import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { readA2A } from './a2a-config.js';
@@ -127,7 +128,7 @@ function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[])
 export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const r = new ConfigReader();
   const root = r.object('(root)', raw) ?? {};
-  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'nodes', 'models', 'auth', 'tls', 'bootstrap', 'a2a', 'resilience']);
+  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'runtime', 'nodes', 'models', 'auth', 'tls', 'bootstrap', 'a2a', 'resilience']);
 
   const listen = r.object('listen', root.listen, true) ?? {};
   r.noUnknownKeys('listen', listen, ['http', 'grpc']);
@@ -143,6 +144,8 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   r.noUnknownKeys('drain', drain, ['grace_ms']);
   const runs = r.object('runs', root.runs, true) ?? {};
   r.noUnknownKeys('runs', runs, ['max_finished']);
+  const runtime = r.object('runtime', root.runtime, true) ?? {};
+  r.noUnknownKeys('runtime', runtime, ['node_flags']);
 
   const nodes: NodeConfig[] = [];
   for (const [i, n] of r.list('nodes', root.nodes).entries()) {
@@ -188,6 +191,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     admin: readAdmin(r, root.admin),
     drain: { graceMs: r.integer('drain.grace_ms', drain.grace_ms, 0, DAY_MS, DEFAULT_DRAIN_GRACE_MS) },
     runs: { maxFinished: r.integer('runs.max_finished', runs.max_finished, 1, 1_000_000, DEFAULT_MAX_FINISHED_RUNS) },
+    runtime: { nodeFlags: readNodeFlags(r, 'runtime.node_flags', runtime.node_flags) },
     nodes,
     models,
     auth: readAuth(r, root.auth, new Set(models.map((m) => m.alias))),

@@ -102,6 +102,8 @@ export interface EdgeConfig {
   readonly drain?: DrainConfig;
   /** Run records (GET /admin/runs): how many finished runs are kept. Optional like drain. */
   readonly runs?: { readonly maxFinished: number };
+  /** runtime.node_flags, resolved (`auto` expanded for this host): the Node flags the edge restarts itself with at start. Optional like drain. */
+  readonly runtime?: { readonly nodeFlags: readonly string[] };
   readonly nodes: readonly NodeConfig[];
   readonly models: readonly ModelConfig[];
   // Optional like admin/drain (hand-built configs stay valid); parseEdgeConfig

@@ -5,10 +5,11 @@ import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FakeEdge, waitFor } from './fake-edge.js';
+import { autoNodeFlags } from '../../src/shared/node-flags.js';
 
 const CLI = fileURLToPath(new URL('../../src/agent/cli.js', import.meta.url));
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -84,4 +85,29 @@ test('it registers, and on SIGTERM leaves the edge and exits 0 without logging s
   const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as { msg: string; level: number });
   assert.ok(lines.some((l) => l.msg === 'stopped'));
   assert.ok(!stdout.includes('do-not-log'), 'neither the token nor the api key is logged');
+  // runtime.node_flags defaults to auto: the agent restarted itself in place (same PID) with them, once.
+  const starting = lines.filter((l) => l.msg === 'node agent starting') as unknown as { pid: number; nodeFlags: string[] }[];
+  assert.equal(starting.length, 1);
+  assert.equal(starting[0].pid, child.pid);
+  assert.deepEqual(starting[0].nodeFlags, autoNodeFlags(availableParallelism()));
+});
+
+test('runtime.node_flags: a listed flag is what the agent runs with; a flag outside the allowed ones is a config error', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'agent-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'agent.yaml');
+  const base = 'edge:\n  address: 127.0.0.1:9\nnode:\n  id: n\n  token: t\nproviders:\n  - id: p\n    type: openai_compat\n    base_url: http://127.0.0.1:9\n';
+  await writeFile(file, `${base}runtime:\n  node_flags: ['--inspect=0.0.0.0:9229']\n`);
+  const bad = await runCli(['--config', file]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /runtime\.node_flags\[0\]: expected one of --v8-pool-size=<integer>/);
+  await writeFile(file, `${base}runtime:\n  node_flags: ['--max-semi-space-size=4']\n`);
+  const child = spawn(process.execPath, [CLI, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  const line = await waitFor('the starting log line', () => stdout.split('\n').find((l) => l.includes('"node agent starting"')), 5000);
+  const starting = JSON.parse(line) as { pid: number; nodeFlags: string[] };
+  assert.equal(starting.pid, child.pid);
+  assert.deepEqual(starting.nodeFlags, ['--max-semi-space-size=4']);
 });

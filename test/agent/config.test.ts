@@ -44,6 +44,8 @@ health:
   timeout_ms: 1500
   unhealthy_after: 3
 log_level: debug
+runtime:
+  node_flags: ['--v8-pool-size=2']
 `;
 
 function problemsOf(raw: unknown): readonly string[] {
@@ -92,6 +94,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
     tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096, batchFrames: true },
     health: { intervalMs: 5000, timeoutMs: 1500, unhealthyAfter: 3 },
     logLevel: 'debug',
+    runtime: { nodeFlags: ['--v8-pool-size=2'] },
   });
 });
 

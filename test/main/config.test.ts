@@ -61,6 +61,23 @@ test('workers.count defaults to one worker per core on hosts with 4 or more, sin
   assert.equal(defaultWorkerCount(256), 64);
 });
 
+test('runtime.node_flags: auto by default, a list of heap and GC-thread flags, its mistakes named; a change needs a restart', async () => {
+  const { availableParallelism } = await import('node:os');
+  const { autoNodeFlags } = await import('../../src/shared/node-flags.js');
+  const { ruleFor } = await import('../../src/main/refresh/mutability.js');
+  const base = { nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1' }] }], models: [] };
+  assert.deepEqual(parseEdgeConfig(base, 't').runtime?.nodeFlags, autoNodeFlags(availableParallelism()));
+  assert.deepEqual(parseEdgeConfig({ ...base, runtime: { node_flags: 'auto' } }, 't').runtime?.nodeFlags, autoNodeFlags(availableParallelism()));
+  assert.deepEqual(parseEdgeConfig({ ...base, runtime: { node_flags: [] } }, 't').runtime?.nodeFlags, []);
+  assert.deepEqual(parseEdgeConfig({ ...base, runtime: { node_flags: ['--max-old-space-size=2048'] } }, 't').runtime?.nodeFlags, ['--max-old-space-size=2048']);
+  const text = problemsOf({ ...base, runtime: { node_flags: ['--inspect=0.0.0.0', 7], extra: 1 } }).join('\n');
+  assert.match(text, /runtime\.node_flags\[0\]: expected one of --v8-pool-size=<integer>, --max-semi-space-size=<integer>, --max-old-space-size=<integer>; got '--inspect=0\.0\.0\.0'/);
+  assert.match(text, /runtime\.node_flags\[1\]: expected a string, got 7/);
+  assert.match(text, /runtime\.extra: unknown key/);
+  assert.match(problemsOf({ ...base, runtime: { node_flags: 'fast' } }).join('\n'), /runtime\.node_flags: expected 'auto' or a list of flags, got "fast"/);
+  assert.equal(ruleFor('runtime.node_flags').mutable, false);
+});
+
 test('resilience: defaults when absent, percentages as shares, and its mistakes named', async () => {
   const { outlierPolicyOf, overloadPolicyOf } = await import('../../src/main/config-resilience.js');
   const base = { nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1' }] }], models: [{ alias: 'm', providers: { p1: 's' } }] };

@@ -14,6 +14,8 @@ export interface EdgeStatus {
   readonly edge: {
     readonly version: string;
     readonly pid: number;
+    /** The Node flags this process runs with (runtime.node_flags, or the operator's own). */
+    readonly nodeFlags: readonly string[];
     readonly startedAt: string;
     readonly uptimeSeconds: number;
     readonly configVersion: number;
@@ -166,6 +168,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
     edge: {
       version: VERSION,
       pid: process.pid,
+      nodeFlags: process.execArgv,
       startedAt: iso(source.startedAt),
       uptimeSeconds: Math.round((Date.now() - source.startedAt) / 1000),
       configVersion: source.configVersion,

@@ -38,6 +38,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^scheduler\.(fairness|aging_step_per_sec)$/, mutable: true, effect: 'the queue policy applies at once, to queued requests too (docs/scheduling.md)' },
   { pattern: /^drain\.grace_ms$/, mutable: true, effect: 'the next shutdown' },
   { pattern: /^a2a\./, mutable: true, effect: 'agent cards and new tasks use the new agents at once; running tasks finish as they began' },
+  { pattern: /^runtime\./, mutable: false, effect: 'Node and V8 flags take effect when the process starts' },
   { pattern: /^runs\./, mutable: false, effect: 'the run records are sized at start' },
   {
     pattern: /^nodes\[[^\]]*\]\.token$/,

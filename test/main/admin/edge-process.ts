@@ -36,13 +36,13 @@ export class EdgeProcess {
   }
 
   /** Writes `raw` (YAML-shaped) to a temp file and starts `edge --config FILE`; resolves once it listens. */
-  static async start(raw: Record<string, unknown>): Promise<EdgeProcess> {
+  static async start(raw: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<EdgeProcess> {
     const dir = await mkdtemp(join(tmpdir(), 'edge-ops-'));
     const configFile = join(dir, 'edge.yaml');
     await writeFile(configFile, toYaml(raw));
     const child = spawn(process.execPath, [CLI, '--config', configFile], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, LOG_LEVEL: 'info', NODE_ENV: 'production' },
+      env: { ...process.env, LOG_LEVEL: 'info', NODE_ENV: 'production', ...env },
     });
     const edge = new EdgeProcess(child, dir, configFile);
     const listening = await edge.waitForLog((l) => l.msg === 'edge listening', 15_000);

@@ -1,0 +1,101 @@
+// Node and V8 flags a process wants from its own config (`runtime.node_flags`).
+// Heap and GC-thread sizes are fixed when the isolate is created, so a
+// process started without them restarts itself once with them, in place
+// (execve: same PID, same stdio, same arguments), before it opens anything.
+//
+// Why (docs/operations.md "Runtime flags", docs/benchmarks.md): Node starts
+// four V8 helper threads whatever the core count; on a small host their
+// concurrent marking takes every core from the event loop for up to a few
+// hundred milliseconds, which showed as the p99 tail at a steady rate.
+
+/** The flags a config may name: V8 heap and GC-thread sizes, each `--name=<integer>`. */
+export const NODE_FLAG_NAMES = ['v8-pool-size', 'max-semi-space-size', 'max-old-space-size'] as const;
+
+const FLAG_FORM = new RegExp(`^--(${NODE_FLAG_NAMES.join('|')})=(\\d{1,6})$`);
+
+import { availableParallelism } from 'node:os';
+import type { ConfigReader } from './config-reader.js';
+
+/** Set in the environment of the restarted process: it never restarts itself twice. */
+export const NODE_FLAGS_ENV = 'EDGE_NODE_FLAGS_APPLIED';
+
+/** Node's own V8 helper-thread count, whatever the host. */
+export const NODE_DEFAULT_POOL_SIZE = 4;
+
+/**
+ * `auto`: one V8 helper thread fewer than the host's cores (at least 1), so
+ * GC never takes the core the event loop runs on. Nothing on hosts of 5
+ * cores or more, where Node's own 4 already leave one.
+ */
+export function autoNodeFlags(cores: number): string[] {
+  const pool = Math.max(1, Math.floor(cores) - 1);
+  return pool >= NODE_DEFAULT_POOL_SIZE ? [] : [`--v8-pool-size=${pool}`];
+}
+
+/** Why `flag` is not one a config may name, or undefined when it is. */
+export function nodeFlagProblem(flag: string): string | undefined {
+  if (FLAG_FORM.test(flag)) return undefined;
+  return `expected one of ${NODE_FLAG_NAMES.map((n) => `--${n}=<integer>`).join(', ')}; got '${flag}'`;
+}
+
+/** A config's `runtime.node_flags`: `auto` (the default: sized for this host's cores), or a list of allowed flags ([] = none). */
+export function readNodeFlags(r: ConfigReader, path: string, raw: unknown): readonly string[] {
+  if (raw === undefined || raw === null || raw === 'auto') return autoNodeFlags(availableParallelism());
+  if (!Array.isArray(raw)) {
+    r.problems.push(`${path}: expected 'auto' or a list of flags, got ${JSON.stringify(raw)}`);
+    return [];
+  }
+  const flags: string[] = [];
+  for (const [i, flag] of raw.entries()) {
+    const problem = typeof flag === 'string' ? nodeFlagProblem(flag) : `expected a string, got ${JSON.stringify(flag)}`;
+    if (problem === undefined) flags.push(flag as string);
+    else r.problems.push(`${path}[${i}]: ${problem}`);
+  }
+  return flags;
+}
+
+function flagName(arg: string): string | undefined {
+  if (!arg.startsWith('--')) return undefined;
+  const eq = arg.indexOf('=');
+  // Node and V8 read --a_b as --a-b.
+  return (eq < 0 ? arg.slice(2) : arg.slice(2, eq)).replaceAll('_', '-');
+}
+
+/**
+ * The wanted flags whose names the process was not started with (on its
+ * command line or in NODE_OPTIONS): an operator's own choice always wins.
+ */
+export function missingNodeFlags(wanted: readonly string[], execArgv: readonly string[], nodeOptions: string | undefined): string[] {
+  const given = new Set<string>();
+  for (const arg of execArgv) {
+    const name = flagName(arg);
+    if (name !== undefined) given.add(name);
+  }
+  for (const arg of (nodeOptions ?? '').split(/\s+/)) {
+    const name = flagName(arg);
+    if (name !== undefined) given.add(name);
+  }
+  return wanted.filter((flag) => {
+    const name = flagName(flag);
+    return name !== undefined && !given.has(name);
+  });
+}
+
+/**
+ * Replaces this process with itself started with `flags` added (same PID,
+ * stdio and arguments). Returns only when it did not: nothing missing, done
+ * once already, or no execve on this platform; the reason is returned.
+ */
+export function restartWithNodeFlags(flags: readonly string[]): string {
+  if (flags.length === 0) return 'nothing to add';
+  if (process.env[NODE_FLAGS_ENV] !== undefined) return `already restarted once (${NODE_FLAGS_ENV} is set)`;
+  const execve = process.execve;
+  if (typeof execve !== 'function') return 'process.execve is not available on this platform';
+  const args = [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)];
+  try {
+    execve.call(process, process.execPath, args, { ...process.env, [NODE_FLAGS_ENV]: flags.join(' ') });
+  } catch (err) {
+    return `execve failed: ${(err as Error).message}`;
+  }
+  return 'execve returned';
+}

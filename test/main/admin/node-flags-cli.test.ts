@@ -1,0 +1,61 @@
+// runtime.node_flags through the real CLI: the edge restarts itself in
+// place (same PID, same pipes) with the flags its config asks for, keeps an
+// operator's own choice, and says which flags it runs with in its log and
+// in GET /admin/status.
+import assert from 'node:assert/strict';
+import { availableParallelism } from 'node:os';
+import { test } from 'node:test';
+import { autoNodeFlags } from '../../../src/shared/node-flags.js';
+import { EdgeProcess } from './edge-process.js';
+import { opsConfigObject } from './ops-stack.js';
+
+async function flagsOf(edge: EdgeProcess): Promise<{ logged: string[]; status: string[]; pid: number }> {
+  const started = await edge.waitForLog((l) => l.msg === 'edge started', 15_000);
+  const status = await edge.adminJson('/admin/status');
+  assert.equal(started.pid, edge.child.pid, 'the restart kept the PID the operator started');
+  assert.equal(status.edge.pid, edge.child.pid);
+  return { logged: started.nodeFlags as string[], status: status.edge.nodeFlags as string[], pid: status.edge.pid as number };
+}
+
+test('the edge restarts itself once with the flags runtime.node_flags lists, before it listens', async () => {
+  const edge = await EdgeProcess.start(opsConfigObject({ configure: (raw) => void (raw.runtime = { node_flags: ['--max-semi-space-size=4', '--v8-pool-size=1'] }) }));
+  try {
+    const { logged, status } = await flagsOf(edge);
+    assert.deepEqual(logged, ['--max-semi-space-size=4', '--v8-pool-size=1']);
+    assert.deepEqual(status, logged);
+    assert.equal(edge.logs.filter((l) => l.msg === 'edge listening').length, 1, 'one start is logged: the first process opened nothing');
+    assert.ok(!edge.logs.some((l) => l.msg === 'runtime.node_flags: running without them'));
+    const res = await fetch(`${edge.url}/v1/models`);
+    assert.equal(res.status, 200, 'the restarted edge serves');
+  } finally {
+    await edge.dispose();
+  }
+});
+
+test('by default (auto) the edge sizes its GC helper threads to the host; [] leaves Node as started', async () => {
+  const auto = await EdgeProcess.start(opsConfigObject());
+  try {
+    const { status } = await flagsOf(auto);
+    assert.deepEqual(status, autoNodeFlags(availableParallelism()));
+  } finally {
+    await auto.dispose();
+  }
+  const none = await EdgeProcess.start(opsConfigObject({ configure: (raw) => void (raw.runtime = { node_flags: [] }) }));
+  try {
+    assert.deepEqual((await flagsOf(none)).status, []);
+  } finally {
+    await none.dispose();
+  }
+});
+
+test("an operator's own flag (NODE_OPTIONS) wins over the config's for that name", async () => {
+  const edge = await EdgeProcess.start(opsConfigObject({ configure: (raw) => void (raw.runtime = { node_flags: ['--v8-pool-size=1', '--max-semi-space-size=4'] }) }), {
+    NODE_OPTIONS: '--v8-pool-size=2',
+  });
+  try {
+    // Only the flag the operator did not set was added on the restart.
+    assert.deepEqual((await flagsOf(edge)).status, ['--max-semi-space-size=4']);
+  } finally {
+    await edge.dispose();
+  }
+});
