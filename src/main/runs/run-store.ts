@@ -51,17 +51,21 @@ export interface RunEventPublisher {
 }
 
 export class RunStore implements RunSink {
-  readonly #open = new Map<string, RunRecord>();
-  /** Insertion order is finish order: the first key is the oldest. */
-  readonly #finished = new Map<string, RunRecord>();
+  /** Every kept run, open or finished, by id: one map, so a run that finishes is not moved between two. */
+  readonly #records = new Map<string, RunRecord>();
+  /** Ids of the finished runs in finish order, a ring of maxFinished slots; #oldest is the next to drop once it is full. */
+  readonly #finishedIds: string[];
+  #oldest = 0;
+  #finishedCount = 0;
   readonly #bus: RunEventPublisher;
-  #maxFinished: number;
+  readonly #maxFinished: number;
   /** Finished runs dropped to keep the bound, ever. */
   evicted = 0;
 
   constructor(bus: RunEventPublisher, maxFinished = DEFAULT_MAX_FINISHED_RUNS) {
     this.#bus = bus;
     this.#maxFinished = maxFinished;
+    this.#finishedIds = new Array<string>(maxFinished).fill('');
   }
 
   get maxFinished(): number {
@@ -69,7 +73,7 @@ export class RunStore implements RunSink {
   }
 
   get size(): number {
-    return this.#open.size + this.#finished.size;
+    return this.#records.size;
   }
 
   run(event: RunEvent): void {
@@ -77,7 +81,7 @@ export class RunStore implements RunSink {
     if (!this.#bus.active) return;
     this.#bus.publish(event);
     if (event.type === 'run.dispatched') {
-      const record = this.#open.get(event.runId);
+      const record = this.#records.get(event.runId);
       // run.started: the request went to the node (the same turn as the grant); kept for existing consumers.
       this.#bus.publish({ type: 'run.started', runId: event.runId, requestId: record?.requestId ?? '', model: event.model, node: event.node, provider: event.provider, queueMs: event.queueMs });
     }
@@ -89,25 +93,33 @@ export class RunStore implements RunSink {
   }
 
   get(id: string): RunRecord | undefined {
-    return this.#open.get(id) ?? this.#finished.get(id);
+    return this.#records.get(id);
   }
 
   /** Newest first: open runs (latest queued first), then finished ones (latest finished first). */
   list(filter: RunFilter = {}): RunRecord[] {
     const limit = filter.limit ?? 100;
     const out: RunRecord[] = [];
-    const take = (records: RunRecord[]): void => {
-      for (let i = records.length - 1; i >= 0 && out.length < limit; i--) if (matches(records[i], filter)) out.push(records[i]);
-    };
-    if (filter.state !== 'finished') take([...this.#open.values()]);
-    if (filter.state === undefined || filter.state === 'finished') take([...this.#finished.values()]);
+    if (filter.state !== 'finished') {
+      // The map's order is queue order; open runs are the ones not finished.
+      const open: RunRecord[] = [];
+      for (const record of this.#records.values()) if (record.state !== 'finished') open.push(record);
+      for (let i = open.length - 1; i >= 0 && out.length < limit; i--) if (matches(open[i], filter)) out.push(open[i]);
+    }
+    if (filter.state === undefined || filter.state === 'finished') {
+      const ids = this.#finishedIds;
+      for (let k = this.#finishedCount - 1; k >= 0 && out.length < limit; k--) {
+        const record = this.#records.get(ids[(this.#oldest + k) % this.#maxFinished]);
+        if (record !== undefined && matches(record, filter)) out.push(record);
+      }
+    }
     return out;
   }
 
   #apply(event: RunEvent): void {
     switch (event.type) {
       case 'run.queued':
-        this.#open.set(event.runId, {
+        this.#records.set(event.runId, {
           id: event.runId,
           requestId: event.requestId,
           model: event.model,
@@ -132,8 +144,8 @@ export class RunStore implements RunSink {
         });
         return;
       case 'run.dispatched': {
-        const record = this.#open.get(event.runId);
-        if (record === undefined) return;
+        const record = this.#records.get(event.runId);
+        if (record === undefined || record.state === 'finished') return;
         record.state = 'running';
         record.node = event.node;
         record.provider = event.provider;
@@ -144,16 +156,15 @@ export class RunStore implements RunSink {
         return;
       }
       case 'run.first_byte': {
-        const record = this.#open.get(event.runId);
-        if (record === undefined) return;
+        const record = this.#records.get(event.runId);
+        if (record === undefined || record.state === 'finished') return;
         record.firstByteAt = event.at;
         record.ttfbMs = event.ttfbMs;
         return;
       }
       case 'run.finished': {
-        const record = this.#open.get(event.runId);
-        if (record === undefined) return;
-        this.#open.delete(event.runId);
+        const record = this.#records.get(event.runId);
+        if (record === undefined || record.state === 'finished') return;
         record.state = 'finished';
         record.finishedAt = event.at ?? Date.now();
         record.totalMs = event.totalMs;
@@ -164,20 +175,25 @@ export class RunStore implements RunSink {
         record.error = event.error ?? null;
         if (event.node !== null) record.node = event.node;
         if (event.provider !== null) record.provider = event.provider;
-        this.#finished.set(record.id, record);
-        this.#evict();
+        this.#keepFinished(record.id);
         return;
       }
       default:
     }
   }
 
-  #evict(): void {
-    while (this.#finished.size > this.#maxFinished) {
-      const oldest = this.#finished.keys().next().value as string;
-      this.#finished.delete(oldest);
+  /** Appends a finished run's id to the ring; a full ring drops its oldest run first. */
+  #keepFinished(id: string): void {
+    const ids = this.#finishedIds;
+    if (this.#finishedCount === this.#maxFinished) {
+      this.#records.delete(ids[this.#oldest]);
       this.evicted++;
+      ids[this.#oldest] = id;
+      this.#oldest = this.#oldest + 1 === this.#maxFinished ? 0 : this.#oldest + 1;
+      return;
     }
+    ids[(this.#oldest + this.#finishedCount) % this.#maxFinished] = id;
+    this.#finishedCount++;
   }
 }
 
