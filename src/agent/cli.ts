@@ -3,7 +3,7 @@
 // leaves the edge gracefully and exits 0. Logs are pino JSON on stdout.
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
-import { missingNodeFlags, restartWithNodeFlags } from '../shared/node-flags.js';
+import { applyNodeFlags } from '../shared/node-flags.js';
 import { AGENT_VERSION } from './version.js';
 
 const USAGE = `Usage: node-agent --config FILE
@@ -101,8 +101,8 @@ async function main(argv: string[]): Promise<number> {
   // The shared logger: credentials (node token, provider api keys) are redacted.
   const logger = createLogger('node-agent', config.logLevel, values.pretty === true ? { pretty: true } : {});
   // Heap and GC-thread sizes only apply to a process started with them: restart in place once (nothing is open yet).
-  const missing = missingNodeFlags(config.runtime?.nodeFlags ?? [], process.execArgv, process.env.NODE_OPTIONS);
-  if (missing.length > 0) logger.warn({ nodeFlags: missing, reason: restartWithNodeFlags(missing) }, 'runtime.node_flags: running without them');
+  const notApplied = applyNodeFlags(config.runtime?.nodeFlags ?? []);
+  if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');
   const configFile = values.config;
   const agent = new NodeAgent(config, { logger, reloadConfig: () => loadAgentConfig(configFile) });
   const signal = await new Promise<NodeJS.Signals>((resolve) => {

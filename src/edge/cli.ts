@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
 import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
-import { missingNodeFlags, restartWithNodeFlags } from '../shared/node-flags.js';
+import { applyNodeFlags } from '../shared/node-flags.js';
 import { loadEdgeConfig } from '../main/config.js';
 import { startEdge, type RunningEdge } from './edge.js';
 
@@ -72,8 +72,8 @@ async function main(): Promise<number> {
   const logger = createLogger('edge', undefined, values.pretty === true ? { pretty: true } : {});
   const config = await loadEdgeConfig(file);
   // Heap and GC-thread sizes only apply to a process started with them: restart in place once (nothing is open yet).
-  const missing = missingNodeFlags(config.runtime?.nodeFlags ?? [], process.execArgv, process.env.NODE_OPTIONS);
-  if (missing.length > 0) logger.warn({ nodeFlags: missing, reason: restartWithNodeFlags(missing) }, 'runtime.node_flags: running without them');
+  const notApplied = applyNodeFlags(config.runtime?.nodeFlags ?? []);
+  if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');
   // Handlers go in before anything listens: a signal during start is not lost.
   let edge: RunningEdge | undefined;
   process.on('SIGHUP', () => {

@@ -7,14 +7,13 @@
 // four V8 helper threads whatever the core count; on a small host their
 // concurrent marking takes every core from the event loop for up to a few
 // hundred milliseconds, which showed as the p99 tail at a steady rate.
+import { availableParallelism } from 'node:os';
+import type { ConfigReader } from './config-reader.js';
 
 /** The flags a config may name: V8 heap and GC-thread sizes, each `--name=<integer>`. */
 export const NODE_FLAG_NAMES = ['v8-pool-size', 'max-semi-space-size', 'max-old-space-size'] as const;
 
-const FLAG_FORM = new RegExp(`^--(${NODE_FLAG_NAMES.join('|')})=(\\d{1,6})$`);
-
-import { availableParallelism } from 'node:os';
-import type { ConfigReader } from './config-reader.js';
+const FLAG_FORM = new RegExp(`^--(${NODE_FLAG_NAMES.join('|')})=\\d{1,6}$`);
 
 /** Set in the environment of the restarted process: it never restarts itself twice. */
 export const NODE_FLAGS_ENV = 'EDGE_NODE_FLAGS_APPLIED';
@@ -67,11 +66,7 @@ function flagName(arg: string): string | undefined {
  */
 export function missingNodeFlags(wanted: readonly string[], execArgv: readonly string[], nodeOptions: string | undefined): string[] {
   const given = new Set<string>();
-  for (const arg of execArgv) {
-    const name = flagName(arg);
-    if (name !== undefined) given.add(name);
-  }
-  for (const arg of (nodeOptions ?? '').split(/\s+/)) {
+  for (const arg of [...execArgv, ...(nodeOptions ?? '').split(/\s+/)]) {
     const name = flagName(arg);
     if (name !== undefined) given.add(name);
   }
@@ -82,12 +77,17 @@ export function missingNodeFlags(wanted: readonly string[], execArgv: readonly s
 }
 
 /**
- * Replaces this process with itself started with `flags` added (same PID,
- * stdio and arguments). Returns only when it did not: nothing missing, done
- * once already, or no execve on this platform; the reason is returned.
+ * Called by a CLI once its config is read, before it opens anything: when
+ * this process lacks some of `wanted`, replaces it with itself started with
+ * them added (same PID, stdio and arguments). Returns only when it did not
+ * have to, or could not: then the flags it runs without, and why (to log).
  */
-export function restartWithNodeFlags(flags: readonly string[]): string {
-  if (flags.length === 0) return 'nothing to add';
+export function applyNodeFlags(wanted: readonly string[]): { readonly nodeFlags: readonly string[]; readonly reason: string } | undefined {
+  const missing = missingNodeFlags(wanted, process.execArgv, process.env.NODE_OPTIONS);
+  return missing.length === 0 ? undefined : { nodeFlags: missing, reason: restartWith(missing) };
+}
+
+function restartWith(flags: readonly string[]): string {
   if (process.env[NODE_FLAGS_ENV] !== undefined) return `already restarted once (${NODE_FLAGS_ENV} is set)`;
   const execve = process.execve;
   if (typeof execve !== 'function') return 'process.execve is not available on this platform';
