@@ -3,15 +3,20 @@
 // process started without them restarts itself once with them, in place
 // (execve: same PID, same stdio, same arguments), before it opens anything.
 //
-// Why (docs/operations.md "Runtime flags", docs/benchmarks.md): Node starts
-// four V8 helper threads whatever the core count; on a small host their
-// concurrent marking takes every core from the event loop for up to a few
-// hundred milliseconds, which showed as the p99 tail at a steady rate.
+// Why (docs/operations.md "Runtime flags", docs/benchmarks.md):
+// - Node starts four V8 helper threads whatever the core count; on a small
+//   host their concurrent marking takes every core from the event loop for
+//   up to a few hundred milliseconds, which showed as the p99 tail.
+// - V8 starts a full mark-compact whenever the old generation's headroom is
+//   smaller than the young generation. A proxy's live heap is small (~20 MB)
+//   and its young generation grows to 32-64 MB under load, so without a
+//   floor under the old generation's limit both processes ran a full GC
+//   every ~400 ms that freed only young garbage: ~20 % of the agent's CPU.
 import { availableParallelism } from 'node:os';
 import type { ConfigReader } from './config-reader.js';
 
 /** The flags a config may name: V8 heap and GC-thread sizes, each `--name=<integer>`. */
-export const NODE_FLAG_NAMES = ['v8-pool-size', 'max-semi-space-size', 'max-old-space-size'] as const;
+export const NODE_FLAG_NAMES = ['v8-pool-size', 'max-semi-space-size', 'max-old-space-size', 'initial-old-space-size'] as const;
 
 const FLAG_FORM = new RegExp(`^--(${NODE_FLAG_NAMES.join('|')})=\\d{1,6}$`);
 
@@ -22,13 +27,20 @@ export const NODE_FLAGS_ENV = 'EDGE_NODE_FLAGS_APPLIED';
 export const NODE_DEFAULT_POOL_SIZE = 4;
 
 /**
+ * The heap part of `auto`, on every host: young generation at most 32 MB a
+ * semi-space, and the old generation's limit never below 128 MB, so its
+ * headroom stays above the young generation's size (see the note above).
+ */
+export const AUTO_HEAP_FLAGS: readonly string[] = ['--max-semi-space-size=32', '--initial-old-space-size=128'];
+
+/**
  * `auto`: one V8 helper thread fewer than the host's cores (at least 1), so
- * GC never takes the core the event loop runs on. Nothing on hosts of 5
- * cores or more, where Node's own 4 already leave one.
+ * GC never takes the core the event loop runs on (not on hosts of 5 cores or
+ * more, where Node's own 4 already leave one), and AUTO_HEAP_FLAGS.
  */
 export function autoNodeFlags(cores: number): string[] {
   const pool = Math.max(1, Math.floor(cores) - 1);
-  return pool >= NODE_DEFAULT_POOL_SIZE ? [] : [`--v8-pool-size=${pool}`];
+  return pool >= NODE_DEFAULT_POOL_SIZE ? [...AUTO_HEAP_FLAGS] : [`--v8-pool-size=${pool}`, ...AUTO_HEAP_FLAGS];
 }
 
 /** Why `flag` is not one a config may name, or undefined when it is. */

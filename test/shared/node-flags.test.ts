@@ -2,17 +2,19 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { autoNodeFlags, missingNodeFlags, nodeFlagProblem } from '../../src/shared/node-flags.js';
 
-test("auto leaves the event loop a core: one V8 helper thread fewer than the cores, nothing where Node's 4 already do", () => {
-  assert.deepEqual(autoNodeFlags(1), ['--v8-pool-size=1']);
-  assert.deepEqual(autoNodeFlags(2), ['--v8-pool-size=1']);
-  assert.deepEqual(autoNodeFlags(4), ['--v8-pool-size=3']);
-  assert.deepEqual(autoNodeFlags(5), []);
-  assert.deepEqual(autoNodeFlags(64), []);
+test("auto leaves the event loop a core (one V8 helper thread fewer than the cores, none added where Node's 4 already do) and floors the old generation on every host", () => {
+  const heap = ['--max-semi-space-size=32', '--initial-old-space-size=128'];
+  assert.deepEqual(autoNodeFlags(1), ['--v8-pool-size=1', ...heap]);
+  assert.deepEqual(autoNodeFlags(2), ['--v8-pool-size=1', ...heap]);
+  assert.deepEqual(autoNodeFlags(4), ['--v8-pool-size=3', ...heap]);
+  assert.deepEqual(autoNodeFlags(5), heap);
+  assert.deepEqual(autoNodeFlags(64), heap);
 });
 
 test('only heap and GC-thread sizes are accepted, each with an integer', () => {
   assert.equal(nodeFlagProblem('--v8-pool-size=2'), undefined);
   assert.equal(nodeFlagProblem('--max-old-space-size=4096'), undefined);
+  assert.equal(nodeFlagProblem('--initial-old-space-size=256'), undefined);
   for (const bad of ['--inspect=0.0.0.0:9229', '--v8-pool-size', '--v8-pool-size=two', '--max-semi-space-size=-1', 'v8-pool-size=1', '--require=/tmp/x.js']) {
     assert.match(nodeFlagProblem(bad) ?? '', /expected one of --v8-pool-size=<integer>/, bad);
   }
