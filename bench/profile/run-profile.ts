@@ -10,7 +10,7 @@
 // Only the edge and the agent are profiled; the mock and the load generator
 // are not, so their cost does not blur the picture.
 //
-//   node dist/bench/profile/run-profile.js [--scenario closed-loop] [--seconds 8] [--workers 0] [--out docs/perf] [--name closed-loop-w0]
+//   node dist/bench/profile/run-profile.js [--scenario closed-loop] [--seconds 8] [--warmup 1] [--workers 0] [--out docs/perf] [--name closed-loop-w0]
 // The summary's per-unit figures are per request, or per relayed SSE event for the streaming scenarios.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,6 +34,8 @@ function arg(name: string, fallback: string): string {
 }
 
 const seconds = Number(arg('seconds', '8'));
+/** Unrecorded load first: V8 keeps optimizing for ~15 s of load (docs/benchmarks.md, Method). */
+const warmupS = Number(arg('warmup', '1'));
 const workers = Number(arg('workers', '0'));
 const outDir = resolve(REPO_ROOT, arg('out', 'docs/perf'));
 const scenario = arg('scenario', 'closed-loop');
@@ -90,7 +92,7 @@ async function main(): Promise<void> {
   if (!('origin' in started)) throw new Error(`edge skipped: ${started.skipped}`);
   const target: RunningTarget = started;
   // Warm-up (JIT, pools), then only the measured window's samples count.
-  await load.run(target, 1);
+  await load.run(target, warmupS);
   const fromUs = Number(process.hrtime.bigint() / 1000n);
   const result = await load.run(target, seconds);
   const toUs = Number(process.hrtime.bigint() / 1000n);
@@ -111,6 +113,8 @@ async function main(): Promise<void> {
     for (let n = 1; summaries.some((s) => s.startsWith(`## ${base}\n`)); n++) base = `${name}-${role}-${n}`;
     const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8'));
     const summary: ProfileSummary = renderProfile(profile, `${base}: ${seconds} s ${scenario}, ${rate}`, { fromUs, toUs });
+    // The process that restarted itself with runtime.node_flags (same pid) wrote a profile of its start alone.
+    if (summary.samples === 0) continue;
     writeFileSync(join(outDir, `${base}.svg`), summary.svg);
     renameSync(join(profDir, file), join(workDir, `${base}.cpuprofile`));
     const perUnit = (us: number): string => (us / units).toFixed(1);
