@@ -14,14 +14,14 @@
 # used it for the old-generation floor of runtime.node_flags.
 set -euo pipefail
 data=${1:?usage: perf-areas.sh PERF_DATA}
-perf report -i "$data" --no-children --sort sym -g none 2>/dev/null | grep -v '^#' | grep '%' | awk '
+perf report -i "$data" --no-children --sort sym -g none | grep -v '^#' | grep '%' | awk '
 {
   p = $1; sub("%", "", p); line = $0; c = "other native"
   if (line ~ /\[k\]/) c = "kernel"
   else if (line ~ /JS:/) c = "JS (JIT code: ours, Node, packages)"
   else if (line ~ /RegExp\./) c = "regexp code"
   else if (line ~ /compiler::|Turbofan|Maglev|maglev|turboshaft|Compile/) c = "V8 compiler"
-  else if (line ~ /Scaveng|Mark|Sweep|Heap::|GC|Evacuat|Concurrent|RememberedSet|SizeFromMap|IteratePointers|BodyDescriptor|Worklist|Compact/) c = "V8 garbage collector"
+  else if (line ~ /Scaveng|Mark|Sweep|[^a-zA-Z]Heap::(Collect|Perform|GarbageCollection)|GC|Evacuat|Concurrent|RememberedSet|SizeFromMap|IteratePointers|BodyDescriptor|Worklist|Compact|Visitor|SlotSet|MemoryAllocator|PageMetadata|MemoryChunk/) c = "V8 garbage collector"
   else if (line ~ /Builtins_RecordWrite/) c = "V8 write barrier"
   else if (line ~ /Builtins_.*IC/) c = "V8 inline caches"
   else if (line ~ /Builtins_/) c = "V8 builtins"

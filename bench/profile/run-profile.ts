@@ -34,7 +34,7 @@ function arg(name: string, fallback: string): string {
 }
 
 const seconds = Number(arg('seconds', '8'));
-/** Unrecorded load first: V8 keeps optimizing for ~15 s of load (docs/benchmarks.md, Method). */
+/** Unrecorded load first. 1 s (the default, what docs/perf's profiles used) leaves V8 still optimizing; 12+ profiles the steady state (docs/benchmarks.md, Method). */
 const warmupS = Number(arg('warmup', '1'));
 const workers = Number(arg('workers', '0'));
 const outDir = resolve(REPO_ROOT, arg('out', 'docs/perf'));
@@ -114,7 +114,10 @@ async function main(): Promise<void> {
     const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8'));
     const summary: ProfileSummary = renderProfile(profile, `${base}: ${seconds} s ${scenario}, ${rate}`, { fromUs, toUs });
     // The process that restarted itself with runtime.node_flags (same pid) wrote a profile of its start alone.
-    if (summary.samples === 0) continue;
+    if (summary.samples === 0) {
+      console.log(`${file}: no samples in the measured window (the start before a runtime.node_flags restart), skipped`);
+      continue;
+    }
     writeFileSync(join(outDir, `${base}.svg`), summary.svg);
     renameSync(join(profDir, file), join(workDir, `${base}.cpuprofile`));
     const perUnit = (us: number): string => (us / units).toFixed(1);

@@ -64,8 +64,10 @@ export function markdownReport(result: BenchResult, charts: readonly ChartFile[]
   w.line();
   w.line(
     `Mode **${result.settings.mode}**, ${date}, ${fmt(result.durationS / 60, 1)} minutes; ` +
-      `${result.settings.reps > 1 ? `each measurement repeated ${result.settings.reps} times: medians, with the spread (min–max) in parentheses` : 'one run per measurement'}; ` +
-      `closed loop ${fmt(result.settings.closedLoop.durationS, 1)} s a run after ${fmt(result.settings.closedLoop.warmupS, 1)} s of unrecorded warm-up per target. ` +
+      `${result.settings.reps > 1 ? `each measurement repeated ${result.settings.reps} times: medians, with the spread (min–max) in parentheses` : 'one run per measurement'}` +
+      (result.scenarios.some((s) => s.id === 'closed-loop')
+        ? `; closed loop ${result.settings.closedLoop.durationS} s a run after ${result.settings.closedLoop.warmupS} s of unrecorded warm-up per target. `
+        : '. ') +
       `Commit ${m.commit ?? 'unknown'}${m.dirty === true ? ' with uncommitted changes' : ''}.`,
   );
   w.line();

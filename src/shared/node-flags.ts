@@ -9,9 +9,10 @@
 //   up to a few hundred milliseconds, which showed as the p99 tail.
 // - V8 starts a full mark-compact whenever the old generation's headroom is
 //   smaller than the young generation. A proxy's live heap is small (~20 MB)
-//   and its young generation grows to 32-64 MB under load, so without a
-//   floor under the old generation's limit both processes ran a full GC
-//   every ~400 ms that freed only young garbage: ~20 % of the agent's CPU.
+//   and its young generation grows to 32-64 MB a semi-space under load, so
+//   without a floor under the old generation's limit both processes ran a
+//   full GC every ~400 ms that freed only young garbage: 22 % of the agent's
+//   CPU (docs/benchmarks.md, "The old generation's floor").
 import { availableParallelism } from 'node:os';
 import type { ConfigReader } from './config-reader.js';
 
@@ -27,9 +28,12 @@ export const NODE_FLAGS_ENV = 'EDGE_NODE_FLAGS_APPLIED';
 export const NODE_DEFAULT_POOL_SIZE = 4;
 
 /**
- * The heap part of `auto`, on every host: young generation at most 32 MB a
- * semi-space, and the old generation's limit never below 128 MB, so its
- * headroom stays above the young generation's size (see the note above).
+ * The heap part of `auto`, on every host: at most 32 MB a semi-space, and
+ * the old generation's limit floored at 128 MB (V8 caps the floor at half of
+ * an operator's --max-old-space-size), so its headroom stays above the young
+ * generation's size while the live heap is small (see the note above). Like
+ * every V8 flag it applies to each isolate: the main thread and each I/O
+ * worker.
  */
 export const AUTO_HEAP_FLAGS: readonly string[] = ['--max-semi-space-size=32', '--initial-old-space-size=128'];
 
@@ -72,9 +76,16 @@ function flagName(arg: string): string | undefined {
   return (eq < 0 ? arg.slice(2) : arg.slice(2, eq)).replaceAll('_', '-');
 }
 
+/** Flags that size V8's heap as a whole: an operator who gave one sized the generations too. */
+const WHOLE_HEAP_FLAGS = ['max-heap-size', 'initial-heap-size', 'min-semi-space-size'];
+/** The generation sizes a whole-heap flag already decides (V8 aborts at start on --max-heap-size with both max sizes). */
+const GENERATION_FLAGS = new Set(['max-semi-space-size', 'max-old-space-size', 'initial-old-space-size']);
+
 /**
  * The wanted flags whose names the process was not started with (on its
- * command line or in NODE_OPTIONS): an operator's own choice always wins.
+ * command line or in NODE_OPTIONS): an operator's own choice always wins,
+ * and where the operator sized the heap as a whole, no generation size is
+ * added to it.
  */
 export function missingNodeFlags(wanted: readonly string[], execArgv: readonly string[], nodeOptions: string | undefined): string[] {
   const given = new Set<string>();
@@ -82,9 +93,10 @@ export function missingNodeFlags(wanted: readonly string[], execArgv: readonly s
     const name = flagName(arg);
     if (name !== undefined) given.add(name);
   }
+  const wholeHeap = WHOLE_HEAP_FLAGS.some((name) => given.has(name));
   return wanted.filter((flag) => {
     const name = flagName(flag);
-    return name !== undefined && !given.has(name);
+    return name !== undefined && !given.has(name) && !(wholeHeap && GENERATION_FLAGS.has(name));
   });
 }
 

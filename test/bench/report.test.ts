@@ -194,6 +194,9 @@ test('the markdown report marks flagged rows, withholds their ratios and lists t
   assert.match(md, /\| nginx ⚠ errors \| withheld \(nginx: 7 errors, 0 non-2xx\) \|/);
   assert.match(md, /\| edge-w0 \| 3,000 \| 333 \| 0\.10× \| n\/a \| withheld \(nginx: 7 errors, 0 non-2xx\) \|/);
   assert.match(md, /## Flagged measurements[\s\S]*\| closed-loop \| v \| nginx \| 1 \| 18,000 \| 7 \| 0 \|/);
+  // The header says how long the closed loop warmed and ran, so runs with different methods are not read as one.
+  assert.match(md, /one run per measurement; closed loop 1 s a run after 0\.2 s of unrecorded warm-up per target\./);
+  assert.match(markdownReport({ ...result, scenarios: [] }, []), /one run per measurement\. Commit abc\./);
 });
 
 /** One measurement with the given processes' CPU seconds (the roles' cpuSPer1k follow from the requests). */

@@ -28,3 +28,12 @@ test('a flag is missing unless its name was given on the command line or in NODE
   assert.deepEqual(missingNodeFlags(wanted, ['--v8-pool-size=1'], '--max-semi-space-size=8'), []);
   assert.deepEqual(missingNodeFlags([], ['--cpu-prof'], undefined), []);
 });
+
+test("an operator who sized V8's heap as a whole gets no generation sizes added (V8 aborts on --max-heap-size with both max sizes)", () => {
+  const auto = ['--v8-pool-size=1', '--max-semi-space-size=32', '--initial-old-space-size=128'];
+  assert.deepEqual(missingNodeFlags(auto, ['--max-heap-size=2048', '--max-old-space-size=1536'], undefined), ['--v8-pool-size=1']);
+  assert.deepEqual(missingNodeFlags(auto, [], '--initial-heap-size=256'), ['--v8-pool-size=1']);
+  assert.deepEqual(missingNodeFlags(auto, ['--min_semi_space_size=4'], undefined), ['--v8-pool-size=1']);
+  // --max-old-space-size alone is a generation size: only that name is the operator's.
+  assert.deepEqual(missingNodeFlags([...auto, '--max-old-space-size=4096'], ['--max-old-space-size=8192'], undefined), auto);
+});

@@ -32,7 +32,7 @@ test('the edge restarts itself once with the flags runtime.node_flags lists, bef
   }
 });
 
-test('by default (auto) the edge sizes its GC helper threads to the host; [] leaves Node as started', async () => {
+test("by default (auto) the edge runs with the host's GC-thread and heap flags; [] leaves Node as started", async () => {
   const auto = await EdgeProcess.start(opsConfigObject());
   try {
     const { status } = await flagsOf(auto);
