@@ -53,10 +53,9 @@ export interface RunEventPublisher {
 export class RunStore implements RunSink {
   /** Every kept run, open or finished, by id: one map, so a run that finishes is not moved between two. */
   readonly #records = new Map<string, RunRecord>();
-  /** Ids of the finished runs in finish order, a ring of maxFinished slots; #oldest is the next to drop once it is full. */
-  readonly #finishedIds: string[];
+  /** Ids of the finished runs in finish order: appended until maxFinished, then a ring whose #oldest slot is the next to drop. */
+  readonly #finishedIds: string[] = [];
   #oldest = 0;
-  #finishedCount = 0;
   readonly #bus: RunEventPublisher;
   readonly #maxFinished: number;
   /** Finished runs dropped to keep the bound, ever. */
@@ -65,7 +64,6 @@ export class RunStore implements RunSink {
   constructor(bus: RunEventPublisher, maxFinished = DEFAULT_MAX_FINISHED_RUNS) {
     this.#bus = bus;
     this.#maxFinished = maxFinished;
-    this.#finishedIds = new Array<string>(maxFinished).fill('');
   }
 
   get maxFinished(): number {
@@ -108,8 +106,8 @@ export class RunStore implements RunSink {
     }
     if (filter.state === undefined || filter.state === 'finished') {
       const ids = this.#finishedIds;
-      for (let k = this.#finishedCount - 1; k >= 0 && out.length < limit; k--) {
-        const record = this.#records.get(ids[(this.#oldest + k) % this.#maxFinished]);
+      for (let k = ids.length - 1; k >= 0 && out.length < limit; k--) {
+        const record = this.#records.get(ids[(this.#oldest + k) % ids.length]);
         if (record !== undefined && matches(record, filter)) out.push(record);
       }
     }
@@ -185,15 +183,14 @@ export class RunStore implements RunSink {
   /** Appends a finished run's id to the ring; a full ring drops its oldest run first. */
   #keepFinished(id: string): void {
     const ids = this.#finishedIds;
-    if (this.#finishedCount === this.#maxFinished) {
-      this.#records.delete(ids[this.#oldest]);
-      this.evicted++;
-      ids[this.#oldest] = id;
-      this.#oldest = this.#oldest + 1 === this.#maxFinished ? 0 : this.#oldest + 1;
+    if (ids.length < this.#maxFinished) {
+      ids.push(id);
       return;
     }
-    ids[(this.#oldest + this.#finishedCount) % this.#maxFinished] = id;
-    this.#finishedCount++;
+    this.#records.delete(ids[this.#oldest]);
+    this.evicted++;
+    ids[this.#oldest] = id;
+    this.#oldest = this.#oldest + 1 === ids.length ? 0 : this.#oldest + 1;
   }
 }
 
