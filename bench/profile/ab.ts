@@ -8,11 +8,16 @@
 //   node dist/bench/profile/ab.js --base /tmp/base/dist [--rounds 5] [--seconds 3] [--workers 0]
 //                                 [--scenario closed-loop|streaming]
 //                                 [--base-node-args "..."] [--node-args "..."]
+//                                 [--warmup 1] [--gc]
 // --scenario streaming: 10 SSE streams of 200 chunks back to back, closed
 // loop; the figures are then per relayed event instead of per request.
 // The node-args options give each side's edge and agent extra Node flags, so
 // one build can be A/B'd against itself with a flag (e.g. a V8 heap setting).
-import { mkdtempSync, writeFileSync } from 'node:fs';
+// --warmup S: unrecorded load before each round's window (V8 reaches its
+// steady heap only after several seconds at full rate). --gc: both sides run
+// with --trace-gc-nvp, and each round also prints the edge's and the agent's
+// collections within its window (gc-nvp.ts).
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chatBody } from '../harness/bodies.js';
@@ -23,6 +28,7 @@ import { freePort } from '../harness/ports.js';
 import { CLK_TCK, processTicks } from '../harness/proc-stats.js';
 import { Supervisor } from '../harness/processes.js';
 import { closedLoop } from '../load/autocannon-load.js';
+import { formatGc, summariseGcNvp } from './gc-nvp.js';
 import { streamLoad } from '../load/stream-load.js';
 import { startMock } from '../targets/mock.js';
 import { agentConfigObject, edgeConfigObject, EDGE_MODEL } from '../targets/edge.js';
@@ -42,6 +48,8 @@ if (scenario !== 'closed-loop' && scenario !== 'streaming') throw new RangeError
 const unit = scenario === 'streaming' ? 'event' : 'req';
 const baseNodeArgs = arg('base-node-args', process.env.BENCH_NODE_ARGS ?? '');
 const thisNodeArgs = arg('node-args', process.env.BENCH_NODE_ARGS ?? '');
+const warmupS = Number(arg('warmup', '1'));
+const traceGc = process.argv.includes('--gc');
 const workDir = mkdtempSync(join(tmpdir(), 'edge-ab-'));
 const supervisor = new Supervisor(workDir);
 process.once('exit', () => supervisor.killAllNow());
@@ -50,6 +58,13 @@ interface Row {
   readonly rps: number;
   readonly edgeUs: number;
   readonly agentUs: number;
+  /** --gc: the window's collections, edge then agent. */
+  readonly gc?: readonly [string, string];
+}
+
+/** What a log gained since `from` bytes. */
+function logSince(file: string, from: number): string {
+  return readFileSync(file).subarray(from).toString('utf8');
 }
 
 async function measure(variant: string, dist: string, mockOrigin: string): Promise<Row> {
@@ -73,15 +88,17 @@ async function measure(variant: string, dist: string, mockOrigin: string): Promi
     const r = await streamLoad({ origin, path: '/v1/chat/completions', headers: STREAM_HEADERS, body: chatBody(EDGE_MODEL, 512, true), concurrency: 10, durationS, minEvents: 200, stallMs: 2_000, deadlineS: durationS + 30 });
     return { units: r.metrics.eventsPerS * r.wallS, wallS: r.wallS, failed: r.errors + r.non2xx + r.metrics.incomplete };
   };
-  await load(1);
+  await load(warmupS);
   const [e0, a0] = [processTicks(edge.pid), processTicks(agent.pid)];
+  const [edgeLog0, agentLog0] = [statSync(edge.logFile).size, statSync(agent.logFile).size];
   const result = await load(seconds);
   const [e1, a1] = [processTicks(edge.pid), processTicks(agent.pid)];
+  const gc = traceGc ? ([formatGc(summariseGcNvp(logSince(edge.logFile, edgeLog0))), formatGc(summariseGcNvp(logSince(agent.logFile, agentLog0)))] as const) : undefined;
   await agent.stop();
   await edge.stop();
   const perUnit = (ticks: number): number => (ticks / CLK_TCK / result.units) * 1e6;
   if (result.failed > 0) console.log(`  ${variant}: ${result.failed} failed`);
-  return { rps: result.units / result.wallS, edgeUs: perUnit(e1 - e0), agentUs: perUnit(a1 - a0) };
+  return { rps: result.units / result.wallS, edgeUs: perUnit(e1 - e0), agentUs: perUnit(a1 - a0), gc };
 }
 
 /** The mock's knobs for a burst stream: 200 chunks, back to back. */
@@ -105,10 +122,11 @@ async function main(): Promise<void> {
     const order = round % 2 === 1 ? variants : [...variants].reverse();
     for (const v of order) {
       // The supervisor passes BENCH_NODE_ARGS to every Node child it spawns from now on.
-      process.env.BENCH_NODE_ARGS = v.nodeArgs;
+      process.env.BENCH_NODE_ARGS = traceGc ? `${v.nodeArgs} --trace-gc-nvp` : v.nodeArgs;
       const row = await measure(v.name, v.dist, mock.origin);
       rows.get(v.name)!.push(row);
       console.log(`round ${round} ${v.name.padEnd(4)}: ${row.rps.toFixed(0)} ${unit}/s, edge ${row.edgeUs.toFixed(1)} µs/${unit}, agent ${row.agentUs.toFixed(1)} µs/${unit}`);
+      if (row.gc !== undefined) console.log(`  edge GC: ${row.gc[0]}\n  agent GC: ${row.gc[1]}`);
     }
   }
   for (const v of variants) {
