@@ -3,36 +3,13 @@
 // (directly, or batched from each I/O worker), and where those events go on
 // to the event bus when someone subscribes. Memory is bounded: runs still
 // open are bounded by the open requests; finished ones are kept up to
-// `maxFinished`, oldest dropped first.
+// `maxFinished`, oldest dropped first, in columns (finished-runs.ts) so that
+// no object outlives its request.
 import type { EdgeEvent, RunEvent, RunSink } from '../../contract/events.js';
+import { FinishedRuns } from './finished-runs.js';
+import type { RunRecord } from './run-record.js';
 
-export type RunState = 'queued' | 'running' | 'finished';
-
-export interface RunRecord {
-  readonly id: string;
-  readonly requestId: string;
-  readonly model: string;
-  readonly session: string;
-  state: RunState;
-  node: string | null;
-  provider: string | null;
-  adapter: string | null;
-  attempts: number;
-  /** Wall-clock marks, ms since the epoch; null = not (yet) reached. */
-  queuedAt: number;
-  dispatchedAt: number | null;
-  firstByteAt: number | null;
-  finishedAt: number | null;
-  queueMs: number | null;
-  ttfbMs: number | null;
-  totalMs: number | null;
-  /** end, error, client_closed, timeout, … or the rejection code; null while open. */
-  outcome: string | null;
-  status: number | null;
-  bytesOut: number;
-  tokens: { readonly prompt: number; readonly completion: number } | null;
-  error: string | null;
-}
+export type { RunRecord, RunState } from './run-record.js';
 
 export interface RunFilter {
   readonly state?: string;
@@ -51,27 +28,27 @@ export interface RunEventPublisher {
 }
 
 export class RunStore implements RunSink {
-  /** Every kept run, open or finished, by id: one map, so a run that finishes is not moved between two. */
-  readonly #records = new Map<string, RunRecord>();
-  /** Ids of the finished runs in finish order: appended until maxFinished, then a ring whose #oldest slot is the next to drop. */
-  readonly #finishedIds: string[] = [];
-  #oldest = 0;
+  /** Runs still open, by id, in queue order: at most the requests in flight. */
+  readonly #open = new Map<string, RunRecord>();
+  readonly #finished: FinishedRuns;
+  /** Text -> the one string kept for it: models, sessions, nodes, providers, outcomes repeat, and from an I/O worker each event brings fresh copies. */
+  readonly #interned = new Map<string, string>();
   readonly #bus: RunEventPublisher;
-  readonly #maxFinished: number;
   /** Finished runs dropped to keep the bound, ever. */
   evicted = 0;
 
   constructor(bus: RunEventPublisher, maxFinished = DEFAULT_MAX_FINISHED_RUNS) {
     this.#bus = bus;
-    this.#maxFinished = maxFinished;
+    this.#finished = new FinishedRuns(maxFinished);
   }
 
   get maxFinished(): number {
-    return this.#maxFinished;
+    return this.#finished.max;
   }
 
+  /** Runs kept: open ones and finished ones. */
   get size(): number {
-    return this.#records.size;
+    return this.#open.size + this.#finished.size;
   }
 
   run(event: RunEvent): void {
@@ -79,7 +56,7 @@ export class RunStore implements RunSink {
     if (!this.#bus.active) return;
     this.#bus.publish(event);
     if (event.type === 'run.dispatched') {
-      const record = this.#records.get(event.runId);
+      const record = this.#open.get(event.runId);
       // run.started: the request went to the node (the same turn as the grant); kept for existing consumers.
       this.#bus.publish({ type: 'run.started', runId: event.runId, requestId: record?.requestId ?? '', model: event.model, node: event.node, provider: event.provider, queueMs: event.queueMs });
     }
@@ -90,8 +67,12 @@ export class RunStore implements RunSink {
     for (let i = 0; i < events.length; i++) this.run(events[i]);
   }
 
+  /** The run's record: the live one while open, a new one built from the columns once finished. */
   get(id: string): RunRecord | undefined {
-    return this.#records.get(id);
+    const open = this.#open.get(id);
+    if (open !== undefined) return open;
+    const slot = this.#finished.find(id);
+    return slot < 0 ? undefined : this.#finished.record(slot);
   }
 
   /** Newest first: open runs (latest queued first), then finished ones (latest finished first). */
@@ -99,16 +80,15 @@ export class RunStore implements RunSink {
     const limit = filter.limit ?? 100;
     const out: RunRecord[] = [];
     if (filter.state !== 'finished') {
-      // The map's order is queue order; open runs are the ones not finished.
-      const open: RunRecord[] = [];
-      for (const record of this.#records.values()) if (record.state !== 'finished') open.push(record);
+      // The map's order is queue order.
+      const open = [...this.#open.values()];
       for (let i = open.length - 1; i >= 0 && out.length < limit; i--) if (matches(open[i], filter)) out.push(open[i]);
     }
     if (filter.state === undefined || filter.state === 'finished') {
-      const ids = this.#finishedIds;
-      for (let k = ids.length - 1; k >= 0 && out.length < limit; k--) {
-        const record = this.#records.get(ids[(this.#oldest + k) % ids.length]);
-        if (record !== undefined && matches(record, filter)) out.push(record);
+      const finished = this.#finished;
+      for (let k = 0; k < finished.size && out.length < limit; k++) {
+        const slot = finished.slotOfNewest(k);
+        if (finished.matches(slot, filter)) out.push(finished.record(slot));
       }
     }
     return out;
@@ -117,11 +97,11 @@ export class RunStore implements RunSink {
   #apply(event: RunEvent): void {
     switch (event.type) {
       case 'run.queued':
-        this.#records.set(event.runId, {
+        this.#open.set(event.runId, {
           id: event.runId,
           requestId: event.requestId,
-          model: event.model,
-          session: event.session,
+          model: this.#intern(event.model),
+          session: this.#intern(event.session),
           state: 'queued',
           node: null,
           provider: null,
@@ -142,57 +122,57 @@ export class RunStore implements RunSink {
         });
         return;
       case 'run.dispatched': {
-        const record = this.#records.get(event.runId);
-        if (record === undefined || record.state === 'finished') return;
+        const record = this.#open.get(event.runId);
+        if (record === undefined) return;
         record.state = 'running';
-        record.node = event.node;
-        record.provider = event.provider;
-        record.adapter = event.adapter;
+        record.node = this.#intern(event.node);
+        record.provider = this.#intern(event.provider);
+        record.adapter = this.#intern(event.adapter);
         record.attempts = event.attempt;
         record.dispatchedAt = event.at;
         record.queueMs = event.queueMs;
         return;
       }
       case 'run.first_byte': {
-        const record = this.#records.get(event.runId);
-        if (record === undefined || record.state === 'finished') return;
+        const record = this.#open.get(event.runId);
+        if (record === undefined) return;
         record.firstByteAt = event.at;
         record.ttfbMs = event.ttfbMs;
         return;
       }
       case 'run.finished': {
-        const record = this.#records.get(event.runId);
-        if (record === undefined || record.state === 'finished') return;
+        const record = this.#open.get(event.runId);
+        // Unknown, or finished already (a second finish is not kept twice).
+        if (record === undefined) return;
+        this.#open.delete(event.runId);
         record.state = 'finished';
         record.finishedAt = event.at ?? Date.now();
         record.totalMs = event.totalMs;
-        record.outcome = event.outcome;
+        record.outcome = this.#intern(event.outcome);
         record.status = event.status;
         record.bytesOut = event.bytesOut;
         record.tokens = event.tokens ?? null;
         record.error = event.error ?? null;
-        if (event.node !== null) record.node = event.node;
-        if (event.provider !== null) record.provider = event.provider;
-        this.#keepFinished(record.id);
+        if (event.node !== null) record.node = this.#intern(event.node);
+        if (event.provider !== null) record.provider = this.#intern(event.provider);
+        if (this.#finished.add(record)) this.evicted++;
         return;
       }
       default:
     }
   }
 
-  /** Appends a finished run's id to the ring; a full ring drops its oldest run first. */
-  #keepFinished(id: string): void {
-    const ids = this.#finishedIds;
-    if (ids.length < this.#maxFinished) {
-      ids.push(id);
-      return;
-    }
-    this.#records.delete(ids[this.#oldest]);
-    this.evicted++;
-    ids[this.#oldest] = id;
-    this.#oldest = this.#oldest + 1 === ids.length ? 0 : this.#oldest + 1;
+  /** The kept copy of a repeated text; past INTERN_LIMIT distinct texts (e.g. one session per client), new ones are kept as they come. */
+  #intern(text: string): string {
+    const kept = this.#interned.get(text);
+    if (kept !== undefined) return kept;
+    if (this.#interned.size < INTERN_LIMIT) this.#interned.set(text, text);
+    return text;
   }
 }
+
+/** Distinct texts interned: models, sessions, nodes, providers, adapters and outcomes of a deployment fit many times over. */
+const INTERN_LIMIT = 4096;
 
 function matches(record: RunRecord, filter: RunFilter): boolean {
   return (

@@ -69,3 +69,50 @@ test('with a subscriber, each event goes on to the bus, and a dispatch also as r
   assert.deepEqual(bus.events.map((e) => e.type), ['run.queued', 'run.dispatched', 'run.started', 'run.finished']);
   assert.equal((bus.events[2] as { requestId: string }).requestId, 'req-x');
 });
+
+test('a finished run reads back every field, across column growth and the ring wrapping, and list filters see them', () => {
+  // 200 kept: the columns start at 64 slots and double twice; 450 runs wrap the ring.
+  const store = new RunStore(new Bus(), 200);
+  for (let i = 0; i < 450; i++) {
+    const id = `r${i}`;
+    store.run({ type: 'run.queued', runId: id, requestId: i % 2 === 0 ? id : `client-${i}`, model: i % 3 === 0 ? 'm3' : 'm', session: `s${i % 5}`, at: 1_000 + i } as RunEvent);
+    if (i % 7 !== 0) store.run({ type: 'run.dispatched', runId: id, model: 'm', node: `n${i % 2}`, provider: 'p1', adapter: 'http', attempt: 1 + (i % 2), queueMs: i / 10, at: 1_001 + i } as RunEvent);
+    if (i % 4 !== 0) store.run({ type: 'run.first_byte', runId: id, model: 'm', ttfbMs: i / 4, at: 1_002 + i } as RunEvent);
+    store.run({
+      type: 'run.finished',
+      runId: id,
+      requestId: id,
+      model: 'm',
+      node: null,
+      provider: null,
+      outcome: i % 7 === 0 ? 'no_provider' : 'end',
+      status: i % 7 === 0 ? 503 : 200,
+      bytesOut: i * 3,
+      totalMs: i / 2,
+      queueMs: 0,
+      at: 1_005 + i,
+      tokens: i % 2 === 0 ? { prompt: i, completion: i + 1 } : null,
+      error: i % 7 === 0 ? `none for ${id}` : undefined,
+    } as RunEvent);
+  }
+  assert.equal(store.size, 200);
+  assert.equal(store.evicted, 250);
+  assert.equal(store.get('r249'), undefined);
+  assert.deepEqual(store.get('r264'), {
+    id: 'r264', requestId: 'r264', model: 'm3', session: 's4', state: 'finished', node: 'n0', provider: 'p1', adapter: 'http', attempts: 1,
+    queuedAt: 1_264, dispatchedAt: 1_265, firstByteAt: null, finishedAt: 1_269, queueMs: 26.4, ttfbMs: null, totalMs: 132,
+    outcome: 'end', status: 200, bytesOut: 792, tokens: { prompt: 264, completion: 265 }, error: null,
+  });
+  assert.deepEqual(store.get('r441'), {
+    id: 'r441', requestId: 'client-441', model: 'm3', session: 's1', state: 'finished', node: null, provider: null, adapter: null, attempts: 0,
+    queuedAt: 1_441, dispatchedAt: null, firstByteAt: 1_443, finishedAt: 1_446, queueMs: null, ttfbMs: 110.25, totalMs: 220.5,
+    outcome: 'no_provider', status: 503, bytesOut: 1_323, tokens: null, error: 'none for r441',
+  });
+  const newest = store.list({ state: 'finished', limit: 1_000 }).map((r) => r.id);
+  assert.equal(newest.length, 200);
+  assert.deepEqual(newest.slice(0, 3), ['r449', 'r448', 'r447']);
+  assert.equal(newest[199], 'r250');
+  const filtered = store.list({ state: 'finished', model: 'm3', node: 'n1', session: 's3', limit: 1_000 }).map((r) => r.id);
+  // i ≡ 0 (mod 3), odd (n1), ≡ 3 (mod 5): i ≡ 3 (mod 30); kept (≥ 250) and dispatched (not ≡ 0 mod 7, which drops 273).
+  assert.deepEqual(filtered, ['r423', 'r393', 'r363', 'r333', 'r303']);
+});
