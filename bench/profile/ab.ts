@@ -6,11 +6,15 @@
 // one-shot `npm run bench:quick` figures quoted in each lever's commit.
 //
 //   node dist/bench/profile/ab.js --base /tmp/base/dist [--rounds 5] [--seconds 3] [--workers 0]
-//                                 [--scenario closed-loop|streaming]
+//                                 [--scenario closed-loop|streaming|many-streams] [--streams 2000]
 //                                 [--base-node-args "..."] [--node-args "..."]
 //                                 [--warmup 1] [--gc]
 // --scenario streaming: 10 SSE streams of 200 chunks back to back, closed
 // loop; the figures are then per relayed event instead of per request.
+// --scenario many-streams: --streams slow streams (5 tokens/s, opened at
+// 1,000/s) lasting the whole window, per relayed event too (their setup
+// included): the per-token path of the 10,000-stream goal, at a size a
+// short A/B can afford.
 // The node-args options give each side's edge and agent extra Node flags, so
 // one build can be A/B'd against itself with a flag (e.g. a V8 heap setting).
 // --warmup S: unrecorded load before each round's window (V8 reaches its
@@ -44,8 +48,9 @@ const rounds = Number(arg('rounds', '5'));
 const seconds = Number(arg('seconds', '3'));
 const workers = Number(arg('workers', '0'));
 const scenario = arg('scenario', 'closed-loop');
-if (scenario !== 'closed-loop' && scenario !== 'streaming') throw new RangeError(`--scenario: closed-loop or streaming, got '${scenario}'`);
-const unit = scenario === 'streaming' ? 'event' : 'req';
+if (scenario !== 'closed-loop' && scenario !== 'streaming' && scenario !== 'many-streams') throw new RangeError(`--scenario: closed-loop, streaming or many-streams, got '${scenario}'`);
+const unit = scenario === 'closed-loop' ? 'req' : 'event';
+const slowStreams = Number(arg('streams', '2000'));
 const baseNodeArgs = arg('base-node-args', process.env.BENCH_NODE_ARGS ?? '');
 const thisNodeArgs = arg('node-args', process.env.BENCH_NODE_ARGS ?? '');
 const warmupS = Number(arg('warmup', '1'));
@@ -84,6 +89,12 @@ async function measure(variant: string, dist: string, mockOrigin: string): Promi
     if (scenario === 'closed-loop') {
       const r = await closedLoop({ url, headers: {}, body, connections: 10, durationS });
       return { units: r.requests, wallS: r.wallS, failed: r.errors + r.non2xx };
+    }
+    if (scenario === 'many-streams') {
+      const tokens = Math.max(1, Math.round(durationS * 5));
+      const headers = { 'x-mock-tokens': String(tokens), 'x-mock-interval-ms': '200', 'x-mock-ttft-ms': '0' };
+      const r = await streamLoad({ origin, path: '/v1/chat/completions', headers, body: chatBody(EDGE_MODEL, 512, true), concurrency: slowStreams, openPerSecond: 1_000, minEvents: tokens, stallMs: 2_000, deadlineS: durationS * 3 + 30 });
+      return { units: r.metrics.eventsPerS * r.wallS, wallS: r.wallS, failed: r.errors + r.non2xx + r.metrics.incomplete };
     }
     const r = await streamLoad({ origin, path: '/v1/chat/completions', headers: STREAM_HEADERS, body: chatBody(EDGE_MODEL, 512, true), concurrency: 10, durationS, minEvents: 200, stallMs: 2_000, deadlineS: durationS + 30 });
     return { units: r.metrics.eventsPerS * r.wallS, wallS: r.wallS, failed: r.errors + r.non2xx + r.metrics.incomplete };
