@@ -1,7 +1,7 @@
 // Token usage of a streamed completion, for metrics, without parsing every
 // chunk: OpenAI-compatible providers put `usage` in the last data event, so
-// only the tail of the stream is scanned, once, at END. The relay keeps
-// references to the last DATA frames (no copies) and hands them here.
+// only the tail of the stream is scanned, once, at END. The relay hands
+// every DATA frame to a StreamTail, which keeps the newest bytes.
 // The other APIs name the counts differently and are read the same way:
 // the Responses API's `response.completed` carries `usage` with
 // input_tokens / output_tokens; the Messages API's `message_delta` carries
@@ -52,26 +52,66 @@ export function inputTokensFromHead(head: Uint8Array): number | undefined {
   return match === null ? undefined : Number(match[1]);
 }
 
-/** Keeps references to the newest frames covering at least USAGE_TAIL_BYTES. */
+/**
+ * The newest USAGE_TAIL_BYTES bytes of a response. The first frame is kept by
+ * reference, so a whole JSON answer (one frame, as a rule) costs no copy;
+ * from the second frame on, the bytes are copied into a ring the tail owns.
+ * Kept by reference, a slow stream's last frames (and the gRPC message
+ * buffers under them) lived for seconds: at 5,000 streams the edge promoted
+ * ~1.1 MB a scavenge and ran a full GC every ~2 s; copied, 0.2 MB and none
+ * (docs/benchmarks.md, CPU budget, "Stream tails as copies").
+ */
 export class StreamTail {
-  #frames: Uint8Array[] = [];
-  #bytes = 0;
+  #first: Uint8Array | undefined;
+  #ring: Buffer | undefined;
+  /** Where the next byte goes in the ring. */
+  #end = 0;
+  /** Bytes of the ring in use (it fills from 0 before it wraps). */
+  #filled = 0;
 
   push(frame: Uint8Array): void {
-    this.#frames.push(frame);
-    this.#bytes += frame.byteLength;
-    while (this.#frames.length > 1 && this.#bytes - this.#frames[0].byteLength >= USAGE_TAIL_BYTES) {
-      this.#bytes -= this.#frames[0].byteLength;
-      this.#frames.shift();
+    if (this.#ring === undefined) {
+      if (this.#first === undefined) {
+        this.#first = frame;
+        return;
+      }
+      // Not from the shared pool: the ring lives as long as the stream and would pin a pool slab.
+      this.#ring = Buffer.allocUnsafeSlow(USAGE_TAIL_BYTES);
+      this.#copy(this.#first);
+      this.#first = undefined;
     }
+    this.#copy(frame);
   }
 
-  /** Frames currently kept (tests check the tail stays bounded). */
-  get keptFrames(): number {
-    return this.#frames.length;
+  /** Bytes the tail holds: what a long stream costs it (a ring, no frames). */
+  get keptBytes(): number {
+    return this.#ring === undefined ? (this.#first?.byteLength ?? 0) : this.#filled;
   }
 
   usage(): TokenUsage | undefined {
-    return this.#frames.length === 0 ? undefined : usageFromTail(this.#frames);
+    const ring = this.#ring;
+    if (ring === undefined) return this.#first === undefined ? undefined : usageFromTail([this.#first]);
+    if (this.#filled < ring.length) return usageFromTail([ring.subarray(0, this.#filled)]);
+    return usageFromTail([ring.subarray(this.#end), ring.subarray(0, this.#end)]);
+  }
+
+  #copy(frame: Uint8Array): void {
+    const ring = this.#ring as Buffer;
+    const cap = ring.length;
+    const n = frame.byteLength;
+    if (n >= cap) {
+      ring.set(frame.subarray(n - cap));
+      this.#end = 0;
+      this.#filled = cap;
+      return;
+    }
+    const room = cap - this.#end;
+    if (n <= room) ring.set(frame, this.#end);
+    else {
+      ring.set(frame.subarray(0, room), this.#end);
+      ring.set(frame.subarray(room), 0);
+    }
+    this.#end = this.#end + n >= cap ? this.#end + n - cap : this.#end + n;
+    this.#filled = Math.min(cap, this.#filled + n);
   }
 }
