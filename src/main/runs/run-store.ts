@@ -162,8 +162,9 @@ export class RunStore implements RunSink {
     }
   }
 
-  /** The kept copy of a repeated text; past INTERN_LIMIT distinct texts (e.g. one session per client), new ones are kept as they come. */
+  /** The kept copy of a repeated text; past INTERN_LIMIT distinct texts (e.g. one session per client), or longer than INTERN_MAX_CHARS (a client's model name can be anything), texts are kept as they come. */
   #intern(text: string): string {
+    if (text.length > INTERN_MAX_CHARS) return text;
     const kept = this.#interned.get(text);
     if (kept !== undefined) return kept;
     if (this.#interned.size < INTERN_LIMIT) this.#interned.set(text, text);
@@ -173,6 +174,8 @@ export class RunStore implements RunSink {
 
 /** Distinct texts interned: models, sessions, nodes, providers, adapters and outcomes of a deployment fit many times over. */
 const INTERN_LIMIT = 4096;
+/** Longest text interned (session ids are at most 256): the table stays under ~2 MB whatever clients send. */
+const INTERN_MAX_CHARS = 256;
 
 function matches(record: RunRecord, filter: RunFilter): boolean {
   return (
