@@ -32,10 +32,10 @@ import { freePort } from '../harness/ports.js';
 import { CLK_TCK, processTicks } from '../harness/proc-stats.js';
 import { Supervisor } from '../harness/processes.js';
 import { closedLoop } from '../load/autocannon-load.js';
-import { formatGc, summariseGcNvp } from './gc-nvp.js';
 import { streamLoad } from '../load/stream-load.js';
 import { startMock } from '../targets/mock.js';
 import { agentConfigObject, edgeConfigObject, EDGE_MODEL } from '../targets/edge.js';
+import { formatGc, summariseGcNvp } from './gc-nvp.js';
 
 function arg(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);

@@ -9,8 +9,6 @@ import type { EdgeEvent, RunEvent, RunSink } from '../../contract/events.js';
 import { FinishedRuns } from './finished-runs.js';
 import type { RunRecord } from './run-record.js';
 
-export type { RunRecord, RunState } from './run-record.js';
-
 export interface RunFilter {
   readonly state?: string;
   readonly model?: string;
