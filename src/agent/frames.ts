@@ -14,7 +14,8 @@ function frameMessage(frame: TunnelFrame): NodeMessage {
   return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'frame', value: frame } };
 }
 
-export function headersFrame(tunnelId: number, seq: number, status: number, headers: Header[]): NodeMessage {
+/** `upstreamUs`: the provider's time to its response head, measured here (0 = not measured). */
+export function headersFrame(tunnelId: number, seq: number, status: number, headers: Header[], upstreamUs = 0): NodeMessage {
   return frameMessage({
     $typeName: 'edge.v1.TunnelFrame',
     tunnelId,
@@ -25,6 +26,7 @@ export function headersFrame(tunnelId: number, seq: number, status: number, head
     data: NO_BYTES,
     errorCode: '',
     errorMessage: '',
+    upstreamUs,
   });
 }
 
@@ -40,10 +42,12 @@ export function dataFrame(tunnelId: number, seq: number, data: Uint8Array): Node
     data,
     errorCode: '',
     errorMessage: '',
+    upstreamUs: 0,
   });
 }
 
-export function endFrame(tunnelId: number, seq: number): NodeMessage {
+/** `upstreamUs`: the provider's time to its last byte, measured here (0 = not measured). */
+export function endFrame(tunnelId: number, seq: number, upstreamUs = 0): NodeMessage {
   return frameMessage({
     $typeName: 'edge.v1.TunnelFrame',
     tunnelId,
@@ -54,6 +58,7 @@ export function endFrame(tunnelId: number, seq: number): NodeMessage {
     data: NO_BYTES,
     errorCode: '',
     errorMessage: '',
+    upstreamUs,
   });
 }
 
@@ -68,6 +73,7 @@ export function errorFrame(tunnelId: number, seq: number, errorCode: string, err
     data: NO_BYTES,
     errorCode,
     errorMessage,
+    upstreamUs: 0,
   });
 }
 

@@ -60,6 +60,10 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   #lastDataAt = -Infinity;
   /** Upstream ended while bytes were still held: END follows the last of them. */
   #endHeld = false;
+  /** performance.now() when the upstream request started (onRequestStart), 0 before: the provider's time is measured from it. */
+  #upstreamAt = 0;
+  /** The provider's time to its last byte (µs), kept for an END that waits for held bytes. */
+  #upstreamEndUs = 0;
   #pausedForCredit = false;
   #pausedForSink = false;
   /** The connection carrying the upstream request (set by the pool), handed back once undici is done with it. */
@@ -176,7 +180,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
     if (this.#heldBytes > 0) {
       this.#pauseForCredit();
     } else if (this.#endHeld) {
-      const message = endFrame(this.tunnelId, this.#seq++);
+      const message = endFrame(this.tunnelId, this.#seq++, this.#upstreamEndUs);
       this.#finish();
       this.#sink.send(message);
     }
@@ -202,6 +206,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.#controller = controller;
+    this.#upstreamAt = performance.now();
     // Cancelled or expired while queued in the pool: never send it.
     if (this.#abortReason !== undefined) controller.abort(this.#abortReason);
   }
@@ -209,14 +214,14 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: ResponseHeaders): void {
     // 1xx interim responses are hop-by-hop; only the final response is relayed.
     if (this.#done || statusCode < 200) return;
-    const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaders(headers));
+    const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaders(headers), this.#upstreamUs());
     if (!this.#sink.send(message)) this.#pause(controller);
   }
 
   /** The agent's own HTTP/1.1 client hands the head over as pairs (no headers record in between). */
   onResponseStartRaw(controller: Dispatcher.DispatchController, statusCode: number, names: readonly string[], values: readonly string[]): void {
     if (this.#done || statusCode < 200) return;
-    const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaderPairs(names, values));
+    const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaderPairs(names, values), this.#upstreamUs());
     if (!this.#sink.send(message)) this.#pause(controller);
   }
 
@@ -252,12 +257,13 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   onResponseEnd(): void {
     this.#releaseClient();
     if (this.#done) return;
+    this.#upstreamEndUs = this.#upstreamUs();
     if (this.#heldBytes > 0) {
       this.#endHeld = true;
       this.flushHeld();
       return;
     }
-    const message = endFrame(this.tunnelId, this.#seq++);
+    const message = endFrame(this.tunnelId, this.#seq++, this.#upstreamEndUs);
     this.#finish();
     this.#sink.send(message);
   }
@@ -269,6 +275,12 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   }
 
   // --- internals --------------------------------------------------------------
+
+  /** Microseconds since the upstream request started, at least 1 (0 tells the edge "not measured"). */
+  #upstreamUs(): number {
+    const at = this.#upstreamAt;
+    return at === 0 ? 0 : Math.min(0xffffffff, Math.max(1, Math.round((performance.now() - at) * 1000)));
+  }
 
   /** undici is done with the request (its last callback): the connection goes back to the pool, once. */
   #releaseClient(): void {

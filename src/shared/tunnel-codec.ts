@@ -106,7 +106,8 @@ function frameBodySize(f: TunnelFrame): number {
     headersSize(f.headers) +
     (f.data.byteLength === 0 ? 0 : delimitedSize(f.data.byteLength)) +
     stringSize(f.errorCode) +
-    stringSize(f.errorMessage)
+    stringSize(f.errorMessage) +
+    uintFieldSize(f.upstreamUs)
   );
 }
 
@@ -221,6 +222,7 @@ function writeFrame(w: Writer, f: TunnelFrame): void {
   w.bytesField(0x32, f.data);
   w.stringField(0x3a, f.errorCode);
   w.stringField(0x42, f.errorMessage);
+  w.uintField(0x48, f.upstreamUs);
 }
 
 /** uint32 fields hold 0..2^32-1 and enums here are never negative: anything else is the generated code's to encode. */
@@ -233,7 +235,7 @@ function requestEncodable(r: TunnelRequest): boolean {
 }
 
 function frameEncodable(f: TunnelFrame): boolean {
-  return isUint32(f.tunnelId) && isUint32(f.seq) && isUint32(f.kind) && isUint32(f.status) && f.$unknown === undefined;
+  return isUint32(f.tunnelId) && isUint32(f.seq) && isUint32(f.kind) && isUint32(f.status) && isUint32(f.upstreamUs) && f.$unknown === undefined;
 }
 
 function generic(bytes: Uint8Array): Buffer {
@@ -469,6 +471,7 @@ function readFrame(r: Reader, end: number): TunnelFrame {
     data: EMPTY,
     errorCode: '',
     errorMessage: '',
+    upstreamUs: 0,
   };
   while (r.pos < end) {
     const tag = r.buf[r.pos++];
@@ -481,6 +484,7 @@ function readFrame(r: Reader, end: number): TunnelFrame {
       case 0x32: f.data = r.bytes(end); break;
       case 0x3a: f.errorCode = r.string(end); break;
       case 0x42: f.errorMessage = r.string(end); break;
+      case 0x48: f.upstreamUs = r.varint(end); break;
       default: throw NOT_FAST;
     }
   }

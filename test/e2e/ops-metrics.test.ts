@@ -1,5 +1,5 @@
 // /metrics after real traffic (official openai SDK and raw HTTP), the
-// x-edge-overhead-ms header, and the request id carried into the agent's logs.
+// x-edge-overhead-ms, x-edge-hop-ms and x-edge-upstream-ms headers, and the request id carried into the agent's logs.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
@@ -40,6 +40,28 @@ describe('metrics and request ids', () => {
     assert.ok(res.headers.has('x-edge-overhead-ms'));
     assert.ok(Number.isFinite(overhead) && overhead >= 0, `overhead ${res.headers.get('x-edge-overhead-ms')}`);
     assert.ok(overhead < totalMs, `overhead ${overhead} ms vs total ${totalMs} ms`);
+  });
+
+  test('x-edge-hop-ms and x-edge-upstream-ms split the wait for the provider: its own time, measured on the node, from the hop', async () => {
+    // The provider holds its answer 200 ms: that is upstream time, not the hop's.
+    const started = performance.now();
+    const res = await chat(stack, { 'x-mock-ttft-ms': '200', 'x-mock-tokens': '1' });
+    const headMs = performance.now() - started;
+    await res.text();
+    assert.equal(res.status, 200);
+    const hop = Number(res.headers.get('x-edge-hop-ms'));
+    const upstream = Number(res.headers.get('x-edge-upstream-ms'));
+    const queue = Number(res.headers.get('x-edge-queue-ms'));
+    const overhead = Number(res.headers.get('x-edge-overhead-ms'));
+    assert.ok(upstream >= 200, `upstream ${res.headers.get('x-edge-upstream-ms')} ms`);
+    assert.ok(Number.isFinite(hop) && hop >= 0 && hop < 150, `hop ${res.headers.get('x-edge-hop-ms')} ms`);
+    // Queue wait, the edge's own time, the hop and the provider add up to the edge's time to the head, which the client's wait contains.
+    assert.ok(queue + overhead + hop + upstream <= headMs + 1, `${queue} + ${overhead} + ${hop} + ${upstream} ms against the client's ${headMs.toFixed(3)} ms`);
+    // A stream's head comes before its first token: the provider's time to the head is short.
+    const stream = await chat(stack, { 'x-mock-ttft-ms': '200' }, true);
+    await stream.text();
+    assert.ok(Number(stream.headers.get('x-edge-upstream-ms')) < 200, `stream head upstream ${stream.headers.get('x-edge-upstream-ms')} ms`);
+    assert.ok(Number(stream.headers.get('x-edge-hop-ms')) >= 0);
   });
 
   test('the request id reaches the node and its tunnel logs', async () => {
@@ -108,6 +130,14 @@ describe('metrics and request ids', () => {
     assert.ok(ttfbSum > 0 && ttfbSum < total.sum);
     assert.ok(queueSum > 0.1, `the queued request waited for the long stream (queue sum ${queueSum})`);
     assert.ok(overheadSum >= 0 && overheadSum < total.sum - queueSum, `overhead ${overheadSum} s`);
+    // Every served request came from an agent that measures the provider's own time.
+    assert.equal(sample(text, 'edge_node_hop_seconds_count', MODEL), served);
+    assert.equal(sample(text, 'edge_upstream_duration_seconds_count', MODEL), served);
+    const upstreamSum = sample(text, 'edge_upstream_duration_seconds_sum', MODEL) as number;
+    const hopSum = sample(text, 'edge_node_hop_seconds_sum', MODEL) as number;
+    assert.ok(upstreamSum > 0.5, `the long stream's 30 tokens 20 ms apart are the provider's time (upstream sum ${upstreamSum} s)`);
+    assert.ok(hopSum >= 0 && hopSum < upstreamSum, `hop sum ${hopSum} s`);
+    assert.ok(hopSum + upstreamSum <= total.sum - queueSum, 'hop + upstream fit in the provider time, which fits in the total');
     assert.equal(sample(text, 'edge_request_duration_seconds_bucket', { ...MODEL, le: '+Inf' }), served);
 
     assert.equal(sample(text, 'edge_queue_depth', MODEL), 0);

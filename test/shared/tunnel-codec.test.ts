@@ -55,7 +55,7 @@ const request = fc
   .map((r) => create(TunnelRequestSchema, r));
 
 const frame = fc
-  .record({ tunnelId: uint32, seq: uint32, kind: fc.integer({ min: 0, max: 4 }), status: uint32, headers, data: bytes, errorCode: text, errorMessage: text })
+  .record({ tunnelId: uint32, seq: uint32, kind: fc.integer({ min: 0, max: 4 }), status: uint32, headers, data: bytes, errorCode: text, errorMessage: text, upstreamUs: uint32 })
   .map((f) => create(TunnelFrameSchema, f));
 
 const edgeMessage: fc.Arbitrary<EdgeMessage> = fc.oneof(

@@ -45,7 +45,7 @@ export function isPublicConsolePath(method: string, url: string): boolean {
 }
 
 /** Client listener headers worth showing the operator (run id, node, timings). */
-const FORWARDED_RESPONSE_HEADERS = ['content-type', 'retry-after', 'x-edge-run-id', 'x-edge-node', 'x-edge-provider', 'x-edge-queue-ms', 'x-edge-overhead-ms'];
+const FORWARDED_RESPONSE_HEADERS = ['content-type', 'retry-after', 'x-edge-run-id', 'x-edge-node', 'x-edge-provider', 'x-edge-queue-ms', 'x-edge-overhead-ms', 'x-edge-hop-ms', 'x-edge-upstream-ms'];
 
 export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void {
   const cache = new Map<string, Buffer>();

@@ -381,14 +381,14 @@ export class NodeSession implements TunnelHost {
     }
     switch (frame.kind) {
       case FrameKind.HEADERS:
-        tunnel.consumer.onHeaders(frame.status, frame.headers);
+        tunnel.consumer.onHeaders(frame.status, frame.headers, frame.upstreamUs);
         return;
       case FrameKind.DATA:
         tunnel.consumer.onData(frame.data);
         return;
       case FrameKind.END:
         this.#tunnels.delete(frame.tunnelId);
-        tunnel.consumer.onEnd();
+        tunnel.consumer.onEnd(frame.upstreamUs);
         return;
       case FrameKind.ERROR:
         this.#tunnels.delete(frame.tunnelId);

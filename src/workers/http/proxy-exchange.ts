@@ -20,7 +20,7 @@ import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js'
 import { queueDoneComment, queuePositionComment } from './queue-updates.js';
 import type { InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
-import { overheadAtHeadersMs } from '../observe/exchange-observer.js';
+import { nodeHopMs, overheadAtHeadersMs } from '../observe/exchange-observer.js';
 
 export const kExchange = Symbol('edge.exchange');
 
@@ -116,6 +116,8 @@ export class ProxyExchange implements TunnelConsumer {
   endAt = 0;
   status = 0;
   bytesOut = 0;
+  upstreamHeadUs = 0;
+  upstreamEndUs = 0;
 
   constructor(
     readonly plane: ExchangeOwner,
@@ -133,8 +135,9 @@ export class ProxyExchange implements TunnelConsumer {
 
   // --- tunnel frames -------------------------------------------------------
 
-  onHeaders(status: number, headers: readonly Header[]): void {
+  onHeaders(status: number, headers: readonly Header[], upstreamUs: number): void {
     if (this.state !== 'dispatched') return;
+    this.upstreamHeadUs = upstreamUs;
     if (status === 429 || status === 503) {
       // Overload is not failure: back to the queue while another attempt is allowed, else relayed.
       this.#retryAfterMs = retryAfterMsOf(headers);
@@ -174,6 +177,8 @@ export class ProxyExchange implements TunnelConsumer {
       'x-edge-queue-ms', String(Math.round(grant.queuedMs)),
       'x-edge-overhead-ms', this.#markHeaders(status),
     );
+    const hopMs = nodeHopMs(this, false);
+    if (hopMs >= 0) flat.push('x-edge-hop-ms', hopMs.toFixed(3), 'x-edge-upstream-ms', (upstreamUs / 1000).toFixed(3));
     try {
       this.response.writeHead(status, flat);
     } catch (err) {
@@ -254,10 +259,11 @@ export class ProxyExchange implements TunnelConsumer {
     if (credit > 0 && this.state === 'streaming') this.session?.grantCredit(this.tunnelId, credit);
   }
 
-  onEnd(): void {
+  onEnd(upstreamUs: number): void {
     // The session's frame guard only lets END through after HEADERS.
     if (this.state !== 'streaming') return;
     this.endAt = performance.now();
+    this.upstreamEndUs = upstreamUs;
     this.usage = this.#tail?.usage();
     if (this.usage !== undefined && this.usage.promptTokens === 0 && this.#head !== undefined) {
       // Messages: message_delta has only output_tokens; the input count is in message_start.

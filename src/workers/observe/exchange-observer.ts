@@ -34,6 +34,9 @@ export interface ExchangeView {
   readonly status: number;
   /** Response body bytes written to the client. */
   readonly bytesOut: number;
+  /** The provider's own time as the node measured it, µs (TunnelFrame.upstream_us; 0 = not measured): to its head, to its last byte. */
+  readonly upstreamHeadUs: number;
+  readonly upstreamEndUs: number;
   /** Token usage from the final SSE chunk of a completed stream (undefined otherwise). */
   readonly usage: { readonly promptTokens: number; readonly completionTokens: number } | undefined;
 }
@@ -61,6 +64,17 @@ export const NO_OBSERVER: ExchangeObserver = Object.freeze({
   requestRefused(): void {},
   exchangeRetried(): void {},
 });
+
+/**
+ * The node hop's share of the wait for the provider's head (or, with `end`, its last byte): what the edge waited
+ * since the TunnelRequest went out, less the provider's own time as the node measured it. Milliseconds; -1 when
+ * the node did not measure it (an older agent).
+ */
+export function nodeHopMs(exchange: ExchangeView, end: boolean): number {
+  const upstreamUs = end ? exchange.upstreamEndUs : exchange.upstreamHeadUs;
+  if (upstreamUs === 0) return -1;
+  return Math.max(0, (end ? exchange.endAt : exchange.headersAt) - exchange.sentAt - upstreamUs / 1000);
+}
 
 /** Milliseconds the edge itself spent before the response headers went out (see docs/operations.md). */
 export function overheadAtHeadersMs(exchange: ExchangeView, now: number): number {

@@ -6,7 +6,7 @@
 // capacity, nodes) are read from the scheduler's status once per scrape.
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { LeanStats } from '../../contract/io-protocol.js';
-import type { ExchangeView } from './exchange-observer.js';
+import { nodeHopMs, type ExchangeView } from './exchange-observer.js';
 import { HotHistogram, type HotSeries } from './hot-histogram.js';
 import type { SchedulerStatus } from '../../contract/scheduler.js';
 import { tenantLabel } from '../../shared/tenant-key.js';
@@ -21,6 +21,8 @@ interface ModelHistograms {
   readonly ttfb: HotSeries;
   readonly queue: HotSeries;
   readonly overhead: HotSeries;
+  readonly nodeHop: HotSeries;
+  readonly upstream: HotSeries;
 }
 
 /** One (model, provider, status) request count; reported to prom-client as deltas at scrape. */
@@ -54,6 +56,8 @@ export class EdgeMetrics {
   readonly #ttfb = new HotHistogram({ name: 'edge_time_to_first_byte_seconds', help: 'Request in the edge to the first response body byte written to the client', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
   readonly #queue = new HotHistogram({ name: 'edge_queue_wait_seconds', help: 'Time queued for a provider slot', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
   readonly #overhead = new HotHistogram({ name: 'edge_gateway_overhead_seconds', help: 'Total latency minus queue wait minus provider time (TunnelRequest sent to END received, which includes the node hop)', labelName: 'model', buckets: OVERHEAD_BUCKETS, registry: this.registry });
+  readonly #nodeHop = new HotHistogram({ name: 'edge_node_hop_seconds', help: 'Provider time (TunnelRequest sent to END received) minus the provider\'s own time as the node measured it: gRPC both ways, the agent\'s work and its wait for an upstream connection. Agents that do not measure it are left out', labelName: 'model', buckets: OVERHEAD_BUCKETS, registry: this.registry });
+  readonly #upstream = new HotHistogram({ name: 'edge_upstream_duration_seconds', help: 'The provider\'s own time as the node measured it: upstream request start to its last byte', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
   readonly #leanRequests = new Counter({ name: 'edge_http_lean_requests_total', help: 'API requests read off the socket by the lean HTTP/1.1 connection (the rest are read by node:http)', registers: [this.registry] });
   readonly #leanHandovers = new Counter({ name: 'edge_http_lean_handovers_total', help: 'Client connections the lean HTTP/1.1 connection handed to node:http at a request it does not read (another route or method, a head split over reads, chunked bodies, ...)', registers: [this.registry] });
   #leanReported: LeanStats = { requests: 0, handedOver: 0, connections: 0 };
@@ -137,6 +141,11 @@ export class EdgeMetrics {
     if (outcome === 'end' && exchange.sentAt > 0) {
       const providerMs = exchange.endAt - exchange.sentAt;
       h.overhead.observe(Math.max(0, now - exchange.startedAt - queuedMs - providerMs) / 1000);
+      const hopMs = nodeHopMs(exchange, true);
+      if (hopMs >= 0) {
+        h.nodeHop.observe(hopMs / 1000);
+        h.upstream.observe(exchange.upstreamEndUs / 1e6);
+      }
     }
   }
 
@@ -186,7 +195,7 @@ export class EdgeMetrics {
   #histogramsOf(model: string): ModelHistograms {
     let h = this.#histograms.get(model);
     if (h === undefined) {
-      h = { total: this.#total.labels(model), ttfb: this.#ttfb.labels(model), queue: this.#queue.labels(model), overhead: this.#overhead.labels(model) };
+      h = { total: this.#total.labels(model), ttfb: this.#ttfb.labels(model), queue: this.#queue.labels(model), overhead: this.#overhead.labels(model), nodeHop: this.#nodeHop.labels(model), upstream: this.#upstream.labels(model) };
       this.#histograms.set(model, h);
     }
     return h;

@@ -217,7 +217,7 @@ class PeerLink {
     switch (kind) {
       case PeerKind.headers: {
         const frame = fromBinary(TunnelFrameSchema, bytes.subarray(body, end));
-        consumer.onHeaders(frame.status, frame.headers);
+        consumer.onHeaders(frame.status, frame.headers, frame.upstreamUs);
         return;
       }
       case PeerKind.data:
@@ -226,7 +226,7 @@ class PeerLink {
         return;
       case PeerKind.end:
         this.outgoing.delete(tunnelId);
-        consumer.onEnd();
+        consumer.onEnd(end - body >= 4 ? getU32(bytes, body) : 0);
         return;
       case PeerKind.error: {
         this.outgoing.delete(tunnelId);
@@ -296,8 +296,8 @@ class PeerTunnel implements TunnelConsumer {
     this.#link = link;
   }
 
-  onHeaders(status: number, headers: readonly Header[]): void {
-    const frame = create(TunnelFrameSchema, { kind: FrameKind.HEADERS, status, headers: headers as Header[] });
+  onHeaders(status: number, headers: readonly Header[], upstreamUs: number): void {
+    const frame = create(TunnelFrameSchema, { kind: FrameKind.HEADERS, status, headers: headers as Header[], upstreamUs });
     this.#link.sendSimple(PeerKind.headers, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
   }
 
@@ -305,9 +305,9 @@ class PeerTunnel implements TunnelConsumer {
     this.#link.sendData(this.tunnelId, bytes);
   }
 
-  onEnd(): void {
+  onEnd(upstreamUs: number): void {
     this.#link.incoming.delete(this.tunnelId);
-    this.#link.sendSimple(PeerKind.end, 0, this.tunnelId, undefined);
+    this.#link.sendSimple(PeerKind.end, 0, this.tunnelId, undefined, upstreamUs);
   }
 
   onError(code: string, message: string): void {

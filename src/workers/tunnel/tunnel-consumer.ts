@@ -5,8 +5,10 @@
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 
 export interface TunnelConsumer {
-  onHeaders(status: number, headers: readonly Header[]): void;
+  /** `upstreamUs`: the provider's time to this head as the node measured it, µs (0 = not measured). */
+  onHeaders(status: number, headers: readonly Header[], upstreamUs: number): void;
   onData(bytes: Uint8Array): void;
-  onEnd(): void;
+  /** `upstreamUs`: the provider's time to its last byte as the node measured it, µs (0 = not measured). */
+  onEnd(upstreamUs: number): void;
   onError(code: string, message: string): void;
 }

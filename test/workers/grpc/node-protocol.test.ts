@@ -201,7 +201,7 @@ describe('node protocol: bad input from a node', () => {
     const node = await connect();
     const pending = chat(stack);
     const t = await node.nextTunnel();
-    node.headers(t.tunnelId, 0, [...SSE, { $typeName: 'edge.v1.Header', name: 'X-Edge-Node', value: 'forged' }, { $typeName: 'edge.v1.Header', name: 'x-edge-overhead-ms', value: '0' }, { $typeName: 'edge.v1.Header', name: 'x-provider-own', value: 'kept' }]);
+    node.headers(t.tunnelId, 0, [...SSE, { $typeName: 'edge.v1.Header', name: 'X-Edge-Node', value: 'forged' }, { $typeName: 'edge.v1.Header', name: 'x-edge-overhead-ms', value: '0' }, { $typeName: 'edge.v1.Header', name: 'x-edge-hop-ms', value: '0' }, { $typeName: 'edge.v1.Header', name: 'x-provider-own', value: 'kept' }]);
     node.data(t.tunnelId, 1, 'data: x\n\n');
     node.end(t.tunnelId, 2);
     const res = await pending;
@@ -210,6 +210,9 @@ describe('node protocol: bad input from a node', () => {
     assert.notEqual(res.headers.get('x-edge-overhead-ms'), '0, 0');
     assert.doesNotMatch(res.headers.get('x-edge-overhead-ms') ?? '', /,/);
     assert.equal(res.headers.get('x-provider-own'), 'kept');
+    // This node measures no provider time (upstream_us 0, as an older agent): the edge claims no split.
+    assert.equal(res.headers.get('x-edge-hop-ms'), null);
+    assert.equal(res.headers.get('x-edge-upstream-ms'), null);
   });
 
   test('a gap or a duplicate in seq fails that tunnel only (502 node_protocol_error, CANCEL sent); its neighbour completes', async () => {

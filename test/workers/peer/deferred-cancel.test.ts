@@ -1,7 +1,8 @@
 // Two PeerLinks over real SAB rings in one thread, as two I/O workers hold
 // them: the client's worker opens a tunnel on a node whose lane is still
 // registering on the other worker (the open is deferred there), then cancels.
-// The cancel must cancel the deferred open: nothing may reach the node.
+// The cancel must cancel the deferred open: nothing may reach the node. Also: opens
+// larger than a ring record, and what the frames carry across.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { PeerLinks, type PeerConsumer } from '../../../src/workers/peer/peer-links.js';
@@ -116,4 +117,36 @@ test('a small open keeps its body when the ring reuses its bytes before the node
   assert.equal(bodies.length, 2, 'both tunnels opened on the node');
   assert.equal(Buffer.from(bodies[0]).toString(), small.toString(), 'the small body is intact after the ring carried the large one');
   assert.deepEqual(Buffer.from(bodies[1]), Buffer.from(big));
+});
+
+test('the provider time the node measured crosses to the client worker with the HEADERS and END frames', async () => {
+  let nodeConsumer: { onHeaders(status: number, headers: never[], upstreamUs: number): void; onEnd(upstreamUs: number): void } | undefined;
+  const session = {
+    ...sessionStub(() => undefined),
+    openTunnel: (consumer: typeof nodeConsumer) => {
+      nodeConsumer = consumer;
+      return 1;
+    },
+  } as unknown as NodeSession;
+  const { clientSide, nodeSide } = twoWorkers({ whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway);
+  try {
+    const seen: string[] = [];
+    const consumer: PeerConsumer = {
+      onHeaders: (status, _headers, upstreamUs) => void seen.push(`headers ${status} ${upstreamUs}`),
+      onData() {},
+      onEnd: (upstreamUs) => void seen.push(`end ${upstreamUs}`),
+      onError() {},
+      onRefused() {},
+    };
+    clientSide.nodeHost(1, NODE, GENERATION, 42).openTunnel(consumer, fields());
+    for (let i = 0; i < 50 && nodeConsumer === undefined; i++) await turns();
+    assert.ok(nodeConsumer !== undefined, 'the tunnel opened on the node worker');
+    nodeConsumer.onHeaders(200, [], 1_234);
+    nodeConsumer.onEnd(4_000_000_001);
+    for (let i = 0; i < 50 && seen.length < 2; i++) await turns();
+    assert.deepEqual(seen, ['headers 200 1234', 'end 4000000001']);
+  } finally {
+    clientSide.close();
+    nodeSide.close();
+  }
 });
