@@ -121,7 +121,7 @@ const SMOKE: ModeSettings = {
   settleMs: 100,
   maxWorkers: 0,
   targets: ['direct', 'edge-w0'],
-  scenarios: ['closed-loop', 'streaming'],
+  scenarios: ['closed-loop', 'open-loop', 'streaming'],
   closedLoop: { durationS: 1, warmupS: 0.2, connections: 4, bodyBytes: 2048 },
   openLoop: { durationS: 1, warmupS: 0, rates: [100], bodyBytes: 2048, minSamples: 0 },
   streaming: {

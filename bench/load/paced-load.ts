@@ -4,9 +4,13 @@
 // Latency is timed with performance.now() from the send to the last body
 // byte, every sample kept (autocannon's overallRate releases each second's
 // quota in a burst and rounds latency to whole milliseconds, too coarse for
-// the sub-millisecond differences between proxies).
+// the sub-millisecond differences between proxies). The edge's timing
+// headers, where a response has them, are kept too: x-edge-overhead-ms (the
+// edge's own time before the head), x-edge-hop-ms (the node hop's share)
+// and x-edge-upstream-ms (the provider's own time, measured on the node), so
+// a report can say which part of the path a slow request spent its time in.
 import { Pool, type Dispatcher } from 'undici';
-import { latencySummary } from '../harness/stats.js';
+import { latencySummary, percentileSorted, sortedCopy } from '../harness/stats.js';
 import type { LoadResult } from '../harness/types.js';
 
 export interface PacedOptions {
@@ -36,8 +40,9 @@ class PacedRequest implements Dispatcher.DispatchHandler {
   // Its presence marks the handler as undici's current (controller) kind.
   onRequestStart(): void {}
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     this.#status = statusCode;
+    if (statusCode >= 200 && statusCode <= 299) this.#run.timing(headers['x-edge-overhead-ms'], headers['x-edge-hop-ms'], headers['x-edge-upstream-ms']);
   }
 
   onResponseData(): void {}
@@ -53,6 +58,10 @@ class PacedRequest implements Dispatcher.DispatchHandler {
 
 class PacedRun {
   readonly latencies: number[] = [];
+  /** From the edge's timing headers, per answered request that had them (ms). */
+  readonly #own: number[] = [];
+  readonly #hop: number[] = [];
+  readonly #upstream: number[] = [];
   errors = 0;
   non2xx = 0;
   shed = 0;
@@ -98,7 +107,7 @@ class PacedRun {
       errors: this.errors,
       non2xx: this.non2xx,
       latencyMs: latencySummary(this.latencies),
-      metrics: { targetRps: this.#options.rate, shed: this.shed },
+      metrics: { targetRps: this.#options.rate, shed: this.shed, ...this.#timingMetrics() },
     };
   }
 
@@ -122,6 +131,27 @@ class PacedRun {
 
   tick(): void {
     this.#tick();
+  }
+
+  timing(own: unknown, hop: unknown, upstream: unknown): void {
+    if (typeof own === 'string') this.#own.push(Number(own));
+    if (typeof hop === 'string' && typeof upstream === 'string') {
+      this.#hop.push(Number(hop));
+      this.#upstream.push(Number(upstream));
+    }
+  }
+
+  /** Percentiles of the edge's timing headers; none for a target that sends none. */
+  #timingMetrics(): Record<string, number> {
+    const out: Record<string, number> = {};
+    if (this.#own.length > 0) out.ownP99Ms = percentileSorted(sortedCopy(this.#own), 99);
+    if (this.#hop.length > 0) {
+      const hop = sortedCopy(this.#hop);
+      out.hopP50Ms = percentileSorted(hop, 50);
+      out.hopP99Ms = percentileSorted(hop, 99);
+      out.upstreamP99Ms = percentileSorted(sortedCopy(this.#upstream), 99);
+    }
+    return out;
   }
 
   done(status: number, latencyMs: number): void {

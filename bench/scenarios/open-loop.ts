@@ -27,8 +27,15 @@ export const openLoop: ScenarioSpec<RateVariant> = {
   description:
     'Requests leave on a fixed schedule (paced at ~1 ms granularity, undici client, every latency sample kept, timed to the last body byte), whether or not earlier ones were answered. ' +
     'Below a target\'s ceiling this shows the latency it adds over `direct`; above it, requests pile up and latency grows without bound (more than 512 unanswered: the request is shed and counted). ' +
-    'Full mode runs each rate long enough for 10,000 samples; the headline quotes no p99 from fewer.',
-  columns: [{ key: 'shed', label: 'shed', unit: '', digits: 0 }],
+    'Full mode runs each rate long enough for 10,000 samples; the headline quotes no p99 from fewer. ' +
+    'For the edge, its timing headers split each answer\'s wait for the head (docs/operations.md, "Timings, precisely"): edge own = `x-edge-overhead-ms`, the edge\'s work before the head; node hop = `x-edge-hop-ms`, gRPC both ways and the agent; provider = `x-edge-upstream-ms`, the mock\'s own time as the agent measured it.',
+  columns: [
+    { key: 'shed', label: 'shed', unit: '', digits: 0 },
+    { key: 'ownP99Ms', label: 'edge own p99', unit: 'ms', digits: 2 },
+    { key: 'hopP50Ms', label: 'node hop p50', unit: 'ms', digits: 2 },
+    { key: 'hopP99Ms', label: 'node hop p99', unit: 'ms', digits: 2 },
+    { key: 'upstreamP99Ms', label: 'provider p99', unit: 'ms', digits: 2 },
+  ],
   charts: [{ id: 'latency', title: 'Latency at a fixed rate', unit: 'ms', keys: [{ key: 'p50', label: 'p50' }, { key: 'p99', label: 'p99' }] }],
   appliesTo: (target) => target.sweepOnly !== true,
   variants(settings: ModeSettings): RateVariant[] {

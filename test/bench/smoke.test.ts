@@ -25,7 +25,7 @@ function alive(pid: number): boolean {
   }
 }
 
-test('bench smoke: direct and edge two-hop produce a report, charts and sane numbers, and no process is left behind', { timeout: 90_000 }, async () => {
+test('bench smoke: direct and edge two-hop produce a report (closed loop, open loop with the edge timing split, streaming), charts and sane numbers, and no process is left behind', { timeout: 90_000 }, async () => {
   const out = mkdtempSync(join(os.tmpdir(), 'bench-smoke-'));
   try {
     const { stdout } = await run(process.execPath, [CLI, '--mode', 'smoke', '--out', out], { cwd: REPO_ROOT, timeout: 80_000 });
@@ -65,6 +65,14 @@ test('bench smoke: direct and edge two-hop produce a report, charts and sane num
         assert.ok(stream.metrics.eventsPerS > 0 && stream.metrics.ttfbP50Ms > 0, `${target} ${variant}: events/s and TTFB measured`);
       }
     }
+    // The open loop keeps the edge's timing headers: the node hop and the provider's own time, split per answer.
+    const paced = (target: string) => result.measurements.find((m) => m.scenario === 'open-loop' && m.target === target);
+    const edgePaced = paced('edge-w0');
+    assert.ok(edgePaced !== undefined && edgePaced.requests > 0 && edgePaced.errors === 0, 'edge open loop measured');
+    assert.ok(edgePaced.metrics.hopP50Ms >= 0 && edgePaced.metrics.hopP99Ms >= edgePaced.metrics.hopP50Ms, `node hop ${edgePaced.metrics.hopP50Ms} / ${edgePaced.metrics.hopP99Ms} ms`);
+    assert.ok(edgePaced.metrics.upstreamP99Ms > 0 && edgePaced.metrics.ownP99Ms >= 0, `provider ${edgePaced.metrics.upstreamP99Ms} ms, edge own ${edgePaced.metrics.ownP99Ms} ms`);
+    assert.ok(edgePaced.metrics.hopP50Ms + edgePaced.metrics.ownP99Ms < (edgePaced.latencyMs?.max ?? 0) + 1, 'the parts fit within the slowest whole request');
+    assert.equal(paced('direct')?.metrics.hopP50Ms, undefined, 'the mock sends no edge timing');
     const edge = result.measurements.find((m) => m.scenario === 'closed-loop' && m.target === 'edge-w0');
     assert.deepEqual(edge?.processes.map((p) => p.role).sort(), ['agent', 'edge', 'mock']);
     assert.ok(result.headline.some((f) => f.id === 'closed-loop.rps-vs-direct' && f.value !== null && f.value > 0 && f.value < 1.5), 'headline ratio against direct');
