@@ -88,7 +88,8 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await page.goto(`${edge.adminUrl}/`);
     assert.equal(new URL(page.url()).pathname, '/console');
     await page.waitForSelector('#login-form', { visible: true });
-    assert.equal(await js('document.getElementById("main").hidden'), true);
+    // Not rendered, not just flagged: a stylesheet's display once beat the hidden attribute.
+    assert.equal(await js('getComputedStyle(document.getElementById("main")).display'), 'none', 'the console stays out of sight until login');
     await page.type('#token', 'not-the-token');
     await page.keyboard.press('Enter');
     await until(`/rejected/.test(document.getElementById('login-error').textContent)`);
@@ -96,7 +97,7 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await page.type('#token', TOKEN);
     await page.keyboard.press('Enter');
     await page.waitForSelector('#main', { visible: true });
-    // Seen once in CI (the token gone right after the console showed), not reproduced since: say what the page showed.
+    // Once seen in CI with the token not yet stored: #main counted as visible while still hidden (see console.css).
     const afterLogin = await js<{ stored: string | null; mainHidden: boolean; error: string }>(
       `({ stored: sessionStorage.getItem('edge-admin-token'), mainHidden: document.getElementById('main').hidden, error: document.getElementById('login-error').textContent })`,
     );
