@@ -5,6 +5,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { CLK_TCK } from './proc-stats.js';
 import { REPO_ROOT } from './paths.js';
+import type { PacedFloor } from './write-floor.js';
 
 export interface MachineInfo {
   readonly cpuModel: string;
@@ -20,6 +21,8 @@ export interface MachineInfo {
   readonly undici: string | undefined;
   /** CPU µs one small loopback TCP write costs its Node writer on this host (write-floor.ts); absent in older results and micro records. */
   readonly loopbackWriteUs?: number;
+  /** The same at the per-token goal's pattern: paced writes to a reader in another process (write-floor.ts); absent when no many-streams scenario ran. */
+  readonly tokenFloor?: PacedFloor;
 }
 
 function packageVersion(name: string): string | undefined {

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { tokenGoalVariant } from '../report/goals.js';
 import { headline, summarize } from '../report/summary.js';
 import { writeReport, type WrittenFiles } from '../report/write.js';
 import { SCENARIOS } from '../scenarios/index.js';
@@ -22,7 +23,7 @@ import { measureSchedulerRings, ringPlanOf, type RingCase } from './scheduler-ca
 import { RESULT_SCHEMA, type BenchResult, type ScenarioRecord, type SkipRecord, type TargetRecord } from './result.js';
 import type { Measurement, RunningTarget, ScenarioContext, SkippedTarget, TargetContext, TargetSpec } from './types.js';
 import { UsageProbe } from './usage.js';
-import { loopbackWriteFloorUs } from './write-floor.js';
+import { loopbackWriteFloorUs, pacedTokenFloor, type PacedFloor } from './write-floor.js';
 
 export interface RunOptions {
   readonly settings: ModeSettings;
@@ -32,6 +33,20 @@ export interface RunOptions {
 
 export function stampOf(date: Date): string {
   return date.toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '-');
+}
+
+/** The paced floor at the pattern the per-token goals will read, when a many-streams scenario runs (smoke: one short pass). */
+async function tokenFloorOf(settings: ModeSettings): Promise<PacedFloor | undefined> {
+  if (settings.scenarios !== undefined && !settings.scenarios.includes('many-streams')) return undefined;
+  const scenario = SCENARIOS.find((s) => s.id === 'many-streams');
+  const id = tokenGoalVariant(scenario?.variants(settings).map((v) => v.id) ?? []);
+  const setting = settings.manyStreams.variants.find((v) => `${v.streams}-streams-${v.tokensPerSecond}tps` === id);
+  if (setting === undefined) return undefined;
+  return settings.mode === 'smoke' ? pacedTokenFloor(setting, 1, 300) : pacedTokenFloor(setting);
+}
+
+function tokenFloorText(floor: PacedFloor | undefined): string {
+  return floor === undefined ? '' : `; at ${floor.streams} streams x ${floor.tokensPerSecond}/s a paced write ${floor.writeUs.toFixed(1)}, its read ${floor.readUs.toFixed(1)} µs`;
 }
 
 function isSkipped(t: RunningTarget | SkippedTarget): t is SkippedTarget {
@@ -72,9 +87,9 @@ export async function runBench(options: RunOptions): Promise<{ result: BenchResu
   let ok = false;
   try {
     // Before any target starts: the floor is the host's, measured quiet.
-    const machine = { ...machineInfo(), loopbackWriteUs: await loopbackWriteFloorUs() };
+    const machine = { ...machineInfo(), loopbackWriteUs: await loopbackWriteFloorUs(), tokenFloor: await tokenFloorOf(settings) };
     const peers = { nginx: await nginxVersion(), portkey: portkeyVersion() };
-    log(`bench ${settings.mode}: ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, loopback write ${machine.loopbackWriteUs?.toFixed(1) ?? '?'} µs CPU; logs in ${workDir}`);
+    log(`bench ${settings.mode}: ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, loopback write ${machine.loopbackWriteUs?.toFixed(1) ?? '?'} µs CPU${tokenFloorText(machine.tokenFloor)}; logs in ${workDir}`);
     const mock = await startMock(supervisor);
     const ctx: TargetContext = { supervisor, mock, workDir, repoRoot: REPO_ROOT, settings };
     const specs = allTargets(settings).filter((t) => settings.targets === undefined || settings.targets.includes(t.id));

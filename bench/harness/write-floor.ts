@@ -9,8 +9,10 @@
 // Measured in-process: a reader in a worker thread, the writer on the main
 // thread, 100 connections written round-robin one chunk per turn (as many
 // slow streams are), and only the writing thread's CPU counted.
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { Worker } from 'node:worker_threads';
+import type { StreamsSetting } from './modes.js';
 
 const CONNECTIONS = 100;
 const ROUNDS = 60;
@@ -65,5 +67,107 @@ export async function loopbackWriteFloorUs(): Promise<number | undefined> {
     for (const socket of sockets) socket.destroy();
     reader.postMessage('close');
     await reader.terminate();
+  }
+}
+
+// The same floor at a slow-stream pattern: N connections, each written
+// `tokensPerSecond` times a second, spread evenly over time, to a reader in
+// another process. That is what the edge (a writer per token) and the agent
+// (a reader per token) do at the per-token goal's pattern, and it costs more
+// than the burst above: a write that wakes a sleeping process, and a read
+// that needed a wake-up, pay for the wake-up.
+const PACED_READER = `
+const net = require('node:net');
+const server = net.createServer((socket) => { socket.on('data', () => {}); socket.on('error', () => {}); });
+server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port }));
+process.on('message', (m) => {
+  const cpu = process.cpuUsage();
+  process.send({ cpuUs: cpu.user + cpu.system });
+  if (m === 'exit') server.close(() => process.exit(0));
+});
+`;
+
+/** One 5-token chunk of an OpenAI stream, about what the mock sends per token. */
+const PACED_CHUNK = Buffer.from(`data: ${JSON.stringify({ id: 'chatcmpl-floor', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'tok ' } }] })}\n\n`);
+const CONNECT_BATCH = 500;
+
+export interface PacedFloor extends StreamsSetting {
+  /** CPU µs of the writing process per write (its pacing timer included, ~0.3 µs at 10,000 writes/s). */
+  readonly writeUs: number;
+  /** CPU µs of the reading process per write it received. */
+  readonly readUs: number;
+}
+
+interface ReaderUsage {
+  readonly cpuUs: number;
+}
+
+/** Medians over `passes` passes of `passMs` (3 of 2 s by default); undefined if the probe fails. */
+export async function pacedTokenFloor(setting: StreamsSetting, passes = 3, passMs = 2_000): Promise<PacedFloor | undefined> {
+  const reader = spawn(process.execPath, ['-e', PACED_READER], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'] });
+  const replies: ((usage: ReaderUsage) => void)[] = [];
+  const sockets: net.Socket[] = [];
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      reader.once('message', (m: { port: number }) => resolve(m.port));
+      reader.once('error', reject);
+      reader.once('exit', () => reject(new Error('the reader exited')));
+    });
+    reader.on('message', (m: ReaderUsage) => replies.shift()?.(m));
+    const usage = (): Promise<ReaderUsage> => new Promise((resolve) => {
+      replies.push(resolve);
+      reader.send('usage');
+    });
+    while (sockets.length < setting.streams) {
+      const batch: Promise<void>[] = [];
+      for (let i = 0; i < CONNECT_BATCH && sockets.length < setting.streams; i++) {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.setNoDelay(true);
+        sockets.push(socket);
+        batch.push(new Promise((resolve, reject) => {
+          socket.once('connect', resolve);
+          socket.once('error', reject);
+        }));
+      }
+      await Promise.all(batch);
+    }
+    const writesPerMs = (setting.streams * setting.tokensPerSecond) / 1000;
+    let next = 0;
+    const writeUs: number[] = [];
+    const readUs: number[] = [];
+    for (let pass = 0; pass < passes; pass++) {
+      const readerBefore = await usage();
+      const before = process.threadCpuUsage();
+      const started = performance.now();
+      let written = 0;
+      await new Promise<void>((resolve) => {
+        const timer = setInterval(() => {
+          const elapsed = performance.now() - started;
+          const due = Math.min(Math.floor(elapsed * writesPerMs), Math.floor(passMs * writesPerMs));
+          for (; written < due; written++) {
+            sockets[next].write(PACED_CHUNK);
+            if (++next === sockets.length) next = 0;
+          }
+          if (elapsed >= passMs) {
+            clearInterval(timer);
+            resolve();
+          }
+        }, 1);
+      });
+      const used = process.threadCpuUsage(before);
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the reader catches up
+      const readerAfter = await usage();
+      writeUs.push((used.user + used.system) / written);
+      readUs.push((readerAfter.cpuUs - readerBefore.cpuUs) / written);
+    }
+    const median = (values: number[]): number => values.sort((a, b) => a - b)[values.length >> 1];
+    return { ...setting, writeUs: median(writeUs), readUs: median(readUs) };
+  } catch {
+    return undefined;
+  } finally {
+    // RST, not FIN: 10,000 closes would leave as many ports in TIME_WAIT for the scenario that follows.
+    for (const socket of sockets) socket.resetAndDestroy();
+    if (reader.connected) reader.send('exit');
+    else reader.kill();
   }
 }

@@ -84,7 +84,7 @@ export function goals(input: GoalInput): GoalRow[] {
   // Per-token CPU: the goal's own variant when it ran, else the one with the most tokens per second per stream
   // (the longest streams of a run: each stream's setup, its request and tunnel, is spread over the most tokens).
   const streamVariants = input.variants['many-streams'] ?? [];
-  const tokenVariant = streamVariants.includes(STREAMS_GOAL_VARIANT) ? STREAMS_GOAL_VARIANT : fastestStreams(streamVariants);
+  const tokenVariant = tokenGoalVariant(streamVariants);
   if (tokenVariant !== undefined) {
     const perEvent = (role: string): Figure => {
       const value = medianOf(input.summaries, 'many-streams', tokenVariant, w0, `usPerEvent:${role}`);
@@ -113,6 +113,11 @@ export function goals(input: GoalInput): GoalRow[] {
     });
   }
   return out;
+}
+
+/** The many-streams variant the per-token goals read: the goal's own when it ran, else fastestStreams'. */
+export function tokenGoalVariant(ids: readonly string[]): string | undefined {
+  return ids.includes(STREAMS_GOAL_VARIANT) ? STREAMS_GOAL_VARIANT : fastestStreams(ids);
 }
 
 /** `<streams>-streams-<tps>tps` ids: the highest tokens per second, then the most streams. */

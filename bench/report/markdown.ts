@@ -137,6 +137,15 @@ function writeGoals(w: Writer, result: BenchResult): void {
     );
     w.line();
   }
+  const paced = result.machine.tokenFloor;
+  if (paced !== undefined) {
+    w.line(
+      `At the per-token goals' own pattern (${paced.streams.toLocaleString('en-US')} connections, each written ${paced.tokensPerSecond} times a second, evenly spread, to a reader in another process) ` +
+        `a bare Node writer spends ${fmt(paced.writeUs, 1)} µs of CPU per write and the reader ${fmt(paced.readUs, 1)} µs per write it receives (bench/harness/write-floor.ts, pacedTokenFloor). ` +
+        'The edge writes each token once to its client, the agent reads each once from its provider: these are their floors at that pattern.',
+    );
+    w.line();
+  }
 }
 
 function measured(result: BenchResult): TargetRecord[] {
