@@ -90,6 +90,7 @@ process.on('message', (m) => {
 /** One 5-token chunk of an OpenAI stream, about what the mock sends per token. */
 const PACED_CHUNK = Buffer.from(`data: ${JSON.stringify({ id: 'chatcmpl-floor', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'tok ' } }] })}\n\n`);
 const CONNECT_BATCH = 500;
+const USAGE_TIMEOUT_MS = 5_000;
 
 export interface PacedFloor extends StreamsSetting {
   /** CPU µs of the writing process per write (its pacing timer included, ~0.3 µs at 10,000 writes/s). */
@@ -114,8 +115,13 @@ export async function pacedTokenFloor(setting: StreamsSetting, passes = 3, passM
       reader.once('exit', () => reject(new Error('the reader exited')));
     });
     reader.on('message', (m: ReaderUsage) => replies.shift()?.(m));
-    const usage = (): Promise<ReaderUsage> => new Promise((resolve) => {
-      replies.push(resolve);
+    // A reader that died or hangs must not hang the bench: no answer in 5 s fails the probe.
+    const usage = (): Promise<ReaderUsage> => new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the reader did not answer')), USAGE_TIMEOUT_MS);
+      replies.push((answer) => {
+        clearTimeout(timer);
+        resolve(answer);
+      });
       reader.send('usage');
     });
     while (sockets.length < setting.streams) {
