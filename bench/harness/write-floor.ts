@@ -87,7 +87,7 @@ process.on('message', (m) => {
 });
 `;
 
-/** One 5-token chunk of an OpenAI stream, about what the mock sends per token. */
+/** One token's chunk of an OpenAI stream, about what the mock sends per token. */
 const PACED_CHUNK = Buffer.from(`data: ${JSON.stringify({ id: 'chatcmpl-floor', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'tok ' } }] })}\n\n`);
 const CONNECT_BATCH = 500;
 const USAGE_TIMEOUT_MS = 5_000;
