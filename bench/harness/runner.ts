@@ -11,6 +11,7 @@ import { tokenGoalVariant } from '../report/goals.js';
 import { headline, summarize } from '../report/summary.js';
 import { writeReport, type WrittenFiles } from '../report/write.js';
 import { SCENARIOS } from '../scenarios/index.js';
+import { streamsVariantId } from '../scenarios/many-streams.js';
 import { allTargets } from '../targets/index.js';
 import { startMock } from '../targets/mock.js';
 import { nginxVersion } from '../targets/nginx.js';
@@ -38,9 +39,9 @@ export function stampOf(date: Date): string {
 /** The paced floor at the pattern the per-token goals will read, when a many-streams scenario runs (smoke: one short pass). */
 async function tokenFloorOf(settings: ModeSettings): Promise<PacedFloor | undefined> {
   if (settings.scenarios !== undefined && !settings.scenarios.includes('many-streams')) return undefined;
-  const scenario = SCENARIOS.find((s) => s.id === 'many-streams');
-  const id = tokenGoalVariant(scenario?.variants(settings).map((v) => v.id) ?? []);
-  const setting = settings.manyStreams.variants.find((v) => `${v.streams}-streams-${v.tokensPerSecond}tps` === id);
+  const variants = settings.manyStreams.variants;
+  const id = tokenGoalVariant(variants.map(streamsVariantId));
+  const setting = variants.find((v) => streamsVariantId(v) === id);
   if (setting === undefined) return undefined;
   return settings.mode === 'smoke' ? pacedTokenFloor(setting, 1, 300) : pacedTokenFloor(setting);
 }

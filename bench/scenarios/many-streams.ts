@@ -4,7 +4,7 @@
 // longer than the stall threshold); measured: the edge's and agent's peak
 // RSS, CPU and event-loop lag, and the time to first byte under that load.
 import { chatBody } from '../harness/bodies.js';
-import type { ModeSettings } from '../harness/modes.js';
+import type { ModeSettings, StreamsSetting } from '../harness/modes.js';
 import type { LoadResult, RunningTarget, ScenarioContext, ScenarioSpec, Variant } from '../harness/types.js';
 import { waitForEphemeralPorts } from '../harness/ports.js';
 import { streamLoad } from '../load/stream-load.js';
@@ -12,6 +12,11 @@ import { streamLoad } from '../load/stream-load.js';
 interface StreamsVariant extends Variant {
   readonly streams: number;
   readonly tokensPerSecond: number;
+}
+
+/** A variant's id, `<streams>-streams-<tps>tps` (what the report's goals parse back). */
+export function streamsVariantId(setting: StreamsSetting): string {
+  return `${setting.streams}-streams-${setting.tokensPerSecond}tps`;
 }
 
 /** Above this many streams only the baseline, nginx and our edge run (see skip()). */
@@ -44,7 +49,7 @@ export const manyStreams: ScenarioSpec<StreamsVariant> = {
   variants(settings: ModeSettings): StreamsVariant[] {
     const m = settings.manyStreams;
     return m.variants.map(({ streams, tokensPerSecond }) => ({
-      id: `${streams}-streams-${tokensPerSecond}tps`,
+      id: streamsVariantId({ streams, tokensPerSecond }),
       label: `${streams.toLocaleString('en-US')} streams x ${tokensOf(settings, tokensPerSecond)} tokens at ${tokensPerSecond}/s`,
       streams,
       tokensPerSecond,
