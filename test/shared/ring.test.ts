@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
-import { HEADER_BYTES, READ, WRITE } from '../../src/shared/ring/layout.js';
+import { CONSUMER_SLEEPING, HEADER_BYTES, PRODUCER_SLEEPING, READ, WRITE } from '../../src/shared/ring/layout.js';
 import { RingConsumer, RingProducer, createRing, recordBytes } from '../../src/shared/ring/spsc-ring.js';
 import type { StressJob, StressResult, WakeJob, WakeResult } from './ring-worker.js';
 import { SizeStream, checkPayload, fillPayload } from './ring-worker-payload.js';
@@ -282,6 +282,12 @@ test('waits time out with false, and close() wakes them with false', async () =>
 
 // --- two threads -------------------------------------------------------------
 
+/** The shared cursors and sleep flags, for a stall's message: which side waits, and on what. */
+function headerState(buffer: SharedArrayBuffer): string {
+  const header = new Int32Array(buffer, 0, HEADER_BYTES / 4);
+  return `WRITE ${Atomics.load(header, WRITE)}, READ ${Atomics.load(header, READ)}, consumer sleeping ${Atomics.load(header, CONSUMER_SLEEPING)}, producer sleeping ${Atomics.load(header, PRODUCER_SLEEPING)}`;
+}
+
 function startWorker<T>(job: StressJob | WakeJob): { worker: Worker; next: () => Promise<T> } {
   const worker = new Worker(new URL('./ring-worker.js', import.meta.url), { workerData: job });
   const queue: T[] = [];
@@ -335,7 +341,7 @@ test('two threads: 1,000,000 records of 0-64 KiB through a 256 KiB ring arrive c
   const started = performance.now();
   while (seq < count) {
     consumer.drain(verify, seq & 1 ? 64 : undefined);
-    if (seq < count) assert.equal(await consumer.waitForData(10_000), true, `stalled at record ${seq}`);
+    if (seq < count) assert.equal(await consumer.waitForData(10_000), true, `stalled at record ${seq}: ${headerState(buffer)}`);
   }
   const seconds = (performance.now() - started) / 1000;
   const producer = await next();
