@@ -15,7 +15,7 @@ import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
 import { ANNOUNCED_ENDPOINTS, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
-import { createRing, RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
+import { createRing, RingConsumer, RingProducer, type RingRecordHandler } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
 import type { DataPath } from '../contract/data-path.js';
@@ -46,6 +46,8 @@ class WorkerSlot {
   readonly consumer: RingConsumer;
   readonly reader: RecordReader;
   readonly record = new SchedulerRecord();
+  /** This slot's records into #fromWorker: set once its drain loop starts. */
+  onRecord: RingRecordHandler | undefined;
   /** Provider ids announced by sessions registering on this worker, by serial, until their connect record. */
   readonly announced = new Map<number, string[]>();
   /** Endpoint masks announced with them (absent for a provider whose node announced none), by serial. */
@@ -85,6 +87,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
   readonly #scratch = new SchedulerRecord();
   /** Open requests per limited API key, over all workers (auth.api_keys[].max_concurrent). */
   readonly keys = new KeyConcurrency();
+  /** #acquireKey is reading the other workers' rings. */
+  #reconcilingKeys = false;
   #nextCall = 1;
   readonly #calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   /** Flags shared with every worker: EVENTS_FLAG (workers build run events only while someone subscribes) and DRAIN_FLAG. */
@@ -161,7 +165,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
       this.#rejectCalls(index);
       if (slot.started) void this.#recover(slot);
     });
-    void drainLoop(slot.consumer, (offset, length) => this.#fromWorker(slot, offset, length), (err) => this.#logger.error({ err, worker: index }, 'scheduler record failed'));
+    slot.onRecord = (offset, length) => this.#fromWorker(slot, offset, length);
+    void drainLoop(slot.consumer, slot.onRecord, (err) => this.#logger.error({ err, worker: index }, 'scheduler record failed'));
     const [ready] = (await Promise.race([once(worker, 'message'), once(worker, 'error').then(([err]) => Promise.reject(err as Error))])) as [ControlReply];
     if (ready.type !== 'ready') throw new Error(`I/O worker ${index} did not start: ${JSON.stringify(ready)}`);
     slot.started = true;
@@ -362,6 +367,35 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   // --- records from workers (hot path) -------------------------------------------
 
+  /**
+   * A limited key takes a slot of its count. At the limit, another worker's
+   * ring may still hold a release that happened before this request was even
+   * sent: a client that read its response (the worker commits the release
+   * before the response's last byte leaves) and sent the next request at once,
+   * on a connection another worker owns. Each ring has its own drain loop, so
+   * this one can be read first: the other rings are read up to now before
+   * the key is refused. Never nested (a refusal met while reading them is
+   * final), and never the ring being read, which is on the stack.
+   */
+  #acquireKey(slot: WorkerSlot, requestId: number, name: string, limit: number): boolean {
+    if (this.keys.acquire(requestId, name, limit)) return true;
+    if (this.#reconcilingKeys) return false;
+    this.#reconcilingKeys = true;
+    try {
+      for (const other of this.#slots) {
+        if (other === slot || other.onRecord === undefined) continue;
+        try {
+          other.consumer.drainInPlace(other.onRecord);
+        } catch (err) {
+          this.#logger.error({ err, worker: other.index }, 'scheduler record failed');
+        }
+      }
+    } finally {
+      this.#reconcilingKeys = false;
+    }
+    return this.keys.acquire(requestId, name, limit);
+  }
+
   #fromWorker(slot: WorkerSlot, offset: number, length: number): void {
     const r = slot.record;
     if (!slot.reader.decode(offset, length, r)) return;
@@ -372,7 +406,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     switch (r.kind) {
       case RecordKind.admit:
         // A limited key (providerId = its name, generation = its limit) takes its slot first.
-        if (r.providerId !== 0 && !this.keys.acquire(r.requestId, reader.nameOf(r.providerId) ?? '', r.generation)) {
+        if (r.providerId !== 0 && !this.#acquireKey(slot, r.requestId, reader.nameOf(r.providerId) ?? '', r.generation)) {
           this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
           return;
         }

@@ -70,6 +70,10 @@ export class RemoteScheduler implements SchedulerPort {
     const r = this.#scratch.reset(RecordKind.keyRelease);
     r.requestId = requestId;
     this.out.send(r);
+    // Published now, not with the turn's batch: the exchange ends (its last
+    // byte goes to the client) right after this, and the client may send its
+    // next request at once; the main thread must be able to see the slot free.
+    this.out.commit();
   }
 
   cancel(requestId: number): void {

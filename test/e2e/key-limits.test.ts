@@ -11,6 +11,7 @@ import { ALIAS, inFlight, startStack, testWorkers, waitUntil, type Stack } from 
 
 const ALICE = 'sk-alice-limits-0123';
 const LIMIT = 2;
+const ROUNDS = 200;
 
 describe('max_concurrent across worker threads', () => {
   let stack: Stack;
@@ -67,6 +68,20 @@ describe('max_concurrent across worker threads', () => {
     }
     await waitUntil(() => inFlight(stack.edge) === 0 && (keyCount() ?? 0) === 0, 'every slot to be free again');
     assert.deepEqual(keys()?.status() ?? [], []);
+  });
+
+  test('a client that sends its next requests as soon as it has read its responses always finds its slots free', async () => {
+    // The edge frees a key's slot before the response's last byte leaves; with
+    // workers the release must reach the main thread's count before any request
+    // the client can send after reading it (another connection, likely another worker).
+    const refused: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const responses = await Promise.all(Array.from({ length: LIMIT }, () => chat()));
+      await Promise.all(responses.map((r) => r.arrayBuffer()));
+      if (responses.some((r) => r.status !== 200)) refused.push(round);
+    }
+    assert.deepEqual(refused, [], `rounds of ${LIMIT} requests with a 429 among them, of ${ROUNDS}`);
+    await waitUntil(() => inFlight(stack.edge) === 0 && (keyCount() ?? 0) === 0, 'every slot to be free again');
   });
 
   test('a request abandoned while queued gives its slot back at once', async () => {
