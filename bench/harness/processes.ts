@@ -118,4 +118,23 @@ export class Supervisor {
   killAllNow(): void {
     for (const child of this.#children) child.signal('SIGKILL');
   }
+
+  /**
+   * For a script that owns this supervisor for its whole life: SIGINT or
+   * SIGTERM stops every child, then exits 130; any other exit kills what is
+   * left. Node's default on those signals exits without an 'exit' event, which
+   * left the children running.
+   */
+  stopWithProcess(): void {
+    let stopping = false;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (stopping) return;
+      stopping = true;
+      console.error(`\n${signal}: stopping every process this script started`);
+      void this.stopAll().finally(() => process.exit(130));
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    process.once('exit', () => this.killAllNow());
+  }
 }

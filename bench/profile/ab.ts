@@ -57,7 +57,7 @@ const warmupS = Number(arg('warmup', '1'));
 const traceGc = process.argv.includes('--gc');
 const workDir = mkdtempSync(join(tmpdir(), 'edge-ab-'));
 const supervisor = new Supervisor(workDir);
-process.once('exit', () => supervisor.killAllNow());
+supervisor.stopWithProcess();
 
 interface Row {
   readonly rps: number;

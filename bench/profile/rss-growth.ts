@@ -27,7 +27,7 @@ const rounds = Number(arg('rounds', '6'));
 const seconds = Number(arg('seconds', '8'));
 const workDir = mkdtempSync(join(tmpdir(), 'edge-rss-'));
 const supervisor = new Supervisor(workDir);
-process.once('exit', () => supervisor.killAllNow());
+supervisor.stopWithProcess();
 
 function rssMB(pid: number): number {
   const match = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));

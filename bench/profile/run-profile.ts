@@ -79,7 +79,7 @@ if (load === undefined) throw new RangeError(`--scenario: expected one of ${Obje
 
 const workDir = mkdtempSync(join(tmpdir(), 'edge-profile-'));
 const supervisor = new Supervisor(workDir);
-process.once('exit', () => supervisor.killAllNow());
+supervisor.stopWithProcess();
 
 async function main(): Promise<void> {
   const settings = MODES.quick;
