@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { Agent } from 'undici';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { NodeAgent } from '../../src/agent/agent.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
@@ -18,6 +19,7 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { inFlight, testWorkers, waitUntil } from '../helpers/stack.js';
 
 const ALIAS = 'coder';
+const FOLLOW_UP_ROUNDS = 20;
 /** Only p-a serves it, with no queue: a busy p-a means 429 queue_full. */
 const SOLO = 'solo';
 const SERVED: Record<string, string> = { 'p-a': 'served-a', 'p-b': 'served-b', 'p-c': 'served-c' };
@@ -262,6 +264,37 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
       return true;
     });
     assert.equal(stack.mocks['p-a'].requestLog.filter((r) => r.path.startsWith('/v1/responses/')).length, 0, 'nothing ever went to p-a for it');
+  });
+
+  test('a follow-up sent the moment its response arrives, on another connection, finds the response (every worker knows it)', async () => {
+    // Each call on its own connection: with I/O workers the follow-up usually
+    // lands on a worker other than the one that relayed the response, which
+    // knows where the response lives only through the pool.
+    const dispatchers: Agent[] = [];
+    const fresh = (): OpenAI => {
+      const dispatcher = new Agent({ connections: 1 });
+      dispatchers.push(dispatcher);
+      return new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'sk-client-secret', maxRetries: 0, timeout: 15_000, fetchOptions: { dispatcher } });
+    };
+    const before = testWorkers() > 1 ? (await stack.edge.inspect()).planes.map((p) => p.requests) : [];
+    const lost: string[] = [];
+    try {
+      for (let round = 0; round < FOLLOW_UP_ROUNDS; round++) {
+        const first = await fresh().responses.create({ model: ALIAS, input: `round ${round}` });
+        const next = await fresh()
+          .responses.create({ model: ALIAS, input: 'and then', previous_response_id: first.id })
+          .catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+        if (next instanceof Error) lost.push(`${first.id}: ${next.message}`);
+        else assert.equal(next.previous_response_id, first.id);
+      }
+    } finally {
+      await Promise.all(dispatchers.map((d) => d.close()));
+    }
+    assert.deepEqual(lost, [], `follow-ups refused, of ${FOLLOW_UP_ROUNDS}`);
+    if (testWorkers() > 1) {
+      const after = (await stack.edge.inspect()).planes.map((p, i) => p.requests - (before[i] ?? 0));
+      assert.ok(after.filter((n) => n > 0).length > 1, `the calls reached more than one worker: ${after.join(', ')}`);
+    }
   });
 
   test('an unknown previous_response_id is refused at the edge (404), never sent to a provider that lacks it', async () => {
