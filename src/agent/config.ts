@@ -52,9 +52,11 @@ export interface TunnelOptions {
   readonly coalesceMaxBytes: number;
   /** Frames of all tunnels produced in one event-loop turn go to the edge as one FrameBatch message (when the edge accepts them). */
   readonly batchFrames: boolean;
+  /** A stream's later DATA frames may wait this many ms for other tunnels' frames to share their message (0 = the turn's end only). */
+  readonly batchDelayMs: number;
 }
 
-export const DEFAULT_TUNNEL_OPTIONS: TunnelOptions = Object.freeze({ coalesceDelayMs: 2, coalesceMaxBytes: 16_384, batchFrames: true });
+export const DEFAULT_TUNNEL_OPTIONS: TunnelOptions = Object.freeze({ coalesceDelayMs: 2, coalesceMaxBytes: 16_384, batchFrames: true, batchDelayMs: 2 });
 
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -110,10 +112,11 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const maxMs = r.integer('reconnect.max_ms', reconnect.max_ms, initialMs, HOUR_MS, Math.max(initialMs, DEFAULT_RECONNECT_MAX_MS));
 
   const tunnels = r.object('tunnels', root.tunnels, true) ?? {};
-  r.noUnknownKeys('tunnels', tunnels, ['coalesce_delay_ms', 'coalesce_max_bytes', 'batch_frames']);
+  r.noUnknownKeys('tunnels', tunnels, ['coalesce_delay_ms', 'coalesce_max_bytes', 'batch_frames', 'batch_delay_ms']);
   const coalesceDelayMs = r.integer('tunnels.coalesce_delay_ms', tunnels.coalesce_delay_ms, 0, 1_000, DEFAULT_TUNNEL_OPTIONS.coalesceDelayMs);
   const coalesceMaxBytes = r.integer('tunnels.coalesce_max_bytes', tunnels.coalesce_max_bytes, 1, 16 * 1024 * 1024, DEFAULT_TUNNEL_OPTIONS.coalesceMaxBytes);
   const batchFrames = r.boolean('tunnels.batch_frames', tunnels.batch_frames, DEFAULT_TUNNEL_OPTIONS.batchFrames);
+  const batchDelayMs = r.integer('tunnels.batch_delay_ms', tunnels.batch_delay_ms, 0, 100, DEFAULT_TUNNEL_OPTIONS.batchDelayMs);
 
   const health = r.object('health', root.health, true) ?? {};
   r.noUnknownKeys('health', health, ['interval_ms', 'timeout_ms', 'unhealthy_after']);
@@ -129,7 +132,7 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
     node: { id: nodeId, token },
     providers,
     reconnect: { initialMs, maxMs },
-    tunnels: { coalesceDelayMs, coalesceMaxBytes, batchFrames },
+    tunnels: { coalesceDelayMs, coalesceMaxBytes, batchFrames, batchDelayMs },
     health: { intervalMs: healthIntervalMs, timeoutMs: healthTimeoutMs, unhealthyAfter },
     logLevel,
     runtime: { nodeFlags },

@@ -348,7 +348,7 @@ export class EdgeConnection implements FrameSink {
     this.#heartbeatTimeoutMs = timeoutMs > 0 ? timeoutMs : DEFAULT_HEARTBEAT_TIMEOUT_MS;
     this.#lastHeardAt = performance.now();
     this.#heard = false;
-    if (maxFrameBatchBytes > 0 && this.#config.tunnels.batchFrames) this.#batcher = new FrameBatcher(this.#writeNow, maxFrameBatchBytes);
+    if (maxFrameBatchBytes > 0 && this.#config.tunnels.batchFrames) this.#batcher = new FrameBatcher(this.#writeNow, maxFrameBatchBytes, this.#config.tunnels.batchDelayMs);
     this.#heartbeatTimer = setInterval(onHeartbeatTick, intervalMs > 0 ? intervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS, this);
     this.#owner.onRegistered(this, generation);
   }

@@ -39,6 +39,7 @@ reconnect:
 tunnels:
   coalesce_delay_ms: 0
   coalesce_max_bytes: 4096
+  batch_delay_ms: 5
 health:
   interval_ms: 5000
   timeout_ms: 1500
@@ -91,7 +92,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
       },
     ],
     reconnect: { initialMs: 100, maxMs: 5000 },
-    tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096, batchFrames: true },
+    tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096, batchFrames: true, batchDelayMs: 5 },
     health: { intervalMs: 5000, timeoutMs: 1500, unhealthyAfter: 3 },
     logLevel: 'debug',
     runtime: { nodeFlags: ['--v8-pool-size=2'] },

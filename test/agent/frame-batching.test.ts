@@ -10,7 +10,7 @@ import { NodeAgent } from '../../src/agent/agent.js';
 import { EdgeConnection, type ConnectionOwner } from '../../src/agent/edge-connection.js';
 import { FrameBatcher } from '../../src/agent/frame-batcher.js';
 import { Upstreams } from '../../src/agent/upstreams.js';
-import { dataFrame, headersFrame } from '../../src/agent/frames.js';
+import { dataFrame, endFrame, headersFrame } from '../../src/agent/frames.js';
 import { agentConfig, FakeEdge, silentLogger, waitFor, type EdgeStream, type RegisterAnswer } from './fake-edge.js';
 import { UpstreamServer } from './upstream-server.js';
 
@@ -124,6 +124,40 @@ test('FrameBatcher: a batch that would pass the byte bound is written first; a f
     if (m.msg.case === 'frameBatch') assert.ok(toBinary(NodeMessageSchema, m).length <= 1_000);
   }
   assert.equal(written.at(-1)?.msg.case, 'frame', 'the oversized frame went alone');
+});
+
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+const seqsOf = (written: NodeMessage[]): number[][] =>
+  written.map((m) => (m.msg.case === 'frameBatch' ? m.msg.value.frames.map((f) => f.tunnelId * 100 + f.seq) : m.msg.case === 'frame' ? [m.msg.value.tunnelId * 100 + m.msg.value.seq] : []));
+
+test('FrameBatcher with a delay: a stream\'s later DATA frames wait for company across turns, then leave together in order', async () => {
+  const written: NodeMessage[] = [];
+  const batcher = new FrameBatcher((m) => written.push(m), 1 << 20, 30);
+  batcher.add(dataFrame(1, 4, Buffer.from('a')).msg.value as TunnelFrame);
+  await turn();
+  batcher.add(dataFrame(2, 9, Buffer.from('b')).msg.value as TunnelFrame);
+  await turn();
+  batcher.add(dataFrame(1, 5, Buffer.from('c')).msg.value as TunnelFrame);
+  await turn();
+  assert.equal(written.length, 0, 'later DATA frames wait past the turn');
+  await new Promise((resolve) => setTimeout(resolve, 60));
+  assert.deepEqual(seqsOf(written), [[104, 209, 105]], 'one message after the delay, in production order');
+});
+
+test('FrameBatcher with a delay: HEADERS, END and a stream\'s first DATA frames leave at the turn\'s end, taking waiting frames along', async () => {
+  const written: NodeMessage[] = [];
+  const batcher = new FrameBatcher((m) => written.push(m), 1 << 20, 10_000);
+  for (const urgent of [headersFrame(3, 0, 200, []), dataFrame(3, 1, Buffer.from('x')), dataFrame(3, 3, Buffer.from('y')), endFrame(3, 7, 1)]) {
+    batcher.add(dataFrame(1, 6, Buffer.from('w')).msg.value as TunnelFrame);
+    batcher.add(urgent.msg.value as TunnelFrame);
+    await turn();
+  }
+  assert.deepEqual(seqsOf(written), [[106, 300], [106, 301], [106, 303], [106, 307]], 'each turn\'s frames left at its end, none held for the 10 s delay');
+  // Dropped frames arm nothing: no write after a discard.
+  batcher.add(dataFrame(1, 8, Buffer.from('z')).msg.value as TunnelFrame);
+  batcher.discard();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(written.length, 4);
 });
 
 /** An EdgeConnection registered with a fake edge that accepts batches. */

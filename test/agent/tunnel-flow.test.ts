@@ -62,6 +62,7 @@ test('DATA never exceeds the credit; a spent window stops reading the provider u
     coalesceDelayMs: 0,
     coalesceMaxBytes: 16_384,
     batchFrames: true,
+    batchDelayMs: 0,
   });
   tunnel.start(upstreams);
   await waitFor('the window to be spent', () => (sink.dataBytes() === window ? true : undefined));
@@ -105,6 +106,7 @@ test('chunks arriving close together share a DATA frame; an idle stream\'s first
     coalesceDelayMs: 20,
     coalesceMaxBytes: 1 << 20,
     batchFrames: true,
+    batchDelayMs: 0,
   }).start(upstreams);
   await waitFor('the first chunk', () => (sink.data().length === 1 ? true : undefined), 2_000);
   assert.equal(Buffer.from(sink.data()[0].data).toString(), 'data: first\n\n', 'the first chunk was not held back');
@@ -133,6 +135,7 @@ test('a coalesced frame is sent as soon as it reaches the size bound', async (t)
     coalesceDelayMs: 1_000,
     coalesceMaxBytes: 8_000,
     batchFrames: true,
+    batchDelayMs: 0,
   }).start(upstreams);
   await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
   assert.equal(sink.dataBytes(), 40_010);
@@ -152,7 +155,7 @@ test('with an unlimited window a big upstream chunk is split: no DATA frame pass
   });
   const sink = new Recorder();
   // initialCredit 0: no flow control, so credit never splits anything.
-  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/', initialCredit: 0 }), sink, { coalesceDelayMs: 2, coalesceMaxBytes: 16_384, batchFrames: true }, 4096).start(upstreams);
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/', initialCredit: 0 }), sink, { coalesceDelayMs: 2, coalesceMaxBytes: 16_384, batchFrames: true, batchDelayMs: 0 }, 4096).start(upstreams);
   await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
   const largest = Math.max(...sink.data().map((f) => f.data.length));
   assert.ok(largest <= 4096, `a DATA frame of ${largest} bytes (the edge allows 4096)`);
@@ -180,6 +183,7 @@ test('no DATA frame passes coalesce_max_bytes: merged chunks fill a frame up to 
     coalesceDelayMs: 1_000,
     coalesceMaxBytes: 1_000,
     batchFrames: true,
+    batchDelayMs: 0,
   }).start(upstreams);
   await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined), 5_000);
   assert.equal(sink.dataBytes(), 10 + 40 * 700 + 5_000);
