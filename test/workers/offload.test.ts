@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { inspectBody } from '../../src/workers/http/inspect.js';
 import { OffloadPool } from '../../src/workers/offload/offload-pool.js';
-import { countPromptTokens } from '../../src/workers/offload/prompt-tokens.js';
+import { readFileSync, readdirSync } from 'node:fs';
+import { countPromptTokens, EXACT_CHARS, promptTokens } from '../../src/workers/offload/prompt-tokens.js';
 import type { ClientServer } from '../../src/workers/http/client-server.js';
 import { ALIAS, SERVED, startStack } from '../helpers/stack.js';
 
@@ -38,7 +39,7 @@ test('large bodies get the same verdicts in the pool as inline, and the pool did
     assert.equal(done.body.toString(), text, `${name}: the bytes come back intact`);
     // Moved, not copied: the caller's Buffer lost its memory to the pool and got it back.
     assert.equal(body.length, 0, `${name}: body moved`);
-    if (name === 'valid') assert.equal(inputTokens, 50_000 + 6, 'exact prompt tokens (+3 per message, +3 reply priming)');
+    if (name === 'valid') assert.equal(inputTokens, 50_000 + 6, 'prompt tokens (+3 per message, +3 reply priming); sampled, and exact on uniform text');
     else assert.equal(inputTokens, undefined);
   }
   assert.equal(inspectBody(Buffer.from(TOO_DEEP), 64).ok, false);
@@ -64,6 +65,48 @@ test('token counting reads chat, completion and embedding prompts, and stays bou
   const tokens = countPromptTokens(Buffer.from(JSON.stringify({ model: 'm', prompt: '=-+*#~^'.repeat(150_000) })), 50);
   assert.ok(performance.now() - started < 1_000, 'bounded time');
   assert.ok(tokens > 1_000, `an estimate, not zero: ${tokens}`);
+});
+
+/** Text of this repository: prose (docs/), TypeScript (src/), and minified JSON (package-lock.json). */
+function repoText(): { prose: string; code: string; json: string } {
+  const root = new URL('../../../', import.meta.url);
+  const read = (dir: string, ext: string): string =>
+    readdirSync(new URL(dir, root))
+      .filter((f) => f.endsWith(ext))
+      .sort()
+      .map((f) => readFileSync(new URL(`${dir}${f}`, root), 'utf8'))
+      .join('\n');
+  return { prose: read('docs/', '.md'), code: read('src/workers/', '.ts'), json: JSON.stringify(JSON.parse(readFileSync(new URL('package-lock.json', root), 'utf8'))) };
+}
+
+test('long prompts are counted from samples: a bounded amount of tokenizing, within a few percent of the exact count', () => {
+  const { prose, code, json } = repoText();
+  const cjk = '日本語のテキストはトークン化が異なります。中文文本也是如此，每个字符可能是一个或多个标记。';
+  const cases: Record<string, Record<string, unknown>> = {
+    '1 MB of prose': { model: 'm', messages: [{ role: 'user', content: prose.repeat(Math.ceil(MB / prose.length)).slice(0, MB) }] },
+    'code, with a system prompt': { model: 'm', messages: [{ role: 'system', content: 'Review this.' }, { role: 'user', content: code.repeat(3) }] },
+    'CJK completion prompt': { model: 'm', prompt: cjk.repeat(6_000) },
+    // Turns cycling through four kinds of text: a stride that matched the cycle would see one kind only.
+    '400 turns of mixed text': {
+      model: 'm',
+      messages: Array.from({ length: 400 }, (_, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: [prose, code, cjk.repeat(40), json][i % 4].slice((i * 997) % 20_000, ((i * 997) % 20_000) + 3_000) })),
+    },
+  };
+  for (const [name, request] of Object.entries(cases)) {
+    const body = Buffer.from(JSON.stringify(request));
+    const exact = promptTokens(body, 60_000, Infinity);
+    const sampled = promptTokens(body);
+    assert.ok(exact !== undefined && sampled !== undefined, name);
+    assert.ok(sampled.totalChars > EXACT_CHARS, `${name}: long enough to be sampled (${sampled.totalChars} chars)`);
+    assert.equal(exact.sampledBytes, 0, `${name}: the reference counted every character`);
+    assert.ok(sampled.sampledBytes > 0 && sampled.sampledBytes <= 128 * (1024 + 3), `${name}: ${sampled.sampledBytes} bytes tokenized (128 slices of 1 KB, each ending on a whole character)`);
+    const error = sampled.tokens / exact.tokens - 1;
+    assert.ok(Math.abs(error) < 0.06, `${name}: ${sampled.tokens} against exactly ${exact.tokens} (${(error * 100).toFixed(2)} %)`);
+  }
+  // Up to EXACT_CHARS every character is tokenized.
+  const short = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: prose.slice(0, EXACT_CHARS) }] }));
+  assert.equal(promptTokens(short)?.sampledBytes, 0);
+  assert.equal(promptTokens(short)?.tokens, promptTokens(short, 60_000, Infinity)?.tokens);
 });
 
 test('after close the pool has no threads and inspects inline', async () => {
