@@ -26,6 +26,7 @@ import {
   completionText,
   DONE_EVENT,
   errorBody,
+  anthropicErrorTypeFor,
   errorTypeFor,
   finalEvent,
   identityPrefix,
@@ -184,7 +185,10 @@ export class Exchange implements PacedStream {
     const failure = this.#plan.failure;
     if (failure !== undefined && failure.kind === 'status') {
       this.#fail('status:' + failure.status);
-      this.#sendJson(failure.status, errorBody(`mock failure: status ${failure.status}`, errorTypeFor(failure.status), 'mock_failure'), failure.retryAfterSec);
+      const message = `mock failure: status ${failure.status}`;
+      // In the route's own error format, as the real provider would answer.
+      const body = this.#kind === 'messages' ? anthropicError(anthropicErrorTypeFor(failure.status), message) : errorBody(message, errorTypeFor(failure.status), 'mock_failure');
+      this.#sendJson(failure.status, body, failure.retryAfterSec);
       return;
     }
     if (failure !== undefined && failure.kind === 'reset-before-headers') {

@@ -115,6 +115,18 @@ export function errorBody(message: string, type: string, code: string | null, pa
   return JSON.stringify({ error: { message, type, param, code } });
 }
 
+/** Anthropic's error type for an HTTP status (docs.anthropic.com, "Errors"). */
+export function anthropicErrorTypeFor(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 413) return 'request_too_large';
+  if (status === 429) return 'rate_limit_error';
+  if (status === 503 || status === 529) return 'overloaded_error';
+  if (status >= 500) return 'api_error';
+  return 'invalid_request_error';
+}
+
 /** An OpenAI error `type` for an HTTP status, as the API uses them. */
 export function errorTypeFor(status: number): string {
   if (status === 401) return 'authentication_error';

@@ -5,6 +5,7 @@ import { Agent, request } from 'node:http';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { startMockProvider, type MockProvider, type MockRequestRecord } from '../../src/mock/provider.js';
 import { completionText } from '../../src/mock/responses.js';
@@ -206,6 +207,21 @@ describe('mock provider: timing, overrides and failures', () => {
     assert.ok(err instanceof OpenAI.RateLimitError);
     assert.equal(err.code, 'mock_failure');
     assert.equal(last(mock).failure, 'status:429');
+  });
+
+  test('x-mock-fail status:<code> on /v1/messages answers in Anthropic form', async () => {
+    const anthropic = new Anthropic({ baseURL: mock.url, apiKey: 'unused', maxRetries: 0 });
+    for (const [status, type, errorClass] of [
+      [529, 'overloaded_error', Anthropic.InternalServerError],
+      [429, 'rate_limit_error', Anthropic.RateLimitError],
+      [500, 'api_error', Anthropic.InternalServerError],
+    ] as const) {
+      const err = await anthropic.messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-mock-fail': `status:${status}` } }).catch((e: unknown) => e);
+      assert.ok(err instanceof errorClass, `${status}: ${String(err)}`);
+      assert.equal(err.status, status);
+      assert.deepEqual((err.error as { type: string; error: { type: string } }).error.type, type);
+      assert.equal((err.error as { type: string }).type, 'error');
+    }
   });
 
   test('reset-before-headers: the client gets a connection error, the mock does not count an abort', async () => {
