@@ -329,7 +329,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#keyLimited(exchange, retryAfterSec);
       return;
     }
-    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange), retryAfterMs);
+    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange, this.#config.scheduler.longContextThresholdTokens), retryAfterMs);
   }
 
   /**
@@ -668,14 +668,19 @@ function adaptersOf(config: EdgeConfig): Map<string, Adapter> {
   return out;
 }
 
-function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange): string {
+function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange, longThreshold: number): string {
   const name = JSON.stringify(alias);
   switch (code) {
     case 'model_not_found': return `The model ${name} does not exist`;
     case 'node_not_found': return `the node named in x-edge-node serves no provider for model ${name}`;
     case 'queue_full': return `too many requests are waiting for model ${name}; retry later`;
     case 'queue_timeout': return `no provider slot for model ${name} became free in time; retry later`;
-    case 'no_provider_available': return `no provider for model ${name} is connected; retry later`;
+    case 'no_provider_available': {
+      // A long-context request has fewer candidates: say so, or "not connected" misleads when every provider is up but too small.
+      const tokens = exchange.info.inputTokens ?? estimateInputTokens(exchange.body.length);
+      if (tokens >= longThreshold) return `no provider for model ${name} with a context window for about ${tokens} input tokens (estimated) is connected; retry later, or send a shorter prompt`;
+      return `no provider for model ${name} is connected; retry later`;
+    }
     case 'api_not_served': return `no provider of model ${name} serves ${exchange.route.path}; its providers' endpoints do not include it`;
     case 'pinned_provider_gone': return `the provider ${JSON.stringify(exchange.pinnedProviderId)} that stored this response is not serving model ${name} now; the request is not sent elsewhere, as no other provider has that response`;
     case 'shed': return `model ${name} is saturated and this request is sheddable (priority below 0); it was not queued`;
