@@ -67,6 +67,10 @@ class LeaseRing implements SchedulerSink {
     this.rejects++;
   }
 
+  retryRefused(_requestId: number): void {
+    this.rejects++;
+  }
+
   shift(): number {
     if (this.head === this.tail) throw new Error('no live lease');
     const id = this.ids[this.head];

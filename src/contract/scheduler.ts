@@ -74,6 +74,14 @@ export interface SchedulerSink {
   grant(grant: Grant): void;
   /** `retryAfterSec`: whole seconds (0 = none); `retryAfterMs`: the same hint to the millisecond (from the alias's measured drain rate, when known). */
   reject(requestId: number, code: RejectCode, retryAfterSec: number, retryAfterMs?: number): void;
+  /**
+   * A request put back by `retry` was granted again, and that lease was
+   * fenced before it was sent (with I/O workers: granted to a connection
+   * whose disconnect was still on its way to the scheduler). It is not
+   * queued again: the data path answers with the first failure, as when
+   * `retry` returns false.
+   */
+  retryRefused(requestId: number): void;
 }
 
 export interface LeaseInfo {

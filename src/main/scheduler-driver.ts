@@ -89,6 +89,10 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     this.#decisions.push({ requestId, code, retryAfterSec, retryAfterMs });
   }
 
+  retryRefused(requestId: number): void {
+    this.#decisions.push(new RequeueRefusal(requestId));
+  }
+
   /**
    * Runs `fn` with decision delivery held back, then delivers. Used where
    * the data path must finish its own state change (a node session becoming

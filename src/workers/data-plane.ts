@@ -321,7 +321,6 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {
-    if (code === 'no_provider_available' && this.#fallbacks.size > 0 && this.#retryFoundNowhere(requestId)) return;
     const exchange = this.#pending.get(requestId);
     this.#fallbacks.delete(requestId);
     if (!exchange) return;
@@ -330,20 +329,6 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       return;
     }
     exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange, this.#config.scheduler.longContextThresholdTokens), retryAfterMs);
-  }
-
-  /**
-   * A retry after a failed tunnel ended with no candidate left: the client
-   * hears the first failure, as when the requeue is refused outright. With
-   * I/O workers a tunnel's failure can reach the scheduler before its node's
-   * disconnect does; the retry is then granted to the dead connection and
-   * fenced by that same disconnect, which is no news for the client.
-   */
-  #retryFoundNowhere(requestId: number): boolean {
-    const fallback = this.#fallbacks.get(requestId);
-    if (fallback === undefined || (fallback.grant === undefined && fallback.code !== STALE)) return false;
-    this.onRequeueRefused(requestId);
-    return true;
   }
 
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
@@ -367,7 +352,12 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const fallback = this.#fallbacks.get(requestId);
     this.#fallbacks.delete(requestId);
     const exchange = this.#pending.get(requestId);
-    if (fallback === undefined || exchange === undefined || exchange.state !== 'admitting') return;
+    if (exchange === undefined || exchange.state !== 'admitting') return;
+    if (fallback === undefined) {
+      // Every requeue leaves a fallback first; should one be missing, the client still gets an answer.
+      exchange.reject(Errors.noProviderAvailable, 1);
+      return;
+    }
     if (fallback.code === OVERLOADED) {
       exchange.reject(Errors.nodeOverloaded, 1);
       return;

@@ -62,6 +62,15 @@ const STALE_RETRY_AFTER_SEC = 1;
 
 const NO_LEASES: readonly LeaseInfo[] = Object.freeze([]);
 
+/** What the data path is told when a retried request's new lease is fenced unsent. */
+class RetryRefusal {
+  constructor(readonly requestId: number) {}
+}
+
+/** attempt of a queue item and its lease: 0 = first dispatch; READMITTED after a stale fence; RETRIED when put back by retry(). */
+const READMITTED = 1;
+const RETRIED = 2;
+
 class Rejection {
   /** Whole seconds for Retry-After (at least 1 when not 0), from the hint in ms. */
   readonly retryAfterSec: number;
@@ -95,7 +104,7 @@ export class Scheduler {
   readonly #leases = new Map<number, Lease>();
   /** Leases fenced before confirm(): leaseId -> the released lease. */
   readonly #fencedUnsent = new Map<number, Lease>();
-  readonly #outbox: (Grant | Rejection)[] = [];
+  readonly #outbox: (Grant | Rejection | RetryRefusal)[] = [];
   #delivering = false;
   /** Reused by every pump: the groups still being walked. */
   readonly #active: GroupState[] = [];
@@ -388,7 +397,7 @@ export class Scheduler {
     // The retry keeps the band and tenant its first dispatch was charged to.
     const tagged = lease ?? this.#fencedUnsent.get(leaseId);
     let seq: number;
-    let attempt = 1;
+    let attempt = RETRIED;
     if (lease !== undefined) {
       seq = lease.seq;
       this.#dropLease(lease);
@@ -683,7 +692,11 @@ export class Scheduler {
 
   /** Puts a request whose lease went stale back in its queue, once. */
   #readmit(lease: Lease, now: number): void {
-    if (lease.attempt >= 1) {
+    if (lease.attempt === RETRIED) {
+      this.#outbox.push(new RetryRefusal(lease.requestId));
+      return;
+    }
+    if (lease.attempt >= READMITTED) {
       this.#outbox.push(new Rejection(lease.requestId, 'no_provider_available', STALE_RETRY_AFTER_SEC));
       return;
     }
@@ -708,7 +721,7 @@ export class Scheduler {
       lease.directNodeId,
       now,
       now + group.queueTimeoutMs,
-      1,
+      READMITTED,
       undefined,
       lease.api,
       lease.pinnedProviderId,
@@ -927,6 +940,7 @@ export class Scheduler {
       while (delivered < outbox.length) {
         const decision = outbox[delivered++];
         if (decision instanceof Rejection) this.#sink.reject(decision.requestId, decision.code, decision.retryAfterSec, decision.retryAfterMs);
+        else if (decision instanceof RetryRefusal) this.#sink.retryRefused(decision.requestId);
         else this.#sink.grant(decision);
       }
     } finally {

@@ -89,6 +89,13 @@ export class RecordingSink implements SchedulerSink {
     this.all.push({ kind: 'reject', requestId, code, retryAfterSec });
   }
 
+  /** Requests whose retry was refused after all (retryRefused), in order. */
+  readonly retryRefusals: number[] = [];
+
+  retryRefused(requestId: number): void {
+    this.retryRefusals.push(requestId);
+  }
+
   take(): Decision[] {
     const fresh = this.all.slice(this.taken);
     this.taken = this.all.length;

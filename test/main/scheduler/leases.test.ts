@@ -154,6 +154,9 @@ test('decisions reach the sink after the transition, so a sink may call back in'
     reject() {
       assert.fail('no rejects expected');
     },
+    retryRefused() {
+      assert.fail('no retries expected');
+    },
   };
   const s = new Scheduler(
     makeConfig({ nodes: { n1: [{ id: 'a', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a'] }] }),

@@ -90,6 +90,7 @@ test('a waiting retry times out like any waiter, as no_provider_available once i
   s.tick(200);
   const decisions = sink.take();
   assert.deepEqual(decisions, [{ kind: 'reject', requestId: 1, code: 'no_provider_available', retryAfterSec: 1 }]);
+  assert.deepEqual(sink.retryRefusals, [], 'a rejection with its Retry-After, not a refused retry');
   assert.deepEqual(s.checkInvariants(), []);
 });
 
@@ -101,6 +102,25 @@ test('a retried request the client abandons is cancelled like any waiter', () =>
   s.confirm(g1.leaseId, 0);
   assert.equal(s.retry(g1.leaseId, req(1, 'chat'), 'a', 1), true);
   assert.equal(s.cancel(1, 2), true);
+  assert.equal(s.status().groups[0].queueDepth, 0);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test("a retry granted to a connection whose disconnect comes next is refused as a retry, not as 'no provider'", () => {
+  // One node, two providers. With I/O workers the data path's requeue can reach the scheduler before
+  // the node's disconnect: the retry is granted to the dying connection, and the disconnect fences it.
+  const { s, sink, gen } = setup({ nodes: { n1: [{ id: 'a', capacity: 1 }, { id: 'b', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a', 'b'] }] });
+  s.admit(req(1, 'chat'), 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(s.confirm(first.leaseId, 1), true);
+  assert.equal(s.retry(first.leaseId, req(1, 'chat'), first.providerId, 2), true, 'the node still looks connected');
+  const second = sink.takeGrants()[0];
+  assert.equal(second.nodeId, 'n1');
+  s.disconnect('n1', gen.get('n1') as number, 3);
+  assert.equal(s.confirm(second.leaseId, 4), false);
+  assert.deepEqual(sink.take(), [], 'no rejection: the data path answers with the first failure');
+  assert.deepEqual(sink.retryRefusals, [1]);
+  assert.equal(s.status().liveLeases, 0);
   assert.equal(s.status().groups[0].queueDepth, 0);
   assert.deepEqual(s.checkInvariants(), []);
 });
