@@ -62,6 +62,12 @@ export interface SchedulerPort {
    */
   release(leaseId: number, reason: ReleaseReason, usedTokens?: number, retryAfterMs?: number): void;
   /**
+   * What was sent so far reaches the scheduler now, not with this turn's
+   * batch (a no-op where the scheduler runs on this thread). For a release
+   * the client's next request must not race: an alias with max_queue 0.
+   */
+  publish(): void;
+  /**
    * Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible.
    * `overloaded`: the provider answered 429/503 instead; the request keeps its place and may go back to it after its Retry-After.
    */

@@ -174,6 +174,9 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     this.#flush();
   }
 
+  /** Decisions are made as records arrive on this thread: nothing waits to be published. */
+  publish(): void {}
+
   confirmSent(leaseId: number): boolean {
     return this.confirm(leaseId);
   }

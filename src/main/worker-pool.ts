@@ -88,7 +88,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   /** Open requests per limited API key, over all workers (auth.api_keys[].max_concurrent). */
   readonly keys = new KeyConcurrency();
   /** #acquireKey is reading the other workers' rings. */
-  #reconcilingKeys = false;
+  #readingOthers = false;
   #nextCall = 1;
   readonly #calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   /** Flags shared with every worker: EVENTS_FLAG (workers build run events only while someone subscribes) and DRAIN_FLAG. */
@@ -379,8 +379,20 @@ export class WorkerPool implements DecisionHandler, DataPath {
    */
   #acquireKey(slot: WorkerSlot, requestId: number, name: string, limit: number): boolean {
     if (this.keys.acquire(requestId, name, limit)) return true;
-    if (this.#reconcilingKeys) return false;
-    this.#reconcilingKeys = true;
+    if (!this.#readOthers(slot)) return false;
+    return this.keys.acquire(requestId, name, limit);
+  }
+
+  /**
+   * Reads every other worker's ring up to now, before a refusal for want of
+   * room (a key at its limit, an alias with no free slot and a full queue):
+   * each ring has its own drain loop, so a release committed before this
+   * admit may still wait behind it. False when already reading them (the
+   * records read meanwhile decide as they come).
+   */
+  #readOthers(slot: WorkerSlot): boolean {
+    if (this.#readingOthers) return false;
+    this.#readingOthers = true;
     try {
       for (const other of this.#slots) {
         if (other === slot || other.onRecord === undefined) continue;
@@ -391,9 +403,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
         }
       }
     } finally {
-      this.#reconcilingKeys = false;
+      this.#readingOthers = false;
     }
-    return this.keys.acquire(requestId, name, limit);
+    return true;
   }
 
   #fromWorker(slot: WorkerSlot, offset: number, length: number): void {
@@ -404,14 +416,17 @@ export class WorkerPool implements DecisionHandler, DataPath {
     const driver = this.#driver;
     const reader = slot.reader;
     switch (r.kind) {
-      case RecordKind.admit:
+      case RecordKind.admit: {
         // A limited key (providerId = its name, generation = its limit) takes its slot first.
         if (r.providerId !== 0 && !this.#acquireKey(slot, r.requestId, reader.nameOf(r.providerId) ?? '', r.generation)) {
           this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
           return;
         }
-        driver.admit({ requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId), ...decodeFairness(r) });
+        const alias = reader.nameOf(r.nameId) ?? '';
+        if (this.#slots.length > 1 && driver.scheduler.saturated(alias)) this.#readOthers(slot);
+        driver.admit({ requestId: r.requestId, alias, estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId), ...decodeFairness(r) });
         return;
+      }
       case RecordKind.cancel:
         driver.cancel(r.requestId);
         return;

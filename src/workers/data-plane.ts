@@ -114,6 +114,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   readonly #runIdPrefix = `run-${Date.now().toString(36)}-`;
   #config: EdgeConfig;
   #aliases: ReadonlySet<string>;
+  /** Aliases whose max_queue is 0 (usually none). */
+  #noQueue: ReadonlySet<string>;
   /** provider id -> the adapter its node runs it with (TunnelRequest.adapter). */
   #adapters: ReadonlyMap<string, Adapter>;
   #deadlineLimits: DeadlineLimits;
@@ -140,6 +142,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#flags = placement.flags;
     this.#config = config;
     this.#aliases = new Set(config.models.map((m) => m.alias));
+    this.#noQueue = noQueueAliases(config);
     this.#adapters = adaptersOf(config);
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
     this.#workerIndex = placement.workerIndex;
@@ -153,6 +156,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   setConfig(config: EdgeConfig): void {
     this.#config = config;
     this.#aliases = new Set(config.models.map((m) => m.alias));
+    this.#noQueue = noQueueAliases(config);
     this.#adapters = adaptersOf(config);
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
   }
@@ -485,8 +489,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     else this.responses.remember(responseId, stored);
   }
 
-  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens = 0, retryAfterMs?: number): void {
+  releaseLease(leaseId: number, alias: string, reason: ReleaseReason, usedTokens = 0, retryAfterMs?: number): void {
     this.#driver.release(leaseId, reason, usedTokens, retryAfterMs);
+    // The response's last byte follows; the client may send its next request at once, and with
+    // no queue to wait in, a slot still held on the main thread would refuse it (queue_full).
+    if (this.#noQueue.size > 0 && this.#noQueue.has(alias)) this.#driver.publish();
   }
 
   /** Called once per exchange, when it is over (see ExchangeObserver). */
@@ -701,6 +708,11 @@ function forwardedHeaders(raw: readonly string[]): { name: string; value: string
 }
 
 /** setInterval callback of x-edge-queue-updates (no closure per request). */
+/** Aliases with max_queue 0: their lease releases are published at once (see releaseLease). */
+function noQueueAliases(config: EdgeConfig): Set<string> {
+  return new Set(config.models.filter((m) => m.maxQueue === 0).map((m) => m.alias));
+}
+
 function askQueuePosition(driver: SchedulerPort, exchange: ProxyExchange): void {
   if (exchange.state !== 'admitting') {
     clearInterval(exchange.queueUpdates);

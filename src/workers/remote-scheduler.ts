@@ -91,6 +91,10 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r);
   }
 
+  publish(): void {
+    this.out.commit();
+  }
+
   requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded): void {
     const r = this.#scratch.reset(RecordKind.requeue);
     r.requestId = request.requestId;

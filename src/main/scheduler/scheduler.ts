@@ -232,6 +232,17 @@ export class Scheduler {
     return new Rejection(requestId, code, ms / 1000, ms);
   }
 
+  /**
+   * An admission to `alias` now would find no room: no free provider slot
+   * and its queue at max_queue. A hint for the I/O worker pool, which then
+   * reads the other workers' rings first (a release may wait there); the
+   * decision stays admit's.
+   */
+  saturated(alias: string): boolean {
+    const group = this.#registry.groups.get(alias);
+    return group !== undefined && group.queue.length >= group.maxQueue && !hasFreeProvider(group);
+  }
+
   /** Queue position of a waiting request (1 = next) in its alias's policy order, and the ETA from the measured rate; undefined when not queued. */
   queuePosition(requestId: number): { position: number; etaMs: number | undefined } | undefined {
     const item = this.#queued.get(requestId);

@@ -47,7 +47,7 @@ export interface ExchangeOwner {
    * `usedTokens`: prompt + completion tokens the response reported (0 = none), to correct the tenant's fair-queuing charge;
    * `retryAfterMs`: with reason 'overloaded', the provider's Retry-After.
    */
-  releaseLease(leaseId: number, reason: ReleaseReason, usedTokens?: number, retryAfterMs?: number): void;
+  releaseLease(leaseId: number, alias: string, reason: ReleaseReason, usedTokens?: number, retryAfterMs?: number): void;
   exchangeFinished(exchange: ProxyExchange, outcome: string): void;
   /** Its first response body byte went to the client. */
   firstByte(exchange: ProxyExchange): void;
@@ -424,7 +424,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.timeout) clearTimeout(this.timeout);
     this.timeout = undefined;
     this.plane.forget(this);
-    if (hadLease) this.plane.releaseLease(this.leaseId, reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens, reason === 'overloaded' ? this.#retryAfterMs : undefined);
+    if (hadLease) this.plane.releaseLease(this.leaseId, this.info.model, reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens, reason === 'overloaded' ? this.#retryAfterMs : undefined);
     this.plane.exchangeFinished(this, reason);
   }
 
