@@ -60,6 +60,18 @@ test('token counting reads chat, completion and embedding prompts, and stays bou
   assert.equal(countPromptTokens(Buffer.from(JSON.stringify({ model: 'm', input: ['hello', [1, 2, 3]] }))), 4);
   assert.equal(countPromptTokens(Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'hello' }] }] }))), 1 + 6);
   assert.equal(countPromptTokens(Buffer.from(JSON.stringify({ model: 'm' }))), -1);
+  // The other APIs' shapes: each finds the same 1,000 tokens of text (plus its per-message fixed cost).
+  const text = ' hello'.repeat(1000);
+  const shapes: Record<string, { body: Record<string, unknown>; fixed: number }> = {
+    'Responses input items': { body: { model: 'm', input: [{ role: 'user', content: [{ type: 'input_text', text }] }] }, fixed: 3 },
+    'Responses instructions': { body: { model: 'm', instructions: text, input: [] }, fixed: 3 },
+    'Anthropic system blocks': { body: { model: 'm', system: [{ type: 'text', text }], messages: [] }, fixed: 3 + 3 },
+    'Anthropic tool_result': {
+      body: { model: 'm', messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text }] }] }] },
+      fixed: 3 + 3,
+    },
+  };
+  for (const [name, { body, fixed }] of Object.entries(shapes)) assert.equal(countPromptTokens(Buffer.from(JSON.stringify(body))), 1000 + fixed, name);
   // Long runs without a space make BPE quadratic (1 MB of '=' takes minutes whole); sliced and budgeted it stays short.
   const started = performance.now();
   const tokens = countPromptTokens(Buffer.from(JSON.stringify({ model: 'm', prompt: '=-+*#~^'.repeat(150_000) })), 50);
@@ -86,6 +98,8 @@ test('long prompts are counted from samples: a bounded amount of tokenizing, wit
     '1 MB of prose': { model: 'm', messages: [{ role: 'user', content: prose.repeat(Math.ceil(MB / prose.length)).slice(0, MB) }] },
     'code, with a system prompt': { model: 'm', messages: [{ role: 'system', content: 'Review this.' }, { role: 'user', content: code.repeat(3) }] },
     'CJK completion prompt': { model: 'm', prompt: cjk.repeat(6_000) },
+    // No space anywhere: every slice ends mid-run, and no search for one runs past its slice.
+    'base64, no spaces': { model: 'm', messages: [{ role: 'user', content: Buffer.from(prose).toString('base64').repeat(2) }] },
     // Turns cycling through four kinds of text: a stride that matched the cycle would see one kind only.
     '400 turns of mixed text': {
       model: 'm',

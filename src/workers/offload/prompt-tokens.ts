@@ -40,10 +40,12 @@ export interface PromptTokens {
 }
 
 /**
- * Tokens of the prompt text of an already-validated OpenAI request body:
- * `messages[].content` (a string or text parts) for chat, `prompt` for
- * completions, `input` for embeddings. -1 when the body has none of them,
- * so the caller keeps its byte estimate.
+ * Tokens of the prompt text of an already-validated request body:
+ * `messages[].content` (a string, text parts, nested tool results) for
+ * chat and Anthropic messages, `system`, `prompt` for completions, `input`
+ * for embeddings and the Responses API (strings or input items), and
+ * `instructions`. -1 when the body has none of them, so the caller keeps
+ * its byte estimate.
  */
 export function countPromptTokens(body: Buffer, budgetMs: number = BUDGET_MS): number {
   return promptTokens(body, budgetMs)?.tokens ?? -1;
@@ -53,21 +55,26 @@ export function countPromptTokens(body: Buffer, budgetMs: number = BUDGET_MS): n
 export function promptTokens(body: Buffer, budgetMs: number = BUDGET_MS, exactChars: number = EXACT_CHARS): PromptTokens | undefined {
   const request: unknown = JSON.parse(body.toString('utf8'));
   if (request === null || typeof request !== 'object') return undefined;
-  const { messages, prompt, input } = request as Record<string, unknown>;
+  const { messages, prompt, input, system, instructions } = request as Record<string, unknown>;
   const texts: string[] = [];
   let fixed = 0;
   let found = false;
   if (Array.isArray(messages)) {
     found = true;
     fixed += TOKENS_PER_REPLY + TOKENS_PER_MESSAGE * messages.length;
-    for (const message of messages) {
-      if (message !== null && typeof message === 'object') collectContent((message as Record<string, unknown>).content, texts);
-    }
+    for (const message of messages) collectContent(message, texts, 0);
   }
   for (const value of [prompt, input]) {
     if (value === undefined) continue;
     found = true;
     fixed += collectTextOrList(value, texts);
+  }
+  // Anthropic's `system` (a string or text blocks), the Responses API's `instructions`.
+  for (const value of [system, instructions]) {
+    if (value === undefined) continue;
+    found = true;
+    fixed += TOKENS_PER_MESSAGE;
+    collectContent(value, texts, 0);
   }
   if (!found) return undefined;
   let totalChars = 0;
@@ -121,12 +128,14 @@ function countSampled(texts: readonly string[], budgetMs: number): Counted {
     }
     seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0;
     let i = charStart(utf8, from + Math.floor((seed / 2 ** 32) * Math.max(0, to - from - SLICE_CHARS)));
-    const space = utf8.indexOf(SPACE, i);
-    if (space >= 0 && space - i < 64 && space < to) i = space; // start on a word
+    // Start on a word (a space within 64 bytes), end before one: searched within the slice only,
+    // as text without spaces would otherwise have every search run to the buffer's end.
+    const space = utf8.subarray(i, Math.min(i + 64, to)).indexOf(SPACE);
+    if (space > 0) i += space;
     let end = Math.min(i + SLICE_CHARS, to);
     if (end < to) {
-      const last = utf8.lastIndexOf(SPACE, end);
-      end = last > i ? last : charStart(utf8, end);
+      const last = utf8.subarray(i + 1, end).lastIndexOf(SPACE);
+      end = last >= 0 ? i + 1 + last : charStart(utf8, end);
     }
     if (end <= i) continue;
     estimate += (countTokens(utf8.toString('utf8', i, end)) * (to - from)) / (end - i);
@@ -150,17 +159,28 @@ function sliceEnd(text: string, from: number, limit: number): number {
   return space > from ? space : limit;
 }
 
-/** A chat message's content: a string, or parts of which the `text` ones count. */
-function collectContent(content: unknown, texts: string[]): void {
-  if (typeof content === 'string') texts.push(content);
-  else if (Array.isArray(content)) {
-    for (const part of content) {
-      if (part !== null && typeof part === 'object') {
-        const text = (part as Record<string, unknown>).text;
-        if (typeof text === 'string') texts.push(text);
-      }
-    }
+/** Past this nesting, content is not looked into (a body's depth is bounded by inspection already). */
+const MAX_CONTENT_DEPTH = 8;
+
+/**
+ * The text of a message or content value, in any of the APIs' shapes: a
+ * string; a list of parts; a part's `text` (text, input_text, output_text
+ * blocks); a message's or a tool result's `content`, which nests. Images,
+ * audio and tool schemas are not prompt text and are skipped.
+ */
+function collectContent(value: unknown, texts: string[], depth: number): void {
+  if (typeof value === 'string') {
+    texts.push(value);
+    return;
   }
+  if (value === null || typeof value !== 'object' || depth >= MAX_CONTENT_DEPTH) return;
+  if (Array.isArray(value)) {
+    for (const item of value) collectContent(item, texts, depth + 1);
+    return;
+  }
+  const { text, content } = value as Record<string, unknown>;
+  if (typeof text === 'string') texts.push(text);
+  if (content !== undefined) collectContent(content, texts, depth + 1);
 }
 
 /** `prompt` / `input`: a string or list of strings (collected), or already tokens (returned as a count). */
@@ -175,6 +195,13 @@ function collectTextOrList(value: unknown, texts: string[]): number {
     if (typeof item === 'string') texts.push(item);
     else if (typeof item === 'number') tokens += 1;
     else if (Array.isArray(item)) tokens += item.length;
+    else if (item !== null && typeof item === 'object') {
+      // A Responses input item (a message with content, or a tool output).
+      tokens += TOKENS_PER_MESSAGE;
+      collectContent(item, texts, 1);
+      const output = (item as Record<string, unknown>).output;
+      if (typeof output === 'string') texts.push(output);
+    }
   }
   return tokens;
 }
