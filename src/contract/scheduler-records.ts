@@ -113,6 +113,7 @@ const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   pinned_provider_gone: 8,
   shed: 9,
   displaced: 10,
+  context_length_exceeded: 11,
 };
 const RELEASE_REASONS = invert(RELEASE_REASON_CODES);
 const REJECTS = invert(REJECT_CODES);

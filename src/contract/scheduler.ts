@@ -29,7 +29,8 @@ export type RejectCode =
   | 'api_not_served' // no provider of the alias serves the request's API (endpoints)
   | 'pinned_provider_gone' // the provider holding the request's state (a stored Response) is not serving
   | 'shed' // fairness on: a sheddable (negative priority) request found the alias saturated; never queued
-  | 'displaced'; // fairness on: a higher band arrived at a full queue and took this request's place
+  | 'displaced' // fairness on: a higher band arrived at a full queue and took this request's place
+  | 'context_length_exceeded'; // long-context class, and no provider of the alias declares a context window that covers it
 
 export interface AdmitRequest {
   /** Unique per admission attempt stream, chosen by the data path. */

@@ -74,6 +74,7 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   pinned_provider_gone: Errors.responseProviderGone,
   shed: Errors.shed,
   displaced: Errors.displaced,
+  context_length_exceeded: Errors.contextLengthExceeded,
 };
 
 /**
@@ -641,7 +642,7 @@ function admitRequestOf(exchange: ProxyExchange): AdmitRequest {
   return {
     requestId: exchange.requestId,
     alias: exchange.info.model,
-    estimatedTokens: exchange.info.inputTokens ?? estimateInputTokens(exchange.body.length),
+    estimatedTokens: estimatedTokensOf(exchange),
     directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
     sessionKey: sessionKeyOf(exchange.sessionId),
     api: exchange.route.api,
@@ -673,16 +674,22 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange,
     case 'queue_full': return `too many requests are waiting for model ${name}; retry later`;
     case 'queue_timeout': return `no provider slot for model ${name} became free in time; retry later`;
     case 'no_provider_available': {
-      // A long-context request has fewer candidates: say so, or "not connected" misleads when every provider is up but too small.
-      const tokens = exchange.info.inputTokens ?? estimateInputTokens(exchange.body.length);
-      if (tokens >= longThreshold) return `no provider for model ${name} with a context window for about ${tokens} input tokens (estimated) is connected; retry later, or send a shorter prompt`;
+      // A long-context request has fewer candidates (some provider declares a window that covers it, or it is refused at once).
+      const tokens = estimatedTokensOf(exchange);
+      if (tokens >= longThreshold) return `no provider for model ${name} with a context window for about ${tokens} input tokens (estimated) is connected; retry later`;
       return `no provider for model ${name} is connected; retry later`;
     }
+    case 'context_length_exceeded':
+      return `this request's prompt is about ${estimatedTokensOf(exchange)} tokens (estimated), and no provider of model ${name} takes that many: none declares a context window (providers[].max_context_tokens) that large; requests of ${longThreshold} tokens or more (scheduler.long_context_threshold_tokens) go only to providers that do. Send a shorter prompt`;
     case 'api_not_served': return `no provider of model ${name} serves ${exchange.route.path}; its providers' endpoints do not include it`;
     case 'pinned_provider_gone': return `the provider ${JSON.stringify(exchange.pinnedProviderId)} that stored this response is not serving model ${name} now; the request is not sent elsewhere, as no other provider has that response`;
     case 'shed': return `model ${name} is saturated and this request is sheddable (priority below 0); it was not queued`;
     case 'displaced': return `a request of a higher priority took this request's place in the full queue for model ${name}; retry later`;
   }
+}
+
+function estimatedTokensOf(exchange: ProxyExchange): number {
+  return exchange.info.inputTokens ?? estimateInputTokens(exchange.body.length);
 }
 
 /** A deadline of the edge as the node's backstop: later by the slack, 0 (none) kept. */

@@ -1,21 +1,34 @@
 // The long-context class through the edge: a request estimated at or above
 // scheduler.long_context_threshold_tokens goes only to a provider whose
-// max_context_tokens covers it. When none does, the client is told that in
-// the refusal, not that no provider is connected (the provider is up).
+// max_context_tokens covers it. When no provider of the model declares such
+// a window, connected or not, the client hears at once that the prompt is
+// too long (400 context_length_exceeded, in each API's error format), not
+// after a queue timeout; when one does but is not connected, the request
+// waits for it and the refusal names the window it waited for.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { ALIAS, startStack, type Stack } from '../helpers/stack.js';
 
 const WINDOW = 2_000;
+const BIG_WINDOW = 50_000;
+const QUEUE_TIMEOUT_MS = 600;
 
-describe('a prompt longer than every provider\'s context window', () => {
+describe('prompts longer than the connected providers take', () => {
   let stack: Stack;
   before(async () => {
     stack = await startStack({
+      providerType: 'vllm', // serves /v1/messages too
+      queueTimeoutMs: QUEUE_TIMEOUT_MS,
       configure(raw) {
         raw.scheduler = { long_context_threshold_tokens: 1_000 };
-        const nodes = raw.nodes as { providers: { max_context_tokens?: number }[] }[];
+        const nodes = raw.nodes as { id: string; token: string; providers: { id: string; type?: string; capacity?: number; max_context_tokens?: number }[] }[];
         nodes[0].providers[0].max_context_tokens = WINDOW;
+        // A bigger provider on a node that never connects here.
+        nodes.push({ id: 'gpu-big', token: 'big-token', providers: [{ id: 'big', type: 'vllm', capacity: 1, max_context_tokens: BIG_WINDOW }] });
+        const models = raw.models as { alias: string; providers: Record<string, string> }[];
+        models[0].providers.big = 'big-served';
       },
     });
   });
@@ -31,19 +44,34 @@ describe('a prompt longer than every provider\'s context window', () => {
     });
   }
 
-  test('is refused with a message that names the context window, while short prompts are served', async () => {
-    const short = await chat('hello '.repeat(100));
-    assert.equal(short.status, 200);
-    await short.arrayBuffer();
-    // Long class (≥ 1,000 estimated tokens) and within the window: served.
-    const fits = await chat('hello '.repeat(1_000)); // ~1,500 tokens by bytes / 4
-    assert.equal(fits.status, 200);
-    await fits.arrayBuffer();
-    const res = await chat('hello '.repeat(4_000)); // ~6,000 tokens by bytes / 4
+  test('within the window: served, short or long', async () => {
+    for (const content of ['hello '.repeat(100), 'hello '.repeat(1_000)]) {
+      // ~150 and ~1,500 tokens by bytes / 4: short, then long and within the 2,000-token window
+      const res = await chat(content);
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+    }
+  });
+
+  test('longer than every declared window: 400 context_length_exceeded at once, in the OpenAI and Anthropic formats', async () => {
+    const long = 'hello '.repeat(80_000); // ~120,000 tokens by bytes / 4: more than even the big provider takes
+    const started = performance.now();
+    const err = await new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 }).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: long }] }).catch((e: unknown) => e);
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+    assert.equal(err.code, 'context_length_exceeded');
+    assert.match(err.message, /no provider of model "llama3" takes that many/);
+    assert.ok(performance.now() - started < QUEUE_TIMEOUT_MS, 'not after waiting in the queue');
+    const anthropic = new Anthropic({ baseURL: stack.baseURL.replace(/\/v1$/, ''), apiKey: 'unused', maxRetries: 0 });
+    const aerr = await anthropic.messages.create({ model: ALIAS, max_tokens: 8, messages: [{ role: 'user', content: long }] }).catch((e: unknown) => e);
+    assert.ok(aerr instanceof Anthropic.BadRequestError, String(aerr));
+    assert.equal((aerr.error as { error: { type: string } }).error.type, 'invalid_request_error');
+  });
+
+  test('within a window whose provider is not connected: waits for it, then 503 naming the window', async () => {
+    const res = await chat('hello '.repeat(4_000)); // ~6,000 tokens: only the big provider takes it
     assert.equal(res.status, 503);
     const body = (await res.json()) as { error: { code: string; message: string } };
     assert.equal(body.error.code, 'no_provider_available');
-    assert.match(body.error.message, /with a context window for about \d+ input tokens \(estimated\)/);
-    assert.doesNotMatch(body.error.message, /^no provider for model "llama3" is connected/);
+    assert.match(body.error.message, /with a context window for about \d+ input tokens \(estimated\) is connected; retry later$/);
   });
 });

@@ -101,6 +101,15 @@ export function hasFreeProvider(group: GroupState): boolean {
   return false;
 }
 
+/** Some provider of the group, connected or not, declares a context window of at least `need` tokens. */
+export function declaresContext(group: GroupState, need: number): boolean {
+  for (const entry of group.entries) {
+    const max = entry.provider.maxContextTokens;
+    if (max !== undefined && max >= need) return true;
+  }
+  return false;
+}
+
 /** Some candidate exists, busy or not: decides queue_timeout vs no_provider_available. */
 export function hasEligibleCandidate(group: GroupState, want: Wanted, need: number, exclude?: string): boolean {
   for (const entry of group.entries) {

@@ -14,6 +14,7 @@ import {
   hasEligibleCandidate,
   isEligible,
   providerServes,
+  declaresContext,
   hasFreeProvider,
   pickCandidate,
   retryAfterSec,
@@ -160,6 +161,13 @@ export class Scheduler {
       this.#outbox.push(new Rejection(req.requestId, 'pinned_provider_gone', 0));
     } else {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
+      if (need > 0 && !declaresContext(group, need)) {
+        // No provider of the alias, connected or not, takes it: waiting would only end in a timeout.
+        group.rejected++;
+        this.#outbox.push(new Rejection(req.requestId, 'context_length_exceeded', 0));
+        this.#flush();
+        return;
+      }
       const sessionKey = req.sessionKey ?? 0;
       // A pinned request goes where its state is; otherwise a named session keeps to its node.
       const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, sessionKey) : undefined);

@@ -76,18 +76,38 @@ test('long requests only go to providers whose context covers them', () => {
   s.admit(req(1, 'chat', { tokens: 100 }), 0); // short: anyone, a-undeclared by id
   s.admit(req(2, 'chat', { tokens: 4_096 }), 0); // long at the threshold: a declared context >= 4096
   s.admit(req(3, 'chat', { tokens: 20_000 }), 0); // long: only c-128k covers it
-  s.admit(req(4, 'chat', { tokens: 200_000 }), 0); // nobody covers it: queued
+  s.admit(req(4, 'chat', { tokens: 200_000 }), 0); // nobody covers it: refused at once
+  assert.deepEqual(sink.take(), [
+    { kind: 'grant', grant: sink.grantFor(1) },
+    { kind: 'grant', grant: sink.grantFor(2) },
+    { kind: 'grant', grant: sink.grantFor(3) },
+    { kind: 'reject', requestId: 4, code: 'context_length_exceeded', retryAfterSec: 0 },
+  ]);
   assert.deepEqual(
-    sink.takeGrants().map((g) => [g.requestId, g.providerId]),
+    [1, 2, 3].map((id) => [id, sink.grantFor(id)?.providerId]),
     [
       [1, 'a-undeclared'],
       [2, 'b-8k'],
       [3, 'c-128k'],
     ],
   );
+  assert.equal(s.status().groups[0].queueDepth, 0, 'nothing waits for a window no provider has');
+});
+
+test('a long request waits for a provider that declares its window but is not connected, then times out as no_provider_available', () => {
+  const { s, sink } = setup(
+    {
+      nodes: { n1: [{ id: 'small', capacity: 5, maxContextTokens: 8_192 }], n2: [{ id: 'big', capacity: 5, maxContextTokens: 131_072 }] },
+      models: [{ alias: 'chat', providers: ['small', 'big'] }],
+      longContextThresholdTokens: 4_096,
+    },
+    ['n1'],
+  );
+  s.admit(req(1, 'chat', { tokens: 20_000 }), 0);
+  assert.deepEqual(sink.take(), [], 'big would take it: it waits');
   assert.equal(s.status().groups[0].queueDepth, 1);
   s.tick(30_000);
-  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 4, code: 'no_provider_available', retryAfterSec: 30 }]);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 1, code: 'no_provider_available', retryAfterSec: 30 }]);
 });
 
 test('the long-context class follows the live threshold', () => {
@@ -98,9 +118,10 @@ test('the long-context class follows the live threshold', () => {
   };
   const { s, sink } = setup(spec);
   s.admit(req(1, 'chat', { tokens: 2_000 }), 0);
-  assert.deepEqual(sink.take(), [], 'long, and no provider declares a context: waits');
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 1, code: 'context_length_exceeded', retryAfterSec: 0 }], 'long, and no provider declares a context: refused');
   s.setConfig(makeConfig({ ...spec, longContextThresholdTokens: 10_000 }), 1);
-  assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [1], 'no longer long: the waiter is served at once');
+  s.admit(req(2, 'chat', { tokens: 2_000 }), 2);
+  assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [2], 'no longer long: served at once');
 });
 
 test('direct dispatch only uses providers of the named node', () => {

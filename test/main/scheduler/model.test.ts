@@ -223,7 +223,10 @@ function runModel(seed: number, steps: number): void {
       const model = m.cfg.models.get(alias);
       if (!model) expectImmediate = { kind: 'reject', code: 'model_not_found' };
       else if (direct !== undefined && !m.servesOnNode(alias, direct)) expectImmediate = { kind: 'reject', code: 'node_not_found' };
-      else {
+      else if (tokens >= m.cfg.threshold && ![...model.map.keys()].some((pid) => (m.cfg.providers.get(pid)?.maxCtx ?? 0) >= tokens)) {
+        // Long, and no provider of the alias (connected or not) declares a window that covers it.
+        expectImmediate = { kind: 'reject', code: 'context_length_exceeded' };
+      } else {
         r.seq = ++m.seq;
         const best = m.best(r);
         if (best !== undefined) expectImmediate = { kind: 'grant', pid: best };
@@ -444,7 +447,7 @@ function runModel(seed: number, steps: number): void {
   }
   // The run must have exercised the interesting paths, or it proves little.
   assert.ok(stats.grants > steps / 10, `only ${stats.grants} grants`);
-  for (const code of ['queue_full', 'queue_timeout', 'no_provider_available', 'model_not_found', 'node_not_found']) {
+  for (const code of ['queue_full', 'queue_timeout', 'no_provider_available', 'model_not_found', 'node_not_found', 'context_length_exceeded']) {
     assert.ok((stats.rejects.get(code) ?? 0) > 0, `seed ${seed}: no ${code} in ${steps} steps`);
   }
   assert.ok(stats.fencedReadmits > 0, `seed ${seed}: no fenced re-admission`);
