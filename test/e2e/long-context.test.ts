@@ -55,12 +55,11 @@ describe('prompts longer than the connected providers take', () => {
 
   test('longer than every declared window: 400 context_length_exceeded at once, in the OpenAI and Anthropic formats', async () => {
     const long = 'hello '.repeat(80_000); // ~120,000 tokens by bytes / 4: more than even the big provider takes
-    const started = performance.now();
     const err = await new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 }).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: long }] }).catch((e: unknown) => e);
     assert.ok(err instanceof OpenAI.BadRequestError, String(err));
     assert.equal(err.code, 'context_length_exceeded');
     assert.match(err.message, /no provider of model "llama3" takes that many/);
-    assert.ok(performance.now() - started < QUEUE_TIMEOUT_MS, 'not after waiting in the queue');
+    // Only admission gives this code; a queued request that expired would be no_provider_available.
     const anthropic = new Anthropic({ baseURL: stack.baseURL.replace(/\/v1$/, ''), apiKey: 'unused', maxRetries: 0 });
     const aerr = await anthropic.messages.create({ model: ALIAS, max_tokens: 8, messages: [{ role: 'user', content: long }] }).catch((e: unknown) => e);
     assert.ok(aerr instanceof Anthropic.BadRequestError, String(aerr));
