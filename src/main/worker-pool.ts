@@ -87,7 +87,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   readonly #scratch = new SchedulerRecord();
   /** Open requests per limited API key, over all workers (auth.api_keys[].max_concurrent). */
   readonly keys = new KeyConcurrency();
-  /** #acquireKey is reading the other workers' rings. */
+  /** #readOthers is reading the other workers' rings (not re-entered). */
   #readingOthers = false;
   #nextCall = 1;
   readonly #calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
