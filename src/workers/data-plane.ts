@@ -714,12 +714,12 @@ function forwardedHeaders(raw: readonly string[]): { name: string; value: string
   return out;
 }
 
-/** setInterval callback of x-edge-queue-updates (no closure per request). */
 /** Aliases with max_queue 0: their lease releases are published at once (see releaseLease). */
 function noQueueAliases(config: EdgeConfig): Set<string> {
   return new Set(config.models.filter((m) => m.maxQueue === 0).map((m) => m.alias));
 }
 
+/** setInterval callback of x-edge-queue-updates (no closure per request). */
 function askQueuePosition(driver: SchedulerPort, exchange: ProxyExchange): void {
   if (exchange.state !== 'admitting') {
     clearInterval(exchange.queueUpdates);

@@ -73,7 +73,7 @@ export class RemoteScheduler implements SchedulerPort {
     // Published now, not with the turn's batch: the exchange ends (its last
     // byte goes to the client) right after this, and the client may send its
     // next request at once; the main thread must be able to see the slot free.
-    this.out.commit();
+    this.publish();
   }
 
   cancel(requestId: number): void {
