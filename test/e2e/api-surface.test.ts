@@ -5,18 +5,16 @@
 // chat, completions, embeddings as the agent announces, although the edge's
 // own config for it lists messages too: the announcement wins).
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { Agent } from 'undici';
-import { parseAgentConfig } from '../../src/agent/config.js';
-import { NodeAgent } from '../../src/agent/agent.js';
+import type { NodeAgent } from '../../src/agent/agent.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { inFlight, testWorkers, waitUntil } from '../helpers/stack.js';
+import { inFlight, startRegisteredAgent, testWorkers, waitUntil } from '../helpers/stack.js';
 
 const ALIAS = 'coder';
 const FOLLOW_UP_ROUNDS = 20;
@@ -61,25 +59,16 @@ async function startApiStack(): Promise<ApiStack> {
     'test',
   );
   const edge = await startEdge(config, { logger: silentLogger(), admin: true });
-  const agent = new NodeAgent(
-    parseAgentConfig(
-      {
-        edge: { address: `127.0.0.1:${edge.grpcPort}` },
-        node: { id: 'gpu-1', token: 'node-token' },
-        providers: [
-          { id: 'p-a', type: 'vllm', base_url: mocks['p-a'].url },
-          { id: 'p-b', type: 'vllm', base_url: mocks['p-b'].url },
-          { id: 'p-c', type: 'openai_compat', base_url: mocks['p-c'].url },
-        ],
-        reconnect: { initial_ms: 50, max_ms: 200 },
-      },
-      'test',
-    ),
-    { logger: silentLogger() },
-  );
-  const registered = once(agent, 'registered');
-  agent.start();
-  await registered;
+  const agent = await startRegisteredAgent({
+    edge: { address: `127.0.0.1:${edge.grpcPort}` },
+    node: { id: 'gpu-1', token: 'node-token' },
+    providers: [
+      { id: 'p-a', type: 'vllm', base_url: mocks['p-a'].url },
+      { id: 'p-b', type: 'vllm', base_url: mocks['p-b'].url },
+      { id: 'p-c', type: 'openai_compat', base_url: mocks['p-c'].url },
+    ],
+    reconnect: { initial_ms: 50, max_ms: 200 },
+  });
   return {
     edge,
     agent,

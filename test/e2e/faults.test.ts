@@ -9,13 +9,12 @@ import { createServer as createNetServer, type Server as NetServer, type Socket 
 import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { NodeAgent } from '../../src/agent/agent.js';
-import { parseAgentConfig } from '../../src/agent/config.js';
+import type { NodeAgent } from '../../src/agent/agent.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { openExchanges, sessionOf, testWorkers, waitFor, waitUntil } from '../helpers/stack.js';
+import { openExchanges, sessionOf, startRegisteredAgent, testWorkers, waitFor, waitUntil } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
 
@@ -90,22 +89,14 @@ async function fleet(aUrl: string, bUrl: string | undefined, limits: Record<stri
   const agents: NodeAgent[] = [];
   for (const [node, id, url] of [['a', 'a-up', aUrl], ['b', 'b-mock', bUrl]] as const) {
     if (url === undefined) continue;
-    const agent = new NodeAgent(
-      parseAgentConfig(
-        {
-          edge: { address: `127.0.0.1:${edge.grpcPort}` },
-          node: { id: `node-${node}`, token: `t${node}` },
-          providers: [{ id, type: 'openai_compat', base_url: url }],
-          reconnect: { initial_ms: 50, max_ms: 200 },
-        },
-        'test',
-      ),
-      { logger: silentLogger() },
+    agents.push(
+      await startRegisteredAgent({
+        edge: { address: `127.0.0.1:${edge.grpcPort}` },
+        node: { id: `node-${node}`, token: `t${node}` },
+        providers: [{ id, type: 'openai_compat', base_url: url }],
+        reconnect: { initial_ms: 50, max_ms: 200 },
+      }),
     );
-    const registered = once(agent, 'registered');
-    agent.start();
-    await registered;
-    agents.push(agent);
   }
   return { edge, agents };
 }

@@ -13,13 +13,12 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { parseAgentConfig } from '../../src/agent/config.js';
-import { NodeAgent } from '../../src/agent/agent.js';
+import type { NodeAgent } from '../../src/agent/agent.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { testWorkers } from '../helpers/stack.js';
+import { startRegisteredAgent, testWorkers, waitFor } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
 const NODE = 'gpu-cut';
@@ -116,14 +115,6 @@ async function pool(count: number, concurrency: number, task: (i: number) => Pro
   return out;
 }
 
-async function waitUntil(predicate: () => boolean | Promise<boolean>, what: string, timeoutMs = 8_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 describe(`a node cut from under requests in flight (workers.count ${WORKERS}, ${LANES} lanes)`, () => {
   const mocks: MockProvider[] = [];
   let edge: RunningEdge;
@@ -147,21 +138,12 @@ describe(`a node cut from under requests in flight (workers.count ${WORKERS}, ${
     );
     proxy = new CutProxy(edge.grpcPort);
     const port = await proxy.listen();
-    agent = new NodeAgent(
-      parseAgentConfig(
-        {
-          edge: { address: `127.0.0.1:${port}`, streams: LANES },
-          node: { id: NODE, token: TOKEN },
-          providers: PROVIDERS.map((id, i) => ({ id, type: 'vllm', base_url: mocks[i].url })),
-          reconnect: { initial_ms: 50, max_ms: 200 },
-        },
-        'test',
-      ),
-      { logger: silentLogger() },
-    );
-    const registered = once(agent, 'registered');
-    agent.start();
-    await registered;
+    agent = await startRegisteredAgent({
+      edge: { address: `127.0.0.1:${port}`, streams: LANES },
+      node: { id: NODE, token: TOKEN },
+      providers: PROVIDERS.map((id, i) => ({ id, type: 'vllm', base_url: mocks[i].url })),
+      reconnect: { initial_ms: 50, max_ms: 200 },
+    });
   });
 
   after(async () => {
@@ -183,7 +165,7 @@ describe(`a node cut from under requests in flight (workers.count ${WORKERS}, ${
     const tally = new Map<string, number>();
     let cuts = 0;
     for (let round = 0; round < ROUNDS; round++) {
-      await waitUntil(allLanes, `round ${round}: the node and its ${LANES} lanes back`);
+      await waitFor(allLanes, `round ${round}: the node and its ${LANES} lanes back`, 8_000);
       const answers = pool(PER_ROUND, CONCURRENCY, (i) => send(edge.url, round * PER_ROUND + i));
       await new Promise((resolve) => setTimeout(resolve, 100 + ((round * 37) % 300)));
       if (proxy.cut() > 0) cuts++;
@@ -192,11 +174,11 @@ describe(`a node cut from under requests in flight (workers.count ${WORKERS}, ${
         tally.set(key, (tally.get(key) ?? 0) + 1);
       }
       // Nothing held: leases, queue entries, exchanges and tunnels all gone before the next cut.
-      await waitUntil(async () => {
+      await waitFor(async () => {
         const status = edge.driver.status();
         const inspection = await edge.inspect();
         return status.liveLeases === 0 && status.groups.every((g) => g.queueDepth === 0) && inspection.openExchanges === 0 && inspection.sessions.every((s) => s.openTunnels === 0);
-      }, `round ${round}: every lease, queue entry, exchange and tunnel released`);
+      }, `round ${round}: every lease, queue entry, exchange and tunnel released`, 8_000);
     }
     const summary = JSON.stringify(Object.fromEntries(tally));
     t.diagnostic(`${ROUNDS} cuts: ${summary}`);

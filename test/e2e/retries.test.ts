@@ -9,14 +9,13 @@ import { once } from 'node:events';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { NodeAgent } from '../../src/agent/agent.js';
-import { parseAgentConfig } from '../../src/agent/config.js';
+import type { NodeAgent } from '../../src/agent/agent.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { assertOwnStream } from '../helpers/identity.js';
-import { inFlight, openExchanges, testWorkers, waitUntil } from '../helpers/stack.js';
+import { inFlight, openExchanges, startRegisteredAgent, testWorkers, waitUntil } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 
 const ALIAS = 'llama3';
@@ -52,21 +51,12 @@ async function fleet(urls: string[], fakeNodes = 0): Promise<Fleet> {
     ),
     { logger: silentLogger() },
   );
-  const agent = new NodeAgent(
-    parseAgentConfig(
-      {
-        edge: { address: `127.0.0.1:${edge.grpcPort}` },
-        node: { id: 'node-1', token: 't1' },
-        providers: ids.map((id, i) => ({ id, type: 'openai_compat', base_url: urls[i] })),
-        reconnect: { initial_ms: 50, max_ms: 200 },
-      },
-      'test',
-    ),
-    { logger: silentLogger() },
-  );
-  const registered = once(agent, 'registered');
-  agent.start();
-  await registered;
+  const agent = await startRegisteredAgent({
+    edge: { address: `127.0.0.1:${edge.grpcPort}` },
+    node: { id: 'node-1', token: 't1' },
+    providers: ids.map((id, i) => ({ id, type: 'openai_compat', base_url: urls[i] })),
+    reconnect: { initial_ms: 50, max_ms: 200 },
+  });
   return {
     edge,
     agents: [agent],

@@ -115,6 +115,15 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   return stack;
 }
 
+/** A node agent from a raw (YAML-shaped) agent config, started; resolves once it registered. */
+export async function startRegisteredAgent(raw: Record<string, unknown>): Promise<NodeAgent> {
+  const agent = new NodeAgent(parseAgentConfig(raw, 'test'), { logger: silentLogger() });
+  const registered = once(agent, 'registered');
+  agent.start();
+  await registered;
+  return agent;
+}
+
 /** Polls until `predicate` holds; fails with `what` after `timeoutMs`. */
 export async function waitUntil(predicate: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -193,22 +202,13 @@ export async function startProvidersStack(alias: string, providers: Readonly<Rec
     events.push(event);
     publish(event);
   };
-  const agent = new NodeAgent(
-    parseAgentConfig(
-      {
-        edge: { address: `127.0.0.1:${edge.grpcPort}` },
-        node: { id: NODE_ID, token: NODE_TOKEN },
-        providers: ids.map((id) => ({ id, type: 'openai_compat', base_url: providers[id] })),
-        reconnect: { initial_ms: 50, max_ms: 200 },
-        ...agentExtra,
-      },
-      'test',
-    ),
-    { logger: silentLogger() },
-  );
-  const registered = once(agent, 'registered');
-  agent.start();
-  await registered;
+  const agent = await startRegisteredAgent({
+    edge: { address: `127.0.0.1:${edge.grpcPort}` },
+    node: { id: NODE_ID, token: NODE_TOKEN },
+    providers: ids.map((id) => ({ id, type: 'openai_compat', base_url: providers[id] })),
+    reconnect: { initial_ms: 50, max_ms: 200 },
+    ...agentExtra,
+  });
   return {
     edge,
     agent,
