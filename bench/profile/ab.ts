@@ -6,7 +6,7 @@
 // one-shot `npm run bench:quick` figures quoted in each lever's commit.
 //
 //   node dist/bench/profile/ab.js --base /tmp/base/dist [--rounds 5] [--seconds 3] [--workers 0]
-//                                 [--scenario closed-loop|streaming|many-streams] [--streams 2000]
+//                                 [--scenario closed-loop|streaming|many-streams|large-body] [--streams 2000] [--body-kb 1024]
 //                                 [--base-node-args "..."] [--node-args "..."]
 //                                 [--warmup 1] [--gc]
 // --scenario streaming: 10 SSE streams of 200 chunks back to back, closed
@@ -15,6 +15,8 @@
 // 1,000/s) lasting the whole window, per relayed event too (their setup
 // included): the per-token path of the 10,000-stream goal, at a size a
 // short A/B can afford.
+// --scenario large-body: uploads of --body-kb (1 MB) on 2 connections,
+// closed loop, per request: the long-prompt path (copies, GC of big buffers).
 // The node-args options give each side's edge and agent extra Node flags, so
 // one build can be A/B'd against itself with a flag (e.g. a V8 heap setting).
 // --warmup S: unrecorded load before each round's window (V8 reaches its
@@ -29,7 +31,7 @@ import { postOk } from '../harness/http-probe.js';
 import { answers } from '../harness/http-probe.js';
 import { DIST, NODE } from '../harness/paths.js';
 import { freePort } from '../harness/ports.js';
-import { CLK_TCK, processTicks } from '../harness/proc-stats.js';
+import { CLK_TCK, processTicks, statusKb } from '../harness/proc-stats.js';
 import { Supervisor } from '../harness/processes.js';
 import { closedLoop } from '../load/autocannon-load.js';
 import { streamLoad } from '../load/stream-load.js';
@@ -48,8 +50,9 @@ const rounds = Number(arg('rounds', '5'));
 const seconds = Number(arg('seconds', '3'));
 const workers = Number(arg('workers', '0'));
 const scenario = arg('scenario', 'closed-loop');
-if (scenario !== 'closed-loop' && scenario !== 'streaming' && scenario !== 'many-streams') throw new RangeError(`--scenario: closed-loop, streaming or many-streams, got '${scenario}'`);
-const unit = scenario === 'closed-loop' ? 'req' : 'event';
+if (scenario !== 'closed-loop' && scenario !== 'streaming' && scenario !== 'many-streams' && scenario !== 'large-body') throw new RangeError(`--scenario: closed-loop, streaming, many-streams or large-body, got '${scenario}'`);
+const unit = scenario === 'closed-loop' || scenario === 'large-body' ? 'req' : 'event';
+const bodyKb = Number(arg('body-kb', '1024'));
 const slowStreams = Number(arg('streams', '2000'));
 const baseNodeArgs = arg('base-node-args', process.env.BENCH_NODE_ARGS ?? '');
 const thisNodeArgs = arg('node-args', process.env.BENCH_NODE_ARGS ?? '');
@@ -63,6 +66,9 @@ interface Row {
   readonly rps: number;
   readonly edgeUs: number;
   readonly agentUs: number;
+  /** Peak RSS of the edge and the agent, MB (their whole life: warm-up and window). */
+  readonly edgeMb: number;
+  readonly agentMb: number;
   /** --gc: the window's collections, edge then agent. */
   readonly gc?: readonly [string, string];
 }
@@ -90,6 +96,10 @@ async function measure(variant: string, dist: string, mockOrigin: string): Promi
       const r = await closedLoop({ url, headers: {}, body, connections: 10, durationS });
       return { units: r.requests, wallS: r.wallS, failed: r.errors + r.non2xx };
     }
+    if (scenario === 'large-body') {
+      const r = await closedLoop({ url, headers: {}, body: chatBody(EDGE_MODEL, bodyKb * 1024), connections: 2, durationS });
+      return { units: r.requests, wallS: r.wallS, failed: r.errors + r.non2xx };
+    }
     if (scenario === 'many-streams') {
       const tokens = Math.max(1, Math.round(durationS * 5));
       const headers = { 'x-mock-tokens': String(tokens), 'x-mock-interval-ms': '200', 'x-mock-ttft-ms': '0' };
@@ -104,12 +114,13 @@ async function measure(variant: string, dist: string, mockOrigin: string): Promi
   const [edgeLog0, agentLog0] = [statSync(edge.logFile).size, statSync(agent.logFile).size];
   const result = await load(seconds);
   const [e1, a1] = [processTicks(edge.pid), processTicks(agent.pid)];
+  const [edgeMb, agentMb] = [statusKb(edge.pid, 'VmHWM') / 1024, statusKb(agent.pid, 'VmHWM') / 1024];
   const gc = traceGc ? ([formatGc(summariseGcNvp(logSince(edge.logFile, edgeLog0))), formatGc(summariseGcNvp(logSince(agent.logFile, agentLog0)))] as const) : undefined;
   await agent.stop();
   await edge.stop();
   const perUnit = (ticks: number): number => (ticks / CLK_TCK / result.units) * 1e6;
   if (result.failed > 0) console.log(`  ${variant}: ${result.failed} failed`);
-  return { rps: result.units / result.wallS, edgeUs: perUnit(e1 - e0), agentUs: perUnit(a1 - a0), gc };
+  return { rps: result.units / result.wallS, edgeUs: perUnit(e1 - e0), agentUs: perUnit(a1 - a0), edgeMb, agentMb, gc };
 }
 
 /** The mock's knobs for a burst stream: 200 chunks, back to back. */
@@ -136,7 +147,7 @@ async function main(): Promise<void> {
       process.env.BENCH_NODE_ARGS = traceGc ? `${v.nodeArgs} --trace-gc-nvp` : v.nodeArgs;
       const row = await measure(v.name, v.dist, mock.origin);
       rows.get(v.name)!.push(row);
-      console.log(`round ${round} ${v.name.padEnd(4)}: ${row.rps.toFixed(0)} ${unit}/s, edge ${row.edgeUs.toFixed(1)} µs/${unit}, agent ${row.agentUs.toFixed(1)} µs/${unit}`);
+      console.log(`round ${round} ${v.name.padEnd(4)}: ${row.rps.toFixed(0)} ${unit}/s, edge ${row.edgeUs.toFixed(1)} µs/${unit}, agent ${row.agentUs.toFixed(1)} µs/${unit}; peak RSS edge ${row.edgeMb.toFixed(0)} + agent ${row.agentMb.toFixed(0)} MB`);
       if (row.gc !== undefined) console.log(`  edge GC: ${row.gc[0]}\n  agent GC: ${row.gc[1]}`);
     }
   }
@@ -144,7 +155,7 @@ async function main(): Promise<void> {
     const r = rows.get(v.name)!;
     const edge = median(r.map((x) => x.edgeUs));
     const agent = median(r.map((x) => x.agentUs));
-    console.log(`median ${v.name.padEnd(4)} (${rounds} rounds of ${seconds} s, w=${workers}, ${scenario}): ${median(r.map((x) => x.rps)).toFixed(0)} ${unit}/s, edge ${edge.toFixed(1)} + agent ${agent.toFixed(1)} = ${(edge + agent).toFixed(1)} µs CPU/${unit}`);
+    console.log(`median ${v.name.padEnd(4)} (${rounds} rounds of ${seconds} s, w=${workers}, ${scenario}): ${median(r.map((x) => x.rps)).toFixed(0)} ${unit}/s, edge ${edge.toFixed(1)} + agent ${agent.toFixed(1)} = ${(edge + agent).toFixed(1)} µs CPU/${unit}; peak RSS edge ${median(r.map((x) => x.edgeMb)).toFixed(0)} + agent ${median(r.map((x) => x.agentMb)).toFixed(0)} MB`);
   }
   await supervisor.stopAll();
 }

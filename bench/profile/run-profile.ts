@@ -2,7 +2,7 @@
 // starts the mock, then the edge (workers.count 0 by default) and the agent
 // with --cpu-prof, drives them with the scenario's load for a few seconds
 // (closed-loop: autocannon, 10 connections, 2 KB bodies; open-loop: 500
-// req/s paced; large-body: 1 MB bodies on 2 connections; streaming: 10
+// req/s paced; large-body: 1 MB bodies (--body-kb) on 2 connections; streaming: 10
 // streams of 200 chunks back to back, closed loop; many-streams: 2,000
 // streams at 5 tokens/s opened together), stops them
 // (SIGTERM: both exit normally, so V8 writes its profiles), and renders each
@@ -10,7 +10,7 @@
 // Only the edge and the agent are profiled; the mock and the load generator
 // are not, so their cost does not blur the picture.
 //
-//   node dist/bench/profile/run-profile.js [--scenario closed-loop] [--seconds 8] [--warmup 1] [--workers 0] [--out docs/perf] [--name closed-loop-w0]
+//   node dist/bench/profile/run-profile.js [--scenario closed-loop] [--seconds 8] [--warmup 1] [--workers 0] [--out docs/perf] [--name closed-loop-w0] [--body-kb 1024]
 // The summary's per-unit figures are per request, or per relayed SSE event for the streaming scenarios.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,6 +40,8 @@ const workers = Number(arg('workers', '0'));
 const outDir = resolve(REPO_ROOT, arg('out', 'docs/perf'));
 const scenario = arg('scenario', 'closed-loop');
 const name = arg('name', `${scenario}-w${workers}`);
+/** large-body: the upload's size. */
+const bodyKb = Number(arg('body-kb', '1024'));
 
 interface ProfiledLoad {
   /** What the per-unit columns divide by. */
@@ -60,7 +62,7 @@ const LOADS: Readonly<Record<string, ProfiledLoad>> = {
   },
   'large-body': {
     unit: 'request',
-    run: (t, durationS) => closedLoop({ url: `${t.origin}/v1/chat/completions`, headers: t.headers, body: chatBody(t.model, 1024 * 1024), connections: 2, durationS }),
+    run: (t, durationS) => closedLoop({ url: `${t.origin}/v1/chat/completions`, headers: t.headers, body: chatBody(t.model, bodyKb * 1024), connections: 2, durationS }),
   },
   streaming: {
     unit: 'event',
