@@ -3,7 +3,7 @@
 // leaves the edge gracefully and exits 0. Logs are pino JSON on stdout.
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
-import { applyNodeFlags } from '../shared/node-flags.js';
+import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
 import { AGENT_VERSION } from './version.js';
 
 const USAGE = `Usage: node-agent --config FILE
@@ -108,7 +108,7 @@ async function main(argv: string[]): Promise<number> {
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
-    logger.info({ version: AGENT_VERSION, edge: config.edge.address, providers: config.providers.map((p) => p.id), pid: process.pid, nodeFlags: process.execArgv }, 'node agent starting');
+    logger.info({ version: AGENT_VERSION, edge: config.edge.address, providers: config.providers.map((p) => p.id), pid: process.pid, nodeFlags: runningNodeFlags() }, 'node agent starting');
     agent.start();
   });
   // A second signal while draining means "now".

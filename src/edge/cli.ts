@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
 import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
-import { applyNodeFlags } from '../shared/node-flags.js';
+import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
 import { loadEdgeConfig } from '../main/config.js';
 import { startEdge, type RunningEdge } from './edge.js';
 
@@ -106,7 +106,7 @@ async function main(): Promise<number> {
   process.on('SIGTERM', onStopSignal);
   process.on('SIGINT', onStopSignal);
   edge = await startEdge(config, { logger, admin: true, configFile: file });
-  logger.info({ version: VERSION, config: file, pid: process.pid, nodeFlags: process.execArgv }, 'edge started');
+  logger.info({ version: VERSION, config: file, pid: process.pid, nodeFlags: runningNodeFlags() }, 'edge started');
   return -1; // keep running
 }
 

@@ -13,13 +13,31 @@
 //   without a floor under the old generation's limit both processes ran a
 //   full GC every ~400 ms that freed only young garbage: 22 % of the agent's
 //   CPU (docs/benchmarks.md, "The old generation's floor").
+// - By default V8 starts a full mark-compact for every 64 MB of ArrayBuffer
+//   memory allocated since the last one, live or not. A large upload makes
+//   five or six short-lived copies of its body (socket reads, the whole
+//   body, the encoded tunnel message, gRPC's framed copy), so 200 KB
+//   uploads ran a full GC every ~100 ms, ~20 % of the edge's CPU, while
+//   scavenges would have freed them. --external-memory-accounted-in-global-limit
+//   counts that memory in the heap's own limit instead, as later V8 releases
+//   do by default (docs/benchmarks.md, "Big buffers and full GCs").
 import { availableParallelism } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
 import type { ConfigReader } from './config-reader.js';
 
 /** The flags a config may name: V8 heap and GC-thread sizes, each `--name=<integer>`. */
 export const NODE_FLAG_NAMES = ['v8-pool-size', 'max-semi-space-size', 'max-old-space-size', 'initial-old-space-size'] as const;
+/**
+ * The on/off flags a config may name, as `--name` or `--no-name`. Unlike the
+ * sizes they are set in the running process (V8 reads them at each heap
+ * decision): Node refuses to start with a V8 flag its V8 does not have,
+ * while setting one at run time is ignored there, so a Node whose V8 has
+ * dropped a switch (made it the default) still starts.
+ */
+export const NODE_SWITCH_NAMES = ['external-memory-accounted-in-global-limit'] as const;
 
 const FLAG_FORM = new RegExp(`^--(${NODE_FLAG_NAMES.join('|')})=\\d{1,6}$`);
+const SWITCH_FORM = new RegExp(`^--(no-)?(${NODE_SWITCH_NAMES.join('|')})$`);
 
 /** Set in the environment of the restarted process: it never restarts itself twice. */
 export const NODE_FLAGS_ENV = 'EDGE_NODE_FLAGS_APPLIED';
@@ -31,11 +49,12 @@ export const NODE_DEFAULT_POOL_SIZE = 4;
  * The heap part of `auto`, on every host: at most 32 MB a semi-space, and
  * the old generation's limit floored at 128 MB (V8 caps the floor at half of
  * an operator's --max-old-space-size), so its headroom stays above the young
- * generation's size while the live heap is small (see the note above). Like
- * every V8 flag it applies to each isolate: the main thread and each I/O
- * worker.
+ * generation's size while the live heap is small; and ArrayBuffer memory
+ * counted in the heap's limit rather than by its own 64 MB trigger (see the
+ * notes above). Like every V8 flag they apply to each isolate: the main
+ * thread and each I/O worker.
  */
-export const AUTO_HEAP_FLAGS: readonly string[] = ['--max-semi-space-size=32', '--initial-old-space-size=128'];
+export const AUTO_HEAP_FLAGS: readonly string[] = ['--max-semi-space-size=32', '--initial-old-space-size=128', '--external-memory-accounted-in-global-limit'];
 
 /**
  * `auto`: one V8 helper thread fewer than the host's cores (at least 1), so
@@ -49,8 +68,8 @@ export function autoNodeFlags(cores: number): string[] {
 
 /** Why `flag` is not one a config may name, or undefined when it is. */
 export function nodeFlagProblem(flag: string): string | undefined {
-  if (FLAG_FORM.test(flag)) return undefined;
-  return `expected one of ${NODE_FLAG_NAMES.map((n) => `--${n}=<integer>`).join(', ')}; got '${flag}'`;
+  if (FLAG_FORM.test(flag) || SWITCH_FORM.test(flag)) return undefined;
+  return `expected one of ${NODE_FLAG_NAMES.map((n) => `--${n}=<integer>`).join(', ')}, ${NODE_SWITCH_NAMES.map((n) => `--[no-]${n}`).join(', ')}; got '${flag}'`;
 }
 
 /** A config's `runtime.node_flags`: `auto` (the default: sized for this host's cores), or a list of allowed flags ([] = none). */
@@ -72,8 +91,9 @@ export function readNodeFlags(r: ConfigReader, path: string, raw: unknown): read
 function flagName(arg: string): string | undefined {
   if (!arg.startsWith('--')) return undefined;
   const eq = arg.indexOf('=');
-  // Node and V8 read --a_b as --a-b.
-  return (eq < 0 ? arg.slice(2) : arg.slice(2, eq)).replaceAll('_', '-');
+  // Node and V8 read --a_b as --a-b; --no-x turns x off, so it names x.
+  const name = (eq < 0 ? arg.slice(2) : arg.slice(2, eq)).replaceAll('_', '-');
+  return name.startsWith('no-') ? name.slice(3) : name;
 }
 
 /** Flags that size V8's heap as a whole: an operator who gave one sized the generations too. */
@@ -101,14 +121,31 @@ export function missingNodeFlags(wanted: readonly string[], execArgv: readonly s
 }
 
 /**
- * Called by a CLI once its config is read, before it opens anything: when
- * this process lacks some of `wanted`, replaces it with itself started with
- * them added (same PID, stdio and arguments). Returns only when it did not
- * have to, or could not: then the flags it runs without, and why (to log).
+ * Called by a CLI once its config is read, before it opens anything: sets
+ * the switches of `wanted` it lacks, and when it lacks some of the sizes,
+ * replaces itself with itself started with them added (same PID, stdio and
+ * arguments; the new process sets the switches again). Returns only when it
+ * did not have to, or could not: then the flags it runs without, and why (to log).
  */
 export function applyNodeFlags(wanted: readonly string[]): { readonly nodeFlags: readonly string[]; readonly reason: string } | undefined {
   const missing = missingNodeFlags(wanted, process.execArgv, process.env.NODE_OPTIONS);
-  return missing.length === 0 ? undefined : { nodeFlags: missing, reason: restartWith(missing) };
+  const sizes: string[] = [];
+  for (const flag of missing) {
+    if (!SWITCH_FORM.test(flag)) sizes.push(flag);
+    else if (!switchesSet.includes(flag)) {
+      setFlagsFromString(flag);
+      switchesSet.push(flag);
+    }
+  }
+  return sizes.length === 0 ? undefined : { nodeFlags: sizes, reason: restartWith(sizes) };
+}
+
+/** Switches applyNodeFlags set in this process. */
+const switchesSet: string[] = [];
+
+/** The flags this process runs with: its command line's, and the switches set since (logs, GET /admin/status). */
+export function runningNodeFlags(): string[] {
+  return [...process.execArgv, ...switchesSet];
 }
 
 function restartWith(flags: readonly string[]): string {

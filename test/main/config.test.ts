@@ -71,7 +71,7 @@ test('runtime.node_flags: auto by default, a list of heap and GC-thread flags, i
   assert.deepEqual(parseEdgeConfig({ ...base, runtime: { node_flags: [] } }, 't').runtime?.nodeFlags, []);
   assert.deepEqual(parseEdgeConfig({ ...base, runtime: { node_flags: ['--max-old-space-size=2048'] } }, 't').runtime?.nodeFlags, ['--max-old-space-size=2048']);
   const text = problemsOf({ ...base, runtime: { node_flags: ['--inspect=0.0.0.0', 7], extra: 1 } }).join('\n');
-  assert.match(text, /runtime\.node_flags\[0\]: expected one of --v8-pool-size=<integer>, --max-semi-space-size=<integer>, --max-old-space-size=<integer>, --initial-old-space-size=<integer>; got '--inspect=0\.0\.0\.0'/);
+  assert.match(text, /runtime\.node_flags\[0\]: expected one of --v8-pool-size=<integer>, --max-semi-space-size=<integer>, --max-old-space-size=<integer>, --initial-old-space-size=<integer>, --\[no-\]external-memory-accounted-in-global-limit; got '--inspect=0\.0\.0\.0'/);
   assert.match(text, /runtime\.node_flags\[1\]: expected a string, got 7/);
   assert.match(text, /runtime\.extra: unknown key/);
   assert.match(problemsOf({ ...base, runtime: { node_flags: 'fast' } }).join('\n'), /runtime\.node_flags: expected 'auto' or a list of flags, got "fast"/);

@@ -4,6 +4,7 @@
 // data path.
 import type { EdgeConfig, ProviderType } from '../../shared/config-types.js';
 import { VERSION } from '../../shared/version.js';
+import { runningNodeFlags } from '../../shared/node-flags.js';
 import type { EventBus } from '../events/event-bus.js';
 import type { FairGroupStatus, OutlierView, ProviderStatus, SchedulerStatus } from '../../contract/scheduler.js';
 import { tenantKeyOf, tenantLabel } from '../../shared/tenant-key.js';
@@ -168,7 +169,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
     edge: {
       version: VERSION,
       pid: process.pid,
-      nodeFlags: process.execArgv,
+      nodeFlags: runningNodeFlags(),
       startedAt: iso(source.startedAt),
       uptimeSeconds: Math.round((Date.now() - source.startedAt) / 1000),
       configVersion: source.configVersion,
