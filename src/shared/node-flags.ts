@@ -13,14 +13,16 @@
 //   without a floor under the old generation's limit both processes ran a
 //   full GC every ~400 ms that freed only young garbage: 22 % of the agent's
 //   CPU (docs/benchmarks.md, "The old generation's floor").
-// - By default V8 starts a full mark-compact for every 64 MB of ArrayBuffer
-//   memory allocated since the last one, live or not. A large upload makes
-//   five or six short-lived copies of its body (socket reads, the whole
-//   body, the encoded tunnel message, gRPC's framed copy), so 200 KB
-//   uploads ran a full GC every ~100 ms, ~20 % of the edge's CPU, while
-//   scavenges would have freed them. --external-memory-accounted-in-global-limit
-//   counts that memory in the heap's own limit instead, as later V8 releases
-//   do by default (docs/benchmarks.md, "Big buffers and full GCs").
+// - Not in `auto`, but allowed in a list: by default V8 starts a full
+//   mark-compact for every 64 MB of ArrayBuffer memory allocated since the
+//   last one, live or not, and a large upload allocates its body five or
+//   six times over, so 200 KB uploads ran a full GC every ~100 ms.
+//   --external-memory-accounted-in-global-limit counts that memory in the
+//   heap's own limit instead (later V8's default): 40 % more uploads and a
+//   quarter less CPU per streamed event, but with the 128 MB floor below
+//   dead buffers then pile up to hundreds of MB per isolate (a full run
+//   with it in `auto`: the edge's peak RSS 1.6-2.5x in most scenarios,
+//   1 GB at workers.count 2). docs/benchmarks.md, "Big buffers and full GCs".
 import { availableParallelism } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import type { ConfigReader } from './config-reader.js';
@@ -49,12 +51,11 @@ export const NODE_DEFAULT_POOL_SIZE = 4;
  * The heap part of `auto`, on every host: at most 32 MB a semi-space, and
  * the old generation's limit floored at 128 MB (V8 caps the floor at half of
  * an operator's --max-old-space-size), so its headroom stays above the young
- * generation's size while the live heap is small; and ArrayBuffer memory
- * counted in the heap's limit rather than by its own 64 MB trigger (see the
- * notes above). Like every V8 flag they apply to each isolate: the main
- * thread and each I/O worker.
+ * generation's size while the live heap is small (see the note above). Like
+ * every V8 flag it applies to each isolate: the main thread and each I/O
+ * worker.
  */
-export const AUTO_HEAP_FLAGS: readonly string[] = ['--max-semi-space-size=32', '--initial-old-space-size=128', '--external-memory-accounted-in-global-limit'];
+export const AUTO_HEAP_FLAGS: readonly string[] = ['--max-semi-space-size=32', '--initial-old-space-size=128'];
 
 /**
  * `auto`: one V8 helper thread fewer than the host's cores (at least 1), so
