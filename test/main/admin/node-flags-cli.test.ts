@@ -1,7 +1,8 @@
 // runtime.node_flags through the real CLI: the edge restarts itself in
-// place (same PID, same pipes) with the flags its config asks for, keeps an
-// operator's own choice, and says which flags it runs with in its log and
-// in GET /admin/status.
+// place (same PID, same pipes) with the flags its config asks for (sizes),
+// sets the switches it lists in the running process, keeps an operator's
+// own choice, and says which flags it runs with in its log and in
+// GET /admin/status.
 import assert from 'node:assert/strict';
 import { availableParallelism } from 'node:os';
 import { test } from 'node:test';
@@ -17,11 +18,13 @@ async function flagsOf(edge: EdgeProcess): Promise<{ logged: string[]; status: s
   return { logged: started.nodeFlags as string[], status: status.edge.nodeFlags as string[], pid: status.edge.pid as number };
 }
 
-test('the edge restarts itself once with the flags runtime.node_flags lists, before it listens', async () => {
-  const edge = await EdgeProcess.start(opsConfigObject({ configure: (raw) => void (raw.runtime = { node_flags: ['--max-semi-space-size=4', '--v8-pool-size=1'] }) }));
+test('the edge restarts itself once with the sizes runtime.node_flags lists, before it listens, and sets the switch it lists', async () => {
+  const sw = '--external-memory-accounted-in-global-limit';
+  const edge = await EdgeProcess.start(opsConfigObject({ configure: (raw) => void (raw.runtime = { node_flags: ['--max-semi-space-size=4', sw, '--v8-pool-size=1'] }) }));
   try {
     const { logged, status } = await flagsOf(edge);
-    assert.deepEqual(logged, ['--max-semi-space-size=4', '--v8-pool-size=1']);
+    // The sizes came by the restart (the command line), the switch after it, in the running process.
+    assert.deepEqual(logged, ['--max-semi-space-size=4', '--v8-pool-size=1', sw]);
     assert.deepEqual(status, logged);
     assert.equal(edge.logs.filter((l) => l.msg === 'edge listening').length, 1, 'one start is logged: the first process opened nothing');
     assert.ok(!edge.logs.some((l) => l.msg === 'runtime.node_flags: running without them'));
