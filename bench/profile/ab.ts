@@ -38,11 +38,7 @@ import { streamLoad } from '../load/stream-load.js';
 import { startMock } from '../targets/mock.js';
 import { agentConfigObject, edgeConfigObject, EDGE_MODEL } from '../targets/edge.js';
 import { formatGc, summariseGcNvp } from './gc-nvp.js';
-
-function arg(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
-}
+import { arg } from './cli-arg.js';
 
 const baseDist = arg('base', '');
 if (baseDist === '') throw new Error('--base DIST is required');

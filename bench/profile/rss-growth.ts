@@ -16,11 +16,7 @@ import { Supervisor } from '../harness/processes.js';
 import { closedLoop } from '../load/autocannon-load.js';
 import { startMock } from '../targets/mock.js';
 import { edgeTarget } from '../targets/edge.js';
-
-function arg(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
-}
+import { arg } from './cli-arg.js';
 
 const baseDist = arg('base', '');
 const rounds = Number(arg('rounds', '6'));

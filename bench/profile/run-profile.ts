@@ -27,11 +27,7 @@ import type { LoadResult } from '../harness/types.js';
 import { startMock } from '../targets/mock.js';
 import { edgeTarget } from '../targets/edge.js';
 import { renderProfile, type ProfileSummary } from './flame.js';
-
-function arg(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
-}
+import { arg } from './cli-arg.js';
 
 const seconds = Number(arg('seconds', '8'));
 /** Unrecorded load first. 1 s (the default, what docs/perf's profiles used) leaves V8 still optimizing; 12+ profiles the steady state (docs/benchmarks.md, Method). */

@@ -24,11 +24,7 @@ import { closedLoop } from '../load/autocannon-load.js';
 import { streamLoad } from '../load/stream-load.js';
 import { edgeTarget } from '../targets/edge.js';
 import { startMock } from '../targets/mock.js';
-
-function arg(name: string, fallback: string): string {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
-}
+import { arg } from './cli-arg.js';
 
 const nodeArgs = arg('node-args', '');
 const workers = Number(arg('workers', '0'));
