@@ -121,6 +121,9 @@ export function missingNodeFlags(wanted: readonly string[], execArgv: readonly s
   });
 }
 
+/** Switches applyNodeFlags set in this process. */
+const switchesSet: string[] = [];
+
 /**
  * Called by a CLI once its config is read, before it opens anything: sets
  * the switches of `wanted` it lacks, and when it lacks some of the sizes,
@@ -140,9 +143,6 @@ export function applyNodeFlags(wanted: readonly string[]): { readonly nodeFlags:
   }
   return sizes.length === 0 ? undefined : { nodeFlags: sizes, reason: restartWith(sizes) };
 }
-
-/** Switches applyNodeFlags set in this process. */
-const switchesSet: string[] = [];
 
 /** The flags this process runs with: its command line's, and the switches set since (logs, GET /admin/status). */
 export function runningNodeFlags(): string[] {
