@@ -19,7 +19,7 @@ import type { NodeSession } from './grpc/node-session.js';
 import { retireLanes } from './grpc/retire.js';
 import { ClientServer } from './http/client-server.js';
 import { EdgeObserver, type EventSink } from './observe/edge-observer.js';
-import { RunForwarder } from './observe/run-forwarder.js';
+import { RUN_REPORT_DELAY_MS, RunForwarder } from './observe/run-forwarder.js';
 import { EdgeMetrics } from './observe/metrics.js';
 import { PeerLinks } from './peer/peer-links.js';
 import { inspectPlane } from './plane-inspection.js';
@@ -42,10 +42,13 @@ const EMPTY_STATUS: SchedulerStatus = { nodes: [], providers: [], groups: [], li
 class PlaneObserver extends EdgeObserver {
   readonly #events: DataPathEvents;
   readonly #worker: number;
+  readonly runReports: RunForwarder;
 
   constructor(sink: EventSink, metrics: EdgeMetrics, logger: Logger, events: DataPathEvents, worker: number) {
-    // Run reports always go (the run records need them), one message per event-loop turn.
-    super(sink, metrics, logger, new RunForwarder((runs) => events({ type: 'runs', events: runs })));
+    // Run reports always go (the run records need them): once a turn on the main thread, every few ms from an I/O worker.
+    const runReports = new RunForwarder((runs) => events({ type: 'runs', events: runs }), worker >= 0 ? RUN_REPORT_DELAY_MS : 0);
+    super(sink, metrics, logger, runReports);
+    this.runReports = runReports;
     this.#events = events;
     this.#worker = worker;
   }
@@ -75,6 +78,7 @@ export class LocalPlane implements DataPath, EventSink {
   readonly #events: DataPathEvents;
   /** EVENTS_FLAG and DRAIN_FLAG; shared with the pool in a worker, so no message is needed to flip them. */
   readonly #flags: Int32Array;
+  readonly #observer: PlaneObserver;
   #closing: Promise<void> | undefined;
 
   constructor(config: EdgeConfig, port: SchedulerPort, logger: Logger, events: DataPathEvents, worker?: WorkerPlacement) {
@@ -99,7 +103,7 @@ export class LocalPlane implements DataPath, EventSink {
       },
       false,
     );
-    const observer = new PlaneObserver(this, this.metrics, logger, events, this.#index);
+    const observer = (this.#observer = new PlaneObserver(this, this.metrics, logger, events, this.#index));
     this.plane.setObserver(observer);
     this.nodes.setObserver(observer);
   }
@@ -203,6 +207,8 @@ export class LocalPlane implements DataPath, EventSink {
       await this.client.close();
       await this.nodes.close();
       this.#peers?.close();
+      // The last runs' reports, without waiting for the timer (a worker may be gone before it fires).
+      this.#observer.runReports.flush();
     })();
     return this.#closing;
   }
