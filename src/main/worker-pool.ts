@@ -15,6 +15,8 @@ import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
 import { ANNOUNCED_ENDPOINTS, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
+import { RunWireDecoder, type RunWireBatch } from '../contract/run-wire.js';
+import type { RunEvent } from '../contract/events.js';
 import { createRing, RingConsumer, RingProducer, type RingRecordHandler } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
@@ -59,6 +61,8 @@ class WorkerSlot {
     return map;
   }
   worker: Worker | undefined;
+  /** Reads this worker's run reports; a new one with each worker started in the slot. */
+  runs = new RunWireDecoder();
   exited = false;
   /** Said `ready`: an exit from now on is a fault to recover from, not a failed start. */
   started = false;
@@ -155,7 +159,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
     };
     const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
-    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage) => this.#onMessage(message, index));
+    // A new worker's run wire starts with no names and no open slots.
+    slot.runs = new RunWireDecoder();
+    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage | RunWireBatch) => this.#onMessage(message, index));
     worker.on('error', (err) => this.#logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
@@ -317,7 +323,25 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return out;
   }
 
-  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage, from: number): void {
+  /** A worker's turn of run reports, back to RunEvents for the run records (and the bus). */
+  #onRuns(batch: RunWireBatch, from: number): void {
+    const slot = this.#slots[from];
+    let events: RunEvent[];
+    try {
+      events = slot.runs.decode(batch);
+    } catch (err) {
+      // An encoder bug, not client input: the run records miss this turn's reports; requests and leases are unaffected.
+      this.#logger.error({ err, worker: from }, 'run reports from an I/O worker could not be read');
+      return;
+    }
+    this.#onEvent({ type: 'runs', events });
+  }
+
+  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage | RunWireBatch, from: number): void {
+    if (message.type === 'runWire') {
+      this.#onRuns(message, from);
+      return;
+    }
     if (message.type === 'event' || message.type === 'runs') {
       this.#onEvent(message);
       return;

@@ -6,6 +6,7 @@
 // over the parent port.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { A2ARelayMessage, AffinityMessage, ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
+import { RunWireEncoder } from '../contract/run-wire.js';
 import { createLogger } from '../shared/logger.js';
 import { LocalPlane } from './local-plane.js';
 import { RemoteScheduler } from './remote-scheduler.js';
@@ -13,7 +14,16 @@ import { RemoteScheduler } from './remote-scheduler.js';
 const data = workerData as IoWorkerData;
 const logger = createLogger('edge', data.logLevel).child({ worker: data.index });
 const port = new RemoteScheduler(data.toMain, data.fromMain);
-const post = (event: WorkerEvent): void => parentPort?.postMessage(event);
+const runWire = new RunWireEncoder();
+// A turn's run reports go as numbers plus new strings (contract/run-wire.ts), the numbers' buffer moved, not copied.
+const post = (event: WorkerEvent): void => {
+  if (event.type !== 'runs') {
+    parentPort?.postMessage(event);
+    return;
+  }
+  const batch = runWire.encode(event.events);
+  parentPort?.postMessage(batch, [batch.numbers.buffer]);
+};
 const plane = new LocalPlane(data.config, port, logger, post, data);
 // A stored Response learnt here is passed to every other worker through the pool (docs/architecture.md).
 plane.plane.onAffinity = (responseId, stored) => parentPort?.postMessage({ type: 'affinity', responseId, stored } satisfies AffinityMessage);

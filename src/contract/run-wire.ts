@@ -1,0 +1,288 @@
+// Run reports from an I/O worker to the main thread's run records, one
+// message per event-loop turn. Structured-cloning the report objects cost
+// more than the rest of the hand-off together (with workers.count 1, V8's
+// serializer and deserializer were ~8 % of the edge's CPU under a closed
+// loop, and the deserialized strings were hashed again on every map lookup
+// in the run records). So a turn's reports travel as one Float64Array plus the
+// few strings the main thread has not seen yet:
+//
+// - names (models, sessions, nodes, providers, adapters, outcomes) repeat:
+//   each is sent once as a NAME op and then referred to by its id;
+// - a run's id is sent once, with its queued report, and then referred to
+//   by a slot number until its finished report frees the slot;
+// - anything else (a client's request tag, an error message, a name past
+//   the table's bound) goes inline, in the message's `strings`.
+//
+// A string field is one number: > 0 a name id, < 0 `strings[-code - 1]`,
+// 0 none (null, or for a request id: the same as the run id). The decoder
+// rebuilds the same RunEvent objects, holding one copy of each name and
+// run id, so the run records' lookups hash each string once. The wire is
+// ordered (one MessagePort), so an id is always defined before its use.
+// One encoder per worker, one decoder per worker on the main thread.
+import type { RunEvent } from './events.js';
+
+export interface RunWireBatch {
+  readonly type: 'runWire';
+  readonly numbers: Float64Array<ArrayBuffer>;
+  readonly strings: readonly string[];
+}
+
+const NAME = 0;
+const QUEUED = 1;
+const DISPATCHED = 2;
+const FIRST_BYTE = 3;
+const STARTED = 4;
+const FINISHED = 5;
+
+/** Distinct names a worker defines; past it names go inline (a client's model or session text can be anything). */
+export const RUN_WIRE_NAME_LIMIT = 4096;
+/** Longest text kept as a name: longer ones (rare) go inline. */
+const NAME_MAX_CHARS = 256;
+/** Numbers in the largest report (FINISHED), so a turn's buffer never overflows mid-event. */
+const MAX_EVENT_NUMBERS = 16;
+
+export class RunWireEncoder {
+  #numbers: Float64Array<ArrayBuffer> = new Float64Array(1024);
+  #length = 0;
+  #strings: string[] = [];
+  readonly #names = new Map<string, number>();
+  /** Open runs' slot numbers, by run id: between a queued report and its finished one. */
+  readonly #slots = new Map<string, number>();
+  readonly #freeSlots: number[] = [];
+  #nextSlot = 1;
+
+  /** Open runs this encoder holds a slot for (tests, leak checks). */
+  get openRuns(): number {
+    return this.#slots.size;
+  }
+
+  /** One turn's reports as one message; the encoder is ready for the next turn. */
+  encode(events: readonly RunEvent[]): RunWireBatch {
+    for (let i = 0; i < events.length; i++) this.#event(events[i]);
+    const batch: RunWireBatch = { type: 'runWire', numbers: this.#numbers.slice(0, this.#length), strings: this.#strings };
+    this.#length = 0;
+    this.#strings = [];
+    return batch;
+  }
+
+  #event(event: RunEvent): void {
+    if (this.#length + 2 * MAX_EVENT_NUMBERS + 6 > this.#numbers.length) this.#grow();
+    switch (event.type) {
+      case 'run.queued': {
+        // Names first: their NAME ops must precede the report that uses them.
+        const model = this.#name(event.model);
+        const session = this.#name(event.session);
+        let slot = this.#slots.get(event.runId);
+        if (slot === undefined) {
+          slot = this.#freeSlots.pop() ?? this.#nextSlot++;
+          this.#slots.set(event.runId, slot);
+        }
+        this.#push(QUEUED);
+        this.#push(slot);
+        this.#push(this.#inline(event.runId));
+        this.#push(event.requestId === event.runId ? 0 : this.#inline(event.requestId));
+        this.#push(model);
+        this.#push(session);
+        this.#push(event.at);
+        return;
+      }
+      case 'run.dispatched': {
+        const model = this.#name(event.model);
+        const node = this.#name(event.node);
+        const provider = this.#name(event.provider);
+        const adapter = this.#name(event.adapter);
+        this.#push(DISPATCHED);
+        this.#push(this.#run(event.runId));
+        this.#push(model);
+        this.#push(node);
+        this.#push(provider);
+        this.#push(adapter);
+        this.#push(event.attempt);
+        this.#push(event.queueMs);
+        this.#push(event.at);
+        return;
+      }
+      case 'run.first_byte': {
+        const model = this.#name(event.model);
+        this.#push(FIRST_BYTE);
+        this.#push(this.#run(event.runId));
+        this.#push(model);
+        this.#push(event.ttfbMs);
+        this.#push(event.at);
+        return;
+      }
+      case 'run.started': {
+        const model = this.#name(event.model);
+        const node = this.#name(event.node);
+        const provider = this.#name(event.provider);
+        this.#push(STARTED);
+        this.#push(this.#run(event.runId));
+        this.#push(event.requestId === event.runId ? 0 : this.#inline(event.requestId));
+        this.#push(model);
+        this.#push(node);
+        this.#push(provider);
+        this.#push(event.queueMs);
+        return;
+      }
+      case 'run.finished': {
+        const model = this.#name(event.model);
+        const node = event.node === null ? 0 : this.#name(event.node);
+        const provider = event.provider === null ? 0 : this.#name(event.provider);
+        const outcome = this.#name(event.outcome);
+        const run = this.#run(event.runId);
+        this.#push(FINISHED);
+        this.#push(run);
+        this.#push(event.requestId === event.runId ? 0 : this.#inline(event.requestId));
+        this.#push(model);
+        this.#push(node);
+        this.#push(provider);
+        this.#push(event.status);
+        this.#push(outcome);
+        this.#push(event.totalMs);
+        this.#push(event.queueMs);
+        this.#push(event.bytesOut);
+        this.#push(event.at ?? Number.NaN);
+        const tokens = event.tokens;
+        this.#push(tokens === undefined || tokens === null ? -1 : tokens.prompt);
+        this.#push(tokens === undefined || tokens === null ? -1 : tokens.completion);
+        this.#push(event.error === undefined ? 0 : this.#inline(event.error));
+        // The decoder frees it too, after reading this report.
+        if (run > 0) {
+          this.#slots.delete(event.runId);
+          this.#freeSlots.push(run);
+        }
+        return;
+      }
+      default:
+    }
+  }
+
+  #push(value: number): void {
+    this.#numbers[this.#length++] = value;
+  }
+
+  #grow(): void {
+    const bigger = new Float64Array(this.#numbers.length * 2);
+    bigger.set(this.#numbers.subarray(0, this.#length));
+    this.#numbers = bigger;
+  }
+
+  /** The run's slot, or the id inline when it has none (a report without a queued one before it). */
+  #run(runId: string): number {
+    return this.#slots.get(runId) ?? this.#inline(runId);
+  }
+
+  #inline(text: string): number {
+    return -this.#strings.push(text);
+  }
+
+  #name(text: string): number {
+    const id = this.#names.get(text);
+    if (id !== undefined) return id;
+    if (text.length > NAME_MAX_CHARS || this.#names.size >= RUN_WIRE_NAME_LIMIT) return this.#inline(text);
+    const defined = this.#names.size + 1;
+    this.#names.set(text, defined);
+    if (this.#length + 3 > this.#numbers.length) this.#grow();
+    this.#push(NAME);
+    this.#push(defined);
+    this.#push(this.#inline(text));
+    return defined;
+  }
+}
+
+export class RunWireDecoder {
+  /** By id; index 0 unused. */
+  readonly #names: string[] = [''];
+  /** Open runs' ids, by slot. */
+  readonly #slots: (string | undefined)[] = [];
+
+  /** The batch's reports, in order. Throws on a malformed batch (a bug in the encoder, not client input). */
+  decode(batch: RunWireBatch): RunEvent[] {
+    const n = batch.numbers;
+    const s = batch.strings;
+    const out: RunEvent[] = [];
+    let i = 0;
+    while (i < n.length) {
+      const op = n[i++];
+      switch (op) {
+        case NAME:
+          this.#names[n[i]] = this.#text(n[i + 1], s);
+          i += 2;
+          break;
+        case QUEUED: {
+          const runId = this.#text(n[i + 1], s);
+          this.#slots[n[i]] = runId;
+          out.push({ type: 'run.queued', runId, requestId: n[i + 2] === 0 ? runId : this.#text(n[i + 2], s), model: this.#text(n[i + 3], s), session: this.#text(n[i + 4], s), at: n[i + 5] });
+          i += 6;
+          break;
+        }
+        case DISPATCHED:
+          out.push({
+            type: 'run.dispatched',
+            runId: this.#run(n[i], s),
+            model: this.#text(n[i + 1], s),
+            node: this.#text(n[i + 2], s),
+            provider: this.#text(n[i + 3], s),
+            adapter: this.#text(n[i + 4], s),
+            attempt: n[i + 5],
+            queueMs: n[i + 6],
+            at: n[i + 7],
+          });
+          i += 8;
+          break;
+        case FIRST_BYTE:
+          out.push({ type: 'run.first_byte', runId: this.#run(n[i], s), model: this.#text(n[i + 1], s), ttfbMs: n[i + 2], at: n[i + 3] });
+          i += 4;
+          break;
+        case STARTED: {
+          const runId = this.#run(n[i], s);
+          out.push({ type: 'run.started', runId, requestId: n[i + 1] === 0 ? runId : this.#text(n[i + 1], s), model: this.#text(n[i + 2], s), node: this.#text(n[i + 3], s), provider: this.#text(n[i + 4], s), queueMs: n[i + 5] });
+          i += 6;
+          break;
+        }
+        case FINISHED: {
+          const runId = this.#run(n[i], s);
+          if (n[i] > 0) this.#slots[n[i]] = undefined;
+          const at = n[i + 10];
+          const prompt = n[i + 11];
+          const error = n[i + 13];
+          // One shape whatever is absent (undefined drops out of the JSON the event stream sends, as a missing key would).
+          out.push({
+            type: 'run.finished',
+            runId,
+            requestId: n[i + 1] === 0 ? runId : this.#text(n[i + 1], s),
+            model: this.#text(n[i + 2], s),
+            node: n[i + 3] === 0 ? null : this.#text(n[i + 3], s),
+            provider: n[i + 4] === 0 ? null : this.#text(n[i + 4], s),
+            status: n[i + 5],
+            outcome: this.#text(n[i + 6], s),
+            totalMs: n[i + 7],
+            queueMs: n[i + 8],
+            bytesOut: n[i + 9],
+            at: Number.isNaN(at) ? undefined : at,
+            tokens: prompt < 0 ? null : { prompt, completion: n[i + 12] },
+            error: error === 0 ? undefined : this.#text(error, s),
+          });
+          i += 14;
+          break;
+        }
+        default:
+          throw new Error(`run wire: unknown op ${op} at ${i - 1}`);
+      }
+    }
+    return out;
+  }
+
+  #run(code: number, strings: readonly string[]): string {
+    if (code < 0) return this.#text(code, strings);
+    const runId = this.#slots[code];
+    if (runId === undefined) throw new Error(`run wire: slot ${code} is not open`);
+    return runId;
+  }
+
+  #text(code: number, strings: readonly string[]): string {
+    const text = code < 0 ? strings[-code - 1] : this.#names[code];
+    if (text === undefined) throw new Error(`run wire: string ${code} is not defined`);
+    return text;
+  }
+}
