@@ -60,7 +60,7 @@ export interface SessionInfo {
 export type WorkerEvent =
   | { readonly type: 'event'; readonly event: EdgeEvent; readonly session?: undefined; readonly gone?: undefined }
   | { readonly type: 'event'; readonly event: EdgeEvent | undefined; readonly session: SessionInfo; readonly gone: boolean }
-  /** One turn's run reports, for the main thread's run records (sent whether or not anyone subscribes). */
+  /** A batch of run reports, for the main thread's run records (sent whether or not anyone subscribes). An I/O worker never posts it: its reports cross as the run wire (run-wire.ts), which the pool decodes into this. */
   | { readonly type: 'runs'; readonly events: readonly RunEvent[] };
 
 /** Which provider made a stored Response (the Responses API keeps state there). */
