@@ -7,6 +7,7 @@
 // the main thread reads them into a real RunStore. CPU per request is each
 // thread's own (process.threadCpuUsage), the building of the reports
 // included in both modes. Modes alternate, and each figure is the median.
+// Each round checks that every report arrived and every run finished.
 //   npm run bench:run-wire [-- --quick] [-- --save[=DIR]]
 import { once } from 'node:events';
 import os from 'node:os';
@@ -70,6 +71,7 @@ async function measure(mode: Mode, batches: number, first: number): Promise<RunW
   const worker = new Worker(new URL(import.meta.url), { workerData: { mode, batches, first } satisfies WorkerJob });
   let workerCpu = -1;
   let received = 0;
+  let reportsIn = 0;
   // From the first message's arrival to the last one's records: the structured clone's reading happens
   // before the handler runs, so the handler alone would miss it. The main thread does nothing else meanwhile.
   let mainStart: NodeJS.CpuUsage | undefined;
@@ -80,7 +82,9 @@ async function measure(mode: Mode, batches: number, first: number): Promise<RunW
         workerCpu = message.cpuUs;
       } else {
         mainStart ??= process.threadCpuUsage();
-        store.runs(message.type === 'runs' ? message.events : decoder.decode(message));
+        const events = message.type === 'runs' ? message.events : decoder.decode(message);
+        reportsIn += events.length;
+        store.runs(events);
         if (++received === batches) {
           const used = process.threadCpuUsage(mainStart);
           mainCpu = used.user + used.system;
@@ -91,7 +95,9 @@ async function measure(mode: Mode, batches: number, first: number): Promise<RunW
   });
   await done;
   await worker.terminate();
-  if (store.size !== Math.min(batches * PER_BATCH, store.maxFinished)) throw new Error(`${mode}: the run records hold ${store.size} runs`);
+  // Every report arrived, and every run finished in the records (they keep the newest maxFinished).
+  if (reportsIn !== batches * PER_BATCH * 4) throw new Error(`${mode}: ${reportsIn} reports of ${batches * PER_BATCH * 4} arrived`);
+  if (store.size !== Math.min(batches * PER_BATCH, store.maxFinished) || store.list({ state: 'running' }).length > 0) throw new Error(`${mode}: the run records hold ${store.size} runs`);
   const requests = batches * PER_BATCH;
   return { mode, workerUs: workerCpu / requests, mainUs: mainCpu / requests };
 }

@@ -7,7 +7,8 @@
 // few strings the main thread has not seen yet:
 //
 // - names (models, sessions, nodes, providers, adapters, outcomes) repeat:
-//   each is sent once as a NAME op and then referred to by its id;
+//   each is sent once as a NAME op and then referred to by its id (the
+//   table is bounded, and clients' sessions may fill only half of it);
 // - a run's id is sent once, with its queued report, and then referred to
 //   by a slot number until its finished report frees the slot;
 // - anything else (a client's request tag, an error message, a name past
@@ -18,7 +19,9 @@
 // rebuilds the same RunEvent objects, holding one copy of each name and
 // run id, so the run records' lookups hash each string once. The wire is
 // ordered (one MessagePort), so an id is always defined before its use.
-// One encoder per worker, one decoder per worker on the main thread.
+// One encoder per worker, one decoder per worker on the main thread; the
+// decoder also knows which runs are open, so when a worker exits the pool
+// can close them in the run records.
 import type { RunEvent } from './events.js';
 
 export interface RunWireBatch {
@@ -36,6 +39,8 @@ const FINISHED = 5;
 
 /** Distinct names a worker defines; past it names go inline (a client's model or session text can be anything). */
 export const RUN_WIRE_NAME_LIMIT = 4096;
+/** Sessions are named by clients, without bound: they may take half the table, so models, nodes and providers always find room. */
+const SESSION_NAME_LIMIT = RUN_WIRE_NAME_LIMIT / 2;
 /** Longest text kept as a name: longer ones (rare) go inline. */
 const NAME_MAX_CHARS = 256;
 /** Numbers in the largest report (FINISHED), so a turn's buffer never overflows mid-event. */
@@ -71,7 +76,7 @@ export class RunWireEncoder {
       case 'run.queued': {
         // Names first: their NAME ops must precede the report that uses them.
         const model = this.#name(event.model);
-        const session = this.#name(event.session);
+        const session = this.#name(event.session, SESSION_NAME_LIMIT);
         let slot = this.#slots.get(event.runId);
         if (slot === undefined) {
           slot = this.#freeSlots.pop() ?? this.#nextSlot++;
@@ -153,7 +158,11 @@ export class RunWireEncoder {
         }
         return;
       }
-      default:
+      default: {
+        // A new RunEvent type fails to compile here until it has an encoding.
+        const unknown: never = event;
+        throw new Error(`run wire: no encoding for ${(unknown as RunEvent).type}`);
+      }
     }
   }
 
@@ -176,10 +185,10 @@ export class RunWireEncoder {
     return -this.#strings.push(text);
   }
 
-  #name(text: string): number {
+  #name(text: string, limit = RUN_WIRE_NAME_LIMIT): number {
     const id = this.#names.get(text);
     if (id !== undefined) return id;
-    if (text.length > NAME_MAX_CHARS || this.#names.size >= RUN_WIRE_NAME_LIMIT) return this.#inline(text);
+    if (text.length > NAME_MAX_CHARS || this.#names.size >= limit) return this.#inline(text);
     const defined = this.#names.size + 1;
     this.#names.set(text, defined);
     if (this.#length + 3 > this.#numbers.length) this.#grow();
@@ -190,14 +199,49 @@ export class RunWireEncoder {
   }
 }
 
+/** A run the worker reported queued and never finished, as its exit leaves it. */
+export interface OpenRun {
+  readonly runId: string;
+  readonly requestId: string;
+  readonly model: string;
+  /** Wall clock of its queued report. */
+  readonly queuedAt: number;
+}
+
 export class RunWireDecoder {
   /** By id; index 0 unused. */
   readonly #names: string[] = [''];
-  /** Open runs' ids, by slot. */
+  /** Open runs' ids, by slot; their models and queued times beside them. */
   readonly #slots: (string | undefined)[] = [];
+  readonly #models: string[] = [];
+  readonly #queuedAt: number[] = [];
+  /** The client's request tag where it is not the run id. */
+  readonly #tags: (string | undefined)[] = [];
+  /** Set by a batch that failed part-way: its names and slots are then unknown, so nothing later can be read safely. */
+  #broken = false;
 
-  /** The batch's reports, in order. Throws on a malformed batch (a bug in the encoder, not client input). */
+  get broken(): boolean {
+    return this.#broken;
+  }
+
+  /** Runs queued and not finished: what the run records hold open for this worker. */
+  openRuns(): OpenRun[] {
+    const out: OpenRun[] = [];
+    for (let slot = 0; slot < this.#slots.length; slot++) {
+      const runId = this.#slots[slot];
+      if (runId !== undefined) out.push({ runId, requestId: this.#tags[slot] ?? runId, model: this.#models[slot], queuedAt: this.#queuedAt[slot] });
+    }
+    return out;
+  }
+
+  /**
+   * The batch's reports, in order. Throws on a malformed batch (a bug in the
+   * encoder, not client input); after that every later batch throws too, as
+   * the ids it refers to can no longer be trusted.
+   */
   decode(batch: RunWireBatch): RunEvent[] {
+    if (this.#broken) throw new Error('run wire: an earlier batch could not be read');
+    this.#broken = true;
     const n = batch.numbers;
     const s = batch.strings;
     const out: RunEvent[] = [];
@@ -210,9 +254,15 @@ export class RunWireDecoder {
           i += 2;
           break;
         case QUEUED: {
+          const slot = n[i];
           const runId = this.#text(n[i + 1], s);
-          this.#slots[n[i]] = runId;
-          out.push({ type: 'run.queued', runId, requestId: n[i + 2] === 0 ? runId : this.#text(n[i + 2], s), model: this.#text(n[i + 3], s), session: this.#text(n[i + 4], s), at: n[i + 5] });
+          const model = this.#text(n[i + 3], s);
+          const tag = n[i + 2] === 0 ? undefined : this.#text(n[i + 2], s);
+          this.#slots[slot] = runId;
+          this.#models[slot] = model;
+          this.#queuedAt[slot] = n[i + 5];
+          this.#tags[slot] = tag;
+          out.push({ type: 'run.queued', runId, requestId: tag ?? runId, model, session: this.#text(n[i + 4], s), at: n[i + 5] });
           i += 6;
           break;
         }
@@ -242,7 +292,11 @@ export class RunWireDecoder {
         }
         case FINISHED: {
           const runId = this.#run(n[i], s);
-          if (n[i] > 0) this.#slots[n[i]] = undefined;
+          if (n[i] > 0) {
+            this.#slots[n[i]] = undefined;
+            this.#models[n[i]] = '';
+            this.#tags[n[i]] = undefined;
+          }
           const at = n[i + 10];
           const prompt = n[i + 11];
           const error = n[i + 13];
@@ -270,6 +324,7 @@ export class RunWireDecoder {
           throw new Error(`run wire: unknown op ${op} at ${i - 1}`);
       }
     }
+    this.#broken = false;
     return out;
   }
 

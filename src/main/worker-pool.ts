@@ -79,6 +79,9 @@ class WorkerSlot {
   }
 }
 
+/** The status the run records give a run its worker took down with it (the client's connection closed with that worker). */
+const WORKER_EXITED_STATUS = 502;
+
 export interface PoolPorts {
   readonly httpPort: number;
   readonly grpcPort: number;
@@ -166,6 +169,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
     worker.on('exit', (code) => {
       slot.exited = true;
       this.keys.releaseWorker(index, ID_STRIDE);
+      // Node delivers a worker's messages before its exit: every report it sent is in by now.
+      this.#finishOpenRuns(slot);
       if (this.#closed) return;
       this.#logger.error({ worker: index, code }, 'I/O worker exited');
       this.#rejectCalls(index);
@@ -326,14 +331,39 @@ export class WorkerPool implements DecisionHandler, DataPath {
   /** A worker's turn of run reports, back to RunEvents for the run records (and the bus). */
   #onRuns(batch: RunWireBatch, from: number): void {
     const slot = this.#slots[from];
+    if (slot.runs.broken) return;
     let events: RunEvent[];
     try {
       events = slot.runs.decode(batch);
     } catch (err) {
-      // An encoder bug, not client input: the run records miss this turn's reports; requests and leases are unaffected.
-      this.#logger.error({ err, worker: from }, 'run reports from an I/O worker could not be read');
+      // An encoder bug, not client input. Requests and leases are unaffected; the run records miss this worker's reports until it is replaced.
+      this.#logger.error({ err, worker: from }, 'run reports from an I/O worker could not be read; its later reports are dropped until it is replaced');
       return;
     }
+    this.#onEvent({ type: 'runs', events });
+  }
+
+  /** A worker that exited finished none of the runs it still held (and its last 2 ms of reports are gone): the run records close them. */
+  #finishOpenRuns(slot: WorkerSlot): void {
+    const open = slot.runs.openRuns();
+    if (open.length === 0) return;
+    const now = Date.now();
+    const events: RunEvent[] = open.map((run) => ({
+      type: 'run.finished',
+      runId: run.runId,
+      requestId: run.requestId,
+      model: run.model,
+      node: null,
+      provider: null,
+      status: WORKER_EXITED_STATUS,
+      outcome: 'worker_exited',
+      totalMs: Math.max(0, now - run.queuedAt),
+      queueMs: 0,
+      bytesOut: 0,
+      at: now,
+      tokens: null,
+      error: `I/O worker ${slot.index} exited while serving it`,
+    }));
     this.#onEvent({ type: 'runs', events });
   }
 

@@ -77,6 +77,12 @@ async function control(request: ControlRequest): Promise<unknown> {
 // requests held, re-homes its nodes and starts a new one on the same ports.
 process.on('uncaughtException', (err) => {
   logger.fatal({ err }, 'uncaught exception; this I/O worker exits and is replaced');
+  try {
+    // The reports of runs that did end (the pool closes the rest as worker_exited).
+    plane.flushRunReports();
+  } catch {
+    // The plane is in an unknown state; the pool closes what is left open.
+  }
   process.exit(70);
 });
 

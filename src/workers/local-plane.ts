@@ -202,13 +202,18 @@ export class LocalPlane implements DataPath, EventSink {
     return [await this.metrics.scrapeJson()];
   }
 
+  /** Sends the run reports held for the next batch now (close, or a worker about to exit on a fault). */
+  flushRunReports(): void {
+    this.#observer.runReports.flush();
+  }
+
   close(): Promise<void> {
     this.#closing ??= (async () => {
       await this.client.close();
       await this.nodes.close();
       this.#peers?.close();
       // The last runs' reports, without waiting for the timer (a worker may be gone before it fires).
-      this.#observer.runReports.flush();
+      this.flushRunReports();
     })();
     return this.#closing;
   }

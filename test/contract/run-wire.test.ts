@@ -75,11 +75,49 @@ test('a freed slot is reused by the next run, which reads back under its own id'
   const decoder = new RunWireDecoder();
   const a = lifecycle(10);
   const b = lifecycle(11);
-  // a opens and finishes; b opens in a's slot while c is still open beside it.
   const c = lifecycle(12);
-  const out = [...roundTrip(encoder, decoder, [c[0], ...a]).decoded, ...roundTrip(encoder, decoder, [b[0], c[1], b[1], b[2], b[3], c[2], c[3]]).decoded];
-  assert.deepEqual(json(out), json([c[0], ...a, b[0], c[1], b[1], b[2], b[3], c[2], c[3]]));
+  // c opens (slot 1), a opens (slot 2) and finishes; b then opens while c is still open beside it.
+  const first = roundTrip(encoder, decoder, [c[0], ...a]);
+  const second = roundTrip(encoder, decoder, [b[0], c[1], b[1], b[2], b[3], c[2], c[3]]);
+  // The second batch opens with b's QUEUED op (op 1), its slot next: a's, 2.
+  assert.deepEqual([second.batch.numbers[0], second.batch.numbers[1]], [1, 2]);
+  assert.deepEqual(json([...first.decoded, ...second.decoded]), json([c[0], ...a, b[0], c[1], b[1], b[2], b[3], c[2], c[3]]));
   assert.equal(encoder.openRuns, 0);
+  assert.deepEqual(decoder.openRuns(), []);
+});
+
+test('within one batch: a run finishes, the next takes its slot, and a late report of the first still reads as its own', () => {
+  const encoder = new RunWireEncoder();
+  const decoder = new RunWireDecoder();
+  const a = lifecycle(30);
+  const b = lifecycle(31);
+  const late: RunEvent = { type: 'run.first_byte', runId: a[0].runId, model: 'llama3', ttfbMs: 1, at: 5 };
+  const events = [a[0], a[3], b[0], late, b[1], b[3]];
+  const { decoded } = roundTrip(encoder, decoder, events);
+  assert.deepEqual(json(decoded), json(events));
+});
+
+test('the runs a worker leaves open are known to the decoder, with their model and queued time', () => {
+  const encoder = new RunWireEncoder();
+  const decoder = new RunWireDecoder();
+  const a = lifecycle(40);
+  const b = lifecycle(41, { model: 'qwen', requestId: 'client-tag-41' });
+  roundTrip(encoder, decoder, [a[0], b[0], a[1], b[1], a[3]]);
+  assert.deepEqual(decoder.openRuns(), [{ runId: b[0].runId, requestId: 'client-tag-41', model: 'qwen', queuedAt: (b[0] as { at: number }).at }]);
+  assert.equal(encoder.openRuns, 1);
+});
+
+test("clients' sessions take at most half the name table: models met later still get names", () => {
+  const encoder = new RunWireEncoder();
+  const decoder = new RunWireDecoder();
+  const events: RunEvent[] = [];
+  for (let i = 0; i < RUN_WIRE_NAME_LIMIT; i++) events.push({ type: 'run.queued', runId: `r-${i}`, requestId: `r-${i}`, model: 'llama3', session: `conversation-${i}`, at: i });
+  roundTrip(encoder, decoder, events);
+  const first = roundTrip(encoder, decoder, lifecycle(50, { model: 'model-met-late' }));
+  assert.ok(first.batch.strings.includes('model-met-late'), 'sent once, with its NAME op');
+  const again = roundTrip(encoder, decoder, lifecycle(51, { model: 'model-met-late' }));
+  assert.ok(!again.batch.strings.includes('model-met-late'), 'then by id');
+  assert.deepEqual(json(again.decoded), json(lifecycle(51, { model: 'model-met-late' })));
 });
 
 test('reports with no queued report before them, run.started, and a run without a node read back', () => {
@@ -106,9 +144,15 @@ test('past the name table bound, and for long names, texts go inline and still r
   assert.equal(encoder.openRuns, 0);
 });
 
-test('a malformed batch is refused with a message, not misread', () => {
+test('a malformed batch is refused with a message, and nothing after it is misread', () => {
+  const encoder = new RunWireEncoder();
   const decoder = new RunWireDecoder();
+  assert.ok(!decoder.broken);
   // FIRST_BYTE of slot 3, which no queued report opened.
   assert.throws(() => decoder.decode({ type: 'runWire', numbers: new Float64Array([3, 3, 1, 1, 1]), strings: [] }), /slot 3 is not open/);
-  assert.throws(() => decoder.decode({ type: 'runWire', numbers: new Float64Array([42]), strings: [] }), /unknown op 42/);
+  assert.ok(decoder.broken);
+  // A well-formed batch after it is refused too: the failed one may have defined names and slots it refers to.
+  assert.throws(() => decoder.decode(encoder.encode(lifecycle(60))), /an earlier batch could not be read/);
+  const other = new RunWireDecoder();
+  assert.throws(() => other.decode({ type: 'runWire', numbers: new Float64Array([42]), strings: [] }), /unknown op 42/);
 });

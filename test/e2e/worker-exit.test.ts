@@ -4,7 +4,8 @@
 // (the `crash` test hook throws an uncaught exception there) while its
 // requests are in flight on the node of the other worker. Its leases return,
 // the upstream requests it left are cancelled, new requests are served, and
-// the worker is back on the shared ports.
+// the worker is back on the shared ports. The run records close the runs it
+// left open (worker_exited).
 process.env.EDGE_TEST_HOOKS = '1';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -72,6 +73,14 @@ describe('an I/O worker that exits', () => {
     const outcomes = await Promise.all(open.map((o) => o.done));
     assert.equal(outcomes.filter((o) => o.startsWith('failed')).length, victimOpen, outcomes.join('; '));
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+    // The run records close the victim's runs (it never reported their end): none stays open,
+    // and exactly those show worker_exited; the other worker's ended as usual.
+    await waitUntil(() => stack.edge.runs.list({ state: 'running', limit: 1_000 }).length + stack.edge.runs.list({ state: 'queued', limit: 1_000 }).length === 0, 'no run left open');
+    const finished = stack.edge.runs.list({ state: 'finished', limit: 1_000 });
+    const exited = finished.filter((r) => r.outcome === 'worker_exited');
+    assert.equal(exited.length, victimOpen, JSON.stringify(finished.map((r) => r.outcome)));
+    assert.ok(exited.every((r) => r.status === 502 && r.error !== null && r.error.includes('exited')), JSON.stringify(exited));
+    assert.ok(finished.filter((r) => r.outcome === 'end').length >= open.length - victimOpen, JSON.stringify(finished.map((r) => r.outcome)));
 
     // The worker is back on the shared ports, and new requests are served by both.
     await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');

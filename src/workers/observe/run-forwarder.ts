@@ -15,7 +15,13 @@ export class RunForwarder implements RunSink {
   readonly #post: (events: RunEvent[]) => void;
   readonly #delayMs: number;
   #batch: RunEvent[] = [];
-  #flushQueued = false;
+  /** The timer or immediate that will flush, while one is pending. */
+  #pending: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  /** The timer's or immediate's callback: it has fired, so there is nothing to clear. */
+  readonly #fire = (): void => {
+    this.#pending = undefined;
+    this.flush();
+  };
 
   /** delayMs 0: at the end of the turn (setImmediate); otherwise after that many ms. */
   constructor(post: (events: RunEvent[]) => void, delayMs = 0) {
@@ -25,22 +31,23 @@ export class RunForwarder implements RunSink {
 
   run(event: RunEvent): void {
     this.#batch.push(event);
-    if (this.#flushQueued) return;
-    this.#flushQueued = true;
-    if (this.#delayMs > 0) setTimeout(flushRuns, this.#delayMs, this);
-    else setImmediate(flushRuns, this);
+    if (this.#pending !== undefined) return;
+    this.#pending = this.#delayMs > 0 ? setTimeout(this.#fire, this.#delayMs) : setImmediate(this.#fire);
   }
+
 
   /** Sends what was reported since the last flush; the timer or immediate calls it, and the plane's close. */
   flush(): void {
-    this.#flushQueued = false;
+    const pending = this.#pending;
+    if (pending !== undefined) {
+      // Called early (close, a fault): the pending one would find nothing to send.
+      this.#pending = undefined;
+      if (this.#delayMs > 0) clearTimeout(pending as NodeJS.Timeout);
+      else clearImmediate(pending as NodeJS.Immediate);
+    }
     if (this.#batch.length === 0) return;
     const batch = this.#batch;
     this.#batch = [];
     this.#post(batch);
   }
-}
-
-function flushRuns(forwarder: RunForwarder): void {
-  forwarder.flush();
 }
