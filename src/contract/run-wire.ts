@@ -43,8 +43,8 @@ export const RUN_WIRE_NAME_LIMIT = 4096;
 const SESSION_NAME_LIMIT = RUN_WIRE_NAME_LIMIT / 2;
 /** Longest text kept as a name: longer ones (rare) go inline. */
 const NAME_MAX_CHARS = 256;
-/** Numbers in the largest report (FINISHED), so a turn's buffer never overflows mid-event. */
-const MAX_EVENT_NUMBERS = 16;
+/** Numbers one report may add: the largest (FINISHED, 15) and NAME ops (3 each) for its at most 4 new names. */
+const MAX_EVENT_NUMBERS = 15 + 4 * 3;
 
 export class RunWireEncoder {
   #numbers: Float64Array<ArrayBuffer> = new Float64Array(1024);
@@ -71,7 +71,7 @@ export class RunWireEncoder {
   }
 
   #event(event: RunEvent): void {
-    if (this.#length + 2 * MAX_EVENT_NUMBERS + 6 > this.#numbers.length) this.#grow();
+    if (this.#length + MAX_EVENT_NUMBERS > this.#numbers.length) this.#grow();
     switch (event.type) {
       case 'run.queued': {
         // Names first: their NAME ops must precede the report that uses them.
@@ -85,7 +85,7 @@ export class RunWireEncoder {
         this.#push(QUEUED);
         this.#push(slot);
         this.#push(this.#inline(event.runId));
-        this.#push(event.requestId === event.runId ? 0 : this.#inline(event.requestId));
+        this.#push(this.#requestId(event.requestId, event.runId));
         this.#push(model);
         this.#push(session);
         this.#push(event.at);
@@ -122,7 +122,7 @@ export class RunWireEncoder {
         const provider = this.#name(event.provider);
         this.#push(STARTED);
         this.#push(this.#run(event.runId));
-        this.#push(event.requestId === event.runId ? 0 : this.#inline(event.requestId));
+        this.#push(this.#requestId(event.requestId, event.runId));
         this.#push(model);
         this.#push(node);
         this.#push(provider);
@@ -137,7 +137,7 @@ export class RunWireEncoder {
         const run = this.#run(event.runId);
         this.#push(FINISHED);
         this.#push(run);
-        this.#push(event.requestId === event.runId ? 0 : this.#inline(event.requestId));
+        this.#push(this.#requestId(event.requestId, event.runId));
         this.#push(model);
         this.#push(node);
         this.#push(provider);
@@ -147,9 +147,9 @@ export class RunWireEncoder {
         this.#push(event.queueMs);
         this.#push(event.bytesOut);
         this.#push(event.at ?? Number.NaN);
-        const tokens = event.tokens;
-        this.#push(tokens === undefined || tokens === null ? -1 : tokens.prompt);
-        this.#push(tokens === undefined || tokens === null ? -1 : tokens.completion);
+        const tokens = event.tokens ?? null;
+        this.#push(tokens === null ? -1 : tokens.prompt);
+        this.#push(tokens === null ? -1 : tokens.completion);
         this.#push(event.error === undefined ? 0 : this.#inline(event.error));
         // The decoder frees it too, after reading this report.
         if (run > 0) {
@@ -176,6 +176,11 @@ export class RunWireEncoder {
     this.#numbers = bigger;
   }
 
+  /** A request id is the run id unless the client tagged the request: 0 then, the tag inline otherwise. */
+  #requestId(requestId: string, runId: string): number {
+    return requestId === runId ? 0 : this.#inline(requestId);
+  }
+
   /** The run's slot, or the id inline when it has none (a report without a queued one before it). */
   #run(runId: string): number {
     return this.#slots.get(runId) ?? this.#inline(runId);
@@ -191,7 +196,6 @@ export class RunWireEncoder {
     if (text.length > NAME_MAX_CHARS || this.#names.size >= limit) return this.#inline(text);
     const defined = this.#names.size + 1;
     this.#names.set(text, defined);
-    if (this.#length + 3 > this.#numbers.length) this.#grow();
     this.#push(NAME);
     this.#push(defined);
     this.#push(this.#inline(text));
@@ -286,7 +290,7 @@ export class RunWireDecoder {
           break;
         case STARTED: {
           const runId = this.#run(n[i], s);
-          out.push({ type: 'run.started', runId, requestId: n[i + 1] === 0 ? runId : this.#text(n[i + 1], s), model: this.#text(n[i + 2], s), node: this.#text(n[i + 3], s), provider: this.#text(n[i + 4], s), queueMs: n[i + 5] });
+          out.push({ type: 'run.started', runId, requestId: this.#requestId(n[i + 1], runId, s), model: this.#text(n[i + 2], s), node: this.#text(n[i + 3], s), provider: this.#text(n[i + 4], s), queueMs: n[i + 5] });
           i += 6;
           break;
         }
@@ -304,7 +308,7 @@ export class RunWireDecoder {
           out.push({
             type: 'run.finished',
             runId,
-            requestId: n[i + 1] === 0 ? runId : this.#text(n[i + 1], s),
+            requestId: this.#requestId(n[i + 1], runId, s),
             model: this.#text(n[i + 2], s),
             node: n[i + 3] === 0 ? null : this.#text(n[i + 3], s),
             provider: n[i + 4] === 0 ? null : this.#text(n[i + 4], s),
@@ -326,6 +330,11 @@ export class RunWireDecoder {
     }
     this.#broken = false;
     return out;
+  }
+
+  /** The encoder's request-id code: 0 = the run id. */
+  #requestId(code: number, runId: string, strings: readonly string[]): string {
+    return code === 0 ? runId : this.#text(code, strings);
   }
 
   #run(code: number, strings: readonly string[]): string {
