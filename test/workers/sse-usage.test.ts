@@ -63,3 +63,57 @@ test('a one-frame answer is read from the frame itself', () => {
   tail.push(Buffer.from('{"id":"x","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}'));
   assert.deepEqual(tail.usage(), { promptTokens: 1, completionTokens: 2 });
 });
+
+// The regular expressions the byte scanner replaced: its results must be theirs on every usage object a
+// provider sends (JSON whitespace, nested details, the Responses and Messages names, counts missing or null).
+function usageByRegex(text: string): { promptTokens: number; completionTokens: number } | undefined {
+  const at = text.lastIndexOf('"usage"');
+  if (at < 0) return undefined;
+  let depth = 0;
+  let end = Math.min(text.length, at + 1024);
+  for (let i = at + 7; i < end; i++) {
+    if (text[i] === '{') depth++;
+    else if (text[i] === '}' && --depth <= 0) {
+      end = i + 1;
+      break;
+    }
+  }
+  const obj = text.slice(at, end);
+  const prompt = /"(?:prompt|input)_tokens"[ \t\r\n]*:[ \t\r\n]*(\d+)/.exec(obj);
+  const completion = /"(?:completion|output)_tokens"[ \t\r\n]*:[ \t\r\n]*(\d+)/.exec(obj);
+  if (!prompt && !completion) return undefined;
+  return { promptTokens: prompt ? Number(prompt[1]) : 0, completionTokens: completion ? Number(completion[1]) : 0 };
+}
+
+test('the byte scanner reads the same counts as the regular expressions it replaced', () => {
+  let seed = 7;
+  const rand = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed % n;
+  };
+  const ws = () => [' ', '', '\n  ', '\t', ''][rand(5)];
+  const count = () => [String(rand(100_000)), 'null', '"12"', '0', '-3', String(rand(10))][rand(6)];
+  const key = (names: string[]) => names[rand(names.length)];
+  for (let i = 0; i < 5_000; i++) {
+    const fields: string[] = [];
+    const n = rand(6);
+    for (let f = 0; f < n; f++) {
+      const name = key(['prompt_tokens', 'input_tokens', 'completion_tokens', 'output_tokens', 'total_tokens', 'prompt_tokens_details', 'cache_read_input_tokens']);
+      const value = name.endsWith('_details') ? `{${ws()}"cached_tokens"${ws()}:${ws()}${count()}${ws()}}` : count();
+      fields.push(`${ws()}"${name}"${ws()}:${ws()}${value}`);
+    }
+    const body = `{"id":"x","choices":[],"usage":${ws()}{${fields.join(',')}${ws()}}${ws()}}`;
+    const text = rand(2) === 0 ? body : `data: ${body}\n\ndata: [DONE]\n\n`;
+    assert.deepEqual(usageFromTail([Buffer.from(text, 'latin1')]), usageByRegex(text), text);
+  }
+});
+
+test('a count split across frames, or at the edge of the usage object, is read as the bytes say', () => {
+  const text = '{"usage":{"prompt_tokens" : 123,"completion_tokens":\n45}}';
+  for (let cut = 1; cut < text.length; cut++) {
+    const b = Buffer.from(text);
+    assert.deepEqual(usageFromTail([b.subarray(0, cut), b.subarray(cut)]), { promptTokens: 123, completionTokens: 45 }, `cut ${cut}`);
+  }
+  assert.equal(usageFromTail([Buffer.from('{"usage":{"prompt_tokens":}}')]), undefined);
+  assert.deepEqual(usageFromTail([Buffer.from('{"usage":{"output_tokens":9')]), { promptTokens: 0, completionTokens: 9 });
+});

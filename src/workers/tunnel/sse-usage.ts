@@ -14,8 +14,11 @@ export interface TokenUsage {
 }
 
 const USAGE_KEY = Buffer.from('"usage"');
-const PROMPT = /"(?:prompt|input)_tokens"\s*:\s*(\d+)/;
-const COMPLETION = /"(?:completion|output)_tokens"\s*:\s*(\d+)/;
+// The count names, with their quotes (so `"prompt_tokens_details"` is another key).
+const PROMPT_TOKENS = Buffer.from('"prompt_tokens"');
+const INPUT_TOKENS = Buffer.from('"input_tokens"');
+const COMPLETION_TOKENS = Buffer.from('"completion_tokens"');
+const OUTPUT_TOKENS = Buffer.from('"output_tokens"');
 /** Longest `usage` object read; usage objects are a few hundred bytes. */
 const USAGE_OBJECT_BYTES = 1024;
 /** Enough for a usage object and the [DONE] event after it. */
@@ -26,11 +29,64 @@ export function usageFromTail(frames: readonly Uint8Array[]): TokenUsage | undef
   const tail = frames.length === 1 ? Buffer.from(frames[0].buffer, frames[0].byteOffset, frames[0].byteLength) : Buffer.concat(frames);
   const at = tail.lastIndexOf(USAGE_KEY);
   if (at < 0) return undefined;
-  const text = tail.toString('latin1', at, objectEnd(tail, at));
-  const prompt = PROMPT.exec(text);
-  const completion = COMPLETION.exec(text);
-  if (!prompt && !completion) return undefined;
-  return { promptTokens: prompt ? Number(prompt[1]) : 0, completionTokens: completion ? Number(completion[1]) : 0 };
+  // One pass over the usage object's bytes: this runs at the end of every answer, and a latin1 copy plus
+  // two regular expressions over it were ~2 % of the edge's closed-loop profile.
+  const end = objectEnd(tail, at);
+  let prompt = -1;
+  let completion = -1;
+  for (let i = at + USAGE_KEY.length; i < end; i++) {
+    if (tail[i] !== QUOTE) continue;
+    const key = countKey(tail[i + 1]);
+    if (key === undefined || !keyAt(tail, i, key, end)) continue;
+    const n = digitsAfterColon(tail, i + key.length, end);
+    if (n < 0) continue;
+    // The first of each pair counts, as a reader from the left would take it.
+    if (key === PROMPT_TOKENS || key === INPUT_TOKENS) {
+      if (prompt < 0) prompt = n;
+    } else if (completion < 0) completion = n;
+    if (prompt >= 0 && completion >= 0) break;
+    i += key.length - 1;
+  }
+  if (prompt < 0 && completion < 0) return undefined;
+  return { promptTokens: prompt < 0 ? 0 : prompt, completionTokens: completion < 0 ? 0 : completion };
+}
+
+const QUOTE = 0x22;
+
+/** The count name a quoted key starting with `first` could be. */
+function countKey(first: number): Buffer | undefined {
+  switch (first) {
+    case 0x70: return PROMPT_TOKENS; // p
+    case 0x69: return INPUT_TOKENS; // i
+    case 0x63: return COMPLETION_TOKENS; // c
+    case 0x6f: return OUTPUT_TOKENS; // o
+    default: return undefined;
+  }
+}
+
+function keyAt(buf: Buffer, at: number, key: Buffer, end: number): boolean {
+  if (at + key.length > end) return false;
+  for (let k = 2; k < key.length; k++) if (buf[at + k] !== key[k]) return false;
+  return true;
+}
+
+/** The integer after `ws : ws` at buf[i], before `end`; -1 when the bytes are not that. */
+function digitsAfterColon(buf: Buffer, i: number, end: number): number {
+  while (i < end && isJsonSpace(buf[i])) i++;
+  if (i >= end || buf[i] !== 0x3a) return -1;
+  i++;
+  while (i < end && isJsonSpace(buf[i])) i++;
+  let n = -1;
+  for (; i < end; i++) {
+    const d = buf[i] - 0x30;
+    if (d < 0 || d > 9) break;
+    n = n < 0 ? d : n * 10 + d;
+  }
+  return n;
+}
+
+function isJsonSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 /** Past the `{...}` value that follows `"usage"` at `at` (nested details objects included), capped. */
