@@ -20,7 +20,7 @@ import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js'
 import { queueDoneComment, queuePositionComment } from './queue-updates.js';
 import type { InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
-import { nodeHopMs, overheadAtHeadersMs } from '../observe/exchange-observer.js';
+import { formatMs3, nodeHopMs, overheadAtHeadersMs } from '../observe/exchange-observer.js';
 
 export const kExchange = Symbol('edge.exchange');
 
@@ -178,7 +178,7 @@ export class ProxyExchange implements TunnelConsumer {
       'x-edge-overhead-ms', this.#markHeaders(status),
     );
     const hopMs = nodeHopMs(this, false);
-    if (hopMs >= 0) flat.push('x-edge-hop-ms', hopMs.toFixed(3), 'x-edge-upstream-ms', (upstreamUs / 1000).toFixed(3));
+    if (hopMs >= 0) flat.push('x-edge-hop-ms', formatMs3(hopMs), 'x-edge-upstream-ms', formatMs3(upstreamUs / 1000));
     try {
       this.response.writeHead(status, flat);
     } catch (err) {
@@ -432,7 +432,7 @@ export class ProxyExchange implements TunnelConsumer {
   #markHeaders(status: number): string {
     this.status = status;
     this.headersAt = performance.now();
-    return overheadAtHeadersMs(this, this.headersAt).toFixed(3);
+    return formatMs3(overheadAtHeadersMs(this, this.headersAt));
   }
 
   #markData(length: number): void {

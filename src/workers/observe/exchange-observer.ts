@@ -82,3 +82,16 @@ export function overheadAtHeadersMs(exchange: ExchangeView, now: number): number
   const nodeWait = exchange.headersAt - exchange.sentAt;
   return Math.max(0, now - exchange.startedAt - queued - nodeWait);
 }
+
+/**
+ * `ms` as `toFixed(3)` writes a non-negative figure, for the timing headers every response carries: integer
+ * arithmetic and a concatenation instead of V8's general double formatting (~0.6 % of the edge's closed-loop
+ * profile for the three headers). Ties may round the other way in the last digit; the headers are diagnostics.
+ */
+export function formatMs3(ms: number): string {
+  const us = Math.round(ms * 1000);
+  if (!(us >= 0 && us < 1e15)) return ms.toFixed(3);
+  const whole = Math.floor(us / 1000);
+  const frac = us - whole * 1000;
+  return whole + (frac >= 100 ? '.' : frac >= 10 ? '.0' : '.00') + frac;
+}
