@@ -33,6 +33,13 @@ describe('readLeanHead', () => {
     assert.equal(got?.close, true);
   });
 
+  test('Connection: keep-alive, and keep-alive among other tokens, keep the connection; close among them ends it', () => {
+    for (const [value, close] of [['keep-alive', false], ['Keep-Alive', false], ['keep-alive, te', false], ['te, close', true], ['keep-alive,close', true]] as const) {
+      const got = readLeanHead(head([...PLAIN, `Connection: ${value}`], '{}'), LIMIT, ROUTES);
+      assert.equal(got?.close, close, value);
+    }
+  });
+
   const refused: Record<string, Buffer> = {
     'an incomplete head': Buffer.from('POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\n', 'latin1'),
     'a head over the header limit': head([...PLAIN, `X-Big: ${'a'.repeat(LIMIT)}`]),

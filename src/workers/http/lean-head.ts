@@ -111,6 +111,8 @@ export function readLeanHead(buffer: Buffer, maxHeaderBytes: number, routes: rea
         contentLength = Number(value);
         break;
       case 'connection':
+        // The value nearly every client sends needs neither token scan.
+        if (value === 'keep-alive') break;
         if (UPGRADE_TOKEN.test(value)) return undefined;
         close = asksToClose(value);
         break;
