@@ -77,6 +77,8 @@ export interface RunningEdge {
   status(): Promise<EdgeStatus>;
   /** The data path's state in every thread (by postMessage from I/O workers). */
   inspect(): Promise<EdgeInspection>;
+  /** The Prometheus text GET /metrics serves: this thread's registry and every I/O worker's, aggregated. */
+  scrapeMetrics(): Promise<string>;
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
   /** Resets a provider's outlier breaker (POST /admin/providers/:id/reset); undefined for an unknown provider. */
   resetProvider(providerId: string): boolean | undefined;

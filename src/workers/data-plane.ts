@@ -121,6 +121,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   #adapters: ReadonlyMap<string, Adapter>;
   #deadlineLimits: DeadlineLimits;
   #maxTunnelsPerNode: number;
+  #tunnelLimitLoggedAt = -Infinity;
+  #tunnelLimitRefusals = 0;
   #observer: ExchangeObserver = NO_OBSERVER;
   /** Set when this thread drains (beginShutdown). */
   #shuttingDown = false;
@@ -204,9 +206,13 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const requestId = this.#nextSeq++ * this.#idStride + this.#idBase;
     this.begunTotal++;
     let limitedKey: ApiKeyState | undefined;
+    let keyRefused = false;
     if (apiKey !== undefined) {
       if (!this.sharedKeyLimits) {
-        this.#keyOf.set(requestId, apiKey);
+        // The key's slot is taken here, so that a refusal is a run and counted like any other (with
+        // workers the main thread takes it at admission and the refusal comes back through onReject).
+        if (apiKey.tryAcquire()) this.#keyOf.set(requestId, apiKey);
+        else keyRefused = true;
       } else if (apiKey.maxConcurrent !== Infinity) {
         // Shared limits: only keys with max_concurrent are counted (main takes the slot at admission).
         limitedKey = apiKey;
@@ -224,6 +230,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (this.#observer !== NO_OBSERVER) this.#observeQueued(exchange);
     if (sessionId === undefined) {
       exchange.reject(Errors.invalidSession, 0);
+      return;
+    }
+    if (keyRefused) {
+      exchange.reject(Errors.tooManyConcurrent, 1, keyLimitMessage(apiKey as ApiKeyState));
       return;
     }
     this.#driver.admit(admitRequestOf(exchange), limitedKey);
@@ -402,6 +412,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (exchange.timeout !== undefined) clearTimeout(exchange.timeout);
     exchange.timeout = undefined;
     exchange.state = 'admitting';
+    // The run record keeps naming this provider until another dispatch: the request's metrics do too.
+    if (exchange.grant !== undefined) exchange.triedProviderId = exchange.grant.providerId;
     exchange.grant = undefined;
     exchange.session = undefined;
     exchange.tunnelId = 0;
@@ -436,7 +448,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#observeRetry(exchange, code, grant.providerId);
     // Admitting again before the call: the new grant may be delivered from inside it.
     this.#undispatch(exchange);
-    this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; retrying on another provider');
+    this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; asking the scheduler for another provider');
     this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
     return true;
   }
@@ -464,7 +476,14 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   /** The granted node is at limits.max_tunnels_per_node: retry elsewhere once, else 503 node_overloaded. */
   #refuseOverloaded(exchange: ProxyExchange, grant: Grant, open: number): void {
-    this.logger.warn({ node: grant.nodeId, open, limit: this.#maxTunnelsPerNode }, 'node at its tunnel limit; request not sent there');
+    // Under load this happens per request: one line per TUNNEL_LIMIT_LOG_MS, with how many it stands for.
+    this.#tunnelLimitRefusals++;
+    const now = performance.now();
+    if (now - this.#tunnelLimitLoggedAt >= TUNNEL_LIMIT_LOG_MS) {
+      this.logger.warn({ node: grant.nodeId, open, limit: this.#maxTunnelsPerNode, refusals: this.#tunnelLimitRefusals }, 'node at its tunnel limit; request not sent there (refusals: since the last such line)');
+      this.#tunnelLimitLoggedAt = now;
+      this.#tunnelLimitRefusals = 0;
+    }
     if (!exchange.retried) {
       exchange.retried = true;
       this.#fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
@@ -622,9 +641,16 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     // Always there: the admit carried the key, and only forget() (which also ends `pending`) clears it.
     const key = this.#keyOf.get(exchange.requestId) as ApiKeyState;
     this.#keyOf.delete(exchange.requestId);
-    exchange.reject(Errors.tooManyConcurrent, retryAfterSec, `this API key already has ${key.maxConcurrent} requests open (its limit); retry when one finishes`);
+    exchange.reject(Errors.tooManyConcurrent, retryAfterSec, keyLimitMessage(key));
   }
 }
+
+function keyLimitMessage(key: ApiKeyState): string {
+  return `this API key already has ${key.maxConcurrent} requests open (its limit); retry when one finishes`;
+}
+
+/** At most one "node at its tunnel limit" line this often (ms). */
+const TUNNEL_LIMIT_LOG_MS = 10_000;
 
 /** A client's x-request-id is carried to the node only when it is a short printable token. */
 const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;

@@ -8,6 +8,7 @@ import { Agent, fetch as undiciFetch, type Response } from 'undici';
 import type { KeyConcurrency } from '../../src/main/key-concurrency.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { ALIAS, inFlight, startStack, testWorkers, waitUntil, type Stack } from '../helpers/stack.js';
+import { sample } from '../main/admin/ops-stack.js';
 
 const ALICE = 'sk-alice-limits-0123';
 const LIMIT = 2;
@@ -68,6 +69,12 @@ describe('max_concurrent across worker threads', () => {
     }
     await waitUntil(() => inFlight(stack.edge) === 0 && (keyCount() ?? 0) === 0, 'every slot to be free again');
     assert.deepEqual(keys()?.status() ?? [], []);
+    // Every refusal is accounted for the same way in every mode: a finished run and the reject counters.
+    const refusedRuns = () => stack.edge.runs.list({ state: 'finished' }).filter((r) => r.status === 429 && r.outcome === 'too_many_concurrent_requests').length;
+    await waitUntil(() => refusedRuns() === refused.length, `${refused.length} refused runs in the run records`);
+    const metrics = await stack.edge.scrapeMetrics();
+    assert.equal(sample(metrics, 'edge_rejects_total', { reason: 'too_many_concurrent_requests' }), refused.length);
+    assert.equal(sample(metrics, 'edge_requests_total', { model: ALIAS, provider: '', status: '429' }), refused.length);
   });
 
   test('a client that sends its next requests as soon as it has read its responses always finds its slots free', async () => {

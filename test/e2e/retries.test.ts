@@ -32,7 +32,7 @@ interface Fleet {
  * node-1 and its one real agent; `fakeNodes` adds node-2.. with one provider
  * each (0-fake-1, ...: sorted before a), for a FakeNode to drive.
  */
-async function fleet(urls: string[], fakeNodes = 0): Promise<Fleet> {
+async function fleet(urls: string[], fakeNodes = 0, capacity = 4): Promise<Fleet> {
   const ids = urls.map((_, i) => String.fromCharCode(97 + i));
   const fakeIds = Array.from({ length: fakeNodes }, (_, i) => `0-fake-${i + 1}`);
   const edge = await startEdge(
@@ -42,7 +42,7 @@ async function fleet(urls: string[], fakeNodes = 0): Promise<Fleet> {
         heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
         workers: { count: testWorkers() },
         nodes: [
-          { id: 'node-1', token: 't1', providers: ids.map((id) => ({ id, capacity: 4 })) },
+          { id: 'node-1', token: 't1', providers: ids.map((id) => ({ id, capacity })) },
           ...fakeIds.map((id, i) => ({ id: `node-${i + 2}`, token: `t${i + 2}`, providers: [{ id, capacity: 4 }] })),
         ],
         models: [{ alias: ALIAS, providers: Object.fromEntries([...fakeIds, ...ids].map((id) => [id, `served-${id}`])) }],
@@ -125,6 +125,34 @@ describe('retry before the first byte', () => {
       'a tried, then b (retried once), never c',
     );
     assert.deepEqual(mocks.slice(0, 2).map((m) => m.requestLog.at(-1)?.requestId), ['three-failing', 'three-failing']);
+  });
+
+  test('a request a failure sent back to the queue, abandoned there, is counted under the provider its run record names', async () => {
+    const resetting = await slowResettingServer(0);
+    servers.push(resetting.server);
+    current = await fleet([resetting.url, mocks[1].url], 0, 1);
+    const edge = current.edge;
+    // r1: reset by a, retried on b, which it then holds for 2 s.
+    const r1 = new AbortController();
+    const first = fetch(`${edge.url}/v1/chat/completions`, { method: 'POST', signal: r1.signal, headers: { 'content-type': 'application/json', 'x-mock-ttft-ms': '2000' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }) }).catch((e: unknown) => e);
+    await waitUntil(() => edge.runs.list({ state: 'running' }).some((r) => r.provider === 'b' && r.attempts === 2), 'the first request to hold b after its failure on a');
+    // r2: reset by a too, then back in the queue behind b; its client gives up there.
+    const r2 = new AbortController();
+    const second = fetch(`${edge.url}/v1/chat/completions`, { method: 'POST', signal: r2.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }) }).catch((e: unknown) => e);
+    await waitUntil(() => resetting.requests() === 2 && edge.driver.status().groups.some((g) => g.alias === ALIAS && g.queueDepth === 1), 'the second request to wait in the queue after its failure');
+    r2.abort();
+    assert.ok((await second) instanceof Error);
+    // Only once the edge has seen it leave: before that, b freed by r1 would be granted to it.
+    const finished = () => edge.runs.list({ state: 'finished' });
+    await waitUntil(() => finished().length === 1, 'the abandoned run to finish');
+    assert.deepEqual([finished()[0].provider, finished()[0].status, finished()[0].attempts], ['a', 499, 1], 'the run record names the provider it last went to');
+    r1.abort();
+    await first;
+    await settled(edge);
+    const metrics = await edge.scrapeMetrics();
+    assert.match(metrics, /^edge_requests_total\{model="llama3",provider="a",status="499"\} 1$/m);
+    assert.match(metrics, /^edge_requests_total\{model="llama3",provider="b",status="499"\} 1$/m);
+    assert.doesNotMatch(metrics, /^edge_requests_total\{model="llama3",provider="",/m, 'no request of these was refused before a grant');
   });
 
   test('a node answering ERROR node_leaving hands the request to another provider, invisibly to the client', async () => {

@@ -297,8 +297,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     if (!this.#plane.hasModel(agent.model)) return `The model ${JSON.stringify(agent.model)} does not exist (${Errors.modelNotFound.code})`;
     if (key === undefined) return undefined;
     if (!key.mayUse(agent.model)) return `this API key may not use the model ${JSON.stringify(agent.model)} (${Errors.modelNotAllowed.code})`;
-    // With I/O workers the slot is taken on the main thread at admission (DataPlane.sharedKeyLimits).
-    if (!this.#plane.sharedKeyLimits && !key.tryAcquire()) return `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes (${Errors.tooManyConcurrent.code})`;
+    // The concurrency slot is taken at admission (DataPlane.begin): a refused run fails like any other.
     return undefined;
   }
 

@@ -345,13 +345,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       this.#error(reply, response, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(model)}`, route.errors);
       return false;
     }
-    // With I/O workers the slot is taken on the main thread at admission (DataPlane.sharedKeyLimits).
-    if (!this.#plane.sharedKeyLimits && !key.tryAcquire()) {
-      this.#header(reply, response, 'retry-after', '1');
-      this.#header(reply, response, 'retry-after-ms', '1000');
-      this.#error(reply, response, Errors.tooManyConcurrent, `this API key already has ${key.inFlight} requests open (its limit); retry when one finishes`, route.errors);
-      return false;
-    }
+    // The concurrency slot is the data plane's to take (DataPlane.begin), so a refusal is a run and counted.
     return true;
   }
 

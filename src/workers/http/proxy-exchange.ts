@@ -62,6 +62,7 @@ export class ProxyExchange implements TunnelConsumer {
   tunnelId = 0;
   session: TunnelHost | undefined;
   grant: Grant | undefined;
+  triedProviderId = '';
   timeout: NodeJS.Timeout | undefined;
   /** Total, time-to-first-byte and idle deadlines on the one `timeout` timer; set at dispatch. */
   deadlines: ExchangeDeadlines | undefined;

@@ -10,6 +10,8 @@ export interface ExchangeView {
   readonly requestTag: string;
   readonly info: { readonly model: string; readonly stream: boolean };
   readonly grant: Grant | undefined;
+  /** The provider it was last sent to, once a failure before its first byte took the grant back ("" = none). */
+  readonly triedProviderId: string;
   /** The session the client named ("" = none). */
   readonly sessionId: string;
   /** The adapter of the provider it was dispatched to: `http` or `cli`. */

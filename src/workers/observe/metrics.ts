@@ -51,7 +51,7 @@ export class EdgeMetrics {
   readonly registry = new Registry();
   readonly #requests = new Counter({ name: 'edge_requests_total', help: 'Proxied requests by model alias, provider and HTTP status (499: the client left first)', labelNames: ['model', 'provider', 'status'] as const, registers: [this.registry] });
   readonly #retries = new Counter({ name: 'edge_retries_total', help: 'Requests that failed before their first byte on one provider and were re-queued once for another, by reason and the provider that failed', labelNames: ['reason', 'provider'] as const, registers: [this.registry] });
-  readonly #rejects = new Counter({ name: 'edge_rejects_total', help: 'Requests refused without reaching a provider, by reason (queue_full, queue_timeout, no_provider_available, model_not_found, node_not_found, shutting_down)', labelNames: ['reason'] as const, registers: [this.registry] });
+  readonly #rejects = new Counter({ name: 'edge_rejects_total', help: 'Requests refused without reaching a provider, by reason (queue_full, queue_timeout, no_provider_available, too_many_concurrent_requests, shutting_down, ...: the error code the client got)', labelNames: ['reason'] as const, registers: [this.registry] });
   readonly #total = new HotHistogram({ name: 'edge_request_duration_seconds', help: 'Total latency: request in the edge to the last byte relayed', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
   readonly #ttfb = new HotHistogram({ name: 'edge_time_to_first_byte_seconds', help: 'Request in the edge to the first response body byte written to the client', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
   readonly #queue = new HotHistogram({ name: 'edge_queue_wait_seconds', help: 'Time queued for a provider slot', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
@@ -128,7 +128,7 @@ export class EdgeMetrics {
   exchangeFinished(exchange: ExchangeView, outcome: string, now: number): void {
     const model = exchange.info.model;
     const grant = exchange.grant;
-    this.#count(model, grant?.providerId ?? '', exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status);
+    this.#count(model, grant !== undefined ? grant.providerId : exchange.triedProviderId, exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status);
     this.#bytesToClient += exchange.bytesOut;
     if (exchange.sentAt > 0) this.#bytesToNode += exchange.body.byteLength;
     if (exchange.usage !== undefined) this.#countTokens(model, exchange.usage.promptTokens, exchange.usage.completionTokens);
