@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, describe, test } from 'node:test';
-import { ALIAS, inFlight, startStack, waitUntil, type Stack, type StackOptions } from '../helpers/stack.js';
+import { pino } from 'pino';
+import { ALIAS, inFlight, startStack, testWorkers, waitUntil, type Stack, type StackOptions } from '../helpers/stack.js';
 
 const stacks: Stack[] = [];
 async function stackWith(limits: Record<string, number>, options: StackOptions = {}): Promise<Stack> {
@@ -142,5 +143,23 @@ describe('max tunnels per node', () => {
     const again = await chat(stack);
     assert.equal(again.status, 200, 'served once the tunnel closed');
     await again.arrayBuffer();
+  });
+
+  test('a node whose capacity is over the limit is named once at registration; refusals under load log one line, not one each', { skip: testWorkers() > 0 ? 'I/O worker threads log to stdout, not to the test logger' : false }, async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (text: string) => void lines.push(JSON.parse(text) as Record<string, unknown>) });
+    const stack = await stackWith({ max_tunnels_per_node: 1 }, { capacity: 4, logger });
+    const named = lines.filter((l) => String(l.msg).includes('limits.max_tunnels_per_node'));
+    assert.equal(named.length, 1);
+    assert.deepEqual([named[0].capacity, named[0].maxTunnelsPerNode], [4, 1]);
+    const slow = chat(stack, {}, { 'x-mock-tokens': '2', 'x-mock-interval-ms': '300' });
+    await waitUntil(() => inFlight(stack.edge) === 1 && stack.mock.stats.requests >= 1, 'the first tunnel to open');
+    const refused = await Promise.all(Array.from({ length: 5 }, () => chat(stack)));
+    assert.deepEqual(refused.map((r) => r.status), [503, 503, 503, 503, 503]);
+    await Promise.all(refused.map((r) => r.arrayBuffer()));
+    assert.equal((await slow).status, 200);
+    const atLimit = lines.filter((l) => String(l.msg).startsWith('node at its tunnel limit'));
+    assert.equal(atLimit.length, 1, 'one line for the burst');
+    assert.equal(atLimit[0].refusals, 1, 'the first refusal is logged at once');
   });
 });

@@ -8,6 +8,7 @@ import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider, type MockProviderOptions } from '../../src/mock/provider.js';
 import type { EdgeConfig } from '../../src/shared/config-types.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
+import type { Logger } from 'pino';
 import { silentLogger } from '../../src/shared/logger.js';
 
 export interface StackOptions {
@@ -26,6 +27,8 @@ export interface StackOptions {
   readonly providerType?: 'openai_compat' | 'vllm' | 'ollama';
   /** Edits the raw edge config (YAML-shaped) before it is parsed: extra sections, limits. */
   readonly configure?: (raw: Record<string, unknown>) => void;
+  /** The edge's logger (default silent). I/O worker threads log on their own, to stdout. */
+  readonly logger?: Logger;
 }
 
 export interface Stack {
@@ -90,7 +93,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const raw = edgeConfigObject(options);
   options.configure?.(raw);
   const config = parseEdgeConfig(raw, 'test');
-  const edge = await startEdge(config, { logger: silentLogger() });
+  const edge = await startEdge(config, { logger: options.logger ?? silentLogger() });
   const stack: Stack = {
     edge,
     mock,

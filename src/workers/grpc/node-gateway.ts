@@ -167,9 +167,16 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     for (const id of register.providerIds) {
       if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
     }
-    const configured = this.#config.nodes.find((n) => n.id === register.nodeId)?.providers.map((p) => p.id) ?? [];
-    const missing = configured.filter((id) => !register.providerIds.includes(id));
+    const providers = this.#config.nodes.find((n) => n.id === register.nodeId)?.providers ?? [];
+    const missing = providers.filter((p) => !register.providerIds.includes(p.id)).map((p) => p.id);
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');
+    const maxTunnels = limitsOf(this.#config).maxTunnelsPerNode;
+    let capacity = 0;
+    for (const p of providers) capacity += p.capacity;
+    // Not a config error (a node's lanes each carry up to the limit), but one connection alone cannot take every grant.
+    if (maxTunnels > 0 && capacity > maxTunnels && register.joinGeneration === 0) {
+      this.logger.warn({ node: register.nodeId, capacity, maxTunnelsPerNode: maxTunnels }, "the node's providers can be granted more requests than limits.max_tunnels_per_node lets one connection carry: grants past it go elsewhere once, then fail with 503 node_overloaded");
+    }
     this.#registering.set(session.serial, session);
     // The answer (onConnected) may come from inside this call (driver) or later (worker).
     if (register.joinGeneration > 0) {

@@ -214,7 +214,7 @@ export class NodeSession implements TunnelHost {
     } catch {
       // already torn down by the transport
     }
-    this.#host.logger.info({ node: this.nodeId, generation: this.generation, reason, failedTunnels: open.length }, 'node session closed');
+    this.#host.logger.info({ node: this.nodeId, generation: this.generation, lane: this.lane, reason, failedTunnels: open.length }, 'node session closed');
   }
 
   /** @internal register timer */
