@@ -206,13 +206,13 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const requestId = this.#nextSeq++ * this.#idStride + this.#idBase;
     this.begunTotal++;
     let limitedKey: ApiKeyState | undefined;
-    let keyRefused = false;
+    let refusedKey: ApiKeyState | undefined;
     if (apiKey !== undefined) {
       if (!this.sharedKeyLimits) {
         // The key's slot is taken here, so that a refusal is a run and counted like any other (with
         // workers the main thread takes it at admission and the refusal comes back through onReject).
         if (apiKey.tryAcquire()) this.#keyOf.set(requestId, apiKey);
-        else keyRefused = true;
+        else refusedKey = apiKey;
       } else if (apiKey.maxConcurrent !== Infinity) {
         // Shared limits: only keys with max_concurrent are counted (main takes the slot at admission).
         limitedKey = apiKey;
@@ -232,8 +232,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.reject(Errors.invalidSession, 0);
       return;
     }
-    if (keyRefused) {
-      exchange.reject(Errors.tooManyConcurrent, 1, keyLimitMessage(apiKey as ApiKeyState));
+    if (refusedKey !== undefined) {
+      exchange.reject(Errors.tooManyConcurrent, 1, keyLimitMessage(refusedKey));
       return;
     }
     this.#driver.admit(admitRequestOf(exchange), limitedKey);

@@ -82,9 +82,10 @@ async function slowResettingServer(delayMs: number): Promise<{ server: Server; u
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests: () => requests };
 }
 
-function chat(edge: RunningEdge, headers: Record<string, string> = {}, stream = false): Promise<Response> {
+function chat(edge: RunningEdge, headers: Record<string, string> = {}, stream = false, signal?: AbortSignal): Promise<Response> {
   return fetch(`${edge.url}/v1/chat/completions`, {
     method: 'POST',
+    signal,
     headers: { 'content-type': 'application/json', ...headers },
     body: JSON.stringify({ model: ALIAS, stream, messages: [{ role: 'user', content: 'hi' }] }),
   });
@@ -134,11 +135,11 @@ describe('retry before the first byte', () => {
     const edge = current.edge;
     // r1: reset by a, retried on b, which it then holds for 2 s.
     const r1 = new AbortController();
-    const first = fetch(`${edge.url}/v1/chat/completions`, { method: 'POST', signal: r1.signal, headers: { 'content-type': 'application/json', 'x-mock-ttft-ms': '2000' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }) }).catch((e: unknown) => e);
+    const first = chat(edge, { 'x-mock-ttft-ms': '2000' }, false, r1.signal).catch((e: unknown) => e);
     await waitUntil(() => edge.runs.list({ state: 'running' }).some((r) => r.provider === 'b' && r.attempts === 2), 'the first request to hold b after its failure on a');
     // r2: reset by a too, then back in the queue behind b; its client gives up there.
     const r2 = new AbortController();
-    const second = fetch(`${edge.url}/v1/chat/completions`, { method: 'POST', signal: r2.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }) }).catch((e: unknown) => e);
+    const second = chat(edge, {}, false, r2.signal).catch((e: unknown) => e);
     await waitUntil(() => resetting.requests() === 2 && edge.driver.status().groups.some((g) => g.alias === ALIAS && g.queueDepth === 1), 'the second request to wait in the queue after its failure');
     r2.abort();
     assert.ok((await second) instanceof Error);

@@ -35,7 +35,6 @@ export class RunForwarder implements RunSink {
     this.#pending = this.#delayMs > 0 ? setTimeout(this.#fire, this.#delayMs) : setImmediate(this.#fire);
   }
 
-
   /** Sends what was reported since the last flush; the timer or immediate calls it, and the plane's close. */
   flush(): void {
     const pending = this.#pending;
