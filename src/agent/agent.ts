@@ -82,7 +82,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#options = options;
     this.#log = (options.logger ?? pino({ level: config.logLevel, name: 'node-agent' })).child({ nodeId: config.node.id });
     this.#stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
-    this.#upstreams = new Upstreams(config.providers);
+    this.#upstreams = new Upstreams(config.providers, (message, detail) => this.#log.warn(detail, message));
     this.#random = options.random ?? Math.random;
     this.#backoff = new Backoff(config.reconnect.initialMs, config.reconnect.maxMs, this.#random);
     this.#commandContext = {

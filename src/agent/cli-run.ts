@@ -16,11 +16,14 @@ import { CliRequestError, extractPrompt } from './cli-prompt.js';
 import type { CliSessions, SessionWaiter } from './cli-sessions.js';
 import { AgentRunError } from './tunnel-errors.js';
 import type { ResponseHeaders } from './upstream-headers.js';
+import type { GroupReaper } from './group-reaper.js';
 
-/** A cli provider as the executor runs it: its settings and its sessions. */
+/** A cli provider as the executor runs it: its settings, its sessions, and the guard that outlives the agent. */
 export interface CliProvider {
   readonly config: CliProviderConfig;
   readonly sessions: CliSessions;
+  /** Kills the run's group should the agent die first; absent in unit tests that run no agent. */
+  readonly reaper?: GroupReaper;
 }
 
 /** What receives the answer: the TunnelExecutor's undici handler methods. */
@@ -188,6 +191,7 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     child.on('error', (err) => this.#spawnFailed(err));
     if (child.pid === undefined) return; // 'error' follows
     this.#pgid = child.pid;
+    this.#provider.reaper?.add(child.pid, config.killGraceMs);
     this.#timeoutTimer = setTimeout(onRunTimeout, config.timeoutMs, this);
     child.stdout?.on('data', (chunk: Buffer) => this.#stdout(chunk));
     child.stderr?.setEncoding('utf8');
@@ -316,6 +320,8 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     } catch {
       // ESRCH: the group is already gone.
     }
+    // SIGKILL is the end of the group: nothing left for the reaper.
+    if (signal === 'SIGKILL') this.#provider.reaper?.remove(this.#pgid);
   }
 
   #leaveSession(): void {

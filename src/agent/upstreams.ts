@@ -7,6 +7,7 @@ import type { AgentProviderConfig } from './config.js';
 import { UpstreamPool } from './upstream-pool.js';
 import type { CliProvider } from './cli-run.js';
 import { CliSessions } from './cli-sessions.js';
+import { GroupReaper, type ReaperWarn } from './group-reaper.js';
 import { defaultEndpoints } from '../shared/endpoints.js';
 
 export interface Upstream {
@@ -27,9 +28,13 @@ export class Upstreams {
   readonly #byId = new Map<string, Upstream>();
   /** Pools replaced by a config refresh: tunnels started on them finish there; destroyed with the rest. */
   readonly #retired: UpstreamPool[] = [];
+  /** One for every cli provider of this agent; its /bin/sh starts with the first run. */
+  readonly #reaper: GroupReaper;
 
-  constructor(providers: readonly AgentProviderConfig[]) {
-    for (const provider of providers) this.#byId.set(provider.id, upstreamOf(provider));
+  /** `warn`: where the reaper's troubles go (the agent's logger); unit tests that spawn nothing leave it out. */
+  constructor(providers: readonly AgentProviderConfig[], warn: ReaperWarn = noWarn) {
+    this.#reaper = new GroupReaper(warn);
+    for (const provider of providers) this.#byId.set(provider.id, upstreamOf(provider, this.#reaper));
   }
 
   get(providerId: string): Upstream | undefined {
@@ -53,11 +58,12 @@ export class Upstreams {
   replace(provider: AgentProviderConfig): void {
     const old = this.#byId.get(provider.id);
     if (old?.pool !== undefined) this.#retired.push(old.pool);
-    this.#byId.set(provider.id, upstreamOf(provider));
+    this.#byId.set(provider.id, upstreamOf(provider, this.#reaper));
   }
 
   /** Destroys every pool; in-flight requests fail. Call once tunnels are finished or aborted. */
   async destroy(): Promise<void> {
+    this.#reaper.close();
     const closing: Promise<void>[] = [];
     for (const upstream of this.#byId.values()) if (upstream.pool !== undefined) closing.push(upstream.pool.destroy());
     for (const pool of this.#retired) closing.push(pool.destroy());
@@ -65,9 +71,9 @@ export class Upstreams {
   }
 }
 
-function upstreamOf(provider: AgentProviderConfig): Upstream {
+function upstreamOf(provider: AgentProviderConfig, reaper: GroupReaper): Upstream {
   if (provider.type === 'cli' || provider.baseUrl === undefined) {
-    const cli = provider.cli === undefined ? undefined : { config: provider.cli, sessions: new CliSessions(provider.cli.cwdRoot) };
+    const cli = provider.cli === undefined ? undefined : { config: provider.cli, sessions: new CliSessions(provider.cli.cwdRoot), reaper };
     return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined, endpoints: provider.endpoints ?? defaultEndpoints(provider.type), cli };
   }
   const url = new URL(provider.baseUrl);
@@ -80,3 +86,5 @@ function upstreamOf(provider: AgentProviderConfig): Upstream {
     endpoints: provider.endpoints ?? defaultEndpoints(provider.type),
   };
 }
+
+function noWarn(): void {}

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { CLI_ALIAS, CLI_SERVED, isLive, livePids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
+import { CLI_ALIAS, CLI_SERVED, isLive, livePids, readPids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
 import { waitFor } from '../helpers/stack.js';
 
 let stack: CliStack;
@@ -27,19 +27,6 @@ async function json(res: Response): Promise<any> {
 
 function post(body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
   return fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body), signal });
-}
-
-/** Reads the 'orphan' fixture's stream until it printed the pids of its command and grandchild. */
-async function readPids(res: Response): Promise<{ reader: ReadableStreamDefaultReader<Uint8Array>; text: string; child: number; grandchild: number }> {
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  let text = '';
-  while (!/pids \d+ \d+/.test(text)) {
-    const { value, done } = await reader.read();
-    assert.ok(!done, 'the stream ended before the fixture printed its pids');
-    text += new TextDecoder().decode(value);
-  }
-  const [, child, grandchild] = /pids (\d+) (\d+)/.exec(text)?.map(Number) ?? [];
-  return { reader, text, child, grandchild };
 }
 
 test('streaming: the SDK gets the command\'s stdout as chat.completion.chunk events, in order', async () => {

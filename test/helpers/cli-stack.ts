@@ -3,6 +3,7 @@
 // through argv with the prompt on stdin. Every stack gets a fresh cwd root
 // and a tag in the command line, so live fixture processes can be counted
 // in /proc without seeing another test's.
+import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -28,6 +29,8 @@ export interface CliStackOptions {
   readonly tunnelTimeoutMs?: number;
   /** Edits the raw edge config before it is parsed (extra sections such as a2a). */
   readonly configure?: (raw: Record<string, unknown>) => void;
+  /** False: no agent starts in this process (the test runs one as a child process: agentConfig). */
+  readonly inProcessAgents?: boolean;
 }
 
 export interface CliStack {
@@ -37,6 +40,8 @@ export interface CliStack {
   readonly root: string;
   readonly tag: string;
   nodeId(index: number): string;
+  /** Node `index`'s agent config, raw (what a config file holds). */
+  agentConfig(index: number): Record<string, unknown>;
   startAgent(index: number): Promise<NodeAgent>;
   admin(path: string): Promise<{ status: number; json: any }>;
   close(): Promise<void>;
@@ -67,27 +72,25 @@ export async function startCliStack(options: CliStackOptions = {}): Promise<CliS
     root,
     tag,
     nodeId,
-    async startAgent(i) {
-      const config = parseAgentConfig(
+    agentConfig: (i) => ({
+      edge: { address: `127.0.0.1:${edge.grpcPort}` },
+      node: { id: nodeId(i), token: `token-${i}` },
+      providers: [
         {
-          edge: { address: `127.0.0.1:${edge.grpcPort}` },
-          node: { id: nodeId(i), token: `token-${i}` },
-          providers: [
-            {
-              id: `${nodeId(i)}-cli`,
-              type: 'cli',
-              command: [process.execPath, FIXTURE, tag],
-              args: ['{model}', '{session}'],
-              input: 'stdin',
-              cwd_root: join(root, nodeId(i)),
-              kill_grace_ms: 300,
-              ...options.cli,
-            },
-          ],
-          reconnect: { initial_ms: 50, max_ms: 200 },
+          id: `${nodeId(i)}-cli`,
+          type: 'cli',
+          command: [process.execPath, FIXTURE, tag],
+          args: ['{model}', '{session}'],
+          input: 'stdin',
+          cwd_root: join(root, nodeId(i)),
+          kill_grace_ms: 300,
+          ...options.cli,
         },
-        'test',
-      );
+      ],
+      reconnect: { initial_ms: 50, max_ms: 200 },
+    }),
+    async startAgent(i) {
+      const config = parseAgentConfig(stack.agentConfig(i), 'test');
       const agent = new NodeAgent(config, { logger: silentLogger(), stopGraceMs: 500 });
       agents[i] = agent;
       const registered = once(agent, 'registered');
@@ -106,7 +109,7 @@ export async function startCliStack(options: CliStackOptions = {}): Promise<CliS
       await rm(root, { recursive: true, force: true });
     },
   };
-  for (let i = 0; i < nodes; i++) await stack.startAgent(i);
+  if (options.inProcessAgents !== false) for (let i = 0; i < nodes; i++) await stack.startAgent(i);
   return stack;
 }
 
@@ -135,4 +138,17 @@ export async function isLive(pid: number): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** Reads the 'orphan' fixture's stream until it printed the pids of its command and grandchild. */
+export async function readPids(res: Response): Promise<{ reader: ReadableStreamDefaultReader<Uint8Array>; text: string; child: number; grandchild: number }> {
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let text = '';
+  while (!/pids \d+ \d+/.test(text)) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, 'the stream ended before the fixture printed its pids');
+    text += new TextDecoder().decode(value);
+  }
+  const [, child, grandchild] = /pids (\d+) (\d+)/.exec(text)?.map(Number) ?? [];
+  return { reader, text, child, grandchild };
 }
