@@ -64,6 +64,20 @@ function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): Boots
   return { host: listen.host, port: listen.port, artifactDir, token, edgeAddress };
 }
 
+/** Printable ASCII: what an HTTP header value carries as is. */
+const HEADER_SAFE = /^[\x20-\x7e]+$/;
+
+/**
+ * A node's or provider's id: every answer names them in its x-edge-node and
+ * x-edge-provider headers (written unchecked on the hot path), so an id a
+ * header cannot carry is refused here, not found out by every request.
+ */
+function headerSafeId(r: ConfigReader, path: string, value: unknown): string {
+  const id = r.string(path, value);
+  if (id !== '' && !HEADER_SAFE.test(id)) r.problem(path, 'printable ASCII (it is sent in the x-edge-node and x-edge-provider response headers)', value);
+  return id;
+}
+
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
   const obj = r.object(path, raw);
   if (!obj) return undefined;
@@ -71,7 +85,7 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
   if (obj.models !== undefined) for (const [i, m] of r.list(`${path}.models`, obj.models).entries()) r.string(`${path}.models[${i}]`, m);
   const type = r.oneOf(`${path}.type`, obj.type, PROVIDER_TYPES, 'openai_compat');
   return {
-    id: r.string(`${path}.id`, obj.id),
+    id: headerSafeId(r, `${path}.id`, obj.id),
     type,
     endpoints: readEndpoints(r, `${path}.endpoints`, obj.endpoints, type),
     capacity: r.integer(`${path}.capacity`, obj.capacity, 0, 1_000_000, 1),
@@ -91,7 +105,7 @@ function readNode(r: ConfigReader, path: string, raw: unknown): NodeConfig | und
     if (provider) providers.push(provider);
   }
   const labels = r.list(`${path}.labels`, obj.labels, true).map((label, i) => r.string(`${path}.labels[${i}]`, label));
-  const node = { id: r.string(`${path}.id`, obj.id), token: r.string(`${path}.token`, obj.token), providers };
+  const node = { id: headerSafeId(r, `${path}.id`, obj.id), token: r.string(`${path}.token`, obj.token), providers };
   return labels.length === 0 ? node : { ...node, labels };
 }
 

@@ -124,3 +124,11 @@ test('a2a: agents get card defaults; a missing alias, a bad id, duplicates and b
   assert.match(text, /a2a\.task_ttl_ms: expected an integer from 1000/);
   assert.match(text, /a2a\.public_url: expected an http\(s\) URL/);
 });
+
+test('node and provider ids: printable ASCII, since every answer carries them in x-edge-node and x-edge-provider', () => {
+  const raw = (node: string, provider: string): unknown => ({ nodes: [{ id: node, token: 't', providers: [{ id: provider }] }], models: [{ alias: 'm', providers: { [provider]: 's' } }] });
+  assert.deepEqual(parseEdgeConfig(raw('gpu-1 east', 'p.1_a'), 'test.yaml').nodes.map((n) => [n.id, n.providers[0].id]), [['gpu-1 east', 'p.1_a']]);
+  const text = problemsOf(raw('gpu\n1', 'gpu-東京')).join('\n');
+  assert.match(text, /nodes\[0\]\.id: expected printable ASCII \(it is sent in the x-edge-node and x-edge-provider response headers\), found the string "gpu\\n1"/);
+  assert.match(text, /nodes\[0\]\.providers\[0\]\.id: expected printable ASCII .*found the string "gpu-東京"/);
+});
