@@ -188,7 +188,7 @@ describe('the lean HTTP/1.1 connection', () => {
     assert.equal(replies.ended, true);
   });
 
-  test('with listen.http.lean_http1 false node:http reads every request, and the API answers the same', async () => {
+  test('with listen.http.lean_http1 false node:http reads every request, and the API answers the same (the same headers too)', async () => {
     const own = await startStack({
       configure: (raw) => {
         (raw.listen as { http: Record<string, unknown> }).http.lean_http1 = false;
@@ -197,10 +197,26 @@ describe('the lean HTTP/1.1 connection', () => {
     try {
       const { socket, replies } = await open(own);
       socket.write(chat('off-a', 2) + chat('off-b', 3, true));
-      assertOwnBody((await replies.next()).body, 'off-a', 2);
-      assertOwnStream((await replies.next()).body, 'off-b', 3);
+      const offA = await replies.next();
+      assertOwnBody(offA.body, 'off-a', 2);
+      const offB = await replies.next();
+      assertOwnStream(offB.body, 'off-b', 3);
       assert.deepEqual(await leanStats(own), { requests: 0, handedOver: 0 });
       socket.destroy();
+      // The lean path serializes the relayed head itself: it carries the same headers as node:http's, whole answer and stream.
+      const lean = await open(stack);
+      lean.socket.write(chat('on-a', 2) + chat('on-b', 3, true));
+      const onA = await lean.replies.next();
+      const onB = await lean.replies.next();
+      lean.socket.destroy();
+      for (const [on, off] of [[onA, offA], [onB, offB]]) {
+        assert.deepEqual(Object.keys(on.headers).sort(), Object.keys(off.headers).sort());
+        for (const name of ['content-type', 'x-edge-node', 'x-edge-provider', 'connection']) assert.equal(on.headers[name], off.headers[name], name);
+        assert.match(on.headers['x-edge-queue-ms'] ?? '', /^\d+$/);
+        assert.match(on.headers['x-edge-overhead-ms'] ?? '', /^\d+\.\d{3}$/);
+      }
+      assert.equal(onA.headers['content-length'], String(Buffer.byteLength(onA.body)));
+      assert.equal(onB.headers['transfer-encoding'], 'chunked');
     } finally {
       await own.close();
     }

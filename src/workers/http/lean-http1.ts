@@ -104,6 +104,10 @@ export class LeanResponse extends EventEmitter {
   readonly #connection: LeanConnection;
   /** Header pairs (name, value) from setHeader and writeHead, in order. */
   #fields: string[] = [];
+  /** A head serialized by its writer (writeHeadLines): "name: value\r\n" each, after #fields. */
+  #lines = '';
+  #linesHaveLength = false;
+  #linesHaveDate = false;
   /** The head went into the pending bytes (its framing is decided). */
   #headWritten = false;
   #keepAlive = true;
@@ -123,6 +127,11 @@ export class LeanResponse extends EventEmitter {
 
   asServerResponse(): ServerResponse {
     return this as unknown as ServerResponse;
+  }
+
+  /** setHeader (or writeHead) has put fields in: writeHeadLines is not for this response. */
+  get hasFields(): boolean {
+    return this.#fields.length > 0;
   }
 
   get writableLength(): number {
@@ -159,6 +168,26 @@ export class LeanResponse extends EventEmitter {
     this.statusCode = status;
     this.headersSent = true;
     return this;
+  }
+
+  /**
+   * writeHead for a head its caller serialized and checked: `lines` is
+   * "name: value\r\n" for each header, every name a lower-case token and no
+   * value with a control byte, no Connection or Transfer-Encoding; `hasLength`/`hasDate`: it holds content-length / date. The tunnel
+   * exchange's relayed heads are that (the frame guard checked the node's
+   * headers, the x-edge-* ones are the edge's own), and per response this
+   * skips node:http's two checks per header and a field list walked twice.
+   * Only while hasFields is false (setHeader's fields would need merging:
+   * writeHead does that).
+   */
+  writeHeadLines(status: number, lines: string, hasLength: boolean, hasDate: boolean): void {
+    if (this.#fields.length > 0) throw new Error('writeHeadLines after setHeader: use writeHead');
+    if (this.headersSent) throw new Error('Cannot write headers after they are sent to the client');
+    this.#lines = lines;
+    this.#linesHaveLength = hasLength;
+    this.#linesHaveDate = hasDate;
+    this.statusCode = status;
+    this.headersSent = true;
   }
 
   write(chunk: string | Uint8Array, callback?: () => void): boolean {
@@ -262,9 +291,9 @@ export class LeanResponse extends EventEmitter {
     this.#headWritten = true;
     const status = this.statusCode;
     const fields = this.#fields;
-    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`;
-    let hasLength = false;
-    let hasDate = false;
+    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n${this.#lines}`;
+    let hasLength = this.#linesHaveLength;
+    let hasDate = this.#linesHaveDate;
     let connection: string | undefined;
     for (let i = 0; i < fields.length; i += 2) {
       const name = fields[i];

@@ -21,6 +21,7 @@ import { queueDoneComment, queuePositionComment } from './queue-updates.js';
 import type { InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
 import { formatMs3, nodeHopMs, overheadAtHeadersMs } from '../observe/exchange-observer.js';
+import { LeanResponse } from './lean-http1.js';
 
 export const kExchange = Symbol('edge.exchange');
 
@@ -159,6 +160,45 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     const grant = this.grant as Grant;
+    const response = this.response;
+    // setHeader ran before on a lean response (rare): writeHead merges those fields.
+    if (response instanceof LeanResponse && !response.hasFields) this.#writeLeanHead(response, status, headers, grant, upstreamUs);
+    else if (!this.#writeHead(status, headers, grant, upstreamUs)) return;
+    this.#startCapture(status);
+  }
+
+  /**
+   * The relayed head on a lean connection, serialized here in one pass
+   * (names lower-cased once, node:http's per-header checks skipped: the frame
+   * guard checked the node's headers, config the ids, the rest are ours).
+   */
+  #writeLeanHead(response: LeanResponse, status: number, headers: readonly Header[], grant: Grant, upstreamUs: number): void {
+    let lines = '';
+    let json = false;
+    let hasLength = false;
+    let hasDate = false;
+    for (let i = 0; i < headers.length; i++) {
+      const name = headers[i].name.toLowerCase();
+      // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
+      if (!isRelayedDownstream(name)) continue;
+      const value = headers[i].value;
+      if (name === 'content-type') {
+        if (value.startsWith('text/event-stream')) this.#isEventStream = true;
+        else if (value.startsWith('application/json')) json = true;
+      } else if (name === 'content-length') hasLength = true;
+      else if (name === 'date') hasDate = true;
+      lines += `${name}: ${value}\r\n`;
+    }
+    lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
+    const hopMs = nodeHopMs(this, false);
+    if (hopMs >= 0) lines += `x-edge-hop-ms: ${formatMs3(hopMs)}\r\nx-edge-upstream-ms: ${formatMs3(upstreamUs / 1000)}\r\n`;
+    response.writeHeadLines(status, lines, hasLength, hasDate);
+    // A whole JSON answer ends with its `usage` as a stream's last event does: the same tail reads both.
+    if (this.#isEventStream || json) this.#tail = new StreamTail();
+  }
+
+  /** The relayed head through writeHead (node:http's response, or a lean one with headers set before). */
+  #writeHead(status: number, headers: readonly Header[], grant: Grant, upstreamUs: number): boolean {
     const flat: string[] = [];
     let json = false;
     for (let i = 0; i < headers.length; i++) {
@@ -187,11 +227,10 @@ export class ProxyExchange implements TunnelConsumer {
       this.state = 'dispatched';
       this.session?.cancelTunnel(this.tunnelId, 'invalid response head');
       this.fail(Errors.protocolError, `the node sent a response head Node refuses to write: ${(err as Error).message}`, 'error');
-      return;
+      return false;
     }
-    // A whole JSON answer ends with its `usage` as a stream's last event does: the same tail reads both.
     if (this.#isEventStream || json) this.#tail = new StreamTail();
-    this.#startCapture(status);
+    return true;
   }
 
   /** A created Response's id, or a Messages stream's message_start, is read from the body's head. */
