@@ -145,18 +145,34 @@ class Writer {
 
   /** Written even when empty (map entries). */
   rawString(tag: number, value: string): void {
+    if (value.length < 0x80 && this.#ascii(tag, value)) return;
     const buf = this.buf;
     buf[this.pos++] = tag;
-    const length = utf8Length(value);
+    const length = Buffer.byteLength(value);
     this.varint(length);
-    if (length === value.length && length <= 64) {
-      // ASCII (utf8Length checked every unit): one byte per unit.
-      let pos = this.pos;
-      for (let i = 0; i < length; i++) buf[pos++] = value.charCodeAt(i);
-      this.pos = pos;
-    } else {
-      this.pos += buf.write(value, this.pos, length, 'utf8');
+    this.pos += buf.write(value, this.pos, length, 'utf8');
+  }
+
+  /**
+   * Tag, one-byte length and the units of a string under 128 units, in one
+   * pass that is also the ASCII check (the sizes were counted before, so no
+   * second scan to learn the length). False, nothing written: a unit is not
+   * ASCII, so its UTF-8 length differs.
+   */
+  #ascii(tag: number, value: string): boolean {
+    const buf = this.buf;
+    const length = value.length;
+    let pos = this.pos;
+    buf[pos] = tag;
+    buf[pos + 1] = length;
+    pos += 2;
+    for (let i = 0; i < length; i++) {
+      const code = value.charCodeAt(i);
+      if (code >= 0x80) return false;
+      buf[pos++] = code;
     }
+    this.pos = pos;
+    return true;
   }
 
   bytesField(tag: number, value: Uint8Array): void {
@@ -170,10 +186,23 @@ class Writer {
   headers(tag: number, headers: readonly Header[]): void {
     for (let i = 0; i < headers.length; i++) {
       const header = headers[i];
+      const name = header.name;
+      const value = header.value;
+      // The common header: both ASCII and the entry under 128 bytes, so its
+      // length is one byte, filled in once the strings are written.
+      const size = (name.length === 0 ? 0 : 2 + name.length) + (value.length === 0 ? 0 : 2 + value.length);
+      if (size < 0x80) {
+        const start = this.pos;
+        this.buf[start] = tag;
+        this.buf[start + 1] = size;
+        this.pos = start + 2;
+        if ((name.length === 0 || this.#ascii(0x0a, name)) && (value.length === 0 || this.#ascii(0x12, value))) continue;
+        this.pos = start;
+      }
       this.buf[this.pos++] = tag;
       this.varint(headerBodySize(header));
-      this.stringField(0x0a, header.name);
-      this.stringField(0x12, header.value);
+      this.stringField(0x0a, name);
+      this.stringField(0x12, value);
     }
   }
 }

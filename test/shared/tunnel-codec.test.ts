@@ -28,7 +28,15 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 1500);
 const params = { seed: SEED, numRuns: RUNS };
 
 const uint32 = fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 0xffff_ffff }));
-const text = fc.oneof(fc.constant(''), fc.string({ maxLength: 12 }), fc.string({ unit: 'grapheme', maxLength: 8 }), fc.string({ unit: 'binary', maxLength: 8 }));
+// Long ones too: the writer takes strings under 128 units, and header entries under 128 bytes, in one optimistic pass.
+const text = fc.oneof(
+  fc.constant(''),
+  fc.string({ maxLength: 12 }),
+  fc.string({ unit: 'grapheme', maxLength: 8 }),
+  fc.string({ unit: 'binary', maxLength: 8 }),
+  fc.string({ minLength: 55, maxLength: 140 }),
+  fc.string({ unit: 'binary', minLength: 55, maxLength: 140 }),
+);
 const bytes = fc.oneof(fc.constant(new Uint8Array(0)), fc.uint8Array({ maxLength: 300 }));
 const header = fc.record({ name: text, value: text }).map((h) => create(HeaderSchema, h));
 const headers = fc.array(header, { maxLength: 4 });
@@ -119,6 +127,24 @@ test('NodeMessage: byte-identical to toBinary, decodes to what fromBinary builds
     }),
     params,
   );
+});
+
+test('strings and header entries at the one-byte length boundary (127/128 bytes, ASCII or not) encode as toBinary does', () => {
+  const ascii = (n: number): string => 'a'.repeat(n);
+  const wide = (n: number): string => `é${'a'.repeat(Math.max(0, n - 1))}`;
+  for (const make of [ascii, wide]) {
+    const headers = [];
+    // An entry of name + value is 2 + n + 2 + v bytes (ASCII): around 128 in total.
+    for (let total = 124; total <= 130; total++) headers.push(create(HeaderSchema, { name: make(10), value: make(total - 14) }));
+    for (let n = 125; n <= 130; n++) headers.push(create(HeaderSchema, { name: make(n), value: '' }), create(HeaderSchema, { name: '', value: make(n) }));
+    const request = create(TunnelRequestSchema, { runId: make(127), providerId: make(128), path: make(126), headers, metadata: { [make(127)]: make(128) } });
+    const frame = create(TunnelFrameSchema, { tunnelId: 1, kind: 1, status: 200, headers, errorMessage: make(127) });
+    for (const message of [create(EdgeMessageSchema, { msg: { case: 'tunnelRequest', value: request } }), create(EdgeMessageSchema, { msg: { case: 'tunnelRequestBatch', value: create(TunnelRequestBatchSchema, { requests: [request, request] }) } })]) {
+      assert.deepStrictEqual(encodeEdgeMessage(message), Buffer.from(toBinary(EdgeMessageSchema, message)));
+    }
+    const node = create(NodeMessageSchema, { msg: { case: 'frameBatch', value: create(FrameBatchSchema, { frames: [frame, frame] }) } });
+    assert.deepStrictEqual(encodeNodeMessage(node), Buffer.from(toBinary(NodeMessageSchema, node)));
+  }
 });
 
 test('unknown fields, repeated oneof fields, truncation and garbage decode as fromBinary decodes them', () => {
