@@ -2,34 +2,42 @@
 // to do so (SIGKILL, the OOM killer, a crash in native code). A run's command
 // lives in its own process group (so a cancel reaches its grandchildren),
 // which also means nothing kills it when its parent goes. The reaper is a
-// small /bin/sh started on the first run, in the agent's own group: the agent
-// tells it on a pipe which groups are live (`+PGID GRACE_MS`, `-PGID`); when
-// the pipe reaches end of file, however the agent ended, it sends SIGTERM to
-// every group still listed, waits the longest kill_grace_ms, then SIGKILL.
-// It ignores INT, TERM and HUP: a Ctrl-C to the terminal or a service stop
-// ends the agent, whose exit ends the reaper. On a graceful stop the agent
-// has already ended its runs, so the reaper finds nothing left to kill.
+// small /bin/sh started on the first run, in a process group of its own (a
+// kill of the agent's whole group, as `timeout -s KILL` or a supervisor's
+// group kill sends, leaves it standing): the agent tells it on a pipe which
+// groups are live (`+PGID GRACE_MS`, `-PGID`); when the pipe reaches end of
+// file, however the agent ended, it sends SIGTERM to every group still
+// listed, waits the longest kill_grace_ms among those that were still
+// there, then SIGKILL, and exits. It ignores INT, TERM and HUP. On a
+// graceful stop the agent has aborted its runs (SIGTERM) but exits without
+// waiting out their kill grace: the reaper finishes those (SIGTERM again,
+// harmless, then SIGKILL after the grace).
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Writable } from 'node:stream';
 
 /** Where the reaper reports that it could not start or ended on its own. */
 export type ReaperWarn = (message: string, detail: Record<string, unknown>) => void;
 
-// dash-compatible: `kill -SIG -PGID` signals a group (dash rejects `kill -s SIG -PGID`).
+// Groups are kept as " PGID:GRACE " tokens. dash-compatible: `kill -SIG -PGID`
+// signals a group (dash rejects `kill -s SIG -PGID`).
 const SCRIPT = `trap '' INT TERM HUP PIPE
 groups=' '
-grace=0
 while IFS= read -r line; do
   case $line in
-    +*) set -- \${line#+}; groups="$groups$1 "; [ "$2" -gt "$grace" ] && grace=$2 ;;
-    -*) id=\${line#-}; case $groups in *" $id "*) groups="\${groups%% $id *} \${groups#* $id }" ;; esac ;;
+    +*) set -- \${line#+}; groups="$groups$1:$2 " ;;
+    -*) id=\${line#-}; case $groups in *" $id:"*) rest=\${groups#* $id:}; groups="\${groups%% $id:*} \${rest#* }" ;; esac ;;
   esac
 done
 [ "$groups" = ' ' ] && exit 0
 live=0
-for g in $groups; do kill -TERM -$g 2>/dev/null && live=1; done
+grace=0
+for t in $groups; do
+  kill -TERM -\${t%%:*} 2>/dev/null || continue
+  live=1
+  [ \${t#*:} -gt $grace ] && grace=\${t#*:}
+done
 [ $live = 1 ] && [ $grace -gt 0 ] && sleep $((grace / 1000)).$(printf %03d $((grace % 1000)))
-for g in $groups; do kill -KILL -$g 2>/dev/null; done
+for t in $groups; do kill -KILL -\${t%%:*} 2>/dev/null; done
 exit 0
 `;
 
@@ -81,7 +89,8 @@ export class GroupReaper {
     if (this.#unavailable) return;
     let child: ChildProcess;
     try {
-      child = spawn('/bin/sh', ['-c', SCRIPT], { stdio: ['pipe', 'ignore', 'ignore'] });
+      // detached: its own process group (see the top of this file).
+      child = spawn('/bin/sh', ['-c', SCRIPT], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
     } catch (err) {
       this.#fail(err as Error);
       return;

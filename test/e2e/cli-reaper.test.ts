@@ -35,11 +35,12 @@ interface AgentProcess {
   output(): string;
 }
 
-async function startAgentProcess(): Promise<AgentProcess> {
+/** `ownGroup`: the agent leads a process group of its own, as under a shell's job control or `timeout`. */
+async function startAgentProcess(ownGroup = false): Promise<AgentProcess> {
   const file = join(stack.root, 'agent.yaml');
   // JSON is YAML: the agent reads it as its config file.
   await writeFile(file, JSON.stringify({ ...stack.agentConfig(0), log_level: 'warn' }));
-  const child = spawn(process.execPath, [AGENT_BIN, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [AGENT_BIN, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'], detached: ownGroup });
   agents.push(child);
   let output = '';
   child.stdout?.setEncoding('utf8').on('data', (s: string) => (output += s));
@@ -103,6 +104,20 @@ test('SIGKILL of the agent: the running command and its grandchild (both ignorin
   agent.child.kill('SIGKILL');
   await exited;
   // TERM (ignored), kill_grace_ms (300 ms), then KILL.
+  await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the process group to be gone', 5_000);
+  await waitFor(async () => !(await isLive(reaper)), 'the reaper to exit', 5_000);
+  assert.deepEqual(await livePids(stack.tag), []);
+  await drain(body);
+});
+
+test('SIGKILL of the agent\'s whole process group (timeout -s KILL, a supervisor\'s group kill): the reaper, in a group of its own, still ends the run', async () => {
+  const agent = await startAgentProcess(true);
+  const { child, grandchild, body } = await startOrphan();
+  const reaper = await reaperOf(agent.child.pid as number);
+  assert.ok(reaper > 0, 'the agent started its reaper');
+  const exited = once(agent.child, 'exit');
+  process.kill(-(agent.child.pid as number), 'SIGKILL');
+  await exited;
   await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the process group to be gone', 5_000);
   await waitFor(async () => !(await isLive(reaper)), 'the reaper to exit', 5_000);
   assert.deepEqual(await livePids(stack.tag), []);
