@@ -93,49 +93,58 @@ async function drain(body: ReadableStreamDefaultReader<Uint8Array>): Promise<str
   }
 }
 
-test('SIGKILL of the agent: the running command and its grandchild (both ignoring SIGTERM) are killed, and the reaper exits', async () => {
-  const agent = await startAgentProcess();
+interface OpenRun {
+  readonly child: number;
+  readonly grandchild: number;
+  readonly reaper: number;
+  readonly body: ReadableStreamDefaultReader<Uint8Array>;
+}
+
+/** The 'orphan' fixture running under `agent`, and the reaper the agent started for it. */
+async function openRun(agent: AgentProcess): Promise<OpenRun> {
   const { child, grandchild, body } = await startOrphan();
   assert.ok(await isLive(child), 'the command runs');
   assert.ok(await isLive(grandchild), 'its grandchild runs');
   const reaper = await reaperOf(agent.child.pid as number);
   assert.ok(reaper > 0, 'the agent started its reaper');
+  return { child, grandchild, reaper, body };
+}
+
+/** The command, its grandchild and the reaper are gone: TERM (ignored), kill_grace_ms (300 ms), then KILL. */
+async function assertNothingLeft(run: OpenRun): Promise<void> {
+  await waitFor(async () => !(await isLive(run.child)) && !(await isLive(run.grandchild)), 'the process group to be gone', 5_000);
+  await waitFor(async () => !(await isLive(run.reaper)), 'the reaper to exit', 5_000);
+  assert.deepEqual(await livePids(stack.tag), []);
+}
+
+test('SIGKILL of the agent: the running command and its grandchild (both ignoring SIGTERM) are killed, and the reaper exits', async () => {
+  const agent = await startAgentProcess();
+  const run = await openRun(agent);
   const exited = once(agent.child, 'exit');
   agent.child.kill('SIGKILL');
   await exited;
-  // TERM (ignored), kill_grace_ms (300 ms), then KILL.
-  await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the process group to be gone', 5_000);
-  await waitFor(async () => !(await isLive(reaper)), 'the reaper to exit', 5_000);
-  assert.deepEqual(await livePids(stack.tag), []);
-  await drain(body);
+  await assertNothingLeft(run);
+  await drain(run.body);
 });
 
 test('SIGKILL of the agent\'s whole process group (timeout -s KILL, a supervisor\'s group kill): the reaper, in a group of its own, still ends the run', async () => {
   const agent = await startAgentProcess(true);
-  const { child, grandchild, body } = await startOrphan();
-  const reaper = await reaperOf(agent.child.pid as number);
-  assert.ok(reaper > 0, 'the agent started its reaper');
+  const run = await openRun(agent);
   const exited = once(agent.child, 'exit');
   process.kill(-(agent.child.pid as number), 'SIGKILL');
   await exited;
-  await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the process group to be gone', 5_000);
-  await waitFor(async () => !(await isLive(reaper)), 'the reaper to exit', 5_000);
-  assert.deepEqual(await livePids(stack.tag), []);
-  await drain(body);
+  await assertNothingLeft(run);
+  await drain(run.body);
 });
 
 test('SIGTERM (graceful stop) with a run open: the group is gone, the agent exits 0 and leaves no reaper behind', async () => {
   const agent = await startAgentProcess();
-  const { child, grandchild, body } = await startOrphan();
-  const reaper = await reaperOf(agent.child.pid as number);
-  assert.ok(reaper > 0, 'the agent started its reaper');
+  const run = await openRun(agent);
   const exited = once(agent.child, 'exit');
   agent.child.kill('SIGTERM');
-  // The client goes too (else the stop waits out its 10 s grace for the run): the agent ends the group itself.
-  await body.cancel();
+  // The client goes too (else the stop waits out its 10 s grace for the run): the agent aborts it.
+  await run.body.cancel();
   const [code] = (await exited) as [number | null];
   assert.equal(code, 0, agent.output());
-  await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the process group to be gone', 5_000);
-  await waitFor(async () => !(await isLive(reaper)), 'the reaper to exit', 5_000);
-  assert.deepEqual(await livePids(stack.tag), []);
+  await assertNothingLeft(run);
 });

@@ -172,8 +172,9 @@ export class LeanResponse extends EventEmitter {
 
   /**
    * writeHead for a head its caller serialized and checked: `lines` is
-   * "name: value\r\n" for each header, every name a lower-case token and no
-   * value with a control byte, no Connection or Transfer-Encoding; `hasLength`/`hasDate`: it holds content-length / date. The tunnel
+   * "name: value\r\n" for each header, every name a lower-case token, no
+   * value with a control byte, no Connection or Transfer-Encoding;
+   * `hasLength` / `hasDate`: it holds content-length / date. The tunnel
    * exchange's relayed heads are that (the frame guard checked the node's
    * headers, the x-edge-* ones are the edge's own), and per response this
    * skips node:http's two checks per header and a field list walked twice.
