@@ -627,6 +627,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
   }
 
+  releaseKeyOf(exchange: ProxyExchange): void {
+    if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
+  }
+
   /** The exchange ended: its API key's concurrency slot is free again (exactly once). */
   #releaseKey(requestId: number): void {
     const key = this.#keyOf.get(requestId);

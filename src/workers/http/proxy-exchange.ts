@@ -53,6 +53,8 @@ export interface ExchangeOwner {
   /** Its first response body byte went to the client. */
   firstByte(exchange: ProxyExchange): void;
   forget(exchange: ProxyExchange): void;
+  /** Its API key's concurrency slot goes back ahead of forget(): the client holds the whole response (exactly once either way). */
+  releaseKeyOf(exchange: ProxyExchange): void;
   /** A Responses API body named its response id: later requests for it go to this exchange's provider. */
   rememberResponse(exchange: ProxyExchange, responseId: string): void;
 }
@@ -86,6 +88,14 @@ export class ProxyExchange implements TunnelConsumer {
    */
   #socket: Socket | undefined;
   #isEventStream = false;
+  /**
+   * Body bytes of a relayed content-length still to come (-1: no length).
+   * At 0 the client holds a whole response and may send its next request
+   * before the node's END arrives, so the lease goes back then, not at END.
+   */
+  #bodyLeft = -1;
+  /** The lease went back at the body's last byte; END only ends the exchange. */
+  #released = false;
   /** Newest SSE frames, kept (by reference) to read `usage` at END. */
   #tail: StreamTail | undefined;
   /** Token usage reported by the provider's final SSE chunk, once the stream ended. */
@@ -185,8 +195,10 @@ export class ProxyExchange implements TunnelConsumer {
       if (name === 'content-type') {
         if (value.startsWith('text/event-stream')) this.#isEventStream = true;
         else if (value.startsWith('application/json')) json = true;
-      } else if (name === 'content-length') hasLength = true;
-      else if (name === 'date') hasDate = true;
+      } else if (name === 'content-length') {
+        hasLength = true;
+        this.#bodyLeft = declaredLength(value);
+      } else if (name === 'date') hasDate = true;
       lines += `${name}: ${value}\r\n`;
     }
     lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
@@ -208,7 +220,7 @@ export class ProxyExchange implements TunnelConsumer {
       if (name === 'content-type') {
         if (headers[i].value.startsWith('text/event-stream')) this.#isEventStream = true;
         else if (headers[i].value.startsWith('application/json')) json = true;
-      }
+      } else if (name === 'content-length') this.#bodyLeft = declaredLength(headers[i].value);
       flat.push(name, headers[i].value);
     }
     flat.push(
@@ -274,6 +286,11 @@ export class ProxyExchange implements TunnelConsumer {
       if (window !== undefined) this.#chunkFlushed();
       return;
     }
+    if (this.#bodyLeft > 0) {
+      this.#bodyLeft -= bytes.length;
+      // Released (and published) before the last byte is written, as at END.
+      if (this.#bodyLeft <= 0) this.#releaseAtLastByte();
+    }
     const socket = this.#socket;
     if (socket !== undefined) {
       socket.write(chunkFrame(bytes), this.#onChunkFlushed);
@@ -304,17 +321,31 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state !== 'streaming') return;
     this.endAt = performance.now();
     this.upstreamEndUs = upstreamUs;
+    if (!this.#released) this.#readUsage();
+    this.#finish(endReason(this.status));
+    this.response.end();
+  }
+
+  #readUsage(): void {
     this.usage = this.#tail?.usage();
     if (this.usage !== undefined && this.usage.promptTokens === 0 && this.#head !== undefined) {
       // Messages: message_delta has only output_tokens; the input count is in message_start.
       const input = inputTokensFromHead(this.#head);
       if (input !== undefined) this.usage = { promptTokens: input, completionTokens: this.usage.completionTokens };
     }
-    // A 5xx other than 503 (overload) is the provider failing, relayed as is; it counts toward ejection.
-    // A relayed 429/503 lowers the provider's limit (overload backoff); it is no failure.
-    const status = this.status;
-    this.#finish(status === 429 || status === 503 ? 'overloaded' : status >= 500 ? 'provider_failed' : 'end');
-    this.response.end();
+  }
+
+  /** The declared body is all here (see #bodyLeft): the key's slot and the lease end as they would at END. */
+  #releaseAtLastByte(): void {
+    this.plane.releaseKeyOf(this);
+    this.#readUsage();
+    this.#releaseLease(endReason(this.status));
+  }
+
+  #releaseLease(reason: ReleaseReason): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.plane.releaseLease(this.leaseId, this.info.model, reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens, reason === 'overloaded' ? this.#retryAfterMs : undefined);
   }
 
   onError(code: string, message: string): void {
@@ -464,7 +495,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.timeout) clearTimeout(this.timeout);
     this.timeout = undefined;
     this.plane.forget(this);
-    if (hadLease) this.plane.releaseLease(this.leaseId, this.info.model, reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens, reason === 'overloaded' ? this.#retryAfterMs : undefined);
+    if (hadLease) this.#releaseLease(reason);
     this.plane.exchangeFinished(this, reason);
   }
 
@@ -547,4 +578,19 @@ export function retryAfterMsOf(headers: readonly Header[]): number | undefined {
 /** Tunnel error codes that blame the provider (outlier ejection counts them); node loss and timeouts do not. */
 export function isProviderFailure(code: string): boolean {
   return code === 'upstream_connect_failed' || code === 'upstream_reset';
+}
+
+/**
+ * How a relayed answer's lease ends. A 5xx other than 503 (overload) is the
+ * provider failing, relayed as is; it counts toward ejection. A relayed
+ * 429/503 lowers the provider's limit (overload backoff); it is no failure.
+ */
+function endReason(status: number): ReleaseReason {
+  return status === 429 || status === 503 ? 'overloaded' : status >= 500 ? 'provider_failed' : 'end';
+}
+
+/** A relayed content-length as a byte count; -1 when it is not one (the body then ends at END). */
+function declaredLength(value: string): number {
+  const n = Number(value);
+  return Number.isSafeInteger(n) && n >= 0 ? n : -1;
 }
