@@ -224,7 +224,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     (response as ServerResponse & { [kExchange]?: ProxyExchange })[kExchange] = exchange;
     response.on('close', onResponseClose);
     this.#pending.set(requestId, exchange);
-    const sessionId = sessionIdOf(request, body);
+    const sessionId = sessionIdOf(request, body, info.fields);
     exchange.sessionId = sessionId ?? '';
     exchange.fairness = requestFairnessOf(request.headers, apiKey);
     if (this.#observer !== NO_OBSERVER) this.#observeQueued(exchange);
