@@ -91,11 +91,16 @@ export class ProxyExchange implements TunnelConsumer {
   /**
    * Body bytes of a relayed content-length still to come (-1: no length).
    * At 0 the client holds a whole response and may send its next request
-   * before the node's END arrives, so the lease goes back then, not at END.
+   * before the node's END arrives: the lease goes back and the response
+   * ends then, not at END. The node must keep its length: a byte past it
+   * would be read by a keep-alive client as its next response's, and is
+   * never written; a body cut short is a cut connection.
    */
   #bodyLeft = -1;
-  /** The lease went back at the body's last byte; END only ends the exchange. */
+  /** The lease went back ahead of #finish (at the body's last byte). */
   #released = false;
+  /** The client's response ended whole at the body's last byte; what the tunnel still does only ends the exchange. */
+  #relayed = false;
   /** Newest SSE frames, kept (by reference) to read `usage` at END. */
   #tail: StreamTail | undefined;
   /** Token usage reported by the provider's final SSE chunk, once the stream ended. */
@@ -175,6 +180,8 @@ export class ProxyExchange implements TunnelConsumer {
     if (response instanceof LeanResponse && !response.hasFields) this.#writeLeanHead(response, status, headers, grant, upstreamUs);
     else if (!this.#writeHead(status, headers, grant, upstreamUs)) return;
     this.#startCapture(status);
+    // `content-length: 0`: whole with its head (neither response has sent the head yet).
+    if (this.#bodyLeft === 0) this.#relayWhole(undefined);
   }
 
   /**
@@ -197,7 +204,7 @@ export class ProxyExchange implements TunnelConsumer {
         else if (value.startsWith('application/json')) json = true;
       } else if (name === 'content-length') {
         hasLength = true;
-        this.#bodyLeft = declaredLength(value);
+        this.#bodyLeft = declaredLength(value, status, this.request.method);
       } else if (name === 'date') hasDate = true;
       lines += `${name}: ${value}\r\n`;
     }
@@ -220,7 +227,7 @@ export class ProxyExchange implements TunnelConsumer {
       if (name === 'content-type') {
         if (headers[i].value.startsWith('text/event-stream')) this.#isEventStream = true;
         else if (headers[i].value.startsWith('application/json')) json = true;
-      } else if (name === 'content-length') this.#bodyLeft = declaredLength(headers[i].value);
+      } else if (name === 'content-length') this.#bodyLeft = declaredLength(headers[i].value, status, this.request.method);
       flat.push(name, headers[i].value);
     }
     flat.push(
@@ -271,6 +278,10 @@ export class ProxyExchange implements TunnelConsumer {
 
   onData(bytes: Uint8Array): void {
     if (this.state !== 'streaming') return;
+    if (this.#relayed) {
+      if (bytes.length > 0) this.#overran();
+      return;
+    }
     this.deadlines?.onFrame();
     this.#markData(bytes.length);
     this.#tail?.push(bytes);
@@ -286,11 +297,13 @@ export class ProxyExchange implements TunnelConsumer {
       if (window !== undefined) this.#chunkFlushed();
       return;
     }
-    if (this.#bodyLeft > 0) {
-      this.#bodyLeft -= bytes.length;
-      // Released (and published) before the last byte is written, as at END.
-      if (this.#bodyLeft <= 0) this.#releaseAtLastByte();
+    if (this.#bodyLeft >= 0 && bytes.length >= this.#bodyLeft) {
+      const overrun = bytes.length > this.#bodyLeft;
+      this.#relayWhole(overrun ? bytes.subarray(0, this.#bodyLeft) : bytes);
+      if (overrun) this.#overran();
+      return;
     }
+    if (this.#bodyLeft > 0) this.#bodyLeft -= bytes.length;
     const socket = this.#socket;
     if (socket !== undefined) {
       socket.write(chunkFrame(bytes), this.#onChunkFlushed);
@@ -321,9 +334,14 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state !== 'streaming') return;
     this.endAt = performance.now();
     this.upstreamEndUs = upstreamUs;
+    if (this.#bodyLeft > 0) {
+      // The client would wait for the rest, then read the next response's bytes as this body's.
+      this.fail(Errors.protocolError, `the node ended the body ${this.#bodyLeft} bytes short of its content-length`, 'error');
+      return;
+    }
     if (!this.#released) this.#readUsage();
     this.#finish(endReason(this.status));
-    this.response.end();
+    if (!this.#relayed) this.response.end();
   }
 
   #readUsage(): void {
@@ -335,11 +353,27 @@ export class ProxyExchange implements TunnelConsumer {
     }
   }
 
-  /** The declared body is all here (see #bodyLeft): the key's slot and the lease end as they would at END. */
-  #releaseAtLastByte(): void {
+  /**
+   * The declared body is all here with `last` (see #bodyLeft): the key's
+   * slot and the lease end as they would at END, before the last byte is
+   * written, and the response ends with it. The exchange stays the
+   * tunnel's until END (or ERROR, or its deadline).
+   */
+  #relayWhole(last: Uint8Array | undefined): void {
+    this.#bodyLeft = 0;
+    this.#relayed = true;
     this.plane.releaseKeyOf(this);
     this.#readUsage();
     this.#releaseLease(endReason(this.status));
+    if (last === undefined || last.length === 0) this.response.end();
+    else this.response.end(last);
+  }
+
+  /** Body bytes past the declared length: never written (the response already ended whole); the tunnel is cut. */
+  #overran(): void {
+    this.session?.cancelTunnel(this.tunnelId, 'body longer than its content-length');
+    this.errorMessage = 'the node sent more body bytes than its content-length';
+    this.#finish('error');
   }
 
   #releaseLease(reason: ReleaseReason): void {
@@ -472,15 +506,22 @@ export class ProxyExchange implements TunnelConsumer {
 
   /** Ends with an error at whatever point the exchange is, releasing the lease. */
   fail(spec: GatewayErrorSpec, message: string | undefined, reason: ReleaseReason): void {
+    if (this.#relayed) {
+      // The client already has its whole answer: the failure is the tunnel's alone.
+      if (this.state !== 'done') this.errorMessage = message ?? spec.message;
+      this.#finish(reason);
+      return;
+    }
     const wasStreaming = this.state === 'streaming' || this.response.headersSent;
     if (!wasStreaming) this.status = this.route.errors.status(spec);
     if (this.state !== 'done') this.errorMessage = message ?? spec.message;
     this.#finish(reason);
     if (!wasStreaming) {
       this.#writeError(spec, message, 0);
-    } else if (this.#isEventStream) {
+    } else if (this.#isEventStream && this.#bodyLeft < 0) {
       // Mid-stream: headers are gone, so tell SSE clients in-band, in the
-      // API's own events (the SDKs raise them), then end cleanly.
+      // API's own events (the SDKs raise them), then end cleanly (never
+      // past a relayed content-length: that body is cut below).
       this.response.end(this.route.errors.streamError(spec, message, this.responseId));
     } else {
       // A truncated JSON body must not look complete: cut the connection.
@@ -589,8 +630,13 @@ function endReason(status: number): ReleaseReason {
   return status === 429 || status === 503 ? 'overloaded' : status >= 500 ? 'provider_failed' : 'end';
 }
 
-/** A relayed content-length as a byte count; -1 when it is not one (the body then ends at END). */
-function declaredLength(value: string): number {
+/**
+ * A relayed content-length as the body's byte count; -1 when it is not one,
+ * or when the answer has no body whatever its length says (HEAD, 1xx, 204,
+ * 304): such a body ends at END.
+ */
+function declaredLength(value: string, status: number, method: string | undefined): number {
+  if (status < 200 || status === 204 || status === 304 || method === 'HEAD') return -1;
   const n = Number(value);
   return Number.isSafeInteger(n) && n >= 0 ? n : -1;
 }
