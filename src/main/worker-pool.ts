@@ -477,8 +477,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
           return;
         }
         const alias = reader.nameOf(r.nameId) ?? '';
-        if (this.#slots.length > 1 && driver.scheduler.saturated(alias)) this.#readOthers(slot);
-        driver.admit({ requestId: r.requestId, alias, estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId), ...decodeFairness(r) });
+        const fairness = decodeFairness(r);
+        if (this.#slots.length > 1 && driver.scheduler.saturated(alias, fairness.priority)) this.#readOthers(slot);
+        driver.admit({ requestId: r.requestId, alias, estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId), ...fairness });
         return;
       }
       case RecordKind.cancel:

@@ -116,7 +116,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   #config: EdgeConfig;
   #aliases: ReadonlySet<string>;
   /** Aliases whose max_queue is 0 (usually none). */
-  #noQueue: ReadonlySet<string>;
+  /** Providers serving an alias with max_queue 0: their lease releases are published at once (see releaseLease). */
+  #publishNow: ReadonlySet<string>;
   /** provider id -> the adapter its node runs it with (TunnelRequest.adapter). */
   #adapters: ReadonlyMap<string, Adapter>;
   #deadlineLimits: DeadlineLimits;
@@ -145,7 +146,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#flags = placement.flags;
     this.#config = config;
     this.#aliases = new Set(config.models.map((m) => m.alias));
-    this.#noQueue = noQueueAliases(config);
+    this.#publishNow = noQueueProviders(config);
     this.#adapters = adaptersOf(config);
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
     this.#workerIndex = placement.workerIndex;
@@ -159,7 +160,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   setConfig(config: EdgeConfig): void {
     this.#config = config;
     this.#aliases = new Set(config.models.map((m) => m.alias));
-    this.#noQueue = noQueueAliases(config);
+    this.#publishNow = noQueueProviders(config);
     this.#adapters = adaptersOf(config);
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
   }
@@ -359,7 +360,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#driver.requeue(leaseId, admitRequestOf(exchange), '');
       return;
     }
-    this.#driver.release(leaseId, 'send_failed');
+    this.#releaseAndPublish(leaseId);
     if (exchange !== undefined && exchange.state === 'admitting') exchange.reject(Errors.nodeDisconnected, 0);
   }
 
@@ -491,7 +492,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
       return;
     }
-    this.#driver.release(grant.leaseId, 'send_failed');
+    this.#releaseAndPublish(grant.leaseId);
     exchange.reject(Errors.nodeOverloaded, 1);
   }
 
@@ -509,11 +510,19 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     else this.responses.remember(responseId, stored);
   }
 
-  releaseLease(leaseId: number, alias: string, reason: ReleaseReason, usedTokens = 0, retryAfterMs?: number): void {
+  releaseLease(leaseId: number, providerId: string, reason: ReleaseReason, usedTokens = 0, retryAfterMs?: number): void {
     this.#driver.release(leaseId, reason, usedTokens, retryAfterMs);
     // The response's last byte follows; the client may send its next request at once, and with
     // no queue to wait in, a slot still held on the main thread would refuse it (queue_full).
-    if (this.#noQueue.size > 0 && this.#noQueue.has(alias)) this.#driver.publish();
+    // By provider, not by this request's alias: the slot is the provider's, and the next
+    // request may be for another alias it serves, one without a queue.
+    if (this.#publishNow.size > 0 && this.#publishNow.has(providerId)) this.#driver.publish();
+  }
+
+  /** A lease given back on a path that answers the client at once (a 503 of its own): published now, rare as these are. */
+  #releaseAndPublish(leaseId: number): void {
+    this.#driver.release(leaseId, 'send_failed');
+    this.#driver.publish();
   }
 
   /** Called once per exchange, when it is over (see ExchangeObserver). */
@@ -744,9 +753,11 @@ function forwardedHeaders(raw: readonly string[]): { name: string; value: string
   return out;
 }
 
-/** Aliases with max_queue 0: their lease releases are published at once (see releaseLease). */
-function noQueueAliases(config: EdgeConfig): Set<string> {
-  return new Set(config.models.filter((m) => m.maxQueue === 0).map((m) => m.alias));
+/** Providers serving an alias with max_queue 0: their lease releases are published at once (see releaseLease). */
+function noQueueProviders(config: EdgeConfig): Set<string> {
+  const ids = new Set<string>();
+  for (const model of config.models) if (model.maxQueue === 0) for (const id of model.providers.keys()) ids.add(id);
+  return ids;
 }
 
 /** setInterval callback of x-edge-queue-updates (no closure per request). */

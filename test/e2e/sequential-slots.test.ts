@@ -47,6 +47,49 @@ describe('one provider slot, no queue, one client at a time', () => {
   });
 });
 
+/** The second alias of the shared-slot suite: the same provider slot, its own queue. */
+const QUEUED_ALIAS = 'llama3-queued';
+
+describe('one provider slot shared by an alias with a queue and one without', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      capacity: 1,
+      maxQueue: 0,
+      mock: { ttftMs: 0, tokens: 2, intervalMs: 0 },
+      configure(raw) {
+        // A release on the queued alias frees the slot the no-queue alias refuses without.
+        const models = raw.models as Record<string, unknown>[];
+        models.push({ ...models[0], alias: QUEUED_ALIAS, max_queue: 16 });
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test(`${ROUNDS} requests one after another, alternating the aliases, each on a new connection: every one served`, async () => {
+    const statuses = new Map<number, number>();
+    const refused: string[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+      const model = i % 2 === 0 ? QUEUED_ALIAS : ALIAS;
+      const res = await undiciFetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, stream: i % 4 < 2, messages: [{ role: 'user', content: 'next' }] }),
+        dispatcher,
+      });
+      const body = await res.text();
+      if (res.status !== 200) refused.push(`round ${i} (${model}): ${res.status} ${body.slice(0, 300)}`);
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      void dispatcher.close().catch(() => undefined);
+    }
+    assert.deepEqual(Object.fromEntries(statuses), { 200: ROUNDS }, refused.join('\n'));
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the last lease released');
+  });
+});
+
 const KEY = 'sk-solo-one-at-a-time';
 
 describe('a JSON answer with a content-length, its END held back by the node', () => {

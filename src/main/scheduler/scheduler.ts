@@ -241,14 +241,15 @@ export class Scheduler {
   }
 
   /**
-   * An admission to `alias` now would find no room: no free provider slot
-   * and its queue at max_queue. A hint for the I/O worker pool, which then
+   * An admission to `alias` now, at `priority`, would be refused for want
+   * of room: no free provider slot, and its queue at max_queue or (fairness
+   * on) the request sheddable. A hint for the I/O worker pool, which then
    * reads the other workers' rings first (a release may wait there); the
    * decision stays admit's.
    */
-  saturated(alias: string): boolean {
+  saturated(alias: string, priority = 0): boolean {
     const group = this.#registry.groups.get(alias);
-    return group !== undefined && group.queue.length >= group.maxQueue && !hasFreeProvider(group);
+    return group !== undefined && (group.queue.length >= group.maxQueue || (priority < 0 && group.fair !== undefined)) && !hasFreeProvider(group);
   }
 
   /** Queue position of a waiting request (1 = next) in its alias's policy order, and the ETA from the measured rate; undefined when not queued. */

@@ -48,7 +48,7 @@ export interface ExchangeOwner {
    * `usedTokens`: prompt + completion tokens the response reported (0 = none), to correct the tenant's fair-queuing charge;
    * `retryAfterMs`: with reason 'overloaded', the provider's Retry-After.
    */
-  releaseLease(leaseId: number, alias: string, reason: ReleaseReason, usedTokens?: number, retryAfterMs?: number): void;
+  releaseLease(leaseId: number, providerId: string, reason: ReleaseReason, usedTokens?: number, retryAfterMs?: number): void;
   exchangeFinished(exchange: ProxyExchange, outcome: string): void;
   /** Its first response body byte went to the client. */
   firstByte(exchange: ProxyExchange): void;
@@ -379,7 +379,7 @@ export class ProxyExchange implements TunnelConsumer {
   #releaseLease(reason: ReleaseReason): void {
     if (this.#released) return;
     this.#released = true;
-    this.plane.releaseLease(this.leaseId, this.info.model, reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens, reason === 'overloaded' ? this.#retryAfterMs : undefined);
+    this.plane.releaseLease(this.leaseId, this.grant?.providerId ?? '', reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens, reason === 'overloaded' ? this.#retryAfterMs : undefined);
   }
 
   onError(code: string, message: string): void {

@@ -204,3 +204,19 @@ test('admitting a request id that is already queued is a caller bug and throws',
   assert.equal(s.status().groups[0].queueDepth, 1);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('saturated: no free slot and the admission would be refused, by a full queue or (fairness on) as sheddable', () => {
+  const { s } = setup(ONE_SLOT);
+  assert.equal(s.saturated('chat'), false, 'a free slot');
+  s.admit(req(1, 'chat'), 0);
+  assert.equal(s.saturated('chat'), false, 'busy, but a request would queue');
+  assert.equal(s.saturated('chat', -1), false, 'fairness off: a negative priority queues too');
+  const config = makeConfig(ONE_SLOT);
+  s.setConfig({ ...config, scheduler: { ...config.scheduler, fairness: true } }, 1);
+  assert.equal(s.saturated('chat', -1), true, 'fairness on: a sheddable request would be shed');
+  assert.equal(s.saturated('chat', 0), false);
+  s.admit(req(2, 'chat'), 2);
+  s.admit(req(3, 'chat'), 3);
+  assert.equal(s.saturated('chat', 0), true, 'the queue at max_queue');
+  assert.equal(s.saturated('no-such-model'), false);
+});
