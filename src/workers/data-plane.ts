@@ -525,16 +525,22 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#driver.publish();
   }
 
+  /**
+   * The client has the provider's whole answer (at its last body byte, or
+   * at END): what the answer changed is in place before the client can act
+   * on it. A deleted response is gone from its provider: forget where it was.
+   */
+  answerRelayed(exchange: ProxyExchange): void {
+    if (exchange.request.method !== 'DELETE' || exchange.status < 200 || exchange.status >= 300) return;
+    const match = RESPONSE_BY_ID.exec(exchange.path.split('?')[0]);
+    if (match !== null) {
+      this.responses.forget(match[1]);
+      this.onAffinity?.(match[1], null);
+    }
+  }
+
   /** Called once per exchange, when it is over (see ExchangeObserver). */
   exchangeFinished(exchange: ProxyExchange, outcome: string): void {
-    // A deleted response is gone from its provider: forget where it was.
-    if (exchange.request.method === 'DELETE' && exchange.status >= 200 && exchange.status < 300) {
-      const match = RESPONSE_BY_ID.exec(exchange.path.split('?')[0]);
-      if (match !== null) {
-        this.responses.forget(match[1]);
-        this.onAffinity?.(match[1], null);
-      }
-    }
     if (this.#observer !== NO_OBSERVER) this.#observe(exchange, outcome);
   }
 

@@ -55,6 +55,8 @@ export interface ExchangeOwner {
   forget(exchange: ProxyExchange): void;
   /** Its API key's concurrency slot goes back ahead of forget(): the client holds the whole response (exactly once either way). */
   releaseKeyOf(exchange: ProxyExchange): void;
+  /** The client has the provider's whole answer, just before its last byte is written (once; not for an answer that failed). */
+  answerRelayed(exchange: ProxyExchange): void;
   /** A Responses API body named its response id: later requests for it go to this exchange's provider. */
   rememberResponse(exchange: ProxyExchange, responseId: string): void;
 }
@@ -339,9 +341,14 @@ export class ProxyExchange implements TunnelConsumer {
       this.fail(Errors.protocolError, `the node ended the body ${this.#bodyLeft} bytes short of its content-length`, 'error');
       return;
     }
-    if (!this.#released) this.#readUsage();
+    if (this.#relayed) {
+      this.#finish(endReason(this.status));
+      return;
+    }
+    this.#readUsage();
     this.#finish(endReason(this.status));
-    if (!this.#relayed) this.response.end();
+    this.plane.answerRelayed(this);
+    this.response.end();
   }
 
   #readUsage(): void {
@@ -365,6 +372,7 @@ export class ProxyExchange implements TunnelConsumer {
     this.plane.releaseKeyOf(this);
     this.#readUsage();
     this.#releaseLease(endReason(this.status));
+    this.plane.answerRelayed(this);
     if (last === undefined || last.length === 0) this.response.end();
     else this.response.end(last);
   }
