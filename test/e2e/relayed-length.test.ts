@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, inFlight, openExchanges, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
-import { FakeNode, JSON_HEADERS, SSE } from '../workers/grpc/fake-node.js';
+import { ALIAS, inFlight, openExchanges, registeredFakeNode, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { JSON_HEADERS, SSE, type FakeNode } from '../workers/grpc/fake-node.js';
 
 /** A raw keep-alive connection: every byte the edge sends is seen, so a byte too many cannot hide. */
 class RawClient {
@@ -53,9 +53,7 @@ describe('a relayed content-length the node does not keep', () => {
   let client: Agent;
   before(async () => {
     stack = await startStack({ startAgent: false });
-    node = new FakeNode(stack.edge.grpcPort);
-    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
-    await node.registered();
+    node = await registeredFakeNode(stack);
   });
   after(async () => {
     node.close();

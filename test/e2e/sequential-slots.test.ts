@@ -10,11 +10,36 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, inFlight, openExchanges, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, PROVIDER_ID, inFlight, openExchanges, registeredFakeNode, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { FakeNode, JSON_HEADERS } from '../workers/grpc/fake-node.js';
+import { JSON_HEADERS, type FakeNode } from '../workers/grpc/fake-node.js';
 
 const ROUNDS = 300;
+
+/**
+ * ROUNDS requests, each sent once the one before was read whole, each on
+ * a new connection (so the kernel spreads them over the workers): every
+ * one must be served; a refusal is named with its round and body.
+ */
+async function oneAtATime(stack: Stack, modelOf: (round: number) => string, streamOf: (round: number) => boolean): Promise<void> {
+  const statuses = new Map<number, number>();
+  const refused: string[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+    const res = await undiciFetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: modelOf(i), stream: streamOf(i), messages: [{ role: 'user', content: 'next' }] }),
+      dispatcher,
+    });
+    const body = await res.text();
+    if (res.status !== 200) refused.push(`round ${i} (${modelOf(i)}, ${streamOf(i) ? 'stream' : 'json'}): ${res.status} ${body.slice(0, 300)}`);
+    statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+    void dispatcher.close().catch(() => undefined);
+  }
+  assert.deepEqual(Object.fromEntries(statuses), { 200: ROUNDS }, refused.join('\n'));
+  await waitUntil(() => inFlight(stack.edge) === 0, 'the last lease released');
+}
 
 describe('one provider slot, no queue, one client at a time', () => {
   let stack: Stack;
@@ -26,24 +51,7 @@ describe('one provider slot, no queue, one client at a time', () => {
   });
 
   test(`${ROUNDS} requests one after another, each on a new connection: every one served`, async () => {
-    const statuses = new Map<number, number>();
-    const refused: string[] = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      // A new connection each time, so the kernel spreads them over the workers.
-      const dispatcher = new Agent({ connections: 1, pipelining: 0 });
-      const res = await undiciFetch(`${stack.baseURL}/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: ALIAS, stream: i % 2 === 0, messages: [{ role: 'user', content: 'next' }] }),
-        dispatcher,
-      });
-      const body = await res.text();
-      if (res.status !== 200) refused.push(`round ${i} (${i % 2 === 0 ? 'stream' : 'json'}): ${res.status} ${body.slice(0, 300)}`);
-      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      void dispatcher.close().catch(() => undefined);
-    }
-    assert.deepEqual(Object.fromEntries(statuses), { 200: ROUNDS }, refused.join('\n'));
-    await waitUntil(() => inFlight(stack.edge) === 0, 'the last lease released');
+    await oneAtATime(stack, () => ALIAS, (i) => i % 2 === 0);
   });
 });
 
@@ -69,24 +77,7 @@ describe('one provider slot shared by an alias with a queue and one without', ()
   });
 
   test(`${ROUNDS} requests one after another, alternating the aliases, each on a new connection: every one served`, async () => {
-    const statuses = new Map<number, number>();
-    const refused: string[] = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      const dispatcher = new Agent({ connections: 1, pipelining: 0 });
-      const model = i % 2 === 0 ? QUEUED_ALIAS : ALIAS;
-      const res = await undiciFetch(`${stack.baseURL}/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model, stream: i % 4 < 2, messages: [{ role: 'user', content: 'next' }] }),
-        dispatcher,
-      });
-      const body = await res.text();
-      if (res.status !== 200) refused.push(`round ${i} (${model}): ${res.status} ${body.slice(0, 300)}`);
-      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      void dispatcher.close().catch(() => undefined);
-    }
-    assert.deepEqual(Object.fromEntries(statuses), { 200: ROUNDS }, refused.join('\n'));
-    await waitUntil(() => inFlight(stack.edge) === 0, 'the last lease released');
+    await oneAtATime(stack, (i) => (i % 2 === 0 ? QUEUED_ALIAS : ALIAS), (i) => i % 4 < 2);
   });
 });
 
@@ -105,9 +96,7 @@ describe('a JSON answer with a content-length, its END held back by the node', (
         raw.auth = { api_keys: [{ name: 'solo', key_sha256: sha256Hex(KEY), max_concurrent: 1 }] };
       },
     });
-    node = new FakeNode(stack.edge.grpcPort);
-    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
-    await node.registered();
+    node = await registeredFakeNode(stack);
   });
   after(async () => {
     node.close();

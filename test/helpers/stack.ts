@@ -10,6 +10,7 @@ import type { EdgeConfig } from '../../src/shared/config-types.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
 import type { Logger } from 'pino';
 import { silentLogger } from '../../src/shared/logger.js';
+import { FakeNode } from '../workers/grpc/fake-node.js';
 
 export interface StackOptions {
   readonly capacity?: number;
@@ -116,6 +117,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   };
   if (options.startAgent !== false) await stack.startAgent(options.agentToken);
   return stack;
+}
+
+/** A scripted node (FakeNode) in the agent's place: registered as NODE_ID with PROVIDER_ID, for a stack started with `startAgent: false`. */
+export async function registeredFakeNode(stack: Stack): Promise<FakeNode> {
+  const node = new FakeNode(stack.edge.grpcPort);
+  node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+  await node.registered();
+  return node;
 }
 
 /** A node agent from a raw (YAML-shaped) agent config, started; resolves once it registered. */
