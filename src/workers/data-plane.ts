@@ -115,7 +115,6 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   readonly #runIdPrefix = `run-${Date.now().toString(36)}-`;
   #config: EdgeConfig;
   #aliases: ReadonlySet<string>;
-  /** Aliases whose max_queue is 0 (usually none). */
   /** Providers serving an alias with max_queue 0: their lease releases are published at once (see releaseLease). */
   #publishNow: ReadonlySet<string>;
   /** provider id -> the adapter its node runs it with (TunnelRequest.adapter). */
@@ -639,7 +638,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.queueUpdates = undefined;
     }
     if (this.#fallbacks.size > 0) this.#fallbacks.delete(exchange.requestId);
-    if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
+    this.releaseKeyOf(exchange);
   }
 
   releaseKeyOf(exchange: ProxyExchange): void {

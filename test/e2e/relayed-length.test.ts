@@ -106,6 +106,8 @@ describe('a relayed content-length the node does not keep', () => {
     await waitUntil(() => inFlight(stack.edge) === 0, 'no lease left');
   }
 
+  const rawClient = (): RawClient => new RawClient(Number(new URL(stack.edge.url).port));
+
   /** The next answer on the same raw connection comes through whole, with nothing before or after it. */
   async function rawNextIsClean(raw: RawClient, settle = true): Promise<void> {
     raw.chat('after');
@@ -121,7 +123,7 @@ describe('a relayed content-length the node does not keep', () => {
   }
 
   test('bytes past the declared length are not relayed, the tunnel is cancelled, and the connection stays in step', async () => {
-    const raw = new RawClient(Number(new URL(stack.edge.url).port));
+    const raw = rawClient();
     raw.chat('overrun');
     const t = await node.nextTunnel();
     node.headers(t.tunnelId, 0, withLength(JSON_HEADERS, 10));
@@ -136,7 +138,7 @@ describe('a relayed content-length the node does not keep', () => {
   });
 
   test('a later DATA frame past the length, after the body was whole, is not relayed either', async () => {
-    const raw = new RawClient(Number(new URL(stack.edge.url).port));
+    const raw = rawClient();
     raw.chat('late overrun');
     const t = await node.nextTunnel();
     node.headers(t.tunnelId, 0, withLength(JSON_HEADERS, 4));
@@ -152,7 +154,7 @@ describe('a relayed content-length the node does not keep', () => {
   });
 
   test('a whole answer ends at its last byte: the same connection serves the next request before END, and a late ERROR resets nothing', async () => {
-    const raw = new RawClient(Number(new URL(stack.edge.url).port));
+    const raw = rawClient();
     raw.chat('first');
     const t = await node.nextTunnel();
     node.headers(t.tunnelId, 0, withLength(JSON_HEADERS, 7));

@@ -99,9 +99,7 @@ export class ProxyExchange implements TunnelConsumer {
    * never written; a body cut short is a cut connection.
    */
   #bodyLeft = -1;
-  /** The lease went back ahead of #finish (at the body's last byte). */
-  #released = false;
-  /** The client's response ended whole at the body's last byte; what the tunnel still does only ends the exchange. */
+  /** The client's response ended whole at the body's last byte, its lease released; what the tunnel still does only ends the exchange. */
   #relayed = false;
   /** Newest SSE frames, kept (by reference) to read `usage` at END. */
   #tail: StreamTail | undefined;
@@ -201,13 +199,9 @@ export class ProxyExchange implements TunnelConsumer {
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
       if (!isRelayedDownstream(name)) continue;
       const value = headers[i].value;
-      if (name === 'content-type') {
-        if (value.startsWith('text/event-stream')) this.#isEventStream = true;
-        else if (value.startsWith('application/json')) json = true;
-      } else if (name === 'content-length') {
-        hasLength = true;
-        this.#bodyLeft = declaredLength(value, status, this.request.method);
-      } else if (name === 'date') hasDate = true;
+      if (this.#readsJson(name, value, status)) json = true;
+      else if (name === 'content-length') hasLength = true;
+      else if (name === 'date') hasDate = true;
       lines += `${name}: ${value}\r\n`;
     }
     lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
@@ -218,6 +212,18 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.#isEventStream || json) this.#tail = new StreamTail();
   }
 
+  /**
+   * What the exchange reads of a relayed header (a lower-cased name): an
+   * event stream, the declared body length. True for a JSON content-type.
+   */
+  #readsJson(name: string, value: string, status: number): boolean {
+    if (name === 'content-type') {
+      if (value.startsWith('text/event-stream')) this.#isEventStream = true;
+      else return value.startsWith('application/json');
+    } else if (name === 'content-length') this.#bodyLeft = declaredLength(value, status, this.request.method);
+    return false;
+  }
+
   /** The relayed head through writeHead (node:http's response, or a lean one with headers set before). */
   #writeHead(status: number, headers: readonly Header[], grant: Grant, upstreamUs: number): boolean {
     const flat: string[] = [];
@@ -226,10 +232,7 @@ export class ProxyExchange implements TunnelConsumer {
       const name = headers[i].name.toLowerCase();
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
       if (!isRelayedDownstream(name)) continue;
-      if (name === 'content-type') {
-        if (headers[i].value.startsWith('text/event-stream')) this.#isEventStream = true;
-        else if (headers[i].value.startsWith('application/json')) json = true;
-      } else if (name === 'content-length') this.#bodyLeft = declaredLength(headers[i].value, status, this.request.method);
+      if (this.#readsJson(name, headers[i].value, status)) json = true;
       flat.push(name, headers[i].value);
     }
     flat.push(
@@ -385,8 +388,6 @@ export class ProxyExchange implements TunnelConsumer {
   }
 
   #releaseLease(reason: ReleaseReason): void {
-    if (this.#released) return;
-    this.#released = true;
     this.plane.releaseLease(this.leaseId, this.grant?.providerId ?? '', reason, this.usage === undefined ? 0 : this.usage.promptTokens + this.usage.completionTokens, reason === 'overloaded' ? this.#retryAfterMs : undefined);
   }
 
@@ -544,7 +545,8 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.timeout) clearTimeout(this.timeout);
     this.timeout = undefined;
     this.plane.forget(this);
-    if (hadLease) this.#releaseLease(reason);
+    // Relayed whole: released at the body's last byte already.
+    if (hadLease && !this.#relayed) this.#releaseLease(reason);
     this.plane.exchangeFinished(this, reason);
   }
 
