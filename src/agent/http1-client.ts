@@ -748,9 +748,11 @@ export class Http1Client {
     exchange.done = true;
     this.#exchange = undefined;
     this.#endDeadlines();
+    // Read before the reset clears it: the response said this connection ends with it.
+    const closeAfter = this.#closeAfter;
     this.#resetParse();
     // Answered before its body was all written (an early 413): the server stopped reading, so the connection is out of step.
-    if (this.#closeAfter || this.#keepAliveMs <= 0 || (this.#socket !== undefined && this.#socket.writableLength > 0)) {
+    if (closeAfter || this.#keepAliveMs <= 0 || (this.#socket !== undefined && this.#socket.writableLength > 0)) {
       this.#dropSocket();
     } else {
       this.#idleUntil = performance.now() + this.#keepAliveMs;

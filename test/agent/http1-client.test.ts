@@ -638,6 +638,57 @@ for (const [label, head] of [
   );
 }
 
+// A response that says the connection ends after it: the next request,
+// handed over the moment the first one ends (as the upstream pool does, in a
+// microtask, before the server's FIN is read), goes on a new connection.
+// Reusing the closing one loses that request to the close; after a
+// transfer-encoding beside a content-length it would also risk reading the
+// next response out of step.
+// undici refuses the head with both (llhttp's strict mode); the lean client
+// reads the chunked body, as RFC 9112 6.3 allows, then closes.
+const UNDICI_REFUSES_BOTH = (o: { first: { result: string }; second: { sequence: string; body: string }; sockets: number }) => {
+  assert.equal(o.first.result, 'upstream_error');
+  assert.equal(o.second.body, 'second');
+  assert.equal(o.sockets, 2);
+};
+for (const [label, head, undiciDiffers] of [
+  ['HTTP/1.1 with connection: close', 'HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 5\r\n\r\nfirst', undefined],
+  ['HTTP/1.0 without keep-alive', 'HTTP/1.0 200 OK\r\ncontent-length: 5\r\n\r\nfirst', undefined],
+  ['transfer-encoding beside a content-length', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n5\r\nfirst\r\n0\r\n\r\n', UNDICI_REFUSES_BOTH],
+] as const) {
+  differential(
+    `5b. after a response that closes its connection (${label}), a request handed over at once takes a new connection`,
+    async (make) => {
+      const answered = new Set<Socket>();
+      const raw = await RawServer.start((req, socket) => {
+        // A server that said close reads nothing more on that connection.
+        if (answered.has(socket)) return;
+        answered.add(socket);
+        if (req.url !== '/first') return ok(socket, 'second');
+        socket.write(head);
+        setTimeout(() => socket.end(), 20);
+      });
+      return withClient(make, raw.url, [raw], async (client) => {
+        const first = new Recorder();
+        client.dispatch({ method: 'GET', path: '/first', headers: [], body: null, headersTimeout: 0, bodyTimeout: 0 }, first);
+        await first.settled;
+        // Handed over in the microtask after the first one ended, as the upstream pool does.
+        const second = await send(client, { path: '/second' });
+        return { first: outcome(first), second: outcome(second), sockets: raw.sockets.length };
+      });
+    },
+    (o) => {
+      assert.equal(o.first.sequence, 'start, response 200, data…, end');
+      assert.equal(o.first.body, 'first');
+      assert.equal(o.second.sequence, 'start, response 200, data…, end');
+      assert.equal(o.second.body, 'second');
+      assert.equal(o.sockets, 2);
+    },
+    undiciDiffers,
+    (o) => ({ first: o.first.body, second: o.second.sequence, sockets: o.sockets }),
+  );
+}
+
 // ---------------------------------------------------------------------------
 // 6. keep-alive
 
