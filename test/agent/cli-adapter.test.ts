@@ -2,7 +2,9 @@
 // with adapter CLI and a session id runs the provider's command and comes
 // back as HEADERS, DATA (OpenAI chunks), END; the agent's log lines carry
 // the adapter and the session; a CLI request for an HTTP provider is
-// refused with adapter_not_supported.
+// refused with adapter_not_supported. A run that ends (cancelled, past its
+// timeout) while its output is held back for credit still gives its session
+// back, and its process is gone.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,7 +16,7 @@ import { pino } from 'pino';
 import { NodeAgent } from '../../src/agent/agent.js';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { Adapter, FrameKind } from '../../src/gen/edge/v1/tunnel_pb.js';
-import { FakeEdge } from './fake-edge.js';
+import { FakeEdge, waitFor } from './fake-edge.js';
 
 const FIXTURE = fileURLToPath(new URL('../../../test/fixtures/cli-fixture.mjs', import.meta.url));
 
@@ -76,4 +78,63 @@ test('a CLI TunnelRequest runs the command; logs name the adapter and the sessio
   const failed = lines.find((l) => l.msg === 'tunnel failed' && l.runId === 'run-mismatch');
   assert.equal(failed?.adapter, 'CLI');
   assert.equal(failed?.sessionId, 'default');
+});
+
+/** Whether a process with this pid is alive (signal 0 only checks). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('a cli run ended while its output waits for credit gives its session back: the next run of that session starts', async (t) => {
+  const root = await mkdtemp(join(tmpdir(), 'cli-held-'));
+  const edge = await FakeEdge.start();
+  const config = parseAgentConfig(
+    {
+      edge: { address: edge.address },
+      node: { id: 'gpu-1', token: 't' },
+      // session_wait_ms: how long the next run waits for a session still held before session_busy.
+      providers: [{ id: 'agent', type: 'cli', command: [process.execPath, FIXTURE], cwd_root: root, timeout_ms: 1_500, kill_grace_ms: 200, session_wait_ms: 3_000 }],
+      log_level: 'silent',
+    },
+    'test',
+  );
+  const agent = new NodeAgent(config, { logger: pino({ level: 'silent' }) });
+  t.after(async () => {
+    await agent.stop();
+    edge.close();
+    await rm(root, { recursive: true, force: true });
+  });
+  agent.start();
+  const stream = await edge.registeredStream(0);
+  const request = (content: string) => new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content }] }));
+  const cases: [string, (tunnelId: number) => void][] = [
+    ['the edge cancelled it', (tunnelId) => stream.cancel(tunnelId)],
+    ['past its timeout_ms', () => {}],
+  ];
+  let tunnelId = 0;
+  for (const [label, end] of cases) {
+    const flood = ++tunnelId;
+    // 256 bytes of credit and never more: the run's stdout is paused with 1 MB still to come.
+    // The session comes back with the child's 'close', which waits for that pipe to end:
+    // Node resumes a child's stdio when it exits, and this pins that it still ends.
+    stream.sendTunnel({ runId: `flood-${flood}`, tunnelId: flood, providerId: 'agent', adapter: Adapter.CLI, sessionId: 'held', target: 'm', method: 'POST', path: '/v1/chat/completions', body: request('flood 1024'), stream: true, timeoutMs: 30_000, initialCredit: 256 });
+    const text = await waitFor(`${label}: the run's first bytes`, () => {
+      const data = stream.framesOf(flood).filter((f) => f.kind === FrameKind.DATA).map((f) => new TextDecoder().decode(f.data)).join('');
+      return /pid (\d+)/.test(data) ? data : undefined;
+    }, 5_000);
+    const pid = Number(/pid (\d+)/.exec(text)?.[1]);
+    end(flood);
+    const next = ++tunnelId;
+    stream.sendTunnel({ runId: `next-${next}`, tunnelId: next, providerId: 'agent', adapter: Adapter.CLI, sessionId: 'held', target: 'm', method: 'POST', path: '/v1/chat/completions', body: request('echo after'), stream: false, timeoutMs: 30_000 });
+    const frames = await stream.terminalFrames(next, 10_000);
+    assert.equal(frames.at(-1)?.kind, FrameKind.END, `${label}: the session's next run got ${frames.at(-1)?.errorCode}: ${frames.at(-1)?.errorMessage}`);
+    const completion = JSON.parse(new TextDecoder().decode(frames.find((f) => f.kind === FrameKind.DATA)?.data));
+    assert.equal(completion.choices[0].message.content, 'after');
+    assert.equal(alive(pid), false, `${label}: the flooding process ${pid} is still running`);
+  }
 });
