@@ -161,3 +161,33 @@ test('through the edge: 1 MB bodies are inspected in the pool; valid ones proxy,
     assert.equal(client.offload?.threads, 0);
   }
 });
+
+test('a prompt that mentions a special token (<|endoftext|>) is counted as text', () => {
+  const plain = countPromptTokens(Buffer.from(chat('the end of text marker ends here')));
+  const marked = countPromptTokens(Buffer.from(chat('the <|endoftext|> marker ends here')));
+  assert.ok(marked > plain - 3, `counted as its characters (${marked} tokens), not refused nor dropped`);
+  // Long enough to be sampled: every slice may hold one.
+  const long = promptTokens(Buffer.from(chat('see <|endoftext|> and <|endofprompt|> here '.repeat(40_000))));
+  assert.ok(long !== undefined && long.sampledBytes > 0 && long.tokens > 40_000 * 10, `sampled count ${long?.tokens}`);
+});
+
+test('through the edge: large bodies that mention <|endoftext|> are served on every API, not refused', async () => {
+  // vllm serves the Anthropic and Responses APIs too.
+  const stack = await startStack({ providerType: 'vllm', bodyBytes: 4 * MB, configure: (raw) => { (raw.limits as Record<string, unknown>).offload_bytes = 64 * 1024; } });
+  try {
+    const text = 'the tokenizer splits <|endoftext|> here; ' + ' word'.repeat(20_000);
+    const cases: [string, Record<string, unknown>][] = [
+      ['/chat/completions', { model: ALIAS, messages: [{ role: 'user', content: text }] }],
+      ['/messages', { model: ALIAS, max_tokens: 16, messages: [{ role: 'user', content: text }] }],
+      ['/responses', { model: ALIAS, input: text }],
+    ];
+    for (const [path, body] of cases) {
+      const res = await fetch(`${stack.baseURL}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
+      assert.equal(res.status, 200, `${path}: ${await res.clone().text()}`);
+      await res.arrayBuffer();
+      assert.ok((stack.mock.lastRequest(`/v1${path}`)?.body.length ?? 0) > 100_000, `${path}: the provider got the body`);
+    }
+  } finally {
+    await stack.close();
+  }
+});

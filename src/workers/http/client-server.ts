@@ -280,7 +280,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       this.#offloadPool ??= new OffloadPool(this.#offloadThreads);
       this.#offloadPool.inspect(body, this.#maxJsonDepth).then(
         (done) => this.#afterOffload(route, request, response, key, done),
-        () => this.#offloadFailed(response),
+        () => this.#offloadFailed(route, response),
       );
       return;
     }
@@ -301,8 +301,10 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#admit(route, request, response, key, done.body, done.info);
   }
 
-  #offloadFailed(response: ServerResponse): void {
-    writeError(response, Errors.internal, OPENAI_ERRORS);
+  /** The pool itself failed (it closed under the task): the client hears it in its API's own format. */
+  #offloadFailed(route: ApiRoute, response: ServerResponse): void {
+    if (response.headersSent || response.destroyed) return;
+    writeError(response, Errors.internal, route.errors);
   }
 
   #admit(route: ApiRoute, request: IncomingMessage, response: ServerResponse, key: ApiKeyState | undefined, body: Buffer, info: InspectResult): void {

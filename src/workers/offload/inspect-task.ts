@@ -24,9 +24,18 @@ export default function inspectTask(task: InspectTask): unknown {
   const body = Buffer.from(task.buffer, 0, task.byteLength);
   let result = inspectBody(body, task.maxDepth);
   if (result.ok && task.countTokens) {
-    const inputTokens = countPromptTokens(body);
+    const inputTokens = countedOrNot(body);
     if (inputTokens >= 0) result = { ...result, inputTokens };
   }
   const reply: InspectTaskReply = { result, buffer: task.buffer };
   return move({ [transferableSymbol]: task.buffer, [valueSymbol]: reply } as never);
+}
+
+/** The count is a scheduling hint: should it fail, the request keeps its byte estimate rather than failing too. */
+function countedOrNot(body: Buffer): number {
+  try {
+    return countPromptTokens(body);
+  } catch {
+    return -1;
+  }
 }

@@ -29,6 +29,12 @@ export const EXACT_CHARS = 128 * 1024;
 const SAMPLES = 128;
 /** Past this much tokenizing per body the rest is extrapolated from the rate so far (1 MB of random punctuation: ~1.7 s). */
 const BUDGET_MS = 100;
+/**
+ * A prompt's `<|endoftext|>` is text the user wrote, counted as text, as a
+ * provider's tokenizer counts it. gpt-tokenizer's default throws on it
+ * (meant for code that builds prompts), which would refuse the request.
+ */
+const AS_TEXT = { disallowedSpecial: new Set<string>() };
 
 /** A count, and how it was reached. */
 export interface PromptTokens {
@@ -97,7 +103,7 @@ function countWhole(texts: readonly string[], totalChars: number, budgetMs: numb
     for (let i = 0; i < text.length; ) {
       if (doneChars > 0 && performance.now() > deadline) return { tokens: tokens + Math.ceil((tokens / doneChars) * (totalChars - doneChars)), sampledBytes: 0 };
       const end = sliceEnd(text, i, i + SLICE_CHARS);
-      tokens += countTokens(text.slice(i, end));
+      tokens += countTokens(text.slice(i, end), AS_TEXT);
       doneChars += end - i;
       i = end;
     }
@@ -138,7 +144,7 @@ function countSampled(texts: readonly string[], budgetMs: number): Counted {
       end = last >= 0 ? i + 1 + last : charStart(utf8, end);
     }
     if (end <= i) continue;
-    estimate += (countTokens(utf8.toString('utf8', i, end)) * (to - from)) / (end - i);
+    estimate += (countTokens(utf8.toString('utf8', i, end), AS_TEXT) * (to - from)) / (end - i);
     sampled += end - i;
   }
   return { tokens: Math.ceil(estimate), sampledBytes: sampled };
