@@ -45,6 +45,8 @@ export class UpstreamPool {
   #returned: UpstreamClient[] = [];
   #handOffQueued = false;
   #destroyed = false;
+  /** Replaced by a new pool: serves what it already has, then closes each connection as it frees. */
+  #retiring = false;
 
   constructor(origin: string, connections: number) {
     this.#origin = origin;
@@ -59,6 +61,28 @@ export class UpstreamPool {
   /** Connections carrying a request now. */
   get busy(): number {
     return this.#all.length - this.#idle.length;
+  }
+
+  /** Connections open or opening, idle ones included. */
+  get connections(): number {
+    return this.#all.length;
+  }
+
+  /**
+   * Replaced (a refresh_config with a new base URL, pool size or key): idle
+   * connections close now, busy ones when their request ends and no waiting
+   * one needs them. Without it each refresh would leave its idle connections
+   * open for as long as the agent runs (Ollama's server never times them out).
+   */
+  retire(): void {
+    this.#retiring = true;
+    for (const client of this.#idle) this.#close(client);
+    this.#idle.length = 0;
+  }
+
+  /** Retired, and every connection closed: nothing left to keep. */
+  get retired(): boolean {
+    return this.#retiring && this.#all.length === 0;
   }
 
   dispatch(options: Dispatcher.DispatchOptions, handler: PooledHandler): void {
@@ -95,7 +119,8 @@ export class UpstreamPool {
       if (this.#destroyed) return;
       const next = this.#nextWaiting();
       if (next === undefined) {
-        this.#idle.push(client);
+        if (this.#retiring) this.#close(client);
+        else this.#idle.push(client);
         continue;
       }
       next.handler.pooledClient = client;
@@ -126,6 +151,12 @@ export class UpstreamPool {
     this.#waiting = [];
     this.#waitingHead = 0;
     await Promise.all(this.#all.map((client) => client.destroy()));
+  }
+
+  #close(client: UpstreamClient): void {
+    const at = this.#all.indexOf(client);
+    if (at >= 0) this.#all.splice(at, 1);
+    void client.destroy();
   }
 
   #create(): UpstreamClient {

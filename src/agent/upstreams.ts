@@ -53,12 +53,24 @@ export class Upstreams {
   /**
    * Swaps a provider's upstream for one built from `provider` (new base URL,
    * pool size or key): tunnels from now on use it; running ones keep the old
-   * pool, which is closed when the agent stops.
+   * pool, which closes each of its connections once no request needs it
+   * (those still open close when the agent stops).
    */
   replace(provider: AgentProviderConfig): void {
     const old = this.#byId.get(provider.id);
-    if (old?.pool !== undefined) this.#retired.push(old.pool);
+    for (let i = this.#retired.length - 1; i >= 0; i--) if (this.#retired[i].retired) this.#retired.splice(i, 1);
+    if (old?.pool !== undefined) {
+      old.pool.retire();
+      if (!old.pool.retired) this.#retired.push(old.pool);
+    }
     this.#byId.set(provider.id, upstreamOf(provider, this.#reaper));
+  }
+
+  /** Replaced pools with a connection still open (a request still running on it). */
+  get retiring(): number {
+    let open = 0;
+    for (const pool of this.#retired) if (!pool.retired) open++;
+    return open;
   }
 
   /** Destroys every pool; in-flight requests fail. Call once tunnels are finished or aborted. */

@@ -107,3 +107,50 @@ test('a provider that refuses connections fails every request, waiting ones incl
   );
   assert.equal(upstreams.get('p')?.pool?.busy, 0);
 });
+
+test('a replaced pool closes its idle connections at once and its busy ones when no request needs them', async (t) => {
+  let open = 0;
+  const held: (() => void)[] = [];
+  const upstream = await UpstreamServer.start((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    if (req.url?.startsWith('/slow')) {
+      res.write('x');
+      held.push(() => res.end('y'));
+    } else res.end('quick');
+  });
+  upstream.server.on('connection', (socket) => {
+    open++;
+    socket.on('close', () => open--);
+  });
+  const config = (id: string) => ({ id, type: 'openai_compat' as const, baseUrl: upstream.url, apiKey: undefined, connections: 1 });
+  const upstreams = new Upstreams([config('p'), config('q')]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Sink();
+  const tunnel = (id: number, providerId: string, path: string) => new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: id, providerId, method: 'GET', path }), sink).start(upstreams);
+
+  // Idle at the swap: closed at once.
+  tunnel(1, 'p', '/quick');
+  await waitFor('tunnel 1 ended', () => (sink.ended(1) ? true : undefined));
+  assert.equal(open, 1, 'its keep-alive connection stays open');
+  upstreams.replace(config('p'));
+  await waitFor('the idle connection closed', () => (open === 0 ? true : undefined));
+  assert.equal(upstreams.retiring, 0);
+
+  // Busy at the swap, with a request waiting for it: that one is still served, then the connection closes.
+  tunnel(2, 'q', '/slow');
+  tunnel(3, 'q', '/after');
+  await waitFor('tunnel 2 at the provider', () => (held.length === 1 ? true : undefined));
+  upstreams.replace(config('q'));
+  assert.equal(upstreams.retiring, 1, 'the old pool still carries tunnel 2');
+  tunnel(4, 'q', '/new-pool');
+  await waitFor('tunnel 4 ended', () => (sink.ended(4) ? true : undefined));
+  held[0]();
+  await waitFor('tunnels 2 and 3 ended', () => (sink.ended(2) && sink.ended(3) ? true : undefined));
+  assert.equal(sink.endedWith(3), FrameKind.END, 'the waiting request was served by the old pool');
+  await waitFor('only the new pool\'s connection open', () => (open === 1 ? true : undefined));
+  assert.equal(upstreams.retiring, 0);
+  assert.deepEqual(upstream.requests.map((r) => r.url), ['/quick', '/slow', '/new-pool', '/after']);
+});
