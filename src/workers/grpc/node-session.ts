@@ -149,6 +149,8 @@ export class NodeSession implements TunnelHost {
     if (this.#requestBatcher !== undefined && message.msg.case === 'tunnelRequest') {
       // Tracked at once; a write failing at the end of the turn closes the session, which fails it as node_disconnected.
       this.#requestBatcher.add(message.msg.value);
+      // A full batch is written inside add(): had that write failed, the session is closed and this request dropped with it.
+      if (this.#state !== 'active') throw new Error(`node ${this.nodeId} session is ${this.#state}`);
       this.#tunnels.set(tunnelId, new OpenTunnel(consumer));
       return tunnelId;
     }
@@ -190,9 +192,8 @@ export class NodeSession implements TunnelHost {
   cancelTunnel(tunnelId: number, reason: string): void {
     if (!this.#tunnels.delete(tunnelId) || this.#state !== 'active') return;
     this.#cancelledIds.add(tunnelId);
-    // The request it cancels goes first.
-    this.#requestBatcher?.flush();
-    this.#call.write(cancelMessage(tunnelId, reason));
+    // The request it cancels goes first (#send flushes the batch); a failed write closes the session.
+    this.#send(cancelMessage(tunnelId, reason));
   }
 
   /** Ends the session; open tunnels fail with node_disconnected. Idempotent. */

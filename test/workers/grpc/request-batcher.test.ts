@@ -115,3 +115,33 @@ test('an agent without the capability gets each request at once, unbatched', asy
   assert.equal(call.written.length, 2);
   assert.equal(stats.requestBatches, 0);
 });
+
+test('a write that throws closes the session: no tunnel is left on it unanswered, a full batch\'s or a cancel\'s', async () => {
+  // A full batch is written inside openTunnel: the request that filled it is refused (it throws), the batched ones fail.
+  const { call, session: s } = session([REQUEST_BATCH_CAPABILITY]);
+  const failed: string[] = [];
+  const watching = { ...consumer, onError: (code: string) => failed.push(code) } as unknown as TunnelConsumer;
+  for (let i = 0; i < 64; i++) s.openTunnel(watching, fields());
+  call.write = () => {
+    throw new Error('transport gone');
+  };
+  assert.throws(() => s.openTunnel(watching, fields()), /session is closed/);
+  assert.equal(s.isActive, false);
+  assert.equal(s.openTunnels, 0, 'no tunnel tracked on the closed session');
+  assert.equal(failed.length, 64);
+  assert.ok(failed.every((code) => code === 'node_disconnected'));
+
+  // A cancel whose write throws: the session closes, its other tunnels fail at once.
+  const second = session([REQUEST_BATCH_CAPABILITY]);
+  const errors: string[] = [];
+  const recorder = { ...consumer, onError: (code: string) => errors.push(code) } as unknown as TunnelConsumer;
+  const a = second.session.openTunnel(recorder, fields());
+  second.session.openTunnel(recorder, fields());
+  await nextTurn();
+  second.call.write = () => {
+    throw new Error('transport gone');
+  };
+  second.session.cancelTunnel(a, 'client left');
+  assert.equal(second.session.isActive, false);
+  assert.deepEqual(errors, ['node_disconnected'], 'the other tunnel failed, the cancelled one is not told twice');
+});
