@@ -35,8 +35,13 @@ export function groupServes(group: GroupState, api: ApiKind): boolean {
 
 /** Provider accepts new work at all (capacity aside). */
 export function isEligible(p: ProviderState): boolean {
+  return !p.held && couldServe(p);
+}
+
+/** Eligible but for an outlier hold: enabled, healthy, in the catalog, on a connected node that is not draining and runs it. */
+export function couldServe(p: ProviderState): boolean {
   const node = p.node;
-  return p.enabled && !p.held && !p.unhealthy && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id));
+  return p.enabled && !p.unhealthy && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id));
 }
 
 /**

@@ -11,7 +11,7 @@
 // `maxEjectionShare` of an alias's providers, is not made: requests keep
 // going there (or queue) instead.
 import type { OutlierView } from '../../contract/scheduler.js';
-import { isEligible } from './candidates.js';
+import { couldServe, isEligible } from './candidates.js';
 import type { GroupState, ProviderState } from './state.js';
 
 export interface OutlierPolicy {
@@ -140,6 +140,14 @@ export class Outliers {
     }
     if (record.phase === 'half_open') {
       record.probing = false;
+      const refused = this.#guard(p, groups);
+      if (refused !== undefined) {
+        // Still the last serving provider (the others left while it was out): it stays
+        // half-open, one request at a time, and the rest wait for it.
+        record.reason = refused;
+        p.held = false;
+        return;
+      }
       this.#eject(p, record, now, 'the half-open probe failed');
       return;
     }
@@ -166,6 +174,18 @@ export class Outliers {
   }
 
   /**
+   * A lease on `p` ended with no outcome to judge: fenced with its node,
+   * or forgotten with its worker. Were it the half-open probe, the next
+   * request probes; left set, the provider would stay held for good.
+   */
+  ended(p: ProviderState): void {
+    const record = this.#records.get(p);
+    if (record === undefined || !record.probing) return;
+    record.probing = false;
+    p.held = false;
+  }
+
+  /**
    * The node's active health probe of `p` passed: a half-open provider
    * whose probe request is not yet out returns on it (the active probe is
    * its half-open probe). True when it returned.
@@ -188,6 +208,40 @@ export class Outliers {
       p.held = false;
       any = true;
       this.#listener?.({ type: 'provider.half_open', provider: p.id, reason: record.reason });
+    }
+    return any;
+  }
+
+  /**
+   * Providers left `groups` (their node went, drained, failed its health
+   * probe, or left the catalog): an alias with no provider serving any more
+   * gets its ejected ones back half-open at once, so a probe decides
+   * instead of a timer while every request waits. True when any came back.
+   */
+  lastResort(groups: Iterable<GroupState>): boolean {
+    if (this.#records.size === 0) return false;
+    let any = false;
+    for (const group of groups) {
+      let serving = false;
+      for (const entry of group.entries) {
+        const phase = this.#records.get(entry.provider)?.phase ?? 'healthy';
+        if (phase !== 'ejected' && couldServe(entry.provider)) {
+          serving = true;
+          break;
+        }
+      }
+      if (serving) continue;
+      for (const entry of group.entries) {
+        const p = entry.provider;
+        const record = this.#records.get(p);
+        if (record === undefined || record.phase !== 'ejected' || !couldServe(p)) continue;
+        record.phase = 'half_open';
+        record.probing = false;
+        record.reason = `back early: the last serving provider of ${group.alias} left`;
+        p.held = false;
+        any = true;
+        this.#listener?.({ type: 'provider.half_open', provider: p.id, reason: record.reason });
+      }
     }
     return any;
   }
@@ -232,9 +286,10 @@ export class Outliers {
       let ejected = 0;
       for (const entry of group.entries) {
         const other = entry.provider;
+        if (other === p) continue; // a half-open p being judged again is not one of the others
         const phase = this.#records.get(other)?.phase ?? 'healthy';
         if (phase !== 'healthy') ejected++;
-        else if (other !== p && isEligible(other)) serving++;
+        else if (isEligible(other)) serving++;
       }
       if (serving === 0) return `not ejected: the last serving provider of ${group.alias}`;
       if (ejected + 1 > this.#policy.maxEjectionShare * group.entries.length) return `not ejected: ${group.alias} is at its largest ejected share`;

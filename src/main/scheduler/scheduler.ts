@@ -296,6 +296,7 @@ export class Scheduler {
     for (const lease of [...this.#leases.values()]) {
       if (!belongs(lease.requestId)) continue;
       this.#dropLease(lease);
+      this.outliers.ended(lease.provider);
       leases++;
     }
     for (const lease of [...this.#fencedUnsent.values()]) if (belongs(lease.requestId)) this.#fencedUnsent.delete(lease.leaseId);
@@ -362,6 +363,13 @@ export class Scheduler {
     return reset;
   }
 
+  /** The node's providers stopped serving: the aliases they leave without one get their ejected providers back (Outliers.lastResort). */
+  #lastResortFor(node: NodeState): void {
+    const groups = new Set<GroupState>();
+    for (const p of this.#registry.providers.values()) if (p.node === node) for (const group of this.#groupsOf(p)) groups.add(group);
+    if (groups.size > 0) this.outliers.lastResort(groups);
+  }
+
   #groupsOf(provider: ProviderState): GroupState[] {
     const groups: GroupState[] = [];
     for (const group of this.#registry.groups.values()) if (group.entries.some((e) => e.provider === provider)) groups.push(group);
@@ -387,6 +395,7 @@ export class Scheduler {
         // Released as 'stale_generation'; unreachable while fencing releases
         // every lease of a superseded generation, kept as a safety net.
         this.#dropLease(lease);
+        this.outliers.ended(lease.provider);
         this.#readmit(lease, now);
       }
     } else {
@@ -514,6 +523,7 @@ export class Scheduler {
     node.connectedSinceMs = undefined;
     node.draining = false;
     this.#registry.forgetNodeIfUnused(node);
+    this.#lastResortFor(node);
     this.#pump();
     this.#flush();
     return fenced;
@@ -540,6 +550,7 @@ export class Scheduler {
       changed = provider.unhealthy === healthy;
       provider.unhealthy = !healthy;
       const returned = healthy && this.outliers.activeProbePassed(provider, now);
+      if (!healthy && changed && this.outliers.lastResort(this.#groupsOf(provider))) this.#pump();
       if (healthy && (changed || returned)) this.#pump();
     }
     this.#flush();
@@ -552,7 +563,8 @@ export class Scheduler {
     const node = this.#registry.nodes.get(nodeId);
     if (node !== undefined && node.connected) {
       node.draining = draining;
-      if (!draining) this.#pump();
+      if (draining) this.#lastResortFor(node);
+      this.#pump();
     }
     this.#flush();
   }
@@ -569,6 +581,7 @@ export class Scheduler {
     this.#fairness = fairnessOf(config);
     this.#registry.apply(buildCatalog(config));
     this.#applyFairness();
+    this.outliers.lastResort(this.#registry.groups.values());
     this.#pump();
     this.#flush();
   }
@@ -697,6 +710,7 @@ export class Scheduler {
     for (const lease of node.leases) {
       fenced.push(lease.info());
       this.#dropLease(lease);
+      this.outliers.ended(lease.provider);
       if (!lease.confirmed) this.#rememberFencedUnsent(lease);
     }
     return fenced;
@@ -779,11 +793,11 @@ export class Scheduler {
   /** Rejects every queued request whose deadline is at or before `now`. */
   #expire(now: number): void {
     if (now > this.#now) this.#now = now;
-    this.outliers.expire(now);
-    this.overload.expire(now);
+    const ejectionsEnded = this.outliers.expire(now);
+    const holdsEnded = this.overload.expire(now);
     for (;;) {
       const item = this.#deadlines.peek();
-      if (item === undefined || item.deadline > now) return;
+      if (item === undefined || item.deadline > now) break;
       const group = item.group;
       const need = contextNeed(item.estimatedTokens, this.#registry.longThreshold);
       const code: RejectCode = hasEligibleCandidate(group, this.#wantItem(item), need, item.excludeProviderId)
@@ -794,6 +808,9 @@ export class Scheduler {
       // A timeout retried waits behind the queue that is there now; a missing provider has no rate to go by.
       this.#outbox.push(code === 'queue_timeout' ? this.#refusal(item.requestId, code, group, group.queue.length + 1) : new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
     }
+    // A hold that ended frees slots: those still waiting take them before the call does
+    // anything (an admit would otherwise take one ahead of them, and FIFO would break).
+    if (ejectionsEnded || holdsEnded) this.#pump();
   }
 
   /**

@@ -118,3 +118,60 @@ test('a failure before the first byte (retry) counts as a provider failure', () 
   }
   assert.equal(s.outlierStatus('a')?.phase, 'ejected');
 });
+
+/** Two providers on two nodes; `a` ejected (five failures while `b` serves). */
+function aEjected(): { s: Scheduler; sink: RecordingSink } {
+  const started = start({ nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a', 'b'] }] });
+  for (let i = 0; i < 5; i++) assert.equal(serve(started.s, started.sink, 0, 'provider_failed'), 'a');
+  assert.equal(started.s.outlierStatus('a')?.phase, 'ejected');
+  return started;
+}
+
+test('a half-open probe ended by its node reconnecting leaves the provider probing again, not held for good', () => {
+  const { s, sink } = aEjected();
+  s.tick(30_001);
+  s.admit(req(nextId++, 'chat'), 30_001);
+  const probe = sink.takeGrants()[0];
+  assert.equal(probe.providerId, 'a', 'the probe');
+  s.connect('n1', 30_002); // the node restarts: the probe's lease is fenced, no verdict
+  s.release(probe.leaseId, 'end', 30_003); // the data path's late release finds no lease
+  const served = Array.from({ length: 4 }, () => {
+    s.admit(req(nextId++, 'chat'), 30_004);
+    return sink.takeGrants()[0]?.providerId;
+  });
+  assert.ok(served.includes('a'), `a takes the next probe: ${served.join(',')}`);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a failed probe does not eject the last serving provider: it stays half-open and requests wait for it', () => {
+  const { s, sink } = aEjected();
+  s.disconnect('n2', s.currentGeneration('n2'), 10); // b leaves while a is out
+  s.tick(30_001);
+  assert.equal(serve(s, sink, 30_001, 'provider_failed'), 'a', 'the probe fails');
+  const status = s.outlierStatus('a');
+  assert.equal(status?.phase, 'half_open', 'not ejected again');
+  assert.match(status?.reason ?? '', /last serving provider of chat/);
+  assert.equal(serve(s, sink, 30_002, 'end'), 'a', 'the next request goes to it and returns it');
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy');
+});
+
+test('when the last serving provider of an alias leaves, its ejected providers come back half-open at once', () => {
+  for (const [how, leave] of [
+    ['disconnected', (s: Scheduler) => s.disconnect('n2', s.currentGeneration('n2'), 10)],
+    ['drained', (s: Scheduler) => s.setDraining('n2', true, 10)],
+    ['failed its health probe', (s: Scheduler) => s.setProviderHealth('n2', 'b', false, 10)],
+  ] as const) {
+    const { s, sink } = aEjected();
+    s.admit(req(nextId++, 'chat'), 5);
+    const onB = sink.takeGrants()[0];
+    assert.equal(onB.providerId, 'b');
+    s.admit(req(nextId++, 'chat'), 6);
+    assert.equal(sink.takeGrants().length, 0, `${how}: waits for b`);
+    leave(s);
+    assert.equal(s.outlierStatus('a')?.phase, 'half_open', how);
+    const grants = sink.takeGrants();
+    assert.equal(grants.length, 1, `${how}: the waiting request probes a at once, not after the 30 s ejection`);
+    assert.equal(grants[0].providerId, 'a');
+    assert.deepEqual(s.checkInvariants(), [], how);
+  }
+});

@@ -153,3 +153,15 @@ test('a passing active probe returns a half-open provider (it stands in for the 
   assert.equal(s.outlierStatus('a')?.phase, 'healthy', 'returned by the active probe');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a Retry-After hold that ends between timer ticks serves the waiting request before a newcomer', () => {
+  const { s, sink } = setup({ nodes: { n1: [{ id: 'a', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a'] }] });
+  s.admit(req(1, 'chat'), 0);
+  s.release(sink.takeGrants()[0].leaseId, 'overloaded', 10, 0, 1_000); // held until 1,010
+  s.admit(req(2, 'chat'), 20);
+  assert.equal(sink.takeGrants().length, 0, 'request 2 waits out the hold');
+  // No tick at 1,010 (the driver's timer runs late): the next call is a newcomer's admit.
+  s.admit(req(3, 'chat'), 1_011);
+  assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [2], 'the waiter first; request 3 queues behind it');
+  assert.deepEqual(s.checkInvariants(), []);
+});
