@@ -367,6 +367,19 @@ describe('A2A: API keys', () => {
     assert.equal(task.status?.state, COMPLETED);
     assert.equal(textOf(task), completionText(SERVED, 3));
   });
+
+  test('a query that looks like the card\'s path does not lift the key check; the card itself stays public', async () => {
+    const before = stack.mock.stats.requests;
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: 'm-1', role: 'ROLE_USER', parts: [{ text: 'no key, card-like query' }] } } });
+    for (const query of ['?x=/.well-known/', '?p=/a2a/writer/.well-known/agent-card.json']) {
+      const res = await fetch(`${stack.edge.url}/a2a/writer${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      assert.equal(res.status, 401, `${query}: ${await res.clone().text()}`);
+      assert.match(await res.text(), /invalid_api_key|API key/);
+    }
+    assert.equal(stack.mock.stats.requests, before, 'nothing reached the provider');
+    const card = await fetch(`${stack.edge.url}/a2a/writer/.well-known/agent-card.json?v=1`);
+    assert.equal(card.status, 200);
+  });
 });
 
 describe('A2A: admission', () => {

@@ -21,6 +21,7 @@ import { onClientError } from './client-errors.js';
 import { inspectBody, type InspectError, type InspectOk, type InspectResult } from './inspect.js';
 import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
 import { A2ASurface } from '../a2a/a2a-surface.js';
+import { CARD_PATH } from '../a2a/agent-card.js';
 import { readBody, writeClosing, writeError, type BodyOwner } from './fast-path.js';
 import { LeanHttp1, type LeanOwner } from './lean-http1.js';
 
@@ -417,9 +418,15 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   }
 }
 
-/** The OpenAI API and the A2A endpoints take API keys; Agent Cards are public (they say how to authenticate). */
+/**
+ * The OpenAI API and the A2A endpoints take API keys; Agent Cards are public
+ * (they say how to authenticate). Judged on the path alone: the query is the
+ * client's to fill, and the router ignores it.
+ */
 function needsApiKey(url: string): boolean {
-  return url.startsWith('/v1/') || (url.startsWith('/a2a/') && !url.includes('/.well-known/'));
+  const query = url.indexOf('?');
+  const path = query < 0 ? url : url.slice(0, query);
+  return path.startsWith('/v1/') || (path.startsWith('/a2a/') && !path.endsWith(CARD_PATH));
 }
 
 function passBuffer(_request: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void {
