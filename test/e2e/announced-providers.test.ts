@@ -41,6 +41,9 @@ describe('providers the node did not announce', () => {
     const metrics = await stack.metrics();
     assert.doesNotMatch(metrics, new RegExp(`^edge_retries_total\\{[^}]*provider="${GHOST}"[^}]*\\} [1-9]`, 'm'), 'no request was first sent to the provider the node does not run');
     assert.doesNotMatch(metrics, /^edge_retries_total\{[^}]*\} [1-9]/m, 'no retry at all');
+    // Not available to route to, as status says: the metric agrees.
+    assert.match(metrics, new RegExp(`^edge_provider_available\\{[^}]*provider="${GHOST}"[^}]*\\} 0$`, 'm'));
+    assert.match(metrics, new RegExp(`^edge_provider_available\\{[^}]*provider="${PROVIDER_ID}"[^}]*\\} 1$`, 'm'));
     const providers = (await stack.edge.status()).providers;
     assert.equal(providers.find((p) => p.id === GHOST)?.health, 'not_announced');
     assert.equal(providers.find((p) => p.id === PROVIDER_ID)?.health, 'ok');

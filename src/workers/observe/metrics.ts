@@ -277,7 +277,7 @@ export class EdgeMetrics {
       const labels = { provider: p.id, node: p.nodeId };
       this.#inFlight.set(labels, p.inFlight);
       this.#capacity.set(labels, p.capacity);
-      this.#providerUp.set(labels, p.connected && p.enabled && !p.draining && p.unhealthy !== true && (p.outlier?.phase ?? 'healthy') !== 'ejected' ? 1 : 0);
+      this.#providerUp.set(labels, p.connected && p.announced && p.enabled && !p.draining && p.unhealthy !== true && (p.outlier?.phase ?? 'healthy') !== 'ejected' ? 1 : 0);
       this.#overloadLimit.set(labels, p.overload?.limit ?? p.capacity);
       this.#unhealthy.set(labels, p.unhealthy === true ? 1 : 0);
       this.#outlier.set(labels, p.outlier?.phase === 'ejected' ? 1 : p.outlier?.phase === 'half_open' ? 2 : 0);
