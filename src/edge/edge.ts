@@ -196,11 +196,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   get url(): string {
-    return `${this.#https ? 'https' : 'http'}://${this.#config.http.host}:${this.httpPort}`;
+    return `${this.#https ? 'https' : 'http'}://${urlHost(this.#config.http.host)}:${this.httpPort}`;
   }
 
   get adminUrl(): string | undefined {
-    return this.adminPort === undefined ? undefined : `http://${this.#config.admin?.host ?? '127.0.0.1'}:${this.adminPort}`;
+    return this.adminPort === undefined ? undefined : `http://${urlHost(this.#config.admin?.host ?? '127.0.0.1')}:${this.adminPort}`;
   }
 
   get config(): EdgeConfig {
@@ -441,4 +441,9 @@ export async function startEdge(config: EdgeConfig, options: EdgeOptions = {}): 
     'edge listening',
   );
   return edge;
+}
+
+/** A listen host as a URL's host: an IPv6 address in brackets. */
+function urlHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }

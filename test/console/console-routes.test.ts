@@ -116,3 +116,31 @@ describe('the 15-minute series', () => {
     assert.equal(readingOf([]).requests, 0);
   });
 });
+
+describe('console routes with the client listener on IPv6', () => {
+  test('try-it reaches a client listener bound to ::1 (its URL has the address in brackets)', async (t) => {
+    const raw = edgeConfigObject();
+    (raw.listen as { http: { host: string } }).http.host = '::1';
+    raw.admin = { host: '127.0.0.1', port: 0, token: TOKEN };
+    let edge: RunningEdge;
+    try {
+      edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger(), admin: true });
+    } catch (err) {
+      // A host without IPv6 loopback cannot run this.
+      if ((err as NodeJS.ErrnoException).code === 'EADDRNOTAVAIL' || (err as NodeJS.ErrnoException).code === 'EAFNOSUPPORT') return t.skip('no IPv6 loopback here');
+      throw err;
+    }
+    try {
+      assert.match(edge.url, /^http:\/\/\[::1\]:\d+$/);
+      const res = await fetch(`${edge.adminUrl}/admin/try`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      assert.equal(res.status, 404, await res.clone().text());
+      assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'model_not_found');
+    } finally {
+      await edge.close();
+    }
+  });
+});
