@@ -114,6 +114,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   readonly #peers: PeerRouter | undefined;
   readonly #runIdPrefix = `run-${Date.now().toString(36)}-`;
   #config: EdgeConfig;
+  /** The configured node ids (x-edge-node must name one). */
+  #nodeIds: ReadonlySet<string>;
   #aliases: ReadonlySet<string>;
   /** Providers serving an alias with max_queue 0: their lease releases are published at once (see releaseLease). */
   #publishNow: ReadonlySet<string>;
@@ -145,6 +147,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#flags = placement.flags;
     this.#config = config;
     this.#aliases = new Set(config.models.map((m) => m.alias));
+    this.#nodeIds = new Set(config.nodes.map((n) => n.id));
     this.#publishNow = noQueueProviders(config);
     this.#adapters = adaptersOf(config);
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
@@ -159,6 +162,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   setConfig(config: EdgeConfig): void {
     this.#config = config;
     this.#aliases = new Set(config.models.map((m) => m.alias));
+    this.#nodeIds = new Set(config.nodes.map((n) => n.id));
     this.#publishNow = noQueueProviders(config);
     this.#adapters = adaptersOf(config);
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
@@ -234,6 +238,13 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     }
     if (refusedKey !== undefined) {
       exchange.reject(Errors.tooManyConcurrent, 1, keyLimitMessage(refusedKey));
+      return;
+    }
+    // A node the config does not name is refused here: the scheduler would refuse it too, but with
+    // I/O workers every name sent there is interned for good on both threads, and the client picks it.
+    const direct = request.headers['x-edge-node'];
+    if (direct !== undefined && typeof direct === 'string' && direct.length > 0 && !this.#nodeIds.has(direct)) {
+      exchange.reject(Errors.nodeNotFound, 0, `no node ${JSON.stringify(direct.length > 128 ? `${direct.slice(0, 128)}…` : direct)} in the config`);
       return;
     }
     this.#driver.admit(admitRequestOf(exchange), limitedKey);
