@@ -198,11 +198,9 @@ function readAddress(r: ConfigReader, path: string, value: unknown): string {
 }
 
 /** Like ConfigReader.string, but a problem never repeats the value: it is a credential. */
-function readSecret(r: ConfigReader, path: string, value: unknown, isHeaderValue: boolean): string | undefined {
-  if (typeof value !== 'string' || value.length === 0) {
-    r.problems.push(`${path}: expected a non-empty string (value not shown: it is a secret)`);
-    return undefined;
-  }
+function readSecret(r: ConfigReader, path: string, raw: unknown, isHeaderValue: boolean): string | undefined {
+  const value = r.secret(path, raw);
+  if (value === '') return undefined;
   if (isHeaderValue && !HEADER_SAFE.test(value)) {
     r.problems.push(`${path}: expected printable characters only (value not shown: it is a secret)`);
     return undefined;

@@ -42,7 +42,7 @@ function readAdmin(r: ConfigReader, raw: unknown): AdminConfig {
   const obj = r.object('admin', raw, true) ?? {};
   r.noUnknownKeys('admin', obj, ['host', 'port', 'token']);
   const host = r.string('admin.host', obj.host, '127.0.0.1');
-  const token = r.optionalString('admin.token', obj.token);
+  const token = obj.token === undefined ? undefined : r.secret('admin.token', obj.token);
   if (token === undefined && !isLoopbackHost(host)) r.problems.push(`admin.token: required when admin.host (${host}) is not a loopback address`);
   return { host, port: r.integer('admin.port', obj.port, 0, MAX_PORT, DEFAULT_ADMIN_PORT), token };
 }
@@ -56,7 +56,7 @@ function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): Boots
   r.noUnknownKeys('bootstrap', obj, ['listen', 'artifact_dir', 'token', 'edge_address']);
   const listen = readListen(r, 'bootstrap.listen', obj.listen, 8443);
   const artifactDir = r.string('bootstrap.artifact_dir', obj.artifact_dir);
-  const token = r.string('bootstrap.token', obj.token);
+  const token = r.secret('bootstrap.token', obj.token);
   if (token !== '' && token.length < 16) r.problems.push('bootstrap.token: at least 16 characters (value not shown: it is a secret)');
   const wildcard = grpc.host === '0.0.0.0' || grpc.host === '::' || grpc.host === '';
   if (obj.edge_address === undefined && wildcard) r.problems.push(`bootstrap.edge_address: required when listen.grpc.host (${grpc.host}) is a wildcard address nodes cannot dial`);
@@ -105,7 +105,7 @@ function readNode(r: ConfigReader, path: string, raw: unknown): NodeConfig | und
     if (provider) providers.push(provider);
   }
   const labels = r.list(`${path}.labels`, obj.labels, true).map((label, i) => r.string(`${path}.labels[${i}]`, label));
-  const node = { id: headerSafeId(r, `${path}.id`, obj.id), token: r.string(`${path}.token`, obj.token), providers };
+  const node = { id: headerSafeId(r, `${path}.id`, obj.id), token: r.secret(`${path}.token`, obj.token), providers };
   return labels.length === 0 ? node : { ...node, labels };
 }
 

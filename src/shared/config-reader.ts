@@ -62,6 +62,15 @@ export class ConfigReader {
     return value;
   }
 
+  /** Like string(), but a problem never repeats the value: it is a credential (a YAML number is still one). */
+  secret(path: string, value: unknown): string {
+    if (typeof value !== 'string' || value.length === 0) {
+      this.problems.push(`${path}: expected a non-empty string (value not shown: it is a secret)`);
+      return '';
+    }
+    return value;
+  }
+
   optionalString(path: string, value: unknown): string | undefined {
     if (value === undefined) return undefined;
     return this.string(path, value);

@@ -132,3 +132,16 @@ test('node and provider ids: printable ASCII, since every answer carries them in
   assert.match(text, /nodes\[0\]\.id: expected printable ASCII \(it is sent in the x-edge-node and x-edge-provider response headers\), found the string "gpu\\n1"/);
   assert.match(text, /nodes\[0\]\.providers\[0\]\.id: expected printable ASCII .*found the string "gpu-東京"/);
 });
+
+test('a token of the wrong type is refused without its value: YAML reads token: 12345678 as a number', () => {
+  const problems = problemsOf({
+    listen: { grpc: { host: '127.0.0.1' } },
+    admin: { token: 48151623 },
+    bootstrap: { listen: { port: 0 }, artifact_dir: '/tmp', token: 42424242424242 },
+    nodes: [{ id: 'n1', token: 12345678, providers: [{ id: 'p1' }] }],
+    models: [{ alias: 'm', providers: { p1: 'served' } }],
+  });
+  const text = problems.join('\n');
+  for (const path of ['admin.token', 'bootstrap.token', 'nodes[0].token']) assert.match(text, new RegExp(`${path.replace(/[[\].]/g, '\\$&')}: expected a non-empty string \\(value not shown: it is a secret\\)`));
+  for (const digits of ['12345678', '48151623', '42424242424242']) assert.ok(!text.includes(digits), `the value ${digits} is not repeated:\n${text}`);
+});
