@@ -266,11 +266,13 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   }
 
   /**
-   * The node's anchor stream reported its probe results: a provider whose
-   * verdict changed since the last report of this session goes to the
-   * scheduler (an unhealthy one gets no new requests), and so does every
-   * passing verdict (it returns a half-open provider: a few records per
-   * heartbeat). A new connection starts from healthy, in the scheduler and here.
+   * The node's anchor stream reported its probe results: every verdict goes
+   * to the scheduler (an unhealthy provider gets no new requests; a passing
+   * verdict returns a half-open one), which acts on a change only: a few
+   * records per heartbeat. Sent every time, not on change, because a
+   * provider a config refresh just added (or added back) starts healthy in
+   * the scheduler and would otherwise never hear that its probe fails. A
+   * change is logged. A new connection starts from healthy, there and here.
    */
   probed(session: NodeSession, probes: readonly ProbeResult[]): void {
     const lanes = this.#current.get(session.nodeId);
@@ -281,12 +283,10 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#probeVerdicts.set(session, known);
     }
     for (const probe of probes) {
-      if ((known.get(probe.providerId) ?? true) === probe.healthy) {
-        if (probe.healthy) this.#port.setProviderHealth(session.nodeId, probe.providerId, true);
-        continue;
+      if ((known.get(probe.providerId) ?? true) !== probe.healthy) {
+        known.set(probe.providerId, probe.healthy);
+        this.logger.warn({ node: session.nodeId, provider: probe.providerId, detail: probe.detail || undefined }, probe.healthy ? 'provider health probe passes' : 'provider health probe fails');
       }
-      known.set(probe.providerId, probe.healthy);
-      this.logger.warn({ node: session.nodeId, provider: probe.providerId, detail: probe.detail || undefined }, probe.healthy ? 'provider health probe passes' : 'provider health probe fails');
       this.#port.setProviderHealth(session.nodeId, probe.providerId, probe.healthy);
     }
   }
