@@ -50,7 +50,13 @@ import {
   type ResponseIds,
 } from './api-formats.js';
 
-export type Route = 'chat' | 'text' | 'embeddings' | 'models' | 'messages' | 'count_tokens' | 'responses' | 'response_get' | 'response_delete';
+export type Route = 'chat' | 'text' | 'embeddings' | 'models' | 'messages' | 'count_tokens' | 'responses' | StoredResponseRoute;
+/** The routes of one stored response: GET, DELETE, POST …/cancel, GET …/input_items. */
+export type StoredResponseRoute = 'response_get' | 'response_delete' | 'response_cancel' | 'response_input_items';
+
+function isStoredResponseRoute(route: Route): route is StoredResponseRoute {
+  return route === 'response_get' || route === 'response_delete' || route === 'response_cancel' || route === 'response_input_items';
+}
 
 const EXCHANGE = Symbol('mockExchange');
 type Carrier = { [EXCHANGE]?: Exchange };
@@ -141,7 +147,7 @@ export class Exchange implements PacedStream {
   #parse(body: Buffer): boolean {
     const route = this.#route;
     if (route === 'models') return true;
-    if (route === 'response_get' || route === 'response_delete') return this.#storedResponse(route);
+    if (isStoredResponseRoute(route)) return this.#storedResponse(route);
     if (route === 'embeddings') {
       const parsed = parseEmbeddingsRequest(body);
       if (typeof parsed === 'string') {
@@ -204,7 +210,7 @@ export class Exchange implements PacedStream {
       this.#sendJson(200, countTokensBody(this.#usage.promptTokens));
       return;
     }
-    if (route === 'response_get' || route === 'response_delete') return; // answered by #parse
+    if (isStoredResponseRoute(route)) return; // answered by #parse
     if (route !== 'embeddings' && this.#record.stream) {
       this.#beginStream();
       return;
@@ -369,9 +375,10 @@ export class Exchange implements PacedStream {
   }
 
   /** GET returns the stored response; DELETE removes it. Both 404 for an unknown id, as OpenAI does. */
-  #storedResponse(route: 'response_get' | 'response_delete'): boolean {
-    const path = this.#req.url ?? '';
-    const id = decodeURIComponent(path.slice('/v1/responses/'.length).split('?')[0]);
+  #storedResponse(route: StoredResponseRoute): boolean {
+    const path = (this.#req.url ?? '').split('?')[0];
+    const rest = path.slice('/v1/responses/'.length);
+    const id = decodeURIComponent(route === 'response_cancel' || route === 'response_input_items' ? rest.slice(0, rest.indexOf('/')) : rest);
     const stored = this.#state.storedResponses.get(id);
     if (stored === undefined) {
       this.#sendJson(404, errorBody(`Response with id '${id}' not found.`, 'invalid_request_error', null, 'response_id'));
@@ -379,6 +386,15 @@ export class Exchange implements PacedStream {
     }
     if (route === 'response_get') {
       this.#sendJson(200, stored);
+      return false;
+    }
+    if (route === 'response_cancel') {
+      // Every stored response here has finished: cancelling it changes nothing and returns it.
+      this.#sendJson(200, stored);
+      return false;
+    }
+    if (route === 'response_input_items') {
+      this.#sendJson(200, '{"object":"list","data":[],"first_id":null,"last_id":null,"has_more":false}');
       return false;
     }
     this.#state.storedResponses.delete(id);

@@ -4,8 +4,9 @@
 //   POST /v1/chat/completions, POST /v1/completions  (stream or not)
 //   POST /v1/embeddings, GET /v1/models
 //   POST /v1/messages (stream or not), POST /v1/messages/count_tokens  (Anthropic)
-//   POST /v1/responses (stream or not), GET / DELETE /v1/responses/{id}  (OpenAI
-//   Responses; responses are stored, and previous_response_id must name one)
+//   POST /v1/responses (stream or not), GET / DELETE /v1/responses/{id},
+//   POST …/{id}/cancel, GET …/{id}/input_items  (OpenAI Responses; responses
+//   are stored, and previous_response_id must name one)
 //   GET /mock/stats (counters as JSON), POST /mock/reset (zero them),
 //   GET /mock/log (the request log's identities and outcomes, oldest first)
 // Every completion chunk (and a whole body) carries a top-level `mock` field
@@ -71,9 +72,17 @@ const ROUTES: ReadonlyMap<string, readonly [method: string, route: Route]> = new
   ['/v1/responses', ['POST', 'responses']],
 ]);
 
-/** GET or DELETE /v1/responses/{id}. */
+/** GET or DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items. */
 function storedResponseRoute(path: string, method: string | undefined): readonly [string, Route] | undefined {
   if (!path.startsWith('/v1/responses/') || path.length === '/v1/responses/'.length) return undefined;
+  const rest = path.slice('/v1/responses/'.length);
+  const slash = rest.indexOf('/');
+  if (slash > 0) {
+    const action = rest.slice(slash + 1);
+    if (action === 'cancel') return ['POST', 'response_cancel'];
+    if (action === 'input_items') return ['GET', 'response_input_items'];
+    return undefined;
+  }
   return method === 'DELETE' ? ['DELETE', 'response_delete'] : ['GET', 'response_get'];
 }
 

@@ -245,6 +245,14 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     const retrieved = await client.responses.retrieve(first.id);
     assert.equal(retrieved.id, first.id);
     assert.equal(retrieved.output_text, first.output_text);
+    // cancel and input_items are the stored response's too: same provider.
+    const cancelled = await client.responses.cancel(first.id);
+    assert.equal(cancelled.id, first.id);
+    const items = await client.responses.inputItems.list(first.id);
+    assert.deepEqual(items.data, []);
+    const suffixed = (suffix: string) => stack.mocks['p-b'].requestLog.filter((r) => r.path === `/v1/responses/${first.id}/${suffix}`).length;
+    assert.deepEqual([suffixed('cancel'), suffixed('input_items')], [1, 1]);
+    await assert.rejects(client.responses.cancel('resp_never_seen'), (err: unknown) => err instanceof OpenAI.NotFoundError);
     await client.responses.delete(first.id);
     assert.equal(stack.mocks['p-b'].requestLog.filter((r) => r.method === 'DELETE').length, 1);
     await assert.rejects(client.responses.retrieve(first.id), (err: unknown) => {
@@ -286,11 +294,12 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     }
   });
 
-  test('an unknown previous_response_id is refused at the edge (404), never sent to a provider that lacks it', async () => {
+  test('an unknown previous_response_id is refused at the edge as OpenAI refuses it (400 previous_response_not_found), never sent to a provider that lacks it', async () => {
     const before = hits(stack, '/v1/responses');
     await assert.rejects(openai(stack).responses.create({ model: ALIAS, input: 'x', previous_response_id: 'resp_never_seen' }), (err: unknown) => {
-      assert.ok(err instanceof OpenAI.NotFoundError, String(err));
-      assert.equal((err.error as { code?: string; param?: string }).code, 'response_not_found');
+      assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+      assert.equal((err.error as { code?: string; param?: string }).code, 'previous_response_not_found');
+      assert.match(err.message, /Previous response with id "resp_never_seen" not found/);
       assert.equal((err.error as { param?: string }).param, 'previous_response_id');
       return true;
     });
@@ -320,6 +329,7 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
         assert.equal(body.error?.type, 'rate_limit_error');
         assert.match(body.error?.message ?? '', /queue_full/);
         assert.ok(Number(err.headers?.get('retry-after')) >= 1);
+        assert.match(err.requestID ?? '', /^run-/, 'the run id is the request id the SDK reads');
         return true;
       });
     } finally {
@@ -380,6 +390,16 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.equal(failed?.type, 'response.failed', 'a terminal Responses event');
     assert.equal(failed?.response?.status, 'failed');
     assert.equal(failed?.response?.id, (events[0] as { response?: { id?: string } }).response?.id, 'names the response that failed');
+
+    // A Response object has an output list: the SDK's stream helper copies it from response.failed (a replay
+    // with starting_after skips the error event and meets response.failed alone).
+    assert.deepEqual((failed?.response as { output?: unknown[] }).output, []);
+    // The stream helper raises the error event as the API's own error.
+    const helper = openai(stack).responses.stream({ model: ALIAS, input: 'x' }, failing);
+    await assert.rejects(helper.finalResponse(), (err: unknown) => {
+      assert.equal((err as { code?: string }).code, 'upstream_reset', String(err));
+      return true;
+    });
   });
 
   test('when the provider that stored a response is gone, a follow-up is a clear 409, never served elsewhere', async () => {

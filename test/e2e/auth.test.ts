@@ -98,6 +98,10 @@ describe('client API keys', () => {
     const ids: string[] = [];
     for await (const m of bob.models.list()) ids.push(m.id);
     assert.deepEqual(ids, [EMBED_ALIAS]);
+    assert.equal((await bob.models.retrieve(EMBED_ALIAS)).id, EMBED_ALIAS);
+    // One it may not use is not in its list, so not retrievable either.
+    assert.ok((await bob.models.retrieve(ALIAS).catch((e: unknown) => e)) instanceof OpenAI.NotFoundError);
+    assert.ok((await new OpenAI({ baseURL: (bob as unknown as { baseURL: string }).baseURL, apiKey: 'sk-wrong', maxRetries: 0 }).models.retrieve(EMBED_ALIAS).catch((e: unknown) => e)) instanceof OpenAI.AuthenticationError);
     const all: string[] = [];
     for await (const m of sdk(stack, ALICE).models.list()) all.push(m.id);
     assert.deepEqual(all.sort(), [ALIAS, EMBED_ALIAS].sort());

@@ -71,6 +71,11 @@ describe('openai SDK through the edge', () => {
     const models = [];
     for await (const model of sdk.models.list()) models.push(model.id);
     assert.deepEqual(models.sort(), [ALIAS, EMBED_ALIAS].sort());
+    const one = await sdk.models.retrieve(ALIAS);
+    assert.deepEqual({ id: one.id, object: one.object, owned_by: one.owned_by }, { id: ALIAS, object: 'model', owned_by: 'edge' });
+    const missing = await sdk.models.retrieve('org/no-such-model').catch((e: unknown) => e);
+    assert.ok(missing instanceof OpenAI.NotFoundError, String(missing));
+    assert.equal(missing.code, 'model_not_found');
   });
 
   test('aborting mid-stream cancels the upstream request and frees the slot', async () => {

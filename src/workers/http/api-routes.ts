@@ -52,7 +52,8 @@ export const RESPONSES_ERRORS: ErrorFormat = {
   streamError: (spec, message, responseId) => {
     const text = message ?? spec.message;
     const error = `event: error\ndata: ${JSON.stringify({ type: 'error', code: spec.code, message: text, param: null })}\n\n`;
-    const response = { id: responseId ?? null, object: 'response', status: 'failed', error: { code: 'server_error', message: `${text} (${spec.code})` } };
+    // `output` (empty) and `created_at` as a Response object has them: the SDK's stream helper copies `output` from it.
+    const response = { id: responseId ?? null, object: 'response', created_at: Math.floor(Date.now() / 1000), status: 'failed', output: [], error: { code: 'server_error', message: `${text} (${spec.code})` } };
     return `${error}event: response.failed\ndata: ${JSON.stringify({ type: 'response.failed', response })}\n\n`;
   },
 };

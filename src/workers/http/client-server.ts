@@ -72,6 +72,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #closing = false;
   readonly auth: ClientAuth;
   #modelsBody = '';
+  /** When the model list was built (its `created`): one answer for the list and for each model. */
+  #modelsCreated = 0;
   #aliases: readonly string[] = [];
   #maxJsonDepth = 64;
   /** limits.offload_bytes: bodies this large are inspected in the pool; 0 = never. */
@@ -118,12 +120,17 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.app.get('/v1/models', (request, reply) => {
       reply.header('content-type', 'application/json').send(this.#modelsFor((request as KeyedRequest)[kApiKey]));
     });
+    // client.models.retrieve(id): an alias may hold a slash (org/model), so the rest of the path is the id.
+    this.app.get('/v1/models/*', (request, reply) => this.#model(request, reply));
     this.app.get('/healthz', (_request, reply) => {
       reply.send({ status: 'ok' });
     });
     // The API POSTs (API_ROUTES) never reach fastify: #serveLean takes them. Other methods on those paths get 405 (onNotFound).
     this.app.get(STORED_RESPONSE_ROUTE, (request, reply) => this.#storedResponse(request, reply));
     this.app.delete(STORED_RESPONSE_ROUTE, (request, reply) => this.#storedResponse(request, reply));
+    // client.responses.cancel(id) and client.responses.inputItems.list(id): the same provider, or no one.
+    this.app.post(`${STORED_RESPONSE_ROUTE}/cancel`, (request, reply) => this.#storedResponse(request, reply));
+    this.app.get(`${STORED_RESPONSE_ROUTE}/input_items`, (request, reply) => this.#storedResponse(request, reply));
     this.a2a = new A2ASurface(config, plane, plane.workerIndex, https !== undefined, (request) => (request as KeyedRequest)[kApiKey]);
     this.a2a.register(this.app);
   }
@@ -139,6 +146,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#offloadBytes = limits.offloadBytes;
     this.#aliases = config.models.map((m) => m.alias);
     const created = Math.floor(Date.now() / 1000);
+    this.#modelsCreated = created;
     this.#modelsBody = JSON.stringify({
       object: 'list',
       data: config.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'edge' })),
@@ -329,7 +337,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       // The previous response lives on one provider: this request goes there or nowhere.
       const stored = this.#plane.responses.lookup(info.previousResponseId);
       if (stored === undefined) {
-        writeError(response, Errors.responseNotFound, route.errors, unknownResponseMessage(info.previousResponseId), 'previous_response_id');
+        writeError(response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
         return;
       }
       pinned = stored.providerId;
@@ -353,7 +361,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   }
 
   /**
-   * GET / DELETE /v1/responses/{id}: the stored response lives on the
+   * GET / DELETE /v1/responses/{id} (and its /cancel and /input_items): the stored response lives on the
    * provider that made it; the request goes there (admitted like any other,
    * under the alias it was made with) or is refused, never sent elsewhere.
    */
@@ -410,9 +418,20 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorFormatForPath(request.url).body(Errors.shuttingDown));
   }
 
+  /** One model of the list; a model this key may not use is as unknown as one not configured. */
+  #model(request: FastifyRequest, reply: FastifyReply): void {
+    const id = (request.params as { '*': string })['*'];
+    const key = (request as KeyedRequest)[kApiKey];
+    if (!this.#aliases.includes(id) || (key !== undefined && !key.mayUse(id))) {
+      sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(id)} does not exist`, OPENAI_ERRORS);
+      return;
+    }
+    reply.header('content-type', 'application/json').send(JSON.stringify({ id, object: 'model', created: this.#modelsCreated, owned_by: 'edge' }));
+  }
+
   #modelsFor(key: ApiKeyState | undefined): string {
     if (key === undefined || key.models === undefined) return this.#modelsBody;
-    const created = Math.floor(Date.now() / 1000);
+    const created = this.#modelsCreated;
     const data = this.#aliases.filter((a) => key.mayUse(a)).map((id) => ({ id, object: 'model', created, owned_by: 'edge' }));
     return JSON.stringify({ object: 'list', data });
   }

@@ -571,7 +571,8 @@ export class ProxyExchange implements TunnelConsumer {
       res.destroy();
       return;
     }
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-edge-run-id': this.runId };
+    // The run id is also the request id the SDKs read from an error (openai: x-request-id, Anthropic: request-id).
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-edge-run-id': this.runId, 'x-request-id': this.runId, 'request-id': this.runId };
     if (retryAfterSec > 0) {
       headers['retry-after'] = String(retryAfterSec);
       headers['retry-after-ms'] = String(Math.round(retryAfterMs ?? retryAfterSec * 1000));
