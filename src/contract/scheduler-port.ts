@@ -87,11 +87,13 @@ export interface SchedulerPort {
   joinLane(nodeId: string, serial: number, generation: number): void;
   /** A lane of (node, generation) ended; the connection lives on while lane 0 does. */
   leaveLane(nodeId: string, generation: number): void;
-  setDraining(nodeId: string, draining: boolean): void;
+  /** `generation`: the connection that asked (its Leaving); 0 = whichever is current (an operator's drain). */
+  setDraining(nodeId: string, draining: boolean, generation?: number): void;
   /** Where the request waits in its alias's queue (x-edge-queue-updates): onQueuePosition answers. */
   queryQueuePosition?(requestId: number): void;
   /** The node's active health probe of `providerId` changed verdict (an unhealthy provider gets no new requests). */
-  setProviderHealth(nodeId: string, providerId: string, healthy: boolean): void;
+  /** `generation`: the connection whose heartbeat carried the verdict; 0 = whichever is current. */
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean, generation?: number): void;
 }
 
 /** Request ids are seq * ID_STRIDE + worker index, so the scheduler's answers route back by `id % ID_STRIDE`. */

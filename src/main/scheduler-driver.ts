@@ -206,16 +206,16 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   leaveLane(_nodeId: string, _generation: number): void {}
 
-  setProviderHealth(nodeId: string, providerId: string, healthy: boolean): void {
-    if (this.scheduler.setProviderHealth(nodeId, providerId, healthy, performance.now())) this.onProviderHealth?.(nodeId, providerId, healthy);
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean, generation = 0): void {
+    if (this.scheduler.setProviderHealth(nodeId, providerId, healthy, performance.now(), generation)) this.onProviderHealth?.(nodeId, providerId, healthy);
     this.#flush();
   }
 
   /** Told when a provider's probe verdict changed in the scheduler (the edge publishes it as an event). */
   onProviderHealth: ((nodeId: string, providerId: string, healthy: boolean) => void) | undefined;
 
-  setDraining(nodeId: string, draining: boolean): void {
-    this.scheduler.setDraining(nodeId, draining, performance.now());
+  setDraining(nodeId: string, draining: boolean, generation = 0): void {
+    this.scheduler.setDraining(nodeId, draining, performance.now(), generation);
     this.#flush();
   }
 

@@ -527,10 +527,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
         return;
       }
       case RecordKind.health:
-        driver.setProviderHealth(reader.nameOf(r.nodeId) ?? '', reader.nameOf(r.providerId) ?? '', r.code === 1);
+        driver.setProviderHealth(reader.nameOf(r.nodeId) ?? '', reader.nameOf(r.providerId) ?? '', r.code === 1, r.generation);
         return;
       case RecordKind.draining:
-        driver.setDraining(reader.nameOf(r.nodeId) ?? '', r.code === 1);
+        driver.setDraining(reader.nameOf(r.nodeId) ?? '', r.code === 1, r.generation);
         return;
       case RecordKind.queuePosition: {
         const at = driver.scheduler.queuePosition(r.requestId);

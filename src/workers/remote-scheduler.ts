@@ -166,15 +166,17 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r);
   }
 
-  setProviderHealth(nodeId: string, providerId: string, healthy: boolean): void {
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean, generation = 0): void {
     const r = this.#scratch.reset(RecordKind.health);
     r.code = healthy ? 1 : 0;
+    r.generation = generation;
     this.out.send(r, nodeId, providerId);
   }
 
-  setDraining(nodeId: string, draining: boolean): void {
+  setDraining(nodeId: string, draining: boolean, generation = 0): void {
     const r = this.#scratch.reset(RecordKind.draining);
     r.code = draining ? 1 : 0;
+    r.generation = generation;
     this.out.send(r, nodeId);
   }
 

@@ -540,13 +540,14 @@ export class Scheduler {
    * heartbeats): an unhealthy provider gets no new grants until it passes
    * again; its open leases run on. A passing probe also returns a half-open
    * provider (it stands in for the probe request). True when the probe
-   * verdict changed.
+   * verdict changed. `generation` (0: the current one): a verdict from a
+   * connection already superseded belongs to no provider of the new one.
    */
-  setProviderHealth(nodeId: string, providerId: string, healthy: boolean, now: number): boolean {
+  setProviderHealth(nodeId: string, providerId: string, healthy: boolean, now: number, generation = 0): boolean {
     this.#expire(now);
     const provider = this.#registry.providers.get(providerId);
     let changed = false;
-    if (provider !== undefined && provider.node.id === nodeId && provider.node.connected) {
+    if (provider !== undefined && provider.node.id === nodeId && provider.node.connected && (generation === 0 || provider.node.generation === generation)) {
       changed = provider.unhealthy === healthy;
       provider.unhealthy = !healthy;
       const returned = healthy && this.outliers.activeProbePassed(provider, now);
@@ -557,11 +558,16 @@ export class Scheduler {
     return changed;
   }
 
-  /** A draining node gets no new grants; its open leases run to their end. */
-  setDraining(nodeId: string, draining: boolean, now: number): void {
+  /**
+   * A draining node gets no new grants; its open leases run to their end.
+   * Draining belongs to a connection: `generation` (0: the current one, an
+   * operator's drain) names the one whose agent said Leaving, and a late
+   * word from a superseded connection does not drain the new one.
+   */
+  setDraining(nodeId: string, draining: boolean, now: number, generation = 0): void {
     this.#expire(now);
     const node = this.#registry.nodes.get(nodeId);
-    if (node !== undefined && node.connected) {
+    if (node !== undefined && node.connected && (generation === 0 || node.generation === generation)) {
       node.draining = draining;
       if (draining) this.#lastResortFor(node);
       this.#pump();

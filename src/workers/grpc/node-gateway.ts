@@ -287,7 +287,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
         known.set(probe.providerId, probe.healthy);
         this.logger.warn({ node: session.nodeId, provider: probe.providerId, detail: probe.detail || undefined }, probe.healthy ? 'provider health probe passes' : 'provider health probe fails');
       }
-      this.#port.setProviderHealth(session.nodeId, probe.providerId, probe.healthy);
+      this.#port.setProviderHealth(session.nodeId, probe.providerId, probe.healthy, session.generation);
     }
   }
 
@@ -295,7 +295,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   leaving(session: NodeSession, reason: string): void {
     const lanes = this.#current.get(session.nodeId);
     if (lanes === undefined || !lanes.has(session)) return;
-    if (!lanes.leaving) this.#port.setDraining(session.nodeId, true);
+    if (!lanes.leaving) this.#port.setDraining(session.nodeId, true, session.generation);
     lanes.leaving = true;
     // The agent says Leaving on every stream; one event per connection, from its anchor.
     if (session.joinGeneration === 0) this.#observer?.nodeLeaving(session, reason);

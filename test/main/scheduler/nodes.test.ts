@@ -135,3 +135,21 @@ test('a provider its node did not announce at connect is no candidate for that c
   assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['missing']);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a late Leaving or probe verdict from a superseded connection leaves the new one as it is', () => {
+  const { s, sink } = setup(TWO_NODES, []);
+  const old = s.connect('n1', 0)?.generation as number;
+  const current = s.connect('n1', 1)?.generation as number; // reconnected before the old stream's last words arrived
+  s.setDraining('n1', true, 2, old);
+  s.setProviderHealth('n1', 'a', false, 2, old);
+  const n1 = s.status().nodes.find((n) => n.id === 'n1');
+  assert.equal(n1?.draining, false, 'the old connection\'s Leaving does not drain the new one');
+  assert.notEqual(s.status().providers.find((p) => p.id === 'a')?.unhealthy, true, 'nor does its probe verdict');
+  s.admit(req(1, 'chat'), 3);
+  assert.equal(sink.takeGrants()[0]?.providerId, 'a', 'the new connection takes requests');
+  // Its own connection, or an operator's drain (no generation), still applies.
+  s.setDraining('n1', true, 4, current);
+  assert.equal(s.status().nodes.find((n) => n.id === 'n1')?.draining, true);
+  s.setDraining('n1', false, 5);
+  assert.equal(s.status().nodes.find((n) => n.id === 'n1')?.draining, false);
+});
