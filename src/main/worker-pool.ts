@@ -223,8 +223,11 @@ export class WorkerPool implements DecisionHandler, DataPath {
   async #recover(slot: WorkerSlot): Promise<void> {
     const index = slot.index;
     for (const [nodeId, place] of [...this.#places]) {
-      if (place.worker === index) this.#disconnect(nodeId, place.generation);
-      else for (let at = place.lanes.indexOf(index); at >= 0; at = place.lanes.indexOf(index)) place.lanes.splice(at, 1);
+      if (place.worker === index) {
+        this.#disconnect(nodeId, place.generation);
+        // The worker never said so: the edge's session view and the event stream hear it here.
+        this.#sessionGone(nodeId, place.generation, index);
+      } else for (let at = place.lanes.indexOf(index); at >= 0; at = place.lanes.indexOf(index)) place.lanes.splice(at, 1);
     }
     const forgotten = this.#driver.forgetRequests((requestId) => requestId % ID_STRIDE === index);
     slot.consumer.close(); // its loop drains what the worker left, ignoring what would start work
@@ -566,6 +569,12 @@ export class WorkerPool implements DecisionHandler, DataPath {
   }
 
   /** The anchor stream of (node, generation) ended: the connection is over, and its lanes are closed where they live. */
+  /** A session that ended with its worker, reported as the worker would have reported it. */
+  #sessionGone(nodeId: string, generation: number, worker: number): void {
+    const session = { nodeId, generation, agentVersion: '', remoteAddress: '', connectedAtMs: 0, worker };
+    this.#onEvent({ type: 'event', event: { type: 'node.disconnected', node: nodeId, generation, reason: `its I/O worker ${worker} exited` }, session, gone: true });
+  }
+
   #disconnect(nodeId: string, generation: number): void {
     const place = this.#places.get(nodeId);
     if (place !== undefined && place.generation === generation) {

@@ -11,7 +11,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
-import { ALIAS, inFlight, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import type { EdgeEvent } from '../../src/contract/events.js';
+import type { Subscription } from '../../src/main/events/event-bus.js';
+import { ALIAS, inFlight, NODE_ID, sessionOf, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 
 /**
  * One client connection per request, so the kernel spreads them over the workers' listeners.
@@ -91,5 +93,30 @@ describe('an I/O worker that exits', () => {
     const replaced = (await pool.inspect()).find((p) => p.worker === victim);
     assert.ok((replaced?.requests ?? 0) > 0, 'the new worker takes client connections on the shared port');
     await Promise.all([...open, ...fresh].map((o) => o.dispatcher.close()));
+  });
+
+  test('the worker holding a node\'s session: the node is reported gone at once, and served again once it reconnects', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await waitFor(async () => (await pool.inspect()).some((p) => p.sessions.length > 0), 'a worker holds the node');
+    const holder = (await pool.inspect()).find((p) => p.sessions.length > 0)?.worker as number;
+    const before = await sessionOf(stack.edge, NODE_ID);
+    assert.ok(before !== undefined, 'the edge sees the session');
+    const seen: EdgeEvent[] = [];
+    const subscription = stack.edge.events.subscribe({
+      readable(sub: Subscription) {
+        for (let e = sub.shift(); e !== undefined; e = sub.shift()) seen.push(e.event);
+      },
+    });
+    try {
+      await pool.call(holder, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+      await waitUntil(() => seen.some((e) => e.type === 'node.disconnected' && e.node === NODE_ID && e.generation === before.generation), 'node.disconnected for the old connection');
+      const gone = seen.find((e) => e.type === 'node.disconnected') as { reason: string };
+      assert.match(gone.reason, /I\/O worker \d+ exited/);
+      // The agent reconnects (to a live worker) and requests are served again.
+      await waitFor(async () => ((await sessionOf(stack.edge, NODE_ID))?.generation ?? 0) > before.generation, 'the node reconnected', 10_000);
+      assert.equal(await stream(stack, 3).done, 'status 200');
+    } finally {
+      subscription.close();
+    }
   });
 });
