@@ -148,6 +148,20 @@ describe('A2A: model agent', () => {
     await assert.rejects(client.cancelTask({ tenant: '', id: taskId, metadata: undefined }), (err: Error) => err.name === 'TaskNotCancelableError');
   });
 
+  test('an operator\'s cancel of the task\'s run ends the task canceled, not failed', async () => {
+    const started = asTask(await client.sendMessage(request('cancel me from the console', '', true)));
+    const runId = String(started.metadata?.edgeRunId);
+    assert.match(runId, /^run-/);
+    await waitFor(async () => (await client.getTask({ tenant: '', id: started.id, historyLength: undefined })).artifacts.length > 0, 'the run to be streaming');
+    assert.equal(await stack.edge.cancelRun(runId), 'cancelled');
+    let task: Task | undefined;
+    await waitFor(async () => {
+      task = await client.getTask({ tenant: '', id: started.id, historyLength: undefined });
+      return task.status?.state === CANCELED || task.status?.state === FAILED || task.status?.state === COMPLETED;
+    }, 'the task to end');
+    assert.equal(task?.status?.state, CANCELED, JSON.stringify(task?.status));
+  });
+
   test('a blocking caller that leaves before the answer: its run is cancelled upstream', async () => {
     const abortedBefore = stack.mock.stats.aborted;
     await assert.rejects(client.sendMessage(request('never mind'), { signal: AbortSignal.timeout(150) }));
@@ -327,13 +341,14 @@ describe('A2A: cli agent', () => {
 
 describe('A2A: API keys', () => {
   const KEY = 'sk-a2a-test';
+  const OTHER_KEY = 'sk-a2a-other';
   let stack: Stack;
 
   before(async () => {
     stack = await startStack({
       mock: { tokens: 3 },
       configure: (raw) => {
-        raw.auth = { api_keys: [{ name: 'tester', key_sha256: sha256Hex(KEY) }] };
+        raw.auth = { api_keys: [{ name: 'tester', key_sha256: sha256Hex(KEY) }, { name: 'other', key_sha256: sha256Hex(OTHER_KEY) }] };
         raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
       },
     });
@@ -366,6 +381,12 @@ describe('A2A: API keys', () => {
     const task = asTask(await keyed.sendMessage(request('with key')));
     assert.equal(task.status?.state, COMPLETED);
     assert.equal(textOf(task), completionText(SERVED, 3));
+
+    // Another key naming this task in a message learns nothing of it: task-not-found, as for a missing one.
+    const withOther = { serviceParameters: { authorization: `Bearer ${OTHER_KEY}` } };
+    const followUp = { ...request('its task'), message: { ...message('its task'), taskId: task.id } };
+    await assert.rejects(client.sendMessage(followUp, withOther), (err: Error & { envelopeCode?: number }) => err.name === 'TaskNotFoundError' && err.envelopeCode === -32001);
+    await assert.rejects(client.getTask({ tenant: '', id: task.id, historyLength: undefined }, withOther), (err: Error) => err.name === 'TaskNotFoundError');
   });
 
   test('a query that looks like the card\'s path does not lift the key check; the card itself stays public', async () => {

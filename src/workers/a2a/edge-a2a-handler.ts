@@ -177,7 +177,9 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       let onAbort: (() => void) | undefined;
       const left = new Promise<void>((resolve) => {
         onAbort = () => resolve();
-        call.signal.addEventListener('abort', onAbort, { once: true });
+        // The caller may have left already (while the SDK loaded, or earlier turns came from another worker): abort fired before this listener.
+        if (call.signal.aborted) resolve();
+        else call.signal.addEventListener('abort', onAbort, { once: true });
       });
       await Promise.race([entry.done, left]);
       if (onAbort !== undefined) call.signal.removeEventListener('abort', onAbort);
@@ -253,7 +255,9 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     if (message === undefined) throw new RequestMalformedError('params.message is required');
     if (message.taskId !== '') {
       // A task is one run: it takes no second message (input-required is never asked for).
-      if (this.#remoteOwner(message.taskId) === undefined && this.#store.get(message.taskId) === undefined) throw new TaskNotFoundError(`task ${message.taskId} is not known here`);
+      // Another key's task is as unknown as a missing one (docs/a2a.md): its existence is not told.
+      const local = this.#store.get(message.taskId);
+      if (this.#remoteOwner(message.taskId) === undefined && (local === undefined || local.keyName !== key?.name)) throw new TaskNotFoundError(`task ${message.taskId} is not known here`);
       throw new UnsupportedOperationError(`task ${message.taskId} takes no further messages; send a new message with its contextId to continue the conversation`);
     }
     const prompt = promptOf(message, agent);
@@ -275,8 +279,9 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     const sink = new RunSink({
       onStarted: () => entry.working(),
       onDelta: (text) => entry.delta(text),
-      onFinished: (error) => {
-        entry.finish(error === undefined ? COMPLETED : FAILED, error, this.#ttlMs);
+      onFinished: (error, cancelled) => {
+        // An operator's cancel of the run (POST /admin/runs/{id}/cancel) ends the task as a client's CancelTask would.
+        entry.finish(error === undefined ? COMPLETED : cancelled === true ? CANCELED : FAILED, error, this.#ttlMs);
         // Only a completed turn joins the conversation: a failed or cancelled one has no answer to follow.
         if (error === undefined && entry.state === COMPLETED && conversation !== undefined) this.#remember(conversation, contextId, prompt, entry.text);
       },

@@ -16,7 +16,8 @@ export interface RunListener {
   onStarted(): void;
   onDelta(text: string): void;
   /** Exactly once: ok, or why not. */
-  onFinished(error: string | undefined): void;
+  /** `cancelled`: the run was cancelled (an operator's cancel of its run), not failed. */
+  onFinished(error: string | undefined, cancelled?: boolean): void;
 }
 
 /** The headers an exchange reads from its request: session (contextId), content type, the client's request id. */
@@ -30,6 +31,9 @@ export function runRequest(sessionId: string, requestTag: string | undefined): I
 }
 
 /** Error text from an OpenAI error body or event, else the raw text. */
+/** The edge's own code for a cancelled run, as its error bodies and stream error events carry it. */
+const RUN_CANCELLED = '(run_cancelled)';
+
 function errorText(status: number, body: string): string {
   try {
     const parsed = JSON.parse(body) as { error?: { message?: unknown; code?: unknown } };
@@ -161,7 +165,8 @@ export class RunSink extends EventEmitter {
     this.#partial = '';
     const ok = this.#status >= 200 && this.#status < 300;
     if (!ok) {
-      this.#listener.onFinished(this.#status === 0 ? (this.#streamError ?? 'the run ended without an answer') : errorText(this.#status, this.#body));
+      const error = this.#status === 0 ? (this.#streamError ?? 'the run ended without an answer') : errorText(this.#status, this.#body);
+      this.#listener.onFinished(error, error.endsWith(RUN_CANCELLED));
       return;
     }
     if (!this.#eventStream && this.#body !== '') {
@@ -173,6 +178,6 @@ export class RunSink extends EventEmitter {
         this.#streamError ??= 'the provider answered with a body that is not a chat completion';
       }
     }
-    this.#listener.onFinished(this.#streamError);
+    this.#listener.onFinished(this.#streamError, this.#streamError?.endsWith(RUN_CANCELLED) === true);
   }
 }

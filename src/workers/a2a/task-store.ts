@@ -215,12 +215,10 @@ export class TaskStore {
   add(entry: TaskEntry): boolean {
     this.#sweep(Date.now(), false);
     if (this.#tasks.size >= this.#maxTasks) {
-      // Insertion order: the first finished one found is the oldest.
+      // Insertion order: finished ones go oldest first, as many as it takes (a2a.max_tasks may have been lowered).
       for (const [id, old] of this.#tasks) {
-        if (old.terminal) {
-          this.#tasks.delete(id);
-          break;
-        }
+        if (this.#tasks.size < this.#maxTasks) break;
+        if (old.terminal) this.#tasks.delete(id);
       }
       if (this.#tasks.size >= this.#maxTasks) return false;
     }

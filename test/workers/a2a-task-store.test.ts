@@ -1,0 +1,39 @@
+// The A2A task store's bound: when full, finished records go oldest first,
+// as many as it takes (a2a.max_tasks may have been lowered by a refresh);
+// only running tasks can fill it.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { test } from 'node:test';
+import type { Message } from '@a2a-js/sdk';
+import { COMPLETED, TaskEntry, TaskStore } from '../../src/workers/a2a/task-store.js';
+
+function userMessage(): Message {
+  return { messageId: randomUUID(), contextId: '', taskId: '', role: 1, parts: [], metadata: undefined, extensions: [], referenceTaskIds: [] };
+}
+
+function entry(store: TaskStore): TaskEntry {
+  return new TaskEntry(store.newId(), 'ctx', 'writer', undefined, userMessage());
+}
+
+test('a2a.max_tasks lowered below the finished records held: the next task still gets in', () => {
+  const store = new TaskStore(-1, 20);
+  const finished: TaskEntry[] = [];
+  for (let i = 0; i < 20; i++) {
+    const e = entry(store);
+    assert.equal(store.add(e), true);
+    e.finish(COMPLETED, undefined, 3_600_000);
+    finished.push(e);
+  }
+  store.setMaxTasks(5);
+  const next = entry(store);
+  assert.equal(store.add(next), true, 'finished records make room, however many');
+  assert.equal(store.size, 5);
+  assert.equal(store.get(next.id), next);
+  assert.equal(store.get(finished[19].id), finished[19], 'the newest finished ones are kept');
+  assert.equal(store.get(finished[0].id), undefined, 'the oldest went first');
+  // Running tasks are never dropped: two of them fill a store of two.
+  const small = new TaskStore(-1, 2);
+  assert.equal(small.add(entry(small)), true);
+  assert.equal(small.add(entry(small)), true);
+  assert.equal(small.add(entry(small)), false);
+});
