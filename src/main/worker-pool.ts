@@ -87,6 +87,9 @@ export interface PoolPorts {
   readonly grpcPort: number;
 }
 
+/** callAll's mark for a worker that exited before it answered. */
+const GONE: unique symbol = Symbol('gone');
+
 export class WorkerPool implements DecisionHandler, DataPath {
   readonly #slots: WorkerSlot[] = [];
   readonly #peerRings: (SharedArrayBuffer | undefined)[][] = [];
@@ -199,7 +202,12 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   /** The same request to every running worker (one being replaced has nothing to answer). */
   callAll<T>(request: ControlCall): Promise<T[]> {
-    return Promise.all(this.#slots.filter((slot) => !slot.exited).map((slot) => this.call<T>(slot.index, request)));
+    // A worker that exits during the call, or whose replacement is not spawned yet, has nothing to
+    // answer: left out, not a failure of the whole call (status, metrics and a drain go on).
+    const live = this.#slots.filter((slot) => !slot.exited && slot.worker !== undefined);
+    return Promise.all(live.map((slot) => this.call<T>(slot.index, request).catch((err: unknown) => (slot.exited ? GONE : Promise.reject(err))))).then(
+      (answers) => answers.filter((answer): answer is Awaited<T> => answer !== GONE),
+    );
   }
 
   #rejectCalls(worker: number): void {

@@ -108,7 +108,20 @@ describe('an I/O worker that exits', () => {
       },
     });
     try {
+      // Status, metrics and a drain's inspection keep answering while the worker is replaced.
+      const failures: string[] = [];
+      let polling = true;
+      const poller = (async () => {
+        while (polling) {
+          await pool.inspect().catch((err: Error) => failures.push(err.message));
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      })();
       await pool.call(holder, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+      await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');
+      polling = false;
+      await poller;
+      assert.deepEqual(failures, [], 'inspect() answered throughout');
       await waitUntil(() => seen.some((e) => e.type === 'node.disconnected' && e.node === NODE_ID && e.generation === before.generation), 'node.disconnected for the old connection');
       const gone = seen.find((e) => e.type === 'node.disconnected') as { reason: string };
       assert.match(gone.reason, /I\/O worker \d+ exited/);

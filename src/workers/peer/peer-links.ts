@@ -84,7 +84,11 @@ class PeerLink {
     return this.#producer.usage();
   }
 
+  /** Closed (shut down, or its peer replaced): what is left in its ring starts no new work. */
+  #closed = false;
+
   close(): void {
+    this.#closed = true;
     this.#producer.close();
     this.consumer.close();
   }
@@ -114,6 +118,11 @@ class PeerLink {
     target[at + 2] = 0;
     target[at + 3] = 0;
     putU32(target, at + 4, tunnelId);
+  }
+
+  /** Whether a simple record with this much payload fits one ring record. */
+  fits(payloadLength: number): boolean {
+    return PEER_HEADER_BYTES + 4 + payloadLength <= this.#producer.maxRecordLength;
   }
 
   sendSimple(kind: number, code: number, tunnelId: number, payload: Uint8Array | undefined, word = -1): void {
@@ -183,6 +192,9 @@ class PeerLink {
     const tunnelId = getU32(bytes, offset + 4);
     const body = offset + PEER_HEADER_BYTES;
     const end = offset + length;
+    // A closed ring is still drained: an open the dead peer left there belongs to a client that is
+    // gone, its lease already released by the pool (as the main thread skips such records).
+    if (this.#closed && (kind === PeerKind.open || kind === PeerKind.openPart)) return;
     switch (kind) {
       case PeerKind.open:
         // Copied: the decoded request's body is a view of what it was decoded from (protobuf-es
@@ -284,6 +296,9 @@ class PeerNode implements TunnelHost {
 }
 
 /** Node side: relays one tunnel's frames from the node's session to the client's worker. */
+/** An ERROR frame's text relayed between workers: at most this many UTF-16 units (3 bytes each, well inside a record). */
+const MAX_ERROR_CHARS = 4_096;
+
 class PeerTunnel implements TunnelConsumer {
   sessionTunnelId = 0;
   readonly #link: PeerLink;
@@ -298,7 +313,15 @@ class PeerTunnel implements TunnelConsumer {
 
   onHeaders(status: number, headers: readonly Header[], upstreamUs: number): void {
     const frame = create(TunnelFrameSchema, { kind: FrameKind.HEADERS, status, headers: headers as Header[], upstreamUs });
-    this.#link.sendSimple(PeerKind.headers, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
+    const encoded = toBinary(TunnelFrameSchema, frame);
+    if (!this.#link.fits(encoded.length)) {
+      // One ring record carries a head; a larger one (a node gone wrong) would throw in the ring
+      // and take this worker, and every client on it, down. The request fails instead.
+      this.cancel('response head too large');
+      this.onError('node_protocol_error', `the node sent a response head of ${encoded.length} bytes, more than the edge relays between its workers`);
+      return;
+    }
+    this.#link.sendSimple(PeerKind.headers, 0, this.tunnelId, encoded);
   }
 
   onData(bytes: Uint8Array): void {
@@ -312,7 +335,8 @@ class PeerTunnel implements TunnelConsumer {
 
   onError(code: string, message: string): void {
     this.#link.incoming.delete(this.tunnelId);
-    const frame = create(TunnelFrameSchema, { kind: FrameKind.ERROR, errorCode: code, errorMessage: message });
+    // Bounded like a head must be (see onHeaders): the node's text is cut, never the worker.
+    const frame = create(TunnelFrameSchema, { kind: FrameKind.ERROR, errorCode: code.slice(0, 256), errorMessage: message.length > MAX_ERROR_CHARS ? `${message.slice(0, MAX_ERROR_CHARS)}…` : message });
     this.#link.sendSimple(PeerKind.error, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
   }
 
@@ -331,6 +355,7 @@ export interface PeerRings {
   readonly toPeer: readonly (SharedArrayBuffer | undefined)[];
   readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
 }
+
 
 export class PeerLinks implements PeerRouter {
   readonly stats: PeerStats = { tunnelsOut: 0, tunnelsIn: 0, backlogged: 0 };

@@ -150,3 +150,63 @@ test('the provider time the node measured crosses to the client worker with the 
     nodeSide.close();
   }
 });
+
+test('an open a dead worker left in its ring is not sent once that worker is replaced', async () => {
+  const opened: string[] = [];
+  const session = sessionStub((f) => opened.push(f.runId));
+  const { clientSide, nodeSide } = twoWorkers({ whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway);
+  try {
+    const consumer: PeerConsumer = { onHeaders() {}, onData() {}, onEnd() {}, onError() {}, onRefused() {} };
+    // Worker 0 commits an open, then "exits" before worker 1 drains it: the pool released its lease
+    // and worker 1 is told to replace its link to worker 0 (fresh rings).
+    clientSide.nodeHost(1, NODE, GENERATION, 42).openTunnel(consumer, fields());
+    nodeSide.replacePeer(0, createRing(1 << 16), createRing(1 << 16));
+    await turns();
+    assert.deepEqual(opened, [], 'nothing reached the node for a client that is gone');
+  } finally {
+    clientSide.close();
+    nodeSide.close();
+  }
+});
+
+test('a response head or error text larger than a ring record fails the request instead of the worker', async () => {
+  const nodeConsumers: { onHeaders(status: number, headers: { name: string; value: string }[], upstreamUs: number): void; onError(code: string, message: string): void }[] = [];
+  const cancelled: string[] = [];
+  let opens = 0;
+  const session = {
+    ...sessionStub(() => undefined),
+    openTunnel: (consumer: (typeof nodeConsumers)[number]) => {
+      nodeConsumers.push(consumer);
+      return ++opens;
+    },
+    cancelTunnel: (_id: number, reason: string) => void cancelled.push(reason),
+  } as unknown as NodeSession;
+  const { clientSide, nodeSide } = twoWorkers({ whenCurrent: (_nodeId: string, waiter: Waiter) => waiter(session) } as unknown as NodeGateway);
+  try {
+    const seen: string[] = [];
+    const consumer: PeerConsumer = {
+      onHeaders: (status) => void seen.push(`headers ${status}`),
+      onData() {},
+      onEnd: () => void seen.push('end'),
+      onError: (code, message) => void seen.push(`error ${code} ${message.length}`),
+      onRefused() {},
+    };
+    // A 64 KiB ring holds records of at most 32 KiB: a 40 KB header value cannot go in one.
+    clientSide.nodeHost(1, NODE, GENERATION, 42).openTunnel(consumer, fields());
+    for (let i = 0; i < 50 && nodeConsumers.length < 1; i++) await turns();
+    nodeConsumers[0].onHeaders(200, [{ $typeName: 'edge.v1.Header', name: 'x-huge', value: 'v'.repeat(40_000) } as never], 0);
+    for (let i = 0; i < 50 && seen.length < 1; i++) await turns();
+    assert.equal(seen.length, 1);
+    assert.match(seen[0], /^error node_protocol_error /);
+    assert.deepEqual(cancelled, ['response head too large'], 'the node is told to stop');
+    // The node's own error with a huge text: cut, delivered.
+    clientSide.nodeHost(1, NODE, GENERATION, 43).openTunnel(consumer, fields());
+    for (let i = 0; i < 50 && nodeConsumers.length < 2; i++) await turns();
+    nodeConsumers[1].onError('upstream_error', 'e'.repeat(100_000));
+    for (let i = 0; i < 50 && seen.length < 2; i++) await turns();
+    assert.equal(seen[1], 'error upstream_error 4097');
+  } finally {
+    clientSide.close();
+    nodeSide.close();
+  }
+});
