@@ -255,9 +255,11 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     if (message === undefined) throw new RequestMalformedError('params.message is required');
     if (message.taskId !== '') {
       // A task is one run: it takes no second message (input-required is never asked for).
-      // Another key's task is as unknown as a missing one (docs/a2a.md): its existence is not told.
-      const local = this.#store.get(message.taskId);
-      if (this.#remoteOwner(message.taskId) === undefined && (local === undefined || local.keyName !== key?.name)) throw new TaskNotFoundError(`task ${message.taskId} is not known here`);
+      // Looked up as GetTask does, on whichever worker holds it: another key's task is as
+      // unknown as a missing one (docs/a2a.md), its existence not told.
+      const owner = this.#remoteOwner(message.taskId);
+      if (owner !== undefined) await this.#ask(owner, { op: 'get', taskId: message.taskId, keyName: key?.name, historyLength: 0 });
+      else this.#entryFor(message.taskId, key?.name);
       throw new UnsupportedOperationError(`task ${message.taskId} takes no further messages; send a new message with its contextId to continue the conversation`);
     }
     const prompt = promptOf(message, agent);
