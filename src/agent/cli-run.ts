@@ -124,6 +124,11 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
       this.#fail(new AgentRunError('cli_bad_request', err instanceof CliRequestError ? err.message : String(err)));
       return;
     }
+    if (this.#provider.config.input === 'arg' && this.#prompt.includes('\0')) {
+      // An argv entry ends at NUL: spawn() would refuse it (input: stdin carries any text).
+      this.#fail(new AgentRunError('cli_bad_request', 'the prompt holds a NUL character, which a command-line argument cannot carry'));
+      return;
+    }
     if (this.#provider.sessions.enter(this.session, this)) {
       this.#holdsSession = true;
       void this.#spawn();
@@ -179,14 +184,21 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     }
     const template = place.existed && config.resumeArgs !== undefined ? config.resumeArgs : config.args;
     const args = expandArgs(template, { prompt: config.input === 'arg' ? this.#prompt : '', model: this.#request.target, session: this.session });
-    const child = spawn(config.command[0], [...config.command.slice(1), ...args], {
-      cwd: place.dir,
-      env: childEnv(config.env),
-      // Its own process group, so a cancel reaches every process it started.
-      detached: true,
-      stdio: [config.input === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-      windowsHide: true,
-    });
+    let child: ChildProcess;
+    try {
+      child = spawn(config.command[0], [...config.command.slice(1), ...args], {
+        cwd: place.dir,
+        env: childEnv(config.env),
+        // Its own process group, so a cancel reaches every process it started.
+        detached: true,
+        stdio: [config.input === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+        windowsHide: true,
+      });
+    } catch (err) {
+      // Refused before any process started (an argument Node will not pass): this run fails, never the agent.
+      this.#spawnFailed(err as Error);
+      return;
+    }
     this.#child = child;
     child.on('error', (err) => this.#spawnFailed(err));
     if (child.pid === undefined) return; // 'error' follows

@@ -138,3 +138,36 @@ test('a cli run ended while its output waits for credit gives its session back: 
     assert.equal(alive(pid), false, `${label}: the flooding process ${pid} is still running`);
   }
 });
+
+test('a prompt holding a NUL character for an `input: arg` provider fails that run (400), not the agent', async (t) => {
+  const root = await mkdtemp(join(tmpdir(), 'cli-nul-'));
+  const edge = await FakeEdge.start();
+  const config = parseAgentConfig(
+    {
+      edge: { address: edge.address },
+      node: { id: 'gpu-1', token: 't' },
+      providers: [{ id: 'agent-arg', type: 'cli', command: [process.execPath, FIXTURE], input: 'arg', args: ['--', '{prompt}'], cwd_root: root }],
+      log_level: 'silent',
+    },
+    'test',
+  );
+  const agent = new NodeAgent(config, { logger: pino({ level: 'silent' }) });
+  t.after(async () => {
+    await agent.stop();
+    edge.close();
+    await rm(root, { recursive: true, force: true });
+  });
+  agent.start();
+  const stream = await edge.registeredStream(0);
+  const body = (content: string) => new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content }] }));
+  stream.sendTunnel({ runId: 'nul', tunnelId: 1, providerId: 'agent-arg', adapter: Adapter.CLI, sessionId: 'z', target: 'm', method: 'POST', path: '/', body: body('echo a\u0000b'), stream: false, timeoutMs: 10_000 });
+  const refused = await stream.terminalFrames(1, 5_000);
+  assert.equal(refused.at(-1)?.kind, FrameKind.ERROR);
+  assert.equal(refused.at(-1)?.errorCode, 'cli_bad_request');
+  assert.match(refused.at(-1)?.errorMessage ?? '', /NUL/);
+  // The agent and the session go on.
+  stream.sendTunnel({ runId: 'after', tunnelId: 2, providerId: 'agent-arg', adapter: Adapter.CLI, sessionId: 'z', target: 'm', method: 'POST', path: '/', body: body('echo fine'), stream: false, timeoutMs: 10_000 });
+  const served = await stream.terminalFrames(2, 10_000);
+  assert.equal(served.at(-1)?.kind, FrameKind.END);
+  assert.equal(JSON.parse(new TextDecoder().decode(served.find((f) => f.kind === FrameKind.DATA)?.data)).choices[0].message.content, 'fine');
+});
