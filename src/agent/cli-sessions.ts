@@ -63,7 +63,7 @@ export class CliSessions {
    * directory can never be outside the root.
    */
   async directory(session: string): Promise<{ dir: string; existed: boolean }> {
-    const name = PLAIN_SESSION.test(session) && !session.includes('..') ? session : `s-${createHash('sha256').update(session).digest('hex').slice(0, 32)}`;
+    const name = directoryName(session);
     const dir = resolve(this.#root, name);
     if (!dir.startsWith(this.#root + sep)) throw new Error(`session directory ${dir} would be outside ${this.#root}`);
     await mkdir(this.#root, { recursive: true, mode: 0o700 });
@@ -78,9 +78,22 @@ export class CliSessions {
       await mkdir(dir, { mode: 0o700 });
       return { dir, existed: false };
     } catch (err) {
-      // Another run created it in between (a different session hashing alike cannot: names are unique per id).
+      // Another run created it in between (no other session has this name: see directoryName).
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') return { dir, existed: true };
       throw err;
     }
   }
+}
+
+/** What a hashed name looks like: a session id of this form is hashed too, so no id can take another's directory. */
+const HASHED_NAME = /^s-[0-9a-f]{32}$/;
+
+/**
+ * The session's directory name: a plain id as it is; anything else (and an
+ * id shaped like a hashed name) as `s-` and 32 hex digits of its SHA-256.
+ * Sessions are serialised by id, so two ids must never share a directory.
+ */
+function directoryName(session: string): string {
+  if (PLAIN_SESSION.test(session) && !session.includes('..') && !HASHED_NAME.test(session)) return session;
+  return `s-${createHash('sha256').update(session).digest('hex').slice(0, 32)}`;
 }

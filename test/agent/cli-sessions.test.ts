@@ -37,6 +37,17 @@ test('ids that could leave the root are hashed into one segment under it', async
   assert.notEqual((await sessions.directory('../a')).dir, (await sessions.directory('../b')).dir);
 });
 
+test('an id shaped like a hashed name does not get the directory of the session it hashes from', async () => {
+  // Sessions are serialised by id: two ids sharing a directory could run in it at once.
+  const sessions = new CliSessions(root);
+  const hashed = (await sessions.directory('a b')).dir;
+  const lookalike = hashed.slice(root.length + 1);
+  assert.match(lookalike, /^s-[0-9a-f]{32}$/);
+  const { dir } = await sessions.directory(lookalike);
+  assert.notEqual(dir, hashed);
+  assert.equal(dirname(dir), root);
+});
+
 test('a symlink where a session directory would be is refused', async () => {
   const sessions = new CliSessions(root);
   const outside = join(base, 'outside');
