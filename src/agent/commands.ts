@@ -85,10 +85,12 @@ async function refreshConfig(ctx: CommandContext): Promise<AgentCommandAnswer> {
   for (const provider of next.providers) {
     const old = before.get(provider.id);
     if (old === undefined || old.type !== provider.type) continue; // restart: the provider set is announced at Register
-    kept.push(provider);
-    const changed = (['baseUrl', 'connections', 'apiKey'] as const).filter((key) => old[key] !== provider[key]);
+    // Only these take effect now; the provider's other settings stay as they run (restartPaths names them).
+    const live: AgentProviderConfig = { ...old, baseUrl: provider.baseUrl, connections: provider.connections, apiKey: provider.apiKey };
+    kept.push(live);
+    const changed = LIVE_PROVIDER_KEYS.filter((key) => old[key] !== provider[key]);
     if (changed.length === 0) continue;
-    ctx.upstreams.replace(provider);
+    ctx.upstreams.replace(live);
     for (const key of changed) applied.push(`providers[${provider.id}].${snake(key)}`);
   }
   // What runs now: the old config with the provider changes applied; the rest waits for a restart.
@@ -99,6 +101,9 @@ async function refreshConfig(ctx: CommandContext): Promise<AgentCommandAnswer> {
   if (restart.length > 0) return { status: 'restart_required', message: `applied: ${applied.join(', ') || 'nothing'}; needs an agent restart: ${restart.join(', ')}`, result };
   return { status: 'applied', message: applied.length === 0 ? 'no change' : `applied: ${applied.join(', ')}`, result };
 }
+
+/** Provider settings refresh_config applies to a running agent (a new upstream pool). */
+const LIVE_PROVIDER_KEYS = ['baseUrl', 'connections', 'apiKey'] as const;
 
 /** Changed config paths the running agent cannot take without reconnecting or restarting. */
 function restartPaths(current: AgentConfig, next: AgentConfig): string[] {
@@ -116,6 +121,14 @@ function restartPaths(current: AgentConfig, next: AgentConfig): string[] {
     const n = nextById.get(p.id);
     if (n === undefined) paths.push(`providers[${p.id}] (removed)`);
     else if (n.type !== p.type) paths.push(`providers[${p.id}].type`);
+    else {
+      // Everything else of a provider (a cli command, its env allow-list, endpoints, health checks) waits for a restart.
+      const old = p as unknown as Record<string, unknown>;
+      const fresh = n as unknown as Record<string, unknown>;
+      for (const key of new Set([...Object.keys(old), ...Object.keys(fresh)])) {
+        if (!(LIVE_PROVIDER_KEYS as readonly string[]).includes(key) && !same(old[key], fresh[key])) paths.push(`providers[${p.id}].${snake(key)}`);
+      }
+    }
   }
   for (const p of next.providers) if (!current.providers.some((c) => c.id === p.id)) paths.push(`providers[${p.id}] (added)`);
   return paths;

@@ -171,6 +171,12 @@ describe('node commands through real agents', () => {
     assert.match(restart.json.results[0].message, /needs an agent restart: edge, log_level/);
     assert.match(restart.json.results[0].message, /applied: providers\[pa\]\.base_url, providers\[pa\]\.connections/);
 
+    // A provider setting that is not applied live (here its endpoints; a cli command or env alike) is named, not silently kept.
+    await writeFile(file, toYaml(agentRaw(edge.grpcPort, 'gpu-a', { pa: mockA.url }, { log_level: 'debug', edge: { address: `127.0.0.1:${edge.grpcPort}`, streams: 2 } })).replace('type: openai_compat', 'type: openai_compat\n    endpoints: [chat]'));
+    const endpoints = await command('gpu-a', 'refresh_config');
+    assert.equal(endpoints.json.results[0].status, 'restart_required');
+    assert.match(endpoints.json.results[0].message, /needs an agent restart: .*providers\[pa\]\.endpoints/);
+
     await writeFile(file, 'node: [not, a, map');
     const broken = await command('gpu-a', 'refresh_config');
     assert.equal(broken.json.results[0].status, 'failed');
