@@ -67,6 +67,16 @@ test('a rendered agent config is one the agent accepts as written', () => {
   assert.equal(gpu2.providers[0].baseUrl, 'http://127.0.0.1:11434', 'the usual Ollama port when the catalog names none');
 });
 
+test('a rendered config with a cli provider says what the operator must add: the edge does not know its command', () => {
+  const raw = base();
+  (raw.nodes as { providers: Record<string, unknown>[] }[])[0].providers.push({ id: 'coder', type: 'cli', capacity: 1 });
+  const config = parseEdgeConfig(raw, 't');
+  const text = renderAgentConfig(config.nodes[0], 'e:1');
+  assert.match(text, /^# Before running: add `command` .* cli provider coder; the edge does not know it\.$/m);
+  assert.throws(() => parseAgentConfig(parseYaml(text), 'rendered'), /providers\[\d\]\.command/);
+  assert.doesNotMatch(renderAgentConfig(config.nodes[1], 'e:1'), /Before running/, 'only where there is one');
+});
+
 test('a label change is a mutable refresh; a bootstrap change needs a restart', async () => {
   const { diffConfigs } = await import('../../src/main/refresh/diff.js');
   const { ruleFor } = await import('../../src/main/refresh/mutability.js');

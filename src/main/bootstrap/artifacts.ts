@@ -53,7 +53,10 @@ export function renderAgentConfig(node: NodeConfig, edgeAddress: string): string
     return baseUrl === undefined ? { id: p.id, type: p.type } : { id: p.id, type: p.type, base_url: baseUrl };
   });
   const body = toYaml({ edge: { address: edgeAddress }, node: { id: node.id, token: node.token }, providers });
-  return `# Rendered by the edge's bootstrap listener for node ${node.id}. Holds the node token: keep it private.\n${body}`;
+  // The edge's catalog has no command for a cli provider: the file cannot run until the operator adds it.
+  const cli = node.providers.filter((p) => p.type === 'cli').map((p) => p.id);
+  const todo = cli.length === 0 ? '' : `# Before running: add \`command\` (the argv of the agent to run) to the cli provider${cli.length > 1 ? 's' : ''} ${cli.join(', ')}; the edge does not know it.\n`;
+  return `# Rendered by the edge's bootstrap listener for node ${node.id}. Holds the node token: keep it private.\n${todo}${body}`;
 }
 
 export function nodeOf(config: EdgeConfig, nodeId: string): NodeConfig | undefined {
