@@ -11,12 +11,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { pino } from 'pino';
 import { NodeAgent } from '../../src/agent/agent.js';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { Adapter, FrameKind } from '../../src/gen/edge/v1/tunnel_pb.js';
-import { FakeEdge, waitFor } from './fake-edge.js';
+import { FakeEdge, waitFor, type EdgeStream } from './fake-edge.js';
+import { alive } from '../helpers/processes.js';
 
 const FIXTURE = fileURLToPath(new URL('../../../test/fixtures/cli-fixture.mjs', import.meta.url));
 
@@ -80,27 +81,12 @@ test('a CLI TunnelRequest runs the command; logs name the adapter and the sessio
   assert.equal(failed?.sessionId, 'default');
 });
 
-/** Whether a process with this pid is alive (signal 0 only checks). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-test('a cli run ended while its output waits for credit gives its session back: the next run of that session starts', async (t) => {
-  const root = await mkdtemp(join(tmpdir(), 'cli-held-'));
+/** A node agent with these cli providers (each under its own temp cwd_root) against a fake edge; torn down after the test. */
+async function cliAgent(t: TestContext, prefix: string, providers: Record<string, unknown>[]): Promise<EdgeStream> {
+  const root = await mkdtemp(join(tmpdir(), prefix));
   const edge = await FakeEdge.start();
   const config = parseAgentConfig(
-    {
-      edge: { address: edge.address },
-      node: { id: 'gpu-1', token: 't' },
-      // session_wait_ms: how long the next run waits for a session still held before session_busy.
-      providers: [{ id: 'agent', type: 'cli', command: [process.execPath, FIXTURE], cwd_root: root, timeout_ms: 1_500, kill_grace_ms: 200, session_wait_ms: 3_000 }],
-      log_level: 'silent',
-    },
+    { edge: { address: edge.address }, node: { id: 'gpu-1', token: 't' }, providers: providers.map((p) => ({ type: 'cli', command: [process.execPath, FIXTURE], cwd_root: root, ...p })), log_level: 'silent' },
     'test',
   );
   const agent = new NodeAgent(config, { logger: pino({ level: 'silent' }) });
@@ -110,7 +96,12 @@ test('a cli run ended while its output waits for credit gives its session back: 
     await rm(root, { recursive: true, force: true });
   });
   agent.start();
-  const stream = await edge.registeredStream(0);
+  return edge.registeredStream(0);
+}
+
+test('a cli run ended while its output waits for credit gives its session back: the next run of that session starts', async (t) => {
+  // session_wait_ms: how long the next run waits for a session still held before session_busy.
+  const stream = await cliAgent(t, 'cli-held-', [{ id: 'agent', timeout_ms: 1_500, kill_grace_ms: 200, session_wait_ms: 3_000 }]);
   const request = (content: string) => new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content }] }));
   const cases: [string, (tunnelId: number) => void][] = [
     ['the edge cancelled it', (tunnelId) => stream.cancel(tunnelId)],
@@ -140,25 +131,7 @@ test('a cli run ended while its output waits for credit gives its session back: 
 });
 
 test('a prompt holding a NUL character for an `input: arg` provider fails that run (400), not the agent', async (t) => {
-  const root = await mkdtemp(join(tmpdir(), 'cli-nul-'));
-  const edge = await FakeEdge.start();
-  const config = parseAgentConfig(
-    {
-      edge: { address: edge.address },
-      node: { id: 'gpu-1', token: 't' },
-      providers: [{ id: 'agent-arg', type: 'cli', command: [process.execPath, FIXTURE], input: 'arg', args: ['--', '{prompt}'], cwd_root: root }],
-      log_level: 'silent',
-    },
-    'test',
-  );
-  const agent = new NodeAgent(config, { logger: pino({ level: 'silent' }) });
-  t.after(async () => {
-    await agent.stop();
-    edge.close();
-    await rm(root, { recursive: true, force: true });
-  });
-  agent.start();
-  const stream = await edge.registeredStream(0);
+  const stream = await cliAgent(t, 'cli-nul-', [{ id: 'agent-arg', input: 'arg', args: ['--', '{prompt}'] }]);
   const body = (content: string) => new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content }] }));
   stream.sendTunnel({ runId: 'nul', tunnelId: 1, providerId: 'agent-arg', adapter: Adapter.CLI, sessionId: 'z', target: 'm', method: 'POST', path: '/', body: body('echo a\u0000b'), stream: false, timeoutMs: 10_000 });
   const refused = await stream.terminalFrames(1, 5_000);

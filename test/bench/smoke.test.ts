@@ -11,19 +11,11 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { BenchResult } from '../../bench/harness/result.js';
+import { alive } from '../helpers/processes.js';
 
 const run = promisify(execFile);
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const CLI = join(REPO_ROOT, 'dist', 'bench', 'run.js');
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test('bench smoke: direct and edge two-hop produce a report (closed loop, open loop with the edge timing split, streaming), charts and sane numbers, and no process is left behind', { timeout: 90_000 }, async () => {
   const out = mkdtempSync(join(os.tmpdir(), 'bench-smoke-'));
