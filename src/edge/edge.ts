@@ -256,13 +256,13 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   retireNode(nodeId: string, reason: string): void {
     const graceMs = this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS;
-    const session = this.#sessions.get(nodeId);
-    if (session === undefined) return;
-    // No new grants first, then the streams close as they go idle.
+    // Where the streams are decides, not this thread's session view: with I/O workers that view
+    // learns of a new connection a message later, and a token revoked in between must still retire it.
+    // No new grants (set in this same turn, before any stream closes), then the streams close as they go idle.
+    if (!this.plane.retireNode(nodeId, graceMs, reason)) return;
     this.driver.setDraining(nodeId, true);
     this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
-    this.logger.info({ node: nodeId, generation: session.generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
-    this.plane.retireNode(nodeId, graceMs, reason);
+    this.logger.info({ node: nodeId, generation: this.#sessions.get(nodeId)?.generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
   }
 
   #refreshed(result: RefreshResult, origin: string): void {
