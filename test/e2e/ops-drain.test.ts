@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import { describe, test } from 'node:test';
 import type { NodeAgent } from '../../src/agent/agent.js';
 import { startMockProvider } from '../../src/mock/provider.js';
@@ -182,6 +183,35 @@ describe('the drain is announced only once every thread refuses', () => {
       }
     } finally {
       for (const agent of agents) agent.destroy();
+      await stack.edge.shutdown(100);
+      await stack.agent.stop();
+      await stack.mock.close();
+    }
+  });
+});
+
+describe('a body that finishes after the drain began', () => {
+  test('a request whose head came before the drain and whose body after it gets 503 shutting_down, not a stream cut later', async () => {
+    const stack = await startOpsStack({ capacity: 4, mock: { ttftMs: 0 } });
+    const socket = net.connect(Number(new URL(stack.edge.url).port), '127.0.0.1');
+    try {
+      await once(socket, 'connect');
+      const body = JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'late body' }] });
+      // Chunked: node:http reads this one, body as it comes.
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: edge\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n${(10).toString(16)}\r\n${body.slice(0, 10)}\r\n`);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      stack.edge.plane.beginDrain();
+      const rest = body.slice(10);
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+      socket.write(`${Buffer.byteLength(rest).toString(16)}\r\n${rest}\r\n0\r\n\r\n`);
+      await waitUntil(() => (answer.includes('\r\n\r\n') && answer.includes('shutting_down')) || answer.startsWith('HTTP/1.1 200'), 'an answer');
+      assert.match(answer, /^HTTP\/1\.1 503 /, answer.slice(0, 200));
+      assert.match(answer, /"code":"shutting_down"/);
+      assert.match(answer, /connection: close/i);
+      assert.equal(stack.mock.requestLog.filter((r) => r.body?.includes('late body') === true).length, 0, 'never sent to the provider');
+    } finally {
+      socket.destroy();
       await stack.edge.shutdown(100);
       await stack.agent.stop();
       await stack.mock.close();

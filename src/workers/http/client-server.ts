@@ -252,6 +252,13 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   /** BodyOwner: a lean request's whole body. */
   bodyRead(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: ApiKeyState | undefined): void {
+    // Its head passed before a drain began, and the body finished after: refused as a request arriving now
+    // (admitted, it would be cut when the drain closes the connections).
+    if (this.#plane.shuttingDown) {
+      this.#plane.refused('shutting_down');
+      writeDraining(response, errorFormatForPath(route.path));
+      return;
+    }
     this.#proxy(route, request, response, body, key);
   }
 
@@ -302,9 +309,9 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     // The client left: its response already closed, so an exchange begun now would never end.
     if (response.headersSent || response.destroyed || socket === null || socket.destroyed) return;
     if (this.#plane.shuttingDown) {
-      response.setHeader('retry-after', '1');
-      response.setHeader('retry-after-ms', '1000');
-      writeError(response, Errors.shuttingDown, route.errors);
+      // As the lean path answers a drain: 503 whatever the API, and the connection closes.
+      this.#plane.refused('shutting_down');
+      writeDraining(response, route.errors);
       return;
     }
     this.#admit(route, request, response, key, done.body, done.info);
