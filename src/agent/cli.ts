@@ -105,14 +105,24 @@ async function main(argv: string[]): Promise<number> {
   if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');
   const configFile = values.config;
   const agent = new NodeAgent(config, { logger, reloadConfig: () => loadAgentConfig(configFile) });
+  // One handler for both signals, kept for the process's life (as the edge's): the first of either
+  // kind stops the agent gracefully, any later one (same kind or the other) means "now". A per-kind
+  // once-listener would leave the other kind's spent listener in place, swallowing it.
+  let stopping = false;
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
+    const onStopSignal = (received: NodeJS.Signals): void => {
+      if (stopping) {
+        logger.warn({ signal: received }, 'second stop signal while stopping: exiting now');
+        process.exit(1);
+      }
+      stopping = true;
+      resolve(received);
+    };
+    process.on('SIGTERM', onStopSignal);
+    process.on('SIGINT', onStopSignal);
     logger.info({ version: AGENT_VERSION, edge: config.edge.address, providers: config.providers.map((p) => p.id), pid: process.pid, nodeFlags: runningNodeFlags() }, 'node agent starting');
     agent.start();
   });
-  // A second signal while draining means "now".
-  process.once(signal, () => process.exit(1));
   logger.info({ signal }, 'stopping');
   await agent.stop();
   return 0;

@@ -148,3 +148,19 @@ test('SIGTERM (graceful stop) with a run open: the group is gone, the agent exit
   assert.equal(code, 0, agent.output());
   await assertNothingLeft(run);
 });
+
+for (const [first, second] of [['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGTERM']] as const) {
+  test(`${first} then ${second} while a run is open: the second signal means now (exit 1), and the group is still reaped`, async () => {
+    const agent = await startAgentProcess();
+    const run = await openRun(agent);
+    const exited = once(agent.child, 'exit');
+    agent.child.kill(first);
+    // The run stays open (its client stays): a graceful stop would wait out its 10 s grace, then exit 0.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    agent.child.kill(second);
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 1, agent.output());
+    await assertNothingLeft(run);
+    await drain(run.body);
+  });
+}
