@@ -5,6 +5,8 @@
 // which clients reach over HTTPS.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { Agent as UndiciAgent, fetch as undiciFetch } from 'undici';
@@ -144,6 +146,31 @@ describe('TLS without client certificates', { skip }, () => {
     } finally {
       await edge.close();
       await mock.close();
+      pki.remove();
+    }
+  });
+});
+
+describe('TLS: closing with a client still in its handshake', { skip }, () => {
+  test('a connection that never finishes its TLS handshake does not hold up the end of a drain', async () => {
+    const pki = makeTestPki();
+    try {
+      const raw = edgeConfigObject();
+      raw.tls = { client: { cert_file: pki.serverCert, key_file: pki.serverKey } };
+      const edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger() });
+      // TCP connected, no ClientHello: neither node:http nor the lean connection holds it yet.
+      const socket = connect(edge.httpPort, '127.0.0.1');
+      socket.on('error', () => {});
+      await once(socket, 'connect');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The drain a SIGTERM starts: nothing in flight, then every connection is cut and the edge closes.
+      const closed = edge.shutdown(200).then(() => 'closed');
+      // Node's handshake timeout is 120 s: without the cut, the close at the drain's end waits for it.
+      const outcome = await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 10_000, 'still open after 10 s'))]);
+      assert.equal(outcome, 'closed');
+      assert.ok(socket.destroyed || (await Promise.race([once(socket, 'close').then(() => true), new Promise((resolve) => setTimeout(resolve, 2_000, false))])), 'the half-open TLS connection was cut');
+      socket.destroy();
+    } finally {
       pki.remove();
     }
   });

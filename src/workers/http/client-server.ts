@@ -7,6 +7,7 @@
 // Errors are in the route's own format (api-routes.ts).
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import type { LeanStats } from '../../contract/io-protocol.js';
@@ -196,6 +197,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
         routes: PROXIED_ROUTES,
       });
     }
+    if (https !== undefined) cutHandshakesOnClose(server);
     return server;
   }
 
@@ -482,6 +484,25 @@ function onFrameworkError(error: FastifyError, request: FastifyRequest, reply: F
     return;
   }
   sendError(reply, Errors.internal, undefined, format);
+}
+
+/**
+ * A connection still in its TLS handshake is in neither node:http's list
+ * nor the lean one, so closeAllConnections left it, and close() (the end
+ * of a drain) waited for it: up to the 120 s handshake timeout. Every raw
+ * socket is cut with the rest; per connection, not per request.
+ */
+function cutHandshakesOnClose(server: Server): void {
+  const raw = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    raw.add(socket);
+    socket.once('close', () => raw.delete(socket));
+  });
+  const closeAll = server.closeAllConnections.bind(server);
+  server.closeAllConnections = () => {
+    closeAll();
+    for (const socket of raw) socket.destroy();
+  };
 }
 
 /** 503 shutting_down with Connection: close, so the client reconnects to another edge. */
