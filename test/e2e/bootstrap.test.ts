@@ -48,9 +48,9 @@ function run(command: string, args: readonly string[], cwd = ROOT, timeoutMs = 6
 }
 
 /** A raw GET: the path goes on the wire exactly as written (fetch would normalize dot segments away). */
-function rawGet(port: number, path: string, token: string | null = TOKEN): Promise<{ status: number; body: string }> {
+function rawGet(port: number, path: string, token: string | null = TOKEN, method = 'GET'): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers: token === null ? {} : { authorization: `Bearer ${token}` } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method, headers: token === null ? {} : { authorization: `Bearer ${token}` } }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (s: string) => (body += s));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
@@ -140,12 +140,14 @@ describe('bootstrap from the edge', () => {
     }
   });
 
-  test('a wrong or missing token gets 401 and nothing else, whatever the path', async () => {
+  test('a wrong or missing token gets 401 and nothing else, whatever the path or method', async () => {
     for (const token of ['wrong-token', TOKEN.slice(0, -1), `${TOKEN}x`, '', null]) {
       for (const path of ['/bootstrap/v1/agent.tgz', `/bootstrap/v1/nodes/${NODE_ID}/agent.yaml`, '/bootstrap/v1/nodes/unknown/SHA256SUMS']) {
-        const res = await rawGet(edge.bootstrapPort as number, path, token);
-        assert.equal(res.status, 401, `${path} with ${String(token)}`);
-        assert.doesNotMatch(res.body, /node-token-1|unknown|p-new/);
+        for (const method of ['GET', 'POST']) {
+          const res = await rawGet(edge.bootstrapPort as number, path, token, method);
+          assert.equal(res.status, 401, `${method} ${path} with ${String(token)}`);
+          assert.doesNotMatch(res.body, /node-token-1|unknown|p-new/);
+        }
       }
     }
     const cli = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', bootstrapUrl(), '--node-id', NODE_ID, '--token', 'wrong', '--dir', join(dir, 'denied')]);

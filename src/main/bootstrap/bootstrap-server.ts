@@ -64,11 +64,12 @@ export class BootstrapServer {
 
   #handle(req: IncomingMessage, res: ServerResponse): void {
     const rawPath = (req.url ?? '').split('?')[0];
-    if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method_not_allowed', 'only GET');
+    // The token first, whatever the method: without it nothing is told, not even which methods there are.
     if (!this.#authorized(req.headers.authorization)) {
       this.#log.warn({ peer: req.socket.remoteAddress, path: rawPath.slice(0, 200) }, 'bootstrap request with a wrong or missing token');
       return send(res, 401, 'unauthorized', 'a valid bootstrap token is required (Authorization: Bearer ...)');
     }
+    if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method_not_allowed', 'only GET');
     if (!rawPath.startsWith(PREFIX) || unsafePath(rawPath)) return send(res, 404, 'not_found', 'no such bootstrap artifact');
     const route = rawPath.slice(PREFIX.length);
     if (route === TARBALL_NAME) return sendBytes(res, 'application/gzip', this.#tarball.bytes, req.method === 'HEAD');
