@@ -9,14 +9,14 @@
 // and sends CANCEL to the node (upstream request aborted, cli process killed).
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Errors } from '../../shared/errors.js';
 
 /** What the task hears from its run. */
 export interface RunListener {
   /** The provider answered (2xx) or an error status came back. */
   onStarted(): void;
   onDelta(text: string): void;
-  /** Exactly once: ok, or why not. */
-  /** `cancelled`: the run was cancelled (an operator's cancel of its run), not failed. */
+  /** Exactly once: ok, or why not; `cancelled`: the run was cancelled (an operator's cancel of its run), not failed. */
   onFinished(error: string | undefined, cancelled?: boolean): void;
 }
 
@@ -30,21 +30,29 @@ export function runRequest(sessionId: string, requestTag: string | undefined): I
   return { method: 'POST', url: '/v1/chat/completions', headers, rawHeaders } as unknown as IncomingMessage;
 }
 
-/** Error text from an OpenAI error body or event, else the raw text. */
-/** The edge's own code for a cancelled run, as its error bodies and stream error events carry it. */
-const RUN_CANCELLED = '(run_cancelled)';
+/** Why a run failed: the text the task shows, and the error's code when its body or event had one. */
+interface RunError {
+  readonly text: string;
+  readonly code: string | undefined;
+}
 
-function errorText(status: number, body: string): string {
+/** A failure of the sink's own finding, with no code. */
+function noted(text: string): RunError {
+  return { text, code: undefined };
+}
+
+/** The error of an OpenAI error body or event (its message and code), else the raw text. */
+function errorOf(status: number, body: string): RunError {
   try {
     const parsed = JSON.parse(body) as { error?: { message?: unknown; code?: unknown } };
     const message = parsed.error?.message;
     const code = parsed.error?.code;
-    if (typeof message === 'string') return typeof code === 'string' ? `${message} (${code})` : message;
+    if (typeof message === 'string') return typeof code === 'string' ? { text: `${message} (${code})`, code } : noted(message);
   } catch {
     // not JSON: the text itself
   }
   const text = body.trim();
-  return status > 0 ? `the provider answered HTTP ${status}${text === '' ? '' : `: ${text.slice(0, 500)}`}` : text;
+  return noted(status > 0 ? `the provider answered HTTP ${status}${text === '' ? '' : `: ${text.slice(0, 500)}`}` : text);
 }
 
 /**
@@ -65,7 +73,7 @@ export class RunSink extends EventEmitter {
   #partial = '';
   /** A non-stream (or error) body, whole. */
   #body = '';
-  #streamError: string | undefined;
+  #streamError: RunError | undefined;
   #done = false;
 
   constructor(listener: RunListener) {
@@ -112,7 +120,7 @@ export class RunSink extends EventEmitter {
   destroy(): this {
     if (this.#done) return this;
     this.destroyed = true;
-    this.#streamError ??= 'the answer was cut off before it was complete';
+    this.#streamError ??= noted('the answer was cut off before it was complete');
     this.#finish();
     this.emit('close');
     return this;
@@ -152,7 +160,7 @@ export class RunSink extends EventEmitter {
       return;
     }
     if (parsed.error !== undefined) {
-      this.#streamError = errorText(0, data);
+      this.#streamError = errorOf(0, data);
       return;
     }
     const content = parsed.choices?.[0]?.delta?.content;
@@ -165,8 +173,7 @@ export class RunSink extends EventEmitter {
     this.#partial = '';
     const ok = this.#status >= 200 && this.#status < 300;
     if (!ok) {
-      const error = this.#status === 0 ? (this.#streamError ?? 'the run ended without an answer') : errorText(this.#status, this.#body);
-      this.#listener.onFinished(error, error.endsWith(RUN_CANCELLED));
+      this.#report(this.#status === 0 ? (this.#streamError ?? noted('the run ended without an answer')) : errorOf(this.#status, this.#body));
       return;
     }
     if (!this.#eventStream && this.#body !== '') {
@@ -175,9 +182,14 @@ export class RunSink extends EventEmitter {
         const content = (JSON.parse(this.#body) as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]?.message?.content;
         if (typeof content === 'string' && content.length > 0) this.#listener.onDelta(content);
       } catch {
-        this.#streamError ??= 'the provider answered with a body that is not a chat completion';
+        this.#streamError ??= noted('the provider answered with a body that is not a chat completion');
       }
     }
-    this.#listener.onFinished(this.#streamError, this.#streamError?.endsWith(RUN_CANCELLED) === true);
+    this.#report(this.#streamError);
+  }
+
+  /** An operator's cancel of the run reaches the exchange as the edge's run_cancelled error: told apart from a failure. */
+  #report(error: RunError | undefined): void {
+    this.#listener.onFinished(error?.text, error?.code === Errors.runCancelled.code);
   }
 }
