@@ -28,6 +28,7 @@ import { SchedulerDriver } from '../main/scheduler-driver.js';
 import { WorkerPool } from '../main/worker-pool.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
 import { clientHttpsMaterial } from '../workers/tls.js';
+import { urlHost } from '../shared/url-host.js';
 
 export interface ShutdownReport {
   /** True when every open request finished within the grace period. */
@@ -441,9 +442,4 @@ export async function startEdge(config: EdgeConfig, options: EdgeOptions = {}): 
     'edge listening',
   );
   return edge;
-}
-
-/** A listen host as a URL's host: an IPv6 address in brackets. */
-function urlHost(host: string): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }

@@ -27,6 +27,7 @@ import { Exchange, type Route } from './exchange.js';
 import { ActiveFault, planRequest, resolveOptions, type MockFault, type MockProviderOptions, type RequestPlan, type ResolvedOptions } from './options.js';
 import { errorBody } from './responses.js';
 import { MockState, type LastRequest, type MockEvent, type MockRequestRecord, type MockStats, type MutableRecord } from './state.js';
+import { urlHost } from '../shared/url-host.js';
 
 /** Capped by net.core.somaxconn. */
 const LISTEN_BACKLOG = 4096;
@@ -109,8 +110,7 @@ class MockProviderServer extends MockState implements MockProvider {
   }
 
   get url(): string {
-    const host = this.#options.host.includes(':') ? `[${this.#options.host}]` : this.#options.host;
-    return `http://${host}:${this.#port}`;
+    return `http://${urlHost(this.#options.host)}:${this.#port}`;
   }
 
   get baseURL(): string {
