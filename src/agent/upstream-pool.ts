@@ -63,11 +63,6 @@ export class UpstreamPool {
     return this.#all.length - this.#idle.length;
   }
 
-  /** Connections open or opening, idle ones included. */
-  get connections(): number {
-    return this.#all.length;
-  }
-
   /**
    * Replaced (a refresh_config with a new base URL, pool size or key): idle
    * connections close now, busy ones when their request ends and no waiting

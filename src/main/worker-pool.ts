@@ -576,13 +576,13 @@ export class WorkerPool implements DecisionHandler, DataPath {
     });
   }
 
-  /** The anchor stream of (node, generation) ended: the connection is over, and its lanes are closed where they live. */
   /** A session that ended with its worker, reported as the worker would have reported it. */
   #sessionGone(nodeId: string, generation: number, worker: number): void {
     const session = { nodeId, generation, agentVersion: '', remoteAddress: '', connectedAtMs: 0, worker };
     this.#onEvent({ type: 'event', event: { type: 'node.disconnected', node: nodeId, generation, reason: `its I/O worker ${worker} exited` }, session, gone: true });
   }
 
+  /** The anchor stream of (node, generation) ended: the connection is over, and its lanes are closed where they live. */
   #disconnect(nodeId: string, generation: number): void {
     const place = this.#places.get(nodeId);
     if (place !== undefined && place.generation === generation) {

@@ -243,7 +243,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     // A node the config does not name is refused here: the scheduler would refuse it too, but with
     // I/O workers every name sent there is interned for good on both threads, and the client picks it.
     const direct = request.headers['x-edge-node'];
-    if (direct !== undefined && typeof direct === 'string' && direct.length > 0 && !this.#nodeIds.has(direct)) {
+    if (typeof direct === 'string' && direct.length > 0 && !this.#nodeIds.has(direct)) {
       exchange.reject(Errors.nodeNotFound, 0, `no node ${JSON.stringify(direct.length > 128 ? `${direct.slice(0, 128)}…` : direct)} in the config`);
       return;
     }

@@ -363,11 +363,11 @@ export class Scheduler {
     return reset;
   }
 
-  /** The node's providers stopped serving: the aliases they leave without one get their ejected providers back (Outliers.lastResort). */
-  #lastResortFor(node: NodeState): void {
+  /** The node's providers stopped serving: the aliases they leave without one get their ejected providers back (Outliers.lastResort). True when any came back. */
+  #lastResortFor(node: NodeState): boolean {
     const groups = new Set<GroupState>();
     for (const p of this.#registry.providers.values()) if (p.node === node) for (const group of this.#groupsOf(p)) groups.add(group);
-    if (groups.size > 0) this.outliers.lastResort(groups);
+    return groups.size > 0 && this.outliers.lastResort(groups);
   }
 
   #groupsOf(provider: ProviderState): GroupState[] {
@@ -569,8 +569,8 @@ export class Scheduler {
     const node = this.#registry.nodes.get(nodeId);
     if (node !== undefined && node.connected && (generation === 0 || node.generation === generation)) {
       node.draining = draining;
-      if (draining) this.#lastResortFor(node);
-      this.#pump();
+      // Undrained, it takes waiters again; drained, only providers it brought back half-open can.
+      if (!draining || this.#lastResortFor(node)) this.#pump();
     }
     this.#flush();
   }

@@ -59,6 +59,8 @@ class PeerLink {
   /** Node side: pieces of open records too large for one ring record, by the peer's tunnel id, until the last piece. */
   readonly #openParts = new Map<number, Uint8Array[]>();
   #nextTunnelId = 1;
+  /** Closed (shut down, or its peer replaced): what is left in its ring starts no new work. */
+  #closed = false;
 
   readonly #links: PeerLinks;
 
@@ -83,9 +85,6 @@ class PeerLink {
   usage(): { used: number; capacity: number } {
     return this.#producer.usage();
   }
-
-  /** Closed (shut down, or its peer replaced): what is left in its ring starts no new work. */
-  #closed = false;
 
   close(): void {
     this.#closed = true;
@@ -295,10 +294,10 @@ class PeerNode implements TunnelHost {
   }
 }
 
-/** Node side: relays one tunnel's frames from the node's session to the client's worker. */
 /** An ERROR frame's text relayed between workers: at most this many UTF-16 units (3 bytes each, well inside a record). */
 const MAX_ERROR_CHARS = 4_096;
 
+/** Node side: relays one tunnel's frames from the node's session to the client's worker. */
 class PeerTunnel implements TunnelConsumer {
   sessionTunnelId = 0;
   readonly #link: PeerLink;
@@ -355,7 +354,6 @@ export interface PeerRings {
   readonly toPeer: readonly (SharedArrayBuffer | undefined)[];
   readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
 }
-
 
 export class PeerLinks implements PeerRouter {
   readonly stats: PeerStats = { tunnelsOut: 0, tunnelsIn: 0, backlogged: 0 };
