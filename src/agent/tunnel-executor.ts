@@ -173,9 +173,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
       clearTimeout(this.#holdTimer);
       this.#holdTimer = undefined;
     }
-    while (this.#heldBytes > 0 && this.#credit > 0 && !this.#done) {
-      this.#sendData(this.#takeHeld(Math.min(this.#heldBytes, this.#credit, this.#maxData)));
-    }
+    this.#sendHeldWithinCredit();
     if (this.#done) return;
     if (this.#heldBytes > 0) {
       this.#pauseForCredit();
@@ -313,6 +311,12 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
     return payload;
   }
 
+  #sendHeldWithinCredit(): void {
+    while (this.#heldBytes > 0 && this.#credit > 0 && !this.#done) {
+      this.#sendData(this.#takeHeld(Math.min(this.#heldBytes, this.#credit, this.#maxData)));
+    }
+  }
+
   #sendData(payload: Buffer): void {
     this.#credit -= payload.length;
     this.#lastDataAt = performance.now();
@@ -342,6 +346,10 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   }
 
   #fail(code: TunnelErrorCode, message: string): void {
+    // Bytes the provider sent before the failure are the client's: they go ahead of
+    // the ERROR as far as credit allows (past it the client is behind; the error is due).
+    this.#sendHeldWithinCredit();
+    if (this.#done) return;
     const frame = errorFrame(this.tunnelId, this.#seq++, code, message);
     this.#finish(code, message);
     this.#sink.send(frame);

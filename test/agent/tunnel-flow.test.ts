@@ -118,6 +118,33 @@ test('chunks arriving close together share a DATA frame; an idle stream\'s first
   assert.ok(sink.data().length <= 5, `51 burst chunks went out as ${sink.data().length} frames`);
 });
 
+test('bytes held for coalescing when the provider fails go out ahead of the ERROR, in order', async (t) => {
+  const { upstream, upstreams } = await upstreamWith(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: first\n\n');
+    await sleep(30);
+    // Close-together chunks the agent holds for company, then the connection closes without the last chunk.
+    for (let i = 0; i < 5; i++) res.write(`data: burst-${i}\n\n`);
+    res.socket?.end();
+  });
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Recorder();
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/' }), sink, {
+    coalesceDelayMs: 1_000,
+    coalesceMaxBytes: 1 << 20,
+    batchFrames: true,
+    batchDelayMs: 0,
+  }).start(upstreams);
+  await waitFor('ERROR', () => (sink.frames.at(-1)?.kind === FrameKind.ERROR ? true : undefined));
+  assert.equal(sink.frames.at(-1)?.errorCode, 'upstream_reset');
+  const body = Buffer.concat(sink.data().map((f) => f.data)).toString();
+  assert.equal(body, 'data: first\n\n' + Array.from({ length: 5 }, (_, i) => `data: burst-${i}\n\n`).join(''));
+  assert.deepEqual(sink.frames.map((f) => f.seq), sink.frames.map((_, i) => i), 'one sequence, the ERROR last');
+});
+
 test('a coalesced frame is sent as soon as it reaches the size bound', async (t) => {
   const { upstream, upstreams } = await upstreamWith(async (_req, res) => {
     res.writeHead(200, { 'content-type': 'application/octet-stream' });
