@@ -235,14 +235,15 @@ export class Exchange implements PacedStream {
       const id = `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`;
       body = completionBody(this.#kind as CompletionKind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage, this.#identity);
     }
-    if (this.#plan.failure?.kind === 'reset-mid-stream') {
+    const midway = this.#midwayReset();
+    if (midway !== undefined) {
       // Half the body, then a reset: the client sees a truncated response.
       const bytes = Buffer.from(body);
       this.#res.writeHead(200, ['content-type', 'application/json', 'content-length', String(bytes.length)]);
       this.#record.status = 200;
       this.#state.emitted(this.#record, 0);
       this.#res.write(bytes.subarray(0, bytes.length >> 1), () => this.resetSocket());
-      this.#fail('reset-mid-stream');
+      this.#fail(midway);
       return;
     }
     this.#state.emitted(this.#record, 0);
@@ -270,8 +271,9 @@ export class Exchange implements PacedStream {
     if (this.#kind === 'chat' || this.#kind === 'text') {
       this.#head = chunkHead(this.#kind, `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`, nowSeconds(), JSON.stringify(this.#model));
     }
-    if (this.#tokens === 0 && this.#plan.failure?.kind === 'reset-mid-stream') {
-      this.#reset('reset-mid-stream');
+    const midway = this.#midwayReset();
+    if (this.#tokens === 0 && midway !== undefined) {
+      this.#reset(midway);
       return;
     }
     if (this.#plan.ttftMs > 0) this.#paced = this.#state.pacer.after(this.#plan.ttftMs, this);
@@ -315,14 +317,16 @@ export class Exchange implements PacedStream {
   #burst(): void {
     const res = this.#res;
     const tokens = this.#tokens;
-    const resetAfter = this.#plan.failure?.kind === 'reset-mid-stream' ? Math.max(1, tokens >> 1) : -1;
+    const midway = this.#midwayReset();
+    const resetAfter = midway !== undefined ? Math.max(1, tokens >> 1) : -1;
     for (let burst = 1; ; burst++) {
       const e = this.#event++;
       const text = this.#streamEvent(e, tokens);
       if (e + 1 === resetAfter) {
         this.#state.emitted(this.#record, e);
-        this.#write(text, () => this.resetSocket());
-        this.#fail('reset-mid-stream');
+        if (midway === 'close-mid-event') this.#write(text.slice(0, text.length >> 1), () => this.closeSocket());
+        else this.#write(text, () => this.resetSocket());
+        this.#fail(midway ?? 'reset-mid-stream');
         return;
       }
       const ok = this.#write(text);
@@ -436,6 +440,17 @@ export class Exchange implements PacedStream {
       state.stats.aborted++;
       state.emit('abort', record);
     }
+  }
+
+  /** The failure's name when it resets the response after part of its body. */
+  #midwayReset(): 'reset-mid-stream' | 'close-mid-event' | undefined {
+    const kind = this.#plan.failure?.kind;
+    return kind === 'reset-mid-stream' || kind === 'close-mid-event' ? kind : undefined;
+  }
+
+  /** A FIN without the body's end: unlike a reset, every byte written before it arrives. */
+  closeSocket(): void {
+    (this.#res.socket ?? this.#req.socket).end();
   }
 
   resetSocket(): void {

@@ -60,7 +60,9 @@ export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions 
 export type MockFailure =
   | { readonly kind: 'status'; readonly status: number; readonly retryAfterSec?: number }
   | { readonly kind: 'reset-before-headers' }
-  | { readonly kind: 'reset-mid-stream' };
+  | { readonly kind: 'reset-mid-stream' }
+  /** A stream's connection closed (FIN, no last chunk) after half an SSE event. */
+  | { readonly kind: 'close-mid-event' };
 
 /** What one request will do: the options with its header overrides applied. */
 export interface RequestPlan {
@@ -101,7 +103,7 @@ export function parseFailure(fail: string): { headersDelayMs: number; failure: M
   let retryAfterSec: number | undefined;
   for (const part of fail.split(',')) {
     const item = part.trim();
-    if (item === 'reset-before-headers' || item === 'reset-mid-stream') failure = { kind: item };
+    if (item === 'reset-before-headers' || item === 'reset-mid-stream' || item === 'close-mid-event') failure = { kind: item };
     else if (item.startsWith('status:')) failure = { kind: 'status', status: statusCode(item.slice(7)) };
     else if (item.startsWith('slow-headers:')) headersDelayMs = headerNumber('x-mock-fail slow-headers', item.slice(13));
     else if (item.startsWith('retry-after:')) retryAfterSec = headerNumber('x-mock-fail retry-after', item.slice(12));

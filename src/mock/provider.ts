@@ -14,6 +14,7 @@
 // mock-<id>, "tokens": planned count, "seq": event index (streams only)}.
 // Per-request overrides: x-mock-ttft-ms, x-mock-tokens, x-mock-interval-ms,
 // x-mock-fail (status:<code> | reset-before-headers | reset-mid-stream |
+// close-mid-event (a stream's connection closed inside an event) |
 // slow-headers:<ms>, retry-after:<s>, comma-separated). A process-wide fault
 // (misbehave(), POST /mock/fault with {fail, count, for_ms, paths}, DELETE
 // /mock/fault) makes requests fail without headers: a chaos test's flaps.

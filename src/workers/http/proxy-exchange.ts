@@ -15,6 +15,7 @@ import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
+import { SseEvents } from '../tunnel/sse-events.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
 import { queueDoneComment, queuePositionComment } from './queue-updates.js';
@@ -101,6 +102,8 @@ export class ProxyExchange implements TunnelConsumer {
   #bodyLeft = -1;
   /** The client's response ended whole at the body's last byte, its lease released; what the tunnel still does only ends the exchange. */
   #relayed = false;
+  /** An event stream's relay in whole events (see sse-events.ts); undefined for other bodies. */
+  #events: SseEvents | undefined;
   /** Newest SSE frames, kept (by reference) to read `usage` at END. */
   #tail: StreamTail | undefined;
   /** Token usage reported by the provider's final SSE chunk, once the stream ended. */
@@ -208,8 +211,15 @@ export class ProxyExchange implements TunnelConsumer {
     const hopMs = nodeHopMs(this, false);
     if (hopMs >= 0) lines += `x-edge-hop-ms: ${formatMs3(hopMs)}\r\nx-edge-upstream-ms: ${formatMs3(upstreamUs / 1000)}\r\n`;
     response.writeHeadLines(status, lines, hasLength, hasDate);
+    this.#startBody(json);
+  }
+
+  /** After the relayed head: the readers its body needs. */
+  #startBody(json: boolean): void {
     // A whole JSON answer ends with its `usage` as a stream's last event does: the same tail reads both.
     if (this.#isEventStream || json) this.#tail = new StreamTail();
+    // A stream without a length can end in an in-band error: it goes out in whole events.
+    if (this.#isEventStream && this.#bodyLeft < 0) this.#events = new SseEvents();
   }
 
   /**
@@ -253,7 +263,7 @@ export class ProxyExchange implements TunnelConsumer {
       this.fail(Errors.protocolError, `the node sent a response head Node refuses to write: ${(err as Error).message}`, 'error');
       return false;
     }
-    if (this.#isEventStream || json) this.#tail = new StreamTail();
+    this.#startBody(json);
     return true;
   }
 
@@ -309,13 +319,22 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     if (this.#bodyLeft > 0) this.#bodyLeft -= bytes.length;
+    let out: Uint8Array | undefined = bytes;
+    if (this.#events !== undefined) {
+      out = this.#events.take(bytes);
+      if (out === undefined) {
+        // All of it waits for its event's end: its write's credit is due now (credits are counted, not matched).
+        if (window !== undefined) this.#chunkFlushed();
+        return;
+      }
+    }
     const socket = this.#socket;
     if (socket !== undefined) {
-      socket.write(chunkFrame(bytes), this.#onChunkFlushed);
+      socket.write(chunkFrame(out), this.#onChunkFlushed);
       return;
     }
     const response = this.response;
-    response.write(bytes, this.#onChunkFlushed);
+    response.write(out, this.#onChunkFlushed);
     // Everything the response wrote is on its socket (no pipelined response ahead holding it).
     const own = response.socket;
     if (response.chunkedEncoding && own !== null && own.writable && response.writableLength === own.writableLength) this.#socket = own;
@@ -351,7 +370,10 @@ export class ProxyExchange implements TunnelConsumer {
     this.#readUsage();
     this.#finish(endReason(this.status));
     this.plane.answerRelayed(this);
-    this.response.end();
+    // A provider that ended inside an event gets its bytes relayed as they are.
+    const held = this.#events?.flush();
+    if (held === undefined) this.response.end();
+    else this.response.end(held);
   }
 
   #readUsage(): void {
@@ -527,10 +549,11 @@ export class ProxyExchange implements TunnelConsumer {
     this.#finish(reason);
     if (!wasStreaming) {
       this.#writeError(spec, message, 0);
-    } else if (this.#isEventStream && this.#bodyLeft < 0) {
+    } else if (this.#isEventStream && this.#bodyLeft < 0 && this.#events?.midEvent !== true) {
       // Mid-stream: headers are gone, so tell SSE clients in-band, in the
       // API's own events (the SDKs raise them), then end cleanly (never
-      // past a relayed content-length: that body is cut below).
+      // past a relayed content-length: that body is cut below). A held
+      // half event is dropped: the error must parse on its own.
       this.response.end(this.route.errors.streamError(spec, message, this.responseId));
     } else {
       // A truncated JSON body must not look complete: cut the connection.
