@@ -230,6 +230,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#pending.set(requestId, exchange);
     const sessionId = sessionIdOf(request, body, info.fields);
     exchange.sessionId = sessionId ?? '';
+    if (apiKey !== undefined) exchange.nodeSession = apiKey.sessionScope + (sessionId || DEFAULT_SESSION);
     exchange.fairness = requestFairnessOf(request.headers, apiKey);
     if (this.#observer !== NO_OBSERVER) this.#observeQueued(exchange);
     if (sessionId === undefined) {
@@ -319,7 +320,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         runId: exchange.runId,
         providerId: grant.providerId,
         adapter,
-        sessionId: exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId,
+        sessionId: exchange.nodeSession !== '' ? exchange.nodeSession : exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId,
         target: grant.servedModel,
         method: exchange.request.method ?? 'POST',
         path: exchange.path,
@@ -699,7 +700,8 @@ function admitRequestOf(exchange: ProxyExchange): AdmitRequest {
     alias: exchange.info.model,
     estimatedTokens: estimatedTokensOf(exchange),
     directNodeId: typeof direct === 'string' && direct.length > 0 ? direct : undefined,
-    sessionKey: sessionKeyOf(exchange.sessionId),
+    // No named session: no node affinity, with or without a key.
+    sessionKey: exchange.sessionId === '' ? 0 : sessionKeyOf(exchange.nodeSession !== '' ? exchange.nodeSession : exchange.sessionId),
     api: exchange.route.api,
     pinnedProviderId: exchange.pinnedProviderId,
     priority: exchange.fairness.priority,

@@ -23,6 +23,12 @@ export class ApiKeyState {
   fairnessHeader = false;
   /** The key's own tenant (src/shared/tenant-key.ts), hashed once. */
   readonly tenantKey: number;
+  /**
+   * Prefixed to the session a node is told, so that a key's sessions are its
+   * own: another key naming the same id (or none) gets another cli working
+   * directory, never this key's files and conversation.
+   */
+  readonly sessionScope: string;
   /** What a request with this key and no fairness headers asks for: built once, not per request. */
   fairness: { readonly priority: number; readonly tenantKey: number; readonly weight: number };
 
@@ -36,6 +42,7 @@ export class ApiKeyState {
     this.models = models === undefined ? undefined : new Set(models);
     this.maxConcurrent = maxConcurrent ?? Infinity;
     this.tenantKey = tenantKeyOf(name);
+    this.sessionScope = `k${createHash('sha256').update(name).digest('hex').slice(0, 16)}.`;
     this.fairness = { priority: 0, tenantKey: this.tenantKey, weight: 1 };
   }
 

@@ -110,6 +110,8 @@ export class ProxyExchange implements TunnelConsumer {
   usage: TokenUsage | undefined;
   /** The session the client named ("" = none; the node gets "default"). */
   sessionId = '';
+  /** The session the node is told when it is not the client's own: scoped by the API key ("" = none). */
+  nodeSession = '';
   /** Fair queuing: band, tenant and weight (fairness-headers.ts). */
   fairness: RequestFairness = ANONYMOUS_FAIRNESS;
   /** x-edge-queue-updates: the timer asking for its queue position while it waits (queue-updates.ts). */
