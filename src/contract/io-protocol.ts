@@ -95,6 +95,8 @@ export interface PlaneInspection {
   /** Tunnels opened through a node in another worker / by another worker through this one. */
   readonly crossTunnelsOut: number;
   readonly crossTunnelsIn: number;
+  /** A2A subscriptions relayed between workers: this worker's to others' tasks, others' to its own. */
+  readonly a2aRelayedStreams: { readonly remote: number; readonly served: number };
   readonly rings: { name: string; used: number; capacity: number }[];
   /** The lean HTTP/1.1 connection (src/workers/http/lean-http1.ts): requests it read, connections it handed to node:http, connections it holds now. */
   readonly lean: LeanStats;

@@ -63,6 +63,7 @@ async function control(request: ControlRequest): Promise<unknown> {
       return undefined;
     case 'replacePeer':
       plane.replacePeer(request.peer, request.toPeer, request.fromPeer);
+      plane.client.a2a.peerGone(request.peer);
       return undefined;
     case 'testHook':
       if (process.env.EDGE_TEST_HOOKS !== '1') throw new Error('test hooks are off (EDGE_TEST_HOOKS=1 turns them on)');

@@ -182,7 +182,7 @@ export class LocalPlane implements DataPath, EventSink {
   inspectHere(): PlaneInspection {
     const peers = this.#peers;
     const rings = peers === undefined ? [] : peers.ringUsage().map((r) => ({ name: `worker-${this.#index}->worker-${r.peer}`, used: r.used, capacity: r.capacity }));
-    return inspectPlane(this.#index, this.plane, this.nodes, peers, this.client.leanStats, rings);
+    return inspectPlane(this.#index, this.plane, this.nodes, peers, this.client.leanStats, this.client.a2a.handler.relayedStreams, rings);
   }
 
   ringUsage(): PlaneInspection['rings'] {

@@ -8,8 +8,12 @@
 // left open (worker_exited).
 process.env.EDGE_TEST_HOOKS = '1';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import type { Message, Task } from '@a2a-js/sdk';
 import { Agent, request } from 'undici';
+import { ownerOfTaskId } from '../../src/workers/a2a/task-store.js';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
 import type { Subscription } from '../../src/main/events/event-bus.js';
@@ -131,5 +135,66 @@ describe('an I/O worker that exits', () => {
     } finally {
       subscription.close();
     }
+  });
+});
+
+describe('an I/O worker that exits while another relays a subscription to its A2A task', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      mock: { tokens: 400, intervalMs: 25 },
+      configure: (raw) => {
+        raw.workers = { count: 2 };
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS, name: 'Writer', description: 'Writes', skills: [{ id: 'write', name: 'Write', description: 'Writes text', tags: ['text'] }] }] };
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('the relayed subscription ends at once with TaskNotFound, never left waiting', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    const url = `${stack.edge.url}/a2a/writer/`;
+    // A fresh connection per call: the kernel spreads them over both workers' listeners.
+    const fetchImpl = (input: string | URL | Request, init?: RequestInit): Promise<Response> => fetch(input, { ...init, dispatcher: new Agent({ pipelining: 0 }) } as RequestInit);
+    const client = await new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl })] })).createFromUrl(url);
+    const text: Message = { messageId: randomUUID(), contextId: '', taskId: '', role: 1, parts: [{ content: { $case: 'text', value: 'a long one' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] };
+    const task = (await client.sendMessage({ tenant: '', message: text, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: true }, metadata: undefined })) as Task;
+    const owner = ownerOfTaskId(task.id);
+    assert.ok(owner === 0 || owner === 1, `a worker's task id: ${task.id}`);
+    const other = 1 - owner;
+    // Subscribe until one of them lands on the other worker (relayed through the pool).
+    const outcomes: Promise<string>[] = [];
+    for (let i = 0; i < 20; i++) {
+      outcomes.push(
+        (async () => {
+          let events = 0;
+          try {
+            for await (const _ of client.resubscribeTask({ tenant: '', id: task.id })) events++;
+            return `ended after ${events} events`;
+          } catch (err) {
+            return `${events > 0 ? 'after events' : 'at once'}: ${(err as Error).message}`;
+          }
+        })(),
+      );
+      const relayed = async () => (await pool.inspect()).find((p) => p.worker === other)?.a2aRelayedStreams.remote ?? 0;
+      const served = await waitFor(async () => (await relayed()) > 0, 'the subscription to be served', 1_000).then(
+        () => true,
+        () => false,
+      );
+      if (served) break;
+    }
+    const remote = (await pool.inspect()).find((p) => p.worker === other)?.a2aRelayedStreams.remote ?? 0;
+    assert.ok(remote >= 1, 'a subscription is relayed from the other worker');
+
+    await pool.call(owner, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+    // Every subscription ends: the owner's with its connection, the relayed ones with the task's loss.
+    const settled = await Promise.race([Promise.all(outcomes), new Promise<string[]>((resolve) => setTimeout(() => resolve(['still waiting']), 4_000))]);
+    assert.ok(!settled.includes('still waiting'), 'no subscription is left waiting');
+    // The SDK raises the JSON-RPC error event; -32001 is A2A's TaskNotFoundError.
+    assert.equal(settled.filter((o) => /^after events: .*the worker that held it exited \(Code: -32001\)/.test(o)).length, remote, settled.join('; '));
+    const after = (await pool.inspect()).find((p) => p.worker === other)?.a2aRelayedStreams;
+    assert.deepEqual(after, { remote: 0, served: 0 });
   });
 });

@@ -81,6 +81,11 @@ export class A2ASurface {
     this.handler.onRelay(message);
   }
 
+  /** Worker `peer` exited: see EdgeA2AHandler.peerGone. */
+  peerGone(peer: number): void {
+    this.handler.peerGone(peer);
+  }
+
   register(app: FastifyInstance): void {
     app.get(CARD_PATH, (request, reply) => {
       const card = edgeCard(this.#config, this.#base(request));

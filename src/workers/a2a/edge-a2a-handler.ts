@@ -112,6 +112,16 @@ interface PendingCall {
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: Error) => void;
   readonly timer: NodeJS.Timeout;
+  /** The worker asked: if it exits, the call fails at once. */
+  readonly owner: number;
+}
+
+/** A subscription to another worker's task, fed by its 'event' messages. */
+interface RemoteStream {
+  readonly queue: EventQueue;
+  readonly owner: number;
+  /** The owner exited: the task is gone, and the stream ends with that error. */
+  lost: boolean;
 }
 
 export class EdgeA2AHandler implements A2ARequestHandler {
@@ -123,7 +133,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   #nextCall = 1;
   readonly #pending = new Map<number, PendingCall>();
   /** Remote subscriptions this worker asked for: call -> the local queue fed by 'event'. */
-  readonly #remoteStreams = new Map<number, EventQueue>();
+  readonly #remoteStreams = new Map<number, RemoteStream>();
   /** Subscriptions other workers hold here: `${from}:${call}` -> the task's queue. */
   readonly #servedStreams = new Map<string, EventQueue>();
   /** The conversations whose home is this data path (context-history.ts). */
@@ -378,7 +388,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
         this.#pending.delete(call);
         reject(new TaskNotFoundError(`task ${message.taskId ?? ''}: the worker that holds it did not answer`));
       }, RELAY_TIMEOUT_MS);
-      this.#pending.set(call, { resolve, reject, timer });
+      this.#pending.set(call, { resolve, reject, timer, owner });
       this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call, ...message });
     });
   }
@@ -386,14 +396,15 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   async *#remoteSubscribe(owner: number, taskId: string, call: A2ACall): AsyncGenerator<StreamResponse, void, undefined> {
     const id = this.#nextCall++;
     const queue = new EventQueue();
-    this.#remoteStreams.set(id, queue);
+    const stream: RemoteStream = { queue, owner, lost: false };
+    this.#remoteStreams.set(id, stream);
     // The first answer is the task (or the error); events follow.
     const first = new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(id);
         reject(new TaskNotFoundError(`task ${taskId}: the worker that holds it did not answer`));
       }, RELAY_TIMEOUT_MS);
-      this.#pending.set(id, { resolve, reject, timer });
+      this.#pending.set(id, { resolve, reject, timer, owner });
     });
     this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call: id, op: 'subscribe', taskId, keyName: call.key?.name });
     let ended = false;
@@ -401,12 +412,45 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       const task = (await first) as Task;
       yield { payload: { $case: 'task', value: task } };
       for await (const event of this.#drain(queue, call.signal)) yield event;
+      if (stream.lost) throw new TaskNotFoundError(`task ${taskId}: the worker that held it exited`);
       ended = !call.signal.aborted;
     } finally {
       this.#remoteStreams.delete(id);
       this.#pending.delete(id);
-      if (!ended) this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call: id, op: 'unsubscribe' });
+      if (!ended && !stream.lost) this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call: id, op: 'unsubscribe' });
     }
+  }
+
+  /**
+   * Worker `peer` exited (a replacement, with call ids from 1 again, takes
+   * its index): what this worker asked of it fails now instead of at its
+   * timeout, its subscriptions to tasks there end with TaskNotFound, and
+   * the ones it held here stop without a word, so that nothing meant for
+   * the old worker reaches the new one.
+   */
+  peerGone(peer: number): void {
+    for (const [call, pending] of this.#pending) {
+      if (pending.owner !== peer) continue;
+      this.#pending.delete(call);
+      clearTimeout(pending.timer);
+      pending.reject(new TaskNotFoundError(`the worker that held the task exited`));
+    }
+    for (const stream of this.#remoteStreams.values()) {
+      if (stream.owner !== peer) continue;
+      stream.lost = true;
+      stream.queue.close();
+    }
+    const prefix = `${peer}:`;
+    for (const [key, queue] of this.#servedStreams) {
+      if (!key.startsWith(prefix)) continue;
+      this.#servedStreams.delete(key);
+      queue.close();
+    }
+  }
+
+  /** Subscriptions this worker holds on other workers' tasks, and other workers' on its own. */
+  get relayedStreams(): { remote: number; served: number } {
+    return { remote: this.#remoteStreams.size, served: this.#servedStreams.size };
   }
 
   /** A relay message for this worker: a question about one of its tasks, or an answer to one it asked. */
@@ -440,10 +484,10 @@ export class EdgeA2AHandler implements A2ARequestHandler {
         return;
       }
       case 'event':
-        this.#remoteStreams.get(message.call)?.push(message.value as StreamResponse);
+        this.#remoteStreams.get(message.call)?.queue.push(message.value as StreamResponse);
         return;
       case 'end':
-        this.#remoteStreams.get(message.call)?.close();
+        this.#remoteStreams.get(message.call)?.queue.close();
         return;
     }
   }
@@ -476,7 +520,12 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     this.#servedStreams.set(key, queue);
     this.#reply(message, 'reply', entry.snapshot());
     void (async () => {
-      for await (const event of queue) this.#reply(message, 'event', event);
+      for await (const event of queue) {
+        // Dropped by peerGone: the asker is gone, and its index may be a new worker's.
+        if (this.#servedStreams.get(key) !== queue) return;
+        this.#reply(message, 'event', event);
+      }
+      if (this.#servedStreams.get(key) !== queue) return;
       this.#servedStreams.delete(key);
       this.#reply(message, 'end');
     })();
