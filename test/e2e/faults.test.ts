@@ -218,30 +218,36 @@ describe('faults on the tunnel path', () => {
     await clean(current.edge);
   });
 
-  test('provider connection closed inside an SSE event: the half event never reaches the client, the error event parses on its own', async () => {
-    current = await fleet(mock.url, undefined);
-    const headers = { 'x-mock-fail': 'close-mid-event', 'x-mock-tokens': '10' };
-    // The SDK: every chunk it yields is whole, and the end is its APIError, not a JSON SyntaxError.
-    const sdk = new OpenAI({ baseURL: `${current.edge.url}/v1`, apiKey: 'x', maxRetries: 0 });
-    const stream = await sdk.chat.completions.create({ model: ALIAS, stream: true, messages: [] }, { headers });
-    const seqs: number[] = [];
-    const err = await (async () => {
-      for await (const chunk of stream) seqs.push((chunk as unknown as { mock: { seq: number } }).mock.seq);
-    })().catch((e: unknown) => e);
-    assert.ok(err instanceof OpenAI.APIError, `got ${String(err)}`);
-    assert.match(String((err as Error).message), /closed the connection|reset/i);
-    assert.deepEqual(seqs, [0, 1, 2, 3], 'the whole events before the cut, in order');
-    // The bytes: every event is whole JSON, the last one the edge's error.
-    const res = await chat(current.edge, { stream: true }, headers);
-    const events = (await res.text()).split('\n\n').filter((e) => e !== '');
-    const bodies = events.map((e) => {
-      assert.match(e, /^data: /, `an event is one data line: ${JSON.stringify(e)}`);
-      return JSON.parse(e.slice(6)) as { error?: { code: string } };
+  for (const [when, limits, fail] of [
+    ['with the provider\'s head', {}, 'close-mid-event'],
+    // The edge's keepalive commits its own 200 event-stream head before the provider's arrives.
+    ['after keepalives committed the head', { sse_keepalive_ms: 40 }, 'slow-headers:150,close-mid-event'],
+  ] as const) {
+    test(`provider connection closed inside an SSE event (${when}): the half event never reaches the client, the error event parses on its own`, async () => {
+      current = await fleet(mock.url, undefined, limits);
+      const headers = { 'x-mock-fail': fail, 'x-mock-tokens': '10' };
+      // The SDK: every chunk it yields is whole, and the end is its APIError, not a JSON SyntaxError.
+      const sdk = new OpenAI({ baseURL: `${current.edge.url}/v1`, apiKey: 'x', maxRetries: 0 });
+      const stream = await sdk.chat.completions.create({ model: ALIAS, stream: true, messages: [] }, { headers });
+      const seqs: number[] = [];
+      const err = await (async () => {
+        for await (const chunk of stream) seqs.push((chunk as unknown as { mock: { seq: number } }).mock.seq);
+      })().catch((e: unknown) => e);
+      assert.ok(err instanceof OpenAI.APIError, `got ${String(err)}`);
+      assert.match(String((err as Error).message), /closed the connection|reset/i);
+      assert.deepEqual(seqs, [0, 1, 2, 3], 'the whole events before the cut, in order');
+      // The bytes: every event is whole JSON (keepalive comments aside), the last one the edge's error.
+      const res = await chat(current.edge, { stream: true }, headers);
+      const events = (await res.text()).split('\n\n').filter((e) => e !== '' && !e.startsWith(':'));
+      const bodies = events.map((e) => {
+        assert.match(e, /^data: /, `an event is one data line: ${JSON.stringify(e)}`);
+        return JSON.parse(e.slice(6)) as { error?: { code: string } };
+      });
+      assert.equal(bodies.at(-1)?.error?.code, 'upstream_reset');
+      assert.equal(bodies.length, 5);
+      await clean(current.edge);
     });
-    assert.equal(bodies.at(-1)?.error?.code, 'upstream_reset');
-    assert.equal(bodies.length, 5);
-    await clean(current.edge);
-  });
+  }
 
   test('reset mid-body of a non-streaming response: the client connection is cut, never a truncated 200 that looks whole', async () => {
     current = await fleet(mock.url, undefined);

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { lastEventEnd, MAX_HELD_EVENT_BYTES, SseEvents } from '../../src/workers/tunnel/sse-events.js';
+import { ResponseWindow } from '../../src/workers/tunnel/response-window.js';
 
 const text = (b: Uint8Array | undefined) => (b === undefined ? undefined : Buffer.from(b).toString());
 
@@ -14,10 +15,15 @@ test('lastEventEnd finds the end of the last blank line, LF and CRLF alike', () 
   assert.equal(lastEventEnd(Buffer.from('data: a\ndata: b\n')), 0, 'line ends without a blank line end no event');
   assert.equal(lastEventEnd(Buffer.from('data: a\r\n')), 0);
   assert.equal(lastEventEnd(Buffer.from('\n')), 0);
+  assert.equal(lastEventEnd(Buffer.from('data: a\r\rdata: b')), 9, 'CR line ends');
+  assert.equal(lastEventEnd(Buffer.from('data: a\r\r\ndata: b')), 10, 'CR then CRLF ends at the LF');
+  assert.equal(lastEventEnd(Buffer.from('\ndata: b'), 10), 1, 'a blank line split across chunks');
+  assert.equal(lastEventEnd(Buffer.from('\ndata: b'), 13, 10), 1, 'a CRLF CRLF split after the CR');
+  assert.equal(lastEventEnd(Buffer.from('\ndata: b'), 13, 0x61), 0, 'a lone CRLF is one line end');
 });
 
 test('every split of a stream comes out as the same bytes, each write at an event end', () => {
-  const stream = 'data: {"a":1}\n\n: keepalive\n\nevent: x\r\ndata: {"b":2}\r\n\r\ndata: [DONE]\n\n';
+  const stream = 'data: {"a":1}\n\n: keepalive\n\nevent: x\r\ndata: {"b":2}\r\n\r\nevent: y\rdata: {"c":3}\r\rdata: [DONE]\n\n';
   for (let cut1 = 0; cut1 <= stream.length; cut1++) {
     for (let cut2 = cut1; cut2 <= stream.length; cut2 += 3) {
       const events = new SseEvents();
@@ -26,8 +32,9 @@ test('every split of a stream comes out as the same bytes, each write at an even
         if (piece === '') continue;
         const written = text(events.take(Buffer.from(piece)));
         if (written === undefined) continue;
-        assert.ok(lastEventEnd(Buffer.from(written)) === written.length, `a write ends mid-event: ${JSON.stringify(written)}`);
         out.push(written);
+        const sent = out.join('');
+        assert.equal(lastEventEnd(Buffer.from(sent)), sent.length, `a write ends mid-event: ${JSON.stringify(written)} (cuts ${cut1}, ${cut2})`);
       }
       assert.equal(events.flush(), undefined, 'a stream that ends at an event end leaves nothing held');
       assert.equal(out.join(''), stream);
@@ -54,10 +61,50 @@ test('a held event past the bound is written as it is, and the client is then mi
   assert.equal(events.midEvent, true, 'what the client has still ends mid-event');
   assert.equal(text(events.take(Buffer.from('\n\ndata: c'))), 'xx\n\n');
   assert.equal(events.midEvent, false);
+  // Past the bound again, the write ending in a line's LF: the next chunk's LF ends that event.
+  assert.equal(text(events.take(Buffer.from(`${'y'.repeat(MAX_HELD_EVENT_BYTES)}\n`)))?.length, 'data: c'.length + MAX_HELD_EVENT_BYTES + 1);
+  assert.equal(events.midEvent, true);
+  assert.equal(text(events.take(Buffer.from('\ndata: d'))), '\n');
+  assert.equal(events.midEvent, false);
+  assert.equal(text(events.flush()), 'data: d');
 });
 
 test('a chunk that is whole events passes through as the same bytes, no copy', () => {
   const events = new SseEvents();
   const chunk = Buffer.from('data: a\n\ndata: b\n\n');
   assert.equal(events.take(chunk), chunk);
+});
+
+test('with flow control: held bytes keep their credit until written and flushed; a stalled client bounds the node to its window', () => {
+  const window = new ResponseWindow(1_000);
+  const events = new SseEvents(window);
+  let credit = window.size;
+  let received = 0;
+  let writes = 0;
+  // Whole events and events cut in two, alternately, to a client that reads nothing.
+  const pieces = ['data: whole-event-of-some-length\n\n', 'data: cut-', 'event\n\n'];
+  for (let i = 0; i < 10_000; i++) {
+    const piece = Buffer.from(pieces[i % pieces.length]);
+    if (piece.length > credit) break;
+    credit -= piece.length;
+    received += piece.length;
+    assert.ok(window.receive(piece.length), 'never past the window');
+    const out = events.take(piece);
+    if (out !== piece) window.wroteLast(out === undefined ? 0 : out.length);
+    if (out !== undefined) writes++;
+  }
+  assert.ok(received <= window.size, `the node sent ${received} bytes to a client that read none`);
+  assert.equal(window.outstanding, received);
+  // The client reads everything: all the credit comes back, for exactly what was written.
+  for (let w = 0; w < writes; w++) credit += window.flushed();
+  const held = events.flush()?.length ?? 0;
+  assert.equal(window.buffered, 0);
+  assert.ok(window.outstanding - held < window.size / 4, 'what is left uncredited is the held bytes and one partial batch');
+});
+
+test('the hold bound is under half the window, so a held event cannot starve its own tunnel of credit', () => {
+  const events = new SseEvents(new ResponseWindow(1_000));
+  assert.equal(events.take(Buffer.from(`data: ${'x'.repeat(400)}`)), undefined, 'held: under half the window');
+  assert.equal(events.take(Buffer.from('x'.repeat(200)))?.length, 606, 'past half the window it goes out as it is');
+  assert.equal(events.midEvent, true);
 });

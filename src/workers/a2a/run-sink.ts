@@ -8,6 +8,7 @@
 // disconnect is to an HTTP request: the exchange releases its lease at once
 // and sends CANCEL to the node (upstream request aborted, cli process killed).
 import { EventEmitter } from 'node:events';
+import { StringDecoder } from 'node:string_decoder';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Errors } from '../../shared/errors.js';
 
@@ -71,6 +72,7 @@ export class RunSink extends EventEmitter {
   #eventStream = false;
   /** An SSE line not yet complete. */
   #partial = '';
+  readonly #utf8 = new StringDecoder('utf8');
   /** A non-stream (or error) body, whole. */
   #body = '';
   #streamError: RunError | undefined;
@@ -101,7 +103,8 @@ export class RunSink extends EventEmitter {
   }
 
   write(chunk: Uint8Array | string, callback?: () => void): boolean {
-    if (!this.#done) this.#take(typeof chunk === 'string' ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8'));
+    // One decoder for the whole body: a character split between two chunks is not two U+FFFD.
+    if (!this.#done) this.#take(typeof chunk === 'string' ? chunk : this.#utf8.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
     // The exchange's window grants the node more credit once a chunk "flushed": at once, here.
     if (callback !== undefined) queueMicrotask(callback);
     return true;

@@ -173,6 +173,8 @@ export class ProxyExchange implements TunnelConsumer {
       this.#markHeaders(status);
       this.#tail = new StreamTail();
       this.#startCapture(status);
+      // That head is a chunked event stream: its body goes out in whole events too.
+      this.#events = new SseEvents(this.window);
       if (status < 200 || status >= 300) {
         this.session?.cancelTunnel(this.tunnelId, 'provider error after keepalive');
         this.fail(Errors.upstreamError, `the provider answered HTTP ${status}`, 'error');
@@ -221,7 +223,7 @@ export class ProxyExchange implements TunnelConsumer {
     // A whole JSON answer ends with its `usage` as a stream's last event does: the same tail reads both.
     if (this.#isEventStream || json) this.#tail = new StreamTail();
     // A stream without a length can end in an in-band error: it goes out in whole events.
-    if (this.#isEventStream && this.#bodyLeft < 0) this.#events = new SseEvents();
+    if (this.#isEventStream && this.#bodyLeft < 0) this.#events = new SseEvents(this.window);
   }
 
   /**
@@ -324,11 +326,8 @@ export class ProxyExchange implements TunnelConsumer {
     let out: Uint8Array | undefined = bytes;
     if (this.#events !== undefined) {
       out = this.#events.take(bytes);
-      if (out === undefined) {
-        // All of it waits for its event's end: its write's credit is due now (credits are counted, not matched).
-        if (window !== undefined) this.#chunkFlushed();
-        return;
-      }
+      if (window !== undefined && out !== bytes) window.wroteLast(out === undefined ? 0 : out.length);
+      if (out === undefined) return;
     }
     const socket = this.#socket;
     if (socket !== undefined) {

@@ -39,6 +39,21 @@ export class ResponseWindow {
     return true;
   }
 
+  /**
+   * The chunk just received went out as one write of `bytes` instead (an
+   * event stream writes whole events: bytes held from earlier chunks join
+   * it, its own unfinished event waits); 0: nothing was written, all of it
+   * is held. Held bytes stay outstanding, uncredited, until the write that
+   * carries them flushes: the window bounds them too.
+   */
+  wroteLast(bytes: number): void {
+    const last = this.#unflushed.length - 1;
+    this.#buffered += bytes - this.#unflushed[last];
+    if (bytes === 0) this.#unflushed.pop();
+    else this.#unflushed[last] = bytes;
+    if (this.#buffered > this.#highWaterBuffered) this.#highWaterBuffered = this.#buffered;
+  }
+
   /** The oldest unflushed write reached the kernel; returns credit to grant now (0 = keep batching). */
   flushed(): number {
     if (this.#head >= this.#unflushed.length) return 0;

@@ -7,57 +7,105 @@
 
 const LF = 10;
 const CR = 13;
+/** No byte before the stream's first. */
+const NONE = -1;
 
 /** A held partial event past this is relayed as it is: the edge never buffers an unbounded event. */
 export const MAX_HELD_EVENT_BYTES = 64 * 1024;
 
-/** Index just past the last blank line (an event's end) in `bytes`, or 0 when it has none. LF and CRLF line ends. */
-export function lastEventEnd(bytes: Uint8Array): number {
-  for (let i = bytes.length - 1; i >= 1; i--) {
-    if (bytes[i] !== LF) continue;
-    const before = bytes[i - 1];
-    if (before === LF || (before === CR && i >= 2 && bytes[i - 2] === LF)) return i + 1;
+/**
+ * Index just past the last blank line (an event's end) in `bytes`, or 0
+ * when it has none; `before1` / `before2` are the two bytes that preceded
+ * `bytes` in the stream (NONE at its start), so a blank line split across
+ * chunks is found. Line ends are LF, CRLF or CR, as the SSE spec allows.
+ */
+export function lastEventEnd(bytes: Uint8Array, before1 = NONE, before2 = NONE): number {
+  for (let i = bytes.length - 1; i >= 0; i--) {
+    const c = bytes[i];
+    if (c !== LF && c !== CR) continue;
+    const b1 = i >= 1 ? bytes[i - 1] : before1;
+    if (c === LF) {
+      if (b1 === LF) return i + 1;
+      const b2 = i >= 2 ? bytes[i - 2] : i === 1 ? before1 : before2;
+      if (b1 === CR && (b2 === LF || b2 === CR)) return i + 1;
+    } else if (b1 === CR && (i + 1 >= bytes.length || bytes[i + 1] !== LF)) {
+      // CR CR; a CR CR LF ends at its LF, found first (the scan runs backwards).
+      return i + 1;
+    }
   }
   return 0;
 }
 
 export class SseEvents {
-  /** The start of an event whose end has not arrived (a copy: the frame's bytes are not ours to keep). */
-  #held: Buffer | undefined = undefined;
-  /** What the client has ends inside an event (one held past MAX_HELD_EVENT_BYTES went out whole). */
+  /** What may be held: MAX_HELD_EVENT_BYTES, and under half the tunnel's window, whose credit held bytes keep. */
+  readonly #maxHeld: number;
+  /** The start of an event whose end has not arrived: copies (a frame's bytes are not ours to keep). */
+  #held: Uint8Array[] = [];
+  #heldBytes = 0;
+  /** The last two bytes taken (written or held), to find a blank line split across chunks. */
+  #last1 = NONE;
+  #last2 = NONE;
+  /** What the client has ends inside an event (one held past the bound went out whole). */
   midEvent = false;
+
+  /**
+   * `window`: the tunnel's flow control. Held bytes are not credited back
+   * until written; held past half the window, with a quarter-window credit
+   * batch pending, the node could be left without credit to finish the
+   * event: a stall.
+   */
+  constructor(window?: { readonly size: number }) {
+    this.#maxHeld = window === undefined ? MAX_HELD_EVENT_BYTES : Math.min(MAX_HELD_EVENT_BYTES, window.size >> 1);
+  }
 
   /** The bytes to write now, ending at an event's end; undefined when all of them wait for the rest of their event. */
   take(bytes: Uint8Array): Uint8Array | undefined {
-    const held = this.#held;
     const n = bytes.length;
+    if (n === 0) return undefined;
+    const before1 = this.#last1;
+    const before2 = this.#last2;
+    this.#last1 = bytes[n - 1];
+    this.#last2 = n >= 2 ? bytes[n - 2] : before1;
     // The common case: nothing held and the chunk ends an event.
-    if (held === undefined && n >= 2 && bytes[n - 1] === LF && (bytes[n - 2] === LF || (bytes[n - 2] === CR && n >= 3 && bytes[n - 3] === LF))) {
+    if (this.#heldBytes === 0 && n >= 2 && bytes[n - 1] === LF && bytes[n - 2] === LF) {
       this.midEvent = false;
       return bytes;
     }
-    const all = held === undefined ? bytes : Buffer.concat([held, bytes]);
-    const end = lastEventEnd(all);
-    if (end === all.length) {
-      this.#held = undefined;
-      this.midEvent = false;
-      return all;
-    }
-    if (all.length - end > MAX_HELD_EVENT_BYTES) {
-      this.#held = undefined;
+    const end = lastEventEnd(bytes, before1, before2);
+    if (end === 0) {
+      this.#hold(bytes);
+      if (this.#heldBytes <= this.#maxHeld) return undefined;
       this.midEvent = true;
-      return all;
+      return this.#release(undefined);
     }
-    this.#held = Buffer.from(all.subarray(end));
-    if (end === 0) return undefined;
+    if (n - end > this.#maxHeld) {
+      this.midEvent = true;
+      return this.#release(bytes);
+    }
+    const out = this.#release(end === n ? bytes : bytes.subarray(0, end));
     this.midEvent = false;
-    return all.subarray(0, end);
+    if (end < n) this.#hold(bytes.subarray(end));
+    return out;
   }
 
   /** What is held at the stream's end (an upstream that ended mid-event keeps its bytes: the relay adds nothing). */
   flush(): Uint8Array | undefined {
+    return this.#heldBytes === 0 ? undefined : this.#release(undefined);
+  }
+
+  #hold(bytes: Uint8Array): void {
+    this.#held.push(Buffer.from(bytes));
+    this.#heldBytes += bytes.length;
+  }
+
+  /** What is held, then `more`, as one piece; nothing is held after. */
+  #release(more: Uint8Array | undefined): Uint8Array {
+    if (this.#heldBytes === 0) return more ?? Buffer.alloc(0);
     const held = this.#held;
-    this.#held = undefined;
-    return held;
+    if (more !== undefined) held.push(more);
+    const out = held.length === 1 ? held[0] : Buffer.concat(held);
+    this.#held = [];
+    this.#heldBytes = 0;
+    return out;
   }
 }

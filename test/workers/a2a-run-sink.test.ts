@@ -1,0 +1,34 @@
+// The A2A run sink reads a chat stream the data path writes into it: the
+// text it hands the task is the provider's, whatever way the bytes were cut.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { RunSink } from '../../src/workers/a2a/run-sink.js';
+
+function sink(): { sink: RunSink; deltas: string[]; finished: (string | undefined)[] } {
+  const deltas: string[] = [];
+  const finished: (string | undefined)[] = [];
+  const s = new RunSink({ onStarted() {}, onDelta: (t) => deltas.push(t), onFinished: (e) => finished.push(e) });
+  return { sink: s, deltas, finished };
+}
+
+test('a character split between two chunks arrives whole, in a stream and in a JSON body', () => {
+  const text = 'naïve 日本語 🙂';
+  const event = Buffer.from(`data: ${JSON.stringify({ choices: [{ delta: { content: text } }] })}\n\n`);
+  const emoji = event.indexOf(Buffer.from('🙂'));
+  for (const cut of [emoji + 1, emoji + 2, emoji + 3, event.indexOf(Buffer.from('本')) + 1]) {
+    const s = sink();
+    s.sink.writeHead(200, ['content-type', 'text/event-stream']);
+    s.sink.write(event.subarray(0, cut));
+    s.sink.write(event.subarray(cut));
+    s.sink.end();
+    assert.deepEqual(s.deltas, [text], `cut at byte ${cut}`);
+    assert.deepEqual(s.finished, [undefined]);
+  }
+  const body = Buffer.from(JSON.stringify({ choices: [{ message: { content: text } }] }));
+  const s = sink();
+  s.sink.writeHead(200, ['content-type', 'application/json']);
+  const cut = body.indexOf(Buffer.from('🙂')) + 2;
+  s.sink.write(body.subarray(0, cut));
+  s.sink.end(body.subarray(cut));
+  assert.deepEqual(s.deltas, [text]);
+});
