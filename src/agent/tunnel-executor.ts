@@ -56,6 +56,8 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   /** Body bytes not yet framed: merging (coalescing) or waiting for credit. */
   #held: Buffer[] = [];
   #heldBytes = 0;
+  /** The response is an event stream: a frame cut for size ends at an event's end where it can (see #frameCut). */
+  #eventStream = false;
   #holdTimer: NodeJS.Timeout | undefined;
   #lastDataAt = -Infinity;
   /** Upstream ended while bytes were still held: END follows the last of them. */
@@ -212,6 +214,8 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: ResponseHeaders): void {
     // 1xx interim responses are hop-by-hop; only the final response is relayed.
     if (this.#done || statusCode < 200) return;
+    const type = headers['content-type'];
+    this.#eventStream = typeof type === 'string' && type.startsWith('text/event-stream');
     const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaders(headers), this.#upstreamUs());
     if (!this.#sink.send(message)) this.#pause(controller);
   }
@@ -219,6 +223,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   /** The agent's own HTTP/1.1 client hands the head over as pairs (no headers record in between). */
   onResponseStartRaw(controller: Dispatcher.DispatchController, statusCode: number, names: readonly string[], values: readonly string[]): void {
     if (this.#done || statusCode < 200) return;
+    for (let i = 0; i < names.length; i++) if (names[i] === 'content-type') this.#eventStream = values[i].startsWith('text/event-stream');
     const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaderPairs(names, values), this.#upstreamUs());
     if (!this.#sink.send(message)) this.#pause(controller);
   }
@@ -240,7 +245,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
       return;
     }
     // Full frames go at once, each exactly the limit (a big chunk is split); the rest waits out the delay for company.
-    while (this.#heldBytes >= maxData && this.#credit > 0 && !this.#done) this.#sendData(this.#takeHeld(Math.min(maxData, this.#credit)));
+    while (this.#heldBytes >= maxData && this.#credit > 0 && !this.#done) this.#sendData(this.#takeHeld(this.#frameCut(Math.min(maxData, this.#credit))));
     if (this.#done) return;
     if (this.#heldBytes === 0) {
       clearTimeout(this.#holdTimer);
@@ -288,6 +293,28 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
     this.#pool?.done(client);
   }
 
+  /**
+   * How many held bytes the next frame takes, at most `limit`: all of them
+   * when they fit; for an event stream cut for size, up to the last blank
+   * line in its second half when there is one, so that the edge (which
+   * writes whole events to its client) relays the frame as it is instead
+   * of holding the cut event's start. Looks inside the chunk the limit
+   * falls in only: never a scan of the whole hold.
+   */
+  #frameCut(limit: number): number {
+    if (!this.#eventStream || limit >= this.#heldBytes) return limit;
+    const held = this.#held;
+    let start = 0;
+    let i = 0;
+    while (start + held[i].length < limit) start += held[i++].length;
+    const chunk = held[i];
+    const floor = Math.max(1, (limit >> 1) - start);
+    for (let at = limit - start - 1; at >= floor; at--) {
+      if (chunk[at] === 0x0a && chunk[at - 1] === 0x0a) return start + at + 1;
+    }
+    return limit;
+  }
+
   /** Removes the first `bytes` held bytes (bytes ≤ heldBytes): a view when one chunk holds them, else one copy. */
   #takeHeld(bytes: number): Buffer {
     const held = this.#held;
@@ -313,7 +340,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
 
   #sendHeldWithinCredit(): void {
     while (this.#heldBytes > 0 && this.#credit > 0 && !this.#done) {
-      this.#sendData(this.#takeHeld(Math.min(this.#heldBytes, this.#credit, this.#maxData)));
+      this.#sendData(this.#takeHeld(this.#frameCut(Math.min(this.#heldBytes, this.#credit, this.#maxData))));
     }
   }
 

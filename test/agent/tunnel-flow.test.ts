@@ -219,6 +219,33 @@ test('no DATA frame passes coalesce_max_bytes: merged chunks fill a frame up to 
   assert.ok(sizes.slice(1, -1).every((n) => n === 1_000), `merged frames are filled to the size: ${sizes.join(', ')}`);
 });
 
+test('an event stream cut for size is cut at an event\'s end: every frame but the last holds whole events', async (t) => {
+  const events = Array.from({ length: 400 }, (_, i) => `data: {"i":${i},"text":"${'x'.repeat(i % 97)}"}\n\n`);
+  const { upstream, upstreams } = await upstreamWith((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end(events.join(''));
+  });
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Recorder();
+  new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'GET', path: '/' }), sink, {
+    coalesceDelayMs: 20,
+    coalesceMaxBytes: 4_096,
+    batchFrames: true,
+    batchDelayMs: 0,
+  }).start(upstreams);
+  await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
+  const frames = sink.data().map((f) => Buffer.from(f.data).toString());
+  assert.equal(frames.join(''), events.join(''));
+  assert.ok(frames.length > 5, `${frames.length} frames`);
+  for (const frame of frames) {
+    assert.ok(frame.length <= 4_096);
+    assert.ok(frame.endsWith('\n\n'), `a frame ends inside an event: …${JSON.stringify(frame.slice(-20))}`);
+  }
+});
+
 test('the agent takes max_frame_bytes from Registered: through a real edge connection, no frame passes it', async (t) => {
   const edge = await FakeEdge.start({ kind: 'accept', maxFrameBytes: 8192, maxFrameBatchBytes: 1 << 20 });
   const body = Buffer.alloc(300 * 1024, 0x62);

@@ -324,10 +324,16 @@ export class ProxyExchange implements TunnelConsumer {
     }
     if (this.#bodyLeft > 0) this.#bodyLeft -= bytes.length;
     let out: Uint8Array | undefined = bytes;
-    if (this.#events !== undefined) {
-      out = this.#events.take(bytes);
-      if (window !== undefined && out !== bytes) window.wroteLast(out === undefined ? 0 : out.length);
+    const events = this.#events;
+    if (events !== undefined) {
+      out = events.take(bytes);
+      const released = events.releasedBytes;
+      if (window !== undefined && (out !== bytes || released > 0)) window.wroteLast(out === undefined ? 0 : released + out.length);
       if (out === undefined) return;
+      if (released > 0) {
+        this.#writeAfterHeld(events.released, out);
+        return;
+      }
     }
     const socket = this.#socket;
     if (socket !== undefined) {
@@ -339,6 +345,19 @@ export class ProxyExchange implements TunnelConsumer {
     // Everything the response wrote is on its socket (no pipelined response ahead holding it).
     const own = response.socket;
     if (response.chunkedEncoding && own !== null && own.writable && response.writableLength === own.writableLength) this.#socket = own;
+  }
+
+  /** Held pieces of an event and the rest of it, as one write for the window (one chunk on the socket path). */
+  #writeAfterHeld(held: readonly Uint8Array[], rest: Uint8Array): void {
+    const socket = this.#socket;
+    if (socket !== undefined) {
+      socket.write(chunkFrameOf(held, rest), this.#onChunkFlushed);
+      return;
+    }
+    // A lean response joins writes of one turn in one socket write; node:http sends each as a chunk.
+    const response = this.response;
+    for (let i = 0; i < held.length; i++) response.write(held[i]);
+    response.write(rest, this.#onChunkFlushed);
   }
 
   /** Starts flow control with a window of `size` bytes (0 = none). */
@@ -618,15 +637,28 @@ export class ProxyExchange implements TunnelConsumer {
 
 /** One HTTP/1.1 chunk: size line, the bytes, CRLF, in one buffer (one write, one syscall). */
 function chunkFrame(bytes: Uint8Array): Buffer {
-  const size = bytes.length.toString(16);
-  const at = size.length + 2;
-  const frame = Buffer.allocUnsafe(at + bytes.length + 2);
+  return chunkFrameOf(NO_PIECES, bytes);
+}
+
+const NO_PIECES: readonly Uint8Array[] = [];
+
+/** One HTTP/1.1 chunk holding `pieces` then `last`, in one copy. */
+function chunkFrameOf(pieces: readonly Uint8Array[], last: Uint8Array): Buffer {
+  let length = last.length;
+  for (let i = 0; i < pieces.length; i++) length += pieces[i].length;
+  const size = length.toString(16);
+  let at = size.length + 2;
+  const frame = Buffer.allocUnsafe(at + length + 2);
   frame.write(size, 0, 'latin1');
   frame[at - 2] = 0x0d;
   frame[at - 1] = 0x0a;
-  frame.set(bytes, at);
-  frame[at + bytes.length] = 0x0d;
-  frame[at + bytes.length + 1] = 0x0a;
+  for (let i = 0; i < pieces.length; i++) {
+    frame.set(pieces[i], at);
+    at += pieces[i].length;
+  }
+  frame.set(last, at);
+  frame[at + last.length] = 0x0d;
+  frame[at + last.length + 1] = 0x0a;
   return frame;
 }
 

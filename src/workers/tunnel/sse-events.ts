@@ -41,6 +41,9 @@ export class SseEvents {
   readonly #maxHeld: number;
   /** The start of an event whose end has not arrived: copies (a frame's bytes are not ours to keep). */
   #held: Uint8Array[] = [];
+  /** Held pieces that go out ahead of what take() returned; empty unless releasedBytes > 0. */
+  released: Uint8Array[] = [];
+  releasedBytes = 0;
   #heldBytes = 0;
   /** The last two bytes taken (written or held), to find a blank line split across chunks. */
   #last1 = NONE;
@@ -58,8 +61,18 @@ export class SseEvents {
     this.#maxHeld = window === undefined ? MAX_HELD_EVENT_BYTES : Math.min(MAX_HELD_EVENT_BYTES, window.size >> 1);
   }
 
-  /** The bytes to write now, ending at an event's end; undefined when all of them wait for the rest of their event. */
+  /**
+   * The part of `bytes` to write now, so that what is written ends at an
+   * event's end; undefined when all of it waits for the rest of its event.
+   * Bytes held from earlier chunks go ahead of it: `released` (copies, in
+   * order) until the next take(). Pieces, not one concatenated buffer: the
+   * writer frames them in one copy, or its own write queue joins them.
+   */
   take(bytes: Uint8Array): Uint8Array | undefined {
+    if (this.releasedBytes > 0) {
+      this.released.length = 0;
+      this.releasedBytes = 0;
+    }
     const n = bytes.length;
     if (n === 0) return undefined;
     const before1 = this.#last1;
@@ -73,24 +86,32 @@ export class SseEvents {
     }
     const end = lastEventEnd(bytes, before1, before2);
     if (end === 0) {
-      this.#hold(bytes);
-      if (this.#heldBytes <= this.#maxHeld) return undefined;
+      if (this.#heldBytes + n <= this.#maxHeld) {
+        this.#hold(bytes);
+        return undefined;
+      }
       this.midEvent = true;
-      return this.#release(undefined);
+      this.#release();
+      return bytes;
     }
+    this.#release();
     if (n - end > this.#maxHeld) {
       this.midEvent = true;
-      return this.#release(bytes);
+      return bytes;
     }
-    const out = this.#release(end === n ? bytes : bytes.subarray(0, end));
     this.midEvent = false;
-    if (end < n) this.#hold(bytes.subarray(end));
-    return out;
+    if (end === n) return bytes;
+    this.#hold(bytes.subarray(end));
+    return bytes.subarray(0, end);
   }
 
   /** What is held at the stream's end (an upstream that ended mid-event keeps its bytes: the relay adds nothing). */
   flush(): Uint8Array | undefined {
-    return this.#heldBytes === 0 ? undefined : this.#release(undefined);
+    if (this.#heldBytes === 0) return undefined;
+    const out = Buffer.concat(this.#held, this.#heldBytes);
+    this.#held.length = 0;
+    this.#heldBytes = 0;
+    return out;
   }
 
   #hold(bytes: Uint8Array): void {
@@ -98,14 +119,13 @@ export class SseEvents {
     this.#heldBytes += bytes.length;
   }
 
-  /** What is held, then `more`, as one piece; nothing is held after. */
-  #release(more: Uint8Array | undefined): Uint8Array {
-    if (this.#heldBytes === 0) return more ?? Buffer.alloc(0);
+  /** What is held moves to `released` (the two lists swap: no array per release). */
+  #release(): void {
+    if (this.#heldBytes === 0) return;
     const held = this.#held;
-    if (more !== undefined) held.push(more);
-    const out = held.length === 1 ? held[0] : Buffer.concat(held);
-    this.#held = [];
+    this.#held = this.released;
+    this.released = held;
+    this.releasedBytes = this.#heldBytes;
     this.#heldBytes = 0;
-    return out;
   }
 }
