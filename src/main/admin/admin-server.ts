@@ -2,11 +2,13 @@
 // Prometheus metrics. Bound to loopback unless configured otherwise (and
 // then a bearer token is mandatory, see config.ts); with a token set,
 // every route including /metrics needs it, except the console's page and
-// static files (console-routes.ts).
+// static files (console-routes.ts); without one, only loopback names and
+// the console's own origin are answered (local-caller.ts).
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { AdminConfig } from '../../shared/config-types.js';
 import { sendAdminError } from './admin-errors.js';
 import { BearerAuth } from './auth.js';
+import { checkLocalCaller } from './local-caller.js';
 import { isPublicConsolePath, registerConsoleRoutes } from './console-routes.js';
 import { registerEventsRoute, type SseStream } from './events-route.js';
 import { registerNodeRoutes } from './node-routes.js';
@@ -30,6 +32,9 @@ export class AdminServer {
       const auth = new BearerAuth(config.token);
       // The console page and its files are public (they hold no data; the page asks for the token).
       this.app.addHook('onRequest', (request, reply, done) => (isPublicConsolePath(request.method, request.url) ? done() : auth.check(request, reply, done)));
+    } else {
+      // No token: loopback names and the console's own origin only (local-caller.ts says why).
+      this.app.addHook('onRequest', checkLocalCaller);
     }
     this.app.setErrorHandler(onError);
     this.app.setNotFoundHandler(onNotFound);
