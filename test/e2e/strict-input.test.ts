@@ -74,6 +74,12 @@ const ROUTES: Record<string, { anthropic: boolean; cases: Case[] }> = {
       { name: 'input as a list is fine', body: `{${M},"input":[{"role":"user","content":"hello"}]}`, status: 200 },
       { name: 'neither input nor previous_response_id', body: `{${M},"instructions":"x"}`, status: 400, field: 'input' },
       { name: 'previous_response_id is a number', body: `{${M},"previous_response_id":42}`, status: 400, field: 'previous_response_id' },
+      // null is "none" (the SDK types it string | null): a first turn written as `previous_response_id: last?.id ?? null`.
+      { name: 'previous_response_id null beside input', body: `{${M},"input":"hello","previous_response_id":null}`, status: 200 },
+      { name: 'previous_response_id null alone is no input', body: `{${M},"previous_response_id":null}`, status: 400, field: 'input' },
+      // The context may come from a stored prompt template or conversation instead of input.
+      { name: 'a prompt template instead of input', body: `{${M},"prompt":{"id":"pmpt_1","variables":{}}}`, status: 200 },
+      { name: 'a conversation instead of input', body: `{${M},"conversation":"conv_1"}`, status: 200 },
     ],
   },
 };

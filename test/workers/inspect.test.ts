@@ -425,4 +425,7 @@ test('the same scan notes the routes\' required top-level fields and their shape
   assert.ok(numeric.ok);
   assert.equal(numeric.fields, m.FIELD_PREVIOUS_RESPONSE_ID);
   assert.equal(numeric.previousResponseId, undefined);
+  assert.equal(fields('{"model":"x","previous_response_id":null,"input":"i"}'), m.FIELD_INPUT, 'null is no previous response');
+  assert.equal(fields('{"model":"x","conversation":{"id":"c"}}'), m.FIELD_CONVERSATION);
+  assert.equal(fields('{"model":"x","c\\u006fnversation":"c","conversation":null}'), m.FIELD_CONVERSATION, 'escaped key; null adds nothing');
 });

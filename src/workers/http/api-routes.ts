@@ -7,6 +7,7 @@
 import { anthropicErrorBody, anthropicErrorOf, errorBody, Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { Api, type ApiKind } from '../../shared/endpoints.js';
 import {
+  FIELD_CONVERSATION,
   FIELD_INPUT,
   FIELD_MAX_TOKENS,
   FIELD_MAX_TOKENS_INTEGER,
@@ -138,7 +139,8 @@ export const RESPONSES: ApiRoute = {
     if ((fields & FIELD_PREVIOUS_RESPONSE_ID) !== 0 && (fields & FIELD_PREVIOUS_RESPONSE_ID_STRING) === 0) {
       return invalid('previous_response_id', 'a string');
     }
-    if ((fields & (FIELD_INPUT | FIELD_PREVIOUS_RESPONSE_ID)) === 0) return missing('input');
+    // The context can also come from a stored prompt template or conversation.
+    if ((fields & (FIELD_INPUT | FIELD_PREVIOUS_RESPONSE_ID | FIELD_PROMPT | FIELD_CONVERSATION)) === 0) return missing('input');
     return undefined;
   },
 };

@@ -50,6 +50,8 @@ export const FIELD_PREVIOUS_RESPONSE_ID = 64;
 export const FIELD_PREVIOUS_RESPONSE_ID_STRING = 128;
 /** A top-level `session_id` or `metadata` member, of any value: only then is a session looked for in the body (session-id.ts). */
 export const FIELD_SESSION = 256;
+/** A top-level `conversation` (Responses: the context comes from a stored conversation). */
+export const FIELD_CONVERSATION = 512;
 
 export interface InspectError {
   readonly ok: false;
@@ -84,6 +86,7 @@ const MEMBER_INPUT = 5;
 const MEMBER_MAX_TOKENS = 6;
 const MEMBER_PREVIOUS_RESPONSE_ID = 7;
 const MEMBER_SESSION = 8; // `session_id` or `metadata`
+const MEMBER_CONVERSATION = 9;
 
 // String scanning tiers (see scanString): bytes probed one by one, then
 // bytes checked word-wise for '"', '\' and controls, then native search.
@@ -406,6 +409,7 @@ function classifyKey(buf: Buffer, start: number, end: number, escaped: boolean):
       case 6: return bytesEqualAscii(buf, start, end, 'stream') ? MEMBER_STREAM : bytesEqualAscii(buf, start, end, 'prompt') ? MEMBER_PROMPT : MEMBER_OTHER;
       case 8: return bytesEqualAscii(buf, start, end, 'messages') ? MEMBER_MESSAGES : bytesEqualAscii(buf, start, end, 'metadata') ? MEMBER_SESSION : MEMBER_OTHER;
       case 10: return bytesEqualAscii(buf, start, end, 'max_tokens') ? MEMBER_MAX_TOKENS : bytesEqualAscii(buf, start, end, 'session_id') ? MEMBER_SESSION : MEMBER_OTHER;
+      case 12: return bytesEqualAscii(buf, start, end, 'conversation') ? MEMBER_CONVERSATION : MEMBER_OTHER;
       case 20: return bytesEqualAscii(buf, start, end, 'previous_response_id') ? MEMBER_PREVIOUS_RESPONSE_ID : MEMBER_OTHER;
       default: return MEMBER_OTHER;
     }
@@ -424,6 +428,7 @@ const MEMBER_OF_KEY: ReadonlyMap<string, number> = new Map([
   ['previous_response_id', MEMBER_PREVIOUS_RESPONSE_ID],
   ['session_id', MEMBER_SESSION],
   ['metadata', MEMBER_SESSION],
+  ['conversation', MEMBER_CONVERSATION],
 ]);
 
 /** FIELD_* bits for a tracked member whose value starts with byte `c`. */
@@ -433,7 +438,9 @@ function fieldBits(member: number, c: number, integer: boolean): number {
     case MEMBER_PROMPT: return FIELD_PROMPT;
     case MEMBER_INPUT: return FIELD_INPUT;
     case MEMBER_MAX_TOKENS: return integer ? FIELD_MAX_TOKENS | FIELD_MAX_TOKENS_INTEGER : FIELD_MAX_TOKENS;
-    case MEMBER_PREVIOUS_RESPONSE_ID: return c === 0x22 ? FIELD_PREVIOUS_RESPONSE_ID | FIELD_PREVIOUS_RESPONSE_ID_STRING : FIELD_PREVIOUS_RESPONSE_ID;
+    // null is "no previous response", as the SDK's types (string | null) and OpenAI read it.
+    case MEMBER_PREVIOUS_RESPONSE_ID: return c === 0x22 ? FIELD_PREVIOUS_RESPONSE_ID | FIELD_PREVIOUS_RESPONSE_ID_STRING : c === 0x6e ? 0 : FIELD_PREVIOUS_RESPONSE_ID;
+    case MEMBER_CONVERSATION: return c === 0x6e ? 0 : FIELD_CONVERSATION;
     case MEMBER_SESSION: return FIELD_SESSION;
     default: return 0;
   }
