@@ -19,7 +19,7 @@ import { EdgeSeries, type SeriesPoint } from '../main/admin/series.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { RunStore } from '../main/runs/run-store.js';
-import { EdgeMetrics } from '../workers/observe/metrics.js';
+import { EdgeMetrics, ringFill } from '../workers/observe/metrics.js';
 import { BootstrapServer } from '../main/bootstrap/bootstrap-server.js';
 import { runNodeCommand, type NodeCommandOutcome } from '../main/nodes/node-commands.js';
 import type { NodeCommandKind, NodeCommandResult } from '../shared/node-commands.js';
@@ -161,6 +161,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       connectedNodes: () => this.connectedNodeIds().length,
       openRequests: () => 0,
       workers: () => this.#config.workers.count,
+      ringOccupancy: () => ringFill(this.plane.ringUsage()),
       configVersion: () => this.refresher.configVersion,
       shuttingDown: () => this.shuttingDown,
       events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),

@@ -20,7 +20,7 @@ import { retireLanes } from './grpc/retire.js';
 import { ClientServer } from './http/client-server.js';
 import { EdgeObserver, type EventSink } from './observe/edge-observer.js';
 import { RUN_REPORT_DELAY_MS, RunForwarder } from './observe/run-forwarder.js';
-import { EdgeMetrics } from './observe/metrics.js';
+import { EdgeMetrics, ringFill } from './observe/metrics.js';
 import { PeerLinks } from './peer/peer-links.js';
 import { inspectPlane } from './plane-inspection.js';
 import { clientHttpsMaterial, nodeServerCredentials } from './tls.js';
@@ -96,6 +96,7 @@ export class LocalPlane implements DataPath, EventSink {
         connectedNodes: () => 0,
         openRequests: () => this.plane.openExchanges,
         workers: () => 0,
+        ringOccupancy: () => ringFill(this.#peers?.ringUsage() ?? []),
         configVersion: () => 0,
         shuttingDown: () => false,
         events: () => ({ subscribers: 0, published: 0, dropped: 0 }),

@@ -38,6 +38,8 @@ export interface MetricsSource {
   connectedNodes(): number;
   openRequests(): number;
   workers(): number;
+  /** Fill (0..1) of the fullest ring buffer this thread owns now (see ringFill). */
+  ringOccupancy(): number;
   configVersion(): number;
   shuttingDown(): boolean;
   events(): { readonly subscribers: number; readonly published: number; readonly dropped: number };
@@ -45,6 +47,13 @@ export interface MetricsSource {
   tenantNames?(): ReadonlyMap<number, string>;
   /** The client listener's lean HTTP/1.1 connection (a data path's own metrics only). */
   lean?(): LeanStats;
+}
+
+/** The fill of the fullest of `rings` (0 for none). */
+export function ringFill(rings: readonly { readonly used: number; readonly capacity: number }[]): number {
+  let fill = 0;
+  for (const r of rings) if (r.capacity > 0 && r.used / r.capacity > fill) fill = r.used / r.capacity;
+  return fill;
 }
 
 export class EdgeMetrics {
@@ -77,7 +86,8 @@ export class EdgeMetrics {
   readonly #nodes = new Gauge({ name: 'edge_nodes_connected', help: 'Node agents with a live session', registers: [this.registry] });
   readonly #open = new Gauge({ name: 'edge_open_requests', help: 'Client requests the edge holds (queued or relaying)', registers: [this.registry] });
   readonly #workers = new Gauge({ name: 'edge_workers', help: 'I/O worker threads (workers.count; 0 = data path on the main thread)', registers: [this.registry] });
-  readonly #ringOccupancy = new Gauge({ name: 'edge_worker_ring_occupancy_ratio', help: 'Fill of the fullest worker ring buffer (0 while there are no worker threads)', registers: [this.registry] });
+  // Each thread reports the rings it owns (main: the scheduler's, a worker: its peer links); the merge keeps the fullest.
+  readonly #ringOccupancy = new Gauge({ name: 'edge_worker_ring_occupancy_ratio', help: 'Fill of the fullest worker ring buffer at the scrape (0 while there are no worker threads)', registers: [this.registry], aggregator: 'max' });
   readonly #subscribers = new Gauge({ name: 'edge_event_subscribers', help: 'Admin event stream subscribers', registers: [this.registry] });
   readonly #published = new Counter({ name: 'edge_events_published_total', help: 'Events published on the bus while someone listened', registers: [this.registry] });
   readonly #dropped = new Counter({ name: 'edge_events_dropped_total', help: 'Events lost because a subscriber read too slowly', registers: [this.registry] });
@@ -286,7 +296,7 @@ export class EdgeMetrics {
     this.#nodes.set(this.#source.connectedNodes());
     this.#open.set(this.#source.openRequests());
     this.#workers.set(this.#source.workers());
-    this.#ringOccupancy.set(0);
+    this.#ringOccupancy.set(this.#source.ringOccupancy());
     this.#configVersion.set(this.#source.configVersion());
     this.#shuttingDown.set(this.#source.shuttingDown() ? 1 : 0);
   }
