@@ -87,6 +87,11 @@ export interface PoolPorts {
   readonly grpcPort: number;
 }
 
+/** A metric of a prom-client registry's JSON scrape, as far as the pool reads it. */
+interface MetricJson {
+  readonly type: string;
+}
+
 /** callAll's mark for a worker that exited before it answered. */
 const GONE: unique symbol = Symbol('gone');
 
@@ -101,6 +106,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
   #readingOthers = false;
   #nextCall = 1;
   readonly #calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
+  /** Each worker's last metrics scrape (prom-client JSON), by index. */
+  readonly #lastMetrics: (MetricJson[] | undefined)[] = [];
+  /** The counters and histograms of workers that exited, as last scraped: totals never go down. */
+  readonly #retiredMetrics: MetricJson[][] = [];
   /** Flags shared with every worker: EVENTS_FLAG (workers build run events only while someone subscribes) and DRAIN_FLAG. */
   readonly flags = new Int32Array(new SharedArrayBuffer(4 * FLAG_COUNT));
   #closed = false;
@@ -171,6 +180,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     worker.on('error', (err) => this.#logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
+      this.#retireMetrics(index);
       this.keys.releaseWorker(index, ID_STRIDE);
       // Node delivers a worker's messages before its exit: every report it sent is in by now.
       this.#finishOpenRuns(slot);
@@ -317,8 +327,36 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return (await this.callAll<number>({ type: 'drain', graceMs })).reduce((sum, n) => sum + n, 0);
   }
 
-  metricParts(): Promise<unknown[]> {
-    return this.callAll<unknown>({ type: 'metrics' });
+  /**
+   * Every worker's registry, and what exited workers had counted: without
+   * that a worker's death would take its totals out of every counter and
+   * histogram, a drop Prometheus reads as a counter reset (rate() jumps).
+   * What it counted after its last scrape is lost; the totals still only grow.
+   */
+  async metricParts(): Promise<unknown[]> {
+    const live = this.#slots.filter((slot) => !slot.exited && slot.worker !== undefined);
+    const parts = await Promise.all(
+      live.map((slot) =>
+        this.call<MetricJson[]>(slot.index, { type: 'metrics' }).then(
+          (part) => {
+            // A replacement's scrape: the slot's worker is the one that answered.
+            if (!slot.exited && this.#slots[slot.index] === slot) this.#lastMetrics[slot.index] = part;
+            return part;
+          },
+          (err: unknown) => (slot.exited ? undefined : Promise.reject(err)),
+        ),
+      ),
+    );
+    const out: unknown[] = parts.filter((part) => part !== undefined);
+    for (const retired of this.#retiredMetrics) out.push(retired);
+    return out;
+  }
+
+  /** Keeps what an exited worker's last scrape counted (gauges were its present: they go with it). */
+  #retireMetrics(index: number): void {
+    const last = this.#lastMetrics[index];
+    this.#lastMetrics[index] = undefined;
+    if (last !== undefined) this.#retiredMetrics.push(last.filter((metric) => metric.type === 'counter' || metric.type === 'histogram'));
   }
 
   /** Which worker holds the node's current session, if any. */

@@ -99,6 +99,29 @@ describe('an I/O worker that exits', () => {
     await Promise.all([...open, ...fresh].map((o) => o.dispatcher.close()));
   });
 
+  test('its counters stay in the scrape: a total never goes down when a worker dies', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
+    const served = (text: string): number =>
+      text
+        .split('\n')
+        .filter((line) => line.startsWith('edge_requests_total{'))
+        .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+    // Requests on fresh connections until the victim has served some (the kernel spreads them).
+    const victim = 1 - ((await pool.inspect()).find((p) => p.sessions.length > 0)?.worker ?? 0);
+    for (let round = 0; round < 10; round++) {
+      const batch = Array.from({ length: 6 }, () => stream(stack, 2));
+      assert.deepEqual(await Promise.all(batch.map((o) => o.done)), batch.map(() => 'status 200'));
+      await Promise.all(batch.map((o) => o.dispatcher.close()));
+      if (((await pool.inspect()).find((p) => p.worker === victim)?.requests ?? 0) >= 3) break;
+    }
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+    const before = served(await stack.edge.scrapeMetrics());
+    await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+    await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');
+    assert.equal(served(await stack.edge.scrapeMetrics()), before, 'the dead worker\'s requests are still counted');
+  });
+
   test('the worker holding a node\'s session: the node is reported gone at once, and served again once it reconnects', async () => {
     const pool = stack.edge.plane as unknown as WorkerPool;
     await waitFor(async () => (await pool.inspect()).some((p) => p.sessions.length > 0), 'a worker holds the node');
