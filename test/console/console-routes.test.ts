@@ -64,9 +64,33 @@ describe('console routes on the admin listener', () => {
     const noKey = await send({});
     assert.equal(noKey.status, 401);
     assert.equal(((await noKey.json()) as { error: { code: string } }).error.code, 'invalid_api_key');
+    // Not the admin's own refusal: the page must not take it for a rejected admin token.
+    assert.doesNotMatch(noKey.headers.get('www-authenticate') ?? '', /edge-admin/);
     const unknown = await send({ 'x-edge-client-key': CLIENT_KEY }, 'no-such-model');
     assert.equal(unknown.status, 404);
     assert.equal(((await unknown.json()) as { error: { code: string } }).error.code, 'model_not_found');
+  });
+
+  test('Stop while the request still waits in the queue takes it out of the queue', async () => {
+    const queued = (): number => edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? -1;
+    const stop = new AbortController();
+    const answer = fetch(`${admin}/admin/try`, {
+      method: 'POST',
+      signal: stop.signal,
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'x-edge-client-key': CLIENT_KEY },
+      body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    }).catch((err: Error) => err.name);
+    // No node serves the alias: the request waits for a provider.
+    for (let i = 0; queued() !== 1; i++) {
+      assert.ok(i < 200, 'the request never queued');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    stop.abort();
+    assert.equal(await answer, 'AbortError');
+    for (let i = 0; queued() !== 0; i++) {
+      assert.ok(i < 100, `still queued 1 s after Stop (depth ${queued()})`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
   });
 });
 

@@ -32,6 +32,8 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
   let holdStatusMs = 0;
   /** Delays only the next /admin/status request (the page's first probe). */
   let holdNextStatusMs = 0;
+  /** Answers the next /admin/try as the client listener refusing an API key does (401, no admin realm). */
+  let refuseNextTry = false;
 
   const adminStatus = async (): Promise<{ nodes: { id: string; connected: boolean; draining: boolean }[] }> => {
     const res = await fetch(`${edge.adminUrl}/admin/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
@@ -67,7 +69,11 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     page.on('request', (request) => {
       const go = (): void => void request.continue().catch(() => undefined);
       const status = request.url().endsWith('/admin/status');
-      if (status && holdNextStatusMs > 0) {
+      if (refuseNextTry && request.url().endsWith('/admin/try')) {
+        refuseNextTry = false;
+        const error = { message: 'Incorrect API key provided', type: 'invalid_request_error', param: null, code: 'invalid_api_key' };
+        void request.respond({ status: 401, contentType: 'application/json', body: JSON.stringify({ error }) }).catch(() => undefined);
+      } else if (status && holdNextStatusMs > 0) {
         setTimeout(go, holdNextStatusMs);
         holdNextStatusMs = 0;
       } else if (status && holdStatusMs > 0) setTimeout(go, holdStatusMs);
@@ -223,6 +229,16 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     assert.ok(samples.some((n) => n > 0 && n < final), `text grew in steps before the end (samples: ${samples.join(',')})`);
     assert.match(await text('#try-meta'), /^Done · run \S+ · provider /);
     await shot('try-it', '#try');
+  });
+
+  test('a try-it request refused for its API key says so; the operator stays logged in', async () => {
+    refuseNextTry = true;
+    await setValue('#try-key', 'sk-wrong');
+    await page.click('#try-send');
+    await until(`/^HTTP 401: invalid_api_key/.test(document.getElementById('try-meta').textContent)`);
+    assert.equal(await js<string | null>(`sessionStorage.getItem('edge-admin-token')`), TOKEN, 'the admin token is kept');
+    assert.equal(await js<boolean>(`document.getElementById('login')?.hidden ?? true`), true, 'the login form stays hidden');
+    await setValue('#try-key', '');
   });
 
   test('the page never makes the edge build run events; live runs off stops the runs poll, nodes stay live; back on, runs return', async () => {

@@ -95,12 +95,15 @@ export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     const key = request.headers['x-edge-client-key'];
     if (typeof key === 'string' && key !== '') headers.authorization = `Bearer ${key}`;
+    // The browser leaving (Stop, a closed tab) ends the request wherever it is: queued, or streaming.
+    const abort = new AbortController();
+    reply.raw.once('close', () => abort.abort());
     let upstream: Awaited<ReturnType<typeof undiciRequest>>;
     try {
-      upstream = await undiciRequest(`${ops.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify(body), dispatcher: loopback });
+      upstream = await undiciRequest(`${ops.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify(body), dispatcher: loopback, signal: abort.signal });
     } catch (err) {
-      sendAdminError(reply, 502, 'client_listener_unreachable', `the client listener did not answer: ${(err as Error).message}`);
-      return;
+      if (!abort.signal.aborted) sendAdminError(reply, 502, 'client_listener_unreachable', `the client listener did not answer: ${(err as Error).message}`);
+      return reply;
     }
     reply.code(upstream.statusCode);
     for (const name of FORWARDED_RESPONSE_HEADERS) {
@@ -108,10 +111,6 @@ export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void
       if (typeof value === 'string') reply.header(name, value);
     }
     reply.header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
-    // The browser leaving ends the upstream request too (the edge sees client_closed).
-    reply.raw.once('close', () => {
-      if (!upstream.body.destroyed) upstream.body.destroy();
-    });
     return reply.send(upstream.body);
   });
 }
