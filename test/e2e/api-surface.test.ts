@@ -402,6 +402,26 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     });
   });
 
+  test('responses.compact and responses.inputTokens.count are proxied like any Responses call (the mock serves neither: its own refusal)', async () => {
+    await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released');
+    const client = openai(stack);
+    const total = (path: string): number => Object.values(hits(stack, path)).reduce((a, b) => a + b, 0);
+    for (const [path, call] of [
+      ['/v1/responses/input_tokens', () => client.responses.inputTokens.count({ model: ALIAS, input: 'count me' })],
+      ['/v1/responses/compact', () => client.responses.compact({ model: ALIAS, input: 'compact me' })],
+    ] as const) {
+      const before = total(path);
+      await assert.rejects(call(), (err: unknown) => {
+        assert.ok(err instanceof OpenAI.APIError, String(err));
+        // The mock's words (it reads the path as a stored response id), relayed: not the edge's 405.
+        assert.match(String(err.message), /Method POST not allowed on \/v1\/responses\/|Unknown request URL/, String(err));
+        assert.ok(err.headers?.get('x-edge-provider'), 'relayed by the edge');
+        return true;
+      });
+      assert.equal(total(path), before + 1, 'the provider got the request');
+    }
+  });
+
   test('when the provider that stored a response is gone, a follow-up is a clear 409, never served elsewhere', async () => {
     await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released');
     const client = openai(stack);

@@ -131,22 +131,30 @@ export const MESSAGES: ApiRoute = {
 /** count_tokens: the Messages API's own endpoint; it needs `messages`, not max_tokens. */
 export const COUNT_TOKENS: ApiRoute = { path: '/v1/messages/count_tokens', api: Api.messages, errors: ANTHROPIC_ERRORS, check: messagesArray };
 
-export const RESPONSES: ApiRoute = {
-  path: '/v1/responses',
+function responsesContext(fields: number): FieldProblem | undefined {
+  if ((fields & FIELD_PREVIOUS_RESPONSE_ID) !== 0 && (fields & FIELD_PREVIOUS_RESPONSE_ID_STRING) === 0) {
+    return invalid('previous_response_id', 'a string');
+  }
+  // The context can also come from a stored prompt template or conversation.
+  if ((fields & (FIELD_INPUT | FIELD_PREVIOUS_RESPONSE_ID | FIELD_PROMPT | FIELD_CONVERSATION)) === 0) return missing('input');
+  return undefined;
+}
+
+export const RESPONSES: ApiRoute = { path: '/v1/responses', api: Api.responses, errors: RESPONSES_ERRORS, check: responsesContext };
+
+/** client.responses.compact(): a long context compacted by the provider (no stream, so OpenAI's error body only). */
+export const RESPONSES_COMPACT: ApiRoute = { path: '/v1/responses/compact', api: Api.responses, errors: OPENAI_ERRORS, check: responsesContext };
+
+/** client.responses.inputTokens.count(): every field is optional. */
+export const RESPONSES_INPUT_TOKENS: ApiRoute = {
+  path: '/v1/responses/input_tokens',
   api: Api.responses,
-  errors: RESPONSES_ERRORS,
-  check: (fields) => {
-    if ((fields & FIELD_PREVIOUS_RESPONSE_ID) !== 0 && (fields & FIELD_PREVIOUS_RESPONSE_ID_STRING) === 0) {
-      return invalid('previous_response_id', 'a string');
-    }
-    // The context can also come from a stored prompt template or conversation.
-    if ((fields & (FIELD_INPUT | FIELD_PREVIOUS_RESPONSE_ID | FIELD_PROMPT | FIELD_CONVERSATION)) === 0) return missing('input');
-    return undefined;
-  },
+  errors: OPENAI_ERRORS,
+  check: (fields) => ((fields & FIELD_PREVIOUS_RESPONSE_ID) !== 0 && (fields & FIELD_PREVIOUS_RESPONSE_ID_STRING) === 0 ? invalid('previous_response_id', 'a string') : undefined),
 };
 
 /** Every POST route the edge proxies. */
-export const API_ROUTES: readonly ApiRoute[] = [CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, COUNT_TOKENS, RESPONSES];
+export const API_ROUTES: readonly ApiRoute[] = [CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, COUNT_TOKENS, RESPONSES, RESPONSES_COMPACT, RESPONSES_INPUT_TOKENS];
 
 /** GET / DELETE of a stored response: /v1/responses/{id}. */
 export const RESPONSE_BY_ID = /^\/v1\/responses\/([^/?]+)$/;

@@ -13,6 +13,7 @@ import type { EdgeConfig } from '../../shared/config-types.js';
 import type { LeanStats } from '../../contract/io-protocol.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { API_ROUTES, errorFormatForPath, isJsonContentType, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
+import { Api } from '../../shared/endpoints.js';
 import { isResponseId } from './response-affinity.js';
 import type { DataPlane } from '../data-plane.js';
 import { limitsOf } from '../../shared/config-hardening.js';
@@ -342,7 +343,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       return;
     }
     let pinned: string | undefined;
-    if (route === RESPONSES && info.previousResponseId !== undefined) {
+    if (route.api === Api.responses && info.previousResponseId !== undefined) {
       // The previous response lives on one provider: this request goes there or nowhere.
       const stored = this.#plane.responses.lookup(info.previousResponseId);
       if (stored === undefined) {

@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
 import { Api } from '../../shared/endpoints.js';
-import { MESSAGES, type ApiRoute } from './api-routes.js';
+import { MESSAGES, RESPONSES, type ApiRoute } from './api-routes.js';
 import { responseIdFromHead } from './response-affinity.js';
 import type { Grant, ReleaseReason } from '../../contract/scheduler.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
@@ -274,7 +274,8 @@ export class ProxyExchange implements TunnelConsumer {
   /** A created Response's id, or a Messages stream's message_start, is read from the body's head. */
   #startCapture(status: number): void {
     if (status < 200 || status >= 300) return;
-    if (this.route.api === Api.responses) this.#capturing = this.request.method === 'POST';
+    // Only a created Response is stored (compact and input_tokens answer other objects).
+    if (this.route === RESPONSES) this.#capturing = this.request.method === 'POST';
     else this.#capturing = this.route === MESSAGES && this.#isEventStream;
   }
 
