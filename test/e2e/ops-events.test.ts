@@ -90,7 +90,7 @@ test('a subscriber that reads nothing for 10 s loses events, counted, while requ
     // The stalled subscriber: asks for the stream with a small buffer, then never reads.
     await new Promise<void>((resolve) => stalled.connect(stack.edge.adminPort as number, '127.0.0.1', resolve));
     stalled.pause();
-    stalled.write('GET /admin/events?buffer=64 HTTP/1.1\r\nHost: edge\r\n\r\n');
+    stalled.write('GET /admin/events?buffer=64 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     live = new LiveReader(`${adminUrl}/admin/events`);
     await waitUntil(() => stack.edge.events.subscribers.size === 2, 'both subscribers');
 
