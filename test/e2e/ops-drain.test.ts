@@ -22,10 +22,10 @@ interface Reply {
 }
 
 /** POST a chat completion with node:http, so the test controls connection reuse. */
-function post(url: string, agent: http.Agent | false, extra: Record<string, string>, stream = true): Promise<Reply> {
+function post(url: string, agent: http.Agent | false, extra: Record<string, string>, stream = true, path = '/v1/chat/completions'): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      `${url}/v1/chat/completions`,
+      `${url}${path}`,
       { method: 'POST', agent, headers: { 'content-type': 'application/json', ...extra } },
       (res) => {
         res.setEncoding('utf8');
@@ -181,6 +181,10 @@ describe('the drain is announced only once every thread refuses', () => {
         assert.equal(reply.status, 503, 'no thread serves a request once the drain is announced');
         assert.match(await reply.body, /"code":"shutting_down"/);
       }
+      // In the route's own format: Anthropic's overloaded answer is 529 (its SDK's OverloadedError), as everywhere else.
+      const messages = await post(stack.edge.url, agents[0], {}, false, '/v1/messages');
+      assert.equal(messages.status, 529);
+      assert.match(await messages.body, /"type":"overloaded_error"/);
     } finally {
       for (const agent of agents) agent.destroy();
       await stack.edge.shutdown(100);

@@ -424,8 +424,9 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       return;
     }
     this.#plane.refused('shutting_down');
-    // An A2A endpoint gets a JSON-RPC error the SDK client raises.
-    reply.code(503).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(errorFormatForPath(request.url).body(Errors.shuttingDown));
+    // In the path's API format: Anthropic's overloaded 529, a JSON-RPC error the A2A SDK raises.
+    const format = errorFormatForPath(request.url);
+    reply.code(format.status(Errors.shuttingDown)).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(format.body(Errors.shuttingDown));
   }
 
   /** One model of the list; a model this key may not use is as unknown as one not configured. */
@@ -508,7 +509,7 @@ function cutHandshakesOnClose(server: Server): void {
 
 /** 503 shutting_down with Connection: close, so the client reconnects to another edge. */
 function writeDraining(response: ServerResponse, format: ErrorFormat): void {
-  response.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1', connection: 'close' });
+  response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'retry-after': '1', connection: 'close' });
   response.end(format.body(Errors.shuttingDown));
 }
 
