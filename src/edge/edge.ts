@@ -130,6 +130,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   readonly logger: Logger;
   /** Node sessions as the data path reported them (status). */
   readonly #sessions = new Map<string, SessionView>();
+  /** Node connections a config change retires, by generation: an admin undrain must not put them back to work. */
+  readonly #retiring = new Map<string, number>();
   readonly #https: boolean;
   #shuttingDown = false;
   #config: EdgeConfig;
@@ -262,6 +264,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     // learns of a new connection a message later, and a token revoked in between must still retire it.
     // No new grants (set in this same turn, before any stream closes), then the streams close as they go idle.
     if (!this.plane.retireNode(nodeId, graceMs, reason)) return;
+    const generation = this.#sessions.get(nodeId)?.generation;
+    if (generation !== undefined) this.#retiring.set(nodeId, generation);
     this.driver.setDraining(nodeId, true);
     this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
     this.logger.info({ node: nodeId, generation: this.#sessions.get(nodeId)?.generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
@@ -380,6 +384,10 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       return known
         ? { ok: false, code: 'node_not_connected', message: `node ${JSON.stringify(nodeId)} is not connected; draining applies to a live connection` }
         : { ok: false, code: 'node_not_found', message: `no node ${JSON.stringify(nodeId)} in the config` };
+    }
+    if (!draining && this.#retiring.get(nodeId) === session.generation) {
+      // Its token changed or it left the config: this connection closes once idle and must take nothing new.
+      return { ok: false, code: 'node_retiring', message: `node ${JSON.stringify(nodeId)} is being retired by a config change (its connection closes once idle); its next connection starts undrained` };
     }
     this.driver.setDraining(nodeId, draining);
     this.events.publish({ type: draining ? 'node.draining' : 'node.undrained', node: nodeId, by: 'admin' });

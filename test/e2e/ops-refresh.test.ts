@@ -202,6 +202,28 @@ describe('config refresh through the admin API', () => {
   });
 });
 
+describe('a node retired by a token change', () => {
+  test('cannot be undrained back to work while its old connection finishes', async () => {
+    const stack = await startOpsStack({ capacity: 2, mock: { ttftMs: 0, tokens: 3, intervalMs: 1 } });
+    try {
+      // A stream keeps the old connection open past the refresh (it closes once idle).
+      const open = await chat(stack, { 'x-mock-tokens': '20', 'x-mock-interval-ms': '40' }, true);
+      const raw = copyOf(stack.raw);
+      raw.nodes[0].token = 'rotated-after-a-leak';
+      const { json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config: raw } });
+      assert.deepEqual(json.retired, [NODE_ID]);
+      const undrain = await stack.admin(`/admin/nodes/${NODE_ID}/undrain`, { method: 'POST' });
+      assert.equal(undrain.status, 409);
+      assert.equal(undrain.json.error.code, 'node_retiring');
+      const status = await stack.admin('/admin/status');
+      assert.equal(status.json.nodes.find((n: any) => n.id === NODE_ID).draining, true, 'still draining');
+      assert.match(await open.text(), /\[DONE\]/, 'the open stream ran to its end');
+    } finally {
+      await stack.close();
+    }
+  });
+});
+
 describe('admin listener auth', () => {
   test('with admin.token set, every admin route (drain and undrain included) and /metrics need the bearer token', async () => {
     const stack = await startOpsStack({ adminToken: 'ops-secret-token' });
