@@ -43,6 +43,8 @@ function readAdmin(r: ConfigReader, raw: unknown): AdminConfig {
   r.noUnknownKeys('admin', obj, ['host', 'port', 'token']);
   const host = r.string('admin.host', obj.host, '127.0.0.1');
   const token = obj.token === undefined ? undefined : r.secret('admin.token', obj.token);
+  // `Authorization: Bearer <token>` carries one word: a token with a space (or a YAML block scalar's newline) could never match.
+  if (token !== undefined && /\s/.test(token)) r.problems.push('admin.token: must not contain whitespace (value not shown: it is a secret); a YAML `|` block adds a trailing newline, use a plain or quoted scalar');
   if (token === undefined && !isLoopbackHost(host)) r.problems.push(`admin.token: required when admin.host (${host}) is not a loopback address`);
   return { host, port: r.integer('admin.port', obj.port, 0, MAX_PORT, DEFAULT_ADMIN_PORT), token };
 }

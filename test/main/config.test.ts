@@ -133,6 +133,14 @@ test('node and provider ids: printable ASCII, since every answer carries them in
   assert.match(text, /nodes\[0\]\.providers\[0\]\.id: expected printable ASCII .*found the string "gpu-東京"/);
 });
 
+test('an admin token with whitespace is refused: no Bearer header could carry it', () => {
+  for (const token of ['two words', 'with-newline\n']) {
+    const text = problemsOf({ admin: { token }, nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1' }] }], models: [{ alias: 'm', providers: { p1: 'served' } }] }).join('\n');
+    assert.match(text, /admin\.token: must not contain whitespace/);
+    assert.ok(!text.includes(token.trim()), 'the value is not repeated');
+  }
+});
+
 test('a token of the wrong type is refused without its value: YAML reads token: 12345678 as a number', () => {
   const problems = problemsOf({
     listen: { grpc: { host: '127.0.0.1' } },
