@@ -75,6 +75,8 @@ test('a queued run cancelled: 499 run_cancelled with x-should-retry false, so th
   assert.equal(stack.mock.stats.requests, requestsBefore);
   // The run records follow the data path by up to 2 ms with I/O workers (docs/operations.md, Runs).
   await waitFor(async () => stack.edge.runs.get(runId as string)?.outcome === 'run_cancelled', `the record's outcome run_cancelled (${stack.edge.runs.get(runId as string)?.outcome})`);
+  // Counted where operators look for refusals, apart from clients that left (499 alone).
+  assert.match(await stack.edge.scrapeMetrics(), /^edge_rejects_total\{reason="run_cancelled"\} 1$/m);
   const after = await client.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'next' }] });
   assert.equal(after.object, 'chat.completion');
   await waitFor(async () => inFlight(stack.edge) === 0, 'no lease left');
