@@ -38,6 +38,7 @@ export const Errors = Object.freeze({
   responseNotFound: spec(404, 'invalid_request_error', 'response_not_found', 'this edge has no record of that response id'),
   // As OpenAI answers an unknown previous_response_id: a 400 that clients match by its code to resend the whole turn.
   previousResponseNotFound: spec(400, 'invalid_request_error', 'previous_response_not_found', 'this edge has no record of the previous response', 'previous_response_id'),
+  previousResponseModelMismatch: spec(400, 'invalid_request_error', 'previous_response_model_mismatch', 'the provider that stored the previous response does not serve this model'),
   responseProviderGone: spec(409, 'invalid_request_error', 'response_provider_unavailable', 'the provider that stored this response is not serving now; it is never answered elsewhere'),
   // Client auth
   invalidApiKey: spec(401, 'authentication_error', 'invalid_api_key', 'missing or invalid API key; send it as `Authorization: Bearer <key>`'),

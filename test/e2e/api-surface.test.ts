@@ -306,6 +306,24 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.deepEqual(hits(stack, '/v1/responses'), before);
   });
 
+  test('a follow-up under a model its response\'s provider does not serve is a 400 at once, not a 409 the SDK retries', async () => {
+    await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released');
+    const hold = await holdSlot(stack, 600);
+    assert.equal(hold.provider, 'p-a');
+    const { data: first, response: raw } = await openai(stack).responses.create({ model: ALIAS, input: 'made on p-b' }).withResponse();
+    assert.equal(raw.headers.get('x-edge-provider'), 'p-b');
+    await hold.done;
+    const before = hits(stack, '/v1/responses');
+    // SOLO is served by p-a alone: no wait makes p-b serve it.
+    await assert.rejects(openai(stack).responses.create({ model: SOLO, input: 'continue', previous_response_id: first.id }), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+      assert.equal((err.error as { code?: string }).code, 'previous_response_model_mismatch');
+      assert.match(err.message, /stored on provider "p-b", which does not serve model "solo"/);
+      return true;
+    });
+    assert.deepEqual(hits(stack, '/v1/responses'), before, 'nothing was sent, nor retried');
+  });
+
   test('an unknown model is an Anthropic-format 404 not_found_error', async () => {
     await assert.rejects(anthropic(stack).messages.create({ model: 'no-such-model', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }), (err: unknown) => {
       assert.ok(err instanceof Anthropic.NotFoundError, String(err));

@@ -77,6 +77,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** When the model list was built (its `created`): one answer for the list and for each model. */
   #modelsCreated = 0;
   #aliases: readonly string[] = [];
+  /** Each alias's providers (config), to tell a stored response's provider that can never serve the alias. */
+  #models: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map();
   #maxJsonDepth = 64;
   /** limits.offload_bytes: bodies this large are inspected in the pool; 0 = never. */
   #offloadBytes = 0;
@@ -147,6 +149,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#maxJsonDepth = limits.maxJsonDepth;
     this.#offloadBytes = limits.offloadBytes;
     this.#aliases = config.models.map((m) => m.alias);
+    this.#models = new Map(config.models.map((m) => [m.alias, m.providers]));
     const created = Math.floor(Date.now() / 1000);
     this.#modelsCreated = created;
     this.#modelsBody = JSON.stringify({
@@ -348,6 +351,13 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       const stored = this.#plane.responses.lookup(info.previousResponseId);
       if (stored === undefined) {
         writeError(response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
+        return;
+      }
+      const models = this.#models.get(info.model);
+      if (models !== undefined && !models.has(stored.providerId)) {
+        // Not "unavailable for now" (409, which the SDKs retry): no wait makes that provider serve this model.
+        const message = `response ${JSON.stringify(info.previousResponseId)} is stored on provider ${JSON.stringify(stored.providerId)}, which does not serve model ${JSON.stringify(info.model)} (it was made with ${JSON.stringify(stored.alias)}); continue it with a model that provider serves`;
+        writeError(response, Errors.previousResponseModelMismatch, route.errors, message, 'model');
         return;
       }
       pinned = stored.providerId;
