@@ -72,4 +72,19 @@ describe('SSE keepalive while waiting for the first byte', () => {
     const json = (await res.json()) as { object: string };
     assert.equal(json.object, 'chat.completion');
   });
+
+  test('a provider\'s 429 after keepalives still sends the request back to the queue: only comments had gone out', async () => {
+    const before = stack.mock.stats.requests;
+    const res = await fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-mock-fail': 'slow-headers:250,status:429' },
+      body,
+    });
+    assert.equal(res.status, 200, 'the keepalives committed the head');
+    const text = await res.text();
+    // Sent again up to resilience.overload.max_requeues (3) times, as before any keepalive; then the error, in band.
+    assert.equal(stack.mock.stats.requests - before, 4);
+    assert.match(text, /"code":"upstream_error"/);
+    await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
+  });
 });

@@ -163,7 +163,8 @@ export class ProxyExchange implements TunnelConsumer {
     if (status === 429 || status === 503) {
       // Overload is not failure: back to the queue while another attempt is allowed, else relayed.
       this.#retryAfterMs = retryAfterMsOf(headers);
-      if (!this.response.headersSent && this.plane.overloadedBeforeFirstByte(this, this.#retryAfterMs)) return;
+      // Also after keepalives committed a 200 head: only comments went out, nothing of this provider's.
+      if (this.plane.overloadedBeforeFirstByte(this, this.#retryAfterMs)) return;
     }
     this.state = 'streaming';
     this.deadlines?.onHeaders(this);
