@@ -1,7 +1,7 @@
 // The contract's invariants, checked from scratch over the scheduler's
 // state. Used after every step of the model test; cheap enough for a debug
 // endpoint but never called on the hot path.
-import { contextNeed, pickCandidate } from './candidates.js';
+import { contextNeed, pickCandidate, type Wanted } from './candidates.js';
 import type { DeadlineHeap } from './deadline-heap.js';
 import type { GroupState, Lease, NodeState, ProviderState } from './state.js';
 import type { QueueItem } from './state.js';
@@ -19,6 +19,8 @@ export interface SchedulerView {
   /** Latest `now` seen. */
   readonly now: number;
   readonly grantsOverCapacity: number;
+  /** What a queued request asks of its candidates, as the scheduler reads it (its session's node included). */
+  wantOf(item: QueueItem): Wanted;
 }
 
 export function checkInvariants(v: SchedulerView): string[] {
@@ -84,7 +86,7 @@ function checkQueues(v: SchedulerView, errors: string[]): void {
       if (item.heapIndex < 0) errors.push(`request ${item.requestId} has no deadline entry`);
       if (item.deadline <= v.now) errors.push(`request ${item.requestId} is past its deadline and still queued`);
       const need = contextNeed(item.estimatedTokens, v.longThreshold);
-      const free = pickCandidate(group, item, need, item.excludeProviderId);
+      const free = pickCandidate(group, v.wantOf(item), need, item.excludeProviderId);
       if (free !== undefined) {
         errors.push(`request ${item.requestId} (${group.alias}) waits while ${free.provider.id} has a free slot`);
       }

@@ -170,7 +170,7 @@ export class Scheduler {
       }
       const sessionKey = req.sessionKey ?? 0;
       // A pinned request goes where its state is; otherwise a named session keeps to its node.
-      const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, sessionKey) : undefined);
+      const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, sessionKey, req.api ?? 0, need) : undefined);
       const entry = pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
       const seq = ++this.#lastSeq;
       const fair = group.fair;
@@ -551,7 +551,11 @@ export class Scheduler {
       changed = provider.unhealthy === healthy;
       provider.unhealthy = !healthy;
       const returned = healthy && this.outliers.activeProbePassed(provider, now);
-      if (!healthy && changed && this.outliers.lastResort(this.#groupsOf(provider))) this.#pump();
+      // Unhealthy, its sessions' waiters may go elsewhere (and providers may come back as a last resort).
+      if (!healthy && changed) {
+        this.outliers.lastResort(this.#groupsOf(provider));
+        this.#pump();
+      }
       if (healthy && (changed || returned)) this.#pump();
     }
     this.#flush();
@@ -568,9 +572,12 @@ export class Scheduler {
     this.#expire(now);
     const node = this.#registry.nodes.get(nodeId);
     if (node !== undefined && node.connected && (generation === 0 || node.generation === generation)) {
+      const changed = node.draining !== draining;
       node.draining = draining;
-      // Undrained, it takes waiters again; drained, only providers it brought back half-open can.
-      if (!draining || this.#lastResortFor(node)) this.#pump();
+      // Undrained, it takes waiters again; drained, its sessions' waiters may go elsewhere, as may
+      // waiters for providers it brought back half-open.
+      const returned = draining && this.#lastResortFor(node);
+      if (changed || returned) this.#pump();
     }
     this.#flush();
   }
@@ -633,6 +640,7 @@ export class Scheduler {
       longThreshold: this.#registry.longThreshold,
       now: this.#now,
       grantsOverCapacity: this.#grantsOverCapacity,
+      wantOf: (item) => this.#wantItem(item),
     });
   }
 
@@ -905,16 +913,22 @@ export class Scheduler {
   }
 
   /**
-   * Session affinity: the node that last served this session, while it is
-   * connected and takes work; otherwise undefined (any candidate, and the
-   * next grant pins the session there).
+   * Session affinity: the node that last served this session, while a
+   * provider of the alias there could take this request (eligible: enabled,
+   * healthy, not ejected, on a connected node that is not draining; serving
+   * its API; with the context it needs); otherwise undefined (any candidate,
+   * and the next grant pins the session there). Waiting for a node that
+   * cannot serve it would end only in a timeout.
    */
-  #affinityNode(group: GroupState, sessionKey: number): string | undefined {
+  #affinityNode(group: GroupState, sessionKey: number, api: ApiKind, need: number): string | undefined {
     if (sessionKey === 0) return undefined;
     const nodeId = group.affinity.get(sessionKey);
     if (nodeId === undefined) return undefined;
-    const node = this.#registry.nodes.get(nodeId);
-    return node !== undefined && node.connected && !node.draining && servesOnNode(group, nodeId) ? nodeId : undefined;
+    for (const entry of group.entries) {
+      const p = entry.provider;
+      if (p.node.id === nodeId && isEligible(p) && providerServes(p, api) && (need === 0 || (p.maxContextTokens ?? 0) >= need)) return nodeId;
+    }
+    return undefined;
   }
 
   /** What a request asks of its candidates, in one reused object (the scheduler is synchronous). */
@@ -933,7 +947,7 @@ export class Scheduler {
   /** The node a queued item must go to: the one it named, else its session's (a retry elsewhere, or a pinned request, keeps neither). */
   #directOf(item: QueueItem): string | undefined {
     if (item.directNodeId !== undefined || item.excludeProviderId !== undefined || item.pinnedProviderId !== undefined) return item.directNodeId;
-    return this.#affinityNode(item.group, item.sessionKey);
+    return this.#affinityNode(item.group, item.sessionKey, item.api, contextNeed(item.estimatedTokens, this.#registry.longThreshold));
   }
 
   /** Gives every group a FairQueue while fairness is on (rebuilt from its FIFO when it turns on), none while off. */

@@ -54,3 +54,55 @@ test('when the session\'s node disconnects, its queued and later requests go to 
   assert.equal(sink.takeGrants()[0].nodeId, moved.nodeId, 'pinned to where it went, even with its old node back');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('while a session\'s request waits for its node\'s slot, the invariants hold (waiting for its own node is not a free slot missed)', () => {
+  const { s, sink } = setup(TWO_NODES);
+  s.admit(session(1, 7), 0);
+  sink.takeGrants();
+  s.admit(session(2, 7), 1);
+  assert.deepEqual(sink.take(), []);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a session whose node\'s provider turns unhealthy goes elsewhere at once, its waiter included', () => {
+  const { s, sink, gen } = setup(TWO_NODES);
+  s.admit(session(1, 7), 0);
+  const first = sink.takeGrants()[0];
+  s.admit(session(2, 7), 1);
+  assert.deepEqual(sink.take(), [], 'waits for its node');
+  s.setProviderHealth(first.nodeId, first.providerId, false, 2, gen.get(first.nodeId));
+  const moved = sink.takeGrants()[0];
+  assert.equal(moved?.requestId, 2, 'the waiter left the unhealthy node at once, not at its queue timeout');
+  assert.notEqual(moved.nodeId, first.nodeId);
+  s.release(moved.leaseId, 'end', 3);
+  s.admit(session(3, 7), 4);
+  assert.notEqual(sink.takeGrants()[0]?.nodeId, first.nodeId, 'a new request of the session too');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('draining the session\'s node sends its waiter elsewhere at once, ahead of later requests', () => {
+  const { s, sink } = setup(TWO_NODES);
+  s.admit(session(1, 7), 0);
+  const first = sink.takeGrants()[0];
+  s.admit(session(2, 7), 1);
+  assert.deepEqual(sink.take(), []);
+  s.setDraining(first.nodeId, true, 2);
+  const moved = sink.takeGrants()[0];
+  assert.equal(moved?.requestId, 2);
+  assert.notEqual(moved.nodeId, first.nodeId);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a session tied to a node without the request\'s API or context goes where a provider has them', () => {
+  const { s, sink } = setup({
+    nodes: { n1: [{ id: 'a', capacity: 1, endpoints: ['chat'] }], n2: [{ id: 'b', capacity: 1, endpoints: ['chat', 'responses'] }] },
+    models: [{ alias: 'chat', providers: ['a', 'b'] }],
+  });
+  s.admit(session(1, 7), 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(first.providerId, 'a');
+  s.release(first.leaseId, 'end', 1);
+  s.admit({ ...session(2, 7), api: 4 }, 2);
+  const grant = sink.takeGrants()[0];
+  assert.equal(grant?.providerId, 'b', 'not left waiting on a node that cannot serve it');
+});
