@@ -47,7 +47,8 @@ describe('SSE keepalive while waiting for the first byte', () => {
     assert.ok(content.length > 0);
   });
 
-  test('a provider error after keepalives becomes an error event the SDK raises', async () => {
+  test('a provider error after keepalives becomes an error event the SDK raises, and counts against the provider', async () => {
+    const failuresBefore = stack.edge.driver.status().providers[0].outlier?.consecutiveFailures ?? 0;
     const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'x', maxRetries: 0 });
     const stream = await sdk.chat.completions.create(
       { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'slow' }] },
@@ -60,6 +61,8 @@ describe('SSE keepalive while waiting for the first byte', () => {
     }, /500/);
     // With worker threads the release reaches the scheduler just after the client's last byte.
     await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
+    // A 5xx is the provider's failure (toward its ejection), as it is without keepalives.
+    assert.equal(stack.edge.driver.status().providers[0].outlier?.consecutiveFailures, failuresBefore + 1);
   });
 
   test('non-streaming requests get no keepalive', async () => {

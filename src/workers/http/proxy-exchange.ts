@@ -178,7 +178,8 @@ export class ProxyExchange implements TunnelConsumer {
       this.#events = new SseEvents(this.window);
       if (status < 200 || status >= 300) {
         this.session?.cancelTunnel(this.tunnelId, 'provider error after keepalive');
-        this.fail(Errors.upstreamError, `the provider answered HTTP ${status}`, 'error');
+        // Released as the status says, as without keepalives: a 5xx counts toward ejection, a 429 lowers the limit.
+        this.fail(Errors.upstreamError, `the provider answered HTTP ${status}`, endReason(status));
       }
       return;
     }
