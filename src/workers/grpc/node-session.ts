@@ -324,6 +324,9 @@ export class NodeSession implements TunnelHost {
   activate(generation: number): void {
     this.generation = generation;
     this.#state = 'active';
+    // The node's heartbeats start when it reads Registered: silence is counted from here, not from
+    // its Register (which main may have taken a while to answer).
+    this.#lastSeenAt = performance.now();
     this.connectedAtMs = Date.now();
     const intervalMs = this.#host.heartbeatIntervalMs;
     this.#toldTimeoutMs = this.#host.heartbeatTimeoutMs;
