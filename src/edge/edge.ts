@@ -255,7 +255,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome> {
-    return runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining: (nodeId, draining) => this.setNodeDraining(nodeId, draining).ok }, ref, kind, args, deadlineMs);
+    const setEdgeDraining = (nodeId: string, draining: boolean): string | undefined => {
+      const outcome = this.setNodeDraining(nodeId, draining);
+      return outcome.ok ? undefined : `${outcome.code} (${outcome.message})`;
+    };
+    return runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining }, ref, kind, args, deadlineMs);
   }
 
   retireNode(nodeId: string, reason: string): void {

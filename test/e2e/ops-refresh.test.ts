@@ -215,6 +215,10 @@ describe('a node retired by a token change', () => {
       const undrain = await stack.admin(`/admin/nodes/${NODE_ID}/undrain`, { method: 'POST' });
       assert.equal(undrain.status, 409);
       assert.equal(undrain.json.error.code, 'node_retiring');
+      // Nor by a node command: the agent is not told to take work the edge will not give it.
+      const command = await stack.admin(`/admin/nodes/${NODE_ID}/commands`, { method: 'POST', body: { kind: 'undrain' } });
+      assert.equal(command.json.results[0].status, 'failed');
+      assert.match(command.json.results[0].message, /node_retiring/);
       const status = await stack.admin('/admin/status');
       assert.equal(status.json.nodes.find((n: any) => n.id === NODE_ID).draining, true, 'still draining');
       assert.match(await open.text(), /\[DONE\]/, 'the open stream ran to its end');

@@ -13,8 +13,8 @@ import { resolveNodeRef } from './node-refs.js';
 export interface NodeCommandHost {
   readonly config: EdgeConfig;
   readonly plane: Pick<DataPath, 'nodeCommand'>;
-  /** The edge's own draining switch for a connected node; false when the node is not connected. */
-  setEdgeDraining(nodeId: string, draining: boolean): boolean;
+  /** The edge's own draining switch for a connected node; why not when it refused (not connected, retiring). */
+  setEdgeDraining(nodeId: string, draining: boolean): string | undefined;
 }
 
 export type NodeCommandOutcome =
@@ -32,7 +32,11 @@ export async function runNodeCommand(
   if (nodeIds.length === 0) return { ok: false, code: 'node_not_found', message: `no node has the id or label ${JSON.stringify(ref)}` };
   const results = await Promise.all(
     nodeIds.map(async (nodeId) => {
-      if (kind === 'drain' || kind === 'undrain') host.setEdgeDraining(nodeId, kind === 'drain');
+      if (kind === 'drain' || kind === 'undrain') {
+        // The edge's switch first: when it refuses, the agent is not told either (the two never disagree).
+        const refused = host.setEdgeDraining(nodeId, kind === 'drain');
+        if (refused !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the edge did not ${kind} it: ${refused}` };
+      }
       return host.plane.nodeCommand(nodeId, kind, args, deadlineMs);
     }),
   );
