@@ -51,6 +51,8 @@ export interface NodeAgentEvents {
 const DEFAULT_STOP_GRACE_MS = 10_000;
 /** After the final half-close, how long to wait for the edge to end the stream. */
 const STOP_END_WAIT_MS = 1_000;
+/** How long a registered connection must last before a disconnect starts the reconnect backoff over. */
+const STABLE_CONNECTION_MS = 10_000;
 
 export class NodeAgent extends EventEmitter<NodeAgentEvents> implements ConnectionOwner {
   #config: AgentConfig;
@@ -63,6 +65,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   readonly #stopGraceMs: number;
   readonly #upstreams: Upstreams;
   readonly #backoff: Backoff;
+  /** When the current connection registered (performance.now()); 0 while it has not. */
+  #registeredAt = 0;
   readonly #random: () => number;
   #connection: EdgeConnection | undefined;
   /** Extra lanes of the current connection, by lane index (0 is #connection). */
@@ -154,7 +158,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
       return;
     }
     if (connection !== this.#connection) return;
-    this.#backoff.reset();
+    // The backoff starts over only once this connection has lasted (see onClosed).
+    this.#registeredAt = performance.now();
     this.#log.info({ generation, edge: this.#config.edge.address, streams: this.#config.edge.streams ?? 1 }, 'registered with the edge');
     this.emit('registered', generation);
     // A new connection starts healthy at the edge: a failing probe must not wait for the next tick.
@@ -212,6 +217,10 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#closeLanes('the first stream closed');
     this.emit('disconnected', reason);
     if (this.#stopping !== undefined) return;
+    // A connection that lasted starts the backoff over; one dropped soon after registering does not:
+    // two agents with one node id supersede each other at once, and must not do it every few ms.
+    if (this.#registeredAt > 0 && performance.now() - this.#registeredAt >= STABLE_CONNECTION_MS) this.#backoff.reset();
+    this.#registeredAt = 0;
     const delayMs = this.#rejected ? this.#backoff.slowest() : this.#backoff.next();
     this.#rejected = false;
     this.#log.warn({ reason, delayMs }, 'disconnected from the edge; reconnecting');

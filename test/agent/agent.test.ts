@@ -231,6 +231,22 @@ test('after the edge kills the stream the agent reconnects and registers again b
   assert.equal(r.agent.generation, 2);
 });
 
+test('a connection dropped right after it registered (another agent with the same id took over) does not restart the backoff', async (t) => {
+  const edge = await FakeEdge.start();
+  const agent = new NodeAgent(agentConfig(edge.address, [{ id: 'p1', baseUrl: 'http://127.0.0.1:9' }], { initialMs: 20, maxMs: 5_000 }), { logger: silentLogger });
+  t.after(async () => {
+    await agent.stop();
+    edge.close();
+  });
+  // Each new connection is ended soon after it registers, as the edge ends one that another agent superseded.
+  agent.on('registered', () => setTimeout(() => edge.streams.at(-1)?.kill(), 5));
+  agent.start();
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  // Growing windows (20, 40, 80, ... ms) allow about ten reconnects in 1.5 s; one reset per registration, a hundred.
+  const registrations = edge.streams.filter((s) => s.register !== undefined).length;
+  assert.ok(registrations >= 3 && registrations <= 14, `${registrations} registrations in 1.5 s`);
+});
+
 test('a dropped connection aborts its running upstream requests, and the agent reconnects', async (t) => {
   let upstreamClosedEarly = false;
   const r = await rig(t, (_req, res) => {

@@ -220,7 +220,12 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       lanes.add(session);
       this.#current.set(nodeId, lanes);
       session.activate(generation);
-      if (here !== undefined) this.#closeLanes(here, `superseded by generation ${generation}`);
+      if (here !== undefined) {
+        // Usually the agent's own reconnect; the same id from two agents at once flaps like this every few seconds.
+        const previous = here.sessions[0]?.remoteAddress;
+        this.logger.warn({ node: nodeId, generation, peer: session.remoteAddress, previousPeer: previous }, 'node connected again while its previous connection was open: superseded (a reconnect, or a second agent with the same node id)');
+        this.#closeLanes(here, `superseded by generation ${generation}`);
+      }
     }
     if (!joining) this.#observer?.nodeConnected(session);
     this.#settleWaiters(nodeId);
