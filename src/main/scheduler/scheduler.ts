@@ -501,6 +501,8 @@ export class Scheduler {
     node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
     // Probe results belong to a connection: the new one reports its own.
     for (const p of this.#registry.providers.values()) if (p.node === node) p.unhealthy = false;
+    // A connection that announces less may leave an alias nothing but ejected providers.
+    this.#lastResortFor(node);
     this.#pump();
     this.#flush();
     return { generation: node.generation, fenced };

@@ -160,6 +160,8 @@ test('when the last serving provider of an alias leaves, its ejected providers c
     ['disconnected', (s: Scheduler) => s.disconnect('n2', s.currentGeneration('n2'), 10)],
     ['drained', (s: Scheduler) => s.setDraining('n2', true, 10)],
     ['failed its health probe', (s: Scheduler) => s.setProviderHealth('n2', 'b', false, 10)],
+    // A reconnect that supersedes the old connection (no disconnect first) and no longer announces b.
+    ['reconnected without it', (s: Scheduler) => s.connect('n2', 10, [])],
   ] as const) {
     const { s, sink } = aEjected();
     s.admit(req(nextId++, 'chat'), 5);
