@@ -816,9 +816,12 @@ export class Scheduler {
       if (item === undefined || item.deadline > now) break;
       const group = item.group;
       const need = contextNeed(item.estimatedTokens, this.#registry.longThreshold);
+      // A pinned request whose provider went away is told that, not that the alias has no provider.
       const code: RejectCode = hasEligibleCandidate(group, this.#wantItem(item), need, item.excludeProviderId)
         ? 'queue_timeout'
-        : 'no_provider_available';
+        : item.pinnedProviderId !== undefined
+          ? 'pinned_provider_gone'
+          : 'no_provider_available';
       this.#dequeue(item);
       group.rejected++;
       // A timeout retried waits behind the queue that is there now; a missing provider has no rate to go by.

@@ -77,3 +77,16 @@ test('a pinned request goes only to its provider: it waits while that one is bus
   assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 3, code: 'pinned_provider_gone', retryAfterSec: 0 }]);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a pinned request waiting when its provider goes away waits for it to come back, and at its deadline is told it is gone', () => {
+  const { s, sink, gen } = setup({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b' }] }, models: [{ alias: 'm', providers: ['a', 'b'] }] });
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, 0);
+  const first = sink.takeGrants()[0];
+  s.admit({ ...req(2, 'm'), pinnedProviderId: 'b' }, 1);
+  s.disconnect('n2', gen.get('n2') as number, 2);
+  sink.take();
+  s.tick(1 + 30_001);
+  const [rejection] = sink.take();
+  assert.equal(rejection?.kind === 'reject' ? rejection.code : undefined, 'pinned_provider_gone', 'not no_provider_available: the alias has a');
+  assert.equal(first.providerId, 'b');
+});
