@@ -34,7 +34,7 @@ afterEach(() => {
 });
 
 /** A session whose Register main answers `answerMs` later (a ring round trip, a busy scheduler), and a node that heartbeats from Registered on. */
-function session(answerMs: number): { call: RecordingCall; stats: ProtocolStats; beat: () => void } {
+function session(answerMs: number): { call: RecordingCall; stats: ProtocolStats } {
   const call = new RecordingCall();
   const stats = new ProtocolStats();
   const beat = (): void => void call.emit('data', heartbeatMessage(Date.now()));
@@ -57,7 +57,7 @@ function session(answerMs: number): { call: RecordingCall; stats: ProtocolStats;
   };
   open.push(new NodeSession(call as unknown as NodeCall, host));
   call.emit('data', registerMessage('n', 't', 'v', ['p'], 0, 0, new Map(), []));
-  return { call, stats, beat };
+  return { call, stats };
 }
 
 test('a Register answered late is not a heartbeat timeout: silence counts from Registered', async () => {
