@@ -427,6 +427,7 @@ export class Scheduler {
     const tagged = lease ?? this.#fencedUnsent.get(leaseId);
     let seq: number;
     let attempt = RETRIED;
+    let enqueuedAt = now;
     if (lease !== undefined) {
       seq = lease.seq;
       this.#dropLease(lease);
@@ -438,6 +439,8 @@ export class Scheduler {
         this.overload.overloaded(lease.provider, overloaded.retryAfterMs, now);
         excludeProviderId = '';
         attempt = lease.attempt;
+        // Back at its old place, it has waited since its admission: its band's aging must not restart.
+        enqueuedAt = lease.enqueuedAt;
       }
     } else {
       this.#fencedUnsent.delete(leaseId);
@@ -453,7 +456,7 @@ export class Scheduler {
     ) {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
       if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
-        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, now, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
+        const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, enqueuedAt, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         if (group.fair !== undefined) {
           item.priority = tagged?.priority ?? req.priority ?? 0;
@@ -695,6 +698,7 @@ export class Scheduler {
       pinnedProviderId,
     );
     lease.sessionKey = sessionKey;
+    lease.enqueuedAt = this.#now - queuedMs;
     if (sessionKey !== 0) pinSession(group, sessionKey, node.id);
     this.#leases.set(lease.leaseId, lease);
     node.leases.add(lease);

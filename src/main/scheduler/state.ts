@@ -139,6 +139,8 @@ export class Lease {
   confirmed = false;
   /** The request's session key (0 = none), kept for a re-admission. */
   sessionKey = 0;
+  /** When the request was first queued (or admitted): an overload requeue waits on from there (aging). */
+  enqueuedAt = 0;
   /** Fair queuing: where the charge went, so the reported usage can correct it (and a re-admission keeps its band). */
   priority = 0;
   tenantKey = 0;

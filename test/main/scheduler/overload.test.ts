@@ -165,3 +165,21 @@ test('a Retry-After hold that ends between timer ticks serves the waiting reques
   assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [2], 'the waiter first; request 3 queues behind it');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a request a 429 sent back keeps its wait: its band\'s aging does not start over (fairness on)', () => {
+  const spec: ConfigSpec = { nodes: { n1: [{ id: 'a', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a'] }] };
+  const { s, sink } = setup(spec);
+  const config = makeConfig(spec);
+  s.setConfig({ ...config, scheduler: { ...config.scheduler, fairness: true } }, 0);
+  const tenant = (id: number, priority = 0, tenantKey = 1) => ({ ...req(id, 'chat'), priority, tenantKey });
+  s.admit(tenant(1), 0);
+  const lease1 = sink.takeGrants()[0];
+  s.admit(tenant(2), 0); // band 0 waits from t=0
+  // At 10 s request 1 meets a 429 (1 s hold) and goes back ahead of request 2; a fresh band-2 request arrives.
+  assert.equal(s.retry(lease1.leaseId, tenant(1), 'a', 10_000, false, { retryAfterMs: undefined }), true);
+  s.admit(tenant(3, 2, 2), 10_000);
+  s.tick(11_001);
+  // Band 0 has waited 11 s (aging 1 step/s: effective 11) against band 2's 1 s (effective 3).
+  assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [1]);
+  assert.deepEqual(s.checkInvariants(), []);
+});
