@@ -72,6 +72,9 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   /** Extra lanes of the current connection, by lane index (0 is #connection). */
   readonly #lanes: (EdgeConnection | undefined)[] = [];
   readonly #laneTimers: (NodeJS.Timeout | undefined)[] = [];
+  /** Per extra lane: its reconnect backoff (one that keeps failing must not re-dial several times a second) and when it registered. */
+  #laneBackoffs: Backoff[] = [];
+  readonly #laneRegisteredAt: number[] = [];
   /** A join was refused in this generation: its lanes are not re-opened until a new connection (no retry loop). */
   #laneRefusedIn = 0;
   #reconnectTimer: NodeJS.Timeout | undefined;
@@ -154,6 +157,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
 
   onRegistered(connection: EdgeConnection, generation: number): void {
     if (connection.lane > 0) {
+      this.#laneRegisteredAt[connection.lane] = performance.now();
       this.#log.debug({ lane: connection.lane, generation }, 'lane registered');
       return;
     }
@@ -162,6 +166,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#registeredAt = performance.now();
     this.#log.info({ generation, edge: this.#config.edge.address, streams: this.#config.edge.streams ?? 1 }, 'registered with the edge');
     this.emit('registered', generation);
+    this.#laneBackoffs = [];
     // A new connection starts healthy at the edge: a failing probe must not wait for the next tick.
     if (this.#probes.verdicts().some((v) => !v.healthy)) connection.heartbeatNow();
     for (let lane = 1; lane < (this.#config.edge.streams ?? 1); lane++) this.#openLane(lane, generation);
@@ -263,7 +268,13 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     const anchor = this.#connection;
     if (this.#stopping !== undefined || anchor === undefined || !anchor.registered || anchor.generation !== connection.joinGeneration) return;
     if (this.#laneRefusedIn === connection.joinGeneration) return;
-    const delayMs = upperHalfJitter(this.#config.reconnect.initialMs, this.#random);
+    let backoff = this.#laneBackoffs[lane];
+    if (backoff === undefined) this.#laneBackoffs[lane] = backoff = new Backoff(this.#config.reconnect.initialMs, this.#config.reconnect.maxMs, this.#random);
+    const registeredAt = this.#laneRegisteredAt[lane] ?? 0;
+    if (registeredAt > 0 && performance.now() - registeredAt >= STABLE_CONNECTION_MS) backoff.reset();
+    this.#laneRegisteredAt[lane] = 0;
+    // At the initial pace at first (jittered in its upper half), widening while the lane keeps failing.
+    const delayMs = Math.max(upperHalfJitter(this.#config.reconnect.initialMs, this.#random), backoff.next());
     this.#log.warn({ lane, reason, delayMs }, 'an extra stream to the edge closed; re-opening it');
     this.#laneTimers[lane] = setTimeout(onLaneTimer, delayMs, this, lane, connection.joinGeneration);
   }

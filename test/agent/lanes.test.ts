@@ -47,3 +47,29 @@ test('a refused join is not retried in that generation; the next connection open
   await waitFor('a join for the new generation', () => (joins(edge).length === 2 ? true : undefined));
   assert.equal(joins(edge)[1].register?.joinGeneration, agent.generation);
 });
+
+test('a lane that keeps dropping without a refusal is re-opened at a widening pace, not several times a second for good', async (t) => {
+  const edge = await FakeEdge.start();
+  const base = agentConfig(edge.address, [{ id: 'p1', baseUrl: 'http://127.0.0.1:9' }], { initialMs: 20, maxMs: 5_000 });
+  const agent = new NodeAgent({ ...base, edge: { ...base.edge, streams: 2 } }, { logger: silentLogger });
+  // Every lane that joins is cut at once (a transport error, an edge out of file descriptors): no Rejected.
+  const killed = new Set<EdgeStream>();
+  const cutter = setInterval(() => {
+    for (const s of joins(edge)) {
+      if (killed.has(s)) continue;
+      killed.add(s);
+      s.kill();
+    }
+  }, 2);
+  t.after(async () => {
+    clearInterval(cutter);
+    await agent.stop();
+    edge.close();
+  });
+  agent.start();
+  await waitFor('the anchor registered', () => (agent.isConnected() ? true : undefined));
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  // A fixed 10-20 ms pace re-opens it about a hundred times in 1.5 s; a widening window, about ten.
+  assert.ok(joins(edge).length <= 15, `${joins(edge).length} joins in 1.5 s`);
+  assert.ok(agent.isConnected(), 'the anchor stays up');
+});
