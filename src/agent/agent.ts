@@ -67,6 +67,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   readonly #backoff: Backoff;
   /** When the current connection registered (performance.now()); 0 while it has not. */
   #registeredAt = 0;
+  /** stop() was called (#stopping is its promise). */
+  #stopRequested = false;
   readonly #random: () => number;
   #connection: EdgeConnection | undefined;
   /** Extra lanes of the current connection, by lane index (0 is #connection). */
@@ -129,6 +131,9 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
 
   /** Sends Leaving, lets open tunnels finish (up to the grace period), aborts the rest, closes. No reconnect after. */
   stop(): Promise<void> {
+    // Set before #stop() runs: it may close a stream that has not registered at once, and
+    // onClosed must not take that for a drop to reconnect after.
+    this.#stopRequested = true;
     this.#stopping ??= this.#stop();
     return this.#stopping;
   }
@@ -221,7 +226,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#connection = undefined;
     this.#closeLanes('the first stream closed');
     this.emit('disconnected', reason);
-    if (this.#stopping !== undefined) return;
+    if (this.#stopRequested) return;
     // A connection that lasted starts the backoff over; one dropped soon after registering does not:
     // two agents with one node id supersede each other at once, and must not do it every few ms.
     if (this.#registeredAt > 0 && performance.now() - this.#registeredAt >= STABLE_CONNECTION_MS) this.#backoff.reset();
@@ -235,7 +240,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   /** Timer callback: the backoff delay after a disconnect has passed. */
   onReconnectDue(): void {
     this.#reconnectTimer = undefined;
-    if (this.#stopping === undefined) this.#connect();
+    if (!this.#stopRequested) this.#connect();
   }
 
   /** Timer callback: re-open a lane that dropped, if its connection still lives. */
@@ -254,7 +259,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
 
   #openLane(lane: number, generation: number): void {
     const anchor = this.#connection;
-    if (this.#stopping !== undefined || anchor === undefined || !anchor.registered || anchor.generation !== generation) return;
+    if (this.#stopRequested || anchor === undefined || !anchor.registered || anchor.generation !== generation) return;
     if (this.#lanes[lane] !== undefined) return;
     const connection = new EdgeConnection(this.#config, this.#upstreams, this, this.#log.child({ lane }), lane, generation);
     this.#lanes[lane] = connection;
@@ -266,7 +271,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     if (this.#lanes[lane] !== connection) return;
     this.#lanes[lane] = undefined;
     const anchor = this.#connection;
-    if (this.#stopping !== undefined || anchor === undefined || !anchor.registered || anchor.generation !== connection.joinGeneration) return;
+    if (this.#stopRequested || anchor === undefined || !anchor.registered || anchor.generation !== connection.joinGeneration) return;
     if (this.#laneRefusedIn === connection.joinGeneration) return;
     let backoff = this.#laneBackoffs[lane];
     if (backoff === undefined) this.#laneBackoffs[lane] = backoff = new Backoff(this.#config.reconnect.initialMs, this.#config.reconnect.maxMs, this.#random);

@@ -3,6 +3,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { pino } from 'pino';
 import { readFileSync } from 'node:fs';
 import { FrameKind, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
 import { NodeAgent } from '../../src/agent/agent.js';
@@ -336,6 +337,22 @@ test('heartbeats from the edge keep a quiet connection alive', async (t) => {
   await new Promise((resolve) => setTimeout(resolve, 550)); // over twice the timeout
   assert.equal(disconnects, 0);
   assert.equal(edge.streams.length, 1);
+});
+
+test('stop() before the edge answered Register closes the stream and arms no reconnect', async (t) => {
+  // An edge that takes the stream and never answers: the agent is still registering when it is stopped.
+  const edge = await FakeEdge.start();
+  edge.answer = { kind: 'silent' };
+  const lines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+  const agent = new NodeAgent(agentConfig(edge.address, [{ id: 'p1', baseUrl: 'http://127.0.0.1:9' }], { initialMs: 50, maxMs: 100 }), { logger });
+  t.after(() => edge.close());
+  agent.start();
+  await edge.registeredStream(0);
+  await agent.stop();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.deepEqual(lines.filter((l) => l.includes('reconnecting')), [], 'no reconnect announced');
+  assert.equal(edge.streams.length, 1, 'and none made');
 });
 
 test('stop() sends Leaving, refuses new tunnels, lets open ones finish, and never reconnects', async (t) => {

@@ -22,7 +22,9 @@ type MessageInit = MessageInitShape<typeof TunnelRequestSchema>;
 /** How the fake edge answers a Register. */
 export type RegisterAnswer =
   | { kind: 'accept'; heartbeatIntervalMs?: number; heartbeatTimeoutMs?: number; sendHeartbeats?: boolean; maxFrameBatchBytes?: number; maxFrameBytes?: number }
-  | { kind: 'reject'; reason: string };
+  | { kind: 'reject'; reason: string }
+  /** Takes the Register and never answers it. */
+  | { kind: 'silent' };
 
 export const silentLogger = pino({ level: 'silent' });
 
@@ -161,6 +163,7 @@ export class FakeEdge {
   #answer(stream: EdgeStream): void {
     const joining = (stream.register?.joinGeneration ?? 0) > 0;
     const answer = joining && this.joinAnswer !== undefined ? this.joinAnswer : this.answer;
+    if (answer.kind === 'silent') return;
     if (answer.kind === 'reject') {
       stream.send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: answer.reason } } }));
       stream.stop();
