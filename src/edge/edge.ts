@@ -272,7 +272,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     if (generation !== undefined) this.#retiring.set(nodeId, generation);
     this.driver.setDraining(nodeId, true);
     this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
-    this.logger.info({ node: nodeId, generation: this.#sessions.get(nodeId)?.generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
+    this.logger.info({ node: nodeId, generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
   }
 
   #refreshed(result: RefreshResult, origin: string): void {

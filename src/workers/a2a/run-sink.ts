@@ -171,6 +171,9 @@ export class RunSink extends EventEmitter {
   }
 
   #finish(): void {
+    // A body that ended inside a character: its bytes as U+FFFD, as a one-shot decode gave them.
+    const rest = this.#utf8.end();
+    if (rest !== '') this.#take(rest);
     this.#done = true;
     if (this.#partial !== '') this.#line(this.#partial);
     this.#partial = '';

@@ -131,13 +131,15 @@ export const MESSAGES: ApiRoute = {
 /** count_tokens: the Messages API's own endpoint; it needs `messages`, not max_tokens. */
 export const COUNT_TOKENS: ApiRoute = { path: '/v1/messages/count_tokens', api: Api.messages, errors: ANTHROPIC_ERRORS, check: messagesArray };
 
+/** A previous_response_id that is there (null is not) must be a string. */
+function previousResponseId(fields: number): FieldProblem | undefined {
+  return (fields & FIELD_PREVIOUS_RESPONSE_ID) !== 0 && (fields & FIELD_PREVIOUS_RESPONSE_ID_STRING) === 0 ? invalid('previous_response_id', 'a string') : undefined;
+}
+
 function responsesContext(fields: number): FieldProblem | undefined {
-  if ((fields & FIELD_PREVIOUS_RESPONSE_ID) !== 0 && (fields & FIELD_PREVIOUS_RESPONSE_ID_STRING) === 0) {
-    return invalid('previous_response_id', 'a string');
-  }
   // The context can also come from a stored prompt template or conversation.
   if ((fields & (FIELD_INPUT | FIELD_PREVIOUS_RESPONSE_ID | FIELD_PROMPT | FIELD_CONVERSATION)) === 0) return missing('input');
-  return undefined;
+  return previousResponseId(fields);
 }
 
 export const RESPONSES: ApiRoute = { path: '/v1/responses', api: Api.responses, errors: RESPONSES_ERRORS, check: responsesContext };
@@ -146,12 +148,7 @@ export const RESPONSES: ApiRoute = { path: '/v1/responses', api: Api.responses, 
 export const RESPONSES_COMPACT: ApiRoute = { path: '/v1/responses/compact', api: Api.responses, errors: OPENAI_ERRORS, check: responsesContext };
 
 /** client.responses.inputTokens.count(): every field is optional. */
-export const RESPONSES_INPUT_TOKENS: ApiRoute = {
-  path: '/v1/responses/input_tokens',
-  api: Api.responses,
-  errors: OPENAI_ERRORS,
-  check: (fields) => ((fields & FIELD_PREVIOUS_RESPONSE_ID) !== 0 && (fields & FIELD_PREVIOUS_RESPONSE_ID_STRING) === 0 ? invalid('previous_response_id', 'a string') : undefined),
-};
+export const RESPONSES_INPUT_TOKENS: ApiRoute = { path: '/v1/responses/input_tokens', api: Api.responses, errors: OPENAI_ERRORS, check: previousResponseId };
 
 /** Every POST route the edge proxies. */
 export const API_ROUTES: readonly ApiRoute[] = [CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, COUNT_TOKENS, RESPONSES, RESPONSES_COMPACT, RESPONSES_INPUT_TOKENS];
