@@ -210,14 +210,20 @@ export class WorkerPool implements DecisionHandler, DataPath {
     });
   }
 
-  /** The same request to every running worker (one being replaced has nothing to answer). */
-  callAll<T>(request: ControlCall): Promise<T[]> {
+  /** The same request to every running worker (one being replaced has nothing to answer); `each` sees every answer with the slot that gave it. */
+  callAll<T>(request: ControlCall, each?: (slot: WorkerSlot, answer: T) => void): Promise<T[]> {
     // A worker that exits during the call, or whose replacement is not spawned yet, has nothing to
     // answer: left out, not a failure of the whole call (status, metrics and a drain go on).
     const live = this.#slots.filter((slot) => !slot.exited && slot.worker !== undefined);
-    return Promise.all(live.map((slot) => this.call<T>(slot.index, request).catch((err: unknown) => (slot.exited ? GONE : Promise.reject(err))))).then(
-      (answers) => answers.filter((answer): answer is Awaited<T> => answer !== GONE),
-    );
+    const ask = (slot: WorkerSlot): Promise<T | typeof GONE> =>
+      this.call<T>(slot.index, request).then(
+        (answer) => {
+          each?.(slot, answer);
+          return answer;
+        },
+        (err: unknown) => (slot.exited ? GONE : Promise.reject(err)),
+      );
+    return Promise.all(live.map(ask)).then((answers) => answers.filter((answer): answer is Awaited<T> => answer !== GONE));
   }
 
   #rejectCalls(worker: number): void {
@@ -334,22 +340,12 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * What it counted after its last scrape is lost; the totals still only grow.
    */
   async metricParts(): Promise<unknown[]> {
-    const live = this.#slots.filter((slot) => !slot.exited && slot.worker !== undefined);
-    const parts = await Promise.all(
-      live.map((slot) =>
-        this.call<MetricJson[]>(slot.index, { type: 'metrics' }).then(
-          (part) => {
-            // A replacement's scrape: the slot's worker is the one that answered.
-            if (!slot.exited && this.#slots[slot.index] === slot) this.#lastMetrics[slot.index] = part;
-            return part;
-          },
-          (err: unknown) => (slot.exited ? undefined : Promise.reject(err)),
-        ),
-      ),
-    );
-    const out: unknown[] = parts.filter((part) => part !== undefined);
-    for (const retired of this.#retiredMetrics) out.push(retired);
-    return out;
+    const parts: unknown[] = await this.callAll<MetricJson[]>({ type: 'metrics' }, (slot, part) => {
+      // Kept only while that worker still holds the slot (a late answer of an exited one is not).
+      if (!slot.exited && this.#slots[slot.index] === slot) this.#lastMetrics[slot.index] = part;
+    });
+    for (const retired of this.#retiredMetrics) parts.push(retired);
+    return parts;
   }
 
   /** Keeps what an exited worker's last scrape counted (gauges were its present: they go with it). */
