@@ -153,6 +153,11 @@ export type EdgeEvent =
 
 export type RunEvent = RunQueuedEvent | RunDispatchedEvent | RunStartedEvent | RunFirstByteEvent | RunFinishedEvent;
 
+/** Every `run.*` type: what a subscriber with `runs=0` never gets. */
+export function isRunEvent(event: EdgeEvent): event is RunEvent {
+  return event.type.startsWith('run.');
+}
+
 /** Where the data path reports runs: the main thread's run records (directly, or batched from an I/O worker). */
 export interface RunSink {
   run(event: RunEvent): void;

@@ -1,5 +1,5 @@
 // GET /admin/events[?buffer=N][&runs=0]: node and run events as server-sent
-// events; runs=0 leaves out run events (two per request), and while no
+// events; runs=0 leaves out run events (five per request), and while no
 // subscriber wants them the data path does not build them at all.
 // Each connection is one bus subscription with a bounded buffer (N events,
 // default 1024). Events move from the buffer to the socket only while the

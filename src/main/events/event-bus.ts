@@ -4,7 +4,7 @@
 // (per subscriber and in total). Nothing that accounts for leases or tunnel
 // bytes goes through here, so a stalled reader costs the data path one
 // array store per event and nothing else.
-import type { EdgeEvent } from '../../contract/events.js';
+import { isRunEvent, type EdgeEvent } from '../../contract/events.js';
 
 export const DEFAULT_SUBSCRIBER_BUFFER = 1024;
 export const MAX_SUBSCRIBER_BUFFER = 65_536;
@@ -52,7 +52,7 @@ export class Subscription {
     readonly capacity: number,
     bus: EventBus,
     reader: SubscriptionReader,
-    /** False: node, config and edge events only. Run events (two per request) are built only while some subscriber wants them. */
+    /** False: node, config and edge events only. Run events (five per request) are built only while some subscriber wants them. */
     readonly runs = true,
   ) {
     this.#bus = bus;
@@ -148,7 +148,7 @@ export class EventBus {
 
   publish(event: EdgeEvent): void {
     if (this.#subscribers.size === 0) return;
-    const run = event.type === 'run.started' || event.type === 'run.finished';
+    const run = isRunEvent(event);
     if (run && this.#runReaders === 0) return;
     const published = new PublishedEvent(++this.#seq, Date.now(), event);
     this.publishedTotal++;

@@ -94,8 +94,16 @@ test('a subscriber that leaves run events out gets node events, and while only s
   assert.equal(nodesOnly.buffered, 0);
   const all = bus.subscribe(new CountingReader(), 16);
   assert.equal(bus.active, true);
-  bus.publish(run);
-  assert.equal(all.shift()?.event.type, 'run.started');
+  // All five kinds a request makes: none may reach the node-only subscriber.
+  const kinds: EdgeEvent[] = [
+    { type: 'run.queued', runId: 'r1', requestId: 'q1', model: 'm', session: 'default', at: 1 },
+    { type: 'run.dispatched', runId: 'r1', model: 'm', node: 'n', provider: 'p', adapter: 'http', attempt: 1, queueMs: 0, at: 2 },
+    run,
+    { type: 'run.first_byte', runId: 'r1', model: 'm', ttfbMs: 1, at: 3 },
+    { type: 'run.finished', runId: 'r1', requestId: 'q1', model: 'm', node: 'n', provider: 'p', status: 200, outcome: 'end', totalMs: 1, queueMs: 0, bytesOut: 1 },
+  ];
+  for (const kind of kinds) bus.publish(kind);
+  assert.deepEqual([1, 2, 3, 4, 5].map(() => all.shift()?.event.type), kinds.map((k) => k.type));
   assert.equal(nodesOnly.buffered, 0, 'still no run events for the node-only subscriber');
   all.close();
   nodesOnly.close();
