@@ -6,11 +6,13 @@
 // socket takes them; when the client reads too slowly the socket's buffers
 // fill, then this subscription's buffer, then its oldest events are
 // dropped and counted, and the client gets an `event: dropped` notice with
-// the count when it catches up. Nothing here ever waits on the data path
-// or makes it wait.
+// the count when it catches up. A client that reconnects with
+// Last-Event-ID gets `event: resumed` (what was replayed, what is lost),
+// then the events it missed that the bus still keeps, then live ones.
+// Nothing here ever waits on the data path or makes it wait.
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DEFAULT_SUBSCRIBER_BUFFER, MAX_SUBSCRIBER_BUFFER, type EventBus, type Subscription, type SubscriptionReader } from '../events/event-bus.js';
+import { DEFAULT_SUBSCRIBER_BUFFER, MAX_SUBSCRIBER_BUFFER, type EventBus, type Resumption, type Subscription, type SubscriptionReader } from '../events/event-bus.js';
 import { sendAdminError } from './admin-errors.js';
 
 /** Events written per turn of the event loop, so a long backlog never hogs it. */
@@ -26,9 +28,11 @@ export class SseStream implements SubscriptionReader {
 
   readonly #res: ServerResponse;
 
-  constructor(bus: EventBus, res: ServerResponse, capacity: number, runs = true) {
+  constructor(bus: EventBus, res: ServerResponse, capacity: number, runs = true, lastEventId?: string) {
     this.#res = res;
-    this.subscription = bus.subscribe(this, capacity, runs);
+    let resumption: Resumption | undefined;
+    if (lastEventId === undefined) this.subscription = bus.subscribe(this, capacity, runs);
+    else ({ subscription: this.subscription, resumption } = bus.resubscribe(this, capacity, runs, lastEventId));
     this.onDrain = this.onDrain.bind(this);
     this.onClose = this.onClose.bind(this);
     res.on('drain', this.onDrain);
@@ -40,6 +44,8 @@ export class SseStream implements SubscriptionReader {
       'x-accel-buffering': 'no',
     });
     res.write(`: edge events, subscriber ${this.subscription.id}, buffer ${this.subscription.capacity}\nretry: 2000\n\n`);
+    // A reconnect: what follows is the replay, and this says whether it is whole (missed 0) or not.
+    if (resumption !== undefined) res.write(`event: resumed\ndata: ${JSON.stringify(resumption)}\n\n`);
     this.#keepalive = setInterval(keepalive, KEEPALIVE_MS, this);
     this.#keepalive.unref();
   }
@@ -120,8 +126,14 @@ export function registerEventsRoute(app: FastifyInstance, bus: EventBus, streams
       sendAdminError(reply, 400, 'invalid_runs', 'runs must be 0 (leave run events out) or 1 (the default)');
       return;
     }
+    if (request.method === 'HEAD') {
+      // fastify answers HEAD with this GET handler: the head alone, and no subscription left behind.
+      reply.code(200).header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').send();
+      return;
+    }
+    const lastEventId = request.headers['last-event-id'];
     reply.hijack();
-    const stream = new SseStream(bus, reply.raw, capacity, runs !== '0');
+    const stream = new SseStream(bus, reply.raw, capacity, runs !== '0', typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : undefined);
     streams.add(stream);
     reply.raw.on('close', () => streams.delete(stream));
   });

@@ -4,27 +4,50 @@
 // (per subscriber and in total). Nothing that accounts for leases or tunnel
 // bytes goes through here, so a stalled reader costs the data path one
 // array store per event and nothing else.
+//
+// The bus also keeps its last HISTORY events, so a client that reconnects
+// with the id of the last event it saw (SSE's Last-Event-ID) gets what it
+// missed, or is told how much it lost. An id names this process too (its
+// boot), so a reconnect to a restarted edge is never taken for a resume.
+import { randomBytes } from 'node:crypto';
 import { isRunEvent, type EdgeEvent } from '../../contract/events.js';
 
 export const DEFAULT_SUBSCRIBER_BUFFER = 1024;
 export const MAX_SUBSCRIBER_BUFFER = 65_536;
+/** Events kept for reconnecting clients (node and config events are rare: this is minutes to hours of them). */
+export const HISTORY = 1024;
 
 /** One published event; its wire form is built once, on first use, and shared. */
 export class PublishedEvent {
   #frame: string | undefined;
 
   constructor(
+    readonly boot: string,
     readonly seq: number,
     readonly time: number,
     readonly event: EdgeEvent,
   ) {}
 
-  /** The server-sent-events frame: id, event type, JSON data. */
+  /** The server-sent-events frame: id (boot-seq), event type, JSON data. */
   get frame(): string {
-    this.#frame ??= `id: ${this.seq}\nevent: ${this.event.type}\ndata: ${JSON.stringify({ seq: this.seq, time: new Date(this.time).toISOString(), ...this.event })}\n\n`;
+    this.#frame ??= `id: ${this.boot}-${this.seq}\nevent: ${this.event.type}\ndata: ${JSON.stringify({ seq: this.seq, time: new Date(this.time).toISOString(), ...this.event })}\n\n`;
     return this.#frame;
   }
 }
+
+/** What a reconnecting subscriber was given back (see EventBus.subscribe). */
+export interface Resumption {
+  /** The Last-Event-ID it sent. */
+  readonly lastEventId: string;
+  /** Events after it, put in its buffer. */
+  readonly replayed: number;
+  /** Events after it that are gone (older than the history; a runs=0 subscriber's count includes run events), or null: unknown. */
+  readonly missed: number | null;
+  /** The id names another boot of the edge: everything before this process's history is unknown. */
+  readonly restarted: boolean;
+}
+
+const EVENT_ID = /^([0-9a-f]{1,32})-(\d{1,15})$/;
 
 /** Told (once per batch, never from inside publish) that events are waiting. */
 export interface SubscriptionReader {
@@ -131,6 +154,11 @@ export class EventBus {
   #runReaders = 0;
   #seq = 0;
   #nextId = 1;
+  /** The last HISTORY events, oldest at #historyHead once full. */
+  readonly #history: PublishedEvent[] = [];
+  #historyHead = 0;
+  /** Names this process in every event id. */
+  readonly boot = randomBytes(4).toString('hex');
   /** Events dropped over every subscriber, ever. */
   droppedTotal = 0;
   publishedTotal = 0;
@@ -147,10 +175,12 @@ export class EventBus {
   }
 
   publish(event: EdgeEvent): void {
-    if (this.#subscribers.size === 0) return;
     const run = isRunEvent(event);
+    // Run events exist only while someone wants them; the others are kept for reconnects even with nobody listening.
     if (run && this.#runReaders === 0) return;
-    const published = new PublishedEvent(++this.#seq, Date.now(), event);
+    const published = new PublishedEvent(this.boot, ++this.#seq, Date.now(), event);
+    this.#remember(published);
+    if (this.#subscribers.size === 0) return;
     this.publishedTotal++;
     for (const subscription of this.#subscribers) if (!run || subscription.runs) subscription.push(published);
   }
@@ -161,6 +191,56 @@ export class EventBus {
     this.#subscribers.add(subscription);
     if (runs && ++this.#runReaders === 1) this.onActiveChange?.(true);
     return subscription;
+  }
+
+  /**
+   * A reconnect (SSE's Last-Event-ID): a new subscription whose buffer
+   * starts with the events after `lastEventId` that the history still
+   * holds, and what was replayed and what is lost.
+   */
+  resubscribe(reader: SubscriptionReader, capacity: number, runs: boolean, lastEventId: string): { subscription: Subscription; resumption: Resumption } {
+    const subscription = this.subscribe(reader, capacity, runs);
+    return { subscription, resumption: this.#resume(subscription, lastEventId) };
+  }
+
+  #remember(published: PublishedEvent): void {
+    const history = this.#history;
+    if (history.length < HISTORY) history.push(published);
+    else {
+      history[this.#historyHead] = published;
+      this.#historyHead = (this.#historyHead + 1) % HISTORY;
+    }
+  }
+
+  /** The kept event `k` places from the oldest. */
+  #kept(k: number): PublishedEvent {
+    const history = this.#history;
+    return history[(this.#historyHead + k) % history.length];
+  }
+
+  #resume(subscription: Subscription, lastEventId: string): Resumption {
+    const match = EVENT_ID.exec(lastEventId.trim());
+    const sameBoot = match !== null && match[1] === this.boot;
+    const last = sameBoot ? Number(match[2]) : 0;
+    if (sameBoot && last > this.#seq) {
+      // Not an id this boot handed out: nothing can be said about what came after it.
+      return { lastEventId, replayed: 0, missed: null, restarted: false };
+    }
+    const history = this.#history;
+    const oldest = history.length === 0 ? this.#seq + 1 : this.#kept(0).seq;
+    let replayed = 0;
+    for (let k = 0; k < history.length; k++) {
+      const published = this.#kept(k);
+      if (published.seq <= last) continue;
+      if (!subscription.runs && isRunEvent(published.event)) continue;
+      subscription.push(published);
+      replayed++;
+    }
+    if (!sameBoot) {
+      // Another boot (or an id of no edge): this boot's events from its first are known only while the history reaches back to it.
+      return { lastEventId, replayed, missed: oldest === 1 ? null : oldest - 1, restarted: true };
+    }
+    return { lastEventId, replayed, missed: Math.max(0, oldest - 1 - last), restarted: false };
   }
 
   /** @internal */

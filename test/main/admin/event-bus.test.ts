@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { setImmediate as tick } from 'node:timers/promises';
 import { test } from 'node:test';
-import { EventBus, type Subscription, type SubscriptionReader } from '../../../src/main/events/event-bus.js';
+import { EventBus, HISTORY, type Subscription, type SubscriptionReader } from '../../../src/main/events/event-bus.js';
 import type { EdgeEvent } from '../../../src/contract/events.js';
 
 function event(n: number): EdgeEvent {
@@ -73,7 +73,7 @@ test('an event is serialised once as an SSE frame and shared by every subscriber
   const eb = b.shift();
   assert.equal(ea, eb);
   const frame = ea?.frame ?? '';
-  assert.match(frame, /^id: 1\nevent: config\.applied\ndata: \{.*\}\n\n$/);
+  assert.match(frame, new RegExp(`^id: ${bus.boot}-1\nevent: config\\.applied\ndata: \\{.*\\}\n\n$`));
   const data = JSON.parse(frame.split('\n')[2].slice('data: '.length));
   assert.equal(data.configVersion, 2);
   assert.deepEqual(data.changedPaths, ['models[x].max_queue']);
@@ -108,4 +108,65 @@ test('a subscriber that leaves run events out gets node events, and while only s
   all.close();
   nodesOnly.close();
   assert.deepEqual(flips, [true, false]);
+});
+
+function drain(sub: Subscription): string[] {
+  const out: string[] = [];
+  for (let e = sub.shift(); e !== undefined; e = sub.shift()) out.push(e.event.type === 'node.draining' ? e.event.node : e.event.type);
+  return out;
+}
+
+test('a reconnect with Last-Event-ID gets the events after it, even those published while nobody listened', () => {
+  const bus = new EventBus();
+  const first = bus.subscribe(new CountingReader());
+  bus.publish(event(1));
+  bus.publish(event(2));
+  const lastSeen = first.shift()?.frame.split('\n')[0].slice('id: '.length) ?? '';
+  assert.equal(lastSeen, `${bus.boot}-1`);
+  first.close();
+  bus.publish(event(3)); // nobody listens
+  const { subscription, resumption } = bus.resubscribe(new CountingReader(), 16, true, lastSeen);
+  assert.deepEqual(resumption, { lastEventId: lastSeen, replayed: 2, missed: 0, restarted: false });
+  assert.deepEqual(drain(subscription), ['n2', 'n3']);
+  bus.publish(event(4));
+  assert.deepEqual(drain(subscription), ['n4'], 'then live events, each once');
+  subscription.close();
+});
+
+test('a reconnect older than the history is told how many events it lost; another boot\'s id is a restart', () => {
+  const bus = new EventBus();
+  for (let n = 1; n <= HISTORY + 10; n++) bus.publish(event(n));
+  const stale = bus.resubscribe(new CountingReader(), HISTORY, true, `${bus.boot}-5`);
+  assert.deepEqual(stale.resumption, { lastEventId: `${bus.boot}-5`, replayed: HISTORY, missed: 5, restarted: false });
+  assert.equal(drain(stale.subscription)[0], 'n11', 'the oldest kept event comes first');
+  stale.subscription.close();
+
+  const other = bus.resubscribe(new CountingReader(), 4, true, 'abcdef01-3');
+  assert.equal(other.resumption.restarted, true);
+  assert.equal(other.resumption.missed, 10, 'this boot\'s first ten events are gone too');
+  other.subscription.close();
+
+  const fresh = new EventBus();
+  fresh.publish(event(1));
+  const restarted = fresh.resubscribe(new CountingReader(), 16, true, `${bus.boot}-900`);
+  assert.deepEqual(restarted.resumption, { lastEventId: `${bus.boot}-900`, replayed: 1, missed: null, restarted: true });
+  assert.deepEqual(drain(restarted.subscription), ['n1'], 'everything this boot published');
+  restarted.subscription.close();
+
+  const future = fresh.resubscribe(new CountingReader(), 16, true, `${fresh.boot}-99`);
+  assert.deepEqual(future.resumption, { lastEventId: `${fresh.boot}-99`, replayed: 0, missed: null, restarted: false });
+  future.subscription.close();
+});
+
+test('a runs=0 reconnect is replayed node events only', () => {
+  const bus = new EventBus();
+  const all = bus.subscribe(new CountingReader());
+  bus.publish(event(1));
+  bus.publish({ type: 'run.first_byte', runId: 'r1', model: 'm', ttfbMs: 1, at: 3 });
+  bus.publish(event(2));
+  const { subscription, resumption } = bus.resubscribe(new CountingReader(), 16, false, `${bus.boot}-0`);
+  assert.equal(resumption.replayed, 2);
+  assert.deepEqual(drain(subscription), ['n1', 'n2']);
+  subscription.close();
+  all.close();
 });

@@ -1,0 +1,118 @@
+// /admin/events over real HTTP: a client that reconnects with
+// Last-Event-ID (as EventSource does) gets the events it missed while it
+// was away, announced by `event: resumed`; HEAD answers the head and
+// leaves no subscription behind.
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { NODE_ID, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+
+let stack: OpsStack;
+
+before(async () => {
+  stack = await startOpsStack();
+});
+
+after(async () => {
+  await stack.close();
+});
+
+interface Frame {
+  readonly id: string | undefined;
+  readonly event: string | undefined;
+  readonly data: Record<string, unknown> | undefined;
+}
+
+/** Reads SSE frames from /admin/events until `until` holds, then closes the stream. */
+async function readEvents(headers: Record<string, string>, until: (frames: Frame[]) => boolean): Promise<Frame[]> {
+  const abort = new AbortController();
+  const res = await fetch(`${stack.edge.adminUrl as string}/admin/events`, { headers, signal: abort.signal });
+  assert.equal(res.status, 200);
+  const frames: Frame[] = [];
+  const decoder = new TextDecoder();
+  let buffer = '';
+  try {
+    for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const field = (name: string): string | undefined => block.split('\n').find((l) => l.startsWith(`${name}: `))?.slice(name.length + 2);
+        const data = field('data');
+        if (field('event') === undefined) continue; // the opening comment, keepalives
+        frames.push({ id: field('id'), event: field('event'), data: data === undefined ? undefined : (JSON.parse(data) as Record<string, unknown>) });
+      }
+      if (until(frames)) break;
+    }
+  } finally {
+    abort.abort();
+  }
+  return frames;
+}
+
+async function subscribers(): Promise<number> {
+  const status = await stack.admin('/admin/status');
+  return (status.json.events.subscribers as unknown[]).length;
+}
+
+async function untilSubscribers(n: number): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while ((await subscribers()) !== n) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${n} subscribers`);
+    await sleep(20);
+  }
+}
+
+test('a reconnect with Last-Event-ID gets the node events published while it was away, after `event: resumed`', async () => {
+  const drained = readEvents({}, (frames) => frames.some((f) => f.event === 'node.draining'));
+  await untilSubscribers(1);
+  assert.equal((await stack.admin(`/admin/nodes/${NODE_ID}/drain`, { method: 'POST' })).status, 200);
+  const first = await drained;
+  const lastId = first.find((f) => f.event === 'node.draining')?.id as string;
+  assert.match(lastId, /^[0-9a-f]+-\d+$/);
+  await untilSubscribers(0);
+
+  // Away: the undrain happens with nobody listening.
+  assert.equal((await stack.admin(`/admin/nodes/${NODE_ID}/undrain`, { method: 'POST' })).status, 200);
+
+  const resumed = await readEvents({ 'last-event-id': lastId }, (frames) => frames.some((f) => f.event === 'node.undrained'));
+  assert.equal(resumed[0].event, 'resumed');
+  assert.deepEqual(resumed[0].data, { lastEventId: lastId, replayed: 1, missed: 0, restarted: false });
+  assert.equal(resumed[1].event, 'node.undrained');
+  assert.equal(resumed[1].data?.node, NODE_ID);
+  assert.equal(resumed.filter((f) => f.event === 'node.draining').length, 0, 'nothing it had already seen');
+
+  // An id from some other edge process: told so, not taken for a resume.
+  const foreign = await readEvents({ 'last-event-id': 'feedface-3' }, (frames) => frames.length > 0);
+  assert.equal(foreign[0].event, 'resumed');
+  assert.equal(foreign[0].data?.restarted, true);
+});
+
+test('HEAD /admin/events answers its head at once and subscribes nobody', async () => {
+  await untilSubscribers(0);
+  const url = new URL(stack.edge.adminUrl as string);
+  const head = await new Promise<string>((resolve, reject) => {
+    const socket = net.connect(Number(url.port), url.hostname, () => {
+      socket.write(`HEAD /admin/events HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`);
+    });
+    let text = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no complete head within 3 s; got ${JSON.stringify(text)}`));
+    }, 3000);
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (text.includes('\r\n\r\n')) {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(text);
+      }
+    });
+    socket.on('error', reject);
+  });
+  assert.match(head, /^HTTP\/1\.1 200 /);
+  assert.match(head, /content-type: text\/event-stream/i);
+  assert.equal(await subscribers(), 0);
+});
