@@ -51,11 +51,15 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
   #prompt = '';
   #child: ChildProcess | undefined;
   #pgid = 0;
+  /** The group got its final SIGKILL: its id may belong to someone else from now on, so it is never signalled again. */
+  #groupEnded = false;
   /** Holds the session's turn (enter() said yes, or sessionGranted() came): leave() is owed, once. */
   #holdsSession = false;
   #waitTimer: NodeJS.Timeout | undefined;
   #timeoutTimer: NodeJS.Timeout | undefined;
   #killTimer: NodeJS.Timeout | undefined;
+  /** After the command exited: how long its pipes get to close (see #exited). */
+  #drainTimer: NodeJS.Timeout | undefined;
   #reason: Error | null = null;
   #paused = false;
   /** The handler got its terminal callback (end or error); nothing more goes to it. */
@@ -162,6 +166,25 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     this.#terminate();
   }
 
+  /**
+   * Timer: the command exited kill_grace_ms ago and its pipes are still
+   * open: a process it started outside its group (setsid, a daemon) holds
+   * them. The run ends with what was read, as Go's exec.Cmd.WaitDelay does.
+   * Output held back for a slow client is not the holder's doing: it waits.
+   */
+  pipesOverdue(): void {
+    this.#drainTimer = undefined;
+    const child = this.#child;
+    if (child === undefined) return;
+    if (this.#paused) {
+      this.#drainTimer = setTimeout(onPipesOverdue, this.#provider.config.killGraceMs, this);
+      return;
+    }
+    child.stdin?.destroy();
+    child.stdout?.destroy();
+    child.stderr?.destroy();
+  }
+
   /** Timer: the grace after SIGTERM is over; whatever is left of the group is killed. */
   killNow(): void {
     this.#killTimer = undefined;
@@ -248,9 +271,16 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     this.#stderrTail = tail.length > STDERR_TAIL_CHARS ? tail.slice(tail.length - STDERR_TAIL_CHARS) : tail;
   }
 
-  /** The command itself exited: anything it left running in its group goes now (no orphan outlives a run). */
+  /**
+   * The command itself exited: anything it left running in its group goes
+   * now (no orphan outlives a run). timeout_ms is over (the command did
+   * finish); what it wrote may still be in the pipe, read by 'close', which
+   * comes once no process holds the pipes any more.
+   */
   #exited(): void {
     if (this.#killTimer === undefined) this.#signalGroup('SIGKILL');
+    this.#clearTimers();
+    this.#drainTimer = setTimeout(onPipesOverdue, this.#provider.config.killGraceMs, this);
   }
 
   #closed(code: number | null, signal: NodeJS.Signals | null): void {
@@ -320,20 +350,23 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
 
   /** SIGTERM to the whole group now, SIGKILL after the grace (whatever ignored it). */
   #terminate(): void {
-    if (this.#pgid === 0 || this.#killTimer !== undefined) return;
+    if (this.#pgid === 0 || this.#groupEnded || this.#killTimer !== undefined) return;
     this.#signalGroup('SIGTERM');
     this.#killTimer = setTimeout(onKillTimer, this.#provider.config.killGraceMs, this);
   }
 
   #signalGroup(signal: NodeJS.Signals): void {
-    if (this.#pgid === 0) return;
+    if (this.#pgid === 0 || this.#groupEnded) return;
     try {
       process.kill(-this.#pgid, signal);
     } catch {
       // ESRCH: the group is already gone.
     }
     // SIGKILL is the end of the group: nothing left for the reaper.
-    if (signal === 'SIGKILL') this.#provider.reaper?.remove(this.#pgid);
+    if (signal === 'SIGKILL') {
+      this.#groupEnded = true;
+      this.#provider.reaper?.remove(this.#pgid);
+    }
   }
 
   #leaveSession(): void {
@@ -345,6 +378,8 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
   #clearTimers(): void {
     clearTimeout(this.#timeoutTimer);
     this.#timeoutTimer = undefined;
+    clearTimeout(this.#drainTimer);
+    this.#drainTimer = undefined;
   }
 }
 
@@ -364,6 +399,10 @@ function onSessionWaitOver(run: CliRun): void {
 
 function onRunTimeout(run: CliRun): void {
   run.timedOut();
+}
+
+function onPipesOverdue(run: CliRun): void {
+  run.pipesOverdue();
 }
 
 function onKillTimer(run: CliRun): void {

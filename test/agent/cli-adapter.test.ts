@@ -81,6 +81,30 @@ test('a CLI TunnelRequest runs the command; logs name the adapter and the sessio
   assert.equal(failed?.sessionId, 'default');
 });
 
+test('a finished run is never signalled again: a cancel while its answer waits for credit sends no signal to its old process group', async (t) => {
+  const stream = await cliAgent(t, 'cli-ended-', [{ id: 'agent', kill_grace_ms: 200 }]);
+  const groupSignals: [number, string][] = [];
+  const kill = process.kill;
+  process.kill = ((pid: number, signal?: string | number) => {
+    if (pid < 0) groupSignals.push([pid, String(signal)]);
+    return kill.call(process, pid, signal);
+  }) as typeof process.kill;
+  t.after(() => {
+    process.kill = kill;
+  });
+  const body = new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'dump 64' }] }));
+  // 256 bytes of credit: the 64 KB completion (sent once the command has exited and its pipes closed) waits for more.
+  stream.sendTunnel({ runId: 'ended', tunnelId: 1, providerId: 'agent', adapter: Adapter.CLI, sessionId: 'e', target: 'm', method: 'POST', path: '/v1/chat/completions', body, stream: false, timeoutMs: 30_000, initialCredit: 256 });
+  await waitFor('the completion to start', () => stream.framesOf(1).find((f) => f.kind === FrameKind.DATA), 10_000);
+  const atClose = groupSignals.length;
+  assert.ok(atClose > 0, 'the group was killed when the command exited');
+  stream.cancel(1);
+  await stream.terminalFrames(1, 5_000).catch(() => undefined);
+  await new Promise((resolve) => setTimeout(resolve, 500)); // past kill_grace_ms
+  // The group id is free once its last process is gone: signalling it could hit another process group.
+  assert.deepEqual(groupSignals.slice(atClose), []);
+});
+
 /** A node agent with these cli providers (each under its own temp cwd_root) against a fake edge; torn down after the test. */
 async function cliAgent(t: TestContext, prefix: string, providers: Record<string, unknown>[]): Promise<EdgeStream> {
   const root = await mkdtemp(join(tmpdir(), prefix));

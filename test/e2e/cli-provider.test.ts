@@ -167,6 +167,23 @@ test('timeout_ms: a command that never finishes is killed and the client gets 50
   await waitFor(async () => (await livePids(stack.tag)).length === 0, 'the timed-out command to be gone', 3_000);
 });
 
+test('a command that exits while a process outside its group holds its stdout: the answer comes kill_grace_ms after the exit, and the session is free again', async () => {
+  const started = Date.now();
+  const res = await post({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'escape' }] }, { 'x-edge-session': 'escape' });
+  const elapsed = Date.now() - started;
+  const body = await json(res);
+  try {
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.match(body.choices[0].message.content, /^escaped \d+$/);
+    assert.ok(elapsed < 1_400, `answered after ${elapsed} ms: timeout_ms (1500) decided it, not the exit`);
+    const next = await post({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'echo again' }] }, { 'x-edge-session': 'escape' });
+    assert.equal(next.status, 200, 'the session was given back');
+    assert.equal((await json(next)).choices[0].message.content, 'again');
+  } finally {
+    for (const pid of await livePids(`escape-holder-${stack.tag}`)) process.kill(pid, 'SIGKILL');
+  }
+});
+
 test('capacity 2: never more than 2 processes at once, counted in /proc', async () => {
   let max = 0;
   let sampling = true;
