@@ -8,15 +8,16 @@ import { isHopByHop, nominatesNothingMore } from '../shared/hop-by-hop.js';
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
 
 // Request-only: host and content-length belong to the upstream request undici
-// builds; expect is refused by undici; authorization and x-api-key are the client's credentials.
-const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'content-length', 'expect', 'authorization', 'x-api-key']);
+// builds; expect is refused by undici; authorization and x-api-key are the client's credentials;
+// accept-encoding is the agent's own (below).
+const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'content-length', 'expect', 'authorization', 'x-api-key', 'accept-encoding']);
 
 export { isHopByHop };
 
 /**
  * The edge's request headers as undici's flat [name, value, ...] list (its
  * cheapest form), minus hop-by-hop and client credentials, plus the provider's
- * `authorization` when it has one.
+ * `authorization` when it has one and `accept-encoding: identity`.
  */
 export function upstreamRequestHeaders(headers: readonly Header[], authorization: string | undefined): string[] {
   const nominated = connectionNominated(headers);
@@ -29,6 +30,9 @@ export function upstreamRequestHeaders(headers: readonly Header[], authorization
     out.push(name, header.value);
   }
   if (authorization !== undefined) out.push('authorization', authorization);
+  // The edge reads the answer (SSE events, usage, a response id, an error appended mid-stream)
+  // and relays it as is: it must be plain bytes, whatever the client would accept.
+  out.push('accept-encoding', 'identity');
   return out;
 }
 

@@ -1,6 +1,7 @@
 // TunnelExecutor against a real HTTP upstream, with a recording frame sink in
 // place of the edge stream: backpressure, deadlines and error mapping.
 import { test } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import { create } from '@bufbuild/protobuf';
 import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
@@ -82,6 +83,33 @@ test('a full edge stream pauses the upstream body until it drains, then the rest
   const body = Buffer.concat(sink.frames.filter((f) => f.kind === FrameKind.DATA).map((f) => f.data)).toString();
   assert.equal(body, chunks.join(''));
   assert.equal(sink.finished, 1);
+});
+
+test('a provider that compresses when asked answers the agent uncompressed: the relayed bytes are the plain body', async (t) => {
+  const plain = JSON.stringify({ id: 'resp_plain', object: 'response', usage: { input_tokens: 3, output_tokens: 5 } });
+  const upstream = await UpstreamServer.start((req, res) => {
+    // As a compressing server or proxy does: gzip whenever the request accepts it.
+    if (/\bgzip\b/.test(String(req.headers['accept-encoding'] ?? ''))) {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+      res.end(gzipSync(plain));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(plain);
+  });
+  const upstreams = new Upstreams([{ id: 'p', type: 'openai_compat', baseUrl: upstream.url, apiKey: undefined, connections: 1 }]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new RecordingSink();
+  // What an SDK's fetch sends, passed on by an edge that forwards it.
+  const request = create(TunnelRequestSchema, { tunnelId: 1, providerId: 'p', method: 'POST', path: '/v1/responses', headers: [{ name: 'accept-encoding', value: 'gzip, deflate, br' }] });
+  new TunnelExecutor(request, sink).start(upstreams);
+  await waitFor('END', () => (sink.frames.at(-1)?.kind === FrameKind.END ? true : undefined));
+  assert.equal(upstream.requests[0].headers['accept-encoding'], 'identity');
+  assert.equal(sink.frames[0].headers.find((h) => h.name === 'content-encoding'), undefined);
+  assert.equal(Buffer.concat(sink.frames.filter((f) => f.kind === FrameKind.DATA).map((f) => f.data)).toString(), plain);
 });
 
 test('the tunnel deadline ends it with upstream_timeout and closes the upstream request', async (t) => {

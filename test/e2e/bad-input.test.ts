@@ -242,6 +242,13 @@ describe('HTTP bad-input corpus', () => {
     assert.equal(seen?.['x-other-hop'], undefined, 'a header nominated by a second Connection line reached the provider');
   });
 
+  test('the client\'s Accept-Encoding never reaches the provider: it is asked for identity, so the edge reads plain bytes', async () => {
+    const res = await fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip, deflate, br' }, body: chat('') });
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    assert.equal(stack.mock.lastRequest('/v1/chat/completions')?.headers['accept-encoding'], 'identity');
+  });
+
   test('after the corpus: the edge still serves, no lease or exchange is left, every invariant holds', async () => {
     await waitFor(async () => inFlight(stack.edge) === 0 && (await openExchanges(stack.edge)) === 0, 'everything to be released');
     assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);

@@ -13,6 +13,7 @@ const NOT_FORWARDED_UPSTREAM = new Set([
   'cookie',
   'x-edge-node',
   'expect',
+  'accept-encoding', // the answer must reach the edge uncompressed (the agent asks for identity)
 ]);
 
 export { isHopByHop };
