@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { ALIAS, inFlight, NODE_ID, openExchanges, startStack, waitFor, type Stack } from '../helpers/stack.js';
 
 const BODY_LIMIT = 64 * 1024;
@@ -240,6 +241,17 @@ describe('HTTP bad-input corpus', () => {
     assert.equal(seen?.['x-end-to-end'], 'kept');
     assert.equal(seen?.['x-hop-secret'], undefined, 'a nominated header reached the provider');
     assert.equal(seen?.['x-other-hop'], undefined, 'a header nominated by a second Connection line reached the provider');
+  });
+
+  test('a gzip-compressed request body: 415 naming the encoding, Accept-Encoding: identity, and nothing reaches the provider', async () => {
+    const before = stack.mock.stats.requests;
+    const res = await fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: gzipSync(chat('')) });
+    assert.equal(res.status, 415);
+    assert.equal(res.headers.get('accept-encoding'), 'identity');
+    const error = ((await res.json()) as { error: { code: string; message: string } }).error;
+    assert.equal(error.code, 'unsupported_media_type');
+    assert.match(error.message, /content-encoding "gzip"/);
+    assert.equal(stack.mock.stats.requests, before);
   });
 
   test('the client\'s Accept-Encoding never reaches the provider: it is asked for identity, so the edge reads plain bytes', async () => {

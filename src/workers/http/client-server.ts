@@ -51,6 +51,11 @@ function presentedKey(request: IncomingMessage): string | undefined {
   return typeof apiKey === 'string' && apiKey.length > 0 ? `Bearer ${apiKey}` : undefined;
 }
 
+/** `identity` (any case, with optional spaces), the one content coding a request body may carry. */
+function isIdentityEncoding(value: string): boolean {
+  return value.trim().toLowerCase() === 'identity';
+}
+
 function specForInspectError(error: InspectError): GatewayErrorSpec {
   switch (error.kind) {
     case 'missing_model': return Errors.missingModel;
@@ -292,6 +297,14 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const contentType = request.headers['content-type'];
     if (!isJsonContentType(contentType)) {
       writeError(response, Errors.unsupportedMediaType, route.errors, `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`);
+      return;
+    }
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && !isIdentityEncoding(encoding)) {
+      // The edge reads the body (model, stream, session) and the provider gets it as JSON: a compressed one is refused
+      // as RFC 7694 says, naming the coding it takes, rather than misread as invalid JSON.
+      response.setHeader('accept-encoding', 'identity');
+      writeError(response, Errors.unsupportedMediaType, route.errors, `content-encoding ${JSON.stringify(encoding)} is not supported; send the body uncompressed`);
       return;
     }
     if (body.length === 0) {
