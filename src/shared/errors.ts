@@ -29,7 +29,7 @@ export const Errors = Object.freeze({
   routeNotFound: spec(404, 'invalid_request_error', 'unknown_url', 'unknown route'),
   methodNotAllowed: spec(405, 'invalid_request_error', 'method_not_allowed', 'this route does not take that method'),
   headersTooLarge: spec(431, 'invalid_request_error', 'request_headers_too_large', 'request headers are larger than the configured limit'),
-  invalidSession: spec(400, 'invalid_request_error', 'invalid_session', 'a session id is 1 to 256 printable ASCII characters (x-edge-session, session_id or metadata.session_id)'),
+  invalidSession: spec(400, 'invalid_request_error', 'invalid_session', 'x-edge-session is 1 to 256 printable ASCII characters; a body session_id or metadata.session_id is a string'),
   badRequest: spec(400, 'invalid_request_error', 'invalid_request', 'the request is malformed'),
   unsupportedMediaType: spec(415, 'invalid_request_error', 'unsupported_media_type', 'the request body must be JSON (content-type: application/json)'),
   missingField: spec(400, 'invalid_request_error', 'missing_required_field', 'a required field is missing'),

@@ -184,6 +184,20 @@ test('a command that exits while a process outside its group holds its stdout: t
   }
 });
 
+test('a metadata.session_id the SDK allows (any script, up to 512 characters) names a session by its digest, the same on every turn; a non-string one is 400', async () => {
+  const session = `café ☕ ${'x'.repeat(400)}`;
+  const cwds: string[] = [];
+  for (let turn = 0; turn < 2; turn++) {
+    const completion = await client.chat.completions.create({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'hold 1' }], metadata: { session_id: session } });
+    cwds.push(JSON.parse(completion.choices[0].message.content ?? '').cwd);
+  }
+  assert.match(cwds[0], /\/h-[0-9a-f]{32}$/);
+  assert.equal(cwds[1], cwds[0], 'both turns ran in the one session directory');
+  const res = await post({ model: CLI_ALIAS, session_id: 5, messages: [{ role: 'user', content: 'echo x' }] });
+  assert.equal(res.status, 400);
+  assert.equal((await json(res)).error.code, 'invalid_session');
+});
+
 test('capacity 2: never more than 2 processes at once, counted in /proc', async () => {
   let max = 0;
   let sampling = true;

@@ -7,6 +7,7 @@
 // node gets it normalised ("default"). A named session also gets a 32-bit
 // key for the scheduler's node affinity (fixed-size records carry it; two
 // sessions that collide only share a node preference).
+import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { FIELD_SESSION } from './inspect.js';
 
@@ -15,7 +16,7 @@ export const SESSION_HEADER = 'x-edge-session';
 /** Printable ASCII, up to 256 characters: it names a directory and shows in logs. */
 const SESSION_ID = /^[\x20-\x7e]{1,256}$/;
 
-/** undefined: the request names a session that is not valid (400). */
+/** undefined: the request names a session that is not valid (400): a bad header, or a body value that is not a string. */
 export function sessionIdOf(request: IncomingMessage, body: Buffer, fields: number): string | undefined {
   const header = request.headers[SESSION_HEADER];
   if (typeof header === 'string') return header === '' || SESSION_ID.test(header) ? header : undefined;
@@ -28,7 +29,15 @@ export function sessionIdOf(request: IncomingMessage, body: Buffer, fields: numb
   }
   const value = parsed.session_id ?? parsed.metadata?.session_id;
   if (value === undefined || value === null || value === '') return '';
-  return typeof value === 'string' && SESSION_ID.test(value) ? value : undefined;
+  if (typeof value !== 'string') return undefined;
+  // The body's value is the client's API field (OpenAI's metadata allows 512 characters of any script):
+  // one that cannot name a session as it is names it by its digest, the same for every turn.
+  return SESSION_ID.test(value) ? value : digestSessionId(value);
+}
+
+/** `h-` and 32 hex digits of the value's SHA-256. */
+function digestSessionId(value: string): string {
+  return `h-${createHash('sha256').update(value).digest('hex').slice(0, 32)}`;
 }
 
 /** FNV-1a of the id; 0 is kept for "no session". */
