@@ -80,6 +80,17 @@ test('a failing command: 502 cli_failed carrying its stderr tail', async () => {
   const body = await json(res);
   assert.equal(body.error.code, 'cli_failed');
   assert.match(body.error.message, /exited with code 3: fixture: something went wrong/);
+  assert.equal(res.headers.get('x-should-retry'), 'false');
+});
+
+test('the SDK with its default retries runs a failing command once: a command that ran is not re-run behind the caller\'s back', async () => {
+  const finished = async (): Promise<number> => (await stack.admin('/admin/runs?state=finished&limit=10000')).json.runs.length;
+  const before = await finished();
+  const retrying = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 2 });
+  const err = await retrying.chat.completions.create({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'fail' }] }).catch((e: unknown) => e);
+  assert.ok(err instanceof OpenAI.APIError && err.status === 502, String(err));
+  await waitFor(async () => (await finished()) > before, 'the run to be recorded');
+  assert.equal((await finished()) - before, 1);
 });
 
 test('a command failing after its first bytes: an in-band error event the SDK raises', async () => {

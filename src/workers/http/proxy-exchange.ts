@@ -623,8 +623,9 @@ export class ProxyExchange implements TunnelConsumer {
       headers['retry-after'] = String(retryAfterSec);
       headers['retry-after-ms'] = String(Math.round(retryAfterMs ?? retryAfterSec * 1000));
     }
-    // Retrying cannot help a request its own priority had shed, nor a cancelled run (it must stay cancelled).
-    if (spec.code === 'shed' || spec === Errors.runCancelled) headers['x-should-retry'] = 'false';
+    // Retrying cannot help a request its own priority had shed, nor a cancelled run (it must stay cancelled);
+    // a failed cli command ran, side effects and all: running it again is the caller's decision, not the SDK's.
+    if (spec.code === 'shed' || spec === Errors.runCancelled || spec === Errors.cliFailed) headers['x-should-retry'] = 'false';
     if (this.grant) {
       headers['x-edge-node'] = this.grant.nodeId;
       headers['x-edge-provider'] = this.grant.providerId;
