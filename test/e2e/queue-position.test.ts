@@ -64,10 +64,10 @@ describe('queue position comments', () => {
     await new Promise((resolve) => setTimeout(resolve, 100)); // second queues ahead of the SDK's request
     const raw: string[] = [];
     const client = new OpenAI({ apiKey: 'unused', baseURL: stack.baseURL, maxRetries: 0, fetch: teeingFetch(raw) });
-    const stream = await client.chat.completions.create(
-      { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] },
-      { headers: { 'x-edge-queue-updates': '1', 'x-mock-tokens': '4', 'x-mock-interval-ms': '5' } },
-    );
+    const { data: stream, request_id: requestId } = await client.chat.completions
+      .create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-edge-queue-updates': '1', 'x-mock-tokens': '4', 'x-mock-interval-ms': '5' } })
+      .withResponse();
+    assert.match(requestId ?? '', /^run-/, 'the head the queue committed carries the run id as the request id');
     let text = '';
     let finish: string | null = null;
     for await (const chunk of stream) {

@@ -29,6 +29,10 @@ describe('SSE keepalive while waiting for the first byte', () => {
     });
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+    // The head went out before the provider's: the run id is the request id the SDKs read (openai, then Anthropic).
+    assert.match(res.headers.get('x-request-id') ?? '', /^run-/);
+    assert.equal(res.headers.get('x-request-id'), res.headers.get('x-edge-run-id'));
+    assert.equal(res.headers.get('request-id'), res.headers.get('x-edge-run-id'));
     const text = await res.text();
     const firstData = text.indexOf('data: ');
     const keepalives = text.slice(0, firstData).split(': keepalive\n\n').length - 1;

@@ -517,6 +517,9 @@ export class ProxyExchange implements TunnelConsumer {
         'content-type', 'text/event-stream',
         'cache-control', 'no-cache',
         'x-edge-run-id', this.runId,
+        // The provider's own head (and its request id) can no longer reach the client: the run id stands in, as on an error.
+        'x-request-id', this.runId,
+        'request-id', this.runId,
         'x-edge-node', grant.nodeId,
         'x-edge-provider', grant.providerId,
         'x-edge-queue-ms', String(Math.round(grant.queuedMs)),
@@ -531,7 +534,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (res.destroyed) return;
     if (!res.headersSent) {
       this.#isEventStream = true;
-      res.writeHead(200, ['content-type', 'text/event-stream', 'cache-control', 'no-cache', 'x-edge-run-id', this.runId, 'x-edge-queue-updates', '1']);
+      res.writeHead(200, ['content-type', 'text/event-stream', 'cache-control', 'no-cache', 'x-edge-run-id', this.runId, 'x-request-id', this.runId, 'request-id', this.runId, 'x-edge-queue-updates', '1']);
     }
     this.queueReported = true;
     res.write(queuePositionComment(position, etaMs));
