@@ -41,5 +41,7 @@ function textOf(content: unknown): string {
   for (const part of content as { type?: unknown; text?: unknown }[]) {
     if (part?.type === 'text' && typeof part.text === 'string') parts.push(part.text);
   }
+  // Images, audio, files: a command line takes text only, and running it on nothing bills a run for no answer.
+  if (parts.length === 0) throw new CliRequestError('the last user message has no text part to give the command (a cli provider takes text only)');
   return parts.join('\n');
 }

@@ -108,6 +108,16 @@ test('no user message: 400 before any process runs', async () => {
   assert.equal((await json(res)).error.code, 'invalid_messages');
 });
 
+test('a last user message with no text part (an image only): 400 naming why, and no process runs', async () => {
+  const pidsBefore = await livePids(stack.tag);
+  const res = await post({ model: CLI_ALIAS, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] });
+  assert.equal(res.status, 400);
+  const error = (await json(res)).error;
+  assert.equal(error.code, 'invalid_messages');
+  assert.match(error.message, /no text part/);
+  assert.deepEqual(await livePids(stack.tag), pidsBefore);
+});
+
 test('client abort: a command that ignores SIGTERM and forked a grandchild leaves no process behind', async () => {
   const abort = new AbortController();
   const res = await post({ model: CLI_ALIAS, stream: true, messages: [{ role: 'user', content: 'orphan' }] }, {}, abort.signal);
