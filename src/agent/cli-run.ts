@@ -8,6 +8,7 @@
 // (the edge cancelled, a deadline passed) kills the whole process group:
 // SIGTERM, then SIGKILL after kill_grace_ms, so no grandchild survives.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { rm } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
 import type { Dispatcher } from 'undici';
 import type { TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
@@ -55,6 +56,8 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
   #groupEnded = false;
   /** Holds the session's turn (enter() said yes, or sessionGranted() came): leave() is owed, once. */
   #holdsSession = false;
+  /** The session's directory, when this run created it: the first turn, whose failure leaves nothing to resume. */
+  #createdDir: string | undefined;
   #waitTimer: NodeJS.Timeout | undefined;
   #timeoutTimer: NodeJS.Timeout | undefined;
   #killTimer: NodeJS.Timeout | undefined;
@@ -196,6 +199,7 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     let place: { dir: string; existed: boolean };
     try {
       place = await this.#provider.sessions.directory(this.session);
+      if (!place.existed) this.#createdDir = place.dir;
     } catch (err) {
       this.#leaveSession();
       this.#fail(new AgentRunError('cli_failed', `no working directory for the session: ${(err as Error).message}`));
@@ -287,7 +291,8 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     this.#clearTimers();
     // A SIGTERM'd group may still hold a process that ignores it: the grace timer stays armed for it.
     if (this.#reason === null) this.#signalGroup('SIGKILL');
-    this.#leaveSession();
+    // Reported already: it failed (timeout, max_output_bytes) or was aborted.
+    this.#leaveSession(code === 0 && !this.#reported);
     if (this.#reported) return;
     if (code !== 0) {
       const how = code === null ? `was killed by ${signal ?? 'a signal'}` : `exited with code ${code}`;
@@ -369,10 +374,26 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     }
   }
 
-  #leaveSession(): void {
+  /**
+   * Gives the session's turn to the next waiter. A first turn that did not
+   * finish removes the directory it created first: a later turn chooses
+   * resume_args by the directory being there, and there is nothing to
+   * resume (a CLI's `--continue` would fail every turn after).
+   */
+  #leaveSession(turnFinished = false): void {
     if (!this.#holdsSession) return;
     this.#holdsSession = false;
-    this.#provider.sessions.leave(this.session);
+    const created = this.#createdDir;
+    this.#createdDir = undefined;
+    const sessions = this.#provider.sessions;
+    if (created === undefined || turnFinished) {
+      sessions.leave(this.session);
+      return;
+    }
+    rm(created, { recursive: true, force: true }).then(
+      () => sessions.leave(this.session),
+      () => sessions.leave(this.session),
+    );
   }
 
   #clearTimers(): void {
