@@ -3,8 +3,8 @@
 // use, never anywhere else), and runs one process at a time: a request for a
 // session whose process is still running waits its turn, in order.
 import { createHash } from 'node:crypto';
-import { lstat, mkdir } from 'node:fs/promises';
-import { resolve, sep } from 'node:path';
+import { lstat, mkdir, realpath } from 'node:fs/promises';
+import { dirname, resolve, sep } from 'node:path';
 
 /** A request waiting for its session; told once it may run. */
 export interface SessionWaiter {
@@ -15,7 +15,9 @@ export interface SessionWaiter {
 const PLAIN_SESSION = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 export class CliSessions {
+  /** As configured; #realRoot once checked (see #checkedRoot). */
   readonly #root: string;
+  #realRoot: string | undefined;
   /** Sessions with a running process -> who waits for it, in arrival order. */
   readonly #running = new Map<string, SessionWaiter[]>();
 
@@ -64,9 +66,9 @@ export class CliSessions {
    */
   async directory(session: string): Promise<{ dir: string; existed: boolean }> {
     const name = directoryName(session);
-    const dir = resolve(this.#root, name);
-    if (!dir.startsWith(this.#root + sep)) throw new Error(`session directory ${dir} would be outside ${this.#root}`);
-    await mkdir(this.#root, { recursive: true, mode: 0o700 });
+    const root = this.#realRoot ?? (await this.#checkedRoot());
+    const dir = resolve(root, name);
+    if (!dir.startsWith(root + sep)) throw new Error(`session directory ${dir} would be outside ${root}`);
     try {
       const stat = await lstat(dir);
       if (!stat.isDirectory()) throw new Error(`${dir} exists and is not a directory (a symlink is never followed)`);
@@ -82,6 +84,35 @@ export class CliSessions {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') return { dir, existed: true };
       throw err;
     }
+  }
+
+  /**
+   * The root, created when missing, as its real path, once every directory
+   * on that path is safe from other users: owned by this agent's user or
+   * root, and writable by no one else (but a sticky one such as /tmp, whose
+   * entries only their owners may move). The default root sits under the
+   * shared temp directory, where another user could have made it first,
+   * and would then read the transcripts or plant files the CLI runs.
+   */
+  async #checkedRoot(): Promise<string> {
+    await mkdir(this.#root, { recursive: true, mode: 0o700 });
+    const root = await realpath(this.#root);
+    const uid = process.getuid?.();
+    if (uid !== undefined) {
+      for (let path = root; ; path = dirname(path)) {
+        const stat = await lstat(path);
+        if (stat.uid !== uid && stat.uid !== 0) {
+          throw new Error(`${path} belongs to uid ${stat.uid}, not to this agent's user (${uid}) or root: another user could reach the sessions; set cwd_root to a directory of the agent's own`);
+        }
+        const sticky = (stat.mode & 0o1000) !== 0 && path !== root;
+        if ((stat.mode & 0o022) !== 0 && !sticky) {
+          throw new Error(`${path} is writable by other users (mode ${(stat.mode & 0o7777).toString(8)}): they could replace the sessions' directories; set cwd_root to a directory of the agent's own`);
+        }
+        if (dirname(path) === path) break;
+      }
+    }
+    this.#realRoot = root;
+    return root;
   }
 }
 

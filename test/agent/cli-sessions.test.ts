@@ -3,7 +3,7 @@
 // that could climb out (or name something odd) is hashed, and a symlink
 // planted where a session directory would be is refused, never followed.
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -73,4 +73,30 @@ test('one run per session at a time: the next waiter runs when the first leaves,
   assert.deepEqual(order, ['b', 'd']);
   sessions.leave('s');
   assert.equal(sessions.busy('s'), 0);
+});
+
+test('a root reachable by other users is refused: a parent writable by them, or one they own', async (t) => {
+  const open = join(base, 'open');
+  await mkdir(open);
+  await chmod(open, 0o777); // no sticky bit: anyone may rename the root away and put their own in its place
+  await assert.rejects(new CliSessions(join(open, 'root')).directory('s'), /open is writable by other users \(mode 777\)/);
+  await chmod(open, 0o1777); // sticky, as /tmp: only the owner moves an entry
+  assert.equal((await new CliSessions(join(open, 'root')).directory('s')).existed, false);
+
+  if (process.getuid?.() !== 0) {
+    t.diagnostic('not root: cannot give a directory to another user here');
+    return;
+  }
+  const theirs = join(base, 'theirs');
+  await mkdir(theirs, { mode: 0o755 });
+  await chown(theirs, 65534, 65534);
+  await assert.rejects(new CliSessions(join(theirs, 'root')).directory('s'), /theirs belongs to uid 65534/);
+});
+
+test('a root that is a symlink to a private directory is used by its real path', async () => {
+  const real = join(base, 'real-root');
+  await mkdir(real, { mode: 0o700 });
+  const link = join(base, 'link-root');
+  await symlink(real, link);
+  assert.deepEqual(await new CliSessions(link).directory('via-link'), { dir: join(real, 'via-link'), existed: false });
 });
