@@ -177,6 +177,26 @@ describe('the lean HTTP/1.1 connection', () => {
     assert.deepEqual(await leanStats(stack), { requests: before.requests + 2, handedOver: before.handedOver });
   });
 
+  test('after a Connection: close answer, a request the client still sends is not served: the provider never sees it', async () => {
+    const socket = connect({ port: stack.edge.httpPort, host: '127.0.0.1', allowHalfOpen: true });
+    await once(socket, 'connect');
+    const replies = new Replies(socket);
+    const ended = once(socket, 'end');
+    const body = { model: ALIAS, messages: [{ role: 'user', content: 'hi' }] };
+    socket.write(post('/v1/chat/completions', body, ['X-Mock-Tokens: 3', 'Connection: close']));
+    const first = await replies.next();
+    assert.equal(first.status, 200);
+    assert.equal(first.headers.connection, 'close');
+    await ended; // the edge's FIN; this side may still write (half-open)
+    const before = stack.mock.stats.requests;
+    socket.write(post('/v1/chat/completions', body, ['X-Mock-Tokens: 3']));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(stack.mock.stats.requests, before, 'a request after the close reached the provider');
+    socket.end();
+    await waitUntil(() => replies.ended, 'the connection to close once the client ends too');
+    await waitFor(async () => inFlight(stack.edge) === 0 && (await openExchanges(stack.edge)) === 0, 'nothing left open');
+  });
+
   test('a client that leaves mid-stream releases its lease and exchange at once', async () => {
     const { socket, replies } = await open(stack);
     socket.write(post('/v1/chat/completions', { model: ALIAS, stream: true, messages: [] }, ['X-Mock-Tokens: 200', 'X-Mock-Interval-Ms: 50']));

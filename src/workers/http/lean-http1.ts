@@ -382,6 +382,8 @@ class LeanConnection {
 
   /** Responses finished on it. */
   served = 0;
+  /** Its last response went out with `Connection: close`: nothing more is served on it. */
+  finished = false;
   /** When it last began waiting for a request (performance.now()): the keep-alive sweep closes it keepAliveMs later. */
   waitingSince = performance.now();
 
@@ -395,6 +397,8 @@ class LeanConnection {
   }
 
   take(chunk: Buffer): void {
+    // Past a `Connection: close` answer: whatever else the client sends is read and dropped, never served (as llhttp refuses it).
+    if (this.finished) return;
     if (this.head !== undefined) {
       this.bodyChunks.push(chunk);
       this.bodyBytes += chunk.length;
@@ -457,7 +461,14 @@ class LeanConnection {
     this.waitingSince = performance.now();
     const socket = this.socket;
     if (!keepAlive || this.server.closing) {
+      this.finished = true;
+      this.buffer = undefined;
       socket.end();
+      // A connection paused for pipelined bytes must still read the client's FIN, or it stays open until the sweep.
+      if (this.paused) {
+        this.paused = false;
+        socket.resume();
+      }
       return;
     }
     if (this.paused) {
