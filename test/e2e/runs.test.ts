@@ -147,4 +147,21 @@ test('an open run is listed as running; more runs than runs.max_finished keep on
   assert.deepEqual(list.json.runs.map((r: any) => r.id), ids.slice(3).reverse());
   assert.ok(list.json.evicted >= 3);
   assert.equal((await stack.admin(`/admin/runs/${ids[0]}`)).status, 404);
+
+  // Pages: limit, and before (the last id of the page before), walk the same order.
+  const paged: string[] = [];
+  for (let pages = 0; pages < 10; pages++) {
+    const page = await stack.admin(`/admin/runs?limit=4${paged.length === 0 ? '' : `&before=${paged.at(-1)}`}`);
+    assert.equal(page.status, 200);
+    if (page.json.runs.length === 0) break;
+    paged.push(...page.json.runs.map((r: any) => r.id));
+  }
+  assert.deepEqual(paged, ids.slice(3).reverse());
+  assert.equal((await stack.admin(`/admin/runs?before=${ids[0]}`)).status, 404, 'a page after a run no longer kept');
+  // What would otherwise quietly return page one, or nothing.
+  for (const query of ['offset=5', 'status=finished', 'model=a&model=b', 'limit=0x10', 'limit=1e3', 'limit=0']) {
+    const res = await stack.admin(`/admin/runs?${query}`);
+    assert.equal(res.status, 400, query);
+    assert.equal(res.json.error.code, 'invalid_request', query);
+  }
 });

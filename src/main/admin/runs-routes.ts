@@ -1,5 +1,5 @@
 // GET /admin/runs (the recent runs, newest first; filters: state, model,
-// node, session; limit), GET /admin/runs/:id (one run, 404 once it is
+// node, session; limit; before: the next page after that run), GET /admin/runs/:id (one run, 404 once it is
 // no longer kept) and POST /admin/runs/:id/cancel. The records live in the
 // main thread's RunStore; a cancel goes to whichever thread holds the
 // run's client connection.
@@ -9,22 +9,40 @@ import type { AdminOps } from './ops.js';
 import { runView } from '../runs/run-store.js';
 
 const STATES: ReadonlySet<string> = new Set(['queued', 'running', 'finished']);
+const PARAMETERS: readonly string[] = ['state', 'model', 'node', 'session', 'limit', 'before'];
 const MAX_LIMIT = 10_000;
+const LIMIT = /^\d{1,5}$/;
 
-type RunsQuery = FastifyRequest<{ Querystring: Record<string, string | undefined> }>;
+type RunsQuery = FastifyRequest<{ Querystring: Record<string, string | string[] | undefined> }>;
 
 function listRuns(ops: AdminOps, request: RunsQuery, reply: FastifyReply): void {
-  const { state, model, node, session, limit } = request.query;
+  const query = request.query;
+  // A typo or an unsupported parameter (offset, page) would otherwise return page one, looking right.
+  for (const name of Object.keys(query)) {
+    if (!PARAMETERS.includes(name)) {
+      sendAdminError(reply, 400, 'invalid_request', `unknown parameter ${JSON.stringify(name)}; /admin/runs takes ${PARAMETERS.join(', ')}`);
+      return;
+    }
+    if (typeof query[name] !== 'string') {
+      sendAdminError(reply, 400, 'invalid_request', `${name} is given more than once; give it once`);
+      return;
+    }
+  }
+  const { state, model, node, session, limit, before } = query as Record<string, string | undefined>;
   if (state !== undefined && !STATES.has(state)) {
     sendAdminError(reply, 400, 'invalid_request', `state must be one of queued, running, finished; got ${JSON.stringify(state)}`);
     return;
   }
-  const max = limit === undefined ? 100 : Number(limit);
-  if (!Number.isInteger(max) || max < 1 || max > MAX_LIMIT) {
+  const max = limit === undefined ? 100 : LIMIT.test(limit) ? Number(limit) : NaN;
+  if (!(max >= 1 && max <= MAX_LIMIT)) {
     sendAdminError(reply, 400, 'invalid_request', `limit must be an integer from 1 to ${MAX_LIMIT}`);
     return;
   }
-  const runs = ops.runs.list({ state, model, node, session, limit: max });
+  if (before !== undefined && ops.runs.get(before) === undefined) {
+    sendAdminError(reply, 404, 'run_not_found', `before names no kept run ${JSON.stringify(before)} (unknown, or dropped past runs.max_finished)`);
+    return;
+  }
+  const runs = ops.runs.list({ state, model, node, session, limit: max, before });
   reply.send({ runs: runs.map(runView), kept: ops.runs.size, maxFinished: ops.runs.maxFinished, evicted: ops.runs.evicted });
 }
 

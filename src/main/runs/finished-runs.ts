@@ -112,10 +112,13 @@ export class FinishedRuns {
 
   /** The run's slot, or -1; newest first, as the runs looked up are mostly recent ones. A scan: lookups are the admin API's, not the data path's. */
   find(id: string): number {
-    for (let k = 0; k < this.#count; k++) {
-      const slot = this.slotOfNewest(k);
-      if (this.#ids[slot] === id) return slot;
-    }
+    const rank = this.rankOf(id);
+    return rank < 0 ? -1 : this.slotOfNewest(rank);
+  }
+
+  /** How many kept runs finished after this one (0: the latest), or -1. */
+  rankOf(id: string): number {
+    for (let k = 0; k < this.#count; k++) if (this.#ids[this.slotOfNewest(k)] === id) return k;
     return -1;
   }
 

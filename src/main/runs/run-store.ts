@@ -15,6 +15,8 @@ export interface RunFilter {
   readonly node?: string;
   readonly session?: string;
   readonly limit?: number;
+  /** A run id: list the runs after it (the next page). */
+  readonly before?: string;
 }
 
 export const DEFAULT_MAX_FINISHED_RUNS = 1000;
@@ -73,18 +75,35 @@ export class RunStore implements RunSink {
     return slot < 0 ? undefined : this.#finished.record(slot);
   }
 
-  /** Newest first: open runs (latest queued first), then finished ones (latest finished first). */
+  /**
+   * Newest first: open runs (latest queued first), then finished ones
+   * (latest finished first). With `before` (a run id: the last of the
+   * previous page), the runs after that one in this order; none when that
+   * run is no longer kept.
+   */
   list(filter: RunFilter = {}): RunRecord[] {
     const limit = filter.limit ?? 100;
     const out: RunRecord[] = [];
+    // The map's order is queue order.
+    const open = [...this.#open.values()];
+    const finished = this.#finished;
+    let openFrom = open.length - 1;
+    let finishedFrom = 0;
+    if (filter.before !== undefined) {
+      const at = open.findIndex((record) => record.id === filter.before);
+      if (at >= 0) openFrom = at - 1;
+      else {
+        const rank = finished.rankOf(filter.before);
+        if (rank < 0) return out;
+        openFrom = -1;
+        finishedFrom = rank + 1;
+      }
+    }
     if (filter.state !== 'finished') {
-      // The map's order is queue order.
-      const open = [...this.#open.values()];
-      for (let i = open.length - 1; i >= 0 && out.length < limit; i--) if (matches(open[i], filter)) out.push(open[i]);
+      for (let i = openFrom; i >= 0 && out.length < limit; i--) if (matches(open[i], filter)) out.push(open[i]);
     }
     if (filter.state === undefined || filter.state === 'finished') {
-      const finished = this.#finished;
-      for (let k = 0; k < finished.size && out.length < limit; k++) {
+      for (let k = finishedFrom; k < finished.size && out.length < limit; k++) {
         const slot = finished.slotOfNewest(k);
         if (finished.matches(slot, filter)) out.push(finished.record(slot));
       }
