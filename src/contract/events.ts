@@ -59,6 +59,19 @@ export interface RunDispatchedEvent {
   readonly at: number;
 }
 
+/**
+ * It failed before its first byte (or its provider was overloaded) and went
+ * back to the queue for another grant: queued again, on no provider.
+ */
+export interface RunRequeuedEvent {
+  readonly type: 'run.requeued';
+  readonly runId: string;
+  readonly model: string;
+  /** Why: the node's error code (upstream_connect_failed, …), provider_overloaded, node_overloaded or stale. */
+  readonly reason: string;
+  readonly at: number;
+}
+
 /** The first response byte went to the client. */
 export interface RunFirstByteEvent {
   readonly type: 'run.first_byte';
@@ -145,13 +158,14 @@ export type EdgeEvent =
   | NodeDrainEvent
   | RunQueuedEvent
   | RunDispatchedEvent
+  | RunRequeuedEvent
   | RunStartedEvent
   | RunFirstByteEvent
   | RunFinishedEvent
   | ConfigAppliedEvent
   | EdgeDrainingEvent;
 
-export type RunEvent = RunQueuedEvent | RunDispatchedEvent | RunStartedEvent | RunFirstByteEvent | RunFinishedEvent;
+export type RunEvent = RunQueuedEvent | RunDispatchedEvent | RunRequeuedEvent | RunStartedEvent | RunFirstByteEvent | RunFinishedEvent;
 
 /** Every `run.*` type: what a subscriber with `runs=0` never gets. */
 export function isRunEvent(event: EdgeEvent): event is RunEvent {

@@ -36,6 +36,7 @@ const DISPATCHED = 2;
 const FIRST_BYTE = 3;
 const STARTED = 4;
 const FINISHED = 5;
+const REQUEUED = 6;
 
 /** Distinct names a worker defines; past it names go inline (a client's model or session text can be anything). */
 export const RUN_WIRE_NAME_LIMIT = 4096;
@@ -104,6 +105,16 @@ export class RunWireEncoder {
         this.#push(adapter);
         this.#push(event.attempt);
         this.#push(event.queueMs);
+        this.#push(event.at);
+        return;
+      }
+      case 'run.requeued': {
+        const model = this.#name(event.model);
+        const reason = this.#name(event.reason);
+        this.#push(REQUEUED);
+        this.#push(this.#run(event.runId));
+        this.#push(model);
+        this.#push(reason);
         this.#push(event.at);
         return;
       }
@@ -283,6 +294,10 @@ export class RunWireDecoder {
             at: n[i + 7],
           });
           i += 8;
+          break;
+        case REQUEUED:
+          out.push({ type: 'run.requeued', runId: this.#run(n[i], s), model: this.#text(n[i + 1], s), reason: this.#text(n[i + 2], s), at: n[i + 3] });
+          i += 4;
           break;
         case FIRST_BYTE:
           out.push({ type: 'run.first_byte', runId: this.#run(n[i], s), model: this.#text(n[i + 1], s), ttfbMs: n[i + 2], at: n[i + 3] });

@@ -13,6 +13,8 @@ function lifecycle(n: number, extra: Partial<{ requestId: string; error: string;
   return [
     { type: 'run.queued', runId, requestId: extra.requestId ?? runId, model, session: 'default', at: 1_700_000_000_000 + n },
     { type: 'run.dispatched', runId, model, node: 'gpu-1', provider: 'ollama-a', adapter: 'http', attempt: 1, queueMs: 0.125, at: 1_700_000_000_001 + n },
+    { type: 'run.requeued', runId, model, reason: 'provider_overloaded', at: 1_700_000_000_002 + n },
+    { type: 'run.dispatched', runId, model, node: 'gpu-1', provider: 'ollama-a', adapter: 'http', attempt: 2, queueMs: 0.25, at: 1_700_000_000_003 + n },
     { type: 'run.first_byte', runId, model, ttfbMs: 3.5, at: 1_700_000_000_004 + n },
     {
       type: 'run.finished',

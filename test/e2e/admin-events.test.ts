@@ -1,12 +1,13 @@
 // /admin/events over real HTTP: a client that reconnects with
 // Last-Event-ID (as EventSource does) gets the events it missed while it
 // was away, announced by `event: resumed`; HEAD answers the head and
-// leaves no subscription behind.
+// leaves no subscription behind. And a run the provider sent back to the
+// queue shows in /admin/runs as queued again, not as running there.
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { NODE_ID, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+import { ALIAS, NODE_ID, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
 let stack: OpsStack;
 
@@ -115,4 +116,36 @@ test('HEAD /admin/events answers its head at once and subscribes nobody', async 
   assert.match(head, /^HTTP\/1\.1 200 /);
   assert.match(head, /content-type: text\/event-stream/i);
   assert.equal(await subscribers(), 0);
+});
+
+test('a run its provider sent back (503 with Retry-After) is listed as queued again, on no provider, until its next grant', async () => {
+  // The only provider refuses once and is held for 2 s: the request waits in the queue meanwhile.
+  stack.mock.misbehave({ fail: 'status:503,retry-after:2', count: 1 });
+  const answer = fetch(`${stack.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  const deadline = Date.now() + 1500;
+  let queued: Record<string, unknown> | undefined;
+  while (queued === undefined && Date.now() < deadline) {
+    queued = ((await stack.admin('/admin/runs?state=queued')).json.runs as Record<string, unknown>[])[0];
+    if (queued === undefined || queued.attempts !== 1) queued = undefined;
+    await sleep(20);
+  }
+  const running = (await stack.admin('/admin/runs?state=running')).json.runs as unknown[];
+  assert.ok(queued !== undefined, `not listed as queued after its first attempt; running: ${JSON.stringify(running)}`);
+  assert.equal(queued.node, null);
+  assert.equal(queued.provider, null);
+  const res = await answer;
+  assert.equal(res.status, 200);
+  await res.arrayBuffer();
+  // With I/O workers the records trail the response by a batch.
+  let record = (await stack.admin(`/admin/runs/${res.headers.get('x-edge-run-id')}`)).json;
+  for (let tries = 0; record.state !== 'finished' && tries < 100; tries++) {
+    await sleep(20);
+    record = (await stack.admin(`/admin/runs/${res.headers.get('x-edge-run-id')}`)).json;
+  }
+  assert.equal(record.attempts, 2);
+  assert.equal(record.outcome, 'end');
 });

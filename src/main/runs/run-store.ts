@@ -150,6 +150,16 @@ export class RunStore implements RunSink {
         record.queueMs = event.queueMs;
         return;
       }
+      case 'run.requeued': {
+        const record = this.#open.get(event.runId);
+        if (record === undefined) return;
+        // Waiting for a grant again: on no provider until the next run.dispatched (attempts keeps the count).
+        record.state = 'queued';
+        record.node = null;
+        record.provider = null;
+        record.adapter = null;
+        return;
+      }
       case 'run.first_byte': {
         const record = this.#open.get(event.runId);
         if (record === undefined) return;

@@ -109,8 +109,9 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     this.#metrics.rejected(code);
   }
 
-  exchangeRetried(_exchange: ExchangeView, code: string, providerId: string): void {
+  exchangeRetried(exchange: ExchangeView, code: string, providerId: string): void {
     this.#metrics.retried(code, providerId);
+    this.#runs.run({ type: 'run.requeued', runId: exchange.runId, model: exchange.info.model, reason: code, at: Date.now() });
   }
 
   // --- NodeObserver ----------------------------------------------------------------
