@@ -13,8 +13,6 @@ function lifecycle(n: number, extra: Partial<{ requestId: string; error: string;
   return [
     { type: 'run.queued', runId, requestId: extra.requestId ?? runId, model, session: 'default', at: 1_700_000_000_000 + n },
     { type: 'run.dispatched', runId, model, node: 'gpu-1', provider: 'ollama-a', adapter: 'http', attempt: 1, queueMs: 0.125, at: 1_700_000_000_001 + n },
-    { type: 'run.requeued', runId, model, reason: 'provider_overloaded', at: 1_700_000_000_002 + n },
-    { type: 'run.dispatched', runId, model, node: 'gpu-1', provider: 'ollama-a', adapter: 'http', attempt: 2, queueMs: 0.25, at: 1_700_000_000_003 + n },
     { type: 'run.first_byte', runId, model, ttfbMs: 3.5, at: 1_700_000_000_004 + n },
     {
       type: 'run.finished',
@@ -51,6 +49,22 @@ test('a turn of reports reads back as the same events, in order', () => {
   const events = [...lifecycle(1), ...lifecycle(2, { requestId: 'client-tag-7', error: 'provider said no', tokens: null, outcome: 'error' })];
   const { decoded } = roundTrip(encoder, decoder, events);
   assert.deepEqual(json(decoded), json(events));
+  assert.equal(encoder.openRuns, 0);
+});
+
+test('a run sent back to the queue and granted again reads back the same', () => {
+  const encoder = new RunWireEncoder();
+  const decoder = new RunWireDecoder();
+  const [queued, dispatched, firstByte, finished] = lifecycle(3);
+  const events: RunEvent[] = [
+    queued,
+    dispatched,
+    { type: 'run.requeued', runId: queued.runId, model: 'llama3', reason: 'provider_overloaded', at: 1_700_000_000_002 },
+    { ...dispatched, attempt: 2 } as RunEvent,
+    firstByte,
+    finished,
+  ];
+  assert.deepEqual(json(roundTrip(encoder, decoder, events).decoded), json(events));
   assert.equal(encoder.openRuns, 0);
 });
 
