@@ -69,6 +69,9 @@ export interface RunRequeuedEvent {
   readonly model: string;
   /** Why: the node's error code (upstream_connect_failed, …), provider_overloaded, node_overloaded or stale. */
   readonly reason: string;
+  /** Where it had gone (null: a grant on a connection already gone, reason stale). */
+  readonly node: string | null;
+  readonly provider: string | null;
   readonly at: number;
 }
 

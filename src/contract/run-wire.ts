@@ -111,10 +111,14 @@ export class RunWireEncoder {
       case 'run.requeued': {
         const model = this.#name(event.model);
         const reason = this.#name(event.reason);
+        const node = event.node === null ? 0 : this.#name(event.node);
+        const provider = event.provider === null ? 0 : this.#name(event.provider);
         this.#push(REQUEUED);
         this.#push(this.#run(event.runId));
         this.#push(model);
         this.#push(reason);
+        this.#push(node);
+        this.#push(provider);
         this.#push(event.at);
         return;
       }
@@ -296,8 +300,16 @@ export class RunWireDecoder {
           i += 8;
           break;
         case REQUEUED:
-          out.push({ type: 'run.requeued', runId: this.#run(n[i], s), model: this.#text(n[i + 1], s), reason: this.#text(n[i + 2], s), at: n[i + 3] });
-          i += 4;
+          out.push({
+            type: 'run.requeued',
+            runId: this.#run(n[i], s),
+            model: this.#text(n[i + 1], s),
+            reason: this.#text(n[i + 2], s),
+            node: n[i + 3] === 0 ? null : this.#text(n[i + 3], s),
+            provider: n[i + 4] === 0 ? null : this.#text(n[i + 4], s),
+            at: n[i + 5],
+          });
+          i += 6;
           break;
         case FIRST_BYTE:
           out.push({ type: 'run.first_byte', runId: this.#run(n[i], s), model: this.#text(n[i + 1], s), ttfbMs: n[i + 2], at: n[i + 3] });

@@ -59,7 +59,8 @@ test('a run sent back to the queue and granted again reads back the same', () =>
   const events: RunEvent[] = [
     queued,
     dispatched,
-    { type: 'run.requeued', runId: queued.runId, model: 'llama3', reason: 'provider_overloaded', at: 1_700_000_000_002 },
+    { type: 'run.requeued', runId: queued.runId, model: 'llama3', reason: 'provider_overloaded', node: 'gpu-1', provider: 'ollama-a', at: 1_700_000_000_002 },
+    { type: 'run.requeued', runId: queued.runId, model: 'llama3', reason: 'stale', node: null, provider: null, at: 1_700_000_000_002 },
     { ...dispatched, attempt: 2 } as RunEvent,
     firstByte,
     finished,

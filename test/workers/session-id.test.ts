@@ -39,9 +39,16 @@ test('the session comes from the header, then session_id, then metadata.session_
   assert.equal(sessionOf('{"model":"x"}'), '');
 });
 
-test('a session id that could not name a directory is refused (undefined: 400)', () => {
-  assert.equal(sessionOf('{"model":"x","session_id":"a\\nb"}'), undefined);
+test('a header that could not name a session, or a body value that is not a string, is refused (undefined: 400)', () => {
   assert.equal(sessionOf('{"model":"x","session_id":7}'), undefined);
-  assert.equal(sessionOf(`{"model":"x","metadata":{"session_id":"${'s'.repeat(257)}"}}`), undefined);
   assert.equal(sessionOf('{"model":"x"}', { [SESSION_HEADER]: 'tab\there' }), undefined);
+});
+
+test('a body value the API allows but no directory could be named after is named by its digest, the same every time', () => {
+  for (const body of ['{"model":"x","session_id":"a\\nb"}', `{"model":"x","metadata":{"session_id":"${'s'.repeat(257)}"}}`, '{"model":"x","metadata":{"session_id":"café"}}']) {
+    const id = sessionOf(body);
+    assert.match(id ?? '', /^h-[0-9a-f]{32}$/, body);
+    assert.equal(sessionOf(body), id);
+  }
+  assert.notEqual(sessionOf('{"model":"x","session_id":"café"}'), sessionOf('{"model":"x","session_id":"cafe\u0301"}'));
 });

@@ -30,6 +30,8 @@ export interface RunEventPublisher {
 export class RunStore implements RunSink {
   /** Runs still open, by id, in queue order: at most the requests in flight. */
   readonly #open = new Map<string, RunRecord>();
+  /** Runs back in the queue after a grant: the node and provider they had gone to. */
+  readonly #lastPlace = new Map<string, readonly [string | null, string]>();
   readonly #finished: FinishedRuns;
   /** Text -> the one string kept for it: models, sessions, nodes, providers, outcomes repeat, and from an I/O worker each event brings fresh copies. */
   readonly #interned = new Map<string, string>();
@@ -154,6 +156,8 @@ export class RunStore implements RunSink {
         const record = this.#open.get(event.runId);
         if (record === undefined) return;
         // Waiting for a grant again: on no provider until the next run.dispatched (attempts keeps the count).
+        // Should it end in the queue, its record names where it last went, as its metrics do.
+        if (event.provider !== null) this.#lastPlace.set(event.runId, [event.node, event.provider]);
         record.state = 'queued';
         record.node = null;
         record.provider = null;
@@ -168,6 +172,8 @@ export class RunStore implements RunSink {
         return;
       }
       case 'run.finished': {
+        const last = this.#lastPlace.get(event.runId);
+        if (last !== undefined) this.#lastPlace.delete(event.runId);
         const record = this.#open.get(event.runId);
         // Unknown, or finished already (a second finish is not kept twice).
         if (record === undefined) return;
@@ -182,6 +188,10 @@ export class RunStore implements RunSink {
         record.error = event.error ?? null;
         if (event.node !== null) record.node = this.#intern(event.node);
         if (event.provider !== null) record.provider = this.#intern(event.provider);
+        if (last !== undefined && record.provider === null) {
+          record.node = last[0] === null ? null : this.#intern(last[0]);
+          record.provider = this.#intern(last[1]);
+        }
         if (this.#finished.add(record)) this.evicted++;
         return;
       }
