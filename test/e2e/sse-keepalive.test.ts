@@ -10,6 +10,8 @@ describe('SSE keepalive while waiting for the first byte', () => {
   before(async () => {
     stack = await startStack({
       mock: { ttftMs: 0, tokens: 3, intervalMs: 1 },
+      // Serves /v1/responses too.
+      providerType: 'vllm',
       configure: (raw) => {
         (raw.limits as Record<string, unknown>).sse_keepalive_ms = 100;
       },
@@ -67,6 +69,21 @@ describe('SSE keepalive while waiting for the first byte', () => {
     await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
     // A 5xx is the provider's failure (toward its ejection), as it is without keepalives.
     assert.equal(stack.edge.driver.status().providers[0].outlier?.consecutiveFailures, failuresBefore + 1);
+  });
+
+  test('a Responses stream failing before any provider event: the SDK\'s stream helper raises the gateway\'s error, not its own', async () => {
+    const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'x', maxRetries: 0 });
+    const stream = sdk.responses.stream({ model: ALIAS, input: 'slow' }, { headers: { 'x-mock-fail': 'slow-headers:350,status:500' } });
+    // Without an opening response.created the helper threw its own OpenAIError ("When snapshot hasn't been set
+    // yet, expected 'response.created' event"). Now it rejects with the stream's error event, as mid-stream.
+    const outcome: unknown = await stream.finalResponse().then(
+      () => assert.fail('a failed stream resolved'),
+      (e: unknown) => e,
+    );
+    const error = outcome as { type?: string; code?: string; message?: string };
+    assert.doesNotMatch(String(error.message), /snapshot/);
+    assert.deepEqual([error.type, error.code, error.message], ['error', 'upstream_error', 'the provider answered HTTP 500']);
+    await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
   });
 
   test('non-streaming requests get no keepalive', async () => {

@@ -24,8 +24,12 @@ export interface ErrorFormat {
   status(spec: GatewayErrorSpec): number;
   /** The JSON body; `param` names the field at fault where the API has a place for it. */
   body(spec: GatewayErrorSpec, message?: string, param?: string): string;
-  /** The in-band error once a 200 event stream began (headers are gone). */
-  streamError(spec: GatewayErrorSpec, message: string | undefined, responseId: string | undefined): string;
+  /**
+   * The in-band error once a 200 event stream began (headers are gone).
+   * `opening`: nothing of the provider's went out yet (keepalives or queue
+   * updates committed the head), so the stream has no opening event.
+   */
+  streamError(spec: GatewayErrorSpec, message: string | undefined, responseId: string | undefined, opening?: boolean): string;
 }
 
 export const OPENAI_ERRORS: ErrorFormat = {
@@ -50,12 +54,18 @@ export const ANTHROPIC_ERRORS: ErrorFormat = {
 export const RESPONSES_ERRORS: ErrorFormat = {
   status: (spec) => spec.status,
   body: errorBody,
-  streamError: (spec, message, responseId) => {
+  streamError: (spec, message, responseId, opening = false) => {
     const text = message ?? spec.message;
     const error = `event: error\ndata: ${JSON.stringify({ type: 'error', code: spec.code, message: text, param: null })}\n\n`;
     // `output` (empty) and `created_at` as a Response object has them: the SDK's stream helper copies `output` from it.
-    const response = { id: responseId ?? null, object: 'response', created_at: Math.floor(Date.now() / 1000), status: 'failed', output: [], error: { code: 'server_error', message: `${text} (${spec.code})` } };
-    return `${error}event: response.failed\ndata: ${JSON.stringify({ type: 'response.failed', response })}\n\n`;
+    const created = Math.floor(Date.now() / 1000);
+    const response = { id: responseId ?? null, object: 'response', created_at: created, status: 'failed', output: [], error: { code: 'server_error', message: `${text} (${spec.code})` } };
+    const failed = `event: response.failed\ndata: ${JSON.stringify({ type: 'response.failed', response })}\n\n`;
+    if (!opening) return error + failed;
+    // The SDK's stream helper builds its snapshot from response.created and throws its own error for any event
+    // before it: opened first, the gateway's error reaches the caller.
+    const start = { ...response, status: 'in_progress', error: null };
+    return `event: response.created\ndata: ${JSON.stringify({ type: 'response.created', sequence_number: 0, response: start })}\n\n${error}${failed}`;
   },
 };
 

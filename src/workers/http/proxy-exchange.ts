@@ -552,8 +552,8 @@ export class ProxyExchange implements TunnelConsumer {
     this.errorMessage = message ?? spec.message;
     this.plane.forget(this);
     if (this.response.headersSent && this.#isEventStream) {
-      // Keepalives already committed a 200 event stream: the error goes in-band.
-      this.response.end(this.route.errors.streamError(spec, message, this.responseId));
+      // Keepalives already committed a 200 event stream: the error goes in-band, the stream's first event.
+      this.response.end(this.route.errors.streamError(spec, message, this.responseId, true));
     } else {
       this.status = this.route.errors.status(spec);
       this.#writeError(spec, message, retryAfterSec, retryAfterMs);
@@ -580,7 +580,7 @@ export class ProxyExchange implements TunnelConsumer {
       // API's own events (the SDKs raise them), then end cleanly (never
       // past a relayed content-length: that body is cut below). A held
       // half event is dropped: the error must parse on its own.
-      this.response.end(this.route.errors.streamError(spec, message, this.responseId));
+      this.response.end(this.route.errors.streamError(spec, message, this.responseId, this.firstByteAt === 0));
     } else {
       // A truncated JSON body must not look complete: cut the connection.
       this.response.destroy();

@@ -111,7 +111,8 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
 
   exchangeRetried(exchange: ExchangeView, code: string, providerId: string): void {
     this.#metrics.retried(code, providerId);
-    this.#runs.run({ type: 'run.requeued', runId: exchange.runId, model: exchange.info.model, reason: code, at: Date.now() });
+    const node = exchange.grant?.nodeId;
+    this.#runs.run({ type: 'run.requeued', runId: exchange.runId, model: exchange.info.model, reason: code, node: node ?? null, provider: providerId === '' ? null : providerId, at: Date.now() });
   }
 
   // --- NodeObserver ----------------------------------------------------------------
