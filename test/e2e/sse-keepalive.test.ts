@@ -82,7 +82,29 @@ describe('SSE keepalive while waiting for the first byte', () => {
     );
     const error = outcome as { type?: string; code?: string; message?: string };
     assert.doesNotMatch(String(error.message), /snapshot/);
-    assert.deepEqual([error.type, error.code, error.message], ['error', 'upstream_error', 'the provider answered HTTP 500']);
+    assert.deepEqual([error.type, error.code], ['error', 'upstream_error']);
+    assert.match(String(error.message), /^the provider answered HTTP 500: mock failure: status 500$/);
+    await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
+  });
+
+  test('a provider\'s 400 after keepalives: the in-band error carries its message and says it was the request\'s fault', async () => {
+    const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'x', maxRetries: 0 });
+    const stream = await sdk.chat.completions.create(
+      { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'slow' }] },
+      { headers: { 'x-mock-fail': 'slow-headers:350,status:400' } },
+    );
+    const err: unknown = await (async () => {
+      for await (const _chunk of stream) {
+        // nothing arrives
+      }
+    })().then(
+      () => assert.fail('the stream ended without an error'),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof OpenAI.APIError, String(err));
+    // The provider's own words, not only its status.
+    assert.match(err.message, /the provider answered HTTP 400: mock failure: status 400/);
+    assert.equal(err.type, 'invalid_request_error');
     await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
   });
 

@@ -16,6 +16,7 @@ import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { SseEvents } from '../tunnel/sse-events.js';
+import { PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../tunnel/provider-error.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
 import { queueDoneComment, queuePositionComment } from './queue-updates.js';
@@ -127,6 +128,9 @@ export class ProxyExchange implements TunnelConsumer {
   /** First bytes of the body, while a route still reads them (see captureHead). */
   #head: Buffer | undefined;
   #capturing = false;
+  /** A provider's error answer after keepalives committed the head: its body, kept for the in-band error's message. */
+  #heldError: Buffer[] | undefined;
+  #heldErrorBytes = 0;
   /** The stored response's id (Responses API), once read from the body's head. */
   responseId: string | undefined;
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
@@ -176,11 +180,9 @@ export class ProxyExchange implements TunnelConsumer {
       this.#startCapture(status);
       // That head is a chunked event stream: its body goes out in whole events too.
       this.#events = new SseEvents(this.window);
-      if (status < 200 || status >= 300) {
-        this.session?.cancelTunnel(this.tunnelId, 'provider error after keepalive');
-        // Released as the status says, as without keepalives: a 5xx counts toward ejection, a 429 lowers the limit.
-        this.fail(Errors.upstreamError, `the provider answered HTTP ${status}`, endReason(status));
-      }
+      // Its status can no longer reach the client; its body says why (a context too long, a bad tool schema):
+      // kept until its end, then one in-band error with that message.
+      if (status < 200 || status >= 300) this.#heldError = [];
       return;
     }
     const grant = this.grant as Grant;
@@ -300,6 +302,10 @@ export class ProxyExchange implements TunnelConsumer {
 
   onData(bytes: Uint8Array): void {
     if (this.state !== 'streaming') return;
+    if (this.#heldError !== undefined) {
+      this.#holdError(bytes);
+      return;
+    }
     if (this.#relayed) {
       if (bytes.length > 0) this.#overran();
       return;
@@ -381,6 +387,10 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state !== 'streaming') return;
     this.endAt = performance.now();
     this.upstreamEndUs = upstreamUs;
+    if (this.#heldError !== undefined) {
+      this.#failWithHeldError(false);
+      return;
+    }
     if (this.#bodyLeft > 0) {
       // The client would wait for the rest, then read the next response's bytes as this body's.
       this.fail(Errors.protocolError, `the node ended the body ${this.#bodyLeft} bytes short of its content-length`, 'error');
@@ -397,6 +407,30 @@ export class ProxyExchange implements TunnelConsumer {
     const held = this.#events?.flush();
     if (held === undefined) this.response.end();
     else this.response.end(held);
+  }
+
+  /** A byte of the provider's held error body: kept up to its cap (never more than the window lets the node send). */
+  #holdError(bytes: Uint8Array): void {
+    this.deadlines?.onFrame();
+    const held = this.#heldError as Buffer[];
+    const cap = Math.min(PROVIDER_ERROR_BYTES, this.window?.size ?? PROVIDER_ERROR_BYTES);
+    const room = cap - this.#heldErrorBytes;
+    if (room > 0) {
+      const kept = bytes.length > room ? bytes.subarray(0, room) : bytes;
+      held.push(Buffer.from(kept));
+      this.#heldErrorBytes += kept.length;
+    }
+    if (this.#heldErrorBytes >= cap) this.#failWithHeldError(true);
+  }
+
+  /** The provider's error, in band, with its message; released as its status says, as a relayed one would be. */
+  #failWithHeldError(cut: boolean): void {
+    if (cut) this.session?.cancelTunnel(this.tunnelId, 'provider error body past its cap');
+    const spec = providerErrorSpec(this.status);
+    const reason = providerErrorMessage(Buffer.concat(this.#heldError as Buffer[], this.#heldErrorBytes));
+    this.#heldError = undefined;
+    // A 5xx counts toward ejection and a 429 lowers the limit, as without keepalives.
+    this.fail(spec, reason === undefined ? spec.message : `${spec.message}: ${reason}`, endReason(this.status));
   }
 
   #readUsage(): void {

@@ -1,0 +1,52 @@
+// A provider's error answer read for its reason, when the client's head has
+// already gone out as a 200 event stream (keepalives or queue updates
+// committed it) and the provider's own status and body can no longer be
+// relayed: the in-band error then carries the provider's message and an
+// error type that says whose mistake it was, as the relayed answer would.
+import type { GatewayErrorSpec } from '../../shared/errors.js';
+
+/** Bytes of the provider's error body kept for its message: an error body is small; more is cut. */
+export const PROVIDER_ERROR_BYTES = 16 * 1024;
+/** The longest provider message carried, in characters. */
+const MESSAGE_CHARS = 1_000;
+
+/** The in-band error's catalogue entry for a provider's HTTP status. */
+export function providerErrorSpec(status: number): GatewayErrorSpec {
+  const type: GatewayErrorSpec['type'] =
+    status === 401 ? 'authentication_error'
+      : status === 403 ? 'permission_error'
+        : status === 429 ? 'rate_limit_error'
+          : status >= 400 && status < 500 ? 'invalid_request_error'
+            : 'server_error';
+  return { status, type, code: 'upstream_error', message: `the provider answered HTTP ${status}`, param: null };
+}
+
+/**
+ * The message an error body gives: OpenAI's and Anthropic's `error.message`,
+ * Ollama's `error` string, vLLM's `message` or FastAPI's `detail`; else the
+ * body's text when it is short readable text; else undefined.
+ */
+export function providerErrorMessage(body: Buffer): string | undefined {
+  const text = body.toString('utf8').trim();
+  if (text === '') return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // Not JSON (or cut at the byte cap): plain text says it as well as anything.
+    return /^[\x20-\x7e\s]+$/.test(text.slice(0, 200)) ? clip(text) : undefined;
+  }
+  if (parsed === null || typeof parsed !== 'object') return typeof parsed === 'string' ? clip(parsed) : undefined;
+  const record = parsed as { error?: unknown; message?: unknown; detail?: unknown };
+  const error = record.error;
+  if (typeof error === 'string') return clip(error);
+  if (error !== null && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') return clip((error as { message: string }).message);
+  if (typeof record.message === 'string') return clip(record.message);
+  if (typeof record.detail === 'string') return clip(record.detail);
+  if (record.detail !== undefined) return clip(JSON.stringify(record.detail));
+  return undefined;
+}
+
+function clip(text: string): string {
+  return text.length > MESSAGE_CHARS ? `${text.slice(0, MESSAGE_CHARS)}…` : text;
+}
