@@ -7,7 +7,6 @@
 // knows whether the tunnel stays local or crosses a worker <-> worker ring.
 // Cold-path control (inspection, config snapshots, metrics, drain) uses
 // postMessage.
-import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
@@ -191,10 +190,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
     });
     slot.onRecord = (offset, length) => this.#fromWorker(slot, offset, length);
     void drainLoop(slot.consumer, slot.onRecord, (err) => this.#logger.error({ err, worker: index }, 'scheduler record failed'));
-    const [ready] = (await Promise.race([once(worker, 'message'), once(worker, 'error').then(([err]) => Promise.reject(err as Error))])) as [ControlReply];
-    if (ready.type !== 'ready') throw new Error(`I/O worker ${index} did not start: ${JSON.stringify(ready)}`);
+    const ports = await readyOf(worker, index);
     slot.started = true;
-    return { httpPort: ready.value.httpPort, grpcPort: ready.value.grpcPort };
+    return ports;
   }
 
   // --- control (cold path) ------------------------------------------------------
@@ -708,4 +706,40 @@ export class WorkerPool implements DecisionHandler, DataPath {
 /** Records that would admit, re-admit or connect on behalf of their worker. */
 function startsWork(kind: number): boolean {
   return kind === RecordKind.admit || kind === RecordKind.requeue || kind === RecordKind.stale || kind === RecordKind.connect || kind === RecordKind.announce;
+}
+
+/**
+ * The worker's ports once it says it is ready. A control call that reached
+ * it while it booted (a status poll, a scrape) may be answered first: only
+ * `ready`, a failed start (reply 0) or its end decide.
+ */
+function readyOf(worker: Worker, index: number): Promise<PoolPorts> {
+  return new Promise<PoolPorts>((resolve, reject) => {
+    const settle = (): void => {
+      worker.off('message', onMessage);
+      worker.off('error', onError);
+      worker.off('exit', onExit);
+    };
+    const onMessage = (message: ControlReply | { readonly type?: unknown }): void => {
+      if (message.type === 'ready') {
+        settle();
+        const { httpPort, grpcPort } = (message as Extract<ControlReply, { type: 'ready' }>).value;
+        resolve({ httpPort, grpcPort });
+      } else if (message.type === 'reply' && (message as Extract<ControlReply, { type: 'reply' }>).id === 0) {
+        settle();
+        reject(new Error(`I/O worker ${index} did not start: ${(message as Extract<ControlReply, { type: 'reply' }>).error ?? 'no reason given'}`));
+      }
+    };
+    const onError = (err: Error): void => {
+      settle();
+      reject(err);
+    };
+    const onExit = (code: number): void => {
+      settle();
+      reject(new Error(`I/O worker ${index} exited (code ${code}) before it was ready`));
+    };
+    worker.on('message', onMessage);
+    worker.on('error', onError);
+    worker.on('exit', onExit);
+  });
 }

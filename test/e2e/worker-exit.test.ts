@@ -122,6 +122,26 @@ describe('an I/O worker that exits', () => {
     assert.equal(served(await stack.edge.scrapeMetrics()), before, 'the dead worker\'s requests are still counted');
   });
 
+  test('a replacement answering a control call before it is ready is still taken as started: a second fault replaces it again', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
+    const victim = 1 - ((await pool.inspect()).find((p) => p.sessions.length > 0)?.worker ?? 0);
+    for (let fault = 1; fault <= 2; fault++) {
+      // Status (the console polls it) asks every worker, a booting replacement too.
+      let scraping = true;
+      const scrapes = (async () => {
+        while (scraping) await pool.inspect().catch(() => undefined);
+      })();
+      await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+      await waitFor(async () => (await pool.inspect()).length === 2, `the worker replaced after fault ${fault}`);
+      scraping = false;
+      await scrapes;
+    }
+    const res = await stream(stack, 2);
+    assert.equal(await res.done, 'status 200');
+    await res.dispatcher.close();
+  });
+
   test('the worker holding a node\'s session: the node is reported gone at once, and served again once it reconnects', async () => {
     const pool = stack.edge.plane as unknown as WorkerPool;
     await waitFor(async () => (await pool.inspect()).some((p) => p.sessions.length > 0), 'a worker holds the node');
