@@ -20,7 +20,9 @@ const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compa
 const MAX_PORT = 65535;
 const DAY_MS = 86_400_000;
 export const DEFAULT_ADMIN_PORT = 9090;
-export const DEFAULT_DRAIN_GRACE_MS = 30_000;
+import { DEFAULT_DRAIN_GRACE_MS } from '../shared/config-types.js';
+
+export { DEFAULT_DRAIN_GRACE_MS };
 const MIN_CORES_FOR_WORKERS = 4;
 
 /** True for names and addresses that only this host can reach. */

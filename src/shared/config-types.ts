@@ -66,6 +66,9 @@ export interface AdminConfig {
   readonly token: string | undefined;
 }
 
+/** drain.grace_ms when the config says nothing: how long open requests get when the edge, or a retired node, drains. */
+export const DEFAULT_DRAIN_GRACE_MS = 30_000;
+
 export interface DrainConfig {
   /** On SIGTERM/SIGINT, how long open requests may run before everything is closed. */
   readonly graceMs: number;

@@ -17,7 +17,8 @@ import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { ProbeResult, Register } from '../../gen/edge/v1/tunnel_pb.js';
-import type { EdgeConfig } from '../../shared/config-types.js';
+import { DEFAULT_DRAIN_GRACE_MS, type EdgeConfig } from '../../shared/config-types.js';
+import { retireLanes } from './retire.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
 import type { NodeRegistrar, SchedulerPort } from '../../contract/scheduler-port.js';
 import { NodeLanes } from './node-lanes.js';
@@ -105,9 +106,38 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   }
 
   setConfig(config: EdgeConfig): void {
+    const before = this.#tokenDigests;
     this.#config = config;
     this.#tokenDigests = new Map(config.nodes.map((n) => [n.id, digest(n.token)]));
     this.maxFrameBytes = limitsOf(config).maxFrameBytes;
+    if (before.size > 0) this.#revokeSessions(before, config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS);
+  }
+
+  /**
+   * Sessions here authenticated with a token the config no longer has (a
+   * node removed, or its token changed). The main thread retires those it
+   * knows of, but with I/O workers it may not know one yet: a register
+   * checked against the old token whose record, or whose answer, was still
+   * on its way when the config changed. So each worker ends its own: a
+   * registering session is refused, and a connected one gets no new
+   * requests and closes once idle (as the main thread's retirement does;
+   * both at once are harmless).
+   */
+  #revokeSessions(before: ReadonlyMap<string, Buffer>, graceMs: number): void {
+    const revoked = (nodeId: string): boolean => {
+      const old = before.get(nodeId);
+      const now = this.#tokenDigests.get(nodeId);
+      return old !== undefined && (now === undefined || !timingSafeEqual(old, now));
+    };
+    for (const session of [...this.#registering.values()]) {
+      if (session.isRegistering && revoked(session.nodeId)) session.reject(`the token of node ${JSON.stringify(session.nodeId)} changed while it registered; register with the current one`);
+    }
+    for (const [nodeId, lanes] of this.#current) {
+      if (!revoked(nodeId)) continue;
+      this.#port.setDraining(nodeId, true, lanes.generation);
+      this.logger.warn({ node: nodeId, generation: lanes.generation, graceMs }, 'node token revoked by the config: its connection here takes no new requests and closes once idle');
+      retireLanes(lanes.sessions, graceMs, 'its token was revoked by a config change');
+    }
   }
 
   async listen(host: string, port: number, credentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
