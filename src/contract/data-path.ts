@@ -21,8 +21,12 @@ export interface DataPath {
   readonly workers: number;
   /** Binds the client and node listeners (config ports; 0 = any). */
   start(config: EdgeConfig, logLevel: string): Promise<DataPathPorts>;
-  /** Swaps the config snapshot; each thread swaps it in one step. */
-  setConfig(config: EdgeConfig): void;
+  /**
+   * Swaps the config snapshot; each thread swaps it in one step. Resolves
+   * once every thread has it (with I/O workers, a message later); rejects
+   * when one could not take it.
+   */
+  setConfig(config: EdgeConfig): Promise<void>;
   /** Bus-only events are built only while someone subscribes (run reports for the run records always go). */
   setEventsActive(active: boolean): void;
   /** Sends a ConfigRefresh to the node's current connection; false when it has none. */

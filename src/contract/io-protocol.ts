@@ -41,7 +41,9 @@ export type ControlRequest =
   /** Peer `peer` exited and was respawned on fresh rings: tunnels through the old ones are over. */
   | { readonly id: number; readonly type: 'replacePeer'; readonly peer: number; readonly toPeer: SharedArrayBuffer; readonly fromPeer: SharedArrayBuffer }
   /** Tests only, honoured when EDGE_TEST_HOOKS=1: `crash` throws an uncaught exception in the worker. */
-  | { readonly id: number; readonly type: 'testHook'; readonly hook: 'crash' };
+  | { readonly id: number; readonly type: 'testHook'; readonly hook: 'crash' }
+  /** Test only: the worker's thread is busy for `ms` (a long GC pause, a CPU-bound moment). */
+  | { readonly id: number; readonly type: 'testHook'; readonly hook: 'stall'; readonly ms: number };
 
 export type ControlReply =
   | { readonly type: 'ready'; readonly value: { readonly httpPort: number; readonly grpcPort: number } }

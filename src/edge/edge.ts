@@ -71,8 +71,8 @@ export interface RunningEdge {
   /** The running config snapshot (replaced whole by a refresh, never mutated). */
   readonly config: EdgeConfig;
   readonly configVersion: number;
-  /** Swaps the live config snapshot in one synchronous step; no validation, no node notices (refresh() does both). */
-  setConfig(config: EdgeConfig): void;
+  /** Swaps the live config snapshot in one synchronous step (resolves once every I/O worker has it); no validation, no node notices (refresh() does both). */
+  setConfig(config: EdgeConfig): Promise<void>;
   /** Config refresh (evaluate / apply), as the admin API and SIGHUP run it. */
   refresh(request: RefreshRequest): Promise<RefreshResult>;
   status(): Promise<EdgeStatus>;
@@ -225,15 +225,17 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   // --- config ---------------------------------------------------------------
 
-  setConfig(next: EdgeConfig): void {
+  setConfig(next: EdgeConfig): Promise<void> {
     // One synchronous step, so no request sees a mix of snapshots. The
     // scheduler goes last: its pump may grant queued requests at once, and
     // those grants must find the data path already on the new snapshot.
     // With workers the snapshot reaches them by message, a moment later:
-    // each worker swaps it in one step, so its requests see old or new.
+    // each worker swaps it in one step, so its requests see old or new; the
+    // promise says when every one has.
     this.#config = next;
-    this.plane.setConfig(next);
+    const everywhere = this.plane.setConfig(next);
     this.driver.setConfig(next);
+    return everywhere;
   }
 
   refresh(request: RefreshRequest): Promise<RefreshResult> {

@@ -284,10 +284,11 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return this.count;
   }
 
-  /** Each worker swaps the snapshot in one step when the message arrives, so its requests see old or new. */
-  setConfig(config: EdgeConfig): void {
+  /** Each worker swaps the snapshot in one step when the message arrives, so its requests see old or new; resolves once all have. */
+  async setConfig(config: EdgeConfig): Promise<void> {
     this.#config = config;
-    void this.callAll({ type: 'setConfig', config }).catch((err: Error) => this.#logger.error({ err }, 'config snapshot did not reach every worker'));
+    // A worker being replaced starts from #config: it has nothing to answer here.
+    await this.callAll({ type: 'setConfig', config });
   }
 
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {

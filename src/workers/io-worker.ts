@@ -41,7 +41,7 @@ async function control(request: ControlRequest): Promise<unknown> {
     case 'inspect':
       return plane.inspectHere();
     case 'setConfig':
-      plane.setConfig(request.config);
+      plane.setConfigHere(request.config);
       return undefined;
     case 'notifyNode':
       return plane.notifyNode(request.nodeId, request.changedPaths, request.configVersion);
@@ -67,6 +67,13 @@ async function control(request: ControlRequest): Promise<unknown> {
       return undefined;
     case 'testHook':
       if (process.env.EDGE_TEST_HOOKS !== '1') throw new Error('test hooks are off (EDGE_TEST_HOOKS=1 turns them on)');
+      if (request.hook === 'stall') {
+        const until = performance.now() + request.ms;
+        setImmediate(() => {
+          while (performance.now() < until);
+        });
+        return undefined;
+      }
       setImmediate(() => {
         throw new Error('test hook: crash');
       });

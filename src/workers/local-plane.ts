@@ -136,7 +136,13 @@ export class LocalPlane implements DataPath, EventSink {
     }
   }
 
-  setConfig(config: EdgeConfig): void {
+  setConfig(config: EdgeConfig): Promise<void> {
+    this.setConfigHere(config);
+    return Promise.resolve();
+  }
+
+  /** This thread's swap (an I/O worker's answer to the pool's setConfig). */
+  setConfigHere(config: EdgeConfig): void {
     // One synchronous step: requests on this thread see the old snapshot or the new one.
     this.nodes.setConfig(config);
     this.plane.setConfig(config);

@@ -63,8 +63,8 @@ export interface RefreshResult {
 export interface RefreshTarget {
   /** The running snapshot. */
   readonly config: EdgeConfig;
-  /** Swaps the whole snapshot in one synchronous step. */
-  setConfig(next: EdgeConfig): void;
+  /** Swaps the whole snapshot in one synchronous step; resolves once every thread has it. */
+  setConfig(next: EdgeConfig): Promise<void>;
   /** Ids of nodes with a live session. */
   connectedNodeIds(): Iterable<string>;
   /** Sends a ConfigRefresh to the node's session; false if it has none. */
@@ -139,7 +139,11 @@ export class ConfigRefresher {
   }
 
   async #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[], nodeTimeoutMs: number): Promise<RefreshResult> {
-    this.#target.setConfig(candidate);
+    // The answer waits for every I/O worker: once it says applied, a removed key or alias is refused everywhere.
+    const threads = await this.#target.setConfig(candidate).then(
+      () => undefined,
+      (err: unknown) => `the config did not reach every I/O worker: ${(err as Error).message}; those still on the old one take it when replaced`,
+    );
     const version = ++this.#version;
     const notified: { node: string; paths: string[] }[] = [];
     const offline: string[] = [];
@@ -164,7 +168,7 @@ export class ConfigRefresher {
     const nodes = await this.#askNodes(notified, version, nodeTimeoutMs, new Set(retired));
     // A concerned node with no connection is reported, not skipped: the operator sees it was not told.
     for (const node of offline) if (!retired.includes(node)) nodes.push({ node, status: 'not_connected', message: 'no live connection: not told; the change reaches it when it next registers' });
-    return { ...this.#empty('apply', 'applied'), applicable: true, changes, notified, retired, nodes };
+    return { ...this.#empty('apply', 'applied'), applicable: true, changes, notified, retired, nodes, ...(threads === undefined ? {} : { reasons: [threads] }) };
   }
 
   /** refresh_config to every notified node at once; a node being retired is not asked (its session is closing). */

@@ -143,9 +143,10 @@ class RecordingTarget implements RefreshTarget {
   notices: [string, readonly string[], number][] = [];
   retired: string[] = [];
   constructor(public config: EdgeConfig) {}
-  setConfig(next: EdgeConfig): void {
+  setConfig(next: EdgeConfig): Promise<void> {
     this.commits++;
     this.config = next;
+    return Promise.resolve();
   }
   connectedNodeIds(): string[] {
     return ['n1', 'n2'];

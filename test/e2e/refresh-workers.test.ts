@@ -1,0 +1,66 @@
+// With I/O workers a refresh reaches each worker by message. The answer
+// `applied` waits for every one of them: a worker busy for a moment (a long
+// GC pause, a CPU-bound turn) delays the answer, and once it comes a key the
+// new config removed is refused on every worker's connections.
+process.env.EDGE_TEST_HOOKS = '1';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { Agent, request } from 'undici';
+import type { WorkerPool } from '../../src/main/worker-pool.js';
+import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+
+const ALICE = 'sk-alice-refresh-workers';
+const BOB = 'sk-bob-refresh-workers';
+const sha = (key: string): string => createHash('sha256').update(key).digest('hex');
+let stack: OpsStack;
+
+before(async () => {
+  stack = await startOpsStack({
+    capacity: 8,
+    mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
+    configure(raw) {
+      raw.workers = { count: 2 };
+      raw.auth = { api_keys: [{ name: 'alice', key_sha256: sha(ALICE) }, { name: 'bob', key_sha256: sha(BOB) }] };
+    },
+  });
+});
+
+after(async () => {
+  await stack.close();
+});
+
+/** One request on a fresh connection (the kernel spreads them over the workers' listeners). */
+async function statusWith(key: string): Promise<number> {
+  const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+  try {
+    const res = await request(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      dispatcher,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.body.text();
+    return res.statusCode;
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+test('applied comes once every worker has the config: a busy worker delays it, and the removed key is refused everywhere after', async () => {
+  const pool = stack.edge.plane as unknown as WorkerPool;
+  assert.equal(await statusWith(ALICE), 200);
+  const raw = structuredClone(stack.raw) as { auth: { api_keys: unknown[] } };
+  raw.auth.api_keys = raw.auth.api_keys.slice(1);
+  // Worker 1 is busy for 600 ms from the next turn: the config message waits for it.
+  await pool.call(1, { type: 'testHook', hook: 'stall', ms: 600 });
+  const started = performance.now();
+  const { status, json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config: raw } });
+  const answeredMs = performance.now() - started;
+  assert.equal(status, 200);
+  assert.equal(json.status, 'applied');
+  assert.ok(answeredMs >= 400, `answered after ${Math.round(answeredMs)} ms, before the busy worker had the config`);
+  const statuses = await Promise.all(Array.from({ length: 16 }, () => statusWith(ALICE)));
+  assert.deepEqual(statuses, statuses.map(() => 401), 'the removed key on every worker');
+  assert.equal(await statusWith(BOB), 200);
+});
