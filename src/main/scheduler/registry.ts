@@ -95,8 +95,8 @@ export class Registry {
     }
     for (const [provider, names] of served) provider.servedModels = [...names].sort();
     for (const group of this.groups.values()) {
-      // A group gone from config keeps its waiters (they expire as
-      // no_provider_available) and vanishes once empty.
+      // A group gone from config vanishes once empty (the scheduler answers
+      // its waiters at once: model_not_found).
       if (!group.inCatalog && group.queue.length === 0) this.groups.delete(group.alias);
     }
     for (const node of this.nodes.values()) this.forgetNodeIfUnused(node);

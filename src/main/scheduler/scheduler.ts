@@ -598,10 +598,38 @@ export class Scheduler {
     this.#expire(now);
     this.#fairness = fairnessOf(config);
     this.#registry.apply(buildCatalog(config));
+    this.#refuseOrphans();
     this.#applyFairness();
     this.outliers.lastResort(this.#registry.groups.values());
     this.#pump();
     this.#flush();
+  }
+
+  /**
+   * Waiters the new catalog leaves nothing for are answered now, as a new
+   * request would be, rather than at their deadline (up to a day away): a
+   * removed alias's with model_not_found, one pinned to a provider the alias
+   * no longer has with pinned_provider_gone (one only out of service for now
+   * still waits for it).
+   */
+  #refuseOrphans(): void {
+    for (const group of [...this.#registry.groups.values()]) {
+      for (let item = group.queue.head; item !== null; ) {
+        const next = item.next;
+        const pinned = item.pinnedProviderId;
+        const code: RejectCode | undefined = !group.inCatalog
+          ? 'model_not_found'
+          : pinned !== undefined && !group.entries.some((entry) => entry.provider.id === pinned)
+            ? 'pinned_provider_gone'
+            : undefined;
+        if (code !== undefined) {
+          this.#dequeue(item);
+          group.rejected++;
+          this.#outbox.push(new Rejection(item.requestId, code, 0));
+        }
+        item = next;
+      }
+    }
   }
 
   // --- Introspection --------------------------------------------------------

@@ -92,17 +92,30 @@ test('a changed queue policy applies to new waiters; queued ones keep their dead
   assert.equal(s.nextDeadline(), 5_010);
 });
 
-test('an alias removed from config keeps its waiters until they expire; new requests get model_not_found', () => {
+test('an alias removed from config: its waiters get model_not_found at once, as new requests do, not at their deadline', () => {
   const { s, sink } = setup(spec(1));
   s.admit(req(1, 'chat'), 0);
   s.admit(req(2, 'chat'), 0);
   sink.take();
   s.setConfig(makeConfig({ nodes: { n1: [{ id: 'a' }] }, models: [] }), 1);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'model_not_found', retryAfterSec: 0 }]);
   s.admit(req(3, 'chat'), 2);
   assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 3, code: 'model_not_found', retryAfterSec: 0 }]);
-  s.tick(1_000);
-  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'no_provider_available', retryAfterSec: 1 }]);
   assert.deepEqual(s.status().groups, [], 'the emptied group is gone');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a waiter pinned to a provider its alias no longer has is answered at once; one pinned to a provider still there waits', () => {
+  const two: ConfigSpec = { nodes: { n1: [{ id: 'a', capacity: 1 }, { id: 'b', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a', 'b'], maxQueue: 10, queueTimeoutMs: 1_000 }] };
+  const { s, sink } = setup(two);
+  s.admit({ ...req(1, 'chat'), pinnedProviderId: 'a' }, 0);
+  s.admit({ ...req(2, 'chat'), pinnedProviderId: 'b' }, 0);
+  s.admit({ ...req(3, 'chat'), pinnedProviderId: 'a' }, 0);
+  s.admit({ ...req(4, 'chat'), pinnedProviderId: 'b' }, 0);
+  assert.equal(sink.takeGrants().length, 2);
+  s.setConfig(makeConfig({ ...two, models: [{ alias: 'chat', providers: ['a'], maxQueue: 10, queueTimeoutMs: 1_000 }] }), 1);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 4, code: 'pinned_provider_gone', retryAfterSec: 0 }]);
+  assert.equal(s.status().groups[0].queueDepth, 1, 'the waiter pinned to a stays');
   assert.deepEqual(s.checkInvariants(), []);
 });
 
