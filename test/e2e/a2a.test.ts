@@ -401,6 +401,30 @@ describe('A2A: API keys', () => {
     const card = await fetch(`${stack.edge.url}/a2a/writer/.well-known/agent-card.json?v=1`);
     assert.equal(card.status, 200);
   });
+
+  test('a percent-encoded path, or a fragment that looks like the card\'s path, does not lift the key check either', async () => {
+    const before = stack.mock.stats.requests;
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: 'm-2', role: 'ROLE_USER', parts: [{ text: 'no key, encoded path' }] } } });
+    // The router decodes %61%32%61 to a2a: the same endpoint, so the same key check.
+    const encoded = await fetch(`${stack.edge.url}/%61%32%61/writer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    assert.equal(encoded.status, 401, await encoded.clone().text());
+    await encoded.arrayBuffer();
+    // fetch drops a fragment; a raw request keeps it in the target.
+    const url = new URL(stack.edge.url);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => {
+        socket.end(`POST /a2a/writer#/.well-known/agent-card.json HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      });
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (text += chunk));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+    assert.match(raw, /^HTTP\/1\.1 (401|400|404) /, raw.slice(0, 200));
+    assert.doesNotMatch(raw, /^HTTP\/1\.1 200 /);
+    assert.equal(stack.mock.stats.requests, before, 'nothing reached the provider');
+  });
 });
 
 describe('A2A: admission', () => {

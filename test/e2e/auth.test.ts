@@ -68,6 +68,20 @@ describe('client API keys', () => {
     assert.equal(stack.mock.stats.requests, 0, 'nothing unauthenticated reached the provider');
   });
 
+  test('a percent-encoded path reaches the same route, so it needs the same key', async () => {
+    const before = stack.mock.stats.requests;
+    const body = JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] });
+    for (const path of ['/v1/%63hat/completions', '/v1/chat/%63ompletions']) {
+      const res = await fetch(`${stack.edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      assert.equal(res.status, 401, `${path}: ${await res.clone().text()}`);
+      await res.arrayBuffer();
+    }
+    const models = await fetch(`${stack.edge.url}/v1/model%73`);
+    assert.equal(models.status, 401);
+    await models.arrayBuffer();
+    assert.equal(stack.mock.stats.requests, before, 'nothing unauthenticated reached the provider');
+  });
+
   test('the openai SDK with a wrong key raises AuthenticationError', async () => {
     const err = await sdk(stack, 'sk-wrong').chat.completions.create({ model: ALIAS, messages: [] }).catch((e: unknown) => e);
     assert.ok(err instanceof OpenAI.AuthenticationError);

@@ -23,7 +23,7 @@ import { onClientError } from './client-errors.js';
 import { inspectBody, type InspectError, type InspectOk, type InspectResult } from './inspect.js';
 import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
 import { A2ASurface } from '../a2a/a2a-surface.js';
-import { CARD_PATH } from '../a2a/agent-card.js';
+import { AGENT_PREFIX, CARD_PATH } from '../a2a/agent-card.js';
 import { readBody, writeClosing, writeError, type BodyOwner } from './fast-path.js';
 import { LeanHttp1, type LeanOwner } from './lean-http1.js';
 
@@ -426,7 +426,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       sendError(reply, Errors.badRequest, HOST_REQUIRED, format);
       return;
     }
-    if (!this.auth.enabled || !needsApiKey(request.url)) {
+    if (!this.auth.enabled || !needsApiKey(request)) {
       done();
       return;
     }
@@ -471,12 +471,19 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   }
 }
 
+/** Routes anyone may read: the health check and the Agent Cards (how a client learns how to authenticate). */
+const PUBLIC_ROUTES: ReadonlySet<string> = new Set(['/healthz', CARD_PATH, `${AGENT_PREFIX}:agent${CARD_PATH}`]);
+
 /**
- * The OpenAI API and the A2A endpoints take API keys; Agent Cards are public
- * (they say how to authenticate). Judged on the path alone: the query is the
- * client's to fill, and the router ignores it.
+ * Whether the request needs an API key, by the route it matched: the router
+ * decodes the path (`/v1/%63hat/completions` is chat completions) and stops
+ * at `?` and `#`, so the raw URL must not decide. A request that matched no
+ * route keeps the path rule, so an unknown /v1/ path is 401 before 404.
  */
-function needsApiKey(url: string): boolean {
+function needsApiKey(request: FastifyRequest): boolean {
+  const route = request.routeOptions.url;
+  if (route !== undefined) return !PUBLIC_ROUTES.has(route);
+  const url = request.url;
   const query = url.indexOf('?');
   const path = query < 0 ? url : url.slice(0, query);
   return path.startsWith('/v1/') || (path.startsWith('/a2a/') && !path.endsWith(CARD_PATH));
