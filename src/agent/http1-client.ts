@@ -554,6 +554,14 @@ export class Http1Client {
     while (lineStart < head.length) {
       let lineEnd = head.indexOf('\r\n', lineStart);
       if (lineEnd === -1) lineEnd = head.length;
+      const first = head.charCodeAt(lineStart);
+      if ((first === 0x20 || first === 0x09) && names.length > 0) {
+        // obs-fold (RFC 9112 5.2): a line that continues the previous value; a recipient replaces the fold with a space.
+        const last = values.length - 1;
+        values[last] = `${values[last]} ${trimOws(head.slice(lineStart, lineEnd))}`;
+        lineStart = lineEnd + 2;
+        continue;
+      }
       const colon = head.indexOf(':', lineStart);
       if (colon === -1 || colon > lineEnd || colon === lineStart) {
         this.#badResponse(exchange, 'malformed response header line');
@@ -564,7 +572,8 @@ export class Http1Client {
         this.#badResponse(exchange, `malformed response header name ${JSON.stringify(name.slice(0, 64))}`);
         return;
       }
-      const value = head.slice(colon + 1, lineEnd).trim();
+      // Spaces and tabs only: String.trim would also take a value's last byte 0xA0 (the end of UTF-8 à or Р).
+      const value = trimOws(head.slice(colon + 1, lineEnd));
       names.push(name);
       values.push(value);
       switch (name) {
@@ -608,8 +617,12 @@ export class Http1Client {
       this.#bodyMode = BODY_NONE;
     } else if (transferEncoding) {
       this.#bodyMode = chunked ? BODY_CHUNKED : BODY_CLOSE;
-      // A length beside transfer-encoding is ignored, and the connection is not trusted after it.
-      if (contentLength !== -1) connectionClose = true;
+      // A length beside transfer-encoding is ignored, and the connection is not trusted after it;
+      // nor is it passed on (RFC 9112 6.3): the edge would hold the body to a length it does not have.
+      if (contentLength !== -1) {
+        connectionClose = true;
+        dropHeader(names, values, 'content-length');
+      }
     } else if (contentLength !== -1) {
       this.#bodyMode = BODY_LENGTH;
       this.#remaining = contentLength;
@@ -802,4 +815,22 @@ function onConnectTimeout(client: Http1Client, socket: Socket): void {
 
 function onWatch(client: Http1Client): void {
   client.watchFired();
+}
+
+/** A header value without its optional whitespace (RFC 9110 5.5: spaces and tabs), nothing else. */
+function trimOws(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && (text.charCodeAt(start) === 0x20 || text.charCodeAt(start) === 0x09)) start++;
+  while (end > start && (text.charCodeAt(end - 1) === 0x20 || text.charCodeAt(end - 1) === 0x09)) end--;
+  return start === 0 && end === text.length ? text : text.slice(start, end);
+}
+
+/** Removes every `name` pair (names lower-case) in place. */
+function dropHeader(names: string[], values: string[], name: string): void {
+  for (let i = names.length - 1; i >= 0; i--) {
+    if (names[i] !== name) continue;
+    names.splice(i, 1);
+    values.splice(i, 1);
+  }
 }

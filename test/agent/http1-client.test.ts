@@ -1357,3 +1357,66 @@ differential(
     assert.equal(o.after.result, 'upstream_reset');
   },
 );
+
+// ---------------------------------------------------------------------------
+// Header values as a provider or an old proxy may write them
+
+differential(
+  'a header value ending in the byte 0xA0 (UTF-8 à, Р) keeps it: only spaces and tabs are trimmed',
+  async (make) => {
+    const raw = await RawServer.start((_req, socket) => {
+      socket.write(Buffer.concat([Buffer.from('HTTP/1.1 200 OK\r\nx-n: voil'), Buffer.from([0xc3, 0xa0]), Buffer.from(' \t\r\ncontent-length: 2\r\n\r\nok')]));
+    });
+    return withClient(make, raw.url, [raw], async (client) => {
+      const rec = await send(client);
+      // The value as the client gave it (outcome() trims values for the comparison of other scenarios).
+      return { body: rec.body.toString('latin1'), value: rec.headers?.['x-n'] };
+    });
+  },
+  (o) => {
+    assert.equal(o.body, 'ok');
+    assert.equal(o.value, 'voil\u00c3\u00a0');
+  },
+  (o) => {
+    // undici 7.30 keeps the byte and the trailing whitespace too (RFC 9110 5.5 lets a recipient strip it).
+    assert.equal(o.value, 'voil\u00c3\u00a0 \t');
+  },
+);
+
+differential(
+  'a folded header (obs-fold) is read as one value with a space for the fold, not refused',
+  async (make) => {
+    const raw = await RawServer.start((_req, socket) => {
+      socket.write('HTTP/1.1 200 OK\r\nx-a: one\r\n  two\r\ncontent-length: 2\r\n\r\nok');
+    });
+    return withClient(make, raw.url, [raw], async (client) => outcome(await send(client)));
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, response 200, data…, end');
+    assert.equal(o.headers?.['x-a'], 'one two');
+    assert.equal(o.body, 'ok');
+  },
+  (o) => {
+    // undici 7.30 (llhttp) refuses the fold; the lean client reads it as RFC 9112 5.2 says a recipient may.
+    assert.equal(o.sequence, 'start, error');
+  },
+);
+
+differential(
+  'transfer-encoding beside a content-length: the body is read chunked and the length is not passed on',
+  async (make) => {
+    const raw = await RawServer.start((_req, socket) => {
+      socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n5\r\nhello\r\n0\r\n\r\n');
+    });
+    return withClient(make, raw.url, [raw], async (client) => outcome(await send(client)));
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, response 200, data…, end');
+    assert.equal(o.body, 'hello');
+    assert.equal(o.headers?.['content-length'], undefined, 'a length the body does not have would cut it at the edge');
+  },
+  (o) => {
+    // undici refuses such a response outright.
+    assert.equal(o.sequence, 'start, error');
+  },
+);
