@@ -118,7 +118,7 @@ export class ConfigRefresher {
       return this.#report(this.#rejected(request.mode, noSource ? 'no_config_source' : 'invalid_config', reasons, []), origin);
     }
     const current = this.#target.config;
-    const changes = diffConfigs(current, candidate).map(classify);
+    const changes = withAuthGuard(diffConfigs(current, candidate).map(classify), current, candidate);
     const restart = changes.filter((c) => !c.mutable);
     const reasons = restart.map((c) => `${c.path}: needs a restart (${c.effect})`);
     if (request.mode === 'evaluate') {
@@ -209,6 +209,18 @@ class NoConfigSource extends Error {
   constructor() {
     super('no config given and the edge was not started from a config file');
   }
+}
+
+/**
+ * Removing every API key turns client auth off (an empty list lets every
+ * request in). Done by a live refresh, revoking the last (leaked) key would
+ * open the gateway to anyone: that transition takes a restart, so it is a
+ * deliberate act. Its auth changes say so.
+ */
+function withAuthGuard(changes: ClassifiedChange[], current: EdgeConfig, candidate: EdgeConfig): ClassifiedChange[] {
+  if ((current.auth?.apiKeys.length ?? 0) === 0 || (candidate.auth?.apiKeys.length ?? 0) > 0) return changes;
+  const effect = 'this turns client auth off (no API key left: every request would be let in), which takes a restart; to revoke the last key and stay closed, replace it with a new one';
+  return changes.map((change) => (change.path.startsWith('auth.') || change.path === 'auth' ? { ...change, mutable: false, effect } : change));
 }
 
 function classify(change: ConfigChange): ClassifiedChange {

@@ -244,3 +244,20 @@ test('admin.token is required when the admin listener is not on loopback', () =>
   assert.equal(defaults.admin?.host, '127.0.0.1');
   assert.equal(defaults.drain?.graceMs, 30_000);
 });
+
+test('revoking the last API key by refresh would open the gateway to anyone: restart-required; replacing it applies', async () => {
+  const keyed = (...names: string[]) => {
+    const b = base();
+    b.auth = { api_keys: names.map((name) => ({ name, key_sha256: name.repeat(64).slice(0, 64) })) };
+    return b;
+  };
+  const target = new RecordingTarget(parse(keyed('a')));
+  const refresher = new ConfigRefresher(target, undefined, undefined);
+  const open = await refresher.refresh({ mode: 'apply', config: base() });
+  assert.equal(open.status, 'rejected');
+  assert.equal(open.rejection, 'restart_required');
+  assert.match(open.reasons.join('\n'), /turns client auth off/);
+  assert.equal(target.commits, 0, 'auth stays on');
+  const replaced = await refresher.refresh({ mode: 'apply', config: keyed('b') });
+  assert.equal(replaced.status, 'applied', 'a new key for the leaked one is a live change');
+});
