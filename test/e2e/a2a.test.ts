@@ -287,6 +287,21 @@ describe('A2A: cli agent', () => {
     assert.ok(runs.some((r) => r.id === task.metadata?.edgeRunId), `run ${String(task.metadata?.edgeRunId)} in ${JSON.stringify(runs)}`);
   });
 
+  test('a blocking send longer than the client\'s wait for a head still returns its task: the head goes out early, whitespace keeps it alive', async () => {
+    // As a client's fetch gives up without a head after 300 s (undici), here after 500 ms; the command takes 1.2 s.
+    const impatient = new Agent({ headersTimeout: 500, bodyTimeout: 500 });
+    const fetchImpl = (input: string | URL | Request, init?: RequestInit): Promise<Response> => fetch(input, { ...init, dispatcher: impatient } as RequestInit);
+    const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl })] }));
+    const slowClient = await factory.createFromUrl(`${stack.edge.url}/a2a/coder/`);
+    try {
+      const task = asTask(await slowClient.sendMessage(request('hold 1200', `slow-${randomUUID()}`)));
+      assert.equal(task.status?.state, COMPLETED);
+      assert.ok((JSON.parse(textOf(task)) as { end: number; start: number }).end - (JSON.parse(textOf(task)) as { start: number }).start >= 1_200);
+    } finally {
+      await impatient.close();
+    }
+  });
+
   test('two messages with one contextId run in the same cli session (same working directory)', async () => {
     const contextId = `conversation-${randomUUID()}`;
     const first = asTask(await client.sendMessage(request('hold 10', contextId)));

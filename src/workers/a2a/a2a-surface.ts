@@ -158,12 +158,20 @@ export class A2ASurface {
     const context = new t.sdk.ServerCallContext({ state: new Map([[CALL_STATE, call]]) });
     const mapError = legacy ? t.mapLegacyError : t.sdk.JsonRpcTransportHandler.mapToJSONRPCError;
     let result: unknown;
+    // A blocking SendMessage answers when its task ends, which may be minutes away: a client's fetch gives up
+    // without a head after 300 s (undici) and proxies sooner. Past the keepalive interval the 200 JSON head goes
+    // out and a newline follows every interval; JSON may start with whitespace, so the answer still parses.
+    // (A streaming method answers an event stream at once, with its own keepalives: not here.)
+    const keepaliveMs = limitsOf(this.#config).sseKeepaliveMs;
+    const waiting = keepaliveMs > 0 && !STREAMING_METHOD.test(String(parsed.method)) ? setInterval(jsonKeepalive, keepaliveMs, res) : undefined;
     try {
       result = legacy ? await t.legacy.handle(parsed, context) : await t.current.handle(parsed, context);
     } catch (err) {
+      clearInterval(waiting);
       this.#sendJson(res, JSON.stringify({ jsonrpc: '2.0', id: parsed.id ?? null, error: mapError(err) }));
       return;
     }
+    clearInterval(waiting);
     if (!isAsyncIterator(result)) {
       this.#sendJson(res, JSON.stringify(result));
       return;
@@ -182,7 +190,6 @@ export class A2ASurface {
     }
     res.writeHead(200, SSE_HEADERS);
     // A task may be silent for long (queued, a cli command thinking): comments keep proxies from cutting it.
-    const keepaliveMs = limitsOf(this.#config).sseKeepaliveMs;
     const keepalive = keepaliveMs > 0 ? setInterval(() => res.write(': keepalive\n\n'), keepaliveMs) : undefined;
     try {
       for (let step = first; !step.done; step = await result.next()) {
@@ -199,10 +206,21 @@ export class A2ASurface {
   }
 
   #sendJson(res: ServerResponse, text: string): void {
-    if (res.destroyed || res.headersSent) return;
-    res.writeHead(200, JSON_HEADERS);
+    if (res.destroyed) return;
+    // Committed early by jsonKeepalive: the answer follows its whitespace.
+    if (!res.headersSent) res.writeHead(200, JSON_HEADERS);
     res.end(text);
   }
+}
+
+/** JSON-RPC methods answered as an event stream (A2A 1.0 and 0.3 names). */
+const STREAMING_METHOD = /^(SendStreamingMessage|SubscribeToTask|message\/stream|tasks\/resubscribe)$/;
+
+/** Interval: a blocking call still runs; its 200 JSON head (once) and a newline keep the client and proxies waiting. */
+function jsonKeepalive(res: ServerResponse): void {
+  if (res.destroyed) return;
+  if (!res.headersSent) res.writeHead(200, JSON_HEADERS);
+  res.write('\n');
 }
 
 function historyLimits(config: EdgeConfig): HistoryLimits {
