@@ -94,6 +94,23 @@ describe('A2A: model agent', () => {
     assert.equal(task.status?.state, COMPLETED);
   });
 
+  test('a historyLength that is not a count is refused as malformed (-32602), never read as "all" or "none"', async () => {
+    const task = asTask(await client.sendMessage(request('history check')));
+    assert.equal((await client.getTask({ tenant: '', id: task.id, historyLength: 1 })).history.length, 1);
+    assert.equal((await client.getTask({ tenant: '', id: task.id, historyLength: 0 })).history.length, 0);
+    // Raw JSON-RPC: what another client (or a hand-written one) may send, in 1.0 and in 0.3 form.
+    const rpc = async (method: string, params: unknown): Promise<{ error?: { code: number; message: string } }> => {
+      const res = await fetch(`${stack.edge.url}/a2a/writer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 7, method, params }) });
+      return (await res.json()) as { error?: { code: number; message: string } };
+    };
+    for (const historyLength of [-1, 'x', 1.5]) {
+      for (const method of ['GetTask', 'tasks/get']) {
+        const answer = await rpc(method, { id: task.id, historyLength });
+        assert.equal(answer.error?.code, -32602, `${method} ${JSON.stringify(historyLength)}: ${JSON.stringify(answer)}`);
+      }
+    }
+  });
+
   test('a blocking send returns the completed task; GetTask returns it again', async () => {
     const task = asTask(await client.sendMessage(request('write something')));
     assert.equal(task.status?.state, COMPLETED);

@@ -211,6 +211,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
 
   async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
     const call = callOf(context);
+    checkHistoryLength(params.historyLength);
     const owner = this.#remoteOwner(params.id);
     if (owner !== undefined) return (await this.#ask(owner, { op: 'get', taskId: params.id, keyName: call.key?.name, historyLength: params.historyLength })) as Task;
     return this.#entryFor(params.id, call.key?.name).snapshot(params.historyLength);
@@ -263,6 +264,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     const { agent, key } = call;
     const message = params.message;
     if (message === undefined) throw new RequestMalformedError('params.message is required');
+    checkHistoryLength(params.configuration?.historyLength);
     if (message.taskId !== '') {
       // A task is one run: it takes no second message (input-required is never asked for).
       // Looked up as GetTask does, on whichever worker holds it: another key's task is as
@@ -529,5 +531,13 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       this.#servedStreams.delete(key);
       this.#reply(message, 'end');
     })();
+  }
+}
+
+/** historyLength: absent, or a count of newest messages (0: none). Anything else is the caller's mistake (-32602), never a guess. */
+function checkHistoryLength(value: unknown): void {
+  if (value === undefined || value === null) return;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new RequestMalformedError(`historyLength must be a whole number of messages, 0 or more; got ${JSON.stringify(value)}`);
   }
 }
