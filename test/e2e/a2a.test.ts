@@ -89,6 +89,10 @@ describe('A2A: model agent', () => {
     const jsonRpc = card.supportedInterfaces.find((i) => i.protocolBinding === 'JSONRPC' && i.protocolVersion === '1.0');
     assert.equal(jsonRpc?.url, `${stack.edge.url}/a2a/writer`);
     assert.deepEqual(Object.keys(card.securitySchemes ?? {}), [], 'no API keys configured: no scheme');
+    // Without a2a.public_url the card's URLs come from the Host header: a cache must key it by Host.
+    const raw = await fetch(`${stack.edge.url}/a2a/writer/.well-known/agent-card.json`);
+    assert.equal(raw.headers.get('vary'), 'Host');
+    await raw.arrayBuffer();
     // The root card's interface is the first agent's: a message through it runs there.
     const task = asTask(await edgeClient.sendMessage(request('hi')));
     assert.equal(task.status?.state, COMPLETED);

@@ -29,6 +29,8 @@ interface Transports {
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
+/** A card whose URLs come from the request's Host: caches key it by Host too. */
+const CARD_BY_HOST_HEADERS = { 'content-type': 'application/json', vary: 'Host' };
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' };
 const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
 
@@ -90,12 +92,12 @@ export class A2ASurface {
     app.get(CARD_PATH, (request, reply) => {
       const card = edgeCard(this.#config, this.#base(request));
       if (card === undefined) reply.code(404).headers(JSON_HEADERS).send(JSON.stringify({ error: 'this edge exposes no A2A agents (config a2a.agents)' }));
-      else reply.headers(JSON_HEADERS).send(JSON.stringify(card));
+      else reply.headers(this.#cardHeaders()).send(JSON.stringify(card));
     });
     app.get(`${AGENT_PREFIX}:agent${CARD_PATH}`, (request, reply) => {
       const agent = this.#agent(request);
       if (agent === undefined) reply.code(404).headers(JSON_HEADERS).send(JSON.stringify({ error: `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)}` }));
-      else reply.headers(JSON_HEADERS).send(JSON.stringify(agentCard(this.#config, agent, this.#base(request))));
+      else reply.headers(this.#cardHeaders()).send(JSON.stringify(agentCard(this.#config, agent, this.#base(request))));
     });
     app.post(`${AGENT_PREFIX}:agent`, (request, reply) => this.#rpc(request, reply));
   }
@@ -103,6 +105,15 @@ export class A2ASurface {
   #agent(request: FastifyRequest): A2AAgentConfig | undefined {
     const id = (request.params as { agent?: string }).agent;
     return this.#config.a2a?.agents.find((a) => a.id === id);
+  }
+
+  /**
+   * A card built from the request's Host (no a2a.public_url) names that host
+   * in its URLs, where clients then send their keys: a cache in front must
+   * not serve it for another Host.
+   */
+  #cardHeaders(): Record<string, string> {
+    return this.#config.a2a?.publicUrl === undefined ? CARD_BY_HOST_HEADERS : JSON_HEADERS;
   }
 
   /** Where clients reach this listener: a2a.public_url, else the scheme and Host of the request. */
@@ -147,6 +158,8 @@ export class A2ASurface {
     reply.hijack();
     const res = reply.raw;
     res.on('close', () => controller.abort());
+    // Gone already (between the body's end and this handler): 'close' has fired, so abort now.
+    if (res.destroyed) controller.abort();
     const call: A2ACall = { agent, key: this.#keyOf(request), signal: controller.signal, requestTag: typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : undefined };
     this.#loadTransports().then(
       (t) => this.#handle(t, legacy, parsed as Record<string, unknown>, call, res),
