@@ -76,11 +76,20 @@ async function main(): Promise<number> {
   if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');
   // Handlers go in before anything listens: a signal during start is not lost.
   let edge: RunningEdge | undefined;
-  process.on('SIGHUP', () => {
-    if (edge === undefined) return;
+  let reloadAfterStart = false;
+  const reload = (running: RunningEdge): void => {
     logger.info({ config: file }, 'SIGHUP: reloading the config file');
-    // The refresher logs the outcome (applied, unchanged or rejected with reasons).
-    void edge.refresh({ mode: 'apply', origin: 'SIGHUP' });
+    // The refresher logs the outcome (applied, unchanged or rejected with reasons); a refresh that throws is logged, never fatal.
+    running.refresh({ mode: 'apply', origin: 'SIGHUP' }).catch((err: unknown) => logger.error({ err }, 'SIGHUP: the config reload failed; the running config stays'));
+  };
+  process.on('SIGHUP', () => {
+    if (edge !== undefined) {
+      reload(edge);
+      return;
+    }
+    // Starting: the file may have changed after it was read, so it is read again once the edge runs.
+    logger.info({ config: file }, 'SIGHUP while starting: the config file is re-read once the edge has started');
+    reloadAfterStart = true;
   });
   // One handler for both signals, kept for the process's life: the first
   // signal of either kind starts the drain, any later one (same kind or the
@@ -107,6 +116,7 @@ async function main(): Promise<number> {
   process.on('SIGINT', onStopSignal);
   edge = await startEdge(config, { logger, admin: true, configFile: file });
   logger.info({ version: VERSION, config: file, pid: process.pid, nodeFlags: runningNodeFlags() }, 'edge started');
+  if (reloadAfterStart && !draining) reload(edge);
   return -1; // keep running
 }
 
