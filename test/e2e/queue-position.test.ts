@@ -127,4 +127,20 @@ describe('Retry-After from the measured drain rate', () => {
     assert.ok(Number(timedOut.headers.get('x-edge-queue-ms')) >= QUEUE_TIMEOUT_MS - 50, 'it waited out its queue timeout');
     await (await holder).arrayBuffer();
   });
+
+  test('a stream whose head the queue updates committed, then timed out in the queue, is counted as the 200 it got, not as a client that left (499)', async () => {
+    await waitUntil(() => inFlight(stack.edge) === 0, 'nothing running');
+    const clientLeft = (text: string): number => Number(/^edge_requests_total\{model="llama3",provider="",status="499"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    const before = clientLeft(await stack.edge.scrapeMetrics());
+    const holder = chat(stack, { 'x-mock-tokens': '4', 'x-mock-interval-ms': '800' });
+    await waitUntil(() => inFlight(stack.edge) === 1, 'the holder to run');
+    const waiting = await chat(stack, { 'x-edge-queue-updates': '1' }, true);
+    assert.equal(waiting.status, 200);
+    assert.match(await waiting.text(), /"code":"queue_timeout"/);
+    await (await holder).arrayBuffer();
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the holder released');
+    // With I/O workers a request's counters reach the scrape with the next one.
+    const after = clientLeft(await stack.edge.scrapeMetrics());
+    assert.equal(after, before, 'the edge ended it, the client did not leave');
+  });
 });

@@ -547,6 +547,8 @@ export class ProxyExchange implements TunnelConsumer {
     if (!res.headersSent) {
       const grant = this.grant as Grant;
       this.#isEventStream = true;
+      // What the client got: an error from now on goes in band, and 0 would read as a client that left (499).
+      this.status = 200;
       res.writeHead(200, [
         'content-type', 'text/event-stream',
         'cache-control', 'no-cache',
@@ -568,6 +570,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (res.destroyed) return;
     if (!res.headersSent) {
       this.#isEventStream = true;
+      this.status = 200;
       res.writeHead(200, ['content-type', 'text/event-stream', 'cache-control', 'no-cache', 'x-edge-run-id', this.runId, 'x-request-id', this.runId, 'request-id', this.runId, 'x-edge-queue-updates', '1']);
     }
     this.queueReported = true;
