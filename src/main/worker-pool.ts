@@ -339,10 +339,15 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * What it counted after its last scrape is lost; the totals still only grow.
    */
   async metricParts(): Promise<unknown[]> {
-    const parts: unknown[] = await this.callAll<MetricJson[]>({ type: 'metrics' }, (slot, part) => {
+    const answered: [WorkerSlot, MetricJson[]][] = [];
+    await this.callAll<MetricJson[]>({ type: 'metrics' }, (slot, part) => {
+      answered.push([slot, part]);
       // Kept only while that worker still holds the slot (a late answer of an exited one is not).
       if (!slot.exited && this.#slots[slot.index] === slot) this.#lastMetrics[slot.index] = part;
     });
+    // A worker that answered, then exited before the others did: its answer is among the retired parts now.
+    const parts: unknown[] = [];
+    for (const [slot, part] of answered) if (!slot.exited) parts.push(part);
     for (const retired of this.#retiredMetrics) parts.push(retired);
     return parts;
   }

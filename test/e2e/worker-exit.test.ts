@@ -122,6 +122,34 @@ describe('an I/O worker that exits', () => {
     assert.equal(served(await stack.edge.scrapeMetrics()), before, 'the dead worker\'s requests are still counted');
   });
 
+  test('a worker that exits in the middle of a scrape is counted once in it, and the next scrape agrees', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
+    const served = (text: string): number =>
+      text
+        .split('\n')
+        .filter((line) => line.startsWith('edge_requests_total{'))
+        .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+    const holder = (await pool.inspect()).find((p) => p.sessions.length > 0)?.worker ?? 0;
+    const victim = 1 - holder;
+    for (let round = 0; round < 10; round++) {
+      const batch = Array.from({ length: 6 }, () => stream(stack, 2));
+      assert.deepEqual(await Promise.all(batch.map((o) => o.done)), batch.map(() => 'status 200'));
+      await Promise.all(batch.map((o) => o.dispatcher.close()));
+      if (((await pool.inspect()).find((p) => p.worker === victim)?.requests ?? 0) >= 3) break;
+    }
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+    const before = served(await stack.edge.scrapeMetrics());
+    // The other worker is busy for a moment, so the scrape waits for it after the victim has answered.
+    await pool.call(holder, { type: 'testHook', hook: 'stall', ms: 800 });
+    const during = stack.edge.scrapeMetrics();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+    assert.equal(served(await during), before, 'the scrape the victim died in');
+    await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');
+    assert.equal(served(await stack.edge.scrapeMetrics()), before, 'the scrape after');
+  });
+
   test('a replacement answering a control call before it is ready is still taken as started: a second fault replaces it again', async () => {
     const pool = stack.edge.plane as unknown as WorkerPool;
     await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
