@@ -88,11 +88,12 @@ export function registerMessage(
   joinGeneration = 0,
   endpoints: ReadonlyMap<string, readonly string[]> = new Map(),
   capabilities: string[] = [],
+  draining = false,
 ): NodeMessage {
   const providerEndpoints = [...endpoints].map(([providerId, list]) => ({ $typeName: 'edge.v1.ProviderEndpoints' as const, providerId, endpoints: [...list] }));
   return {
     $typeName: 'edge.v1.NodeMessage',
-    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, providerEndpoints, capabilities } },
+    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, providerEndpoints, capabilities, draining } },
   };
 }
 

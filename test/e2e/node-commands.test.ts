@@ -143,6 +143,23 @@ describe('node commands through real agents', () => {
     assert.ok(mockA.requestLog.length > beforeA, 'an undrained node serves again');
   });
 
+  test('a drained agent that reconnects starts its new connection drained on the edge too: requests go elsewhere, not to be refused', async () => {
+    await command('gpu-a', 'drain');
+    const agent = agents.get('gpu-a') as NodeAgent;
+    const registered = once(agent, 'registered');
+    agent.dropConnection();
+    await registered;
+    const status = await admin('/admin/status');
+    const node = status.json.nodes.find((n: any) => n.id === 'gpu-a');
+    assert.equal(node.connected, true);
+    assert.equal(node.draining, true, 'the edge knows the new connection is drained');
+    const beforeA = mockA.requestLog.length;
+    for (let i = 0; i < 6; i++) assert.equal(await chat(), 200);
+    assert.equal(mockA.requestLog.length, beforeA);
+    await command('gpu-a', 'undrain');
+    assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, false);
+  });
+
   test('a drained agent refuses tunnels by itself: with only the edge-side drain lifted, requests still go elsewhere', async () => {
     await command('gpu-a', 'drain');
     assert.equal((await admin('/admin/nodes/gpu-a/undrain', {})).status, 200);

@@ -257,7 +257,14 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
         this.#closeLanes(here, `superseded by generation ${generation}`);
       }
     }
-    if (!joining) this.#observer?.nodeConnected(session);
+    if (!joining) {
+      this.#observer?.nodeConnected(session);
+      if (session.registeredDraining) {
+        // Drained by command before this connection: the agent refuses new tunnels, so the edge sends it none.
+        this.#port.setDraining(nodeId, true, generation);
+        this.logger.info({ node: nodeId, generation }, 'node registered drained (operator command): no new requests until undrained');
+      }
+    }
     this.#settleWaiters(nodeId);
   }
 

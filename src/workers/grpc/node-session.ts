@@ -73,6 +73,8 @@ export class NodeSession implements TunnelHost {
   lane = 0;
   /** Non-zero: this stream joins that generation as an extra lane instead of starting a new connection. */
   joinGeneration = 0;
+  /** Register said the agent is drained by an operator command (it keeps that across reconnects). */
+  registeredDraining = false;
   agentVersion = '';
   /** Register.capabilities: what the agent understands beyond the base protocol. */
   capabilities: readonly string[] = [];
@@ -307,6 +309,7 @@ export class NodeSession implements TunnelHost {
     if (register.capabilities.includes(REQUEST_BATCH_CAPABILITY)) this.#requestBatcher = new RequestBatcher((message) => this.#writeBatch(message));
     this.lane = register.lane;
     this.joinGeneration = register.joinGeneration;
+    this.registeredDraining = register.draining;
     const rejection = this.#host.register(this, register);
     if (rejection !== undefined) this.reject(rejection);
   }
