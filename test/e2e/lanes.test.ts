@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { assertLogged, assertOwnStream, clientRequestId } from '../helpers/identity.js';
-import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, edgeConfigObject, inFlight, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 
 const STREAMS = 3;
@@ -170,5 +170,18 @@ describe('a node with several streams (lanes)', () => {
     assert.equal(stack.edge.driver.status().nodes.find((n) => n.id === NODE_ID)?.generation, generation, 'no new generation');
     assert.equal(await waitForLanes(stack), generation);
     assert.equal(stack.agent?.isConnected(), true);
+  });
+
+  // Last: the agent cannot register again once its token changed.
+  test('a token change retires the connection, but its lanes\' open streams finish first', async () => {
+    await waitForLanes(stack);
+    const streams = await Promise.all(Array.from({ length: 12 }, () => openStream(stack, 15)));
+    assert.ok((await lanesOf(stack)).filter((l) => l.openTunnels > 0).length >= 2, 'tunnels on several lanes');
+    const raw = edgeConfigObject({ capacity: 40 }) as { nodes: { token: string }[] };
+    raw.nodes[0].token = 'rotated-while-streaming';
+    const result = await stack.edge.refresh({ mode: 'apply', config: raw });
+    assert.equal(result.status, 'applied', JSON.stringify(result.reasons));
+    assert.deepEqual(await Promise.all(streams.map((s) => s.done)), streams.map(() => true), 'every open stream ran to its end');
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
   });
 });

@@ -120,8 +120,9 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
    * checked against the old token whose record, or whose answer, was still
    * on its way when the config changed. So each worker ends its own: a
    * registering session is refused, and a connected one gets no new
-   * requests and closes once idle (as the main thread's retirement does;
-   * both at once are harmless).
+   * requests; its extra lanes here close once idle, its anchor at the
+   * grace's end at the latest (the main thread's retirement, which sees
+   * every lane, closes it sooner).
    */
   #revokeSessions(before: ReadonlyMap<string, Buffer>, graceMs: number): void {
     const revoked = (nodeId: string): boolean => {
@@ -136,7 +137,9 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       if (!revoked(nodeId)) continue;
       this.#port.setDraining(nodeId, true, lanes.generation);
       this.logger.warn({ node: nodeId, generation: lanes.generation, graceMs }, 'node token revoked by the config: its connection here takes no new requests and closes once idle');
-      retireLanes(lanes.sessions, graceMs, 'its token was revoked by a config change');
+      // The anchor is held to the grace's end: this worker cannot see the node's lanes on other workers, whose open
+      // tunnels the anchor's close would cut (the main thread's retirement closes it sooner when all are idle).
+      retireLanes(lanes.sessions, graceMs, 'its token was revoked by a config change', true);
     }
   }
 
