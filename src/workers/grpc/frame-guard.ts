@@ -27,6 +27,8 @@ export class ProtocolStats {
   framesBeforeRegister = 0;
   /** A second Register on a registered stream: ignored. */
   duplicateRegisters = 0;
+  /** Health probe results naming a provider the node's Register did not announce: dropped. */
+  unknownProbes = 0;
   /** Sessions that sent no Register in time. */
   registerTimeouts = 0;
   /** Register refused (unknown node, bad token). */

@@ -328,6 +328,12 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#probeVerdicts.set(session, known);
     }
     for (const probe of probes) {
+      // Only what Register announced (its ids are bounded there): any other id would be interned on the
+      // scheduler's ring for good, and one larger than a ring record would end this worker.
+      if (!session.providerIds.has(probe.providerId)) {
+        this.protocolStats.unknownProbes++;
+        continue;
+      }
       if ((known.get(probe.providerId) ?? true) !== probe.healthy) {
         known.set(probe.providerId, probe.healthy);
         this.logger.warn({ node: session.nodeId, provider: probe.providerId, detail: probe.detail || undefined }, probe.healthy ? 'provider health probe passes' : 'provider health probe fails');

@@ -75,6 +75,8 @@ export class NodeSession implements TunnelHost {
   joinGeneration = 0;
   /** Register said the agent is drained by an operator command (it keeps that across reconnects). */
   registeredDraining = false;
+  /** The providers its Register announced (checked and bounded there): what its probe results may name. */
+  providerIds: ReadonlySet<string> = new Set();
   agentVersion = '';
   /** Register.capabilities: what the agent understands beyond the base protocol. */
   capabilities: readonly string[] = [];
@@ -310,6 +312,7 @@ export class NodeSession implements TunnelHost {
     this.lane = register.lane;
     this.joinGeneration = register.joinGeneration;
     this.registeredDraining = register.draining;
+    this.providerIds = new Set(register.providerIds);
     const rejection = this.#host.register(this, register);
     if (rejection !== undefined) this.reject(rejection);
   }

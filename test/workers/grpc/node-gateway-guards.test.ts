@@ -1,13 +1,15 @@
-// A node's token changes (or the node leaves the config) while one of its
-// connections is between the token check and the scheduler's answer: with I/O
-// workers the main thread may not know that connection yet, so the worker
-// that holds it ends it itself. Driven against the gateway alone, with a port
-// that records what the gateway asks of the scheduler.
+// The node gateway's guards, driven against the gateway alone with a port
+// that records what it asks of the scheduler:
+//  - a node's token changes (or the node leaves the config) while one of its
+//    connections is between the token check and the scheduler's answer: with
+//    I/O workers the main thread may not know that connection yet, so the
+//    worker that holds it ends it itself;
+//  - probe results name only providers the node's Register announced.
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { create } from '@bufbuild/protobuf';
-import { RegisterSchema } from '../../../src/gen/edge/v1/tunnel_pb.js';
+import { ProbeResultSchema, RegisterSchema } from '../../../src/gen/edge/v1/tunnel_pb.js';
 import { parseEdgeConfig } from '../../../src/main/config.js';
 import type { SchedulerPort } from '../../../src/contract/scheduler-port.js';
 import { NodeGateway } from '../../../src/workers/grpc/node-gateway.js';
@@ -104,4 +106,19 @@ test('an unchanged token leaves the connection alone', () => {
   gateway.setConfig(config(NODE_TOKEN));
   assert.equal(calls.some((c) => c[0] === 'setDraining'), false);
   assert.equal(session.rejected, undefined);
+});
+
+test('probe results count only for the providers Register announced: another id, however long, is dropped', () => {
+  const { port, calls } = recordingPort();
+  const gateway = new NodeGateway(config(NODE_TOKEN), port, silentLogger());
+  const session = new FakeSession(NODE_ID);
+  const problem = gateway.register(session as unknown as NodeSession, create(RegisterSchema, { nodeId: NODE_ID, token: NODE_TOKEN, providerIds: ['p-known'] }));
+  assert.equal(problem, undefined);
+  (session as unknown as { providerIds: ReadonlySet<string> }).providerIds = new Set(['p-known']);
+  gateway.onConnected(session.serial, NODE_ID, 11);
+  const probe = (providerId: string, healthy: boolean) => create(ProbeResultSchema, { providerId, healthy });
+  gateway.probed(session as unknown as NodeSession, [probe('p-known', false), probe('x'.repeat(600_000), false), probe('never-announced', false)]);
+  const health = calls.filter((c) => c[0] === 'setProviderHealth');
+  assert.deepEqual(health, [['setProviderHealth', NODE_ID, 'p-known', false, 11]]);
+  assert.equal(gateway.protocolStats.unknownProbes, 2);
 });
