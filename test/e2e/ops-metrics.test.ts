@@ -163,4 +163,22 @@ describe('metrics and request ids', () => {
     assert.ok((sample(text, 'process_resident_memory_bytes') ?? 0) > 0);
     assert.ok(sample(text, 'process_cpu_user_seconds_total') !== undefined);
   });
+
+  test('a provider error that ended with END is timed in the upstream, hop and overhead histograms too', async () => {
+    const count = async (name: string): Promise<number> => sample(await stack.metrics(), name, MODEL) ?? 0;
+    const before = { upstream: await count('edge_upstream_duration_seconds_count'), overhead: await count('edge_gateway_overhead_seconds_count') };
+    const upstreamSum = sample(await stack.metrics(), 'edge_upstream_duration_seconds_sum', MODEL) ?? 0;
+    const res = await fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-mock-fail': 'slow-headers:300,status:500' },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'slow failure' }] }),
+    });
+    assert.equal(res.status, 500);
+    await res.text();
+    await waitUntil(() => stack.edge.driver.status().providers.every((p) => p.inFlight === 0), 'the lease released');
+    // A slow failing provider is what an operator must tell apart from a slow edge.
+    assert.equal((await count('edge_upstream_duration_seconds_count')) - before.upstream, 1);
+    assert.equal((await count('edge_gateway_overhead_seconds_count')) - before.overhead, 1);
+    assert.ok((sample(await stack.metrics(), 'edge_upstream_duration_seconds_sum', MODEL) ?? 0) - upstreamSum >= 0.29, 'its 300 ms are the provider\'s');
+  });
 });

@@ -148,7 +148,8 @@ export class EdgeMetrics {
     h.queue.observe(queuedMs / 1000);
     h.total.observe((now - exchange.startedAt) / 1000);
     if (exchange.firstByteAt > 0) h.ttfb.observe((exchange.firstByteAt - exchange.startedAt) / 1000);
-    if (outcome === 'end' && exchange.sentAt > 0) {
+    // Every answer that ended with END, a provider's error included: a slow failing provider must show as the provider's time.
+    if (exchange.endAt > 0 && exchange.sentAt > 0) {
       const providerMs = exchange.endAt - exchange.sentAt;
       h.overhead.observe(Math.max(0, now - exchange.startedAt - queuedMs - providerMs) / 1000);
       const hopMs = nodeHopMs(exchange, true);
