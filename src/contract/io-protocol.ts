@@ -63,7 +63,8 @@ export type WorkerEvent =
   | { readonly type: 'event'; readonly event: EdgeEvent; readonly session?: undefined; readonly gone?: undefined }
   | { readonly type: 'event'; readonly event: EdgeEvent | undefined; readonly session: SessionInfo; readonly gone: boolean }
   /** A batch of run reports, for the main thread's run records (sent whether or not anyone subscribes). An I/O worker never posts it: its reports cross as the run wire (run-wire.ts), which the pool decodes into this. */
-  | { readonly type: 'runs'; readonly events: readonly RunEvent[] };
+  /** `workerExited`: the pool closing the runs an exited worker left open (502 worker_exited), which no worker counted. */
+  | { readonly type: 'runs'; readonly events: readonly RunEvent[]; readonly workerExited?: true };
 
 /** Which provider made a stored Response (the Responses API keeps state there). */
 export interface StoredResponse {

@@ -344,6 +344,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   #planeEvent(message: WorkerEvent): void {
     if (message.type === 'runs') {
       this.runs.runs(message.events);
+      // Their clients got a cut connection: counted here as the 502 their records say (their worker counted nothing).
+      if (message.workerExited === true) for (const event of message.events) if (event.type === 'run.finished') this.metrics.requestLost(event.model, event.status);
       return;
     }
     const info = message.session;

@@ -413,7 +413,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       tokens: null,
       error: `I/O worker ${slot.index} exited while serving it`,
     }));
-    this.#onEvent({ type: 'runs', events });
+    this.#onEvent({ type: 'runs', events, workerExited: true });
   }
 
   #onMessage(message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage | RunWireBatch, from: number): void {

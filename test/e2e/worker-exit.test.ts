@@ -87,6 +87,9 @@ describe('an I/O worker that exits', () => {
     assert.equal(exited.length, victimOpen, JSON.stringify(finished.map((r) => r.outcome)));
     assert.ok(exited.every((r) => r.status === 502 && r.error !== null && r.error.includes('exited')), JSON.stringify(exited));
     assert.ok(finished.filter((r) => r.outcome === 'end').length >= open.length - victimOpen, JSON.stringify(finished.map((r) => r.outcome)));
+    // /metrics agrees with the records: the cut requests are 502s there too.
+    const cut = /^edge_requests_total\{model="llama3",provider="",status="502"\} (\d+)$/m.exec(await stack.edge.scrapeMetrics());
+    assert.equal(Number(cut?.[1] ?? 0), victimOpen);
 
     // The worker is back on the shared ports, and new requests are served by both.
     await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');

@@ -160,6 +160,11 @@ export class EdgeMetrics {
     }
   }
 
+  /** A request whose worker exited under it (main thread, from the pool): counted on no provider, with its record's status. */
+  requestLost(model: string, status: number): void {
+    this.#count(model, '', status);
+  }
+
   /** Rare (a failure before the first byte), so counted directly. */
   retried(reason: string, providerId: string): void {
     this.#retries.inc({ reason, provider: providerId });
