@@ -149,8 +149,11 @@ describe('node commands through real agents', () => {
     const registered = once(agent, 'registered');
     agent.dropConnection();
     await registered;
-    const status = await admin('/admin/status');
-    const node = status.json.nodes.find((n: any) => n.id === 'gpu-a');
+    // With I/O workers the drain reaches the scheduler through the worker's ring, a moment after Registered.
+    const deadline = Date.now() + 3_000;
+    let node: any;
+    do node = (await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a');
+    while (!(node.connected && node.draining) && Date.now() < deadline && (await new Promise((resolve) => setTimeout(resolve, 20, true))));
     assert.equal(node.connected, true);
     assert.equal(node.draining, true, 'the edge knows the new connection is drained');
     const beforeA = mockA.requestLog.length;

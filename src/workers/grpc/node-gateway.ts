@@ -244,6 +244,13 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#settleWaiters(nodeId);
       return;
     }
+    if (!joining && session.registeredDraining) {
+      // Drained by command before this connection: the agent refuses new tunnels, so the edge sends it none.
+      // Said before the session answers Registered; a grant the scheduler made at the connect itself is
+      // refused by the agent (node_leaving) and goes elsewhere.
+      this.#port.setDraining(nodeId, true, generation);
+      this.logger.info({ node: nodeId, generation }, 'node registered drained (operator command): no new requests until undrained');
+    }
     if (here !== undefined && here.generation === generation) {
       here.add(session);
       session.activate(generation);
@@ -260,14 +267,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
         this.#closeLanes(here, `superseded by generation ${generation}`);
       }
     }
-    if (!joining) {
-      this.#observer?.nodeConnected(session);
-      if (session.registeredDraining) {
-        // Drained by command before this connection: the agent refuses new tunnels, so the edge sends it none.
-        this.#port.setDraining(nodeId, true, generation);
-        this.logger.info({ node: nodeId, generation }, 'node registered drained (operator command): no new requests until undrained');
-      }
-    }
+    if (!joining) this.#observer?.nodeConnected(session);
     this.#settleWaiters(nodeId);
   }
 
