@@ -179,7 +179,9 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     this.#drainTimer = undefined;
     const child = this.#child;
     if (child === undefined) return;
-    if (this.#paused) {
+    // Paused for a slow client, the output waits for it; once nothing more goes to the client (ended, failed,
+    // aborted) there is nothing to wait for.
+    if (this.#paused && !this.#reported) {
       this.#drainTimer = setTimeout(onPipesOverdue, this.#provider.config.killGraceMs, this);
       return;
     }

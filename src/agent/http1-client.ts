@@ -557,6 +557,11 @@ export class Http1Client {
       const first = head.charCodeAt(lineStart);
       if ((first === 0x20 || first === 0x09) && names.length > 0) {
         // obs-fold (RFC 9112 5.2): a line that continues the previous value; a recipient replaces the fold with a space.
+        // Not for a field that frames the message (read above as its first line): such a fold is refused as malformed.
+        if (FRAMING_FIELDS.has(names[names.length - 1])) {
+          this.#badResponse(exchange, `a folded ${names[names.length - 1]} header`);
+          return;
+        }
         const last = values.length - 1;
         values[last] = `${values[last]} ${trimOws(head.slice(lineStart, lineEnd))}`;
         lineStart = lineEnd + 2;
@@ -816,6 +821,9 @@ function onConnectTimeout(client: Http1Client, socket: Socket): void {
 function onWatch(client: Http1Client): void {
   client.watchFired();
 }
+
+/** Fields read for the message's framing as soon as their line is: never taken folded. */
+const FRAMING_FIELDS: ReadonlySet<string> = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive']);
 
 /** A header value without its optional whitespace (RFC 9110 5.5: spaces and tabs), nothing else. */
 function trimOws(text: string): string {

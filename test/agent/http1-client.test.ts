@@ -1420,3 +1420,16 @@ differential(
     assert.equal(o.sequence, 'start, error');
   },
 );
+
+differential(
+  'a folded transfer-encoding is refused, never read from its first line alone',
+  async (make) => {
+    const raw = await RawServer.start((_req, socket) => {
+      socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: gzip,\r\n chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n');
+    });
+    return withClient(make, raw.url, [raw], async (client) => outcome(await send(client)));
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, error');
+  },
+);

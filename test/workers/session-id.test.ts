@@ -52,3 +52,11 @@ test('a body value the API allows but no directory could be named after is named
   }
   assert.notEqual(sessionOf('{"model":"x","session_id":"café"}'), sessionOf('{"model":"x","session_id":"cafe\u0301"}'));
 });
+
+test('an id shaped like a digest is digested itself: nobody can name another\'s digested session', () => {
+  const digested = sessionOf('{"model":"x","session_id":"café"}') ?? '';
+  assert.match(digested, /^h-[0-9a-f]{32}$/);
+  assert.notEqual(sessionOf(`{"model":"x","session_id":"${digested}"}`), digested);
+  assert.notEqual(sessionOf('{"model":"x"}', { [SESSION_HEADER]: digested }), digested);
+  assert.match(sessionOf('{"model":"x"}', { [SESSION_HEADER]: digested }) ?? '', /^h-[0-9a-f]{32}$/);
+});

@@ -19,7 +19,11 @@ const SESSION_ID = /^[\x20-\x7e]{1,256}$/;
 /** undefined: the request names a session that is not valid (400): a bad header, or a body value that is not a string. */
 export function sessionIdOf(request: IncomingMessage, body: Buffer, fields: number): string | undefined {
   const header = request.headers[SESSION_HEADER];
-  if (typeof header === 'string') return header === '' || SESSION_ID.test(header) ? header : undefined;
+  if (typeof header === 'string') {
+    if (header === '') return header;
+    if (!SESSION_ID.test(header)) return undefined;
+    return DIGEST_SHAPED.test(header) ? digestSessionId(header) : header;
+  }
   if ((fields & FIELD_SESSION) === 0) return '';
   let parsed: { session_id?: unknown; metadata?: { session_id?: unknown } | null };
   try {
@@ -32,8 +36,11 @@ export function sessionIdOf(request: IncomingMessage, body: Buffer, fields: numb
   if (typeof value !== 'string') return undefined;
   // The body's value is the client's API field (OpenAI's metadata allows 512 characters of any script):
   // one that cannot name a session as it is names it by its digest, the same for every turn.
-  return SESSION_ID.test(value) ? value : digestSessionId(value);
+  // An id shaped like a digest is digested too: no client can name another's digested session.
+  return SESSION_ID.test(value) && !DIGEST_SHAPED.test(value) ? value : digestSessionId(value);
 }
+
+const DIGEST_SHAPED = /^h-[0-9a-f]{32}$/;
 
 /** `h-` and 32 hex digits of the value's SHA-256. */
 function digestSessionId(value: string): string {
