@@ -183,9 +183,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
       this.keys.releaseWorker(index, ID_STRIDE);
       // Node delivers a worker's messages before its exit: every report it sent is in by now.
       this.#finishOpenRuns(slot);
+      // Its calls get no answer now (a refresh waiting on it too), closing or not.
+      this.#rejectCalls(index);
       if (this.#closed) return;
       this.#logger.error({ worker: index, code }, 'I/O worker exited');
-      this.#rejectCalls(index);
       if (slot.started) void this.#recover(slot);
     });
     slot.onRecord = (offset, length) => this.#fromWorker(slot, offset, length);

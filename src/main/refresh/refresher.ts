@@ -139,11 +139,11 @@ export class ConfigRefresher {
   }
 
   async #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[], nodeTimeoutMs: number): Promise<RefreshResult> {
-    // The answer waits for every I/O worker: once it says applied, a removed key or alias is refused everywhere.
-    const threads = await this.#target.setConfig(candidate).then(
-      () => undefined,
-      (err: unknown) => `the config did not reach every I/O worker: ${(err as Error).message}; those still on the old one take it when replaced`,
-    );
+    // Swapped here in one step; each I/O worker swaps it when the pool's message arrives. Nodes are told and
+    // retired in this same turn, as before the workers answer (a registration on the new token meanwhile is
+    // not mistaken for the old connection). The answer then waits for every worker, up to a bound: once it
+    // says applied, a removed key or alias is refused everywhere.
+    const everywhere = this.#target.setConfig(candidate);
     const version = ++this.#version;
     const notified: { node: string; paths: string[] }[] = [];
     const offline: string[] = [];
@@ -165,6 +165,7 @@ export class ConfigRefresher {
         this.#target.retireNode(entry[1], 'removed from the config');
       }
     }
+    const threads = await settledWithin(everywhere, WORKERS_ACK_MS);
     const nodes = await this.#askNodes(notified, version, nodeTimeoutMs, new Set(retired));
     // A concerned node with no connection is reported, not skipped: the operator sees it was not told.
     for (const node of offline) if (!retired.includes(node)) nodes.push({ node, status: 'not_connected', message: 'no live connection: not told; the change reaches it when it next registers' });
@@ -209,6 +210,26 @@ class NoConfigSource extends Error {
   constructor() {
     super('no config given and the edge was not started from a config file');
   }
+}
+
+/** How long a refresh's answer waits for the I/O workers to take the config (a worker stalls, it does not hang the refresh queue). */
+const WORKERS_ACK_MS = 5_000;
+
+/** undefined once `swap` resolved within `ms`; else why not (a reason for the answer). */
+function settledWithin(swap: Promise<void>, ms: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(`not every I/O worker had taken the config after ${ms} ms; each swaps it when it reads the pool's message`), ms);
+    swap.then(
+      () => {
+        clearTimeout(timer);
+        resolve(undefined);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        resolve(`the config did not reach every I/O worker: ${(err as Error).message}; one replaced later starts on it`);
+      },
+    );
+  });
 }
 
 /**
