@@ -87,12 +87,15 @@ export class CliSessions {
   }
 
   /**
-   * The root, created when missing, as its real path, once every directory
-   * on that path is safe from other users: owned by this agent's user or
-   * root, and writable by no one else (but a sticky one such as /tmp, whose
-   * entries only their owners may move). The default root sits under the
-   * shared temp directory, where another user could have made it first,
-   * and would then read the transcripts or plant files the CLI runs.
+   * The root, created when missing, as its real path, once no other user
+   * can reach into it: every directory on that path belongs to this agent's
+   * user or root, and the root itself is writable by no one else (its group
+   * only when that is the agent's own group). The default root sits under
+   * the shared temp directory, where another user could have made
+   * `edge-cli-sessions` first, and would then read the transcripts or plant
+   * files the CLI runs. (A writable parent such as a container's 0777
+   * emptyDir /tmp is accepted: on a host shared with other users, give
+   * cwd_root a private path.)
    */
   async #checkedRoot(): Promise<string> {
     await mkdir(this.#root, { recursive: true, mode: 0o700 });
@@ -104,8 +107,7 @@ export class CliSessions {
         if (stat.uid !== uid && stat.uid !== 0) {
           throw new Error(`${path} belongs to uid ${stat.uid}, not to this agent's user (${uid}) or root: another user could reach the sessions; set cwd_root to a directory of the agent's own`);
         }
-        const sticky = (stat.mode & 0o1000) !== 0 && path !== root;
-        if ((stat.mode & 0o022) !== 0 && !sticky) {
+        if (path === root && ((stat.mode & 0o002) !== 0 || ((stat.mode & 0o020) !== 0 && stat.gid !== process.getgid?.()))) {
           throw new Error(`${path} is writable by other users (mode ${(stat.mode & 0o7777).toString(8)}): they could replace the sessions' directories; set cwd_root to a directory of the agent's own`);
         }
         if (dirname(path) === path) break;

@@ -75,18 +75,19 @@ test('one run per session at a time: the next waiter runs when the first leaves,
   assert.equal(sessions.busy('s'), 0);
 });
 
-test('a root reachable by other users is refused: a parent writable by them, or one they own', async (t) => {
+test('a root reachable by other users is refused: the root writable by them, or a directory on its path they own', async (t) => {
   const open = join(base, 'open');
   await mkdir(open);
-  await chmod(open, 0o777); // no sticky bit: anyone may rename the root away and put their own in its place
-  await assert.rejects(new CliSessions(join(open, 'root')).directory('s'), /open is writable by other users \(mode 777\)/);
-  await chmod(open, 0o1777); // sticky, as /tmp: only the owner moves an entry
+  await chmod(open, 0o777);
+  await assert.rejects(new CliSessions(open).directory('s'), /open is writable by other users \(mode 777\)/);
+  // A writable parent (a container's 0777 emptyDir /tmp) is accepted: the root made under it is the agent's, mode 700.
   assert.equal((await new CliSessions(join(open, 'root')).directory('s')).existed, false);
 
   if (process.getuid?.() !== 0) {
     t.diagnostic('not root: cannot give a directory to another user here');
     return;
   }
+  // Another user made the directory first (as /tmp/edge-cli-sessions could be): refused.
   const theirs = join(base, 'theirs');
   await mkdir(theirs, { mode: 0o755 });
   await chown(theirs, 65534, 65534);
