@@ -97,7 +97,10 @@ export class RunStore implements RunSink {
       else {
         const rank = finished.rankOf(filter.before);
         if (rank < 0) return out;
-        openFrom = -1;
+        // The cursor's run finished after the page before: the open runs queued before it still follow it.
+        const cursorQueuedAt = finished.record(finished.slotOfNewest(rank)).queuedAt;
+        openFrom = open.length - 1;
+        while (openFrom >= 0 && open[openFrom].queuedAt >= cursorQueuedAt) openFrom--;
         finishedFrom = rank + 1;
       }
     }

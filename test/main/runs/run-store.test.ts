@@ -116,3 +116,15 @@ test('a finished run reads back every field, across column growth and the ring w
   // i ≡ 0 (mod 3), odd (n1), ≡ 3 (mod 5): i ≡ 3 (mod 30); kept (≥ 250) and dispatched (not ≡ 0 mod 7, which drops 273).
   assert.deepEqual(filtered, ['r423', 'r393', 'r363', 'r333', 'r303']);
 });
+
+test('a page after a run that finished since the page before still lists the open runs queued before it', () => {
+  const store = new RunStore(new Bus(), 10);
+  const at = (event: RunEvent, t: number): RunEvent => ({ ...event, at: t }) as RunEvent;
+  store.run(at(queued('a'), 1_000));
+  store.run(at(queued('b'), 2_000));
+  store.run(at(queued('c'), 3_000));
+  assert.deepEqual(store.list({ limit: 2 }).map((r) => r.id), ['c', 'b']);
+  store.run(finished('b'));
+  // The next page, after b: a is still open and older than b, so it follows.
+  assert.deepEqual(store.list({ limit: 2, before: 'b' }).map((r) => r.id), ['a']);
+});
