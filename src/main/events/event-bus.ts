@@ -5,16 +5,16 @@
 // bytes goes through here, so a stalled reader costs the data path one
 // array store per event and nothing else.
 //
-// The bus also keeps its last HISTORY events, so a client that reconnects
-// with the id of the last event it saw (SSE's Last-Event-ID) gets what it
-// missed, or is told how much it lost. An id names this process too (its
+// The bus also keeps its last HISTORY events of each kind (run events, and
+// the rest), so a client that reconnects with the id of the last event it
+// saw (SSE's Last-Event-ID) gets what it missed, or is told it lost some. An id names this process too (its
 // boot), so a reconnect to a restarted edge is never taken for a resume.
 import { randomBytes } from 'node:crypto';
 import { isRunEvent, type EdgeEvent } from '../../contract/events.js';
 
 export const DEFAULT_SUBSCRIBER_BUFFER = 1024;
 export const MAX_SUBSCRIBER_BUFFER = 65_536;
-/** Events kept for reconnecting clients (node and config events are rare: this is minutes to hours of them). */
+/** Events kept for reconnecting clients, of each kind (node and config events are rare: this is minutes to hours of them). */
 export const HISTORY = 1024;
 
 /** One published event; its wire form is built once, on first use, and shared. */
@@ -41,8 +41,8 @@ export interface Resumption {
   readonly lastEventId: string;
   /** Events after it, put in its buffer. */
   readonly replayed: number;
-  /** Events after it that are gone (older than the history; a runs=0 subscriber's count includes run events), or null: unknown. */
-  readonly missed: number | null;
+  /** 0: the replay is whole. null: some events after it are gone (pushed out of the history, published by another boot, or run events not built while nobody wanted them), how many is not known. */
+  readonly missed: 0 | null;
   /** The id names another boot of the edge: everything before this process's history is unknown. */
   readonly restarted: boolean;
 }
@@ -154,9 +154,11 @@ export class EventBus {
   #runReaders = 0;
   #seq = 0;
   #nextId = 1;
-  /** The last HISTORY events, oldest at #historyHead once full. */
-  readonly #history: PublishedEvent[] = [];
-  #historyHead = 0;
+  /** The last HISTORY node, provider, config and edge events; run events (five a request) have their own, so they never push those out. */
+  readonly #history = new History();
+  readonly #runHistory = new History();
+  /** The seq at which run events were last switched off (no subscriber wanted them): none were built after it for a while. */
+  #runsOffAt = -1;
   /** Names this process in every event id. */
   readonly boot = randomBytes(4).toString('hex');
   /** Events dropped over every subscriber, ever. */
@@ -179,7 +181,7 @@ export class EventBus {
     // Run events exist only while someone wants them; the others are kept for reconnects even with nobody listening.
     if (run && this.#runReaders === 0) return;
     const published = new PublishedEvent(this.boot, ++this.#seq, Date.now(), event);
-    this.#remember(published);
+    (run ? this.#runHistory : this.#history).add(published);
     if (this.#subscribers.size === 0) return;
     this.publishedTotal++;
     for (const subscription of this.#subscribers) if (!run || subscription.runs) subscription.push(published);
@@ -203,21 +205,6 @@ export class EventBus {
     return { subscription, resumption: this.#resume(subscription, lastEventId) };
   }
 
-  #remember(published: PublishedEvent): void {
-    const history = this.#history;
-    if (history.length < HISTORY) history.push(published);
-    else {
-      history[this.#historyHead] = published;
-      this.#historyHead = (this.#historyHead + 1) % HISTORY;
-    }
-  }
-
-  /** The kept event `k` places from the oldest. */
-  #kept(k: number): PublishedEvent {
-    const history = this.#history;
-    return history[(this.#historyHead + k) % history.length];
-  }
-
   #resume(subscription: Subscription, lastEventId: string): Resumption {
     const match = EVENT_ID.exec(lastEventId.trim());
     const sameBoot = match !== null && match[1] === this.boot;
@@ -226,26 +213,22 @@ export class EventBus {
       // Not an id this boot handed out: nothing can be said about what came after it.
       return { lastEventId, replayed: 0, missed: null, restarted: false };
     }
-    const history = this.#history;
-    const oldest = history.length === 0 ? this.#seq + 1 : this.#kept(0).seq;
-    let replayed = 0;
-    for (let k = 0; k < history.length; k++) {
-      const published = this.#kept(k);
-      if (published.seq <= last) continue;
-      if (!subscription.runs && isRunEvent(published.event)) continue;
-      subscription.push(published);
-      replayed++;
-    }
-    if (!sameBoot) {
-      // Another boot (or an id of no edge): this boot's events from its first are known only while the history reaches back to it.
-      return { lastEventId, replayed, missed: oldest === 1 ? null : oldest - 1, restarted: true };
-    }
-    return { lastEventId, replayed, missed: Math.max(0, oldest - 1 - last), restarted: false };
+    const replay: PublishedEvent[] = [];
+    this.#history.after(last, replay);
+    if (subscription.runs) this.#runHistory.after(last, replay);
+    replay.sort(bySeq);
+    for (let i = 0; i < replay.length; i++) subscription.push(replay[i]);
+    // Whole when nothing after `last` left the histories and, for run events, they were built all along since.
+    const whole = sameBoot && this.#history.evictedSeq <= last && (!subscription.runs || (this.#runHistory.evictedSeq <= last && this.#runsOffAt < last));
+    return { lastEventId, replayed: replay.length, missed: whole ? 0 : null, restarted: !sameBoot };
   }
 
   /** @internal */
   unsubscribe(subscription: Subscription): void {
-    if (this.#subscribers.delete(subscription) && subscription.runs && --this.#runReaders === 0) this.onActiveChange?.(false);
+    if (this.#subscribers.delete(subscription) && subscription.runs && --this.#runReaders === 0) {
+      this.#runsOffAt = this.#seq;
+      this.onActiveChange?.(false);
+    }
   }
 
   /** @internal */
@@ -256,4 +239,35 @@ export class EventBus {
   closeAll(): void {
     for (const subscription of [...this.#subscribers]) subscription.close();
   }
+}
+
+/** A ring of the last HISTORY published events, and the newest seq it has let go. */
+class History {
+  readonly #ring: PublishedEvent[] = [];
+  #head = 0;
+  evictedSeq = 0;
+
+  add(published: PublishedEvent): void {
+    const ring = this.#ring;
+    if (ring.length < HISTORY) {
+      ring.push(published);
+      return;
+    }
+    this.evictedSeq = ring[this.#head].seq;
+    ring[this.#head] = published;
+    this.#head = (this.#head + 1) % HISTORY;
+  }
+
+  /** Appends the kept events after seq `last`, oldest first. */
+  after(last: number, out: PublishedEvent[]): void {
+    const ring = this.#ring;
+    for (let k = 0; k < ring.length; k++) {
+      const published = ring[(this.#head + k) % ring.length];
+      if (published.seq > last) out.push(published);
+    }
+  }
+}
+
+function bySeq(a: PublishedEvent, b: PublishedEvent): number {
+  return a.seq - b.seq;
 }

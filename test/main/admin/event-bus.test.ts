@@ -118,14 +118,15 @@ function drain(sub: Subscription): string[] {
 
 test('a reconnect with Last-Event-ID gets the events after it, even those published while nobody listened', () => {
   const bus = new EventBus();
-  const first = bus.subscribe(new CountingReader());
+  // Node events only, as the console subscribes.
+  const first = bus.subscribe(new CountingReader(), 16, false);
   bus.publish(event(1));
   bus.publish(event(2));
   const lastSeen = first.shift()?.frame.split('\n')[0].slice('id: '.length) ?? '';
   assert.equal(lastSeen, `${bus.boot}-1`);
   first.close();
   bus.publish(event(3)); // nobody listens
-  const { subscription, resumption } = bus.resubscribe(new CountingReader(), 16, true, lastSeen);
+  const { subscription, resumption } = bus.resubscribe(new CountingReader(), 16, false, lastSeen);
   assert.deepEqual(resumption, { lastEventId: lastSeen, replayed: 2, missed: 0, restarted: false });
   assert.deepEqual(drain(subscription), ['n2', 'n3']);
   bus.publish(event(4));
@@ -133,27 +134,55 @@ test('a reconnect with Last-Event-ID gets the events after it, even those publis
   subscription.close();
 });
 
-test('a reconnect older than the history is told how many events it lost; another boot\'s id is a restart', () => {
+test('run events are not built while nobody wants them: a run subscriber back after such a gap is told its replay is not whole', () => {
+  const bus = new EventBus();
+  const runs = bus.subscribe(new CountingReader(), 16);
+  bus.publish({ type: 'run.first_byte', runId: 'r1', model: 'm', ttfbMs: 1, at: 3 });
+  const lastSeen = runs.shift()?.frame.split('\n')[0].slice('id: '.length) ?? '';
+  runs.close();
+  bus.publish({ type: 'run.first_byte', runId: 'r2', model: 'm', ttfbMs: 1, at: 4 }); // not built: nobody wants runs
+  bus.publish(event(1));
+  const back = bus.resubscribe(new CountingReader(), 16, true, lastSeen);
+  assert.deepEqual(back.resumption, { lastEventId: lastSeen, replayed: 1, missed: null, restarted: false });
+  back.subscription.close();
+});
+
+test('run events never push node events out of the history', () => {
+  const bus = new EventBus();
+  const all = bus.subscribe(new CountingReader(), 16);
+  bus.publish(event(1));
+  for (let i = 0; i < HISTORY * 2; i++) bus.publish({ type: 'run.first_byte', runId: `r${i}`, model: 'm', ttfbMs: 1, at: i });
+  all.close();
+  const back = bus.resubscribe(new CountingReader(), 16, false, `${bus.boot}-0`);
+  assert.deepEqual(back.resumption, { lastEventId: `${bus.boot}-0`, replayed: 1, missed: 0, restarted: false });
+  assert.deepEqual(drain(back.subscription), ['n1']);
+  back.subscription.close();
+});
+
+test('a reconnect older than the history is told it lost events; another boot\'s id is a restart', () => {
   const bus = new EventBus();
   for (let n = 1; n <= HISTORY + 10; n++) bus.publish(event(n));
-  const stale = bus.resubscribe(new CountingReader(), HISTORY, true, `${bus.boot}-5`);
-  assert.deepEqual(stale.resumption, { lastEventId: `${bus.boot}-5`, replayed: HISTORY, missed: 5, restarted: false });
+  const stale = bus.resubscribe(new CountingReader(), HISTORY, false, `${bus.boot}-5`);
+  assert.deepEqual(stale.resumption, { lastEventId: `${bus.boot}-5`, replayed: HISTORY, missed: null, restarted: false });
   assert.equal(drain(stale.subscription)[0], 'n11', 'the oldest kept event comes first');
   stale.subscription.close();
+  const whole = bus.resubscribe(new CountingReader(), HISTORY, false, `${bus.boot}-${HISTORY}`);
+  assert.deepEqual(whole.resumption, { lastEventId: `${bus.boot}-${HISTORY}`, replayed: 10, missed: 0, restarted: false });
+  whole.subscription.close();
 
-  const other = bus.resubscribe(new CountingReader(), 4, true, 'abcdef01-3');
+  const other = bus.resubscribe(new CountingReader(), 4, false, 'abcdef01-3');
   assert.equal(other.resumption.restarted, true);
-  assert.equal(other.resumption.missed, 10, 'this boot\'s first ten events are gone too');
+  assert.equal(other.resumption.missed, null);
   other.subscription.close();
 
   const fresh = new EventBus();
   fresh.publish(event(1));
-  const restarted = fresh.resubscribe(new CountingReader(), 16, true, `${bus.boot}-900`);
+  const restarted = fresh.resubscribe(new CountingReader(), 16, false, `${bus.boot}-900`);
   assert.deepEqual(restarted.resumption, { lastEventId: `${bus.boot}-900`, replayed: 1, missed: null, restarted: true });
   assert.deepEqual(drain(restarted.subscription), ['n1'], 'everything this boot published');
   restarted.subscription.close();
 
-  const future = fresh.resubscribe(new CountingReader(), 16, true, `${fresh.boot}-99`);
+  const future = fresh.resubscribe(new CountingReader(), 16, false, `${fresh.boot}-99`);
   assert.deepEqual(future.resumption, { lastEventId: `${fresh.boot}-99`, replayed: 0, missed: null, restarted: false });
   future.subscription.close();
 });
