@@ -44,6 +44,31 @@ function stream(stack: Stack, tokens = 100): { done: Promise<string>; dispatcher
   return { done, dispatcher };
 }
 
+/** Every edge_requests_total sample of a scrape, summed. */
+function served(text: string): number {
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('edge_requests_total{'))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+/**
+ * Requests on fresh connections until the worker not holding the node's session has served some (the kernel
+ * spreads them), then every lease released; returns the worker that holds the session.
+ */
+async function trafficOnBoth(stack: Stack, pool: WorkerPool): Promise<number> {
+  await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
+  const holder = (await pool.inspect()).find((p) => p.sessions.length > 0)?.worker ?? 0;
+  for (let round = 0; round < 10; round++) {
+    const batch = Array.from({ length: 6 }, () => stream(stack, 2));
+    assert.deepEqual(await Promise.all(batch.map((o) => o.done)), batch.map(() => 'status 200'));
+    await Promise.all(batch.map((o) => o.dispatcher.close()));
+    if (((await pool.inspect()).find((p) => p.worker === 1 - holder)?.requests ?? 0) >= 3) break;
+  }
+  await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+  return holder;
+}
+
 describe('an I/O worker that exits', () => {
   let stack: Stack;
   before(async () => {
@@ -104,21 +129,7 @@ describe('an I/O worker that exits', () => {
 
   test('its counters stay in the scrape: a total never goes down when a worker dies', async () => {
     const pool = stack.edge.plane as unknown as WorkerPool;
-    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
-    const served = (text: string): number =>
-      text
-        .split('\n')
-        .filter((line) => line.startsWith('edge_requests_total{'))
-        .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
-    // Requests on fresh connections until the victim has served some (the kernel spreads them).
-    const victim = 1 - ((await pool.inspect()).find((p) => p.sessions.length > 0)?.worker ?? 0);
-    for (let round = 0; round < 10; round++) {
-      const batch = Array.from({ length: 6 }, () => stream(stack, 2));
-      assert.deepEqual(await Promise.all(batch.map((o) => o.done)), batch.map(() => 'status 200'));
-      await Promise.all(batch.map((o) => o.dispatcher.close()));
-      if (((await pool.inspect()).find((p) => p.worker === victim)?.requests ?? 0) >= 3) break;
-    }
-    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+    const victim = 1 - (await trafficOnBoth(stack, pool));
     const before = served(await stack.edge.scrapeMetrics());
     await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
     await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');
@@ -127,21 +138,8 @@ describe('an I/O worker that exits', () => {
 
   test('a worker that exits in the middle of a scrape is counted once in it, and the next scrape agrees', async () => {
     const pool = stack.edge.plane as unknown as WorkerPool;
-    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
-    const served = (text: string): number =>
-      text
-        .split('\n')
-        .filter((line) => line.startsWith('edge_requests_total{'))
-        .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
-    const holder = (await pool.inspect()).find((p) => p.sessions.length > 0)?.worker ?? 0;
+    const holder = await trafficOnBoth(stack, pool);
     const victim = 1 - holder;
-    for (let round = 0; round < 10; round++) {
-      const batch = Array.from({ length: 6 }, () => stream(stack, 2));
-      assert.deepEqual(await Promise.all(batch.map((o) => o.done)), batch.map(() => 'status 200'));
-      await Promise.all(batch.map((o) => o.dispatcher.close()));
-      if (((await pool.inspect()).find((p) => p.worker === victim)?.requests ?? 0) >= 3) break;
-    }
-    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
     const before = served(await stack.edge.scrapeMetrics());
     // The other worker is busy for a moment, so the scrape waits for it after the victim has answered.
     await pool.call(holder, { type: 'testHook', hook: 'stall', ms: 800 });
