@@ -397,7 +397,10 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       // Its token changed or it left the config: this connection closes once idle and must take nothing new.
       return { ok: false, code: 'node_retiring', message: `node ${JSON.stringify(nodeId)} is being retired by a config change (its connection closes once idle); its next connection starts undrained` };
     }
-    this.driver.setDraining(nodeId, draining);
+    if (!this.driver.setDraining(nodeId, draining)) {
+      // The session view trails the scheduler by a message: the connection it saw is gone already.
+      return { ok: false, code: 'node_not_connected', message: `node ${JSON.stringify(nodeId)} is not connected; draining applies to a live connection` };
+    }
     this.events.publish({ type: draining ? 'node.draining' : 'node.undrained', node: nodeId, by: 'admin' });
     const openTunnels = this.#leasesOn(nodeId);
     this.logger.info({ node: nodeId, generation: session.generation, draining, openTunnels }, draining ? 'node draining (admin)' : 'node undrained (admin)');

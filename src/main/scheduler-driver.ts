@@ -214,9 +214,11 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   /** Told when a provider's probe verdict changed in the scheduler (the edge publishes it as an event). */
   onProviderHealth: ((nodeId: string, providerId: string, healthy: boolean) => void) | undefined;
 
-  setDraining(nodeId: string, draining: boolean, generation = 0): void {
-    this.scheduler.setDraining(nodeId, draining, performance.now(), generation);
+  /** True when it applied (the node is connected, in `generation` when one is named). */
+  setDraining(nodeId: string, draining: boolean, generation = 0): boolean {
+    const applied = this.scheduler.setDraining(nodeId, draining, performance.now(), generation);
     this.#flush();
+    return applied;
   }
 
   setConfig(config: EdgeConfig): void {

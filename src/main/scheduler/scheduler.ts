@@ -573,10 +573,12 @@ export class Scheduler {
    * operator's drain) names the one whose agent said Leaving, and a late
    * word from a superseded connection does not drain the new one.
    */
-  setDraining(nodeId: string, draining: boolean, now: number, generation = 0): void {
+  /** True when it applied: the node is connected (in that generation, when one is named). */
+  setDraining(nodeId: string, draining: boolean, now: number, generation = 0): boolean {
     this.#expire(now);
     const node = this.#registry.nodes.get(nodeId);
-    if (node !== undefined && node.connected && (generation === 0 || node.generation === generation)) {
+    const applies = node !== undefined && node.connected && (generation === 0 || node.generation === generation);
+    if (applies) {
       const changed = node.draining !== draining;
       node.draining = draining;
       // Undrained, it takes waiters again; drained, its sessions' waiters may go elsewhere, as may
@@ -585,6 +587,7 @@ export class Scheduler {
       if (changed || returned) this.#pump();
     }
     this.#flush();
+    return applies;
   }
 
   // --- Config ---------------------------------------------------------------

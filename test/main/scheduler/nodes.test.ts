@@ -153,3 +153,14 @@ test('a late Leaving or probe verdict from a superseded connection leaves the ne
   s.setDraining('n1', false, 5);
   assert.equal(s.status().nodes.find((n) => n.id === 'n1')?.draining, false);
 });
+
+test('setDraining says whether it applied: a connected node (in the named generation), not a gone one or a stale generation', () => {
+  const { s, gen } = setup(TWO_NODES);
+  const g1 = gen.get('n1') as number;
+  assert.equal(s.setDraining('n1', true, 1), true);
+  assert.equal(s.status().nodes.find((n) => n.id === 'n1')?.draining, true);
+  assert.equal(s.setDraining('n1', false, 2, g1 + 1000), false, 'another generation');
+  s.disconnect('n2', gen.get('n2') as number, 3);
+  assert.equal(s.setDraining('n2', true, 4), false, 'not connected: nothing drained, and the caller can say so');
+  assert.equal(s.setDraining('ghost', true, 5), false);
+});
