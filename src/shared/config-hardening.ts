@@ -10,6 +10,7 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
 export const HARDENING_LIMIT_KEYS = [
   'max_json_depth',
   'max_header_bytes',
+  'request_timeout_ms',
   'max_tunnels_per_node',
   'max_frame_bytes',
   'ttfb_timeout_ms',
@@ -21,6 +22,8 @@ export const HARDENING_LIMIT_KEYS = [
 export const DEFAULT_LIMITS_HARDENING: LimitsHardening = Object.freeze({
   maxJsonDepth: 64,
   maxHeaderBytes: 16 * 1024,
+  // node:http's own default: a slow or stalled upload cannot hold a connection and its buffered body for ever.
+  requestTimeoutMs: 300_000,
   maxTunnelsPerNode: 0,
   maxFrameBytes: 4 * 1024 * 1024,
   ttfbTimeoutMs: 300_000,
@@ -38,6 +41,7 @@ export function readLimitsHardening(r: ConfigReader, limits: Record<string, unkn
   return {
     maxJsonDepth: r.integer('limits.max_json_depth', limits.max_json_depth, 1, 10_000, d.maxJsonDepth),
     maxHeaderBytes: r.integer('limits.max_header_bytes', limits.max_header_bytes, 1024, 1 << 20, d.maxHeaderBytes),
+    requestTimeoutMs: r.integer('limits.request_timeout_ms', limits.request_timeout_ms, 0, DAY_MS, d.requestTimeoutMs),
     maxTunnelsPerNode: r.integer('limits.max_tunnels_per_node', limits.max_tunnels_per_node, 0, 1_000_000, d.maxTunnelsPerNode),
     maxFrameBytes: r.integer('limits.max_frame_bytes', limits.max_frame_bytes, 64 * 1024, 1 << 30, d.maxFrameBytes),
     ttfbTimeoutMs: r.integer('limits.ttfb_timeout_ms', limits.ttfb_timeout_ms, 0, DAY_MS, d.ttfbTimeoutMs),
@@ -137,6 +141,7 @@ export function limitsOf(config: EdgeConfig): LimitsHardening {
   return {
     maxJsonDepth: l.maxJsonDepth ?? d.maxJsonDepth,
     maxHeaderBytes: l.maxHeaderBytes ?? d.maxHeaderBytes,
+    requestTimeoutMs: l.requestTimeoutMs ?? d.requestTimeoutMs,
     maxTunnelsPerNode: l.maxTunnelsPerNode ?? d.maxTunnelsPerNode,
     maxFrameBytes: l.maxFrameBytes ?? d.maxFrameBytes,
     ttfbTimeoutMs: l.ttfbTimeoutMs ?? d.ttfbTimeoutMs,

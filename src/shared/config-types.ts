@@ -223,6 +223,8 @@ export interface LimitsHardening {
   readonly maxJsonDepth: number;
   /** Largest request head (request line + headers), bytes (431 above). */
   readonly maxHeaderBytes: number;
+  /** A client's whole request (head and body) must arrive within this, ms (408 request_timeout after); 0 = off. */
+  readonly requestTimeoutMs: number;
   /** Tunnels one node connection may have open at once; 0 = no limit beyond capacity. */
   readonly maxTunnelsPerNode: number;
   /** Largest gRPC message a node may send, bytes; a larger one ends its connection. */

@@ -3,7 +3,9 @@
 // (504 before headers, an SSE error event after; CANCEL reaches the
 // provider every time) and max tunnels per node (503 node_overloaded).
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { ALIAS, inFlight, startStack, testWorkers, waitUntil, type Stack, type StackOptions } from '../helpers/stack.js';
@@ -70,6 +72,35 @@ describe('request limits', () => {
     const ok = await chat(stack, {}, { 'x-fine': 'a'.repeat(512) });
     assert.equal(ok.status, 200);
     await ok.arrayBuffer();
+  });
+
+  test('a request whose body does not all come within request_timeout_ms gets 408 request_timeout, on the lean path and through node:http', async () => {
+    const stack = await stackWith({ request_timeout_ms: 500 });
+    const url = new URL(stack.baseURL);
+    /** Sends the head and part of the body, never the rest; resolves with what the edge answered once it closed. */
+    const stall = async (framing: string, partial: string): Promise<{ text: string; afterMs: number }> => {
+      const socket = connect(Number(url.port), url.hostname);
+      await once(socket, 'connect');
+      let text = '';
+      socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      const started = Date.now();
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\n${framing}\r\n${partial}`);
+      await once(socket, 'close');
+      return { text, afterMs: Date.now() - started };
+    };
+    // Content-Length: read by the lean connection; chunked: handed to node:http (its requestTimeout).
+    const [lean, chunked] = await Promise.all([stall('Content-Length: 100\r\n', '{"model":'), stall('Transfer-Encoding: chunked\r\n', '9\r\n{"model":\r\n')]);
+    for (const [path, answer] of [['lean', lean], ['node:http', chunked]] as const) {
+      assert.match(answer.text, /^HTTP\/1\.1 408 /, `${path}: ${answer.text}`);
+      assert.equal((JSON.parse(answer.text.split('\r\n\r\n')[1]) as { error: { code: string } }).error.code, 'request_timeout', path);
+      assert.ok(answer.afterMs >= 500 && answer.afterMs < 5_000, `${path}: answered ${answer.afterMs} ms after the head`);
+    }
+    // A request that arrives whole is served as before, and nothing was dispatched for the stalled ones.
+    const ok = await chat(stack);
+    assert.equal(ok.status, 200);
+    await ok.arrayBuffer();
+    assert.equal(stack.mock.requestLog.filter((r) => r.path === '/v1/chat/completions').length, 1);
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease to be released');
   });
 
   test('JSON nested deeper than max_json_depth gets 400 json_too_deep; at the limit it passes', async () => {

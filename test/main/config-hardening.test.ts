@@ -19,13 +19,14 @@ function problemsOf(raw: unknown): string {
 test('hardening limits take documented defaults and are range-checked', () => {
   const config = parseEdgeConfig(BASE, 't');
   assert.deepEqual(limitsOf(config), DEFAULT_LIMITS_HARDENING);
-  const set = parseEdgeConfig({ ...BASE, limits: { max_json_depth: 8, max_header_bytes: 4096, max_tunnels_per_node: 3, max_frame_bytes: 65536, tunnel_window_bytes: 65536, ttfb_timeout_ms: 0, idle_timeout_ms: 500 } }, 't');
-  assert.deepEqual(limitsOf(set), { maxJsonDepth: 8, maxHeaderBytes: 4096, maxTunnelsPerNode: 3, maxFrameBytes: 65536, ttfbTimeoutMs: 0, idleTimeoutMs: 500, sseKeepaliveMs: 15_000, offloadBytes: 262144 });
-  const problems = problemsOf({ ...BASE, limits: { max_json_depth: 0, max_header_bytes: 10, max_frame_bytes: 1, ttfb_timeout_ms: -1, max_tunels_per_node: 2 } });
+  const set = parseEdgeConfig({ ...BASE, limits: { max_json_depth: 8, max_header_bytes: 4096, max_tunnels_per_node: 3, max_frame_bytes: 65536, tunnel_window_bytes: 65536, ttfb_timeout_ms: 0, idle_timeout_ms: 500, request_timeout_ms: 0 } }, 't');
+  assert.deepEqual(limitsOf(set), { maxJsonDepth: 8, maxHeaderBytes: 4096, requestTimeoutMs: 0, maxTunnelsPerNode: 3, maxFrameBytes: 65536, ttfbTimeoutMs: 0, idleTimeoutMs: 500, sseKeepaliveMs: 15_000, offloadBytes: 262144 });
+  const problems = problemsOf({ ...BASE, limits: { max_json_depth: 0, max_header_bytes: 10, max_frame_bytes: 1, ttfb_timeout_ms: -1, request_timeout_ms: 1.5, max_tunels_per_node: 2 } });
   assert.match(problems, /limits\.max_json_depth: expected an integer from 1/);
   assert.match(problems, /limits\.max_header_bytes: expected an integer from 1024/);
   assert.match(problems, /limits\.max_frame_bytes: expected an integer from 65536/);
   assert.match(problems, /limits\.ttfb_timeout_ms: expected an integer from 0/);
+  assert.match(problems, /limits\.request_timeout_ms: expected an integer from 0/);
   assert.match(problems, /limits\.max_tunels_per_node: unknown key/);
   // A DATA frame is at most the flow-control window, so the window must fit the frame limit.
   const clash = problemsOf({ ...BASE, limits: { max_frame_bytes: 65536, tunnel_window_bytes: 262144 } });
@@ -65,6 +66,7 @@ test('a config that sets nothing gets the defaults README.md and docs/hardening.
       hardening: {
         maxJsonDepth: 64,
         maxHeaderBytes: 16 * 1024,
+        requestTimeoutMs: 300_000,
         maxTunnelsPerNode: 0,
         maxFrameBytes: 4 * MiB,
         ttfbTimeoutMs: 300_000,

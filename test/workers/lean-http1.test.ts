@@ -1,6 +1,7 @@
 // LeanHttp1 on a bare node:http server over loopback: the keep-alive sweep
-// closes connections that wait for a request too long, and spares one whose
-// response is still running, however long it runs.
+// closes connections that wait for a request too long, answers 408 to one
+// whose body does not all come within the request timeout, and spares one
+// whose response is still running, however long it runs.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -9,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { LeanHttp1 } from '../../src/workers/http/lean-http1.js';
 
 const KEEP_ALIVE_MS = 300;
+const REQUEST_TIMEOUT_MS = 600;
 const ROUTES = ['/v1/chat/completions'];
 
 /** A provider-like owner: answers at once, or after `x-delay-ms`, writing a first chunk at once. */
@@ -34,7 +36,7 @@ describe('LeanHttp1', () => {
   let lean: LeanHttp1;
   let port = 0;
   before(async () => {
-    lean = LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, keepAliveMs: KEEP_ALIVE_MS, routes: ROUTES }) as LeanHttp1;
+    lean = LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, keepAliveMs: KEEP_ALIVE_MS, requestTimeoutMs: REQUEST_TIMEOUT_MS, routes: ROUTES }) as LeanHttp1;
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     port = (server.address() as AddressInfo).port;
@@ -68,7 +70,25 @@ describe('LeanHttp1', () => {
     assert.ok(silent.closedAt() > 0 && served.closedAt() > 0, 'both closed within 5 s');
   });
 
-  test('a response that runs longer than the keep-alive timeout is not cut', async () => {
+  test('a body that does not all come within the request timeout gets 408 request_timeout and the connection closes; a slow one in time is served', async () => {
+    const stalled = await client();
+    const slowButInTime = await client();
+    const started = Date.now();
+    const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n';
+    stalled.socket.write(`${head}{"a"`);
+    slowButInTime.socket.write(`${head}{"a"`);
+    await new Promise((resolve) => setTimeout(resolve, REQUEST_TIMEOUT_MS / 3));
+    slowButInTime.socket.write(':"bc"}');
+    while (stalled.closedAt() === 0 && Date.now() - started < 5_000) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.ok(stalled.closedAt() - started >= REQUEST_TIMEOUT_MS, `closed ${stalled.closedAt() - started} ms after its head, before the request timeout`);
+    assert.match(stalled.text(), /^HTTP\/1\.1 408 Request Timeout\r\n[^]*Connection: close\r\n\r\n/);
+    const body = JSON.parse(stalled.text().split('\r\n\r\n')[1]) as { error: { code: string; type: string } };
+    assert.equal(body.error.code, 'request_timeout');
+    assert.match(slowButInTime.text(), /^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\ngot 10$/);
+    slowButInTime.socket.destroy();
+  });
+
+  test('a response that runs longer than the keep-alive and request timeouts is not cut', async () => {
     const slow = await client();
     slow.socket.write(request(1_600));
     await new Promise((resolve) => setTimeout(resolve, 1_300));

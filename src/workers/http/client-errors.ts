@@ -15,9 +15,19 @@ function specFor(code: string | undefined): GatewayErrorSpec {
 
 /** fastify `clientErrorHandler`. */
 export function onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const spec = specFor(err.code);
-  const body = errorBody(spec, spec === Errors.badRequest ? `the request is malformed (${err.code ?? 'parse error'})` : undefined);
+  if (err.code === 'ECONNRESET') return;
+  answerAndClose(socket, err.code);
+}
+
+/** The lean connection's request was not all received within limits.request_timeout_ms: 408, as node:http answers its own. */
+export function refuseSlowRequest(socket: Duplex): void {
+  answerAndClose(socket, 'ERR_HTTP_REQUEST_TIMEOUT');
+}
+
+function answerAndClose(socket: Duplex, errorCode: string | undefined): void {
+  if (socket.destroyed) return;
+  const spec = specFor(errorCode);
+  const body = errorBody(spec, spec === Errors.badRequest ? `the request is malformed (${errorCode ?? 'parse error'})` : undefined);
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${spec.status} ${REASONS[spec.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,

@@ -25,7 +25,7 @@ import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '..
 import { A2ASurface } from '../a2a/a2a-surface.js';
 import { AGENT_PREFIX, CARD_PATH } from '../a2a/agent-card.js';
 import { readBody, writeClosing, writeError, type BodyOwner } from './fast-path.js';
-import { LeanHttp1, type LeanOwner } from './lean-http1.js';
+import { LeanHttp1, timeoutSweepMs, type LeanOwner } from './lean-http1.js';
 
 const kApiKey = Symbol('edge.apiKey');
 type KeyedRequest = FastifyRequest & { [kApiKey]?: ApiKeyState };
@@ -36,6 +36,8 @@ const STORED_RESPONSE_ROUTE = '/v1/responses/:id';
 const LEAN_ROUTES: ReadonlyMap<string, ApiRoute> = new Map(API_ROUTES.map((r) => [r.path, r]));
 /** Idle keep-alive connections close after this long (longer than the usual load balancer's 60 s). */
 const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+/** node:http's default time for a request's head. */
+const HEADERS_TIMEOUT_MS = 60_000;
 const HOST_REQUIRED = 'an HTTP/1.1 request must carry a Host header';
 const INVALID_KEY = 'missing or invalid API key; send it as `Authorization: Bearer <key>` or `x-api-key: <key>`';
 
@@ -95,6 +97,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** The lean HTTP/1.1 connections (lean-http1.ts); undefined with listen.http.lean_http1 false. */
   #lean: LeanHttp1 | undefined;
   readonly #leanHttp1: boolean;
+  /** limits.request_timeout_ms: fixed with the listener. */
+  readonly #requestTimeoutMs: number;
   /** Agent Cards and the A2A JSON-RPC endpoints (src/workers/a2a/). */
   readonly a2a: A2ASurface;
 
@@ -103,8 +107,17 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#leanHttp1 = config.http.leanHttp1 !== false;
     // maxHeaderSize makes Node refuse an oversized head; onClientError answers it as 431 in OpenAI's format.
     // Node's own missing-Host check answers with an empty body; ours (onRequest) in OpenAI's format.
-    const maxHeaderSize = limitsOf(config).maxHeaderBytes;
-    const serverOptions: ServerOptions = { maxHeaderSize, requireHostHeader: false };
+    const { maxHeaderBytes: maxHeaderSize, requestTimeoutMs } = limitsOf(config);
+    this.#requestTimeoutMs = requestTimeoutMs;
+    const serverOptions: ServerOptions = {
+      maxHeaderSize,
+      requireHostHeader: false,
+      // The whole request (head and body) within requestTimeoutMs, else 408 request_timeout (onClientError); the head within 60 s at most.
+      // Node checks every connectionsCheckingInterval: a quarter of the timeout, so it fires at most 25 % late.
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: requestTimeoutMs > 0 ? Math.min(HEADERS_TIMEOUT_MS, requestTimeoutMs) : HEADERS_TIMEOUT_MS,
+      connectionsCheckingInterval: requestTimeoutMs > 0 ? timeoutSweepMs(requestTimeoutMs) : 30_000,
+    };
     this.#bodyLimit = config.limits.bodyBytes;
     this.app = Fastify({
       logger: false,
@@ -193,9 +206,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
     };
     const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ ...https, ...options }, listener);
-    // What fastify sets on a server it makes itself: its keep-alive, no request or socket timeout (the edge has its own deadlines).
+    // fastify's keep-alive and no socket timeout (the edge has its own deadlines for responses); the request timeout is in `options`.
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-    server.requestTimeout = 0;
     server.setTimeout(0);
     // Plain HTTP/1.1 API POSTs are read off the socket (the TLS socket, on HTTPS) without node:http (lean-http1.ts), unless listen.http.lean_http1 is false.
     if (this.#leanHttp1) {
@@ -203,6 +215,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
         maxHeaderBytes: options.maxHeaderSize ?? 16 * 1024,
         bodyLimit: this.#bodyLimit,
         keepAliveMs: KEEP_ALIVE_TIMEOUT_MS,
+        requestTimeoutMs: this.#requestTimeoutMs,
         routes: PROXIED_ROUTES,
       });
     }

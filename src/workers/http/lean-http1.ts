@@ -25,6 +25,7 @@ import { STATUS_CODES, validateHeaderName, validateHeaderValue, type IncomingMes
 import type { Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 import { asksToClose, readLeanHead, type LeanHead } from './lean-head.js';
+import { refuseSlowRequest } from './client-errors.js';
 
 export interface LeanOwner {
   /** A lean request with its whole body; the owner answers through `response`. */
@@ -35,11 +36,18 @@ export interface LeanOptions {
   readonly maxHeaderBytes: number;
   readonly bodyLimit: number;
   readonly keepAliveMs: number;
+  /** A request whose head came but whose body is not all here this long after is answered 408 and closed; 0 = never. */
+  readonly requestTimeoutMs: number;
   /** The paths served here (POST only). */
   readonly routes: readonly string[];
 }
 
 type ConnectionListener = (this: Server, socket: Socket) => void;
+
+/** How often timeouts of `ms` are checked: a quarter of it (at most 25 % late), between 100 ms and 30 s. */
+export function timeoutSweepMs(ms: number): number {
+  return Math.max(100, Math.min(30_000, Math.floor(ms / 4)));
+}
 
 /** Bytes a pipelining client may send ahead of the running response before its socket pauses. */
 const PIPELINE_BYTES = 64 * 1024;
@@ -386,6 +394,8 @@ class LeanConnection {
   finished = false;
   /** When it last began waiting for a request (performance.now()): the keep-alive sweep closes it keepAliveMs later. */
   waitingSince = performance.now();
+  /** When the running request's head was read (performance.now()): its body must all come within requestTimeoutMs. */
+  headAt = 0;
 
   /**
    * Between requests, as node:http counts idle: after a response, with
@@ -431,6 +441,7 @@ class LeanConnection {
       }
       this.buffer = undefined;
       this.head = head;
+      this.headAt = performance.now();
       if (buffer.length > head.headBytes) {
         this.bodyChunks.push(buffer.subarray(head.headBytes));
         this.bodyBytes = buffer.length - head.headBytes;
@@ -528,12 +539,15 @@ export class LeanHttp1 {
   readonly #nodeListener: ConnectionListener;
   readonly #connections = new Set<LeanConnection>();
   #sweeper: NodeJS.Timeout | undefined;
+  readonly #sweepMs: number;
 
   private constructor(server: Server, nodeListener: ConnectionListener, owner: LeanOwner, options: LeanOptions) {
     this.#server = server;
     this.#nodeListener = nodeListener;
     this.owner = owner;
     this.options = options;
+    const timeout = options.requestTimeoutMs;
+    this.#sweepMs = Math.min(Math.max(1_000, options.keepAliveMs / 8), timeout > 0 ? timeoutSweepMs(timeout) : Infinity);
     this.keepAliveLines = `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(options.keepAliveMs / 1000)}\r\n`;
   }
 
@@ -579,14 +593,28 @@ export class LeanHttp1 {
     socket.on('end', onSocketEnd);
     socket.on('error', onSocketError);
     // One sweep for all connections, not a socket timeout each: a socket timeout is re-armed on every read and write.
-    this.#sweeper ??= setInterval(sweepIdle, Math.max(1_000, this.options.keepAliveMs / 8), this).unref();
+    this.#sweeper ??= setInterval(sweepIdle, this.#sweepMs, this).unref();
   }
 
-  /** Connections waiting for a request (their first, or the next) since before now - keepAliveMs are closed, as node:http's keepAliveTimeout and headersTimeout close them. */
+  /**
+   * Connections waiting for a request (their first, or the next) since
+   * before now - keepAliveMs are closed, as node:http's keepAliveTimeout and
+   * headersTimeout close them; one whose body has not all come within
+   * requestTimeoutMs of its head is answered 408, as node:http's
+   * requestTimeout answers.
+   */
   sweep(now: number): void {
     const limit = now - this.options.keepAliveMs;
+    const timeout = this.options.requestTimeoutMs;
+    const headLimit = now - timeout;
     for (const connection of this.#connections) {
-      if (connection.response === undefined && connection.head === undefined && connection.waitingSince < limit) connection.socket.destroy();
+      if (connection.response !== undefined) continue;
+      if (connection.head === undefined) {
+        if (connection.waitingSince < limit) connection.socket.destroy();
+      } else if (timeout > 0 && connection.headAt < headLimit) {
+        connection.finished = true;
+        refuseSlowRequest(connection.socket);
+      }
     }
     if (this.#connections.size === 0 && this.#sweeper !== undefined) {
       clearInterval(this.#sweeper);
