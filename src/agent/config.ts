@@ -7,6 +7,7 @@ import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
+import { dialPort } from '../shared/url-host.js';
 import { readAgentTls, type AgentTlsConfig } from './tls.js';
 import { CLI_KEYS, readCliProvider, type CliProviderConfig } from './cli-config.js';
 
@@ -80,8 +81,6 @@ export interface HealthOptions {
  */
 export const DEFAULT_HEALTH: HealthOptions = { intervalMs: 0, timeoutMs: 2_000, unhealthyAfter: 2 };
 
-// host:port, host being a name, an IPv4 address or a bracketed IPv6 address.
-const ADDRESS = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/;
 // Header-value safe: a secret with a control character would corrupt the request.
 const HEADER_SAFE = /^[\x20-\x7e\x80-\xff]+$/;
 
@@ -191,9 +190,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
 function readAddress(r: ConfigReader, path: string, value: unknown): string {
   const text = r.string(path, value);
   if (text === '') return text;
-  const match = ADDRESS.exec(text);
-  const port = match === null ? 0 : Number(match[3]);
-  if (port < 1 || port > 65_535) r.problem(path, 'host:port with a port from 1 to 65535', value);
+  if (dialPort(text) === 0) r.problem(path, 'host:port with a port from 1 to 65535', value);
   return text;
 }
 

@@ -10,6 +10,7 @@ import { DEFAULT_ADMIN_PORT, loadEdgeConfig } from '../main/config.js';
 import { startEdge } from '../edge/edge.js';
 import { startMockProvider } from '../mock/provider.js';
 import { createLogger } from '../shared/logger.js';
+import { dialAddress } from '../shared/url-host.js';
 
 const examples = (name: string): string => fileURLToPath(new URL(`../../../examples/${name}`, import.meta.url));
 
@@ -39,7 +40,7 @@ async function main(): Promise<void> {
   const edge = await startEdge(edgeConfig, { logger: createLogger('edge', level), admin: true });
   const agentConfig = {
     ...exampleAgent,
-    edge: { ...exampleAgent.edge, address: `${edgeConfig.grpc.host}:${edge.grpcPort}` },
+    edge: { ...exampleAgent.edge, address: dialAddress(edgeConfig.grpc.host, edge.grpcPort) },
     providers: exampleAgent.providers.map((p) => {
       if (p.baseUrl) return { ...p, baseUrl: mock.url };
       // The example's command, run by this very node binary from this checkout.

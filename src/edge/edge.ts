@@ -28,7 +28,7 @@ import { SchedulerDriver } from '../main/scheduler-driver.js';
 import { WorkerPool } from '../main/worker-pool.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
 import { clientHttpsMaterial } from '../workers/tls.js';
-import { urlHost } from '../shared/url-host.js';
+import { dialAddress, urlHost } from '../shared/url-host.js';
 
 export interface ShutdownReport {
   /** True when every open request finished within the grace period. */
@@ -187,7 +187,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       if (this.admin) this.adminPort = await this.admin.listen(config.admin?.host ?? '127.0.0.1', config.admin?.port ?? DEFAULT_ADMIN_PORT);
       if (config.bootstrap !== undefined) {
         const bootstrap = config.bootstrap;
-        const source = { config: () => this.#config, edgeAddress: () => bootstrap.edgeAddress ?? `${config.grpc.host}:${this.grpcPort}` };
+        const source = { config: () => this.#config, edgeAddress: () => bootstrap.edgeAddress ?? dialAddress(config.grpc.host, this.grpcPort) };
         ({ server: this.#bootstrap, port: this.bootstrapPort } = await BootstrapServer.start(bootstrap, source, this.logger.child({ listener: 'bootstrap' })));
       }
       this.series?.start();
@@ -452,9 +452,9 @@ export async function startEdge(config: EdgeConfig, options: EdgeOptions = {}): 
   await edge.listen();
   logger.info(
     {
-      http: `${config.http.host}:${edge.httpPort}`,
-      grpc: `${config.grpc.host}:${edge.grpcPort}`,
-      admin: edge.adminPort === undefined ? null : `${config.admin?.host}:${edge.adminPort}`,
+      http: dialAddress(config.http.host, edge.httpPort),
+      grpc: dialAddress(config.grpc.host, edge.grpcPort),
+      admin: edge.adminPort === undefined ? null : dialAddress(config.admin?.host ?? '127.0.0.1', edge.adminPort),
       httpPort: edge.httpPort,
       grpcPort: edge.grpcPort,
       adminPort: edge.adminPort ?? null,

@@ -8,6 +8,7 @@ import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import { readEndpoints } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
+import { bareHost, dialPort } from '../shared/url-host.js';
 import { MAX_WORKERS } from '../contract/scheduler-port.js';
 import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { readA2A } from './a2a-config.js';
@@ -34,7 +35,8 @@ function readListen(r: ConfigReader, path: string, raw: unknown, defaultPort: nu
   const obj = r.object(path, raw, true) ?? {};
   const client = path === 'listen.http';
   r.noUnknownKeys(path, obj, client ? ['host', 'port', 'lean_http1'] : ['host', 'port']);
-  const listen = { host: r.string(`${path}.host`, obj.host, '127.0.0.1'), port: r.integer(`${path}.port`, obj.port, 0, MAX_PORT, defaultPort) };
+  // `[::1]` as a URL writes it, `::1` as node:net and grpc-js bind it.
+  const listen = { host: bareHost(r.string(`${path}.host`, obj.host, '127.0.0.1')), port: r.integer(`${path}.port`, obj.port, 0, MAX_PORT, defaultPort) };
   return client ? { ...listen, leanHttp1: r.boolean(`${path}.lean_http1`, obj.lean_http1, true) } : listen;
 }
 
@@ -62,9 +64,15 @@ function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): Boots
   const artifactDir = r.string('bootstrap.artifact_dir', obj.artifact_dir);
   const token = r.secret('bootstrap.token', obj.token);
   if (token !== '' && token.length < 16) r.problems.push('bootstrap.token: at least 16 characters (value not shown: it is a secret)');
+  if (/\s/.test(token)) r.problems.push('bootstrap.token: must not contain whitespace (value not shown: it is a secret); a YAML `|` block adds a trailing newline, use a plain or quoted scalar');
   const wildcard = grpc.host === '0.0.0.0' || grpc.host === '::' || grpc.host === '';
   if (obj.edge_address === undefined && wildcard) r.problems.push(`bootstrap.edge_address: required when listen.grpc.host (${grpc.host}) is a wildcard address nodes cannot dial`);
+  // Rendered for nodes on other hosts (the bootstrap listener is reachable from them): a loopback gRPC address would have them dial themselves.
+  else if (obj.edge_address === undefined && isLoopbackHost(grpc.host) && !isLoopbackHost(listen.host)) {
+    r.problems.push(`bootstrap.edge_address: required when listen.grpc.host (${grpc.host}) is loopback and bootstrap.listen.host (${listen.host}) is not: nodes on other hosts cannot dial it`);
+  }
   const edgeAddress = r.optionalString('bootstrap.edge_address', obj.edge_address);
+  if (edgeAddress !== undefined && dialPort(edgeAddress) === 0) r.problem('bootstrap.edge_address', 'host:port a node can dial (an IPv6 address in brackets), with a port from 1 to 65535', obj.edge_address);
   return { host: listen.host, port: listen.port, artifactDir, token, edgeAddress };
 }
 

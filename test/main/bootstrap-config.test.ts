@@ -44,6 +44,33 @@ test('bootstrap is off by default; when set it needs a long token and a dialable
   assert.match(problems, /bootstrap\.surprise: unknown key/);
 });
 
+test('bootstrap refuses a token that could never match, and an edge address nodes cannot dial', () => {
+  const secret = '0123456789abcdef0123';
+  // A YAML `|` block keeps the newline: no Authorization header could carry it.
+  const newline = problemsOf(base({ bootstrap: { artifact_dir: '/srv/a', token: `${secret}\n`, edge_address: 'edge.example:50051' } }));
+  assert.match(newline, /bootstrap\.token: must not contain whitespace \(value not shown/);
+  assert.doesNotMatch(newline, new RegExp(secret));
+  // Reachable from other hosts, but the gRPC listener is loopback: the rendered configs would have nodes dial themselves.
+  const loopback = problemsOf({ ...base({ bootstrap: { listen: { host: '0.0.0.0' }, artifact_dir: '/srv/a', token: secret } }), listen: { grpc: { host: '127.0.0.1' } } });
+  assert.match(loopback, /bootstrap\.edge_address: required when listen\.grpc\.host \(127\.0\.0\.1\) is loopback and bootstrap\.listen\.host \(0\.0\.0\.0\) is not/);
+  // Both on loopback: a node on this host can dial it.
+  const local = parseEdgeConfig({ ...base({ bootstrap: { artifact_dir: '/srv/a', token: secret } }), listen: { grpc: { host: '127.0.0.1' } } }, 't');
+  assert.equal(local.bootstrap?.edgeAddress, undefined);
+  for (const bad of ['edge.example', 'http://edge.example:50051', '::1:50051', 'edge.example:70000']) {
+    const problems = problemsOf(base({ bootstrap: { artifact_dir: '/srv/a', token: secret, edge_address: bad } }));
+    assert.match(problems, /bootstrap\.edge_address: expected host:port a node can dial/, bad);
+  }
+  for (const good of ['edge.example:50051', '10.0.0.5:443', '[::1]:50051']) {
+    assert.equal(parseEdgeConfig(base({ bootstrap: { artifact_dir: '/srv/a', token: secret, edge_address: good } }), 't').bootstrap?.edgeAddress, good);
+  }
+});
+
+test('a listen host written as a URL writes an IPv6 address is taken without its brackets', () => {
+  const config = parseEdgeConfig({ ...base(), listen: { http: { host: '[::1]' }, grpc: { host: '::1' } } }, 't');
+  assert.equal(config.http.host, '::1');
+  assert.equal(config.grpc.host, '::1');
+});
+
 test('a reference is an id first, else every node with that label', () => {
   const config = parseEdgeConfig(base(), 't');
   assert.deepEqual(resolveNodeRef(config, 'gpu-2'), ['gpu-2']);

@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import type { ProbeResult, Register } from '../../gen/edge/v1/tunnel_pb.js';
 import { DEFAULT_DRAIN_GRACE_MS, type EdgeConfig } from '../../shared/config-types.js';
 import { retireLanes } from './retire.js';
+import { dialAddress } from '../../shared/url-host.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
 import type { NodeRegistrar, SchedulerPort } from '../../contract/scheduler-port.js';
 import { NodeLanes } from './node-lanes.js';
@@ -145,7 +146,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
 
   async listen(host: string, port: number, credentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.#server.bindAsync(`${host}:${port}`, credentials, (err, boundPort) => {
+      this.#server.bindAsync(dialAddress(host, port), credentials, (err, boundPort) => {
         if (err) reject(err);
         else resolve(boundPort);
       });
