@@ -955,7 +955,7 @@ export class Scheduler {
   /**
    * Session affinity: the node that last served this session, while a
    * provider of the alias there could take this request (eligible: enabled,
-   * healthy, not ejected, on a connected node that is not draining; serving
+   * with capacity, healthy, not ejected, on a connected node that is not draining; serving
    * its API; with the context it needs); otherwise undefined (any candidate,
    * and the next grant pins the session there). Waiting for a node that
    * cannot serve it would end only in a timeout.
@@ -966,7 +966,7 @@ export class Scheduler {
     if (nodeId === undefined) return undefined;
     for (const entry of group.entries) {
       const p = entry.provider;
-      if (p.node.id === nodeId && isEligible(p) && providerServes(p, api) && (need === 0 || (p.maxContextTokens ?? 0) >= need)) return nodeId;
+      if (p.node.id === nodeId && p.capacity > 0 && isEligible(p) && providerServes(p, api) && (need === 0 || (p.maxContextTokens ?? 0) >= need)) return nodeId;
     }
     return undefined;
   }

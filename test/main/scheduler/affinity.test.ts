@@ -4,7 +4,7 @@
 // the session follows them.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { req, setup } from './fixtures.js';
+import { makeConfig, req, setup } from './fixtures.js';
 
 const TWO_NODES = {
   nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }] },
@@ -105,4 +105,27 @@ test('a session tied to a node without the request\'s API or context goes where 
   s.admit({ ...session(2, 7), api: 4 }, 2);
   const grant = sink.takeGrants()[0];
   assert.equal(grant?.providerId, 'b', 'not left waiting on a node that cannot serve it');
+});
+
+test('a session whose node\'s provider is set to capacity 0 by config goes elsewhere at once, its waiter included', () => {
+  const spec = (capA: number) => ({
+    nodes: { n1: [{ id: 'a', capacity: capA }], n2: [{ id: 'b', capacity: 1 }] },
+    models: [{ alias: 'chat', providers: ['a', 'b'] }],
+  });
+  const { s, sink } = setup(spec(1), ['n1']);
+  s.admit(session(1, 7), 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(first.nodeId, 'n1');
+  s.connect('n2', 1);
+  s.admit(session(2, 7), 2);
+  assert.deepEqual(sink.take(), [], 'waits for its node');
+  s.setConfig(makeConfig(spec(0)), 3);
+  const moved = sink.takeGrants()[0];
+  assert.equal(moved?.requestId, 2, 'a node with no slots for the alias is no reason to wait');
+  assert.equal(moved.nodeId, 'n2');
+  s.release(first.leaseId, 'end', 4);
+  s.release(moved.leaseId, 'end', 5);
+  s.admit(session(3, 7), 6);
+  assert.equal(sink.takeGrants()[0]?.nodeId, 'n2', 'the session followed its request');
+  assert.deepEqual(s.checkInvariants(), []);
 });
