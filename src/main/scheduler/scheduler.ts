@@ -1094,11 +1094,20 @@ function rememberFailure(group: GroupState, want: Wanted, need: number): void {
   if (failed === undefined || need < failed) group.failByNode.set(key, need);
 }
 
-/** The pinned provider is in the alias, connected, eligible and serves the API: otherwise its state is out of reach. */
+/**
+ * The pinned provider is in the alias, enabled, on a connected node that is
+ * not leaving, and serves the API: otherwise its state is out of reach and
+ * the request is refused at once. One only out of service for now (failing
+ * its probe, held by an ejection or a Retry-After, at capacity 0) is waited
+ * for, as any request waits for a busy provider; its deadline still answers
+ * pinned_provider_gone if it does not come back.
+ */
 function pinnedServes(group: GroupState, providerId: string, api: ApiKind): boolean {
   for (const entry of group.entries) {
     const p = entry.provider;
-    if (p.id === providerId) return isEligible(p) && providerServes(p, api);
+    if (p.id !== providerId) continue;
+    const node = p.node;
+    return p.enabled && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id)) && providerServes(p, api);
   }
   return false;
 }

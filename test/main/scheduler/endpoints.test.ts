@@ -90,3 +90,40 @@ test('a pinned request waiting when its provider goes away waits for it to come 
   assert.equal(rejection?.kind === 'reject' ? rejection.code : undefined, 'pinned_provider_gone', 'not no_provider_available: the alias has a');
   assert.equal(first.providerId, 'b');
 });
+
+test('a pinned request whose provider is only unhealthy for now waits for it, and is granted there when it passes again', () => {
+  const { s, sink, gen } = setup({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b' }] }, models: [{ alias: 'm', providers: ['a', 'b'], queueTimeoutMs: 5_000 }] });
+  s.setProviderHealth('n2', 'b', false, 0, gen.get('n2'));
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, 1);
+  assert.deepEqual(sink.take(), [], 'queued: its provider is still there, only failing its probe');
+  s.setProviderHealth('n2', 'b', true, 2, gen.get('n2'));
+  const [grant] = sink.takeGrants();
+  assert.equal(grant?.requestId, 1);
+  assert.equal(grant.providerId, 'b');
+  s.setProviderHealth('n2', 'b', false, 3, gen.get('n2'));
+  s.admit({ ...req(2, 'm'), pinnedProviderId: 'b' }, 4);
+  s.tick(4 + 5_000);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'pinned_provider_gone', retryAfterSec: 5 }], 'still failing at its deadline: told it is gone');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a pinned request whose provider is held by outlier ejection waits out the hold', () => {
+  const { s, sink } = setup({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b' }] }, models: [{ alias: 'm', providers: ['a', 'b'], queueTimeoutMs: 120_000 }] });
+  let t = 0;
+  // Fail b until it is ejected.
+  for (let i = 0; i < 20 && s.outlierStatus('b')?.phase !== 'ejected'; i++) {
+    s.admit({ ...req(100 + i, 'm'), pinnedProviderId: 'b' }, ++t);
+    const [g] = sink.takeGrants();
+    assert.ok(g, `attempt ${i} granted`);
+    s.release(g.leaseId, 'provider_failed', ++t);
+  }
+  assert.equal(s.outlierStatus('b')?.phase, 'ejected');
+  sink.take();
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, ++t);
+  assert.deepEqual(sink.take(), [], 'queued behind the hold, not refused');
+  assert.deepEqual(s.checkInvariants(), []);
+  s.tick(t + 60_000);
+  const [grant] = sink.takeGrants();
+  assert.equal(grant?.requestId, 1, 'granted when the hold ended');
+  assert.equal(grant.providerId, 'b');
+});
