@@ -62,6 +62,8 @@ class OutlierRecord {
   reason = '';
   /** Half-open: the single probe is in flight. */
   probing = false;
+  /** The probe's lease: only its end is the half-open verdict (a lease granted before the ejection may end meanwhile). */
+  probeLeaseId = 0;
   /** When the last ejection ended; a long healthy stretch forgets the ejection count. */
   returnedAtMs = 0;
   /** The latest outcomes (1 = failure) as a ring, from the provider's first failure on. */
@@ -106,16 +108,23 @@ export class Outliers {
     this.#listener = listener;
   }
 
-  /** A lease was granted on `p`: a half-open provider takes no second request until its probe ends. */
-  granted(p: ProviderState): void {
+  /** Lease `leaseId` was granted on `p`: a half-open provider takes no second request until this probe ends. */
+  granted(p: ProviderState, leaseId: number): void {
     const record = this.#records.get(p);
     if (record === undefined || record.phase !== 'half_open') return;
     record.probing = true;
+    record.probeLeaseId = leaseId;
     p.held = true;
   }
 
-  /** A lease on `p` ended. `groups`: the aliases `p` serves (for the last-provider and share guards). */
-  outcome(p: ProviderState, outcome: Outcome, now: number, groups: readonly GroupState[]): void {
+  /**
+   * Lease `leaseId` on `p` ended. `groups`: the aliases `p` serves (for the
+   * last-provider and share guards). While half-open only the probe's own
+   * lease counts: one granted before the ejection says nothing about now.
+   */
+  outcome(p: ProviderState, outcome: Outcome, now: number, groups: readonly GroupState[], leaseId: number): void {
+    const known = this.#records.get(p);
+    if (known !== undefined && known.phase === 'half_open' && (!known.probing || known.probeLeaseId !== leaseId)) return;
     if (outcome === 'neutral') {
       const record = this.#records.get(p);
       if (record?.probing) {
@@ -178,9 +187,9 @@ export class Outliers {
    * or forgotten with its worker. Were it the half-open probe, the next
    * request probes; left set, the provider would stay held for good.
    */
-  ended(p: ProviderState): void {
+  ended(p: ProviderState, leaseId: number): void {
     const record = this.#records.get(p);
-    if (record === undefined || !record.probing) return;
+    if (record === undefined || !record.probing || record.probeLeaseId !== leaseId) return;
     record.probing = false;
     p.held = false;
   }

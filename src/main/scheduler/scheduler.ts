@@ -296,7 +296,7 @@ export class Scheduler {
     for (const lease of [...this.#leases.values()]) {
       if (!belongs(lease.requestId)) continue;
       this.#dropLease(lease);
-      this.outliers.ended(lease.provider);
+      this.outliers.ended(lease.provider, lease.leaseId);
       leases++;
     }
     for (const lease of [...this.#fencedUnsent.values()]) if (belongs(lease.requestId)) this.#fencedUnsent.delete(lease.leaseId);
@@ -337,7 +337,7 @@ export class Scheduler {
       return false;
     }
     this.#dropLease(lease);
-    this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.#groupsOf(lease.provider));
+    this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.#groupsOf(lease.provider), lease.leaseId);
     if (reason === 'end') this.overload.succeeded(lease.provider);
     else if (reason === 'overloaded') this.overload.overloaded(lease.provider, retryAfterMs, now);
     this.#pump();
@@ -395,7 +395,7 @@ export class Scheduler {
         // Released as 'stale_generation'; unreachable while fencing releases
         // every lease of a superseded generation, kept as a safety net.
         this.#dropLease(lease);
-        this.outliers.ended(lease.provider);
+        this.outliers.ended(lease.provider, lease.leaseId);
         this.#readmit(lease, now);
       }
     } else {
@@ -431,7 +431,7 @@ export class Scheduler {
     if (lease !== undefined) {
       seq = lease.seq;
       this.#dropLease(lease);
-      this.outliers.outcome(lease.provider, providerFailed ? 'failure' : 'neutral', now, this.#groupsOf(lease.provider));
+      this.outliers.outcome(lease.provider, providerFailed ? 'failure' : 'neutral', now, this.#groupsOf(lease.provider), lease.leaseId);
       if (overloaded !== undefined) {
         // Busy, not broken: its limit drops and its Retry-After holds new
         // grants, so the pump below sends the request to another free
@@ -713,7 +713,6 @@ export class Scheduler {
     if (provider.inFlight >= provider.capacity) this.#grantsOverCapacity++;
     group.drain.dispatched(this.#now);
     provider.inFlight++;
-    this.outliers.granted(provider);
     const lease = new Lease(
       ++this.#lastLeaseId,
       requestId,
@@ -728,6 +727,7 @@ export class Scheduler {
       api,
       pinnedProviderId,
     );
+    this.outliers.granted(provider, lease.leaseId);
     lease.sessionKey = sessionKey;
     lease.enqueuedAt = this.#now - queuedMs;
     if (sessionKey !== 0) pinSession(group, sessionKey, node.id);
@@ -761,7 +761,7 @@ export class Scheduler {
     for (const lease of node.leases) {
       fenced.push(lease.info());
       this.#dropLease(lease);
-      this.outliers.ended(lease.provider);
+      this.outliers.ended(lease.provider, lease.leaseId);
       if (!lease.confirmed) this.#rememberFencedUnsent(lease);
     }
     return fenced;

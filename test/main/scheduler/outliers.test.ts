@@ -177,3 +177,32 @@ test('when the last serving provider of an alias leaves, its ejected providers c
     assert.deepEqual(s.checkInvariants(), [], how);
   }
 });
+
+test('only the half-open probe decides: a lease granted before the ejection that ends during the probe neither returns, re-ejects nor frees a second probe', () => {
+  const pinnedToA = (id: number) => ({ ...req(id, 'chat'), pinnedProviderId: 'a' });
+  for (const reason of ['end', 'provider_failed', 'client_closed'] as const) {
+    const { s, sink } = start(THREE);
+    s.admit(pinnedToA(nextId++), 0);
+    const early = sink.takeGrants()[0];
+    s.confirm(early.leaseId, 0);
+    for (let i = 0; i < 5; i++) {
+      s.admit(pinnedToA(nextId++), 1);
+      const g = sink.takeGrants()[0];
+      s.confirm(g.leaseId, 1);
+      s.release(g.leaseId, 'provider_failed', 1);
+    }
+    assert.equal(s.outlierStatus('a')?.phase, 'ejected', reason);
+    s.tick(30_002);
+    s.admit(pinnedToA(nextId++), 30_003);
+    const probe = sink.takeGrants()[0];
+    assert.equal(probe?.providerId, 'a', `${reason}: the probe`);
+    s.release(early.leaseId, reason, 30_004);
+    assert.equal(s.outlierStatus('a')?.phase, 'half_open', `${reason}: the early lease is no verdict`);
+    s.admit(pinnedToA(nextId++), 30_005);
+    assert.deepEqual(sink.takeGrants(), [], `${reason}: still one request at a time while the probe runs`);
+    s.release(probe.leaseId, 'end', 30_006);
+    assert.equal(s.outlierStatus('a')?.phase, 'healthy', `${reason}: the probe returns it`);
+    assert.equal(sink.takeGrants()[0]?.providerId, 'a', `${reason}: the waiter goes`);
+    assert.deepEqual(s.checkInvariants(), [], reason);
+  }
+});
