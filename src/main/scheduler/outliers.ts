@@ -223,7 +223,7 @@ export class Outliers {
 
   /**
    * Providers left `groups` (their node went, drained, failed its health
-   * probe, or left the catalog): an alias with no provider serving any more
+   * probe, left the catalog, or went to capacity 0): an alias with no provider serving any more
    * gets its ejected ones back half-open at once, so a probe decides
    * instead of a timer while every request waits. True when any came back.
    */
@@ -234,7 +234,7 @@ export class Outliers {
       let serving = false;
       for (const entry of group.entries) {
         const phase = this.#records.get(entry.provider)?.phase ?? 'healthy';
-        if (phase !== 'ejected' && couldServe(entry.provider)) {
+        if (phase !== 'ejected' && entry.provider.capacity > 0 && couldServe(entry.provider)) {
           serving = true;
           break;
         }
@@ -298,7 +298,7 @@ export class Outliers {
         if (other === p) continue; // a half-open p being judged again is not one of the others
         const phase = this.#records.get(other)?.phase ?? 'healthy';
         if (phase !== 'healthy') ejected++;
-        else if (isEligible(other)) serving++;
+        else if (other.capacity > 0 && isEligible(other)) serving++;
       }
       if (serving === 0) return `not ejected: the last serving provider of ${group.alias}`;
       if (ejected + 1 > this.#policy.maxEjectionShare * group.entries.length) return `not ejected: ${group.alias} is at its largest ejected share`;

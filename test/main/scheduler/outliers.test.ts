@@ -80,6 +80,25 @@ test('the last serving provider of an alias is never ejected: requests keep goin
   assert.match(s.outlierStatus('a')?.reason ?? '', /last serving provider of chat/);
 });
 
+test('a provider at capacity 0 does not count as serving: the last one with slots is not ejected, and comes back when the others leave', () => {
+  const spec: ConfigSpec = { nodes: { n1: [{ id: 'a', capacity: 2 }], n2: [{ id: 'b', capacity: 0 }] }, models: [{ alias: 'chat', providers: ['a', 'b'] }] };
+  const { s, sink } = start(spec);
+  for (let i = 0; i < 20; i++) assert.equal(serve(s, sink, i, 'provider_failed'), 'a');
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy', 'b has no slots: ejecting a would leave chat nothing');
+  assert.match(s.outlierStatus('a')?.reason ?? '', /last serving provider of chat/);
+
+  const three: ConfigSpec = { nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 0 }], n3: [{ id: 'c', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a', 'b', 'c'] }] };
+  const second = start(three);
+  for (let i = 0; i < 5; i++) {
+    second.s.admit({ ...req(nextId++, 'chat'), pinnedProviderId: 'a' }, 1);
+    const g = second.sink.takeGrants()[0];
+    second.s.release(g.leaseId, 'provider_failed', 1);
+  }
+  assert.equal(second.s.outlierStatus('a')?.phase, 'ejected', 'c still serves');
+  second.s.disconnect('n3', second.s.currentGeneration('n3'), 2);
+  assert.equal(second.s.outlierStatus('a')?.phase, 'half_open', 'c left and b has no slots: a comes back at once');
+});
+
 test('at most half of an alias is ejected at once', () => {
   const { s, sink } = start({
     nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }], n3: [{ id: 'c', capacity: 1 }], n4: [{ id: 'd', capacity: 1 }] },
