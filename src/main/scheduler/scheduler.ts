@@ -458,6 +458,7 @@ export class Scheduler {
       if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, enqueuedAt, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
+        item.charged = true;
         if (group.fair !== undefined) {
           item.priority = tagged?.priority ?? req.priority ?? 0;
           item.tenantKey = tagged?.tenantKey ?? req.tenantKey ?? 0;
@@ -812,6 +813,7 @@ export class Scheduler {
       lease.pinnedProviderId,
     );
     item.sessionKey = lease.sessionKey;
+    item.charged = true;
     if (group.fair !== undefined) {
       item.priority = lease.priority;
       item.tenantKey = lease.tenantKey;
@@ -918,7 +920,7 @@ export class Scheduler {
         const entry = pickCandidate(group, want, need, item.excludeProviderId);
         if (entry !== undefined) {
           this.#dequeue(item);
-          if (fair !== undefined) fair.charge(item.priority, item.tenantKey, item.weight, item.estimatedTokens);
+          if (fair !== undefined && !item.charged) fair.charge(item.priority, item.tenantKey, item.weight, item.estimatedTokens);
           this.#grant(
             group,
             entry,

@@ -39,6 +39,8 @@ export class QueueItem {
   /** Tenant: the API key's or the allowed fairness id's 32-bit key (0 = the anonymous tenant). */
   tenantKey = 0;
   weight = 1;
+  /** A retry or re-admission: its tenant was charged at its first dispatch, and is not again. */
+  charged = false;
   /** Links in its tenant's FIFO. */
   tPrev: QueueItem | null = null;
   tNext: QueueItem | null = null;

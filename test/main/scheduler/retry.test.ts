@@ -3,7 +3,7 @@
 // of later waiters, and only when another candidate exists.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { req, setup } from './fixtures.js';
+import { makeConfig, req, setup } from './fixtures.js';
 
 const TWO = {
   nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }] },
@@ -122,5 +122,33 @@ test("a retry granted to a connection whose disconnect comes next is refused as 
   assert.deepEqual(sink.retryRefusals, [1]);
   assert.equal(s.status().liveLeases, 0);
   assert.equal(s.status().groups[0].queueDepth, 0);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('fairness on: a retried or re-admitted request is charged to its tenant once, not once per attempt', () => {
+  const config = makeConfig(TWO);
+  const { s, sink } = setup(TWO);
+  s.setConfig({ ...config, scheduler: { ...config.scheduler, fairness: true } }, 0);
+  const tenantVt = (key: number) => s.fairnessStatus()?.groups[0].bands.find((b) => b.priority === 0)?.tenants.find((t) => t.tenant === key)?.virtualTime;
+  const tenant = (id: number) => ({ ...req(id, 'chat', { tokens: 100 }), tenantKey: 7 });
+  s.admit(tenant(1), 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(tenantVt(7), 100);
+  // A failure before the first byte: it goes again, to the other provider.
+  assert.equal(s.retry(first.leaseId, tenant(1), first.providerId, 1, true), true);
+  const second = sink.takeGrants()[0];
+  assert.notEqual(second.providerId, first.providerId);
+  assert.equal(tenantVt(7), 100, 'the retry is the same request: its tenant paid for it already');
+  // A second request of the tenant, granted; its node reconnects before the lease was confirmed, and the late confirm re-admits it.
+  s.admit(tenant(2), 2);
+  const third = sink.takeGrants()[0];
+  assert.equal(third.requestId, 2);
+  assert.equal(tenantVt(7), 200);
+  s.connect(third.nodeId, 4);
+  assert.equal(s.confirm(third.leaseId, 5), false, 'fenced: not current');
+  const readmitted = sink.takeGrants()[0];
+  assert.equal(readmitted?.requestId, 2);
+  assert.equal(tenantVt(7), 200, 'the re-admission is not a second charge');
+  assert.equal(s.fairnessStatus()?.groups[0].dispatches.find((d) => d.tenant === 7)?.dispatched, 2, 'two requests dispatched');
   assert.deepEqual(s.checkInvariants(), []);
 });
