@@ -50,6 +50,13 @@ const $ = <T extends Element = HTMLElement>(id: string): T => document.getElemen
 
 class Unauthorized extends Error {}
 
+/** A non-2xx answer from the admin API, with its error body's code and message (docs/operations.md). */
+class HttpError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+  }
+}
+
 // --- session ------------------------------------------------------------------------
 
 let token: string | null = sessionStorage.getItem(TOKEN_KEY);
@@ -67,9 +74,19 @@ async function api(path: string, init: RequestInit = {}): Promise<Response> {
   return res;
 }
 
-async function json<T>(path: string, init: RequestInit = {}): Promise<{ status: number; body: T }> {
+/** The body of a 2xx answer; any other status throws HttpError carrying the admin API's own error code and message. */
+async function json<T>(path: string, init: RequestInit = {}): Promise<T> {
   const res = await api(path, init);
-  return { status: res.status, body: (await res.json()) as T };
+  const body = (await res.json().catch(() => undefined)) as (T & { error?: { code?: string; message?: string } }) | undefined;
+  if (!res.ok || body === undefined) {
+    const error = body?.error;
+    throw new HttpError(res.status, error?.code ?? '', error?.message ?? `HTTP ${res.status}${res.statusText === '' ? '' : ` ${res.statusText}`}`);
+  }
+  return body;
+}
+
+function describeFailure(err: unknown): string {
+  return err instanceof HttpError ? `HTTP ${err.status}${err.code === '' ? '' : ` ${err.code}`}: ${err.message}` : (err as Error).message;
 }
 
 function setConn(text: string, state: 'ok' | 'warn' | 'down' | 'off'): void {
@@ -78,10 +95,31 @@ function setConn(text: string, state: 'ok' | 'warn' | 'down' | 'off'): void {
   pill.dataset.state = state;
 }
 
-function banner(text: string | null): void {
+/**
+ * One alert, several sources: the status poll and the event stream each
+ * clear only their own line when they recover, and an action's failure
+ * stays until the next action succeeds or ACTION_BANNER_MS pass.
+ */
+type BannerSource = 'status' | 'events' | 'action';
+const banners = new Map<BannerSource, string>();
+const ACTION_BANNER_MS = 20_000;
+let actionBannerTimer: ReturnType<typeof setTimeout> | undefined;
+
+function banner(source: BannerSource, text: string | null): void {
+  if (text === null) {
+    if (!banners.delete(source)) return;
+  } else banners.set(source, text);
+  if (source === 'action') {
+    clearTimeout(actionBannerTimer);
+    actionBannerTimer = text === null ? undefined : setTimeout(() => banner('action', null), ACTION_BANNER_MS);
+  }
   const el = $('banner');
-  el.hidden = text === null;
-  el.textContent = text ?? '';
+  el.hidden = banners.size === 0;
+  el.replaceChildren(...Array.from(banners.values(), (line) => {
+    const p = document.createElement('p');
+    p.textContent = line;
+    return p;
+  }));
 }
 
 function showLogin(message = ''): void {
@@ -98,19 +136,29 @@ function showLogin(message = ''): void {
 /** Only the latest login attempt decides: an older one answering late (the page's first probe, a wrong token) is ignored. */
 let loginAttempt = 0;
 
+const LOGIN_RETRY_MS = 2_000;
+
 async function login(candidate: string): Promise<void> {
   const attempt = ++loginAttempt;
   token = candidate;
   try {
-    const res = await json<Status>('/admin/status');
+    const first = await json<Status>('/admin/status');
     if (attempt !== loginAttempt) return;
     sessionStorage.setItem(TOKEN_KEY, candidate);
-    start(res.body);
+    start(first);
   } catch (err) {
     if (attempt !== loginAttempt) return;
-    token = null;
-    sessionStorage.removeItem(TOKEN_KEY);
-    showLogin(err instanceof Unauthorized ? 'That token was rejected. Check admin.token in the edge config.' : `The edge did not answer (${(err as Error).message}). Is it running?`);
+    if (err instanceof Unauthorized) {
+      token = null;
+      sessionStorage.removeItem(TOKEN_KEY);
+      showLogin('That token was rejected. Check admin.token in the edge config.');
+      return;
+    }
+    // Only the edge's refusal says the token is wrong: an edge that is down or failing keeps it, and is asked again.
+    showLogin(`The edge did not answer (${describeFailure(err)}). Is it running? Trying again every ${LOGIN_RETRY_MS / 1000} s.`);
+    setTimeout(() => {
+      if (attempt === loginAttempt) void login(candidate);
+    }, LOGIN_RETRY_MS);
   }
 }
 
@@ -143,10 +191,17 @@ function start(first: Status): void {
 
 // --- live sources -------------------------------------------------------------------
 
+/** Resolves after `msec`, or at once on abort; either way its abort listener goes (three loops sleep on one signal for hours). */
 const sleep = (msec: number, signal: AbortSignal): Promise<void> =>
   new Promise((resolve) => {
-    const t = setTimeout(resolve, msec);
-    signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    if (signal.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, msec);
+    signal.addEventListener('abort', done, { once: true });
   });
 
 async function pollStatus(signal: AbortSignal): Promise<void> {
@@ -158,16 +213,29 @@ async function pollStatus(signal: AbortSignal): Promise<void> {
 }
 
 let statusFailing = false;
+/** When the numbers on the page were last taken from /admin/status. */
+let lastStatusAt = Date.now();
+/**
+ * Counts changes the page applied between polls (a node event, an
+ * action's answer). A status answer requested before one of them may
+ * predate it: rendered, it would undo what the page already shows until
+ * the next poll, so it is dropped.
+ */
+let liveChanges = 0;
+
 async function refreshStatus(): Promise<void> {
+  const seen = liveChanges;
   try {
-    const res = await json<Status>('/admin/status');
-    if (statusFailing) banner(null);
+    const next = await json<Status>('/admin/status');
     statusFailing = false;
-    renderStatus(res.body);
+    banner('status', null);
+    if (seen !== liveChanges) return;
+    lastStatusAt = Date.now();
+    renderStatus(next);
   } catch (err) {
     if (err instanceof Unauthorized) return onUnauthorized();
     statusFailing = true;
-    banner(`The edge at ${location.host} does not answer (${(err as Error).message}). Is it running? Retrying every 2 s; the numbers below are from ${clock(Date.now())} or earlier.`);
+    banner('status', `The edge at ${location.host} does not answer (${describeFailure(err)}). Is it running? Retrying every 2 s; the numbers below are from ${clock(lastStatusAt)} or earlier.`);
     setConn('edge unreachable', 'down');
   }
 }
@@ -175,8 +243,9 @@ async function refreshStatus(): Promise<void> {
 async function pollSeries(signal: AbortSignal): Promise<void> {
   while (!signal.aborted) {
     try {
-      const res = await json<{ points: SeriesPoint[] }>('/admin/series');
-      renderCharts(res.body.points);
+      const series = await json<{ points: SeriesPoint[]; now?: number }>('/admin/series');
+      // The edge's clock, not this browser's: a skewed laptop would slide every point off the chart.
+      renderCharts(series.points, series.now ?? Date.now());
     } catch (err) {
       if (err instanceof Unauthorized) return onUnauthorized();
     }
@@ -195,7 +264,7 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
       const res = await api('/admin/events?runs=0', { signal });
       if (!res.ok || res.body === null) throw new Error(`HTTP ${res.status}`);
       setConn('live', 'ok');
-      if (!statusFailing) banner(null);
+      banner('events', null);
       await readSse(res.body, (m) => onEvent(m.event, m.data), signal);
       if (signal.aborted) return;
       throw new Error('stream ended');
@@ -203,7 +272,7 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
       if (signal.aborted) return;
       if (err instanceof Unauthorized) return onUnauthorized();
       setConn('reconnecting…', 'warn');
-      banner(`Live events disconnected (${(err as Error).message}). Reconnecting every 2 s; if this lasts, check that the edge is running.`);
+      banner('events', `Live events disconnected (${(err as Error).message}). Reconnecting every 2 s; if this lasts, check that the edge is running.`);
     }
     await sleep(EVENTS_RETRY_MS, signal);
   }
@@ -214,9 +283,9 @@ async function pollRuns(signal: AbortSignal): Promise<void> {
   while (!signal.aborted) {
     if (liveRuns()) {
       try {
-        const res = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}`);
-        if (res.status === 200 && Array.isArray(res.body.runs)) {
-          runs = res.body.runs;
+        const list = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}`);
+        if (Array.isArray(list.runs)) {
+          runs = list.runs;
           renderRuns();
         }
       } catch (err) {
@@ -249,6 +318,7 @@ function onEvent(type: string, data: string): void {
     default:
       return;
   }
+  liveChanges++;
   if (status) renderStatus(status);
 }
 
@@ -385,8 +455,7 @@ function renderRuns(): void {
   });
 }
 
-function renderCharts(points: readonly SeriesPoint[]): void {
-  const now = Date.now();
+function renderCharts(points: readonly SeriesPoint[], now: number): void {
   const times = points.map((p) => p.t);
   $('charts-empty').hidden = points.length > 0;
   drawChart($<SVGSVGElement>('chart-rps'), times, [{ name: 'req/s', className: 'k1', values: points.map((p) => p.reqPerSec) }], 'req/s', SPAN_MS, now);
@@ -407,30 +476,35 @@ async function toggleDrain(nodeId: string): Promise<void> {
   if (node === undefined) return;
   const action = node.draining ? 'undrain' : 'drain';
   try {
-    const res = await json<{ draining?: boolean; error?: { message: string } }>(`/admin/nodes/${encodeURIComponent(nodeId)}/${action}`, { method: 'POST' });
-    if (res.status !== 200) banner(`${action} ${nodeId} failed: ${res.body.error?.message ?? res.status}`);
-    else node.draining = res.body.draining === true;
+    const answer = await json<{ draining?: boolean }>(`/admin/nodes/${encodeURIComponent(nodeId)}/${action}`, { method: 'POST' });
+    banner('action', null);
+    node.draining = answer.draining === true;
+    liveChanges++;
     if (status) renderStatus(status);
     await refreshStatus();
   } catch (err) {
     if (err instanceof Unauthorized) onUnauthorized();
-    else banner(`${action} ${nodeId} failed: ${(err as Error).message}`);
+    else banner('action', `${action} ${nodeId} failed: ${describeFailure(err)}`);
   }
 }
 
 /** The run's upstream request is aborted (or its cli process killed); the next poll shows it finished as run_cancelled. */
 async function cancelRun(runId: string): Promise<void> {
   try {
-    const res = await json<{ error?: { message: string } }>(`/admin/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST' });
-    if (res.status !== 200) banner(`cancel ${runId}: ${res.body.error?.message ?? res.status}`);
+    await json<unknown>(`/admin/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST' });
+    banner('action', null);
+  } catch (err) {
+    if (err instanceof Unauthorized) return onUnauthorized();
+    banner('action', `cancel ${runId} failed: ${describeFailure(err)}`);
+  }
+  try {
     const list = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}`);
-    if (list.status === 200 && Array.isArray(list.body.runs)) {
-      runs = list.body.runs;
+    if (Array.isArray(list.runs)) {
+      runs = list.runs;
       renderRuns();
     }
   } catch (err) {
     if (err instanceof Unauthorized) onUnauthorized();
-    else banner(`cancel ${runId} failed: ${(err as Error).message}`);
   }
 }
 
@@ -468,20 +542,31 @@ function changeList(title: string, changes: readonly Change[], id: string): HTML
   return section;
 }
 
+/** The text the last evaluation that allows Apply was of: Apply sends exactly that, never an edit made since. */
+let evaluatedText: string | null = null;
+/** Only the latest Evaluate or Apply decides what the panel shows: an older one answering late is ignored. */
+let refreshAttempt = 0;
+
 async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
   const out = $('config-result');
-  const text = $<HTMLTextAreaElement>('config-text').value.trim();
+  const applyButton = $<HTMLButtonElement>('apply');
+  const text = mode === 'apply' && evaluatedText !== null ? evaluatedText : $<HTMLTextAreaElement>('config-text').value.trim();
+  const attempt = ++refreshAttempt;
+  applyButton.disabled = true;
+  evaluatedText = null;
   out.textContent = mode === 'evaluate' ? 'Evaluating…' : 'Applying…';
   try {
-    const res = await json<RefreshResult & { error?: { message: string } }>('/admin/config/refresh', {
+    // 400 and 409 carry a refresh result too (invalid, or refused for a restart): shown like a 200.
+    const res = await api('/admin/config/refresh', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(text === '' ? { mode } : { mode, config: text }),
     });
-    const r = res.body;
+    const r = (await res.json().catch(() => ({}))) as RefreshResult & { error?: { code?: string; message?: string } };
+    if (attempt !== refreshAttempt) return;
     out.replaceChildren();
-    if (r.error !== undefined) {
-      out.textContent = `Refused: ${r.error.message}`;
+    if (r.error !== undefined || typeof (r as { status?: unknown }).status !== 'string') {
+      out.textContent = `Refused: ${r.error?.message ?? `HTTP ${res.status}`}`;
       return;
     }
     const head = document.createElement('p');
@@ -503,9 +588,13 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
       }
       out.append(ul);
     }
-    $<HTMLButtonElement>('apply').disabled = !(mode === 'evaluate' && r.applicable && r.changes.length > 0);
+    // Apply only for what was evaluated: text edited while the answer was on its way is not.
+    const applicable = mode === 'evaluate' && r.applicable && r.changes.length > 0 && $<HTMLTextAreaElement>('config-text').value.trim() === text;
+    evaluatedText = applicable ? text : null;
+    applyButton.disabled = !applicable;
     if (mode === 'apply') void refreshStatus();
   } catch (err) {
+    if (attempt !== refreshAttempt) return;
     if (err instanceof Unauthorized) onUnauthorized();
     else out.textContent = `The edge did not answer: ${(err as Error).message}`;
   }
@@ -581,7 +670,10 @@ function init(): void {
   $('logout').addEventListener('click', logout);
   $('evaluate').addEventListener('click', () => void refresh('evaluate'));
   $('apply').addEventListener('click', () => void refresh('apply'));
-  $('config-text').addEventListener('input', () => ($<HTMLButtonElement>('apply').disabled = true));
+  $('config-text').addEventListener('input', () => {
+    evaluatedText = null;
+    $<HTMLButtonElement>('apply').disabled = true;
+  });
   $('try-form').addEventListener('submit', (event) => {
     event.preventDefault();
     void tryIt();

@@ -1,17 +1,22 @@
 // Numbers as the console shows them: always with a unit, rounded so a
 // changing value keeps its width (the cells use tabular figures).
 
+// Each branch is chosen by the value as it will be printed, so 59.96 s is
+// "1 min 0 s" rather than "60.0 s", and 119.6 s "2 min 0 s" rather than "1 min 60 s".
+
 export function ms(value: number | null | undefined): string {
   if (value === null || value === undefined || !Number.isFinite(value)) return '–';
-  if (value < 10) return `${value.toFixed(1)} ms`;
-  if (value < 10_000) return `${Math.round(value)} ms`;
+  if (Math.round(value * 10) < 100) return `${value.toFixed(1)} ms`;
+  if (Math.round(value) < 10_000) return `${Math.round(value)} ms`;
   return seconds(value / 1000);
 }
 
 export function seconds(value: number): string {
-  if (value < 60) return `${value.toFixed(1)} s`;
-  if (value < 3600) return `${Math.floor(value / 60)} min ${Math.round(value % 60)} s`;
-  return `${Math.floor(value / 3600)} h ${Math.floor((value % 3600) / 60)} min`;
+  if (Math.round(value * 10) < 600) return `${value.toFixed(1)} s`;
+  const whole = Math.round(value);
+  if (whole < 3600) return `${Math.floor(whole / 60)} min ${whole % 60} s`;
+  const minutes = Math.round(value / 60);
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }
 
 export function percent(ratio: number): string {
@@ -25,7 +30,7 @@ export function bytes(value: number): string {
 }
 
 export function rate(value: number, unit: string): string {
-  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${unit}`;
+  return `${Math.round(value * 10) < 100 ? value.toFixed(1) : Math.round(value)} ${unit}`;
 }
 
 export function clock(iso: string | number): string {

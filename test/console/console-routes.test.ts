@@ -48,8 +48,10 @@ describe('console routes on the admin listener', () => {
     assert.equal((await fetch(`${admin}/admin/try`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status, 401);
     const series = await fetch(`${admin}/admin/series`, { headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(series.status, 200);
-    const body = (await series.json()) as { intervalMs: number; points: unknown[] };
+    const asked = Date.now();
+    const body = (await series.json()) as { intervalMs: number; now: number; points: unknown[] };
     assert.equal(body.intervalMs, 5_000);
+    assert.ok(Math.abs(body.now - asked) < 5_000, `the edge's clock comes with the points: ${body.now} vs ${asked}`);
     assert.ok(Array.isArray(body.points));
   });
 

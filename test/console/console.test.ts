@@ -34,6 +34,18 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
   let holdNextStatusMs = 0;
   /** Answers the next /admin/try as the client listener refusing an API key does (401, no admin realm). */
   let refuseNextTry = false;
+  /** Answers this many of the next /admin/status requests 503, as an edge failing inside would. */
+  let failStatus = 0;
+  /** Refuses the next drain POST as the edge does when the node is not connected (409 node_not_connected). */
+  let refuseNextDrain = false;
+  /** Delays the next /admin/config/refresh request. */
+  let holdNextRefreshMs = 0;
+  /**
+   * Answers the next /admin/status with the edge's state at the moment it was asked, delivered this
+   * many ms later (a slow answer, older than what happens meanwhile); `staleTaken` resolves once taken.
+   */
+  let staleStatusMs = 0;
+  let staleTaken: (() => void) | undefined;
 
   const adminStatus = async (): Promise<{ nodes: { id: string; connected: boolean; draining: boolean }[] }> => {
     const res = await fetch(`${edge.adminUrl}/admin/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
@@ -69,10 +81,27 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     page.on('request', (request) => {
       const go = (): void => void request.continue().catch(() => undefined);
       const status = request.url().endsWith('/admin/status');
+      const respond = (code: number, body: unknown): void =>
+        void request.respond({ status: code, contentType: 'application/json', body: JSON.stringify(body) }).catch(() => undefined);
       if (refuseNextTry && request.url().endsWith('/admin/try')) {
         refuseNextTry = false;
-        const error = { message: 'Incorrect API key provided', type: 'invalid_request_error', param: null, code: 'invalid_api_key' };
-        void request.respond({ status: 401, contentType: 'application/json', body: JSON.stringify({ error }) }).catch(() => undefined);
+        respond(401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
+      } else if (status && failStatus > 0) {
+        failStatus--;
+        respond(503, { error: { code: 'unavailable', message: 'the edge is starting' } });
+      } else if (refuseNextDrain && request.method() === 'POST' && request.url().endsWith('/drain')) {
+        refuseNextDrain = false;
+        respond(409, { error: { code: 'node_not_connected', message: `node ${NODE_ID} is not connected` } });
+      } else if (holdNextRefreshMs > 0 && request.url().endsWith('/admin/config/refresh')) {
+        setTimeout(go, holdNextRefreshMs);
+        holdNextRefreshMs = 0;
+      } else if (status && staleStatusMs > 0) {
+        const delay = staleStatusMs;
+        staleStatusMs = 0;
+        void adminStatus().then((snapshot) => {
+          staleTaken?.();
+          setTimeout(() => respond(200, snapshot), delay);
+        });
       } else if (status && holdNextStatusMs > 0) {
         setTimeout(go, holdNextStatusMs);
         holdNextStatusMs = 0;
@@ -117,6 +146,15 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     // A reload in the same tab keeps the session (sessionStorage).
     await page.reload();
     await page.waitForSelector('#main', { visible: true });
+  });
+
+  test('an edge failing at login does not cost the operator the token: the page asks again and opens once it answers', async () => {
+    failStatus = 2;
+    await page.reload();
+    await until(`/did not answer \\(HTTP 503 unavailable: the edge is starting\\).*Trying again/.test(document.getElementById('login-error').textContent)`);
+    assert.equal(await js(`sessionStorage.getItem('edge-admin-token')`), TOKEN, 'a failing edge is no verdict on the token');
+    await page.waitForSelector('#main', { visible: true, timeout: 8_000 });
+    assert.equal(failStatus, 0);
   });
 
   test('a node shows as connected within 2 s of its agent starting', async () => {
@@ -187,6 +225,26 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     assert.equal((await adminStatus()).nodes.find((n) => n.id === NODE_ID)?.draining, false);
   });
 
+  test('a drain the edge refuses shows why until an action succeeds; a status answer older than a drain does not undo it', async () => {
+    const row = `tr[data-node="${NODE_ID}"]`;
+    refuseNextDrain = true;
+    await page.click(`${row} button[data-action="drain"]`);
+    await until(`/drain ${NODE_ID} failed: HTTP 409 node_not_connected/.test(document.getElementById('banner').textContent) && !document.getElementById('banner').hidden`);
+    await page.click(`${row} button[data-action="drain"]`);
+    await page.waitForSelector(`${row}[data-state="draining"]`, { timeout: 2_000 });
+    await until(`document.getElementById('banner').hidden`, 2_000).catch(async () => assert.fail(`the banner stayed: ${await text('#banner')}`));
+
+    // A status poll is taken while the node drains and answers late; meanwhile the node is undrained.
+    const taken = new Promise<void>((resolve) => (staleTaken = resolve));
+    staleStatusMs = 1_200;
+    await taken;
+    const undrained = await fetch(`${edge.adminUrl}/admin/nodes/${NODE_ID}/undrain`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(undrained.status, 200);
+    await page.waitForSelector(`${row}[data-state="connected"]`, { timeout: 2_000 });
+    await new Promise((resolve) => setTimeout(resolve, 1_500)); // the stale answer has landed
+    assert.equal(await js(`document.querySelector('${row}').dataset.state`), 'connected', 'the older answer did not put the drain back');
+  });
+
   test('config refresh evaluate shows the diff split into live and restart-required, apply commits the live part', async () => {
     const models = structuredClone(raw.models) as Record<string, unknown>[];
     models[0].max_queue = 7;
@@ -209,6 +267,23 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await page.click('#apply');
     await until(`/^Applied: config version 2/.test(document.getElementById('config-outcome')?.textContent)`);
     await until(`document.querySelector('tr[data-model="${ALIAS}"]')?.children[1].textContent === '0 / 7'`);
+  });
+
+  test('an evaluation that answers after the text changed does not enable Apply for the new text', async () => {
+    const candidate = (maxQueue: number): string => {
+      const models = structuredClone(raw.models) as Record<string, unknown>[];
+      models[0].max_queue = maxQueue;
+      return JSON.stringify({ ...raw, models });
+    };
+    holdNextRefreshMs = 800;
+    await setValue('#config-text', candidate(9));
+    await page.click('#evaluate');
+    await setValue('#config-text', candidate(8)); // edited while the evaluation is on its way
+    await until(`/Apply would commit/.test(document.getElementById('config-outcome')?.textContent)`);
+    assert.equal(await js(`document.getElementById('apply').disabled`), true, 'Apply waits for an evaluation of what is in the box');
+    await page.click('#evaluate');
+    await until(`!document.getElementById('apply').disabled`);
+    await setValue('#config-text', '');
   });
 
   test('the try-it box streams the answer as it arrives', async () => {
@@ -306,6 +381,44 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     const expected = ['gpu-1-mock', NODE_ID, 'ok', 'OpenAI', '0 / 4'];
     const providerJs = `JSON.stringify(Array.from(document.querySelector('tr[data-provider]').cells).slice(0, 5).map((c) => c.textContent))`;
     await until(`${providerJs} === ${JSON.stringify(JSON.stringify(expected))}`, 5_000).catch(async () => assert.deepEqual((await cellsOf('tr[data-provider]')).slice(0, 5), expected));
+  });
+
+  test('a page left open does not pile up listeners, and its charts follow the edge\'s clock, not a skewed browser\'s', async () => {
+    const second = await browser.newPage();
+    try {
+      // This browser's clock runs 20 minutes ahead; abort listeners are counted as they come and go.
+      await second.evaluateOnNewDocument(`(() => {
+        sessionStorage.setItem('edge-admin-token', ${JSON.stringify(TOKEN)});
+        const realNow = Date.now;
+        Date.now = () => realNow() + 20 * 60_000;
+        window.__abortListeners = 0;
+        const add = EventTarget.prototype.addEventListener;
+        const remove = EventTarget.prototype.removeEventListener;
+        const live = new WeakMap();
+        EventTarget.prototype.addEventListener = function (type, listener, options) {
+          if (this instanceof AbortSignal && type === 'abort' && !(live.get(this)?.has(listener))) {
+            if (!live.has(this)) live.set(this, new Set());
+            live.get(this).add(listener);
+            window.__abortListeners++;
+          }
+          return add.call(this, type, listener, options);
+        };
+        EventTarget.prototype.removeEventListener = function (type, listener, options) {
+          if (this instanceof AbortSignal && type === 'abort' && live.get(this)?.delete(listener)) window.__abortListeners--;
+          return remove.call(this, type, listener, options);
+        };
+      })()`);
+      await second.goto(`${edge.adminUrl}/console`);
+      await second.waitForSelector('#main', { visible: true });
+      await second.waitForSelector('#chart-rps polyline', { timeout: 7_000 }).catch(() => assert.fail('no line on the chart: its points were placed by the browser\'s clock'));
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const early = (await second.evaluate('window.__abortListeners')) as number;
+      await new Promise((resolve) => setTimeout(resolve, 4_000)); // four runs polls, two status polls
+      const later = (await second.evaluate('window.__abortListeners')) as number;
+      assert.ok(later - early <= 2, `abort listeners went from ${early} to ${later} in 4 s`);
+    } finally {
+      await second.close();
+    }
   });
 
   test('a node, then the edge, going away: the page says so and what to do; logout ends the session', async () => {

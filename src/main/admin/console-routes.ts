@@ -78,7 +78,8 @@ export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void
   });
 
   app.get('/admin/series', (_request, reply) => {
-    reply.send({ intervalMs: SERIES_INTERVAL_MS, points: ops.seriesPoints() });
+    // `now` on the clock the points' `t` were taken by: the page places them against it, not against the browser's.
+    reply.send({ intervalMs: SERIES_INTERVAL_MS, now: Date.now(), points: ops.seriesPoints() });
   });
 
   // The client listener may serve HTTPS with a certificate for its public
