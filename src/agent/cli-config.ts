@@ -103,7 +103,10 @@ function readEnv(r: ConfigReader, path: string, value: unknown): CliEnvEntry[] {
     const eq = typeof entry === 'string' ? entry.indexOf('=') : -1;
     const name = typeof entry === 'string' ? (eq < 0 ? entry : entry.slice(0, eq)) : '';
     if (typeof entry !== 'string' || !ENV_NAME.test(name) || entry.includes('\0')) {
-      r.problem(`${path}[${i}]`, 'NAME (passed through from the agent) or NAME=value', entry);
+      // The value is often a secret: the error shows the entry's name part only.
+      const shown = typeof entry === 'string' && eq >= 0 ? `${name}=…` : entry;
+      const expected = typeof entry === 'string' && entry.includes('\0') ? 'NAME (passed through from the agent) or NAME=value (no NUL)' : 'NAME (passed through from the agent) or NAME=value';
+      r.problem(`${path}[${i}]`, expected, shown);
       continue;
     }
     out.push({ name, value: eq < 0 ? undefined : entry.slice(eq + 1) });

@@ -190,7 +190,7 @@ test('a cli provider: argv command required, placeholders checked, env entries a
     node: { id: 'n', token: 't' },
     providers: [
       { id: 'a', type: 'cli' },
-      { id: 'b', type: 'cli', command: 'sh -c "x"', input: 'arg', args: ['{prompt}', '{cwd}'], env: ['BAD NAME', 'OK'], shell: true },
+      { id: 'b', type: 'cli', command: 'sh -c "x"', input: 'arg', args: ['{prompt}', '{cwd}'], env: ['BAD NAME', 'OK', 'API KEY=sk-live-secret', 'TOKEN=a\0b'], shell: true },
     ],
   });
   assert.deepEqual(problems, [
@@ -199,6 +199,9 @@ test('a cli provider: argv command required, placeholders checked, env entries a
     'providers[1].command: expected a list, found the string "sh -c \\"x\\""',
     'providers[1].args[1]: unknown placeholder {cwd} (known: {prompt}, {model}, {session})',
     'providers[1].env[0]: expected NAME (passed through from the agent) or NAME=value, found the string "BAD NAME"',
+    // A value is a secret as often as not: the error names the entry, never echoes it.
+    'providers[1].env[2]: expected NAME (passed through from the agent) or NAME=value, found the string "API KEY=…"',
+    'providers[1].env[3]: expected NAME (passed through from the agent) or NAME=value (no NUL), found the string "TOKEN=…"',
   ]);
 });
 
