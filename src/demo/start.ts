@@ -23,13 +23,27 @@ function portFromEnv(name: string, fallback: number): number {
   return port;
 }
 
+/** The ports asked for, by the variable that moves each: an address in use is answered with the one to set. */
+const wanted = new Map<number, string>();
+
+function portHint(err: unknown): string | undefined {
+  const text = err instanceof Error ? err.message : String(err);
+  if (!/EADDRINUSE/.test(text)) return undefined;
+  for (const [port, name] of wanted) {
+    if (port !== 0 && new RegExp(`:${port}\\b`).test(text)) return `port ${port} is already in use (another demo or gateway running?). Stop it, or move this one: ${name}=<port> npm start (0 = any free port).`;
+  }
+  return `a port is already in use. Move the demo's ports with DEMO_HTTP_PORT, DEMO_GRPC_PORT, DEMO_ADMIN_PORT, DEMO_MOCK_PORT (0 = any free port).`;
+}
+
 async function main(): Promise<void> {
   const level = process.env.LOG_LEVEL ?? 'warn';
   const logger = createLogger('demo', level);
   const exampleAgent = await loadAgentConfig(examples('node-agent.yaml'));
   const exampleEdge = await loadEdgeConfig(examples('edge.yaml'));
   const mockBase = new URL(exampleAgent.providers.find((p) => p.baseUrl)?.baseUrl ?? 'http://127.0.0.1:9000');
-  const mock = await startMockProvider({ port: portFromEnv('DEMO_MOCK_PORT', Number(mockBase.port)), ttftMs: 100, tokens: 12, intervalMs: 60 });
+  const mockPort = portFromEnv('DEMO_MOCK_PORT', Number(mockBase.port));
+  wanted.set(mockPort, 'DEMO_MOCK_PORT');
+  const mock = await startMockProvider({ port: mockPort, ttftMs: 100, tokens: 12, intervalMs: 60 });
   const edgeConfig = {
     ...exampleEdge,
     http: { ...exampleEdge.http, port: portFromEnv('DEMO_HTTP_PORT', exampleEdge.http.port) },
@@ -37,7 +51,16 @@ async function main(): Promise<void> {
     // The console lives on the admin listener: the demo runs it even if the example config had none.
     admin: { host: '127.0.0.1', token: undefined, ...exampleEdge.admin, port: portFromEnv('DEMO_ADMIN_PORT', exampleEdge.admin?.port ?? DEFAULT_ADMIN_PORT) },
   };
-  const edge = await startEdge(edgeConfig, { logger: createLogger('edge', level), admin: true });
+  wanted.set(edgeConfig.http.port, 'DEMO_HTTP_PORT');
+  wanted.set(edgeConfig.grpc.port, 'DEMO_GRPC_PORT');
+  wanted.set(edgeConfig.admin.port, 'DEMO_ADMIN_PORT');
+  let edge: Awaited<ReturnType<typeof startEdge>>;
+  try {
+    edge = await startEdge(edgeConfig, { logger: createLogger('edge', level), admin: true });
+  } catch (err) {
+    await mock.close();
+    throw err;
+  }
   const agentConfig = {
     ...exampleAgent,
     edge: { ...exampleAgent.edge, address: dialAddress(edgeConfig.grpc.host, edge.grpcPort) },
@@ -83,6 +106,7 @@ Ctrl-C stops it.`);
 }
 
 main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
+  const hint = portHint(err);
+  console.error(hint === undefined ? (err instanceof Error ? err.message : err) : `demo: ${hint}\n(${err instanceof Error ? err.message : String(err)})`);
   process.exit(1);
 });

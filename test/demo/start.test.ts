@@ -57,3 +57,24 @@ test('the demo prints curl lines that work and the console URL', async () => {
     assert.equal(code, 0, 'the demo exits cleanly on SIGTERM');
   }
 });
+
+test('a demo port already in use is named, with the variable that moves it', async () => {
+  const { createServer } = await import('node:net');
+  const taken = createServer();
+  taken.listen(0, '127.0.0.1');
+  await once(taken, 'listening');
+  const port = (taken.address() as { port: number }).port;
+  try {
+    for (const name of ['DEMO_HTTP_PORT', 'DEMO_GRPC_PORT', 'DEMO_ADMIN_PORT', 'DEMO_MOCK_PORT']) {
+      const env = { ...process.env, DEMO_HTTP_PORT: '0', DEMO_GRPC_PORT: '0', DEMO_MOCK_PORT: '0', DEMO_ADMIN_PORT: '0', LOG_LEVEL: 'error', [name]: String(port) };
+      const failed = await run(process.execPath, [demo], { env, timeout: 30_000 }).then(
+        () => assert.fail(`${name}: the demo started on a port in use`),
+        (err: { code?: number; stderr?: string }) => err,
+      );
+      assert.equal(failed.code, 1, name);
+      assert.match(failed.stderr ?? '', new RegExp(`port ${port} is already in use.*${name}=<port> npm start`), `${name}: ${failed.stderr}`);
+    }
+  } finally {
+    taken.close();
+  }
+});
