@@ -10,7 +10,7 @@ import { startEdge, type RunningEdge } from './edge.js';
 
 const HELP = `usage:
   edge --config FILE [--pretty]   run the edge gateway
-  edge check-config FILE          validate a config file and exit (0 = valid, 1 = invalid)
+  edge check-config FILE          validate a config file and the files it names (TLS, bootstrap); exit 0 = valid, 1 = invalid
   edge hash-key [KEY]             print sha256(KEY) for auth.api_keys[].key_sha256 (KEY from stdin if omitted)
   edge --help | --version
 
@@ -60,6 +60,11 @@ async function main(): Promise<number> {
       return 2;
     }
     const config = await loadEdgeConfig(file);
+    const problems = await (await import('./check-config.js')).checkConfigFiles(config);
+    if (problems.length > 0) {
+      console.error(`${file}: the files it names are not usable:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+      return 1;
+    }
     const admin = config.admin === undefined ? 'off' : `${config.admin.host}:${config.admin.port}${config.admin.token ? ' (token)' : ''}`;
     console.log(`${file}: valid (${config.nodes.length} nodes, ${config.models.length} models; admin ${admin})`);
     return 0;

@@ -22,6 +22,7 @@ import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { hasOpenssl, makeTestPki } from '../helpers/certs.js';
 import { testWorkers, waitUntil } from '../helpers/stack.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -184,6 +185,30 @@ describe('bootstrap from the edge', () => {
     const cli = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', bootstrapUrl(), '--node-id', 'gpu-unknown', '--token', TOKEN, '--dir', join(dir, 'unknown')]);
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /HTTP 404: no node "gpu-unknown" in the catalog/);
+  });
+
+  test('with TLS on the node listener, the rendered config says what the node must add to connect', { skip: hasOpenssl() ? false : 'no openssl' }, async () => {
+    const pki = makeTestPki();
+    let tlsEdge: RunningEdge | undefined;
+    try {
+      const raw = {
+        listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
+        workers: { count: testWorkers() },
+        tls: { nodes: { cert_file: pki.serverCert, key_file: pki.serverKey, client_ca_file: pki.caCert } },
+        bootstrap: { listen: { host: '127.0.0.1', port: 0 }, artifact_dir: artifactDir, token: TOKEN },
+        nodes: [{ id: NODE_ID, token: 'node-token-1', providers: [{ id: 'p-new', type: 'openai_compat', capacity: 2, base_url: mock.url }] }],
+        models: [{ alias: 'chat', providers: { 'p-new': 'served' } }],
+      };
+      tlsEdge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger() });
+      const res = await rawGet(tlsEdge.bootstrapPort as number, `/bootstrap/v1/nodes/${NODE_ID}/agent.yaml`);
+      assert.equal(res.status, 200);
+      assert.match(res.body, /^# Before running: the edge's node listener speaks TLS\. Add under edge: tls: \{ ca_file: .*, cert_file: .*, key_file: .* \} \(the edge requires a client certificate\)\.$/m);
+      const plain = await rawGet(edge.bootstrapPort as number, `/bootstrap/v1/nodes/${NODE_ID}/agent.yaml`);
+      assert.doesNotMatch(plain.body, /speaks TLS/, 'a plaintext listener needs nothing');
+    } finally {
+      await tlsEdge?.close();
+      pki.remove();
+    }
   });
 
   test('the tarball served does not change while served, even when the file does', async () => {

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
-import type { EdgeConfig, NodeConfig, ProviderType } from '../../shared/config-types.js';
+import type { EdgeConfig, NodeConfig, NodeTlsConfig, ProviderType } from '../../shared/config-types.js';
 
 export const TARBALL_NAME = 'agent.tgz';
 export const CONFIG_NAME = 'agent.yaml';
@@ -46,8 +46,13 @@ export async function loadTarball(dir: string): Promise<AgentTarball> {
   return { sourceName: names[0], bytes, sha256: sha256Hex(bytes) };
 }
 
-/** The agent config for one catalog node: ready to run as written. */
-export function renderAgentConfig(node: NodeConfig, edgeAddress: string): string {
+/**
+ * The agent config for one catalog node: ready to run as written, but for
+ * what only the node's host knows (a cli provider's command; with TLS on
+ * the node listener, where the CA file and its own certificate are), which
+ * a comment at the top names. `nodesTls`: the edge's tls.nodes, if any.
+ */
+export function renderAgentConfig(node: NodeConfig, edgeAddress: string, nodesTls?: NodeTlsConfig): string {
   const providers = node.providers.map((p) => {
     const baseUrl = p.baseUrl ?? DEFAULT_BASE_URLS[p.type];
     return baseUrl === undefined ? { id: p.id, type: p.type } : { id: p.id, type: p.type, base_url: baseUrl };
@@ -55,7 +60,11 @@ export function renderAgentConfig(node: NodeConfig, edgeAddress: string): string
   const body = toYaml({ edge: { address: edgeAddress }, node: { id: node.id, token: node.token }, providers });
   // The edge's catalog has no command for a cli provider: the file cannot run until the operator adds it.
   const cli = node.providers.filter((p) => p.type === 'cli').map((p) => p.id);
-  const todo = cli.length === 0 ? '' : `# Before running: add \`command\` (the argv of the agent to run) to the cli provider${cli.length > 1 ? 's' : ''} ${cli.join(', ')}; the edge does not know it.\n`;
+  let todo = cli.length === 0 ? '' : `# Before running: add \`command\` (the argv of the agent to run) to the cli provider${cli.length > 1 ? 's' : ''} ${cli.join(', ')}; the edge does not know it.\n`;
+  // Plaintext against a TLS listener fails in the handshake with nothing to say why: say it here.
+  if (nodesTls !== undefined) {
+    todo += `# Before running: the edge's node listener speaks TLS. Add under edge: tls: { ca_file: <the CA that signed the edge's certificate>${nodesTls.requireClientCert ? ', cert_file: <this node\'s client certificate>, key_file: <its key>' : ''} }${nodesTls.requireClientCert ? ' (the edge requires a client certificate)' : ''}.\n`;
+  }
   return `# Rendered by the edge's bootstrap listener for node ${node.id}. Holds the node token: keep it private.\n${todo}${body}`;
 }
 

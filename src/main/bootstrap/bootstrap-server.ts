@@ -83,7 +83,7 @@ export class BootstrapServer {
     }
     const node = nodeOf(this.#source.config(), nodeId);
     if (node === undefined) return send(res, 404, 'node_not_found', `no node ${JSON.stringify(nodeId)} in the catalog`);
-    const rendered = renderAgentConfig(node, this.#source.edgeAddress());
+    const rendered = renderAgentConfig(node, this.#source.edgeAddress(), this.#source.config().tls?.nodes);
     this.#log.info({ node: node.id, artifact: match[2], peer: req.socket.remoteAddress }, 'bootstrap artifact served');
     if (match[2] === CONFIG_NAME) return sendBytes(res, 'application/yaml', Buffer.from(rendered), req.method === 'HEAD');
     const sums = sumsFile([

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { stringify as toYaml } from 'yaml';
 import { createLogger } from '../../../src/shared/logger.js';
+import { hasOpenssl, makeTestPki } from '../../helpers/certs.js';
 import { opsConfigObject } from './ops-stack.js';
 
 const CLI = fileURLToPath(new URL('../../../src/edge/cli.js', import.meta.url));
@@ -50,6 +51,38 @@ test('edge --help, --version and check-config answer with the right exit codes',
     assert.match(invalid.stderr, /admin\.token: required/);
     assert.equal(run(['--bogus']).status, 2);
   } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('check-config also checks the files the config names: a key that is not the certificate\'s, a CA with no certificate, a missing file, an empty artifact dir', { skip: hasOpenssl() ? false : 'no openssl' }, async () => {
+  const pki = makeTestPki();
+  const dir = await mkdtemp(join(tmpdir(), 'edge-cli-'));
+  try {
+    const write = async (name: string, raw: Record<string, unknown>): Promise<string> => {
+      const file = join(dir, name);
+      await writeFile(file, toYaml(raw));
+      return file;
+    };
+    const good = await write('tls-good.yaml', { ...opsConfigObject(), tls: { client: { cert_file: pki.serverCert, key_file: pki.serverKey }, nodes: { cert_file: pki.serverCert, key_file: pki.serverKey, client_ca_file: pki.caCert } } });
+    const ok = run(['check-config', good]);
+    assert.equal(ok.status, 0, ok.stderr);
+    assert.match(ok.stdout, /valid/);
+
+    const bad = await write('tls-bad.yaml', {
+      ...opsConfigObject(),
+      tls: { client: { cert_file: pki.serverCert, key_file: pki.clientKey }, nodes: { cert_file: join(dir, 'missing.crt'), key_file: pki.serverKey, client_ca_file: pki.serverKey } },
+      bootstrap: { listen: { host: '127.0.0.1', port: 0 }, artifact_dir: dir, token: 'a-bootstrap-token-long-enough' },
+    });
+    const refused = run(['check-config', bad]);
+    assert.equal(refused.status, 1, refused.stdout);
+    assert.match(refused.stderr, /tls\.client: .*server\.crt and .*client\.key are not a certificate and its key/);
+    assert.match(refused.stderr, new RegExp(`tls\\.nodes\\.cert_file: cannot read ${join(dir, 'missing.crt').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: ENOENT`));
+    assert.match(refused.stderr, /tls\.nodes\.client_ca_file: .*server\.key holds no PEM certificate/);
+    assert.match(refused.stderr, /bootstrap\.artifact_dir: expected exactly one agent tarball/);
+    assert.doesNotMatch(refused.stdout, /valid/);
+  } finally {
+    pki.remove();
     await rm(dir, { recursive: true, force: true });
   }
 });
