@@ -94,7 +94,7 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
   const obj = r.object(path, raw);
   if (!obj) return undefined;
   r.noUnknownKeys(path, obj, ['id', 'type', 'capacity', 'max_context_tokens', 'enabled', 'models', 'endpoints', 'base_url']);
-  if (obj.models !== undefined) for (const [i, m] of r.list(`${path}.models`, obj.models).entries()) r.string(`${path}.models[${i}]`, m);
+  const served = obj.models === undefined ? undefined : r.list(`${path}.models`, obj.models).map((m, i) => r.string(`${path}.models[${i}]`, m));
   const type = r.oneOf(`${path}.type`, obj.type, PROVIDER_TYPES, 'openai_compat');
   return {
     id: headerSafeId(r, `${path}.id`, obj.id),
@@ -104,7 +104,32 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
     maxContextTokens: r.optionalInteger(`${path}.max_context_tokens`, obj.max_context_tokens, 1, 100_000_000),
     enabled: r.boolean(`${path}.enabled`, obj.enabled, true),
     ...(obj.base_url === undefined ? {} : { baseUrl: r.url(`${path}.base_url`, obj.base_url) }),
+    ...(served === undefined ? {} : { models: served }),
   };
+}
+
+/**
+ * A provider that lists the model names it serves (`models`) is checked
+ * against what the aliases send it: a served name it does not list is a
+ * typo that would otherwise surface only as the provider's 404 on every
+ * request of that alias.
+ */
+function checkServedNames(r: ConfigReader, nodes: readonly NodeConfig[], models: readonly ModelConfig[]): void {
+  const listed = new Map<string, { path: string; names: readonly string[] }>();
+  nodes.forEach((node, i) =>
+    node.providers.forEach((p, j) => {
+      if (p.models !== undefined) listed.set(p.id, { path: `nodes[${i}].providers[${j}].models`, names: p.models });
+    }),
+  );
+  if (listed.size === 0) return;
+  models.forEach((model, i) => {
+    for (const [providerId, servedName] of model.providers) {
+      const offer = listed.get(providerId);
+      if (offer !== undefined && !offer.names.includes(servedName)) {
+        r.problems.push(`models[${i}].providers.${providerId}: ${JSON.stringify(servedName)} is not a model that provider serves (${offer.path}: ${offer.names.map((n) => JSON.stringify(n)).join(', ') || 'none'})`);
+      }
+    }
+  });
 }
 
 function readNode(r: ConfigReader, path: string, raw: unknown): NodeConfig | undefined {
@@ -189,6 +214,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     if (model) models.push(model);
   }
   reportDuplicates(r, 'models', models.map((m) => m.alias));
+  checkServedNames(r, nodes, models);
 
   const heartbeatIntervalMs = r.integer('heartbeat.interval_ms', heartbeat.interval_ms, 10, DAY_MS, 5_000);
   const heartbeatTimeoutMs = r.integer('heartbeat.timeout_ms', heartbeat.timeout_ms, 20, DAY_MS, 15_000);

@@ -20,6 +20,8 @@ export interface ProviderConfig {
   readonly baseUrl?: string;
   /** APIs it serves natively (config `endpoints`, else the type's defaults: src/shared/endpoints.ts). */
   readonly endpoints?: readonly Endpoint[];
+  /** The model names it serves, when the operator lists them: every served name an alias maps to it must be one. */
+  readonly models?: readonly string[];
 }
 
 export interface NodeConfig {

@@ -153,3 +153,16 @@ test('a token of the wrong type is refused without its value: YAML reads token: 
   for (const path of ['admin.token', 'bootstrap.token', 'nodes[0].token']) assert.match(text, new RegExp(`${path.replace(/[[\].]/g, '\\$&')}: expected a non-empty string \\(value not shown: it is a secret\\)`));
   for (const digits of ['12345678', '48151623', '42424242424242']) assert.ok(!text.includes(digits), `the value ${digits} is not repeated:\n${text}`);
 });
+
+test('a provider that lists its models is checked against the served names the aliases send it', () => {
+  const raw = (served: string) => ({
+    nodes: [{ id: 'n1', token: 'node-token-1', providers: [{ id: 'p1', models: ['llama3:8b', 'llama3:70b'] }, { id: 'p2' }] }],
+    models: [{ alias: 'chat', providers: { p1: served, p2: 'anything' } }],
+  });
+  const config = parseEdgeConfig(raw('llama3:8b'), 'test.yaml');
+  assert.deepEqual(config.nodes[0].providers[0].models, ['llama3:8b', 'llama3:70b']);
+  assert.equal(config.nodes[0].providers[1].models, undefined, 'a provider that lists none is not checked');
+  assert.deepEqual(problemsOf(raw('llama3-8b')), [
+    'models[0].providers.p1: "llama3-8b" is not a model that provider serves (nodes[0].providers[0].models: "llama3:8b", "llama3:70b")',
+  ]);
+});
