@@ -45,6 +45,13 @@ export class UpstreamHttpError extends Error {
 }
 
 const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+
+/** A close with no answer: EOF, or a reset / broken pipe as the request was written. */
+function staleClose(err: Error | undefined): boolean {
+  if (err === undefined) return true;
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ECONNRESET' || code === 'EPIPE';
+}
 const MAX_HEAD_BYTES = 64 * 1024;
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Idle life of a kept-alive socket when the server gives no hint (undici's default). */
@@ -113,6 +120,12 @@ class Exchange implements Dispatcher.DispatchController {
   /** The request written to the socket (onRequestStart ran): a socket failure from now on is a reset, not a connect failure. */
   started = false;
   done = false;
+  /** Written to a kept-alive socket that had served a response before. */
+  onReusedSocket = false;
+  /** A byte of the response arrived (the provider answered, however it ends). */
+  answered = false;
+  /** Sent again once on a fresh socket: the reused one closed before any answer. */
+  resent = false;
   #aborted = false;
   #paused = false;
   #reason: Error | null = null;
@@ -205,8 +218,12 @@ export class Http1Client {
   /** The connection closes after this response (connection: close, HTTP/1.0, until-close body). */
   #closeAfter = false;
   #keepAliveMs = DEFAULT_KEEP_ALIVE_MS;
+  /** The socket served a whole response and was kept: the next request on it is a reuse. */
+  #socketReused = false;
 
   readonly #onRead = (nread: number, buffer: Buffer): boolean => {
+    const exchange = this.#exchange;
+    if (exchange !== undefined) exchange.answered = true;
     this.#parse(buffer, 0, nread, false);
     return true;
   };
@@ -286,6 +303,7 @@ export class Http1Client {
 
   #connect(): void {
     this.#connected = false;
+    this.#socketReused = false;
     const socket = connect({
       host: this.#host,
       port: this.#port,
@@ -333,6 +351,17 @@ export class Http1Client {
     this.#dropSocket();
     const exchange = this.#exchange;
     if (exchange === undefined) return;
+    if (exchange.started && exchange.onReusedSocket && !exchange.answered && !exchange.resent && !exchange.aborted && staleClose(err)) {
+      // The provider closed a kept-alive connection as this request went out
+      // (its idle timeout racing our reuse), before a byte of answer: it did
+      // not take the request. Sent again once on a fresh connection, as Go's
+      // and curl's clients do, rather than failed as a reset that would count
+      // toward the provider's ejection. A fresh connection's close is the
+      // provider's answer and fails as before.
+      exchange.resent = true;
+      this.#connect();
+      return;
+    }
     if (err === undefined) {
       err = new UpstreamHttpError(UPSTREAM_CLOSED, exchange.started ? 'the provider closed the connection before the response was complete' : 'the provider closed the connection');
     }
@@ -361,9 +390,12 @@ export class Http1Client {
       this.#fail(exchange, head);
       return;
     }
-    exchange.started = true;
-    exchange.handler.onRequestStart?.(exchange, {});
-    if (exchange !== this.#exchange || exchange.done) return; // aborted in onRequestStart
+    exchange.onReusedSocket = this.#socketReused;
+    if (!exchange.started) {
+      exchange.started = true;
+      exchange.handler.onRequestStart?.(exchange, {});
+      if (exchange !== this.#exchange || exchange.done) return; // aborted in onRequestStart
+    }
     const socket = this.#socket as Socket;
     const body = options.body as Uint8Array | null | undefined;
     if (body === null || body === undefined || body.length === 0) {
@@ -773,6 +805,7 @@ export class Http1Client {
     if (closeAfter || this.#keepAliveMs <= 0 || (this.#socket !== undefined && this.#socket.writableLength > 0)) {
       this.#dropSocket();
     } else {
+      this.#socketReused = true;
       this.#idleUntil = performance.now() + this.#keepAliveMs;
       // Paused by the handler at the end: the socket reads again for the next request.
       if (exchange.paused) this.#socket?.resume();

@@ -1433,3 +1433,54 @@ differential(
     assert.equal(o.sequence, 'start, error');
   },
 );
+
+// ---------------------------------------------------------------------------
+// 17. a kept-alive connection the provider closes as the request goes out
+
+for (const how of ['FIN', 'RST'] as const) {
+  test(`17. lean: a reused connection the provider closes (${how}) before a byte of answer is retried once on a fresh one, unseen by the caller`, async () => {
+    const raw = await RawServer.start((req, socket) => {
+      const n = raw.requests.length;
+      if (n === 2) {
+        // The server's idle close racing the client's write: it read the request but never answers it.
+        if (how === 'RST') socket.resetAndDestroy();
+        else socket.end();
+        return;
+      }
+      ok(socket, `answer ${n} to ${req.body.toString()}`);
+    });
+    const client = new Http1Client(raw.url);
+    try {
+      const first = await send(client, { method: 'POST', body: Buffer.from('one') });
+      assert.equal(first.result, 'end');
+      const second = await send(client, { method: 'POST', body: Buffer.from('two') });
+      assert.equal(second.result, 'end', `${second.sequence}: ${second.error?.message}`);
+      assert.equal(second.body.toString(), 'answer 3 to two', 'the request went again, whole, on a new connection');
+      assert.equal(second.events.filter((e) => e === 'start').length, 1, 'the caller saw one request start');
+      assert.equal(raw.sockets.length, 2);
+    } finally {
+      await client.destroy();
+      await raw.close();
+    }
+  });
+}
+
+test('17b. lean: a fresh connection closed before an answer, or a retry closed again, is an error, never a loop', async () => {
+  const raw = await RawServer.start((req, socket) => {
+    if (req.url === '/ok') ok(socket, 'fine');
+    else socket.resetAndDestroy();
+  });
+  const client = new Http1Client(raw.url);
+  try {
+    const fresh = await send(client, { method: 'POST', path: '/reset', body: Buffer.from('x') });
+    assert.equal(fresh.result, 'upstream_reset', 'a new connection: the provider refused this request');
+    assert.equal(raw.requests.length, 1, 'not sent again');
+    assert.equal((await send(client, { path: '/ok' })).result, 'end');
+    const again = await send(client, { method: 'POST', path: '/reset', body: Buffer.from('y') });
+    assert.equal(again.result, 'upstream_reset');
+    assert.equal(raw.requests.filter((r) => r.url === '/reset').length, 3, 'the reused connection\'s request went once more, then the error');
+  } finally {
+    await client.destroy();
+    await raw.close();
+  }
+});
