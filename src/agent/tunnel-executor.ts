@@ -14,7 +14,7 @@ import { DEFAULT_TUNNEL_OPTIONS, type TunnelOptions } from './config.js';
 import { classifyUpstreamError, TunnelDeadlineError, type TunnelErrorCode } from './tunnel-errors.js';
 import { frameResponseHeaderPairs, frameResponseHeaders, upstreamRequestHeaders, type ResponseHeaders } from './upstream-headers.js';
 import type { RawHeadHandler } from './http1-client.js';
-import type { PooledHandler, UpstreamClient, UpstreamPool } from './upstream-pool.js';
+import type { PooledHandler, PoolTicket, UpstreamClient, UpstreamPool } from './upstream-pool.js';
 import type { Upstreams } from './upstreams.js';
 import { CliRun, DEFAULT_SESSION } from './cli-run.js';
 
@@ -71,6 +71,8 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   /** The connection carrying the upstream request (set by the pool), handed back once undici is done with it. */
   pooledClient: UpstreamClient | undefined;
   #pool: UpstreamPool | undefined;
+  /** Waiting for a connection: cancelling lets the pool drop the request at once. */
+  #poolTicket: PoolTicket | undefined;
 
   /** Cancelled before a connection took it: the pool skips it. */
   get abandoned(): boolean {
@@ -130,7 +132,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
     }
     if (request.timeoutMs > 0) this.#deadline = setTimeout(onTunnelDeadline, request.timeoutMs, this);
     this.#pool = upstream.pool;
-    upstream.pool.dispatch(
+    this.#poolTicket = upstream.pool.dispatch(
       {
         method: request.method as Dispatcher.HttpMethod,
         path: upstream.pathPrefix + request.path,
@@ -400,6 +402,8 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   /** Aborting destroys the upstream socket, so the provider sees the close and stops generating. */
   #abortUpstream(reason: Error): void {
     this.#abortReason = reason;
+    this.#poolTicket?.cancel();
+    this.#poolTicket = undefined;
     this.#controller?.abort(reason);
   }
 }

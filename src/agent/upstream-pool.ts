@@ -27,11 +27,22 @@ export interface PooledHandler extends Dispatcher.DispatchHandler {
 /** Compact the waiting FIFO once this many entries before its head are spent. */
 const COMPACT_AFTER = 1024;
 
-class Waiting {
+/**
+ * A request waiting for a connection. Cancelled, it lets go of its body
+ * and handler at once: all connections may stay busy with long streams for
+ * minutes, and a cancelled waiter would otherwise pin its request body
+ * (up to the body limit) until one frees.
+ */
+export class PoolTicket {
   constructor(
-    readonly options: Dispatcher.DispatchOptions,
-    readonly handler: PooledHandler,
+    public options: Dispatcher.DispatchOptions | undefined,
+    public handler: PooledHandler | undefined,
   ) {}
+
+  cancel(): void {
+    this.options = undefined;
+    this.handler = undefined;
+  }
 }
 
 export class UpstreamPool {
@@ -39,7 +50,7 @@ export class UpstreamPool {
   readonly #connections: number;
   readonly #idle: UpstreamClient[] = [];
   readonly #all: UpstreamClient[] = [];
-  #waiting: Waiting[] = [];
+  #waiting: PoolTicket[] = [];
   #waitingHead = 0;
   /** Clients handed back during undici callbacks, re-used once those return. */
   #returned: UpstreamClient[] = [];
@@ -55,7 +66,9 @@ export class UpstreamPool {
 
   /** Requests waiting for a connection (all `connections` busy). */
   get waiting(): number {
-    return this.#waiting.length - this.#waitingHead;
+    let live = 0;
+    for (let i = this.#waitingHead; i < this.#waiting.length; i++) if (this.#waiting[i].handler !== undefined) live++;
+    return live;
   }
 
   /** Connections carrying a request now. */
@@ -80,15 +93,18 @@ export class UpstreamPool {
     return this.#retiring && this.#all.length === 0;
   }
 
-  dispatch(options: Dispatcher.DispatchOptions, handler: PooledHandler): void {
+  /** Sends the request on a free connection, or queues it: the ticket then cancels the wait (undefined: sent). */
+  dispatch(options: Dispatcher.DispatchOptions, handler: PooledHandler): PoolTicket | undefined {
     if (this.#destroyed) throw new Error('upstream pool destroyed');
     const client = this.#idle.pop() ?? (this.#all.length < this.#connections ? this.#create() : undefined);
     if (client === undefined) {
-      this.#waiting.push(new Waiting(options, handler));
-      return;
+      const ticket = new PoolTicket(options, handler);
+      this.#waiting.push(ticket);
+      return ticket;
     }
     handler.pooledClient = client;
     client.dispatch(options, handler);
+    return undefined;
   }
 
   /**
@@ -118,16 +134,18 @@ export class UpstreamPool {
         else this.#idle.push(client);
         continue;
       }
-      next.handler.pooledClient = client;
-      client.dispatch(next.options, next.handler);
+      const { options, handler } = next as { options: Dispatcher.DispatchOptions; handler: PooledHandler };
+      next.cancel(); // spent: the FIFO no longer holds the request
+      handler.pooledClient = client;
+      client.dispatch(options, handler);
     }
   };
 
   /** The oldest waiting request still wanted; spent entries are dropped and the FIFO compacted. */
-  #nextWaiting(): Waiting | undefined {
+  #nextWaiting(): PoolTicket | undefined {
     while (this.#waitingHead < this.#waiting.length) {
       const next = this.#waiting[this.#waitingHead];
-      this.#waiting[this.#waitingHead++] = undefined as unknown as Waiting;
+      this.#waiting[this.#waitingHead++] = undefined as unknown as PoolTicket;
       if (this.#waitingHead === this.#waiting.length) {
         this.#waiting = [];
         this.#waitingHead = 0;
@@ -135,7 +153,7 @@ export class UpstreamPool {
         this.#waiting = this.#waiting.slice(this.#waitingHead);
         this.#waitingHead = 0;
       }
-      if (!next.handler.abandoned) return next;
+      if (next.handler !== undefined && next.options !== undefined && !next.handler.abandoned) return next;
     }
     return undefined;
   }

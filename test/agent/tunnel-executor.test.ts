@@ -153,7 +153,7 @@ test('the upstream request carries the tunnel\'s own ttfb and idle deadlines: 0 
   const dispatch = pool.dispatch.bind(pool);
   pool.dispatch = (options: Dispatcher.DispatchOptions, handler: PooledHandler) => {
     seen.push(options);
-    dispatch(options, handler);
+    return dispatch(options, handler);
   };
   for (const [ttfbTimeoutMs, idleTimeoutMs] of [[0, 0], [301_000, 121_000]]) {
     const sink = new RecordingSink();

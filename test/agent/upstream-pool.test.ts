@@ -4,6 +4,8 @@
 // connection whose request failed or was cancelled serves the next one.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { create } from '@bufbuild/protobuf';
 import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } from '../../src/gen/edge/v1/tunnel_pb.js';
 import { TunnelExecutor, type FrameSink } from '../../src/agent/tunnel-executor.js';
@@ -93,6 +95,37 @@ test('a cancelled request frees its connection for the next; a cancelled waiting
   assert.equal(sockets.size, 2, 'the slow one\'s socket was aborted; the cancelled waiter cost no other');
   assert.equal(upstreams.get('p')?.pool?.busy, 0);
   assert.equal(upstreams.get('p')?.pool?.waiting, 0);
+});
+
+test('a request cancelled while it waits for a connection lets go of its body at once, not when a connection frees', async (t) => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const upstream = await UpstreamServer.start((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.write('x'); // never ends: the one connection stays busy
+  });
+  const upstreams = new Upstreams([{ id: 'p', type: 'openai_compat', baseUrl: upstream.url, apiKey: undefined, connections: 1 }]);
+  t.after(async () => {
+    await upstreams.destroy();
+    await upstream.close();
+  });
+  const sink = new Sink();
+  new TunnelExecutor(request(1, '/slow'), sink).start(upstreams);
+  await waitFor('the slow request holds the connection', () => (upstreams.get('p')?.pool?.busy === 1 ? true : undefined));
+  let body: Uint8Array | undefined = new Uint8Array(4 * 1024 * 1024);
+  const released = new WeakRef(body);
+  let waiter: TunnelExecutor | undefined = new TunnelExecutor(create(TunnelRequestSchema, { tunnelId: 2, providerId: 'p', method: 'POST', path: '/big', body }), sink);
+  body = undefined;
+  waiter.start(upstreams);
+  assert.equal(upstreams.get('p')?.pool?.waiting, 1);
+  waiter.cancel('client left while waiting');
+  waiter = undefined;
+  assert.equal(upstreams.get('p')?.pool?.waiting, 0, 'a cancelled waiter is not counted as waiting');
+  for (let i = 0; i < 5 && released.deref() !== undefined; i++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+  }
+  assert.equal(released.deref(), undefined, 'the 4 MB body is collectable while the connection is still busy');
 });
 
 test('a provider that refuses connections fails every request, waiting ones included, with upstream_connect_failed', async (t) => {
