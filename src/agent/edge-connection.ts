@@ -84,6 +84,7 @@ export class EdgeConnection implements FrameSink {
   /** Set by every message from the edge; the heartbeat tick reads and clears it (cheaper than a timer reset per message). */
   #heard = false;
   #lastHeardAt = 0;
+  #silenceRecheck = false;
   #onIdle: (() => void) | undefined;
   #onStatus: (() => void) | undefined;
 
@@ -321,12 +322,22 @@ export class EdgeConnection implements FrameSink {
     if (this.#heard) {
       this.#heard = false;
       this.#lastHeardAt = now;
-    } else if (now - this.#lastHeardAt >= this.#heartbeatTimeoutMs) {
-      // Half-open TCP: the socket looks fine but the edge is gone.
-      this.close(`nothing from the edge for ${Math.round(now - this.#lastHeardAt)} ms (heartbeat timeout ${this.#heartbeatTimeoutMs} ms)`);
-      return;
+    } else if (now - this.#lastHeardAt >= this.#heartbeatTimeoutMs && !this.#silenceRecheck) {
+      // Timers run before the loop polls sockets: after a stall of ours the
+      // edge's heartbeats may be waiting unread. Judged once they are read.
+      this.#silenceRecheck = true;
+      setImmediate(onSilenceRecheck, this);
     }
     this.heartbeatNow();
+  }
+
+  /** The silence heartbeatTick() saw, judged again after this turn's socket reads. */
+  silenceRechecked(): void {
+    this.#silenceRecheck = false;
+    if (this.#closed || this.#heard) return;
+    const silent = performance.now() - this.#lastHeardAt;
+    // Half-open TCP: the socket looks fine but the edge is gone.
+    if (silent >= this.#heartbeatTimeoutMs) this.close(`nothing from the edge for ${Math.round(silent)} ms (heartbeat timeout ${this.#heartbeatTimeoutMs} ms)`);
   }
 
   /** A heartbeat now, carrying the probe verdicts on the anchor stream (a verdict change does not wait for the tick). */
@@ -398,4 +409,8 @@ function onRegisterTimeout(connection: EdgeConnection): void {
 
 function onHeartbeatTick(connection: EdgeConnection): void {
   connection.heartbeatTick();
+}
+
+function onSilenceRecheck(connection: EdgeConnection): void {
+  connection.silenceRechecked();
 }

@@ -109,6 +109,8 @@ export class NodeSession implements TunnelHost {
    * sessions registered after it; judging this one by a new, shorter limit would drop an idle node
    * that still heartbeats at the interval it was given. */
   #toldTimeoutMs = 0;
+  /** A silence past the limit is to be judged again after this turn's socket reads. */
+  #silenceRecheck = false;
   readonly #commands = new CommandWaiters(() => this.nodeId);
   /** Set at Register for an agent that takes batched TunnelRequests; every other write flushes it first. */
   #requestBatcher: RequestBatcher | undefined;
@@ -222,6 +224,14 @@ export class NodeSession implements TunnelHost {
     this.#host.logger.info({ node: this.nodeId, generation: this.generation, lane: this.lane, reason, failedTunnels: open.length }, 'node session closed');
   }
 
+  /** @internal the silence seen by heartbeat(), judged again after the socket was read */
+  silenceRechecked(): void {
+    this.#silenceRecheck = false;
+    if (this.#state !== 'active' || performance.now() - this.#lastSeenAt <= this.#toldTimeoutMs) return;
+    this.#host.protocolStats.heartbeatTimeouts++;
+    this.close('heartbeat timeout');
+  }
+
   /** @internal register timer */
   registerTimedOut(): void {
     if (this.#state !== 'registering') return;
@@ -234,10 +244,12 @@ export class NodeSession implements TunnelHost {
   heartbeat(): void {
     if (this.#state !== 'active') return;
     const now = performance.now();
-    if (now - this.#lastSeenAt > this.#toldTimeoutMs) {
-      this.#host.protocolStats.heartbeatTimeouts++;
-      this.close('heartbeat timeout');
-      return;
+    if (now - this.#lastSeenAt > this.#toldTimeoutMs && !this.#silenceRecheck) {
+      // Timers run before the loop polls sockets: after a stall (a long GC, a
+      // long turn) the node's heartbeats may be waiting unread. It is judged
+      // once they are read, so a stall of ours never drops every node at once.
+      this.#silenceRecheck = true;
+      setImmediate(onSilenceRecheck, this);
     }
     if (now - this.#cancelledRotatedAt >= this.#host.heartbeatTimeoutMs) {
       this.#cancelledRotatedAt = now;
@@ -434,6 +446,10 @@ export class NodeSession implements TunnelHost {
 
 function onHeartbeat(session: NodeSession): void {
   session.heartbeat();
+}
+
+function onSilenceRecheck(session: NodeSession): void {
+  session.silenceRechecked();
 }
 
 function onRegisterTimeout(session: NodeSession): void {
