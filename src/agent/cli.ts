@@ -7,7 +7,7 @@ import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
 import { AGENT_VERSION } from './version.js';
 
 const USAGE = `Usage: node-agent --config FILE
-       node-agent bootstrap --edge URL --node-id ID --token T [--dir DIR]
+       node-agent bootstrap --edge URL --node-id ID [--token-file FILE] [--dir DIR]
 
 Dials the edge, registers this node and runs the provider requests the edge
 sends until SIGTERM or SIGINT.
@@ -15,6 +15,9 @@ sends until SIGTERM or SIGINT.
 bootstrap fetches this node's agent package and rendered config from the
 edge's bootstrap listener, checks their sha256 sums and writes them into
 DIR (default: the current directory): agent.tgz, agent.yaml, SHA256SUMS.
+The bootstrap token comes from EDGE_BOOTSTRAP_TOKEN or the first line of
+--token-file; --token T works too, but every user of the host can read a
+command line (ps), so it prints a warning.
 
 Options:
   -c, --config FILE   agent configuration (YAML)
@@ -23,12 +26,35 @@ Options:
   -v, --version       print the version
 `;
 
+/** The bootstrap token: --token-file's first line, else --token (with a warning), else EDGE_BOOTSTRAP_TOKEN; a string is a usage error. */
+async function bootstrapToken(values: { token?: string; 'token-file'?: string }): Promise<{ token: string } | string> {
+  const file = values['token-file'];
+  if (file !== undefined && values.token !== undefined) return '--token and --token-file are two answers to one question: give one';
+  let token: string | undefined;
+  if (file !== undefined) {
+    const { readFile } = await import('node:fs/promises');
+    try {
+      token = (await readFile(file, 'utf8')).split('\n')[0].trim();
+    } catch (err) {
+      return `--token-file: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+    }
+    if (token === '') return `--token-file: ${file} is empty`;
+  } else if (values.token !== undefined) {
+    token = values.token;
+    process.stderr.write('node-agent bootstrap: warning: a token on the command line is visible to every user of this host (ps); prefer EDGE_BOOTSTRAP_TOKEN or --token-file\n');
+  } else {
+    token = process.env.EDGE_BOOTSTRAP_TOKEN;
+  }
+  if (token === undefined || token === '') return 'the bootstrap token is required: EDGE_BOOTSTRAP_TOKEN, --token-file FILE or --token T';
+  return { token };
+}
+
 async function bootstrap(argv: string[]): Promise<number> {
-  let values: { edge?: string; 'node-id'?: string; token?: string; dir?: string };
+  let values: { edge?: string; 'node-id'?: string; token?: string; 'token-file'?: string; dir?: string };
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { edge: { type: 'string' }, 'node-id': { type: 'string' }, token: { type: 'string' }, dir: { type: 'string' } },
+      options: { edge: { type: 'string' }, 'node-id': { type: 'string' }, token: { type: 'string' }, 'token-file': { type: 'string' }, dir: { type: 'string' } },
       strict: true,
       allowPositionals: false,
     }));
@@ -36,12 +62,18 @@ async function bootstrap(argv: string[]): Promise<number> {
     process.stderr.write(`node-agent bootstrap: ${(err as Error).message}\n\n${USAGE}`);
     return 2;
   }
-  const { edge, token } = values;
+  const { edge } = values;
   const nodeId = values['node-id'];
-  if (edge === undefined || nodeId === undefined || token === undefined) {
-    process.stderr.write(`node-agent bootstrap: --edge, --node-id and --token are required\n\n${USAGE}`);
+  if (edge === undefined || nodeId === undefined) {
+    process.stderr.write(`node-agent bootstrap: --edge and --node-id are required\n\n${USAGE}`);
     return 2;
   }
+  const given = await bootstrapToken(values);
+  if (typeof given === 'string') {
+    process.stderr.write(`node-agent bootstrap: ${given}\n\n${USAGE}`);
+    return 2;
+  }
+  const { token } = given;
   const { bootstrapNode, BootstrapError } = await import('./bootstrap.js');
   try {
     const outcome = await bootstrapNode({ edge, nodeId, token, dir: values.dir ?? '.' });

@@ -36,9 +36,9 @@ interface Run {
   readonly stderr: string;
 }
 
-function run(command: string, args: readonly string[], cwd = ROOT, timeoutMs = 60_000): Promise<Run> {
+function run(command: string, args: readonly string[], cwd = ROOT, timeoutMs = 60_000, env: NodeJS.ProcessEnv = process.env): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
+    const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
@@ -185,6 +185,27 @@ describe('bootstrap from the edge', () => {
     const cli = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', bootstrapUrl(), '--node-id', 'gpu-unknown', '--token', TOKEN, '--dir', join(dir, 'unknown')]);
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /HTTP 404: no node "gpu-unknown" in the catalog/);
+  });
+
+  test('the CLI takes the token from EDGE_BOOTSTRAP_TOKEN or --token-file, and warns when it is on the command line', async () => {
+    const unknown = ['bootstrap', '--edge', bootstrapUrl(), '--node-id', 'gpu-unknown', '--dir', join(dir, 'unknown')];
+    const { EDGE_BOOTSTRAP_TOKEN: _drop, ...clean } = process.env;
+    // The listener answers 404 for the unknown node only past the token check: a 404 proves the token was sent.
+    const fromEnv = await run(process.execPath, [AGENT_BIN, ...unknown], ROOT, 60_000, { ...clean, EDGE_BOOTSTRAP_TOKEN: TOKEN });
+    assert.match(fromEnv.stderr, /HTTP 404: no node "gpu-unknown"/);
+    assert.doesNotMatch(fromEnv.stderr, /warning/);
+    const tokenFile = join(dir, 'bootstrap-token');
+    await writeFile(tokenFile, `${TOKEN}\n`, { mode: 0o600 });
+    const fromFile = await run(process.execPath, [AGENT_BIN, ...unknown, '--token-file', tokenFile], ROOT, 60_000, clean);
+    assert.match(fromFile.stderr, /HTTP 404: no node "gpu-unknown"/);
+    const onArgv = await run(process.execPath, [AGENT_BIN, ...unknown, '--token', TOKEN], ROOT, 60_000, clean);
+    assert.match(onArgv.stderr, /warning: a token on the command line is visible to every user of this host/);
+    assert.match(onArgv.stderr, /HTTP 404/);
+    const none = await run(process.execPath, [AGENT_BIN, ...unknown], ROOT, 60_000, clean);
+    assert.equal(none.code, 2);
+    assert.match(none.stderr, /the bootstrap token is required: EDGE_BOOTSTRAP_TOKEN, --token-file FILE or --token T/);
+    const both = await run(process.execPath, [AGENT_BIN, ...unknown, '--token', TOKEN, '--token-file', tokenFile], ROOT, 60_000, clean);
+    assert.equal(both.code, 2);
   });
 
   test('with TLS on the node listener, the rendered config says what the node must add to connect', { skip: hasOpenssl() ? false : 'no openssl' }, async () => {
