@@ -275,6 +275,20 @@ describe('A2A: model agent', () => {
     assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: {} }))).json.error?.code, -32602);
   });
 
+  test('an A2A-Version this edge does not speak is refused (-32009, VERSION_NOT_SUPPORTED); 1.0, 0.3 and none are served', async () => {
+    const send = async (version: string | undefined): Promise<{ error?: { code: number; message: string }; result?: unknown }> => {
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      if (version !== undefined) headers['a2a-version'] = version;
+      const res = await fetch(`${stack.edge.url}/a2a/writer`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'GetTask', params: { id: 'no-such-task' } }) });
+      assert.equal(res.status, 200);
+      return (await res.json()) as { error?: { code: number; message: string } };
+    };
+    const refused = await send('2.0');
+    assert.equal(refused.error?.code, -32009, JSON.stringify(refused));
+    assert.match(refused.error?.message ?? '', /'2\.0' is not supported\. Supported versions: 1\.0, 0\.3/);
+    for (const version of ['1.0', '0.3', undefined]) assert.equal((await send(version)).error?.code, -32001, `version ${String(version)}: served (task not found)`);
+  });
+
   test('a non-text part is content-type-not-supported (-32005)', async () => {
     const req = request('x');
     (req.message as Message).parts = [{ content: { $case: 'url', value: 'https://example.com/a.png' }, metadata: undefined, filename: 'a.png', mediaType: 'image/png' }];

@@ -161,14 +161,30 @@ export class A2ASurface {
     // Gone already (between the body's end and this handler): 'close' has fired, so abort now.
     if (res.destroyed) controller.abort();
     const call: A2ACall = { agent, key: this.#keyOf(request), signal: controller.signal, requestTag: typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : undefined };
+    const version = request.headers['a2a-version'];
+    const requestedVersion = typeof version === 'string' && version.trim() !== '' ? version.trim() : undefined;
+    const card = requestedVersion === undefined ? undefined : agentCard(this.#config, agent, this.#base(request));
     this.#loadTransports().then(
-      (t) => this.#handle(t, legacy, parsed as Record<string, unknown>, call, res),
+      (t) => {
+        // A version this edge does not speak is refused as the SDK's own server refuses it, before any work.
+        if (requestedVersion !== undefined && card !== undefined) {
+          try {
+            // The card is built as JSON (with v0.3 fields beside 1.0's); validateVersion reads only its supportedInterfaces.
+            t.sdk.validateVersion(requestedVersion, card as unknown as Parameters<typeof t.sdk.validateVersion>[1], 'JSONRPC');
+          } catch (err) {
+            const mapError = legacy ? t.mapLegacyError : t.sdk.JsonRpcTransportHandler.mapToJSONRPCError;
+            this.#sendJson(res, JSON.stringify({ jsonrpc: '2.0', id: (parsed as { id?: unknown } | null)?.id ?? null, error: mapError(err) }));
+            return;
+          }
+        }
+        return this.#handle(t, legacy, parsed as Record<string, unknown>, call, res, requestedVersion);
+      },
       (err: Error) => this.#sendJson(res, rpcError(null, -32603, `the A2A server could not start: ${err.message}`)),
     );
   }
 
-  async #handle(t: Transports, legacy: boolean, parsed: Record<string, unknown>, call: A2ACall, res: ServerResponse): Promise<void> {
-    const context = new t.sdk.ServerCallContext({ state: new Map([[CALL_STATE, call]]) });
+  async #handle(t: Transports, legacy: boolean, parsed: Record<string, unknown>, call: A2ACall, res: ServerResponse, requestedVersion: string | undefined): Promise<void> {
+    const context = new t.sdk.ServerCallContext({ state: new Map([[CALL_STATE, call]]), requestedVersion });
     const mapError = legacy ? t.mapLegacyError : t.sdk.JsonRpcTransportHandler.mapToJSONRPCError;
     let result: unknown;
     // A blocking SendMessage answers when its task ends, which may be minutes away: a client's fetch gives up
