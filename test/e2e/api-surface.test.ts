@@ -324,6 +324,32 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.deepEqual(hits(stack, '/v1/responses'), before, 'nothing was sent, nor retried');
   });
 
+  test('models.list and models.retrieve answer an Anthropic client in its own shape, paged as its SDK pages; an OpenAI client keeps its', async () => {
+    const client = anthropic(stack);
+    const firstPage = await client.models.list({ limit: 1 });
+    assert.deepEqual(firstPage.data.map((m) => m.id), [ALIAS]);
+    assert.equal(firstPage.data[0].type, 'model');
+    assert.equal(firstPage.data[0].display_name, ALIAS);
+    assert.ok(!Number.isNaN(Date.parse(firstPage.data[0].created_at)), firstPage.data[0].created_at);
+    assert.equal(firstPage.has_more, true);
+    const all: string[] = [];
+    for await (const model of client.models.list({ limit: 1 })) all.push(model.id);
+    assert.deepEqual(all, [ALIAS, SOLO], 'the auto-pager walked every page by after_id');
+    const back = await client.models.list({ before_id: SOLO, limit: 5 });
+    assert.deepEqual(back.data.map((m) => m.id), [ALIAS]);
+    const one = await client.models.retrieve(SOLO);
+    assert.equal(one.id, SOLO);
+    assert.equal(one.type, 'model');
+    await assert.rejects(client.models.retrieve('no-such-model'), (err: unknown) => {
+      assert.ok(err instanceof Anthropic.NotFoundError, String(err));
+      assert.equal((err.error as { type?: string }).type, 'error');
+      return true;
+    });
+    await assert.rejects(client.models.list({ limit: 0 }), (err: unknown) => err instanceof Anthropic.BadRequestError);
+    const openaiList = await openai(stack).models.list();
+    assert.deepEqual(openaiList.data.map((m) => [m.id, m.object]), [[ALIAS, 'model'], [SOLO, 'model']]);
+  });
+
   test('an unknown model is an Anthropic-format 404 not_found_error', async () => {
     await assert.rejects(anthropic(stack).messages.create({ model: 'no-such-model', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }), (err: unknown) => {
       assert.ok(err instanceof Anthropic.NotFoundError, String(err));

@@ -12,7 +12,7 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import type { EdgeConfig } from '../../shared/config-types.js';
 import type { LeanStats } from '../../contract/io-protocol.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
-import { API_ROUTES, errorFormatForPath, isJsonContentType, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
+import { ANTHROPIC_ERRORS, API_ROUTES, errorFormatForPath, isJsonContentType, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
 import { Api } from '../../shared/endpoints.js';
 import { isResponseId } from './response-affinity.js';
 import type { DataPlane } from '../data-plane.js';
@@ -140,6 +140,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.app.setErrorHandler(onFrameworkError);
     this.app.setNotFoundHandler(onNotFound);
     this.app.get('/v1/models', (request, reply) => {
+      if (request.headers['anthropic-version'] !== undefined) return this.#anthropicModels(request, reply);
       reply.header('content-type', 'application/json').send(this.#modelsFor((request as KeyedRequest)[kApiKey]));
     });
     // client.models.retrieve(id): an alias may hold a slash (org/model), so the rest of the path is the id.
@@ -469,11 +470,53 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #model(request: FastifyRequest, reply: FastifyReply): void {
     const id = (request.params as { '*': string })['*'];
     const key = (request as KeyedRequest)[kApiKey];
+    const anthropic = request.headers['anthropic-version'] !== undefined;
     if (!this.#aliases.includes(id) || (key !== undefined && !key.mayUse(id))) {
-      sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(id)} does not exist`, OPENAI_ERRORS);
+      sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(id)} does not exist`, anthropic ? ANTHROPIC_ERRORS : OPENAI_ERRORS);
       return;
     }
-    reply.header('content-type', 'application/json').send(JSON.stringify({ id, object: 'model', created: this.#modelsCreated, owned_by: 'edge' }));
+    const body = anthropic ? this.#anthropicModel(id) : { id, object: 'model', created: this.#modelsCreated, owned_by: 'edge' };
+    reply.header('content-type', 'application/json').send(JSON.stringify(body));
+  }
+
+  #anthropicModel(id: string): { type: 'model'; id: string; display_name: string; created_at: string } {
+    return { type: 'model', id, display_name: id, created_at: new Date(this.#modelsCreated * 1000).toISOString() };
+  }
+
+  /**
+   * GET /v1/models from an Anthropic client (it always sends
+   * anthropic-version): its list shape, paged by `limit` (1-1000, default
+   * 20) and `after_id` / `before_id`, which its SDK's auto-pager follows.
+   */
+  #anthropicModels(request: FastifyRequest, reply: FastifyReply): void {
+    const query = request.query as Record<string, string | string[] | undefined>;
+    const one = (name: string): string | undefined => {
+      const value = query[name];
+      return Array.isArray(value) ? value[0] : value;
+    };
+    const limitText = one('limit');
+    const limit = limitText === undefined ? 20 : Number(limitText);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+      sendError(reply, Errors.invalidField, `limit must be an integer from 1 to 1000, got ${JSON.stringify(limitText)}`, ANTHROPIC_ERRORS);
+      return;
+    }
+    const key = (request as KeyedRequest)[kApiKey];
+    const ids = key === undefined || key.models === undefined ? this.#aliases : this.#aliases.filter((a) => key.mayUse(a));
+    const afterId = one('after_id');
+    const beforeId = one('before_id');
+    let from = 0;
+    let to = ids.length;
+    if (afterId !== undefined) from = ids.indexOf(afterId) + 1;
+    if (beforeId !== undefined) to = Math.max(0, ids.indexOf(beforeId));
+    if ((afterId !== undefined && from === 0) || (beforeId !== undefined && !ids.includes(beforeId))) {
+      sendError(reply, Errors.invalidField, `no model ${JSON.stringify(afterId ?? beforeId)} to page from`, ANTHROPIC_ERRORS);
+      return;
+    }
+    // before_id pages backwards: the `limit` models just before it.
+    const page = beforeId !== undefined && afterId === undefined ? ids.slice(Math.max(from, to - limit), to) : ids.slice(from, Math.min(to, from + limit));
+    const hasMore = beforeId !== undefined && afterId === undefined ? to - limit > from : from + limit < to;
+    const data = page.map((id) => this.#anthropicModel(id));
+    reply.header('content-type', 'application/json').send(JSON.stringify({ data, has_more: hasMore, first_id: page[0] ?? null, last_id: page.at(-1) ?? null }));
   }
 
   #modelsFor(key: ApiKeyState | undefined): string {
