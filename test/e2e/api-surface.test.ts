@@ -424,9 +424,11 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.ok(texts.length > 0, 'the stream had begun');
 
     const responses = await openai(stack).responses.create({ model: ALIAS, input: 'x', stream: true }, failing);
-    const events: { type: string; response?: { id?: string; status?: string; error?: { code?: string } } }[] = [];
+    const events: { type: string; sequence_number?: number; response?: { id?: string; status?: string; error?: { code?: string } } }[] = [];
     for await (const event of responses) events.push(event as (typeof events)[number]);
     const types = events.map((e) => e.type);
+    // The edge's error and response.failed number on from the provider's events, as every Responses event is numbered.
+    assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i), `sequence numbers: ${events.map((e) => `${e.type}#${String(e.sequence_number)}`).join(',')}`);
     assert.equal(types[0], 'response.created');
     assert.ok(types.includes('response.output_text.delta'));
     assert.ok(types.includes('error'), types.join(','));

@@ -85,6 +85,12 @@ describe('SSE keepalive while waiting for the first byte', () => {
     assert.deepEqual([error.type, error.code], ['error', 'upstream_error']);
     assert.match(String(error.message), /^the provider answered HTTP 500: mock failure: status 500$/);
     await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
+    // The raw stream: the edge's three events, numbered as Responses events are.
+    const raw = await sdk.responses.create({ model: ALIAS, input: 'slow', stream: true }, { headers: { 'x-mock-fail': 'slow-headers:350,status:500' } });
+    const events: { type: string; sequence_number?: number }[] = [];
+    for await (const event of raw) events.push(event);
+    assert.deepEqual(events.map((e) => [e.type, e.sequence_number]), [['response.created', 0], ['error', 1], ['response.failed', 2]]);
+    await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
   });
 
   test('a provider\'s 400 after keepalives: the in-band error carries its message and says it was the request\'s fault', async () => {

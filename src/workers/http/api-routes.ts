@@ -28,8 +28,10 @@ export interface ErrorFormat {
    * The in-band error once a 200 event stream began (headers are gone).
    * `opening`: nothing of the provider's went out yet (keepalives or queue
    * updates committed the head), so the stream has no opening event.
+   * `nextSequence`: the sequence_number the stream's next event takes
+   * (Responses numbers its events; 0 when none went out).
    */
-  streamError(spec: GatewayErrorSpec, message: string | undefined, responseId: string | undefined, opening?: boolean): string;
+  streamError(spec: GatewayErrorSpec, message: string | undefined, responseId: string | undefined, opening?: boolean, nextSequence?: number): string;
 }
 
 export const OPENAI_ERRORS: ErrorFormat = {
@@ -54,13 +56,15 @@ export const ANTHROPIC_ERRORS: ErrorFormat = {
 export const RESPONSES_ERRORS: ErrorFormat = {
   status: (spec) => spec.status,
   body: errorBody,
-  streamError: (spec, message, responseId, opening = false) => {
+  streamError: (spec, message, responseId, opening = false, nextSequence = 0) => {
     const text = message ?? spec.message;
-    const error = `event: error\ndata: ${JSON.stringify({ type: 'error', code: spec.code, message: text, param: null })}\n\n`;
+    // Numbered on from the provider's last event, as every Responses event is (opening: after our response.created, 0).
+    const seq = opening ? 1 : nextSequence;
+    const error = `event: error\ndata: ${JSON.stringify({ type: 'error', code: spec.code, message: text, param: null, sequence_number: seq })}\n\n`;
     // `output` (empty) and `created_at` as a Response object has them: the SDK's stream helper copies `output` from it.
     const created = Math.floor(Date.now() / 1000);
     const response = { id: responseId ?? null, object: 'response', created_at: created, status: 'failed', output: [], error: { code: 'server_error', message: `${text} (${spec.code})` } };
-    const failed = `event: response.failed\ndata: ${JSON.stringify({ type: 'response.failed', response })}\n\n`;
+    const failed = `event: response.failed\ndata: ${JSON.stringify({ type: 'response.failed', sequence_number: seq + 1, response })}\n\n`;
     if (!opening) return error + failed;
     // The SDK's stream helper builds its snapshot from response.created and throws its own error for any event
     // before it: opened first, the gateway's error reaches the caller.

@@ -105,6 +105,8 @@ export class ProxyExchange implements TunnelConsumer {
   #relayed = false;
   /** An event stream's relay in whole events (see sse-events.ts); undefined for other bodies. */
   #events: SseEvents | undefined;
+  /** Responses streams: the sequence_number of the last event relayed (-1: none), so an in-band error numbers on from it. */
+  #lastSequence = -1;
   /** Newest SSE frames, kept (by reference) to read `usage` at END. */
   #tail: StreamTail | undefined;
   /** Token usage reported by the provider's final SSE chunk, once the stream ended. */
@@ -339,6 +341,7 @@ export class ProxyExchange implements TunnelConsumer {
       const released = events.releasedBytes;
       if (window !== undefined && (out !== bytes || released > 0)) window.wroteLast(out === undefined ? 0 : released + out.length);
       if (out === undefined) return;
+      if (this.route === RESPONSES) this.#noteSequence(out, events.released);
       if (released > 0) {
         this.#writeAfterHeld(events.released, out);
         return;
@@ -354,6 +357,17 @@ export class ProxyExchange implements TunnelConsumer {
     // Everything the response wrote is on its socket (no pipelined response ahead holding it).
     const own = response.socket;
     if (response.chunkedEncoding && own !== null && own.writable && response.writableLength === own.writableLength) this.#socket = own;
+  }
+
+  /**
+   * The last `"sequence_number":N` in what is about to be written (whole
+   * events), for a Responses stream: one native search from the end of
+   * each chunk, the held pieces only when the chunk has none.
+   */
+  #noteSequence(out: Uint8Array, held: readonly Uint8Array[]): void {
+    let seq = sequenceIn(out);
+    for (let i = held.length - 1; seq < 0 && i >= 0; i--) seq = sequenceIn(held[i]);
+    if (seq >= 0) this.#lastSequence = seq;
   }
 
   /** Held pieces of an event and the rest of it, as one write for the window (one chunk on the socket path). */
@@ -617,7 +631,7 @@ export class ProxyExchange implements TunnelConsumer {
       // API's own events (the SDKs raise them), then end cleanly (never
       // past a relayed content-length: that body is cut below). A held
       // half event is dropped: the error must parse on its own.
-      this.response.end(this.route.errors.streamError(spec, message, this.responseId, this.firstByteAt === 0));
+      this.response.end(this.route.errors.streamError(spec, message, this.responseId, this.firstByteAt === 0, this.#lastSequence + 1));
     } else {
       // A truncated JSON body must not look complete: cut the connection.
       this.response.destroy();
@@ -750,4 +764,18 @@ function declaredLength(value: string, status: number, method: string | undefine
   if (status < 200 || status === 204 || status === 304 || method === 'HEAD') return -1;
   const n = Number(value);
   return Number.isSafeInteger(n) && n >= 0 ? n : -1;
+}
+
+const SEQUENCE_KEY = Buffer.from('"sequence_number":', 'latin1');
+
+/** The value of the last `"sequence_number":` in `bytes`, or -1. */
+function sequenceIn(bytes: Uint8Array): number {
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const at = view.lastIndexOf(SEQUENCE_KEY);
+  if (at < 0) return -1;
+  let i = at + SEQUENCE_KEY.length;
+  while (i < view.length && view[i] === 0x20) i++;
+  let value = -1;
+  for (; i < view.length && view[i] >= 0x30 && view[i] <= 0x39 && value < 1e12; i++) value = (value < 0 ? 0 : value * 10) + (view[i] - 0x30);
+  return value;
 }
