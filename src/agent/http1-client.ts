@@ -56,6 +56,8 @@ const MAX_HEAD_BYTES = 64 * 1024;
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Idle life of a kept-alive socket when the server gives no hint (undici's default). */
 const DEFAULT_KEEP_ALIVE_MS = 4_000;
+/** A reused socket closed this soon after the request's write, with no answer, is the server's idle close racing the reuse. */
+const STALE_CLOSE_WINDOW_MS = 1_000;
 /** Margin under the server's hinted keep-alive timeout, so the socket is not reused as the server closes it. */
 const KEEP_ALIVE_MARGIN_MS = 1_000;
 /** One write for the head and the body up to this size; above it, two writes corked into one writev. */
@@ -126,6 +128,8 @@ class Exchange implements Dispatcher.DispatchController {
   answered = false;
   /** Sent again once on a fresh socket: the reused one closed before any answer. */
   resent = false;
+  /** performance.now() of the first write: a close long after it is no idle race. */
+  writtenAt = 0;
   #aborted = false;
   #paused = false;
   #reason: Error | null = null;
@@ -348,19 +352,38 @@ export class Http1Client {
 
   #onSocketGone(socket: Socket, err: Error | undefined): void {
     if (socket !== this.#socket) return;
+    const wasConnected = this.#connected;
     this.#dropSocket();
     const exchange = this.#exchange;
     if (exchange === undefined) return;
-    if (exchange.started && exchange.onReusedSocket && !exchange.answered && !exchange.resent && !exchange.aborted && staleClose(err)) {
-      // The provider closed a kept-alive connection as this request went out
-      // (its idle timeout racing our reuse), before a byte of answer: it did
-      // not take the request. Sent again once on a fresh connection, as Go's
-      // and curl's clients do, rather than failed as a reset that would count
-      // toward the provider's ejection. A fresh connection's close is the
-      // provider's answer and fails as before.
+    if (
+      exchange.started &&
+      exchange.onReusedSocket &&
+      !exchange.answered &&
+      !exchange.resent &&
+      !exchange.aborted &&
+      staleClose(err) &&
+      performance.now() - exchange.writtenAt <= STALE_CLOSE_WINDOW_MS
+    ) {
+      // The provider closed a kept-alive connection right as this request
+      // went out, before a byte of answer: its idle timeout racing our reuse
+      // (the close was on its way before our bytes arrived). Sent again once
+      // on a fresh connection rather than failed as a reset that would count
+      // toward the provider's ejection. Only within STALE_CLOSE_WINDOW_MS of
+      // the write: a later close may follow a request the provider took and
+      // worked on (a crash mid-generation), which must not run twice. (Go
+      // retries no written POST; its idle-close race it avoids by reading
+      // the close before reuse, which a pooled socket here cannot always.)
       exchange.resent = true;
       this.#connect();
       return;
+    }
+    if (exchange.resent && !wasConnected) {
+      // The resend found no provider (refused, unreachable, timed out): the
+      // request failed as the reset it began with, which the edge retries
+      // elsewhere and counts against the provider, not as a connect failure
+      // of a request already started.
+      err = new UpstreamHttpError(UPSTREAM_CLOSED, `the provider closed the connection, then took no new one (${err?.message ?? 'closed'})`);
     }
     if (err === undefined) {
       err = new UpstreamHttpError(UPSTREAM_CLOSED, exchange.started ? 'the provider closed the connection before the response was complete' : 'the provider closed the connection');
@@ -393,6 +416,7 @@ export class Http1Client {
     exchange.onReusedSocket = this.#socketReused;
     if (!exchange.started) {
       exchange.started = true;
+      exchange.writtenAt = performance.now();
       exchange.handler.onRequestStart?.(exchange, {});
       if (exchange !== this.#exchange || exchange.done) return; // aborted in onRequestStart
     }
@@ -412,7 +436,8 @@ export class Http1Client {
       socket.uncork();
     }
     const headersTimeout = options.headersTimeout ?? 0;
-    if (headersTimeout > 0) {
+    // A resend keeps the first write's deadline: the provider's time to answer is not doubled.
+    if (headersTimeout > 0 && !exchange.resent) {
       const now = performance.now();
       this.#headersDue = now + headersTimeout;
       this.#watchUntil(this.#headersDue, now);

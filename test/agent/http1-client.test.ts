@@ -1484,3 +1484,39 @@ test('17b. lean: a fresh connection closed before an answer, or a retry closed a
     await raw.close();
   }
 });
+
+test('17c. lean: a reused connection closed long after the write is not resent: the provider may have worked on it', async () => {
+  const raw = await RawServer.start((req, socket) => {
+    if (raw.requests.length === 1) ok(socket, 'first');
+    else setTimeout(() => socket.resetAndDestroy(), 1_300); // took it, then crashed mid-work
+  });
+  const client = new Http1Client(raw.url);
+  try {
+    assert.equal((await send(client, { method: 'POST', body: Buffer.from('one') })).result, 'end');
+    const second = await send(client, { method: 'POST', body: Buffer.from('two'), hangMs: 4_000 });
+    assert.equal(second.result, 'upstream_reset');
+    assert.equal(raw.requests.length, 2, 'sent once: never run twice');
+  } finally {
+    await client.destroy();
+    await raw.close();
+  }
+});
+
+test('17d. lean: a resend that finds the provider gone fails as the reset it began with (retried elsewhere by the edge), not as a started request\'s connect error', async () => {
+  const raw = await RawServer.start((req, socket) => {
+    if (raw.requests.length === 1) return ok(socket, 'first');
+    // The provider goes away: no new connections, and this one is cut before an answer.
+    raw.server.close();
+    setTimeout(() => socket.resetAndDestroy(), 20);
+  });
+  const client = new Http1Client(raw.url);
+  try {
+    assert.equal((await send(client, { method: 'POST', body: Buffer.from('one') })).result, 'end');
+    const second = await send(client, { method: 'POST', body: Buffer.from('two') });
+    assert.equal(second.result, 'upstream_reset', `${second.error?.message}`);
+    assert.match(second.error?.message ?? '', /closed the connection, then took no new one/);
+  } finally {
+    await client.destroy();
+    await raw.close().catch(() => undefined);
+  }
+});
