@@ -613,8 +613,8 @@ export class Scheduler {
    * Waiters the new catalog leaves nothing for are answered now, as a new
    * request would be, rather than at their deadline (up to a day away): a
    * removed alias's with model_not_found, one pinned to a provider the alias
-   * no longer has with pinned_provider_gone (one only out of service for now
-   * still waits for it).
+   * no longer has, or has at capacity 0, with pinned_provider_gone (one only
+   * out of service for now still waits for it).
    */
   #refuseOrphans(): void {
     for (const group of [...this.#registry.groups.values()]) {
@@ -623,7 +623,7 @@ export class Scheduler {
         const pinned = item.pinnedProviderId;
         const code: RejectCode | undefined = !group.inCatalog
           ? 'model_not_found'
-          : pinned !== undefined && !group.entries.some((entry) => entry.provider.id === pinned)
+          : pinned !== undefined && !group.entries.some((entry) => entry.provider.id === pinned && entry.provider.capacity > 0)
             ? 'pinned_provider_gone'
             : undefined;
         if (code !== undefined) {
@@ -1097,19 +1097,21 @@ function rememberFailure(group: GroupState, want: Wanted, need: number): void {
 }
 
 /**
- * The pinned provider is in the alias, enabled, on a connected node that is
- * not leaving, and serves the API: otherwise its state is out of reach and
- * the request is refused at once. One only out of service for now (failing
- * its probe, held by an ejection or a Retry-After, at capacity 0) is waited
- * for, as any request waits for a busy provider; its deadline still answers
- * pinned_provider_gone if it does not come back.
+ * The pinned provider is in the alias, enabled with capacity, on a
+ * connected node that is not leaving, and serves the API: otherwise its
+ * state is out of reach and the request is refused at once (capacity 0 is
+ * an operator taking it out of rotation). One only out of service for now
+ * is waited for, as any request waits for a busy provider: failing its
+ * probe or held by an ejection, its deadline answers pinned_provider_gone if
+ * it does not come back; in a Retry-After (overloaded, there), queue_timeout
+ * with a Retry-After, as for any request.
  */
 function pinnedServes(group: GroupState, providerId: string, api: ApiKind): boolean {
   for (const entry of group.entries) {
     const p = entry.provider;
     if (p.id !== providerId) continue;
     const node = p.node;
-    return p.enabled && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id)) && providerServes(p, api);
+    return p.enabled && p.capacity > 0 && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id)) && providerServes(p, api);
   }
   return false;
 }

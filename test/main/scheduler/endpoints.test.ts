@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Api, endpointMask } from '../../../src/shared/endpoints.js';
-import { req, setup } from './fixtures.js';
+import { makeConfig, req, setup } from './fixtures.js';
 
 const BOTH = { nodes: { n1: [{ id: 'pm', endpoints: ['chat', 'messages'] as const }, { id: 'pc' }] }, models: [{ alias: 'm', providers: ['pm', 'pc'] }] };
 
@@ -126,4 +126,19 @@ test('a pinned request whose provider is held by outlier ejection waits out the 
   const [grant] = sink.takeGrants();
   assert.equal(grant?.requestId, 1, 'granted when the hold ended');
   assert.equal(grant.providerId, 'b');
+});
+
+test('a pinned request whose provider is set to capacity 0 is refused at once, queued ones included: the operator took it out of rotation', () => {
+  const spec = (capB: number) => ({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b', capacity: capB }] }, models: [{ alias: 'm', providers: ['a', 'b'], queueTimeoutMs: 60_000 }] });
+  const { s, sink } = setup(spec(1));
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, 0);
+  const first = sink.takeGrants()[0];
+  s.admit({ ...req(2, 'm'), pinnedProviderId: 'b' }, 1);
+  assert.deepEqual(sink.take(), [], 'b busy: waits');
+  s.setConfig(makeConfig(spec(0)), 2);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'pinned_provider_gone', retryAfterSec: 0 }], 'the waiter is told now, not at its deadline');
+  s.admit({ ...req(3, 'm'), pinnedProviderId: 'b' }, 3);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 3, code: 'pinned_provider_gone', retryAfterSec: 0 }]);
+  s.release(first.leaseId, 'end', 4);
+  assert.deepEqual(s.checkInvariants(), []);
 });
