@@ -4,6 +4,7 @@
 // client's key never reaching the provider.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { ALIAS, EMBED_ALIAS, inFlight, startStack, waitUntil, type Stack } from '../helpers/stack.js';
@@ -119,6 +120,15 @@ describe('client API keys', () => {
     const all: string[] = [];
     for await (const m of sdk(stack, ALICE).models.list()) all.push(m.id);
     assert.deepEqual(all.sort(), [ALIAS, EMBED_ALIAS].sort());
+    // The Anthropic SDK (x-api-key): the same keys, its own shapes, and its own error for a bad key.
+    const anthropic = (apiKey: string): Anthropic => new Anthropic({ baseURL: stack.edge.url, apiKey, maxRetries: 0, timeout: 10_000 });
+    const bobsOwn: string[] = [];
+    for await (const m of anthropic(BOB).models.list()) bobsOwn.push(m.id);
+    assert.deepEqual(bobsOwn, [EMBED_ALIAS]);
+    const refused = await anthropic('sk-wrong').models.list().catch((e: unknown) => e);
+    assert.ok(refused instanceof Anthropic.AuthenticationError, String(refused));
+    assert.equal((refused.error as { type?: string; error?: { type?: string } }).type, 'error', 'an Anthropic-format error body');
+    assert.equal((refused.error as { error?: { type?: string } }).error?.type, 'authentication_error');
   });
 
   test('past max_concurrent a key gets 429 too_many_concurrent_requests; the slot frees when an exchange ends', async () => {

@@ -434,7 +434,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   /** onRequest: Host present, and the API key when auth is on. */
   #checkRequest(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-    const format = errorFormatForPath(request.url);
+    const format = formatOf(request);
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
       reply.header('connection', 'close');
       sendError(reply, Errors.badRequest, HOST_REQUIRED, format);
@@ -462,7 +462,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     }
     this.#plane.refused('shutting_down');
     // In the path's API format: Anthropic's overloaded 529, a JSON-RPC error the A2A SDK raises.
-    const format = errorFormatForPath(request.url);
+    const format = formatOf(request);
     reply.code(format.status(Errors.shuttingDown)).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(format.body(Errors.shuttingDown));
   }
 
@@ -509,7 +509,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (afterId !== undefined) from = ids.indexOf(afterId) + 1;
     if (beforeId !== undefined) to = Math.max(0, ids.indexOf(beforeId));
     if ((afterId !== undefined && from === 0) || (beforeId !== undefined && !ids.includes(beforeId))) {
-      sendError(reply, Errors.invalidField, `no model ${JSON.stringify(afterId ?? beforeId)} to page from`, ANTHROPIC_ERRORS);
+      sendError(reply, Errors.invalidField, `no model ${JSON.stringify(afterId !== undefined && from === 0 ? afterId : beforeId)} to page from`, ANTHROPIC_ERRORS);
       return;
     }
     // before_id pages backwards: the `limit` models just before it.
@@ -547,6 +547,13 @@ function needsApiKey(request: FastifyRequest): boolean {
 
 function passBuffer(_request: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void {
   done(null, body);
+}
+
+/** The error format a refusal at the door takes: the path's, and Anthropic's for /v1/models asked by an Anthropic client (it sends anthropic-version). */
+function formatOf(request: FastifyRequest): ErrorFormat {
+  const url = request.url;
+  if (url.startsWith('/v1/models') && request.headers['anthropic-version'] !== undefined) return ANTHROPIC_ERRORS;
+  return errorFormatForPath(url);
 }
 
 function onNotFound(request: FastifyRequest, reply: FastifyReply): void {
