@@ -45,7 +45,7 @@ function readListen(r: ConfigReader, path: string, raw: unknown, defaultPort: nu
 function readAdmin(r: ConfigReader, raw: unknown): AdminConfig {
   const obj = r.object('admin', raw, true) ?? {};
   r.noUnknownKeys('admin', obj, ['host', 'port', 'token']);
-  const host = r.string('admin.host', obj.host, '127.0.0.1');
+  const host = bareHost(r.string('admin.host', obj.host, '127.0.0.1'));
   const token = obj.token === undefined ? undefined : r.secret('admin.token', obj.token);
   // `Authorization: Bearer <token>` carries one word: a token with a space (or a YAML block scalar's newline) could never match.
   if (token !== undefined && /\s/.test(token)) r.problems.push('admin.token: must not contain whitespace (value not shown: it is a secret); a YAML `|` block adds a trailing newline, use a plain or quoted scalar');

@@ -7,7 +7,9 @@ import { after, test } from 'node:test';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { NodeAgent } from '../../src/agent/agent.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, type Stack } from '../helpers/stack.js';
+import { parseEdgeConfig } from '../../src/main/config.js';
+import { startEdge } from '../../src/edge/edge.js';
+import { ALIAS, edgeConfigObject, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, type Stack } from '../helpers/stack.js';
 
 let stack: Stack | undefined;
 let agent: NodeAgent | undefined;
@@ -47,4 +49,18 @@ test('listen hosts ::1 and [::1] serve, and an agent dialing [::1]:port register
   assert.equal(res.status, 200);
   const body = (await res.json()) as { choices: { message: { content: string } }[] };
   assert.equal(typeof body.choices[0].message.content, 'string');
+});
+
+test('an admin host written as a URL writes it ([::1]) binds, and its API answers there', async () => {
+  const raw = edgeConfigObject();
+  raw.admin = { host: '[::1]', port: 0 };
+  const edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger(), admin: true });
+  try {
+    assert.match(edge.adminUrl ?? '', /^http:\/\/\[::1\]:\d+$/);
+    const res = await fetch(`${edge.adminUrl}/admin/status`);
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+  } finally {
+    await edge.close();
+  }
 });
