@@ -554,6 +554,9 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
   const attempt = ++refreshAttempt;
   applyButton.disabled = true;
   evaluatedText = null;
+  // An Apply's answer says what was committed: no Evaluate may supersede it while it is on its way.
+  const evaluateButton = $<HTMLButtonElement>('evaluate');
+  if (mode === 'apply') evaluateButton.disabled = true;
   out.textContent = mode === 'evaluate' ? 'Evaluating…' : 'Applying…';
   try {
     // 400 and 409 carry a refresh result too (invalid, or refused for a restart): shown like a 200.
@@ -597,6 +600,8 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
     if (attempt !== refreshAttempt) return;
     if (err instanceof Unauthorized) onUnauthorized();
     else out.textContent = `The edge did not answer: ${(err as Error).message}`;
+  } finally {
+    if (mode === 'apply') evaluateButton.disabled = false;
   }
 }
 

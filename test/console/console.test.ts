@@ -283,6 +283,12 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     assert.equal(await js(`document.getElementById('apply').disabled`), true, 'Apply waits for an evaluation of what is in the box');
     await page.click('#evaluate');
     await until(`!document.getElementById('apply').disabled`);
+    // While an Apply is on its way, Evaluate waits: its answer must not drop the Apply's (what was committed).
+    holdNextRefreshMs = 800;
+    await page.click('#apply');
+    assert.equal(await js(`document.getElementById('evaluate').disabled`), true, 'Evaluate is off during the Apply');
+    await until(`/^Applied: config version/.test(document.getElementById('config-outcome')?.textContent)`);
+    assert.equal(await js(`document.getElementById('evaluate').disabled`), false);
     await setValue('#config-text', '');
   });
 
