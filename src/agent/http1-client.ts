@@ -130,6 +130,8 @@ class Exchange implements Dispatcher.DispatchController {
   resent = false;
   /** performance.now() of the first write: a close long after it is no idle race. */
   writtenAt = 0;
+  /** Its bytes went to the socket: aborting now must close the connection. */
+  written = false;
   #aborted = false;
   #paused = false;
   #reason: Error | null = null;
@@ -278,9 +280,12 @@ export class Http1Client {
 
   abortExchange(exchange: Exchange, reason: Error): void {
     if (exchange !== this.#exchange) return;
-    // Not written yet: the socket stays good for the next request. Written: the
-    // socket goes, so the provider sees the close and stops generating.
-    if (exchange.started) this.#dropSocket();
+    // Written: the socket goes, so the provider sees the close and stops
+    // generating. Not written yet (cancelled while connecting or queued: the
+    // executor aborts in onRequestStart): a connected socket stays good,
+    // idle, for the next request.
+    if (exchange.written) this.#dropSocket();
+    else if (this.#connected) this.#idleUntil = performance.now() + this.#keepAliveMs;
     this.#fail(exchange, reason);
   }
 
@@ -422,6 +427,7 @@ export class Http1Client {
     }
     const socket = this.#socket as Socket;
     const body = options.body as Uint8Array | null | undefined;
+    exchange.written = true;
     if (body === null || body === undefined || body.length === 0) {
       socket.write(head, 'latin1');
     } else if (body.length <= SINGLE_WRITE_MAX) {

@@ -1520,3 +1520,20 @@ test('17d. lean: a resend that finds the provider gone fails as the reset it beg
     await raw.close().catch(() => undefined);
   }
 });
+
+test('17e. lean: a request cancelled before it was written (the executor aborts in onRequestStart) leaves its new connection for the next request', async () => {
+  const raw = await RawServer.start((req, socket) => ok(socket, `served ${req.url}`));
+  const client = new Http1Client(raw.url);
+  try {
+    const reason = new Error('cancelled while connecting');
+    const cancelled = await send(client, { method: 'POST', path: '/cancelled', body: Buffer.from('x'), hooks: { onStart: (controller) => controller.abort(reason) } });
+    assert.equal(cancelled.error, reason);
+    const next = await send(client, { path: '/next' });
+    assert.equal(next.body.toString(), 'served /next');
+    assert.deepEqual(raw.requests.map((r) => r.url), ['/next'], 'the cancelled request never went out');
+    assert.equal(raw.sockets.length, 1, 'the connection made for the cancelled request served the next one');
+  } finally {
+    await client.destroy();
+    await raw.close();
+  }
+});
