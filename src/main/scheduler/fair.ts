@@ -19,6 +19,8 @@ export interface FairItem<T> {
   readonly priority: number;
   readonly tenantKey: number;
   readonly weight: number;
+  /** A retry or re-admission: dispatch charges its tenant nothing more. */
+  readonly charged: boolean;
   tPrev: T | null;
   tNext: T | null;
 }
@@ -213,7 +215,8 @@ export class FairQueue<T extends FairItem<T>> {
       const head = next.get(best) as T;
       if (head === item) return ahead + 1;
       ahead++;
-      vt.set(best, (vt.get(best) as number) + chargeOf(head.estimatedTokens) / best.weight);
+      // As dispatch does: a retried request was charged at its first dispatch.
+      if (!head.charged) vt.set(best, (vt.get(best) as number) + chargeOf(head.estimatedTokens) / best.weight);
       next.set(best, head.tNext);
     }
   }

@@ -152,3 +152,27 @@ test('fairness on: a retried or re-admitted request is charged to its tenant onc
   assert.equal(s.fairnessStatus()?.groups[0].dispatches.find((d) => d.tenant === 7)?.dispatched, 2, 'two requests dispatched');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('fairness on: the queue position a waiter is told counts a retried request ahead of it without charging it again, as dispatch does', () => {
+  const ONE = { nodes: { n1: [{ id: 'a', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a'] }] };
+  const config = makeConfig(ONE);
+  const { s, sink } = setup(ONE);
+  s.setConfig({ ...config, scheduler: { ...config.scheduler, fairness: true } }, 0);
+  const of = (id: number, tenantKey: number) => ({ ...req(id, 'chat', { tokens: 100 }), tenantKey });
+  s.admit(of(1, 7), 0);
+  const first = sink.takeGrants()[0];
+  s.admit(of(2, 8), 1);
+  s.admit(of(3, 7), 2);
+  s.admit(of(4, 8), 3);
+  // Request 1 meets a 429: back at its old place, its tenant already charged for it.
+  assert.equal(s.retry(first.leaseId, of(1, 7), 'a', 4, false, { retryAfterMs: 1_000 }), true);
+  assert.equal(s.queuePosition(3)?.position, 3, 'requests 2 and 1 go before 3; 4 after it');
+  const order: number[] = [];
+  s.tick(1_010);
+  for (let i = 0; i < 4; i++) {
+    const grant = sink.takeGrants()[0];
+    order.push(grant.requestId);
+    s.release(grant.leaseId, 'end', 1_020 + i);
+  }
+  assert.deepEqual(order, [2, 1, 3, 4], 'dispatch agrees with the position told');
+});
