@@ -85,6 +85,9 @@ test('a failing command: 502 cli_failed carrying its stderr tail', async () => {
 
 test('the SDK with its default retries runs a failing command once: a command that ran is not re-run behind the caller\'s back', async () => {
   const finished = async (): Promise<number> => (await stack.admin('/admin/runs?state=finished&limit=10000')).json.runs.length;
+  // With I/O workers a run's end reaches the main thread's record after its client's last byte: the
+  // earlier tests' runs must all be finished before counting, or one lands inside this count.
+  await waitFor(async () => ((await stack.admin('/admin/runs?limit=10000')).json.runs as { state: string }[]).every((r) => r.state === 'finished'), 'earlier runs to be recorded finished');
   const before = await finished();
   const retrying = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 2 });
   const err = await retrying.chat.completions.create({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'fail' }] }).catch((e: unknown) => e);
