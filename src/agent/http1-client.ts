@@ -285,7 +285,11 @@ export class Http1Client {
     // executor aborts in onRequestStart): a connected socket stays good,
     // idle, for the next request.
     if (exchange.written) this.#dropSocket();
-    else if (this.#connected) this.#idleUntil = performance.now() + this.#keepAliveMs;
+    else if (this.#connected && !this.#socketReused) {
+      // A socket made for this request starts its idle life now; a reused one keeps the deadline its last response set.
+      this.#idleUntil = performance.now() + this.#keepAliveMs;
+      this.#socketReused = true;
+    }
     this.#fail(exchange, reason);
   }
 

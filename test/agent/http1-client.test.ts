@@ -1537,3 +1537,23 @@ test('17e. lean: a request cancelled before it was written (the executor aborts 
     await raw.close();
   }
 });
+
+test('17f. lean: a request cancelled before it was written does not lengthen the idle life of the reused socket it was given', async () => {
+  // keep-alive timeout=2 with the 1 s margin: the client reuses an idle socket for 1 s after a response.
+  const raw = await RawServer.start((req, socket) => socket.write(`HTTP/1.1 200 OK\r\nkeep-alive: timeout=2\r\ncontent-length: 2\r\n\r\nok`));
+  const client = new Http1Client(raw.url);
+  try {
+    assert.equal((await send(client, { path: '/1' })).result, 'end');
+    await sleep(700);
+    const reason = new Error('cancelled');
+    const cancelled = await send(client, { path: '/cancelled', hooks: { onStart: (controller) => controller.abort(reason) } });
+    assert.equal(cancelled.error, reason);
+    await sleep(500); // 1.2 s after the response: past its idle life, not past a life restarted by the cancel
+    assert.equal((await send(client, { path: '/2' })).result, 'end');
+    assert.equal(raw.sockets.length, 2, 'the idle socket was not reused past its deadline');
+    assert.deepEqual(raw.requests.map((r) => r.url), ['/1', '/2']);
+  } finally {
+    await client.destroy();
+    await raw.close();
+  }
+});
