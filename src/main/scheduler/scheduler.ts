@@ -452,7 +452,9 @@ export class Scheduler {
       group !== undefined &&
       group.inCatalog &&
       !this.#queued.has(req.requestId) &&
-      (req.directNodeId === undefined || servesOnNode(group, req.directNodeId))
+      (req.directNodeId === undefined || servesOnNode(group, req.directNodeId)) &&
+      // A pinned request whose provider is gone (capacity 0, disabled, left) is not queued again: its failure answers now.
+      (req.pinnedProviderId === undefined || pinnedServes(group, req.pinnedProviderId, req.api ?? 0))
     ) {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
       if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
@@ -613,8 +615,8 @@ export class Scheduler {
    * Waiters the new catalog leaves nothing for are answered now, as a new
    * request would be, rather than at their deadline (up to a day away): a
    * removed alias's with model_not_found, one pinned to a provider the alias
-   * no longer has, or has at capacity 0, with pinned_provider_gone (one only
-   * out of service for now still waits for it).
+   * no longer has, or has disabled or at capacity 0, with pinned_provider_gone
+   * (one only out of service for now still waits for it).
    */
   #refuseOrphans(): void {
     for (const group of [...this.#registry.groups.values()]) {
@@ -623,7 +625,7 @@ export class Scheduler {
         const pinned = item.pinnedProviderId;
         const code: RejectCode | undefined = !group.inCatalog
           ? 'model_not_found'
-          : pinned !== undefined && !group.entries.some((entry) => entry.provider.id === pinned && entry.provider.capacity > 0)
+          : pinned !== undefined && !group.entries.some((entry) => entry.provider.id === pinned && entry.provider.enabled && entry.provider.capacity > 0)
             ? 'pinned_provider_gone'
             : undefined;
         if (code !== undefined) {

@@ -142,3 +142,19 @@ test('a pinned request whose provider is set to capacity 0 is refused at once, q
   s.release(first.leaseId, 'end', 4);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a pinned waiter whose provider a refresh disables is told at once; a pinned request sent back by a 429 after its provider went to capacity 0 is not queued again', () => {
+  const spec = (b: { capacity?: number; enabled?: boolean }) => ({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b', ...b }] }, models: [{ alias: 'm', providers: ['a', 'b'], queueTimeoutMs: 60_000 }] });
+  const { s, sink } = setup(spec({ capacity: 1 }));
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, 0);
+  const first = sink.takeGrants()[0];
+  s.admit({ ...req(2, 'm'), pinnedProviderId: 'b' }, 1);
+  assert.deepEqual(sink.take(), []);
+  s.setConfig(makeConfig(spec({ capacity: 1, enabled: false })), 2);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'pinned_provider_gone', retryAfterSec: 0 }]);
+  s.setConfig(makeConfig(spec({ capacity: 0 })), 3);
+  // The one in flight now meets a 429: there is nothing to wait for.
+  assert.equal(s.retry(first.leaseId, { ...req(1, 'm'), pinnedProviderId: 'b' }, 'b', 4, false, { retryAfterMs: 1_000 }), false, 'not queued again');
+  assert.deepEqual(sink.take(), []);
+  assert.deepEqual(s.checkInvariants(), []);
+});
