@@ -346,6 +346,11 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
       return true;
     });
     await assert.rejects(client.models.list({ limit: 0 }), (err: unknown) => err instanceof Anthropic.BadRequestError);
+    const unknownBefore = await fetch(`${stack.edge.url}/v1/models?after_id=${ALIAS}&before_id=nope`, { headers: { 'anthropic-version': '2023-06-01' } });
+    assert.match(((await unknownBefore.json()) as { error: { message: string } }).error.message, /no model "nope"/, 'the id at fault is named');
+    const wrongMethod = await fetch(`${stack.edge.url}/v1/models`, { method: 'POST', headers: { 'anthropic-version': '2023-06-01' } });
+    assert.equal(wrongMethod.status, 405);
+    assert.equal(((await wrongMethod.json()) as { type?: string }).type, 'error', 'a 405 in Anthropic\'s format');
     const openaiList = await openai(stack).models.list();
     assert.deepEqual(openaiList.data.map((m) => [m.id, m.object]), [[ALIAS, 'model'], [SOLO, 'model']]);
   });

@@ -551,14 +551,14 @@ function passBuffer(_request: FastifyRequest, body: Buffer, done: (err: Error | 
 
 /** The error format a refusal at the door takes: the path's, and Anthropic's for /v1/models asked by an Anthropic client (it sends anthropic-version). */
 function formatOf(request: FastifyRequest): ErrorFormat {
-  const url = request.url;
-  if (url.startsWith('/v1/models') && request.headers['anthropic-version'] !== undefined) return ANTHROPIC_ERRORS;
-  return errorFormatForPath(url);
+  const path = request.url.split('?')[0];
+  if (path.startsWith('/v1/models') && request.headers['anthropic-version'] !== undefined) return ANTHROPIC_ERRORS;
+  return errorFormatForPath(path);
 }
 
 function onNotFound(request: FastifyRequest, reply: FastifyReply): void {
   const path = request.url.split('?')[0];
-  const format = errorFormatForPath(path);
+  const format = formatOf(request);
   const allow = PROXIED_ROUTES.includes(path) ? 'POST' : path === '/v1/models' || path === '/healthz' ? 'GET, HEAD' : /^\/v1\/responses\/[^/]+$/.test(path) ? 'GET, HEAD, DELETE' : undefined;
   if (allow !== undefined) {
     reply.header('allow', allow);
@@ -569,7 +569,7 @@ function onNotFound(request: FastifyRequest, reply: FastifyReply): void {
 }
 
 function onFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const format = errorFormatForPath(request.url);
+  const format = formatOf(request);
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     sendError(reply, Errors.bodyTooLarge, undefined, format);
     return;
