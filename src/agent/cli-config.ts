@@ -103,12 +103,10 @@ function readEnv(r: ConfigReader, path: string, value: unknown): CliEnvEntry[] {
     const eq = typeof entry === 'string' ? entry.indexOf('=') : -1;
     const name = typeof entry === 'string' ? (eq < 0 ? entry : entry.slice(0, eq)) : '';
     if (typeof entry !== 'string' || !ENV_NAME.test(name) || entry.includes('\0')) {
-      // The value is often a secret, and a malformed entry may hold one anywhere ('KEY sk-…'):
-      // the error shows only the leading name characters.
-      const lead = typeof entry === 'string' ? (/^[A-Za-z_][A-Za-z0-9_]*/.exec(entry)?.[0] ?? '') : '';
-      const shown = typeof entry === 'string' ? `${lead}${entry.length > lead.length ? '…' : ''}` : entry;
       const expected = typeof entry === 'string' && entry.includes('\0') ? 'NAME (passed through from the agent) or NAME=value (no NUL)' : 'NAME (passed through from the agent) or NAME=value';
-      r.problem(`${path}[${i}]`, expected, shown);
+      // A malformed entry may hold a secret anywhere ('KEY sk-…', a bare token): a string is never shown, only its length.
+      if (typeof entry === 'string') r.problems.push(`${path}[${i}]: expected ${expected}, found a string of ${entry.length} characters (not shown: it may hold a secret)`);
+      else r.problem(`${path}[${i}]`, expected, entry);
       continue;
     }
     out.push({ name, value: eq < 0 ? undefined : entry.slice(eq + 1) });

@@ -190,7 +190,7 @@ test('a cli provider: argv command required, placeholders checked, env entries a
     node: { id: 'n', token: 't' },
     providers: [
       { id: 'a', type: 'cli' },
-      { id: 'b', type: 'cli', command: 'sh -c "x"', input: 'arg', args: ['{prompt}', '{cwd}'], env: ['BAD NAME', 'OK', 'API KEY=sk-live-secret', 'TOKEN=a\0b', 'OPENAI_API_KEY sk-live-other'], shell: true },
+      { id: 'b', type: 'cli', command: 'sh -c "x"', input: 'arg', args: ['{prompt}', '{cwd}'], env: ['BAD NAME', 'OK', 'API KEY=sk-live-secret', 'TOKEN=a\0b', 'OPENAI_API_KEY sk-live-other', 'ghp_abc123456 x'], shell: true },
     ],
   });
   assert.deepEqual(problems, [
@@ -198,11 +198,12 @@ test('a cli provider: argv command required, placeholders checked, env entries a
     'providers[1].shell: unknown key (known: id, type, endpoints, command, args, resume_args, input, prompt, cwd_root, env, timeout_ms, max_output_bytes, kill_grace_ms, session_wait_ms)',
     'providers[1].command: expected a list, found the string "sh -c \\"x\\""',
     'providers[1].args[1]: unknown placeholder {cwd} (known: {prompt}, {model}, {session})',
-    // A value is a secret as often as not, and a malformed entry may hold one anywhere: only the leading name shows.
-    'providers[1].env[0]: expected NAME (passed through from the agent) or NAME=value, found the string "BAD…"',
-    'providers[1].env[2]: expected NAME (passed through from the agent) or NAME=value, found the string "API…"',
-    'providers[1].env[3]: expected NAME (passed through from the agent) or NAME=value (no NUL), found the string "TOKEN…"',
-    'providers[1].env[4]: expected NAME (passed through from the agent) or NAME=value, found the string "OPENAI_API_KEY…"',
+    // A malformed entry may hold a secret anywhere (a bare token matches a name's pattern): never shown, only its length.
+    'providers[1].env[0]: expected NAME (passed through from the agent) or NAME=value, found a string of 8 characters (not shown: it may hold a secret)',
+    'providers[1].env[2]: expected NAME (passed through from the agent) or NAME=value, found a string of 22 characters (not shown: it may hold a secret)',
+    'providers[1].env[3]: expected NAME (passed through from the agent) or NAME=value (no NUL), found a string of 9 characters (not shown: it may hold a secret)',
+    'providers[1].env[4]: expected NAME (passed through from the agent) or NAME=value, found a string of 28 characters (not shown: it may hold a secret)',
+    'providers[1].env[5]: expected NAME (passed through from the agent) or NAME=value, found a string of 15 characters (not shown: it may hold a secret)',
   ]);
 });
 
