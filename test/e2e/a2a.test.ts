@@ -510,6 +510,45 @@ describe('A2A: admission', () => {
   });
 });
 
+describe('A2A: a client that reads slower than the answer comes', () => {
+  const MANY = 30_000;
+  let stack: Stack;
+
+  before(async () => {
+    stack = await startStack({
+      mock: { tokens: MANY, intervalMs: 0 },
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
+      },
+    });
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('the deltas it has not read merge into fewer updates; it still gets the whole answer, in order', async () => {
+    const client = await clientFor(`${stack.edge.url}/a2a/writer/`);
+    const stream = client.sendMessageStream(request('a long answer'));
+    const first = await stream.next();
+    assert.equal(first.value?.payload?.$case, 'task');
+    const taskId = first.value?.payload?.$case === 'task' ? first.value.payload.value.id : '';
+    // The stream is not read while the whole answer is produced: its socket fills, then the edge's writer waits.
+    const poller = await freshConnectionClient(`${stack.edge.url}/a2a/writer/`);
+    await waitFor(async () => (await poller.getTask({ tenant: '', id: taskId, historyLength: 0 })).status?.state === COMPLETED, 'the task to complete', 20_000);
+    const events: StreamResponse[] = [];
+    for await (const event of stream) events.push(event);
+    const updates = events.filter((e) => e.payload?.$case === 'artifactUpdate');
+    const text = updates.map((e) => (e.payload?.$case === 'artifactUpdate' ? e.payload.value.artifact?.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('') : '')).join('');
+    assert.equal(text, completionText(SERVED, MANY));
+    // Each update appends to the one before, but the first replaces (A2A append semantics).
+    assert.deepEqual(updates.map((e) => e.payload?.$case === 'artifactUpdate' && e.payload.value.append).slice(0, 2), updates.length > 1 ? [false, true] : [false]);
+    assert.ok(updates.length < MANY / 2, `${updates.length} updates for ${MANY} tokens: the unread ones did not merge`);
+    const last = events.at(-1)?.payload;
+    assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, COMPLETED);
+  });
+});
+
 /**
  * A fetch for the SDK over one socket opened (request line sent) before the
  * edge began to drain: a drain closes the listener and idle connections, so

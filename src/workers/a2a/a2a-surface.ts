@@ -219,11 +219,12 @@ export class A2ASurface {
     }
     res.writeHead(200, SSE_HEADERS);
     // A task may be silent for long (queued, a cli command thinking): comments keep proxies from cutting it.
-    const keepalive = keepaliveMs > 0 ? setInterval(() => res.write(': keepalive\n\n'), keepaliveMs) : undefined;
+    const keepalive = keepaliveMs > 0 ? setInterval(() => res.writableNeedDrain || res.write(': keepalive\n\n'), keepaliveMs) : undefined;
     try {
       for (let step = first; !step.done; step = await result.next()) {
         if (res.destroyed) break;
-        res.write(`data: ${JSON.stringify(step.value)}\n\n`);
+        // A client reading slower than the tokens come: the next events wait (and merge) in the task's queue, not in the socket's buffer.
+        if (!res.write(`data: ${JSON.stringify(step.value)}\n\n`) && !res.destroyed) await drained(res);
       }
     } catch (err) {
       if (!res.destroyed) res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id: parsed.id ?? null, error: mapError(err) })}\n\n`);
@@ -240,6 +241,19 @@ export class A2ASurface {
     if (!res.headersSent) res.writeHead(200, JSON_HEADERS);
     res.end(text);
   }
+}
+
+/** Resolves when the response's buffer drained, or it closed. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }
 
 /** JSON-RPC methods answered as an event stream (A2A 1.0 and 0.3 names). */

@@ -5,8 +5,10 @@
 // a2a.task_ttl_ms after they finish. A task's id names the data path that
 // holds it (a2a-w{index}-… or a2a-m-…), so another worker can ask that one
 // (a2a-surface.ts relays through the pool). Events fan out to subscribers
-// through small unbounded queues: they arrive at token rate and the SSE
-// writer never blocks on its socket.
+// through queues: they arrive at token rate, and an SSE writer whose client
+// reads slower waits for its socket to drain while the text deltas queued
+// for it merge into one update, so a slow reader costs the answer's text,
+// not an event (and its JSON) per token.
 import { randomUUID } from 'node:crypto';
 import type { Message, Part, StreamResponse, Task, TaskState } from '@a2a-js/sdk';
 
@@ -33,6 +35,31 @@ export function ownerOfTaskId(id: string): number | undefined {
   return match[1] === undefined ? -1 : Number(match[1]);
 }
 
+/** The text of an update whose artifact is one text part, else undefined. */
+function deltaText(event: StreamResponse): string | undefined {
+  const payload = event.payload;
+  if (payload?.$case !== 'artifactUpdate' || payload.value.lastChunk) return undefined;
+  const parts = payload.value.artifact?.parts;
+  const content = parts?.length === 1 ? parts[0]?.content : undefined;
+  return content?.$case === 'text' ? content.value : undefined;
+}
+
+/**
+ * `next` appended to the queued `last` as one update (its `append` is
+ * last's: a first delta still replaces), or undefined when they do not
+ * merge. A new object: the events are shared by every subscriber's queue.
+ */
+function mergedDelta(last: StreamResponse, next: StreamResponse): StreamResponse | undefined {
+  if (next.payload?.$case !== 'artifactUpdate' || !next.payload.value.append || last.payload?.$case !== 'artifactUpdate') return undefined;
+  const before = deltaText(last);
+  const after = deltaText(next);
+  const update = last.payload.value;
+  if (before === undefined || after === undefined || update.taskId !== next.payload.value.taskId || update.artifact?.artifactId !== next.payload.value.artifact?.artifactId) return undefined;
+  const artifact = update.artifact;
+  if (artifact === undefined) return undefined;
+  return { payload: { $case: 'artifactUpdate', value: { ...update, artifact: { ...artifact, parts: [textPart(before + after)] } } } };
+}
+
 /** A queue one subscriber reads events from (an SSE stream, or a relay to another worker). */
 export class EventQueue implements AsyncIterableIterator<StreamResponse> {
   readonly #items: StreamResponse[] = [];
@@ -46,9 +73,12 @@ export class EventQueue implements AsyncIterableIterator<StreamResponse> {
     if (waiter !== undefined) {
       this.#waiter = undefined;
       waiter({ done: false, value: event });
-    } else {
-      this.#items.push(event);
+      return;
     }
+    const last = this.#items.length === 0 ? undefined : this.#items[this.#items.length - 1];
+    const merged = last === undefined ? undefined : mergedDelta(last, event);
+    if (merged !== undefined) this.#items[this.#items.length - 1] = merged;
+    else this.#items.push(event);
   }
 
   /** No more events: what is queued is still read, then the iteration ends. */
