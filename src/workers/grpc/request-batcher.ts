@@ -11,8 +11,21 @@ import type { EdgeMessage, TunnelRequest } from '../../gen/edge/v1/tunnel_pb.js'
 
 /** Requests per batch at most: bounds the agent's work per message. */
 const MAX_BATCH_REQUESTS = 64;
-/** Bodies per batch at most: a batch never outgrows what one large request may be on its own. */
-const MAX_BATCH_BODY_BYTES = 256 * 1024;
+/**
+ * Bodies and forwarded headers per batch at most: a batch never outgrows
+ * what one large request may be on its own. Headers count too: with
+ * limits.max_header_bytes up to 1 MiB, 64 heads alone would pass the
+ * message size the agent accepts.
+ */
+const MAX_BATCH_BYTES = 256 * 1024;
+
+/** A request's size as the batch bound counts it: its body and its headers' names and values. */
+function requestBytes(request: TunnelRequest): number {
+  let size = request.body.byteLength;
+  const headers = request.headers;
+  for (let i = 0; i < headers.length; i++) size += headers[i].name.length + headers[i].value.length;
+  return size;
+}
 
 export class RequestBatcher {
   readonly #write: (message: EdgeMessage) => void;
@@ -26,8 +39,8 @@ export class RequestBatcher {
 
   /** Queues `request` for the end of this turn; a full batch goes out at once. */
   add(request: TunnelRequest): void {
-    const size = request.body.byteLength;
-    if (this.#requests.length > 0 && (this.#bytes + size > MAX_BATCH_BODY_BYTES || this.#requests.length >= MAX_BATCH_REQUESTS)) this.flush();
+    const size = requestBytes(request);
+    if (this.#requests.length > 0 && (this.#bytes + size > MAX_BATCH_BYTES || this.#requests.length >= MAX_BATCH_REQUESTS)) this.flush();
     this.#requests.push(request);
     this.#bytes += size;
     if (!this.#scheduled) {

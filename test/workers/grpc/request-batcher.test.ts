@@ -11,7 +11,9 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { EdgeMessage, Register } from '../../../src/gen/edge/v1/tunnel_pb.js';
 import { registerMessage } from '../../../src/agent/frames.js';
 import { silentLogger } from '../../../src/shared/logger.js';
+import { encodeEdgeMessage } from '../../../src/shared/node-tunnel-service.js';
 import { REQUEST_BATCH_CAPABILITY } from '../../../src/shared/request-batch.js';
+import { MAX_EDGE_TO_NODE_MESSAGE_BYTES } from '../../../src/shared/wire-limits.js';
 import { ProtocolStats } from '../../../src/workers/grpc/frame-guard.js';
 import { NodeSession, type NodeCall, type SessionHost } from '../../../src/workers/grpc/node-session.js';
 import type { TunnelConsumer } from '../../../src/workers/tunnel/tunnel-consumer.js';
@@ -105,6 +107,23 @@ test('a batch stays under its body bound: the request that would pass it starts 
   const ids = [s.openTunnel(consumer, fields(200 * 1024)), s.openTunnel(consumer, fields(100 * 1024)), s.openTunnel(consumer, fields(1024))];
   await nextTurn();
   assert.deepEqual(shape(call.written), [`tunnelRequest:${ids[0]}`, `batch:${ids[1]},${ids[2]}`]);
+});
+
+test('a batch of requests with large heads stays within the message size the agent accepts', async () => {
+  // limits.max_header_bytes may be up to 1 MiB, and every end-to-end client header is forwarded:
+  // 64 such requests with small bodies were one 64 MiB+ message, which the agent's gRPC refuses (the node's stream fails).
+  const { call, session: s } = session([REQUEST_BATCH_CAPABILITY]);
+  const head = [{ $typeName: 'edge.v1.Header', name: 'x-big', value: 'v'.repeat(1_000_000) }];
+  const ids: number[] = [];
+  for (let i = 0; i < 64; i++) ids.push(s.openTunnel(consumer, { ...fields(16), headers: head } as Parameters<NodeSession['openTunnel']>[1]));
+  await nextTurn();
+  let sent = 0;
+  for (const message of call.written) {
+    assert.ok(encodeEdgeMessage(message).byteLength <= MAX_EDGE_TO_NODE_MESSAGE_BYTES, `a ${encodeEdgeMessage(message).byteLength}-byte message`);
+    sent += message.msg.case === 'tunnelRequestBatch' ? message.msg.value.requests.length : 1;
+  }
+  assert.equal(sent, ids.length, 'every request went out');
+  assert.ok(call.written.length > 1);
 });
 
 test('an agent without the capability gets each request at once, unbatched', async () => {
