@@ -1,6 +1,7 @@
 // The A2A task store's bound: when full, finished records go oldest first,
 // as many as it takes (a2a.max_tasks may have been lowered by a refresh);
-// only running tasks can fill it.
+// only running tasks can fill it. And a subscriber that reads late gets its
+// unread deltas merged, without changing what another subscriber reads.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
@@ -36,4 +37,31 @@ test('a2a.max_tasks lowered below the finished records held: the next task still
   assert.equal(small.add(entry(small)), true);
   assert.equal(small.add(entry(small)), true);
   assert.equal(small.add(entry(small)), false);
+});
+
+test('a subscriber that reads late gets its unread deltas as one update; one that keeps up gets each, unchanged', async () => {
+  const store = new TaskStore(-1, 10);
+  const task = entry(store);
+  store.add(task);
+  const prompt = task.subscribe();
+  const late = task.subscribe();
+  const promptTexts: string[] = [];
+  const reading = (async () => {
+    for await (const event of prompt) if (event.payload?.$case === 'artifactUpdate') promptTexts.push(String(event.payload.value.artifact?.parts[0]?.content?.value));
+  })();
+  for (const text of ['a', 'b', 'c']) {
+    task.delta(text);
+    await Promise.resolve();
+  }
+  task.finish(COMPLETED, undefined, 1_000);
+  await reading;
+  assert.deepEqual(promptTexts, ['a', 'b', 'c']);
+  const lateEvents = [];
+  for await (const event of late) lateEvents.push(event);
+  // working, then one update holding a, b and c (not appended: the first delta replaces), then completed.
+  assert.deepEqual(lateEvents.map((e) => e.payload?.$case), ['statusUpdate', 'artifactUpdate', 'statusUpdate']);
+  const merged = lateEvents[1].payload;
+  assert.equal(merged?.$case === 'artifactUpdate' ? merged.value.artifact?.parts[0]?.content?.value : '', 'abc');
+  assert.equal(merged?.$case === 'artifactUpdate' ? merged.value.append : true, false);
+  assert.equal(task.text, 'abc');
 });
