@@ -273,6 +273,12 @@ describe('A2A: model agent', () => {
     assert.equal(unknown.json.error?.code, -32601);
     assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'CreateTaskPushNotificationConfig', params: { taskId: 'x', url: 'http://example.com' } }))).json.error?.code, -32003);
     assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: {} }))).json.error?.code, -32602);
+    // JSON that is not a request object: Invalid Request, and the edge (or its worker) lives on to serve the next call.
+    for (const body of ['null', '42', '"GetTask"', '[]', '[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}]']) {
+      const answer = await post('/a2a/writer', body);
+      assert.equal(answer.json.error?.code, -32600, `${body}: ${JSON.stringify(answer.json)}`);
+    }
+    assert.equal(asTask(await client.sendMessage(request('still here'))).status?.state, COMPLETED);
   });
 
   test('an A2A-Version this edge does not speak is refused (-32009, VERSION_NOT_SUPPORTED); 1.0, 0.3 and none are served', async () => {

@@ -133,7 +133,12 @@ export class A2ASurface {
         mapLegacyError: legacySdk.LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError,
       };
     })();
-    return this.#transports;
+    const loading = this.#transports;
+    // A load that failed (EMFILE in a burst, say) is tried again by the next call, not cached for the process's life.
+    loading.catch(() => {
+      if (this.#transports === loading) this.#transports = undefined;
+    });
+    return loading;
   }
 
   #rpc(request: FastifyRequest, reply: FastifyReply): void {
@@ -150,7 +155,12 @@ export class A2ASurface {
       reply.headers(JSON_HEADERS).send(rpcError(null, -32700, `the body is not JSON: ${(err as Error).message}`));
       return;
     }
-    const method = (parsed as { method?: unknown } | null)?.method;
+    // JSON-RPC 2.0: a request is an object. Batches (arrays) are not served; null or a scalar is no request.
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      reply.headers(JSON_HEADERS).send(rpcError(null, -32600, Array.isArray(parsed) ? 'JSON-RPC batches are not served; send one request object per call' : 'the body must be a JSON-RPC request object'));
+      return;
+    }
+    const method = (parsed as { method?: unknown }).method;
     // The 0.3 methods are the slashed ones (message/send, tasks/get, ...); 1.0's are PascalCase.
     const legacy = typeof method === 'string' && method.includes('/');
     const tag = request.headers['x-request-id'];
@@ -180,7 +190,11 @@ export class A2ASurface {
         return this.#handle(t, legacy, parsed as Record<string, unknown>, call, res, requestedVersion);
       },
       (err: Error) => this.#sendJson(res, rpcError(null, -32603, `the A2A server could not start: ${err.message}`)),
-    );
+    ).catch((err: unknown) => {
+      // A fault of ours past the checks: the caller gets an internal error (or its stream ends), never silence, and the process lives on.
+      if (res.headersSent) res.end();
+      else this.#sendJson(res, rpcError((parsed as { id?: unknown }).id ?? null, -32603, `internal error: ${(err as Error).message ?? String(err)}`));
+    });
   }
 
   async #handle(t: Transports, legacy: boolean, parsed: Record<string, unknown>, call: A2ACall, res: ServerResponse, requestedVersion: string | undefined): Promise<void> {
