@@ -269,4 +269,28 @@ describe('an I/O worker that exits while another relays a subscription to its A2
     const after = (await pool.inspect()).find((p) => p.worker === other)?.a2aRelayedStreams;
     assert.deepEqual(after, { remote: 0, served: 0 });
   });
+
+  test('a relayed GetTask that its stalled owner does not answer in time is an internal error (retry), never "task not found"', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
+    const fetchImpl = (input: string | URL | Request, init?: RequestInit): Promise<Response> => fetch(input, { ...init, dispatcher: new Agent({ pipelining: 0 }) } as RequestInit);
+    const client = await new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl })] })).createFromUrl(`${stack.edge.url}/a2a/writer/`);
+    const text: Message = { messageId: randomUUID(), contextId: '', taskId: '', role: 1, parts: [{ content: { $case: 'text', value: 'held up' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] };
+    const task = (await client.sendMessage({ tenant: '', message: text, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: true }, metadata: undefined })) as Task;
+    const owner = ownerOfTaskId(task.id) as number;
+    // The owner is busy past the relay's 5 s wait; calls landing on the other worker are relayed to it.
+    await pool.call(owner, { type: 'testHook', hook: 'stall', ms: 6_500 });
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, async () => {
+        try {
+          return `state ${(await client.getTask({ tenant: '', id: task.id, historyLength: 0 })).status?.state}`;
+        } catch (err) {
+          // The SDK raises a JSON-RPC error as the A2A error class of its code (TaskNotFoundError for -32001).
+          return `${(err as Error).name}: ${(err as Error).message}`;
+        }
+      }),
+    );
+    assert.ok(!outcomes.some((o) => o.startsWith('TaskNotFoundError')), outcomes.join('; '));
+    assert.ok(outcomes.some((o) => /did not answer/.test(o)), `a call relayed and timed out: ${outcomes.join('; ')}`);
+  });
 });

@@ -63,6 +63,16 @@ const CAPABILITIES_CARD: AgentCard = {
 const CONTEXT_ID = /^[\x20-\x7e]{1,256}$/;
 /** How long a question to another worker may go unanswered (it exited meanwhile). */
 const RELAY_TIMEOUT_MS = 5_000;
+
+/**
+ * The owner did not answer in time (busy, not gone: a worker that exits fails
+ * its calls at once). A plain error, which the SDK answers as -32603
+ * (internal): a client retries that, where -32001 would tell it the task is
+ * gone for good.
+ */
+function relayTimeout(taskId: string | undefined): Error {
+  return new Error(`the worker that holds ${taskId === undefined || taskId === '' ? 'the task' : `task ${taskId}`} did not answer within ${RELAY_TIMEOUT_MS / 1000} s; retry`);
+}
 /** The pool passes messages to another worker; undefined on the main thread (workers.count 0). */
 export type RelayPost = (message: A2ARelayMessage) => void;
 
@@ -388,7 +398,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(call);
-        reject(new TaskNotFoundError(`task ${message.taskId ?? ''}: the worker that holds it did not answer`));
+        reject(relayTimeout(message.taskId));
       }, RELAY_TIMEOUT_MS);
       this.#pending.set(call, { resolve, reject, timer, owner });
       this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call, ...message });
@@ -404,7 +414,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     const first = new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(id);
-        reject(new TaskNotFoundError(`task ${taskId}: the worker that holds it did not answer`));
+        reject(relayTimeout(taskId));
       }, RELAY_TIMEOUT_MS);
       this.#pending.set(id, { resolve, reject, timer, owner });
     });
