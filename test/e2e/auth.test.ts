@@ -3,6 +3,7 @@
 // key's concurrency, the slot freed exactly when an exchange ends, and the
 // client's key never reaching the provider.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -66,6 +67,43 @@ describe('client API keys', () => {
     const health = await fetch(`${stack.edge.url}/healthz`);
     assert.equal(health.status, 200, 'health checks need no key');
     await health.arrayBuffer();
+    assert.equal(stack.mock.stats.requests, 0, 'nothing unauthenticated reached the provider');
+  });
+
+  test('a request without a valid key is refused from its head: its body is never waited for, nor asked for with 100 Continue', async () => {
+    // Answers read off one raw connection: the head is sent, the 900 kB body never is.
+    const exchange = (head: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(Number(new URL(stack.baseURL).port), '127.0.0.1');
+        let text = '';
+        socket.setEncoding('latin1');
+        socket.on('data', (chunk: string) => {
+          text += chunk;
+          // A final answer (not an interim 100) whose JSON body is whole.
+          if (/^HTTP\/1\.1 [2-5]\d\d /m.test(text) && text.trimEnd().endsWith('}')) {
+            socket.destroy();
+            resolve(text);
+          }
+        });
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+        socket.setTimeout(10_000, () => {
+          socket.destroy();
+          resolve(`no answer in 10 s: ${text}`);
+        });
+        socket.write(head + '{"model":');
+      });
+    const head = (extra: string): string => `POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\nContent-Length: 900000\r\n${extra}\r\n`;
+    for (const [what, extra] of [['no key', ''], ['a wrong key', 'Authorization: Bearer sk-nobody\r\n'], ['no key, Expect: 100-continue', 'Expect: 100-continue\r\n']]) {
+      const answer = await exchange(head(extra));
+      assert.match(answer, /^HTTP\/1\.1 401 /, `${what}: ${answer.slice(0, 200)}`);
+      assert.doesNotMatch(answer, /100 Continue/i, what);
+      assert.match(answer, /invalid_api_key/, what);
+      assert.match(answer, /\r\nconnection: close\r\n/i, `${what}: the unread body is not taken`);
+    }
+    // A good key with Expect: 100-continue is told to go on.
+    const invited = await exchange(head(`Authorization: Bearer ${ALICE}\r\nExpect: 100-continue\r\n`).replace('Content-Length: 900000', 'Content-Length: 9'));
+    assert.match(invited, /^HTTP\/1\.1 100 Continue/, invited.slice(0, 200));
     assert.equal(stack.mock.stats.requests, 0, 'nothing unauthenticated reached the provider');
   });
 

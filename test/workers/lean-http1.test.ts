@@ -25,6 +25,9 @@ const owner = {
     response.write('first ');
     setTimeout(() => response.end('last'), delay);
   },
+  refusesHead(): boolean {
+    return false;
+  },
 };
 
 function request(delayMs = 0): string {

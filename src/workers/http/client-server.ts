@@ -47,10 +47,20 @@ function sendError(reply: FastifyReply, spec: GatewayErrorSpec, message?: string
 
 /** Anthropic clients send their key as `x-api-key`; it is taken as a Bearer token. */
 function presentedKey(request: IncomingMessage): string | undefined {
-  const authorization = request.headers.authorization;
-  if (authorization !== undefined) return authorization;
-  const apiKey = request.headers['x-api-key'];
+  return presentedKeyOf(request.headers);
+}
+
+function presentedKeyOf(headers: Readonly<Record<string, string | string[] | undefined>>): string | undefined {
+  const authorization = headers.authorization;
+  if (typeof authorization === 'string') return authorization;
+  const apiKey = headers['x-api-key'];
   return typeof apiKey === 'string' && apiKey.length > 0 ? `Bearer ${apiKey}` : undefined;
+}
+
+/** The request announced a body (node:http has not read it yet when the handler runs). */
+function hasBody(request: IncomingMessage): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** `identity` (any case, with optional spaces), the one content coding a request body may carry. */
@@ -207,6 +217,13 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
     };
     const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ ...https, ...options }, listener);
+    // Expect: 100-continue (curl sends it for bodies over 1 MB): node:http would invite every body at once.
+    // One refused from its head (no valid key, over the body limit) gets its answer instead, and the connection closes.
+    server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+      if (this.#refusesUpload(request)) response.setHeader('connection', 'close');
+      else response.writeContinue();
+      listener(request, response);
+    });
     // fastify's keep-alive and no socket timeout (the edge has its own deadlines for responses); the request timeout is in `options`.
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     server.setTimeout(0);
@@ -232,20 +249,35 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const path = query < 0 ? url : url.slice(0, query);
     const route = LEAN_ROUTES.get(path);
     if (route === undefined) return false;
-    const key = this.#checkLean(route, request, response);
+    const key = this.#checkLean(route, request, response, true);
     if (key !== ANSWERED) readBody(this, route, request, response, this.#bodyLimit, key);
     return true;
+  }
+
+  /** A request whose body would be refused whatever it holds: no valid key, a declared length over the limit, or the edge closing. */
+  #refusesUpload(request: IncomingMessage): boolean {
+    const length = Number(request.headers['content-length'] ?? 0);
+    return this.#closing || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>);
+  }
+
+  /** LeanOwner: the key check of #checkLean, from the head alone. */
+  refusesHead(headers: Readonly<Record<string, string>>): boolean {
+    return this.auth.enabled && !(this.auth.authenticate(presentedKeyOf(headers)) instanceof ApiKeyState);
   }
 
   /** LeanOwner: an API POST read whole by the lean connection (its head is plain, its body within the limit). */
   serveLean(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer): void {
     const route = LEAN_ROUTES.get(path) as ApiRoute;
-    const key = this.#checkLean(route, request, response);
+    const key = this.#checkLean(route, request, response, false);
     if (key !== ANSWERED) this.#proxy(route, request, response, body, key);
   }
 
-  /** What fastify's onRequest hooks check, in their order; the caller's key, or ANSWERED when the request got its answer here. */
-  #checkLean(route: ApiRoute, request: IncomingMessage, response: ServerResponse): ApiKeyState | undefined | typeof ANSWERED {
+  /**
+   * What fastify's onRequest hooks check, in their order; the caller's key, or
+   * ANSWERED when the request got its answer here. `bodyUnread`: a refusal
+   * closes the connection, so that the body is never taken in.
+   */
+  #checkLean(route: ApiRoute, request: IncomingMessage, response: ServerResponse, bodyUnread: boolean): ApiKeyState | undefined | typeof ANSWERED {
     if (this.#closing) {
       writeClosing(request, response);
       return ANSWERED;
@@ -262,6 +294,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       const result = this.auth.authenticate(presentedKey(request));
       if (!(result instanceof ApiKeyState)) {
         response.setHeader('www-authenticate', 'Bearer');
+        if (bodyUnread && hasBody(request)) response.setHeader('connection', 'close');
         writeError(response, result, format, result === Errors.invalidApiKey ? INVALID_KEY : undefined);
         return ANSWERED;
       }

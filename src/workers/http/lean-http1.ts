@@ -30,6 +30,12 @@ import { refuseSlowRequest } from './client-errors.js';
 export interface LeanOwner {
   /** A lean request with its whole body; the owner answers through `response`. */
   serveLean(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer): void;
+  /**
+   * A head whose body is still to come: true when the owner will refuse it
+   * whatever the body (no valid key), so that the connection goes to
+   * node:http, which answers from the head and never waits for the body.
+   */
+  refusesHead(headers: Readonly<Record<string, string>>): boolean;
 }
 
 export interface LeanOptions {
@@ -435,7 +441,7 @@ class LeanConnection {
       if (buffer === undefined) return;
       const options = this.server.options;
       head = readLeanHead(buffer, options.maxHeaderBytes, options.routes);
-      if (head === undefined || head.contentLength > options.bodyLimit) {
+      if (head === undefined || head.contentLength > options.bodyLimit || (buffer.length - head.headBytes < head.contentLength && this.server.owner.refusesHead(head.headers))) {
         this.server.handOver(this);
         return;
       }
