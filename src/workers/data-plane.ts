@@ -92,6 +92,13 @@ const RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set([
   'adapter_not_supported',
 ]);
 
+/**
+ * Of those, the ones that say a cli command never started. A cli run's other
+ * failures may come after its command ran (a node that dropped mid-run
+ * killed it): its side effects happened, so it is not run again.
+ */
+const CLI_RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set(['node_leaving', 'unknown_provider', 'adapter_not_supported']);
+
 /** How much later than the edge's tunnel deadline the node gives up on its own. */
 const NODE_DEADLINE_SLACK_MS = 1_000;
 
@@ -454,7 +461,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
    */
   retryBeforeFirstByte(exchange: ProxyExchange, code: string, message: string): boolean {
     const grant = exchange.grant;
-    if (exchange.retried || exchange.state !== 'dispatched' || grant === undefined || !RETRY_BEFORE_FIRST_BYTE.has(code)) return false;
+    if (exchange.retried || exchange.state !== 'dispatched' || grant === undefined || !(exchange.adapter === 'cli' ? CLI_RETRY_BEFORE_FIRST_BYTE : RETRY_BEFORE_FIRST_BYTE).has(code)) return false;
     exchange.retried = true;
     this.#fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId });
     this.#observeRetry(exchange, code, grant.providerId);

@@ -678,8 +678,9 @@ export class ProxyExchange implements TunnelConsumer {
       headers['retry-after-ms'] = String(Math.round(retryAfterMs ?? retryAfterSec * 1000));
     }
     // Retrying cannot help a request its own priority had shed, nor a cancelled run (it must stay cancelled);
-    // a failed cli command ran, side effects and all: running it again is the caller's decision, not the SDK's.
-    if (spec.code === 'shed' || spec === Errors.runCancelled || spec === Errors.cliFailed) headers['x-should-retry'] = 'false';
+    // a cli command that ran, or may have (cut, timed out), did so side effects and all: running it again
+    // is the caller's decision, not the SDK's.
+    if (spec.code === 'shed' || spec === Errors.runCancelled || spec === Errors.cliFailed || (this.adapter === 'cli' && this.grant !== undefined && CLI_MAY_HAVE_RUN.has(spec))) headers['x-should-retry'] = 'false';
     if (this.grant) {
       headers['x-edge-node'] = this.grant.nodeId;
       headers['x-edge-provider'] = this.grant.providerId;
@@ -692,6 +693,18 @@ export class ProxyExchange implements TunnelConsumer {
     res.end(this.route.errors.body(spec, message));
   }
 }
+
+/** A dispatched cli run's failures that may follow its command's start. */
+const CLI_MAY_HAVE_RUN: ReadonlySet<GatewayErrorSpec> = new Set([
+  Errors.nodeDisconnected,
+  Errors.upstreamTimeout,
+  Errors.gatewayTimeout,
+  Errors.firstByteTimeout,
+  Errors.idleTimeout,
+  Errors.upstreamError,
+  Errors.upstreamReset,
+  Errors.protocolError,
+]);
 
 /** One HTTP/1.1 chunk: size line, the bytes, CRLF, in one buffer (one write, one syscall). */
 function chunkFrame(bytes: Uint8Array): Buffer {
