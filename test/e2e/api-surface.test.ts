@@ -253,6 +253,20 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     const suffixed = (suffix: string) => stack.mocks['p-b'].requestLog.filter((r) => r.path === `/v1/responses/${first.id}/${suffix}`).length;
     assert.deepEqual([suffixed('cancel'), suffixed('input_items')], [1, 1]);
     await assert.rejects(client.responses.cancel('resp_never_seen'), (err: unknown) => err instanceof OpenAI.NotFoundError);
+    // An id as long as the edge stores (256 characters) is looked up like any other, never refused by the router.
+    for (const call of [(id: string) => client.responses.retrieve(id), (id: string) => client.responses.cancel(id), (id: string) => client.responses.delete(id)]) {
+      await assert.rejects(call(`resp_${'x'.repeat(251)}`), (err: unknown) => {
+        assert.ok(err instanceof OpenAI.NotFoundError, String(err));
+        assert.equal((err.error as { code?: string }).code, 'response_not_found');
+        return true;
+      });
+    }
+    // Longer than any stored id: a 414 in OpenAI's shape, which the SDK raises as an APIError with its code.
+    await assert.rejects(client.responses.retrieve(`resp_${'x'.repeat(300)}`), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.APIError && err.status === 414, String(err));
+      assert.equal((err.error as { code?: string }).code, 'uri_too_long');
+      return true;
+    });
     await client.responses.delete(first.id);
     assert.equal(stack.mocks['p-b'].requestLog.filter((r) => r.method === 'DELETE').length, 1);
     await assert.rejects(client.responses.retrieve(first.id), (err: unknown) => {

@@ -132,6 +132,10 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.app = Fastify({
       logger: false,
       bodyLimit: config.limits.bodyBytes,
+      // A stored response's id may be 256 characters (response-affinity.ts); fastify's default (100) answered a longer one 414 in its own format.
+      maxParamLength: 256,
+      // The router's own refusals (a longer path parameter, a malformed URL) in the API's error format, not fastify's.
+      frameworkErrors: onRouterError,
       return503OnClosing: true,
       // Our server: the API POSTs go the lean way, the rest to fastify's handler.
       serverFactory: (handler: RequestListener) => this.#createServer(handler, serverOptions, https),
@@ -599,6 +603,15 @@ function onNotFound(request: FastifyRequest, reply: FastifyReply): void {
     return;
   }
   sendError(reply, Errors.routeNotFound, `unknown route: ${request.method} ${path}`, format);
+}
+
+function onRouterError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const format = formatOf(request);
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    sendError(reply, { ...Errors.badRequest, status: 414, code: 'uri_too_long' }, 'a path segment is longer than this edge takes (256 characters)', format);
+    return;
+  }
+  sendError(reply, Errors.badRequest, `the request URL is malformed (${error.code})`, format);
 }
 
 function onFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
