@@ -10,9 +10,11 @@ process.env.EDGE_TEST_HOOKS = '1';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { connect, type Socket } from 'node:net';
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import type { Message, Task } from '@a2a-js/sdk';
 import { Agent, request } from 'undici';
+import { homeWorkerOf } from '../../src/workers/a2a/context-history.js';
 import { ownerOfTaskId } from '../../src/workers/a2a/task-store.js';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
@@ -292,5 +294,52 @@ describe('an I/O worker that exits while another relays a subscription to its A2
     );
     assert.ok(!outcomes.some((o) => o.startsWith('TaskNotFoundError')), outcomes.join('; '));
     assert.ok(outcomes.some((o) => /did not answer/.test(o)), `a call relayed and timed out: ${outcomes.join('; ')}`);
+  });
+});
+
+describe('an A2A caller that leaves while its worker asks another for the conversation', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      mock: { tokens: 5, intervalMs: 20 },
+      configure: (raw) => {
+        raw.workers = { count: 2 };
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('no run starts for it: no one could learn its task id', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
+    // A context whose turns live on worker 0, which is busy: a message arriving on worker 1 waits for them.
+    let contextId = '';
+    for (let i = 0; homeWorkerOf(contextId, 2) !== 0 || contextId === ''; i++) contextId = `ctx-${i}`;
+    const begun = async (): Promise<number[]> => [...(await pool.inspect())].sort((a, b) => a.worker - b.worker).map((p) => p.requests);
+    const before = await begun();
+    await pool.call(0, { type: 'testHook', hook: 'stall', ms: 1_500 });
+    const target = new URL(stack.edge.url);
+    const sockets: Socket[] = [];
+    for (let i = 0; i < 10; i++) {
+      const body = JSON.stringify({ jsonrpc: '2.0', id: i, method: 'SendStreamingMessage', params: { message: { messageId: randomUUID(), contextId, role: 'ROLE_USER', parts: [{ text: `gone ${i}` }] } } });
+      const socket = connect(Number(target.port), target.hostname);
+      socket.on('error', () => {});
+      socket.write(`POST /a2a/writer HTTP/1.1\r\nhost: ${target.host}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      sockets.push(socket);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    // Reset, not closed: a half-closed HTTP/1.1 client may still read its answer.
+    for (const socket of sockets) socket.resetAndDestroy();
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    // Worker 1 saw each of its callers leave while it waited for the turns: it begins no run. (Of 10
+    // connections the kernel puts some there, all but surely. Worker 0's, read whole once its stall
+    // ended, may begin theirs: the caller's leaving reaches it only after.)
+    const after = await begun();
+    assert.equal(after[1] - before[1], 0, `runs begun on worker 1 for callers already gone: ${after[1] - before[1]}`);
+    const started = stack.mock.requestLog.filter((r) => (r.body?.toString('utf8') ?? '').includes('gone ')).length;
+    assert.equal(started, after[0] - before[0], 'every run the provider saw was begun on worker 0');
   });
 });

@@ -214,9 +214,17 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     const entry = await this.#start(params, call);
     // Subscribed in the same turn as the snapshot: no event falls between them.
     const queue = entry.subscribe();
-    yield { payload: { $case: 'task', value: entry.snapshot(params.configuration?.historyLength) } };
-    // The client leaving ends its stream, not the task: it may resubscribe (docs/a2a.md).
-    yield* this.#drain(queue, call.signal);
+    let told = false;
+    try {
+      yield { payload: { $case: 'task', value: entry.snapshot(params.configuration?.historyLength) } };
+      told = true;
+      // The client leaving ends its stream, not the task: it may resubscribe (docs/a2a.md).
+      yield* this.#drain(queue, call.signal);
+    } finally {
+      queue.close();
+      // The stream ended before its first event went out: the caller never learned the task's id, so it could neither follow nor cancel it.
+      if (!told && !entry.terminal) this.#cancelEntry(entry, 'the caller closed its connection before it learned the task id');
+    }
   }
 
   async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
@@ -243,8 +251,12 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     }
     const entry = this.#subscribable(params.id, call.key?.name);
     const queue = entry.subscribe();
-    yield { payload: { $case: 'task', value: entry.snapshot() } };
-    yield* this.#drain(queue, call.signal);
+    try {
+      yield { payload: { $case: 'task', value: entry.snapshot() } };
+      yield* this.#drain(queue, call.signal);
+    } finally {
+      queue.close();
+    }
   }
 
   createTaskPushNotificationConfig(): Promise<never> {
@@ -293,6 +305,8 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     // A model agent's provider keeps no conversation: the context's earlier turns go first (a cli command keeps its own).
     const conversation = this.#cliAliases.has(agent.model) ? undefined : historyKey(key?.name, agent.id, contextId);
     const earlier = conversation === undefined || message.contextId === '' ? [] : await this.#earlierTurns(conversation, contextId);
+    // Gone already (while the SDK loaded, or the history came from another worker): no one could learn the task's id, so no run.
+    if (call.signal.aborted) throw new Error('the caller closed its connection before its task began');
     const entry = new TaskEntry(this.#store.newId(), contextId, agent.id, key?.name, message);
     if (!this.#store.add(entry)) throw new UnsupportedOperationError('this edge holds a2a.max_tasks running tasks; retry later');
     const refusal = this.#refusal(agent, key);
