@@ -79,6 +79,11 @@ export class ContextHistory {
     if (conversation === undefined || conversation.expiresAt <= now) conversation = { turns: [], bytes: 0, expiresAt: 0 };
     this.#contexts.delete(key);
     const bytes = Buffer.byteLength(user) + Buffer.byteLength(assistant);
+    if (bytes > maxBytes) {
+      // A turn that could never fit is not kept, and does not cost the earlier turns their place.
+      if (conversation.turns.length > 0) this.#contexts.set(key, conversation);
+      return;
+    }
     conversation.turns.push({ user, assistant, bytes });
     conversation.bytes += bytes;
     while (conversation.turns.length > 0 && (conversation.turns.length > maxTurns || conversation.bytes > maxBytes)) {
