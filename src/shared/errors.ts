@@ -124,6 +124,8 @@ export function anthropicErrorOf(spec: GatewayErrorSpec): { status: number; type
     case 401: return { status: 401, type: 'authentication_error' };
     case 403: return { status: 403, type: 'permission_error' };
     case 404: return { status: 404, type: 'not_found_error' };
+    // The request itself was not all received in time (request_timeout_ms): 408 stays 408, which the SDK retries.
+    case 408: return { status: 408, type: 'timeout_error' };
     case 413: return { status: 413, type: 'request_too_large' };
     case 429: return { status: 429, type: 'rate_limit_error' };
     case 499: return { status: 499, type: 'api_error' };

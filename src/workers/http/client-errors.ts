@@ -3,7 +3,8 @@
 // raw socket in OpenAI's error format, then the connection is closed, since
 // the parser cannot resync on a broken stream.
 import type { Duplex } from 'node:stream';
-import { errorBody, Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+import { errorFormatForPath, OPENAI_ERRORS, type ErrorFormat } from './api-routes.js';
 
 const REASONS: Readonly<Record<number, string>> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
 
@@ -19,18 +20,23 @@ export function onClientError(err: NodeJS.ErrnoException, socket: Duplex): void 
   answerAndClose(socket, err.code);
 }
 
-/** The lean connection's request was not all received within limits.request_timeout_ms: 408, as node:http answers its own. */
-export function refuseSlowRequest(socket: Duplex): void {
-  answerAndClose(socket, 'ERR_HTTP_REQUEST_TIMEOUT');
+/**
+ * The lean connection's request (its head read: `path` known) was not all
+ * received within limits.request_timeout_ms: 408, as node:http answers its
+ * own, in the path's API format (node:http's cannot know the path).
+ */
+export function refuseSlowRequest(socket: Duplex, path: string): void {
+  answerAndClose(socket, 'ERR_HTTP_REQUEST_TIMEOUT', errorFormatForPath(path));
 }
 
-function answerAndClose(socket: Duplex, errorCode: string | undefined): void {
+function answerAndClose(socket: Duplex, errorCode: string | undefined, format: ErrorFormat = OPENAI_ERRORS): void {
   if (socket.destroyed) return;
   const spec = specFor(errorCode);
-  const body = errorBody(spec, spec === Errors.badRequest ? `the request is malformed (${errorCode ?? 'parse error'})` : undefined);
+  const body = format.body(spec, spec === Errors.badRequest ? `the request is malformed (${errorCode ?? 'parse error'})` : undefined);
+  const status = format.status(spec);
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${spec.status} ${REASONS[spec.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();

@@ -619,7 +619,7 @@ export class LeanHttp1 {
         if (connection.waitingSince < limit) connection.socket.destroy();
       } else if (timeout > 0 && connection.headAt < headLimit) {
         connection.finished = true;
-        refuseSlowRequest(connection.socket);
+        refuseSlowRequest(connection.socket, connection.head.path);
       }
     }
     if (this.#connections.size === 0 && this.#sweeper !== undefined) {
