@@ -8,6 +8,8 @@ import type { A2AAgentConfig, A2AConfig, A2ASkillConfig } from '../shared/config
 
 export const DEFAULT_A2A_TASK_TTL_MS = 3_600_000;
 export const DEFAULT_A2A_MAX_TASKS = 10_000;
+/** 256 Mi characters of finished tasks' text per data path. */
+export const DEFAULT_A2A_MAX_TASK_BYTES = 256 * 1_048_576;
 export const DEFAULT_A2A_HISTORY_MAX_TURNS = 20;
 export const DEFAULT_A2A_HISTORY_MAX_BYTES = 262_144;
 const DAY_MS = 86_400_000;
@@ -65,7 +67,7 @@ function readAgent(r: ConfigReader, path: string, raw: unknown, aliases: Readonl
 
 export function readA2A(r: ConfigReader, raw: unknown, aliases: ReadonlySet<string>): A2AConfig {
   const obj = r.object('a2a', raw, true) ?? {};
-  r.noUnknownKeys('a2a', obj, ['agents', 'task_ttl_ms', 'max_tasks', 'history_max_turns', 'history_max_bytes', 'public_url']);
+  r.noUnknownKeys('a2a', obj, ['agents', 'task_ttl_ms', 'max_tasks', 'max_task_bytes', 'history_max_turns', 'history_max_bytes', 'public_url']);
   const agents: A2AAgentConfig[] = [];
   for (const [i, a] of r.list('a2a.agents', obj.agents, true).entries()) {
     const agent = readAgent(r, `a2a.agents[${i}]`, a, aliases);
@@ -81,6 +83,7 @@ export function readA2A(r: ConfigReader, raw: unknown, aliases: ReadonlySet<stri
     agents,
     taskTtlMs: r.integer('a2a.task_ttl_ms', obj.task_ttl_ms, 1_000, 7 * DAY_MS, DEFAULT_A2A_TASK_TTL_MS),
     maxTasks: r.integer('a2a.max_tasks', obj.max_tasks, 1, 1_000_000, DEFAULT_A2A_MAX_TASKS),
+    maxTaskBytes: r.integer('a2a.max_task_bytes', obj.max_task_bytes, 1_048_576, 16 * 1_073_741_824, DEFAULT_A2A_MAX_TASK_BYTES),
     historyMaxTurns: r.integer('a2a.history_max_turns', obj.history_max_turns, 0, 1_000, DEFAULT_A2A_HISTORY_MAX_TURNS),
     historyMaxBytes: r.integer('a2a.history_max_bytes', obj.history_max_bytes, 1_024, 64 * 1_048_576, DEFAULT_A2A_HISTORY_MAX_BYTES),
     publicUrl,

@@ -169,6 +169,8 @@ export interface A2AConfig {
   readonly taskTtlMs: number;
   /** Task records kept per data path (each I/O worker); the oldest finished go first. */
   readonly maxTasks: number;
+  /** Text (characters of prompts and answers) the finished records of a data path hold at most; the oldest finished go first. */
+  readonly maxTaskBytes: number;
   /** A model agent's context keeps this many finished turns (user message + answer) as chat history; 0 = none. */
   readonly historyMaxTurns: number;
   /** ...and at most this many bytes of their text; the oldest turns go first. */

@@ -65,3 +65,35 @@ test('a subscriber that reads late gets its unread deltas as one update; one tha
   assert.equal(merged?.$case === 'artifactUpdate' ? merged.value.append : true, false);
   assert.equal(task.text, 'abc');
 });
+
+test('a2a.max_task_bytes: finished records go oldest first once their text passes the bound; the newest stays; running ones are not counted', () => {
+  const store = new TaskStore(-1, 100, 1_000);
+  const finish = (answer: string): TaskEntry => {
+    const e = entry(store);
+    assert.equal(store.add(e), true);
+    e.delta(answer);
+    e.finish(COMPLETED, undefined, 3_600_000);
+    return e;
+  };
+  const first = finish('a'.repeat(400));
+  const second = finish('b'.repeat(400));
+  assert.equal(store.size, 2);
+  const running = entry(store);
+  store.add(running);
+  running.delta('r'.repeat(5_000));
+  assert.equal(store.get(first.id), first, 'a running task\'s text does not count');
+  const third = finish('c'.repeat(400));
+  assert.equal(store.get(first.id), undefined, 'the oldest finished went');
+  assert.equal(store.get(second.id), second);
+  assert.equal(store.get(third.id), third);
+  assert.ok(store.finishedChars <= 1_000, `${store.finishedChars}`);
+  // A record larger than the whole bound is kept while it is the newest (GetTask right after it finished finds it).
+  const huge = finish('h'.repeat(2_000));
+  assert.equal(store.get(huge.id), huge);
+  assert.equal(store.get(second.id), undefined);
+  assert.equal(store.get(third.id), undefined);
+  // Then the running one finishes: its text counts, and the huge one goes.
+  running.finish(COMPLETED, undefined, 3_600_000);
+  assert.equal(store.get(huge.id), undefined);
+  assert.equal(store.get(running.id), running, 'itself over the bound, it is the newest: kept');
+});

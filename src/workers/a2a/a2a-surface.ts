@@ -52,7 +52,7 @@ export class A2ASurface {
     this.#config = config;
     this.#https = https;
     this.#keyOf = keyOf;
-    this.#store = new TaskStore(workerIndex, config.a2a?.maxTasks ?? 10_000);
+    this.#store = new TaskStore(workerIndex, config.a2a?.maxTasks ?? 10_000, config.a2a?.maxTaskBytes ?? 256 * 1_048_576);
     this.#history = new ContextHistory(historyLimits(config));
     this.handler = new EdgeA2AHandler(plane, this.#store, workerIndex, config.a2a?.taskTtlMs ?? 3_600_000, this.#history);
     this.#workerCount = config.workers.count;
@@ -62,7 +62,7 @@ export class A2ASurface {
   setConfig(config: EdgeConfig): void {
     this.#config = config;
     if (config.a2a !== undefined) {
-      this.#store.setMaxTasks(config.a2a.maxTasks);
+      this.#store.setMaxTasks(config.a2a.maxTasks, config.a2a.maxTaskBytes);
       this.handler.setTtl(config.a2a.taskTtlMs);
       this.#history.setLimits(historyLimits(config));
     }

@@ -126,6 +126,10 @@ export class TaskEntry {
   readonly artifactId = randomUUID();
   /** Cancels the run (RunSink.cancel); set once dispatched. */
   cancelRun: (() => void) | undefined;
+  /** The store's accounting of a finished record (set by TaskStore.add). */
+  onFinished: ((entry: TaskEntry) => void) | undefined;
+  /** Characters of text the record holds, counted when it finished (0 before). */
+  heldChars = 0;
   readonly #subscribers = new Set<EventQueue>();
   readonly done: Promise<void>;
   #resolveDone!: () => void;
@@ -188,6 +192,17 @@ export class TaskEntry {
     for (const queue of [...this.#subscribers]) queue.close();
     this.#subscribers.clear();
     this.#resolveDone();
+    this.onFinished?.(this);
+  }
+
+  /** Characters of the prompt, the answer and the status text: what a finished record keeps in memory (the history's answer is `text` itself). */
+  textChars(): number {
+    let chars = this.text.length + (this.statusText?.length ?? 0);
+    for (const message of this.history) {
+      if (message.role === ROLE_AGENT) continue;
+      for (const part of message.parts) if (part.content?.$case === 'text') chars += part.content.value.length;
+    }
+    return chars;
   }
 
   #setState(state: TaskState): void {
@@ -222,15 +237,27 @@ export class TaskStore {
   readonly #tasks = new Map<string, TaskEntry>();
   readonly #prefix: string;
   #maxTasks: number;
+  /** a2a.max_task_bytes: the text finished records may hold (a record count alone let prompts of body_bytes each pile up for the TTL). */
+  #maxChars: number;
+  /** Text held by the finished records now in #tasks. */
+  #finishedChars = 0;
   #lastSweep = 0;
+  readonly #onFinished = (entry: TaskEntry): void => this.#finished(entry);
 
-  constructor(workerIndex: number, maxTasks: number) {
+  constructor(workerIndex: number, maxTasks: number, maxChars = Number.MAX_SAFE_INTEGER) {
     this.#prefix = workerIndex < 0 ? 'a2a-m-' : `a2a-w${workerIndex}-`;
     this.#maxTasks = maxTasks;
+    this.#maxChars = maxChars;
   }
 
-  setMaxTasks(maxTasks: number): void {
+  setMaxTasks(maxTasks: number, maxChars = this.#maxChars): void {
     this.#maxTasks = maxTasks;
+    this.#maxChars = maxChars;
+  }
+
+  /** Text the finished records hold (status, tests). */
+  get finishedChars(): number {
+    return this.#finishedChars;
   }
 
   get size(): number {
@@ -248,11 +275,13 @@ export class TaskStore {
       // Insertion order: finished ones go oldest first, as many as it takes (a2a.max_tasks may have been lowered).
       for (const [id, old] of this.#tasks) {
         if (this.#tasks.size < this.#maxTasks) break;
-        if (old.terminal) this.#tasks.delete(id);
+        if (old.terminal) this.#delete(id, old);
       }
       if (this.#tasks.size >= this.#maxTasks) return false;
     }
+    entry.onFinished = this.#onFinished;
     this.#tasks.set(entry.id, entry);
+    if (entry.terminal) this.#finished(entry);
     return true;
   }
 
@@ -260,16 +289,34 @@ export class TaskStore {
     const entry = this.#tasks.get(id);
     if (entry === undefined) return undefined;
     if (entry.expiresAt <= Date.now()) {
-      this.#tasks.delete(id);
+      this.#delete(id, entry);
       return undefined;
     }
     return entry;
+  }
+
+  /** A record finished: its text counts, and the oldest finished others go while the total is over the bound (the newest is kept). */
+  #finished(entry: TaskEntry): void {
+    if (this.#tasks.get(entry.id) !== entry || entry.heldChars > 0) return;
+    entry.heldChars = Math.max(1, entry.textChars());
+    this.#finishedChars += entry.heldChars;
+    if (this.#finishedChars <= this.#maxChars) return;
+    for (const [id, old] of this.#tasks) {
+      if (this.#finishedChars <= this.#maxChars) break;
+      if (old !== entry && old.heldChars > 0) this.#delete(id, old);
+    }
+  }
+
+  #delete(id: string, entry: TaskEntry): void {
+    this.#tasks.delete(id);
+    this.#finishedChars -= entry.heldChars;
+    entry.heldChars = 0;
   }
 
   /** Drops expired records, at most once a second unless forced. */
   #sweep(now: number, force: boolean): void {
     if (!force && now - this.#lastSweep < 1_000) return;
     this.#lastSweep = now;
-    for (const [id, entry] of this.#tasks) if (entry.expiresAt <= now) this.#tasks.delete(id);
+    for (const [id, entry] of this.#tasks) if (entry.expiresAt <= now) this.#delete(id, entry);
   }
 }
