@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
 import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
+import { exitOnFault } from '../shared/fatal.js';
 import { AGENT_VERSION } from './version.js';
 
 const USAGE = `Usage: node-agent --config FILE
@@ -132,6 +133,7 @@ async function main(argv: string[]): Promise<number> {
 
   // The shared logger: credentials (node token, provider api keys) are redacted.
   const logger = createLogger('node-agent', config.logLevel, values.pretty === true ? { pretty: true } : {});
+  exitOnFault(logger, 'node-agent');
   // Heap and GC-thread sizes only apply to a process started with them: restart in place once (nothing is open yet).
   const notApplied = applyNodeFlags(config.runtime?.nodeFlags ?? []);
   if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');

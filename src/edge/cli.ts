@@ -2,6 +2,7 @@
 // edge --config FILE [--pretty] | edge check-config FILE | --help | --version
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
+import { exitOnFault } from '../shared/fatal.js';
 import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
 import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
@@ -75,6 +76,7 @@ async function main(): Promise<number> {
   }
   const file = values.config;
   const logger = createLogger('edge', undefined, values.pretty === true ? { pretty: true } : {});
+  exitOnFault(logger, 'edge');
   const config = await loadEdgeConfig(file);
   // Heap and GC-thread sizes only apply to a process started with them: restart in place once (nothing is open yet).
   const notApplied = applyNodeFlags(config.runtime?.nodeFlags ?? []);
