@@ -59,7 +59,7 @@ function readAdmin(r: ConfigReader, raw: unknown): AdminConfig {
 function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): BootstrapConfig | undefined {
   if (raw === undefined || raw === null) return undefined;
   const obj = r.object('bootstrap', raw) ?? {};
-  r.noUnknownKeys('bootstrap', obj, ['listen', 'artifact_dir', 'token', 'edge_address']);
+  r.noUnknownKeys('bootstrap', obj, ['listen', 'artifact_dir', 'token', 'token_expires_at', 'edge_address']);
   const listen = readListen(r, 'bootstrap.listen', obj.listen, 8443);
   const artifactDir = r.string('bootstrap.artifact_dir', obj.artifact_dir);
   const token = r.secret('bootstrap.token', obj.token);
@@ -73,8 +73,18 @@ function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): Boots
   }
   const edgeAddress = r.optionalString('bootstrap.edge_address', obj.edge_address);
   if (edgeAddress !== undefined && dialPort(edgeAddress) === 0) r.problem('bootstrap.edge_address', 'host:port a node can dial (an IPv6 address in brackets), with a port from 1 to 65535', obj.edge_address);
-  return { host: listen.host, port: listen.port, artifactDir, token, edgeAddress };
+  // A token for one rollout window: past it the listener refuses it, so a leaked one stops handing out node tokens by itself.
+  const expiresText = r.optionalString('bootstrap.token_expires_at', obj.token_expires_at);
+  let tokenExpiresAt: number | undefined;
+  if (expiresText !== undefined) {
+    tokenExpiresAt = RFC3339.test(expiresText) ? Date.parse(expiresText) : Number.NaN;
+    if (Number.isNaN(tokenExpiresAt)) r.problem('bootstrap.token_expires_at', 'an RFC 3339 date and time with its offset, e.g. 2026-12-31T18:00:00Z', obj.token_expires_at);
+  }
+  return { host: listen.host, port: listen.port, artifactDir, token, tokenExpiresAt, edgeAddress };
 }
+
+/** RFC 3339 date-time with a required offset (Z or ±hh:mm); Date.parse then reads it unambiguously. */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 /** Printable ASCII: what an HTTP header value carries as is. */
 const HEADER_SAFE = /^[\x20-\x7e]+$/;

@@ -56,6 +56,8 @@ export interface BootstrapConfig {
   readonly artifactDir: string;
   /** Bearer token a bootstrapping node presents. */
   readonly token: string;
+  /** Date.now() from which the token is refused (bootstrap.token_expires_at); undefined = never. */
+  readonly tokenExpiresAt: number | undefined;
   /** The node listener's address as nodes dial it (host:port), written into rendered configs; undefined = listen.grpc's host and bound port. */
   readonly edgeAddress: string | undefined;
 }

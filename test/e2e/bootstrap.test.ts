@@ -208,6 +208,35 @@ describe('bootstrap from the edge', () => {
     assert.equal(both.code, 2);
   });
 
+  test('bootstrap.token_expires_at: past it the token is refused as expired (told only to its holder); before it, served', async () => {
+    const raw = (expires: string) => ({
+      listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
+      workers: { count: testWorkers() },
+      bootstrap: { listen: { host: '127.0.0.1', port: 0 }, artifact_dir: artifactDir, token: TOKEN, token_expires_at: expires },
+      nodes: [{ id: NODE_ID, token: 'node-token-1', providers: [{ id: 'p-new', type: 'openai_compat', capacity: 2, base_url: mock.url }] }],
+      models: [{ alias: 'chat', providers: { 'p-new': 'served' } }],
+    });
+    assert.throws(() => parseEdgeConfig(raw('next tuesday'), 'test'), /bootstrap\.token_expires_at: .*RFC 3339/);
+    assert.throws(() => parseEdgeConfig(raw('2026-12-31T18:00:00'), 'test'), /bootstrap\.token_expires_at/, 'an offset is required');
+    const expired = await startEdge(parseEdgeConfig(raw(new Date(Date.now() - 60_000).toISOString()), 'test'), { logger: silentLogger() });
+    const current = await startEdge(parseEdgeConfig(raw(new Date(Date.now() + 3_600_000).toISOString()), 'test'), { logger: silentLogger() });
+    try {
+      const path = `/bootstrap/v1/nodes/${NODE_ID}/agent.yaml`;
+      const late = await rawGet(expired.bootstrapPort as number, path);
+      assert.equal(late.status, 401);
+      assert.equal(JSON.parse(late.body).error.code, 'token_expired');
+      const wrong = await rawGet(expired.bootstrapPort as number, path, 'not-the-token-0123456789');
+      assert.equal(JSON.parse(wrong.body).error.code, 'unauthorized', 'a wrong token learns nothing about expiry');
+      const cli = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', `http://127.0.0.1:${expired.bootstrapPort}`, '--node-id', NODE_ID, '--token', TOKEN, '--dir', join(dir, 'expired')]);
+      assert.equal(cli.code, 1);
+      assert.match(cli.stderr, /HTTP 401: the bootstrap token expired at/);
+      assert.equal((await rawGet(current.bootstrapPort as number, path)).status, 200);
+    } finally {
+      await expired.close();
+      await current.close();
+    }
+  });
+
   test('with TLS on the node listener, the rendered config says what the node must add to connect', { skip: hasOpenssl() ? false : 'no openssl' }, async () => {
     const pki = makeTestPki();
     let tlsEdge: RunningEdge | undefined;

@@ -28,6 +28,7 @@ export interface BootstrapSource {
 
 export class BootstrapServer {
   readonly #tokenDigest: Buffer;
+  readonly #tokenExpiresAt: number | undefined;
   readonly #tarball: AgentTarball;
   readonly #source: BootstrapSource;
   readonly #log: Logger;
@@ -35,6 +36,7 @@ export class BootstrapServer {
 
   private constructor(config: BootstrapConfig, tarball: AgentTarball, source: BootstrapSource, logger: Logger) {
     this.#tokenDigest = Buffer.from(sha256Hex(config.token), 'hex');
+    this.#tokenExpiresAt = config.tokenExpiresAt;
     this.#tarball = tarball;
     this.#source = source;
     this.#log = logger;
@@ -51,7 +53,10 @@ export class BootstrapServer {
     });
     const address = server.#server.address();
     const port = typeof address === 'object' && address !== null ? address.port : config.port;
-    logger.info({ host: config.host, port, tarball: tarball.sourceName, sha256: tarball.sha256 }, 'bootstrap listener up');
+    logger.info({ host: config.host, port, tarball: tarball.sourceName, sha256: tarball.sha256, tokenExpiresAt: config.tokenExpiresAt === undefined ? null : new Date(config.tokenExpiresAt).toISOString() }, 'bootstrap listener up');
+    if (config.tokenExpiresAt !== undefined && Date.now() >= config.tokenExpiresAt) {
+      logger.warn({ tokenExpiresAt: new Date(config.tokenExpiresAt).toISOString() }, 'bootstrap.token_expires_at is past: every bootstrap request will be refused until the token is replaced');
+    }
     return { server, port };
   }
 
@@ -68,6 +73,11 @@ export class BootstrapServer {
     if (!this.#authorized(req.headers.authorization)) {
       this.#log.warn({ peer: req.socket.remoteAddress, path: rawPath.slice(0, 200) }, 'bootstrap request with a wrong or missing token');
       return send(res, 401, 'unauthorized', 'a valid bootstrap token is required (Authorization: Bearer ...)');
+    }
+    // Told only to a holder of the right token: anyone else learns nothing, not even that it expired.
+    if (this.#tokenExpiresAt !== undefined && Date.now() >= this.#tokenExpiresAt) {
+      this.#log.warn({ peer: req.socket.remoteAddress, expiredAt: new Date(this.#tokenExpiresAt).toISOString() }, 'bootstrap request with the expired token');
+      return send(res, 401, 'token_expired', `the bootstrap token expired at ${new Date(this.#tokenExpiresAt).toISOString()}; the operator sets a new bootstrap.token (and token_expires_at) and restarts the edge`);
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method_not_allowed', 'only GET');
     if (!rawPath.startsWith(PREFIX) || unsafePath(rawPath)) return send(res, 404, 'not_found', 'no such bootstrap artifact');
