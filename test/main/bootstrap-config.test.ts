@@ -35,7 +35,7 @@ function problemsOf(raw: unknown): string {
 test('bootstrap is off by default; when set it needs a long token and a dialable edge address', () => {
   assert.equal(parseEdgeConfig(base(), 't').bootstrap, undefined);
   const on = parseEdgeConfig(base({ bootstrap: { artifact_dir: '/srv/a', token: 'x'.repeat(16) } }), 't').bootstrap;
-  assert.deepEqual(on, { host: '127.0.0.1', port: 8443, artifactDir: '/srv/a', token: 'x'.repeat(16), edgeAddress: undefined });
+  assert.deepEqual(on, { host: '127.0.0.1', port: 8443, artifactDir: '/srv/a', token: 'x'.repeat(16), tokenExpiresAt: undefined, edgeAddress: undefined });
   const problems = problemsOf({ ...base({ bootstrap: { token: 'short', surprise: 1 } }), listen: { grpc: { host: '0.0.0.0' } } });
   assert.match(problems, /bootstrap\.token: at least 16 characters \(value not shown/);
   assert.doesNotMatch(problems, /short/);
