@@ -133,7 +133,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       logger: false,
       bodyLimit: config.limits.bodyBytes,
       // A stored response's id may be 256 characters (response-affinity.ts); fastify's default (100) answered a longer one 414 in its own format.
-      maxParamLength: 256,
+      routerOptions: { maxParamLength: 256 },
       // The router's own refusals (a longer path parameter, a malformed URL) in the API's error format, not fastify's.
       frameworkErrors: onRouterError,
       return503OnClosing: true,
