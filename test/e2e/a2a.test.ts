@@ -516,6 +516,39 @@ describe('A2A: admission', () => {
   });
 });
 
+describe('A2A: a full task store', () => {
+  let stack: Stack;
+
+  before(async () => {
+    stack = await startStack({
+      mock: { tokens: 20, intervalMs: 30 },
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }], max_tasks: 1 };
+        // The bound is per data path: one, so that every call meets the same store.
+        raw.workers = { count: 1 };
+      },
+    });
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('every record a running task: a new message is refused as retryable (internal error), not unsupported; it goes through once one finished', async () => {
+    const client = await clientFor(`${stack.edge.url}/a2a/writer/`);
+    const running = asTask(await client.sendMessage(request('occupy the store', '', true)));
+    const refused = await client.sendMessage(request('no room yet')).then(
+      () => 'accepted',
+      (err: Error) => `${err.name}: ${err.message}`,
+    );
+    assert.doesNotMatch(refused, /^UnsupportedOperationError/, refused);
+    assert.match(refused, /a2a\.max_tasks running tasks; retry later/, refused);
+    // Once it finished, its record makes room.
+    await waitFor(async () => (await client.getTask({ tenant: '', id: running.id, historyLength: 0 })).status?.state === COMPLETED, 'the first task to finish', 10_000);
+    assert.equal(asTask(await client.sendMessage(request('room now'))).status?.state, COMPLETED);
+  });
+});
+
 describe('A2A: a client that reads slower than the answer comes', () => {
   const MANY = 30_000;
   let stack: Stack;

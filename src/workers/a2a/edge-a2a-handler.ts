@@ -308,7 +308,8 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     // Gone already (while the SDK loaded, or the history came from another worker): no one could learn the task's id, so no run.
     if (call.signal.aborted) throw new Error('the caller closed its connection before its task began');
     const entry = new TaskEntry(this.#store.newId(), contextId, agent.id, key?.name, message);
-    if (!this.#store.add(entry)) throw new UnsupportedOperationError('this edge holds a2a.max_tasks running tasks; retry later');
+    // Busy, not unsupported: a plain error is -32603, which a client may retry (-32004 says never).
+    if (!this.#store.add(entry)) throw new Error('this edge holds a2a.max_tasks running tasks; retry later');
     const refusal = this.#refusal(agent, key);
     if (refusal !== undefined) {
       entry.finish(FAILED, refusal, this.#ttlMs);
