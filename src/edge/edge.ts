@@ -130,6 +130,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   readonly logger: Logger;
   /** Node sessions as the data path reported them (status). */
   readonly #sessions = new Map<string, SessionView>();
+  /** Node -> the connection generation whose agent sent Leaving (a later connection has another). */
+  readonly #leaving = new Map<string, number>();
   /** Node connections a config change retires, by generation: an admin undrain must not put them back to work. */
   readonly #retiring = new Map<string, number>();
   readonly #https: boolean;
@@ -354,7 +356,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       if (!message.gone) this.#sessions.set(info.nodeId, { ...info, openTunnels: 0 });
       else if (known !== undefined && known.generation === info.generation) this.#sessions.delete(info.nodeId);
     }
-    if (message.event !== undefined) this.events.publish(message.event);
+    if (message.event !== undefined) {
+      // The connection whose agent said Leaving: its drain is the agent's, not the operator's to lift.
+      if (message.event.type === 'node.leaving') this.#leaving.set(message.event.node, message.event.generation);
+      this.events.publish(message.event);
+    }
   }
 
   /** A node's live leases are its open tunnels, whichever thread holds its streams. */
@@ -392,6 +398,9 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       return known
         ? { ok: false, code: 'node_not_connected', message: `node ${JSON.stringify(nodeId)} is not connected; draining applies to a live connection` }
         : { ok: false, code: 'node_not_found', message: `no node ${JSON.stringify(nodeId)} in the config` };
+    }
+    if (!draining && this.#leaving.get(nodeId) === session.generation) {
+      return { ok: false, code: 'node_leaving', message: `node ${JSON.stringify(nodeId)} is leaving (its agent is shutting down or was told to drain): it refuses new requests on this connection; its next connection starts undrained` };
     }
     if (!draining && this.#retiring.get(nodeId) === session.generation) {
       // Its token changed or it left the config: this connection closes once idle and must take nothing new.

@@ -8,6 +8,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { describe, test } from 'node:test';
 import type { NodeAgent } from '../../src/agent/agent.js';
+import type { Subscription } from '../../src/main/events/event-bus.js';
 import { startMockProvider } from '../../src/mock/provider.js';
 import { EdgeProcess } from '../main/admin/edge-process.js';
 import { agentWith, ALIAS, inFlight, opsConfigObject, startOpsStack, waitUntil } from '../main/admin/ops-stack.js';
@@ -227,11 +228,23 @@ describe('a node agent that leaves', () => {
   test('Leaving marks its node draining at the edge: no new requests go there, its open stream finishes', async () => {
     const stack = await startOpsStack({ capacity: 4, queueTimeoutMs: 800, mock: { ttftMs: 0 } });
     try {
+      const seen: string[] = [];
+      stack.edge.events.subscribe({
+        readable(sub: Subscription) {
+          for (let e = sub.shift(); e !== undefined; e = sub.shift()) seen.push(e.event.type);
+        },
+      });
       const open = await post(stack.edge.url, false, { 'x-mock-tokens': '15', 'x-mock-interval-ms': '30' });
       const stopping = stack.agent.stop();
       await waitUntil(() => stack.edge.driver.status().nodes.some((n) => n.draining), 'the node to be marked draining');
       const status = (await stack.admin('/admin/status')).json;
       assert.equal(status.providers[0].health, 'draining');
+      // An operator cannot lift a drain the agent itself asked for: it would only refuse what came (node_leaving).
+      await waitUntil(() => seen.includes('node.leaving'), 'the Leaving event');
+      const undrain = await stack.admin(`/admin/nodes/${status.providers[0].node}/undrain`, { method: 'POST' });
+      assert.equal(undrain.status, 409, JSON.stringify(undrain.json));
+      assert.equal(undrain.json.error.code, 'node_leaving');
+      assert.ok(stack.edge.driver.status().nodes.some((n) => n.draining), 'still draining');
       let queuedDone = false;
       const queued = post(stack.edge.url, false, {}, false).then((r) => {
         queuedDone = true;
