@@ -157,6 +157,18 @@ test('an open run is listed as running; more runs than runs.max_finished keep on
     paged.push(...page.json.runs.map((r: any) => r.id));
   }
   assert.deepEqual(paged, ids.slice(3).reverse());
+  // Or each page's `next`, passed as is; null after the last full page's successor.
+  const byNext: string[] = [];
+  let next: string | null = null;
+  for (let pages = 0; pages < 10; pages++) {
+    const page = await stack.admin(`/admin/runs?limit=2${next === null ? '' : `&before=${encodeURIComponent(next)}`}`);
+    assert.equal(page.status, 200);
+    byNext.push(...page.json.runs.map((r: any) => r.id));
+    next = page.json.next;
+    if (next === null) break;
+    assert.match(next, /^finished:/, 'every run here is finished: the cursor says so');
+  }
+  assert.deepEqual(byNext, ids.slice(3).reverse());
   assert.equal((await stack.admin(`/admin/runs?before=${ids[0]}`)).status, 404, 'a page after a run no longer kept');
   // What would otherwise quietly return page one, or nothing.
   for (const query of ['offset=5', 'status=finished', 'model=a&model=b', 'limit=0x10', 'limit=1e3', 'limit=0']) {

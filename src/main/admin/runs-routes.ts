@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendAdminError } from './admin-errors.js';
 import type { AdminOps } from './ops.js';
-import { runView } from '../runs/run-store.js';
+import { FINISHED_CURSOR, nextCursor, runView } from '../runs/run-store.js';
 
 const STATES: ReadonlySet<string> = new Set(['queued', 'running', 'finished']);
 const PARAMETERS: readonly string[] = ['state', 'model', 'node', 'session', 'limit', 'before'];
@@ -38,12 +38,15 @@ function listRuns(ops: AdminOps, request: RunsQuery, reply: FastifyReply): void 
     sendAdminError(reply, 400, 'invalid_request', `limit must be an integer from 1 to ${MAX_LIMIT}`);
     return;
   }
-  if (before !== undefined && ops.runs.get(before) === undefined) {
-    sendAdminError(reply, 404, 'run_not_found', `before names no kept run ${JSON.stringify(before)} (unknown, or dropped past runs.max_finished)`);
+  // `before` is a run id, or the `next` of the page before (`finished:<id>` when that run was finished there).
+  const beforeFinished = before?.startsWith(FINISHED_CURSOR) === true;
+  const beforeId = beforeFinished ? before?.slice(FINISHED_CURSOR.length) : before;
+  if (beforeId !== undefined && ops.runs.get(beforeId) === undefined) {
+    sendAdminError(reply, 404, 'run_not_found', `before names no kept run ${JSON.stringify(beforeId)} (unknown, or dropped past runs.max_finished)`);
     return;
   }
-  const runs = ops.runs.list({ state, model, node, session, limit: max, before });
-  reply.send({ runs: runs.map(runView), kept: ops.runs.size, maxFinished: ops.runs.maxFinished, evicted: ops.runs.evicted });
+  const runs = ops.runs.list({ state, model, node, session, limit: max, before: beforeId, beforeFinished });
+  reply.send({ runs: runs.map(runView), next: nextCursor(runs, max), kept: ops.runs.size, maxFinished: ops.runs.maxFinished, evicted: ops.runs.evicted });
 }
 
 export function registerRunsRoutes(app: FastifyInstance, ops: AdminOps): void {

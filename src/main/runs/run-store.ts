@@ -17,7 +17,23 @@ export interface RunFilter {
   readonly limit?: number;
   /** A run id: list the runs after it (the next page). */
   readonly before?: string;
+  /**
+   * `before` was already finished when its page was listed (the page's
+   * `next` says so): the open runs were all listed before it. Without it, a
+   * finished cursor is taken as one that finished since its page.
+   */
+  readonly beforeFinished?: boolean;
 }
+
+/** The cursor of the page after `records` (the last one, tagged when it is finished), or null when the page was not full. */
+export function nextCursor(records: readonly RunRecord[], limit: number): string | null {
+  const last = records.at(-1);
+  if (last === undefined || records.length < limit) return null;
+  return last.state === 'finished' ? `${FINISHED_CURSOR}${last.id}` : last.id;
+}
+
+/** The tag of a cursor whose run was finished when its page was listed. */
+export const FINISHED_CURSOR = 'finished:';
 
 export const DEFAULT_MAX_FINISHED_RUNS = 1000;
 
@@ -97,10 +113,15 @@ export class RunStore implements RunSink {
       else {
         const rank = finished.rankOf(filter.before);
         if (rank < 0) return out;
-        // The cursor's run finished after the page before: the open runs queued before it still follow it.
-        const cursorQueuedAt = finished.record(finished.slotOfNewest(rank)).queuedAt;
-        openFrom = open.length - 1;
-        while (openFrom >= 0 && open[openFrom].queuedAt >= cursorQueuedAt) openFrom--;
+        if (filter.beforeFinished === true) {
+          // Finished already on its page: every open run came before it there.
+          openFrom = -1;
+        } else {
+          // The cursor's run finished after the page before: the open runs queued before it still follow it.
+          const cursorQueuedAt = finished.record(finished.slotOfNewest(rank)).queuedAt;
+          openFrom = open.length - 1;
+          while (openFrom >= 0 && open[openFrom].queuedAt >= cursorQueuedAt) openFrom--;
+        }
         finishedFrom = rank + 1;
       }
     }

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { EdgeEvent, RunEvent } from '../../../src/contract/events.js';
-import { RunStore } from '../../../src/main/runs/run-store.js';
+import { FINISHED_CURSOR, nextCursor, RunStore } from '../../../src/main/runs/run-store.js';
 
 class Bus {
   active = false;
@@ -127,4 +127,25 @@ test('a page after a run that finished since the page before still lists the ope
   store.run(finished('b'));
   // The next page, after b: a is still open and older than b, so it follows.
   assert.deepEqual(store.list({ limit: 2, before: 'b' }).map((r) => r.id), ['a']);
+});
+
+test('paging with each page\'s next cursor lists every run once and ends, whatever finished between pages', () => {
+  const store = new RunStore(new Bus(), 10);
+  const at = (event: RunEvent, t: number): RunEvent => ({ ...event, at: t }) as RunEvent;
+  // An open run queued before a finished one: with a bare id as the cursor, the pages went a, b, a, b, … for ever.
+  store.run(at(queued('a'), 1_000));
+  store.run(at(queued('b'), 2_000));
+  store.run(finished('b'));
+  const seen: string[] = [];
+  let before: string | undefined;
+  let beforeFinished = false;
+  for (let page = 0; page < 10; page++) {
+    const runs = store.list({ limit: 1, before, beforeFinished });
+    seen.push(...runs.map((r) => r.id));
+    const next = nextCursor(runs, 1);
+    if (next === null) break;
+    beforeFinished = next.startsWith(FINISHED_CURSOR);
+    before = beforeFinished ? next.slice(FINISHED_CURSOR.length) : next;
+  }
+  assert.deepEqual(seen, ['a', 'b']);
 });
