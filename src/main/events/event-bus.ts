@@ -41,8 +41,13 @@ export interface Resumption {
   readonly lastEventId: string;
   /** Events after it, put in its buffer. */
   readonly replayed: number;
-  /** 0: the replay is whole. null: some events after it are gone (pushed out of the history, published by another boot, or run events not built while nobody wanted them), how many is not known. */
-  readonly missed: 0 | null;
+  /**
+   * 0: the replay is whole. N: the history held N more than the subscription's
+   * buffer, so the oldest N were not replayed. null: some events after it are
+   * gone (pushed out of the history, published by another boot, or run events
+   * not built while nobody wanted them), how many is not known.
+   */
+  readonly missed: number | null;
   /** The id names another boot of the edge: everything before this process's history is unknown. */
   readonly restarted: boolean;
 }
@@ -217,10 +222,12 @@ export class EventBus {
     this.#history.after(last, replay);
     if (subscription.runs) this.#runHistory.after(last, replay);
     replay.sort(bySeq);
-    for (let i = 0; i < replay.length; i++) subscription.push(replay[i]);
+    // The newest the buffer holds: the older ones are missed, said so in `missed`, not dropped as a slow reader's.
+    const skipped = Math.max(0, replay.length - subscription.capacity);
+    for (let i = skipped; i < replay.length; i++) subscription.push(replay[i]);
     // Whole when nothing after `last` left the histories and, for run events, they were built all along since.
     const whole = sameBoot && this.#history.evictedSeq <= last && (!subscription.runs || (this.#runHistory.evictedSeq <= last && this.#runsOffAt < last));
-    return { lastEventId, replayed: replay.length, missed: whole ? 0 : null, restarted: !sameBoot };
+    return { lastEventId, replayed: replay.length - skipped, missed: whole ? skipped : null, restarted: !sameBoot };
   }
 
   /** @internal */

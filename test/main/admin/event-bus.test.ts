@@ -147,6 +147,20 @@ test('run events are not built while nobody wants them: a run subscriber back af
   back.subscription.close();
 });
 
+test('a replay larger than the new subscription\'s buffer: the newest that fit are replayed, and the rest are reported missed, not dropped', () => {
+  const bus = new EventBus();
+  const first = bus.subscribe(new CountingReader(), 16, false);
+  bus.publish(event(1));
+  const lastSeen = first.shift()?.frame.split('\n')[0].slice('id: '.length) ?? '';
+  first.close();
+  for (let n = 2; n <= 11; n++) bus.publish(event(n)); // ten after it
+  const back = bus.resubscribe(new CountingReader(), 4, false, lastSeen);
+  assert.deepEqual(back.resumption, { lastEventId: lastSeen, replayed: 4, missed: 6, restarted: false });
+  assert.deepEqual(drain(back.subscription), ['n8', 'n9', 'n10', 'n11']);
+  assert.equal(back.subscription.dropped, 0, 'nothing counted as a slow reader\'s drop');
+  back.subscription.close();
+});
+
 test('run events never push node events out of the history', () => {
   const bus = new EventBus();
   const all = bus.subscribe(new CountingReader(), 16);
