@@ -646,6 +646,11 @@ export class Http1Client {
       }
       // Spaces and tabs only: String.trim would also take a value's last byte 0xA0 (the end of UTF-8 à or Р).
       const value = trimOws(head.slice(colon + 1, lineEnd));
+      // A control byte or bare LF in a value: relayed, the edge's frame guard refuses the head and counts it against the node.
+      if (BAD_VALUE.test(value)) {
+        this.#badResponse(exchange, `invalid value for response header ${name}`);
+        return;
+      }
       names.push(name);
       values.push(value);
       switch (name) {

@@ -1194,6 +1194,9 @@ for (const [label, wire] of [
   ['an invalid chunk size', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n'],
   ['two different content-lengths', 'HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nhello!'],
   ['a header line without a colon', 'HTTP/1.1 200 OK\r\nno colon here\r\ncontent-length: 2\r\n\r\nok'],
+  // Relayed, the edge's frame guard would refuse the head and count it against the whole node.
+  ['a header value with a control byte', 'HTTP/1.1 200 OK\r\nx-debug: a\x01b\r\ncontent-length: 2\r\n\r\nok'],
+  ['a header value with a bare LF', 'HTTP/1.1 200 OK\r\nx-debug: a\nb\r\ncontent-length: 2\r\n\r\nok'],
 ] as const) {
   differential(
     `malformed: ${label} fails the request (no hang, no crash); the next request reconnects`,
