@@ -116,6 +116,8 @@ function restartPaths(current: AgentConfig, next: AgentConfig): string[] {
   if (!same(current.tunnels, next.tunnels)) paths.push('tunnels');
   if (current.logLevel !== next.logLevel) paths.push('log_level');
   if (!same(current.runtime, next.runtime)) paths.push('runtime.node_flags');
+  // The probes' timer and thresholds are set when the agent starts (HealthProbes.start).
+  if (!same(current.health, next.health)) paths.push('health');
   const nextById = new Map(next.providers.map((p) => [p.id, p]));
   for (const p of current.providers) {
     const n = nextById.get(p.id);

@@ -197,6 +197,12 @@ describe('node commands through real agents', () => {
     assert.equal(endpoints.json.results[0].status, 'restart_required');
     assert.match(endpoints.json.results[0].message, /needs an agent restart: .*providers\[pa\]\.endpoints/);
 
+    // The probes' settings (the top-level health block) are read at start only: named too, never "no change".
+    await writeFile(file, toYaml({ ...agentRaw(edge.grpcPort, 'gpu-a', { pa: mockA.url }, { log_level: 'debug', edge: { address: `127.0.0.1:${edge.grpcPort}`, streams: 2 } }), health: { interval_ms: 5_000 } }).replace('type: openai_compat', 'type: openai_compat\n    endpoints: [chat]'));
+    const health = await command('gpu-a', 'refresh_config');
+    assert.equal(health.json.results[0].status, 'restart_required');
+    assert.match(health.json.results[0].message, /needs an agent restart: .*\bhealth\b/);
+
     await writeFile(file, 'node: [not, a, map');
     const broken = await command('gpu-a', 'refresh_config');
     assert.equal(broken.json.results[0].status, 'failed');
