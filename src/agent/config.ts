@@ -173,6 +173,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const type = r.oneOf(`${path}.type`, item.type, PROVIDER_TYPES);
     // A cli provider runs a command, so it has no HTTP upstream to name.
     const baseUrl = type === 'cli' && item.base_url === undefined ? undefined : r.url(`${path}.base_url`, item.base_url);
+    if (baseUrl !== undefined) baseUrlProblems(r, `${path}.base_url`, baseUrl);
     const apiKey = item.api_key === undefined ? undefined : readSecret(r, `${path}.api_key`, item.api_key, true);
     const connections = r.integer(`${path}.connections`, item.connections, 1, 65_536, DEFAULT_CONNECTIONS);
     const endpoints = readEndpoints(r, `${path}.endpoints`, item.endpoints, type);
@@ -203,4 +204,22 @@ function readSecret(r: ConfigReader, path: string, raw: unknown, isHeaderValue: 
     return undefined;
   }
   return value;
+}
+
+/**
+ * What a base_url cannot carry: tunnels keep only its origin and path, and
+ * the probes append their path to the string, so credentials, a query or a
+ * fragment would be dropped by one and mangled by the other.
+ */
+function baseUrlProblems(r: ConfigReader, path: string, value: string): void {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return; // r.url reported it
+  }
+  // Never echoed: the password is a secret.
+  if (url.username !== '' || url.password !== '') r.problems.push(`${path}: must not hold credentials (user:password@); give the provider's key as api_key`);
+  if (url.search !== '') r.problems.push(`${path}: must not have a query (?…): requests go to its path only`);
+  if (url.hash !== '') r.problems.push(`${path}: must not have a fragment (#…)`);
 }

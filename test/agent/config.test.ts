@@ -238,3 +238,21 @@ test('edge.tls: a CA, and a client certificate and key that go together', () => 
     /edge\.tls: cert_file and key_file go together/,
   );
 });
+
+test('a base_url with credentials, a query or a fragment is refused: tunnels would drop them and probes mangle them', () => {
+  const problems = problemsOf({
+    edge: { address: 'edge.internal:50051' },
+    node: { id: 'n', token: 't' },
+    providers: [
+      { id: 'a', type: 'openai_compat', base_url: 'http://user:secret@proxy:8000' },
+      { id: 'b', type: 'openai_compat', base_url: 'http://host/openai?api-version=1' },
+      { id: 'c', type: 'openai_compat', base_url: 'http://host/v1#x' },
+      { id: 'd', type: 'openai_compat', base_url: 'http://host:8000/v1' },
+    ],
+  });
+  assert.equal(problems.length, 3, problems.join('\n'));
+  assert.match(problems[0], /^providers\[0\]\.base_url: .*credentials.*api_key/);
+  assert.doesNotMatch(problems[0], /secret/, 'the password is never echoed');
+  assert.match(problems[1], /^providers\[1\]\.base_url: .*query/);
+  assert.match(problems[2], /^providers\[2\]\.base_url: .*fragment/);
+});
