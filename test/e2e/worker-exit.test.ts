@@ -342,4 +342,38 @@ describe('an A2A caller that leaves while its worker asks another for the conver
     const started = stack.mock.requestLog.filter((r) => (r.body?.toString('utf8') ?? '').includes('gone ')).length;
     assert.equal(started, after[0] - before[0], 'every run the provider saw was begun on worker 0');
   });
+
+  test('a turn whose earlier turns its busy home does not hand over in time fails (-32603, retry), never runs without them', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
+    let contextId = '';
+    for (let i = 0; homeWorkerOf(contextId, 2) !== 0 || contextId === ''; i++) contextId = `held-${i}`;
+    const send = async (text: string): Promise<{ error?: { code: number; message: string }; result?: { task?: { status?: { state?: string } } } }> => {
+      const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+      try {
+        const body = { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), contextId, role: 'ROLE_USER', parts: [{ text }] } } };
+        const res = await request(`${stack.edge.url}/a2a/writer`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        return (await res.body.json()) as { error?: { code: number; message: string } };
+      } finally {
+        await dispatcher.close();
+      }
+    };
+    const first = await send('first turn');
+    assert.equal(first.result?.task?.status?.state, 'TASK_STATE_COMPLETED', JSON.stringify(first));
+    // The first turn reaches its home (worker 0) by a relayed message when worker 1 ran it.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await pool.call(0, { type: 'testHook', hook: 'stall', ms: 6_500 });
+    const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => send(`second turn ${i}`)));
+    // Every second turn the provider ran carried the first turn before it.
+    const runs = stack.mock.requestLog.map((r) => r.body?.toString('utf8') ?? '').filter((b) => b.includes('second turn '));
+    for (const run of runs) assert.ok(run.includes('first turn'), `a turn ran without its conversation: ${run}`);
+    const refused = outcomes.filter((o) => o.error !== undefined);
+    // Of 10 fresh connections the kernel puts some on worker 1, which had to ask worker 0.
+    assert.ok(refused.length > 0, `some turns were asked of the stalled home: ${JSON.stringify(outcomes)}`);
+    for (const o of refused) {
+      assert.equal(o.error?.code, -32603, JSON.stringify(o));
+      assert.match(o.error?.message ?? '', /did not answer within 5 s; retry/);
+    }
+    assert.equal(runs.length + refused.length, 10, 'every turn either ran or was refused');
+  });
 });

@@ -345,14 +345,20 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     return undefined;
   }
 
-  /** The context's turns so far, from its home (here, or another worker through the relay); none if that fails. */
+  /**
+   * The context's turns so far, from its home (here, or another worker through the relay).
+   * A lookup that fails fails the turn (-32603): run without its history, the answer would
+   * silently ignore the conversation the client continued.
+   */
   async #earlierTurns(conversation: string, contextId: string): Promise<ChatTurnMessage[]> {
     const home = homeWorkerOf(contextId, this.#workerCount);
     if (home === this.#workerIndex || this.#relay === undefined || home < 0) return this.#history.messages(conversation);
     try {
       return (await this.#ask(home, { op: 'history', context: conversation })) as ChatTurnMessage[];
-    } catch {
-      return [];
+    } catch (err) {
+      // The home exited (peerGone): its memory of the context went with it, and a retry starts over from the next turn.
+      if (err instanceof TaskNotFoundError) throw new Error(`the worker that held context ${contextId}'s earlier turns exited; they are lost, and a new message continues without them`);
+      throw new Error(`the worker that holds context ${contextId}'s earlier turns did not answer within ${RELAY_TIMEOUT_MS / 1000} s; retry`);
     }
   }
 
