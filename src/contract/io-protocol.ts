@@ -72,6 +72,8 @@ export interface StoredResponse {
   readonly alias: string;
   readonly providerId: string;
   readonly nodeId: string;
+  /** The name of the API key that made it (undefined: auth was off): another key finds no such response. */
+  readonly owner: string | undefined;
 }
 
 /**

@@ -237,7 +237,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#pending.set(requestId, exchange);
     const sessionId = sessionIdOf(request, body, info.fields);
     exchange.sessionId = sessionId ?? '';
-    if (apiKey !== undefined) exchange.nodeSession = apiKey.sessionScope + (sessionId || DEFAULT_SESSION);
+    if (apiKey !== undefined) {
+      exchange.nodeSession = apiKey.sessionScope + (sessionId || DEFAULT_SESSION);
+      exchange.keyName = apiKey.name;
+    }
     exchange.fairness = requestFairnessOf(request.headers, apiKey);
     if (this.#observer !== NO_OBSERVER) this.#observeQueued(exchange);
     if (sessionId === undefined) {
@@ -517,7 +520,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   rememberResponse(exchange: ProxyExchange, responseId: string): void {
     const grant = exchange.grant;
     if (grant === undefined) return;
-    const stored: StoredResponse = { alias: exchange.info.model, providerId: grant.providerId, nodeId: grant.nodeId };
+    const stored: StoredResponse = { alias: exchange.info.model, providerId: grant.providerId, nodeId: grant.nodeId, owner: exchange.keyName };
     this.responses.remember(responseId, stored);
     this.onAffinity?.(responseId, stored);
   }

@@ -12,6 +12,7 @@ import { ALIAS, EMBED_ALIAS, inFlight, startStack, waitUntil, type Stack } from 
 
 const ALICE = 'sk-alice-0123456789';
 const BOB = 'sk-bob-9876543210';
+const CAROL = 'sk-carol-5555555555';
 
 function sdk(stack: Stack, apiKey: string): OpenAI {
   return new OpenAI({ baseURL: stack.baseURL, apiKey, maxRetries: 0, timeout: 10_000 });
@@ -36,12 +37,15 @@ describe('client API keys', () => {
   before(async () => {
     stack = await startStack({
       capacity: 8,
+      // vllm serves the Responses API too (stored responses and their owner).
+      providerType: 'vllm',
       mock: { ttftMs: 0, tokens: 3, intervalMs: 1 },
       configure(raw) {
         raw.auth = {
           api_keys: [
             { name: 'alice', key_sha256: sha256Hex(ALICE), max_concurrent: 2 },
             { name: 'bob', key_sha256: sha256Hex(BOB).toUpperCase(), models: [EMBED_ALIAS] },
+            { name: 'carol', key_sha256: sha256Hex(CAROL) },
           ],
         };
       },
@@ -210,5 +214,32 @@ describe('client API keys', () => {
     await Promise.all(both.map((r) => r.arrayBuffer()));
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease to be released (with workers the release record trails the response)');
     assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+  });
+
+  test("a stored response is its key's own: another key can neither read, delete, cancel nor continue it, nor learn it exists", async () => {
+    const first = await sdk(stack, ALICE).responses.create({ model: ALIAS, input: 'my secret turn' });
+    const carol = sdk(stack, CAROL);
+    const seen = stack.mock.stats.requests;
+    const statusOf = async (call: () => Promise<unknown>): Promise<string> => {
+      try {
+        await call();
+        return 'served';
+      } catch (err) {
+        const e = err as { status?: number; code?: string };
+        return `${e.status} ${e.code}`;
+      }
+    };
+    assert.equal(await statusOf(() => carol.responses.retrieve(first.id)), '404 response_not_found');
+    assert.equal(await statusOf(() => carol.responses.cancel(first.id)), '404 response_not_found');
+    assert.equal(await statusOf(() => carol.responses.delete(first.id)), '404 response_not_found');
+    assert.equal(await statusOf(() => carol.responses.create({ model: ALIAS, input: 'repeat it', previous_response_id: first.id })), '400 previous_response_not_found');
+    // As for an id no one made: the answer says nothing of whose it is.
+    assert.equal(await statusOf(() => carol.responses.retrieve('resp_nobody0000')), '404 response_not_found');
+    assert.equal(stack.mock.stats.requests, seen, "none of another key's calls reached the provider");
+    // Its own key still has it, whole.
+    const mine = await sdk(stack, ALICE).responses.retrieve(first.id);
+    assert.equal(mine.id, first.id);
+    const next = await sdk(stack, ALICE).responses.create({ model: ALIAS, input: 'and then', previous_response_id: first.id });
+    assert.equal(next.previous_response_id, first.id);
   });
 });

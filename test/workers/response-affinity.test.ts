@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ResponseAffinity, responseIdFromHead } from '../../src/workers/http/response-affinity.js';
 
-const AT = (providerId: string) => ({ alias: 'm', providerId, nodeId: 'n' });
+const AT = (providerId: string) => ({ alias: 'm', providerId, nodeId: 'n', owner: undefined });
 
 test('remembers where a response lives; the least recently used id goes first when full', () => {
   const map = new ResponseAffinity(2, 60_000);

@@ -10,7 +10,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { EdgeConfig } from '../../shared/config-types.js';
-import type { LeanStats } from '../../contract/io-protocol.js';
+import type { LeanStats, StoredResponse } from '../../contract/io-protocol.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { ANTHROPIC_ERRORS, API_ROUTES, errorFormatForPath, isJsonContentType, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
 import { Api } from '../../shared/endpoints.js';
@@ -412,7 +412,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     let pinned: string | undefined;
     if (route.api === Api.responses && info.previousResponseId !== undefined) {
       // The previous response lives on one provider: this request goes there or nowhere.
-      const stored = this.#plane.responses.lookup(info.previousResponseId);
+      const stored = ownResponse(this.#plane.responses.lookup(info.previousResponseId), key);
       if (stored === undefined) {
         writeError(response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
         return;
@@ -451,7 +451,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
    */
   #storedResponse(request: FastifyRequest, reply: FastifyReply): void {
     const id = (request.params as { id?: string }).id ?? '';
-    const stored = isResponseId(id) ? this.#plane.responses.lookup(id) : undefined;
+    const key = (request as KeyedRequest)[kApiKey];
+    const stored = isResponseId(id) ? ownResponse(this.#plane.responses.lookup(id), key) : undefined;
     if (stored === undefined) {
       sendError(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
       return;
@@ -461,7 +462,6 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       sendError(reply, Errors.shuttingDown, undefined, RESPONSES.errors);
       return;
     }
-    const key = (request as KeyedRequest)[kApiKey];
     if (!this.#keyMayStart(key, stored.alias, RESPONSES, reply, reply.raw)) return;
     const info: InspectOk = { ok: true, model: stored.alias, modelStart: -1, modelEnd: -1, stream: false, fields: 0 };
     reply.hijack();
@@ -653,5 +653,15 @@ function writeDraining(response: ServerResponse, format: ErrorFormat): void {
 }
 
 function unknownResponseMessage(id: string): string {
-  return `this edge has no record of response ${JSON.stringify(id)} (made elsewhere, deleted, or expired from its memory); only the provider that made it could answer`;
+  return `this edge has no record of response ${JSON.stringify(id)} for this API key (made elsewhere or with another key, deleted, or expired from its memory)`;
+}
+
+/**
+ * A stored response is its key's own: the provider sees only the edge, so
+ * without this any key allowed the model could read, delete or continue
+ * another's. Another key's response is as unknown as a missing one, its
+ * existence not told (as A2A tasks). With auth off every request may.
+ */
+function ownResponse(stored: StoredResponse | undefined, key: ApiKeyState | undefined): StoredResponse | undefined {
+  return stored === undefined || key === undefined || stored.owner === key.name ? stored : undefined;
 }

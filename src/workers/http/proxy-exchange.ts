@@ -115,6 +115,8 @@ export class ProxyExchange implements TunnelConsumer {
   sessionId = '';
   /** The session the node is told when it is not the client's own: scoped by the API key ("" = none). */
   nodeSession = '';
+  /** The API key's name (undefined: auth off): a stored response it makes is that key's alone. */
+  keyName: string | undefined = undefined;
   /** Fair queuing: band, tenant and weight (fairness-headers.ts). */
   fairness: RequestFairness = ANONYMOUS_FAIRNESS;
   /** x-edge-queue-updates: the timer asking for its queue position while it waits (queue-updates.ts). */

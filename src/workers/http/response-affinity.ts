@@ -47,7 +47,7 @@ export class ResponseAffinity {
   remember(id: string, stored: StoredResponse): void {
     if (!isResponseId(id)) return;
     this.#entries.delete(id);
-    this.#entries.set(id, { alias: stored.alias, providerId: stored.providerId, nodeId: stored.nodeId, expiresAt: this.#now() + this.#ttlMs });
+    this.#entries.set(id, { alias: stored.alias, providerId: stored.providerId, nodeId: stored.nodeId, owner: stored.owner, expiresAt: this.#now() + this.#ttlMs });
     if (this.#entries.size > this.#maxEntries) {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
