@@ -9,6 +9,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { ALIAS, EMBED_ALIAS, inFlight, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+import { sample } from '../main/admin/ops-stack.js';
 
 const ALICE = 'sk-alice-0123456789';
 const BOB = 'sk-bob-9876543210';
@@ -214,6 +215,42 @@ describe('client API keys', () => {
     await Promise.all(both.map((r) => r.arrayBuffer()));
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease to be released (with workers the release record trails the response)');
     assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+  });
+
+  test('refusals before the data path (401, 403, a bad body, an unknown route or response id, an oversized head) are counted in edge_rejects_total under their code', async () => {
+    const codes = ['invalid_api_key', 'model_not_allowed', 'invalid_json', 'unknown_url', 'response_not_found', 'request_headers_too_large'];
+    const before = await stack.edge.scrapeMetrics();
+    const seen: string[] = [];
+    const refuse = async (path: string, init: RequestInit): Promise<void> => {
+      const res = await fetch(`${stack.baseURL}${path}`, init);
+      seen.push(((await res.json()) as { error: { code: string } }).error.code);
+    };
+    const json = (key: string | undefined, body: string): RequestInit => ({ method: 'POST', headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) }, body });
+    await refuse('/chat/completions', json(undefined, JSON.stringify({ model: ALIAS, messages: [] })));
+    await refuse('/chat/completions', json('sk-nobody', JSON.stringify({ model: ALIAS, messages: [] })));
+    await refuse('/chat/completions', json(BOB, JSON.stringify({ model: ALIAS, messages: [] })));
+    await refuse('/chat/completions', json(ALICE, '{"model":'));
+    await refuse('/nowhere', { headers: { authorization: `Bearer ${ALICE}` } });
+    await refuse('/responses/resp_nobody0000', { headers: { authorization: `Bearer ${ALICE}` } });
+    // A head over limits.max_header_bytes: node:http's parser refuses it, answered on the raw socket.
+    seen.push(
+      await new Promise<string>((resolve) => {
+        const socket = connect(Number(new URL(stack.baseURL).port), '127.0.0.1');
+        let text = '';
+        socket.setEncoding('latin1');
+        socket.on('data', (chunk: string) => (text += chunk));
+        socket.on('close', () => resolve((JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error: { code: string } }).error.code));
+        // The edge answers and closes while the head is still being written: a reset here is expected.
+        socket.on('error', () => {});
+        socket.write(`GET /v1/models HTTP/1.1\r\nhost: t\r\nx-big: ${'a'.repeat(200 * 1024)}\r\n\r\n`);
+      }),
+    );
+    assert.deepEqual([...new Set(seen)].sort(), [...codes].sort(), `the codes answered: ${seen.join(', ')}`);
+    const after = await stack.edge.scrapeMetrics();
+    for (const code of codes) {
+      const expected = seen.filter((c) => c === code).length;
+      assert.equal((sample(after, 'edge_rejects_total', { reason: code }) ?? 0) - (sample(before, 'edge_rejects_total', { reason: code }) ?? 0), expected, code);
+    }
   });
 
   test("a stored response is its key's own: another key can neither read, delete, cancel nor continue it, nor learn it exists", async () => {

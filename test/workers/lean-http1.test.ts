@@ -28,6 +28,11 @@ const owner = {
   refusesHead(): boolean {
     return false;
   },
+  /** What the connections refused themselves (the 408), in order. */
+  refusals: [] as string[],
+  refused(code: string): void {
+    this.refusals.push(code);
+  },
 };
 
 function request(delayMs = 0): string {
@@ -87,6 +92,7 @@ describe('LeanHttp1', () => {
     assert.match(stalled.text(), /^HTTP\/1\.1 408 Request Timeout\r\n[^]*Connection: close\r\n\r\n/);
     const body = JSON.parse(stalled.text().split('\r\n\r\n')[1]) as { error: { code: string; type: string } };
     assert.equal(body.error.code, 'request_timeout');
+    assert.deepEqual(owner.refusals, ['request_timeout'], 'the 408 is counted once, the slow request in time not at all');
     assert.match(slowButInTime.text(), /^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\ngot 10$/);
     slowButInTime.socket.destroy();
   });

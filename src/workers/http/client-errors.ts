@@ -14,10 +14,15 @@ function specFor(code: string | undefined): GatewayErrorSpec {
   return Errors.badRequest;
 }
 
+/** Where these refusals are counted (edge_rejects_total, under their error code). */
+export interface RefusalCounter {
+  refused(code: string): void;
+}
+
 /** fastify `clientErrorHandler`. */
-export function onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counter: RefusalCounter): void {
   if (err.code === 'ECONNRESET') return;
-  answerAndClose(socket, err.code);
+  answerAndClose(socket, counter, err.code);
 }
 
 /**
@@ -25,13 +30,14 @@ export function onClientError(err: NodeJS.ErrnoException, socket: Duplex): void 
  * received within limits.request_timeout_ms: 408, as node:http answers its
  * own, in the path's API format (node:http's cannot know the path).
  */
-export function refuseSlowRequest(socket: Duplex, path: string): void {
-  answerAndClose(socket, 'ERR_HTTP_REQUEST_TIMEOUT', errorFormatForPath(path));
+export function refuseSlowRequest(socket: Duplex, path: string, counter: RefusalCounter): void {
+  answerAndClose(socket, counter, 'ERR_HTTP_REQUEST_TIMEOUT', errorFormatForPath(path));
 }
 
-function answerAndClose(socket: Duplex, errorCode: string | undefined, format: ErrorFormat = OPENAI_ERRORS): void {
+function answerAndClose(socket: Duplex, counter: RefusalCounter, errorCode: string | undefined, format: ErrorFormat = OPENAI_ERRORS): void {
   if (socket.destroyed) return;
   const spec = specFor(errorCode);
+  counter.refused(spec.code);
   const body = format.body(spec, spec === Errors.badRequest ? `the request is malformed (${errorCode ?? 'parse error'})` : undefined);
   const status = format.status(spec);
   if (socket.writable) {

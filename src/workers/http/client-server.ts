@@ -19,7 +19,7 @@ import type { DataPlane } from '../data-plane.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import type { HttpsMaterial } from '../tls.js';
 import { ApiKeyState, ClientAuth } from './client-auth.js';
-import { onClientError } from './client-errors.js';
+import { onClientError, type RefusalCounter } from './client-errors.js';
 import { inspectBody, type InspectError, type InspectOk, type InspectResult } from './inspect.js';
 import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
 import { A2ASurface } from '../a2a/a2a-surface.js';
@@ -135,11 +135,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       // A stored response's id may be 256 characters (response-affinity.ts); fastify's default (100) answered a longer one 414 in its own format.
       routerOptions: { maxParamLength: 256 },
       // The router's own refusals (a longer path parameter, a malformed URL) in the API's error format, not fastify's.
-      frameworkErrors: onRouterError,
+      frameworkErrors: (error, request, reply) => onRouterError(this, error, request, reply),
       return503OnClosing: true,
       // Our server: the API POSTs go the lean way, the rest to fastify's handler.
       serverFactory: (handler: RequestListener) => this.#createServer(handler, serverOptions, https),
-      clientErrorHandler: onClientError,
+      clientErrorHandler: (error: NodeJS.ErrnoException, socket: Socket) => onClientError(error, socket, this),
     }) as unknown as FastifyInstance;
     this.auth = new ClientAuth(config.auth);
     this.#offloadThreads = defaultOffloadThreads(config.workers.count);
@@ -151,8 +151,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.app.removeAllContentTypeParsers();
     // Every content type is taken as raw bytes; the inspector decides if it is JSON.
     this.app.addContentTypeParser('*', { parseAs: 'buffer' }, passBuffer);
-    this.app.setErrorHandler(onFrameworkError);
-    this.app.setNotFoundHandler(onNotFound);
+    this.app.setErrorHandler((error: FastifyError, request, reply) => onFrameworkError(this, error, request, reply));
+    this.app.setNotFoundHandler((request, reply) => onNotFound(this, request, reply));
     this.app.get('/v1/models', (request, reply) => {
       if (request.headers['anthropic-version'] !== undefined) return this.#anthropicModels(request, reply);
       reply.header('content-type', 'application/json').send(this.#modelsFor((request as KeyedRequest)[kApiKey]));
@@ -264,6 +264,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     return this.#closing || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>);
   }
 
+  /** LeanOwner (RefusalCounter): a refusal answered before the data path, counted in edge_rejects_total. */
+  refused(code: string): void {
+    this.#plane.refused(code);
+  }
+
   /** LeanOwner: the key check of #checkLean, from the head alone. */
   refusesHead(headers: Readonly<Record<string, string>>): boolean {
     return this.auth.enabled && !(this.auth.authenticate(presentedKeyOf(headers)) instanceof ApiKeyState);
@@ -290,7 +295,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const format = errorFormatForPath(route.path);
     if (request.headers.host === undefined && request.httpVersion === '1.1') {
       response.setHeader('connection', 'close');
-      writeError(response, Errors.badRequest, format, HOST_REQUIRED);
+      this.#refuse(response, Errors.badRequest, format, HOST_REQUIRED);
       return ANSWERED;
     }
     let key: ApiKeyState | undefined;
@@ -299,7 +304,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       if (!(result instanceof ApiKeyState)) {
         response.setHeader('www-authenticate', 'Bearer');
         if (bodyUnread && hasBody(request)) response.setHeader('connection', 'close');
-        writeError(response, result, format, result === Errors.invalidApiKey ? INVALID_KEY : undefined);
+        this.#refuse(response, result, format, result === Errors.invalidApiKey ? INVALID_KEY : undefined);
         return ANSWERED;
       }
       key = result;
@@ -329,14 +334,29 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (response.headersSent || response.destroyed) return;
     response.setHeader('connection', 'close');
     const format = errorFormatForPath(route.path);
-    if (tooLarge) writeError(response, Errors.bodyTooLarge, format);
-    else writeError(response, { ...Errors.invalidJson, status: 400, code: 'invalid_request' }, format, 'the request body could not be read');
+    if (tooLarge) this.#refuse(response, Errors.bodyTooLarge, format);
+    else this.#refuse(response, { ...Errors.invalidJson, status: 400, code: 'invalid_request' }, format, 'the request body could not be read');
   }
 
   /** An error answer through fastify's reply (fastify path) or on the raw response (lean path). */
   #error(reply: FastifyReply | undefined, response: ServerResponse, spec: GatewayErrorSpec, message: string | undefined, format: ErrorFormat, param?: string): void {
+    this.#plane.refused(spec.code);
     if (reply !== undefined) sendError(reply, spec, message, format, param);
     else writeError(response, spec, format, message, param);
+  }
+
+  /**
+   * A refusal before the data path (no run): counted in edge_rejects_total
+   * under its code, so that 401s, 413s or bad bodies show in the metrics.
+   */
+  #refuse(response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
+    this.#plane.refused(spec.code);
+    writeError(response, spec, format, message, param);
+  }
+
+  #refuseReply(reply: FastifyReply, spec: GatewayErrorSpec, message: string | undefined, format: ErrorFormat): void {
+    this.#plane.refused(spec.code);
+    sendError(reply, spec, message, format);
   }
 
   #header(reply: FastifyReply | undefined, response: ServerResponse, name: string, value: string): void {
@@ -347,7 +367,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #proxy(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: ApiKeyState | undefined): void {
     const contentType = request.headers['content-type'];
     if (!isJsonContentType(contentType)) {
-      writeError(response, Errors.unsupportedMediaType, route.errors, `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`);
+      this.#refuse(response, Errors.unsupportedMediaType, route.errors, `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`);
       return;
     }
     const encoding = request.headers['content-encoding'];
@@ -355,11 +375,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       // The edge reads the body (model, stream, session) and the provider gets it as JSON: a compressed one is refused
       // as RFC 7694 says, naming the coding it takes, rather than misread as invalid JSON.
       response.setHeader('accept-encoding', 'identity');
-      writeError(response, Errors.unsupportedMediaType, route.errors, `content-encoding ${JSON.stringify(encoding)} is not supported; send the body uncompressed`);
+      this.#refuse(response, Errors.unsupportedMediaType, route.errors, `content-encoding ${JSON.stringify(encoding)} is not supported; send the body uncompressed`);
       return;
     }
     if (body.length === 0) {
-      writeError(response, Errors.invalidJson, route.errors, 'request body is empty; send a JSON object');
+      this.#refuse(response, Errors.invalidJson, route.errors, 'request body is empty; send a JSON object');
       return;
     }
     if (this.#offloadBytes > 0 && body.length >= this.#offloadBytes) {
@@ -390,23 +410,22 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** The pool itself failed (it closed under the task): the client hears it in its API's own format. */
   #offloadFailed(route: ApiRoute, response: ServerResponse): void {
     if (response.headersSent || response.destroyed) return;
-    writeError(response, Errors.internal, route.errors);
+    this.#refuse(response, Errors.internal, route.errors);
   }
 
   #admit(route: ApiRoute, request: IncomingMessage, response: ServerResponse, key: ApiKeyState | undefined, body: Buffer, info: InspectResult): void {
     if (!info.ok) {
-      writeError(response, specForInspectError(info), route.errors, info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined);
+      this.#refuse(response, specForInspectError(info), route.errors, info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined);
       return;
     }
     if (!this.#plane.hasModel(info.model)) {
-      this.#plane.refused('model_not_found');
-      writeError(response, Errors.modelNotFound, route.errors, `The model ${JSON.stringify(info.model)} does not exist`);
+      this.#refuse(response, Errors.modelNotFound, route.errors, `The model ${JSON.stringify(info.model)} does not exist`);
       return;
     }
     // Found in the same scan as `model`: a provider would refuse it anyway, after a queue slot.
     const problem = route.check(info.fields);
     if (problem !== undefined) {
-      writeError(response, problem.spec, route.errors, problem.message, problem.param);
+      this.#refuse(response, problem.spec, route.errors, problem.message, problem.param);
       return;
     }
     let pinned: string | undefined;
@@ -414,14 +433,14 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       // The previous response lives on one provider: this request goes there or nowhere.
       const stored = ownResponse(this.#plane.responses.lookup(info.previousResponseId), key);
       if (stored === undefined) {
-        writeError(response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
+        this.#refuse(response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
         return;
       }
       const models = this.#models.get(info.model);
       if (models !== undefined && !models.has(stored.providerId)) {
         // Not "unavailable for now" (409, which the SDKs retry): no wait makes that provider serve this model.
         const message = `response ${JSON.stringify(info.previousResponseId)} is stored on provider ${JSON.stringify(stored.providerId)}, which does not serve model ${JSON.stringify(info.model)} (it was made with ${JSON.stringify(stored.alias)}); continue it with a model that provider serves`;
-        writeError(response, Errors.previousResponseModelMismatch, route.errors, message, 'model');
+        this.#refuse(response, Errors.previousResponseModelMismatch, route.errors, message, 'model');
         return;
       }
       pinned = stored.providerId;
@@ -454,12 +473,12 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const key = (request as KeyedRequest)[kApiKey];
     const stored = isResponseId(id) ? ownResponse(this.#plane.responses.lookup(id), key) : undefined;
     if (stored === undefined) {
-      sendError(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
+      this.#refuseReply(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
       return;
     }
     if (this.#plane.shuttingDown) {
       reply.header('retry-after', '1').header('retry-after-ms', '1000');
-      sendError(reply, Errors.shuttingDown, undefined, RESPONSES.errors);
+      this.#refuseReply(reply, Errors.shuttingDown, undefined, RESPONSES.errors);
       return;
     }
     if (!this.#keyMayStart(key, stored.alias, RESPONSES, reply, reply.raw)) return;
@@ -474,7 +493,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const format = formatOf(request);
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
       reply.header('connection', 'close');
-      sendError(reply, Errors.badRequest, HOST_REQUIRED, format);
+      this.#refuseReply(reply, Errors.badRequest, HOST_REQUIRED, format);
       return;
     }
     if (!this.auth.enabled || !needsApiKey(request)) {
@@ -488,7 +507,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       return;
     }
     reply.header('www-authenticate', 'Bearer');
-    sendError(reply, result, result === Errors.invalidApiKey ? INVALID_KEY : undefined, format);
+    this.#refuseReply(reply, result, result === Errors.invalidApiKey ? INVALID_KEY : undefined, format);
   }
 
   /** onRequest, after the key check: during a drain every client request gets 503 shutting_down, in the format of the route asked. */
@@ -593,37 +612,44 @@ function formatOf(request: FastifyRequest): ErrorFormat {
   return errorFormatForPath(path);
 }
 
-function onNotFound(request: FastifyRequest, reply: FastifyReply): void {
+function onNotFound(counter: RefusalCounter, request: FastifyRequest, reply: FastifyReply): void {
   const path = request.url.split('?')[0];
   const format = formatOf(request);
   const allow = PROXIED_ROUTES.includes(path) ? 'POST' : path === '/v1/models' || path === '/healthz' ? 'GET, HEAD' : /^\/v1\/responses\/[^/]+$/.test(path) ? 'GET, HEAD, DELETE' : undefined;
   if (allow !== undefined) {
     reply.header('allow', allow);
+    counter.refused(Errors.methodNotAllowed.code);
     sendError(reply, Errors.methodNotAllowed, `${request.method} is not allowed on ${path}`, format);
     return;
   }
+  counter.refused(Errors.routeNotFound.code);
   sendError(reply, Errors.routeNotFound, `unknown route: ${request.method} ${path}`, format);
 }
 
-function onRouterError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+function onRouterError(counter: RefusalCounter, error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const format = formatOf(request);
   if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    counter.refused('uri_too_long');
     sendError(reply, { ...Errors.badRequest, status: 414, code: 'uri_too_long' }, 'a path segment is longer than this edge takes (256 characters)', format);
     return;
   }
+  counter.refused(Errors.badRequest.code);
   sendError(reply, Errors.badRequest, `the request URL is malformed (${error.code})`, format);
 }
 
-function onFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+function onFrameworkError(counter: RefusalCounter, error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const format = formatOf(request);
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    counter.refused(Errors.bodyTooLarge.code);
     sendError(reply, Errors.bodyTooLarge, undefined, format);
     return;
   }
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+    counter.refused('invalid_request');
     sendError(reply, { ...Errors.invalidJson, status: error.statusCode, code: 'invalid_request' }, error.message, format);
     return;
   }
+  counter.refused(Errors.internal.code);
   sendError(reply, Errors.internal, undefined, format);
 }
 

@@ -25,9 +25,10 @@ import { STATUS_CODES, validateHeaderName, validateHeaderValue, type IncomingMes
 import type { Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 import { asksToClose, readLeanHead, type LeanHead } from './lean-head.js';
-import { refuseSlowRequest } from './client-errors.js';
+import { refuseSlowRequest, type RefusalCounter } from './client-errors.js';
 
-export interface LeanOwner {
+/** `refused`: counts the 408 a connection answers itself. */
+export interface LeanOwner extends RefusalCounter {
   /** A lean request with its whole body; the owner answers through `response`. */
   serveLean(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer): void;
   /**
@@ -619,7 +620,7 @@ export class LeanHttp1 {
         if (connection.waitingSince < limit) connection.socket.destroy();
       } else if (timeout > 0 && connection.headAt < headLimit) {
         connection.finished = true;
-        refuseSlowRequest(connection.socket, connection.head.path);
+        refuseSlowRequest(connection.socket, connection.head.path, this.owner);
       }
     }
     if (this.#connections.size === 0 && this.#sweeper !== undefined) {
