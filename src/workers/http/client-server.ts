@@ -519,7 +519,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#plane.refused('shutting_down');
     // In the path's API format: Anthropic's overloaded 529, a JSON-RPC error the A2A SDK raises.
     const format = formatOf(request);
-    reply.code(format.status(Errors.shuttingDown)).header('content-type', 'application/json').header('retry-after', '1').header('connection', 'close').send(format.body(Errors.shuttingDown));
+    reply.code(format.status(Errors.shuttingDown)).header('content-type', 'application/json').header('retry-after', '1').header('retry-after-ms', '1000').header('connection', 'close').send(format.body(Errors.shuttingDown));
   }
 
   /** One model of the list; a model this key may not use is as unknown as one not configured. */
@@ -674,7 +674,7 @@ function cutHandshakesOnClose(server: Server): void {
 
 /** 503 shutting_down with Connection: close, so the client reconnects to another edge. */
 function writeDraining(response: ServerResponse, format: ErrorFormat): void {
-  response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'retry-after': '1', connection: 'close' });
+  response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'retry-after': '1', 'retry-after-ms': '1000', connection: 'close' });
   response.end(format.body(Errors.shuttingDown));
 }
 

@@ -675,6 +675,9 @@ export class ProxyExchange implements TunnelConsumer {
     }
     // The run id is also the request id the SDKs read from an error (openai: x-request-id, Anthropic: request-id).
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-edge-run-id': this.runId, 'x-request-id': this.runId, 'request-id': this.runId };
+    // Every 429 and 503 says when to come back (README): a failure with no measured hint (a busy
+    // session, a node leaving, the edge shutting down) asks for a second, as the drain's 503 does.
+    if (retryAfterSec <= 0 && (spec.status === 429 || spec.status === 503)) retryAfterSec = 1;
     if (retryAfterSec > 0) {
       headers['retry-after'] = String(retryAfterSec);
       headers['retry-after-ms'] = String(Math.round(retryAfterMs ?? retryAfterSec * 1000));
