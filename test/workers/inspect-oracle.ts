@@ -34,13 +34,13 @@ export function actualVerdict(result: InspectResult): Verdict | { readonly kind:
 
 /**
  * True when the inspector rejected the body for a duplicated top-level
- * "model" (its one deliberate disagreement with JSON.parse on valid JSON),
- * checked independently: the bytes at the reported offset start a string
- * literal that decodes to "model".
+ * "model" or "previous_response_id" (its deliberate disagreements with
+ * JSON.parse on valid JSON), checked independently: the bytes at the
+ * reported offset start a string literal that decodes to that name.
  */
-export function isDuplicateModelRejection(bytes: Uint8Array, result: InspectResult): boolean {
+export function isDuplicateMemberRejection(bytes: Uint8Array, result: InspectResult): boolean {
   if (result.ok || result.kind !== 'invalid_json' || !/duplicate/.test(result.message)) return false;
   const rest = Buffer.from(bytes.buffer, bytes.byteOffset + result.offset, bytes.byteLength - result.offset).toString('utf8');
   const literal = /^"(?:[^"\\]|\\.)*"/.exec(rest);
-  return literal !== null && JSON.parse(literal[0]) === 'model';
+  return literal !== null && ['model', 'previous_response_id'].includes(JSON.parse(literal[0]) as string);
 }

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { inspectBody, rewriteModel } from '../../src/workers/http/inspect.js';
-import { actualVerdict, expectedVerdict, isDuplicateModelRejection } from './inspect-oracle.js';
+import { actualVerdict, expectedVerdict, isDuplicateMemberRejection } from './inspect-oracle.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 0x5eed_2024);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 2000);
@@ -22,7 +22,7 @@ function assertAgrees(body: Uint8Array): void {
   const result = inspectBody(body);
   const expected = expectedVerdict(body);
   const actual = actualVerdict(result);
-  if (isDuplicateModelRejection(body, result) && expected.kind !== 'invalid_json' && expected.kind !== 'not_object') return;
+  if (isDuplicateMemberRejection(body, result) && expected.kind !== 'invalid_json' && expected.kind !== 'not_object') return;
   assert.deepEqual(actual, expected, `body ${JSON.stringify(Buffer.from(body).toString('latin1'))}: ${JSON.stringify(result)}`);
 }
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { inspectBody, rewriteModel, type InspectOk, type InspectResult } from '../../src/workers/http/inspect.js';
-import { actualVerdict, expectedVerdict, isDuplicateModelRejection } from './inspect-oracle.js';
+import { actualVerdict, expectedVerdict, isDuplicateMemberRejection } from './inspect-oracle.js';
 
 const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
 
@@ -292,10 +292,26 @@ test('a duplicated top-level model is rejected, however the key is spelled', () 
     assert.doesNotThrow(() => JSON.parse(text));
     const result = inspectBody(body);
     assert.equal(!result.ok && result.kind, 'invalid_json', text);
-    assert.ok(isDuplicateModelRejection(body, result), `${text}: ${JSON.stringify(result)}`);
+    assert.ok(isDuplicateMemberRejection(body, result), `${text}: ${JSON.stringify(result)}`);
   }
   // a nested duplicate is not top-level
   assert.equal(inspectOk(bytes('{"model":"a","x":{"model":"b","model":"c"}}')).model, 'a');
+});
+
+test('a duplicated top-level previous_response_id is rejected: the edge would pin to one, a provider might read the other', () => {
+  for (const text of [
+    '{"model":"m","previous_response_id":"resp_A","previous_response_id":null}',
+    '{"model":"m","previous_response_id":"resp_A","input":"x","previous_response_id":"resp_B"}',
+    '{"model":"m","previous_response_id":null,"previous_\u0072esponse_id":"resp_B"}',
+  ]) {
+    const body = bytes(text);
+    assert.doesNotThrow(() => JSON.parse(text));
+    const result = inspectBody(body);
+    assert.equal(!result.ok && result.kind, 'invalid_json', text);
+    assert.match(!result.ok ? result.message : '', /duplicate top-level "previous_response_id"/);
+    assert.ok(isDuplicateMemberRejection(body, result), `${text}: ${JSON.stringify(result)}`);
+  }
+  assert.equal(inspectOk(bytes('{"model":"m","x":{"previous_response_id":"a","previous_response_id":"b"},"previous_response_id":"resp_C"}')).previousResponseId, 'resp_C');
 });
 
 test('nesting up to maxDepth is accepted, deeper is too_deep, without recursion', () => {

@@ -13,7 +13,10 @@
 // - ill-formed UTF-8 anywhere (JSON.parse would see U+FFFD and accept);
 // - a duplicated top-level "model" member: JSON.parse keeps the last one, but
 //   a provider that keeps the first would then run the model the client
-//   named instead of the one the edge routed to.
+//   named instead of the one the edge routed to;
+// - a duplicated top-level "previous_response_id" for the same reason: the
+//   edge pins the request to the provider of the one it read, and a provider
+//   reading the other would continue another response (or none).
 // A UTF-8 byte order mark is rejected, as JSON.parse does.
 // Bodies nested deeper than maxDepth are rejected as too_deep.
 
@@ -148,6 +151,8 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
   let modelEscaped = false;
   let modelNotStringAt = -1;
   let duplicateModelAt = -1;
+  let previousCount = 0;
+  let duplicatePreviousAt = -1;
   let stream = false;
   let fields = 0;
   let previousStart = -1;
@@ -195,6 +200,7 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
       if (depth === 1) {
         member = classifyKey(buf, keyStart, i - 1, stringHasEscape);
         if (member === MEMBER_MODEL && ++modelCount === 2) duplicateModelAt = keyStart - 1;
+        else if (member === MEMBER_PREVIOUS_RESPONSE_ID && ++previousCount === 2) duplicatePreviousAt = keyStart - 1;
       }
       while (i < n) {
         c = buf[i];
@@ -280,6 +286,9 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
   if (!topIsObject) return error('not_object', topStart, `the request body must be a JSON object (found ${describeByte(buf[topStart])} at byte ${topStart})`);
   if (duplicateModelAt >= 0) {
     return error('invalid_json', duplicateModelAt, `duplicate top-level "model" member at byte ${duplicateModelAt}`);
+  }
+  if (duplicatePreviousAt >= 0) {
+    return error('invalid_json', duplicatePreviousAt, `duplicate top-level "previous_response_id" member at byte ${duplicatePreviousAt}`);
   }
   if (modelCount === 0) return error('missing_model', topStart, 'the request body has no top-level "model"');
   if (modelNotStringAt >= 0) return error('model_not_string', modelNotStringAt, `"model" must be a string (byte ${modelNotStringAt})`);
