@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { ALIAS, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import type { EdgeMessage } from '../../src/gen/edge/v1/tunnel_pb.js';
+import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { FakeNode } from '../workers/grpc/fake-node.js';
 
 const WINDOW = 16 * 1024;
 
@@ -87,5 +89,62 @@ describe('per-tunnel flow control', () => {
       stalled.destroy();
     }
     await waitUntil(() => stack.mock.stats.aborted > 0, 'the stalled upstream request to be cancelled');
+  });
+});
+
+describe('per-tunnel flow control against a hand-driven node', () => {
+  let stack: Stack;
+  let node: FakeNode;
+  before(async () => {
+    stack = await startStack({ startAgent: false, tunnelWindowBytes: WINDOW });
+    node = new FakeNode(stack.edge.grpcPort);
+    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+    await node.registered();
+  });
+  after(async () => {
+    node?.close();
+    await stack.close();
+  });
+
+  test('an empty DATA frame returns no credit for bytes the client has not taken', async () => {
+    const client = rawStreamingRequest(stack, 0);
+    try {
+      const tunnel = await node.nextTunnel();
+      const id = tunnel.tunnelId;
+      assert.equal(tunnel.initialCredit, WINDOW);
+      // Whole 4 KiB events, sent while the window allows and the credit the edge returns allows more.
+      const EVENT = `data: ${'x'.repeat(4096 - 8)}\n\n`;
+      let outstanding = 0;
+      let seq = 1;
+      let credits = 0;
+      let lastCreditAt = Date.now();
+      const pump = (): void => {
+        while (outstanding + EVENT.length <= WINDOW) {
+          node.data(id, seq++, EVENT);
+          outstanding += EVENT.length;
+        }
+      };
+      node.call.on('data', (m: EdgeMessage) => {
+        if (m.msg.case !== 'credit' || m.msg.value.tunnelId !== id) return;
+        credits++;
+        lastCreditAt = Date.now();
+        outstanding -= m.msg.value.bytes;
+        pump();
+      });
+      node.headers(id, 0);
+      pump();
+      // The client reads nothing: once the kernel's buffers are full, no credit comes back.
+      await waitUntil(() => Date.now() - lastCreditAt > 700, 'the credit to stop (the client reads nothing)', 30_000);
+      assert.equal(outstanding, WINDOW, 'the whole window is out');
+      const before = credits;
+      for (let i = 0; i < 16; i++) node.data(id, seq++, '');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assert.equal(credits, before, 'empty frames freed no credit: the client took none of the bytes');
+      const buffers = (await stack.edge.inspect()).tunnelBuffers;
+      assert.ok(buffers.every((t) => t.highWaterOutstanding <= WINDOW), JSON.stringify(buffers));
+      node.end(id, seq++);
+    } finally {
+      client.destroy();
+    }
   });
 });

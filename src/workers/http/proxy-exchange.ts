@@ -318,15 +318,13 @@ export class ProxyExchange implements TunnelConsumer {
     this.#markData(bytes.length);
     this.#tail?.push(bytes);
     if (this.#capturing) this.#captureHead(bytes);
+    // An empty chunk would read as the body's end in chunked framing: nothing to write, and
+    // nothing for the window either (a write it tracked would be credited for an older one's flush).
+    if (bytes.length === 0) return;
     const window = this.window;
     if (window !== undefined && !window.receive(bytes.length)) {
       this.session?.cancelTunnel(this.tunnelId, 'flow-control window overrun');
       this.fail(Errors.protocolError, `the node sent more than the ${window.size}-byte window`, 'error');
-      return;
-    }
-    // An empty chunk would read as the body's end in chunked framing: nothing to write.
-    if (bytes.length === 0) {
-      if (window !== undefined) this.#chunkFlushed();
       return;
     }
     if (this.#bodyLeft >= 0 && bytes.length >= this.#bodyLeft) {
