@@ -346,6 +346,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         metadata: { request_id: exchange.requestTag },
       });
       exchange.sentAt = performance.now();
+      exchange.bytesToNode += body.byteLength;
     } catch (err) {
       exchange.fail(Errors.nodeDisconnected, `could not send to node ${grant.nodeId}: ${(err as Error).message}`, 'send_failed');
       return;

@@ -17,6 +17,7 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { assertOwnStream } from '../helpers/identity.js';
 import { inFlight, openExchanges, startRegisteredAgent, testWorkers, waitUntil } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
+import { sample } from '../main/admin/ops-stack.js';
 
 const ALIAS = 'llama3';
 
@@ -126,6 +127,9 @@ describe('retry before the first byte', () => {
       'a tried, then b (retried once), never c',
     );
     assert.deepEqual(mocks.slice(0, 2).map((m) => m.requestLog.at(-1)?.requestId), ['three-failing', 'three-failing']);
+    // The body went to a node twice, and the byte counter says so.
+    const sent = mocks.slice(0, 2).reduce((sum, m) => sum + (m.requestLog.at(-1)?.body?.length ?? 0), 0);
+    assert.equal(sample(await current.edge.scrapeMetrics(), 'edge_tunnel_bytes_total', { direction: 'to_node' }), sent);
   });
 
   test('a request a failure sent back to the queue, abandoned there, is counted under the provider its run record names', async () => {

@@ -141,6 +141,8 @@ export class ProxyExchange implements TunnelConsumer {
   requestTag = '';
   startedAt = 0;
   sentAt = 0;
+  /** Body bytes sent to nodes, summed over every send (a retry sends it again). */
+  bytesToNode = 0;
   headersAt = 0;
   firstByteAt = 0;
   endAt = 0;

@@ -24,8 +24,10 @@ export interface ExchangeView {
   // performance.now() marks in ms; 0 = did not happen.
   /** The request's body was in and it reached the data path. */
   readonly startedAt: number;
-  /** The TunnelRequest was written to the node's stream. */
+  /** The TunnelRequest was written to the node's stream (the last time, after a retry). */
   readonly sentAt: number;
+  /** Request body bytes sent to nodes, every send counted (a retry or a requeue sends the body again). */
+  readonly bytesToNode: number;
   /** HEADERS arrived from the node (and went to the client in the same turn). */
   readonly headersAt: number;
   /** The first body byte was written to the client. */

@@ -140,7 +140,7 @@ export class EdgeMetrics {
     const grant = exchange.grant;
     this.#count(model, grant !== undefined ? grant.providerId : exchange.triedProviderId, exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status);
     this.#bytesToClient += exchange.bytesOut;
-    if (exchange.sentAt > 0) this.#bytesToNode += exchange.body.byteLength;
+    this.#bytesToNode += exchange.bytesToNode;
     if (exchange.usage !== undefined) this.#countTokens(model, exchange.usage.promptTokens, exchange.usage.completionTokens);
     if (grant === undefined) return; // refused while queued: counted as a reject too
     const h = this.#histogramsOf(model);
