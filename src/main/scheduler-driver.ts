@@ -185,7 +185,12 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   releaseKey(_requestId: number): void {}
 
   reportStale(requestId: number, leaseId: number): void {
+    // With I/O workers no lease is marked sent, so a fence remembers every one as unsent, and a
+    // burst of fences over the memory's bound can forget one whose grant is still on its way.
+    // confirm() re-admits nothing for it: refused here, or its request would wait with no deadline.
+    const known = this.scheduler.decidesFor(leaseId);
     const current = this.scheduler.confirm(leaseId, performance.now());
+    if (!known) this.#decisions.push({ requestId, code: 'no_provider_available', retryAfterSec: 1, retryAfterMs: undefined });
     this.#decisions.push(new StaleAnswer(requestId, leaseId, current));
     this.#flush();
   }

@@ -480,6 +480,11 @@ export class Scheduler {
     return this.#leases.get(leaseId)?.info();
   }
 
+  /** Whether confirm(leaseId) can still decide for it: the lease is live, or fenced and remembered as unsent. */
+  decidesFor(leaseId: number): boolean {
+    return this.#leases.has(leaseId) || this.#fencedUnsent.has(leaseId);
+  }
+
   // --- Nodes ----------------------------------------------------------------
 
   /**
