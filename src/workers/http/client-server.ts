@@ -481,11 +481,33 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       this.#refuseReply(reply, Errors.shuttingDown, undefined, RESPONSES.errors);
       return;
     }
-    if (!this.#keyMayStart(key, stored.alias, RESPONSES, reply, reply.raw)) return;
-    const info: InspectOk = { ok: true, model: stored.alias, modelStart: -1, modelEnd: -1, stream: false, fields: 0 };
+    const alias = this.#aliasServing(stored, key);
+    if (alias === undefined) {
+      const message = `response ${JSON.stringify(id)} is stored on provider ${JSON.stringify(stored.providerId)}, which no model in the config serves now${key === undefined ? '' : ' for this API key'}; it is never answered elsewhere`;
+      this.#refuseReply(reply, Errors.responseProviderGone, message, RESPONSES.errors);
+      return;
+    }
+    if (!this.#keyMayStart(key, alias, RESPONSES, reply, reply.raw)) return;
+    const info: InspectOk = { ok: true, model: alias, modelStart: -1, modelEnd: -1, stream: false, fields: 0 };
     reply.hijack();
     // request.url keeps the query (?stream=true, include[]=...) for the provider.
     this.#plane.begin(RESPONSES, request.url, request.raw, reply.raw, Buffer.alloc(0), info, key, stored.providerId);
+  }
+
+  /**
+   * The alias a stored response's GET / DELETE goes under: the one it was made with while that
+   * still maps its provider, else another that does (a refresh renamed or split the alias; the
+   * key's own first); undefined when none does.
+   */
+  #aliasServing(stored: StoredResponse, key: ApiKeyState | undefined): string | undefined {
+    if (this.#models.get(stored.alias)?.has(stored.providerId) === true) return stored.alias;
+    let other: string | undefined;
+    for (const [alias, providers] of this.#models) {
+      if (!providers.has(stored.providerId)) continue;
+      if (key === undefined || key.mayUse(alias)) return alias;
+      other ??= alias;
+    }
+    return other;
   }
 
   /** onRequest: Host present, and the API key when auth is on. */
