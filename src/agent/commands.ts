@@ -14,6 +14,7 @@
 // older agent cannot do instead of waiting for a timeout.
 import type { Logger } from 'pino';
 import type { AgentConfig, AgentProviderConfig } from './config.js';
+import { defaultProbePath } from './health-probes.js';
 import type { Upstreams } from './upstreams.js';
 
 export type AgentCommandStatus = 'ok' | 'applied' | 'restart_required' | 'failed' | 'unsupported';
@@ -154,10 +155,13 @@ async function probe(ctx: CommandContext, timeoutMs: number): Promise<AgentComma
 
 async function probeOne(provider: AgentProviderConfig, timeoutMs: number): Promise<ProviderHealth> {
   if (provider.baseUrl === undefined) return { healthy: null, error: 'cli provider: no HTTP endpoint to probe' };
+  // The path the health probes use: a provider checked elsewhere (health_path) is judged the same way here.
+  const path = provider.healthPath ?? defaultProbePath(provider.type);
+  if (path === undefined || path === '') return { healthy: null, error: 'not probed (health_path is empty)' };
   const base = provider.baseUrl.endsWith('/') ? provider.baseUrl.slice(0, -1) : provider.baseUrl;
   const started = performance.now();
   try {
-    const response = await fetch(`${base}/v1/models`, {
+    const response = await fetch(`${base}${path}`, {
       headers: provider.apiKey === undefined ? {} : { authorization: `Bearer ${provider.apiKey}` },
       signal: AbortSignal.timeout(timeoutMs),
     });

@@ -180,7 +180,8 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     if (type === 'cli') providers.push({ id, type, baseUrl, apiKey, connections, endpoints, cli: readCliProvider(r, path, item, id) });
     else if (item.health_path === undefined) providers.push({ id, type, baseUrl, apiKey, connections, endpoints });
     else {
-      const healthPath = r.string(`${path}.health_path`, item.health_path);
+      // '' is a value here (not probed), which the reader's string() refuses as missing.
+      const healthPath = item.health_path === '' ? '' : r.string(`${path}.health_path`, item.health_path);
       if (healthPath !== '' && !healthPath.startsWith('/')) r.problem(`${path}.health_path`, "a path starting with '/', or '' for no probe", item.health_path);
       providers.push({ id, type, baseUrl, apiKey, connections, endpoints, healthPath });
     }

@@ -256,3 +256,21 @@ test('a base_url with credentials, a query or a fragment is refused: tunnels wou
   assert.match(problems[1], /^providers\[1\]\.base_url: .*query/);
   assert.match(problems[2], /^providers\[2\]\.base_url: .*fragment/);
 });
+
+test("health_path: '' turns a provider's probe off (as documented); a path must start with '/'", () => {
+  const config = parseAgentConfig(
+    {
+      edge: { address: 'edge.internal:50051' },
+      node: { id: 'n', token: 't' },
+      providers: [
+        { id: 'off', type: 'openai_compat', base_url: 'http://host:8000', health_path: '' },
+        { id: 'own', type: 'ollama', base_url: 'http://host:11434', health_path: '/healthz' },
+      ],
+    },
+    'test',
+  );
+  assert.deepEqual(config.providers.map((p) => p.healthPath), ['', '/healthz']);
+  const problems = problemsOf({ edge: { address: 'e:1' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'vllm', base_url: 'http://h:1', health_path: 'healthz' }] });
+  assert.equal(problems.length, 1, problems.join('\n'));
+  assert.match(problems[0], /^providers\[0\]\.health_path: expected a path starting with '\/', or '' for no probe/);
+});

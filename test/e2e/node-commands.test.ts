@@ -32,7 +32,7 @@ function edgeRaw(capacity: number): any {
     heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
     workers: { count: testWorkers() },
     admin: { host: '127.0.0.1', port: 0 },
-    nodes: [node('gpu-a', ['pa'], ['rack1']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], []), node('offline', ['poff'], []), { id: 'cli-node', token: 'cli-node-token', providers: [{ id: 'pcli', type: 'cli', capacity }] }],
+    nodes: [node('gpu-a', ['pa'], ['rack1']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], []), node('offline', ['poff'], []), node('paths', ['pp-own', 'pp-none'], []), { id: 'cli-node', token: 'cli-node-token', providers: [{ id: 'pcli', type: 'cli', capacity }] }],
     models: [{ alias: ALIAS, providers: { pa: 'm', pb: 'm' } }],
   };
 }
@@ -99,6 +99,12 @@ describe('node commands through real agents', () => {
     await startAgent('gpu-b', agentRaw(port, 'gpu-b', { pb: mockB.url, 'pb-down': 'http://127.0.0.1:9' }));
     await startAgent('old', agentRaw(port, 'old', { po: mockA.url }), { commandMode: 'legacy' });
     await startAgent('hung', agentRaw(port, 'hung', { ph: mockA.url }), { commandMode: 'silent' });
+    const pathsRaw = agentRaw(port, 'paths', {});
+    pathsRaw.providers = [
+      { id: 'pp-own', type: 'openai_compat', base_url: mockA.url, health_path: '/no-such-health-path' },
+      { id: 'pp-none', type: 'openai_compat', base_url: mockA.url, health_path: '' },
+    ];
+    await startAgent('paths', pathsRaw);
     const cliRaw = { ...agentRaw(port, 'cli-node', {}), providers: [{ id: 'pcli', type: 'cli', command: [process.execPath, '-e', 'process.stdin.pipe(process.stdout)'] }] };
     await startAgent('cli-node', cliRaw, { cli: { restartProvider: async (id) => (cliRestarts.push(id), `${id}: 2 processes ended`) } });
   });
@@ -109,6 +115,17 @@ describe('node commands through real agents', () => {
     await mockA.close();
     await mockB.close();
     await rm(dir, { recursive: true, force: true });
+  });
+
+  test("probe checks each provider's own health_path, and skips one whose path is empty", async () => {
+    const res = await command('paths', 'probe');
+    assert.equal(res.status, 200);
+    const providers = res.json.results[0].result.providers;
+    // The mock serves /v1/models but not this path: judged by the path the health probes use.
+    assert.deepEqual([providers['pp-own'].healthy, providers['pp-own'].status], [false, 404]);
+    assert.deepEqual(providers['pp-none'], { healthy: null, error: 'not probed (health_path is empty)' });
+    assert.equal(res.json.results[0].status, 'failed');
+    assert.match(res.json.results[0].message, /pp-own \(HTTP 404\)/);
   });
 
   test('probe reports each provider: a live one healthy, an unreachable one not', async () => {
