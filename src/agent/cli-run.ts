@@ -131,6 +131,11 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
       this.#fail(new AgentRunError('cli_bad_request', err instanceof CliRequestError ? err.message : String(err)));
       return;
     }
+    if (this.session.startsWith('-') && startsAnArgument(this.#provider.config, '{session}')) {
+      // The client names the session: as a whole argument, '-x' would be read as one of the command's options.
+      this.#fail(new AgentRunError('cli_bad_request', `session id ${JSON.stringify(this.session)} starts with '-', which this provider's command would read as an option; name the session without a leading '-'`));
+      return;
+    }
     if (this.#provider.config.input === 'arg' && this.#prompt.includes('\0')) {
       // An argv entry ends at NUL: spawn() would refuse it (input: stdin carries any text).
       this.#fail(new AgentRunError('cli_bad_request', 'the prompt holds a NUL character, which a command-line argument cannot carry'));
@@ -430,4 +435,9 @@ function onPipesOverdue(run: CliRun): void {
 
 function onKillTimer(run: CliRun): void {
   run.killNow();
+}
+
+/** Some argument of the command's (args or resume_args) begins with `placeholder`: its value starts that argv entry. */
+function startsAnArgument(config: { readonly args: readonly string[]; readonly resumeArgs: readonly string[] | undefined }, placeholder: string): boolean {
+  return config.args.some((a) => a.startsWith(placeholder)) || (config.resumeArgs?.some((a) => a.startsWith(placeholder)) ?? false);
 }

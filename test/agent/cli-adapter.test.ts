@@ -168,3 +168,22 @@ test('a prompt holding a NUL character for an `input: arg` provider fails that r
   assert.equal(served.at(-1)?.kind, FrameKind.END);
   assert.equal(JSON.parse(new TextDecoder().decode(served.find((f) => f.kind === FrameKind.DATA)?.data)).choices[0].message.content, 'fine');
 });
+
+test("a session id starting with '-' is refused (400) where it would start an argument of the command; elsewhere it runs", async (t) => {
+  const stream = await cliAgent(t, 'cli-dash-', [
+    { id: 'whole', args: ['{session}'] },
+    { id: 'inside', args: ['--session={session}'] },
+  ]);
+  const body = new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'echo ran' }] }));
+  const send = (tunnelId: number, providerId: string, sessionId: string) => stream.sendTunnel({ runId: `r${tunnelId}`, tunnelId, providerId, adapter: Adapter.CLI, sessionId, target: 'm', method: 'POST', path: '/', body, stream: false, timeoutMs: 10_000 });
+  send(1, 'whole', '--dangerously-skip-permissions');
+  const refused = await stream.terminalFrames(1, 5_000);
+  assert.equal(refused.at(-1)?.kind, FrameKind.ERROR);
+  assert.equal(refused.at(-1)?.errorCode, 'cli_bad_request');
+  assert.match(refused.at(-1)?.errorMessage ?? '', /starts with '-'/);
+  for (const [tunnelId, providerId, sessionId] of [[2, 'whole', 'plain-9'], [3, 'inside', '-x']] as const) {
+    send(tunnelId, providerId, sessionId);
+    const served = await stream.terminalFrames(tunnelId, 10_000);
+    assert.equal(served.at(-1)?.kind, FrameKind.END, `${providerId} ${sessionId}: ${served.at(-1)?.errorMessage}`);
+  }
+});
