@@ -6,7 +6,8 @@
 // token, SHA256SUMS). A file is written to a temporary name and renamed, so
 // D never holds a half-written artifact. Nothing is written on any failure.
 import { createHash } from 'node:crypto';
-import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 export interface BootstrapOptions {
@@ -85,9 +86,20 @@ function parseSums(text: string): Map<string, string> {
   return sums;
 }
 
+/**
+ * Through a temporary file created new ('wx': never an existing file, never
+ * through a symlink) under a name no one can guess: in a directory others
+ * may write to, a planted file or link at a predictable name would receive
+ * the node's token.
+ */
 async function writeAtomically(path: string, bytes: Buffer, mode: number): Promise<void> {
-  const temporary = `${path}.partial-${process.pid}`;
-  await writeFile(temporary, bytes, { mode });
-  await chmod(temporary, mode);
-  await rename(temporary, path);
+  const temporary = `${path}.partial-${randomBytes(8).toString('hex')}`;
+  await writeFile(temporary, bytes, { mode, flag: 'wx' });
+  try {
+    await chmod(temporary, mode);
+    await rename(temporary, path);
+  } catch (err) {
+    await rm(temporary, { force: true });
+    throw err;
+  }
 }

@@ -12,12 +12,13 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
+import { bootstrapNode } from '../../src/agent/bootstrap.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
@@ -139,6 +140,20 @@ describe('bootstrap from the edge', () => {
       agent.kill('SIGTERM');
       await new Promise((resolve) => agent.once('exit', resolve));
     }
+  });
+
+  test('a link planted where a temporary file could be expected never receives the node token', async () => {
+    const nodeDir = join(dir, 'planted-node');
+    await mkdir(nodeDir);
+    // What another user of a shared directory could plant: the names a temporary file got from the pid alone.
+    const stolen = join(dir, 'stolen.txt');
+    await writeFile(stolen, '');
+    for (const name of ['agent.yaml', 'agent.tgz', 'SHA256SUMS']) await symlink(stolen, join(nodeDir, `${name}.partial-${process.pid}`));
+    await bootstrapNode({ edge: bootstrapUrl(), nodeId: NODE_ID, token: TOKEN, dir: nodeDir });
+    assert.equal(await readFile(stolen, 'utf8'), '', 'nothing was written through the planted links');
+    assert.ok((await lstat(join(nodeDir, 'agent.yaml'))).isFile(), 'agent.yaml is a file of its own, not a link');
+    assert.match(await readFile(join(nodeDir, 'agent.yaml'), 'utf8'), /node-token-1/);
+    assert.deepEqual((await readdir(nodeDir)).filter((n) => n.includes('.partial-') && !n.endsWith(`-${process.pid}`)), [], 'no temporary file left');
   });
 
   test('a wrong or missing token gets 401 and nothing else, whatever the path or method', async () => {
