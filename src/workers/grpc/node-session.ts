@@ -83,6 +83,8 @@ export class NodeSession implements TunnelHost {
   readonly remoteAddress: string;
   connectedAtMs = 0;
   #state: SessionState = 'registering';
+  /** A Register came: any later one is a duplicate, also while the first one's answer is awaited (with workers it comes from the scheduler's thread). */
+  #registerSeen = false;
   readonly #tunnels = new Map<number, OpenTunnel>();
   #nextTunnelId = 1;
   /** Tunnel ids wrapped past 2^32-1: every non-zero id may then have been opened. */
@@ -310,11 +312,12 @@ export class NodeSession implements TunnelHost {
   }
 
   #onRegister(register: Register): void {
-    if (this.#state !== 'registering') {
+    if (this.#state !== 'registering' || this.#registerSeen) {
       this.#host.protocolStats.duplicateRegisters++;
       this.#host.logger.warn({ node: this.nodeId }, 'node sent register twice on one stream; ignored');
       return;
     }
+    this.#registerSeen = true;
     if (this.#heartbeatTimer) clearTimeout(this.#heartbeatTimer);
     this.#heartbeatTimer = undefined;
     this.nodeId = register.nodeId;

@@ -347,6 +347,24 @@ describe('node protocol: bad input from a node', () => {
     assert.equal(await (await pending).text(), 'data: still fine\n\n');
   });
 
+  test('a second Register sent right behind the first, before any answer, is ignored too: the node stays connected and serves', async () => {
+    const node = new FakeNode(stack.edge.grpcPort);
+    nodes.push(node);
+    const before = (await stats()).duplicateRegisters;
+    // With I/O workers the first one's answer comes from the scheduler's thread: the second arrives while it is awaited.
+    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+    await node.registered();
+    await waitFor(async () => (await stats()).duplicateRegisters === before + 1, 'the duplicate to be counted');
+    assert.equal(node.received.filter((m) => m.msg.case === 'registered').length, 1, 'registered once');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.ok(stack.edge.driver.status().nodes.some((n) => n.id === NODE_ID && n.connected), 'still connected');
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    node.answer(t.tunnelId, ['served']);
+    assert.equal(await (await pending).text(), 'data: served\n\n');
+  });
+
   test('a second connection with the same node id supersedes the first: its tunnels fail, the new one serves', async () => {
     const first = await connect();
     const genBefore = stack.edge.driver.status().nodes[0].generation;
