@@ -30,6 +30,8 @@ export interface CliProviderConfig {
   readonly killGraceMs: number;
   /** How long a request waits for its session's running process before giving up. */
   readonly sessionWaitMs: number;
+  /** A session directory no run used this long is removed (0 = kept for good). */
+  readonly sessionTtlMs: number;
 }
 
 /** `NAME` passes the agent's own value through (when it has one); `NAME=value` sets it. */
@@ -39,7 +41,7 @@ export interface CliEnvEntry {
 }
 
 export const CLI_KEYS: readonly string[] = [
-  'command', 'args', 'resume_args', 'input', 'prompt', 'cwd_root', 'env', 'timeout_ms', 'max_output_bytes', 'kill_grace_ms', 'session_wait_ms',
+  'command', 'args', 'resume_args', 'input', 'prompt', 'cwd_root', 'env', 'timeout_ms', 'max_output_bytes', 'kill_grace_ms', 'session_wait_ms', 'session_ttl_ms',
 ];
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -73,6 +75,7 @@ export function readCliProvider(r: ConfigReader, path: string, item: Record<stri
     maxOutputBytes: r.integer(`${path}.max_output_bytes`, item.max_output_bytes, 1, 1024 * 1024 * 1024, 16 * 1024 * 1024),
     killGraceMs: r.integer(`${path}.kill_grace_ms`, item.kill_grace_ms, 0, 60_000, 2_000),
     sessionWaitMs: r.integer(`${path}.session_wait_ms`, item.session_wait_ms, 0, HOUR_MS, 60_000),
+    sessionTtlMs: r.integer(`${path}.session_ttl_ms`, item.session_ttl_ms, 0, 365 * 24 * HOUR_MS, 7 * 24 * HOUR_MS),
   };
 }
 

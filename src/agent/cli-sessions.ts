@@ -1,9 +1,11 @@
 // Sessions of one cli provider on this node: each session has its own
 // working directory directly under the provider's cwd_root (created on first
 // use, never anywhere else), and runs one process at a time: a request for a
-// session whose process is still running waits its turn, in order.
+// session whose process is still running waits its turn, in order. A
+// directory no run has used for session_ttl_ms is removed (its mtime is the
+// last use: every run touches it), so sessions do not fill the disk.
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, realpath } from 'node:fs/promises';
+import { lstat, mkdir, readdir, realpath, rm, utimes } from 'node:fs/promises';
 import { dirname, resolve, sep } from 'node:path';
 
 /** A request waiting for its session; told once it may run. */
@@ -20,9 +22,62 @@ export class CliSessions {
   #realRoot: string | undefined;
   /** Sessions with a running process -> who waits for it, in arrival order. */
   readonly #running = new Map<string, SessionWaiter[]>();
+  /** 0 = directories are kept for good. */
+  readonly #ttlMs: number;
+  /** Directory names being removed by a sweep: a run of that session waits for it, then starts afresh. */
+  readonly #removing = new Map<string, Promise<void>>();
+  #sweeper: NodeJS.Timeout | undefined;
 
-  constructor(root: string) {
+  constructor(root: string, ttlMs = 0) {
     this.#root = root;
+    this.#ttlMs = ttlMs;
+    if (ttlMs > 0) {
+      // A quarter of the TTL (a directory lives at most 1.25 × it), between 1 s and 1 h.
+      this.#sweeper = setInterval(() => void this.sweep(Date.now()).catch(() => {}), Math.min(3_600_000, Math.max(1_000, Math.floor(ttlMs / 4))));
+      this.#sweeper.unref();
+    }
+  }
+
+  close(): void {
+    if (this.#sweeper !== undefined) clearInterval(this.#sweeper);
+    this.#sweeper = undefined;
+  }
+
+  /**
+   * Removes the session directories no run used for the TTL (by mtime),
+   * except those of sessions running or waiting now; returns how many went.
+   * Only entries a session could own (a plain or hashed name, a real
+   * directory) are touched: whatever else sits in the root is left alone.
+   */
+  async sweep(now: number): Promise<number> {
+    if (this.#ttlMs <= 0) return 0;
+    let root: string;
+    try {
+      root = this.#realRoot ?? (await this.#checkedRoot());
+    } catch {
+      return 0;
+    }
+    const active = new Set<string>();
+    let removed = 0;
+    for (const name of await readdir(root)) {
+      if (!PLAIN_SESSION.test(name) || name.includes('..')) continue;
+      const dir = resolve(root, name);
+      const stat = await lstat(dir).catch(() => undefined);
+      if (stat === undefined || !stat.isDirectory() || now - stat.mtimeMs < this.#ttlMs) continue;
+      // Checked and marked in one turn: a run that enters after this waits for the removal (directory()).
+      active.clear();
+      for (const session of this.#running.keys()) active.add(directoryName(session));
+      if (active.has(name) || this.#removing.has(name)) continue;
+      const removal = rm(dir, { recursive: true, force: true });
+      this.#removing.set(name, removal);
+      try {
+        await removal;
+        removed++;
+      } finally {
+        this.#removing.delete(name);
+      }
+    }
+    return removed;
   }
 
   /** True: the caller runs now (call leave() when its process is gone). False: it waits for sessionGranted(). */
@@ -69,9 +124,16 @@ export class CliSessions {
     const root = this.#realRoot ?? (await this.#checkedRoot());
     const dir = resolve(root, name);
     if (!dir.startsWith(root + sep)) throw new Error(`session directory ${dir} would be outside ${root}`);
+    const removal = this.#removing.get(name);
+    if (removal !== undefined) await removal.catch(() => {});
     try {
       const stat = await lstat(dir);
       if (!stat.isDirectory()) throw new Error(`${dir} exists and is not a directory (a symlink is never followed)`);
+      // The directory's mtime is its last use: the sweep keeps it another TTL.
+      if (this.#ttlMs > 0) {
+        const now = new Date();
+        await utimes(dir, now, now);
+      }
       return { dir, existed: true };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;

@@ -76,6 +76,7 @@ export class Upstreams {
   /** Destroys every pool; in-flight requests fail. Call once tunnels are finished or aborted. */
   async destroy(): Promise<void> {
     this.#reaper.close();
+    for (const upstream of this.#byId.values()) upstream.cli?.sessions.close();
     const closing: Promise<void>[] = [];
     for (const upstream of this.#byId.values()) if (upstream.pool !== undefined) closing.push(upstream.pool.destroy());
     for (const pool of this.#retired) closing.push(pool.destroy());
@@ -85,7 +86,7 @@ export class Upstreams {
 
 function upstreamOf(provider: AgentProviderConfig, reaper: GroupReaper): Upstream {
   if (provider.type === 'cli' || provider.baseUrl === undefined) {
-    const cli = provider.cli === undefined ? undefined : { config: provider.cli, sessions: new CliSessions(provider.cli.cwdRoot), reaper };
+    const cli = provider.cli === undefined ? undefined : { config: provider.cli, sessions: new CliSessions(provider.cli.cwdRoot, provider.cli.sessionTtlMs), reaper };
     return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined, endpoints: provider.endpoints ?? defaultEndpoints(provider.type), cli };
   }
   const url = new URL(provider.baseUrl);

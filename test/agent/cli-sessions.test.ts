@@ -3,7 +3,7 @@
 // that could climb out (or name something odd) is hashed, and a symlink
 // planted where a session directory would be is refused, never followed.
 import assert from 'node:assert/strict';
-import { chmod, chown, mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readdir, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -100,4 +100,57 @@ test('a root that is a symlink to a private directory is used by its real path',
   const link = join(base, 'link-root');
   await symlink(real, link);
   assert.deepEqual(await new CliSessions(link).directory('via-link'), { dir: join(real, 'via-link'), existed: false });
+});
+
+test('session_ttl_ms: a directory no run used for the TTL is removed, unless its session runs or waits now; a later turn starts afresh', async () => {
+  const ttlRoot = join(base, 'ttl');
+  const TTL = 60_000;
+  const sessions = new CliSessions(ttlRoot, TTL);
+  try {
+    const old = new Date(Date.now() - 2 * TTL);
+    for (const id of ['idle', 'busy', 'fresh', '../odd id']) await sessions.directory(id);
+    const hashed = (await sessions.directory('../odd id')).dir;
+    for (const id of ['idle', 'busy']) await utimes(join(ttlRoot, id), old, old);
+    await utimes(hashed, old, old);
+    // Not a session's: never touched, whatever its age.
+    await writeFile(join(ttlRoot, 'operator-notes.txt'), 'keep');
+    await utimes(join(ttlRoot, 'operator-notes.txt'), old, old);
+    const waiter: SessionWaiter = { sessionGranted() {} };
+    assert.equal(sessions.enter('busy', waiter), true);
+    assert.equal(await sessions.sweep(Date.now()), 2, 'idle and the hashed one');
+    assert.deepEqual((await readdir(ttlRoot)).sort(), ['busy', 'fresh', 'operator-notes.txt']);
+    // A turn touches its directory: used now, it is kept another TTL.
+    sessions.leave('busy');
+    await sessions.directory('busy');
+    assert.equal(await sessions.sweep(Date.now()), 0);
+    assert.equal(await sessions.sweep(Date.now() + 2 * TTL), 2, 'busy and fresh, once idle long enough');
+    assert.deepEqual(await sessions.directory('idle'), { dir: join(ttlRoot, 'idle'), existed: false }, 'a removed session starts afresh (args, not resume_args)');
+  } finally {
+    sessions.close();
+  }
+});
+
+test('session_ttl_ms 0 keeps every directory', async () => {
+  const keepRoot = join(base, 'keep');
+  const sessions = new CliSessions(keepRoot, 0);
+  await sessions.directory('forever');
+  const old = new Date(0);
+  await utimes(join(keepRoot, 'forever'), old, old);
+  assert.equal(await sessions.sweep(Date.now()), 0);
+  assert.deepEqual(await readdir(keepRoot), ['forever']);
+});
+
+test('the sweep runs by itself every quarter of the TTL (at least 1 s)', async () => {
+  const timedRoot = join(base, 'timed');
+  const sessions = new CliSessions(timedRoot, 1_000);
+  try {
+    await sessions.directory('soon-gone');
+    const old = new Date(Date.now() - 5_000);
+    await utimes(join(timedRoot, 'soon-gone'), old, old);
+    const deadline = Date.now() + 5_000;
+    while ((await readdir(timedRoot)).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.deepEqual(await readdir(timedRoot), []);
+  } finally {
+    sessions.close();
+  }
 });

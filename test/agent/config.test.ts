@@ -88,6 +88,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
           maxOutputBytes: 16 * 1024 * 1024,
           killGraceMs: 2000,
           sessionWaitMs: 60000,
+          sessionTtlMs: 7 * 24 * 3_600_000,
         },
       },
     ],
@@ -195,7 +196,7 @@ test('a cli provider: argv command required, placeholders checked, env entries a
   });
   assert.deepEqual(problems, [
     'providers[0].command: expected a list, found nothing',
-    'providers[1].shell: unknown key (known: id, type, endpoints, command, args, resume_args, input, prompt, cwd_root, env, timeout_ms, max_output_bytes, kill_grace_ms, session_wait_ms)',
+    'providers[1].shell: unknown key (known: id, type, endpoints, command, args, resume_args, input, prompt, cwd_root, env, timeout_ms, max_output_bytes, kill_grace_ms, session_wait_ms, session_ttl_ms)',
     'providers[1].command: expected a list, found the string "sh -c \\"x\\""',
     'providers[1].args[1]: unknown placeholder {cwd} (known: {prompt}, {model}, {session})',
     // A malformed entry may hold a secret anywhere (a bare token matches a name's pattern): never shown, only its length.
