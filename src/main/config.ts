@@ -214,6 +214,14 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     if (node) nodes.push(node);
   }
   reportDuplicates(r, 'nodes', nodes.map((n) => n.id));
+  // The token is what proves which node an agent is: two nodes sharing one could each register as the other.
+  const tokenOwner = new Map<string, number>();
+  nodes.forEach((n, i) => {
+    if (n.token === '') return;
+    const first = tokenOwner.get(n.token);
+    if (first === undefined) tokenOwner.set(n.token, i);
+    else r.problems.push(`nodes[${i}].token: the same as nodes[${first}].token (value not shown: it is a secret); each node needs its own, since the token is what proves which node an agent is`);
+  });
   const providerIds = nodes.flatMap((n) => n.providers.map((p) => p.id));
   reportDuplicates(r, 'nodes[].providers', providerIds);
 

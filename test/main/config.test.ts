@@ -53,6 +53,18 @@ test('duplicate ids and a heartbeat timeout not above the interval are rejected'
   assert.ok(problems.some((p) => p.startsWith('heartbeat.timeout_ms')));
 });
 
+test('two nodes sharing a token are refused: either agent could register as the other', () => {
+  const problems = problemsOf({
+    nodes: [
+      { id: 'n1', token: 'shared-secret-token', providers: [{ id: 'p1' }] },
+      { id: 'n2', token: 'own-secret-token', providers: [{ id: 'p2' }] },
+      { id: 'n3', token: 'shared-secret-token', providers: [{ id: 'p3' }] },
+    ],
+    models: [],
+  });
+  assert.deepEqual(problems, ['nodes[2].token: the same as nodes[0].token (value not shown: it is a secret); each node needs its own, since the token is what proves which node an agent is']);
+});
+
 test('workers.count defaults to one worker per core on hosts with 4 or more, single-thread below', async () => {
   const { defaultWorkerCount } = await import('../../src/main/config.js');
   assert.equal(defaultWorkerCount(2), 0);

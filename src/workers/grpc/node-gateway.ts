@@ -48,6 +48,9 @@ function digest(text: string): Buffer {
 /** Called with the node's session once it is current, or undefined if it never became so. */
 export type SessionWaiter = (session: NodeSession | undefined) => void;
 
+/** The rejection of an unknown node id and of a wrong token alike. */
+export const UNKNOWN_NODE_OR_TOKEN = 'unknown node id or bad token';
+
 export class NodeGateway implements SessionHost, NodeRegistrar {
   readonly #server: grpc.Server;
   /** workers: the reusePort listener whose sockets go to the grpc-js server's connection injector. */
@@ -194,9 +197,11 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   }
 
   register(session: NodeSession, register: Register): string | undefined {
+    // One answer for both: a peer without a token must not learn which node ids exist (the log keeps the claimed id).
+    // The token is digested either way, so that the time taken does not tell either.
+    const presented = digest(register.token);
     const expected = this.#tokenDigests.get(register.nodeId);
-    if (!expected) return `unknown node id ${JSON.stringify(register.nodeId)}`;
-    if (!timingSafeEqual(expected, digest(register.token))) return 'bad token';
+    if (expected === undefined || !timingSafeEqual(expected, presented)) return UNKNOWN_NODE_OR_TOKEN;
     if (register.providerIds.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} provider ids announced`;
     for (const id of register.providerIds) {
       if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
