@@ -129,6 +129,8 @@ export function readTls(r: ConfigReader, raw: unknown): TlsConfig {
     const clientCaFile = r.optionalString('tls.nodes.client_ca_file', nodesObj.client_ca_file);
     const requireClientCert = r.boolean('tls.nodes.require_client_cert', nodesObj.require_client_cert, clientCaFile !== undefined);
     if (requireClientCert && clientCaFile === undefined) r.problems.push('tls.nodes.require_client_cert: needs tls.nodes.client_ca_file to check client certificates against');
+    // grpc-js has no "verify if presented": without the requirement no certificate is even asked for, and the CA would be ignored.
+    if (!requireClientCert && clientCaFile !== undefined) r.problems.push('tls.nodes.require_client_cert: false with a client_ca_file would check no node certificate at all (none is asked for); set it true, or drop client_ca_file for TLS without client certificates');
     nodes = { ...readFiles(r, 'tls.nodes', nodesObj), clientCaFile, requireClientCert };
   }
   return { client, nodes };

@@ -92,6 +92,8 @@ test('tls: sections are optional; require_client_cert needs a client CA and defa
   assert.equal(tlsOnly.tls?.nodes?.requireClientCert, false);
   const problems = problemsOf({ ...BASE, tls: { nodes: { cert_file: 'c', require_client_cert: true }, client: { key_file: 'k' }, other: {} } });
   assert.match(problems, /tls\.nodes\.require_client_cert: needs tls\.nodes\.client_ca_file/);
+  // A CA that would be ignored is a mistake, not a softer mutual TLS.
+  assert.match(problemsOf({ ...BASE, tls: { nodes: { cert_file: 'c', key_file: 'k', client_ca_file: 'ca', require_client_cert: false } } }), /require_client_cert: false with a client_ca_file would check no node certificate/);
   assert.match(problems, /tls\.nodes\.key_file: expected a non-empty string/);
   assert.match(problems, /tls\.client\.cert_file: expected a non-empty string/);
   assert.match(problems, /tls\.other: unknown key/);
