@@ -56,3 +56,43 @@ describe('retry hints on failures after dispatch', () => {
     assert.ok(waited >= 900, `the SDK retried after ${waited} ms`);
   });
 });
+
+describe("retry hints on a provider's own 429/503, relayed", () => {
+  let stack: Stack;
+  let node: FakeNode;
+  before(async () => {
+    // No requeue: the provider's answer is relayed at once.
+    stack = await startStack({ startAgent: false, configure: (raw) => void (raw.resilience = { overload: { max_requeues: 0 } }) });
+    node = new FakeNode(stack.edge.grpcPort);
+    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+    await node.registered();
+  });
+  after(async () => {
+    node?.close();
+    await stack.close();
+  });
+
+  test('the hints the provider left out are added (from its Retry-After, else 1 s); its own are kept', async () => {
+    const cases: { status: number; sent: { name: string; value: string }[]; expect: [string | null, string | null] }[] = [
+      { status: 429, sent: [], expect: ['1', '1000'] },
+      { status: 503, sent: [{ name: 'retry-after', value: '2' }], expect: ['2', '2000'] },
+      { status: 429, sent: [{ name: 'retry-after-ms', value: '250' }], expect: ['1', '250'] },
+    ];
+    for (const c of cases) {
+      const pending = fetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'x' }] }),
+      });
+      // The provider's hold after an overload answer delays the next grant: wait for each tunnel.
+      const tunnel = await node.nextTunnel(10_000);
+      node.headers(tunnel.tunnelId, 0, [{ $typeName: 'edge.v1.Header', name: 'content-type', value: 'application/json' }, ...c.sent.map((h) => ({ $typeName: 'edge.v1.Header' as const, ...h }))], c.status);
+      node.data(tunnel.tunnelId, 1, JSON.stringify({ error: { message: 'busy', type: 'rate_limit_error' } }));
+      node.end(tunnel.tunnelId, 2);
+      const res = await pending;
+      await res.arrayBuffer();
+      assert.equal(res.status, c.status);
+      assert.deepEqual([res.headers.get('retry-after'), res.headers.get('retry-after-ms')], c.expect, JSON.stringify(c.sent));
+    }
+  });
+});

@@ -221,6 +221,7 @@ export class ProxyExchange implements TunnelConsumer {
       else if (name === 'date') hasDate = true;
       lines += `${name}: ${value}\r\n`;
     }
+    if (status === 429 || status === 503) for (const [name, value] of missingRetryHints(headers, this.#retryAfterMs)) lines += `${name}: ${value}\r\n`;
     lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
     const hopMs = nodeHopMs(this, false);
     if (hopMs >= 0) lines += `x-edge-hop-ms: ${formatMs3(hopMs)}\r\nx-edge-upstream-ms: ${formatMs3(upstreamUs / 1000)}\r\n`;
@@ -259,6 +260,7 @@ export class ProxyExchange implements TunnelConsumer {
       if (this.#readsJson(name, headers[i].value, status)) json = true;
       flat.push(name, headers[i].value);
     }
+    if (status === 429 || status === 503) for (const pair of missingRetryHints(headers, this.#retryAfterMs)) flat.push(pair[0], pair[1]);
     flat.push(
       'x-edge-run-id', this.runId,
       'x-edge-node', grant.nodeId,
@@ -748,6 +750,26 @@ export function onResponseClose(this: ServerResponse & { [kExchange]?: ProxyExch
  * A Retry-After header as ms: delta-seconds or an HTTP date; undefined when
  * absent or unreadable (the scheduler then holds the provider for its default).
  */
+/**
+ * A relayed 429/503's retry hints that the provider left out: every 429
+ * and 503 the client gets carries both (README), from the provider's own
+ * Retry-After when it sent one, else 1 s.
+ */
+function missingRetryHints(headers: readonly Header[], retryAfterMs: number | undefined): [string, string][] {
+  let seconds = false;
+  let millis = false;
+  for (let i = 0; i < headers.length; i++) {
+    const name = headers[i].name.toLowerCase();
+    if (name === 'retry-after') seconds = true;
+    else if (name === 'retry-after-ms') millis = true;
+  }
+  const ms = retryAfterMs ?? 1000;
+  const missing: [string, string][] = [];
+  if (!seconds) missing.push(['retry-after', String(Math.max(1, Math.ceil(ms / 1000)))]);
+  if (!millis) missing.push(['retry-after-ms', String(Math.round(ms))]);
+  return missing;
+}
+
 export function retryAfterMsOf(headers: readonly Header[]): number | undefined {
   for (let i = 0; i < headers.length; i++) {
     if (headers[i].name.toLowerCase() !== 'retry-after') continue;
