@@ -346,6 +346,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         metadata: { request_id: exchange.requestTag },
       });
       exchange.sentAt = performance.now();
+      exchange.lastSentBytes = body.byteLength;
       exchange.bytesToNode += body.byteLength;
     } catch (err) {
       exchange.fail(Errors.nodeDisconnected, `could not send to node ${grant.nodeId}: ${(err as Error).message}`, 'send_failed');
@@ -425,6 +426,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   tunnelRefused(exchange: ProxyExchange, code: 'stale' | 'overloaded', open: number): void {
     const grant = exchange.grant;
     if (exchange.state !== 'dispatched' || grant === undefined) return;
+    // The node's worker refused it: that body never reached the node.
+    exchange.bytesToNode -= exchange.lastSentBytes;
     this.#undispatch(exchange);
     if (code === 'stale') this.#driver.reportStale(exchange.requestId, grant.leaseId);
     else this.#refuseOverloaded(exchange, grant, open);

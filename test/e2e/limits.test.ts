@@ -8,7 +8,9 @@ import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { pino } from 'pino';
-import { ALIAS, inFlight, startStack, testWorkers, waitUntil, type Stack, type StackOptions } from '../helpers/stack.js';
+import { Agent, fetch as undiciFetch } from 'undici';
+import { ALIAS, inFlight, startStack, testWorkers, waitFor, waitUntil, type Stack, type StackOptions } from '../helpers/stack.js';
+import { sample } from '../main/admin/ops-stack.js';
 
 const stacks: Stack[] = [];
 async function stackWith(limits: Record<string, number>, options: StackOptions = {}): Promise<Stack> {
@@ -184,6 +186,24 @@ describe('max tunnels per node', () => {
     const again = await chat(stack);
     assert.equal(again.status, 200, 'served once the tunnel closed');
     await again.arrayBuffer();
+  });
+
+  test('a send the node refuses is not counted in edge_tunnel_bytes_total{to_node}: it never reached the node', async () => {
+    const stack = await stackWith({ max_tunnels_per_node: 1 }, { capacity: 4 });
+    const slow = chat(stack, {}, { 'x-mock-tokens': '2', 'x-mock-interval-ms': '600' });
+    await waitUntil(() => inFlight(stack.edge) === 1 && stack.mock.stats.requests >= 1, 'the first tunnel to open');
+    // Each on a connection of its own: with I/O workers most land on a worker other than the node's, whose refusal crosses back.
+    for (let i = 0; i < 6; i++) {
+      const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+      const res = await undiciFetch(`${stack.baseURL}/chat/completions`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: `refused ${i}` }] }) });
+      assert.equal(res.status, 503);
+      await res.arrayBuffer();
+      await dispatcher.close();
+    }
+    assert.equal((await slow).status, 200);
+    await waitUntil(() => inFlight(stack.edge) === 0, 'release');
+    const received = stack.mock.requestLog.reduce((sum, r) => sum + (r.body?.length ?? 0), 0);
+    await waitFor(async () => sample(await stack.edge.scrapeMetrics(), 'edge_tunnel_bytes_total', { direction: 'to_node' }) === received, `to_node to read the ${received} bytes the provider received`);
   });
 
   test('a node whose capacity is over the limit is named once at registration; refusals under load log one line, not one each', { skip: testWorkers() > 0 ? 'I/O worker threads log to stdout, not to the test logger' : false }, async () => {

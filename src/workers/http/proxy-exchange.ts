@@ -143,6 +143,8 @@ export class ProxyExchange implements TunnelConsumer {
   sentAt = 0;
   /** Body bytes sent to nodes, summed over every send (a retry sends it again). */
   bytesToNode = 0;
+  /** The last send's body bytes: taken back when the node's worker refuses that send. */
+  lastSentBytes = 0;
   headersAt = 0;
   firstByteAt = 0;
   endAt = 0;
