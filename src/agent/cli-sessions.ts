@@ -28,9 +28,13 @@ export class CliSessions {
   readonly #removing = new Map<string, Promise<void>>();
   #sweeper: NodeJS.Timeout | undefined;
 
-  constructor(root: string, ttlMs = 0) {
+  /** Told of a directory the sweep could not remove (logged by the agent); the sweep goes on. */
+  readonly #onSweepError: ((name: string, err: Error) => void) | undefined;
+
+  constructor(root: string, ttlMs = 0, onSweepError?: (name: string, err: Error) => void) {
     this.#root = root;
     this.#ttlMs = ttlMs;
+    this.#onSweepError = onSweepError;
     if (ttlMs > 0) {
       // A quarter of the TTL (a directory lives at most 1.25 × it), between 1 s and 1 h.
       this.#sweeper = setInterval(() => void this.sweep(Date.now()).catch(() => {}), Math.min(3_600_000, Math.max(1_000, Math.floor(ttlMs / 4))));
@@ -73,6 +77,9 @@ export class CliSessions {
       try {
         await removal;
         removed++;
+      } catch (err) {
+        // One that cannot go (a file of another user's inside) must not stop the rest.
+        this.#onSweepError?.(name, err as Error);
       } finally {
         this.#removing.delete(name);
       }
@@ -103,8 +110,16 @@ export class CliSessions {
     const waiting = this.#running.get(session);
     if (waiting === undefined) return;
     const next = waiting.shift();
-    if (next === undefined) this.#running.delete(session);
-    else next.sessionGranted();
+    if (next !== undefined) {
+      next.sessionGranted();
+      return;
+    }
+    this.#running.delete(session);
+    // Idle from now, not from when the run began: a run longer than the TTL keeps its directory another TTL.
+    if (this.#ttlMs > 0 && this.#realRoot !== undefined) {
+      const now = new Date();
+      utimes(resolve(this.#realRoot, directoryName(session)), now, now).catch(() => {});
+    }
   }
 
   /** Requests running or waiting, per session (tests, logs). */

@@ -30,11 +30,13 @@ export class Upstreams {
   readonly #retired: UpstreamPool[] = [];
   /** One for every cli provider of this agent; its /bin/sh starts with the first run. */
   readonly #reaper: GroupReaper;
+  readonly #warn: ReaperWarn;
 
-  /** `warn`: where the reaper's troubles go (the agent's logger); unit tests that spawn nothing leave it out. */
+  /** `warn`: where the reaper's and the session sweeps' troubles go (the agent's logger); unit tests that spawn nothing leave it out. */
   constructor(providers: readonly AgentProviderConfig[], warn: ReaperWarn = noWarn) {
     this.#reaper = new GroupReaper(warn);
-    for (const provider of providers) this.#byId.set(provider.id, upstreamOf(provider, this.#reaper));
+    this.#warn = warn;
+    for (const provider of providers) this.#byId.set(provider.id, upstreamOf(provider, this.#reaper, warn));
   }
 
   get(providerId: string): Upstream | undefined {
@@ -63,7 +65,7 @@ export class Upstreams {
       old.pool.retire();
       if (!old.pool.retired) this.#retired.push(old.pool);
     }
-    this.#byId.set(provider.id, upstreamOf(provider, this.#reaper));
+    this.#byId.set(provider.id, upstreamOf(provider, this.#reaper, this.#warn));
   }
 
   /** Replaced pools with a connection still open (a request still running on it). */
@@ -84,9 +86,10 @@ export class Upstreams {
   }
 }
 
-function upstreamOf(provider: AgentProviderConfig, reaper: GroupReaper): Upstream {
+function upstreamOf(provider: AgentProviderConfig, reaper: GroupReaper, warn: ReaperWarn): Upstream {
   if (provider.type === 'cli' || provider.baseUrl === undefined) {
-    const cli = provider.cli === undefined ? undefined : { config: provider.cli, sessions: new CliSessions(provider.cli.cwdRoot, provider.cli.sessionTtlMs), reaper };
+    const onSweepError = (name: string, err: Error): void => warn('could not remove an idle session directory; the sweep goes on', { provider: provider.id, session: name, err: err.message });
+    const cli = provider.cli === undefined ? undefined : { config: provider.cli, sessions: new CliSessions(provider.cli.cwdRoot, provider.cli.sessionTtlMs, onSweepError), reaper };
     return { id: provider.id, type: provider.type, pool: undefined, pathPrefix: '', authorization: undefined, endpoints: provider.endpoints ?? defaultEndpoints(provider.type), cli };
   }
   const url = new URL(provider.baseUrl);

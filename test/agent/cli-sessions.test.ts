@@ -3,6 +3,7 @@
 // that could climb out (or name something odd) is hashed, and a symlink
 // planted where a session directory would be is refused, never followed.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { chmod, chown, mkdir, mkdtemp, readdir, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -152,5 +153,54 @@ test('the sweep runs by itself every quarter of the TTL (at least 1 s)', async (
     assert.deepEqual(await readdir(timedRoot), []);
   } finally {
     sessions.close();
+  }
+});
+
+test('a run longer than the TTL keeps its directory: its end counts as its last use', async () => {
+  const longRoot = join(base, 'long');
+  const TTL = 60_000;
+  const sessions = new CliSessions(longRoot, TTL);
+  try {
+    await sessions.directory('long-run');
+    assert.equal(sessions.enter('long-run', { sessionGranted() {} }), true);
+    // The run began two TTLs ago and is still running: kept.
+    const old = new Date(Date.now() - 2 * TTL);
+    await utimes(join(longRoot, 'long-run'), old, old);
+    assert.equal(await sessions.sweep(Date.now()), 0);
+    sessions.leave('long-run');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(await sessions.sweep(Date.now()), 0, 'used until now: kept another TTL');
+    assert.deepEqual(await readdir(longRoot), ['long-run']);
+  } finally {
+    sessions.close();
+  }
+});
+
+test('a directory the sweep cannot remove is reported, and the others still go', async (t) => {
+  const stuckRoot = join(base, 'stuck');
+  const failures: string[] = [];
+  const sessions = new CliSessions(stuckRoot, 60_000, (name) => failures.push(name));
+  const locked = join(stuckRoot, 'a-stuck', 'locked');
+  const root = process.getuid?.() === 0;
+  try {
+    for (const id of ['a-stuck', 'b-gone', 'c-gone']) await sessions.directory(id);
+    // A file rm cannot take: in a directory the agent may not write, or (as root, who may) an immutable one.
+    await mkdir(locked);
+    await writeFile(join(locked, 'f'), 'x');
+    if (root) {
+      if (spawnSync('chattr', ['+i', join(locked, 'f')]).status !== 0) {
+        t.skip('root removes anything, and chattr +i is not available here');
+        return;
+      }
+    } else await chmod(locked, 0o500);
+    const old = new Date(Date.now() - 120_000);
+    for (const id of ['a-stuck', 'b-gone', 'c-gone']) await utimes(join(stuckRoot, id), old, old);
+    assert.equal(await sessions.sweep(Date.now()), 2);
+    assert.deepEqual(failures, ['a-stuck']);
+    assert.deepEqual(await readdir(stuckRoot), ['a-stuck']);
+  } finally {
+    sessions.close();
+    if (root) spawnSync('chattr', ['-i', join(locked, 'f')]);
+    else await chmod(locked, 0o700).catch(() => {});
   }
 });
