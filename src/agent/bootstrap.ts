@@ -94,7 +94,13 @@ function parseSums(text: string): Map<string, string> {
  */
 async function writeAtomically(path: string, bytes: Buffer, mode: number): Promise<void> {
   const temporary = `${path}.partial-${randomBytes(8).toString('hex')}`;
-  await writeFile(temporary, bytes, { mode, flag: 'wx' });
+  try {
+    await writeFile(temporary, bytes, { mode, flag: 'wx' });
+  } catch (err) {
+    // Created and cut short (a full disk): ours to remove. EEXIST: not ours, left alone.
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') await rm(temporary, { force: true });
+    throw err;
+  }
   try {
     await chmod(temporary, mode);
     await rename(temporary, path);
