@@ -133,8 +133,15 @@ describe('per-tunnel flow control against a hand-driven node', () => {
       });
       node.headers(id, 0);
       pump();
-      // The client reads nothing: once the kernel's buffers are full, no credit comes back.
-      await waitUntil(() => Date.now() - lastCreditAt > 700, 'the credit to stop (the client reads nothing)', 30_000);
+      // The client reads nothing: once the kernel's buffers are full, no credit comes back, and the edge
+      // holds writes it could not flush (buffered > 0), seen twice 300 ms apart with no credit between.
+      const stuck = async (): Promise<boolean> => (await stack.edge.inspect()).tunnelBuffers.some((t) => t.buffered > 0 && t.outstanding === WINDOW);
+      await waitFor(async () => {
+        const mark = credits;
+        if (Date.now() - lastCreditAt < 700 || !(await stuck())) return false;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return credits === mark && (await stuck());
+      }, 'the credit to stop with writes held in the edge (the client reads nothing)', 30_000);
       assert.equal(outstanding, WINDOW, 'the whole window is out');
       const before = credits;
       for (let i = 0; i < 16; i++) node.data(id, seq++, '');

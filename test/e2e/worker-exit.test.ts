@@ -362,7 +362,8 @@ describe('an A2A caller that leaves while its worker asks another for the conver
     assert.equal(first.result?.task?.status?.state, 'TASK_STATE_COMPLETED', JSON.stringify(first));
     // The first turn reaches its home (worker 0) by a relayed message when worker 1 ran it.
     await new Promise((resolve) => setTimeout(resolve, 200));
-    await pool.call(0, { type: 'testHook', hook: 'stall', ms: 6_500 });
+    // 9 s against the relay's 5 s: a lookup sent up to 4 s into the stall still times out.
+    await pool.call(0, { type: 'testHook', hook: 'stall', ms: 9_000 });
     const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => send(`second turn ${i}`)));
     // Every second turn the provider ran carried the first turn before it.
     const runs = stack.mock.requestLog.map((r) => r.body?.toString('utf8') ?? '').filter((b) => b.includes('second turn '));

@@ -302,7 +302,7 @@ test('a duplicated top-level previous_response_id is rejected: the edge would pi
   for (const text of [
     '{"model":"m","previous_response_id":"resp_A","previous_response_id":null}',
     '{"model":"m","previous_response_id":"resp_A","input":"x","previous_response_id":"resp_B"}',
-    '{"model":"m","previous_response_id":null,"previous_\u0072esponse_id":"resp_B"}',
+    '{"model":"m","previous_response_id":null,"previous_\\u0072esponse_id":"resp_B"}',
   ]) {
     const body = bytes(text);
     assert.doesNotThrow(() => JSON.parse(text));
