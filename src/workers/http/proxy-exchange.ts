@@ -105,6 +105,10 @@ export class ProxyExchange implements TunnelConsumer {
   #relayed = false;
   /** An event stream's relay in whole events (see sse-events.ts); undefined for other bodies. */
   #events: SseEvents | undefined;
+  /** After keepalives, the provider answered 2xx but not as an event stream: its body is held for the error (#heldError). */
+  #notAStream = false;
+  /** An event stream wrote some of the provider's events to the client (not only held a half one). */
+  #wroteEvents = false;
   /** Responses streams: the sequence_number of the last event relayed (-1: none), so an in-band error numbers on from it. */
   #lastSequence = -1;
   /** Newest SSE frames, kept (by reference) to read `usage` at END. */
@@ -191,6 +195,12 @@ export class ProxyExchange implements TunnelConsumer {
       // Its status can no longer reach the client; its body says why (a context too long, a bad tool schema):
       // kept until its end, then one in-band error with that message.
       if (status < 200 || status >= 300) this.#heldError = [];
+      // A 2xx that is not an event stream (a server that ignored stream: true) cannot go inside this one:
+      // written raw, the SDKs would skip it and end with an empty answer. Held, then an in-band error.
+      else if (!isEventStreamHead(headers)) {
+        this.#heldError = [];
+        this.#notAStream = true;
+      }
       return;
     }
     const grant = this.grant as Grant;
@@ -348,6 +358,7 @@ export class ProxyExchange implements TunnelConsumer {
       if (window !== undefined && (out !== bytes || released > 0)) window.wroteLast(out === undefined ? 0 : released + out.length);
       if (out === undefined) return;
       if (this.route === RESPONSES) this.#noteSequence(out, events.released);
+      this.#wroteEvents = true;
       if (released > 0) {
         this.#writeAfterHeld(events.released, out);
         return;
@@ -446,9 +457,17 @@ export class ProxyExchange implements TunnelConsumer {
   /** The provider's error, in band, with its message; released as its status says, as a relayed one would be. */
   #failWithHeldError(cut: boolean): void {
     if (cut) this.session?.cancelTunnel(this.tunnelId, 'provider error body past its cap');
-    const spec = providerErrorSpec(this.status);
-    const reason = providerErrorMessage(Buffer.concat(this.#heldError as Buffer[], this.#heldErrorBytes));
+    const held = Buffer.concat(this.#heldError as Buffer[], this.#heldErrorBytes);
     this.#heldError = undefined;
+    if (this.#notAStream) {
+      // The provider answered, just not as a stream: not its failure (the lease ends as an answer would).
+      const said = providerErrorMessage(held);
+      const message = `the provider answered this stream: true request with a body that is not an event stream, after the edge had begun the stream (it waited past limits.sse_keepalive_ms)${said === undefined ? '' : `: ${said}`}; retry, or send stream: false`;
+      this.fail(Errors.upstreamError, message, endReason(this.status));
+      return;
+    }
+    const spec = providerErrorSpec(this.status);
+    const reason = providerErrorMessage(held);
     // A 5xx counts toward ejection and a 429 lowers the limit, as without keepalives.
     this.fail(spec, reason === undefined ? spec.message : `${spec.message}: ${reason}`, endReason(this.status));
   }
@@ -637,7 +656,9 @@ export class ProxyExchange implements TunnelConsumer {
       // API's own events (the SDKs raise them), then end cleanly (never
       // past a relayed content-length: that body is cut below). A held
       // half event is dropped: the error must parse on its own.
-      this.response.end(this.route.errors.streamError(spec, message, this.responseId, this.firstByteAt === 0, this.#lastSequence + 1));
+      // "Opening" until an event of the provider's went out: bytes held as a half event never did (a Responses
+      // stream must still get its response.created, or the SDK throws on the error before reading it).
+      this.response.end(this.route.errors.streamError(spec, message, this.responseId, !this.#wroteEvents, this.#lastSequence + 1));
     } else {
       // A truncated JSON body must not look complete: cut the connection.
       this.response.destroy();
@@ -770,6 +791,14 @@ function missingRetryHints(headers: readonly Header[], retryAfterMs: number | un
   if (!seconds) missing.push(['retry-after', String(Math.max(1, Math.ceil(ms / 1000)))]);
   if (!millis) missing.push(['retry-after-ms', String(Math.round(ms))]);
   return missing;
+}
+
+/** The head declares an event stream (content-type text/event-stream). */
+function isEventStreamHead(headers: readonly Header[]): boolean {
+  for (let i = 0; i < headers.length; i++) {
+    if (headers[i].name.toLowerCase() === 'content-type') return headers[i].value.toLowerCase().startsWith('text/event-stream');
+  }
+  return false;
 }
 
 export function retryAfterMsOf(headers: readonly Header[]): number | undefined {

@@ -1,0 +1,61 @@
+// Streams whose provider misbehaves at the edges of the relay, through a
+// hand-driven node and the official openai SDK:
+// - a Responses stream that fails while its first event is still half
+//   received gets the response.created the SDK needs before the error, so
+//   the caller reads the gateway's error, not the SDK's complaint;
+// - a stream: true request whose provider, slower than the keepalive
+//   interval (the 200 head already sent), answers with a JSON body gets an
+//   in-band error instead of an empty stream.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, type Stack } from '../helpers/stack.js';
+import { FakeNode, JSON_HEADERS, SSE } from '../workers/grpc/fake-node.js';
+
+describe('stream edges', () => {
+  let stack: Stack;
+  let node: FakeNode;
+  let client: OpenAI;
+  before(async () => {
+    stack = await startStack({ startAgent: false, providerType: 'vllm', configure: (raw) => void Object.assign(raw.limits as object, { sse_keepalive_ms: 200 }) });
+    node = new FakeNode(stack.edge.grpcPort);
+    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+    await node.registered();
+    client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+  });
+  after(async () => {
+    node?.close();
+    await stack.close();
+  });
+
+  test("a Responses stream cut while its first event is half received: the SDK raises the gateway's error", async () => {
+    const stream = client.responses.stream({ model: ALIAS, input: 'hi' });
+    const tunnel = await node.nextTunnel();
+    node.headers(tunnel.tunnelId, 0, SSE);
+    // response.created, large and split by the node's frames: its blank line never came.
+    node.data(tunnel.tunnelId, 1, `event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":{"id":"resp_half","object":"response","instructions":"${'x'.repeat(2_000)}`);
+    node.error(tunnel.tunnelId, 2, 'upstream_reset', 'the provider closed the connection');
+    // The stream helper raises the error event as the API's own error, once it has its response.created.
+    await assert.rejects(stream.finalResponse(), (err: Error & { code?: string }) => {
+      assert.doesNotMatch(err.message, /snapshot/, 'the SDK got the response.created it needs first');
+      assert.equal(err.code, 'upstream_reset', String(err));
+      return true;
+    });
+  });
+
+  test('a stream: true answered with JSON after the keepalive committed the stream: an in-band error, never an empty answer', async () => {
+    const pending = (async () => {
+      const stream = await client.chat.completions.create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      let text = '';
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+      return text;
+    })();
+    const tunnel = await node.nextTunnel();
+    // Past the 200 ms keepalive: the edge has sent its 200 event-stream head.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    node.headers(tunnel.tunnelId, 0, JSON_HEADERS);
+    node.data(tunnel.tunnelId, 1, JSON.stringify({ id: 'c1', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'Hi there' }, finish_reason: 'stop' }] }));
+    node.end(tunnel.tunnelId, 2);
+    await assert.rejects(pending, /not an event stream/);
+  });
+});
