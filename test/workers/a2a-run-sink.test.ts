@@ -20,7 +20,7 @@ test('a character split between two chunks arrives whole, in a stream and in a J
     s.sink.writeHead(200, ['content-type', 'text/event-stream']);
     s.sink.write(event.subarray(0, cut));
     s.sink.write(event.subarray(cut));
-    s.sink.end();
+    s.sink.end('data: [DONE]\n\n');
     assert.deepEqual(s.deltas, [text], `cut at byte ${cut}`);
     assert.deepEqual(s.finished, [undefined]);
   }
@@ -31,4 +31,21 @@ test('a character split between two chunks arrives whole, in a stream and in a J
   s.sink.write(body.subarray(0, cut));
   s.sink.end(body.subarray(cut));
   assert.deepEqual(s.deltas, [text]);
+});
+
+test('a stream that stops before its last event ([DONE] or a finish_reason) fails: its text may be cut short', () => {
+  const chunk = (content: string, finish: string | null = null) => `data: ${JSON.stringify({ choices: [{ delta: { content }, finish_reason: finish }] })}\n\n`;
+  const cases: [string, string, boolean][] = [
+    ['[DONE]', chunk('Hello') + 'data: [DONE]\n\n', true],
+    ['a finish_reason alone', chunk('Hello', 'stop'), true],
+    ['neither: cut mid-answer', chunk('Hel'), false],
+    ['a half event at the cut', `${chunk('Hel')}data: {"choices":[{"delta":{"content":"lo`, false],
+  ];
+  for (const [label, body, complete] of cases) {
+    const s = sink();
+    s.sink.writeHead(200, ['content-type', 'text/event-stream']);
+    s.sink.end(body);
+    if (complete) assert.deepEqual(s.finished, [undefined], label);
+    else assert.match(s.finished[0] ?? '', /ended before its last event/, label);
+  }
 });

@@ -76,6 +76,8 @@ export class RunSink extends EventEmitter {
   /** A non-stream (or error) body, whole. */
   #body = '';
   #streamError: RunError | undefined;
+  /** The event stream said it was over ([DONE], or a chunk's finish_reason): without it the answer may be cut short. */
+  #ended = false;
   #done = false;
 
   constructor(listener: RunListener) {
@@ -155,8 +157,11 @@ export class RunSink extends EventEmitter {
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     if (!line.startsWith('data:')) return; // comments (keepalives), event names, blank separators
     const data = line.slice(line[5] === ' ' ? 6 : 5);
-    if (data === '[DONE]') return;
-    let parsed: { error?: unknown; choices?: { delta?: { content?: unknown } }[] };
+    if (data === '[DONE]') {
+      this.#ended = true;
+      return;
+    }
+    let parsed: { error?: unknown; choices?: { delta?: { content?: unknown }; finish_reason?: unknown }[] };
     try {
       parsed = JSON.parse(data) as typeof parsed;
     } catch {
@@ -166,8 +171,10 @@ export class RunSink extends EventEmitter {
       this.#streamError = errorOf(0, data);
       return;
     }
-    const content = parsed.choices?.[0]?.delta?.content;
+    const choice = parsed.choices?.[0];
+    const content = choice?.delta?.content;
     if (typeof content === 'string' && content.length > 0) this.#listener.onDelta(content);
+    if (typeof choice?.finish_reason === 'string') this.#ended = true;
   }
 
   #finish(): void {
@@ -191,6 +198,9 @@ export class RunSink extends EventEmitter {
         this.#streamError ??= noted('the provider answered with a body that is not a chat completion');
       }
     }
+    // A stream that stopped before saying so (a provider that died mid-answer, its connection closed as if
+    // the body were whole): its text may be cut anywhere, and a completed task would pass it off as the answer.
+    if (this.#eventStream && !this.#ended) this.#streamError ??= noted('the provider\'s stream ended before its last event ([DONE] or a finish_reason): the answer may be cut short');
     this.#report(this.#streamError);
   }
 
