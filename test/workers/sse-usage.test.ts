@@ -117,3 +117,10 @@ test('a count split across frames, or at the edge of the usage object, is read a
   assert.equal(usageFromTail([Buffer.from('{"usage":{"prompt_tokens":}}')]), undefined);
   assert.deepEqual(usageFromTail([Buffer.from('{"usage":{"output_tokens":9')]), { promptTokens: 0, completionTokens: 9 });
 });
+
+test('a count no provider could mean (more than 12 digits) is not read: it would reach a counter as Infinity', () => {
+  const huge = '9'.repeat(400);
+  assert.equal(usageFromTail([Buffer.from(`data: {"usage":{"prompt_tokens":${huge},"completion_tokens":${huge}}}\n\n`)]), undefined);
+  assert.deepEqual(usageFromTail([Buffer.from(`data: {"usage":{"prompt_tokens":${huge},"completion_tokens":7}}\n\n`)]), { promptTokens: 0, completionTokens: 7 });
+  assert.deepEqual(usageFromTail([Buffer.from('data: {"usage":{"prompt_tokens":999999999999,"completion_tokens":1}}\n\n')]), { promptTokens: 999_999_999_999, completionTokens: 1 });
+});

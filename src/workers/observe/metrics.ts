@@ -202,6 +202,8 @@ export class EdgeMetrics {
   }
 
   #countTokens(model: string, prompt: number, completion: number): void {
+    // A counter's increment must be finite: one bad value would make every later scrape throw.
+    if (!Number.isFinite(prompt + completion) || prompt < 0 || completion < 0) return;
     let counts = this.#tokenCounts.get(model);
     if (counts === undefined) this.#tokenCounts.set(model, (counts = [0, 0, 0, 0]));
     counts[0] += prompt;

@@ -70,16 +70,21 @@ function keyAt(buf: Buffer, at: number, key: Buffer, end: number): boolean {
   return true;
 }
 
-/** The integer after `ws : ws` at buf[i], before `end`; -1 when the bytes are not that. */
+/** More digits than a token count has: a provider's nonsense, never a counter's increment (Infinity would break the scrape). */
+const MAX_COUNT_DIGITS = 12;
+
+/** The integer after `ws : ws` at buf[i], before `end`; -1 when the bytes are not that, or not a plausible count. */
 function digitsAfterColon(buf: Buffer, i: number, end: number): number {
   while (i < end && isJsonSpace(buf[i])) i++;
   if (i >= end || buf[i] !== 0x3a) return -1;
   i++;
   while (i < end && isJsonSpace(buf[i])) i++;
   let n = -1;
+  let digits = 0;
   for (; i < end; i++) {
     const d = buf[i] - 0x30;
     if (d < 0 || d > 9) break;
+    if (++digits > MAX_COUNT_DIGITS) return -1;
     n = n < 0 ? d : n * 10 + d;
   }
   return n;
