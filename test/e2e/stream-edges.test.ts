@@ -7,6 +7,7 @@
 //   interval (the 200 head already sent), answers with a JSON body gets an
 //   in-band error instead of an empty stream.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, type Stack } from '../helpers/stack.js';
@@ -57,5 +58,41 @@ describe('stream edges', () => {
     node.data(tunnel.tunnelId, 1, JSON.stringify({ id: 'c1', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'Hi there' }, finish_reason: 'stop' }] }));
     node.end(tunnel.tunnelId, 2);
     await assert.rejects(pending, /not an event stream/);
+  });
+
+  test('a 204 with DATA behind it: the bytes never reach the client, whose next response on the connection is its own', async () => {
+    const socket = connect(stack.edge.httpPort, '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1').on('data', (s: string) => (text += s));
+    const body = JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'x' }] });
+    const requestBytes = `POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    socket.write(requestBytes);
+    const first = await node.nextTunnel();
+    node.headers(first.tunnelId, 0, [], 204);
+    node.data(first.tunnelId, 1, 'HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\ninjected');
+    node.end(first.tunnelId, 2);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    socket.write(requestBytes);
+    const second = await node.nextTunnel();
+    node.headers(second.tunnelId, 0, [{ $typeName: 'edge.v1.Header', name: 'content-type', value: 'application/json' }, { $typeName: 'edge.v1.Header', name: 'content-length', value: '6' }]);
+    node.data(second.tunnelId, 1, '"real"');
+    node.end(second.tunnelId, 2);
+    const deadline = Date.now() + 3_000;
+    while (!text.endsWith('"real"') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    socket.destroy();
+    assert.doesNotMatch(text, /injected/);
+    const statuses = [...text.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => m[1]);
+    assert.deepEqual(statuses, ['204', '200'], text);
+  });
+
+  test("a node's content-length that is not one plain decimal fails the request (502), never framing the client's body", async () => {
+    for (const headers of [[['content-length', '5, 5']], [['content-length', '0x10']], [['content-length', '0'], ['content-length', '500']]]) {
+      const pending = fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'x' }] }) });
+      const tunnel = await node.nextTunnel();
+      node.headers(tunnel.tunnelId, 0, headers.map(([name, value]) => ({ $typeName: 'edge.v1.Header' as const, name, value })));
+      const res = await pending;
+      assert.equal(res.status, 502, JSON.stringify(headers));
+      assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'node_protocol_error');
+    }
   });
 });

@@ -102,16 +102,25 @@ export function admitFrame(order: FrameOrder, frame: TunnelFrame, maxDataBytes: 
 /** Why a HEADERS frame cannot become an HTTP response head, or undefined when it can. */
 export function headersProblem(status: number, headers: readonly Header[]): string | undefined {
   if (!Number.isInteger(status) || status < 200 || status > 999) return `HEADERS with status ${status}`;
+  let lengths = 0;
   for (let i = 0; i < headers.length; i++) {
+    const name = headers[i].name;
     try {
-      validateHeaderName(headers[i].name);
-      validateHeaderValue(headers[i].name, headers[i].value);
+      validateHeaderName(name);
+      validateHeaderValue(name, headers[i].value);
     } catch {
-      return `HEADERS with an invalid header ${JSON.stringify(headers[i].name.slice(0, 64))}`;
+      return `HEADERS with an invalid header ${JSON.stringify(name.slice(0, 64))}`;
+    }
+    // The client frames the body by it: one plain decimal, or a client and the edge could read the body's end apart.
+    if (name.length === 14 && (name.charCodeAt(0) | 0x20) === 0x63 && name.toLowerCase() === 'content-length') {
+      if (++lengths > 1) return 'HEADERS with more than one content-length';
+      if (!DECIMAL_LENGTH.test(headers[i].value)) return `HEADERS with content-length ${JSON.stringify(headers[i].value.slice(0, 32))}, not a decimal byte count`;
     }
   }
   return undefined;
 }
+
+const DECIMAL_LENGTH = /^\d{1,15}$/;
 
 /** One session's record of violations; says when the node has to go. */
 export class SessionGuard {

@@ -210,6 +210,11 @@ export class LeanResponse extends EventEmitter {
     if (this.writableEnded || this.destroyed) return false;
     this.headersSent = true;
     if (!this.#headWritten) this.#writeHead(-1);
+    if (bodiless(this.statusCode)) {
+      // A 204/304 has no body (node:http drops one too): bytes after its head would be read as the next response.
+      if (callback !== undefined) queueMicrotask(callback);
+      return true;
+    }
     this.#append(chunk);
     if (callback !== undefined) this.#callbacks.push(callback);
     if (!this.#flushQueued) {
@@ -226,7 +231,7 @@ export class LeanResponse extends EventEmitter {
     const body = chunk === undefined ? undefined : typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     // Nothing written before: the whole body is known, framed by Content-Length.
     if (!this.#headWritten) this.#writeHead(body?.length ?? 0);
-    if (body !== undefined) this.#append(body);
+    if (body !== undefined && !bodiless(this.statusCode)) this.#append(body);
     if (this.chunkedEncoding) this.#push(LAST_CHUNK);
     this.flush(true);
     return this;
