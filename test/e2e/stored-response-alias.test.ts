@@ -4,6 +4,7 @@
 // answers 409 response_provider_unavailable (never 404 model_not_found for a
 // model the client never named).
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { ALIAS, edgeConfigObject, PROVIDER_ID, startStack, type Stack } from '../helpers/stack.js';
@@ -42,5 +43,22 @@ describe('stored responses across a refresh of their alias', () => {
       assert.match(e.message ?? '', new RegExp(`provider "${PROVIDER_ID}", which no model in the config serves now`));
     }
     assert.equal(stack.mock.stats.requests, before, 'never sent anywhere');
+  });
+
+  test('an absolute-form target reaches the provider in origin form: the client names no host for it', async () => {
+    const client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const raw = edgeConfigObject({ providerType: 'vllm' });
+    assert.equal((await stack.edge.refresh({ mode: 'apply', config: raw })).status, 'applied');
+    const made = await client.responses.create({ model: ALIAS, input: 'absolute' });
+    const text = await new Promise<string>((resolve, reject) => {
+      const socket = connect(stack.edge.httpPort, '127.0.0.1');
+      let got = '';
+      socket.setEncoding('latin1').on('data', (s: string) => (got += s));
+      socket.on('end', () => resolve(got));
+      socket.on('error', reject);
+      socket.write(`GET http://victim.internal/v1/responses/${made.id}?x=1 HTTP/1.1\r\nhost: edge\r\nconnection: close\r\n\r\n`);
+    });
+    assert.match(text, /^HTTP\/1\.1 200 /);
+    assert.equal(stack.mock.requestLog.at(-1)?.path, `/v1/responses/${made.id}`);
   });
 });

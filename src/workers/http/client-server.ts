@@ -490,8 +490,9 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (!this.#keyMayStart(key, alias, RESPONSES, reply, reply.raw)) return;
     const info: InspectOk = { ok: true, model: alias, modelStart: -1, modelEnd: -1, stream: false, fields: 0 };
     reply.hijack();
-    // request.url keeps the query (?stream=true, include[]=...) for the provider.
-    this.#plane.begin(RESPONSES, request.url, request.raw, reply.raw, Buffer.alloc(0), info, key, stored.providerId);
+    // request.url keeps the query (?stream=true, include[]=...) for the provider; in origin form only: an
+    // absolute-form target (GET http://other-host/v1/responses/...) would name a host of the client's choosing.
+    this.#plane.begin(RESPONSES, originForm(request.url), request.raw, reply.raw, Buffer.alloc(0), info, key, stored.providerId);
   }
 
   /**
@@ -698,6 +699,14 @@ function cutHandshakesOnClose(server: Server): void {
 function writeDraining(response: ServerResponse, format: ErrorFormat): void {
   response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'retry-after': '1', 'retry-after-ms': '1000', connection: 'close' });
   response.end(format.body(Errors.shuttingDown));
+}
+
+/** A request target in origin form (`/path?query`): an absolute-form one loses its scheme and authority. */
+function originForm(url: string): string {
+  if (url.startsWith('/')) return url;
+  const authority = url.indexOf('//');
+  const path = url.indexOf('/', authority < 0 ? 0 : authority + 2);
+  return path < 0 ? '/' : url.slice(path);
 }
 
 function unknownResponseMessage(id: string): string {
