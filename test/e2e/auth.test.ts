@@ -139,6 +139,10 @@ describe('client API keys', () => {
     const headers = stack.mock.requestLog.at(-1)?.receivedHeaders ?? {};
     assert.equal(headers.authorization, undefined);
     assert.ok(!JSON.stringify(headers).includes(ALICE));
+    // Nor may a client pick the account the provider's key bills (the openai SDK sends these from its options).
+    await new OpenAI({ baseURL: stack.baseURL, apiKey: ALICE, organization: 'org-other', project: 'proj_other', maxRetries: 0 }).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] });
+    const picked = stack.mock.requestLog.at(-1)?.receivedHeaders ?? {};
+    assert.deepEqual([picked['openai-organization'], picked['openai-project']], [undefined, undefined]);
     const stream = await sdk(stack, ALICE).chat.completions.create({ model: ALIAS, stream: true, messages: [] });
     let chunks = 0;
     for await (const _ of stream) chunks++;

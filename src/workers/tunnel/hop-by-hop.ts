@@ -14,6 +14,10 @@ const NOT_FORWARDED_UPSTREAM = new Set([
   'x-edge-node',
   'expect',
   'accept-encoding', // the answer must reach the edge uncompressed (the agent asks for identity)
+  // They pick the account the provider's key bills and reads (OpenAI's organization and project): the
+  // operator's key, so the operator's choice, never a client's.
+  'openai-organization',
+  'openai-project',
 ]);
 
 export { isHopByHop };
