@@ -15,7 +15,7 @@ import { AggregatorRegistry } from 'prom-client';
 import { AdminServer } from '../main/admin/admin-server.js';
 import type { AdminOps, NodeDrainOutcome, RunCancelOutcome } from '../main/admin/ops.js';
 import { buildEdgeStatus, livenessOf, tenantNamesOf, type EdgeStatus, type SessionView } from '../main/admin/status.js';
-import { EdgeSeries, type SeriesPoint } from '../main/admin/series.js';
+import { EdgeSeries, SERIES_METRICS, type SeriesPoint } from '../main/admin/series.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { RunStore } from '../main/runs/run-store.js';
@@ -307,7 +307,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   async #metricsParts(): Promise<unknown[][]> {
-    const own = await this.metrics.scrapeJson();
+    // The main thread's own part without the process metrics: reading those would reset the event-loop lag /metrics reports.
+    const own = await this.metrics.partJson(SERIES_METRICS);
     return [own, ...((await this.plane.metricParts()) as unknown[][])];
   }
 

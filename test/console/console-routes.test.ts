@@ -31,6 +31,19 @@ describe('console routes on the admin listener', () => {
     await edge?.close();
   });
 
+  test("the console's readings leave /metrics' event-loop lag whole: a stall a tick saw is still in the next scrape", async () => {
+    // The edge runs on this thread: stall it, let the lag monitor see it, then the console's tick, then a scrape.
+    const until = performance.now() + 300;
+    while (performance.now() < until) {
+      // busy
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await (edge as unknown as { series?: EdgeSeries }).series?.tick();
+    const text = await (await fetch(`${admin}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+    const max = Number(/^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1]);
+    assert.ok(max >= 0.25, `nodejs_eventloop_lag_max_seconds ${max} after a 300 ms stall`);
+  });
+
   test('the page and its files need no token and carry a strict CSP; data routes do', async () => {
     const root = await fetch(`${admin}/`, { redirect: 'manual' });
     assert.equal(root.status, 302);

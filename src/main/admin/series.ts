@@ -16,6 +16,8 @@ export const SERIES_POINTS = 180;
 const REQUESTS = 'edge_requests_total';
 const TTFB = 'edge_time_to_first_byte_seconds';
 const QUEUE = 'edge_queue_wait_seconds';
+/** What a reading reads: the metrics a series source must hand over. */
+export const SERIES_METRICS: readonly string[] = [REQUESTS, TTFB, QUEUE];
 
 export interface SeriesPoint {
   /** End of the interval, ms since the epoch. */
