@@ -512,6 +512,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     }
     if (!exchange.retried) {
       exchange.retried = true;
+      // Refused at its first grant (before exchange.grant was set): the record and the metrics name this provider alike.
+      exchange.triedProviderId = grant.providerId;
       this.#fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
       this.#observeRetry(exchange, 'node_overloaded', grant.providerId);
       this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);

@@ -9,7 +9,7 @@ import { connect } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { ALIAS, inFlight, startStack, testWorkers, waitFor, waitUntil, type Stack, type StackOptions } from '../helpers/stack.js';
+import { ALIAS, inFlight, PROVIDER_ID, startStack, testWorkers, waitFor, waitUntil, type Stack, type StackOptions } from '../helpers/stack.js';
 import { sample } from '../main/admin/ops-stack.js';
 
 const stacks: Stack[] = [];
@@ -186,6 +186,11 @@ describe('max tunnels per node', () => {
     const again = await chat(stack);
     assert.equal(again.status, 200, 'served once the tunnel closed');
     await again.arrayBuffer();
+    // The refused run's record and the request counter name the same provider.
+    await waitUntil(() => stack.edge.runs.list({ state: 'finished' }).some((r) => r.status === 503), 'the refused run in the records');
+    const record = stack.edge.runs.list({ state: 'finished' }).find((r) => r.status === 503);
+    assert.equal(record?.provider, PROVIDER_ID, JSON.stringify(record));
+    assert.equal(sample(await stack.edge.scrapeMetrics(), 'edge_requests_total', { model: ALIAS, provider: record?.provider ?? '', status: '503' }), 1);
   });
 
   test('a send the node refuses is not counted in edge_tunnel_bytes_total{to_node}: it never reached the node', async () => {
