@@ -7,6 +7,7 @@
 // knows whether the tunnel stays local or crosses a worker <-> worker ring.
 // Cold-path control (inspection, config snapshots, metrics, drain) uses
 // postMessage.
+import { foldMetrics, type FoldableMetric } from './metric-fold.js';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
@@ -108,7 +109,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
   /** Each worker's last metrics scrape (prom-client JSON), by index. */
   readonly #lastMetrics: (MetricJson[] | undefined)[] = [];
   /** The counters and histograms of workers that exited, as last scraped: totals never go down. */
-  readonly #retiredMetrics: MetricJson[][] = [];
+  /** What exited workers had counted, folded into one part (metric-fold.ts). */
+  readonly #retiredMetrics: FoldableMetric[] = [];
   /** Flags shared with every worker: EVENTS_FLAG (workers build run events only while someone subscribes) and DRAIN_FLAG. */
   readonly flags = new Int32Array(new SharedArrayBuffer(4 * FLAG_COUNT));
   #closed = false;
@@ -349,7 +351,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     // A worker that answered, then exited before the others did: its answer is among the retired parts now.
     const parts: unknown[] = [];
     for (const [slot, part] of answered) if (!slot.exited) parts.push(part);
-    for (const retired of this.#retiredMetrics) parts.push(retired);
+    if (this.#retiredMetrics.length > 0) parts.push(this.#retiredMetrics);
     return parts;
   }
 
@@ -357,7 +359,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   #retireMetrics(index: number): void {
     const last = this.#lastMetrics[index];
     this.#lastMetrics[index] = undefined;
-    if (last !== undefined) this.#retiredMetrics.push(last.filter((metric) => metric.type === 'counter' || metric.type === 'histogram'));
+    if (last !== undefined) foldMetrics(this.#retiredMetrics, last.filter((metric) => metric.type === 'counter' || metric.type === 'histogram') as unknown as FoldableMetric[]);
   }
 
   /** Which worker holds the node's current session, if any. */
