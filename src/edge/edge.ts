@@ -347,8 +347,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   #planeEvent(message: WorkerEvent): void {
     if (message.type === 'runs') {
       this.runs.runs(message.events);
-      // Their clients got a cut connection: counted here as the 502 their records say (their worker counted nothing).
-      if (message.workerExited === true) for (const event of message.events) if (event.type === 'run.finished') this.metrics.requestLost(event.model, event.status);
+      // Their clients got a cut connection: counted here as the 502 their records say (their worker counted nothing),
+      // under the provider the record names (where it had gone, kept from its last report).
+      if (message.workerExited === true) {
+        for (const event of message.events) if (event.type === 'run.finished') this.metrics.requestLost(event.model, this.runs.get(event.runId)?.provider ?? '', event.status);
+      }
       return;
     }
     const info = message.session;

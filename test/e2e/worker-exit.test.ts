@@ -19,7 +19,7 @@ import { ownerOfTaskId } from '../../src/workers/a2a/task-store.js';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
 import type { Subscription } from '../../src/main/events/event-bus.js';
-import { ALIAS, inFlight, NODE_ID, sessionOf, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, NODE_ID, PROVIDER_ID, sessionOf, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 
 /**
  * One client connection per request, so the kernel spreads them over the workers' listeners.
@@ -114,8 +114,9 @@ describe('an I/O worker that exits', () => {
     assert.equal(exited.length, victimOpen, JSON.stringify(finished.map((r) => r.outcome)));
     assert.ok(exited.every((r) => r.status === 502 && r.error !== null && r.error.includes('exited')), JSON.stringify(exited));
     assert.ok(finished.filter((r) => r.outcome === 'end').length >= open.length - victimOpen, JSON.stringify(finished.map((r) => r.outcome)));
-    // /metrics agrees with the records: the cut requests are 502s there too.
-    const cut = /^edge_requests_total\{model="llama3",provider="",status="502"\} (\d+)$/m.exec(await stack.edge.scrapeMetrics());
+    // /metrics agrees with the records: the cut requests are 502s there too, under the provider their records name.
+    assert.deepEqual([...new Set(exited.map((r) => r.provider))], [PROVIDER_ID], JSON.stringify(exited));
+    const cut = new RegExp(`^edge_requests_total\\{model="llama3",provider="${PROVIDER_ID}",status="502"\\} (\\d+)$`, 'm').exec(await stack.edge.scrapeMetrics());
     assert.equal(Number(cut?.[1] ?? 0), victimOpen);
 
     // The worker is back on the shared ports, and new requests are served by both.

@@ -176,9 +176,9 @@ export class EdgeMetrics {
     }
   }
 
-  /** A request whose worker exited under it (main thread, from the pool): counted on no provider, with its record's status. */
-  requestLost(model: string, status: number): void {
-    this.#count(model, '', status);
+  /** A request whose worker exited under it (main thread, from the pool): counted as its run record says (provider, status). */
+  requestLost(model: string, provider: string, status: number): void {
+    this.#count(model, provider, status);
   }
 
   /** Rare (a failure before the first byte), so counted directly. */
