@@ -6,8 +6,9 @@ import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import type { EdgeMessage } from '../../src/gen/edge/v1/tunnel_pb.js';
-import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
-import { FakeNode } from '../workers/grpc/fake-node.js';
+import { ALIAS, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { stackWithFakeNode } from '../helpers/fake-node-stack.js';
+import type { FakeNode } from '../workers/grpc/fake-node.js';
 
 const WINDOW = 16 * 1024;
 
@@ -96,10 +97,7 @@ describe('per-tunnel flow control against a hand-driven node', () => {
   let stack: Stack;
   let node: FakeNode;
   before(async () => {
-    stack = await startStack({ startAgent: false, tunnelWindowBytes: WINDOW });
-    node = new FakeNode(stack.edge.grpcPort);
-    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
-    await node.registered();
+    ({ stack, node } = await stackWithFakeNode({ tunnelWindowBytes: WINDOW }));
   });
   after(async () => {
     node?.close();

@@ -6,17 +6,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitUntil, inFlight, type Stack } from '../helpers/stack.js';
-import { FakeNode } from '../workers/grpc/fake-node.js';
+import { ALIAS, waitUntil, inFlight, type Stack } from '../helpers/stack.js';
+import { stackWithFakeNode } from '../helpers/fake-node-stack.js';
+import type { FakeNode } from '../workers/grpc/fake-node.js';
 
 describe('retry hints on failures after dispatch', () => {
   let stack: Stack;
   let node: FakeNode;
   before(async () => {
-    stack = await startStack({ startAgent: false });
-    node = new FakeNode(stack.edge.grpcPort);
-    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
-    await node.registered();
+    ({ stack, node } = await stackWithFakeNode());
   });
   after(async () => {
     node?.close();
@@ -62,10 +60,7 @@ describe("retry hints on a provider's own 429/503, relayed", () => {
   let node: FakeNode;
   before(async () => {
     // No requeue: the provider's answer is relayed at once.
-    stack = await startStack({ startAgent: false, configure: (raw) => void (raw.resilience = { overload: { max_requeues: 0 } }) });
-    node = new FakeNode(stack.edge.grpcPort);
-    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
-    await node.registered();
+    ({ stack, node } = await stackWithFakeNode({ configure: (raw) => void (raw.resilience = { overload: { max_requeues: 0 } }) }));
   });
   after(async () => {
     node?.close();

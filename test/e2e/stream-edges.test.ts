@@ -10,18 +10,16 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, type Stack } from '../helpers/stack.js';
-import { FakeNode, JSON_HEADERS, SSE } from '../workers/grpc/fake-node.js';
+import { ALIAS, type Stack } from '../helpers/stack.js';
+import { stackWithFakeNode } from '../helpers/fake-node-stack.js';
+import { JSON_HEADERS, SSE, type FakeNode } from '../workers/grpc/fake-node.js';
 
 describe('stream edges', () => {
   let stack: Stack;
   let node: FakeNode;
   let client: OpenAI;
   before(async () => {
-    stack = await startStack({ startAgent: false, providerType: 'vllm', configure: (raw) => void Object.assign(raw.limits as object, { sse_keepalive_ms: 200 }) });
-    node = new FakeNode(stack.edge.grpcPort);
-    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
-    await node.registered();
+    ({ stack, node } = await stackWithFakeNode({ providerType: 'vllm', configure: (raw) => void Object.assign(raw.limits as object, { sse_keepalive_ms: 200 }) }));
     client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
   });
   after(async () => {
