@@ -770,10 +770,6 @@ export function onResponseClose(this: ServerResponse & { [kExchange]?: ProxyExch
 }
 
 /**
- * A Retry-After header as ms: delta-seconds or an HTTP date; undefined when
- * absent or unreadable (the scheduler then holds the provider for its default).
- */
-/**
  * A relayed 429/503's retry hints that the provider left out: every 429
  * and 503 the client gets carries both (README), from the provider's own
  * Retry-After when it sent one, else 1 s.
@@ -801,6 +797,10 @@ function isEventStreamHead(headers: readonly Header[]): boolean {
   return false;
 }
 
+/**
+ * A Retry-After header as ms: delta-seconds or an HTTP date; undefined when
+ * absent or unreadable (the scheduler then holds the provider for its default).
+ */
 export function retryAfterMsOf(headers: readonly Header[]): number | undefined {
   for (let i = 0; i < headers.length; i++) {
     if (headers[i].name.toLowerCase() !== 'retry-after') continue;
