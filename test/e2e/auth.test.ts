@@ -131,6 +131,24 @@ describe('client API keys', () => {
     assert.ok(err instanceof OpenAI.AuthenticationError);
     assert.equal(err.status, 401);
     assert.equal(err.code, 'invalid_api_key');
+    assert.match(err.requestID ?? '', /^req-/, 'the SDK reads the refusal\'s request id');
+  });
+
+  test('the Anthropic SDK with a wrong key, and for an unknown model id, gets its error shape with a request id; both count as refusals', async () => {
+    const client = (key: string): Anthropic => new Anthropic({ baseURL: stack.edge.url, apiKey: key, maxRetries: 0, timeout: 10_000 });
+    const before = await stack.edge.scrapeMetrics();
+    const unauthenticated = await client('sk-wrong').messages.create({ model: ALIAS, max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    assert.ok(unauthenticated instanceof Anthropic.AuthenticationError, String(unauthenticated));
+    assert.match(unauthenticated.requestID ?? '', /^req-/);
+    const unknown = await client(CAROL).models.retrieve('no-such-model').catch((e: unknown) => e);
+    assert.ok(unknown instanceof Anthropic.NotFoundError, String(unknown));
+    assert.equal((unknown.error as { error?: { type?: string } }).error?.type, 'not_found_error');
+    assert.match(unknown.requestID ?? '', /^req-/);
+    assert.notEqual(unknown.requestID, unauthenticated.requestID);
+    const after = await stack.edge.scrapeMetrics();
+    const delta = (reason: string): number => (sample(after, 'edge_rejects_total', { reason }) ?? 0) - (sample(before, 'edge_rejects_total', { reason }) ?? 0);
+    assert.equal(delta('invalid_api_key'), 1);
+    assert.equal(delta('model_not_found'), 1, 'GET /v1/models/{id} for an unknown id is a refusal like any other');
   });
 
   test('a valid key is served and its value never reaches the provider', async () => {
@@ -225,9 +243,13 @@ describe('client API keys', () => {
     const codes = ['invalid_api_key', 'model_not_allowed', 'invalid_json', 'unknown_url', 'response_not_found', 'request_headers_too_large'];
     const before = await stack.edge.scrapeMetrics();
     const seen: string[] = [];
+    const ids: string[] = [];
     const refuse = async (path: string, init: RequestInit): Promise<void> => {
       const res = await fetch(`${stack.baseURL}${path}`, init);
       seen.push(((await res.json()) as { error: { code: string } }).error.code);
+      // No run names a refusal, yet the SDKs read x-request-id (openai) and request-id (Anthropic) from every error.
+      assert.equal(res.headers.get('request-id'), res.headers.get('x-request-id'), path);
+      ids.push(res.headers.get('x-request-id') ?? '');
     };
     const json = (key: string | undefined, body: string): RequestInit => ({ method: 'POST', headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) }, body });
     await refuse('/chat/completions', json(undefined, JSON.stringify({ model: ALIAS, messages: [] })));
@@ -243,13 +265,18 @@ describe('client API keys', () => {
         let text = '';
         socket.setEncoding('latin1');
         socket.on('data', (chunk: string) => (text += chunk));
-        socket.on('close', () => resolve((JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error: { code: string } }).error.code));
+        socket.on('close', () => {
+          ids.push(/^x-request-id: (\S+)\r$/im.exec(text)?.[1] ?? '');
+          resolve((JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error: { code: string } }).error.code);
+        });
         // The edge answers and closes while the head is still being written: a reset here is expected.
         socket.on('error', () => {});
         socket.write(`GET /v1/models HTTP/1.1\r\nhost: t\r\nx-big: ${'a'.repeat(200 * 1024)}\r\n\r\n`);
       }),
     );
     assert.deepEqual([...new Set(seen)].sort(), [...codes].sort(), `the codes answered: ${seen.join(', ')}`);
+    assert.ok(ids.every((id) => /^req-[0-9a-f]+-[0-9a-z]+$/.test(id)), `every refusal names itself: ${ids.join(', ')}`);
+    assert.equal(new Set(ids).size, ids.length, 'each refusal its own id');
     const after = await stack.edge.scrapeMetrics();
     for (const code of codes) {
       const expected = seen.filter((c) => c === code).length;

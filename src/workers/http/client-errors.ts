@@ -5,6 +5,7 @@
 import type { Duplex } from 'node:stream';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { errorFormatForPath, OPENAI_ERRORS, type ErrorFormat } from './api-routes.js';
+import { refusalId, refusalIdLines } from './refusal-id.js';
 
 const REASONS: Readonly<Record<number, string>> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
 
@@ -42,7 +43,7 @@ function answerAndClose(socket: Duplex, counter: RefusalCounter, errorCode: stri
   const status = format.status(spec);
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${refusalIdLines(refusalId())}Connection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();

@@ -25,6 +25,7 @@ import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '..
 import { A2ASurface } from '../a2a/a2a-surface.js';
 import { AGENT_PREFIX, CARD_PATH } from '../a2a/agent-card.js';
 import { readBody, writeClosing, writeError, type BodyOwner } from './fast-path.js';
+import { refusalId } from './refusal-id.js';
 import { LeanHttp1, timeoutSweepMs, type LeanOwner } from './lean-http1.js';
 
 const kApiKey = Symbol('edge.apiKey');
@@ -42,7 +43,8 @@ const HOST_REQUIRED = 'an HTTP/1.1 request must carry a Host header';
 const INVALID_KEY = 'missing or invalid API key; send it as `Authorization: Bearer <key>` or `x-api-key: <key>`';
 
 function sendError(reply: FastifyReply, spec: GatewayErrorSpec, message?: string, format: ErrorFormat = OPENAI_ERRORS, param?: string): void {
-  reply.code(format.status(spec)).header('content-type', 'application/json').send(format.body(spec, message, param));
+  const id = refusalId();
+  reply.code(format.status(spec)).header('content-type', 'application/json').header('x-request-id', id).header('request-id', id).send(format.body(spec, message, param));
 }
 
 /** Anthropic clients send their key as `x-api-key`; it is taken as a Bearer token. */
@@ -542,7 +544,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#plane.refused('shutting_down');
     // In the path's API format: Anthropic's overloaded 529, a JSON-RPC error the A2A SDK raises.
     const format = formatOf(request);
-    reply.code(format.status(Errors.shuttingDown)).header('content-type', 'application/json').header('retry-after', '1').header('retry-after-ms', '1000').header('connection', 'close').send(format.body(Errors.shuttingDown));
+    const id = refusalId();
+    reply.code(format.status(Errors.shuttingDown)).header('content-type', 'application/json').header('x-request-id', id).header('request-id', id).header('retry-after', '1').header('retry-after-ms', '1000').header('connection', 'close').send(format.body(Errors.shuttingDown));
   }
 
   /** One model of the list; a model this key may not use is as unknown as one not configured. */
@@ -551,7 +554,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const key = (request as KeyedRequest)[kApiKey];
     const anthropic = request.headers['anthropic-version'] !== undefined;
     if (!this.#aliases.includes(id) || (key !== undefined && !key.mayUse(id))) {
-      sendError(reply, Errors.modelNotFound, `The model ${JSON.stringify(id)} does not exist`, anthropic ? ANTHROPIC_ERRORS : OPENAI_ERRORS);
+      this.#refuseReply(reply, Errors.modelNotFound, `The model ${JSON.stringify(id)} does not exist`, anthropic ? ANTHROPIC_ERRORS : OPENAI_ERRORS);
       return;
     }
     const body = anthropic ? this.#anthropicModel(id) : { id, object: 'model', created: this.#modelsCreated, owned_by: 'edge' };
@@ -576,7 +579,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const limitText = one('limit');
     const limit = limitText === undefined ? 20 : Number(limitText);
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-      sendError(reply, Errors.invalidField, `limit must be an integer from 1 to 1000, got ${JSON.stringify(limitText)}`, ANTHROPIC_ERRORS);
+      this.#refuseReply(reply, Errors.invalidField, `limit must be an integer from 1 to 1000, got ${JSON.stringify(limitText)}`, ANTHROPIC_ERRORS);
       return;
     }
     const key = (request as KeyedRequest)[kApiKey];
@@ -588,7 +591,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (afterId !== undefined) from = ids.indexOf(afterId) + 1;
     if (beforeId !== undefined) to = Math.max(0, ids.indexOf(beforeId));
     if ((afterId !== undefined && from === 0) || (beforeId !== undefined && !ids.includes(beforeId))) {
-      sendError(reply, Errors.invalidField, `no model ${JSON.stringify(afterId !== undefined && from === 0 ? afterId : beforeId)} to page from`, ANTHROPIC_ERRORS);
+      this.#refuseReply(reply, Errors.invalidField, `no model ${JSON.stringify(afterId !== undefined && from === 0 ? afterId : beforeId)} to page from`, ANTHROPIC_ERRORS);
       return;
     }
     // before_id pages backwards: the `limit` models just before it.
@@ -697,7 +700,8 @@ function cutHandshakesOnClose(server: Server): void {
 
 /** 503 shutting_down with Connection: close, so the client reconnects to another edge. */
 function writeDraining(response: ServerResponse, format: ErrorFormat): void {
-  response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'retry-after': '1', 'retry-after-ms': '1000', connection: 'close' });
+  const id = refusalId();
+  response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'x-request-id': id, 'request-id': id, 'retry-after': '1', 'retry-after-ms': '1000', connection: 'close' });
   response.end(format.body(Errors.shuttingDown));
 }
 

@@ -17,6 +17,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApiRoute, ErrorFormat } from './api-routes.js';
 import type { GatewayErrorSpec } from '../../shared/errors.js';
+import { refusalId } from './refusal-id.js';
 
 /** The body a lean request collected, handed to its owner with the route it was read for and the request's `key` (the caller's, untouched). */
 export interface BodyOwner<K> {
@@ -95,7 +96,10 @@ function onBodyError(this: ReadingRequest): void {
 export function writeError(response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
   if (response.headersSent || response.destroyed) return;
   response.statusCode = format.status(spec);
+  const id = refusalId();
   response.setHeader('content-type', 'application/json');
+  response.setHeader('x-request-id', id);
+  response.setHeader('request-id', id);
   response.end(format.body(spec, message, param));
 }
 
