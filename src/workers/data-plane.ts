@@ -289,7 +289,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (exchange.queueUpdates !== undefined) {
       clearInterval(exchange.queueUpdates);
       exchange.queueUpdates = undefined;
-      exchange.sendQueueDone(grant.queuedMs);
+      exchange.sendQueueDone(grant.queuedMs + exchange.retryWaitMs);
     }
     let session: TunnelHost;
     if (nodeWorker < 0 || nodeWorker === this.#workerIndex || this.#peers === undefined) {
@@ -380,6 +380,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.retried = true;
       this.#fallbacks.set(requestId, { code: STALE, message: '', grant: undefined, session: undefined, tunnelId: 0 });
       this.#observeRetry(exchange, STALE, '');
+      exchange.retriedAt(performance.now());
       this.#driver.requeue(leaseId, admitRequestOf(exchange), '');
       return;
     }
@@ -474,6 +475,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#observeRetry(exchange, code, grant.providerId);
     // Admitting again before the call: the new grant may be delivered from inside it.
     this.#undispatch(exchange);
+    exchange.retriedAt(performance.now());
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; asking the scheduler for another provider');
     this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
     return true;
@@ -516,6 +518,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.triedProviderId = grant.providerId;
       this.#fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
       this.#observeRetry(exchange, 'node_overloaded', grant.providerId);
+      exchange.retriedAt(performance.now());
       this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
       return;
     }
@@ -654,7 +657,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   #stampStart(exchange: ProxyExchange): void {
-    exchange.startedAt = performance.now();
+    exchange.startedAt = exchange.attemptFrom = performance.now();
     const tag = exchange.request.headers['x-request-id'];
     exchange.requestTag = typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : exchange.runId;
   }

@@ -183,7 +183,7 @@ describe('retry before the first byte', () => {
     }
   });
 
-  test('x-edge-overhead-ms counts a failed attempt (a known delay) and never the provider time (an injected time to first byte)', async () => {
+  test('a failed attempt (a known delay) counts as queue wait, never as the edge\'s overhead; the serving provider\'s time (an injected time to first byte) as neither', async () => {
     const FAIL_AFTER_MS = 250;
     const PROVIDER_MS = 400;
     const resetting = await slowResettingServer(FAIL_AFTER_MS);
@@ -198,9 +198,21 @@ describe('retry before the first byte', () => {
     await res.arrayBuffer();
     assert.equal(resetting.requests(), 1);
     const overhead = Number(res.headers.get('x-edge-overhead-ms'));
+    const queued = Number(res.headers.get('x-edge-queue-ms'));
     assert.ok(headersMs >= FAIL_AFTER_MS + PROVIDER_MS, `the client waited ${headersMs} ms`);
-    // The failed attempt took FAIL_AFTER_MS of the edge's time; b's PROVIDER_MS is provider time.
-    assert.ok(overhead >= FAIL_AFTER_MS && overhead < FAIL_AFTER_MS + PROVIDER_MS / 2, `x-edge-overhead-ms ${overhead}, expected ${FAIL_AFTER_MS} plus a little`);
+    // The failed attempt's FAIL_AFTER_MS was a wait for a provider that could answer; b's PROVIDER_MS is provider time.
+    assert.ok(queued >= FAIL_AFTER_MS && queued < FAIL_AFTER_MS + PROVIDER_MS / 2, `x-edge-queue-ms ${queued}, expected ${FAIL_AFTER_MS} plus a little`);
+    assert.ok(overhead < FAIL_AFTER_MS / 2, `x-edge-overhead-ms ${overhead}: the edge's own work, not the failed attempt`);
+    // The run record and the histograms split it the same way.
+    const runId = res.headers.get('x-edge-run-id') ?? '';
+    await waitUntil(() => current?.edge.runs.get(runId)?.state === 'finished', 'the run finished');
+    const run = current.edge.runs.get(runId);
+    assert.ok((run?.queueMs ?? 0) >= FAIL_AFTER_MS, `run record queueMs ${run?.queueMs}`);
+    const metrics = await current.edge.scrapeMetrics();
+    const overheadSum = sample(metrics, 'edge_gateway_overhead_seconds_sum', { model: ALIAS }) ?? -1;
+    const queueSum = sample(metrics, 'edge_queue_wait_seconds_sum', { model: ALIAS }) ?? -1;
+    assert.ok(overheadSum >= 0 && overheadSum < FAIL_AFTER_MS / 2000, `edge_gateway_overhead_seconds_sum ${overheadSum}`);
+    assert.ok(queueSum >= FAIL_AFTER_MS / 1000, `edge_queue_wait_seconds_sum ${queueSum}`);
     await settled(current.edge);
   });
 });

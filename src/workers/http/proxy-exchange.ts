@@ -144,6 +144,9 @@ export class ProxyExchange implements TunnelConsumer {
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
   requestTag = '';
   startedAt = 0;
+  /** Where the current attempt's wait began: startedAt, then each retry's requeue. */
+  attemptFrom = 0;
+  retryWaitMs = 0;
   sentAt = 0;
   /** Body bytes sent to nodes, summed over every send (a retry sends it again). */
   bytesToNode = 0;
@@ -234,7 +237,7 @@ export class ProxyExchange implements TunnelConsumer {
       lines += `${name}: ${value}\r\n`;
     }
     if (status === 429 || status === 503) for (const [name, value] of missingRetryHints(headers, this.#retryAfterMs)) lines += `${name}: ${value}\r\n`;
-    lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
+    lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs + this.retryWaitMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
     const hopMs = nodeHopMs(this, false);
     if (hopMs >= 0) lines += `x-edge-hop-ms: ${formatMs3(hopMs)}\r\nx-edge-upstream-ms: ${formatMs3(upstreamUs / 1000)}\r\n`;
     response.writeHeadLines(status, lines, hasLength, hasDate);
@@ -277,7 +280,7 @@ export class ProxyExchange implements TunnelConsumer {
       'x-edge-run-id', this.runId,
       'x-edge-node', grant.nodeId,
       'x-edge-provider', grant.providerId,
-      'x-edge-queue-ms', String(Math.round(grant.queuedMs)),
+      'x-edge-queue-ms', String(Math.round(grant.queuedMs + this.retryWaitMs)),
       'x-edge-overhead-ms', this.#markHeaders(status),
     );
     const hopMs = nodeHopMs(this, false);
@@ -597,7 +600,7 @@ export class ProxyExchange implements TunnelConsumer {
         'request-id', this.runId,
         'x-edge-node', grant.nodeId,
         'x-edge-provider', grant.providerId,
-        'x-edge-queue-ms', String(Math.round(grant.queuedMs)),
+        'x-edge-queue-ms', String(Math.round(grant.queuedMs + this.retryWaitMs)),
       ]);
     }
     res.write(SSE_KEEPALIVE);
@@ -617,6 +620,17 @@ export class ProxyExchange implements TunnelConsumer {
   }
 
   /** Granted after position comments: the wait it had, then the stream. */
+  /**
+   * A failure (before the first byte, or a stale grant) sent it back to the
+   * queue for another provider: the attempt's time so far is queue wait, and
+   * the next attempt's wait starts now. (An overloaded provider's requeue
+   * keeps its place and its wait: the scheduler's queuedMs covers it.)
+   */
+  retriedAt(now: number): void {
+    this.retryWaitMs += Math.max(0, now - this.attemptFrom);
+    this.attemptFrom = now;
+  }
+
   sendQueueDone(queuedMs: number): void {
     if (this.queueReported && !this.response.destroyed) this.response.write(queueDoneComment(queuedMs));
   }
@@ -714,7 +728,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.grant) {
       headers['x-edge-node'] = this.grant.nodeId;
       headers['x-edge-provider'] = this.grant.providerId;
-      headers['x-edge-queue-ms'] = String(Math.round(this.grant.queuedMs));
+      headers['x-edge-queue-ms'] = String(Math.round(this.grant.queuedMs + this.retryWaitMs));
     } else {
       // Refused without a grant: the time it spent waiting for one.
       headers['x-edge-queue-ms'] = String(Math.round(Math.max(0, performance.now() - this.startedAt)));

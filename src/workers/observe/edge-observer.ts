@@ -4,7 +4,7 @@
 // bus, and, where an operator would want it, a log line.
 // Lease accounting never depends on anything here.
 import type { Logger } from 'pino';
-import type { ExchangeObserver, ExchangeView } from './exchange-observer.js';
+import { queueWaitMs, type ExchangeObserver, type ExchangeView } from './exchange-observer.js';
 import type { NodeObserver } from '../grpc/node-gateway.js';
 import type { NodeSession } from '../grpc/node-session.js';
 import type { EdgeMetrics } from './metrics.js';
@@ -61,7 +61,7 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
       provider: grant.providerId,
       adapter: exchange.adapter,
       attempt: exchange.attempts,
-      queueMs: round(grant.queuedMs),
+      queueMs: round(queueWaitMs(exchange)),
       at: Date.now(),
     });
   }
@@ -86,7 +86,7 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
       status: exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status,
       outcome,
       totalMs: round(now - exchange.startedAt),
-      queueMs: round(exchange.grant?.queuedMs ?? 0),
+      queueMs: round(queueWaitMs(exchange)),
       bytesOut: exchange.bytesOut,
       at: Date.now(),
       tokens: usage === undefined ? null : { prompt: usage.promptTokens, completion: usage.completionTokens },

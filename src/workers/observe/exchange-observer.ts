@@ -24,6 +24,8 @@ export interface ExchangeView {
   // performance.now() marks in ms; 0 = did not happen.
   /** The request's body was in and it reached the data path. */
   readonly startedAt: number;
+  /** Time its attempts before the last grant's queue spent, failed ones included (see queueWaitMs). */
+  readonly retryWaitMs: number;
   /** The TunnelRequest was written to the node's stream (the last time, after a retry). */
   readonly sentAt: number;
   /** Request body bytes sent to nodes, every send counted (a retry or a requeue sends the body again). */
@@ -80,9 +82,18 @@ export function nodeHopMs(exchange: ExchangeView, end: boolean): number {
   return Math.max(0, (end ? exchange.endAt : exchange.headersAt) - exchange.sentAt - upstreamUs / 1000);
 }
 
+/**
+ * The request's queue wait, ms: its last grant's time in queue, plus the
+ * attempts before it that a failure sent back (their queue and provider
+ * time alike: waiting for a provider that could answer, not the edge's work).
+ */
+export function queueWaitMs(exchange: ExchangeView): number {
+  return (exchange.grant?.queuedMs ?? 0) + exchange.retryWaitMs;
+}
+
 /** Milliseconds the edge itself spent before the response headers went out (see docs/operations.md). */
 export function overheadAtHeadersMs(exchange: ExchangeView, now: number): number {
-  const queued = exchange.grant?.queuedMs ?? 0;
+  const queued = queueWaitMs(exchange);
   const nodeWait = exchange.headersAt - exchange.sentAt;
   return Math.max(0, now - exchange.startedAt - queued - nodeWait);
 }

@@ -160,7 +160,7 @@ export class EdgeMetrics {
     if (exchange.usage !== undefined) this.#countTokens(model, exchange.usage.promptTokens, exchange.usage.completionTokens);
     if (grant === undefined) return; // refused while queued: counted as a reject too
     const h = this.#histogramsOf(model);
-    const queuedMs = grant.queuedMs;
+    const queuedMs = grant.queuedMs + exchange.retryWaitMs;
     h.queue.observe(queuedMs / 1000);
     h.total.observe((now - exchange.startedAt) / 1000);
     if (exchange.firstByteAt > 0) h.ttfb.observe((exchange.firstByteAt - exchange.startedAt) / 1000);
