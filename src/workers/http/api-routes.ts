@@ -17,6 +17,7 @@ import {
   FIELD_PREVIOUS_RESPONSE_ID_STRING,
   FIELD_PROMPT,
 } from './inspect.js';
+import { endsWithDone, endsWithMessageStop, endsWithResponseTerminal } from '../tunnel/sse-terminal.js';
 
 /** How one API tells a client about an error. */
 export interface ErrorFormat {
@@ -97,6 +98,8 @@ export interface ApiRoute {
   readonly errors: ErrorFormat;
   /** Checks the inspector's FIELD_* bits (found in the same scan as `model`). */
   check(fields: number): FieldProblem | undefined;
+  /** Whether relayed bytes (ending at an event's end) end with the event that ends this API's stream (sse-terminal.ts). */
+  readonly endsAnswer?: (out: Uint8Array) => boolean;
 }
 
 function missing(param: string): FieldProblem {
@@ -113,13 +116,14 @@ function messagesArray(fields: number): FieldProblem | undefined {
   return undefined;
 }
 
-export const CHAT: ApiRoute = { path: '/v1/chat/completions', api: Api.chat, errors: OPENAI_ERRORS, check: messagesArray };
+export const CHAT: ApiRoute = { path: '/v1/chat/completions', api: Api.chat, errors: OPENAI_ERRORS, check: messagesArray, endsAnswer: endsWithDone };
 
 export const COMPLETIONS: ApiRoute = {
   path: '/v1/completions',
   api: Api.completions,
   errors: OPENAI_ERRORS,
   check: (fields) => ((fields & FIELD_PROMPT) === 0 ? missing('prompt') : undefined),
+  endsAnswer: endsWithDone,
 };
 
 export const EMBEDDINGS: ApiRoute = {
@@ -133,6 +137,7 @@ export const MESSAGES: ApiRoute = {
   path: '/v1/messages',
   api: Api.messages,
   errors: ANTHROPIC_ERRORS,
+  endsAnswer: endsWithMessageStop,
   check: (fields) => {
     const problem = messagesArray(fields);
     if (problem !== undefined) return problem;
@@ -156,7 +161,7 @@ function responsesContext(fields: number): FieldProblem | undefined {
   return previousResponseId(fields);
 }
 
-export const RESPONSES: ApiRoute = { path: '/v1/responses', api: Api.responses, errors: RESPONSES_ERRORS, check: responsesContext };
+export const RESPONSES: ApiRoute = { path: '/v1/responses', api: Api.responses, errors: RESPONSES_ERRORS, check: responsesContext, endsAnswer: endsWithResponseTerminal };
 
 /** client.responses.compact(): a long context compacted by the provider (no stream, so OpenAI's error body only). */
 export const RESPONSES_COMPACT: ApiRoute = { path: '/v1/responses/compact', api: Api.responses, errors: OPENAI_ERRORS, check: responsesContext };

@@ -139,6 +139,8 @@ export class ProxyExchange implements TunnelConsumer {
   /** A provider's error answer after keepalives committed the head: its body, kept for the in-band error's message. */
   #heldError: Buffer[] | undefined;
   #heldErrorBytes = 0;
+  /** The last event relayed ends the API's answer (route.endsAnswer): a failure after it adds no error. */
+  #answered = false;
   /** The stored response's id (Responses API), once read from the body's head. */
   responseId: string | undefined;
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
@@ -362,6 +364,8 @@ export class ProxyExchange implements TunnelConsumer {
       if (out === undefined) return;
       if (this.route === RESPONSES) this.#noteSequence(out, events.released);
       this.#wroteEvents = true;
+      const endsAnswer = this.route.endsAnswer;
+      if (endsAnswer !== undefined) this.#answered = !events.midEvent && endsAnswer(out);
       if (released > 0) {
         this.#writeAfterHeld(events.released, out);
         return;
@@ -657,6 +661,15 @@ export class ProxyExchange implements TunnelConsumer {
       // The client already has its whole answer: the failure is the tunnel's alone.
       if (this.state !== 'done') this.errorMessage = message ?? spec.message;
       this.#finish(reason);
+      return;
+    }
+    if (this.#answered && this.state === 'streaming') {
+      // The client has the provider's last event (the stream's end): the failure is the tunnel's alone, and
+      // the stream ends as the provider's would have (an SDK would raise an error event even after it).
+      this.errorMessage = message ?? spec.message;
+      this.#readUsage();
+      this.#finish(reason);
+      this.response.end();
       return;
     }
     const wasStreaming = this.state === 'streaming' || this.response.headersSent;

@@ -1,0 +1,78 @@
+// Whether the last event the relay wrote ends the API's answer: `data: [DONE]`
+// (chat, completions), `message_stop` (Messages), `response.completed`,
+// `.failed` or `.incomplete` (Responses). A failure after it (the provider's
+// socket reset before the body's end, a deadline, the node gone) must not
+// append an error event: the client already has its whole answer, and the
+// SDKs would raise that error over it. Each check reads a few bytes around
+// the last event of a chunk that ends at an event's end, so it runs per
+// relayed chunk; only Responses looks back for the event's start.
+
+const LF = 10;
+const CR = 13;
+const DONE = Buffer.from('[DONE]');
+const MESSAGE_STOP = Buffer.from('message_stop');
+/** The name each terminal Responses event has, as its `event:` line and its `"type"` both carry it. */
+const RESPONSE_TERMINALS = [Buffer.from('response.completed'), Buffer.from('response.failed'), Buffer.from('response.incomplete')];
+const BLANK_LINE = Buffer.from('\n\n');
+/** How far into an event its name is: `event: response.incomplete\n` or `data: {"type":"response.incomplete"`. */
+const EVENT_HEAD_BYTES = 64;
+
+/** Index past the last byte that is not a line end (0 when there is none). */
+function contentEnd(out: Uint8Array): number {
+  let end = out.length;
+  while (end > 0 && (out[end - 1] === LF || out[end - 1] === CR)) end--;
+  return end;
+}
+
+function asBuffer(out: Uint8Array): Buffer {
+  return Buffer.isBuffer(out) ? out : Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+}
+
+/** The last event is `data: [DONE]` (optionally without the space), alone on its line. */
+export function endsWithDone(out: Uint8Array): boolean {
+  const end = contentEnd(out);
+  let i = end - DONE.length;
+  if (i < 5) return false;
+  for (let k = 0; k < DONE.length; k++) if (out[i + k] !== DONE[k]) return false;
+  if (out[i - 1] === 0x20) i--;
+  // "data:" at the start of its line.
+  return out[i - 5] === 0x64 && out[i - 4] === 0x61 && out[i - 3] === 0x74 && out[i - 2] === 0x61 && out[i - 1] === 0x3a && (i === 5 || out[i - 6] === LF || out[i - 6] === CR);
+}
+
+/**
+ * The last event is Anthropic's `message_stop`: a short event whose name is
+ * in its last few dozen bytes (`{"type":"message_stop"}`); in a content
+ * delta those letters could only come quoted inside a string, escaped.
+ */
+export function endsWithMessageStop(out: Uint8Array): boolean {
+  const end = contentEnd(out);
+  const buffer = asBuffer(out);
+  const at = buffer.indexOf(MESSAGE_STOP, Math.max(0, end - 32));
+  if (at < 0 || at >= end || buffer.indexOf(MESSAGE_STOP, at + 1) >= 0) return false;
+  const after = buffer[at + MESSAGE_STOP.length];
+  // `event: message_stop` (its own line).
+  if (buffer[at - 1] === 0x20 || buffer[at - 1] === 0x3a) return after === LF || after === CR;
+  // `"type":"message_stop"`: the value of `type`, not a text delta's words (`"text":"message_stop"`, or quoted in one: `\"`).
+  if (buffer[at - 1] !== 0x22 || after !== 0x22) return false;
+  let i = at - 2;
+  while (i >= 0 && buffer[i] === 0x20) i--;
+  if (buffer[i] !== 0x3a) return false;
+  i--;
+  while (i >= 0 && buffer[i] === 0x20) i--;
+  return i >= 5 && buffer.toString('latin1', i - 5, i + 1) === '"type"';
+}
+
+/** The last event is a terminal Responses event: its name within the head of the event, however long its body (the whole response). */
+export function endsWithResponseTerminal(out: Uint8Array): boolean {
+  const end = contentEnd(out);
+  if (end === 0) return false;
+  const buffer = asBuffer(out);
+  const blank = buffer.lastIndexOf(BLANK_LINE, end - 1);
+  const start = blank < 0 ? 0 : blank + 2;
+  const headEnd = Math.min(end, start + EVENT_HEAD_BYTES);
+  for (const name of RESPONSE_TERMINALS) {
+    const at = buffer.indexOf(name, start);
+    if (at >= 0 && at + name.length <= headEnd) return true;
+  }
+  return false;
+}

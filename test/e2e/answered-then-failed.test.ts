@@ -1,0 +1,155 @@
+// A provider's stream that ended its answer (chat's `data: [DONE]`, the
+// Messages API's message_stop, the Responses API's response.completed) and
+// then failed before the node's END (its socket reset, a deadline, the node
+// gone): the client keeps the complete answer, through the official SDKs
+// and A2A. Before, the edge appended an in-band error after the last event
+// and the SDKs raised it over the answer. A failure before that event still
+// reaches the client as an error. The node is a FakeNode, so each frame is
+// scripted.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { ClientFactory } from '@a2a-js/sdk/client';
+import type { Task } from '@a2a-js/sdk';
+import { ALIAS, inFlight, waitUntil, type Stack } from '../helpers/stack.js';
+import { stackWithFakeNode } from '../helpers/fake-node-stack.js';
+import type { FakeNode } from '../workers/grpc/fake-node.js';
+
+const COMPLETED = 3;
+const FAILED = 4;
+
+const chunk = (content: string, finish: string | null = null): string =>
+  `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`;
+
+const MESSAGES_EVENTS: readonly (readonly [string, unknown])[] = [
+  ['message_start', { type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'm', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 3, output_tokens: 0 } } }],
+  ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
+  ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hello "message_stop"' } }],
+  ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+  ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 2 } }],
+  ['message_stop', { type: 'message_stop' }],
+];
+
+describe('a stream that ended its answer, then failed before END', () => {
+  let stack: Stack;
+  let node: FakeNode;
+  before(async () => {
+    ({ stack, node } = await stackWithFakeNode({
+      providerType: 'vllm',
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS, name: 'Writer', description: 'w', skills: [{ id: 'write', name: 'Write', description: 'Writes', tags: ['text'] }] }] };
+      },
+    }));
+  });
+  after(async () => {
+    node?.close();
+    await stack.close();
+  });
+
+  async function settled(): Promise<void> {
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease released');
+  }
+
+  test('Anthropic: message_stop, then the provider resets: finalMessage() has the message', async () => {
+    const client = new Anthropic({ baseURL: stack.edge.url, apiKey: 'x', maxRetries: 0 });
+    const stream = client.messages.stream({ model: ALIAS, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    let seq = 1;
+    // Each event its own frame; the quoted "message_stop" inside the text must not read as the stream's end.
+    for (const [name, data] of MESSAGES_EVENTS) node.data(t.tunnelId, seq++, `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
+    await waitUntil(() => stream.currentMessage?.stop_reason === 'end_turn', 'the client to read message_delta');
+    node.error(t.tunnelId, seq, 'upstream_reset', 'provider closed the connection');
+    const message = await stream.finalMessage();
+    assert.equal(message.content[0]?.type === 'text' ? message.content[0].text : '', 'Hello "message_stop"');
+    assert.equal(message.stop_reason, 'end_turn');
+    await settled();
+  });
+
+  test('Anthropic: a reset before message_stop is still the SDK error it was', async () => {
+    const client = new Anthropic({ baseURL: stack.edge.url, apiKey: 'x', maxRetries: 0 });
+    const stream = client.messages.stream({ model: ALIAS, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    let seq = 1;
+    for (const [name, data] of MESSAGES_EVENTS.slice(0, 3)) node.data(t.tunnelId, seq++, `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
+    node.error(t.tunnelId, seq, 'upstream_reset', 'provider closed the connection');
+    await assert.rejects(stream.finalMessage(), (err: unknown) => err instanceof Anthropic.APIError && /upstream_reset|closed the connection/.test(err.message));
+    await settled();
+  });
+
+  test('Responses: response.completed (a long one), then the provider resets: finalResponse() is completed', async () => {
+    const client = new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const stream = client.responses.stream({ model: ALIAS, input: 'hi' });
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    const text = 'Hello '.repeat(2_000);
+    const opened = { id: 'resp_1', object: 'response', created_at: 1, status: 'in_progress', output: [], model: 'm' };
+    const done = { ...opened, status: 'completed', output: [{ type: 'message', id: 'msg_1', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] }] };
+    node.data(t.tunnelId, 1, `event: response.created\ndata: ${JSON.stringify({ type: 'response.created', sequence_number: 0, response: opened })}\n\n`);
+    // The terminal event and the data before it in one frame: only the last event decides.
+    node.data(
+      t.tunnelId,
+      2,
+      `event: response.in_progress\ndata: ${JSON.stringify({ type: 'response.in_progress', sequence_number: 1, response: opened })}\n\n` +
+        `event: response.completed\ndata: ${JSON.stringify({ type: 'response.completed', sequence_number: 2, response: done })}\n\n`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    node.error(t.tunnelId, 3, 'upstream_reset', 'provider closed the connection');
+    const response = await stream.finalResponse();
+    assert.equal(response.status, 'completed');
+    assert.equal(response.output_text, text);
+    await settled();
+  });
+
+  test('chat: [DONE], then a reset: the raw stream ends with [DONE], no error event after it; the run keeps the failure', async () => {
+    const res = await fetch(`${stack.edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, chunk('Hi', 'stop') + 'data: [DONE]\n\n');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    node.error(t.tunnelId, 2, 'upstream_reset', 'provider closed the connection');
+    const body = await res.text();
+    assert.ok(body.endsWith('data: [DONE]\n\n'), body);
+    assert.doesNotMatch(body, /"error"/);
+    const runId = res.headers.get('x-edge-run-id') ?? '';
+    await waitUntil(() => stack.edge.runs.get(runId)?.state === 'finished', 'the run finished');
+    assert.match(stack.edge.runs.get(runId)?.error ?? '', /closed the connection/, 'the operator still sees the failure');
+    await settled();
+  });
+
+  test('A2A: the answer ended, then the node failed: the task is COMPLETED with its text; a failure before [DONE] is FAILED', async () => {
+    const client = await new ClientFactory().createFromUrl(`${stack.edge.url}/a2a/writer/`);
+    const send = (): Promise<Task> =>
+      client.sendMessage({
+        tenant: '',
+        message: { messageId: randomUUID(), contextId: '', taskId: '', role: 1, parts: [{ content: { $case: 'text', value: 'x' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] },
+        configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: false },
+        metadata: undefined,
+      }) as Promise<Task>;
+    const done = send();
+    let t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, chunk('All ') + chunk('done', 'stop') + 'data: [DONE]\n\n');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    node.error(t.tunnelId, 2, 'upstream_reset', 'provider closed the connection');
+    const completed = await done;
+    assert.equal(completed.status?.state, COMPLETED);
+    assert.equal(completed.artifacts.flatMap((a) => a.parts).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join(''), 'All done');
+
+    const cut = send();
+    t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, chunk('Half'));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    node.error(t.tunnelId, 2, 'upstream_reset', 'provider closed the connection');
+    assert.equal((await cut).status?.state, FAILED);
+    await settled();
+  });
+});

@@ -1,0 +1,45 @@
+// The checks the relay runs on each chunk it writes, to know whether the
+// client already has the event that ends its answer.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { endsWithDone, endsWithMessageStop, endsWithResponseTerminal } from '../../src/workers/tunnel/sse-terminal.js';
+
+const b = (text: string): Buffer => Buffer.from(text);
+
+test('[DONE]: only a data line that is exactly [DONE], with or without the space, any line ends', () => {
+  for (const yes of ['data: [DONE]\n\n', 'data:[DONE]\n\n', 'data: {"x":1}\n\ndata: [DONE]\n\n', 'data: [DONE]\r\n\r\n', 'data: [DONE]\r\r']) assert.ok(endsWithDone(b(yes)), JSON.stringify(yes));
+  for (const no of ['data: {"content":"[DONE]"}\n\n', 'data: [DONE]x\n\n', 'xdata: [DONE]\n\n', 'data: [DONE]\n\ndata: {"x":1}\n\n', '[DONE]\n\n', '\n\n', '']) assert.ok(!endsWithDone(b(no)), JSON.stringify(no));
+  // A Uint8Array view into a larger buffer, as frames are.
+  const whole = b('xxxxdata: [DONE]\n\nyyyy');
+  assert.ok(endsWithDone(new Uint8Array(whole.buffer, whole.byteOffset + 4, 14)));
+});
+
+test('message_stop: the event line or the type value, never the words quoted in a text delta', () => {
+  for (const yes of ['event: message_stop\ndata: {"type":"message_stop"}\n\n', 'data: {"type":"message_stop"}\n\n', 'data: {"type": "message_stop"}\r\n\r\n', 'event: message_delta\ndata: {}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n'])
+    assert.ok(endsWithMessageStop(b(yes)), JSON.stringify(yes));
+  for (const no of [
+    'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"say \\"message_stop\\""}}\n\n',
+    'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"message_stop"}}\n\n',
+    'event: message_stop\ndata: {"type":"message_stop"}\n\nevent: ping\ndata: {"type":"ping"}\n\n',
+    '',
+  ])
+    assert.ok(!endsWithMessageStop(b(no)), JSON.stringify(no));
+});
+
+test('Responses: completed, failed or incomplete in the head of the last event, however long its body', () => {
+  const big = JSON.stringify({ type: 'response.completed', sequence_number: 9, response: { output: [{ text: 'x'.repeat(100_000) }] } });
+  for (const yes of [
+    `event: response.completed\ndata: ${big}\n\n`,
+    `data: ${big}\n\n`,
+    'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"a"}\n\nevent: response.failed\ndata: {"type":"response.failed"}\n\n',
+    'event: response.incomplete\ndata: {"type":"response.incomplete"}\n\n',
+  ])
+    assert.ok(endsWithResponseTerminal(b(yes)), yes.slice(0, 60));
+  for (const no of [
+    'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"response.completed"}\n\n',
+    `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","delta":"response.completed"}\n\n`,
+    'event: response.completed\ndata: {}\n\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta"}\n\n',
+    '',
+  ])
+    assert.ok(!endsWithResponseTerminal(b(no)), no.slice(0, 60));
+});
