@@ -228,6 +228,7 @@ export class ProxyExchange implements TunnelConsumer {
     let json = false;
     let hasLength = false;
     let hasDate = false;
+    let ids = 0;
     for (let i = 0; i < headers.length; i++) {
       const name = headers[i].name.toLowerCase();
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
@@ -236,9 +237,12 @@ export class ProxyExchange implements TunnelConsumer {
       if (this.#readsJson(name, value, status)) json = true;
       else if (name === 'content-length') hasLength = true;
       else if (name === 'date') hasDate = true;
+      else ids |= requestIdBit(name);
       lines += `${name}: ${value}\r\n`;
     }
     if (status === 429 || status === 503) for (const [name, value] of missingRetryHints(headers, this.#retryAfterMs)) lines += `${name}: ${value}\r\n`;
+    if ((ids & X_REQUEST_ID) === 0) lines += `x-request-id: ${this.runId}\r\n`;
+    if ((ids & REQUEST_ID) === 0) lines += `request-id: ${this.runId}\r\n`;
     lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs + this.retryWaitMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
     const hopMs = nodeHopMs(this, false);
     if (hopMs >= 0) lines += `x-edge-hop-ms: ${formatMs3(hopMs)}\r\nx-edge-upstream-ms: ${formatMs3(upstreamUs / 1000)}\r\n`;
@@ -270,14 +274,18 @@ export class ProxyExchange implements TunnelConsumer {
   #writeHead(status: number, headers: readonly Header[], grant: Grant, upstreamUs: number): boolean {
     const flat: string[] = [];
     let json = false;
+    let ids = 0;
     for (let i = 0; i < headers.length; i++) {
       const name = headers[i].name.toLowerCase();
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
       if (!isRelayedDownstream(name)) continue;
       if (this.#readsJson(name, headers[i].value, status)) json = true;
+      else ids |= requestIdBit(name);
       flat.push(name, headers[i].value);
     }
     if (status === 429 || status === 503) for (const pair of missingRetryHints(headers, this.#retryAfterMs)) flat.push(pair[0], pair[1]);
+    if ((ids & X_REQUEST_ID) === 0) flat.push('x-request-id', this.runId);
+    if ((ids & REQUEST_ID) === 0) flat.push('request-id', this.runId);
     flat.push(
       'x-edge-run-id', this.runId,
       'x-edge-node', grant.nodeId,
@@ -794,6 +802,21 @@ function chunkFrameOf(pieces: readonly Uint8Array[], last: Uint8Array): Buffer {
 export function onResponseClose(this: ServerResponse & { [kExchange]?: ProxyExchange }): void {
   const exchange = this[kExchange];
   if (exchange && !this.writableFinished) exchange.onClientClosed();
+}
+
+const X_REQUEST_ID = 1;
+const REQUEST_ID = 2;
+
+/**
+ * Which request-id header a relayed (lower-cased) name is: the SDKs read an
+ * answer's request id from x-request-id (openai) and request-id (Anthropic);
+ * where the provider sent none, the run id stands in, so that an error the
+ * provider answered, or one in-band later, names something an operator can find.
+ */
+function requestIdBit(name: string): number {
+  if (name.length === 12 && name === 'x-request-id') return X_REQUEST_ID;
+  if (name.length === 10 && name === 'request-id') return REQUEST_ID;
+  return 0;
 }
 
 /**
