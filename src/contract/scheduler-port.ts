@@ -70,8 +70,10 @@ export interface SchedulerPort {
   /**
    * Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible.
    * `overloaded`: the provider answered 429/503 instead; the request keeps its place and may go back to it after its Retry-After.
+   * `leaving`: the node refused it because it is leaving (node_leaving): the request waits as a new arrival would, for
+   * any provider including that one once its node is back, rather than failing when no other is up right now.
    */
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean, overloaded?: Overloaded): void;
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean, overloaded?: Overloaded, leaving?: boolean): void;
   /**
    * Pre-send fence, called where the node's session lives once its generation
    * matched the grant's. False (driver only) when the lease turned out stale
@@ -80,8 +82,8 @@ export interface SchedulerPort {
   confirmSent(leaseId: number): boolean;
   /** The node's session was gone or of another generation: onStaleChecked follows. */
   reportStale(requestId: number, leaseId: number): void;
-  /** A session authenticated as `nodeId`; `serial` names it in onConnected. `providerIds`: what it announced (the others are no candidates for it); `endpoints`: provider id -> API mask it announced (src/shared/endpoints.ts). */
-  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>): void;
+  /** A session authenticated as `nodeId`; `serial` names it in onConnected. `providerIds`: what it announced (the others are no candidates for it); `endpoints`: provider id -> API mask it announced (src/shared/endpoints.ts); `draining`: it registered drained by an operator's command, so the connect that pumps the queues already sends it nothing. */
+  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining?: boolean): void;
   disconnect(nodeId: string, generation: number): void;
   /** Another stream (lane) of a connected node asks to join `generation`; onConnected answers it (0: not the current one). */
   joinLane(nodeId: string, serial: number, generation: number): void;

@@ -33,12 +33,12 @@
 //   stale      requestId, leaseId: the session was gone or of another generation
 //   announce   requestId = the session's serial, providerId: one provider the node announced (all of them precede its connect);
 //              code: its endpoint mask | 0x80 when the node announced endpoints for it (0 = none announced: config applies)
-//   connect    requestId = the session's serial, nodeId; code 1 = a lane joining `generation`
+//   connect    requestId = the session's serial, nodeId; code 1 = a lane joining `generation`, 2 = a node registering drained
 //   draining   nodeId, code (1 = draining)
 //   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
 //   health     nodeId, providerId, code (1 = its active probe passes, 0 = fails)
 //   (release: with code overloaded, value = the provider's Retry-After in ms, -1 = none;
-//    requeue: code 2 = overloaded (429/503), generation = Retry-After ms + 1, 0 = none)
+//    requeue: code 2 = overloaded (429/503), generation = Retry-After ms + 1, 0 = none; code 3 = the node is leaving)
 // and main -> worker:
 //   grant      as above, plus worker
 //   reject     as above; code too_many_concurrent_requests = the key was at its limit (not admitted)

@@ -155,8 +155,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return requeued;
   }
 
-  connect(nodeId: string, announcedProviders?: readonly string[], endpoints?: ReadonlyMap<string, number>): ConnectResult | undefined {
-    const result = this.scheduler.connect(nodeId, performance.now(), announcedProviders, endpoints);
+  connect(nodeId: string, announcedProviders?: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false): ConnectResult | undefined {
+    const result = this.scheduler.connect(nodeId, performance.now(), announcedProviders, endpoints, draining);
     this.#flush();
     return result;
   }
@@ -169,8 +169,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   // --- SchedulerPort (the data path on this thread) ----------------------------
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded): void {
-    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed, overloaded)) this.#decisions.push(new RequeueRefusal(request.requestId));
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded, leaving = false): void {
+    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed, overloaded, leaving)) this.#decisions.push(new RequeueRefusal(request.requestId));
     this.#flush();
   }
 
@@ -196,9 +196,9 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   /** Activation and fencing in one step: the registrar makes the session current before any grant is delivered. */
-  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
+  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false): void {
     this.deferDecisions(() => {
-      const connected = this.connect(nodeId, providerIds, endpoints);
+      const connected = this.connect(nodeId, providerIds, endpoints, draining);
       this.#registrar?.onConnected(serial, nodeId, connected?.generation ?? 0);
     });
   }

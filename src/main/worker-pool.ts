@@ -547,7 +547,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         else driver.release(r.leaseId, reason, r.value);
         return;
       case RecordKind.requeue:
-        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '', r.code === 1, r.code === 2 ? { retryAfterMs: r.generation === 0 ? undefined : r.generation - 1 } : undefined);
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '', r.code === 1, r.code === 2 ? { retryAfterMs: r.generation === 0 ? undefined : r.generation - 1 } : undefined, r.code === 3);
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);
@@ -569,7 +569,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         slot.announced.delete(r.requestId);
         const endpoints = slot.endpoints.get(r.requestId);
         slot.endpoints.delete(r.requestId);
-        this.#connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced, endpoints);
+        this.#connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced, endpoints, r.code === 2);
         return;
       }
       case RecordKind.disconnect: {
@@ -603,10 +603,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * goes out: the answer is on the worker's FIFO ring ahead of them. A
    * session of the node's previous generation is fenced where it lives.
    */
-  #connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
+  #connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[], endpoints: ReadonlyMap<string, number> | undefined, draining: boolean): void {
     this.#driver.deferDecisions(() => {
       const previous = this.#places.get(nodeId);
-      const connected = this.#driver.connect(nodeId, announced, endpoints);
+      const connected = this.#driver.connect(nodeId, announced, endpoints, draining);
       const r = this.#scratch.reset(RecordKind.connected);
       r.requestId = serial;
       r.generation = connected?.generation ?? 0;

@@ -82,6 +82,8 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
  * or node could not take it": the request is retried once elsewhere. An
  * upstream timeout or a provider's own error status is not retried.
  */
+const NODE_LEAVING = 'node_leaving';
+
 const RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set([
   'upstream_connect_failed',
   'upstream_reset',
@@ -477,7 +479,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#undispatch(exchange);
     exchange.retriedAt(performance.now());
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; asking the scheduler for another provider');
-    this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
+    // A node that leaves (a restart) comes back: its refusal waits like an arrival, for any provider, that one included.
+    if (code === NODE_LEAVING) this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), '', false, undefined, true);
+    else this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
     return true;
   }
 

@@ -95,10 +95,10 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.commit();
   }
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded): void {
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded, leaving = false): void {
     const r = this.#scratch.reset(RecordKind.requeue);
     r.requestId = request.requestId;
-    r.code = overloaded !== undefined ? 2 : providerFailed ? 1 : 0;
+    r.code = overloaded !== undefined ? 2 : leaving ? 3 : providerFailed ? 1 : 0;
     if (overloaded?.retryAfterMs !== undefined) r.generation = Math.min(0xfffffffe, Math.round(overloaded.retryAfterMs)) + 1;
     r.leaseId = leaseId;
     r.value = request.estimatedTokens;
@@ -124,7 +124,7 @@ export class RemoteScheduler implements SchedulerPort {
   }
 
   /** One `announce` record per provider id, then `connect`: the ring is FIFO, so main has the list when connect arrives. */
-  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>): void {
+  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false): void {
     for (let i = 0; i < providerIds.length; i++) {
       const a = this.#scratch.reset(RecordKind.announce);
       a.requestId = serial;
@@ -134,6 +134,7 @@ export class RemoteScheduler implements SchedulerPort {
     }
     const r = this.#scratch.reset(RecordKind.connect);
     r.requestId = serial;
+    r.code = draining ? 2 : 0;
     this.out.send(r, nodeId);
   }
 

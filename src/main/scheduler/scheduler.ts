@@ -419,8 +419,12 @@ export class Scheduler {
    * fenced) and max_queue does not apply. False, with the lease ended and
    * nothing queued, when no other candidate exists (the caller reports the
    * original failure); otherwise the grant or rejection follows as usual.
+   * `leaving`: the node refused it as it leaves (a rolling restart): that
+   * connection is draining from now on, and the request is queued as an
+   * arrival would be, whether or not a candidate is up now (the node's own
+   * provider again once it is back), up to its queue deadline.
    */
-  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false, overloaded?: Overloaded): boolean {
+  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false, overloaded?: Overloaded, leaving = false): boolean {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     // The retry keeps the band and tenant its first dispatch was charged to.
@@ -431,6 +435,12 @@ export class Scheduler {
     if (lease !== undefined) {
       seq = lease.seq;
       this.#dropLease(lease);
+      // The node said it is leaving: its connection takes nothing more (as its Leaving would tell), even when
+      // the edge had not heard (an agent drained by command, the edge's drain lifted); a reconnect or an undrain ends it.
+      if (leaving && lease.node.connected && lease.node.generation === lease.generation && !lease.node.draining) {
+        lease.node.draining = true;
+        this.#lastResortFor(lease.node);
+      }
       this.outliers.outcome(lease.provider, providerFailed ? 'failure' : 'neutral', now, this.#groupsOf(lease.provider), lease.leaseId);
       if (overloaded !== undefined) {
         // Busy, not broken: its limit drops and its Retry-After holds new
@@ -457,7 +467,7 @@ export class Scheduler {
       (req.pinnedProviderId === undefined || pinnedServes(group, req.pinnedProviderId, req.api ?? 0))
     ) {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
-      if (hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
+      if (leaving || hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, enqueuedAt, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         item.charged = true;
@@ -494,9 +504,11 @@ export class Scheduler {
    * and every queue is pumped. Undefined for a node not in the catalog.
    * `announcedProviders`: the ids the node said it runs; a configured
    * provider missing from it is no candidate for this connection
-   * (undefined: all of them).
+   * (undefined: all of them). `draining`: the node registered drained (an
+   * operator's command it still obeys): set before the queues pump, so that
+   * none of their waiters is granted to a node that would refuse it.
    */
-  connect(nodeId: string, now: number, announcedProviders?: readonly string[], announcedEndpoints?: ReadonlyMap<string, number>): ConnectResult | undefined {
+  connect(nodeId: string, now: number, announcedProviders?: readonly string[], announcedEndpoints?: ReadonlyMap<string, number>, draining = false): ConnectResult | undefined {
     this.#expire(now);
     const node = this.#registry.nodes.get(nodeId);
     if (node === undefined || !node.inCatalog) {
@@ -507,7 +519,7 @@ export class Scheduler {
     node.connected = true;
     node.generation = ++this.#lastGeneration;
     node.connectedSinceMs = now;
-    node.draining = false; // draining belongs to a connection (the agent's Leaving)
+    node.draining = draining; // draining belongs to a connection (the agent's Leaving, or how it registered)
     node.announced = announcedProviders === undefined ? undefined : new Set(announcedProviders);
     node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
     // Probe results belong to a connection: the new one reports its own.

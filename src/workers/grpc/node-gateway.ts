@@ -222,7 +222,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#joining.add(session.serial);
       this.#port.joinLane(register.nodeId, session.serial, register.joinGeneration);
     } else {
-      this.#port.register(register.nodeId, session.serial, register.providerIds, announcedEndpoints(register));
+      this.#port.register(register.nodeId, session.serial, register.providerIds, announcedEndpoints(register), register.draining);
     }
     return undefined;
   }
@@ -252,8 +252,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     }
     if (!joining && session.registeredDraining) {
       // Drained by command before this connection: the agent refuses new tunnels, so the edge sends it none.
-      // Said before the session answers Registered; a grant the scheduler made at the connect itself is
-      // refused by the agent (node_leaving) and goes elsewhere.
+      // The connect itself was told (its pump granted nothing here); said again for the status and the log.
       this.#port.setDraining(nodeId, true, generation);
       this.logger.info({ node: nodeId, generation }, 'node registered drained (operator command): no new requests until undrained');
     }

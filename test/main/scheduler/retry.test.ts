@@ -176,3 +176,20 @@ test('fairness on: the queue position a waiter is told counts a retried request 
   }
   assert.deepEqual(order, [2, 1, 3, 4], 'dispatch agrees with the position told');
 });
+
+test("a node's own refusal as it leaves: that connection drains, the request waits for the node's return and is served by it", () => {
+  const { s, sink } = setup({ nodes: { n1: [{ id: 'a', capacity: 2 }] }, models: [{ alias: 'chat', providers: ['a'] }] });
+  s.admit(req(1, 'chat'), 0);
+  const first = sink.takeGrants()[0];
+  s.confirm(first.leaseId, 1);
+  assert.equal(s.retry(first.leaseId, req(1, 'chat'), '', 2, false, undefined, true), true, 'queued although no candidate is up');
+  assert.deepEqual(sink.takeGrants(), [], 'not back to the leaving connection, though a has free slots');
+  assert.equal(s.status().groups[0].queueDepth, 1);
+  assert.deepEqual(s.checkInvariants(), []);
+  // The node restarts: a new connection, not draining.
+  s.connect('n1', 3);
+  const [again] = sink.takeGrants();
+  assert.equal(again.requestId, 1);
+  assert.equal(again.providerId, 'a');
+  assert.deepEqual(s.checkInvariants(), []);
+});
