@@ -216,8 +216,11 @@ export class LocalPlane implements DataPath, EventSink {
 
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      await this.client.close();
+      // The client listener's close waits for open responses, and an open stream ends only when its tunnel
+      // does: the node side closes while the client side is closing, never after it.
+      const client = this.client.close();
       await this.nodes.close();
+      await client;
       this.#peers?.close();
       // The last runs' reports, without waiting for the timer (a worker may be gone before it fires).
       this.flushRunReports();
