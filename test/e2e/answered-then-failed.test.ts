@@ -13,12 +13,13 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import type { Task } from '@a2a-js/sdk';
-import { ALIAS, inFlight, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 import { stackWithFakeNode } from '../helpers/fake-node-stack.js';
 import type { FakeNode } from '../workers/grpc/fake-node.js';
 
 const COMPLETED = 3;
 const FAILED = 4;
+const CANCELED = 5;
 
 const chunk = (content: string, finish: string | null = null): string =>
   `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`;
@@ -105,7 +106,7 @@ describe('a stream that ended its answer, then failed before END', () => {
   });
 
   test('chat: [DONE], then a reset: the raw stream ends with [DONE], no error event after it; the run keeps the failure', async () => {
-    const res = await fetch(`${stack.edge.url}/v1/chat/completions`, {
+    const pending = fetch(`${stack.edge.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
@@ -115,6 +116,7 @@ describe('a stream that ended its answer, then failed before END', () => {
     node.data(t.tunnelId, 1, chunk('Hi', 'stop') + 'data: [DONE]\n\n');
     await new Promise((resolve) => setTimeout(resolve, 50));
     node.error(t.tunnelId, 2, 'upstream_reset', 'provider closed the connection');
+    const res = await pending;
     const body = await res.text();
     assert.ok(body.endsWith('data: [DONE]\n\n'), body);
     assert.doesNotMatch(body, /"error"/);
@@ -150,6 +152,30 @@ describe('a stream that ended its answer, then failed before END', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     node.error(t.tunnelId, 2, 'upstream_reset', 'provider closed the connection');
     assert.equal((await cut).status?.state, FAILED);
+    await settled();
+  });
+
+  test("A2A: an operator's cancel while an event over the hold limit is half relayed (the response can only be cut) ends the task CANCELED", async () => {
+    const client = await new ClientFactory().createFromUrl(`${stack.edge.url}/a2a/writer/`);
+    const started = (await client.sendMessage({
+      tenant: '',
+      message: { messageId: randomUUID(), contextId: '', taskId: '', role: 1, parts: [{ content: { $case: 'text', value: 'x' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] },
+      configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: true },
+      metadata: undefined,
+    })) as Task;
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, chunk('Hi'));
+    // 70 KB of an event whose end has not come: past the 64 KiB the relay holds, so it went out as it came.
+    node.data(t.tunnelId, 2, `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${'y'.repeat(70_000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(await stack.edge.cancelRun(String(started.metadata?.edgeRunId)), 'cancelled');
+    let task: Task | undefined;
+    await waitFor(async () => {
+      task = await client.getTask({ tenant: '', id: started.id, historyLength: undefined });
+      return (task.status?.state ?? 0) >= COMPLETED;
+    }, 'the task to end');
+    assert.equal(task?.status?.state, CANCELED);
     await settled();
   });
 });

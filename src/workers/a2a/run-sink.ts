@@ -11,6 +11,7 @@ import { EventEmitter } from 'node:events';
 import { StringDecoder } from 'node:string_decoder';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Errors } from '../../shared/errors.js';
+import { kExchange, type ProxyExchange } from '../http/proxy-exchange.js';
 
 /** What the task hears from its run. */
 export interface RunListener {
@@ -125,6 +126,9 @@ export class RunSink extends EventEmitter {
   destroy(): this {
     if (this.#done) return this;
     this.destroyed = true;
+    // Cut mid-event (an in-band error could not follow half an event): an operator's cancel is still a cancel.
+    const exchange = (this as { [kExchange]?: ProxyExchange })[kExchange];
+    if (exchange?.cutWith === Errors.runCancelled.code) this.#streamError ??= { text: exchange.errorMessage ?? Errors.runCancelled.message, code: Errors.runCancelled.code };
     this.#streamError ??= noted('the answer was cut off before it was complete');
     this.#finish();
     this.emit('close');

@@ -133,6 +133,8 @@ export class ProxyExchange implements TunnelConsumer {
   attempts = 0;
   /** The message of the error it ended with (run records). */
   errorMessage: string | undefined;
+  /** The code of the error fail() ended it with, when the response could only be cut (an A2A run tells a cancel from a failure by it). */
+  cutWith: string | undefined;
   /** First bytes of the body, while a route still reads them (see captureHead). */
   #head: Buffer | undefined;
   #capturing = false;
@@ -696,6 +698,7 @@ export class ProxyExchange implements TunnelConsumer {
       this.response.end(this.route.errors.streamError(spec, message, this.responseId, !this.#wroteEvents, this.#lastSequence + 1));
     } else {
       // A truncated JSON body must not look complete: cut the connection.
+      this.cutWith = spec.code;
       this.response.destroy();
     }
   }
