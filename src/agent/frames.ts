@@ -89,12 +89,17 @@ export function registerMessage(
   endpoints: ReadonlyMap<string, readonly string[]> = new Map(),
   capabilities: string[] = [],
   draining = false,
+  probes: readonly ProbeVerdict[] = [],
 ): NodeMessage {
   const providerEndpoints = [...endpoints].map(([providerId, list]) => ({ $typeName: 'edge.v1.ProviderEndpoints' as const, providerId, endpoints: [...list] }));
   return {
     $typeName: 'edge.v1.NodeMessage',
-    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, providerEndpoints, capabilities, draining } },
+    msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, providerEndpoints, capabilities, draining, probes: probeResults(probes) } },
   };
+}
+
+function probeResults(probes: readonly ProbeVerdict[]): ProbeResult[] {
+  return probes.map((p): ProbeResult => ({ $typeName: 'edge.v1.ProbeResult', providerId: p.providerId, healthy: p.healthy, detail: p.detail }));
 }
 
 export function commandResultMessage(id: number, status: string, message: string, resultJson: string): NodeMessage {
@@ -102,8 +107,7 @@ export function commandResultMessage(id: number, status: string, message: string
 }
 
 export function heartbeatMessage(unixMs: number, probes: readonly ProbeVerdict[] = []): NodeMessage {
-  const results = probes.map((p): ProbeResult => ({ $typeName: 'edge.v1.ProbeResult', providerId: p.providerId, healthy: p.healthy, detail: p.detail }));
-  return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'heartbeat', value: { $typeName: 'edge.v1.Heartbeat', unixMs, probes: results } } };
+  return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'heartbeat', value: { $typeName: 'edge.v1.Heartbeat', unixMs, probes: probeResults(probes) } } };
 }
 
 export function leavingMessage(reason: string): NodeMessage {

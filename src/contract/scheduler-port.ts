@@ -82,8 +82,8 @@ export interface SchedulerPort {
   confirmSent(leaseId: number): boolean;
   /** The node's session was gone or of another generation: onStaleChecked follows. */
   reportStale(requestId: number, leaseId: number): void;
-  /** A session authenticated as `nodeId`; `serial` names it in onConnected. `providerIds`: what it announced (the others are no candidates for it); `endpoints`: provider id -> API mask it announced (src/shared/endpoints.ts); `draining`: it registered drained by an operator's command, so the connect that pumps the queues already sends it nothing. */
-  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining?: boolean): void;
+  /** A session authenticated as `nodeId`; `serial` names it in onConnected. `providerIds`: what it announced (the others are no candidates for it); `endpoints`: provider id -> API mask it announced (src/shared/endpoints.ts); `draining`: it registered drained by an operator's command, so the connect that pumps the queues already sends it nothing; `unhealthy`: providers whose probe failed as it registered (no grant until a heartbeat says they pass). */
+  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining?: boolean, unhealthy?: ReadonlySet<string>): void;
   disconnect(nodeId: string, generation: number): void;
   /** Another stream (lane) of a connected node asks to join `generation`; onConnected answers it (0: not the current one). */
   joinLane(nodeId: string, serial: number, generation: number): void;

@@ -33,6 +33,7 @@
 //   stale      requestId, leaseId: the session was gone or of another generation
 //   announce   requestId = the session's serial, providerId: one provider the node announced (all of them precede its connect);
 //              code: its endpoint mask | 0x80 when the node announced endpoints for it (0 = none announced: config applies)
+//              | 0x40 when its health probe failed as the node registered
 //   connect    requestId = the session's serial, nodeId; code 1 = a lane joining `generation`, 2 = a node registering drained
 //   draining   nodeId, code (1 = draining)
 //   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
@@ -61,6 +62,8 @@ import type { RingProducer } from '../shared/ring/ring-producer.js';
 export const RECORD_BYTES = 56;
 /** announce: set in `code` when the node announced endpoints for the provider (the low bits are the mask). */
 export const ANNOUNCED_ENDPOINTS = 0x80;
+/** announce: set in `code` when the node registered with the provider's health probe failing. */
+export const ANNOUNCED_UNHEALTHY = 0x40;
 export const STRING_HEADER_BYTES = 8;
 
 export const RecordKind = {

@@ -155,8 +155,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     return requeued;
   }
 
-  connect(nodeId: string, announcedProviders?: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false): ConnectResult | undefined {
-    const result = this.scheduler.connect(nodeId, performance.now(), announcedProviders, endpoints, draining);
+  connect(nodeId: string, announcedProviders?: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false, unhealthy?: ReadonlySet<string>): ConnectResult | undefined {
+    const result = this.scheduler.connect(nodeId, performance.now(), announcedProviders, endpoints, draining, unhealthy);
     this.#flush();
     return result;
   }
@@ -196,9 +196,9 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   /** Activation and fencing in one step: the registrar makes the session current before any grant is delivered. */
-  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false): void {
+  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false, unhealthy?: ReadonlySet<string>): void {
     this.deferDecisions(() => {
-      const connected = this.connect(nodeId, providerIds, endpoints, draining);
+      const connected = this.connect(nodeId, providerIds, endpoints, draining, unhealthy);
       this.#registrar?.onConnected(serial, nodeId, connected?.generation ?? 0);
     });
   }

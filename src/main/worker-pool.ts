@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_ENDPOINTS, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RunWireDecoder, type RunWireBatch } from '../contract/run-wire.js';
 import type { RunEvent } from '../contract/events.js';
@@ -54,6 +54,8 @@ class WorkerSlot {
   readonly announced = new Map<number, string[]>();
   /** Endpoint masks announced with them (absent for a provider whose node announced none), by serial. */
   readonly endpoints = new Map<number, Map<string, number>>();
+  /** Of them, the ones whose probe failed as the node registered, by serial. */
+  readonly unhealthy = new Map<number, Set<string>>();
 
   announcedEndpoints(serial: number): Map<string, number> {
     let map = this.endpoints.get(serial);
@@ -557,7 +559,12 @@ export class WorkerPool implements DecisionHandler, DataPath {
         const providerId = reader.nameOf(r.providerId) ?? '';
         if (list === undefined) slot.announced.set(r.requestId, [providerId]);
         else list.push(providerId);
-        if (r.code !== 0) slot.announcedEndpoints(r.requestId).set(providerId, r.code & ~ANNOUNCED_ENDPOINTS);
+        if ((r.code & ANNOUNCED_ENDPOINTS) !== 0) slot.announcedEndpoints(r.requestId).set(providerId, r.code & ~(ANNOUNCED_ENDPOINTS | ANNOUNCED_UNHEALTHY));
+        if ((r.code & ANNOUNCED_UNHEALTHY) !== 0) {
+          const failing = slot.unhealthy.get(r.requestId);
+          if (failing === undefined) slot.unhealthy.set(r.requestId, new Set([providerId]));
+          else failing.add(providerId);
+        }
         return;
       }
       case RecordKind.connect: {
@@ -569,7 +576,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
         slot.announced.delete(r.requestId);
         const endpoints = slot.endpoints.get(r.requestId);
         slot.endpoints.delete(r.requestId);
-        this.#connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced, endpoints, r.code === 2);
+        const unhealthy = slot.unhealthy.get(r.requestId);
+        slot.unhealthy.delete(r.requestId);
+        this.#connect(slot, r.requestId, reader.nameOf(r.nodeId) ?? '', announced, endpoints, r.code === 2, unhealthy);
         return;
       }
       case RecordKind.disconnect: {
@@ -603,10 +612,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * goes out: the answer is on the worker's FIFO ring ahead of them. A
    * session of the node's previous generation is fenced where it lives.
    */
-  #connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[], endpoints: ReadonlyMap<string, number> | undefined, draining: boolean): void {
+  #connect(slot: WorkerSlot, serial: number, nodeId: string, announced: readonly string[], endpoints: ReadonlyMap<string, number> | undefined, draining: boolean, unhealthy: ReadonlySet<string> | undefined): void {
     this.#driver.deferDecisions(() => {
       const previous = this.#places.get(nodeId);
-      const connected = this.#driver.connect(nodeId, announced, endpoints, draining);
+      const connected = this.#driver.connect(nodeId, announced, endpoints, draining, unhealthy);
       const r = this.#scratch.reset(RecordKind.connected);
       r.requestId = serial;
       r.generation = connected?.generation ?? 0;

@@ -5,7 +5,7 @@
 // calls and of answers is kept.
 import type { AdmitRequest, Grant, Overloaded, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_ENDPOINTS, RecordKind, RecordReader, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, RecordKind, RecordReader, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
@@ -124,12 +124,12 @@ export class RemoteScheduler implements SchedulerPort {
   }
 
   /** One `announce` record per provider id, then `connect`: the ring is FIFO, so main has the list when connect arrives. */
-  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false): void {
+  register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining = false, unhealthy?: ReadonlySet<string>): void {
     for (let i = 0; i < providerIds.length; i++) {
       const a = this.#scratch.reset(RecordKind.announce);
       a.requestId = serial;
       const mask = endpoints?.get(providerIds[i]);
-      a.code = mask === undefined ? 0 : mask | ANNOUNCED_ENDPOINTS;
+      a.code = (mask === undefined ? 0 : mask | ANNOUNCED_ENDPOINTS) | (unhealthy?.has(providerIds[i]) === true ? ANNOUNCED_UNHEALTHY : 0);
       this.out.send(a, undefined, providerIds[i]);
     }
     const r = this.#scratch.reset(RecordKind.connect);

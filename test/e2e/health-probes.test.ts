@@ -56,6 +56,19 @@ describe('a provider whose health probe fails', () => {
     const metrics = await edge.metrics.scrape();
     assert.match(metrics, /edge_provider_probe_unhealthy\{provider="a",node="gpu-1"\} 1/);
 
+    // The node reconnects while a still fails: the requests that waited for it go to b, though the connect
+    // pumps their queue before any heartbeat of the new connection (the verdict rides on its Register).
+    const generation = (await edge.status()).nodes.find((n) => n.id === 'gpu-1')?.generation;
+    stack.agent.dropConnection();
+    await waitFor(async () => (await edge.status()).nodes.find((n) => n.id === 'gpu-1')?.connected === false, 'the node gone');
+    const waiting = Array.from({ length: 6 }, () => chat());
+    await waitFor(async () => {
+      const node = (await edge.status()).nodes.find((n) => n.id === 'gpu-1');
+      return node?.connected === true && node.generation !== generation;
+    }, 'the node back', 10_000);
+    assert.deepEqual(await Promise.all(waiting), Array(6).fill('b:200'), 'the waiting requests went to b');
+    assert.equal(a.requestLog.filter((r) => r.path === '/v1/chat/completions').length, completionsBefore, 'a got none after the reconnect either');
+
     a.behave();
     await waitFor(async () => (await healthOf('a')) === 'ok', 'a healthy again');
     assert.ok(events.some((e) => e.type === 'provider.healthy' && e.provider === 'a'));

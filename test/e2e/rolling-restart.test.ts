@@ -2,11 +2,12 @@
 // agent refused because it was already leaving (ERROR node_leaving) waits
 // for the node to come back, as a request arriving a moment later does,
 // instead of failing with 503 because no other provider was up. A node that
-// registers drained (an operator's command it still obeys) is sent none of
-// the requests waiting for it, not even by the connect's own pump.
+// registers drained (an operator's command it still obeys), or with its
+// provider's health probe failing, is sent none of the requests waiting
+// for it, not even by the connect's own pump.
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { leavingMessage, registerMessage } from '../../src/agent/frames.js';
+import { heartbeatMessage, leavingMessage, registerMessage } from '../../src/agent/frames.js';
 import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 import { FakeNode, JSON_HEADERS } from '../workers/grpc/fake-node.js';
 
@@ -24,9 +25,14 @@ function answer(node: FakeNode, tunnelId: number, text: string): void {
   node.end(tunnelId, 2);
 }
 
-async function connected(stack: Stack, draining = false): Promise<FakeNode> {
+function queueDepth(stack: Stack): number {
+  return stack.edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? 0;
+}
+
+async function connected(stack: Stack, draining = false, failing = false): Promise<FakeNode> {
   const node = new FakeNode(stack.edge.grpcPort);
-  node.send(registerMessage(NODE_ID, NODE_TOKEN, 'fake-node/1', [PROVIDER_ID], 0, 0, new Map(), [], draining));
+  const probes = failing ? [{ providerId: PROVIDER_ID, healthy: false, detail: 'connect ECONNREFUSED' }] : [];
+  node.send(registerMessage(NODE_ID, NODE_TOKEN, 'fake-node/1', [PROVIDER_ID], 0, 0, new Map(), [], draining, probes));
   await node.registered();
   return node;
 }
@@ -53,8 +59,10 @@ describe('a restart of the only node', () => {
     // The agent had begun leaving when the request reached it.
     old.send(leavingMessage('shutdown'));
     old.error(t.tunnelId, 0, 'node_leaving', 'the node is shutting down');
+    // Sent once the edge knows (else it could go to the old node, which here, unlike an agent, would not refuse it).
+    await waitUntil(() => queueDepth(stack) === 1, 'the refused request back in the queue');
     const later = chat(stack);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await waitUntil(() => queueDepth(stack) === 2, 'the later request queued behind it');
     old.close();
     const fresh = await connected(stack);
     nodes.push(fresh);
@@ -69,7 +77,7 @@ describe('a restart of the only node', () => {
 
   test('a node that registers drained gets none of the waiting requests; they go to it once it registers undrained', async () => {
     const waiting = [chat(stack), chat(stack), chat(stack)];
-    await waitUntil(() => stack.edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth === 3, 'three requests queued');
+    await waitUntil(() => queueDepth(stack) === 3, 'three requests queued');
     const drained = await connected(stack, true);
     nodes.push(drained);
     await assert.rejects(drained.nextTunnel(400), /no TunnelRequest arrived/, 'a drained node is sent nothing');
@@ -77,6 +85,20 @@ describe('a restart of the only node', () => {
     const fresh = await connected(stack);
     nodes.push(fresh);
     for (let i = 0; i < 3; i++) answer(fresh, (await fresh.nextTunnel()).tunnelId, 'ok');
+    for (const res of await Promise.all(waiting)) {
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+    }
+  });
+
+  test("a node that registers with its provider's probe failing gets none of the waiting requests until a heartbeat says it passes", async () => {
+    const waiting = [chat(stack), chat(stack)];
+    await waitUntil(() => queueDepth(stack) === 2, 'two requests queued');
+    const node = await connected(stack, false, true);
+    nodes.push(node);
+    await assert.rejects(node.nextTunnel(400), /no TunnelRequest arrived/, 'a provider failing its probe is sent nothing');
+    node.send(heartbeatMessage(Date.now(), [{ providerId: PROVIDER_ID, healthy: true, detail: '' }]));
+    for (let i = 0; i < 2; i++) answer(node, (await node.nextTunnel()).tunnelId, 'ok');
     for (const res of await Promise.all(waiting)) {
       assert.equal(res.status, 200);
       await res.arrayBuffer();

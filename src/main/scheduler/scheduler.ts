@@ -507,8 +507,9 @@ export class Scheduler {
    * (undefined: all of them). `draining`: the node registered drained (an
    * operator's command it still obeys): set before the queues pump, so that
    * none of their waiters is granted to a node that would refuse it.
+   * `unhealthy`: providers whose probe failed as the node registered.
    */
-  connect(nodeId: string, now: number, announcedProviders?: readonly string[], announcedEndpoints?: ReadonlyMap<string, number>, draining = false): ConnectResult | undefined {
+  connect(nodeId: string, now: number, announcedProviders?: readonly string[], announcedEndpoints?: ReadonlyMap<string, number>, draining = false, unhealthy?: ReadonlySet<string>): ConnectResult | undefined {
     this.#expire(now);
     const node = this.#registry.nodes.get(nodeId);
     if (node === undefined || !node.inCatalog) {
@@ -522,8 +523,8 @@ export class Scheduler {
     node.draining = draining; // draining belongs to a connection (the agent's Leaving, or how it registered)
     node.announced = announcedProviders === undefined ? undefined : new Set(announcedProviders);
     node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
-    // Probe results belong to a connection: the new one reports its own.
-    for (const p of this.#registry.providers.values()) if (p.node === node) p.unhealthy = false;
+    // Probe results belong to a connection: the new one reports its own, the first of them with its register.
+    for (const p of this.#registry.providers.values()) if (p.node === node) p.unhealthy = unhealthy?.has(p.id) === true;
     // A connection that announces less may leave an alias nothing but ejected providers.
     this.#lastResortFor(node);
     this.#pump();

@@ -222,7 +222,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#joining.add(session.serial);
       this.#port.joinLane(register.nodeId, session.serial, register.joinGeneration);
     } else {
-      this.#port.register(register.nodeId, session.serial, register.providerIds, announcedEndpoints(register), register.draining);
+      this.#port.register(register.nodeId, session.serial, register.providerIds, announcedEndpoints(register), register.draining, failingProbes(register));
     }
     return undefined;
   }
@@ -398,6 +398,15 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   #accept(call: NodeCall): void {
     this.#all.add(new NodeSession(call, this));
   }
+}
+
+/** The providers whose health probe failed as the node registered (undefined: none, or an agent that predates the field). */
+function failingProbes(register: Register): ReadonlySet<string> | undefined {
+  let failing: Set<string> | undefined;
+  for (const probe of register.probes) {
+    if (!probe.healthy) (failing ??= new Set()).add(probe.providerId);
+  }
+  return failing;
 }
 
 /**
