@@ -433,10 +433,12 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     this.#shuttingDown = true;
     // Refusing first, then telling: once 'draining' is logged no thread serves a new request.
     this.plane.beginDrain();
+    // The grace starts now, not once every worker has said how much is open (a wedged one answers late or never).
+    const drained = this.plane.drain(graceMs);
     const open = sumOpen(await this.plane.inspect());
     this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
     this.logger.info({ graceMs, openRequests: open, workers: this.plane.workers }, 'draining: no new connections or requests; open requests may finish');
-    const aborted = await this.plane.drain(graceMs);
+    const aborted = await drained;
     if (aborted > 0) this.logger.warn({ aborted, graceMs }, 'drain grace over: the requests still open were ended');
     await this.close();
     const report: ShutdownReport = { drained: aborted === 0, aborted, waitedMs: Math.round(performance.now() - started) };

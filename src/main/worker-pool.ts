@@ -96,6 +96,20 @@ interface MetricJson {
 
 /** callAll's mark for a worker that exited before it answered. */
 const GONE: unique symbol = Symbol('gone');
+/**
+ * How long status, metrics and a run's cancel wait for a worker: one that is
+ * wedged (a runaway loop, a stuck native call) must not take the operator's
+ * view, nor the start of a drain, with it. Its answer is left out.
+ */
+export const CONTROL_CALL_TIMEOUT_MS = 2_000;
+class CallTimeout extends Error {
+  constructor(worker: number, call: string, timeoutMs: number) {
+    super(`I/O worker ${worker} did not answer ${call} within ${timeoutMs} ms`);
+  }
+}
+
+/** A worker that did not answer in time (see callAll's timeoutMs). */
+const SILENT: unique symbol = Symbol('silent');
 
 export class WorkerPool implements DecisionHandler, DataPath {
   readonly #slots: WorkerSlot[] = [];
@@ -110,6 +124,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
   readonly #calls = new Map<number, { worker: number; resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   /** Each worker's last metrics scrape (prom-client JSON), by index. */
   readonly #lastMetrics: (MetricJson[] | undefined)[] = [];
+  /** Workers whose control call timed out and that have not answered anything since. */
+  readonly #unresponsive = new Set<WorkerSlot>();
   /** The counters and histograms of workers that exited, as last scraped: totals never go down. */
   /** What exited workers had counted, folded into one part (metric-fold.ts). */
   readonly #retiredMetrics: FoldableMetric[] = [];
@@ -202,31 +218,63 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   // --- control (cold path) ------------------------------------------------------
 
-  /** Sends a request to one worker and resolves with its reply. */
-  call<T>(index: number, request: ControlCall): Promise<T> {
+  /** Sends a request to one worker and resolves with its reply; past `timeoutMs` (0 = none) it rejects and a late reply is dropped. */
+  call<T>(index: number, request: ControlCall, timeoutMs = 0): Promise<T> {
     const slot = this.#slots[index];
     if (slot.worker === undefined || slot.exited) return Promise.reject(new Error(`worker ${index} is not running`));
     const id = this.#nextCall++;
     return new Promise<T>((resolve, reject) => {
-      this.#calls.set(id, { worker: index, resolve: resolve as (value: unknown) => void, reject });
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (): void => {
+        if (timer !== undefined) clearTimeout(timer);
+      };
+      this.#calls.set(id, {
+        worker: index,
+        resolve: (value: unknown) => {
+          settle();
+          resolve(value as T);
+        },
+        reject: (err: Error) => {
+          settle();
+          reject(err);
+        },
+      });
+      if (timeoutMs > 0) {
+        timer = setTimeout(() => {
+          this.#calls.delete(id);
+          this.#unresponsive.add(slot);
+          reject(new CallTimeout(index, request.type, timeoutMs));
+        }, timeoutMs);
+        timer.unref();
+      }
       slot.worker?.postMessage({ ...request, id });
     });
   }
 
-  /** The same request to every running worker (one being replaced has nothing to answer); `each` sees every answer with the slot that gave it. */
-  callAll<T>(request: ControlCall, each?: (slot: WorkerSlot, answer: T) => void): Promise<T[]> {
+  /**
+   * The same request to every running worker (one being replaced has nothing to answer); `each` sees every
+   * answer with the slot that gave it. `timeoutMs` (0 = none): a worker that has not answered by then is left
+   * out (logged; `silent` hears of it), so one wedged worker cannot hold up the answer of every other.
+   */
+  callAll<T>(request: ControlCall, each?: (slot: WorkerSlot, answer: T) => void, timeoutMs = 0, silent?: (slot: WorkerSlot) => void, only?: (slot: WorkerSlot) => boolean): Promise<T[]> {
     // A worker that exits during the call, or whose replacement is not spawned yet, has nothing to
     // answer: left out, not a failure of the whole call (status, metrics and a drain go on).
-    const live = this.#slots.filter((slot) => !slot.exited && slot.worker !== undefined);
-    const ask = (slot: WorkerSlot): Promise<T | typeof GONE> =>
-      this.call<T>(slot.index, request).then(
+    const live = this.#slots.filter((slot) => !slot.exited && slot.worker !== undefined && (only === undefined || only(slot)));
+    const ask = (slot: WorkerSlot): Promise<T | typeof GONE | typeof SILENT> =>
+      this.call<T>(slot.index, request, timeoutMs).then(
         (answer) => {
           each?.(slot, answer);
           return answer;
         },
-        (err: unknown) => (slot.exited ? GONE : Promise.reject(err)),
+        (err: unknown) => {
+          if (slot.exited) return GONE;
+          if (!(err instanceof CallTimeout)) return Promise.reject(err);
+          this.#logger.warn({ worker: slot.index, call: request.type, timeoutMs }, 'I/O worker did not answer in time: left out of this answer');
+          silent?.(slot);
+          return SILENT;
+        },
       );
-    return Promise.all(live.map(ask)).then((answers) => answers.filter((answer): answer is Awaited<T> => answer !== GONE));
+    return Promise.all(live.map(ask)).then((answers) => answers.filter((answer): answer is Awaited<T> => answer !== GONE && answer !== SILENT));
   }
 
   #rejectCalls(worker: number): void {
@@ -321,11 +369,11 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   /** Run ids do not say which worker took the client: ask each; at most one holds it. */
   async cancelRun(runId: string): Promise<boolean> {
-    return (await this.callAll<boolean>({ type: 'cancelRun', runId })).some(Boolean);
+    return (await this.callAll<boolean>({ type: 'cancelRun', runId }, undefined, CONTROL_CALL_TIMEOUT_MS)).some(Boolean);
   }
 
   inspect(): Promise<readonly PlaneInspection[]> {
-    return this.callAll<PlaneInspection>({ type: 'inspect' });
+    return this.callAll<PlaneInspection>({ type: 'inspect' }, undefined, CONTROL_CALL_TIMEOUT_MS);
   }
 
   beginDrain(): void {
@@ -334,7 +382,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   /** Each worker drains its own listener; the grace runs in parallel. */
   async drain(graceMs: number): Promise<number> {
-    return (await this.callAll<number>({ type: 'drain', graceMs })).reduce((sum, n) => sum + n, 0);
+    // The grace is each worker's to keep; one that cannot answer past it (and a margin) is ended by close().
+    return (await this.callAll<number>({ type: 'drain', graceMs }, undefined, graceMs + CONTROL_CALL_TIMEOUT_MS)).reduce((sum, n) => sum + n, 0);
   }
 
   /**
@@ -345,11 +394,20 @@ export class WorkerPool implements DecisionHandler, DataPath {
    */
   async metricParts(): Promise<unknown[]> {
     const answered: [WorkerSlot, MetricJson[]][] = [];
-    await this.callAll<MetricJson[]>({ type: 'metrics' }, (slot, part) => {
-      answered.push([slot, part]);
-      // Kept only while that worker still holds the slot (a late answer of an exited one is not).
-      if (!slot.exited && this.#slots[slot.index] === slot) this.#lastMetrics[slot.index] = part;
-    });
+    await this.callAll<MetricJson[]>(
+      { type: 'metrics' },
+      (slot, part) => {
+        answered.push([slot, part]);
+        // Kept only while that worker still holds the slot (a late answer of an exited one is not).
+        if (!slot.exited && this.#slots[slot.index] === slot) this.#lastMetrics[slot.index] = part;
+      },
+      CONTROL_CALL_TIMEOUT_MS,
+      (slot) => {
+        // Its last scrape stands in: left out, its counters would drop, which Prometheus reads as a reset.
+        const last = this.#lastMetrics[slot.index];
+        if (last !== undefined) answered.push([slot, last]);
+      },
+    );
     // A worker that answered, then exited before the others did: its answer is among the retired parts now.
     const parts: unknown[] = [];
     for (const [slot, part] of answered) if (!slot.exited) parts.push(part);
@@ -450,6 +508,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
       return;
     }
     if (message.type !== 'reply') return;
+    // Any answer says the worker runs its loop again.
+    this.#unresponsive.delete(this.#slots[from]);
     const call = this.#calls.get(message.id);
     if (call === undefined) return;
     this.#calls.delete(message.id);
@@ -460,7 +520,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
   async close(): Promise<void> {
     if (this.#closed) return;
     try {
-      await this.callAll({ type: 'close' });
+      // A worker that cannot close itself in time, or has not answered since a call timed out (asking would
+      // only wait that long again), is terminated with the rest below.
+      await this.callAll({ type: 'close' }, undefined, CONTROL_CALL_TIMEOUT_MS, undefined, (slot) => !this.#unresponsive.has(slot));
     } catch {
       // a worker that is gone has nothing left to close
     }
