@@ -1437,6 +1437,45 @@ differential(
   },
 );
 
+differential(
+  'a control byte in a folded line is refused like one on a single line (relayed, the edge would count it against the node)',
+  async (make) => {
+    const raw = await RawServer.start((_req, socket) => {
+      socket.write('HTTP/1.1 200 OK\r\nx-debug: a\r\n b\x01c\r\ncontent-length: 2\r\n\r\nok');
+    });
+    return withClient(make, raw.url, [raw], async (client) => {
+      const rec = await send(client);
+      return { ...outcome(rec), message: rec.error?.message };
+    });
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, error');
+    assert.match(o.message ?? '', /invalid value for response header x-debug/);
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, error');
+  },
+);
+
+differential(
+  'the same content-length twice is one length: relayed once (the edge refuses a head with two)',
+  async (make) => {
+    const raw = await RawServer.start((_req, socket) => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\nok');
+    });
+    return withClient(make, raw.url, [raw], async (client) => outcome(await send(client)));
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, response 200, data…, end');
+    assert.equal(o.body, 'ok');
+    assert.equal(o.headers?.['content-length'], '2', 'one value, not two');
+  },
+  (o) => {
+    // undici refuses a repeated content-length.
+    assert.equal(o.sequence, 'start, error');
+  },
+);
+
 // ---------------------------------------------------------------------------
 // 17. a kept-alive connection the provider closes as the request goes out
 
