@@ -259,9 +259,9 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome> {
-    const setEdgeDraining = (nodeId: string, draining: boolean): string | undefined => {
+    const setEdgeDraining = (nodeId: string, draining: boolean): { code: string; message: string } | undefined => {
       const outcome = this.setNodeDraining(nodeId, draining);
-      return outcome.ok ? undefined : `${outcome.code} (${outcome.message})`;
+      return outcome.ok ? undefined : { code: outcome.code, message: outcome.message };
     };
     return runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining }, ref, kind, args, deadlineMs);
   }

@@ -253,6 +253,14 @@ describe('node commands through real agents', () => {
     assert.ok(performance.now() - started < 3_000);
   });
 
+  test('probe, drain and undrain to a node with no connection all answer not_connected (not failed)', async () => {
+    for (const kind of ['probe', 'drain', 'undrain']) {
+      const res = await command('offline', kind);
+      assert.equal(res.status, 200);
+      assert.equal(res.json.results[0].status, 'not_connected', `${kind}: ${JSON.stringify(res.json.results[0])}`);
+    }
+  });
+
   test('a label names every node carrying it; unknown references and kinds are refused', async () => {
     const res = await command('rack1', 'probe');
     assert.equal(res.status, 200);

@@ -37,7 +37,7 @@ export class AdminServer {
       this.app.addHook('onRequest', checkLocalCaller);
     }
     this.app.setErrorHandler(onError);
-    this.app.setNotFoundHandler(onNotFound);
+    this.app.setNotFoundHandler((request, reply) => this.#notFound(request, reply));
     registerRefreshRoute(this.app, ops);
     registerStatusRoutes(this.app, ops);
     registerNodeRoutes(this.app, ops);
@@ -53,15 +53,25 @@ export class AdminServer {
     return typeof address === 'object' && address ? address.port : port;
   }
 
+  /** A route that exists under another method is 405 with its Allow, as the client listener answers: not "unknown". */
+  #notFound(request: FastifyRequest, reply: FastifyReply): void {
+    const path = request.url.split('?')[0];
+    const allow = METHODS.filter((method) => this.app.findRoute({ method, url: path }) !== null);
+    if (allow.length > 0) {
+      reply.header('allow', allow.includes('GET') ? [...allow, 'HEAD'].join(', ') : allow.join(', '));
+      sendAdminError(reply, 405, 'method_not_allowed', `${request.method} is not allowed on ${path}; it takes ${allow.join(', ')}`);
+      return;
+    }
+    sendAdminError(reply, 404, 'not_found', `unknown admin route: ${request.method} ${path}`);
+  }
+
   async close(): Promise<void> {
     for (const stream of [...this.#streams]) stream.end();
     await this.app.close();
   }
 }
 
-function onNotFound(request: FastifyRequest, reply: FastifyReply): void {
-  sendAdminError(reply, 404, 'not_found', `unknown admin route: ${request.method} ${request.url.split('?')[0]}`);
-}
+const METHODS = ['GET', 'POST', 'DELETE', 'PUT', 'PATCH'] as const;
 
 function onError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
   const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;

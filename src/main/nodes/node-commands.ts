@@ -14,7 +14,7 @@ export interface NodeCommandHost {
   readonly config: EdgeConfig;
   readonly plane: Pick<DataPath, 'nodeCommand'>;
   /** The edge's own draining switch for a connected node; why not when it refused (not connected, retiring). */
-  setEdgeDraining(nodeId: string, draining: boolean): string | undefined;
+  setEdgeDraining(nodeId: string, draining: boolean): { readonly code: string; readonly message: string } | undefined;
 }
 
 export type NodeCommandOutcome =
@@ -35,7 +35,9 @@ export async function runNodeCommand(
       if (kind === 'drain' || kind === 'undrain') {
         // The edge's switch first: when it refuses, the agent is not told either (the two never disagree).
         const refused = host.setEdgeDraining(nodeId, kind === 'drain');
-        if (refused !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the edge did not ${kind} it: ${refused}` };
+        // No connection is what every other command reports as not_connected, not a failure of the node.
+        if (refused?.code === 'node_not_connected') return { node: nodeId, kind, status: 'not_connected' as const, message: refused.message };
+        if (refused !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the edge did not ${kind} it: ${refused.code} (${refused.message})` };
       }
       return host.plane.nodeCommand(nodeId, kind, args, deadlineMs);
     }),

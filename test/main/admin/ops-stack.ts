@@ -35,7 +35,7 @@ export interface OpsStack {
   readonly raw: Record<string, unknown>;
   /** Every ConfigRefresh the agent received: [changedPaths, configVersion]. */
   readonly refreshes: [readonly string[], number][];
-  admin(path: string, init?: { method?: string; body?: unknown; token?: string | null }): Promise<{ status: number; json: any }>;
+  admin(path: string, init?: { method?: string; body?: unknown; token?: string | null }): Promise<{ status: number; json: any; headers: Headers }>;
   metrics(): Promise<string>;
   close(): Promise<void>;
 }
@@ -87,7 +87,7 @@ export async function startOpsStack(options: OpsStackOptions = {}): Promise<OpsS
       if (init.body !== undefined) headers['content-type'] = 'application/json';
       const res = await fetch(`${adminUrl}${path}`, { method: init.method ?? 'GET', headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) });
       const text = await res.text();
-      return { status: res.status, json: text.length > 0 && res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text };
+      return { status: res.status, json: text.length > 0 && res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text, headers: res.headers };
     },
     async metrics() {
       const headers: Record<string, string> = options.adminToken ? { authorization: `Bearer ${options.adminToken}` } : {};
