@@ -320,17 +320,29 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
   }
 
   #sendCompletion(): void {
-    const content = Buffer.concat(this.#collected).toString('utf8');
-    const completion = {
-      id: completionId(this.#request.runId),
-      object: 'chat.completion',
-      created: nowSeconds(),
-      model: this.#request.target,
-      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-    };
+    let body: Buffer;
+    try {
+      const content = Buffer.concat(this.#collected).toString('utf8');
+      const completion = {
+        id: completionId(this.#request.runId),
+        object: 'chat.completion',
+        created: nowSeconds(),
+        model: this.#request.target,
+        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+      };
+      body = Buffer.from(JSON.stringify(completion));
+    } catch (err) {
+      // Past V8's longest string (~512 M characters; a control byte is 6 once escaped): thrown here, in a
+      // child's 'close' handler, it would end the whole agent and every tunnel of the node.
+      let bytes = 0;
+      for (const piece of this.#collected) bytes += piece.length;
+      this.#collected.length = 0;
+      this.#fail(new AgentRunError('cli_failed', `the command's output (${bytes} bytes) is too large for one JSON answer (${(err as Error).message}); ask with stream: true, or lower max_output_bytes`));
+      return;
+    }
     this.#headersSent = true;
     this.#handler.onResponseStart(this, 200, JSON_HEADERS);
-    if (!this.#reported) this.#handler.onResponseData(this, Buffer.from(JSON.stringify(completion)));
+    if (!this.#reported) this.#handler.onResponseData(this, body);
     this.#end();
   }
 
