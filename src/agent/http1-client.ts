@@ -63,6 +63,8 @@ const KEEP_ALIVE_MARGIN_MS = 1_000;
 /** One write for the head and the body up to this size; above it, two writes corked into one writev. */
 const SINGLE_WRITE_MAX = 64 * 1024;
 const CRLF_CRLF = Buffer.from('\r\n\r\n', 'latin1');
+const LF_BYTE = 0x0a;
+const CR_BYTE = 0x0d;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
@@ -585,6 +587,14 @@ export class Http1Client {
       if (end - from > MAX_HEAD_BYTES) {
         this.#badResponse(exchange, `response head over ${MAX_HEAD_BYTES} bytes`);
         return -1;
+      }
+      // Lines ended by a bare LF: its CRLF CRLF never comes, and waiting would hold the slot until the
+      // headers timeout and then blame the provider's slowness. Refused at once, as undici does.
+      for (let lf = buf.indexOf(LF_BYTE, from); lf !== -1 && lf < end; lf = buf.indexOf(LF_BYTE, lf + 1)) {
+        if (lf === from || buf[lf - 1] !== CR_BYTE) {
+          this.#badResponse(exchange, 'the response head ends a line with a bare LF (HTTP/1.1 needs CRLF)');
+          return -1;
+        }
       }
       this.#headPart = Buffer.from(buf.subarray(from, end));
       return -1;

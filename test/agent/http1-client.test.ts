@@ -1476,6 +1476,27 @@ differential(
   },
 );
 
+differential(
+  'a head whose lines end in a bare LF fails at once with a clear error, never waits for the headers timeout',
+  async (make) => {
+    const raw = await RawServer.start((_req, socket) => {
+      // The connection stays open: only the head's form can end the wait.
+      socket.write('HTTP/1.1 200 OK\ncontent-length: 2\n\nok');
+    });
+    return withClient(make, raw.url, [raw], async (client) => {
+      const rec = await send(client, { headersTimeout: 20_000 });
+      return { ...outcome(rec), message: rec.error?.message };
+    });
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, error');
+    assert.match(o.message ?? '', /bare LF/);
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, error');
+  },
+);
+
 // ---------------------------------------------------------------------------
 // 17. a kept-alive connection the provider closes as the request goes out
 
