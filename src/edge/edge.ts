@@ -266,17 +266,18 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining }, ref, kind, args, deadlineMs);
   }
 
-  retireNode(nodeId: string, reason: string): void {
+  retireNode(nodeId: string, reason: string): boolean {
     const graceMs = this.#config.drain?.graceMs ?? DEFAULT_DRAIN_GRACE_MS;
     // Where the streams are decides, not this thread's session view: with I/O workers that view
     // learns of a new connection a message later, and a token revoked in between must still retire it.
     // No new grants (set in this same turn, before any stream closes), then the streams close as they go idle.
-    if (!this.plane.retireNode(nodeId, graceMs, reason)) return;
+    if (!this.plane.retireNode(nodeId, graceMs, reason)) return false;
     const generation = this.#sessions.get(nodeId)?.generation;
     if (generation !== undefined) this.#retiring.set(nodeId, generation);
     this.driver.setDraining(nodeId, true);
     this.events.publish({ type: 'node.draining', node: nodeId, by: 'config' });
     this.logger.info({ node: nodeId, generation, reason, graceMs }, 'retiring node session: no new requests, closed once idle');
+    return true;
   }
 
   #refreshed(result: RefreshResult, origin: string): void {

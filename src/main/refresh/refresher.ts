@@ -69,8 +69,8 @@ export interface RefreshTarget {
   connectedNodeIds(): Iterable<string>;
   /** Sends a ConfigRefresh to the node's session; false if it has none. */
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean;
-  /** No new requests for the node's session; close it once its open ones finish. */
-  retireNode(nodeId: string, reason: string): void;
+  /** No new requests for the node's session; close it once its open ones finish. False: it had no session to retire. */
+  retireNode(nodeId: string, reason: string): boolean;
   /** Sends a node command and resolves with its answer (never rejects); absent: nodes are only notified. */
   commandNode?(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult>;
 }
@@ -157,12 +157,11 @@ export class ConfigRefresher {
     for (const { path, new: next } of changes) {
       const token = TOKEN_PATH.exec(path);
       const entry = NODE_ENTRY_PATH.exec(path);
+      // Only a session there was: a node with none has nothing to retire, and is reported not_connected below.
       if (token !== null) {
-        retired.push(token[1]);
-        this.#target.retireNode(token[1], 'its token changed');
+        if (this.#target.retireNode(token[1], 'its token changed')) retired.push(token[1]);
       } else if (entry !== null && next === null) {
-        retired.push(entry[1]);
-        this.#target.retireNode(entry[1], 'removed from the config');
+        if (this.#target.retireNode(entry[1], 'removed from the config')) retired.push(entry[1]);
       }
     }
     const threads = await settledWithin(everywhere, WORKERS_ACK_MS);

@@ -155,8 +155,10 @@ class RecordingTarget implements RefreshTarget {
     this.notices.push([nodeId, paths, version]);
     return true;
   }
-  retireNode(nodeId: string): void {
+  retireNode(nodeId: string): boolean {
+    if (!this.connectedNodeIds().includes(nodeId)) return false;
     this.retired.push(nodeId);
+    return true;
   }
 }
 
@@ -232,6 +234,19 @@ test('removing a node or changing its token retires its session', async () => {
   assert.equal(result.status, 'applied');
   assert.deepEqual(target.retired.sort(), ['n1', 'n2']);
   assert.ok(target.notices.some(([node, paths]) => node === 'n2' && paths.includes('nodes[n2]')), 'the removed node is told before it is retired');
+});
+
+test('a token change or removal of a node with no session retires nothing: it is reported not_connected, not "retired"', async () => {
+  const target = new RecordingTarget(parse(base()));
+  target.connectedNodeIds = () => ['n1'];
+  const refresher = new ConfigRefresher(target, undefined, undefined);
+  const b = base();
+  b.nodes[1].token = 'rotated';
+  const result = await refresher.refresh({ mode: 'apply', config: b });
+  assert.equal(result.status, 'applied');
+  assert.deepEqual(result.retired, []);
+  assert.deepEqual(target.retired, []);
+  assert.deepEqual(result.nodes.map((n) => [n.node, n.status]), [['n2', 'not_connected']]);
 });
 
 test('admin.token is required when the admin listener is not on loopback', () => {
