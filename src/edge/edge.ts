@@ -171,7 +171,10 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),
       tenantNames: () => tenantNamesOf(this.#config),
     });
-    this.refresher = new ConfigRefresher(this, options.configFile, { refreshed: (result, origin) => this.#refreshed(result, origin) });
+    this.refresher = new ConfigRefresher(this, options.configFile, {
+      refreshed: (result, origin) => this.#refreshed(result, origin),
+      committed: (configVersion, changedPaths, origin) => this.#committed(configVersion, changedPaths, origin),
+    });
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
     this.series = this.admin === undefined ? undefined : new EdgeSeries({ metricsParts: () => this.#metricsParts(), groups: () => this.driver.status().groups });
   }
@@ -280,12 +283,17 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return true;
   }
 
+  #committed(configVersion: number, changedPaths: readonly string[], origin: string): void {
+    this.events.publish({ type: 'config.applied', configVersion, changedPaths: [...changedPaths] });
+    this.logger.info({ origin, configVersion, changed: changedPaths }, 'config applied');
+  }
+
   #refreshed(result: RefreshResult, origin: string): void {
     this.metrics.refreshed(result.mode, result.status);
     const paths = result.changes.map((c) => c.path);
     if (result.status === 'applied') {
-      this.events.publish({ type: 'config.applied', configVersion: result.configVersion, changedPaths: paths });
-      this.logger.info({ origin, configVersion: result.configVersion, changed: paths, notified: result.notified.map((n) => n.node), retired: result.retired, nodes: result.nodes }, 'config applied');
+      // config.applied went out when it was committed (#committed); this is the nodes' part.
+      this.logger.info({ origin, configVersion: result.configVersion, notified: result.notified.map((n) => n.node), retired: result.retired, nodes: result.nodes }, 'config refresh: nodes answered');
     } else if (result.rejection !== null && result.mode === 'apply') {
       this.logger.warn({ origin, rejection: result.rejection, reasons: result.reasons }, 'config refresh rejected; the running config stays');
     } else {

@@ -76,7 +76,10 @@ export interface RefreshTarget {
 }
 
 export interface RefreshListener {
+  /** The answer, once every concerned node answered (or its deadline passed). */
   refreshed(result: RefreshResult, origin: string): void;
+  /** An apply is live (snapshot swapped, version bumped): said at once, not after the nodes' answers. */
+  committed?(configVersion: number, changedPaths: readonly string[], origin: string): void;
 }
 
 const TOKEN_PATH = /^nodes\[([^\]]*)\]\.token$/;
@@ -135,16 +138,18 @@ export class ConfigRefresher {
     }
     if (restart.length > 0) return this.#report(this.#rejected('apply', 'restart_required', reasons, changes), origin);
     if (changes.length === 0) return this.#report({ ...this.#empty('apply', 'unchanged'), applicable: true }, origin);
-    return this.#report(await this.#commit(current, candidate, changes, request.nodeTimeoutMs ?? DEFAULT_COMMAND_DEADLINE_MS), origin);
+    return this.#report(await this.#commit(current, candidate, changes, request.nodeTimeoutMs ?? DEFAULT_COMMAND_DEADLINE_MS, origin), origin);
   }
 
-  async #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[], nodeTimeoutMs: number): Promise<RefreshResult> {
+  async #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[], nodeTimeoutMs: number, origin: string): Promise<RefreshResult> {
     // Swapped here in one step; each I/O worker swaps it when the pool's message arrives. Nodes are told and
     // retired in this same turn, as before the workers answer (a registration on the new token meanwhile is
     // not mistaken for the old connection). The answer then waits for every worker, up to a bound: once it
     // says applied, a removed key or alias is refused everywhere.
     const everywhere = this.#target.setConfig(candidate);
     const version = ++this.#version;
+    // Before the nodes are told or retired: consumers of the event see the change before what it causes.
+    this.#listener?.committed?.(version, changes.map((c) => c.path), origin);
     const notified: { node: string; paths: string[] }[] = [];
     const offline: string[] = [];
     const connected = new Set(this.#target.connectedNodeIds());

@@ -9,6 +9,7 @@ import { diffConfigs, REDACTED } from '../../../src/main/refresh/diff.js';
 import { isMutable, MUTABILITY_RULES } from '../../../src/main/refresh/mutability.js';
 import { ConfigRefresher, type RefreshTarget } from '../../../src/main/refresh/refresher.js';
 import type { EdgeConfig } from '../../../src/shared/config-types.js';
+import type { NodeCommandResult } from '../../../src/shared/node-commands.js';
 import { ConfigError } from '../../../src/shared/config-reader.js';
 
 function base(): any {
@@ -142,6 +143,7 @@ class RecordingTarget implements RefreshTarget {
   commits = 0;
   notices: [string, readonly string[], number][] = [];
   retired: string[] = [];
+  commandNode?: RefreshTarget['commandNode'];
   constructor(public config: EdgeConfig) {}
   setConfig(next: EdgeConfig): Promise<void> {
     this.commits++;
@@ -247,6 +249,26 @@ test('a token change or removal of a node with no session retires nothing: it is
   assert.deepEqual(result.retired, []);
   assert.deepEqual(target.retired, []);
   assert.deepEqual(result.nodes.map((n) => [n.node, n.status]), [['n2', 'not_connected']]);
+});
+
+test('an apply is announced (committed) when it is live, not once the slowest node has answered', async () => {
+  const target = new RecordingTarget(parse(base()));
+  let answer: (() => void) | undefined;
+  target.commandNode = (node: string, kind: string) => new Promise<NodeCommandResult>((resolve) => (answer = () => resolve({ node, kind, status: 'applied', message: '' })));
+  const heard: string[] = [];
+  const refresher = new ConfigRefresher(target, undefined, {
+    committed: (version, paths) => heard.push(`committed ${version} ${paths.join(',')}`),
+    refreshed: (result) => heard.push(`refreshed ${result.status}`),
+  });
+  const b = base();
+  b.nodes[0].providers[0].capacity = 9;
+  const pending = refresher.refresh({ mode: 'apply', config: b, nodeTimeoutMs: 60_000 });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(heard, ['committed 2 nodes[n1].providers[p1].capacity'], 'said while the node has not answered');
+  assert.equal(target.config.nodes[0].providers[0].capacity, 9);
+  answer?.();
+  assert.equal((await pending).status, 'applied');
+  assert.deepEqual(heard, ['committed 2 nodes[n1].providers[p1].capacity', 'refreshed applied']);
 });
 
 test('admin.token is required when the admin listener is not on loopback', () => {
