@@ -44,7 +44,9 @@ interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; 
 /** A record of GET /admin/runs, as far as the page reads it. */
 interface Run { id: string; model: string; provider: string | null; state: 'queued' | 'running' | 'finished'; outcome: string | null; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number }
 interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
-interface RefreshResult { mode: string; status: string; rejection: string | null; applicable: boolean; configVersion: number; changes: Change[]; reasons: string[]; notified: { node: string }[]; retired: string[] }
+/** A concerned node's answer to an apply: applied, restart_required, failed, timeout, not_connected, unsupported. */
+interface NodeRefresh { node: string; status: string; message: string }
+interface RefreshResult { mode: string; status: string; rejection: string | null; applicable: boolean; configVersion: number; changes: Change[]; reasons: string[]; notified: { node: string }[]; retired: string[]; nodes?: NodeRefresh[] }
 
 const $ = <T extends Element = HTMLElement>(id: string): T => document.getElementById(id) as unknown as T;
 
@@ -512,6 +514,24 @@ function show(value: unknown): string {
   return value === null || value === undefined ? '(none)' : typeof value === 'string' ? value : JSON.stringify(value);
 }
 
+function nodeAnswers(nodes: readonly NodeRefresh[]): HTMLElement {
+  const section = document.createElement('div');
+  section.id = 'config-nodes';
+  const h = document.createElement('h3');
+  const pending = nodes.filter((n) => n.status !== 'applied').length;
+  h.textContent = `Nodes (${nodes.length}${pending > 0 ? `, ${pending} not applied` : ''})`;
+  const ul = document.createElement('ul');
+  for (const n of nodes) {
+    const li = document.createElement('li');
+    li.dataset.node = n.node;
+    li.className = n.status === 'applied' ? 'ok-text' : 'error';
+    li.textContent = `${n.node}: ${n.status}${n.message === '' ? '' : ` (${n.message})`}`;
+    ul.append(li);
+  }
+  section.append(h, ul);
+  return section;
+}
+
 function changeList(title: string, changes: readonly Change[], id: string): HTMLElement {
   const section = document.createElement('div');
   section.id = id;
@@ -591,6 +611,8 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
       }
       out.append(ul);
     }
+    // Which hosts took it: a node that failed, timed out or needs a restart is one to look at.
+    if (r.nodes !== undefined && r.nodes.length > 0) out.append(nodeAnswers(r.nodes));
     // Apply only for what was evaluated: text edited while the answer was on its way is not.
     const applicable = mode === 'evaluate' && r.applicable && r.changes.length > 0 && $<HTMLTextAreaElement>('config-text').value.trim() === text;
     evaluatedText = applicable ? text : null;

@@ -267,6 +267,10 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await page.click('#apply');
     await until(`/^Applied: config version 2/.test(document.getElementById('config-outcome')?.textContent)`);
     await until(`document.querySelector('tr[data-model="${ALIAS}"]')?.children[1].textContent === '0 / 7'`);
+    // The concerned node's own answer (this agent was not started from a file, so it cannot re-read one): shown, marked.
+    const answer = await text(`#config-nodes li[data-node="${NODE_ID}"]`);
+    assert.match(answer, new RegExp(`^${NODE_ID}: (failed|applied|restart_required)`), answer);
+    if (!answer.includes(': applied')) assert.equal(await js(`document.querySelector('#config-nodes li[data-node="${NODE_ID}"]').className`), 'error');
   });
 
   test('an evaluation that answers after the text changed does not enable Apply for the new text', async () => {
