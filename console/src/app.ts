@@ -46,7 +46,7 @@ interface Run { id: string; model: string; provider: string | null; state: 'queu
 interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
 /** A concerned node's answer to an apply: applied, restart_required, failed, timeout, not_connected, unsupported. */
 interface NodeRefresh { node: string; status: string; message: string }
-interface RefreshResult { mode: string; status: string; rejection: string | null; applicable: boolean; configVersion: number; changes: Change[]; reasons: string[]; notified: { node: string }[]; retired: string[]; nodes?: NodeRefresh[] }
+interface RefreshResult { mode: string; status: string; rejection: string | null; sourceDigest: string | null; applicable: boolean; configVersion: number; changes: Change[]; reasons: string[]; notified: { node: string }[]; retired: string[]; nodes?: NodeRefresh[] }
 
 const $ = <T extends Element = HTMLElement>(id: string): T => document.getElementById(id) as unknown as T;
 
@@ -564,6 +564,8 @@ function changeList(title: string, changes: readonly Change[], id: string): HTML
 
 /** The text the last evaluation that allows Apply was of: Apply sends exactly that, never an edit made since. */
 let evaluatedText: string | null = null;
+/** With an empty box the edge evaluated its config file: Apply names that file's digest, so an edit made to it since is refused. */
+let evaluatedDigest: string | null = null;
 /** Only the latest Evaluate or Apply decides what the panel shows: an older one answering late is ignored. */
 let refreshAttempt = 0;
 
@@ -573,7 +575,9 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
   const text = mode === 'apply' && evaluatedText !== null ? evaluatedText : $<HTMLTextAreaElement>('config-text').value.trim();
   const attempt = ++refreshAttempt;
   applyButton.disabled = true;
+  const digest = mode === 'apply' && text === '' ? evaluatedDigest : null;
   evaluatedText = null;
+  evaluatedDigest = null;
   // An Apply's answer says what was committed: no Evaluate may supersede it while it is on its way.
   const evaluateButton = $<HTMLButtonElement>('evaluate');
   if (mode === 'apply') evaluateButton.disabled = true;
@@ -583,7 +587,7 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
     const res = await api('/admin/config/refresh', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(text === '' ? { mode } : { mode, config: text }),
+      body: JSON.stringify(text !== '' ? { mode, config: text } : digest !== null ? { mode, source_digest: digest } : { mode }),
     });
     const r = (await res.json().catch(() => ({}))) as RefreshResult & { error?: { code?: string; message?: string } };
     if (attempt !== refreshAttempt) return;
@@ -616,6 +620,7 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
     // Apply only for what was evaluated: text edited while the answer was on its way is not.
     const applicable = mode === 'evaluate' && r.applicable && r.changes.length > 0 && $<HTMLTextAreaElement>('config-text').value.trim() === text;
     evaluatedText = applicable ? text : null;
+    evaluatedDigest = applicable && text === '' ? r.sourceDigest : null;
     applyButton.disabled = !applicable;
     if (mode === 'apply') void refreshStatus();
   } catch (err) {

@@ -1,7 +1,8 @@
 // POST /admin/config/refresh {"mode":"evaluate"|"apply", "config"?: YAML text or object}
 //   200: evaluated (dry run), applied, or unchanged (a no-change apply pushes nothing)
 //   400: the candidate is invalid (reasons list every problem) or there is nothing to read
-//   409: apply refused: a change needs a restart (reasons name each path)
+//   409: apply refused: a change needs a restart (reasons name each path), or the config
+//        file changed since the evaluate whose source_digest the apply carries
 // An apply waits up to node_timeout_ms (default 5000) for each concerned
 // node's answer; `nodes` lists them (applied, restart_required, failed,
 // unsupported, timeout). The commit stands whatever they answer.
@@ -21,7 +22,7 @@ export function httpStatusOf(result: RefreshResult): number {
 
 export function registerRefreshRoute(app: FastifyInstance, ops: AdminOps): void {
   app.post('/admin/config/refresh', async (request: FastifyRequest, reply: FastifyReply) => {
-    const body = (request.body ?? {}) as { mode?: unknown; config?: unknown; node_timeout_ms?: unknown };
+    const body = (request.body ?? {}) as { mode?: unknown; config?: unknown; node_timeout_ms?: unknown; source_digest?: unknown };
     if (typeof body !== 'object' || Array.isArray(body)) {
       sendAdminError(reply, 400, 'invalid_request', 'send a JSON object: {"mode":"evaluate"|"apply","config"?: ...}');
       return;
@@ -40,7 +41,11 @@ export function registerRefreshRoute(app: FastifyInstance, ops: AdminOps): void 
       sendAdminError(reply, 400, 'invalid_request', `node_timeout_ms must be an integer from 1 to ${MAX_COMMAND_DEADLINE_MS}`);
       return;
     }
-    const result = await ops.refresh({ mode: mode as RefreshMode, config: body.config, origin: 'admin', nodeTimeoutMs });
+    if (body.source_digest !== undefined && (typeof body.source_digest !== 'string' || !/^[0-9a-f]{64}$/.test(body.source_digest))) {
+      sendAdminError(reply, 400, 'invalid_request', 'source_digest must be the sourceDigest of an evaluate (64 hex digits)');
+      return;
+    }
+    const result = await ops.refresh({ mode: mode as RefreshMode, config: body.config, origin: 'admin', nodeTimeoutMs, sourceDigest: body.source_digest as string | undefined });
     reply.code(httpStatusOf(result)).send(result);
   });
 }

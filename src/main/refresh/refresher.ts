@@ -9,6 +9,7 @@
 // node timeout) for every answer: applied, restart_required, failed,
 // unsupported or timeout. The commit is never rolled back for an answer:
 // the edge's snapshot is the edge's, and a node that failed is reported.
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { DEFAULT_COMMAND_DEADLINE_MS, type NodeCommandResult } from '../../shared/node-commands.js';
@@ -28,6 +29,12 @@ export interface RefreshRequest {
   readonly origin?: string;
   /** How long an apply waits for the concerned nodes' answers; default 5 s. */
   readonly nodeTimeoutMs?: number;
+  /**
+   * With no inline config: go on only if the config file still has this
+   * digest (an evaluate's `sourceDigest`), so an apply commits what was
+   * evaluated and shown, never an edit made to the file since.
+   */
+  readonly sourceDigest?: string;
 }
 
 /** One concerned node's answer to the refresh (what its agent did with it). */
@@ -44,7 +51,9 @@ export interface RefreshResult {
   /** evaluated: dry run done; applied: committed; unchanged: nothing to commit; rejected: nothing committed. */
   readonly status: 'evaluated' | 'applied' | 'unchanged' | 'rejected';
   /** Why it was (or, for evaluate, would be) rejected. */
-  readonly rejection: 'invalid_config' | 'restart_required' | 'no_config_source' | null;
+  readonly rejection: 'invalid_config' | 'restart_required' | 'no_config_source' | 'source_changed' | null;
+  /** SHA-256 (hex) of the config file's text this call read; null for an inline candidate. */
+  readonly sourceDigest: string | null;
   /** True when an apply of this candidate would be committed. */
   readonly applicable: boolean;
   /** The running snapshot's version after this call. */
@@ -87,6 +96,8 @@ const NODE_ENTRY_PATH = /^nodes\[([^\]]*)\]$/;
 
 export class ConfigRefresher {
   #version = 1;
+  /** The digest of the file the running refresh read (refreshes run one at a time). */
+  #sourceDigest: string | null = null;
   #tail: Promise<unknown> = Promise.resolve();
 
   readonly #target: RefreshTarget;
@@ -113,8 +124,12 @@ export class ConfigRefresher {
   async #refresh(request: RefreshRequest): Promise<RefreshResult> {
     const origin = request.origin ?? 'admin';
     let candidate: EdgeConfig;
+    this.#sourceDigest = null;
     try {
       candidate = await this.#candidate(request.config);
+      if (request.sourceDigest !== undefined && this.#sourceDigest !== null && request.sourceDigest !== this.#sourceDigest) {
+        return this.#report(this.#rejected(request.mode, 'source_changed', [`${this.#configFile ?? 'the config file'} changed since it was evaluated (its digest is no longer ${request.sourceDigest}): evaluate it again, and apply what that shows`], []), origin);
+      }
     } catch (err) {
       const noSource = err instanceof NoConfigSource;
       const reasons = err instanceof ConfigError ? err.problems : [(err as Error).message];
@@ -190,14 +205,16 @@ export class ConfigRefresher {
   async #candidate(inline: unknown): Promise<EdgeConfig> {
     if (inline === undefined || inline === null) {
       if (this.#configFile === undefined) throw new NoConfigSource();
-      return parseEdgeConfigText(await readFile(this.#configFile, 'utf8'), this.#configFile);
+      const text = await readFile(this.#configFile, 'utf8');
+      this.#sourceDigest = createHash('sha256').update(text).digest('hex');
+      return parseEdgeConfigText(text, this.#configFile);
     }
     if (typeof inline === 'string') return parseEdgeConfigText(inline, 'inline config');
     return parseEdgeConfig(inline, 'inline config');
   }
 
   #empty(mode: RefreshMode, status: RefreshResult['status']): RefreshResult {
-    return { mode, status, rejection: null, applicable: false, configVersion: this.#version, changes: [], reasons: [], notified: [], retired: [], nodes: [] };
+    return { mode, status, rejection: null, sourceDigest: this.#sourceDigest, applicable: false, configVersion: this.#version, changes: [], reasons: [], notified: [], retired: [], nodes: [] };
   }
 
   #rejected(mode: RefreshMode, rejection: NonNullable<RefreshResult['rejection']>, reasons: readonly string[], changes: readonly ClassifiedChange[]): RefreshResult {

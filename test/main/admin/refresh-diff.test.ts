@@ -2,6 +2,9 @@
 // is classified, which node hears about which path, and what the
 // refresher commits (or refuses to) through a recording target.
 import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseEdgeConfig } from '../../../src/main/config.js';
 import { pathsByNode } from '../../../src/main/refresh/concern.js';
@@ -269,6 +272,40 @@ test('an apply is announced (committed) when it is live, not once the slowest no
   answer?.();
   assert.equal((await pending).status, 'applied');
   assert.deepEqual(heard, ['committed 2 nodes[n1].providers[p1].capacity', 'refreshed applied']);
+});
+
+test("an apply that names an evaluate's source digest commits only the file that was evaluated", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'refresh-digest-'));
+  try {
+    const file = join(dir, 'edge.json');
+    const target = new RecordingTarget(parse(base()));
+    const refresher = new ConfigRefresher(target, file, undefined);
+    const evaluated = base();
+    evaluated.models[0].max_queue = 7;
+    await writeFile(file, JSON.stringify(evaluated));
+    const shown = await refresher.refresh({ mode: 'evaluate' });
+    assert.equal(shown.applicable, true);
+    assert.match(shown.sourceDigest ?? '', /^[0-9a-f]{64}$/);
+    // Edited after the operator saw the diff: node n2 removed, which that diff never showed.
+    const edited = base();
+    edited.models[0].max_queue = 7;
+    edited.nodes.pop();
+    edited.models[0].providers = { p1: 'chat-7b' };
+    await writeFile(file, JSON.stringify(edited));
+    const refused = await refresher.refresh({ mode: 'apply', sourceDigest: shown.sourceDigest ?? '' });
+    assert.equal(refused.status, 'rejected');
+    assert.equal(refused.rejection, 'source_changed');
+    assert.match(refused.reasons[0], /changed since it was evaluated/);
+    assert.equal(target.commits, 0, 'nothing committed');
+    assert.deepEqual(target.retired, []);
+    const again = await refresher.refresh({ mode: 'evaluate' });
+    const applied = await refresher.refresh({ mode: 'apply', sourceDigest: again.sourceDigest ?? '' });
+    assert.equal(applied.status, 'applied');
+    assert.equal(target.commits, 1);
+    assert.equal((await refresher.refresh({ mode: 'evaluate', config: base() })).sourceDigest, null, 'an inline candidate has no file digest');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 test('admin.token is required when the admin listener is not on loopback', () => {
