@@ -634,7 +634,8 @@ export class Scheduler {
    * request would be, rather than at their deadline (up to a day away): a
    * removed alias's with model_not_found, one pinned to a provider the alias
    * no longer has, or has disabled or at capacity 0, with pinned_provider_gone
-   * (one only out of service for now still waits for it).
+   * (one only out of service for now still waits for it), one for a node
+   * the alias no longer has a provider on (x-edge-node) with node_not_found.
    */
   #refuseOrphans(): void {
     for (const group of [...this.#registry.groups.values()]) {
@@ -645,7 +646,9 @@ export class Scheduler {
           ? 'model_not_found'
           : pinned !== undefined && !group.entries.some((entry) => entry.provider.id === pinned && entry.provider.enabled && entry.provider.capacity > 0)
             ? 'pinned_provider_gone'
-            : undefined;
+            : item.directNodeId !== undefined && !servesOnNode(group, item.directNodeId)
+              ? 'node_not_found'
+              : undefined;
         if (code !== undefined) {
           this.#dequeue(item);
           group.rejected++;

@@ -57,14 +57,16 @@ export function buildStatus(registry: Registry, liveLeases: number, now: number)
 
   const groupList: GroupStatus[] = [];
   for (const g of groups.values()) {
-    // The head is the longest waiter: the queue is ordered by admission.
-    const head = g.queue.head;
+    // Not simply the head's: a retry or a re-admission goes back to its old place at the head, with its
+    // wait restarted, ahead of waiters who have waited longer. Status is off the hot path: one pass.
+    let oldest = Infinity;
+    for (let item = g.queue.head; item !== null; item = item.next) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
     groupList.push({
       alias: g.alias,
       queueDepth: g.queue.length,
       maxQueue: g.maxQueue,
       queueTimeoutMs: g.queueTimeoutMs,
-      oldestWaitMs: head === null ? 0 : Math.max(0, now - head.enqueuedAt),
+      oldestWaitMs: oldest === Infinity ? 0 : Math.max(0, now - oldest),
       rejectedTotal: g.rejected,
     });
   }

@@ -119,6 +119,37 @@ test('a waiter pinned to a provider its alias no longer has is answered at once;
   assert.deepEqual(s.checkInvariants(), []);
 });
 
+test('a waiter for a node (x-edge-node) the alias no longer has a provider on is answered node_not_found at once, as a new request is', () => {
+  const two: ConfigSpec = { nodes: { n0: [{ id: 'p0', capacity: 1 }], n1: [{ id: 'p1', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['p0', 'p1'], maxQueue: 10, queueTimeoutMs: 600_000 }] };
+  const { s, sink } = setup(two);
+  s.admit({ ...req(1, 'chat'), directNodeId: 'n0' }, 0);
+  s.admit({ ...req(2, 'chat'), directNodeId: 'n0' }, 0);
+  s.admit({ ...req(3, 'chat'), directNodeId: 'n1' }, 0);
+  assert.equal(sink.takeGrants().length, 2);
+  s.admit({ ...req(4, 'chat'), directNodeId: 'n1' }, 0);
+  s.setConfig(makeConfig({ ...two, models: [{ alias: 'chat', providers: ['p1'], maxQueue: 10, queueTimeoutMs: 600_000 }] }), 10);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'node_not_found', retryAfterSec: 0 }]);
+  assert.equal(s.status().groups[0].queueDepth, 1, 'the waiter for n1 stays');
+  s.admit({ ...req(5, 'chat'), directNodeId: 'n0' }, 11);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 5, code: 'node_not_found', retryAfterSec: 0 }]);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test("status's oldest wait is the longest waiter's, also when a retry went back to the head with its wait restarted", () => {
+  const two: ConfigSpec = { nodes: { n0: [{ id: 'p0', capacity: 1 }], n1: [{ id: 'p1', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['p0', 'p1'], maxQueue: 10, queueTimeoutMs: 60_000 }] };
+  const { s, sink, gen } = setup(two);
+  s.admit(req(1, 'chat'), 0);
+  s.admit(req(2, 'chat'), 0);
+  const [first] = sink.takeGrants();
+  s.confirm(first.leaseId, 0);
+  s.admit(req(3, 'chat'), 0); // waits from t=0
+  s.disconnect(first.nodeId, gen.get(first.nodeId) ?? 0, 20_000);
+  s.retry(first.leaseId, req(1, 'chat'), '', 20_000);
+  const group = s.status(20_000).groups[0];
+  assert.equal(group.queueDepth, 2);
+  assert.equal(group.oldestWaitMs, 20_000, 'request 3 has waited 20 s');
+});
+
 test('status reports every node, provider and group', () => {
   const { s, sink } = setup(
     {

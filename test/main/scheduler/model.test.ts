@@ -210,8 +210,9 @@ function runModel(seed: number, steps: number): void {
 
     // 2. The op: model expectation first, then the scheduler call.
     let pending: MRequest | undefined; // a request whose decision this op must produce
-    // Waiters of an alias a config swap removed: answered model_not_found by the swap, any order among them.
-    const orphans = new Set<number>();
+    // Waiters a config swap left nothing for, answered by the swap (any order among them): those of a removed
+    // alias model_not_found, those for a node (direct) the alias has no provider on any more node_not_found.
+    const orphans = new Map<number, string>();
     let expectImmediate: { kind: 'grant'; pid: string } | { kind: 'reject'; code: string } | { kind: 'queue' } | undefined;
     const roll = rand();
     let desc: string;
@@ -323,9 +324,10 @@ function runModel(seed: number, steps: number): void {
       s.setDraining(nodeId, draining, now);
     } else if (roll < 0.92) {
       const next = randomConfig(rand);
-      for (const q of m.queued.values()) if (!next.cfg.models.has(q.alias)) orphans.add(q.id);
-      for (const id of orphans) m.queued.delete(id);
+      for (const q of m.queued.values()) if (!next.cfg.models.has(q.alias)) orphans.set(q.id, 'model_not_found');
       m.cfg = next.cfg;
+      for (const q of m.queued.values()) if (!orphans.has(q.id) && q.direct !== undefined && !m.servesOnNode(q.alias, q.direct)) orphans.set(q.id, 'node_not_found');
+      for (const id of orphans.keys()) m.queued.delete(id);
       for (const [alias, model] of m.cfg.models) m.lastTimeout.set(alias, model.timeout);
       desc = `setConfig caps=${[...m.cfg.providers].map(([id, p]) => `${id}:${p.enabled ? p.capacity : 'off'}`).join(',')}`;
       s.setConfig(makeConfig(next.spec), now);
@@ -377,13 +379,13 @@ function runModel(seed: number, steps: number): void {
     check(expiring.size === 0, `requests ${[...expiring.keys()].join(',')} were due but not expired`);
     for (; i < events.length && orphans.size > 0; i++) {
       const e = events[i];
-      if (e.kind !== 'reject' || !orphans.has(e.requestId) || e.code !== 'model_not_found') fail(step, `expected model_not_found for the removed alias's waiters, got ${JSON.stringify(e)}`);
+      if (e.kind !== 'reject' || e.code !== orphans.get(e.requestId)) fail(step, `expected the swap's answers to its orphaned waiters (${JSON.stringify([...orphans])}), got ${JSON.stringify(e)}`);
       if (e.kind !== 'reject') break;
       orphans.delete(e.requestId);
       m.fate.set(e.requestId, 'rejected');
-      bump(stats.rejects, 'model_not_found');
+      bump(stats.rejects, e.code);
     }
-    check(orphans.size === 0, `waiters ${[...orphans].join(',')} of a removed alias were not answered`);
+    check(orphans.size === 0, `waiters ${[...orphans.keys()].join(',')} the swap left nothing for were not answered`);
 
     const grantsThisStep: { seq: number; pid: string }[] = [];
     let pendingDecided = expectImmediate === undefined || expectImmediate.kind === 'queue';
