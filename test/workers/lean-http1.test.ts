@@ -44,7 +44,7 @@ describe('LeanHttp1', () => {
   let lean: LeanHttp1;
   let port = 0;
   before(async () => {
-    lean = LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, keepAliveMs: KEEP_ALIVE_MS, requestTimeoutMs: REQUEST_TIMEOUT_MS, routes: ROUTES }) as LeanHttp1;
+    lean = LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, keepAliveMs: KEEP_ALIVE_MS, headersTimeoutMs: KEEP_ALIVE_MS, requestTimeoutMs: REQUEST_TIMEOUT_MS, routes: ROUTES }) as LeanHttp1;
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     port = (server.address() as AddressInfo).port;
@@ -105,5 +105,41 @@ describe('LeanHttp1', () => {
     while (!slow.text().endsWith('last\r\n0\r\n\r\n')) await new Promise((resolve) => setTimeout(resolve, 20));
     assert.match(slow.text(), /Transfer-Encoding: chunked\r\n\r\n6\r\nfirst \r\n4\r\nlast\r\n0\r\n\r\n$/);
     slow.socket.destroy();
+  });
+});
+
+describe('LeanHttp1 with a keep-alive longer than the head timeout', () => {
+  const HEADERS_TIMEOUT_MS = 300;
+  const LONG_KEEP_ALIVE_MS = 4_000;
+  const server = createServer(() => assert.fail('every request here is lean'));
+  let port = 0;
+  before(async () => {
+    LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, keepAliveMs: LONG_KEEP_ALIVE_MS, headersTimeoutMs: HEADERS_TIMEOUT_MS, requestTimeoutMs: 0, routes: ROUTES });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    port = (server.address() as AddressInfo).port;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+
+  test("a connection that sends nothing is closed at the head timeout, as node:http's headersTimeout closes it; one between requests keeps its keep-alive", async () => {
+    const open = async (): Promise<{ socket: Socket; closedAt: () => number }> => {
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      let closedAt = 0;
+      socket.on('close', () => (closedAt = Date.now()));
+      socket.on('error', () => {});
+      return { socket, closedAt: () => closedAt };
+    };
+    const started = Date.now();
+    const silent = await open();
+    const served = await open();
+    served.socket.write(request());
+    while (silent.closedAt() === 0 && Date.now() - started < LONG_KEEP_ALIVE_MS - 1_000) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.ok(silent.closedAt() > 0, 'the silent connection outlived the head timeout (it waited for the keep-alive one)');
+    assert.equal(served.closedAt(), 0, 'the connection between requests waits out its keep-alive');
+    served.socket.destroy();
   });
 });

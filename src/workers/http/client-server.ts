@@ -239,6 +239,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
         maxHeaderBytes: options.maxHeaderSize ?? 16 * 1024,
         bodyLimit: this.#bodyLimit,
         keepAliveMs: KEEP_ALIVE_TIMEOUT_MS,
+        headersTimeoutMs: options.headersTimeout ?? HEADERS_TIMEOUT_MS,
         requestTimeoutMs: this.#requestTimeoutMs,
         routes: PROXIED_ROUTES,
       });

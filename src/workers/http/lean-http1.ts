@@ -43,6 +43,11 @@ export interface LeanOptions {
   readonly maxHeaderBytes: number;
   readonly bodyLimit: number;
   readonly keepAliveMs: number;
+  /**
+   * node:http's headersTimeout: a connection that has not sent its first request's head this long after it
+   * opened is closed, as node:http closes it (keepAliveMs covers the wait between requests only).
+   */
+  readonly headersTimeoutMs: number;
   /** A request whose head came but whose body is not all here this long after is answered 408 and closed; 0 = never. */
   readonly requestTimeoutMs: number;
   /** The paths served here (POST only). */
@@ -559,7 +564,7 @@ export class LeanHttp1 {
     this.owner = owner;
     this.options = options;
     const timeout = options.requestTimeoutMs;
-    this.#sweepMs = Math.min(Math.max(1_000, options.keepAliveMs / 8), timeout > 0 ? timeoutSweepMs(timeout) : Infinity);
+    this.#sweepMs = Math.min(Math.max(1_000, options.keepAliveMs / 8), timeout > 0 ? timeoutSweepMs(timeout) : Infinity, timeoutSweepMs(options.headersTimeoutMs));
     this.keepAliveLines = `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(options.keepAliveMs / 1000)}\r\n`;
   }
 
@@ -609,20 +614,23 @@ export class LeanHttp1 {
   }
 
   /**
-   * Connections waiting for a request (their first, or the next) since
-   * before now - keepAliveMs are closed, as node:http's keepAliveTimeout and
-   * headersTimeout close them; one whose body has not all come within
+   * Connections waiting for their next request since before now -
+   * keepAliveMs, or for their first since before now - headersTimeoutMs,
+   * are closed, as node:http's keepAliveTimeout and headersTimeout close
+   * them (a client that connects and sends nothing, or a head a byte at a
+   * time, must not outstay what request_timeout_ms sets); one whose body has not all come within
    * requestTimeoutMs of its head is answered 408, as node:http's
    * requestTimeout answers.
    */
   sweep(now: number): void {
     const limit = now - this.options.keepAliveMs;
+    const firstLimit = now - this.options.headersTimeoutMs;
     const timeout = this.options.requestTimeoutMs;
     const headLimit = now - timeout;
     for (const connection of this.#connections) {
       if (connection.response !== undefined) continue;
       if (connection.head === undefined) {
-        if (connection.waitingSince < limit) connection.socket.destroy();
+        if (connection.waitingSince < (connection.served === 0 ? firstLimit : limit)) connection.socket.destroy();
       } else if (timeout > 0 && connection.headAt < headLimit) {
         connection.finished = true;
         refuseSlowRequest(connection.socket, connection.head.path, this.owner);
