@@ -444,6 +444,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     this.plane.beginDrain();
     // The grace starts now, not once every worker has said how much is open (a wedged one answers late or never).
     const drained = this.plane.drain(graceMs);
+    // Awaited below: a rejection while the workers are asked what is open must not count as unhandled.
+    drained.catch(() => undefined);
     const open = sumOpen(await this.plane.inspect());
     this.events.publish({ type: 'edge.draining', graceMs, openRequests: open });
     this.logger.info({ graceMs, openRequests: open, workers: this.plane.workers }, 'draining: no new connections or requests; open requests may finish');

@@ -219,6 +219,8 @@ export class LocalPlane implements DataPath, EventSink {
       // The client listener's close waits for open responses, and an open stream ends only when its tunnel
       // does: the node side closes while the client side is closing, never after it.
       const client = this.client.close();
+      // Awaited below: a rejection while the node side closes must not count as unhandled (which ends the process).
+      client.catch(() => undefined);
       await this.nodes.close();
       await client;
       this.#peers?.close();
