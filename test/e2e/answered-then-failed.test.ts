@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { ClientFactory } from '@a2a-js/sdk/client';
+import { ClientFactory, type Client } from '@a2a-js/sdk/client';
 import type { Task } from '@a2a-js/sdk';
 import { ALIAS, inFlight, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 import { stackWithFakeNode } from '../helpers/fake-node-stack.js';
@@ -32,6 +32,16 @@ const MESSAGES_EVENTS: readonly (readonly [string, unknown])[] = [
   ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 2 } }],
   ['message_stop', { type: 'message_stop' }],
 ];
+
+/** One text message to the agent: `returnImmediately` answers with the task as it starts, else as it ends. */
+function sendTask(client: Client, returnImmediately: boolean): Promise<Task> {
+  return client.sendMessage({
+    tenant: '',
+    message: { messageId: randomUUID(), contextId: '', taskId: '', role: 1, parts: [{ content: { $case: 'text', value: 'x' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] },
+    configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately },
+    metadata: undefined,
+  }) as Promise<Task>;
+}
 
 describe('a stream that ended its answer, then failed before END', () => {
   let stack: Stack;
@@ -128,13 +138,7 @@ describe('a stream that ended its answer, then failed before END', () => {
 
   test('A2A: the answer ended, then the node failed: the task is COMPLETED with its text; a failure before [DONE] is FAILED', async () => {
     const client = await new ClientFactory().createFromUrl(`${stack.edge.url}/a2a/writer/`);
-    const send = (): Promise<Task> =>
-      client.sendMessage({
-        tenant: '',
-        message: { messageId: randomUUID(), contextId: '', taskId: '', role: 1, parts: [{ content: { $case: 'text', value: 'x' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] },
-        configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: false },
-        metadata: undefined,
-      }) as Promise<Task>;
+    const send = (): Promise<Task> => sendTask(client, false);
     const done = send();
     let t = await node.nextTunnel();
     node.headers(t.tunnelId, 0);
@@ -157,12 +161,7 @@ describe('a stream that ended its answer, then failed before END', () => {
 
   test("A2A: an operator's cancel while an event over the hold limit is half relayed (the response can only be cut) ends the task CANCELED", async () => {
     const client = await new ClientFactory().createFromUrl(`${stack.edge.url}/a2a/writer/`);
-    const started = (await client.sendMessage({
-      tenant: '',
-      message: { messageId: randomUUID(), contextId: '', taskId: '', role: 1, parts: [{ content: { $case: 'text', value: 'x' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] },
-      configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: true },
-      metadata: undefined,
-    })) as Task;
+    const started = await sendTask(client, true);
     const t = await node.nextTunnel();
     node.headers(t.tunnelId, 0);
     node.data(t.tunnelId, 1, chunk('Hi'));

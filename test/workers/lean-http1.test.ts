@@ -39,12 +39,13 @@ function request(delayMs = 0): string {
   return `POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nX-Delay-Ms: ${delayMs}\r\nContent-Length: 2\r\n\r\n{}`;
 }
 
-describe('LeanHttp1', () => {
+/** A bare node:http server on loopback whose every request is lean, with these timeouts; closed after the suite. */
+function leanServer(timeouts: { keepAliveMs: number; headersTimeoutMs: number; requestTimeoutMs: number }): { lean: () => LeanHttp1 | undefined; port: () => number } {
   const server = createServer(() => assert.fail('every request here is lean'));
-  let lean: LeanHttp1;
+  let lean: LeanHttp1 | undefined;
   let port = 0;
   before(async () => {
-    lean = LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, keepAliveMs: KEEP_ALIVE_MS, headersTimeoutMs: KEEP_ALIVE_MS, requestTimeoutMs: REQUEST_TIMEOUT_MS, routes: ROUTES }) as LeanHttp1;
+    lean = LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, ...timeouts, routes: ROUTES });
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     port = (server.address() as AddressInfo).port;
@@ -53,9 +54,14 @@ describe('LeanHttp1', () => {
     server.closeAllConnections();
     server.close();
   });
+  return { lean: () => lean, port: () => port };
+}
+
+describe('LeanHttp1', () => {
+  const lean = leanServer({ keepAliveMs: KEEP_ALIVE_MS, headersTimeoutMs: KEEP_ALIVE_MS, requestTimeoutMs: REQUEST_TIMEOUT_MS });
 
   async function client(): Promise<{ socket: Socket; text: () => string; closedAt: () => number }> {
-    const socket = connect(port, '127.0.0.1');
+    const socket = connect(lean.port(), '127.0.0.1');
     await once(socket, 'connect');
     let text = '';
     let closedAt = 0;
@@ -65,7 +71,7 @@ describe('LeanHttp1', () => {
   }
 
   test('a kept-alive connection that waits past the keep-alive timeout is closed; one that never sent a request too', async () => {
-    assert.ok(lean !== undefined, 'installed on a plain node:http server');
+    assert.ok(lean.lean() !== undefined, 'installed on a plain node:http server');
     const served = await client();
     const silent = await client();
     const started = Date.now();
@@ -111,22 +117,11 @@ describe('LeanHttp1', () => {
 describe('LeanHttp1 with a keep-alive longer than the head timeout', () => {
   const HEADERS_TIMEOUT_MS = 300;
   const LONG_KEEP_ALIVE_MS = 4_000;
-  const server = createServer(() => assert.fail('every request here is lean'));
-  let port = 0;
-  before(async () => {
-    LeanHttp1.install(server, owner, { maxHeaderBytes: 16 * 1024, bodyLimit: 1024, keepAliveMs: LONG_KEEP_ALIVE_MS, headersTimeoutMs: HEADERS_TIMEOUT_MS, requestTimeoutMs: 0, routes: ROUTES });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    port = (server.address() as AddressInfo).port;
-  });
-  after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
+  const lean = leanServer({ keepAliveMs: LONG_KEEP_ALIVE_MS, headersTimeoutMs: HEADERS_TIMEOUT_MS, requestTimeoutMs: 0 });
 
   test("a connection that sends nothing is closed at the head timeout, as node:http's headersTimeout closes it; one between requests keeps its keep-alive", async () => {
     const open = async (): Promise<{ socket: Socket; closedAt: () => number }> => {
-      const socket = connect(port, '127.0.0.1');
+      const socket = connect(lean.port(), '127.0.0.1');
       await once(socket, 'connect');
       let closedAt = 0;
       socket.on('close', () => (closedAt = Date.now()));
