@@ -5,6 +5,8 @@
 // hears the cancel. Before, close() awaited the client listener first, which
 // waited for that stream, which only the node listener's close (next) ended.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { test } from 'node:test';
 import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
@@ -36,3 +38,60 @@ test('close() with a stream open ends it and returns, well before the tunnel dea
     await stack.close().catch(() => {});
   }
 });
+
+// A request that completes on a connection the closing edge still serves
+// (its body finished after close() began) gets the API's own 503
+// shutting_down with a request id, as a drain answers: not fastify's
+// generic `{"error":"Service Unavailable"}`, which the SDKs cannot read.
+for (const lean of [true, false]) test(`a request finishing after close() began gets 503 shutting_down in the API format (lean_http1 ${lean})`, async () => {
+  const stack = await startStack({
+    startAgent: false,
+    configure: (raw) => {
+      ((raw.listen as Record<string, Record<string, unknown>>).http).lean_http1 = lean;
+    },
+  });
+  const node = new FakeNode(stack.edge.grpcPort);
+  try {
+    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+    await node.registered();
+    const body = JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] });
+    const port = new URL(stack.edge.url).port;
+    const socket = connect(Number(port), '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      received += chunk;
+    });
+    const ended = once(socket, 'close');
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
+    // The edge has read the head and waits for the body: its close() cannot finish before the request does.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const closed = stack.edge.close();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    socket.write(body.slice(10));
+    await ended;
+    await closed;
+    const head = received.slice(0, received.indexOf('\r\n\r\n')).toLowerCase();
+    assert.match(head, /^http\/1\.1 503 /, received);
+    assert.match(head, /\r\nx-request-id: req-/, received);
+    assert.match(head, /\r\nconnection: close/, received);
+    const raw = received.slice(received.indexOf('\r\n\r\n') + 4);
+    const answer = JSON.parse(/\r\ntransfer-encoding: chunked/.test(head) ? dechunk(raw) : raw) as { error?: { code?: string; type?: string } };
+    assert.equal(answer.error?.code, 'shutting_down', received);
+  } finally {
+    node.close();
+    await stack.close().catch(() => {});
+  }
+});
+
+function dechunk(raw: string): string {
+  let out = '';
+  for (let at = 0; ; ) {
+    const eol = raw.indexOf('\r\n', at);
+    const size = parseInt(raw.slice(at, eol), 16);
+    if (!(size > 0)) return out;
+    out += raw.slice(eol + 2, eol + 2 + size);
+    at = eol + 4 + size;
+  }
+}

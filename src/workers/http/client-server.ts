@@ -24,7 +24,7 @@ import { inspectBody, type InspectError, type InspectOk, type InspectResult } fr
 import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
 import { A2ASurface } from '../a2a/a2a-surface.js';
 import { AGENT_PREFIX, CARD_PATH } from '../a2a/agent-card.js';
-import { readBody, writeClosing, writeError, type BodyOwner } from './fast-path.js';
+import { readBody, writeError, type BodyOwner } from './fast-path.js';
 import { refusalId } from './refusal-id.js';
 import { LeanHttp1, timeoutSweepMs, type LeanOwner } from './lean-http1.js';
 
@@ -89,7 +89,7 @@ const ANSWERED = Symbol('edge.answered');
 export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwner {
   readonly app: FastifyInstance;
   #bodyLimit: number;
-  /** close() began: the lean path answers as fastify's return503OnClosing does. */
+  /** close() began: every request still arriving is refused as during a drain (503 shutting_down, in its API's format). */
   #closing = false;
   readonly auth: ClientAuth;
   #modelsBody = '';
@@ -138,7 +138,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       routerOptions: { maxParamLength: 256 },
       // The router's own refusals (a longer path parameter, a malformed URL) in the API's error format, not fastify's.
       frameworkErrors: (error, request, reply) => onRouterError(this, error, request, reply),
-      return503OnClosing: true,
+      // Off: fastify's own 503 body is in no API's format and names no request id; #refuseWhileDraining answers instead.
+      return503OnClosing: false,
       // Our server: the API POSTs go the lean way, the rest to fastify's handler.
       serverFactory: (handler: RequestListener) => this.#createServer(handler, serverOptions, https),
       clientErrorHandler: (error: NodeJS.ErrnoException, socket: Socket) => onClientError(error, socket, this),
@@ -290,10 +291,6 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
    * closes the connection, so that the body is never taken in.
    */
   #checkLean(route: ApiRoute, request: IncomingMessage, response: ServerResponse, bodyUnread: boolean): ApiKeyState | undefined | typeof ANSWERED {
-    if (this.#closing) {
-      writeClosing(request, response);
-      return ANSWERED;
-    }
     // Before the route's handler runs, errors take the path's format, as fastify's hooks answer them.
     const format = errorFormatForPath(route.path);
     if (request.headers.host === undefined && request.httpVersion === '1.1') {
@@ -312,7 +309,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       }
       key = result;
     }
-    if (this.#plane.shuttingDown) {
+    if (this.#shutting) {
       this.#plane.refused('shutting_down');
       writeDraining(response, format);
       return ANSWERED;
@@ -324,7 +321,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   bodyRead(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: ApiKeyState | undefined): void {
     // Its head passed before a drain began, and the body finished after: refused as a request arriving now
     // (admitted, it would be cut when the drain closes the connections).
-    if (this.#plane.shuttingDown) {
+    if (this.#shutting) {
       this.#plane.refused('shutting_down');
       writeDraining(response, errorFormatForPath(route.path));
       return;
@@ -401,7 +398,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const socket = request.socket;
     // The client left: its response already closed, so an exchange begun now would never end.
     if (response.headersSent || response.destroyed || socket === null || socket.destroyed) return;
-    if (this.#plane.shuttingDown) {
+    if (this.#shutting) {
       // As the lean path answers a drain: 503 whatever the API, and the connection closes.
       this.#plane.refused('shutting_down');
       writeDraining(response, route.errors);
@@ -479,7 +476,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       this.#refuseReply(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
       return;
     }
-    if (this.#plane.shuttingDown) {
+    if (this.#shutting) {
       reply.header('retry-after', '1').header('retry-after-ms', '1000');
       this.#refuseReply(reply, Errors.shuttingDown, undefined, RESPONSES.errors);
       return;
@@ -537,8 +534,13 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   }
 
   /** onRequest, after the key check: during a drain every client request gets 503 shutting_down, in the format of the route asked. */
+  /** A drain began, or close(): no new request is admitted. */
+  get #shutting(): boolean {
+    return this.#closing || this.#plane.shuttingDown;
+  }
+
   #refuseWhileDraining(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-    if (!this.#plane.shuttingDown) {
+    if (!this.#shutting) {
       done();
       return;
     }

@@ -7,11 +7,11 @@
 //
 // The lifecycle is the fastify path's, step for step, so a client sees the
 // same answers either way (the e2e suite runs through this path):
-//   1. the app is closing: 503 as fastify's return503OnClosing answers;
-//   2. onRequest checks: Host (HTTP/1.1), API key, then draining (503);
-//   3. the body: 413 when Content-Length or the bytes read pass the limit
+//   1. onRequest checks: Host (HTTP/1.1), API key, then draining or the
+//      edge closing (503 shutting_down);
+//   2. the body: 413 when Content-Length or the bytes read pass the limit
 //      (with Connection: close, as fastify), 400 on a broken body stream;
-//   4. ClientServer's handler: content type, inspection, admission.
+//   3. ClientServer's handler: content type, inspection, admission.
 // Listeners are module functions with the per-request state on one small
 // object: no closure per request.
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -101,11 +101,4 @@ export function writeError(response: ServerResponse, spec: GatewayErrorSpec, for
   response.setHeader('x-request-id', id);
   response.setHeader('request-id', id);
   response.end(format.body(spec, message, param));
-}
-
-/** fastify's own answer to a request that arrives while the app closes (return503OnClosing), byte for byte. */
-export function writeClosing(request: IncomingMessage, response: ServerResponse): void {
-  if (request.httpVersionMajor !== 2) response.setHeader('connection', 'close');
-  response.writeHead(503, { 'content-type': 'application/json', 'content-length': '80' });
-  response.end('{"error":"Service Unavailable","message":"Service Unavailable","statusCode":503}');
 }
