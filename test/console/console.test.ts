@@ -8,7 +8,9 @@
 // pictures in docs/console/ come from this).
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import type { NodeAgent } from '../../src/agent/agent.js';
@@ -29,6 +31,9 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
   let browser: Browser;
   let page: Page;
   let raw: Record<string, unknown>;
+  /** The config file the edge was started from: an empty box evaluates and applies it. */
+  let configDir: string;
+  let configFile: string;
   let holdStatusMs = 0;
   /** Delays only the next /admin/status request (the page's first probe). */
   let holdNextStatusMs = 0;
@@ -72,7 +77,10 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     mock = await startMockProvider({ ttftMs: 30, tokens: 12, intervalMs: 40 });
     raw = edgeConfigObject();
     raw.admin = { host: '127.0.0.1', port: 0, token: TOKEN };
-    edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger(), admin: true });
+    configDir = mkdtempSync(join(tmpdir(), 'console-config-'));
+    configFile = join(configDir, 'edge.json');
+    writeFileSync(configFile, JSON.stringify(raw));
+    edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger(), admin: true, configFile });
     browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
     page = await browser.newPage();
     await page.setViewport({ width: 1280, height: 800 });
@@ -115,6 +123,7 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await agent?.stop();
     await edge?.close();
     await mock?.close();
+    rmSync(configDir, { recursive: true, force: true });
   });
 
   test('/ leads to the login form; a wrong token is refused, the right one opens the console and stays out of the URL', async () => {
@@ -294,6 +303,31 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await until(`/^Applied: config version/.test(document.getElementById('config-outcome')?.textContent)`);
     assert.equal(await js(`document.getElementById('evaluate').disabled`), false);
     await setValue('#config-text', '');
+  });
+
+  test('with an empty box Apply commits the file as evaluated, and refuses it when the file changed in between', async () => {
+    const withQueue = (maxQueue: number): string => {
+      const models = structuredClone(raw.models) as Record<string, unknown>[];
+      models[0].max_queue = maxQueue;
+      return JSON.stringify({ ...raw, models });
+    };
+    const queueShown = (maxQueue: number): Promise<void> => until(`document.querySelector('tr[data-model="${ALIAS}"]')?.children[1].textContent === '0 / ${maxQueue}'`);
+    await setValue('#config-text', '');
+    writeFileSync(configFile, withQueue(11));
+    await page.click('#evaluate');
+    await until(`/Apply would commit/.test(document.getElementById('config-outcome')?.textContent)`);
+    // Someone edits the file after the operator read the evaluation: Apply must not commit what nobody evaluated.
+    writeFileSync(configFile, withQueue(12));
+    await page.click('#apply');
+    await until(`/^Rejected \\(source_changed\\)/.test(document.getElementById('config-outcome')?.textContent)`);
+    assert.match(await text('#config-result'), /changed since it was evaluated/);
+    assert.notEqual(await js(`document.querySelector('tr[data-model="${ALIAS}"]')?.children[1].textContent`), '0 / 12', 'the unevaluated file was committed');
+    // Evaluated again, it applies.
+    await page.click('#evaluate');
+    await until(`/Apply would commit/.test(document.getElementById('config-outcome')?.textContent)`);
+    await page.click('#apply');
+    await until(`/^Applied: config version/.test(document.getElementById('config-outcome')?.textContent)`);
+    await queueShown(12);
   });
 
   test('the try-it box streams the answer as it arrives', async () => {
