@@ -6,7 +6,7 @@ import { exitOnFault } from '../shared/fatal.js';
 import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
 import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
-import { loadEdgeConfig } from '../main/config.js';
+import { configAdvice, loadEdgeConfig } from '../main/config.js';
 import { startEdge, type RunningEdge } from './edge.js';
 
 const HELP = `usage:
@@ -66,6 +66,7 @@ async function main(): Promise<number> {
       console.error(`${file}: the files it names are not usable:\n${problems.map((p) => `  ${p}`).join('\n')}`);
       return 1;
     }
+    for (const advice of configAdvice(config)) console.error(`${file}: warning: ${advice}`);
     const admin = config.admin === undefined ? 'off' : `${config.admin.host}:${config.admin.port}${config.admin.token ? ' (token)' : ''}`;
     console.log(`${file}: valid (${config.nodes.length} nodes, ${config.models.length} models; admin ${admin})`);
     return 0;
@@ -78,6 +79,7 @@ async function main(): Promise<number> {
   const logger = createLogger('edge', undefined, values.pretty === true ? { pretty: true } : {});
   exitOnFault(logger, 'edge');
   const config = await loadEdgeConfig(file);
+  for (const advice of configAdvice(config)) logger.warn({ config: file }, advice);
   // Heap and GC-thread sizes only apply to a process started with them: restart in place once (nothing is open yet).
   const notApplied = applyNodeFlags(config.runtime?.nodeFlags ?? []);
   if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');

@@ -303,3 +303,22 @@ export function defaultWorkerCount(cores: number): number {
 export async function loadEdgeConfig(file: string): Promise<EdgeConfig> {
   return parseEdgeConfigText(await readFile(file, 'utf8'), file);
 }
+
+/** Below this many characters a node token is short enough to guess: the edge warns (and `edge check-config` says so). */
+export const MIN_NODE_TOKEN_CHARS = 16;
+
+/**
+ * What a valid config still does unwisely: one line each, never a secret's
+ * value. The edge logs them at start; `edge check-config` prints them and
+ * still passes the file (refusing would stop an upgraded edge whose config
+ * ran before).
+ */
+export function configAdvice(config: EdgeConfig): string[] {
+  const advice: string[] = [];
+  config.nodes.forEach((node, i) => {
+    if (node.token.length < MIN_NODE_TOKEN_CHARS) {
+      advice.push(`nodes[${i}].token (node ${node.id}): ${node.token.length} characters; a token this short can be guessed by anyone who reaches the node listener: use ${MIN_NODE_TOKEN_CHARS} or more (e.g. \`openssl rand -hex 16\`)`);
+    }
+  });
+  return advice;
+}

@@ -64,7 +64,7 @@ test('registers with node id, token, agent version and provider ids; Registered 
   const stream = await edge.registeredStream(0);
   assert.deepEqual(
     { nodeId: stream.register?.nodeId, token: stream.register?.token, version: stream.register?.agentVersion, providers: stream.register?.providerIds },
-    { nodeId: 'gpu-1', token: 'demo-token', version: PACKAGE_VERSION, providers: ['gpu-1-mock', 'gpu-1-cli'] },
+    { nodeId: 'gpu-1', token: 'demo-node-token-change-me-7f3a9c', version: PACKAGE_VERSION, providers: ['gpu-1-mock', 'gpu-1-cli'] },
   );
   assert.deepEqual(await registered, [1]);
   assert.equal(agent.generation, 1);
@@ -227,7 +227,7 @@ test('after the edge kills the stream the agent reconnects and registers again b
   r.stream.kill();
   await disconnected;
   const second = await r.edge.registeredStream(1);
-  assert.equal(second.register?.token, 'demo-token');
+  assert.equal(second.register?.token, 'demo-node-token-change-me-7f3a9c');
   assert.deepEqual(await registered, [2]);
   assert.equal(r.agent.generation, 2);
 });

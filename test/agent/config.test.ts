@@ -13,7 +13,7 @@ edge:
   streams: 4
 node:
   id: gpu-1
-  token: demo-token
+  token: demo-node-token-change-me-7f3a9c
 providers:
   - id: gpu-1-mock
     type: openai_compat
@@ -64,7 +64,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
   const config = parseAgentConfig(parseYaml(FULL), 'agent.yaml');
   assert.deepEqual(config, {
     edge: { address: '127.0.0.1:50051', streams: 4 },
-    node: { id: 'gpu-1', token: 'demo-token' },
+    node: { id: 'gpu-1', token: 'demo-node-token-change-me-7f3a9c' },
     providers: [
       // endpoints by type when not listed: ollama serves every API natively, cli only chat.
       { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64, endpoints: ['chat', 'responses'] },

@@ -190,7 +190,7 @@ export class FakeEdge {
 export function agentConfig(edgeAddress: string, providers: Partial<AgentProviderConfig>[], reconnect = { initialMs: 20, maxMs: 100 }): AgentConfig {
   return {
     edge: { address: edgeAddress },
-    node: { id: 'gpu-1', token: 'demo-token' },
+    node: { id: 'gpu-1', token: 'demo-node-token-change-me-7f3a9c' },
     providers: providers.map((p, i) => ({
       id: p.id ?? `provider-${i}`,
       type: p.type ?? 'openai_compat',

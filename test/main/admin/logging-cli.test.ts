@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { stringify as toYaml } from 'yaml';
 import { createLogger } from '../../../src/shared/logger.js';
 import { hasOpenssl, makeTestPki } from '../../helpers/certs.js';
-import { opsConfigObject } from './ops-stack.js';
+import { NODE_TOKEN, opsConfigObject } from './ops-stack.js';
 
 const CLI = fileURLToPath(new URL('../../../src/edge/cli.js', import.meta.url));
 
@@ -44,6 +44,16 @@ test('edge --help, --version and check-config answer with the right exit codes',
     const ok = run(['check-config', good]);
     assert.equal(ok.status, 0, ok.stderr);
     assert.match(ok.stdout, /valid \(1 nodes, 2 models; admin 127\.0\.0\.1:0\)/);
+    // A node token short enough to guess passes, with a warning that never shows the token.
+    assert.match(ok.stderr, /warning: nodes\[0\]\.token \(node [^)]+\): \d+ characters; a token this short can be guessed/);
+    assert.doesNotMatch(ok.stderr, new RegExp(NODE_TOKEN));
+    const strong = join(dir, 'strong.yaml');
+    const strongRaw = opsConfigObject();
+    (strongRaw.nodes as { token: string }[])[0].token = 'a-node-token-of-32-characters-xx';
+    await writeFile(strong, toYaml(strongRaw));
+    const quiet = run(['check-config', strong]);
+    assert.equal(quiet.status, 0, quiet.stderr);
+    assert.equal(quiet.stderr, '');
     const bad = join(dir, 'bad.yaml');
     await writeFile(bad, toYaml({ ...opsConfigObject(), admin: { host: '0.0.0.0' } }));
     const invalid = run(['check-config', bad]);
@@ -106,6 +116,7 @@ test('--pretty prints human-readable lines instead of JSON', async () => {
       });
     });
     assert.match(out, /INFO.*\(edge\): edge listening/);
+    assert.match(out, /WARN.*\(edge\): nodes\[0\]\.token \(node [^)]+\): \d+ characters; a token this short can be guessed/);
     assert.ok(!out.trimStart().startsWith('{'), 'not JSON');
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
