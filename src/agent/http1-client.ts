@@ -1,4 +1,5 @@
-// One keep-alive HTTP/1.1 connection to a plain-http provider, carrying one
+// One keep-alive HTTP/1.1 connection to a provider (http, or https over
+// node:tls), carrying one
 // request at a time, with undici's dispatch-handler contract (the
 // TunnelExecutor is the handler either way). It exists because undici's
 // general machinery (its request object, llhttp in wasm, kQueue and the
@@ -21,8 +22,15 @@
 // and body timeouts (0 = none; the body timer waits while the handler has the
 // socket paused), a 10 s connect timeout, and header values checked before
 // anything is written. Trailers are read and dropped (the tunnel never relays
-// them). https providers keep undici (see upstreams.ts).
-import { connect, type Socket } from 'node:net';
+// them).
+//
+// https: the same client over a TLS socket (the system's trust store and
+// NODE_EXTRA_CA_CERTS, as undici uses; SNI from the host name; ALPN
+// http/1.1). It replaced undici's Client there too, which did not resend a
+// request whose kept-alive connection the provider closed as it went out
+// (see #onSocketGone): that race is no rarer over TLS.
+import { connect, isIP, type OnReadOpts, type Socket } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 
@@ -45,6 +53,11 @@ export class UpstreamHttpError extends Error {
 }
 
 const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+
+interface TlsOptions {
+  readonly servername: string | undefined;
+  readonly ca: string | Buffer | undefined;
+}
 
 /** A close with no answer: EOF, or a reset / broken pipe as the request was written. */
 function staleClose(err: Error | undefined): boolean {
@@ -181,6 +194,8 @@ export class Http1Client {
   readonly #port: number;
   /** `host: <host[:port]>\r\nconnection: keep-alive\r\n`, the same for every request. */
   readonly #fixedHead: string;
+  /** https: the TLS options of every connection; undefined for plain http. */
+  readonly #tls: TlsOptions | undefined;
   #socket: Socket | undefined;
   #connected = false;
   #exchange: Exchange | undefined;
@@ -236,11 +251,15 @@ export class Http1Client {
     return true;
   };
 
-  constructor(origin: string) {
+  /** `ca`: trust these certificates instead of the system's (tests; an https origin only). */
+  constructor(origin: string, ca?: string | Buffer) {
     const url = new URL(origin);
-    if (url.protocol !== 'http:') throw new Error(`Http1Client speaks plain http only, not ${url.protocol}`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`Http1Client speaks http and https, not ${url.protocol}`);
+    const secure = url.protocol === 'https:';
     this.#host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    this.#port = url.port === '' ? 80 : Number(url.port);
+    this.#port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
+    // SNI carries a host name only, never an address.
+    this.#tls = secure ? { servername: isIP(this.#host) === 0 ? this.#host : undefined, ca } : undefined;
     this.#fixedHead = `host: ${url.host}\r\nconnection: keep-alive\r\n`;
   }
 
@@ -319,17 +338,30 @@ export class Http1Client {
   #connect(): void {
     this.#connected = false;
     this.#socketReused = false;
-    const socket = connect({
-      host: this.#host,
-      port: this.#port,
-      noDelay: true,
-      keepAlive: true,
-      keepAliveInitialDelay: 60_000,
-      onread: { buffer: READ_BUFFER, callback: this.#onRead },
-    });
+    const tls = this.#tls;
+    let socket: Socket;
+    if (tls === undefined) {
+      socket = connect({
+        host: this.#host,
+        port: this.#port,
+        noDelay: true,
+        keepAlive: true,
+        keepAliveInitialDelay: 60_000,
+        onread: { buffer: READ_BUFFER, callback: this.#onRead },
+      });
+      socket.once('connect', () => this.#onConnect(socket));
+    } else {
+      // The decrypted bytes come through the same shared buffer. Connected means the handshake is done
+      // (a certificate refused is a failure before the request starts, as with undici).
+      // node:tls honours `onread` (tls.connect's documentation), though @types/node leaves it out of ConnectionOptions.
+      const options: ConnectionOptions & { onread: OnReadOpts } = { host: this.#host, port: this.#port, servername: tls.servername, ca: tls.ca, ALPNProtocols: ['http/1.1'], onread: { buffer: READ_BUFFER, callback: this.#onRead } };
+      socket = tlsConnect(options);
+      socket.setNoDelay(true);
+      socket.setKeepAlive(true, 60_000);
+      socket.once('secureConnect', () => this.#onConnect(socket));
+    }
     this.#socket = socket;
     this.#connectTimer = setTimeout(onConnectTimeout, CONNECT_TIMEOUT_MS, this, socket);
-    socket.once('connect', () => this.#onConnect(socket));
     socket.on('end', () => this.#onEnd(socket));
     socket.on('error', (err: Error) => this.#onSocketGone(socket, err));
     socket.once('close', () => this.#onSocketGone(socket, undefined));

@@ -5,10 +5,10 @@
 // dispatch cost (profiled while 10,000 streams ramped up). Here idle
 // clients wait on a stack (the warmest is reused first) and requests beyond
 // `connections` wait in FIFO order. The handler tells the pool when the
-// client is done with its request (done()), exactly once. Plain-http
-// providers get the agent's own Http1Client; https ones undici's Client
-// (both take undici's dispatch handlers).
-import { Client, type Dispatcher } from 'undici';
+// client is done with its request (done()), exactly once. Each connection
+// is the agent's own Http1Client (http and https), which takes undici's
+// dispatch handlers.
+import type { Dispatcher } from 'undici';
 import { Http1Client } from './http1-client.js';
 
 /** One connection carrying one request at a time. */
@@ -173,7 +173,7 @@ export class UpstreamPool {
   }
 
   #create(): UpstreamClient {
-    const client = this.#origin.startsWith('http:') ? new Http1Client(this.#origin) : new Client(this.#origin);
+    const client = new Http1Client(this.#origin);
     this.#all.push(client);
     return client;
   }

@@ -10,10 +10,13 @@
 // and undici's differing outcome is pinned, so a change in either shows up.
 // Raw `net` servers produce wire bytes node:http will not (split chunk
 // lines, extensions, trailers, 1xx, HTTP/1.0, malformed responses).
-import { test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
+import { hasOpenssl, makeTestPki, type TestPki } from '../helpers/certs.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Client, type Dispatcher } from 'undici';
 import { classifyUpstreamError, type TunnelErrorCode } from '../../src/agent/tunnel-errors.js';
@@ -247,14 +250,15 @@ interface RawRequest {
 }
 
 class RawServer {
-  readonly server: NetServer;
+  readonly server: NetServer | TlsServer;
   readonly sockets: Socket[] = [];
   readonly requests: RawRequest[] = [];
   /** Sockets closed from the client side or by the test. */
   closed = 0;
 
-  private constructor(onRequest: (req: RawRequest, socket: Socket) => void) {
-    this.server = createNetServer((socket) => {
+  /** `tls`: key and certificate to serve https with (the socket handed on is the TLS one). */
+  private constructor(onRequest: (req: RawRequest, socket: Socket) => void, tls?: { key: Buffer; cert: Buffer }) {
+    const onSocket = (socket: Socket): void => {
       socket.setNoDelay(true);
       this.sockets.push(socket);
       socket.on('close', () => this.closed++);
@@ -280,17 +284,23 @@ class RawServer {
           onRequest(req, socket);
         }
       });
-    });
+    };
+    this.secure = tls !== undefined;
+    this.server = tls === undefined ? createNetServer(onSocket) : createTlsServer(tls, onSocket);
   }
 
-  static async start(onRequest: (req: RawRequest, socket: Socket) => void): Promise<RawServer> {
-    const raw = new RawServer(onRequest);
+  readonly secure: boolean;
+
+  static async start(onRequest: (req: RawRequest, socket: Socket) => void, tls?: { key: Buffer; cert: Buffer }): Promise<RawServer> {
+    const raw = new RawServer(onRequest, tls);
     await new Promise<void>((resolve) => raw.server.listen(0, '127.0.0.1', resolve));
     return raw;
   }
 
+  /** https names the host its certificate is for (localhost); http the address. */
   get url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    const port = (this.server.address() as AddressInfo).port;
+    return this.secure ? `https://localhost:${port}` : `http://127.0.0.1:${port}`;
   }
 
   async close(): Promise<void> {
@@ -1619,4 +1629,78 @@ test('17f. lean: a request cancelled before it was written does not lengthen the
     await client.destroy();
     await raw.close();
   }
+});
+
+// ---------------------------------------------------------------------------
+// 18. https providers: the same client over TLS (undici's Client served them before, and resent nothing)
+
+describe('18. lean over https', { skip: hasOpenssl() ? false : 'no openssl' }, () => {
+  let pki: TestPki;
+  let tls: { key: Buffer; cert: Buffer };
+  let ca: Buffer;
+  before(() => {
+    pki = makeTestPki();
+    tls = { key: readFileSync(pki.serverKey), cert: readFileSync(pki.serverCert) };
+    ca = readFileSync(pki.caCert);
+  });
+  after(() => pki?.remove());
+
+  test('18a. a chunked answer in pieces arrives whole, and the connection is kept for the next request', async () => {
+    const raw = await RawServer.start((req, socket) => {
+      if (req.url === '/stream') void writeInPieces(socket, Buffer.from('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n'), [20, 45, 52, 60]);
+      else ok(socket, `served ${req.url} with ${req.body.toString()}`);
+    }, tls);
+    const client = new Http1Client(raw.url, ca);
+    try {
+      const streamed = await send(client, { path: '/stream' });
+      assert.equal(streamed.result, 'end', streamed.error?.message);
+      assert.equal(streamed.body.toString(), 'hello world');
+      const posted = await send(client, { method: 'POST', path: '/post', body: Buffer.from('a body') });
+      assert.equal(posted.body.toString(), 'served /post with a body');
+      assert.equal(raw.sockets.length, 1, 'one TLS connection for both');
+    } finally {
+      await client.destroy();
+      await raw.close();
+    }
+  });
+
+  // FIN only: a TLS socket has no resetAndDestroy (17 covers the RST on the same code path).
+  {
+    test('18b. a reused connection the provider closes (FIN, after close_notify) before a byte of answer is resent once on a fresh one', async () => {
+      const raw = await RawServer.start((req, socket) => {
+        const n = raw.requests.length;
+        if (n === 2) {
+          socket.end();
+          return;
+        }
+        ok(socket, `answer ${n} to ${req.body.toString()}`);
+      }, tls);
+      const client = new Http1Client(raw.url, ca);
+      try {
+        assert.equal((await send(client, { method: 'POST', body: Buffer.from('one') })).result, 'end');
+        const second = await send(client, { method: 'POST', body: Buffer.from('two') });
+        assert.equal(second.result, 'end', `${second.sequence}: ${second.error?.message}`);
+        assert.equal(second.body.toString(), 'answer 3 to two');
+        assert.equal(second.events.filter((e) => e === 'start').length, 1, 'the caller saw one request start');
+        assert.equal(raw.sockets.length, 2);
+      } finally {
+        await client.destroy();
+        await raw.close();
+      }
+    });
+  }
+
+  test('18c. a certificate the client does not trust fails before the request starts, and nothing is sent', async () => {
+    const raw = await RawServer.start((req, socket) => ok(socket, 'never'), tls);
+    const client = new Http1Client(raw.url); // the system's trust store: the test CA is not in it
+    try {
+      const refused = await send(client, { method: 'POST', body: Buffer.from('secret prompt') });
+      assert.equal(refused.started, false, 'no onRequestStart before the handshake passed');
+      assert.match(refused.error?.message ?? '', /certificate/i);
+      assert.equal(raw.requests.length, 0);
+    } finally {
+      await client.destroy();
+      await raw.close();
+    }
+  });
 });
