@@ -162,6 +162,8 @@ function readModel(r: ConfigReader, path: string, raw: unknown, providerIds: Rea
   r.noUnknownKeys(path, obj, ['alias', 'providers', 'max_queue', 'queue_timeout_ms']);
   const providers = new Map<string, string>();
   const map = r.object(`${path}.providers`, obj.providers);
+  // An alias no provider serves would hold every request for its queue timeout, then fail as if its nodes were down.
+  if (map && Object.keys(map).length === 0) r.problems.push(`${path}.providers: names no provider; a model needs at least one (provider id: the model name it serves)`);
   if (map) {
     for (const [providerId, served] of Object.entries(map)) {
       const servedName = r.string(`${path}.providers.${providerId}`, served);
@@ -182,6 +184,30 @@ function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[])
   for (const id of ids) {
     if (seen.has(id)) r.problems.push(`${path}: duplicate id ${JSON.stringify(id)}`);
     seen.add(id);
+  }
+}
+
+/** Whether two listen hosts can collide on one port: the same address, or either is a wildcard. */
+function hostsOverlap(a: string, b: string): boolean {
+  const wildcard = (host: string): boolean => host === '0.0.0.0' || host === '::' || host === '';
+  return a === b || wildcard(a) || wildcard(b);
+}
+
+/** Two of the edge's listeners on one port would fail at start with EADDRINUSE and no config key named: refused here. */
+function checkListenerPorts(r: ConfigReader, config: EdgeConfig): void {
+  const listeners: [string, string, number][] = [
+    ['listen.http', config.http.host, config.http.port],
+    ['listen.grpc', config.grpc.host, config.grpc.port],
+  ];
+  if (config.admin !== undefined) listeners.push(['admin', config.admin.host, config.admin.port]);
+  if (config.bootstrap !== undefined) listeners.push(['bootstrap.listen', config.bootstrap.host, config.bootstrap.port]);
+  for (let i = 0; i < listeners.length; i++) {
+    for (let j = i + 1; j < listeners.length; j++) {
+      const [pathA, hostA, portA] = listeners[i];
+      const [pathB, hostB, portB] = listeners[j];
+      // Port 0 is a fresh port for each.
+      if (portA !== 0 && portA === portB && hostsOverlap(hostA, hostB)) r.problems.push(`${pathB}.port: ${portB} is also ${pathA}.port (${hostA} and ${hostB}); each listener needs its own port`);
+    }
   }
 }
 
@@ -221,6 +247,13 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     const first = tokenOwner.get(n.token);
     if (first === undefined) tokenOwner.set(n.token, i);
     else r.problems.push(`nodes[${i}].token: the same as nodes[${first}].token (value not shown: it is a secret); each node needs its own, since the token is what proves which node an agent is`);
+  });
+  // A reference names a node id first (docs/operations.md, "Node references"): a label equal to another node's id could never be reached.
+  const nodeIds = new Set(nodes.map((n) => n.id));
+  nodes.forEach((n, i) => {
+    n.labels?.forEach((label, j) => {
+      if (label !== n.id && nodeIds.has(label)) r.problems.push(`nodes[${i}].labels[${j}]: ${JSON.stringify(label)} is another node's id, and a reference to it always means that node; pick a label no node is named`);
+    });
   });
   const providerIds = nodes.flatMap((n) => n.providers.map((p) => p.id));
   reportDuplicates(r, 'nodes[].providers', providerIds);
@@ -271,6 +304,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   Object.assign(config, { resilience: readResilience(r, root.resilience) });
   const bootstrap = readBootstrap(r, root.bootstrap, config.grpc);
   if (bootstrap !== undefined) Object.assign(config, { bootstrap });
+  checkListenerPorts(r, config);
   const { tunnelWindowBytes, maxFrameBytes } = config.limits;
   if (maxFrameBytes !== undefined && tunnelWindowBytes > maxFrameBytes) {
     // A DATA frame is at most the window, so a larger window would let frames break the frame limit.

@@ -67,9 +67,23 @@ export function autoNodeFlags(cores: number): string[] {
   return pool >= NODE_DEFAULT_POOL_SIZE ? [...AUTO_HEAP_FLAGS] : [`--v8-pool-size=${pool}`, ...AUTO_HEAP_FLAGS];
 }
 
+/** The least value of each sized flag a process starts with: below it V8 aborts at start or cannot run the edge (a 1 MB old space dies of OOM). */
+const FLAG_MINIMUMS: Readonly<Record<(typeof NODE_FLAG_NAMES)[number], number>> = {
+  'v8-pool-size': 1,
+  'max-semi-space-size': 1,
+  'max-old-space-size': 64,
+  'initial-old-space-size': 1,
+};
+
 /** Why `flag` is not one a config may name, or undefined when it is. */
 export function nodeFlagProblem(flag: string): string | undefined {
-  if (FLAG_FORM.test(flag) || SWITCH_FORM.test(flag)) return undefined;
+  if (SWITCH_FORM.test(flag)) return undefined;
+  if (FLAG_FORM.test(flag)) {
+    const eq = flag.indexOf('=');
+    const name = flag.slice(2, eq) as (typeof NODE_FLAG_NAMES)[number];
+    const least = FLAG_MINIMUMS[name];
+    return Number(flag.slice(eq + 1)) >= least ? undefined : `--${name} must be at least ${least}${name.endsWith('space-size') ? ' (MB)' : ''}; got '${flag}'`;
+  }
   return `expected one of ${NODE_FLAG_NAMES.map((n) => `--${n}=<integer>`).join(', ')}, ${NODE_SWITCH_NAMES.map((n) => `--[no-]${n}`).join(', ')}; got '${flag}'`;
 }
 

@@ -178,3 +178,31 @@ test('a provider that lists its models is checked against the served names the a
     'models[0].providers.p1: "llama3-8b" is not a model that provider serves (nodes[0].providers[0].models: "llama3:8b", "llama3:70b")',
   ]);
 });
+
+test('configs that parse but cannot work are refused: a model with no provider, a label that is another node\'s id, two listeners on one port, V8 sizes too small to run', () => {
+  const problems = problemsOf({
+    listen: { http: { port: 18080 }, grpc: { host: '0.0.0.0', port: 18080 } },
+    admin: { port: 18090 },
+    bootstrap: { listen: { host: '127.0.0.1', port: 18090 }, artifact_dir: '/tmp', token: 'a-bootstrap-token-long-enough', edge_address: 'edge.example:18080' },
+    runtime: { node_flags: ['--max-old-space-size=1', '--v8-pool-size=0', '--max-semi-space-size=16'] },
+    nodes: [
+      { id: 'n1', token: 'node-token-one-long', labels: ['n2', 'n1', 'gpu'], providers: [{ id: 'p1' }] },
+      { id: 'n2', token: 'node-token-two-long', providers: [{ id: 'p2' }] },
+    ],
+    models: [{ alias: 'empty', providers: {} }, { alias: 'fine', providers: { p1: 'm' } }],
+  });
+  const text = problems.join('\n');
+  assert.match(text, /models\[0\]\.providers: names no provider/);
+  assert.doesNotMatch(text, /models\[1\]/);
+  assert.match(text, /nodes\[0\]\.labels\[0\]: "n2" is another node's id/);
+  assert.doesNotMatch(text, /labels\[1\]|labels\[2\]/, 'its own id and a plain label are fine');
+  assert.match(text, /listen\.grpc\.port: 18080 is also listen\.http\.port/);
+  assert.match(text, /bootstrap\.listen\.port: 18090 is also admin\.port/);
+  assert.match(text, /runtime\.node_flags\[0\]: --max-old-space-size must be at least 64 \(MB\)/);
+  assert.match(text, /runtime\.node_flags\[1\]: --v8-pool-size must be at least 1/);
+  assert.doesNotMatch(text, /node_flags\[2\]/);
+  assert.equal(problems.length, 6, text);
+  // Port 0 (a fresh one each), and one port on two distinct addresses, are fine.
+  parseEdgeConfig({ listen: { http: { port: 0 }, grpc: { port: 0 } }, admin: { port: 0 }, nodes: [], models: [] }, 'ok.yaml');
+  parseEdgeConfig({ listen: { http: { host: '127.0.0.1', port: 18080 }, grpc: { host: '127.0.0.2', port: 18080 } }, nodes: [], models: [] }, 'ok.yaml');
+});
