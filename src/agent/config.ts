@@ -8,6 +8,7 @@ import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { dialPort } from '../shared/url-host.js';
+import { baseUrlProblems } from '../shared/base-url.js';
 import { readAgentTls, type AgentTlsConfig } from './tls.js';
 import { CLI_KEYS, readCliProvider, type CliProviderConfig } from './cli-config.js';
 
@@ -205,22 +206,4 @@ function readSecret(r: ConfigReader, path: string, raw: unknown, isHeaderValue: 
     return undefined;
   }
   return value;
-}
-
-/**
- * What a base_url cannot carry: tunnels keep only its origin and path, and
- * the probes append their path to the string, so credentials, a query or a
- * fragment would be dropped by one and mangled by the other.
- */
-function baseUrlProblems(r: ConfigReader, path: string, value: string): void {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return; // r.url reported it
-  }
-  // Never echoed: the password is a secret.
-  if (url.username !== '' || url.password !== '') r.problems.push(`${path}: must not hold credentials (user:password@); give the provider's key as api_key`);
-  if (url.search !== '') r.problems.push(`${path}: must not have a query (?…): requests go to its path only`);
-  if (url.hash !== '') r.problems.push(`${path}: must not have a fragment (#…)`);
 }

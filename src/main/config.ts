@@ -9,6 +9,7 @@ import { ConfigError, ConfigReader } from '../shared/config-reader.js';
 import { readEndpoints } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { bareHost, dialPort } from '../shared/url-host.js';
+import { baseUrlProblems } from '../shared/base-url.js';
 import { MAX_WORKERS } from '../contract/scheduler-port.js';
 import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { readA2A } from './a2a-config.js';
@@ -106,6 +107,10 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
   r.noUnknownKeys(path, obj, ['id', 'type', 'capacity', 'max_context_tokens', 'enabled', 'models', 'endpoints', 'base_url']);
   const served = obj.models === undefined ? undefined : r.list(`${path}.models`, obj.models).map((m, i) => r.string(`${path}.models[${i}]`, m));
   const type = r.oneOf(`${path}.type`, obj.type, PROVIDER_TYPES, 'openai_compat');
+  // Rendered into bootstrapped agent configs: what the agent would refuse is refused here.
+  const baseUrl = obj.base_url === undefined ? undefined : r.url(`${path}.base_url`, obj.base_url);
+  if (baseUrl !== undefined && type === 'cli') r.problems.push(`${path}.base_url: a cli provider runs a command on its node and has no base_url`);
+  else if (baseUrl !== undefined) baseUrlProblems(r, `${path}.base_url`, baseUrl);
   return {
     id: headerSafeId(r, `${path}.id`, obj.id),
     type,
@@ -113,7 +118,7 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
     capacity: r.integer(`${path}.capacity`, obj.capacity, 0, 1_000_000, 1),
     maxContextTokens: r.optionalInteger(`${path}.max_context_tokens`, obj.max_context_tokens, 1, 100_000_000),
     enabled: r.boolean(`${path}.enabled`, obj.enabled, true),
-    ...(obj.base_url === undefined ? {} : { baseUrl: r.url(`${path}.base_url`, obj.base_url) }),
+    ...(baseUrl === undefined ? {} : { baseUrl }),
     ...(served === undefined ? {} : { models: served }),
   };
 }

@@ -17,7 +17,7 @@ node:
 providers:
   - id: gpu-1-mock
     type: openai_compat
-    base_url: http://127.0.0.1:9000/v1/
+    base_url: http://127.0.0.1:9000/gateway/
     api_key: optional-secret
     connections: 64
     endpoints: [chat, responses]
@@ -67,7 +67,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
     node: { id: 'gpu-1', token: 'demo-node-token-change-me-7f3a9c' },
     providers: [
       // endpoints by type when not listed: ollama serves every API natively, cli only chat.
-      { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/v1/', apiKey: 'optional-secret', connections: 64, endpoints: ['chat', 'responses'] },
+      { id: 'gpu-1-mock', type: 'openai_compat', baseUrl: 'http://127.0.0.1:9000/gateway/', apiKey: 'optional-secret', connections: 64, endpoints: ['chat', 'responses'] },
       { id: 'gpu-1-ollama', type: 'ollama', baseUrl: 'http://localhost:11434', apiKey: undefined, connections: 128, endpoints: ['chat', 'completions', 'embeddings', 'messages', 'responses'] },
       {
         id: 'gpu-1-cli',
@@ -247,8 +247,8 @@ test('a base_url with credentials, a query or a fragment is refused: tunnels wou
     providers: [
       { id: 'a', type: 'openai_compat', base_url: 'http://user:secret@proxy:8000' },
       { id: 'b', type: 'openai_compat', base_url: 'http://host/openai?api-version=1' },
-      { id: 'c', type: 'openai_compat', base_url: 'http://host/v1#x' },
-      { id: 'd', type: 'openai_compat', base_url: 'http://host:8000/v1' },
+      { id: 'c', type: 'openai_compat', base_url: 'http://host/openai#x' },
+      { id: 'd', type: 'openai_compat', base_url: 'http://host:8000/openai' },
     ],
   });
   assert.equal(problems.length, 3, problems.join('\n'));
@@ -274,4 +274,16 @@ test("health_path: '' turns a provider's probe off (as documented); a path must 
   const problems = problemsOf({ edge: { address: 'e:1' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'vllm', base_url: 'http://h:1', health_path: 'healthz' }] });
   assert.equal(problems.length, 1, problems.join('\n'));
   assert.match(problems[0], /^providers\[0\]\.health_path: expected a path starting with '\/', or '' for no probe/);
+});
+
+test('a base_url ending in /v1 is refused: every request would go to /v1/v1/…', () => {
+  for (const base of ['https://api.example.com/v1', 'http://gpu:8000/v1/', 'http://gpu:8000/llm/v1']) {
+    const problems = problemsOf({ edge: { address: 'edge.internal:50051' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'openai_compat', base_url: base }] });
+    assert.equal(problems.length, 1, problems.join('\n'));
+    assert.match(problems[0], /^providers\[0\]\.base_url: ends in \/v1, but the agent appends each request's own path/);
+    assert.match(problems[0], /give the base without \/v1 \(e\.g\. https?:\/\/[a-z.:0-9]+\)/);
+  }
+  // A prefix that is not /v1 (a proxy's mount point) stays.
+  const config = parseAgentConfig({ edge: { address: 'edge.internal:50051' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'openai_compat', base_url: 'http://gpu:8000/v1beta/gateway' }] }, 'x');
+  assert.equal(config.providers[0].baseUrl, 'http://gpu:8000/v1beta/gateway');
 });

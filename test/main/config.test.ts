@@ -206,3 +206,25 @@ test('configs that parse but cannot work are refused: a model with no provider, 
   parseEdgeConfig({ listen: { http: { port: 0 }, grpc: { port: 0 } }, admin: { port: 0 }, nodes: [], models: [] }, 'ok.yaml');
   parseEdgeConfig({ listen: { http: { host: '127.0.0.1', port: 18080 }, grpc: { host: '127.0.0.2', port: 18080 } }, nodes: [], models: [] }, 'ok.yaml');
 });
+
+test('a catalog base_url the bootstrapped agent would refuse is refused here: ending in /v1, with credentials, or on a cli provider', () => {
+  const problems = problemsOf({
+    nodes: [
+      {
+        id: 'n1',
+        token: 'node-token-one-long',
+        providers: [
+          { id: 'p1', base_url: 'https://api.example.com/v1' },
+          { id: 'p2', base_url: 'http://user:pw@gpu:8000' },
+          { id: 'p3', type: 'cli', base_url: 'http://gpu:8000' },
+          { id: 'p4', base_url: 'http://gpu:8000' },
+        ],
+      },
+    ],
+    models: [{ alias: 'm', providers: { p4: 'm' } }],
+  });
+  assert.equal(problems.length, 3, problems.join('\n'));
+  assert.match(problems[0], /^nodes\[0\]\.providers\[0\]\.base_url: ends in \/v1/);
+  assert.match(problems[1], /^nodes\[0\]\.providers\[1\]\.base_url: must not hold credentials/);
+  assert.match(problems[2], /^nodes\[0\]\.providers\[2\]\.base_url: a cli provider runs a command on its node and has no base_url/);
+});
