@@ -253,13 +253,6 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     if (first === undefined) tokenOwner.set(n.token, i);
     else r.problems.push(`nodes[${i}].token: the same as nodes[${first}].token (value not shown: it is a secret); each node needs its own, since the token is what proves which node an agent is`);
   });
-  // A reference names a node id first (docs/operations.md, "Node references"): a label equal to another node's id could never be reached.
-  const nodeIds = new Set(nodes.map((n) => n.id));
-  nodes.forEach((n, i) => {
-    n.labels?.forEach((label, j) => {
-      if (label !== n.id && nodeIds.has(label)) r.problems.push(`nodes[${i}].labels[${j}]: ${JSON.stringify(label)} is another node's id, and a reference to it always means that node; pick a label no node is named`);
-    });
-  });
   const providerIds = nodes.flatMap((n) => n.providers.map((p) => p.id));
   reportDuplicates(r, 'nodes[].providers', providerIds);
 
