@@ -138,7 +138,7 @@ export class EdgeConnection implements FrameSink {
     call.on('status', this.onCallStatus);
     call.on('drain', this.onDrain);
     this.#writable = true;
-    call.write(registerMessage(node.id, node.token, AGENT_VERSION, this.#upstreams.ids(), this.lane, this.joinGeneration, this.#upstreams.endpoints(), this.#owner.capabilities?.() ?? [], this.#owner.draining === true, this.lane === 0 ? (this.#owner.probeVerdicts?.() ?? []) : []));
+    call.write(registerMessage(node.id, node.token, AGENT_VERSION, this.#upstreams.ids(), this.lane, this.joinGeneration, this.#upstreams.endpoints(), this.#owner.capabilities?.() ?? [], this.#owner.draining === true, this.lane === 0 ? (this.#owner.probeVerdicts?.() ?? []) : [], this.#upstreams.types()));
     this.#registerTimer = setTimeout(onRegisterTimeout, REGISTER_TIMEOUT_MS, this);
   }
 

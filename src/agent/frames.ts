@@ -90,8 +90,9 @@ export function registerMessage(
   capabilities: string[] = [],
   draining = false,
   probes: readonly ProbeVerdict[] = [],
+  types: ReadonlyMap<string, string> = new Map(),
 ): NodeMessage {
-  const providerEndpoints = [...endpoints].map(([providerId, list]) => ({ $typeName: 'edge.v1.ProviderEndpoints' as const, providerId, endpoints: [...list] }));
+  const providerEndpoints = [...endpoints].map(([providerId, list]) => ({ $typeName: 'edge.v1.ProviderEndpoints' as const, providerId, endpoints: [...list], type: types.get(providerId) ?? '' }));
   return {
     $typeName: 'edge.v1.NodeMessage',
     msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, providerEndpoints, capabilities, draining, probes: probeResults(probes) } },

@@ -48,6 +48,11 @@ export class Upstreams {
     return new Map([...this.#byId.values()].map((u) => [u.id, u.endpoints]));
   }
 
+  /** Provider id -> its type, for Register (the edge checks a cli provider is cli on both sides). */
+  types(): Map<string, string> {
+    return new Map([...this.#byId.values()].map((u) => [u.id, u.type]));
+  }
+
   ids(): string[] {
     return [...this.#byId.keys()];
   }

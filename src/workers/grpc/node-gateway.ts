@@ -17,7 +17,7 @@ import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { ProbeResult, Register } from '../../gen/edge/v1/tunnel_pb.js';
-import { DEFAULT_DRAIN_GRACE_MS, type EdgeConfig } from '../../shared/config-types.js';
+import { DEFAULT_DRAIN_GRACE_MS, type EdgeConfig, type ProviderConfig } from '../../shared/config-types.js';
 import { retireLanes } from './retire.js';
 import { dialAddress } from '../../shared/url-host.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
@@ -207,6 +207,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
     }
     const providers = this.#config.nodes.find((n) => n.id === register.nodeId)?.providers ?? [];
+    const providerIds = this.#typeCheckedProviders(register, providers);
     const missing = providers.filter((p) => !register.providerIds.includes(p.id)).map((p) => p.id);
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');
     const maxTunnels = limitsOf(this.#config).maxTunnelsPerNode;
@@ -222,9 +223,34 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#joining.add(session.serial);
       this.#port.joinLane(register.nodeId, session.serial, register.joinGeneration);
     } else {
-      this.#port.register(register.nodeId, session.serial, register.providerIds, announcedEndpoints(register), register.draining, failingProbes(register));
+      this.#port.register(register.nodeId, session.serial, providerIds, announcedEndpoints(register, providerIds), register.draining, failingProbes(register));
     }
     return undefined;
+  }
+
+  /**
+   * The announced providers this connection may be sent requests for. The
+   * edge's retry rules follow its catalog's type (a cli run is never re-run
+   * elsewhere; an http request may be), and the agent runs what its own
+   * config says: a provider that is cli on one side only is left out, loudly.
+   * Another mismatch (ollama against vllm) changes nothing here and is only
+   * logged.
+   */
+  #typeCheckedProviders(register: Register, providers: readonly ProviderConfig[]): string[] {
+    let ids = register.providerIds;
+    for (const entry of register.providerEndpoints) {
+      if (entry.type === '' || !ids.includes(entry.providerId)) continue;
+      const catalog = providers.find((p) => p.id === entry.providerId);
+      if (catalog === undefined || catalog.type === entry.type) continue;
+      const log = { node: register.nodeId, provider: entry.providerId, edgeType: catalog.type, nodeType: entry.type };
+      if ((catalog.type === 'cli') !== (entry.type === 'cli')) {
+        ids = ids.filter((id) => id !== entry.providerId);
+        this.logger.error(log, "provider is a cli command on one side only: it gets no requests on this connection; make nodes[].providers[].type in the edge's config match the agent's");
+      } else {
+        this.logger.warn(log, "provider's type differs between the edge's config and the agent's; requests go as usual");
+      }
+    }
+    return ids;
   }
 
   // --- NodeRegistrar ---------------------------------------------------------
@@ -414,11 +440,11 @@ function failingProbes(register: Register): ReadonlySet<string> | undefined {
  * know are skipped (a newer agent). A provider it announced no endpoints for
  * keeps the edge's config.
  */
-function announcedEndpoints(register: Register): Map<string, number> | undefined {
+function announcedEndpoints(register: Register, providerIds: readonly string[]): Map<string, number> | undefined {
   if (register.providerEndpoints.length === 0) return undefined;
   const out = new Map<string, number>();
   for (const entry of register.providerEndpoints) {
-    if (!register.providerIds.includes(entry.providerId)) continue;
+    if (!providerIds.includes(entry.providerId)) continue;
     out.set(entry.providerId, endpointMask(entry.endpoints.filter(isEndpoint)));
   }
   return out;
