@@ -25,6 +25,7 @@ const owner = {
     response.write('first ');
     setTimeout(() => response.end('last'), delay);
   },
+  flushTimeoutMs: 0,
   refusesHead(): boolean {
     return false;
   },

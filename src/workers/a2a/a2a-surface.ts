@@ -238,7 +238,7 @@ export class A2ASurface {
       for (let step = first; !step.done; step = await result.next()) {
         if (res.destroyed) break;
         // A client reading slower than the tokens come: the next events wait (and merge) in the task's queue, not in the socket's buffer.
-        if (!res.write(`data: ${JSON.stringify(step.value)}\n\n`) && !res.destroyed) await drained(res);
+        if (!res.write(`data: ${JSON.stringify(step.value)}\n\n`) && !res.destroyed) await drained(res, limitsOf(this.#config).idleTimeoutMs);
       }
     } catch (err) {
       if (!res.destroyed) res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id: parsed.id ?? null, error: mapError(err) })}\n\n`);
@@ -257,10 +257,17 @@ export class A2ASurface {
   }
 }
 
-/** Resolves when the response's buffer drained, or it closed. */
-function drained(res: ServerResponse): Promise<void> {
+/**
+ * Resolves when the response's buffer drained, or it closed. A client that
+ * stopped reading never drains it: after `timeoutMs` (limits.idle_timeout_ms;
+ * 0 = wait for ever) the response is destroyed, which ends the wait, the
+ * caller's loop and its keepalive timer (the task itself runs on).
+ */
+function drained(res: ServerResponse, timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {
+    const timer = timeoutMs > 0 ? setTimeout(() => res.destroy(), timeoutMs) : undefined;
     const done = (): void => {
+      clearTimeout(timer);
       res.off('drain', done);
       res.off('close', done);
       resolve();

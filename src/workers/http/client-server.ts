@@ -99,6 +99,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** Each alias's providers (config), to tell a stored response's provider that can never serve the alias. */
   #models: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map();
   #maxJsonDepth = 64;
+  /** LeanOwner: limits.idle_timeout_ms, which also bounds how long a response's last bytes may wait for a client that stopped reading. */
+  flushTimeoutMs = 0;
   /** limits.offload_bytes: bodies this large are inspected in the pool; 0 = never. */
   #offloadBytes = 0;
   /** Created on the first large body; its size fits workers.count (see defaultOffloadThreads). */
@@ -184,6 +186,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const limits = limitsOf(config);
     this.#maxJsonDepth = limits.maxJsonDepth;
     this.#offloadBytes = limits.offloadBytes;
+    this.flushTimeoutMs = limits.idleTimeoutMs;
     this.#aliases = config.models.map((m) => m.alias);
     this.#models = new Map(config.models.map((m) => [m.alias, m.providers]));
     const created = Math.floor(Date.now() / 1000);
@@ -221,6 +224,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   #createServer(fastifyHandler: RequestListener, options: ServerOptions, https: HttpsMaterial | undefined): Server {
     const listener: RequestListener = (request, response) => {
+      // node:http's own requests (the lean connection's are not here): the same deadline on a stuck last write.
+      if (this.flushTimeoutMs > 0) {
+        (response as FlushWatched)[kFlushTimeoutMs] = this.flushTimeoutMs;
+        response.once('prefinish', watchLastWrite);
+      }
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
     };
     const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ ...https, ...options }, listener);
@@ -702,6 +710,27 @@ function cutHandshakesOnClose(server: Server): void {
 }
 
 /** 503 shutting_down with Connection: close, so the client reconnects to another edge. */
+/**
+ * A node:http response was ended: if its last bytes still wait in the
+ * socket (the client slow, or no longer reading), node's socket timeout
+ * (which counts any progress) cuts the connection after the server's
+ * flushTimeoutMs; with no 'timeout' listener node:http destroys the socket.
+ * Cleared once the bytes are out.
+ */
+function watchLastWrite(this: FlushWatched): void {
+  const socket = this.socket;
+  if (socket === null || this.writableFinished || socket.writableLength === 0) return;
+  socket.setTimeout(this[kFlushTimeoutMs] ?? 0);
+  this.once('finish', clearSocketTimeout);
+}
+
+const kFlushTimeoutMs = Symbol('edge.flushTimeoutMs');
+type FlushWatched = ServerResponse & { [kFlushTimeoutMs]?: number };
+
+function clearSocketTimeout(this: ServerResponse): void {
+  this.socket?.setTimeout(0);
+}
+
 function writeDraining(response: ServerResponse, format: ErrorFormat): void {
   const id = refusalId();
   response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'x-request-id': id, 'request-id': id, 'retry-after': '1', 'retry-after-ms': '1000', connection: 'close' });

@@ -37,6 +37,12 @@ export interface LeanOwner extends RefusalCounter {
    * node:http, which answers from the head and never waits for the body.
    */
   refusesHead(headers: Readonly<Record<string, string>>): boolean;
+  /**
+   * How long a response's last bytes may make no progress (a client that
+   * stopped reading) before the connection is cut; 0 = never. Read only
+   * when an end could not be written whole at once.
+   */
+  readonly flushTimeoutMs: number;
 }
 
 export interface LeanOptions {
@@ -264,6 +270,8 @@ export class LeanResponse extends EventEmitter {
       // The connection's one callback (no closure per response) calls lastWritten on its running response: this one.
       this.#lastCallbacks = callbacks;
       this.socket.write(data, this.#connection.onLastWrite);
+      // Not all taken by the kernel: the client is slow, or has stopped reading; a deadline on the rest.
+      if (this.socket.writableLength > 0) this.#connection.awaitFlush();
       return;
     }
     if (callbacks.length === 0) this.socket.write(data);
@@ -389,8 +397,28 @@ class LeanConnection {
   paused = false;
   /** The write callback of every response's last write on this connection: one per connection, not one per response. */
   readonly onLastWrite = (err?: Error | null): void => {
+    if (this.flushWatched) {
+      this.flushWatched = false;
+      this.socket.setTimeout(0);
+    }
     this.response?.lastWritten(err);
   };
+  /** A socket timeout watches the last write of the running response (awaitFlush). */
+  flushWatched = false;
+
+  /**
+   * The response's last bytes wait in the socket's buffer: if none of them
+   * leaves for flushTimeoutMs (node's socket timeout counts any progress),
+   * the connection is cut (onSocketTimeout). Else a client that stopped
+   * reading would hold its socket and those bytes for as long as it
+   * keeps the connection open.
+   */
+  awaitFlush(): void {
+    const ms = this.server.owner.flushTimeoutMs;
+    if (ms <= 0 || this.flushWatched) return;
+    this.flushWatched = true;
+    this.socket.setTimeout(ms);
+  }
 
   constructor(
     readonly server: LeanHttp1,
@@ -530,6 +558,11 @@ function onSocketEnd(this: LeanSocket): void {
   this.end();
 }
 
+/** Armed only while a response's last write waits (awaitFlush): it made no progress for flushTimeoutMs. */
+function onSocketTimeout(this: LeanSocket): void {
+  if (this[kConnection]?.flushWatched === true) this.destroy();
+}
+
 function onSocketError(): void {
   // 'close' follows and tells the running response; a reset client is no error of ours.
 }
@@ -609,6 +642,7 @@ export class LeanHttp1 {
     socket.on('close', onSocketClose);
     socket.on('end', onSocketEnd);
     socket.on('error', onSocketError);
+    socket.on('timeout', onSocketTimeout);
     // One sweep for all connections, not a socket timeout each: a socket timeout is re-armed on every read and write.
     this.#sweeper ??= setInterval(sweepIdle, this.#sweepMs, this).unref();
   }
