@@ -2,6 +2,7 @@
 // required, what is refused, and the defaults an operator gets.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { defaultEndpoints } from '../../src/shared/endpoints.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { resolveNodeRef } from '../../src/main/nodes/node-refs.js';
 import { renderAgentConfig } from '../../src/main/bootstrap/artifacts.js';
@@ -92,6 +93,21 @@ test('a rendered agent config is one the agent accepts as written', () => {
   assert.equal(gpu1.providers[0].baseUrl, 'http://127.0.0.1:8001');
   const gpu2 = parseAgentConfig(parseYaml(renderAgentConfig(config.nodes[1], 'e:1')), 'r');
   assert.equal(gpu2.providers[0].baseUrl, 'http://127.0.0.1:11434', 'the usual Ollama port when the catalog names none');
+});
+
+test("a rendered agent announces the catalog's endpoints: the agent's own list wins on the edge, so its type's defaults would narrow them", () => {
+  const raw = base();
+  const providers = (raw.nodes as { providers: Record<string, unknown>[] }[])[0].providers;
+  providers[0].type = 'openai_compat';
+  providers[0].endpoints = ['chat', 'messages', 'responses'];
+  providers.push({ id: 'plain', type: 'vllm', base_url: 'http://127.0.0.1:8002' });
+  const config = parseEdgeConfig(raw, 't');
+  const text = renderAgentConfig(config.nodes[0], 'e:1');
+  const agent = parseAgentConfig(parseYaml(text), 'rendered');
+  assert.deepEqual(agent.providers[0].endpoints, ['chat', 'messages', 'responses']);
+  // A catalog entry at its type's defaults renders none: the agent's defaults are the same list.
+  assert.equal((parseYaml(text) as { providers: Record<string, unknown>[] }).providers[1].endpoints, undefined);
+  assert.deepEqual(agent.providers[1].endpoints, defaultEndpoints('vllm'));
 });
 
 test('a rendered config with a cli provider says what the operator must add: the edge does not know its command', () => {

@@ -9,6 +9,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import type { EdgeConfig, NodeConfig, NodeTlsConfig, ProviderType } from '../../shared/config-types.js';
+import { defaultEndpoints, endpointMask, type Endpoint } from '../../shared/endpoints.js';
 
 export const TARBALL_NAME = 'agent.tgz';
 export const CONFIG_NAME = 'agent.yaml';
@@ -55,7 +56,10 @@ export async function loadTarball(dir: string): Promise<AgentTarball> {
 export function renderAgentConfig(node: NodeConfig, edgeAddress: string, nodesTls?: NodeTlsConfig): string {
   const providers = node.providers.map((p) => {
     const baseUrl = p.baseUrl ?? DEFAULT_BASE_URLS[p.type];
-    return baseUrl === undefined ? { id: p.id, type: p.type } : { id: p.id, type: p.type, base_url: baseUrl };
+    const rendered: Record<string, unknown> = baseUrl === undefined ? { id: p.id, type: p.type } : { id: p.id, type: p.type, base_url: baseUrl };
+    // What the agent announces wins on the edge: an agent left at its type's defaults would narrow (or widen) the catalog's list.
+    if (p.endpoints !== undefined && !sameEndpoints(p.endpoints, defaultEndpoints(p.type))) rendered.endpoints = [...p.endpoints];
+    return rendered;
   });
   const body = toYaml({ edge: { address: edgeAddress }, node: { id: node.id, token: node.token }, providers });
   // The edge's catalog has no command for a cli provider: the file cannot run until the operator adds it.
@@ -66,6 +70,10 @@ export function renderAgentConfig(node: NodeConfig, edgeAddress: string, nodesTl
     todo += `# Before running: the edge's node listener speaks TLS. Add under edge: tls: { ca_file: <the CA that signed the edge's certificate>${nodesTls.requireClientCert ? ', cert_file: <this node\'s client certificate>, key_file: <its key>' : ''} }${nodesTls.requireClientCert ? ' (the edge requires a client certificate)' : ''}.\n`;
   }
   return `# Rendered by the edge's bootstrap listener for node ${node.id}. Holds the node token: keep it private.\n${todo}${body}`;
+}
+
+function sameEndpoints(a: readonly Endpoint[], b: readonly Endpoint[]): boolean {
+  return endpointMask(a) === endpointMask(b);
 }
 
 export function nodeOf(config: EdgeConfig, nodeId: string): NodeConfig | undefined {
