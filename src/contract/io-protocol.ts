@@ -47,7 +47,7 @@ export type ControlRequest =
 
 export type ControlReply =
   | { readonly type: 'ready'; readonly value: { readonly httpPort: number; readonly grpcPort: number } }
-  | { readonly type: 'reply'; readonly id: number; readonly value?: unknown; readonly error?: string };
+  | { readonly type: 'reply'; readonly id: number; readonly value?: unknown; readonly error?: string; /** The error was a StartError (an operator's to fix: printed as its message alone). */ readonly startError?: boolean };
 
 /** A node session as status shows it; sent when a node connects to a worker. */
 export interface SessionInfo {

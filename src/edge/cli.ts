@@ -7,6 +7,7 @@ import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
 import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
 import { configAdvice, loadEdgeConfig } from '../main/config.js';
+import { StartError } from '../shared/start-error.js';
 import { startEdge, type RunningEdge } from './edge.js';
 
 const HELP = `usage:
@@ -27,6 +28,9 @@ signals:
                       drain.grace_ms, then exit 0; a second one of either kind exits at once (1)
 
 The admin API and /metrics listen on admin.host:admin.port (default 127.0.0.1:9090).`;
+
+/** pino's levels: any other LOG_LEVEL would make the logger throw at start. */
+const EDGE_LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 async function main(): Promise<number> {
   let values: { config?: string; help?: boolean; version?: boolean; pretty?: boolean };
@@ -76,6 +80,11 @@ async function main(): Promise<number> {
     return 2;
   }
   const file = values.config;
+  const level = process.env.LOG_LEVEL;
+  if (level !== undefined && !(EDGE_LOG_LEVELS as readonly string[]).includes(level)) {
+    console.error(`LOG_LEVEL: expected one of ${EDGE_LOG_LEVELS.join(', ')}; got ${JSON.stringify(level)}`);
+    return 2;
+  }
   const logger = createLogger('edge', undefined, values.pretty === true ? { pretty: true } : {});
   exitOnFault(logger, 'edge');
   const config = await loadEdgeConfig(file);
@@ -134,7 +143,8 @@ main().then(
     if (code >= 0) process.exit(code);
   },
   (err: unknown) => {
-    if (err instanceof ConfigError) console.error(err.message);
+    // The operator's to fix (a config mistake, a port in use, a file it cannot read): the message names the key.
+    if (err instanceof ConfigError || err instanceof StartError) console.error(err.message);
     else console.error(err);
     process.exit(1);
   },

@@ -333,7 +333,13 @@ export function defaultWorkerCount(cores: number): number {
 }
 
 export async function loadEdgeConfig(file: string): Promise<EdgeConfig> {
-  return parseEdgeConfigText(await readFile(file, 'utf8'), file);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(file, [`cannot read the file: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+  }
+  return parseEdgeConfigText(text, file);
 }
 
 /** Below this many characters a node token is short enough to guess: the edge warns (and `edge check-config` says so). */

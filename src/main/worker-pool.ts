@@ -26,6 +26,7 @@ import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
 import type { ApiKind } from '../shared/endpoints.js';
+import { StartError } from '../shared/start-error.js';
 
 const SCHEDULER_RING_BYTES = 1 << 20;
 const PEER_RING_BYTES = 1 << 20;
@@ -807,7 +808,9 @@ function readyOf(worker: Worker, index: number): Promise<PoolPorts> {
         resolve({ httpPort, grpcPort });
       } else if (message.type === 'reply' && (message as Extract<ControlReply, { type: 'reply' }>).id === 0) {
         settle();
-        reject(new Error(`I/O worker ${index} did not start: ${(message as Extract<ControlReply, { type: 'reply' }>).error ?? 'no reason given'}`));
+        const reply = message as Extract<ControlReply, { type: 'reply' }>;
+        // A port in use or a file it cannot read is the operator's to fix: its message names the config key.
+        reject(reply.startError === true ? new StartError(reply.error ?? 'no reason given') : new Error(`I/O worker ${index} did not start: ${reply.error ?? 'no reason given'}`));
       }
     };
     const onError = (err: Error): void => {

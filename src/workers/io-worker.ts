@@ -5,6 +5,7 @@
 // PeerLinks, and the pool's control requests and the plane's events travel
 // over the parent port.
 import { parentPort, workerData } from 'node:worker_threads';
+import { StartError } from '../shared/start-error.js';
 import type { A2ARelayMessage, AffinityMessage, ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
 import { RunWireEncoder } from '../contract/run-wire.js';
 import { createLogger } from '../shared/logger.js';
@@ -108,8 +109,9 @@ void port.run((err: unknown) => logger.error({ err }, 'scheduler answer failed')
 plane.start(data.config, data.logLevel, { httpPort: data.httpPort, grpcPort: data.grpcPort }).then(
   (ports) => parentPort?.postMessage({ type: 'ready', value: ports }),
   (err: Error) => {
-    logger.error({ err }, 'I/O worker could not start');
-    parentPort?.postMessage({ type: 'reply', id: 0, error: err.message });
+    // A StartError is the operator's to fix: the main thread says it once, as one line.
+    if (!(err instanceof StartError)) logger.error({ err }, 'I/O worker could not start');
+    parentPort?.postMessage({ type: 'reply', id: 0, error: err.message, startError: err instanceof StartError });
     process.exit(1);
   },
 );

@@ -2,6 +2,8 @@
 // names. Read once at start (a certificate change needs a restart): a
 // missing or unreadable file fails the start with the config path in it.
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { StartError } from '../shared/start-error.js';
 import * as grpc from '@grpc/grpc-js';
 import type { TlsConfig } from '../shared/config-types.js';
 
@@ -14,7 +16,7 @@ function read(path: string, file: string): Buffer {
   try {
     return readFileSync(file);
   } catch (err) {
-    throw new Error(`${path}: cannot read ${file}: ${(err as Error).message}`);
+    throw new StartError(`${path}: cannot read ${resolve(file)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
 }
 

@@ -7,6 +7,7 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { AdminConfig } from '../../shared/config-types.js';
 import { sendAdminError } from './admin-errors.js';
+import { listenError } from '../../shared/start-error.js';
 import { BearerAuth } from './auth.js';
 import { checkLocalCaller } from './local-caller.js';
 import { isPublicConsolePath, registerConsoleRoutes } from './console-routes.js';
@@ -48,7 +49,11 @@ export class AdminServer {
   }
 
   async listen(host: string, port: number): Promise<number> {
-    await this.app.listen({ host, port });
+    try {
+      await this.app.listen({ host, port });
+    } catch (err) {
+      throw listenError('admin', host, port, err);
+    }
     const address = this.app.server.address();
     return typeof address === 'object' && address ? address.port : port;
   }

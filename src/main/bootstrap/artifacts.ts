@@ -9,6 +9,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import type { EdgeConfig, NodeConfig, NodeTlsConfig, ProviderType } from '../../shared/config-types.js';
+import { StartError } from '../../shared/start-error.js';
 import { defaultEndpoints, endpointMask, type Endpoint } from '../../shared/endpoints.js';
 
 export const TARBALL_NAME = 'agent.tgz';
@@ -40,9 +41,9 @@ export async function loadTarball(dir: string): Promise<AgentTarball> {
   try {
     names = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() && e.name.endsWith('.tgz')).map((e) => e.name);
   } catch (err) {
-    throw new Error(`bootstrap.artifact_dir: cannot read ${dir}: ${(err as Error).message}`);
+    throw new StartError(`bootstrap.artifact_dir: cannot read ${dir}: ${(err as Error).message}`);
   }
-  if (names.length !== 1) throw new Error(`bootstrap.artifact_dir: expected exactly one agent tarball (*.tgz, the output of npm pack) in ${dir}, found ${names.length}${names.length > 0 ? `: ${names.join(', ')}` : ''}`);
+  if (names.length !== 1) throw new StartError(`bootstrap.artifact_dir: expected exactly one agent tarball (*.tgz, the output of npm pack) in ${dir}, found ${names.length}${names.length > 0 ? `: ${names.join(', ')}` : ''}`);
   const bytes = await readFile(join(dir, names[0]));
   return { sourceName: names[0], bytes, sha256: sha256Hex(bytes) };
 }

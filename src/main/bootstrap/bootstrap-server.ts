@@ -14,6 +14,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { BootstrapConfig, EdgeConfig } from '../../shared/config-types.js';
+import { listenError } from '../../shared/start-error.js';
 import { CONFIG_NAME, loadTarball, nodeOf, renderAgentConfig, sha256Hex, SUMS_NAME, sumsFile, TARBALL_NAME, type AgentTarball } from './artifacts.js';
 
 const PREFIX = '/bootstrap/v1/';
@@ -48,7 +49,7 @@ export class BootstrapServer {
     const tarball = await loadTarball(config.artifactDir);
     const server = new BootstrapServer(config, tarball, source, logger);
     await new Promise<void>((resolve, reject) => {
-      server.#server.once('error', reject);
+      server.#server.once('error', (err) => reject(listenError('bootstrap.listen', config.host, config.port, err)));
       server.#server.listen(config.port, config.host, () => resolve());
     });
     const address = server.#server.address();

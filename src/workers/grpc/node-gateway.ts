@@ -14,12 +14,14 @@
 import { endpointMask, isEndpoint } from '../../shared/endpoints.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
+import { format } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { ProbeResult, Register } from '../../gen/edge/v1/tunnel_pb.js';
 import { DEFAULT_DRAIN_GRACE_MS, type EdgeConfig, type ProviderConfig } from '../../shared/config-types.js';
 import { retireLanes } from './retire.js';
 import { dialAddress } from '../../shared/url-host.js';
+import { listenError } from '../../shared/start-error.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
 import type { NodeRegistrar, SchedulerPort } from '../../contract/scheduler-port.js';
 import { NodeLanes } from './node-lanes.js';
@@ -81,6 +83,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     port: SchedulerPort,
     readonly logger: Logger,
   ) {
+    routeGrpcLog(logger);
     this.#port = port;
     this.#config = config;
     port.setRegistrar(this);
@@ -150,7 +153,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   async listen(host: string, port: number, credentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
     return new Promise((resolve, reject) => {
       this.#server.bindAsync(dialAddress(host, port), credentials, (err, boundPort) => {
-        if (err) reject(err);
+        if (err) reject(listenError('listen.grpc', host, port, err));
         else resolve(boundPort);
       });
     });
@@ -166,9 +169,10 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     const listener = net.createServer((socket) => injector.injectConnection(socket));
     this.#shared = { listener, injector };
     await new Promise<void>((resolve, reject) => {
-      listener.once('error', reject);
+      const failed = (err: Error): void => reject(listenError('listen.grpc', host, port, err));
+      listener.once('error', failed);
       listener.listen({ host, port, reusePort: true }, () => {
-        listener.off('error', reject);
+        listener.off('error', failed);
         resolve();
       });
     });
@@ -448,4 +452,18 @@ function announcedEndpoints(register: Register, providerIds: readonly string[]):
     out.set(entry.providerId, endpointMask(entry.endpoints.filter(isEndpoint)));
   }
   return out;
+}
+
+/**
+ * grpc-js writes its own errors to stderr ("E No address added …"): into
+ * this thread's log instead, as warnings. The failed bind is left out: the
+ * listen's StartError says it, naming the config key.
+ */
+function routeGrpcLog(logger: Logger): void {
+  grpc.setLogger({
+    error: (...args: unknown[]): void => {
+      const text = format(...args);
+      if (!text.includes('No address added out of total')) logger.warn({ grpc: text }, 'grpc-js');
+    },
+  });
 }

@@ -26,6 +26,7 @@ import { A2ASurface } from '../a2a/a2a-surface.js';
 import { AGENT_PREFIX, CARD_PATH } from '../a2a/agent-card.js';
 import { readBody, writeError, type BodyOwner } from './fast-path.js';
 import { refusalId } from './refusal-id.js';
+import { listenError } from '../../shared/start-error.js';
 import { LeanHttp1, timeoutSweepMs, type LeanOwner } from './lean-http1.js';
 
 const kApiKey = Symbol('edge.apiKey');
@@ -199,7 +200,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   /** `reusePort`: several workers listen on one port and the kernel spreads the connections (Node >= 22.12). */
   async listen(host: string, port: number, reusePort = false): Promise<number> {
-    await this.app.listen(reusePort ? ({ host, port, reusePort: true } as { host: string; port: number }) : { host, port });
+    try {
+      await this.app.listen(reusePort ? ({ host, port, reusePort: true } as { host: string; port: number }) : { host, port });
+    } catch (err) {
+      throw listenError('listen.http', host, port, err);
+    }
     const address = this.app.server.address();
     return typeof address === 'object' && address ? address.port : port;
   }

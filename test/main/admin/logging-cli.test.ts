@@ -1,6 +1,7 @@
 // Logs never carry credentials; the edge CLI's flags and exit codes.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,8 +27,8 @@ test('credentials are redacted wherever they sit in a log object', () => {
   assert.ok(text.includes('"accept":"x"'), 'other fields stay');
 });
 
-function run(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const out = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 15_000 });
+function run(args: string[], env: NodeJS.ProcessEnv = process.env): { status: number | null; stdout: string; stderr: string } {
+  const out = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 15_000, env });
   return { status: out.status, stdout: out.stdout, stderr: out.stderr };
 }
 
@@ -123,6 +124,55 @@ test('--pretty prints human-readable lines instead of JSON', async () => {
     assert.equal(await exited, 0);
   } finally {
     if (child.exitCode === null) child.kill('SIGKILL');
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('what stops a start that the operator fixes prints one line naming the config key, not a stack: a port in use, a missing file, an unknown LOG_LEVEL', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-cli-'));
+  const busy = createNetServer();
+  await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+  const port = (busy.address() as AddressInfo).port;
+  try {
+    const write = async (name: string, raw: Record<string, unknown>): Promise<string> => {
+      const file = join(dir, name);
+      await writeFile(file, toYaml(raw));
+      return file;
+    };
+    const cases: [string, Record<string, unknown>, RegExp][] = [];
+    for (const workers of [0, 2]) {
+      const http = opsConfigObject();
+      http.listen = { http: { host: '127.0.0.1', port }, grpc: { host: '127.0.0.1', port: 0 } };
+      http.workers = { count: workers };
+      cases.push([`http-w${workers}.yaml`, http, new RegExp(`^listen\\.http: cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use`)]);
+      const grpc = opsConfigObject();
+      grpc.listen = { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port } };
+      grpc.workers = { count: workers };
+      cases.push([`grpc-w${workers}.yaml`, grpc, new RegExp(`^listen\\.grpc: cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use`)]);
+    }
+    const admin = opsConfigObject();
+    admin.listen = { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } };
+    admin.admin = { host: '127.0.0.1', port };
+    cases.push(['admin.yaml', admin, new RegExp(`^admin: cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use`)]);
+    const tls = opsConfigObject();
+    tls.listen = { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } };
+    tls.tls = { client: { cert_file: 'no-such.crt', key_file: 'no-such.key' } };
+    cases.push(['tls.yaml', tls, /^tls\.client\.(key|cert)_file: cannot read \/.*no-such\.(key|crt): ENOENT/]);
+    for (const [name, raw, expected] of cases) {
+      const out = run(['--config', await write(name, raw)], { ...process.env, LOG_LEVEL: 'silent' });
+      assert.equal(out.status, 1, `${name}: ${out.stderr}`);
+      assert.match(out.stderr.trim(), expected, name);
+      assert.doesNotMatch(out.stderr, /\n\s+at /, `${name}: a stack trace`);
+    }
+    const missing = run(['--config', join(dir, 'absent.yaml')]);
+    assert.equal(missing.status, 1);
+    assert.match(missing.stderr, /absent\.yaml.*\n.*cannot read the file: ENOENT/);
+    assert.doesNotMatch(missing.stderr, /\n\s+at /);
+    const level = run(['--config', await write('level.yaml', opsConfigObject())], { ...process.env, LOG_LEVEL: 'verbose' });
+    assert.equal(level.status, 2);
+    assert.match(level.stderr, /^LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent; got "verbose"/);
+  } finally {
+    busy.close();
     await rm(dir, { recursive: true, force: true });
   }
 });
