@@ -19,6 +19,7 @@ export function listenError(key: string, host: string, port: number, err: unknow
   const error = err as NodeJS.ErrnoException;
   // grpc-js reports "No address added …" and keeps the cause in its message's tail.
   const code = error.code ?? /\b(EADDRINUSE|EACCES|EADDRNOTAVAIL)\b/.exec(error.message ?? '')?.[1];
-  const reason = (code !== undefined ? REASONS[code] : undefined) ?? error.message ?? String(err);
+  const words = code !== undefined ? REASONS[code] : undefined;
+  const reason = words !== undefined ? `${words} (${code})` : (error.message ?? String(err));
   return new StartError(`${key}: cannot listen on ${dialAddress(host, port)}: ${reason}`);
 }
