@@ -8,10 +8,15 @@ import { exitOnFault } from '../shared/fatal.js';
 import { AGENT_VERSION } from './version.js';
 
 const USAGE = `Usage: node-agent --config FILE
+       node-agent check-config FILE
        node-agent bootstrap --edge URL --node-id ID [--token-file FILE] [--dir DIR]
 
 Dials the edge, registers this node and runs the provider requests the edge
 sends until SIGTERM or SIGINT.
+
+check-config validates FILE and what it names: the edge TLS files, and each
+cli provider's program (on the PATH its env gives it); exit 0 = valid,
+1 = invalid.
 
 bootstrap fetches this node's agent package and rendered config from the
 edge's bootstrap listener, checks their sha256 sums and writes them into
@@ -88,8 +93,33 @@ async function bootstrap(argv: string[]): Promise<number> {
   }
 }
 
+async function checkConfig(argv: string[]): Promise<number> {
+  const file = argv[0];
+  if (file === undefined || argv.length > 1) {
+    process.stderr.write(`node-agent check-config: one FILE\n\n${USAGE}`);
+    return 2;
+  }
+  const [{ loadAgentConfig }, { checkAgentFiles }] = await Promise.all([import('./config.js'), import('./check-config.js')]);
+  let config;
+  try {
+    config = await loadAgentConfig(file);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    return 1;
+  }
+  const problems = await checkAgentFiles(config);
+  if (problems.length > 0) {
+    process.stderr.write(`${file}: what it names is not usable:\n${problems.map((p) => `  ${p}`).join('\n')}\n`);
+    return 1;
+  }
+  process.stdout.write(`${file}: valid (node ${config.node.id}, ${config.providers.length} providers, edge ${config.edge.address}${config.edge.tls === undefined ? '' : ' over TLS'})\n`);
+  return 0;
+}
+
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'bootstrap') return bootstrap(argv.slice(1));
+  if (argv[0] === 'check-config') return checkConfig(argv.slice(1));
   let values: { config?: string; help?: boolean; version?: boolean; pretty?: boolean };
   try {
     ({ values } = parseArgs({
@@ -138,6 +168,16 @@ async function main(argv: string[]): Promise<number> {
   const notApplied = applyNodeFlags(config.runtime?.nodeFlags ?? []);
   if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');
   const configFile = values.config;
+  // What would fail later, said now: TLS files unreadable stop the start (every dial would fail), a cli program not found is
+  // a warning (the other providers work; its runs fail with cli_failed until it is installed).
+  const { checkAgentFiles } = await import('./check-config.js');
+  const problems = await checkAgentFiles(config);
+  const tlsProblems = problems.filter((p) => p.startsWith('edge.tls'));
+  if (tlsProblems.length > 0) {
+    process.stderr.write(`node-agent: ${configFile}: ${tlsProblems.join('; ')}\n`);
+    return 1;
+  }
+  for (const problem of problems) logger.warn({ config: configFile }, problem);
   const agent = new NodeAgent(config, { logger, reloadConfig: () => loadAgentConfig(configFile) });
   // One handler for both signals, kept for the process's life (as the edge's): the first of either
   // kind stops the agent gracefully, any later one (same kind or the other) means "now". A per-kind

@@ -111,3 +111,39 @@ test('runtime.node_flags: a listed flag is what the agent runs with; a flag outs
   assert.equal(starting.pid, child.pid);
   assert.deepEqual(starting.nodeFlags, ['--max-semi-space-size=4']);
 });
+
+test('check-config: the TLS files and each cli program are checked where the agent would find them; a start with unreadable TLS files stops at once', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'agent-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const bin = join(dir, 'bin');
+  const { mkdir, chmod } = await import('node:fs/promises');
+  await mkdir(bin);
+  const program = join(bin, 'my-coder');
+  await writeFile(program, '#!/bin/sh\necho hi\n');
+  await chmod(program, 0o755);
+  const cli = (command: string, env = ''): string => ['  - id: coder', '    type: cli', `    command: [${JSON.stringify(command)}]`, env].filter((l) => l !== '').join('\n');
+  const write = async (name: string, providers: string, tls = ''): Promise<string> => {
+    const file = join(dir, name);
+    await writeFile(file, ['edge:', '  address: 127.0.0.1:1', tls, 'node:', '  id: n', '  token: a-node-token-long-enough', 'providers:', providers, ''].filter((l) => l !== '').join('\n'));
+    return file;
+  };
+  // A bare name is found on the PATH the command's env gives it, not the agent's own.
+  const viaPath = await runCli(['check-config', await write('path.yaml', cli('my-coder', `    env: [${JSON.stringify(`PATH=${bin}`)}]`))]);
+  assert.equal(viaPath.code, 0, viaPath.stderr);
+  assert.match(viaPath.stdout, /path\.yaml: valid \(node n, 1 providers, edge 127\.0\.0\.1:1\)/);
+  const noPath = await runCli(['check-config', await write('nopath.yaml', cli('my-coder'))]);
+  assert.equal(noPath.code, 1);
+  assert.match(noPath.stderr, /providers\[0\]\.command\[0\]: no executable my-coder on the command's PATH \(\/usr\/bin:\/bin: the default, since providers\[\]\.env passes no PATH\)/);
+  const relative = await runCli(['check-config', await write('relative.yaml', cli('./bin/my-coder'))]);
+  assert.match(relative.stderr, /command\[0\]: \.\/bin\/my-coder is relative, so each run would look for it in its session's directory/);
+  assert.equal((await runCli(['check-config', await write('absolute.yaml', cli(program))])).code, 0);
+  const tls = await write('tls.yaml', cli(program), '  tls:\n    ca_file: missing-ca.pem');
+  const badTls = await runCli(['check-config', tls]);
+  assert.equal(badTls.code, 1);
+  assert.match(badTls.stderr, /edge\.tls\.ca_file: cannot read \/.*missing-ca\.pem: ENOENT/);
+  // Started with it: one line, before any dial, not a stack after "node agent starting".
+  const started = await runCli(['--config', tls]);
+  assert.equal(started.code, 1);
+  assert.match(started.stderr, /^node-agent: .*tls\.yaml: edge\.tls\.ca_file: cannot read .*ENOENT\n$/);
+  assert.doesNotMatch(started.stdout, /node agent starting/);
+});
