@@ -625,6 +625,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#observer.requestRefused(code);
   }
 
+  /** A client connection cut because it stopped reading (edge_client_stalled_cuts_total). */
+  clientStalled(): void {
+    this.#observer.clientStalled();
+  }
+
   /**
    * The edge drains: new requests get 503 shutting_down. True from the
    * moment the scheduler thread sets the shared flag, before this thread's

@@ -70,6 +70,9 @@ for (const path of ['lean', 'node:http', 'a2a'] as const) {
       socket.on('data', () => {});
       socket.resume();
       await waitUntil(() => ended, 'the edge closed the connection of the client that stopped reading', 5_000);
+      // Operators see it: one connection cut for not reading.
+      const cuts = /^edge_client_stalled_cuts_total (\d+)$/m.exec(await stack.edge.scrapeMetrics())?.[1];
+      assert.equal(cuts, '1', 'edge_client_stalled_cuts_total');
     } finally {
       socket.destroy();
       await stack.close();

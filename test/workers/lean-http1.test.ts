@@ -26,6 +26,7 @@ const owner = {
     setTimeout(() => response.end('last'), delay);
   },
   flushTimeoutMs: 0,
+  clientStalled(): void {},
   refusesHead(): boolean {
     return false;
   },

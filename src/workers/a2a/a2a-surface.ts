@@ -47,9 +47,12 @@ export class A2ASurface {
   readonly handler: EdgeA2AHandler;
   readonly #keyOf: (request: FastifyRequest) => ApiKeyState | undefined;
   #transports: Promise<Transports> | undefined;
+  /** Counts the event streams cut because their client stopped reading. */
+  readonly #plane: DataPlane;
 
   constructor(config: EdgeConfig, plane: DataPlane, workerIndex: number, https: boolean, keyOf: (request: FastifyRequest) => ApiKeyState | undefined) {
     this.#config = config;
+    this.#plane = plane;
     this.#https = https;
     this.#keyOf = keyOf;
     this.#store = new TaskStore(workerIndex, config.a2a?.maxTasks ?? 10_000, config.a2a?.maxTaskBytes ?? 256 * 1_048_576);
@@ -238,7 +241,7 @@ export class A2ASurface {
       for (let step = first; !step.done; step = await result.next()) {
         if (res.destroyed) break;
         // A client reading slower than the tokens come: the next events wait (and merge) in the task's queue, not in the socket's buffer.
-        if (!res.write(`data: ${JSON.stringify(step.value)}\n\n`) && !res.destroyed) await drained(res, limitsOf(this.#config).idleTimeoutMs);
+        if (!res.write(`data: ${JSON.stringify(step.value)}\n\n`) && !res.destroyed) await drained(res, limitsOf(this.#config).idleTimeoutMs, this.#plane);
       }
     } catch (err) {
       if (!res.destroyed) res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id: parsed.id ?? null, error: mapError(err) })}\n\n`);
@@ -263,9 +266,15 @@ export class A2ASurface {
  * 0 = wait for ever) the response is destroyed, which ends the wait, the
  * caller's loop and its keepalive timer (the task itself runs on).
  */
-function drained(res: ServerResponse, timeoutMs: number): Promise<void> {
+function drained(res: ServerResponse, timeoutMs: number, plane: DataPlane): Promise<void> {
   return new Promise((resolve) => {
-    const timer = timeoutMs > 0 ? setTimeout(() => res.destroy(), timeoutMs) : undefined;
+    const timer =
+      timeoutMs > 0
+        ? setTimeout(() => {
+            plane.clientStalled();
+            res.destroy();
+          }, timeoutMs)
+        : undefined;
     const done = (): void => {
       clearTimeout(timer);
       res.off('drain', done);

@@ -231,7 +231,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const listener: RequestListener = (request, response) => {
       // node:http's own requests (the lean connection's are not here): the same deadline on a stuck last write.
       if (this.flushTimeoutMs > 0) {
-        (response as FlushWatched)[kFlushTimeoutMs] = this.flushTimeoutMs;
+        (response as FlushWatched)[kFlushOwner] = this;
         response.once('prefinish', watchLastWrite);
       }
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
@@ -279,6 +279,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #refusesUpload(request: IncomingMessage): boolean {
     const length = Number(request.headers['content-length'] ?? 0);
     return this.#closing || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>);
+  }
+
+  /** LeanOwner (and node:http's responses): a connection cut because its client stopped reading. */
+  clientStalled(): void {
+    this.#plane.clientStalled();
   }
 
   /** LeanOwner (RefusalCounter): a refusal answered before the data path, counted in edge_rejects_total. */
@@ -724,13 +729,21 @@ function cutHandshakesOnClose(server: Server): void {
  */
 function watchLastWrite(this: FlushWatched): void {
   const socket = this.socket;
-  if (socket === null || this.writableFinished || socket.writableLength === 0) return;
-  socket.setTimeout(this[kFlushTimeoutMs] ?? 0);
+  const owner = this[kFlushOwner];
+  if (socket === null || owner === undefined || this.writableFinished || socket.writableLength === 0) return;
+  socket.setTimeout(owner.flushTimeoutMs);
+  // Handled here (node:http would destroy the socket itself, uncounted).
+  this.once('timeout', cutStalled);
   this.once('finish', clearSocketTimeout);
 }
 
-const kFlushTimeoutMs = Symbol('edge.flushTimeoutMs');
-type FlushWatched = ServerResponse & { [kFlushTimeoutMs]?: number };
+function cutStalled(this: FlushWatched): void {
+  this[kFlushOwner]?.clientStalled();
+  this.socket?.destroy();
+}
+
+const kFlushOwner = Symbol('edge.flushOwner');
+type FlushWatched = ServerResponse & { [kFlushOwner]?: ClientServer };
 
 function clearSocketTimeout(this: ServerResponse): void {
   this.socket?.setTimeout(0);

@@ -43,6 +43,8 @@ export interface LeanOwner extends RefusalCounter {
    * when an end could not be written whole at once.
    */
   readonly flushTimeoutMs: number;
+  /** A connection was cut for it (counted: edge_client_stalled_cuts_total). */
+  clientStalled(): void;
 }
 
 export interface LeanOptions {
@@ -560,7 +562,10 @@ function onSocketEnd(this: LeanSocket): void {
 
 /** Armed only while a response's last write waits (awaitFlush): it made no progress for flushTimeoutMs. */
 function onSocketTimeout(this: LeanSocket): void {
-  if (this[kConnection]?.flushWatched === true) this.destroy();
+  const connection = this[kConnection];
+  if (connection?.flushWatched !== true) return;
+  connection.server.owner.clientStalled();
+  this.destroy();
 }
 
 function onSocketError(): void {

@@ -109,6 +109,10 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     this.#metrics.rejected(code);
   }
 
+  clientStalled(): void {
+    this.#metrics.stalledCut();
+  }
+
   exchangeRetried(exchange: ExchangeView, code: string, providerId: string): void {
     this.#metrics.retried(code, providerId);
     const node = exchange.grant?.nodeId;

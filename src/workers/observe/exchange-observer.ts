@@ -60,6 +60,8 @@ export interface ExchangeObserver {
   requestRefused(code: string): void;
   /** Failed before its first byte on `providerId` (`code`: why) and re-queued for another. */
   exchangeRetried(exchange: ExchangeView, code: string, providerId: string): void;
+  /** A client connection was cut: its response's bytes made no progress for idle_timeout_ms (it stopped reading). */
+  clientStalled(): void;
 }
 
 export const NO_OBSERVER: ExchangeObserver = Object.freeze({
@@ -69,6 +71,7 @@ export const NO_OBSERVER: ExchangeObserver = Object.freeze({
   exchangeFinished(): void {},
   requestRefused(): void {},
   exchangeRetried(): void {},
+  clientStalled(): void {},
 });
 
 /**

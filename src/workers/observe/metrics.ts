@@ -70,6 +70,7 @@ export class EdgeMetrics {
   readonly #leanRequests = new Counter({ name: 'edge_http_lean_requests_total', help: 'API requests read off the socket by the lean HTTP/1.1 connection (the rest are read by node:http)', registers: [this.registry] });
   readonly #leanHandovers = new Counter({ name: 'edge_http_lean_handovers_total', help: 'Client connections the lean HTTP/1.1 connection handed to node:http at a request it does not read (another route or method, a head split over reads, chunked bodies, ...)', registers: [this.registry] });
   #leanReported: LeanStats = { requests: 0, handedOver: 0, connections: 0 };
+  readonly #stalledCuts = new Counter({ name: 'edge_client_stalled_cuts_total', help: 'Client connections closed because a response\'s bytes made no progress for limits.idle_timeout_ms: a client that stopped reading but kept its connection', registers: [this.registry] });
   readonly #tunnelBytes = new Counter({ name: 'edge_tunnel_bytes_total', help: 'Bytes relayed through tunnels: request bodies to nodes, response bodies to clients (counted when a request ends)', labelNames: ['direction'] as const, registers: [this.registry] });
   readonly #queueDepth = new Gauge({ name: 'edge_queue_depth', help: 'Requests waiting per model group', labelNames: ['model'] as const, registers: [this.registry] });
   readonly #bandDepth = new Gauge({ name: 'edge_queue_depth_band', help: 'Fair queuing: requests waiting per model group and priority band', labelNames: ['model', 'priority'] as const, registers: [this.registry] });
@@ -184,6 +185,11 @@ export class EdgeMetrics {
   /** Rare (a failure before the first byte), so counted directly. */
   retried(reason: string, providerId: string): void {
     this.#retries.inc({ reason, provider: providerId });
+  }
+
+  /** A client connection closed because it stopped reading (its response's bytes made no progress). */
+  stalledCut(): void {
+    this.#stalledCuts.inc();
   }
 
   /** A request refused without reaching a provider. */
