@@ -5,23 +5,15 @@
 // fails with cli_failed). Paths are shown absolute: a check run from
 // another directory says where it looked.
 import { constants } from 'node:fs';
-import { access, readFile } from 'node:fs/promises';
+import { access } from 'node:fs/promises';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
+import { readNamedFile } from '../shared/config-files.js';
 import { childEnv } from './cli-config.js';
 import type { AgentConfig } from './config.js';
 
 /** libuv's search path when the child's environment has no PATH. */
 const DEFAULT_PATH = '/usr/bin:/bin';
-
-async function readOne(problems: string[], path: string, file: string): Promise<Buffer | undefined> {
-  try {
-    return await readFile(file);
-  } catch (err) {
-    problems.push(`${path}: cannot read ${resolve(file)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    return undefined;
-  }
-}
 
 async function executable(file: string): Promise<boolean> {
   try {
@@ -37,11 +29,11 @@ export async function checkAgentFiles(config: AgentConfig): Promise<string[]> {
   const problems: string[] = [];
   const tls = config.edge.tls;
   if (tls !== undefined) {
-    const ca = await readOne(problems, 'edge.tls.ca_file', tls.caFile);
+    const ca = await readNamedFile(problems, 'edge.tls.ca_file', tls.caFile);
     if (ca !== undefined && !ca.includes('-----BEGIN CERTIFICATE-----')) problems.push(`edge.tls.ca_file: ${resolve(tls.caFile)} holds no PEM certificate`);
     if (tls.certFile !== undefined && tls.keyFile !== undefined) {
-      const cert = await readOne(problems, 'edge.tls.cert_file', tls.certFile);
-      const key = await readOne(problems, 'edge.tls.key_file', tls.keyFile);
+      const cert = await readNamedFile(problems, 'edge.tls.cert_file', tls.certFile);
+      const key = await readNamedFile(problems, 'edge.tls.key_file', tls.keyFile);
       if (cert !== undefined && key !== undefined) {
         try {
           createSecureContext({ cert, key });

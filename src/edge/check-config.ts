@@ -5,24 +5,15 @@
 // paths are read from the working directory, as the edge reads them: each
 // problem shows the absolute path, so a check run from another directory
 // says where it looked.
-import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { loadTarball } from '../main/bootstrap/artifacts.js';
+import { readNamedFile } from '../shared/config-files.js';
 import type { EdgeConfig, TlsFilesConfig } from '../shared/config-types.js';
 
-async function readOne(problems: string[], path: string, file: string): Promise<Buffer | undefined> {
-  try {
-    return await readFile(file);
-  } catch (err) {
-    problems.push(`${path}: cannot read ${resolve(file)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    return undefined;
-  }
-}
-
 async function checkPair(problems: string[], path: string, files: TlsFilesConfig): Promise<void> {
-  const cert = await readOne(problems, `${path}.cert_file`, files.certFile);
-  const key = await readOne(problems, `${path}.key_file`, files.keyFile);
+  const cert = await readNamedFile(problems, `${path}.cert_file`, files.certFile);
+  const key = await readNamedFile(problems, `${path}.key_file`, files.keyFile);
   if (cert === undefined || key === undefined) return;
   try {
     createSecureContext({ cert, key });
@@ -41,7 +32,7 @@ export async function checkConfigFiles(config: EdgeConfig): Promise<string[]> {
     const caFile = tls.nodes.clientCaFile;
     if (caFile !== undefined) {
       // createSecureContext takes a CA file with no certificate in it without a word: look for one.
-      const ca = await readOne(problems, 'tls.nodes.client_ca_file', caFile);
+      const ca = await readNamedFile(problems, 'tls.nodes.client_ca_file', caFile);
       if (ca !== undefined && !ca.includes('-----BEGIN CERTIFICATE-----')) problems.push(`tls.nodes.client_ca_file: ${resolve(caFile)} holds no PEM certificate`);
       else if (ca !== undefined) {
         try {
