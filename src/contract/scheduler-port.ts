@@ -45,7 +45,7 @@ export interface SchedulerPort {
   setHandler(handler: DecisionHandler): void;
   setRegistrar(registrar: NodeRegistrar): void;
   /**
-   * True when admit() counts `limitedKey`'s open requests on the scheduler's
+   * True when admit() counts the key's open requests on the scheduler's
    * thread (I/O workers: one count per key across all of them); the slot is
    * freed by releaseKey(). False (workers.count 0): ClientAuth counts on the
    * data path's own thread and the port never sees keys.
@@ -53,8 +53,11 @@ export interface SchedulerPort {
   readonly countsKeys: boolean;
   /** With countsKeys, a key at its limit is answered onReject('too_many_concurrent_requests'). */
   admit(request: AdmitRequest, limitedKey?: KeyLimit): void;
-  /** countsKeys only: the exchange admitted with a limited key is over (exactly once; a no-op when refused for the key). */
-  releaseKey(requestId: number): void;
+  /**
+   * countsKeys only: the exchange admitted with a key is over (exactly once; a no-op when refused for the key).
+   * `limited`: the key has a max_concurrent now, so its freed slot must be seen at once (else it may ride the turn's batch).
+   */
+  releaseKey(requestId: number, limited: boolean): void;
   cancel(requestId: number): void;
   /**
    * `usedTokens`: what the response reported (0 = unknown); corrects the fair-queuing charge.

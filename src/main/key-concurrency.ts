@@ -1,9 +1,10 @@
 // Open requests per API key across all I/O workers (workers.count > 0). Each
 // worker authenticates on its own ClientAuth, so the one count per key that
 // auth.api_keys[].max_concurrent limits lives here, on the scheduler's
-// thread, checked before the admission reaches the scheduler. Only keys with
-// a limit are counted. With workers.count 0 ClientAuth counts locally and
-// this class is not used.
+// thread, checked before the admission reaches the scheduler. Every key's
+// open requests are counted, limited or not, so that a limit a config
+// refresh adds counts the requests already open (as ClientAuth's local count
+// does with workers.count 0, where this class is not used).
 
 class KeyCount {
   inFlight = 0;
@@ -18,16 +19,16 @@ export class KeyConcurrency {
 
   /**
    * Takes a slot of key `name` for `requestId`; false (nothing taken) when
-   * the key already has `limit` open. The limit comes with each admission
-   * (the worker's config snapshot), so a refresh needs nothing here.
+   * the key already has `limit` open (0: no limit, only counted). The limit
+   * comes with each admission (the worker's config snapshot), so a refresh
+   * needs nothing here.
    */
   acquire(requestId: number, name: string, limit: number): boolean {
     let count = this.#byName.get(name);
     if (count === undefined) {
-      if (limit < 1) return false;
       count = new KeyCount(name);
       this.#byName.set(name, count);
-    } else if (count.inFlight >= limit) {
+    } else if (limit > 0 && count.inFlight >= limit) {
       return false;
     }
     count.inFlight++;

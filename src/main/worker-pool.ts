@@ -117,7 +117,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   readonly #peerRings: (SharedArrayBuffer | undefined)[][] = [];
   readonly #places = new Map<string, NodePlace>();
   readonly #scratch = new SchedulerRecord();
-  /** Open requests per limited API key, over all workers (auth.api_keys[].max_concurrent). */
+  /** Open requests per API key, over all workers (each key counted; auth.api_keys[].max_concurrent refuses above its limit). */
   readonly keys = new KeyConcurrency();
   /** #readOthers is reading the other workers' rings (not re-entered). */
   #readingOthers = false;

@@ -226,8 +226,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         // workers the main thread takes it at admission and the refusal comes back through onReject).
         if (apiKey.tryAcquire()) this.#keyOf.set(requestId, apiKey);
         else refusedKey = apiKey;
-      } else if (apiKey.maxConcurrent !== Infinity) {
-        // Shared limits: only keys with max_concurrent are counted (main takes the slot at admission).
+      } else {
+        // Shared limits: main counts every key's open requests (and refuses above a max_concurrent), so that a
+        // limit a refresh adds counts the requests already open, as ClientAuth's local count does at workers.count 0.
         limitedKey = apiKey;
         this.#keyOf.set(requestId, apiKey);
       }
@@ -690,7 +691,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const key = this.#keyOf.get(requestId);
     if (key === undefined) return;
     this.#keyOf.delete(requestId);
-    if (this.sharedKeyLimits) this.#driver.releaseKey(requestId);
+    if (this.sharedKeyLimits) this.#driver.releaseKey(requestId, key.maxConcurrent !== Infinity);
     else key.release();
   }
 

@@ -61,19 +61,19 @@ export class RemoteScheduler implements SchedulerPort {
       this.out.send(r, request.directNodeId, undefined, request.alias, request.pinnedProviderId);
       return;
     }
-    // The limit of this worker's config snapshot travels along: main needs no auth config.
-    r.generation = limitedKey.maxConcurrent;
+    // The limit of this worker's config snapshot travels along (0: none, counted only): main needs no auth config.
+    r.generation = limitedKey.maxConcurrent === Infinity ? 0 : limitedKey.maxConcurrent;
     this.out.send(r, request.directNodeId, limitedKey.name, request.alias, request.pinnedProviderId);
   }
 
-  releaseKey(requestId: number): void {
+  releaseKey(requestId: number, limited: boolean): void {
     const r = this.#scratch.reset(RecordKind.keyRelease);
     r.requestId = requestId;
     this.out.send(r);
-    // Published now, not with the turn's batch: the exchange ends (its last
-    // byte goes to the client) right after this, and the client may send its
-    // next request at once; the main thread must be able to see the slot free.
-    this.publish();
+    // A limited key's release is published now, not with the turn's batch: the exchange ends (its last
+    // byte goes to the client) right after this, and the client may send its next request at once; the
+    // main thread must be able to see the slot free. An unlimited key's count refuses nothing: it waits.
+    if (limited) this.publish();
   }
 
   cancel(requestId: number): void {

@@ -110,3 +110,50 @@ describe('max_concurrent across worker threads', () => {
     await waitUntil(() => inFlight(stack.edge) === 0 && (keyCount() ?? 0) === 0, 'every slot to be free again');
   });
 });
+
+// A limit a refresh adds to a key counts the requests it already has open, in
+// every mode. With workers the main thread counted only keys that had a limit
+// when each request came, so an abusive key throttled by a refresh could still
+// open max_concurrent more beside the ones it held.
+test('a max_concurrent a refresh adds counts the key\'s requests already open', async () => {
+  const BOB = 'sk-bob-limits-012345';
+  const keysOf = (limit?: number) => ({ api_keys: [{ name: 'bob', key_sha256: sha256Hex(BOB), ...(limit === undefined ? {} : { max_concurrent: limit }) }] });
+  let raw: Record<string, unknown> = {};
+  const stack = await startStack({
+    capacity: 8,
+    mock: { ttftMs: 0, tokens: 2, intervalMs: 1_500 },
+    configure(config) {
+      config.auth = keysOf();
+      raw = config;
+    },
+  });
+  const send = (): Promise<Response> => {
+    const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+    return undiciFetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${BOB}` },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+      dispatcher,
+    }).finally(() => void dispatcher.close().catch(() => undefined));
+  };
+  try {
+    const open = Array.from({ length: 3 }, send);
+    await waitUntil(() => inFlight(stack.edge) === 3, 'three requests of the key running');
+    const result = await stack.edge.refresh({ mode: 'apply', config: { ...raw, auth: keysOf(2) } });
+    assert.equal(result.status, 'applied');
+    const more = await Promise.all([send(), send()]);
+    assert.deepEqual(more.map((r) => r.status), [429, 429], 'the key already has 3 open, over its new limit of 2');
+    await Promise.all(more.map((r) => r.arrayBuffer()));
+    for (const res of await Promise.all(open)) {
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+    }
+    // Its requests over, the key is served again, up to its limit.
+    const after = await Promise.all([send(), send(), send()]);
+    assert.deepEqual(after.map((r) => r.status).sort(), [200, 200, 429]);
+    await Promise.all(after.map((r) => r.arrayBuffer()));
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+  } finally {
+    await stack.close();
+  }
+});
