@@ -228,3 +228,11 @@ test('a catalog base_url the bootstrapped agent would refuse is refused here: en
   assert.match(problems[1], /^nodes\[0\]\.providers\[1\]\.base_url: must not hold credentials/);
   assert.match(problems[2], /^nodes\[0\]\.providers\[2\]\.base_url: a cli provider runs a command on its node and has no base_url/);
 });
+
+test("a refresh of a provider's endpoints says that the agent's announced list wins, not that it applies at once", async () => {
+  const { ruleFor } = await import('../../src/main/refresh/mutability.js');
+  const endpoints = ruleFor('nodes[gpu-1].providers[gpu-1-mock].endpoints');
+  assert.equal(endpoints.mutable, true);
+  assert.match(endpoints.effect, /only for a node whose agent announces no list of its own: an agent's announced list wins/);
+  assert.match(ruleFor('nodes[gpu-1].providers[gpu-1-mock].capacity').effect, /apply at once/);
+});

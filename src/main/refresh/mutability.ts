@@ -46,6 +46,12 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
     mutable: true,
     effect: 'new registrations need the new token; the connected session takes no new requests and is closed once its open ones finish',
   },
+  // Listed before the providers' general rule: the first match wins.
+  {
+    pattern: /^nodes\[[^\]]*\]\.providers\[[^\]]*\]\.endpoints$/,
+    mutable: true,
+    effect: "stored at once, but used only for a node whose agent announces no list of its own: an agent's announced list wins (change the agent's providers[].endpoints and restart it)",
+  },
   { pattern: /^nodes\[[^\]]*\]\.providers\[/, mutable: true, effect: 'capacity, enabled, context length and new providers apply at once; queued requests are re-evaluated' },
   {
     pattern: /^nodes\[[^\]]*\]$/,
