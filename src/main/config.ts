@@ -5,7 +5,7 @@ import { MAX_REQUEST_BODY_BYTES } from '../shared/wire-limits.js';
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, noBrackets } from '../shared/config-reader.js';
 import { readEndpoints } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { bareHost, dialPort } from '../shared/url-host.js';
@@ -98,8 +98,10 @@ const HEADER_SAFE = /^[\x20-\x7e]+$/;
 function headerSafeId(r: ConfigReader, path: string, value: unknown): string {
   const id = r.string(path, value);
   if (id !== '' && !HEADER_SAFE.test(id)) r.problem(path, 'printable ASCII (it is sent in the x-edge-node and x-edge-provider response headers)', value);
+  else noBrackets(r, path, id);
   return id;
 }
+
 
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
   const obj = r.object(path, raw);
@@ -177,11 +179,17 @@ function readModel(r: ConfigReader, path: string, raw: unknown, providerIds: Rea
     }
   }
   return {
-    alias: r.string(`${path}.alias`, obj.alias),
+    alias: aliasOf(r, `${path}.alias`, obj.alias),
     providers,
     maxQueue: r.integer(`${path}.max_queue`, obj.max_queue, 0, 1_000_000, DEFAULT_MAX_QUEUE),
     queueTimeoutMs: r.integer(`${path}.queue_timeout_ms`, obj.queue_timeout_ms, 1, DAY_MS, DEFAULT_QUEUE_TIMEOUT_MS),
   };
+}
+
+function aliasOf(r: ConfigReader, path: string, value: unknown): string {
+  const alias = r.string(path, value);
+  noBrackets(r, path, alias);
+  return alias;
 }
 
 function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[]): void {

@@ -1,7 +1,7 @@
 // Readers for the edge config's hardening sections: `auth:` (client API
 // keys), `tls:` (client and node listeners) and the extra `limits:` keys.
 // Kept apart from config.ts so each section reads on one screen.
-import type { ConfigReader } from './config-reader.js';
+import { noBrackets, type ConfigReader } from './config-reader.js';
 import type { ApiKeyConfig, AuthConfig, EdgeConfig, LimitsHardening, NodeTlsConfig, TlsConfig, TlsFilesConfig } from './config-types.js';
 
 const DAY_MS = 86_400_000;
@@ -65,6 +65,7 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
     if (key === undefined) continue;
     r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent', 'priority', 'weight', 'fairness_header']);
     const name = r.string(`${path}.name`, key.name);
+    noBrackets(r, `${path}.name`, name);
     if (names.has(name)) r.problems.push(`${path}.name: duplicate name ${JSON.stringify(name)}`);
     names.add(name);
     let digest = '';

@@ -124,3 +124,11 @@ export class ConfigReader {
     if (this.problems.length > 0) throw new ConfigError(source, this.problems);
   }
 }
+
+/**
+ * A config refresh names an entry by its id in brackets (nodes[gpu-1].labels): an id holding '[' or ']' would
+ * make every change to its entry unclassifiable (refused as needing a restart), so such ids are refused here.
+ */
+export function noBrackets(r: ConfigReader, path: string, id: string): void {
+  if (/[[\]]/.test(id)) r.problems.push(`${path}: ${JSON.stringify(id)} holds '[' or ']', which a config refresh uses to name entries; pick another`);
+}

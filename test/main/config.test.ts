@@ -236,3 +236,17 @@ test("a refresh of a provider's endpoints says that the agent's announced list w
   assert.match(endpoints.effect, /only for a node whose agent announces no list of its own: an agent's announced list wins/);
   assert.match(ruleFor('nodes[gpu-1].providers[gpu-1-mock].capacity').effect, /apply at once/);
 });
+
+test("ids a config refresh could not name are refused: '[' or ']' in a node, provider, alias or API key name", () => {
+  const problems = problemsOf({
+    auth: { api_keys: [{ name: 'team[a]', key_sha256: 'a'.repeat(64) }] },
+    nodes: [{ id: 'rack[1]-gpu', token: 'node-token-one-long', providers: [{ id: 'p]1' }, { id: 'p2' }] }],
+    models: [{ alias: 'm[beta]', providers: { p2: 'm' } }],
+  });
+  const text = problems.join('\n');
+  assert.match(text, /nodes\[0\]\.id: "rack\[1\]-gpu" holds '\[' or '\]'/);
+  assert.match(text, /nodes\[0\]\.providers\[0\]\.id: "p\]1" holds/);
+  assert.match(text, /models\[0\]\.alias: "m\[beta\]" holds/);
+  assert.match(text, /auth\.api_keys\[0\]\.name: "team\[a\]" holds/);
+  assert.equal(problems.length, 4, text);
+});
