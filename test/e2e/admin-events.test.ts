@@ -150,3 +150,47 @@ test('a run its provider sent back (503 with Retry-After) is listed as queued ag
   assert.equal(record.attempts, 2);
   assert.equal(record.outcome, 'end');
 });
+
+// The admin listener as an abusive or buggy caller meets it. Every event is
+// written to every stream on the main thread, which the scheduler shares:
+// streams are capped. An inline config is parsed there too: the refresh
+// body is capped at 4 MiB (16 MiB stalled every client request for 8 s).
+// A trickled request is cut at 30 s (node:http checks that every 30 s, too
+// slow for this suite: the test reads the server's setting).
+test('the admin listener bounds what one caller can hold: event streams, the refresh body, a request that never ends', async () => {
+  const { MAX_EVENT_STREAMS } = await import('../../src/main/admin/events-route.js');
+  const open: AbortController[] = [];
+  try {
+    const before = await subscribers();
+    for (let i = before; i < MAX_EVENT_STREAMS; i++) {
+      const abort = new AbortController();
+      open.push(abort);
+      const res = await fetch(`${stack.edge.adminUrl as string}/admin/events?runs=0`, { signal: abort.signal });
+      assert.equal(res.status, 200, `stream ${i}`);
+    }
+    const refused = await stack.admin('/admin/events');
+    assert.equal(refused.status, 503);
+    assert.equal(refused.json.error.code, 'too_many_subscribers');
+    assert.equal(refused.headers.get('retry-after'), '5');
+  } finally {
+    for (const abort of open) abort.abort();
+  }
+  // One closed, one opens again.
+  for (let i = 0; i < 50 && (await subscribers()) >= MAX_EVENT_STREAMS; i++) await sleep(20);
+  const again = new AbortController();
+  const res = await fetch(`${stack.edge.adminUrl as string}/admin/events?runs=0`, { signal: again.signal });
+  assert.equal(res.status, 200);
+  again.abort();
+
+  const huge = await fetch(`${stack.edge.adminUrl as string}/admin/config/refresh`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ mode: 'evaluate', config: `# ${'x'.repeat(5 * 1024 * 1024)}` }),
+  });
+  assert.equal(huge.status, 413);
+  await huge.arrayBuffer();
+
+  const server = (stack.edge as unknown as { admin: { app: { server: { requestTimeout: number; maxConnections: number } } } }).admin.app.server;
+  assert.equal(server.requestTimeout, 30_000);
+  assert.equal(server.maxConnections, 1024);
+});

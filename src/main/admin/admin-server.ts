@@ -19,8 +19,18 @@ import { registerRefreshRoute } from './refresh-route.js';
 import { registerStatusRoutes } from './status-routes.js';
 import { registerRunsRoutes } from './runs-routes.js';
 
-/** Inline configs arrive in the refresh body; far above any real config. */
-const ADMIN_BODY_LIMIT = 16 * 1024 * 1024;
+/** Every admin body but a refresh's (commands, try-it prompts, runs queries): small. */
+const ADMIN_BODY_LIMIT = 1024 * 1024;
+/**
+ * The whole request (head and body) within this, else 408 and the
+ * connection closes: fastify's default is none, and a peer trickling a body
+ * a byte a minute (no token needed: the 401 does not end the body) held its
+ * connection, and a file descriptor the client listener shares, for ever.
+ * Responses (the event stream) are not limited by it.
+ */
+const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
+/** Connections at once on the admin listener: beyond them new ones wait in the kernel's backlog. */
+const ADMIN_MAX_CONNECTIONS = 1024;
 
 export class AdminServer {
   readonly app: FastifyInstance;
@@ -28,7 +38,8 @@ export class AdminServer {
 
   constructor(config: AdminConfig, ops: AdminOps) {
     // Event streams never end by themselves: close() must not wait for them.
-    this.app = Fastify({ logger: false, bodyLimit: ADMIN_BODY_LIMIT, forceCloseConnections: true });
+    this.app = Fastify({ logger: false, bodyLimit: ADMIN_BODY_LIMIT, forceCloseConnections: true, requestTimeout: ADMIN_REQUEST_TIMEOUT_MS });
+    this.app.server.maxConnections = ADMIN_MAX_CONNECTIONS;
     if (config.token !== undefined) {
       const auth = new BearerAuth(config.token);
       // The console page and its files are public (they hold no data; the page asks for the token).

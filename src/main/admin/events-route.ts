@@ -113,6 +113,9 @@ function keepalive(stream: SseStream): void {
   stream.pingIfIdle();
 }
 
+/** Event streams open at once on the admin listener. */
+export const MAX_EVENT_STREAMS = 64;
+
 export function registerEventsRoute(app: FastifyInstance, bus: EventBus, streams: Set<SseStream>): void {
   app.get('/admin/events', (request: FastifyRequest<{ Querystring: { buffer?: string; runs?: string } }>, reply: FastifyReply) => {
     const raw = request.query.buffer;
@@ -129,6 +132,13 @@ export function registerEventsRoute(app: FastifyInstance, bus: EventBus, streams
     if (request.method === 'HEAD') {
       // fastify answers HEAD with this GET handler: the head alone, and no subscription left behind.
       reply.code(200).header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').send();
+      return;
+    }
+    // Each event is written to every stream on the main thread, which the scheduler shares: a script that
+    // opens streams and never closes them would slow every request.
+    if (streams.size >= MAX_EVENT_STREAMS) {
+      reply.header('retry-after', '5');
+      sendAdminError(reply, 503, 'too_many_subscribers', `${MAX_EVENT_STREAMS} event streams are open already; close one (each open console tab holds one)`);
       return;
     }
     const lastEventId = request.headers['last-event-id'];
