@@ -22,7 +22,7 @@ import { bootstrapNode } from '../../src/agent/bootstrap.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
-import { silentLogger } from '../../src/shared/logger.js';
+import { createLogger, silentLogger } from '../../src/shared/logger.js';
 import { hasOpenssl, makeTestPki } from '../helpers/certs.js';
 import { testWorkers, waitUntil } from '../helpers/stack.js';
 
@@ -71,6 +71,8 @@ describe('bootstrap from the edge', () => {
   let tarballSha: string;
   let mock: MockProvider;
   let edge: RunningEdge;
+  /** The edge's warnings and errors, as JSON lines. */
+  const logLines: string[] = [];
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'bootstrap-'));
@@ -90,7 +92,7 @@ describe('bootstrap from the edge', () => {
       nodes: [{ id: NODE_ID, token: 'node-token-1', providers: [{ id: 'p-new', type: 'openai_compat', capacity: 2, base_url: mock.url }] }],
       models: [{ alias: 'chat', providers: { 'p-new': 'served' } }],
     };
-    edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger() });
+    edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: createLogger('edge', 'warn', { destination: { write: (line: string) => void logLines.push(line) } }) });
   });
 
   after(async () => {
@@ -156,7 +158,8 @@ describe('bootstrap from the edge', () => {
     assert.deepEqual((await readdir(nodeDir)).filter((n) => n.includes('.partial-') && !n.endsWith(`-${process.pid}`)), [], 'no temporary file left');
   });
 
-  test('a wrong or missing token gets 401 and nothing else, whatever the path or method', async () => {
+  test('a wrong or missing token gets 401 and nothing else, whatever the path or method; the log says so once, not per request', async () => {
+    const linesBefore = logLines.length;
     for (const token of ['wrong-token', TOKEN.slice(0, -1), `${TOKEN}x`, '', null]) {
       for (const path of ['/bootstrap/v1/agent.tgz', `/bootstrap/v1/nodes/${NODE_ID}/agent.yaml`, '/bootstrap/v1/nodes/unknown/SHA256SUMS']) {
         for (const method of ['GET', 'POST']) {
@@ -166,6 +169,9 @@ describe('bootstrap from the edge', () => {
         }
       }
     }
+    // 30 refusals within the 10 s interval: one warning line (anyone can send these, and the listener faces the network).
+    const refusals = logLines.slice(linesBefore).filter((line) => line.includes('bootstrap request with a wrong or missing token'));
+    assert.ok(refusals.length <= 1, `${refusals.length} lines for 30 refusals`);
     const cli = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', bootstrapUrl(), '--node-id', NODE_ID, '--token', 'wrong', '--dir', join(dir, 'denied')]);
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /HTTP 401/);

@@ -27,6 +27,9 @@ export interface BootstrapSource {
   edgeAddress(): string;
 }
 
+/** At most one 'wrong or missing token' warning this often. */
+const REFUSAL_LOG_INTERVAL_MS = 10_000;
+
 export class BootstrapServer {
   readonly #tokenDigest: Buffer;
   readonly #tokenExpiresAt: number | undefined;
@@ -68,11 +71,33 @@ export class BootstrapServer {
     });
   }
 
+  /** Refusals for want of a token since the last line logged, and when that line went. */
+  #unloggedRefusals = 0;
+  #lastRefusalLogAt = -Infinity;
+
+  /**
+   * The listener usually faces the network, and anyone can send it requests
+   * without a token: one warning per REFUSAL_LOG_INTERVAL_MS at most (with
+   * the count left out since), not one per request (2,000 requests wrote
+   * 748 KB of log in half a second).
+   */
+  #refusedWithoutToken(peer: string | undefined, path: string): void {
+    const now = performance.now();
+    if (now - this.#lastRefusalLogAt < REFUSAL_LOG_INTERVAL_MS) {
+      this.#unloggedRefusals++;
+      return;
+    }
+    this.#lastRefusalLogAt = now;
+    const suppressed = this.#unloggedRefusals;
+    this.#unloggedRefusals = 0;
+    this.#log.warn({ peer, path: path.slice(0, 200), refusedSinceLastLine: suppressed }, 'bootstrap request with a wrong or missing token');
+  }
+
   #handle(req: IncomingMessage, res: ServerResponse): void {
     const rawPath = (req.url ?? '').split('?')[0];
     // The token first, whatever the method: without it nothing is told, not even which methods there are.
     if (!this.#authorized(req.headers.authorization)) {
-      this.#log.warn({ peer: req.socket.remoteAddress, path: rawPath.slice(0, 200) }, 'bootstrap request with a wrong or missing token');
+      this.#refusedWithoutToken(req.socket.remoteAddress, rawPath);
       return send(res, 401, 'unauthorized', 'a valid bootstrap token is required (Authorization: Bearer ...)');
     }
     // Told only to a holder of the right token: anyone else learns nothing, not even that it expired.
