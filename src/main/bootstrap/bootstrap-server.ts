@@ -15,6 +15,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Logger } from 'pino';
 import type { BootstrapConfig, EdgeConfig } from '../../shared/config-types.js';
 import { listenError } from '../../shared/start-error.js';
+import { LogThrottle } from '../../shared/log-throttle.js';
 import { CONFIG_NAME, loadTarball, nodeOf, renderAgentConfig, sha256Hex, SUMS_NAME, sumsFile, TARBALL_NAME, type AgentTarball } from './artifacts.js';
 
 const PREFIX = '/bootstrap/v1/';
@@ -71,9 +72,7 @@ export class BootstrapServer {
     });
   }
 
-  /** Refusals for want of a token since the last line logged, and when that line went. */
-  #unloggedRefusals = 0;
-  #lastRefusalLogAt = -Infinity;
+  readonly #refusalLog = new LogThrottle(REFUSAL_LOG_INTERVAL_MS);
 
   /**
    * The listener usually faces the network, and anyone can send it requests
@@ -82,15 +81,8 @@ export class BootstrapServer {
    * 748 KB of log in half a second).
    */
   #refusedWithoutToken(peer: string | undefined, path: string): void {
-    const now = performance.now();
-    if (now - this.#lastRefusalLogAt < REFUSAL_LOG_INTERVAL_MS) {
-      this.#unloggedRefusals++;
-      return;
-    }
-    this.#lastRefusalLogAt = now;
-    const suppressed = this.#unloggedRefusals;
-    this.#unloggedRefusals = 0;
-    this.#log.warn({ peer, path: path.slice(0, 200), refusedSinceLastLine: suppressed }, 'bootstrap request with a wrong or missing token');
+    const leftOut = this.#refusalLog.take();
+    if (leftOut !== undefined) this.#log.warn({ peer, path: path.slice(0, 200), refusedSinceLastLine: leftOut }, 'bootstrap request with a wrong or missing token');
   }
 
   #handle(req: IncomingMessage, res: ServerResponse): void {

@@ -22,10 +22,11 @@ import { DEFAULT_DRAIN_GRACE_MS, type EdgeConfig, type ProviderConfig } from '..
 import { retireLanes } from './retire.js';
 import { dialAddress } from '../../shared/url-host.js';
 import { listenError } from '../../shared/start-error.js';
+import { LogThrottle } from '../../shared/log-throttle.js';
 import { nodeTunnelService } from '../../shared/node-tunnel-service.js';
 import type { NodeRegistrar, SchedulerPort } from '../../contract/scheduler-port.js';
 import { NodeLanes } from './node-lanes.js';
-import { NodeSession, type NodeCall, type SessionHost } from './node-session.js';
+import { NodeSession, UNKNOWN_NODE_OR_TOKEN, type NodeCall, type SessionHost } from './node-session.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import { ProtocolStats } from './frame-guard.js';
 
@@ -50,8 +51,6 @@ function digest(text: string): Buffer {
 /** Called with the node's session once it is current, or undefined if it never became so. */
 export type SessionWaiter = (session: NodeSession | undefined) => void;
 
-/** The rejection of an unknown node id and of a wrong token alike. */
-export const UNKNOWN_NODE_OR_TOKEN = 'unknown node id or bad token';
 
 export class NodeGateway implements SessionHost, NodeRegistrar {
   readonly #server: grpc.Server;
@@ -65,6 +64,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   readonly #waiters = new Map<string, SessionWaiter[]>();
   /** Protocol violations and drops, per kind, for logs and metrics. */
   readonly protocolStats = new ProtocolStats();
+  /** SessionHost: rejections for credentials (anyone who reaches the listener can cause them) log once per 10 s. */
+  readonly credentialRejections = new LogThrottle(10_000);
   /** limits.max_frame_bytes of the live config (read per DATA frame, so kept as a plain field). */
   maxFrameBytes = 0;
   /** Per node: the lanes of its current connection that live here. */

@@ -4,6 +4,7 @@
 // Silence is measured on the monotonic clock: a wall-clock step (NTP, a VM
 // resumed) must not drop every node at once.
 import { performance } from 'node:perf_hooks';
+import type { LogThrottle } from '../../shared/log-throttle.js';
 import { create } from '@bufbuild/protobuf';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -32,6 +33,12 @@ export type NodeCall = ServerDuplexStream<NodeMessage, EdgeMessage>;
 export const MAX_BATCH_FRAMES = 4096;
 
 /** What a session needs from the edge around it. */
+/** The rejection of an unknown node id and of a wrong token alike. */
+export const UNKNOWN_NODE_OR_TOKEN = 'unknown node id or bad token';
+
+/** A claimed node id is logged this long at most: it comes from a peer that has not proved anything. */
+const LOGGED_ID_CHARS = 128;
+
 export interface SessionHost {
   readonly heartbeatIntervalMs: number;
   readonly heartbeatTimeoutMs: number;
@@ -46,6 +53,8 @@ export interface SessionHost {
   readonly logger: Logger;
   /** Where protocol violations and drops are counted. */
   readonly protocolStats: ProtocolStats;
+  /** How often a rejection for credentials is logged (a peer guessing tokens must not flood the log). */
+  readonly credentialRejections: LogThrottle;
   /** Largest DATA payload a node may put in one frame (limits.max_frame_bytes). */
   readonly maxFrameBytes: number;
   /** The node said Leaving: it finishes open tunnels and wants no new ones. */
@@ -336,7 +345,10 @@ export class NodeSession implements TunnelHost {
   reject(rejection: string): void {
     if (this.#state !== 'registering') return;
     this.#host.protocolStats.rejectedRegistrations++;
-    this.#host.logger.warn({ node: this.nodeId, peer: this.remoteAddress, reason: rejection }, 'node rejected');
+    const leftOut = rejection === UNKNOWN_NODE_OR_TOKEN ? this.#host.credentialRejections.take() : 0;
+    if (leftOut !== undefined) {
+      this.#host.logger.warn({ node: this.nodeId.slice(0, LOGGED_ID_CHARS), peer: this.remoteAddress, reason: rejection, ...(leftOut > 0 ? { rejectedSinceLastLine: leftOut } : {}) }, 'node rejected');
+    }
     this.#send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: rejection } } }));
     this.close(`rejected: ${rejection}`);
   }

@@ -6,6 +6,7 @@
 // END or ERROR, nothing after, nothing of another tunnel's), and the node is
 // fenced exactly when the model says so. Deterministic (fixed seed;
 // FUZZ_SEED to explore others), FUZZ_RUNS scales the budget.
+import { LogThrottle } from '../../../src/shared/log-throttle.js';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { test } from 'node:test';
@@ -97,6 +98,7 @@ function host(stats: ProtocolStats): SessionHost {
     registerTimeoutMs: 3_600_000,
     maxFrameBytes: MAX_DATA,
     protocolStats: stats,
+    credentialRejections: new LogThrottle(10_000),
     logger: silentLogger(),
     register(session: NodeSession, _register: Register): string | undefined {
       session.activate(1);

@@ -1,6 +1,7 @@
 // The edge's heartbeat judgement on a real NodeSession over a recording
 // call: silence is counted from Registered (the node starts its heartbeats
 // when it reads it), not from its Register.
+import { LogThrottle } from '../../../src/shared/log-throttle.js';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { afterEach, test } from 'node:test';
@@ -44,6 +45,7 @@ function session(answerMs: number): { call: RecordingCall; stats: ProtocolStats 
     registerTimeoutMs: 10_000,
     maxFrameBytes: 1 << 20,
     protocolStats: stats,
+    credentialRejections: new LogThrottle(10_000),
     logger: silentLogger(),
     register(s: NodeSession): string | undefined {
       setTimeout(() => {

@@ -4,6 +4,7 @@
 // in the same turn never overtakes the request it concerns, a batch stays
 // under its body bound, and an agent that did not announce the capability
 // gets every request at once, unbatched, as before.
+import { LogThrottle } from '../../../src/shared/log-throttle.js';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { afterEach, test } from 'node:test';
@@ -37,6 +38,7 @@ function host(stats: ProtocolStats): SessionHost {
     registerTimeoutMs: 3_600_000,
     maxFrameBytes: 1 << 20,
     protocolStats: stats,
+    credentialRejections: new LogThrottle(10_000),
     logger: silentLogger(),
     register(session: NodeSession, _register: Register): string | undefined {
       session.activate(1);

@@ -1,0 +1,41 @@
+// Registrations refused for their credentials are the one thing anyone who
+// reaches the node listener can cause: a peer guessing tokens (or sending a
+// huge node id) must not turn into a flood of log lines. Each refusal still
+// counts (rejectedRegistrations); the log says it once per 10 s, with how
+// many it left out, and never more than 128 characters of the claimed id.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { LogThrottle } from '../../../src/shared/log-throttle.js';
+import { createLogger } from '../../../src/shared/logger.js';
+import { NODE_ID, PROVIDER_ID, startStack } from '../../helpers/stack.js';
+import { FakeNode } from './fake-node.js';
+
+test('LogThrottle: one line per interval, carrying the count it left out', () => {
+  const throttle = new LogThrottle(10_000);
+  assert.equal(throttle.take(0), 0);
+  assert.equal(throttle.take(1), undefined);
+  assert.equal(throttle.take(9_999), undefined);
+  assert.equal(throttle.take(10_000), 2);
+  assert.equal(throttle.take(20_001), 0);
+});
+
+// The I/O workers log to their own stdout: the log is read in the single-thread mode.
+test('twenty refused registrations log one line, with the claimed id cut short', { skip: Number(process.env.EDGE_TEST_WORKERS ?? 0) > 0 ? 'the I/O workers log to their own stdout' : false }, async () => {
+  const lines: string[] = [];
+  const stack = await startStack({ startAgent: false, logger: createLogger('edge', 'warn', { destination: { write: (line: string) => void lines.push(line) } }) });
+  try {
+    for (let i = 0; i < 20; i++) {
+      const node = new FakeNode(stack.edge.grpcPort);
+      node.register(i === 0 ? 'x'.repeat(10_000) : NODE_ID, `guess-${i}`, [PROVIDER_ID]);
+      await assert.rejects(node.registered(), /unknown node id or bad token/);
+      await node.ended;
+      node.close();
+    }
+    const rejected = lines.filter((line) => line.includes('"msg":"node rejected"'));
+    assert.equal(rejected.length, 1, rejected.join('\n'));
+    const entry = JSON.parse(rejected[0]) as { node: string };
+    assert.equal(entry.node.length, 128);
+  } finally {
+    await stack.close();
+  }
+});
