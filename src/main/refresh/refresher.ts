@@ -174,6 +174,8 @@ export class ConfigRefresher {
       else offline.push(node);
     }
     const retired: string[] = [];
+    /** Nodes the change removes: one with no connection will never register again to hear of it. */
+    const removed = new Set<string>();
     for (const { path, new: next } of changes) {
       const token = TOKEN_PATH.exec(path);
       const entry = NODE_ENTRY_PATH.exec(path);
@@ -181,13 +183,18 @@ export class ConfigRefresher {
       if (token !== null) {
         if (this.#target.retireNode(token[1], 'its token changed')) retired.push(token[1]);
       } else if (entry !== null && next === null) {
+        removed.add(entry[1]);
         if (this.#target.retireNode(entry[1], 'removed from the config')) retired.push(entry[1]);
       }
     }
     const threads = await settledWithin(everywhere, WORKERS_ACK_MS);
     const nodes = await this.#askNodes(notified, version, nodeTimeoutMs, new Set(retired));
     // A concerned node with no connection is reported, not skipped: the operator sees it was not told.
-    for (const node of offline) if (!retired.includes(node)) nodes.push({ node, status: 'not_connected', message: 'no live connection: not told; the change reaches it when it next registers' });
+    for (const node of offline) {
+      if (retired.includes(node)) continue;
+      const message = removed.has(node) ? 'no live connection: removed from the config, so it can no longer register' : 'no live connection: not told; the change reaches it when it next registers';
+      nodes.push({ node, status: 'not_connected', message });
+    }
     return { ...this.#empty('apply', 'applied'), applicable: true, changes, notified, retired, nodes, ...(threads === undefined ? {} : { reasons: [threads] }) };
   }
 

@@ -252,6 +252,18 @@ test('a token change or removal of a node with no session retires nothing: it is
   assert.deepEqual(result.retired, []);
   assert.deepEqual(target.retired, []);
   assert.deepEqual(result.nodes.map((n) => [n.node, n.status]), [['n2', 'not_connected']]);
+  assert.match(result.nodes[0].message, /the change reaches it when it next registers/);
+  // Removed, it will never register again: the answer says so, not that it will hear of it later.
+  const removed = base();
+  removed.nodes.splice(1, 1);
+  removed.models = removed.models.map((m: { providers: Record<string, string> }) => ({ ...m, providers: Object.fromEntries(Object.entries(m.providers).filter(([p]) => p !== 'p3')) }));
+  const offline = new RecordingTarget(parse(b));
+  offline.connectedNodeIds = () => ['n1'];
+  const gone = await new ConfigRefresher(offline, undefined, undefined).refresh({ mode: 'apply', config: removed });
+  assert.equal(gone.status, 'applied', gone.reasons.join('; '));
+  const n2 = gone.nodes.find((n) => n.node === 'n2');
+  assert.equal(n2?.status, 'not_connected');
+  assert.match(n2?.message ?? '', /removed from the config, so it can no longer register/);
 });
 
 test('an apply is announced (committed) when it is live, not once the slowest node has answered', async () => {
