@@ -247,6 +247,13 @@ export class Http1Client {
   readonly #onRead = (nread: number, buffer: Buffer): boolean => {
     const exchange = this.#exchange;
     if (exchange !== undefined) exchange.answered = true;
+    // Bytes are stashed (read during a pause, not yet handed on): these come after them. Only a TLS socket
+    // reads while paused, or between a resume and the stash's turn.
+    const held = this.#stash;
+    if (held !== undefined) {
+      this.#stash = Buffer.concat([held, buffer.subarray(0, nread)]);
+      return true;
+    }
     this.#parse(buffer, 0, nread, false);
     return true;
   };
@@ -585,9 +592,13 @@ export class Http1Client {
         return;
       }
       if (exchange.paused) {
-        // Paused by the handler mid-read: nothing more reaches it until it resumes (the socket reads no more meanwhile).
+        // Paused by the handler mid-read: nothing more reaches it until it resumes. A plain socket reads no
+        // more meanwhile, but a TLS socket still hands over what it had decrypted (pieces of up to 16 KiB):
+        // those join the stash, in order.
         const copy = this.#readCopy;
-        this.#stash = copy !== undefined && start >= this.#readCopyBase ? copy.subarray(start - this.#readCopyBase, end - this.#readCopyBase) : Buffer.from(data.subarray(start, end));
+        const piece = copy !== undefined && start >= this.#readCopyBase ? copy.subarray(start - this.#readCopyBase, end - this.#readCopyBase) : Buffer.from(data.subarray(start, end));
+        const held = this.#stash;
+        this.#stash = held === undefined ? piece : Buffer.concat([held, piece]);
         return;
       }
       if (!this.#inBody) {

@@ -1690,6 +1690,48 @@ describe('18. lean over https', { skip: hasOpenssl() ? false : 'no openssl' }, (
     });
   }
 
+  for (const framing of ['content-length', 'chunked'] as const) {
+    test(`18d. a handler that pauses and resumes loses no byte (${framing}): a TLS socket still hands over decrypted data after pause()`, async () => {
+      const body = randomBytes(1024 * 1024);
+      const raw = await RawServer.start((req, socket) => {
+        if (framing === 'content-length') {
+          socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\n\r\n`);
+          socket.write(body);
+        } else {
+          socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
+          for (let at = 0; at < body.length; at += 100_000) {
+            const piece = body.subarray(at, at + 100_000);
+            socket.write(`${piece.length.toString(16)}\r\n`);
+            socket.write(piece);
+            socket.write('\r\n');
+          }
+          socket.write('0\r\n\r\n');
+        }
+      }, tls);
+      const client = new Http1Client(raw.url, ca);
+      try {
+        let pauses = 0;
+        const got = await send(client, {
+          hooks: {
+            onData: (controller) => {
+              if (pauses >= 20) return;
+              pauses++;
+              controller.pause();
+              setTimeout(() => controller.resume(), 5);
+            },
+          },
+        });
+        assert.equal(got.result, 'end', `${got.sequence}: ${got.error?.message}`);
+        assert.equal(pauses, 20);
+        assert.equal(got.body.length, body.length);
+        assert.ok(got.body.equals(body), 'the bytes arrive whole and in order');
+      } finally {
+        await client.destroy();
+        await raw.close();
+      }
+    });
+  }
+
   test('18c. a certificate the client does not trust fails before the request starts, and nothing is sent', async () => {
     const raw = await RawServer.start((req, socket) => ok(socket, 'never'), tls);
     const client = new Http1Client(raw.url); // the system's trust store: the test CA is not in it
