@@ -18,6 +18,10 @@ import { ALIAS, inFlight, startStack, waitUntil, type Stack } from '../helpers/s
 
 const IDLE_MS = 500;
 
+function stalledCuts(metrics: string): string | undefined {
+  return /^edge_client_stalled_cuts_total (\d+)$/m.exec(metrics)?.[1];
+}
+
 // An A2A stream's events are small and come at token rate: filling the kernel's buffers takes seconds, so
 // the test waits for the edge's own count of connections, which only the single-thread mode shows here.
 const workers = Number(process.env.EDGE_TEST_WORKERS ?? 0);
@@ -62,8 +66,11 @@ for (const path of ['lean', 'node:http', 'a2a'] as const) {
       } else {
         // The idle timeout frees the lease...
         await waitUntil(() => inFlight(stack.edge) === 0, 'the lease released by the idle timeout', 10_000);
-        // ...and, its last bytes stuck, the edge closes the connection: what the kernel holds still arrives, then the end.
-        await new Promise((resolve) => setTimeout(resolve, 3 * IDLE_MS));
+        // ...and, its last bytes stuck, the edge closes the connection (polled: reading before it would let them out).
+        for (const deadline = Date.now() + 10_000; stalledCuts(await stack.edge.scrapeMetrics()) !== '1'; ) {
+          assert.ok(Date.now() < deadline, 'the edge still holds the connection of the client that stopped reading');
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
       }
       let ended = false;
       socket.on('end', () => (ended = true));
@@ -71,8 +78,7 @@ for (const path of ['lean', 'node:http', 'a2a'] as const) {
       socket.resume();
       await waitUntil(() => ended, 'the edge closed the connection of the client that stopped reading', 5_000);
       // Operators see it: one connection cut for not reading.
-      const cuts = /^edge_client_stalled_cuts_total (\d+)$/m.exec(await stack.edge.scrapeMetrics())?.[1];
-      assert.equal(cuts, '1', 'edge_client_stalled_cuts_total');
+      assert.equal(stalledCuts(await stack.edge.scrapeMetrics()), '1', 'edge_client_stalled_cuts_total');
     } finally {
       socket.destroy();
       await stack.close();

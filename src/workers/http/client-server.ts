@@ -26,6 +26,7 @@ import { A2ASurface } from '../a2a/a2a-surface.js';
 import { AGENT_PREFIX, CARD_PATH } from '../a2a/agent-card.js';
 import { readBody, writeError, type BodyOwner } from './fast-path.js';
 import { refusalId } from './refusal-id.js';
+import { watchLastWrite } from './flush-watch.js';
 import { listenError } from '../../shared/start-error.js';
 import { LeanHttp1, timeoutSweepMs, type LeanOwner } from './lean-http1.js';
 
@@ -230,10 +231,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #createServer(fastifyHandler: RequestListener, options: ServerOptions, https: HttpsMaterial | undefined): Server {
     const listener: RequestListener = (request, response) => {
       // node:http's own requests (the lean connection's are not here): the same deadline on a stuck last write.
-      if (this.flushTimeoutMs > 0) {
-        (response as FlushWatched)[kFlushOwner] = this;
-        response.once('prefinish', watchLastWrite);
-      }
+      if (this.flushTimeoutMs > 0) watchLastWrite(response, this);
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
     };
     const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ ...https, ...options }, listener);
@@ -551,12 +549,12 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#refuseReply(reply, result, result === Errors.invalidApiKey ? INVALID_KEY : undefined, format);
   }
 
-  /** onRequest, after the key check: during a drain every client request gets 503 shutting_down, in the format of the route asked. */
   /** A drain began, or close(): no new request is admitted. */
   get #shutting(): boolean {
     return this.#closing || this.#plane.shuttingDown;
   }
 
+  /** onRequest, after the key check: during a drain every client request gets 503 shutting_down, in the format of the route asked. */
   #refuseWhileDraining(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     if (!this.#shutting) {
       done();
@@ -720,35 +718,6 @@ function cutHandshakesOnClose(server: Server): void {
 }
 
 /** 503 shutting_down with Connection: close, so the client reconnects to another edge. */
-/**
- * A node:http response was ended: if its last bytes still wait in the
- * socket (the client slow, or no longer reading), node's socket timeout
- * (which counts any progress) cuts the connection after the server's
- * flushTimeoutMs; with no 'timeout' listener node:http destroys the socket.
- * Cleared once the bytes are out.
- */
-function watchLastWrite(this: FlushWatched): void {
-  const socket = this.socket;
-  const owner = this[kFlushOwner];
-  if (socket === null || owner === undefined || this.writableFinished || socket.writableLength === 0) return;
-  socket.setTimeout(owner.flushTimeoutMs);
-  // Handled here (node:http would destroy the socket itself, uncounted).
-  this.once('timeout', cutStalled);
-  this.once('finish', clearSocketTimeout);
-}
-
-function cutStalled(this: FlushWatched): void {
-  this[kFlushOwner]?.clientStalled();
-  this.socket?.destroy();
-}
-
-const kFlushOwner = Symbol('edge.flushOwner');
-type FlushWatched = ServerResponse & { [kFlushOwner]?: ClientServer };
-
-function clearSocketTimeout(this: ServerResponse): void {
-  this.socket?.setTimeout(0);
-}
-
 function writeDraining(response: ServerResponse, format: ErrorFormat): void {
   const id = refusalId();
   response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'x-request-id': id, 'request-id': id, 'retry-after': '1', 'retry-after-ms': '1000', connection: 'close' });
