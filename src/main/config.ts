@@ -202,8 +202,11 @@ function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[])
 
 /** Whether two listen hosts can collide on one port: the same address, or either is a wildcard. */
 function hostsOverlap(a: string, b: string): boolean {
-  const wildcard = (host: string): boolean => host === '0.0.0.0' || host === '::' || host === '';
-  return a === b || wildcard(a) || wildcard(b);
+  if (a === b || a === '' || b === '' || a === '::' || b === '::') return true; // '::' binds both families (Linux's default)
+  // 0.0.0.0 covers every IPv4 address (and host names, which may resolve to one), no IPv6 one.
+  if (a === '0.0.0.0') return !b.includes(':');
+  if (b === '0.0.0.0') return !a.includes(':');
+  return false;
 }
 
 /** Two of the edge's listeners on one port would fail at start with EADDRINUSE and no config key named: refused here. */

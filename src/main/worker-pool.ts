@@ -539,7 +539,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   // --- records from workers (hot path) -------------------------------------------
 
   /**
-   * A limited key takes a slot of its count. At the limit, another worker's
+   * A key takes a slot of its count (refused only at a limit). At the limit, another worker's
    * ring may still hold a release that happened before this request was even
    * sent: a client that read its response (the worker commits the release
    * before the response's last byte leaves) and sent the next request at once,
@@ -588,7 +588,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     const reader = slot.reader;
     switch (r.kind) {
       case RecordKind.admit: {
-        // A limited key (providerId = its name, generation = its limit) takes its slot first.
+        // A keyed request (providerId = the key's name, generation = its limit, 0 = none) takes its slot first.
         if (r.providerId !== 0 && !this.#acquireKey(slot, r.requestId, reader.nameOf(r.providerId) ?? '', r.generation)) {
           this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
           return;

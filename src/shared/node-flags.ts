@@ -69,7 +69,8 @@ export function autoNodeFlags(cores: number): string[] {
 
 /** The least value of each sized flag a process starts with: below it V8 aborts at start or cannot run the edge (a 1 MB old space dies of OOM). */
 const FLAG_MINIMUMS: Readonly<Record<(typeof NODE_FLAG_NAMES)[number], number>> = {
-  'v8-pool-size': 1,
+  // 0 is Node's own "as many as the host's cores".
+  'v8-pool-size': 0,
   'max-semi-space-size': 1,
   'max-old-space-size': 64,
   'initial-old-space-size': 1,

@@ -109,9 +109,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   /** requestId -> the API key whose concurrency slot the request holds (auth on only). */
   readonly #keyOf = new Map<number, ApiKeyState>();
   /**
-   * The port counts each limited key's open requests across workers (I/O
-   * workers; only keys with max_concurrent are tracked here then). False:
-   * ClientServer took the slot on this key's own ClientAuth.
+   * The port counts each key's open requests across workers (I/O workers:
+   * every key, limited or not, so that a limit a refresh adds counts the open
+   * ones). False: ClientServer took the slot on this key's own ClientAuth.
    */
   readonly sharedKeyLimits: boolean;
   /** requestId -> what to do if its requeue is refused. */

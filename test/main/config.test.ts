@@ -184,7 +184,7 @@ test('configs that parse but cannot work are refused: a model with no provider, 
     listen: { http: { port: 18080 }, grpc: { host: '0.0.0.0', port: 18080 } },
     admin: { port: 18090 },
     bootstrap: { listen: { host: '127.0.0.1', port: 18090 }, artifact_dir: '/tmp', token: 'a-bootstrap-token-long-enough', edge_address: 'edge.example:18080' },
-    runtime: { node_flags: ['--max-old-space-size=1', '--v8-pool-size=0', '--max-semi-space-size=16'] },
+    runtime: { node_flags: ['--max-old-space-size=1', '--max-semi-space-size=0', '--max-semi-space-size=16', '--v8-pool-size=0'] },
     nodes: [
       { id: 'n1', token: 'node-token-one-long', labels: ['n2', 'n1', 'gpu'], providers: [{ id: 'p1' }] },
       { id: 'n2', token: 'node-token-two-long', providers: [{ id: 'p2' }] },
@@ -199,12 +199,16 @@ test('configs that parse but cannot work are refused: a model with no provider, 
   assert.match(text, /listen\.grpc\.port: 18080 is also listen\.http\.port/);
   assert.match(text, /bootstrap\.listen\.port: 18090 is also admin\.port/);
   assert.match(text, /runtime\.node_flags\[0\]: --max-old-space-size must be at least 64 \(MB\)/);
-  assert.match(text, /runtime\.node_flags\[1\]: --v8-pool-size must be at least 1/);
-  assert.doesNotMatch(text, /node_flags\[2\]/);
+  assert.match(text, /runtime\.node_flags\[1\]: --max-semi-space-size must be at least 1 \(MB\)/);
+  // --v8-pool-size=0 is Node's own "one per core": allowed.
+  assert.doesNotMatch(text, /node_flags\[2\]|node_flags\[3\]/);
   assert.equal(problems.length, 5, text);
   // Port 0 (a fresh one each), and one port on two distinct addresses, are fine.
   parseEdgeConfig({ listen: { http: { port: 0 }, grpc: { port: 0 } }, admin: { port: 0 }, nodes: [], models: [] }, 'ok.yaml');
   parseEdgeConfig({ listen: { http: { host: '127.0.0.1', port: 18080 }, grpc: { host: '127.0.0.2', port: 18080 } }, nodes: [], models: [] }, 'ok.yaml');
+  // The IPv4 wildcard and an IPv6 address bind side by side; the dual-stack wildcard covers both families.
+  parseEdgeConfig({ listen: { http: { host: '0.0.0.0', port: 18080 }, grpc: { host: '::1', port: 18080 } }, nodes: [], models: [] }, 'ok.yaml');
+  assert.match(problemsOf({ listen: { http: { host: '::', port: 18080 }, grpc: { host: '127.0.0.1', port: 18080 } }, nodes: [], models: [] }).join('\n'), /listen\.grpc\.port: 18080 is also listen\.http\.port/);
 });
 
 test('a catalog base_url the bootstrapped agent would refuse is refused here: ending in /v1, with credentials, or on a cli provider', () => {

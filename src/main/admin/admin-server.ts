@@ -29,7 +29,7 @@ const ADMIN_BODY_LIMIT = 1024 * 1024;
  * Responses (the event stream) are not limited by it.
  */
 const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
-/** Connections at once on the admin listener: beyond them new ones wait in the kernel's backlog. */
+/** Connections at once on the admin listener: node closes any beyond them as soon as they open (its 'drop'). */
 const ADMIN_MAX_CONNECTIONS = 1024;
 
 export class AdminServer {
