@@ -6,9 +6,8 @@
 // another directory says where it looked.
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
-import { delimiter, isAbsolute, join, resolve } from 'node:path';
-import { createSecureContext } from 'node:tls';
-import { readNamedFile } from '../shared/config-files.js';
+import { delimiter, isAbsolute, join } from 'node:path';
+import { checkCaFile, checkKeyPair } from '../shared/config-files.js';
 import { childEnv } from './cli-config.js';
 import type { AgentConfig } from './config.js';
 
@@ -29,19 +28,8 @@ export async function checkAgentFiles(config: AgentConfig): Promise<string[]> {
   const problems: string[] = [];
   const tls = config.edge.tls;
   if (tls !== undefined) {
-    const ca = await readNamedFile(problems, 'edge.tls.ca_file', tls.caFile);
-    if (ca !== undefined && !ca.includes('-----BEGIN CERTIFICATE-----')) problems.push(`edge.tls.ca_file: ${resolve(tls.caFile)} holds no PEM certificate`);
-    if (tls.certFile !== undefined && tls.keyFile !== undefined) {
-      const cert = await readNamedFile(problems, 'edge.tls.cert_file', tls.certFile);
-      const key = await readNamedFile(problems, 'edge.tls.key_file', tls.keyFile);
-      if (cert !== undefined && key !== undefined) {
-        try {
-          createSecureContext({ cert, key });
-        } catch (err) {
-          problems.push(`edge.tls: ${resolve(tls.certFile)} and ${resolve(tls.keyFile)} are not a certificate and its key: ${(err as Error).message}`);
-        }
-      }
-    }
+    await checkCaFile(problems, 'edge.tls.ca_file', tls.caFile);
+    if (tls.certFile !== undefined && tls.keyFile !== undefined) await checkKeyPair(problems, 'edge.tls', tls.certFile, tls.keyFile);
   }
   for (const [i, provider] of config.providers.entries()) {
     const program = provider.cli?.command[0];
@@ -54,7 +42,8 @@ export async function checkAgentFiles(config: AgentConfig): Promise<string[]> {
       continue;
     }
     // A bare name is searched on the child's PATH (providers[].env), not the agent's own.
-    const searchPath = childEnv(provider.cli?.env ?? []).PATH ?? DEFAULT_PATH;
+    const childPath = childEnv(provider.cli?.env ?? []).PATH;
+    const searchPath = childPath ?? DEFAULT_PATH;
     let found = false;
     for (const dir of searchPath.split(delimiter)) {
       if (dir !== '' && (await executable(join(dir, program)))) {
@@ -62,7 +51,7 @@ export async function checkAgentFiles(config: AgentConfig): Promise<string[]> {
         break;
       }
     }
-    if (!found) problems.push(`${path}: no executable ${program} on the command's PATH (${searchPath}${childEnv(provider.cli?.env ?? []).PATH === undefined ? ": the default, since providers[].env passes no PATH" : ''})`);
+    if (!found) problems.push(`${path}: no executable ${program} on the command's PATH (${searchPath}${childPath === undefined ? ': the default, since providers[].env passes no PATH' : ''})`);
   }
   return problems;
 }

@@ -6,42 +6,18 @@
 // problem shows the absolute path, so a check run from another directory
 // says where it looked.
 import { resolve } from 'node:path';
-import { createSecureContext } from 'node:tls';
 import { loadTarball } from '../main/bootstrap/artifacts.js';
-import { readNamedFile } from '../shared/config-files.js';
-import type { EdgeConfig, TlsFilesConfig } from '../shared/config-types.js';
-
-async function checkPair(problems: string[], path: string, files: TlsFilesConfig): Promise<void> {
-  const cert = await readNamedFile(problems, `${path}.cert_file`, files.certFile);
-  const key = await readNamedFile(problems, `${path}.key_file`, files.keyFile);
-  if (cert === undefined || key === undefined) return;
-  try {
-    createSecureContext({ cert, key });
-  } catch (err) {
-    problems.push(`${path}: ${resolve(files.certFile)} and ${resolve(files.keyFile)} are not a certificate and its key: ${(err as Error).message}`);
-  }
-}
+import { checkCaFile, checkKeyPair } from '../shared/config-files.js';
+import type { EdgeConfig } from '../shared/config-types.js';
 
 /** Every problem with the files `config` names; empty when each is there and usable. */
 export async function checkConfigFiles(config: EdgeConfig): Promise<string[]> {
   const problems: string[] = [];
   const tls = config.tls;
-  if (tls?.client !== undefined) await checkPair(problems, 'tls.client', tls.client);
+  if (tls?.client !== undefined) await checkKeyPair(problems, 'tls.client', tls.client.certFile, tls.client.keyFile);
   if (tls?.nodes !== undefined) {
-    await checkPair(problems, 'tls.nodes', tls.nodes);
-    const caFile = tls.nodes.clientCaFile;
-    if (caFile !== undefined) {
-      // createSecureContext takes a CA file with no certificate in it without a word: look for one.
-      const ca = await readNamedFile(problems, 'tls.nodes.client_ca_file', caFile);
-      if (ca !== undefined && !ca.includes('-----BEGIN CERTIFICATE-----')) problems.push(`tls.nodes.client_ca_file: ${resolve(caFile)} holds no PEM certificate`);
-      else if (ca !== undefined) {
-        try {
-          createSecureContext({ ca });
-        } catch (err) {
-          problems.push(`tls.nodes.client_ca_file: ${resolve(caFile)}: ${(err as Error).message}`);
-        }
-      }
-    }
+    await checkKeyPair(problems, 'tls.nodes', tls.nodes.certFile, tls.nodes.keyFile);
+    if (tls.nodes.clientCaFile !== undefined) await checkCaFile(problems, 'tls.nodes.client_ca_file', tls.nodes.clientCaFile);
   }
   if (config.bootstrap !== undefined) {
     try {

@@ -1,8 +1,9 @@
-// Reading a file a config names, for the check-config commands of the edge
-// and the agent: a failure becomes one problem naming the config key and the
-// absolute path (a check run from another directory says where it looked).
+// Reading the files a config names, for the check-config commands of the
+// edge and the agent: a failure becomes one problem naming the config key and
+// the absolute path (a check run from another directory says where it looked).
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import { createSecureContext } from 'node:tls';
 
 /** The file's bytes, or undefined with a problem pushed. */
 export async function readNamedFile(problems: string[], path: string, file: string): Promise<Buffer | undefined> {
@@ -11,5 +12,33 @@ export async function readNamedFile(problems: string[], path: string, file: stri
   } catch (err) {
     problems.push(`${path}: cannot read ${resolve(file)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     return undefined;
+  }
+}
+
+/** A certificate and its key (`${path}.cert_file`, `${path}.key_file`): both readable, and a pair. */
+export async function checkKeyPair(problems: string[], path: string, certFile: string, keyFile: string): Promise<void> {
+  const cert = await readNamedFile(problems, `${path}.cert_file`, certFile);
+  const key = await readNamedFile(problems, `${path}.key_file`, keyFile);
+  if (cert === undefined || key === undefined) return;
+  try {
+    createSecureContext({ cert, key });
+  } catch (err) {
+    problems.push(`${path}: ${resolve(certFile)} and ${resolve(keyFile)} are not a certificate and its key: ${(err as Error).message}`);
+  }
+}
+
+/** A CA file (`path` is its key): readable and holding a usable PEM certificate. */
+export async function checkCaFile(problems: string[], path: string, file: string): Promise<void> {
+  const ca = await readNamedFile(problems, path, file);
+  if (ca === undefined) return;
+  // createSecureContext takes a CA file with no certificate in it without a word: look for one.
+  if (!ca.includes('-----BEGIN CERTIFICATE-----')) {
+    problems.push(`${path}: ${resolve(file)} holds no PEM certificate`);
+    return;
+  }
+  try {
+    createSecureContext({ ca });
+  } catch (err) {
+    problems.push(`${path}: ${resolve(file)}: ${(err as Error).message}`);
   }
 }

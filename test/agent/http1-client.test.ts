@@ -1665,30 +1665,28 @@ describe('18. lean over https', { skip: hasOpenssl() ? false : 'no openssl' }, (
   });
 
   // FIN only: a TLS socket has no resetAndDestroy (17 covers the RST on the same code path).
-  {
-    test('18b. a reused connection the provider closes (FIN, after close_notify) before a byte of answer is resent once on a fresh one', async () => {
-      const raw = await RawServer.start((req, socket) => {
-        const n = raw.requests.length;
-        if (n === 2) {
-          socket.end();
-          return;
-        }
-        ok(socket, `answer ${n} to ${req.body.toString()}`);
-      }, tls);
-      const client = new Http1Client(raw.url, ca);
-      try {
-        assert.equal((await send(client, { method: 'POST', body: Buffer.from('one') })).result, 'end');
-        const second = await send(client, { method: 'POST', body: Buffer.from('two') });
-        assert.equal(second.result, 'end', `${second.sequence}: ${second.error?.message}`);
-        assert.equal(second.body.toString(), 'answer 3 to two');
-        assert.equal(second.events.filter((e) => e === 'start').length, 1, 'the caller saw one request start');
-        assert.equal(raw.sockets.length, 2);
-      } finally {
-        await client.destroy();
-        await raw.close();
+  test('18b. a reused connection the provider closes (FIN, after close_notify) before a byte of answer is resent once on a fresh one', async () => {
+    const raw = await RawServer.start((req, socket) => {
+      const n = raw.requests.length;
+      if (n === 2) {
+        socket.end();
+        return;
       }
-    });
-  }
+      ok(socket, `answer ${n} to ${req.body.toString()}`);
+    }, tls);
+    const client = new Http1Client(raw.url, ca);
+    try {
+      assert.equal((await send(client, { method: 'POST', body: Buffer.from('one') })).result, 'end');
+      const second = await send(client, { method: 'POST', body: Buffer.from('two') });
+      assert.equal(second.result, 'end', `${second.sequence}: ${second.error?.message}`);
+      assert.equal(second.body.toString(), 'answer 3 to two');
+      assert.equal(second.events.filter((e) => e === 'start').length, 1, 'the caller saw one request start');
+      assert.equal(raw.sockets.length, 2);
+    } finally {
+      await client.destroy();
+      await raw.close();
+    }
+  });
 
   for (const framing of ['content-length', 'chunked'] as const) {
     test(`18d. a handler that pauses and resumes loses no byte (${framing}): a TLS socket still hands over decrypted data after pause()`, async () => {
