@@ -18,6 +18,7 @@ import { SchedulerDriver } from '../src/main/scheduler-driver.js';
 import type { Grant } from '../src/contract/scheduler.js';
 import { WorkerPool } from '../src/main/worker-pool.js';
 import type { EdgeConfig, NodeConfig } from '../src/shared/config-types.js';
+import { NO_TLS } from '../src/shared/tls-material.js';
 import { ID_STRIDE } from '../src/contract/scheduler-port.js';
 import type { ControlRequest, IoWorkerData } from '../src/contract/io-protocol.js';
 import { RemoteScheduler } from '../src/workers/remote-scheduler.js';
@@ -85,7 +86,7 @@ async function runCase(workers: number, inflight: number, seconds: number): Prom
   process.env.RINGS_BENCH_INFLIGHT = String(inflight);
   const config = benchConfig(workers);
   const driver = new SchedulerDriver(config);
-  const pool = new WorkerPool(workers, driver, pino({ level: 'silent' }), () => {}, new URL(import.meta.url));
+  const pool = new WorkerPool(workers, driver, pino({ level: 'silent' }), () => {}, NO_TLS, new URL(import.meta.url));
   await pool.start(config, 'silent');
   await new Promise((resolve) => setTimeout(resolve, Math.min(500, seconds * 500)));
   const before = await pool.callAll<LoadStats>({ type: 'metrics' });

@@ -46,7 +46,8 @@ interface Run { id: string; model: string; provider: string | null; state: 'queu
 interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
 /** A concerned node's answer to an apply: applied, restart_required, failed, timeout, not_connected, unsupported. */
 interface NodeRefresh { node: string; status: string; message: string }
-interface RefreshResult { mode: string; status: string; rejection: string | null; sourceDigest: string | null; applicable: boolean; configVersion: number; changes: Change[]; reasons: string[]; notified: { node: string }[]; retired: string[]; nodes?: NodeRefresh[] }
+interface RefreshResult { mode: string; status: string; rejection: string | null; sourceDigest: string | null; applicable: boolean; configVersion: number; changes: Change[]; reasons: string[]; notified: { node: string }[]; retired: string[]; nodes?: NodeRefresh[]; certificates?: CertificateReport[] }
+interface CertificateReport { listener: string; changed: boolean; subject: string; notAfter: string }
 
 const $ = <T extends Element = HTMLElement>(id: string): T => document.getElementById(id) as unknown as T;
 
@@ -598,8 +599,10 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
     }
     const head = document.createElement('p');
     head.id = 'config-outcome';
-    const verdict = r.status === 'applied' ? `Applied: config version ${r.configVersion}; ${r.notified.length} node(s) notified${r.retired.length ? `, retired ${r.retired.join(', ')}` : ''}.`
-      : r.status === 'unchanged' ? 'No change: the candidate equals the running config.'
+    const renewed = (r.certificates ?? []).filter((c) => c.changed);
+    const verdict = r.status === 'applied' && r.changes.length === 0 ? `Applied: certificates reloaded (${renewed.map((c) => c.listener).join(', ')}); the config is unchanged.`
+      : r.status === 'applied' ? `Applied: config version ${r.configVersion}; ${r.notified.length} node(s) notified${r.retired.length ? `, retired ${r.retired.join(', ')}` : ''}.`
+      : r.status === 'unchanged' ? 'No change: the candidate equals the running config, and the certificate files what is served.'
       : r.status === 'rejected' ? `Rejected (${r.rejection}): nothing changed.`
       : r.applicable ? 'Evaluated: Apply would commit the mutable changes below.' : `Evaluated: Apply would be refused (${r.rejection}).`;
     head.textContent = verdict;
@@ -617,8 +620,9 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
     }
     // Which hosts took it: a node that failed, timed out or needs a restart is one to look at.
     if (r.nodes !== undefined && r.nodes.length > 0) out.append(nodeAnswers(r.nodes));
-    // Apply only for what was evaluated: text edited while the answer was on its way is not.
-    const applicable = mode === 'evaluate' && r.applicable && r.changes.length > 0 && $<HTMLTextAreaElement>('config-text').value.trim() === text;
+    if (r.certificates !== undefined && r.certificates.length > 0) out.append(certificateList(r.certificates, mode));
+    // Apply only for what was evaluated: text edited while the answer was on its way is not. Renewed certificates alone are worth an apply.
+    const applicable = mode === 'evaluate' && r.applicable && (r.changes.length > 0 || renewed.length > 0) && $<HTMLTextAreaElement>('config-text').value.trim() === text;
     evaluatedText = applicable ? text : null;
     evaluatedDigest = applicable && text === '' ? r.sourceDigest : null;
     applyButton.disabled = !applicable;
@@ -630,6 +634,24 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
   } finally {
     if (mode === 'apply') evaluateButton.disabled = false;
   }
+}
+
+/** Each TLS listener's certificate as the files hold it: renewed (swapped in by Apply) or as served. */
+function certificateList(certificates: readonly CertificateReport[], mode: string): HTMLElement {
+  const section = document.createElement('div');
+  section.id = 'config-certificates';
+  const title = document.createElement('h4');
+  title.textContent = 'TLS certificates';
+  const ul = document.createElement('ul');
+  for (const c of certificates) {
+    const li = document.createElement('li');
+    const state = !c.changed ? 'as served' : mode === 'apply' ? 'renewed: swapped in' : 'renewed: Apply swaps it in';
+    li.textContent = `${c.listener}: ${c.subject || 'subject unknown'}, expires ${c.notAfter || 'unknown'} (${state})`;
+    li.className = c.changed ? 'diff-mutable' : '';
+    ul.append(li);
+  }
+  section.append(title, ul);
+  return section;
 }
 
 let trying: AbortController | null = null;

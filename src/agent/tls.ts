@@ -1,7 +1,10 @@
 // TLS to the edge's node listener, from the agent's `edge.tls` section:
 // the CA that signed the edge's certificate, and this node's own
-// certificate and key when the edge requires mutual TLS. Files are read
-// once per config (reconnects reuse the credentials).
+// certificate and key when the edge requires mutual TLS. The files are read
+// again at each connection, so a renewed node certificate is presented from
+// the next reconnect on; while they are unchanged the lanes share one
+// credentials object (grpc-js then shares one connection among them).
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { ConfigReader } from '../shared/config-reader.js';
@@ -27,7 +30,7 @@ export function readAgentTls(r: ConfigReader, raw: unknown): AgentTlsConfig | un
   return { caFile: r.string('edge.tls.ca_file', obj.ca_file), certFile, keyFile, serverName: r.optionalString('edge.tls.server_name', obj.server_name) };
 }
 
-const cache = new WeakMap<AgentTlsConfig, grpc.ChannelCredentials>();
+const loaded = new WeakMap<AgentTlsConfig, { readonly digest: string; readonly credentials: grpc.ChannelCredentials }>();
 
 function read(path: string, file: string): Buffer {
   try {
@@ -37,18 +40,27 @@ function read(path: string, file: string): Buffer {
   }
 }
 
-/** Channel credentials for the edge connection: insecure without a tls section. */
+/**
+ * Channel credentials for the edge connection: insecure without a tls
+ * section. A file that cannot be read at a reconnect (a renewal halfway
+ * through replacing it) leaves the last credentials in use; with none yet, it throws.
+ */
 export function edgeCredentials(tls: AgentTlsConfig | undefined): grpc.ChannelCredentials {
   if (tls === undefined) return grpc.credentials.createInsecure();
-  let credentials = cache.get(tls);
-  if (credentials === undefined) {
-    credentials = grpc.credentials.createSsl(
-      read('edge.tls.ca_file', tls.caFile),
-      tls.keyFile === undefined ? null : read('edge.tls.key_file', tls.keyFile),
-      tls.certFile === undefined ? null : read('edge.tls.cert_file', tls.certFile),
-    );
-    cache.set(tls, credentials);
+  const last = loaded.get(tls);
+  let ca: Buffer, key: Buffer | null, cert: Buffer | null;
+  try {
+    ca = read('edge.tls.ca_file', tls.caFile);
+    key = tls.keyFile === undefined ? null : read('edge.tls.key_file', tls.keyFile);
+    cert = tls.certFile === undefined ? null : read('edge.tls.cert_file', tls.certFile);
+  } catch (err) {
+    if (last !== undefined) return last.credentials;
+    throw err;
   }
+  const digest = createHash('sha256').update(ca).update('\0').update(key ?? '').update('\0').update(cert ?? '').digest('hex');
+  if (last?.digest === digest) return last.credentials;
+  const credentials = grpc.credentials.createSsl(ca, key, cert);
+  loaded.set(tls, { digest, credentials });
   return credentials;
 }
 

@@ -6,6 +6,7 @@
 // through the `onEvent` callback each implementation takes at construction.
 import type { EdgeConfig } from '../shared/config-types.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
+import type { TlsMaterial } from '../shared/tls-material.js';
 import type { PlaneInspection, WorkerEvent } from './io-protocol.js';
 
 export interface DataPathPorts {
@@ -27,6 +28,12 @@ export interface DataPath {
    * when one could not take it.
    */
   setConfig(config: EdgeConfig): Promise<void>;
+  /**
+   * Every listener serves this material to new handshakes (open connections
+   * keep theirs). Resolves once every thread has it. A listener that is
+   * plaintext ignores its part: TLS on or off takes a restart.
+   */
+  setCertificates(tls: TlsMaterial): Promise<void>;
   /** Bus-only events are built only while someone subscribes (run reports for the run records always go). */
   setEventsActive(active: boolean): void;
   /** Sends a ConfigRefresh to the node's current connection; false when it has none. */

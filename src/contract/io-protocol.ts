@@ -3,11 +3,14 @@
 // events the worker forwards to the main thread's event bus.
 import type { EdgeEvent, RunEvent } from './events.js';
 import type { EdgeConfig } from '../shared/config-types.js';
+import type { TlsMaterial } from '../shared/tls-material.js';
 
 export interface IoWorkerData {
   readonly index: number;
   readonly count: number;
   readonly config: EdgeConfig;
+  /** What the listeners serve: read and checked by the main thread, the latest one for a worker that replaces another. */
+  readonly tls: TlsMaterial;
   /** The port to listen on (worker 0 may get 0 = any; the rest get worker 0's). */
   readonly httpPort: number;
   readonly grpcPort: number;
@@ -29,6 +32,7 @@ export const FLAG_COUNT = 2;
 export type ControlRequest =
   | { readonly id: number; readonly type: 'inspect' }
   | { readonly id: number; readonly type: 'setConfig'; readonly config: EdgeConfig }
+  | { readonly id: number; readonly type: 'setCertificates'; readonly tls: TlsMaterial }
   | { readonly id: number; readonly type: 'notifyNode'; readonly nodeId: string; readonly changedPaths: readonly string[]; readonly configVersion: number }
   | { readonly id: number; readonly type: 'retireNode'; readonly nodeId: string; readonly graceMs: number; readonly reason: string; readonly holdAnchor?: boolean }
   | { readonly id: number; readonly type: 'nodeCommand'; readonly nodeId: string; readonly kind: string; readonly args: Readonly<Record<string, string>>; readonly deadlineMs: number }

@@ -7,18 +7,14 @@
 // says where it looked.
 import { resolve } from 'node:path';
 import { loadTarball } from '../main/bootstrap/artifacts.js';
-import { checkCaFile, checkKeyPair } from '../shared/config-files.js';
+import { readTlsMaterial } from '../shared/tls-material.js';
 import type { EdgeConfig } from '../shared/config-types.js';
 
 /** Every problem with the files `config` names; empty when each is there and usable. */
 export async function checkConfigFiles(config: EdgeConfig): Promise<string[]> {
   const problems: string[] = [];
-  const tls = config.tls;
-  if (tls?.client !== undefined) await checkKeyPair(problems, 'tls.client', tls.client.certFile, tls.client.keyFile);
-  if (tls?.nodes !== undefined) {
-    await checkKeyPair(problems, 'tls.nodes', tls.nodes.certFile, tls.nodes.keyFile);
-    if (tls.nodes.clientCaFile !== undefined) await checkCaFile(problems, 'tls.nodes.client_ca_file', tls.nodes.clientCaFile);
-  }
+  // The same reading and checks as at start and on a refresh.
+  await readTlsMaterial(config.tls, problems);
   if (config.bootstrap !== undefined) {
     try {
       await loadTarball(resolve(config.bootstrap.artifactDir));

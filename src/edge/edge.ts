@@ -27,8 +27,10 @@ import { ConfigRefresher, type RefreshRequest, type RefreshResult, type RefreshT
 import { SchedulerDriver } from '../main/scheduler-driver.js';
 import { WorkerPool } from '../main/worker-pool.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
-import { clientHttpsMaterial } from '../workers/tls.js';
 import { dialAddress, urlHost } from '../shared/url-host.js';
+import { StartError } from '../shared/start-error.js';
+import { readTlsMaterialSync, type TlsMaterial } from '../shared/tls-material.js';
+import { ServedCertificates } from '../main/refresh/certificates.js';
 
 export interface ShutdownReport {
   /** True when every open request finished within the grace period. */
@@ -100,8 +102,16 @@ export interface EdgeOptions {
 }
 
 /** The data path for workers.count: this thread (0) or a pool of I/O workers. The only place the count matters. */
-function createDataPath(config: EdgeConfig, driver: SchedulerDriver, logger: Logger, events: DataPathEvents): DataPath {
-  return config.workers.count > 0 ? new WorkerPool(config.workers.count, driver, logger, events) : new LocalPlane(config, driver, logger, events);
+function createDataPath(config: EdgeConfig, tls: TlsMaterial, driver: SchedulerDriver, logger: Logger, events: DataPathEvents): DataPath {
+  return config.workers.count > 0 ? new WorkerPool(config.workers.count, driver, logger, events, tls) : new LocalPlane(config, tls, driver, logger, events);
+}
+
+/** The certificates the config names, read and checked once for every thread; a problem stops the start with one line. */
+function startingTls(config: EdgeConfig): TlsMaterial {
+  const problems: string[] = [];
+  const tls = readTlsMaterialSync(config.tls, problems);
+  if (tls === undefined) throw new StartError(problems.join('; '));
+  return tls;
 }
 
 /** Client requests open over every thread of the data path. */
@@ -135,6 +145,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   /** Node connections a config change retires, by generation: an admin undrain must not put them back to work. */
   readonly #retiring = new Map<string, number>();
   readonly #https: boolean;
+  /** What the listeners serve; a refresh swaps renewed certificates in. */
+  readonly certificates: ServedCertificates;
   #shuttingDown = false;
   #config: EdgeConfig;
   #shutdown: Promise<ShutdownReport> | undefined;
@@ -157,8 +169,10 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       this.logger.warn({ node, provider }, healthy ? 'provider health probe passes again' : 'provider health probe fails: out of rotation');
       this.events.publish({ type: healthy ? 'provider.healthy' : 'provider.unhealthy', provider, node });
     };
-    this.#https = clientHttpsMaterial(config.tls) !== undefined;
-    this.plane = createDataPath(config, this.driver, logger, (event) => this.#planeEvent(event));
+    const tls = startingTls(config);
+    this.certificates = new ServedCertificates(tls);
+    this.#https = tls.client !== undefined;
+    this.plane = createDataPath(config, tls, this.driver, logger, (event) => this.#planeEvent(event));
     this.events.onActiveChange = (active) => this.plane.setEventsActive(active);
     this.metrics = new EdgeMetrics({
       status: () => this.driver.status(),
@@ -170,6 +184,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       shuttingDown: () => this.shuttingDown,
       events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),
       tenantNames: () => tenantNamesOf(this.#config),
+      certificates: () => this.certificates.served(),
     });
     this.refresher = new ConfigRefresher(this, options.configFile, {
       refreshed: (result, origin) => this.#refreshed(result, origin),
@@ -243,6 +258,10 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return everywhere;
   }
 
+  setCertificates(tls: TlsMaterial): Promise<void> {
+    return this.plane.setCertificates(tls);
+  }
+
   refresh(request: RefreshRequest): Promise<RefreshResult> {
     return this.refresher.refresh(request);
   }
@@ -291,6 +310,9 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   #refreshed(result: RefreshResult, origin: string): void {
     this.metrics.refreshed(result.mode, result.status);
     const paths = result.changes.map((c) => c.path);
+    const renewed = result.certificates.filter((c) => c.changed);
+    if (result.status === 'applied' && renewed.length > 0) this.logger.info({ origin, certificates: renewed }, 'TLS certificates reloaded: new handshakes get them');
+    if (result.status === 'applied' && result.changes.length === 0) return;
     if (result.status === 'applied') {
       // config.applied went out when it was committed (#committed); this is the nodes' part.
       this.logger.info({ origin, configVersion: result.configVersion, notified: result.notified.map((n) => n.node), retired: result.retired, nodes: result.nodes }, 'config refresh: nodes answered');

@@ -11,6 +11,7 @@ import { foldMetrics, type FoldableMetric } from './metric-fold.js';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { EdgeConfig } from '../shared/config-types.js';
+import type { TlsMaterial } from '../shared/tls-material.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
 import { ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
@@ -138,6 +139,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   #config: EdgeConfig | undefined;
   #logLevel = 'info';
   #ports: PoolPorts | undefined;
+  #tls: TlsMaterial;
 
   readonly #driver: SchedulerDriver;
   readonly #logger: Logger;
@@ -149,12 +151,15 @@ export class WorkerPool implements DecisionHandler, DataPath {
     driver: SchedulerDriver,
     logger: Logger,
     onEvent: (event: WorkerEvent) => void,
+    /** What the listeners serve (read and checked on this thread); setCertificates replaces it. */
+    tls: TlsMaterial,
     /** The worker entry; a bench swaps in a synthetic load worker that speaks the same rings. */
     script: URL = IO_WORKER_SCRIPT,
   ) {
     this.#driver = driver;
     this.#logger = logger;
     this.#onEvent = onEvent;
+    this.#tls = tls;
     this.#script = script;
     const peerBytes = count <= 8 ? PEER_RING_BYTES : PEER_RING_BYTES_MANY;
     this.#peerBytes = peerBytes;
@@ -183,6 +188,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       index,
       count: this.count,
       config,
+      tls: this.#tls,
       httpPort,
       grpcPort,
       logLevel,
@@ -343,6 +349,12 @@ export class WorkerPool implements DecisionHandler, DataPath {
     this.#config = config;
     // A worker being replaced starts from #config: it has nothing to answer here.
     await this.callAll({ type: 'setConfig', config });
+  }
+
+  async setCertificates(tls: TlsMaterial): Promise<void> {
+    // A worker that replaces one later starts on it.
+    this.#tls = tls;
+    await this.callAll({ type: 'setCertificates', tls });
   }
 
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean {

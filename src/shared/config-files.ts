@@ -3,7 +3,7 @@
 // the absolute path (a check run from another directory says where it looked).
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { createSecureContext } from 'node:tls';
+import { caOk, keyPairOk } from './tls-material.js';
 
 /** The file's bytes, or undefined with a problem pushed. */
 export async function readNamedFile(problems: string[], path: string, file: string): Promise<Buffer | undefined> {
@@ -19,26 +19,11 @@ export async function readNamedFile(problems: string[], path: string, file: stri
 export async function checkKeyPair(problems: string[], path: string, certFile: string, keyFile: string): Promise<void> {
   const cert = await readNamedFile(problems, `${path}.cert_file`, certFile);
   const key = await readNamedFile(problems, `${path}.key_file`, keyFile);
-  if (cert === undefined || key === undefined) return;
-  try {
-    createSecureContext({ cert, key });
-  } catch (err) {
-    problems.push(`${path}: ${resolve(certFile)} and ${resolve(keyFile)} are not a certificate and its key: ${(err as Error).message}`);
-  }
+  if (cert !== undefined && key !== undefined) keyPairOk(problems, path, { cert, key }, { certFile, keyFile });
 }
 
 /** A CA file (`path` is its key): readable and holding a usable PEM certificate. */
 export async function checkCaFile(problems: string[], path: string, file: string): Promise<void> {
   const ca = await readNamedFile(problems, path, file);
-  if (ca === undefined) return;
-  // createSecureContext takes a CA file with no certificate in it without a word: look for one.
-  if (!ca.includes('-----BEGIN CERTIFICATE-----')) {
-    problems.push(`${path}: ${resolve(file)} holds no PEM certificate`);
-    return;
-  }
-  try {
-    createSecureContext({ ca });
-  } catch (err) {
-    problems.push(`${path}: ${resolve(file)}: ${(err as Error).message}`);
-  }
+  if (ca !== undefined) caOk(problems, path, ca, file);
 }

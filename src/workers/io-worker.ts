@@ -25,7 +25,7 @@ const post = (event: WorkerEvent): void => {
   const batch = runWire.encode(event.events);
   parentPort?.postMessage(batch, [batch.numbers.buffer]);
 };
-const plane = new LocalPlane(data.config, port, logger, post, data);
+const plane = new LocalPlane(data.config, data.tls, port, logger, post, data);
 // A stored Response learnt here is passed to every other worker through the pool (docs/architecture.md).
 plane.plane.onAffinity = (responseId, stored) => parentPort?.postMessage({ type: 'affinity', responseId, stored } satisfies AffinityMessage);
 // A2A tasks live in the worker that ran them; questions about them from other workers travel through the pool.
@@ -43,6 +43,9 @@ async function control(request: ControlRequest): Promise<unknown> {
       return plane.inspectHere();
     case 'setConfig':
       plane.setConfigHere(request.config);
+      return undefined;
+    case 'setCertificates':
+      plane.setCertificatesHere(request.tls);
       return undefined;
     case 'notifyNode':
       return plane.notifyNode(request.nodeId, request.changedPaths, request.configVersion);

@@ -4,6 +4,7 @@
 // main thread with the SchedulerDriver as its port; each I/O worker runs one
 // with a RemoteScheduler (records over SAB rings), so both modes share every
 // line of wiring here. It implements the DataPath the edge talks to.
+import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { DataPath, DataPathEvents, DataPathPorts } from '../contract/data-path.js';
 import type { EdgeEvent } from '../contract/events.js';
@@ -12,6 +13,7 @@ import type { SchedulerPort } from '../contract/scheduler-port.js';
 import type { SchedulerStatus } from '../contract/scheduler.js';
 import type { EdgeConfig } from '../shared/config-types.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
+import type { TlsMaterial } from '../shared/tls-material.js';
 import { DataPlane } from './data-plane.js';
 import { drainListener } from './drain.js';
 import { NodeGateway } from './grpc/node-gateway.js';
@@ -23,7 +25,7 @@ import { RUN_REPORT_DELAY_MS, RunForwarder } from './observe/run-forwarder.js';
 import { EdgeMetrics, ringFill } from './observe/metrics.js';
 import { PeerLinks } from './peer/peer-links.js';
 import { inspectPlane } from './plane-inspection.js';
-import { clientHttpsMaterial, nodeServerCredentials } from './tls.js';
+import { nodeServerCredentials, ReloadableServerCredentials } from './tls.js';
 
 /** An I/O worker's place among its peers: its index and the worker <-> worker rings. */
 export interface WorkerPlacement {
@@ -81,15 +83,20 @@ export class LocalPlane implements DataPath, EventSink {
   readonly #observer: PlaneObserver;
   #closing: Promise<void> | undefined;
 
-  constructor(config: EdgeConfig, port: SchedulerPort, logger: Logger, events: DataPathEvents, worker?: WorkerPlacement) {
+  /** The node listener's credentials; built at construction so that a reload before start is not lost. */
+  readonly #nodeCredentials: grpc.ServerCredentials;
+
+  /** `tls`: what the listeners serve, read and checked by the main thread (shared/tls-material.ts). */
+  constructor(config: EdgeConfig, tls: TlsMaterial, port: SchedulerPort, logger: Logger, events: DataPathEvents, worker?: WorkerPlacement) {
     this.#events = events;
+    this.#nodeCredentials = nodeServerCredentials(config.tls?.nodes, tls.nodes);
     this.#index = worker?.index ?? -1;
     this.#flags = new Int32Array(worker?.flags ?? new ArrayBuffer(4 * FLAG_COUNT));
     this.nodes = new NodeGateway(config, port, logger);
     this.#peers = worker === undefined ? undefined : new PeerLinks({ toPeer: worker.toPeer, fromPeer: worker.fromPeer }, this.nodes, port, logger);
     this.plane = new DataPlane(config, port, this.nodes, logger, { workerIndex: this.#index, peers: this.#peers, flags: this.#flags });
     this.#peers?.setMaxTunnelsPerNode(this.plane.tunnelLimit);
-    this.client = new ClientServer(config, this.plane, clientHttpsMaterial(config.tls));
+    this.client = new ClientServer(config, this.plane, tls.client);
     this.metrics = new EdgeMetrics(
       {
         status: () => EMPTY_STATUS,
@@ -125,7 +132,7 @@ export class LocalPlane implements DataPath, EventSink {
   /** In a worker, `shared` ports: every worker listens on the same ones (SO_REUSEPORT). */
   async start(config: EdgeConfig, _logLevel: string, ports?: DataPathPorts): Promise<DataPathPorts> {
     this.#peers?.run();
-    const credentials = nodeServerCredentials(config.tls);
+    const credentials = this.#nodeCredentials;
     const grpcPort = ports === undefined ? await this.nodes.listen(config.grpc.host, config.grpc.port, credentials) : await this.nodes.listenShared(config.grpc.host, ports.grpcPort, credentials);
     try {
       const httpPort = ports === undefined ? await this.client.listen(config.http.host, config.http.port) : await this.client.listen(config.http.host, ports.httpPort, true);
@@ -148,6 +155,17 @@ export class LocalPlane implements DataPath, EventSink {
     this.plane.setConfig(config);
     this.client.setConfig(config);
     this.#peers?.setMaxTunnelsPerNode(this.plane.tunnelLimit);
+  }
+
+  setCertificates(tls: TlsMaterial): Promise<void> {
+    this.setCertificatesHere(tls);
+    return Promise.resolve();
+  }
+
+  /** This thread's listeners serve `tls` to every handshake from now on (an I/O worker's answer to the pool's setCertificates). */
+  setCertificatesHere(tls: TlsMaterial): void {
+    if (tls.client !== undefined) this.client.setCertificate(tls.client);
+    if (tls.nodes !== undefined && this.#nodeCredentials instanceof ReloadableServerCredentials) this.#nodeCredentials.reload(tls.nodes);
   }
 
   setEventsActive(active: boolean): void {

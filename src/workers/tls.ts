@@ -1,44 +1,44 @@
-// TLS material for the edge's two listeners, read from the files the config
-// names. Read once at start (a certificate change needs a restart): a
-// missing or unreadable file fails the start with the config path in it.
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { StartError } from '../shared/start-error.js';
+// TLS on the edge's two listeners, from the material the main thread read
+// and checked (shared/tls-material.ts). Both listeners take new material
+// while they run: it serves every handshake from then on, and connections
+// already open keep the certificate they were made with.
 import * as grpc from '@grpc/grpc-js';
-import type { TlsConfig } from '../shared/config-types.js';
-
-export interface HttpsMaterial {
-  readonly key: Buffer;
-  readonly cert: Buffer;
-}
-
-function read(path: string, file: string): Buffer {
-  try {
-    return readFileSync(file);
-  } catch (err) {
-    throw new StartError(`${path}: cannot read ${resolve(file)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-}
-
-/** Key and certificate for the client listener, or undefined for plain HTTP. */
-export function clientHttpsMaterial(tls: TlsConfig | undefined): HttpsMaterial | undefined {
-  const client = tls?.client;
-  if (client === undefined) return undefined;
-  return { key: read('tls.client.key_file', client.keyFile), cert: read('tls.client.cert_file', client.certFile) };
-}
+import type { SecureContextOptions } from 'node:tls';
+import type { NodeTlsConfig } from '../shared/config-types.js';
+import type { NodeTlsMaterial } from '../shared/tls-material.js';
 
 /**
  * Credentials for the node listener: plaintext, TLS, or mutual TLS (node
  * certificates must chain to client_ca_file; with require_client_cert a node
  * without one is refused during the handshake, before any message).
  */
-export function nodeServerCredentials(tls: TlsConfig | undefined): grpc.ServerCredentials {
-  const nodes = tls?.nodes;
-  if (nodes === undefined) return grpc.ServerCredentials.createInsecure();
-  const ca = nodes.clientCaFile === undefined ? null : read('tls.nodes.client_ca_file', nodes.clientCaFile);
-  return grpc.ServerCredentials.createSsl(
-    ca,
-    [{ private_key: read('tls.nodes.key_file', nodes.keyFile), cert_chain: read('tls.nodes.cert_file', nodes.certFile) }],
-    nodes.requireClientCert,
-  );
+export function nodeServerCredentials(config: NodeTlsConfig | undefined, material: NodeTlsMaterial | undefined): grpc.ServerCredentials {
+  if (config === undefined || material === undefined) return grpc.ServerCredentials.createInsecure();
+  return new ReloadableServerCredentials(config.requireClientCert, material);
+}
+
+/**
+ * grpc-js's createSsl with a way to swap the certificate: grpc-js hands the
+ * new options to every server built from these credentials, which calls
+ * setSecureContext. The material was checked on the main thread already, so
+ * the swap cannot fail there (grpc-js would then refuse every connection).
+ */
+export class ReloadableServerCredentials extends grpc.ServerCredentials {
+  constructor(requireClientCert: boolean, material: NodeTlsMaterial) {
+    // As createSsl: client certificates are asked for only when they are required.
+    super({ requestCert: requireClientCert }, contextOptions(material));
+  }
+
+  reload(material: NodeTlsMaterial): void {
+    this.updateSecureContextOptions(contextOptions(material));
+  }
+
+  _equals(other: grpc.ServerCredentials): boolean {
+    return other === this;
+  }
+}
+
+function contextOptions(material: NodeTlsMaterial): SecureContextOptions {
+  // Buffers: a structured clone from the main thread arrives as a plain Uint8Array.
+  return { cert: [Buffer.from(material.cert)], key: [Buffer.from(material.key)], ...(material.ca === null ? {} : { ca: Buffer.from(material.ca) }) };
 }

@@ -16,6 +16,8 @@ export interface TestPki {
   readonly rogueCaCert: string;
   readonly rogueClientCert: string;
   readonly rogueClientKey: string;
+  /** Another server certificate for 127.0.0.1/localhost from the same CA (a renewal): its own key, a new serial, valid `days`. */
+  issueServer(name: string, days: number): { readonly cert: string; readonly key: string };
   remove(): void;
 }
 
@@ -39,17 +41,19 @@ function makeCa(dir: string, name: string): void {
     '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
 }
 
-function makeLeaf(dir: string, name: string, ca: string, cn: string, ext: string): void {
+function makeLeaf(dir: string, name: string, ca: string, cn: string, ext: string, days = 1): void {
   writeFileSync(join(dir, `${name}.ext`), ext);
   openssl(dir, ['req', ...EC, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`]);
-  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', `${name}.ext`]);
+  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${name}.crt`, '-days', String(days), '-extfile', `${name}.ext`]);
 }
+
+const SERVER_EXT = 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n';
 
 export function makeTestPki(): TestPki {
   const dir = mkdtempSync(join(tmpdir(), 'edge-pki-'));
   makeCa(dir, 'ca');
   makeCa(dir, 'rogue-ca');
-  makeLeaf(dir, 'server', 'ca', 'localhost', 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  makeLeaf(dir, 'server', 'ca', 'localhost', SERVER_EXT);
   makeLeaf(dir, 'client', 'ca', 'gpu-1', 'extendedKeyUsage=clientAuth\n');
   makeLeaf(dir, 'rogue-client', 'rogue-ca', 'gpu-1', 'extendedKeyUsage=clientAuth\n');
   const p = (f: string): string => join(dir, f);
@@ -63,6 +67,10 @@ export function makeTestPki(): TestPki {
     rogueCaCert: p('rogue-ca.crt'),
     rogueClientCert: p('rogue-client.crt'),
     rogueClientKey: p('rogue-client.key'),
+    issueServer: (name, days) => {
+      makeLeaf(dir, name, 'ca', 'localhost', SERVER_EXT, days);
+      return { cert: p(`${name}.crt`), key: p(`${name}.key`) };
+    },
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -18,7 +18,10 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^bootstrap\./, mutable: false, effect: 'the bootstrap listener is bound and its artifacts read at start' },
   { pattern: /^nodes\[[^\]]*\]\.labels$/, mutable: true, effect: 'node references and status use the new labels at once' },
   { pattern: /^resilience\./, mutable: false, effect: 'the outlier and overload policies are built at start' },
-  { pattern: /^tls\./, mutable: false, effect: 'certificates are loaded when the listeners are bound' },
+  // Every refresh re-reads the certificate files (a renewal in place needs no config change); new paths are read the same way.
+  { pattern: /^tls\.(client|nodes)\.(cert_file|key_file)$/, mutable: true, effect: 'the files are read and checked; new TLS handshakes get the new certificate, open connections keep theirs' },
+  { pattern: /^tls\.nodes\.client_ca_file$/, mutable: true, effect: 'the CA is read and checked; node handshakes from now on are verified against it, connected nodes stay' },
+  { pattern: /^tls\./, mutable: false, effect: 'TLS on or off, and whether node certificates are required, are fixed when the listeners are bound' },
   { pattern: /^limits\.body_bytes$/, mutable: false, effect: 'the HTTP body limit is compiled into the client listener' },
   { pattern: /^limits\.max_header_bytes$/, mutable: false, effect: 'the HTTP header limit is an option of the bound client listener' },
   { pattern: /^limits\.request_timeout_ms$/, mutable: false, effect: 'the request timeout is an option of the bound client listener' },

@@ -9,6 +9,9 @@
 // node timeout) for every answer: applied, restart_required, failed,
 // unsupported or timeout. The commit is never rolled back for an answer:
 // the edge's snapshot is the edge's, and a node that failed is reported.
+// Every refresh also re-reads the certificate files tls names: files that do
+// not load reject it, and an apply swaps in any that changed, so a renewed
+// certificate goes live on SIGHUP with no config change at all.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { EdgeConfig } from '../../shared/config-types.js';
@@ -16,6 +19,8 @@ import { DEFAULT_COMMAND_DEADLINE_MS, type NodeCommandResult } from '../../share
 import { ConfigError } from '../../shared/config-reader.js';
 import { parseEdgeConfig, parseEdgeConfigText } from '../config.js';
 import { pathsByNode } from './concern.js';
+import { readTlsMaterial, type TlsMaterial } from '../../shared/tls-material.js';
+import type { CertificateReport, ServedCertificates } from './certificates.js';
 import { diffConfigs, type ConfigChange } from './diff.js';
 import { ruleFor } from './mutability.js';
 
@@ -66,6 +71,12 @@ export interface RefreshResult {
   readonly retired: readonly string[];
   /** Each notified node's answer to refresh_config (apply only). */
   readonly nodes: readonly NodeRefreshResult[];
+  /**
+   * Each TLS listener's certificate as the candidate's files hold it, and
+   * whether it differs from the one served: an apply swaps a changed one in
+   * (a renewal written over the same files counts), with or without config changes.
+   */
+  readonly certificates: readonly CertificateReport[];
 }
 
 /** What the refresher needs from the running edge. */
@@ -80,6 +91,10 @@ export interface RefreshTarget {
   notifyNode(nodeId: string, changedPaths: readonly string[], configVersion: number): boolean;
   /** No new requests for the node's session; close it once its open ones finish. False: it had no session to retire. */
   retireNode(nodeId: string, reason: string): boolean;
+  /** What the listeners serve; absent: a refresh reads no TLS files. */
+  readonly certificates?: ServedCertificates;
+  /** Every listener serves `tls` to new handshakes; resolves once every thread has it. */
+  setCertificates?(tls: TlsMaterial): Promise<void>;
   /** Sends a node command and resolves with its answer (never rejects); absent: nodes are only notified. */
   commandNode?(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult>;
 }
@@ -135,6 +150,17 @@ export class ConfigRefresher {
       const reasons = err instanceof ConfigError ? err.problems : [(err as Error).message];
       return this.#report(this.#rejected(request.mode, noSource ? 'no_config_source' : 'invalid_config', reasons, []), origin);
     }
+    // The files tls names, read again even when their paths did not change: a renewal rewrites them in place.
+    let tls: TlsMaterial | undefined;
+    let certificates: CertificateReport[] = [];
+    const served = this.#target.certificates;
+    if (served !== undefined) {
+      const problems: string[] = [];
+      tls = await readTlsMaterial(candidate.tls, problems);
+      if (tls === undefined) return this.#report(this.#rejected(request.mode, 'invalid_config', problems, []), origin);
+      certificates = served.compare(tls);
+    }
+    const renewed = tls !== undefined && certificates.some((c) => c.changed) ? tls : undefined;
     const current = this.#target.config;
     const changes = withAuthGuard(diffConfigs(current, candidate).map(classify), current, candidate);
     const restart = changes.filter((c) => !c.mutable);
@@ -147,13 +173,27 @@ export class ConfigRefresher {
           applicable: restart.length === 0,
           changes,
           reasons,
+          certificates,
         },
         origin,
       );
     }
-    if (restart.length > 0) return this.#report(this.#rejected('apply', 'restart_required', reasons, changes), origin);
-    if (changes.length === 0) return this.#report({ ...this.#empty('apply', 'unchanged'), applicable: true }, origin);
-    return this.#report(await this.#commit(current, candidate, changes, request.nodeTimeoutMs ?? DEFAULT_COMMAND_DEADLINE_MS, origin), origin);
+    if (restart.length > 0) return this.#report({ ...this.#rejected('apply', 'restart_required', reasons, changes), certificates }, origin);
+    if (changes.length === 0 && renewed === undefined) return this.#report({ ...this.#empty('apply', 'unchanged'), applicable: true, certificates }, origin);
+    // Certificates first: a changed path and the file it names go live together, before the nodes are told.
+    const swapped = renewed === undefined ? undefined : await this.#swapCertificates(renewed, served);
+    const swapReasons = swapped === undefined ? [] : [swapped];
+    if (changes.length === 0) return this.#report({ ...this.#empty('apply', 'applied'), applicable: true, certificates, reasons: swapReasons }, origin);
+    const result = await this.#commit(current, candidate, changes, request.nodeTimeoutMs ?? DEFAULT_COMMAND_DEADLINE_MS, origin);
+    return this.#report({ ...result, certificates, reasons: [...swapReasons, ...result.reasons] }, origin);
+  }
+
+  /** Every thread serves `tls`; undefined once all have, else why not (a reason for the answer). */
+  async #swapCertificates(tls: TlsMaterial, served: ServedCertificates | undefined): Promise<string | undefined> {
+    const everywhere = this.#target.setCertificates?.(tls) ?? Promise.resolve();
+    const late = await settledWithin(everywhere, WORKERS_ACK_MS, 'the certificates');
+    served?.commit(tls);
+    return late;
   }
 
   async #commit(current: EdgeConfig, candidate: EdgeConfig, changes: readonly ClassifiedChange[], nodeTimeoutMs: number, origin: string): Promise<RefreshResult> {
@@ -187,7 +227,7 @@ export class ConfigRefresher {
         if (this.#target.retireNode(entry[1], 'removed from the config')) retired.push(entry[1]);
       }
     }
-    const threads = await settledWithin(everywhere, WORKERS_ACK_MS);
+    const threads = await settledWithin(everywhere, WORKERS_ACK_MS, 'the config');
     const nodes = await this.#askNodes(notified, version, nodeTimeoutMs, new Set(retired));
     // A concerned node with no connection is reported, not skipped: the operator sees it was not told.
     for (const node of offline) {
@@ -221,7 +261,7 @@ export class ConfigRefresher {
   }
 
   #empty(mode: RefreshMode, status: RefreshResult['status']): RefreshResult {
-    return { mode, status, rejection: null, sourceDigest: this.#sourceDigest, applicable: false, configVersion: this.#version, changes: [], reasons: [], notified: [], retired: [], nodes: [] };
+    return { mode, status, rejection: null, sourceDigest: this.#sourceDigest, applicable: false, configVersion: this.#version, changes: [], reasons: [], notified: [], retired: [], nodes: [], certificates: [] };
   }
 
   #rejected(mode: RefreshMode, rejection: NonNullable<RefreshResult['rejection']>, reasons: readonly string[], changes: readonly ClassifiedChange[]): RefreshResult {
@@ -244,9 +284,9 @@ class NoConfigSource extends Error {
 const WORKERS_ACK_MS = 5_000;
 
 /** undefined once `swap` resolved within `ms`; else why not (a reason for the answer). */
-function settledWithin(swap: Promise<void>, ms: number): Promise<string | undefined> {
+function settledWithin(swap: Promise<void>, ms: number, what: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(`not every I/O worker had taken the config after ${ms} ms; each swaps it when it reads the pool's message`), ms);
+    const timer = setTimeout(() => resolve(`not every I/O worker had taken ${what} after ${ms} ms; each swaps it when it reads the pool's message`), ms);
     swap.then(
       () => {
         clearTimeout(timer);
@@ -254,7 +294,7 @@ function settledWithin(swap: Promise<void>, ms: number): Promise<string | undefi
       },
       (err: unknown) => {
         clearTimeout(timer);
-        resolve(`the config did not reach every I/O worker: ${(err as Error).message}; one replaced later starts on it`);
+        resolve(`${what} did not reach every I/O worker: ${(err as Error).message}; one replaced later starts on it`);
       },
     );
   });

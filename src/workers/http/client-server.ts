@@ -6,7 +6,7 @@
 // fields in that same scan, and handed to the data plane with the response.
 // Errors are in the route's own format (api-routes.ts).
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { EdgeConfig } from '../../shared/config-types.js';
@@ -17,7 +17,7 @@ import { Api } from '../../shared/endpoints.js';
 import { isResponseId } from './response-affinity.js';
 import type { DataPlane } from '../data-plane.js';
 import { limitsOf } from '../../shared/config-hardening.js';
-import type { HttpsMaterial } from '../tls.js';
+import type { KeyPairMaterial } from '../../shared/tls-material.js';
 import { ApiKeyState, ClientAuth } from './client-auth.js';
 import { onClientError, type RefusalCounter } from './client-errors.js';
 import { inspectBody, type InspectError, type InspectOk, type InspectResult } from './inspect.js';
@@ -113,12 +113,14 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** The lean HTTP/1.1 connections (lean-http1.ts); undefined with listen.http.lean_http1 false. */
   #lean: LeanHttp1 | undefined;
   readonly #leanHttp1: boolean;
+  /** The client listener when it speaks TLS (its certificate can be swapped). */
+  #tlsServer: HttpsServer | undefined;
   /** limits.request_timeout_ms: fixed with the listener. */
   readonly #requestTimeoutMs: number;
   /** Agent Cards and the A2A JSON-RPC endpoints (src/workers/a2a/). */
   readonly a2a: A2ASurface;
 
-  constructor(config: EdgeConfig, plane: DataPlane, https?: HttpsMaterial) {
+  constructor(config: EdgeConfig, plane: DataPlane, https?: KeyPairMaterial) {
     this.#plane = plane;
     this.#leanHttp1 = config.http.leanHttp1 !== false;
     // maxHeaderSize makes Node refuse an oversized head; onClientError answers it as 431 in OpenAI's format.
@@ -228,13 +230,19 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     await this.#offloadPool?.close();
   }
 
-  #createServer(fastifyHandler: RequestListener, options: ServerOptions, https: HttpsMaterial | undefined): Server {
+  /** Serves `pair` to every TLS handshake from now on; open connections keep theirs. A no-op on plain HTTP. */
+  setCertificate(pair: KeyPairMaterial): void {
+    this.#tlsServer?.setSecureContext({ cert: Buffer.from(pair.cert), key: Buffer.from(pair.key) });
+  }
+
+  #createServer(fastifyHandler: RequestListener, options: ServerOptions, https: KeyPairMaterial | undefined): Server {
     const listener: RequestListener = (request, response) => {
       // node:http's own requests (the lean connection's are not here): the same deadline on a stuck last write.
       if (this.flushTimeoutMs > 0) watchLastWrite(response, this);
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
     };
-    const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ ...https, ...options }, listener);
+    const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ cert: Buffer.from(https.cert), key: Buffer.from(https.key), ...options }, listener);
+    if (https !== undefined) this.#tlsServer = server as HttpsServer;
     // Expect: 100-continue (curl sends it for bodies over 1 MB): node:http would invite every body at once.
     // One refused from its head (no valid key, over the body limit) gets its answer instead, and the connection closes.
     server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {

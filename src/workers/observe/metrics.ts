@@ -47,6 +47,8 @@ export interface MetricsSource {
   tenantNames?(): ReadonlyMap<number, string>;
   /** The client listener's lean HTTP/1.1 connection (a data path's own metrics only). */
   lean?(): LeanStats;
+  /** Each TLS listener's served certificate (the main thread's metrics only). */
+  certificates?(): ReadonlyMap<string, { readonly notAfterMs: number }>;
 }
 
 /** The fill of the fullest of `rings` (0 for none). */
@@ -94,6 +96,12 @@ export class EdgeMetrics {
   readonly #dropped = new Counter({ name: 'edge_events_dropped_total', help: 'Events lost because a subscriber read too slowly', registers: [this.registry] });
   readonly #configVersion = new Gauge({ name: 'edge_config_version', help: 'Version of the running config snapshot (1 at start, +1 per applied change)', registers: [this.registry] });
   readonly #refreshes = new Counter({ name: 'edge_config_refreshes_total', help: 'Config refresh requests by mode and result', labelNames: ['mode', 'status'] as const, registers: [this.registry] });
+  readonly #certificateExpiry = new Gauge({
+    name: 'edge_tls_certificate_expiry_timestamp_seconds',
+    help: 'When the certificate each TLS listener serves expires (Unix time); a refresh or SIGHUP swaps in renewed files',
+    labelNames: ['listener'] as const,
+    registers: [this.registry],
+  });
   readonly #shuttingDown = new Gauge({ name: 'edge_shutting_down', help: '1 while the edge drains before exit', registers: [this.registry] });
 
   readonly #tokens = new Counter({ name: 'edge_stream_tokens_total', help: 'Tokens reported in the usage of completed responses (the final SSE chunk, or the tail of a JSON body), by model alias and kind', labelNames: ['model', 'kind'] as const, registers: [this.registry] });
@@ -329,6 +337,11 @@ export class EdgeMetrics {
     this.#ringOccupancy.set(this.#source.ringOccupancy());
     this.#configVersion.set(this.#source.configVersion());
     this.#shuttingDown.set(this.#source.shuttingDown() ? 1 : 0);
+    const certificates = this.#source.certificates?.();
+    if (certificates !== undefined) {
+      this.#certificateExpiry.reset();
+      for (const [listener, { notAfterMs }] of certificates) if (Number.isFinite(notAfterMs)) this.#certificateExpiry.set({ listener }, notAfterMs / 1000);
+    }
   }
 }
 
