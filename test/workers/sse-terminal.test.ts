@@ -43,3 +43,12 @@ test('Responses: completed, failed or incomplete in the head of the last event, 
   ])
     assert.ok(!endsWithResponseTerminal(b(no)), no.slice(0, 60));
 });
+
+test('Responses: events framed with CRLF or CR line ends (the SSE spec allows both; sse-starlette sends CRLF)', () => {
+  const two = 'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","delta":"a"}\n\nevent: response.completed\ndata: {"type":"response.completed"}\n\n';
+  const reversed = 'event: response.completed\ndata: {}\n\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1"}\n\n';
+  for (const eol of ['\r\n', '\r']) {
+    assert.ok(endsWithResponseTerminal(b(two.replaceAll('\n', eol))), `completed after a delta, ${JSON.stringify(eol)}`);
+    assert.ok(!endsWithResponseTerminal(b(reversed.replaceAll('\n', eol))), `a delta after completed, ${JSON.stringify(eol)}`);
+  }
+});

@@ -7,13 +7,14 @@
 // the last event of a chunk that ends at an event's end, so it runs per
 // relayed chunk; only Responses looks back for the event's start.
 
+import { lastEventEnd } from './sse-events.js';
+
 const LF = 10;
 const CR = 13;
 const DONE = Buffer.from('[DONE]');
 const MESSAGE_STOP = Buffer.from('message_stop');
 /** The name each terminal Responses event has, as its `event:` line and its `"type"` both carry it. */
 const RESPONSE_TERMINALS = [Buffer.from('response.completed'), Buffer.from('response.failed'), Buffer.from('response.incomplete')];
-const BLANK_LINE = Buffer.from('\n\n');
 /** How far into an event its name is: `event: response.incomplete\n` or `data: {"type":"response.incomplete"`. */
 const EVENT_HEAD_BYTES = 64;
 
@@ -67,8 +68,8 @@ export function endsWithResponseTerminal(out: Uint8Array): boolean {
   const end = contentEnd(out);
   if (end === 0) return false;
   const buffer = asBuffer(out);
-  const blank = buffer.lastIndexOf(BLANK_LINE, end - 1);
-  const start = blank < 0 ? 0 : blank + 2;
+  // The last event starts past the blank line before it, however its lines end (LF, CRLF, CR).
+  const start = lastEventEnd(buffer.subarray(0, end));
   const headEnd = Math.min(end, start + EVENT_HEAD_BYTES);
   for (const name of RESPONSE_TERMINALS) {
     const at = buffer.indexOf(name, start);
