@@ -48,6 +48,11 @@ export interface PlanePlacement {
 
 
 /** What to do when a requeue is refused: fail with the tunnel's error, or 503 node_overloaded. */
+/** What a requeue's retry says: why, and where it failed (taken before the exchange moves on). */
+function retryOf(reason: string, providerId: string, exchange: ProxyExchange): RequeueFallback['retry'] {
+  return { reason, providerId, nodeId: exchange.grant?.nodeId ?? null };
+}
+
 interface RequeueFallback {
   readonly code: string;
   readonly message: string;
@@ -55,6 +60,10 @@ interface RequeueFallback {
   readonly grant: Grant | undefined;
   readonly session: TunnelHost | undefined;
   readonly tunnelId: number;
+  /** The retry as the metrics and the run record tell it, once the scheduler took the requeue (a refused one was no retry). */
+  readonly retry: { readonly reason: string; readonly providerId: string; readonly nodeId: string | null };
+  /** Told already (confirmRetry). */
+  told: boolean;
 }
 const OVERLOADED = 'node_overloaded';
 /** The provider answered 429/503: the request went back to the queue at its place. */
@@ -294,6 +303,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.queueUpdates = undefined;
       exchange.sendQueueDone(grant.queuedMs + exchange.retryWaitMs);
     }
+    if (this.#fallbacks.size > 0) this.#confirmRetry(exchange);
     let session: TunnelHost;
     if (nodeWorker < 0 || nodeWorker === this.#workerIndex || this.#peers === undefined) {
       // Pre-send fence where the session lives: the lease must belong to the node's current connection.
@@ -364,8 +374,15 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {
     const exchange = this.#pending.get(requestId);
-    this.#fallbacks.delete(requestId);
-    if (!exchange) return;
+    if (!exchange) {
+      this.#fallbacks.delete(requestId);
+      return;
+    }
+    // Rejected from the queue a requeue put it back in: that requeue happened.
+    if (this.#fallbacks.size > 0) {
+      this.#confirmRetry(exchange);
+      this.#fallbacks.delete(requestId);
+    }
     if (code === 'too_many_concurrent_requests') {
       this.#keyLimited(exchange, retryAfterSec);
       return;
@@ -381,8 +398,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const exchange = this.#pending.get(requestId);
     if (exchange !== undefined && exchange.state === 'admitting' && !exchange.retried) {
       exchange.retried = true;
-      this.#fallbacks.set(requestId, { code: STALE, message: '', grant: undefined, session: undefined, tunnelId: 0 });
-      this.#observeRetry(exchange, STALE, '');
+      this.#fallbacks.set(requestId, { code: STALE, message: '', grant: undefined, session: undefined, tunnelId: 0, retry: retryOf(STALE, '', exchange), told: false });
       exchange.retriedAt(performance.now());
       this.#driver.requeue(leaseId, admitRequestOf(exchange), '');
       return;
@@ -460,7 +476,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   cancelAdmission(exchange: ProxyExchange): void {
     this.#pending.delete(exchange.requestId);
-    if (this.#fallbacks.size > 0) this.#fallbacks.delete(exchange.requestId);
+    if (this.#fallbacks.size > 0) {
+      this.#confirmRetry(exchange);
+      this.#fallbacks.delete(exchange.requestId);
+    }
     if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
     this.#driver.cancel(exchange.requestId);
   }
@@ -474,8 +493,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const grant = exchange.grant;
     if (exchange.retried || exchange.state !== 'dispatched' || grant === undefined || !(exchange.adapter === 'cli' ? CLI_RETRY_BEFORE_FIRST_BYTE : RETRY_BEFORE_FIRST_BYTE).has(code)) return false;
     exchange.retried = true;
-    this.#fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId });
-    this.#observeRetry(exchange, code, grant.providerId);
+    this.#fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId, retry: retryOf(code, grant.providerId, exchange), told: false });
     // Admitting again before the call: the new grant may be delivered from inside it.
     this.#undispatch(exchange);
     exchange.retriedAt(performance.now());
@@ -499,8 +517,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (exchange.state !== 'dispatched' || grant === undefined || exchange.overloadRequeues >= limit) return false;
     exchange.overloadRequeues++;
     exchange.session?.cancelTunnel(exchange.tunnelId, 'provider overloaded; the request went back to the queue');
-    this.#fallbacks.set(exchange.requestId, { code: PROVIDER_OVERLOADED, message: '', grant: undefined, session: undefined, tunnelId: 0 });
-    this.#observeRetry(exchange, PROVIDER_OVERLOADED, grant.providerId);
+    this.#fallbacks.set(exchange.requestId, { code: PROVIDER_OVERLOADED, message: '', grant: undefined, session: undefined, tunnelId: 0, retry: retryOf(PROVIDER_OVERLOADED, grant.providerId, exchange), told: false });
     this.#undispatch(exchange);
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, retryAfterMs }, 'provider overloaded before the first byte; back in the queue');
     this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, false, { retryAfterMs });
@@ -521,8 +538,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.retried = true;
       // Refused at its first grant (before exchange.grant was set): the record and the metrics name this provider alike.
       exchange.triedProviderId = grant.providerId;
-      this.#fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0 });
-      this.#observeRetry(exchange, 'node_overloaded', grant.providerId);
+      this.#fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0, retry: { reason: OVERLOADED, providerId: grant.providerId, nodeId: grant.nodeId }, told: false });
       exchange.retriedAt(performance.now());
       this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
       return;
@@ -596,9 +612,19 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     }
   }
 
-  #observeRetry(exchange: ProxyExchange, code: string, providerId: string): void {
+  /**
+   * The scheduler took the exchange's requeue (a grant, a later rejection, or
+   * the client leaving the queue followed it): only now is it a retry, in
+   * edge_retries_total and as run.requeued. A refused requeue (no other
+   * candidate: onRequeueRefused) fails with the first error and is neither.
+   */
+  #confirmRetry(exchange: ProxyExchange): void {
+    const fallback = this.#fallbacks.get(exchange.requestId);
+    if (fallback === undefined || fallback.told) return;
+    fallback.told = true;
+    const { reason, providerId, nodeId } = fallback.retry;
     try {
-      this.#observer.exchangeRetried(exchange, code, providerId);
+      this.#observer.exchangeRetried(exchange, reason, providerId, nodeId);
     } catch (err) {
       this.logger.error({ err, runId: exchange.runId }, 'exchange observer failed');
     }
@@ -678,7 +704,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       clearInterval(exchange.queueUpdates);
       exchange.queueUpdates = undefined;
     }
-    if (this.#fallbacks.size > 0) this.#fallbacks.delete(exchange.requestId);
+    if (this.#fallbacks.size > 0) {
+      this.#confirmRetry(exchange);
+      this.#fallbacks.delete(exchange.requestId);
+    }
     this.releaseKeyOf(exchange);
   }
 

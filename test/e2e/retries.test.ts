@@ -18,6 +18,7 @@ import { assertOwnStream } from '../helpers/identity.js';
 import { inFlight, openExchanges, startRegisteredAgent, testWorkers, waitUntil } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 import { sample } from '../main/admin/ops-stack.js';
+import type { Subscription } from '../../src/main/events/event-bus.js';
 
 const ALIAS = 'llama3';
 
@@ -130,6 +131,49 @@ describe('retry before the first byte', () => {
     // The body went to a node twice, and the byte counter says so.
     const sent = mocks.slice(0, 2).reduce((sum, m) => sum + (m.requestLog.at(-1)?.body?.length ?? 0), 0);
     assert.equal(sample(await current.edge.scrapeMetrics(), 'edge_tunnel_bytes_total', { direction: 'to_node' }), sent);
+  });
+
+  test('a retry is counted only when there was one: with no other provider the failure is the answer, no edge_retries_total, no run.requeued', async () => {
+    current = await fleet([mocks[0].url]);
+    const edge = current.edge;
+    const events: string[] = [];
+    const subscription = edge.events.subscribe({
+      readable(sub: Subscription) {
+        for (let e = sub.shift(); e !== undefined; e = sub.shift()) events.push(e.event.type);
+      },
+    });
+    try {
+      const res = await chat(edge, { 'x-mock-fail': 'reset-before-headers' });
+      assert.equal(res.status, 502);
+      await res.arrayBuffer();
+      await settled(edge);
+      await waitUntil(() => events.includes('run.finished'), 'the run to finish');
+      assert.equal(events.includes('run.requeued'), false, events.join(' > '));
+      assert.equal(sample(await edge.scrapeMetrics(), 'edge_retries_total') ?? 0, 0, 'no retry was made, so none is counted');
+    } finally {
+      edge.events.unsubscribe(subscription);
+    }
+    await current.close();
+    // Two providers: the one retry there was, counted once, and the run says it went back to the queue.
+    current = await fleet([mocks[0].url, mocks[1].url]);
+    const two = current.edge;
+    events.length = 0;
+    const second = two.events.subscribe({
+      readable(sub: Subscription) {
+        for (let e = sub.shift(); e !== undefined; e = sub.shift()) events.push(e.event.type);
+      },
+    });
+    try {
+      const res = await chat(two, { 'x-mock-fail': 'reset-before-headers' });
+      assert.equal(res.status, 502);
+      await res.arrayBuffer();
+      await settled(two);
+      await waitUntil(() => events.includes('run.finished'), 'the run to finish');
+      assert.deepEqual(events.filter((e) => e === 'run.requeued' || e === 'run.dispatched'), ['run.dispatched', 'run.requeued', 'run.dispatched']);
+      assert.equal(sample(await two.scrapeMetrics(), 'edge_retries_total', { reason: 'upstream_reset', provider: 'a' }), 1);
+    } finally {
+      two.events.unsubscribe(second);
+    }
   });
 
   test('a request a failure sent back to the queue, abandoned there, is counted under the provider its run record names', async () => {

@@ -113,10 +113,9 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     this.#metrics.stalledCut();
   }
 
-  exchangeRetried(exchange: ExchangeView, code: string, providerId: string): void {
+  exchangeRetried(exchange: ExchangeView, code: string, providerId: string, nodeId: string | null): void {
     this.#metrics.retried(code, providerId);
-    const node = exchange.grant?.nodeId;
-    this.#runs.run({ type: 'run.requeued', runId: exchange.runId, model: exchange.info.model, reason: code, node: node ?? null, provider: providerId === '' ? null : providerId, at: Date.now() });
+    this.#runs.run({ type: 'run.requeued', runId: exchange.runId, model: exchange.info.model, reason: code, node: nodeId, provider: providerId === '' ? null : providerId, at: Date.now() });
   }
 
   // --- NodeObserver ----------------------------------------------------------------

@@ -58,8 +58,8 @@ export interface ExchangeObserver {
   exchangeFinished(exchange: ExchangeView, outcome: string): void;
   /** Refused before an exchange existed (unknown model, shutting down). */
   requestRefused(code: string): void;
-  /** Failed before its first byte on `providerId` (`code`: why) and re-queued for another. */
-  exchangeRetried(exchange: ExchangeView, code: string, providerId: string): void;
+  /** Failed before its first byte on `providerId` of `nodeId` (`code`: why) and re-queued: said once the scheduler took the requeue. */
+  exchangeRetried(exchange: ExchangeView, code: string, providerId: string, nodeId: string | null): void;
   /** A client connection was cut: its response's bytes made no progress for idle_timeout_ms (it stopped reading). */
   clientStalled(): void;
 }
