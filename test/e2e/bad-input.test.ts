@@ -148,24 +148,44 @@ describe('HTTP bad-input corpus', () => {
     });
   }
 
-  const ROUTES: [method: string, path: string, status: number, code: string][] = [
-    ['GET', '/v1/chat/completions', 405, 'method_not_allowed'],
-    ['PUT', '/v1/completions', 405, 'method_not_allowed'],
-    ['DELETE', '/v1/embeddings', 405, 'method_not_allowed'],
-    ['POST', '/v1/models', 405, 'method_not_allowed'],
+  const ROUTES: [method: string, path: string, status: number, code: string, allow?: string][] = [
+    ['GET', '/v1/chat/completions', 405, 'method_not_allowed', 'POST'],
+    ['PUT', '/v1/completions', 405, 'method_not_allowed', 'POST'],
+    ['DELETE', '/v1/embeddings', 405, 'method_not_allowed', 'POST'],
+    ['POST', '/v1/models', 405, 'method_not_allowed', 'GET, HEAD'],
+    ['DELETE', '/v1/models/llama3', 405, 'method_not_allowed', 'GET, HEAD'],
+    ['PUT', '/v1/responses/resp_x', 405, 'method_not_allowed', 'GET, HEAD, DELETE'],
+    ['GET', '/v1/responses/resp_x/cancel', 405, 'method_not_allowed', 'POST'],
+    ['POST', '/v1/responses/resp_x/input_items', 405, 'method_not_allowed', 'GET, HEAD'],
     ['GET', '/v1/unknown', 404, 'unknown_url'],
     ['POST', '/v1/chat/completions/', 404, 'unknown_url'],
     ['POST', '/v2/chat/completions', 404, 'unknown_url'],
     ['GET', '/', 404, 'unknown_url'],
+    ['GET', '/v1/responses/resp_x/other', 404, 'unknown_url'],
     ['PATCH', '/admin', 404, 'unknown_url'],
   ];
-  for (const [method, path, status, code] of ROUTES) {
+  for (const [method, path, status, code, allow] of ROUTES) {
     test(`route: ${method} ${path} -> ${status} ${code}`, async () => {
       const res = await fetch(`${stack.edge.url}${path}`, { method, headers: { 'content-type': 'application/json' }, body: method === 'GET' ? undefined : '{}' });
       assert.equal(res.status, status);
+      assert.equal(res.headers.get('allow') ?? undefined, allow, 'a 405 names the methods the path takes');
+      assert.match(res.headers.get('x-request-id') ?? '', /^req-/);
       assertOpenAiError(await res.text(), res.status, code, `${method} ${path}`);
     });
   }
+
+  test('the model list and a model carry a request id, as every other answer does (the SDK\'s _request_id)', async () => {
+    for (const path of ['/v1/models', '/v1/models/llama3']) {
+      const res = await fetch(`${stack.edge.url}${path}`);
+      assert.equal(res.status, 200, path);
+      await res.arrayBuffer();
+      assert.match(res.headers.get('x-request-id') ?? '', /^req-/, path);
+      assert.equal(res.headers.get('request-id'), res.headers.get('x-request-id'));
+    }
+    const anthropic = await fetch(`${stack.edge.url}/v1/models`, { headers: { 'anthropic-version': '2023-06-01' } });
+    await anthropic.arrayBuffer();
+    assert.match(anthropic.headers.get('request-id') ?? '', /^req-/);
+  });
 
   const RAW: [name: string, bytes: string, status: number, code: string][] = [
     ['not HTTP at all', 'hello edge\r\n\r\n', 400, 'invalid_request'],

@@ -49,6 +49,12 @@ function sendError(reply: FastifyReply, spec: GatewayErrorSpec, message?: string
   reply.code(format.status(spec)).header('content-type', 'application/json').header('x-request-id', id).header('request-id', id).send(format.body(spec, message, param));
 }
 
+/** An answer the edge gives itself (the model list): with a request id, as every other answer has (the SDKs' `_request_id`). */
+function sendJson(reply: FastifyReply, body: string): void {
+  const id = refusalId();
+  reply.header('content-type', 'application/json').header('x-request-id', id).header('request-id', id).send(body);
+}
+
 /** Anthropic clients send their key as `x-api-key`; it is taken as a Bearer token. */
 function presentedKey(request: IncomingMessage): string | undefined {
   return presentedKeyOf(request.headers);
@@ -164,7 +170,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.app.setNotFoundHandler((request, reply) => onNotFound(this, request, reply));
     this.app.get('/v1/models', (request, reply) => {
       if (request.headers['anthropic-version'] !== undefined) return this.#anthropicModels(request, reply);
-      reply.header('content-type', 'application/json').send(this.#modelsFor((request as KeyedRequest)[kApiKey]));
+      sendJson(reply, this.#modelsFor((request as KeyedRequest)[kApiKey]));
     });
     // client.models.retrieve(id): an alias may hold a slash (org/model), so the rest of the path is the id.
     this.app.get('/v1/models/*', (request, reply) => this.#model(request, reply));
@@ -585,7 +591,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       return;
     }
     const body = anthropic ? this.#anthropicModel(id) : { id, object: 'model', created: this.#modelsCreated, owned_by: 'edge' };
-    reply.header('content-type', 'application/json').send(JSON.stringify(body));
+    sendJson(reply, JSON.stringify(body));
   }
 
   #anthropicModel(id: string): { type: 'model'; id: string; display_name: string; created_at: string } {
@@ -625,7 +631,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const page = beforeId !== undefined && afterId === undefined ? ids.slice(Math.max(from, to - limit), to) : ids.slice(from, Math.min(to, from + limit));
     const hasMore = beforeId !== undefined && afterId === undefined ? to - limit > from : from + limit < to;
     const data = page.map((id) => this.#anthropicModel(id));
-    reply.header('content-type', 'application/json').send(JSON.stringify({ data, has_more: hasMore, first_id: page[0] ?? null, last_id: page.at(-1) ?? null }));
+    sendJson(reply, JSON.stringify({ data, has_more: hasMore, first_id: page[0] ?? null, last_id: page.at(-1) ?? null }));
   }
 
   #modelsFor(key: ApiKeyState | undefined): string {
@@ -665,10 +671,24 @@ function formatOf(request: FastifyRequest): ErrorFormat {
   return errorFormatForPath(path);
 }
 
+/** The methods a known path takes (a 405 names them); undefined for a path the edge does not serve. */
+function allowedMethods(path: string): string | undefined {
+  if (PROXIED_ROUTES.includes(path)) return 'POST';
+  if (path === '/v1/models' || path === '/healthz' || path.startsWith('/v1/models/')) return 'GET, HEAD';
+  if (STORED_RESPONSE_PATH.test(path)) return 'GET, HEAD, DELETE';
+  if (STORED_RESPONSE_CANCEL_PATH.test(path)) return 'POST';
+  if (STORED_RESPONSE_ITEMS_PATH.test(path)) return 'GET, HEAD';
+  return undefined;
+}
+
+const STORED_RESPONSE_PATH = /^\/v1\/responses\/[^/]+$/;
+const STORED_RESPONSE_CANCEL_PATH = /^\/v1\/responses\/[^/]+\/cancel$/;
+const STORED_RESPONSE_ITEMS_PATH = /^\/v1\/responses\/[^/]+\/input_items$/;
+
 function onNotFound(counter: RefusalCounter, request: FastifyRequest, reply: FastifyReply): void {
   const path = request.url.split('?')[0];
   const format = formatOf(request);
-  const allow = PROXIED_ROUTES.includes(path) ? 'POST' : path === '/v1/models' || path === '/healthz' ? 'GET, HEAD' : /^\/v1\/responses\/[^/]+$/.test(path) ? 'GET, HEAD, DELETE' : undefined;
+  const allow = allowedMethods(path);
   if (allow !== undefined) {
     reply.header('allow', allow);
     counter.refused(Errors.methodNotAllowed.code);

@@ -1,5 +1,5 @@
 // The request id of an answer given before the data path (a 401, a bad body,
-// an unknown route, a drain's 503): no run exists to name it, yet the SDKs
+// an unknown route, a drain's 503, the model list): no run exists to name it, yet the SDKs
 // surface x-request-id (openai) and request-id (Anthropic) in every error, and
 // a user quoting one to an operator should quote something. Unique per
 // process: a random prefix per thread and a counter, no per-request entropy.
