@@ -51,7 +51,7 @@ export const Errors = Object.freeze({
   shed: spec(429, 'rate_limit_error', 'shed', 'this model is saturated and the request is sheddable (negative priority); it was not queued'),
   contextLengthExceeded: spec(400, 'invalid_request_error', 'context_length_exceeded', 'the prompt is longer than any provider of this model takes', 'messages'),
   displaced: spec(429, 'rate_limit_error', 'displaced', 'a request of a higher priority took this request\'s place in the full queue; retry later'),
-  noProviderAvailable: spec(503, 'server_error', 'no_provider_available', 'no provider for this model is connected; retry later'),
+  noProviderAvailable: spec(503, 'server_error', 'no_provider_available', 'no provider for this model is available (none connected, or each drained, disabled, unhealthy or ejected); retry later'),
   shuttingDown: spec(503, 'server_error', 'shutting_down', 'the edge is shutting down and takes no new requests; retry on another instance'),
   // Tunnel and upstream failures
   nodeDisconnected: spec(502, 'server_error', 'node_disconnected', 'the node serving this request disconnected'),

@@ -781,6 +781,9 @@ function adaptersOf(config: EdgeConfig): Map<string, Adapter> {
   return out;
 }
 
+/** Why none may serve: the scheduler's candidates leave out all of these alike (the admin status says which). */
+const NONE_AVAILABLE = 'none is connected, or each is drained, disabled, unhealthy or ejected';
+
 function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange, longThreshold: number): string {
   const name = JSON.stringify(alias);
   switch (code) {
@@ -791,8 +794,8 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange,
     case 'no_provider_available': {
       // A long-context request has fewer candidates (some provider declares a window that covers it, or it is refused at once).
       const tokens = estimatedTokensOf(exchange);
-      if (tokens >= longThreshold) return `no provider for model ${name} with a context window for about ${tokens} input tokens (estimated) is connected; retry later`;
-      return `no provider for model ${name} is connected; retry later`;
+      if (tokens >= longThreshold) return `no provider for model ${name} with a context window for about ${tokens} input tokens (estimated) is available: ${NONE_AVAILABLE}; retry later`;
+      return `no provider for model ${name} is available: ${NONE_AVAILABLE}; retry later`;
     }
     case 'context_length_exceeded':
       return `this request's prompt is about ${estimatedTokensOf(exchange)} tokens (estimated), and no provider of model ${name} takes that many: none declares a context window (providers[].max_context_tokens) that large; requests of ${longThreshold} tokens or more (scheduler.long_context_threshold_tokens) go only to providers that do. Send a shorter prompt`;

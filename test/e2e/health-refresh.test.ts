@@ -42,7 +42,11 @@ describe('health verdicts of a provider a refresh adds', () => {
     });
     // It waits for a provider that passes, none comes: refused, and never sent to the failing one.
     assert.equal(res.status, 503, await res.clone().text());
-    assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'no_provider_available');
+    const error = ((await res.json()) as { error: { code: string; message: string } }).error;
+    assert.equal(error.code, 'no_provider_available');
+    // Its node is connected: the message must not send the operator looking for a network problem.
+    assert.doesNotMatch(error.message, /is connected;/);
+    assert.match(error.message, /is available: none is connected, or each is drained, disabled, unhealthy or ejected/);
     assert.equal(node.received.filter((m) => m.msg.case === 'tunnelRequest' || m.msg.case === 'tunnelRequestBatch').length, 0, 'nothing was sent to the failing provider');
     assert.ok(stack.edge.driver.status().providers.some((p) => p.id === PROVIDER_ID && p.unhealthy !== true), `${ALIAS}'s provider still healthy`);
   });

@@ -71,6 +71,6 @@ describe('prompts longer than the connected providers take', () => {
     assert.equal(res.status, 503);
     const body = (await res.json()) as { error: { code: string; message: string } };
     assert.equal(body.error.code, 'no_provider_available');
-    assert.match(body.error.message, /with a context window for about \d+ input tokens \(estimated\) is connected; retry later$/);
+    assert.match(body.error.message, /with a context window for about \d+ input tokens \(estimated\) is available: none is connected, or each is drained, disabled, unhealthy or ejected; retry later$/);
   });
 });
