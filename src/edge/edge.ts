@@ -308,7 +308,9 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   #refreshed(result: RefreshResult, origin: string): void {
-    this.metrics.refreshed(result.mode, result.status);
+    // An evaluate that could not read or validate its candidate failed (400), as a rejected apply did.
+    const failed = result.rejection === 'invalid_config' || result.rejection === 'no_config_source';
+    this.metrics.refreshed(result.mode, failed ? 'rejected' : result.status);
     const paths = result.changes.map((c) => c.path);
     const renewed = result.certificates.filter((c) => c.changed);
     if (result.status === 'applied' && renewed.length > 0) this.logger.info({ origin, certificates: renewed }, 'TLS certificates reloaded: new handshakes get them');

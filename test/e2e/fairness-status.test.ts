@@ -68,6 +68,6 @@ describe('fair queuing in status and metrics', () => {
     const after = json.groups.find((g: { model: string }) => g.model === ALIAS);
     const shares = Object.fromEntries(after.fairness.tenants.map((t: { tenant: string; dispatched: number; share: number }) => [t.tenant, [t.dispatched, t.share]]));
     assert.deepEqual(shares, { a: [3, 0.5], b: [2, 0.333], vip: [1, 0.167] });
-    assert.equal(sample(await stack.metrics(), 'edge_tenant_dispatches', { model: ALIAS, tenant: 'b' }), 2);
+    assert.equal(sample(await stack.metrics(), 'edge_tenant_dispatches_total', { model: ALIAS, tenant: 'b' }), 2);
   });
 });

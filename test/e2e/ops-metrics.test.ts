@@ -162,6 +162,9 @@ describe('metrics and request ids', () => {
     assert.ok(lag !== undefined && lag >= 0 && lag < 1, `event-loop lag p99 ${lag}`);
     assert.ok((sample(text, 'process_resident_memory_bytes') ?? 0) > 0);
     assert.ok(sample(text, 'process_cpu_user_seconds_total') !== undefined);
+    // A running total is a counter (rate() over a gauge would not see a restart).
+    assert.match(text, /^# TYPE edge_main_thread_cpu_seconds_total counter$/m);
+    assert.ok((sample(text, 'edge_main_thread_cpu_seconds_total') ?? 0) > 0);
   });
 
   test('a provider error that ended with END is timed in the upstream, hop and overhead histograms too', async () => {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import { stringify as toYaml } from 'yaml';
-import { ALIAS, copyOf, NODE_ID, PROVIDER_ID, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
+import { ALIAS, copyOf, NODE_ID, PROVIDER_ID, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 import { openExchanges, sessionOf } from '../helpers/stack.js';
 
 const CAPACITY_PATH = `nodes[${NODE_ID}].providers[${PROVIDER_ID}].capacity`;
@@ -136,7 +136,13 @@ describe('config refresh through the admin API', () => {
     assert.equal((await chat(stack)).status, 200);
     const bad = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'commit' } });
     assert.equal(bad.status, 400);
-    assert.equal(bad.json.error.code, 'invalid_mode');
+    assert.equal(bad.json.error.code, 'invalid_mode');    // An evaluate of the same candidate fails alike, and is counted as what it was: a rejection, not an evaluation.
+    const count = async (status: string): Promise<number> => sample(await stack.edge.scrapeMetrics(), 'edge_config_refreshes_total', { mode: 'evaluate', status }) ?? 0;
+    const [rejectedBefore, evaluatedBefore] = [await count('rejected'), await count('evaluated')];
+    const evaluated = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'evaluate', config: raw } });
+    assert.equal(evaluated.status, 400);
+    assert.equal(await count('rejected'), rejectedBefore + 1);
+    assert.equal(await count('evaluated'), evaluatedBefore);
   });
 
   test('a no-change apply pushes nothing to nodes; a real change pushes the changed paths', async () => {

@@ -61,7 +61,7 @@ export function ringFill(rings: readonly { readonly used: number; readonly capac
 export class EdgeMetrics {
   readonly registry = new Registry();
   readonly #requests = new Counter({ name: 'edge_requests_total', help: 'Proxied requests by model alias, provider and HTTP status (499: the client left first)', labelNames: ['model', 'provider', 'status'] as const, registers: [this.registry] });
-  readonly #retries = new Counter({ name: 'edge_retries_total', help: 'Requests that failed before their first byte on one provider and were re-queued once for another, by reason and the provider that failed', labelNames: ['reason', 'provider'] as const, registers: [this.registry] });
+  readonly #retries = new Counter({ name: 'edge_retries_total', help: 'Requests that failed before their first byte on one provider and went back to the queue (a requeue with no other candidate is refused: the failure is the answer, not counted), by reason and the provider that failed', labelNames: ['reason', 'provider'] as const, registers: [this.registry] });
   readonly #rejects = new Counter({ name: 'edge_rejects_total', help: 'Requests refused without reaching a provider, by reason (queue_full, queue_timeout, no_provider_available, too_many_concurrent_requests, shutting_down, ...: the error code the client got)', labelNames: ['reason'] as const, registers: [this.registry] });
   readonly #total = new HotHistogram({ name: 'edge_request_duration_seconds', help: 'Total latency: request in the edge to the last byte relayed', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
   readonly #ttfb = new HotHistogram({ name: 'edge_time_to_first_byte_seconds', help: 'Request in the edge to the first response body byte written to the client', labelName: 'model', buckets: LATENCY_BUCKETS, registry: this.registry });
@@ -77,7 +77,7 @@ export class EdgeMetrics {
   readonly #queueDepth = new Gauge({ name: 'edge_queue_depth', help: 'Requests waiting per model group', labelNames: ['model'] as const, registers: [this.registry] });
   readonly #bandDepth = new Gauge({ name: 'edge_queue_depth_band', help: 'Fair queuing: requests waiting per model group and priority band', labelNames: ['model', 'priority'] as const, registers: [this.registry] });
   readonly #tenantDepth = new Gauge({ name: 'edge_queue_depth_tenant', help: 'Fair queuing: requests waiting per model group and tenant (API key name; other = fairness ids)', labelNames: ['model', 'tenant'] as const, registers: [this.registry] });
-  readonly #tenantDispatches = new Gauge({ name: 'edge_tenant_dispatches', help: 'Fair queuing: grants per model group and tenant since fairness went on (their share of dispatches)', labelNames: ['model', 'tenant'] as const, registers: [this.registry] });
+  readonly #tenantDispatches = new Counter({ name: 'edge_tenant_dispatches_total', help: 'Fair queuing: grants per model group and tenant since fairness went on (their share of dispatches; starts again from 0 when fairness is turned on)', labelNames: ['model', 'tenant'] as const, registers: [this.registry] });
   readonly #maxQueue = new Gauge({ name: 'edge_queue_max', help: 'max_queue per model group', labelNames: ['model'] as const, registers: [this.registry] });
   readonly #inFlight = new Gauge({ name: 'edge_provider_in_flight', help: 'Live leases per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #capacity = new Gauge({ name: 'edge_provider_capacity', help: 'Configured capacity per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
@@ -116,7 +116,9 @@ export class EdgeMetrics {
   #bytesReported = { toNode: 0, toClient: 0 };
   #eventsReported = { published: 0, dropped: 0 };
 
-  readonly #mainCpu = new Gauge({ name: 'edge_main_thread_cpu_seconds', help: 'CPU time of the main thread (the scheduler; with workers.count 0 the whole data path too)', registers: [this.registry] });
+  readonly #mainCpu = new Counter({ name: 'edge_main_thread_cpu_seconds_total', help: 'CPU time of the main thread (the scheduler; with workers.count 0 the whole data path too)', registers: [this.registry] });
+  /** What #mainCpu has counted: a counter takes increments, the thread's CPU time is a running total. */
+  #mainCpuCounted = 0;
 
   readonly #source: MetricsSource;
   readonly #processMetrics: boolean;
@@ -132,7 +134,7 @@ export class EdgeMetrics {
   /** Like scrape(), as prom-client JSON: the main thread merges its workers' with AggregatorRegistry.aggregate. */
   async scrapeJson(): Promise<unknown[]> {
     this.#syncCounters();
-    if (this.#processMetrics) this.#mainCpu.set(mainThreadCpuSeconds());
+    this.#syncMainCpu();
     this.#syncGauges();
     return this.registry.getMetricsAsJSON() as Promise<unknown[]>;
   }
@@ -213,10 +215,17 @@ export class EdgeMetrics {
 
   // --- scrape ------------------------------------------------------------------
 
+  #syncMainCpu(): void {
+    if (!this.#processMetrics) return;
+    const now = mainThreadCpuSeconds();
+    if (now > this.#mainCpuCounted) this.#mainCpu.inc(now - this.#mainCpuCounted);
+    this.#mainCpuCounted = Math.max(now, this.#mainCpuCounted);
+  }
+
   /** The exposition text; state gauges and plain counters are brought up to date first. */
   async scrape(): Promise<string> {
     this.#syncCounters();
-    if (this.#processMetrics) this.#mainCpu.set(mainThreadCpuSeconds());
+    this.#syncMainCpu();
     this.#syncGauges();
     return this.registry.metrics();
   }
