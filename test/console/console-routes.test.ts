@@ -178,6 +178,8 @@ describe('console routes with the client listener on IPv6', () => {
       });
       assert.equal(res.status, 404, await res.clone().text());
       assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'model_not_found');
+      // A relayed answer is never sniffed into a page (a provider picks its content type).
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
     } finally {
       await edge.close();
     }

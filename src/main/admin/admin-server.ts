@@ -48,6 +48,11 @@ export class AdminServer {
       // No token: loopback names and the console's own origin only (local-caller.ts says why).
       this.app.addHook('onRequest', checkLocalCaller);
     }
+    // No admin answer is sniffed into something else: /admin/try relays a provider's content type, which a browser must not render as a page.
+    this.app.addHook('onSend', (_request, reply, payload, done) => {
+      reply.header('x-content-type-options', 'nosniff');
+      done(null, payload);
+    });
     this.app.setErrorHandler(onError);
     this.app.setNotFoundHandler((request, reply) => this.#notFound(request, reply));
     registerRefreshRoute(this.app, ops);
