@@ -493,6 +493,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     this.events.closeAll();
     await this.plane.close();
     this.driver.close();
+    await this.refresher.close();
   }
 }
 

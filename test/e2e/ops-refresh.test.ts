@@ -267,3 +267,36 @@ describe('admin listener auth', () => {
     }
   });
 });
+
+describe('a large config text', () => {
+  test('is parsed off the main thread: a client request is answered while it parses', async () => {
+    const stack = await startOpsStack({ capacity: 2, mock: { ttftMs: 0, tokens: 3, intervalMs: 1 } });
+    try {
+      // ~600 KB of YAML: over a second of parsing here, which used to hold the main thread (SIGHUP does the same).
+      const raw = copyOf(stack.raw);
+      for (let i = 0; i < 2_500; i++) raw.nodes.push({ id: `spare-${i}`, token: `spare-token-${i}-${'t'.repeat(20)}`, labels: ['spare'], providers: [{ id: `spare-${i}-p`, capacity: 1 }] });
+      const text = toYaml(raw);
+      const order: string[] = [];
+      const evaluated = stack.edge.refresh({ mode: 'evaluate', config: text }).then((result) => {
+        order.push('refresh');
+        return result;
+      });
+      const answered = chat(stack).then(async (res) => {
+        order.push('chat');
+        await res.text();
+        return res.status;
+      });
+      assert.equal(await answered, 200);
+      const result = await evaluated;
+      assert.equal(result.status, 'evaluated', result.reasons.join('\n'));
+      assert.equal(result.changes.length, 2_500, 'every spare node is a change');
+      assert.deepEqual(order, ['chat', 'refresh'], 'the request did not wait for the parse');
+      // The same text with a mistake: every problem comes back from the parsing thread, named as at start.
+      const broken = await stack.edge.refresh({ mode: 'evaluate', config: text.replace('capacity: 1', 'capacity: lots') });
+      assert.equal(broken.rejection, 'invalid_config');
+      assert.match(broken.reasons.join('\n'), /capacity: expected an integer/);
+    } finally {
+      await stack.close();
+    }
+  });
+});

@@ -17,7 +17,8 @@ import { readFile } from 'node:fs/promises';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import { DEFAULT_COMMAND_DEADLINE_MS, type NodeCommandResult } from '../../shared/node-commands.js';
 import { ConfigError } from '../../shared/config-reader.js';
-import { parseEdgeConfig, parseEdgeConfigText } from '../config.js';
+import { parseEdgeConfig } from '../config.js';
+import { ConfigParser } from './config-parse.js';
 import { pathsByNode } from './concern.js';
 import { readTlsMaterial, type TlsMaterial } from '../../shared/tls-material.js';
 import type { CertificateReport, ServedCertificates } from './certificates.js';
@@ -114,6 +115,8 @@ export class ConfigRefresher {
   /** The digest of the file the running refresh read (refreshes run one at a time). */
   #sourceDigest: string | null = null;
   #tail: Promise<unknown> = Promise.resolve();
+  /** YAML texts of some size are parsed off the main thread (config-parse.ts). */
+  readonly parser = new ConfigParser();
 
   readonly #target: RefreshTarget;
   readonly #configFile: string | undefined;
@@ -127,6 +130,11 @@ export class ConfigRefresher {
 
   get configVersion(): number {
     return this.#version;
+  }
+
+  /** Ends the parsing thread (edge shutdown); a refresh after it parses inline. */
+  close(): Promise<void> {
+    return this.parser.close();
   }
 
   /** Runs after every refresh already asked for; never rejects (failures are results). */
@@ -254,9 +262,9 @@ export class ConfigRefresher {
       if (this.#configFile === undefined) throw new NoConfigSource();
       const text = await readFile(this.#configFile, 'utf8');
       this.#sourceDigest = createHash('sha256').update(text).digest('hex');
-      return parseEdgeConfigText(text, this.#configFile);
+      return this.parser.parse(text, this.#configFile);
     }
-    if (typeof inline === 'string') return parseEdgeConfigText(inline, 'inline config');
+    if (typeof inline === 'string') return this.parser.parse(inline, 'inline config');
     return parseEdgeConfig(inline, 'inline config');
   }
 
