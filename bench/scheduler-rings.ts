@@ -180,6 +180,7 @@ class ClosedLoopLoad implements DecisionHandler, NodeRegistrar {
   }
 
   onRequeueRefused(): void {}
+  onRequeueAccepted(): void {}
   onStaleChecked(): void {}
 
   private admitNext(): void {

@@ -26,6 +26,8 @@ export interface DecisionHandler {
   onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void;
   /** requeue() found no other candidate: the lease is over and nothing was queued. */
   onRequeueRefused(requestId: number): void;
+  /** requeue() queued it again (a grant the requeue made at once may come first). */
+  onRequeueAccepted(requestId: number): void;
   /** Answer to reportStale(): true = the scheduler still holds the lease as current
    * (the session vanished where it lived: fail the request); false = re-admitted. */
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void;

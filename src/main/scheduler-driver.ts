@@ -33,6 +33,11 @@ interface Rejection {
 }
 
 /** requeue() found no other candidate (delivered in order with grants and rejections). */
+/** requeue() queued the request again: the data path may now say it went back to the queue. */
+class RequeueAcceptance {
+  constructor(readonly requestId: number) {}
+}
+
 class RequeueRefusal {
   constructor(readonly requestId: number) {}
 }
@@ -46,7 +51,7 @@ class StaleAnswer {
   ) {}
 }
 
-type Decision = Grant | Rejection | RequeueRefusal | StaleAnswer;
+type Decision = Grant | Rejection | RequeueRefusal | RequeueAcceptance | StaleAnswer;
 
 function isGrant(decision: Decision): decision is Grant {
   return (decision as Grant).leaseId !== undefined && !(decision instanceof StaleAnswer);
@@ -170,7 +175,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   // --- SchedulerPort (the data path on this thread) ----------------------------
 
   requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded, leaving = false): void {
-    if (!this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed, overloaded, leaving)) this.#decisions.push(new RequeueRefusal(request.requestId));
+    const queued = this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed, overloaded, leaving);
+    this.#decisions.push(queued ? new RequeueAcceptance(request.requestId) : new RequeueRefusal(request.requestId));
     this.#flush();
   }
 
@@ -259,6 +265,7 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
         const decision = this.#decisions[delivered++];
         if (!handler) continue;
         if (decision instanceof RequeueRefusal) handler.onRequeueRefused(decision.requestId);
+        else if (decision instanceof RequeueAcceptance) handler.onRequeueAccepted(decision.requestId);
         else if (decision instanceof StaleAnswer) handler.onStaleChecked(decision.requestId, decision.leaseId, decision.current);
         else if (isGrant(decision)) handler.onGrant(decision, -1);
         else handler.onReject(decision.requestId, decision.code, decision.retryAfterSec, decision.retryAfterMs);

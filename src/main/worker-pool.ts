@@ -787,6 +787,13 @@ export class WorkerPool implements DecisionHandler, DataPath {
     this.#slotOf(requestId).out.send(r);
   }
 
+  onRequeueAccepted(requestId: number): void {
+    const r = this.#scratch.reset(RecordKind.requeued);
+    r.requestId = requestId;
+    r.code = 1;
+    this.#slotOf(requestId).out.send(r);
+  }
+
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
     const r = this.#scratch.reset(RecordKind.staleChecked);
     r.requestId = requestId;

@@ -407,6 +407,12 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (exchange !== undefined && exchange.state === 'admitting') exchange.reject(Errors.nodeDisconnected, 0);
   }
 
+  onRequeueAccepted(requestId: number): void {
+    if (this.#fallbacks.size === 0) return;
+    const exchange = this.#pending.get(requestId);
+    if (exchange !== undefined) this.#confirmRetry(exchange);
+  }
+
   onRequeueRefused(requestId: number): void {
     const fallback = this.#fallbacks.get(requestId);
     this.#fallbacks.delete(requestId);
@@ -459,7 +465,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     exchange.timeout = undefined;
     exchange.state = 'admitting';
     // The run record keeps naming this provider until another dispatch: the request's metrics do too.
-    if (exchange.grant !== undefined) exchange.triedProviderId = exchange.grant.providerId;
+    if (exchange.grant !== undefined) {
+      exchange.triedProviderId = exchange.grant.providerId;
+      exchange.triedNodeId = exchange.grant.nodeId;
+    }
     exchange.grant = undefined;
     exchange.session = undefined;
     exchange.tunnelId = 0;
@@ -538,6 +547,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.retried = true;
       // Refused at its first grant (before exchange.grant was set): the record and the metrics name this provider alike.
       exchange.triedProviderId = grant.providerId;
+      exchange.triedNodeId = grant.nodeId;
       this.#fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0, retry: { reason: OVERLOADED, providerId: grant.providerId, nodeId: grant.nodeId }, told: false });
       exchange.retriedAt(performance.now());
       this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
@@ -613,8 +623,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   /**
-   * The scheduler took the exchange's requeue (a grant, a later rejection, or
-   * the client leaving the queue followed it): only now is it a retry, in
+   * The scheduler took the exchange's requeue (it said so, or a grant, a later
+   * rejection or the client leaving the queue came first): only now is it a retry, in
    * edge_retries_total and as run.requeued. A refused requeue (no other
    * candidate: onRequeueRefused) fails with the first error and is neither.
    */

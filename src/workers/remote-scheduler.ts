@@ -204,6 +204,7 @@ export class RemoteScheduler implements SchedulerPort {
         return;
       case RecordKind.requeued:
         if (r.code === 0) handler?.onRequeueRefused(r.requestId);
+        else handler?.onRequeueAccepted(r.requestId);
         return;
       case RecordKind.staleChecked:
         handler?.onStaleChecked(r.requestId, r.leaseId, r.code === 1);

@@ -19,6 +19,7 @@ test('a stale check of a grant whose fenced lease the scheduler forgot (over its
     onGrant: (grant) => void grants.push(grant),
     onReject: (requestId, code) => void rejects.push({ requestId, code }),
     onRequeueRefused: () => assert.fail('no requeue here'),
+    onRequeueAccepted: () => assert.fail('no requeue here'),
     onStaleChecked: (requestId, _leaseId, current) => void stale.push({ requestId, current }),
   });
   const generation = driver.connect('n1')?.generation ?? 0;

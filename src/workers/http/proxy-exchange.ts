@@ -70,6 +70,7 @@ export class ProxyExchange implements TunnelConsumer {
   session: TunnelHost | undefined;
   grant: Grant | undefined;
   triedProviderId = '';
+  triedNodeId = '';
   timeout: NodeJS.Timeout | undefined;
   /** Total, time-to-first-byte and idle deadlines on the one `timeout` timer; set at dispatch. */
   deadlines: ExchangeDeadlines | undefined;

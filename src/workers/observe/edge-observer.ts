@@ -81,8 +81,9 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
       runId: exchange.runId,
       requestId: exchange.requestTag,
       model: exchange.info.model,
-      node: exchange.grant?.nodeId ?? null,
-      provider: exchange.grant?.providerId ?? null,
+      // Ended off a grant (in the queue again, or refused at its first): where it last went, as its metrics say.
+      node: exchange.grant?.nodeId ?? (exchange.triedNodeId === '' ? null : exchange.triedNodeId),
+      provider: exchange.grant?.providerId ?? (exchange.triedProviderId === '' ? null : exchange.triedProviderId),
       status: exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status,
       outcome,
       totalMs: round(now - exchange.startedAt),

@@ -12,6 +12,8 @@ export interface ExchangeView {
   readonly grant: Grant | undefined;
   /** The provider it was last sent to, once a failure before its first byte took the grant back ("" = none). */
   readonly triedProviderId: string;
+  /** That provider's node ("" = none). */
+  readonly triedNodeId: string;
   /** The session the client named ("" = none). */
   readonly sessionId: string;
   /** The adapter of the provider it was dispatched to: `http` or `cli`. */
