@@ -233,6 +233,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   setConfig(config: EdgeConfig): void {
+    this.scheduler.outliers.setPolicy(outlierPolicyOf(config));
+    this.scheduler.overload.setPolicy(overloadPolicyOf(config));
     this.scheduler.setConfig(config, performance.now());
     this.#flush();
   }

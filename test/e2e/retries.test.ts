@@ -24,6 +24,8 @@ const ALIAS = 'llama3';
 
 interface Fleet {
   readonly edge: RunningEdge;
+  /** The config the edge started from (YAML-shaped), for refreshes. */
+  readonly raw: Record<string, unknown>;
   readonly agents: NodeAgent[];
   close(): Promise<void>;
 }
@@ -37,22 +39,17 @@ interface Fleet {
 async function fleet(urls: string[], fakeNodes = 0, capacity = 4): Promise<Fleet> {
   const ids = urls.map((_, i) => String.fromCharCode(97 + i));
   const fakeIds = Array.from({ length: fakeNodes }, (_, i) => `0-fake-${i + 1}`);
-  const edge = await startEdge(
-    parseEdgeConfig(
-      {
-        listen: { http: { port: 0 }, grpc: { port: 0 } },
-        heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
-        workers: { count: testWorkers() },
-        nodes: [
-          { id: 'node-1', token: 't1', providers: ids.map((id) => ({ id, capacity })) },
-          ...fakeIds.map((id, i) => ({ id: `node-${i + 2}`, token: `t${i + 2}`, providers: [{ id, capacity: 4 }] })),
-        ],
-        models: [{ alias: ALIAS, providers: Object.fromEntries([...fakeIds, ...ids].map((id) => [id, `served-${id}`])) }],
-      },
-      'test',
-    ),
-    { logger: silentLogger() },
-  );
+  const raw: Record<string, unknown> = {
+    listen: { http: { port: 0 }, grpc: { port: 0 } },
+    heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+    workers: { count: testWorkers() },
+    nodes: [
+      { id: 'node-1', token: 't1', providers: ids.map((id) => ({ id, capacity })) },
+      ...fakeIds.map((id, i) => ({ id: `node-${i + 2}`, token: `t${i + 2}`, providers: [{ id, capacity: 4 }] })),
+    ],
+    models: [{ alias: ALIAS, providers: Object.fromEntries([...fakeIds, ...ids].map((id) => [id, `served-${id}`])) }],
+  };
+  const edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger() });
   const agent = await startRegisteredAgent({
     edge: { address: `127.0.0.1:${edge.grpcPort}` },
     node: { id: 'node-1', token: 't1' },
@@ -61,6 +58,7 @@ async function fleet(urls: string[], fakeNodes = 0, capacity = 4): Promise<Fleet
   });
   return {
     edge,
+    raw,
     agents: [agent],
     async close(): Promise<void> {
       await agent.stop();
@@ -174,6 +172,19 @@ describe('retry before the first byte', () => {
     } finally {
       two.events.unsubscribe(second);
     }
+  });
+
+  test('resilience is a live change: a refresh lowering consecutive_failures ejects on the next failure', async () => {
+    current = await fleet([mocks[0].url, mocks[1].url]);
+    const edge = current.edge;
+    const phase = (id: string): string | undefined => edge.driver.status().providers.find((p) => p.id === id)?.outlier?.phase;
+    const applied = await edge.refresh({ mode: 'apply', config: { ...current.raw, resilience: { outliers: { consecutive_failures: 1 } } } });
+    assert.equal(applied.status, 'applied', applied.reasons.join('\n'));
+    assert.deepEqual(applied.changes.map((c) => [c.path, c.mutable]), [['resilience.outliers.consecutive_failures', true]]);
+    const res = await chat(edge, { 'x-mock-fail': 'reset-before-headers' });
+    await res.arrayBuffer();
+    await settled(edge);
+    assert.equal(phase('a'), 'ejected', 'one failure is enough now (the default is 5)');
   });
 
   test('a request a failure sent back to the queue, abandoned there, is counted under the provider its run record names', async () => {

@@ -17,7 +17,11 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^workers\./, mutable: false, effect: 'the thread layout is fixed at start' },
   { pattern: /^bootstrap\./, mutable: false, effect: 'the bootstrap listener is bound and its artifacts read at start' },
   { pattern: /^nodes\[[^\]]*\]\.labels$/, mutable: true, effect: 'node references and status use the new labels at once' },
-  { pattern: /^resilience\./, mutable: false, effect: 'the outlier and overload policies are built at start' },
+  {
+    pattern: /^resilience\./,
+    mutable: true,
+    effect: 'the next outcome and the next 429/503 are judged by the new policy; ejections and holds under way keep their end; a new failure_rate_window starts every window afresh',
+  },
   // Every refresh re-reads the certificate files (a renewal in place needs no config change); new paths are read the same way.
   { pattern: /^tls\.(client|nodes)\.(cert_file|key_file)$/, mutable: true, effect: 'the files are read and checked; new TLS handshakes get the new certificate, open connections keep theirs' },
   { pattern: /^tls\.nodes\.client_ca_file$/, mutable: true, effect: 'the CA is read and checked; node handshakes from now on are verified against it, connected nodes stay' },

@@ -90,10 +90,24 @@ class OutlierRecord {
     this.window.fill(0);
     this.windowAt = this.windowCount = this.windowFailures = 0;
   }
+
+  /** This record with an empty window of `size` (everything else as it is). */
+  withWindow(size: number): OutlierRecord {
+    const next = new OutlierRecord(size);
+    next.failures = this.failures;
+    next.ejections = this.ejections;
+    next.phase = this.phase;
+    next.untilMs = this.untilMs;
+    next.reason = this.reason;
+    next.probing = this.probing;
+    next.probeLeaseId = this.probeLeaseId;
+    next.returnedAtMs = this.returnedAtMs;
+    return next;
+  }
 }
 
 export class Outliers {
-  readonly #policy: OutlierPolicy;
+  #policy: OutlierPolicy;
   readonly #random: () => number;
   readonly #records = new Map<ProviderState, OutlierRecord>();
   #listener: ((event: OutlierChange) => void) | undefined;
@@ -101,6 +115,19 @@ export class Outliers {
   constructor(policy: OutlierPolicy = DEFAULT_OUTLIER_POLICY, random: () => number = Math.random) {
     this.#policy = policy;
     this.#random = random;
+  }
+
+  /**
+   * A refreshed resilience.outliers: the next outcome is judged by it, and
+   * the next ejection timed by it; ejections under way keep their end. A new
+   * failure_rate_window starts every provider's window afresh (its
+   * consecutive failures stand).
+   */
+  setPolicy(policy: OutlierPolicy): void {
+    const resized = policy.failureRateWindow !== this.#policy.failureRateWindow;
+    this.#policy = policy;
+    if (!resized) return;
+    for (const [p, record] of this.#records) this.#records.set(p, record.withWindow(policy.failureRateWindow));
   }
 
   /** Told of every phase change (for events and logs; never called for counting alone). */

@@ -39,11 +39,16 @@ class OverloadRecord {
 }
 
 export class Overload {
-  readonly #policy: OverloadPolicy;
+  #policy: OverloadPolicy;
   readonly #records = new Map<ProviderState, OverloadRecord>();
   #listener: ((event: OverloadChange) => void) | undefined;
 
   constructor(policy: OverloadPolicy = DEFAULT_OVERLOAD_POLICY) {
+    this.#policy = policy;
+  }
+
+  /** A refreshed resilience.overload: the next 429/503 is held by it; holds under way keep their end. */
+  setPolicy(policy: OverloadPolicy): void {
     this.#policy = policy;
   }
 

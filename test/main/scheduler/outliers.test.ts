@@ -225,3 +225,39 @@ test('only the half-open probe decides: a lease granted before the ejection that
     assert.deepEqual(s.checkInvariants(), [], reason);
   }
 });
+
+test('a refreshed policy judges the next outcome: a lower consecutive_failures ejects at once; an ejection under way keeps its end', () => {
+  const { s, sink } = start(THREE);
+  for (let i = 0; i < 3; i++) assert.equal(serve(s, sink, 1, 'provider_failed'), 'a');
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy');
+  // An operator tightens the breaker: three failures are already counted, the fourth is over the new threshold.
+  s.outliers.setPolicy({ ...DEFAULT_OUTLIER_POLICY, consecutiveFailures: 2, baseEjectionMs: 5_000 });
+  assert.equal(serve(s, sink, 2, 'provider_failed'), 'a');
+  const ejected = s.outlierStatus('a');
+  assert.equal(ejected?.phase, 'ejected');
+  assert.equal(ejected?.untilMs, 2 + 5_000, 'timed by the new base');
+  // A looser policy later does not shorten the ejection under way.
+  s.outliers.setPolicy({ ...DEFAULT_OUTLIER_POLICY, baseEjectionMs: 1_000 });
+  assert.equal(s.outlierStatus('a')?.untilMs, 2 + 5_000);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a refreshed failure_rate_window starts the windows afresh; the consecutive count stands', () => {
+  const { s, sink } = start(THREE);
+  // a fails every other request (never many in a row): only the failure rate could eject it.
+  const rate = { ...DEFAULT_OUTLIER_POLICY, consecutiveFailures: 1000, failureRate: 0.5, failureRateWindow: 10, failureRateMinRequests: 10 };
+  s.outliers.setPolicy(rate);
+  const outcomes = (n: number): void => {
+    for (let i = 0; i < n; i++) assert.equal(serve(s, sink, 1, i % 2 === 0 ? 'provider_failed' : 'end'), 'a');
+  };
+  outcomes(8);
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy', '8 outcomes: under failure_rate_min_requests');
+  s.outliers.setPolicy({ ...rate, failureRateWindow: 4, failureRateMinRequests: 4 });
+  // Three more (F S F): in the old window of 10 that is 5 failures in 10, an ejection; in a fresh window of 4, too few to judge.
+  outcomes(3);
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy');
+  assert.equal(s.outlierStatus('a')?.consecutiveFailures, 1);
+  assert.equal(serve(s, sink, 1, 'provider_failed'), 'a');
+  assert.equal(s.outlierStatus('a')?.phase, 'ejected', 'the fresh window is full: 3 failures in 4');
+  assert.deepEqual(s.checkInvariants(), []);
+});
