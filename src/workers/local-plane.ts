@@ -108,6 +108,7 @@ export class LocalPlane implements DataPath, EventSink {
         shuttingDown: () => false,
         events: () => ({ subscribers: 0, published: 0, dropped: 0 }),
         lean: () => this.client.leanStats,
+        protocol: () => this.nodes.protocolStats.snapshot(),
       },
       false,
     );

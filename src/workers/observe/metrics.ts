@@ -47,6 +47,8 @@ export interface MetricsSource {
   tenantNames?(): ReadonlyMap<number, string>;
   /** The client listener's lean HTTP/1.1 connection (a data path's own metrics only). */
   lean?(): LeanStats;
+  /** The node link's protocol counters (ProtocolStats: fencing, supersedes, heartbeat timeouts, ...); a data path's own metrics only. */
+  protocol?(): Readonly<Record<string, number>>;
   /** Each TLS listener's served certificate (the main thread's metrics only). */
   certificates?(): ReadonlyMap<string, { readonly notAfterMs: number }>;
 }
@@ -96,6 +98,12 @@ export class EdgeMetrics {
   readonly #dropped = new Counter({ name: 'edge_events_dropped_total', help: 'Events lost because a subscriber read too slowly', registers: [this.registry] });
   readonly #configVersion = new Gauge({ name: 'edge_config_version', help: 'Version of the running config snapshot (1 at start, +1 per applied change)', registers: [this.registry] });
   readonly #refreshes = new Counter({ name: 'edge_config_refreshes_total', help: 'Config refresh requests by mode and result', labelNames: ['mode', 'status'] as const, registers: [this.registry] });
+  readonly #protocolEvents = new Counter({
+    name: 'edge_node_protocol_events_total',
+    help: 'What the node links did that an operator should see: fenced nodes, superseded sessions, heartbeat timeouts, refused registrations, protocol violations, frame batches (kind: the ProtocolStats field, snake_case)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
   readonly #certificateExpiry = new Gauge({
     name: 'edge_tls_certificate_expiry_timestamp_seconds',
     help: 'When the certificate each TLS listener serves expires (Unix time); a refresh or SIGHUP swaps in renewed files',
@@ -115,6 +123,8 @@ export class EdgeMetrics {
   #bytesToClient = 0;
   #bytesReported = { toNode: 0, toClient: 0 };
   #eventsReported = { published: 0, dropped: 0 };
+  /** What edge_node_protocol_events_total has counted, by ProtocolStats field. */
+  readonly #protocolReported = new Map<string, number>();
 
   readonly #mainCpu = new Counter({ name: 'edge_main_thread_cpu_seconds_total', help: 'CPU time of the main thread (the scheduler; with workers.count 0 the whole data path too)', registers: [this.registry] });
   /** What #mainCpu has counted: a counter takes increments, the thread's CPU time is a running total. */
@@ -288,6 +298,14 @@ export class EdgeMetrics {
     if (this.#bytesToClient > bytes.toClient) this.#tunnelBytes.inc({ direction: 'to_client' }, this.#bytesToClient - bytes.toClient);
     bytes.toNode = this.#bytesToNode;
     bytes.toClient = this.#bytesToClient;
+    const protocol = this.#source.protocol?.();
+    if (protocol !== undefined) {
+      for (const [field, count] of Object.entries(protocol)) {
+        const counted = this.#protocolReported.get(field) ?? 0;
+        if (count > counted) this.#protocolEvents.inc({ kind: snakeCase(field) }, count - counted);
+        this.#protocolReported.set(field, Math.max(count, counted));
+      }
+    }
     const events = this.#source.events();
     const seen = this.#eventsReported;
     if (events.published > seen.published) this.#published.inc(events.published - seen.published);
@@ -352,6 +370,10 @@ export class EdgeMetrics {
       for (const [listener, { notAfterMs }] of certificates) if (Number.isFinite(notAfterMs)) this.#certificateExpiry.set({ listener }, notAfterMs / 1000);
     }
   }
+}
+
+function snakeCase(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
 /** CPU seconds (user + system) of the calling thread: process.threadCpuUsage where Node has it. */

@@ -98,6 +98,13 @@ describe('node protocol: bad input from a node', () => {
     assert.match(rejected?.msg.case === 'rejected' ? rejected.msg.value.reason : '', /fenced for protocol violations/);
     assert.equal((await stats()).nodesFenced - before.nodesFenced, 1);
     await waitUntil(() => stack.edge.driver.status().nodes.every((n) => !n.connected), 'the node to be offline');
+    // What an operator sees: the same counts in /metrics, whatever thread held the session.
+    const metrics = await stack.edge.scrapeMetrics();
+    const counted = (kind: string): number => Number(new RegExp(`^edge_node_protocol_events_total\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(metrics)?.[1] ?? 0);
+    const now = await stats();
+    assert.equal(counted('nodes_fenced'), now.nodesFenced);
+    assert.equal(counted('unknown_tunnel_frames'), now.unknownTunnelFrames);
+    assert.ok(counted('unknown_tunnel_frames') >= MAX_SESSION_VIOLATIONS);
   });
 
   test('frames in flight when the edge cancelled a tunnel are dropped as late frames, never a violation', async () => {
