@@ -278,6 +278,21 @@ describe('A2A: model agent', () => {
       const answer = await post('/a2a/writer', body);
       assert.equal(answer.json.error?.code, -32600, `${body}: ${JSON.stringify(answer.json)}`);
     }
+    // Malformed requests are Invalid Request too (not the SDK's -32602), with id null; a notification (no id) starts no run.
+    const runsBefore = stack.edge.runs.list({}).length;
+    const message = { message: { messageId: 'm-1', role: 'ROLE_USER', parts: [{ text: 'fire and forget' }] } };
+    for (const request of [
+      { id: 2, method: 'GetTask', params: { id: 'x' } },
+      { jsonrpc: '1.0', id: 3, method: 'GetTask', params: { id: 'x' } },
+      { jsonrpc: '2.0', id: 4, method: 7, params: {} },
+      { jsonrpc: '2.0', id: { a: 1 }, method: 'GetTask', params: { id: 'x' } },
+      { jsonrpc: '2.0', method: 'SendMessage', params: message },
+    ]) {
+      const answer = await post('/a2a/writer', JSON.stringify(request));
+      assert.equal(answer.json.error?.code, -32600, `${JSON.stringify(request)}: ${JSON.stringify(answer.json)}`);
+      assert.equal((answer.json as { id?: unknown }).id, null);
+    }
+    assert.equal(stack.edge.runs.list({}).length, runsBefore, 'the notification started no run');
     assert.equal(asTask(await client.sendMessage(request('still here'))).status?.state, COMPLETED);
   });
 

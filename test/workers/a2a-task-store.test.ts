@@ -67,7 +67,8 @@ test('a subscriber that reads late gets its unread deltas as one update; one tha
 });
 
 test('a2a.max_task_bytes: finished records go oldest first once their text passes the bound; the newest stays; running ones are not counted', () => {
-  const store = new TaskStore(-1, 100, 1_000);
+  // Each record also holds its client message (~150 characters of JSON here), and 400 of answer.
+  const store = new TaskStore(-1, 100, 1_500);
   const finish = (answer: string): TaskEntry => {
     const e = entry(store);
     assert.equal(store.add(e), true);
@@ -86,7 +87,7 @@ test('a2a.max_task_bytes: finished records go oldest first once their text passe
   assert.equal(store.get(first.id), undefined, 'the oldest finished went');
   assert.equal(store.get(second.id), second);
   assert.equal(store.get(third.id), third);
-  assert.ok(store.finishedChars <= 1_000, `${store.finishedChars}`);
+  assert.ok(store.finishedChars <= 1_500, `${store.finishedChars}`);
   // A record larger than the whole bound is kept while it is the newest (GetTask right after it finished finds it).
   const huge = finish('h'.repeat(2_000));
   assert.equal(store.get(huge.id), huge);
@@ -96,4 +97,21 @@ test('a2a.max_task_bytes: finished records go oldest first once their text passe
   running.finish(COMPLETED, undefined, 3_600_000);
   assert.equal(store.get(huge.id), undefined);
   assert.equal(store.get(running.id), running, 'itself over the bound, it is the newest: kept');
+});
+
+test('a2a.max_task_bytes counts all a client message holds: a small text beside large metadata or a data part counts as large', () => {
+  const store = new TaskStore(-1, 100, 100_000);
+  const blob = 'm'.repeat(60_000);
+  const withMetadata = (): Message => ({ ...userMessage(), parts: [{ content: { $case: 'text', value: 'hi' }, metadata: undefined, filename: '', mediaType: '' }], metadata: { blob } });
+  const withData = (): Message => ({ ...userMessage(), parts: [{ content: { $case: 'data', value: { blob } }, metadata: undefined, filename: '', mediaType: 'application/json' }] });
+  const kept: TaskEntry[] = [];
+  for (const make of [withMetadata, withData, withMetadata]) {
+    const e = new TaskEntry(store.newId(), 'ctx', 'writer', undefined, make());
+    assert.equal(store.add(e), true);
+    e.finish(COMPLETED, undefined, 3_600_000);
+    kept.push(e);
+  }
+  assert.ok(store.finishedChars <= 100_000, `finished records hold ${store.finishedChars} characters, over the bound`);
+  assert.equal(store.get(kept[0].id), undefined, 'the oldest went');
+  assert.equal(store.get(kept[2].id), kept[2], 'the newest stays');
 });

@@ -38,6 +38,21 @@ function rpcError(id: unknown, code: number, message: string): string {
   return JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
 }
 
+/**
+ * Why `request` is no JSON-RPC 2.0 request this edge answers (-32600), or
+ * undefined. A request without an id is a notification, which must get no
+ * reply: A2A has none, and running one would start a run whose answer no
+ * one can tie to a request, so it is refused before any work.
+ */
+function malformedRequest(request: Record<string, unknown>): string | undefined {
+  if (request.jsonrpc !== '2.0') return 'not a JSON-RPC 2.0 request: "jsonrpc" must be "2.0"';
+  if (typeof request.method !== 'string') return 'not a JSON-RPC request: "method" must be a string';
+  if (!('id' in request) || request.id === undefined) return 'a request needs an "id": A2A has no notifications';
+  const id = request.id;
+  if (id !== null && typeof id !== 'string' && typeof id !== 'number') return 'a JSON-RPC "id" is a string, a number or null';
+  return undefined;
+}
+
 export class A2ASurface {
   #config: EdgeConfig;
   readonly #https: boolean;
@@ -161,6 +176,11 @@ export class A2ASurface {
     // JSON-RPC 2.0: a request is an object. Batches (arrays) are not served; null or a scalar is no request.
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
       reply.headers(JSON_HEADERS).send(rpcError(null, -32600, Array.isArray(parsed) ? 'JSON-RPC batches are not served; send one request object per call' : 'the body must be a JSON-RPC request object'));
+      return;
+    }
+    const malformed = malformedRequest(parsed as Record<string, unknown>);
+    if (malformed !== undefined) {
+      reply.headers(JSON_HEADERS).send(rpcError(null, -32600, malformed));
       return;
     }
     const method = (parsed as { method?: unknown }).method;

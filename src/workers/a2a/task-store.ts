@@ -111,6 +111,17 @@ export class EventQueue implements AsyncIterableIterator<StreamResponse> {
   }
 }
 
+/** A client message's size as its JSON text; its text parts alone should it not serialize. */
+function storedChars(message: Message): number {
+  try {
+    return JSON.stringify(message).length;
+  } catch {
+    let chars = 0;
+    for (const part of message.parts) if (part.content?.$case === 'text') chars += part.content.value.length;
+    return chars;
+  }
+}
+
 export class TaskEntry {
   state: TaskState = SUBMITTED;
   /** The run's answer so far. */
@@ -195,13 +206,15 @@ export class TaskEntry {
     this.onFinished?.(this);
   }
 
-  /** Characters of the prompt, the answer and the status text: what a finished record keeps in memory (the history's answer is `text` itself). */
+  /**
+   * What a finished record keeps in memory, in characters: the client's
+   * messages as they came (every part, metadata and extensions included: a
+   * small text beside a large data part or metadata must count as large),
+   * the answer and the status text (the history's answer is `text` itself).
+   */
   textChars(): number {
     let chars = this.text.length + (this.statusText?.length ?? 0);
-    for (const message of this.history) {
-      if (message.role === ROLE_AGENT) continue;
-      for (const part of message.parts) if (part.content?.$case === 'text') chars += part.content.value.length;
-    }
+    for (const message of this.history) if (message.role !== ROLE_AGENT) chars += storedChars(message);
     return chars;
   }
 
