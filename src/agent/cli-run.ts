@@ -258,6 +258,11 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
       this.#leaveSession();
       this.#clearTimers();
     }
+    // E2BIG: the client's prompt (or session) made an argument longer than the kernel takes: its request, not the program.
+    if ((err as NodeJS.ErrnoException).code === 'E2BIG') {
+      this.#fail(new AgentRunError('cli_bad_request', 'the prompt is too long to pass as a command-line argument (the kernel takes about 128 KiB in one); send a shorter prompt, or configure this provider with input: stdin'));
+      return;
+    }
     this.#fail(new AgentRunError('cli_failed', `could not run ${JSON.stringify(this.#provider.config.command[0])}: ${err.message}`));
   }
 

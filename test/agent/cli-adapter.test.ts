@@ -169,6 +169,20 @@ test('a prompt holding a NUL character for an `input: arg` provider fails that r
   assert.equal(JSON.parse(new TextDecoder().decode(served.find((f) => f.kind === FrameKind.DATA)?.data)).choices[0].message.content, 'fine');
 });
 
+test('a prompt longer than one command-line argument may be is the client\'s error (400, E2BIG), not the program failing', async (t) => {
+  const stream = await cliAgent(t, 'cli-e2big-', [{ id: 'agent-arg', input: 'arg', args: ['--', '{prompt}'] }]);
+  const body = (content: string) => new TextEncoder().encode(JSON.stringify({ model: 'm', messages: [{ role: 'user', content }] }));
+  // Linux takes at most 128 KiB (MAX_ARG_STRLEN) in one argument.
+  stream.sendTunnel({ runId: 'big', tunnelId: 1, providerId: 'agent-arg', adapter: Adapter.CLI, sessionId: 'z', target: 'm', method: 'POST', path: '/', body: body(`echo ${'x'.repeat(140_000)}`), stream: false, timeoutMs: 10_000 });
+  const refused = await stream.terminalFrames(1, 5_000);
+  assert.equal(refused.at(-1)?.kind, FrameKind.ERROR);
+  assert.equal(refused.at(-1)?.errorCode, 'cli_bad_request', refused.at(-1)?.errorMessage);
+  assert.match(refused.at(-1)?.errorMessage ?? '', /too long to pass as a command-line argument.*input: stdin/);
+  stream.sendTunnel({ runId: 'after', tunnelId: 2, providerId: 'agent-arg', adapter: Adapter.CLI, sessionId: 'z', target: 'm', method: 'POST', path: '/', body: body('echo fine'), stream: false, timeoutMs: 10_000 });
+  const served = await stream.terminalFrames(2, 10_000);
+  assert.equal(served.at(-1)?.kind, FrameKind.END);
+});
+
 test("a session id starting with '-' is refused (400) where it would start an argument of the command; elsewhere it runs", async (t) => {
   const stream = await cliAgent(t, 'cli-dash-', [
     { id: 'whole', args: ['{session}'] },
