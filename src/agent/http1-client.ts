@@ -231,6 +231,13 @@ export class Http1Client {
   #readCopyBase = 0;
   /** Bytes read in the same read as a pause, held until the handler resumes (copied). */
   #stash: Buffer | undefined;
+  /**
+   * The socket ended (or closed cleanly) while bytes read before it were
+   * still stashed: a TLS socket hands over what it decrypted while paused,
+   * then its end. Acted on once the stash is parsed, so the bytes count
+   * first (a close-delimited body is whole; a framed one may be complete).
+   */
+  #endPending = false;
   #inBody = false;
   #bodyMode = BODY_NONE;
   /** Body bytes left (BODY_LENGTH) or bytes left of the current chunk (chunked). */
@@ -338,6 +345,12 @@ export class Http1Client {
     if (stash === undefined || exchange !== this.#exchange || exchange.paused) return;
     this.#stash = undefined;
     this.#parse(stash, 0, stash.length, true);
+    // Paused again within it: the rest was stashed again, and the end waits for that too.
+    if (this.#endPending && this.#stash === undefined) {
+      this.#endPending = false;
+      const socket = this.#socket;
+      if (socket !== undefined) this.#onEnd(socket);
+    }
   }
 
   // --- connection ------------------------------------------------------------------
@@ -392,6 +405,10 @@ export class Http1Client {
   /** The server half-closed: an until-close body is complete; anything else in flight was cut short. */
   #onEnd(socket: Socket): void {
     if (socket !== this.#socket) return;
+    if (this.#stash !== undefined) {
+      this.#endPending = true;
+      return;
+    }
     const exchange = this.#exchange;
     if (exchange !== undefined && this.#inBody && this.#bodyMode === BODY_CLOSE) {
       this.#complete(exchange);
@@ -402,6 +419,11 @@ export class Http1Client {
 
   #onSocketGone(socket: Socket, err: Error | undefined): void {
     if (socket !== this.#socket) return;
+    if (err === undefined && this.#stash !== undefined) {
+      // A clean close after bytes still stashed: those come first (#unstash acts on the close after them).
+      this.#endPending = true;
+      return;
+    }
     const wasConnected = this.#connected;
     this.#dropSocket();
     const exchange = this.#exchange;
@@ -640,6 +662,11 @@ export class Http1Client {
         }
       }
       this.#headPart = Buffer.from(buf.subarray(from, end));
+      return -1;
+    }
+    // Measured once the head's end is found too: a head completed by a later read was never checked.
+    if (at - from > MAX_HEAD_BYTES) {
+      this.#badResponse(exchange, `response head over ${MAX_HEAD_BYTES} bytes`);
       return -1;
     }
     this.#headPart = undefined;
@@ -945,6 +972,7 @@ export class Http1Client {
   #resetParse(): void {
     this.#headPart = undefined;
     this.#stash = undefined;
+    this.#endPending = false;
     this.#inBody = false;
     this.#bodyMode = BODY_NONE;
     this.#remaining = 0;

@@ -1631,6 +1631,22 @@ test('17f. lean: a request cancelled before it was written does not lengthen the
   }
 });
 
+test('17g. lean: a response head over 64 KiB is refused however the reads split it, including one whose end comes in a later read', async () => {
+  for (const size of [70_000, 100_000, 127_000]) {
+    // One write: the head's first 64 KiB fill a read, and its end comes in the next.
+    const raw = await RawServer.start((req, socket) => socket.write(`HTTP/1.1 200 OK\r\nx-big: ${'h'.repeat(size)}\r\ncontent-length: 2\r\n\r\nok`));
+    const client = new Http1Client(raw.url);
+    try {
+      const got = await send(client, {});
+      assert.equal(got.sequence, 'start, error', String(size));
+      assert.match(got.error?.message ?? '', /response head over 65536 bytes/);
+    } finally {
+      await client.destroy();
+      await raw.close();
+    }
+  }
+});
+
 // ---------------------------------------------------------------------------
 // 18. https providers: the same client over TLS (undici's Client served them before, and resent nothing)
 
@@ -1723,6 +1739,37 @@ describe('18. lean over https', { skip: hasOpenssl() ? false : 'no openssl' }, (
         assert.equal(pauses, 20);
         assert.equal(got.body.length, body.length);
         assert.ok(got.body.equals(body), 'the bytes arrive whole and in order');
+      } finally {
+        await client.destroy();
+        await raw.close();
+      }
+    });
+  }
+
+  for (const framing of ['content-length', 'chunked', 'until-close'] as const) {
+    test(`18e. a provider that sends the whole answer, then closes, while the handler is paused: every byte, and the right end (${framing})`, async () => {
+      const body = randomBytes(800_000);
+      const raw = await RawServer.start((req, socket) => {
+        if (framing === 'content-length') socket.write(`HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: ${body.length}\r\n\r\n`);
+        else if (framing === 'chunked') socket.write('HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n');
+        else socket.write('HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n');
+        socket.write(framing === 'chunked' ? Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]) : body);
+        // The close follows the last byte at once (nginx's keepalive_requests, an HTTP/1.0-style body): the client is still paused.
+        socket.end();
+      }, tls);
+      const client = new Http1Client(raw.url, ca);
+      try {
+        const got = await send(client, {
+          hooks: {
+            onData: (controller) => {
+              controller.pause();
+              setTimeout(() => controller.resume(), 10);
+            },
+          },
+        });
+        assert.equal(got.result, 'end', `${got.sequence}: ${got.error?.message}`);
+        assert.equal(got.body.length, body.length, 'nothing cut');
+        assert.ok(got.body.equals(body));
       } finally {
         await client.destroy();
         await raw.close();
