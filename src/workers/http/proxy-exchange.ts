@@ -93,6 +93,8 @@ export class ProxyExchange implements TunnelConsumer {
    */
   #socket: Socket | undefined;
   #isEventStream = false;
+  /** The provider compressed its body (content-encoding other than identity), though the agent asked for identity. */
+  #encoded = false;
   /**
    * Body bytes of a relayed content-length still to come (-1: no length).
    * At 0 the client holds a whole response and may send its next request
@@ -255,6 +257,12 @@ export class ProxyExchange implements TunnelConsumer {
 
   /** After the relayed head: the readers its body needs. */
   #startBody(json: boolean): void {
+    if (this.#encoded) {
+      // Compressed bytes are opaque here: relayed as they come (an event held for its blank line would never
+      // find one), no usage read, and a failure cuts the connection (an in-band event would be plain text inside the stream).
+      this.#isEventStream = false;
+      return;
+    }
     // A whole JSON answer ends with its `usage` as a stream's last event does: the same tail reads both.
     if (this.#isEventStream || json) this.#tail = new StreamTail();
     // A stream without a length can end in an in-band error: it goes out in whole events.
@@ -270,6 +278,7 @@ export class ProxyExchange implements TunnelConsumer {
       if (value.startsWith('text/event-stream')) this.#isEventStream = true;
       else return value.startsWith('application/json');
     } else if (name === 'content-length') this.#bodyLeft = declaredLength(value, status, this.request.method);
+    else if (name === 'content-encoding' && value !== 'identity') this.#encoded = true;
     return false;
   }
 
