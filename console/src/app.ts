@@ -25,7 +25,7 @@ const SPAN_MS = 15 * 60_000;
 // --- shapes of the admin API (only what the page reads) -------------------------
 
 interface NodeRow { id: string; connected: boolean; generation: number; agentVersion: string | null; draining: boolean; openTunnels: number; configured: boolean; lanes?: number; heartbeatAgeMs?: number | null }
-interface ProviderRow { id: string; node: string; capacity: number; inFlight: number; queued: number; loadRatio: number; health: string; servedModels: string[]; type?: string | null }
+interface ProviderRow { id: string; node: string; capacity: number; inFlight: number; queued: number; loadRatio: number; health: string; servedModels: string[]; type?: string | null; outlier?: { phase: string; until?: string | null; reason?: string; ejections?: number } | null }
 interface GroupFairness {
   bands: { priority: number; queued: number; tenants: { tenant: string; queued: number }[] }[];
   tenants: { tenant: string; dispatched: number; share: number }[];
@@ -312,7 +312,8 @@ function onEvent(type: string, data: string): void {
       if (node) Object.assign(node, { connected: true, generation: e.generation, agentVersion: e.agentVersion, draining: false, lanes: Math.max(1, node.lanes ?? 0), heartbeatAgeMs: 0 });
       break;
     case 'node.disconnected':
-      if (node && node.generation === e.generation) Object.assign(node, { connected: false, lanes: 0, heartbeatAgeMs: null, openTunnels: 0 });
+      // The edge forgets a node's drain when its connection goes (a reconnect starts undrained unless the agent says otherwise).
+      if (node && node.generation === e.generation) Object.assign(node, { connected: false, draining: false, lanes: 0, heartbeatAgeMs: null, openTunnels: 0 });
       break;
     case 'node.draining':
     case 'node.undrained':
@@ -331,6 +332,8 @@ function onEvent(type: string, data: string): void {
 function syncRows<T>(tbody: HTMLTableSectionElement, items: readonly T[], key: (item: T) => string, columns: number, fill: (row: HTMLTableRowElement, cells: HTMLTableCellElement[], item: T) => void): void {
   const existing = new Map<string, HTMLTableRowElement>();
   for (const row of Array.from(tbody.rows)) existing.set(row.dataset.key ?? '', row);
+  // Moving a row drops the keyboard focus inside it: given back below, so an operator's Tab + Enter still reaches the button.
+  const focused = document.activeElement instanceof HTMLElement && tbody.contains(document.activeElement) ? document.activeElement : null;
   let previous: HTMLTableRowElement | null = null;
   for (const item of items) {
     const k = key(item);
@@ -348,10 +351,15 @@ function syncRows<T>(tbody: HTMLTableSectionElement, items: readonly T[], key: (
     previous = row;
   }
   for (const row of existing.values()) row.remove();
+  if (focused !== null && focused.isConnected && document.activeElement !== focused) focused.focus();
 }
 
 function set(cell: HTMLElement, text: string, className = ''): void {
-  if (cell.textContent !== text) cell.textContent = text;
+  if (cell.textContent !== text) {
+    cell.textContent = text;
+    // A narrow column cuts the text short (ellipsis): the whole of it on hover.
+    cell.title = text;
+  }
   if (className !== '' || cell.className !== '') if (cell.className !== className) cell.className = className;
 }
 
@@ -408,6 +416,9 @@ function renderStatus(next: Status): void {
     set(c[6], percent(p.loadRatio), 'num');
     set(c[7], p.servedModels.join(', ') || '–');
     c[7].title = p.servedModels.join(', '); // the cell may cut the list short
+    // Why it is out of rotation, and until when: the API's outlier record.
+    const o = p.outlier;
+    if (o !== null && o !== undefined && o.phase !== 'healthy') c[2].title = `${o.phase.replace('_', ' ')}${o.until ? ` until ${new Date(o.until).toLocaleTimeString()}` : ''}${o.reason ? `: ${o.reason}` : ''}${o.ejections ? ` (ejections: ${o.ejections})` : ''}`;
   });
 
   $('queues-empty').hidden = next.groups.length > 0;
@@ -602,7 +613,7 @@ async function refresh(mode: 'evaluate' | 'apply'): Promise<void> {
     const renewed = (r.certificates ?? []).filter((c) => c.changed);
     const verdict = r.status === 'applied' && r.changes.length === 0 ? `Applied: certificates reloaded (${renewed.map((c) => c.listener).join(', ')}); the config is unchanged.`
       : r.status === 'applied' ? `Applied: config version ${r.configVersion}; ${r.notified.length} node(s) notified${r.retired.length ? `, retired ${r.retired.join(', ')}` : ''}.`
-      : r.status === 'unchanged' ? 'No change: the candidate equals the running config, and the certificate files what is served.'
+      : r.status === 'unchanged' || (r.status === 'evaluated' && r.applicable && r.changes.length === 0 && renewed.length === 0) ? 'No change: the candidate equals the running config, and the certificate files what is served.'
       : r.status === 'rejected' ? `Rejected (${r.rejection}): nothing changed.`
       : r.applicable ? 'Evaluated: Apply would commit the mutable changes below.' : `Evaluated: Apply would be refused (${r.rejection}).`;
     head.textContent = verdict;

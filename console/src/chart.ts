@@ -5,7 +5,12 @@
 const NS = 'http://www.w3.org/2000/svg';
 const W = 600;
 const H = 170;
-const PAD_L = 84;
+/** Left padding for the y-axis labels: the longest one's width at the axis font (17 px, tabular digits ~10 px each), and a gap. */
+function leftPad(labels: readonly string[]): number {
+  let longest = 0;
+  for (const label of labels) if (label.length > longest) longest = label.length;
+  return Math.max(40, longest * 10 + 10);
+}
 const PAD_B = 24;
 const PAD_T = 12;
 
@@ -36,13 +41,16 @@ export function drawChart(svg: SVGSVGElement, times: readonly number[], lines: r
   let max = 0;
   for (const line of lines) for (const v of line.values) if (v !== null && v > max) max = v;
   const top = niceMax(max);
+  const ticks = [0, 0.5, 1].map((frac) => [frac, `${formatTick(top * frac)} ${unit}`] as const);
+  // Sized to the labels, so "50000 ms" or "0.50 req/s" is never cut at the chart's left edge.
+  const PAD_L = leftPad(ticks.map(([, text]) => text));
   const x = (t: number): number => PAD_L + ((t - (now - spanMs)) / spanMs) * (W - PAD_L - 4);
   const y = (v: number): number => H - PAD_B - (v / top) * (H - PAD_B - PAD_T);
-  for (const frac of [0, 0.5, 1]) {
+  for (const [frac, text] of ticks) {
     const yy = y(top * frac);
     svg.append(el('line', { x1: PAD_L, x2: W - 4, y1: yy, y2: yy, class: 'grid' }));
     const label = el('text', { x: PAD_L - 6, y: yy + 6, class: 'axis', 'text-anchor': 'end' });
-    label.textContent = `${formatTick(top * frac)} ${unit}`;
+    label.textContent = text;
     svg.append(label);
   }
   for (const [t, text] of [[now - spanMs, '−15 min'], [now - spanMs / 2, '−7.5 min'], [now, 'now']] as const) {

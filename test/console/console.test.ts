@@ -255,6 +255,11 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
   });
 
   test('config refresh evaluate shows the diff split into live and restart-required, apply commits the live part', async () => {
+    // The running config itself: no change, said as such (not "Apply would commit the changes below" over an empty list).
+    await setValue('#config-text', JSON.stringify(raw));
+    await page.click('#evaluate');
+    await until(`/^No change/.test(document.getElementById('config-outcome')?.textContent)`, 5_000).catch(async () => assert.fail(`outcome: ${await text('#config-outcome')}`));
+    assert.equal(await js(`document.getElementById('apply').disabled`), true);
     const models = structuredClone(raw.models) as Record<string, unknown>[];
     models[0].max_queue = 7;
     const candidate = { ...raw, models, admin: { ...(raw.admin as object), port: 1 } };
@@ -421,6 +426,12 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     const overflowJs = 'document.documentElement.scrollWidth - document.documentElement.clientWidth';
     await until(`${overflowJs} <= 0`, 3_000).catch(async () => assert.fail(`page is ${await js<number>(overflowJs)} px wider than a phone`));
     await page.setViewport({ width: 1280, height: 800 });
+    // Every y-axis label is inside its chart ("0.50 req/s" was cut to ".50 req/s" at the left edge).
+    const cutJs = `Array.from(document.querySelectorAll('svg text.axis')).filter((t) => t.getBBox().x < 0).map((t) => t.textContent)`;
+    await until(`document.querySelectorAll('svg text.axis').length > 0`);
+    assert.deepEqual(await js<string[]>(cutJs), [], 'axis labels cut at the chart edge');
+    // A narrow column cuts a long id short: the whole of it is the cell's title.
+    assert.equal(await js(`document.querySelector('tr[data-node] > *').title`), NODE_ID);
     // The provider row names the API the provider speaks.
     const expected = ['gpu-1-mock', NODE_ID, 'ok', 'OpenAI', '0 / 4'];
     const providerJs = `JSON.stringify(Array.from(document.querySelector('tr[data-provider]').cells).slice(0, 5).map((c) => c.textContent))`;
