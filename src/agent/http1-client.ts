@@ -285,8 +285,8 @@ export class Http1Client {
     if (this.#exchange !== undefined) throw new Error('Http1Client carries one request at a time');
     const exchange = new Exchange(this, options, handler);
     this.#exchange = exchange;
-    if (this.#socket !== undefined && this.#connected && performance.now() > this.#idleUntil) {
-      // The server may be closing it now: a fresh socket, not a reset mid-request.
+    if (this.#socket !== undefined && this.#connected && (performance.now() > this.#idleUntil || this.#socket.destroyed)) {
+      // The server may be closing it now (or has): a fresh socket, not a reset mid-request.
       this.#dropSocket();
     }
     if (this.#socket === undefined) this.#connect();
@@ -930,11 +930,12 @@ export class Http1Client {
     exchange.done = true;
     this.#exchange = undefined;
     this.#endDeadlines();
-    // Read before the reset clears it: the response said this connection ends with it.
-    const closeAfter = this.#closeAfter;
+    // Read before the reset clears them: the response said this connection ends with it, or the provider already closed it
+    // (its end came while the last bytes were stashed: the socket is gone, and 'close' will not fire again to say so).
+    const closeAfter = this.#closeAfter || this.#endPending;
     this.#resetParse();
     // Answered before its body was all written (an early 413): the server stopped reading, so the connection is out of step.
-    if (closeAfter || this.#keepAliveMs <= 0 || (this.#socket !== undefined && this.#socket.writableLength > 0)) {
+    if (closeAfter || this.#keepAliveMs <= 0 || (this.#socket !== undefined && (this.#socket.writableLength > 0 || this.#socket.destroyed))) {
       this.#dropSocket();
     } else {
       this.#socketReused = true;

@@ -1777,6 +1777,40 @@ describe('18. lean over https', { skip: hasOpenssl() ? false : 'no openssl' }, (
     });
   }
 
+  test('18f. a keep-alive answer whose connection the provider closed while the handler was paused: the next request takes a fresh connection', async () => {
+    const body = randomBytes(800_000);
+    const raw = await RawServer.start((req, socket) => {
+      if (raw.requests.length > 1) {
+        ok(socket, 'second');
+        return;
+      }
+      // No connection: close, yet the provider closes (an idle timeout, a proxy): the socket must not be kept.
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\n\r\n`);
+      socket.write(body);
+      socket.end();
+    }, tls);
+    const client = new Http1Client(raw.url, ca);
+    try {
+      const first = await send(client, {
+        hooks: {
+          onData: (controller) => {
+            controller.pause();
+            setTimeout(() => controller.resume(), 10);
+          },
+        },
+      });
+      assert.equal(first.result, 'end', `${first.sequence}: ${first.error?.message}`);
+      assert.ok(first.body.equals(body));
+      const second = await send(client, { path: '/second', headersTimeout: 3_000 });
+      assert.equal(second.result, 'end', `${second.sequence}: ${second.error?.message}`);
+      assert.equal(second.body.toString(), 'second');
+      assert.equal(raw.sockets.length, 2, 'a fresh connection for the second');
+    } finally {
+      await client.destroy();
+      await raw.close();
+    }
+  });
+
   test('18c. a certificate the client does not trust fails before the request starts, and nothing is sent', async () => {
     const raw = await RawServer.start((req, socket) => ok(socket, 'never'), tls);
     const client = new Http1Client(raw.url); // the system's trust store: the test CA is not in it
