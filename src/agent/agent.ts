@@ -254,7 +254,16 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   #connect(): void {
     const connection = new EdgeConnection(this.#config, this.#upstreams, this, this.#log);
     this.#connection = connection;
-    connection.open();
+    try {
+      connection.open();
+    } catch (err) {
+      // Nothing to dial with yet (edge.tls files that never loaded): tried again at the backoff's pace, never thrown from a timer.
+      this.#connection = undefined;
+      const delayMs = this.#backoff.next();
+      this.#log.error({ err: (err as Error).message, delayMs }, 'could not dial the edge; retrying');
+      this.emit('disconnected', (err as Error).message);
+      this.#reconnectTimer = setTimeout(onReconnectTimer, delayMs, this);
+    }
   }
 
   #openLane(lane: number, generation: number): void {

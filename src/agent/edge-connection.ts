@@ -128,7 +128,7 @@ export class EdgeConnection implements FrameSink {
     const { edge, node } = this.#config;
     this.#client = new grpc.Client(
       edge.address,
-      edgeCredentials(edge.tls),
+      edgeCredentials(edge.tls, (err) => this.#log.warn({ err: err.message }, 'edge.tls files do not load (a renewal halfway?); dialing with the last good ones')),
       edge.tls?.serverName === undefined ? CHANNEL_OPTIONS : { ...CHANNEL_OPTIONS, ...tlsChannelOptions(edge.tls) },
     );
     const call: ConnectCall = this.#client.makeBidiStreamRequest(CONNECT_PATH, encodeNodeMessage, decodeEdgeMessage);

@@ -42,26 +42,29 @@ function read(path: string, file: string): Buffer {
 
 /**
  * Channel credentials for the edge connection: insecure without a tls
- * section. A file that cannot be read at a reconnect (a renewal halfway
- * through replacing it) leaves the last credentials in use; with none yet, it throws.
+ * section. Files that do not load at a reconnect (unreadable, or a
+ * renewal halfway through: the new certificate beside the old key, a
+ * half-written PEM) leave the last good credentials in use, and
+ * `onStale` says why; with none yet, it throws (the caller retries).
  */
-export function edgeCredentials(tls: AgentTlsConfig | undefined): grpc.ChannelCredentials {
+export function edgeCredentials(tls: AgentTlsConfig | undefined, onStale?: (err: Error) => void): grpc.ChannelCredentials {
   if (tls === undefined) return grpc.credentials.createInsecure();
   const last = loaded.get(tls);
-  let ca: Buffer, key: Buffer | null, cert: Buffer | null;
   try {
-    ca = read('edge.tls.ca_file', tls.caFile);
-    key = tls.keyFile === undefined ? null : read('edge.tls.key_file', tls.keyFile);
-    cert = tls.certFile === undefined ? null : read('edge.tls.cert_file', tls.certFile);
+    const ca = read('edge.tls.ca_file', tls.caFile);
+    const key = tls.keyFile === undefined ? null : read('edge.tls.key_file', tls.keyFile);
+    const cert = tls.certFile === undefined ? null : read('edge.tls.cert_file', tls.certFile);
+    const digest = createHash('sha256').update(ca).update('\0').update(key ?? '').update('\0').update(cert ?? '').digest('hex');
+    if (last?.digest === digest) return last.credentials;
+    // createSsl builds the secure context now: a certificate and key that are not a pair throw here.
+    const credentials = grpc.credentials.createSsl(ca, key, cert);
+    loaded.set(tls, { digest, credentials });
+    return credentials;
   } catch (err) {
-    if (last !== undefined) return last.credentials;
-    throw err;
+    if (last === undefined) throw err;
+    onStale?.(err as Error);
+    return last.credentials;
   }
-  const digest = createHash('sha256').update(ca).update('\0').update(key ?? '').update('\0').update(cert ?? '').digest('hex');
-  if (last?.digest === digest) return last.credentials;
-  const credentials = grpc.credentials.createSsl(ca, key, cert);
-  loaded.set(tls, { digest, credentials });
-  return credentials;
 }
 
 /** Channel options TLS needs on top of the connection's own. */

@@ -279,6 +279,25 @@ describe('node certificates renewed in place, and the CA nodes are checked again
     await agent.stop();
   });
 
+  test('a reconnect while the node\'s files are half renewed (a certificate beside a key that is not its own) keeps the last good ones; no crash', async () => {
+    const files = { cert: join(pki.dir, 'half.crt'), key: join(pki.dir, 'half.key'), ca: pki.caCert };
+    copyFileSync(pki.clientCert, files.cert);
+    copyFileSync(pki.clientKey, files.key);
+    const agent = agentWith(files);
+    agent.start();
+    await waitUntil(() => agent.isConnected(), 'registration', 5_000);
+    // Halfway: the key is another certificate's. The reconnect dials with what it had.
+    copyFileSync(pki.rogueClientKey, files.key);
+    let disconnects = 0;
+    agent.on('disconnected', () => disconnects++);
+    agent.dropConnection();
+    await waitUntil(() => disconnects >= 1 && agent.isConnected(), 'a reconnect with the last good credentials', 5_000);
+    copyFileSync(pki.clientKey, files.key);
+    agent.dropConnection();
+    await waitUntil(() => disconnects >= 2 && agent.isConnected(), 'a reconnect once the files are whole', 5_000);
+    await agent.stop();
+  });
+
   test('a new client_ca_file is a live change: node handshakes from then on are checked against it', async () => {
     const rotated = structuredClone(raw) as { tls: { nodes: Record<string, unknown> } };
     rotated.tls.nodes.client_ca_file = pki.rogueCaCert;
