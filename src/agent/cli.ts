@@ -84,7 +84,7 @@ async function bootstrap(argv: string[]): Promise<number> {
   try {
     const outcome = await bootstrapNode({ edge, nodeId, token, dir: values.dir ?? '.' });
     for (const f of outcome.files) process.stdout.write(`${f.sha256}  ${f.name} (${f.bytes} bytes, verified)\n`);
-    process.stdout.write(`wrote ${outcome.dir}\nnext: npm install -g --omit=dev ${outcome.dir}/agent.tgz && node-agent --config ${outcome.dir}/agent.yaml\n`);
+    process.stdout.write(`wrote ${outcome.dir}\nnext: npm install -g --prefix /usr/local --omit=dev ${outcome.dir}/agent.tgz && node-agent --config ${outcome.dir}/agent.yaml\n`);
     return 0;
   } catch (err) {
     if (!(err instanceof BootstrapError)) throw err;

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -187,6 +187,16 @@ describe('installable package (npm pack, npm install --omit=dev)', () => {
     assert.match(out.stdout, /: valid \(1 nodes, 3 models/);
   });
 
+  test('the example agent\'s cli provider runs the demo script where the documented install puts it', async () => {
+    const example = parseYaml(await readFile(join(installed, 'examples', 'node-agent.yaml'), 'utf8')) as { providers: { type: string; command?: string[] }[] };
+    const cli = example.providers.find((p) => p.type === 'cli');
+    const script = cli?.command?.[1] ?? '';
+    // docs/deploy.md installs with --prefix /usr/local: this test's install has the same layout under its own prefix.
+    assert.match(script, /^\/usr\/local\/lib\/node_modules\/llm-edge-gateway\//, script);
+    const here = join(prefix, script.slice('/usr/local/'.length));
+    await access(here);
+  });
+
   test('an installed edge and node agent, configured from the shipped examples, serve a request', async () => {
     let mock: MockProvider | undefined;
     let edge: Service | undefined;
@@ -262,6 +272,8 @@ describe('installable package (npm pack, npm install --omit=dev)', () => {
     const FLUSH_SECONDS = 2; // drainListener's FLUSH_WAIT_MS after the grace
     assert.ok(stopSec > example.drain.grace_ms / 1000 + FLUSH_SECONDS, `TimeoutStopSec=${stopSec} leaves the drain (${example.drain.grace_ms} ms + ${FLUSH_SECONDS} s) time to finish`);
     assert.match(unit, /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
+    // fastify lists the interfaces (a netlink socket) when a listener binds 0.0.0.0: without AF_NETLINK such an edge exits at start.
+    assert.match(unit, /^RestrictAddressFamilies=.*\bAF_NETLINK\b/m, 'the edge may list the host\'s interfaces');
     assert.match(unit, /^LimitNOFILE=(\d+)$/m);
     assert.ok(Number(/^LimitNOFILE=(\d+)$/m.exec(unit)?.[1]) >= 65_536, 'LimitNOFILE fits tens of thousands of connections');
   });
