@@ -84,6 +84,17 @@ describe('console routes on the admin listener', () => {
     const unknown = await send({ 'x-edge-client-key': CLIENT_KEY }, 'no-such-model');
     assert.equal(unknown.status, 404);
     assert.equal(((await unknown.json()) as { error: { code: string } }).error.code, 'model_not_found');
+    // The body's bytes go as typed, not parsed and written again: a duplicated model is refused as on /v1 (a
+    // re-serialised body kept the last one, and would also turn 9007199254740993 into ...992 and 1e400 into null).
+    const duplicated = await fetch(`${admin}/admin/try`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'x-edge-client-key': CLIENT_KEY },
+      body: `{"model":"${ALIAS}","model":"no-such-model","seed":9007199254740993,"messages":[]}`,
+    });
+    assert.equal(duplicated.status, 400, await duplicated.clone().text());
+    assert.equal(((await duplicated.json()) as { error: { code: string } }).error.code, 'invalid_json');
+    const empty = await fetch(`${admin}/admin/try`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: '' });
+    assert.equal(empty.status, 400);
   });
 
   test('Stop while the request still waits in the queue takes it out of the queue', async () => {

@@ -87,9 +87,17 @@ export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void
   const loopback = new Agent({ connect: { rejectUnauthorized: false } });
   app.addHook('onClose', async () => loopback.close());
 
-  app.post('/admin/try', async (request: FastifyRequest, reply: FastifyReply) => {
+  // The body's bytes go to the client listener as they came: parsed and written again, a duplicated `model` would
+  // pass with its last value, and integers past 2^53 or 1e400 would change (the contract: only `model` is rewritten).
+  app.register(async (scope) => {
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void) => done(null, body));
+    scope.post('/admin/try', (request, reply) => tryIt(request, reply));
+  });
+
+  const tryIt = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const body = request.body;
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    if (!Buffer.isBuffer(body) || body.length === 0) {
       sendAdminError(reply, 400, 'invalid_request', 'send a chat completion request body: {"model","messages",…}');
       return;
     }
@@ -101,7 +109,7 @@ export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void
     reply.raw.once('close', () => abort.abort());
     let upstream: Awaited<ReturnType<typeof undiciRequest>>;
     try {
-      upstream = await undiciRequest(`${ops.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify(body), dispatcher: loopback, signal: abort.signal });
+      upstream = await undiciRequest(`${ops.url}/v1/chat/completions`, { method: 'POST', headers, body, dispatcher: loopback, signal: abort.signal });
     } catch (err) {
       if (!abort.signal.aborted) sendAdminError(reply, 502, 'client_listener_unreachable', `the client listener did not answer: ${(err as Error).message}`);
       return reply;
@@ -113,5 +121,5 @@ export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void
     }
     reply.header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
     return reply.send(upstream.body);
-  });
+  };
 }
