@@ -11,8 +11,7 @@
 // `maxEjectionShare` of an alias's providers, is not made: requests keep
 // going there (or queue) instead.
 import type { OutlierView } from '../../contract/scheduler.js';
-import { ENDPOINTS, type ApiKind } from '../../shared/endpoints.js';
-import { couldServe, isEligible, providerServes } from './candidates.js';
+import { couldServe, isEligible } from './candidates.js';
 import type { GroupState, ProviderState } from './state.js';
 
 export interface OutlierPolicy {
@@ -107,12 +106,8 @@ class OutlierRecord {
   }
 }
 
-const API_KINDS = ENDPOINTS.length;
-
 export class Outliers {
   #policy: OutlierPolicy;
-  /** scheduler.long_context_threshold_tokens: prompts this long go only to a window that holds them (set by the scheduler). */
-  longThreshold = Number.POSITIVE_INFINITY;
   readonly #random: () => number;
   readonly #records = new Map<ProviderState, OutlierRecord>();
   #listener: ((event: OutlierChange) => void) | undefined;
@@ -262,18 +257,20 @@ export class Outliers {
   lastResort(groups: Iterable<GroupState>): boolean {
     if (this.#records.size === 0) return false;
     let any = false;
-    const serving = (other: ProviderState): boolean => (this.#records.get(other)?.phase ?? 'healthy') !== 'ejected' && other.capacity > 0 && couldServe(other);
     for (const group of groups) {
-      // Back when the ones left cannot serve some of its requests (an API, a long prompt), not only when none is left;
-      // judged before any comes back, so with none left all of them do.
-      const back: ProviderState[] = [];
+      let serving = false;
       for (const entry of group.entries) {
-        const record = this.#records.get(entry.provider);
-        if (record !== undefined && record.phase === 'ejected' && couldServe(entry.provider) && this.#uncovered(entry.provider, group, serving) !== undefined) back.push(entry.provider);
+        const phase = this.#records.get(entry.provider)?.phase ?? 'healthy';
+        if (phase !== 'ejected' && entry.provider.capacity > 0 && couldServe(entry.provider)) {
+          serving = true;
+          break;
+        }
       }
-      for (const p of back) {
+      if (serving) continue;
+      for (const entry of group.entries) {
+        const p = entry.provider;
         const record = this.#records.get(p);
-        if (record === undefined || record.phase !== 'ejected') continue;
+        if (record === undefined || record.phase !== 'ejected' || !couldServe(p)) continue;
         record.phase = 'half_open';
         record.probing = false;
         record.reason = `back early: the last serving provider of ${group.alias} left`;
@@ -321,45 +318,18 @@ export class Outliers {
   /** Why `p` may not be ejected now, if it may not. */
   #guard(p: ProviderState, groups: readonly GroupState[]): string | undefined {
     for (const group of groups) {
+      let serving = 0;
       let ejected = 0;
       for (const entry of group.entries) {
         const other = entry.provider;
         if (other === p) continue; // a half-open p being judged again is not one of the others
-        if ((this.#records.get(other)?.phase ?? 'healthy') !== 'healthy') ejected++;
+        const phase = this.#records.get(other)?.phase ?? 'healthy';
+        if (phase !== 'healthy') ejected++;
+        else if (other.capacity > 0 && isEligible(other)) serving++;
       }
-      // A half-open p being judged again is not one of the others.
-      const uncovered = this.#uncovered(p, group, (other) => other !== p && (this.#records.get(other)?.phase ?? 'healthy') === 'healthy' && other.capacity > 0 && isEligible(other));
-      if (uncovered !== undefined) return `not ejected: the last serving provider of ${group.alias}${uncovered}`;
+      if (serving === 0) return `not ejected: the last serving provider of ${group.alias}`;
       if (ejected + 1 > this.#policy.maxEjectionShare * group.entries.length) return `not ejected: ${group.alias} is at its largest ejected share`;
     }
-    return undefined;
-  }
-
-  /**
-   * Requests of `group` that only `p` could serve if it went, or undefined
-   * when `serving` providers cover all it covers: a request speaking an API
-   * (Messages, Responses, ...) has only the providers serving that API as
-   * candidates, and a long one only those whose window holds it. '' when
-   * no other provider serves at all, else which requests (for the reason).
-   */
-  #uncovered(p: ProviderState, group: GroupState, serving: (other: ProviderState) => boolean): string | undefined {
-    let any = false;
-    let window = 0;
-    let apis = 0;
-    for (const entry of group.entries) {
-      const other = entry.provider;
-      if (!serving(other)) continue;
-      any = true;
-      for (let api = 0; api < API_KINDS; api++) if (providerServes(other, api as ApiKind)) apis |= 1 << api;
-      if ((other.maxContextTokens ?? 0) > window) window = other.maxContextTokens ?? 0;
-    }
-    if (!any) return '';
-    for (let api = 0; api < API_KINDS; api++) {
-      if (providerServes(p, api as ApiKind) && (apis & (1 << api)) === 0) return ` for ${ENDPOINTS[api]} requests`;
-    }
-    // Long requests go only to a window that holds them: p's must not be the only one that large.
-    const own = p.maxContextTokens ?? 0;
-    if (own >= this.longThreshold && own > window) return ` for prompts over ${window} tokens`;
     return undefined;
   }
 

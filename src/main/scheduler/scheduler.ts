@@ -134,7 +134,6 @@ export class Scheduler {
     this.#fairness = fairnessOf(config);
     this.overload = overload;
     this.#registry.apply(buildCatalog(config));
-    this.outliers.longThreshold = this.#registry.longThreshold;
     this.#applyFairness();
   }
 
@@ -623,7 +622,6 @@ export class Scheduler {
     this.#expire(now);
     this.#fairness = fairnessOf(config);
     this.#registry.apply(buildCatalog(config));
-    this.outliers.longThreshold = this.#registry.longThreshold;
     this.#refuseOrphans();
     this.#applyFairness();
     this.outliers.lastResort(this.#registry.groups.values());
