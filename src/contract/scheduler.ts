@@ -68,6 +68,13 @@ export interface Grant {
   readonly generation: number;
   /** Time spent queued before this grant, ms. */
   readonly queuedMs: number;
+  /**
+   * The node the request's session was on, when this grant moved it (that
+   * node gone, draining, or unable to take the request): the state held
+   * there (a cli session's directory, a warm cache) did not come along.
+   * Undefined otherwise.
+   */
+  readonly sessionMovedFrom: string | undefined;
 }
 
 /** Receives the scheduler's decisions, synchronously, from inside its calls. */

@@ -769,7 +769,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     r.value = grant.queuedMs;
     const place = this.#places.get(grant.nodeId);
     r.worker = place === undefined ? 0 : this.#laneWorker(place, grant.requestId % ID_STRIDE);
-    this.#slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel);
+    this.#slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel, grant.sessionMovedFrom);
   }
 
   onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {

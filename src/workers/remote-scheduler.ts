@@ -195,6 +195,7 @@ export class RemoteScheduler implements SchedulerPort {
           servedModel: this.#reader.nameOf(r.nameId) ?? '',
           generation: r.generation,
           queuedMs: r.value,
+          sessionMovedFrom: this.#reader.nameOf(r.extraId),
         };
         handler?.onGrant(grant, r.worker);
         return;

@@ -17,14 +17,14 @@ after(async () => {
   await stack.close();
 });
 
-async function run(prompt: string, session: string): Promise<{ node: string; status: number }> {
+async function run(prompt: string, session: string): Promise<{ node: string; status: number; movedFrom: string | null }> {
   const res = await fetch(`${stack.baseURL}/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-edge-session': session },
     body: JSON.stringify({ model: CLI_ALIAS, messages: [{ role: 'user', content: prompt }] }),
   });
   await res.text();
-  return { node: res.headers.get('x-edge-node') ?? '', status: res.status };
+  return { node: res.headers.get('x-edge-node') ?? '', status: res.status, movedFrom: res.headers.get('x-edge-session-moved-from') };
 }
 
 test('10 requests of a session land on the node that holds it; after it disconnects the next goes elsewhere', async () => {
@@ -46,4 +46,8 @@ test('10 requests of a session land on the node that holds it; after it disconne
   const after = await run('echo after', 'A');
   assert.equal(after.status, 200);
   assert.equal(after.node, 'gpu-1');
+  // The client is told its session moved (its directory on gpu-2 did not come along), once.
+  assert.equal(first.movedFrom, null);
+  assert.equal(after.movedFrom, 'gpu-2');
+  assert.equal((await run('echo again', 'A')).movedFrom, null);
 });

@@ -754,7 +754,12 @@ export class Scheduler {
     this.outliers.granted(provider, lease.leaseId);
     lease.sessionKey = sessionKey;
     lease.enqueuedAt = this.#now - queuedMs;
-    if (sessionKey !== 0) pinSession(group, sessionKey, node.id);
+    let movedFrom: string | undefined;
+    if (sessionKey !== 0) {
+      const before = group.affinity.get(sessionKey);
+      if (before !== undefined && before !== node.id) movedFrom = before;
+      pinSession(group, sessionKey, node.id);
+    }
     this.#leases.set(lease.leaseId, lease);
     node.leases.add(lease);
     const grant: Grant = {
@@ -765,6 +770,7 @@ export class Scheduler {
       servedModel: entry.servedModel,
       generation: node.generation,
       queuedMs,
+      sessionMovedFrom: movedFrom,
     };
     this.#outbox.push(grant);
   }

@@ -249,6 +249,7 @@ export class ProxyExchange implements TunnelConsumer {
     if ((ids & X_REQUEST_ID) === 0) lines += `x-request-id: ${this.runId}\r\n`;
     if ((ids & REQUEST_ID) === 0) lines += `request-id: ${this.runId}\r\n`;
     lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs + this.retryWaitMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
+    if (grant.sessionMovedFrom !== undefined) lines += `x-edge-session-moved-from: ${grant.sessionMovedFrom}\r\n`;
     const hopMs = nodeHopMs(this, false);
     if (hopMs >= 0) lines += `x-edge-hop-ms: ${formatMs3(hopMs)}\r\nx-edge-upstream-ms: ${formatMs3(upstreamUs / 1000)}\r\n`;
     response.writeHeadLines(status, lines, hasLength, hasDate);
@@ -305,6 +306,7 @@ export class ProxyExchange implements TunnelConsumer {
       'x-edge-queue-ms', String(Math.round(grant.queuedMs + this.retryWaitMs)),
       'x-edge-overhead-ms', this.#markHeaders(status),
     );
+    if (grant.sessionMovedFrom !== undefined) flat.push('x-edge-session-moved-from', grant.sessionMovedFrom);
     const hopMs = nodeHopMs(this, false);
     if (hopMs >= 0) flat.push('x-edge-hop-ms', formatMs3(hopMs), 'x-edge-upstream-ms', formatMs3(upstreamUs / 1000));
     try {
@@ -625,6 +627,7 @@ export class ProxyExchange implements TunnelConsumer {
         'x-edge-node', grant.nodeId,
         'x-edge-provider', grant.providerId,
         'x-edge-queue-ms', String(Math.round(grant.queuedMs + this.retryWaitMs)),
+        ...(grant.sessionMovedFrom === undefined ? [] : ['x-edge-session-moved-from', grant.sessionMovedFrom]),
       ]);
     }
     res.write(SSE_KEEPALIVE);
@@ -763,6 +766,7 @@ export class ProxyExchange implements TunnelConsumer {
       headers['x-edge-node'] = this.grant.nodeId;
       headers['x-edge-provider'] = this.grant.providerId;
       headers['x-edge-queue-ms'] = String(Math.round(this.grant.queuedMs + this.retryWaitMs));
+      if (this.grant.sessionMovedFrom !== undefined) headers['x-edge-session-moved-from'] = this.grant.sessionMovedFrom;
     } else {
       // Refused without a grant: the time it spent waiting for one.
       headers['x-edge-queue-ms'] = String(Math.round(Math.max(0, performance.now() - this.startedAt)));

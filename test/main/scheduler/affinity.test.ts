@@ -48,10 +48,14 @@ test('when the session\'s node disconnects, its queued and later requests go to 
   const moved = sink.takeGrants()[0];
   assert.equal(moved.requestId, 2);
   assert.notEqual(moved.nodeId, first.nodeId);
+  assert.equal(first.sessionMovedFrom, undefined, 'a session\'s first grant moved nothing');
+  assert.equal(moved.sessionMovedFrom, first.nodeId, 'the grant that moved the session says from where');
   s.connect(first.nodeId, 3);
   s.release(moved.leaseId, 'end', 4);
   s.admit(session(3, 7), 5);
-  assert.equal(sink.takeGrants()[0].nodeId, moved.nodeId, 'pinned to where it went, even with its old node back');
+  const next = sink.takeGrants()[0];
+  assert.equal(next.nodeId, moved.nodeId, 'pinned to where it went, even with its old node back');
+  assert.equal(next.sessionMovedFrom, undefined);
   assert.deepEqual(s.checkInvariants(), []);
 });
 
