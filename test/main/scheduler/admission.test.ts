@@ -21,6 +21,7 @@ test('admits at once when the queue is empty and a slot is free', () => {
     servedModel: 'llama3:8b',
     generation: gen.get('n1'),
     queuedMs: 0,
+    sessionMovedFrom: undefined,
   });
   assert.deepEqual(s.lease(d.kind === 'grant' ? d.grant.leaseId : 0), {
     leaseId: d.kind === 'grant' ? d.grant.leaseId : 0,
