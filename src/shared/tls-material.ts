@@ -40,6 +40,11 @@ export interface CertificateInfo {
 
 type Reader = (file: string) => Buffer;
 
+/** The one problem a file that cannot be read makes: its config key, the absolute path (a check run elsewhere says where it looked), the errno. */
+export function unreadable(path: string, file: string, err: unknown): string {
+  return `${path}: cannot read ${resolve(file)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+}
+
 /** The bytes a config's tls section names, or undefined with problems pushed (each names the config key). */
 function collect(tls: TlsConfig | undefined, problems: string[], read: Reader): TlsMaterial | undefined {
   const before = problems.length;
@@ -47,7 +52,7 @@ function collect(tls: TlsConfig | undefined, problems: string[], read: Reader): 
     try {
       return read(name);
     } catch (err) {
-      problems.push(`${path}: cannot read ${resolve(name)}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      problems.push(unreadable(path, name, err));
       return undefined;
     }
   };
