@@ -132,46 +132,35 @@ describe('retry before the first byte', () => {
   });
 
   test('a retry is counted only when there was one: with no other provider the failure is the answer, no edge_retries_total, no run.requeued', async () => {
-    current = await fleet([mocks[0].url]);
-    const edge = current.edge;
-    const events: string[] = [];
-    const subscription = edge.events.subscribe({
-      readable(sub: Subscription) {
-        for (let e = sub.shift(); e !== undefined; e = sub.shift()) events.push(e.event.type);
-      },
-    });
-    try {
-      const res = await chat(edge, { 'x-mock-fail': 'reset-before-headers' });
-      assert.equal(res.status, 502);
-      await res.arrayBuffer();
-      await settled(edge);
-      await waitUntil(() => events.includes('run.finished'), 'the run to finish');
-      assert.equal(events.includes('run.requeued'), false, events.join(' > '));
-      assert.equal(sample(await edge.scrapeMetrics(), 'edge_retries_total') ?? 0, 0, 'no retry was made, so none is counted');
-    } finally {
-      edge.events.unsubscribe(subscription);
-    }
-    await current.close();
+    // One request failing before its first byte on provider a; the bus's event types for it, and the edge's metrics.
+    const failOnce = async (urls: string[]): Promise<{ events: string[]; metrics: string }> => {
+      current = await fleet(urls);
+      const edge = current.edge;
+      const events: string[] = [];
+      const subscription = edge.events.subscribe({
+        readable(sub: Subscription) {
+          for (let e = sub.shift(); e !== undefined; e = sub.shift()) events.push(e.event.type);
+        },
+      });
+      try {
+        const res = await chat(edge, { 'x-mock-fail': 'reset-before-headers' });
+        assert.equal(res.status, 502);
+        await res.arrayBuffer();
+        await settled(edge);
+        await waitUntil(() => events.includes('run.finished'), 'the run to finish');
+        return { events, metrics: await edge.scrapeMetrics() };
+      } finally {
+        edge.events.unsubscribe(subscription);
+      }
+    };
+    const alone = await failOnce([mocks[0].url]);
+    assert.equal(alone.events.includes('run.requeued'), false, alone.events.join(' > '));
+    assert.equal(sample(alone.metrics, 'edge_retries_total') ?? 0, 0, 'no retry was made, so none is counted');
+    await current?.close();
     // Two providers: the one retry there was, counted once, and the run says it went back to the queue.
-    current = await fleet([mocks[0].url, mocks[1].url]);
-    const two = current.edge;
-    events.length = 0;
-    const second = two.events.subscribe({
-      readable(sub: Subscription) {
-        for (let e = sub.shift(); e !== undefined; e = sub.shift()) events.push(e.event.type);
-      },
-    });
-    try {
-      const res = await chat(two, { 'x-mock-fail': 'reset-before-headers' });
-      assert.equal(res.status, 502);
-      await res.arrayBuffer();
-      await settled(two);
-      await waitUntil(() => events.includes('run.finished'), 'the run to finish');
-      assert.deepEqual(events.filter((e) => e === 'run.requeued' || e === 'run.dispatched'), ['run.dispatched', 'run.requeued', 'run.dispatched']);
-      assert.equal(sample(await two.scrapeMetrics(), 'edge_retries_total', { reason: 'upstream_reset', provider: 'a' }), 1);
-    } finally {
-      two.events.unsubscribe(second);
-    }
+    const two = await failOnce([mocks[0].url, mocks[1].url]);
+    assert.deepEqual(two.events.filter((e) => e === 'run.requeued' || e === 'run.dispatched'), ['run.dispatched', 'run.requeued', 'run.dispatched']);
+    assert.equal(sample(two.metrics, 'edge_retries_total', { reason: 'upstream_reset', provider: 'a' }), 1);
   });
 
   test('resilience is a live change: a refresh lowering consecutive_failures ejects on the next failure', async () => {
