@@ -11,6 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import type { RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
+import Anthropic from '@anthropic-ai/sdk';
 import { inFlight, startProvidersStack, waitUntil, type ProvidersStack } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
@@ -80,5 +81,65 @@ describe('a provider that fails every request', () => {
     assert.equal(edge.resetProvider('a-bad'), true);
     assert.equal((await chat()).provider, 'a-bad', 'back in rotation at once');
     assert.equal(edge.resetProvider('nope'), undefined);
+  });
+});
+
+describe('an ejected provider that alone serves Messages', () => {
+  // 'a-msg' fails every chat request but answers Messages; 'b-chat' serves chat only.
+  let server: Server;
+  let mock: MockProvider;
+  let stack: ProvidersStack;
+  let messagesServed = 0;
+  before(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.setHeader('content-type', 'application/json');
+        if (req.url !== '/v1/messages') {
+          res.writeHead(500).end('{"error":{"message":"boom"}}');
+          return;
+        }
+        messagesServed++;
+        const text = 'from a-msg';
+        res.end(JSON.stringify({ id: 'msg_1', type: 'message', role: 'assistant', model: 'served-a-msg', content: [{ type: 'text', text }], stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 1, output_tokens: 3 } }));
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    mock = await startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 1 });
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    stack = await startProvidersStack(ALIAS, { 'a-msg': url, 'b-chat': mock.url }, {}, { 'a-msg': ['chat', 'messages'], 'b-chat': ['chat'] });
+  });
+  after(async () => {
+    await stack.close();
+    await mock.close();
+    server.close();
+  });
+
+  test('keeps answering Messages through the Anthropic SDK while chat goes to the other provider', async () => {
+    const { edge } = stack;
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${edge.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      await res.arrayBuffer();
+      assert.equal(res.headers.get('x-edge-provider'), 'a-msg');
+      await waitUntil(() => inFlight(edge) === 0, 'the lease to be released');
+    }
+    assert.equal((await edge.status()).providers.find((p) => p.id === 'a-msg')?.health, 'ejected');
+    const anthropic = new Anthropic({ baseURL: edge.url, apiKey: 'unused', maxRetries: 0, timeout: 5_000 });
+    const message = await anthropic.messages.create({ model: ALIAS, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] });
+    assert.deepEqual(message.content, [{ type: 'text', text: 'from a-msg' }], 'served by the ejected provider instead of timing out in the queue');
+    assert.equal(messagesServed, 1);
+    const chat = await fetch(`${edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await chat.arrayBuffer();
+    assert.equal(chat.status, 200);
+    assert.equal(chat.headers.get('x-edge-provider'), 'b-chat', 'chat stays away from the ejected provider');
   });
 });

@@ -190,9 +190,15 @@ export interface ProvidersStack {
 /**
  * One node ('gpu-1') whose providers (id -> base URL, in tie-break order,
  * capacity 4 each) all serve `alias` as `served-<id>`; `agentExtra` adds
- * agent settings (health probes, ...). Resolves once the agent registered.
+ * agent settings (health probes, ...), `endpoints` a provider's APIs (else
+ * openai_compat's defaults). Resolves once the agent registered.
  */
-export async function startProvidersStack(alias: string, providers: Readonly<Record<string, string>>, agentExtra: Record<string, unknown> = {}): Promise<ProvidersStack> {
+export async function startProvidersStack(
+  alias: string,
+  providers: Readonly<Record<string, string>>,
+  agentExtra: Record<string, unknown> = {},
+  endpoints: Readonly<Record<string, readonly string[]>> = {},
+): Promise<ProvidersStack> {
   const ids = Object.keys(providers);
   const edge = await startEdge(
     parseEdgeConfig(
@@ -217,7 +223,7 @@ export async function startProvidersStack(alias: string, providers: Readonly<Rec
   const agent = await startRegisteredAgent({
     edge: { address: `127.0.0.1:${edge.grpcPort}` },
     node: { id: NODE_ID, token: NODE_TOKEN },
-    providers: ids.map((id) => ({ id, type: 'openai_compat', base_url: providers[id] })),
+    providers: ids.map((id) => ({ id, type: 'openai_compat', base_url: providers[id], ...(endpoints[id] === undefined ? {} : { endpoints: endpoints[id] }) })),
     reconnect: { initial_ms: 50, max_ms: 200 },
     ...agentExtra,
   });

@@ -7,7 +7,7 @@
 // providers that serve that API as candidates, and a pinned one only its
 // pinned provider; capacity stays one budget per provider across APIs.
 import type { GroupEntry, GroupState, ProviderState } from './state.js';
-import { servesApi, type ApiKind } from '../../shared/endpoints.js';
+import { Api, servesApi, type ApiKind } from '../../shared/endpoints.js';
 
 /** What narrows a request's candidates besides context: QueueItem, Lease and AdmitRequest all carry it. */
 export interface Wanted {
@@ -75,18 +75,52 @@ export function fits(p: ProviderState, want: Wanted, need: number): boolean {
 
 /**
  * The free candidate with the lowest inFlight/capacity; ties keep the
- * earlier entry (entries are sorted by provider id, then node id).
+ * earlier entry (entries are sorted by provider id, then node id). When
+ * none is free and an ejected provider has room, that one may still serve
+ * what no other provider of the alias could (`pickSole`).
  */
 export function pickCandidate(group: GroupState, want: Wanted, need: number, exclude?: string): GroupEntry | undefined {
   const entries = group.entries;
   let best: GroupEntry | undefined;
   let bestInFlight = 0;
   let bestCapacity = 1;
+  let sawEjected = false;
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i];
     const p = entry.provider;
-    if (p.inFlight >= slotsOf(p) || !isEligible(p) || !fits(p, want, need) || p.id === exclude) continue;
+    if (p.inFlight >= slotsOf(p)) continue;
+    if (p.held) {
+      if (p.ejected) sawEjected = true;
+      continue;
+    }
+    if (!couldServe(p) || !fits(p, want, need) || p.id === exclude) continue;
     // a/b < c/d without floating point: a*d < c*b (capacities are positive here).
+    if (best === undefined || p.inFlight * bestCapacity < bestInFlight * p.capacity) {
+      best = entry;
+      bestInFlight = p.inFlight;
+      bestCapacity = p.capacity;
+    }
+  }
+  return best === undefined && sawEjected ? pickSole(group, want, need, exclude) : best;
+}
+
+/**
+ * The contract keeps the last serving provider of an alias from ejection;
+ * per request class that is done here rather than in the guard (which
+ * would keep a failing provider in the chat rotation only because it alone
+ * also serves Messages): an ejected provider stays a candidate for the
+ * requests that no other provider could take, busy or not (an API or a
+ * context window only it has), so those are served instead of timing out.
+ * A pinned or node-directed request waits for its provider, as documented.
+ */
+function pickSole(group: GroupState, want: Wanted, need: number, exclude: string | undefined): GroupEntry | undefined {
+  if (want.pinnedProviderId !== undefined || want.directNodeId !== undefined || othersServe(group, want, need)) return undefined;
+  let best: GroupEntry | undefined;
+  let bestInFlight = 0;
+  let bestCapacity = 1;
+  for (const entry of group.entries) {
+    const p = entry.provider;
+    if (!p.ejected || p.inFlight >= slotsOf(p) || !couldServe(p) || !fits(p, want, need) || p.id === exclude) continue;
     if (best === undefined || p.inFlight * bestCapacity < bestInFlight * p.capacity) {
       best = entry;
       bestInFlight = p.inFlight;
@@ -96,12 +130,66 @@ export function pickCandidate(group: GroupState, want: Wanted, need: number, exc
   return best;
 }
 
+/** A provider of the group that is not ejected could take the request, now or once free. */
+function othersServe(group: GroupState, want: Wanted, need: number): boolean {
+  for (const entry of group.entries) {
+    const p = entry.provider;
+    if (!p.ejected && p.capacity > 0 && couldServe(p) && fits(p, want, need)) return true;
+  }
+  return false;
+}
+
+/** An ejected provider still taking what only it serves (`pickSole`) is a candidate too. */
+function soleCandidate(p: ProviderState, group: GroupState, want: Wanted, need: number): boolean {
+  return p.ejected && want.pinnedProviderId === undefined && want.directNodeId === undefined && couldServe(p) && fits(p, want, need) && !othersServe(group, want, need);
+}
+
+/** Some request class (an API, or prompts past the others' windows) has no provider of the group but the ejected `p`. */
+function servesAlone(group: GroupState, p: ProviderState): boolean {
+  const window = p.maxContextTokens ?? -1;
+  for (let api = 0 as ApiKind; api <= MAX_API; api++) {
+    if (!providerServes(p, api)) continue;
+    let othersWindow = -2; // -2: no other serves the API at all
+    for (const entry of group.entries) {
+      const q = entry.provider;
+      if (q.ejected || q.capacity === 0 || !couldServe(q) || !providerServes(q, api)) continue;
+      const w = q.maxContextTokens ?? -1;
+      if (w > othersWindow) othersWindow = w;
+    }
+    if (window > othersWindow) return true;
+  }
+  return false;
+}
+
+const MAX_API = Api.responses;
+
+/**
+ * A failed pick at `need` also fails every larger need (the pump's failure
+ * memo), unless an ejected provider with room declares a longer window
+ * than every other provider of `api`: past their windows it alone fits,
+ * and `pickSole` takes the request.
+ */
+export function failureIsMonotone(group: GroupState, api: ApiKind): boolean {
+  let ejectedWindow = -1;
+  let othersWindow = -1;
+  for (const entry of group.entries) {
+    const p = entry.provider;
+    if (!couldServe(p) || !providerServes(p, api)) continue;
+    const window = p.maxContextTokens ?? -1;
+    if (p.ejected) {
+      if (p.inFlight < slotsOf(p) && window > ejectedWindow) ejectedWindow = window;
+    } else if (p.capacity > 0 && window > othersWindow) othersWindow = window;
+  }
+  return ejectedWindow <= othersWindow;
+}
+
 /** Some provider of the group has a free slot for someone: the pump's early stop. */
 export function hasFreeProvider(group: GroupState): boolean {
   const entries = group.entries;
   for (let i = 0; i < entries.length; i++) {
     const p = entries[i].provider;
-    if (p.inFlight < slotsOf(p) && isEligible(p)) return true;
+    // An ejected one with room may take what only it serves (pickSole).
+    if (p.inFlight < slotsOf(p) && (isEligible(p) || (p.ejected && couldServe(p) && servesAlone(group, p)))) return true;
   }
   return false;
 }
@@ -119,7 +207,8 @@ export function declaresContext(group: GroupState, need: number): boolean {
 export function hasEligibleCandidate(group: GroupState, want: Wanted, need: number, exclude?: string): boolean {
   for (const entry of group.entries) {
     const p = entry.provider;
-    if (isEligible(p) && fits(p, want, need) && p.id !== exclude) return true;
+    if (p.id === exclude) continue;
+    if ((isEligible(p) && fits(p, want, need)) || soleCandidate(p, group, want, need)) return true;
   }
   return false;
 }

@@ -242,6 +242,7 @@ export class Outliers {
       record.phase = 'half_open';
       record.probing = false;
       p.held = false;
+      p.ejected = false;
       any = true;
       this.#listener?.({ type: 'provider.half_open', provider: p.id, reason: record.reason });
     }
@@ -275,6 +276,7 @@ export class Outliers {
         record.probing = false;
         record.reason = `back early: the last serving provider of ${group.alias} left`;
         p.held = false;
+        p.ejected = false;
         any = true;
         this.#listener?.({ type: 'provider.half_open', provider: p.id, reason: record.reason });
       }
@@ -295,6 +297,7 @@ export class Outliers {
     if (record === undefined) return false;
     this.#records.delete(p);
     p.held = false;
+    p.ejected = false;
     return true;
   }
 
@@ -346,6 +349,7 @@ export class Outliers {
     record.failures = 0;
     record.clearWindow();
     p.held = true;
+    p.ejected = true;
     this.#listener?.({ type: 'provider.ejected', provider: p.id, reason, ejectedMs: Math.round(record.untilMs - now), ejections: record.ejections });
   }
 
@@ -355,6 +359,7 @@ export class Outliers {
     record.reason = '';
     record.returnedAtMs = now;
     p.held = false;
+    p.ejected = false;
     this.#listener?.({ type: 'provider.returned', provider: p.id, reason });
   }
 }

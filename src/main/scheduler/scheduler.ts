@@ -16,6 +16,7 @@ import {
   providerServes,
   declaresContext,
   hasFreeProvider,
+  failureIsMonotone,
   pickCandidate,
   retryAfterSec,
   servesOnNode,
@@ -964,7 +965,7 @@ export class Scheduler {
             item.pinnedProviderId,
           );
           if (fair !== undefined) this.#tagLease(item.priority, item.tenantKey, item.weight);
-        } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined) {
+        } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined && failureIsMonotone(group, want.api ?? 0)) {
           // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs.
           rememberFailure(group, want, need);
         }

@@ -85,6 +85,12 @@ export class ProviderState {
   excessAllowed = false;
   /** Ejected as an outlier, or half-open with its probe in flight (outliers.ts): no new grants. */
   held = false;
+  /**
+   * Ejected (not half-open): still a candidate for the requests no other
+   * provider of the alias could serve (an API or a window only it has), so
+   * those are served instead of timing out (candidates.ts `pickSole`).
+   */
+  ejected = false;
   /** AIMD limit after a 429/503 (overload.ts): at most this many in flight while below capacity; Infinity = none. */
   overloadLimit = Infinity;
   /** Inside the provider's Retry-After (overload.ts): no new grants, yet still a candidate (requests queue for it). */

@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { Scheduler } from '../../../src/main/scheduler/scheduler.js';
 import { DEFAULT_OUTLIER_POLICY, Outliers } from '../../../src/main/scheduler/outliers.js';
 import { makeConfig, RecordingSink, req, type ConfigSpec } from './fixtures.js';
+import { Api } from '../../../src/shared/endpoints.js';
 
 const THREE: ConfigSpec = {
   nodes: { n1: [{ id: 'a', capacity: 4 }], n2: [{ id: 'b', capacity: 4 }], n3: [{ id: 'c', capacity: 4 }] },
@@ -259,5 +260,56 @@ test('a refreshed failure_rate_window starts the windows afresh; the consecutive
   assert.equal(s.outlierStatus('a')?.consecutiveFailures, 1);
   assert.equal(serve(s, sink, 1, 'provider_failed'), 'a');
   assert.equal(s.outlierStatus('a')?.phase, 'ejected', 'the fresh window is full: 3 failures in 4');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('an ejected provider still serves the API no other provider of the alias serves; the rest of the traffic stays away from it', () => {
+  // a serves chat and Messages, b chat only: once a is ejected, a Messages request has no other candidate.
+  const { s, sink } = start({
+    nodes: { n1: [{ id: 'a', capacity: 2, endpoints: ['chat', 'messages'] }], n2: [{ id: 'b', capacity: 2, endpoints: ['chat'] }] },
+    models: [{ alias: 'chat', providers: ['a', 'b'] }],
+  });
+  for (let i = 0; i < 5; i++) assert.equal(serve(s, sink, 1, 'provider_failed'), 'a');
+  assert.equal(s.outlierStatus('a')?.phase, 'ejected', 'b serves the alias, so a may be ejected');
+  const messages = (now: number) => s.admit({ ...req(nextId++, 'chat'), api: Api.messages }, now);
+  messages(2);
+  messages(2);
+  const served = sink.takeGrants();
+  assert.deepEqual(served.map((g) => g.providerId), ['a', 'a'], 'Messages requests are granted on the ejected a, not left to time out');
+  messages(2);
+  assert.deepEqual(sink.takeGrants(), [], 'a is full: the third waits for it');
+  // Chat fills b and then waits: it never spills onto the ejected a.
+  for (let i = 0; i < 3; i++) s.admit(req(nextId++, 'chat'), 2);
+  assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['b', 'b']);
+  for (const g of served) s.confirm(g.leaseId, 2);
+  s.release(served[0].leaseId, 'end', 3);
+  assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['a'], 'the waiting Messages request takes the freed slot; the waiting chat request does not');
+  assert.equal(s.outlierStatus('a')?.phase, 'ejected', 'a success while ejected does not end the ejection early');
+  assert.deepEqual(s.checkInvariants(), []);
+  // Its queued Messages requests time out as waiting for a busy provider, not as having none.
+  s.tick(3 + 31_000);
+  assert.ok(sink.take().every((d) => d.kind !== 'reject' || d.code !== 'no_provider_available'));
+});
+
+test('an ejected provider with the only long window still takes long prompts, also when they queued behind short ones', () => {
+  const { s, sink } = start({
+    nodes: { n1: [{ id: 'big', capacity: 1, maxContextTokens: 100_000 }], n2: [{ id: 'small', capacity: 2, maxContextTokens: 4_000 }] },
+    models: [{ alias: 'chat', providers: ['big', 'small'] }],
+    longContextThresholdTokens: 2_000,
+  });
+  for (let i = 0; i < 5; i++) assert.equal(serve(s, sink, 1, 'provider_failed'), 'big');
+  assert.equal(s.outlierStatus('big')?.phase, 'ejected');
+  s.admit(req(nextId++, 'chat', { tokens: 50_000 }), 2);
+  const [long] = sink.takeGrants();
+  assert.equal(long?.providerId, 'big', 'no other window holds 50,000 tokens');
+  s.admit(req(nextId++, 'chat'), 2);
+  s.admit(req(nextId++, 'chat'), 2);
+  assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['small', 'small'], 'short prompts go to small only');
+  s.admit(req(nextId++, 'chat'), 2); // waits for small
+  s.admit(req(nextId++, 'chat', { tokens: 50_000 }), 2); // waits for big, behind the short one
+  assert.deepEqual(sink.takeGrants(), []);
+  s.confirm(long.leaseId, 2);
+  s.release(long.leaseId, 'end', 3);
+  assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['big'], 'the short waiter failing to find a slot says nothing about the long one');
   assert.deepEqual(s.checkInvariants(), []);
 });
