@@ -92,6 +92,16 @@ test('a reconnect with Last-Event-ID gets the node events published while it was
   assert.equal(foreign[0].data?.restarted, true);
 });
 
+test('a stream whose subscription the bus closes ends, so its reader knows to subscribe again', async () => {
+  await untilSubscribers(0);
+  // Reads until the body ends (the stack's close would end it too, too late for the race below).
+  const read = readEvents({}, () => false);
+  await untilSubscribers(1);
+  stack.edge.events.closeAll();
+  assert.equal(await Promise.race([read.then(() => 'ended'), sleep(3_000).then(() => 'still open')]), 'ended');
+  await untilSubscribers(0);
+});
+
 test('HEAD /admin/events answers its head at once and subscribes nobody', async () => {
   await untilSubscribers(0);
   const url = new URL(stack.edge.adminUrl as string);

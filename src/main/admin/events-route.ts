@@ -90,8 +90,13 @@ export class SseStream implements SubscriptionReader {
 
   /** Ends the stream (admin listener closing). */
   end(): void {
-    this.onClose();
-    if (!this.#res.destroyed) this.#res.end();
+    this.subscription.close();
+  }
+
+  // SubscriptionReader: closed here (end, the client gone) or by the bus; the client is told by the stream's end, and reconnects.
+  closed(): void {
+    clearInterval(this.#keepalive);
+    if (!this.#res.destroyed && !this.#res.writableEnded) this.#res.end();
   }
 
   onDrain(): void {
@@ -100,7 +105,6 @@ export class SseStream implements SubscriptionReader {
   }
 
   onClose(): void {
-    clearInterval(this.#keepalive);
     this.subscription.close();
   }
 }

@@ -57,6 +57,12 @@ const EVENT_ID = /^([0-9a-f]{1,32})-(\d{1,15})$/;
 /** Told (once per batch, never from inside publish) that events are waiting. */
 export interface SubscriptionReader {
   readable(subscription: Subscription): void;
+  /**
+   * The subscription is closed, by its reader or by the bus (closeAll): a
+   * reader with a client ends its stream, else the client keeps waiting on
+   * a stream that no event will reach again, and never subscribes anew.
+   */
+  closed?(subscription: Subscription): void;
 }
 
 export class Subscription {
@@ -140,6 +146,7 @@ export class Subscription {
     this.#ring = [];
     this.#size = 0;
     this.#bus.unsubscribe(this);
+    this.#reader.closed?.(this);
   }
 
   /** @internal setImmediate callback */
