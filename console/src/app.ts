@@ -98,6 +98,24 @@ function setConn(text: string, state: 'ok' | 'warn' | 'down' | 'off'): void {
   pill.dataset.state = state;
 }
 
+/** The last status poll failed (the edge down, or failing). */
+let statusFailing = false;
+/** The event stream: opening (after login), open, or lost and being reopened. */
+let eventsState: 'opening' | 'open' | 'lost' = 'opening';
+
+/**
+ * The pill, from both live sources at once. Each used to set it on its own
+ * schedule: with the edge down the stream's retries said "reconnecting…"
+ * and the status poll's "edge unreachable", in turn, every 2 s. And "live"
+ * only while the stream is open: a status answer alone misses node events.
+ */
+function showConn(): void {
+  if (live === null) return;
+  if (statusFailing) setConn('edge unreachable', 'down');
+  else if (eventsState === 'open') setConn('live', 'ok');
+  else setConn(eventsState === 'opening' ? 'connecting…' : 'reconnecting…', 'warn');
+}
+
 /**
  * One alert, several sources: the status poll and the event stream each
  * clear only their own line when they recover, and an action's failure
@@ -184,7 +202,10 @@ function start(first: Status): void {
   $('login').hidden = true;
   $('main').hidden = false;
   $('logout').hidden = false;
+  statusFailing = false;
+  eventsState = 'opening';
   renderStatus(first);
+  showConn();
   void pollStatus(signal);
   void pollSeries(signal);
   void pollRuns(signal);
@@ -215,7 +236,6 @@ async function pollStatus(signal: AbortSignal): Promise<void> {
   }
 }
 
-let statusFailing = false;
 /** When the numbers on the page were last taken from /admin/status. */
 let lastStatusAt = Date.now();
 /**
@@ -232,6 +252,7 @@ async function refreshStatus(): Promise<void> {
     const next = await json<Status>('/admin/status');
     statusFailing = false;
     banner('status', null);
+    showConn();
     if (seen !== liveChanges) return;
     lastStatusAt = Date.now();
     renderStatus(next);
@@ -239,7 +260,7 @@ async function refreshStatus(): Promise<void> {
     if (err instanceof Unauthorized) return onUnauthorized();
     statusFailing = true;
     banner('status', `The edge at ${location.host} does not answer (${describeFailure(err)}). Is it running? Retrying every 2 s; the numbers below are from ${clock(lastStatusAt)} or earlier.`);
-    setConn('edge unreachable', 'down');
+    showConn();
   }
 }
 
@@ -266,7 +287,8 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
     try {
       const res = await api('/admin/events?runs=0', { signal });
       if (!res.ok || res.body === null) throw new Error(`HTTP ${res.status}`);
-      setConn('live', 'ok');
+      eventsState = 'open';
+      showConn();
       banner('events', null);
       await readSse(res.body, (m) => onEvent(m.event, m.data), signal);
       if (signal.aborted) return;
@@ -274,7 +296,8 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
     } catch (err) {
       if (signal.aborted) return;
       if (err instanceof Unauthorized) return onUnauthorized();
-      setConn('reconnecting…', 'warn');
+      eventsState = 'lost';
+      showConn();
       banner('events', `Live events disconnected (${(err as Error).message}). Reconnecting every 2 s; if this lasts, check that the edge is running.`);
     }
     await sleep(EVENTS_RETRY_MS, signal);
@@ -376,7 +399,6 @@ function renderStatus(next: Status): void {
   status = next;
   const e = next.edge;
   set($('edge-summary'), `v${e.version} · up ${Math.floor(e.uptimeSeconds / 60)} min · config v${e.configVersion} · ${e.openRequests} open${e.shuttingDown ? ' · SHUTTING DOWN' : ''}`);
-  if (!statusFailing && live !== null && $('conn').dataset.state !== 'warn') setConn('live', 'ok');
 
   $('nodes-empty').hidden = next.nodes.length > 0;
   syncRows($<HTMLTableSectionElement>('nodes-body'), next.nodes, (n) => n.id, 8, (row, c, n) => {
@@ -405,7 +427,7 @@ function renderStatus(next: Status): void {
   });
 
   $('providers-empty').hidden = next.providers.length > 0;
-  syncRows($<HTMLTableSectionElement>('providers-body'), next.providers, (p) => p.id, 8, (row, c, p) => {
+  syncRows($<HTMLTableSectionElement>('providers-body'), next.providers, (p) => p.id, 9, (row, c, p) => {
     row.dataset.provider = p.id;
     set(c[0], p.id);
     set(c[1], p.node);
@@ -419,6 +441,18 @@ function renderStatus(next: Status): void {
     // Why it is out of rotation, and until when: the API's outlier record.
     const o = p.outlier;
     if (o !== null && o !== undefined && o.phase !== 'healthy') c[2].title = `${o.phase.replace('_', ' ')}${o.until ? ` until ${new Date(o.until).toLocaleTimeString()}` : ''}${o.reason ? `: ${o.reason}` : ''}${o.ejections ? ` (ejections: ${o.ejections})` : ''}`;
+    // Enabled only where there is a breaker to reset (ejected or half-open), whatever the health cell shows first; kept in place otherwise so the row does not reflow.
+    let button = c[8].querySelector('button');
+    if (button === null) {
+      button = document.createElement('button');
+      button.type = 'button';
+      button.textContent = 'Reset';
+      button.dataset.action = 'reset';
+      button.setAttribute('aria-label', `Reset provider ${p.id}`);
+      button.addEventListener('click', () => void resetProvider(p.id));
+      c[8].append(button);
+    }
+    button.disabled = o === null || o === undefined || (o.phase !== 'ejected' && o.phase !== 'half_open');
   });
 
   $('queues-empty').hidden = next.groups.length > 0;
@@ -499,6 +533,27 @@ async function toggleDrain(nodeId: string): Promise<void> {
   } catch (err) {
     if (err instanceof Unauthorized) onUnauthorized();
     else banner('action', `${action} ${nodeId} failed: ${describeFailure(err)}`);
+  }
+}
+
+/** Clears the provider's outlier breaker: it takes requests again at once (docs/operations.md); the note says what happened, the row follows. */
+async function resetProvider(providerId: string): Promise<void> {
+  const button = document.querySelector<HTMLButtonElement>(`tr[data-provider="${CSS.escape(providerId)}"] button[data-action="reset"]`);
+  // Off while asked (one reset per press); the row's next render sets it from the provider's state.
+  if (button !== null) button.disabled = true;
+  try {
+    const answer = await json<{ reset?: boolean }>(`/admin/providers/${encodeURIComponent(providerId)}/reset`, { method: 'POST' });
+    banner('action', null);
+    $('providers-note').textContent = answer.reset === true
+      ? `${clock(Date.now())}: provider ${providerId} reset; it takes requests again.`
+      : `${clock(Date.now())}: provider ${providerId} had nothing to reset (back in rotation already).`;
+    // A status answer asked for before the reset would show it ejected again until the next poll.
+    liveChanges++;
+    await refreshStatus();
+  } catch (err) {
+    if (button !== null) button.disabled = false;
+    if (err instanceof Unauthorized) onUnauthorized();
+    else banner('action', `reset ${providerId} failed: ${describeFailure(err)}`);
   }
 }
 
@@ -749,12 +804,11 @@ function init(): void {
   liveRunsBox.addEventListener('change', () => {
     sessionStorage.setItem(LIVE_RUNS_KEY, liveRunsBox.checked ? '1' : '0');
   });
-  // An admin listener without a token (loopback only) needs no login: the empty token is tried first.
-  const probe = loginAttempt + 1;
-  void login(token ?? '').then(() => {
-    // The probe's "rejected" is not the operator's mistake: clear it unless a typed attempt came since.
-    if (token === null && loginAttempt === probe) $('login-error').textContent = '';
-  });
+  // The page says whether the admin listener has a token (console-routes.ts). Without one (loopback only) it needs no
+  // login; with one, only a token this tab already holds is tried: a request without any would be a 401 (a red line in devtools).
+  if (token !== null) void login(token);
+  else if (document.querySelector<HTMLMetaElement>('meta[name="edge-admin-auth"]')?.content === 'none') void login('');
+  else showLogin();
 }
 
 init();

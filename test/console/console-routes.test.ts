@@ -52,6 +52,7 @@ describe('console routes on the admin listener', () => {
     assert.equal(page.status, 200);
     assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
     assert.match(page.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+    assert.match(await page.text(), /<meta name="edge-admin-auth" content="token">/, 'the page asks for the token (console-routes.ts)');
     const script = await fetch(`${admin}/console/app.js`);
     assert.equal(script.status, 200);
     assert.match(script.headers.get('content-type') ?? '', /^text\/javascript/);

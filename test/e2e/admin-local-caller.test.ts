@@ -74,3 +74,8 @@ test('a name other than a loopback one (DNS rebinding) is refused, reads include
     assert.equal((await call('GET', '/admin/status', { host })).status, 200, host);
   }
 });
+
+test('the console page says it needs no token, so it logs in without asking for one', async () => {
+  const page = await (await fetch(`${edge.adminUrl}/console`)).text();
+  assert.match(page, /<meta name="edge-admin-auth" content="none">/);
+});

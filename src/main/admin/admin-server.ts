@@ -61,7 +61,7 @@ export class AdminServer {
     registerRunsRoutes(this.app, ops);
     registerProviderRoutes(this.app, ops);
     registerEventsRoute(this.app, ops.events, this.#streams);
-    registerConsoleRoutes(this.app, ops);
+    registerConsoleRoutes(this.app, ops, config.token !== undefined);
   }
 
   async listen(host: string, port: number): Promise<number> {

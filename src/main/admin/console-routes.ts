@@ -37,6 +37,13 @@ const SECURITY_HEADERS = {
   'cache-control': 'no-cache',
 };
 
+/**
+ * Whether the page must ask for a token, said in the page itself: probing
+ * the API with none to find out was a 401 in every operator's devtools.
+ * The file says "token"; an admin listener without one serves "none".
+ */
+const AUTH_META = '<meta name="edge-admin-auth" content="token">';
+
 /** Paths the bearer check lets through: the page and its static files (GET/HEAD only). */
 export function isPublicConsolePath(method: string, url: string): boolean {
   if (method !== 'GET' && method !== 'HEAD') return false;
@@ -47,7 +54,7 @@ export function isPublicConsolePath(method: string, url: string): boolean {
 /** Client listener headers worth showing the operator (run id, node, timings). */
 const FORWARDED_RESPONSE_HEADERS = ['content-type', 'retry-after', 'x-edge-run-id', 'x-edge-node', 'x-edge-provider', 'x-edge-queue-ms', 'x-edge-overhead-ms', 'x-edge-hop-ms', 'x-edge-upstream-ms'];
 
-export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void {
+export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps, tokenRequired: boolean): void {
   const cache = new Map<string, Buffer>();
   const asset = async (name: string, reply: FastifyReply): Promise<void> => {
     let body = cache.get(name);
@@ -58,6 +65,7 @@ export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps): void
         sendAdminError(reply, name === 'index.html' ? 503 : 404, 'console_not_built', `console asset ${name} is missing: run \`npm run build\``);
         return;
       }
+      if (name === 'index.html' && !tokenRequired) body = Buffer.from(body.toString('utf8').replace(AUTH_META, AUTH_META.replace('"token"', '"none"')));
       cache.set(name, body);
     }
     reply.headers(SECURITY_HEADERS).header('content-type', TYPES[name.slice(name.lastIndexOf('.') + 1)]).send(body);
