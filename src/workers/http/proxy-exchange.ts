@@ -542,7 +542,9 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state === 'done' || this.state === 'admitting') return;
     // Nothing reached the client yet: another provider may still serve it.
     if (this.state === 'dispatched' && this.plane.retryBeforeFirstByte(this, code, message)) return;
-    this.fail(specForNodeErrorCode(code), message || undefined, code === 'node_disconnected' ? 'fenced' : isProviderFailure(code) ? 'provider_failed' : 'error');
+    // A cli run never resets on its own: its upstream_reset is an operator's restart_provider ending it, not the provider failing
+    // (counted, a restart of 5 runs would eject the provider just restarted, as cli_failed is not counted either).
+    this.fail(specForNodeErrorCode(code), message || undefined, code === 'node_disconnected' ? 'fenced' : isProviderFailure(code) && this.adapter !== 'cli' ? 'provider_failed' : 'error');
   }
 
   /** The node's worker refused the tunnel (cross-worker only): see DataPlane.tunnelRefused. */
