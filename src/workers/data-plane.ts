@@ -12,7 +12,7 @@ import { ID_STRIDE, type AdmissionRejectCode, type DecisionHandler, type Schedul
 import { estimateInputTokens } from '../contract/estimate.js';
 import type { Grant, RejectCode, ReleaseReason } from '../contract/scheduler.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
-import { isProviderFailure, kExchange, onResponseClose, ProxyExchange, type ExchangeOwner } from './http/proxy-exchange.js';
+import { isProviderFailure, kExchange, onResponseClose, ProxyExchange, type DispatchWatcher, type ExchangeOwner } from './http/proxy-exchange.js';
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
 import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
@@ -222,9 +222,20 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   /**
    * Starts a proxied request whose body already passed inspection. `path`
    * is what the provider is asked for (the route's, or /v1/responses/{id});
-   * `pinnedProviderId`: only that provider may serve it.
+   * `pinnedProviderId`: only that provider may serve it; `watcher`: told
+   * when a provider takes it (the A2A surface's tasks).
    */
-  begin(route: ApiRoute, path: string, request: IncomingMessage, response: ServerResponse, body: Buffer, info: InspectOk, apiKey?: ApiKeyState, pinnedProviderId?: string): void {
+  begin(
+    route: ApiRoute,
+    path: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+    body: Buffer,
+    info: InspectOk,
+    apiKey?: ApiKeyState,
+    pinnedProviderId?: string,
+    watcher?: DispatchWatcher,
+  ): void {
     const requestId = this.#nextSeq++ * this.#idStride + this.#idBase;
     this.begunTotal++;
     let limitedKey: ApiKeyState | undefined;
@@ -243,6 +254,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       }
     }
     const exchange = new ProxyExchange(this, requestId, this.#runIdPrefix + requestId.toString(36), path, request, response, body, info, route, pinnedProviderId);
+    exchange.dispatchWatcher = watcher;
     this.#stampStart(exchange);
     (response as ServerResponse & { [kExchange]?: ProxyExchange })[kExchange] = exchange;
     response.on('close', onResponseClose);
@@ -370,6 +382,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     else exchange.deadlines.redispatched();
     exchange.deadlines.arm(exchange, false);
     if (this.#observer !== NO_OBSERVER) this.#observe(exchange, undefined);
+    exchange.dispatchWatcher?.dispatched();
   }
 
   onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {

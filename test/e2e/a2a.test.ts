@@ -20,6 +20,7 @@ import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { CLI_ALIAS, livePids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
 import { ALIAS, SERVED, startStack, waitFor, type Stack } from '../helpers/stack.js';
 
+const WORKING = 2;
 const COMPLETED = 3;
 const FAILED = 4;
 const CANCELED = 5;
@@ -407,6 +408,34 @@ describe('A2A: cli agent', () => {
     assert.equal(task.status?.state, FAILED);
     const reason = task.status?.message?.parts[0]?.content;
     assert.ok(reason?.$case === 'text' && reason.value.length > 0, 'a status message says why');
+  });
+});
+
+describe('A2A: cli agent, a quiet command', () => {
+  // The default SSE keepalive (15 s): a keepalive's early head would mark the task working by itself.
+  let stack: CliStack;
+  let client: Client;
+
+  before(async () => {
+    stack = await startCliStack({
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'coder', model: CLI_ALIAS, description: 'A command-line agent' }] };
+      },
+    });
+    client = await clientFor(`${stack.edge.url}/a2a/coder/`);
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('a task whose command runs but has not written yet is WORKING, not SUBMITTED', async () => {
+    const task = asTask(await client.sendMessage(request('sleep', `quiet-${randomUUID()}`, true)));
+    await waitFor(async () => (await livePids(stack.tag)).length === 1, 'the fixture to run');
+    const seen = await client.getTask({ tenant: '', id: task.id, historyLength: undefined });
+    assert.equal(seen.status?.state, WORKING, 'a provider took it: it is no longer waiting to start');
+    assert.equal((await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })).status?.state, CANCELED);
+    await waitFor(async () => (await livePids(stack.tag)).length === 0, 'the cancelled process to be gone');
   });
 });
 

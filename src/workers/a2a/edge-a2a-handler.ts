@@ -329,7 +329,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, messages: [...earlier, { role: 'user', content: prompt }] }));
     const info = inspectBody(body, 64) as InspectOk;
     const request = runRequest(contextId, call.requestTag);
-    this.#plane.begin(CHAT, CHAT.path, request, sink.asResponse(), body, info, key);
+    this.#plane.begin(CHAT, CHAT.path, request, sink.asResponse(), body, info, key, undefined, sink);
     const exchange = (sink as unknown as { [kExchange]?: ProxyExchange })[kExchange];
     if (exchange !== undefined) entry.runId = exchange.runId;
     return entry;

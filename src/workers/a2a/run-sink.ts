@@ -11,11 +11,11 @@ import { EventEmitter } from 'node:events';
 import { StringDecoder } from 'node:string_decoder';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Errors } from '../../shared/errors.js';
-import { kExchange, type ProxyExchange } from '../http/proxy-exchange.js';
+import { kExchange, type DispatchWatcher, type ProxyExchange } from '../http/proxy-exchange.js';
 
 /** What the task hears from its run. */
 export interface RunListener {
-  /** The provider answered (2xx) or an error status came back. */
+  /** A provider took the run (its tunnel was sent), or answered 2xx: the task is working. Called more than once. */
   onStarted(): void;
   onDelta(text: string): void;
   /** Exactly once: ok, or why not; `cancelled`: the run was cancelled (an operator's cancel of its run), not failed. */
@@ -62,7 +62,7 @@ function errorOf(status: number, body: string): RunError {
  * the flush callback its flow-control window waits for), end, destroy, and
  * the 'close' event by which a client leaving is noticed.
  */
-export class RunSink extends EventEmitter {
+export class RunSink extends EventEmitter implements DispatchWatcher {
   headersSent = false;
   destroyed = false;
   writableFinished = false;
@@ -89,6 +89,11 @@ export class RunSink extends EventEmitter {
   /** As a ServerResponse for DataPlane.begin. */
   asResponse(): ServerResponse {
     return this as unknown as ServerResponse;
+  }
+
+  /** DispatchWatcher: a provider took the run; a cli command may be silent for minutes before its first output. */
+  dispatched(): void {
+    if (!this.#done) this.#listener.onStarted();
   }
 
   writeHead(status: number, headers?: readonly string[] | Record<string, string>): this {

@@ -27,6 +27,11 @@ import { LeanResponse } from './lean-http1.js';
 
 export const kExchange = Symbol('edge.exchange');
 
+/** What an exchange's owner may be told besides its response (DataPlane.begin's `watcher`). */
+export interface DispatchWatcher {
+  dispatched(): void;
+}
+
 type ExchangeState = 'admitting' | 'dispatched' | 'streaming' | 'done';
 
 /** How much of a response's head is kept for what it says (a stored response's id, a Messages stream's input count). */
@@ -180,6 +185,9 @@ export class ProxyExchange implements TunnelConsumer {
     /** The provider this request must go to (it holds the state the request names); undefined = any. */
     readonly pinnedProviderId: string | undefined = undefined,
   ) {}
+
+  /** Told each time a provider takes the request (its tunnel sent): an A2A task is working from then, not from the first output. */
+  dispatchWatcher: DispatchWatcher | undefined = undefined;
 
   // --- tunnel frames -------------------------------------------------------
 
