@@ -307,7 +307,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   #endProviderRuns(providerId: string): string {
     let ended = 0;
     for (const stream of this.#streams()) ended += stream.endProviderTunnels(providerId, `provider ${providerId} restarted by an operator command`);
-    return `${providerId}: ${ended} process${ended === 1 ? '' : 'es'} ended`;
+    // Runs, not processes: a run waiting for its session's turn has none yet.
+    return `${providerId}: ${ended} run${ended === 1 ? '' : 's'} ended`;
   }
 
   /** Every stream of the current connection, the first included. */

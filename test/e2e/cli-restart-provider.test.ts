@@ -36,7 +36,9 @@ test('restart_provider ends a cli provider\'s runs without ejecting the provider
     body: JSON.stringify({ kind: 'restart_provider', args: { provider } }),
   });
   assert.equal(res.status, 200);
-  assert.equal(((await res.json()) as { results: { status: string }[] }).results[0].status, 'ok');
+  const result = ((await res.json()) as { results: { status: string; message: string }[] }).results[0];
+  assert.equal(result.status, 'ok');
+  assert.equal(result.message, `${provider}: ${before.inFlight} runs ended`);
   await waitFor(async () => (await stack.admin('/admin/status')).json.providers.find((p: { id: string }) => p.id === provider).inFlight === 0, 'the restarted runs to end');
   const after = (await stack.admin('/admin/status')).json.providers.find((p: { id: string }) => p.id === provider);
   assert.equal(after.health, 'ok', `the restarted provider still serves: ${JSON.stringify(after)}`);
