@@ -172,7 +172,7 @@ test('restart_provider (operator command): the running command\'s process group 
   assert.equal(answer.status, 200);
   const result = ((await answer.json()) as { results: { status: string; message: string }[] }).results[0];
   assert.equal(result.status, 'ok');
-  assert.equal(result.message, `${node}-cli: 1 process ended`);
+  assert.equal(result.message, `${node}-cli: 1 run ended`);
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
