@@ -1,7 +1,8 @@
 // A fault nothing caught ends the edge and the agent with one `fatal` line
 // in their JSON log and exit code 70, not a bare stack on stderr and exit 1:
 // the real CLIs as child processes, with a rejected promise no one handles
-// injected after start (test/fixtures/fault-after-start.mjs, preloaded).
+// injected once it logged its start (test/fixtures/fault-after-start.mjs,
+// preloaded, on SIGUSR2).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -27,10 +28,18 @@ async function runFaulted(bin: string, config: Record<string, unknown>): Promise
   const file = join(dir, `${bin.replace(/\W/g, '-')}.yaml`);
   await writeFile(file, toYaml(config));
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', FAULT, join(ROOT, bin), '--config', file], { cwd: ROOT, env: { ...process.env, FAULT_AFTER_MS: '1000' }, stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+    const child = spawn(process.execPath, ['--import', FAULT, join(ROOT, bin), '--config', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    let faulted = false;
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      stdout += s;
+      // The fault once it has started (the fixture's SIGUSR2 handler is in place before the program runs).
+      if (!faulted && /"msg":"[^"]*(started|starting)/.test(stdout)) {
+        faulted = true;
+        child.kill('SIGUSR2');
+      }
+    });
     child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
     child.once('error', reject);
     child.once('close', (code) => {
@@ -61,7 +70,7 @@ test('the edge: an uncaught fault is one fatal log line and exit 70', async () =
 
 test('the node agent: an uncaught fault is one fatal log line and exit 70', async () => {
   const run = await runFaulted('dist/src/agent/bin.js', {
-    // Nothing listens there: the agent keeps retrying, which is fine; the fault comes first.
+    // Nothing listens there: the agent keeps retrying, which is fine; the fault comes once it logged its start.
     edge: { address: '127.0.0.1:9' },
     node: { id: 'gpu-1', token: 'token-gpu-1-0123456789' },
     runtime: { node_flags: [] },
