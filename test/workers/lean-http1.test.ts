@@ -18,6 +18,12 @@ const owner = {
   serveLean(_path: string, request: IncomingMessage, response: ServerResponse, body: Buffer): void {
     const delay = Number(request.headers['x-delay-ms'] ?? 0);
     response.writeHead(200, ['content-type', 'text/plain']);
+    if (request.headers['x-cut'] !== undefined) {
+      // A provider's body cut short: what was written, then the cut, in one turn (as a node's frames arrive together).
+      response.write('partial body');
+      response.destroy();
+      return;
+    }
     if (delay === 0) {
       response.end(`got ${body.length}`);
       return;
@@ -71,6 +77,15 @@ describe('LeanHttp1', () => {
     socket.on('close', () => (closedAt = Date.now()));
     return { socket, text: () => text, closedAt: () => closedAt };
   }
+
+  test('a response destroyed in the turn it was written still sends its head and body before the cut', async () => {
+    const cut = await client();
+    cut.socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nX-Cut: 1\r\nContent-Length: 2\r\n\r\n{}');
+    await once(cut.socket, 'close');
+    assert.match(cut.text(), /^HTTP\/1\.1 200 /, 'the head');
+    assert.match(cut.text(), /partial body/, 'the body so far');
+    assert.doesNotMatch(cut.text(), /\r\n0\r\n\r\n$/, 'no last chunk: the client sees the body cut short');
+  });
 
   test('a kept-alive connection that waits past the keep-alive timeout is closed; one that never sent a request too', async () => {
     assert.ok(lean.lean() !== undefined, 'installed on a plain node:http server');

@@ -252,6 +252,14 @@ export class LeanResponse extends EventEmitter {
 
   destroy(): this {
     if (this.destroyed) return this;
+    // What was written goes out before the cut (the kernel takes it now, unless the client stopped
+    // reading): a head and body that arrived in the same turn as the cut were lost, an empty reply.
+    if (this.#pendingBytes > 0) {
+      const pending = this.#pending;
+      this.socket.write(pending.length === 1 ? pending[0] : Buffer.concat(pending, this.#pendingBytes));
+      pending.length = 0;
+      this.#pendingBytes = 0;
+    }
     this.destroyed = true;
     this.socket.destroy();
     return this;
