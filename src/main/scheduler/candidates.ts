@@ -144,11 +144,16 @@ function soleCandidate(p: ProviderState, group: GroupState, want: Wanted, need: 
   return p.ejected && want.pinnedProviderId === undefined && want.directNodeId === undefined && couldServe(p) && fits(p, want, need) && !othersServe(group, want, need);
 }
 
-/** Some request class (an API, or prompts past the others' windows) has no provider of the group but the ejected `p`. */
+/**
+ * Some request class (an API, or prompts past the others' windows) that is
+ * waiting has no provider of the group but the ejected `p`. Only classes
+ * with queued requests count: otherwise every release would walk a queue of
+ * requests the ejected provider may not take.
+ */
 function servesAlone(group: GroupState, p: ProviderState): boolean {
   const window = p.maxContextTokens ?? -1;
   for (let api = 0 as ApiKind; api <= MAX_API; api++) {
-    if (!providerServes(p, api)) continue;
+    if (group.queuedByApi[api] === 0 || !providerServes(p, api)) continue;
     let othersWindow = -2; // -2: no other serves the API at all
     for (const entry of group.entries) {
       const q = entry.provider;

@@ -74,9 +74,11 @@ function checkQueues(v: SchedulerView, errors: string[]): void {
     const n = group.queue.length;
     if ((n > 0) !== v.waiting.has(group)) errors.push(`group ${group.alias}: waiting set disagrees with depth ${n}`);
     let count = 0;
+    const byApi = [0, 0, 0, 0, 0];
     let prev: QueueItem | null = null;
     for (let item = group.queue.head; item !== null; item = item.next) {
       count++;
+      byApi[item.api]++;
       if (item.prev !== prev) errors.push(`group ${group.alias}: broken back link at request ${item.requestId}`);
       if (prev !== null && prev.seq >= item.seq) {
         errors.push(`group ${group.alias}: FIFO order broken (seq ${prev.seq} before ${item.seq})`);
@@ -94,6 +96,7 @@ function checkQueues(v: SchedulerView, errors: string[]): void {
     }
     if (group.queue.tail !== prev) errors.push(`group ${group.alias}: tail is not the last item`);
     if (count !== n) errors.push(`group ${group.alias}: length ${n} but ${count} items linked`);
+    if (byApi.some((c, api) => c !== group.queuedByApi[api])) errors.push(`group ${group.alias}: queued per API ${byApi.join(',')} but counted ${group.queuedByApi.join(',')}`);
     if (!group.inCatalog && n === 0) errors.push(`group ${group.alias} left config, is empty and still kept`);
     total += count;
   }

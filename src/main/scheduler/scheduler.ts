@@ -855,6 +855,7 @@ export class Scheduler {
 
   #track(item: QueueItem): void {
     item.group.fair?.push(item);
+    item.group.queuedByApi[item.api]++;
     this.#queued.set(item.requestId, item);
     this.#deadlines.push(item);
     this.#waiting.add(item.group);
@@ -864,6 +865,7 @@ export class Scheduler {
     const group = item.group;
     group.queue.remove(item);
     group.fair?.remove(item);
+    group.queuedByApi[item.api]--;
     this.#queued.delete(item.requestId);
     this.#deadlines.remove(item);
     if (group.queue.length === 0) {

@@ -127,6 +127,8 @@ export class GroupState {
   cursor: QueueItem | null = null;
   /** Per API: smallest candidate-narrowing token count that failed for an undirected item. */
   readonly failUndirected: number[] = [Infinity, Infinity, Infinity, Infinity, Infinity];
+  /** Queued requests per API: an ejected provider's room matters to the pump only while one of its sole APIs waits. */
+  readonly queuedByApi = new Int32Array(5);
   /** Same, per API and direct-dispatch node id (key: api + '\0' + node id). */
   readonly failByNode = new Map<string, number>();
   /** Session key -> the node that last served it (least recently granted first; bounded). */
