@@ -20,6 +20,7 @@ import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { CLI_ALIAS, livePids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
 import { ALIAS, SERVED, startStack, waitFor, type Stack } from '../helpers/stack.js';
 
+const SUBMITTED = 1;
 const WORKING = 2;
 const COMPLETED = 3;
 const FAILED = 4;
@@ -139,6 +140,11 @@ describe('A2A: model agent', () => {
     for await (const event of client.sendMessageStream(request('stream please'))) events.push(event);
     const cases = events.map((e) => e.payload?.$case);
     assert.equal(cases[0], 'task');
+    // As docs/a2a.md says, in every worker mode: the task SUBMITTED, then a WORKING update before any artifact.
+    const first = events[0]?.payload;
+    assert.equal(first?.$case === 'task' ? first.value.status?.state : -1, SUBMITTED);
+    const second = events[1]?.payload;
+    assert.equal(second?.$case === 'statusUpdate' ? second.value.status?.state : -1, WORKING, JSON.stringify(cases));
     const last = events.at(-1)?.payload;
     assert.equal(last?.$case, 'statusUpdate');
     assert.equal(last?.$case === 'statusUpdate' ? last.value.status?.state : -1, COMPLETED);

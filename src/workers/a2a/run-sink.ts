@@ -91,8 +91,19 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
     return this as unknown as ServerResponse;
   }
 
-  /** DispatchWatcher: a provider took the run; a cli command may be silent for minutes before its first output. */
+  /**
+   * DispatchWatcher: a provider took the run; a cli command may be silent for
+   * minutes before its first output. On the next turn: with a free provider
+   * the grant comes inside DataPlane.begin, before the task's caller has
+   * taken its first snapshot, and the stream would open WORKING with no
+   * WORKING update (unlike with I/O workers and docs/a2a.md).
+   */
   dispatched(): void {
+    setImmediate(startedLater, this);
+  }
+
+  /** @internal setImmediate callback of dispatched() */
+  startedLater(): void {
     if (!this.#done) this.#listener.onStarted();
   }
 
@@ -217,4 +228,8 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
   #report(error: RunError | undefined): void {
     this.#listener.onFinished(error?.text, error?.code === Errors.runCancelled.code);
   }
+}
+
+function startedLater(sink: RunSink): void {
+  sink.startedLater();
 }
