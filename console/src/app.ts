@@ -442,16 +442,7 @@ function renderStatus(next: Status): void {
     const o = p.outlier;
     if (o !== null && o !== undefined && o.phase !== 'healthy') c[2].title = `${o.phase.replace('_', ' ')}${o.until ? ` until ${new Date(o.until).toLocaleTimeString()}` : ''}${o.reason ? `: ${o.reason}` : ''}${o.ejections ? ` (ejections: ${o.ejections})` : ''}`;
     // Enabled only where there is a breaker to reset (ejected or half-open), whatever the health cell shows first; kept in place otherwise so the row does not reflow.
-    let button = c[8].querySelector('button');
-    if (button === null) {
-      button = document.createElement('button');
-      button.type = 'button';
-      button.textContent = 'Reset';
-      button.dataset.action = 'reset';
-      button.setAttribute('aria-label', `Reset provider ${p.id}`);
-      button.addEventListener('click', () => void resetProvider(p.id));
-      c[8].append(button);
-    }
+    const button = rowButton(c[8], 'Reset', 'reset', `Reset provider ${p.id}`, () => void resetProvider(p.id));
     button.disabled = o === null || o === undefined || (o.phase !== 'ejected' && o.phase !== 'half_open');
   });
 
@@ -488,16 +479,7 @@ function renderRuns(): void {
     set(c[5], ms(r.queueMs), 'num');
     set(c[6], ms(r.totalMs), 'num');
     set(c[7], r.state === 'finished' ? bytes(r.bytesOut) : '–', 'num');
-    let button = c[8].querySelector('button');
-    if (button === null) {
-      button = document.createElement('button');
-      button.type = 'button';
-      button.textContent = 'Cancel';
-      button.dataset.action = 'cancel';
-      button.setAttribute('aria-label', `Cancel run ${r.id}`);
-      button.addEventListener('click', () => void cancelRun(r.id));
-      c[8].append(button);
-    }
+    const button = rowButton(c[8], 'Cancel', 'cancel', `Cancel run ${r.id}`, () => void cancelRun(r.id));
     // Kept in place once finished (disabled) so the row does not reflow.
     button.disabled = r.state === 'finished';
   });
@@ -534,6 +516,21 @@ async function toggleDrain(nodeId: string): Promise<void> {
     if (err instanceof Unauthorized) onUnauthorized();
     else banner('action', `${action} ${nodeId} failed: ${describeFailure(err)}`);
   }
+}
+
+/** The row's action button in `cell`, made on the row's first render (its row keeps its id, so the handler stays right). */
+function rowButton(cell: HTMLElement, text: string, action: string, label: string, onClick: () => void): HTMLButtonElement {
+  let button = cell.querySelector('button');
+  if (button === null) {
+    button = document.createElement('button');
+    button.type = 'button';
+    button.textContent = text;
+    button.dataset.action = action;
+    button.setAttribute('aria-label', label);
+    button.addEventListener('click', onClick);
+    cell.append(button);
+  }
+  return button;
 }
 
 /** Clears the provider's outlier breaker: it takes requests again at once (docs/operations.md); the note says what happened, the row follows. */

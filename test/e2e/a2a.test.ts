@@ -324,18 +324,23 @@ describe('A2A: model agent', () => {
   });
 });
 
+/** A cli stack with the A2A agent 'coder' on the cli alias, and a client of it; `keepaliveMs` undefined keeps the edge's default. */
+async function coderStack(keepaliveMs: number | undefined): Promise<{ stack: CliStack; client: Client }> {
+  const stack = await startCliStack({
+    configure: (raw) => {
+      raw.a2a = { agents: [{ id: 'coder', model: CLI_ALIAS, description: 'A command-line agent' }] };
+      if (keepaliveMs !== undefined) (raw.limits as Record<string, unknown>).sse_keepalive_ms = keepaliveMs;
+    },
+  });
+  return { stack, client: await clientFor(`${stack.edge.url}/a2a/coder/`) };
+}
+
 describe('A2A: cli agent', () => {
   let stack: CliStack;
   let client: Client;
 
   before(async () => {
-    stack = await startCliStack({
-      configure: (raw) => {
-        raw.a2a = { agents: [{ id: 'coder', model: CLI_ALIAS, description: 'A command-line agent' }] };
-        (raw.limits as Record<string, unknown>).sse_keepalive_ms = 100;
-      },
-    });
-    client = await clientFor(`${stack.edge.url}/a2a/coder/`);
+    ({ stack, client } = await coderStack(100));
   });
 
   after(async () => {
@@ -423,12 +428,7 @@ describe('A2A: cli agent, a quiet command', () => {
   let client: Client;
 
   before(async () => {
-    stack = await startCliStack({
-      configure: (raw) => {
-        raw.a2a = { agents: [{ id: 'coder', model: CLI_ALIAS, description: 'A command-line agent' }] };
-      },
-    });
-    client = await clientFor(`${stack.edge.url}/a2a/coder/`);
+    ({ stack, client } = await coderStack(undefined));
   });
 
   after(async () => {
