@@ -26,6 +26,7 @@ import { A2ASurface } from '../a2a/a2a-surface.js';
 import { AGENT_PREFIX, CARD_PATH } from '../a2a/agent-card.js';
 import { readBody, writeError, type BodyOwner } from './fast-path.js';
 import { refusalId } from './refusal-id.js';
+import { closeAfterAnswer } from './linger.js';
 import { watchLastWrite } from './flush-watch.js';
 import { listenError } from '../../shared/start-error.js';
 import { LeanHttp1, timeoutSweepMs, type LeanOwner } from './lean-http1.js';
@@ -252,7 +253,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     // Expect: 100-continue (curl sends it for bodies over 1 MB): node:http would invite every body at once.
     // One refused from its head (no valid key, over the body limit) gets its answer instead, and the connection closes.
     server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
-      if (this.#refusesUpload(request)) response.setHeader('connection', 'close');
+      if (this.#refusesUpload(request)) closeAfterAnswer(response);
       else response.writeContinue();
       listener(request, response);
     });
@@ -333,7 +334,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       const result = this.auth.authenticate(presentedKey(request));
       if (!(result instanceof ApiKeyState)) {
         response.setHeader('www-authenticate', 'Bearer');
-        if (bodyUnread && hasBody(request)) response.setHeader('connection', 'close');
+        if (bodyUnread && hasBody(request)) closeAfterAnswer(response);
         this.#refuse(response, result, format, result === Errors.invalidApiKey ? INVALID_KEY : undefined);
         return ANSWERED;
       }
@@ -362,7 +363,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** BodyOwner: over the limit (413), or the body stream broke (400); the connection closes after the answer, as fastify does. */
   bodyFailed(route: ApiRoute, response: ServerResponse, tooLarge: boolean): void {
     if (response.headersSent || response.destroyed) return;
-    response.setHeader('connection', 'close');
+    closeAfterAnswer(response);
     const format = errorFormatForPath(route.path);
     if (tooLarge) this.#refuse(response, Errors.bodyTooLarge, format);
     else this.#refuse(response, { ...Errors.invalidJson, status: 400, code: 'invalid_request' }, format, 'the request body could not be read');

@@ -1,0 +1,111 @@
+// A request refused before its body is read (over limits.body_bytes, or no
+// valid API key) gets its answer although the client is still uploading:
+// the SDKs send the whole body without Expect: 100-continue, so a socket
+// closed with that body unread was reset under them, and they raised a
+// "Connection error." (EPIPE) and sent the whole body twice more, instead of
+// 413 / 401. The edge now lingers before the close: the answer goes out, the
+// rest of the body is read and dropped, and the socket closes when the
+// client is done, or after LINGER_MS. Real stack; the SDKs, unmodified, run in
+// a child process (in the edge's own process the upload and the reset race
+// differently, and the answer got through).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { connect } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { sha256Hex } from '../../src/workers/http/client-auth.js';
+import { LINGER_MS } from '../../src/workers/http/linger.js';
+import { ALIAS, startStack, type Stack } from '../helpers/stack.js';
+
+const KEY = 'sk-upload-0123456789';
+const LIMIT = 64 * 1024;
+
+/**
+ * What an SDK call with a `mib` MiB message raised, from a child process: the error's class, status and
+ * code, and how many requests the SDK sent (its default retries on).
+ */
+interface Outcome {
+  readonly error: string;
+  readonly status: number | undefined;
+  readonly requests: number;
+}
+
+const CHILD = `
+const [sdk, baseURL, apiKey, model, mib] = process.argv.slice(1);
+let requests = 0;
+const fetchCounting = (input, init) => { requests++; return fetch(input, init); };
+const content = 'x'.repeat(Number(mib) * 1024 * 1024);
+let error = 'none', status;
+try {
+  if (sdk === 'openai') {
+    const { default: OpenAI } = await import('openai');
+    await new OpenAI({ baseURL, apiKey, fetch: fetchCounting, timeout: 20000 }).chat.completions.create({ model, messages: [{ role: 'user', content }] });
+  } else {
+    const { default: Anthropic } = await import('@anthropic-ai/sdk');
+    await new Anthropic({ baseURL, apiKey, fetch: fetchCounting, timeout: 20000 }).messages.stream({ model, max_tokens: 8, messages: [{ role: 'user', content }] }).finalMessage();
+  }
+} catch (err) { error = err.constructor.name; status = err.status; }
+console.log(JSON.stringify({ error, status, requests }));
+`;
+
+function sdkCall(sdk: 'openai' | 'anthropic', baseURL: string, apiKey: string, mib: number): Promise<Outcome> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--input-type=module', '-e', CHILD, sdk, baseURL, apiKey, ALIAS, String(mib)], { timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${err.message}\n${stderr}`));
+      else resolve(JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as Outcome);
+    });
+  });
+}
+
+describe('a refused upload', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      bodyBytes: LIMIT,
+      configure(raw) {
+        raw.auth = { api_keys: [{ name: 'uploader', key_sha256: sha256Hex(KEY) }] };
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('a body far over the limit: the SDKs raise 413 after one request, not a connection error they retry', async () => {
+    for (const mib of [8, 32]) {
+      assert.deepEqual(await sdkCall('openai', stack.baseURL, KEY, mib), { error: 'APIError', status: 413, requests: 1 }, `${mib} MiB, openai`);
+      assert.deepEqual(await sdkCall('anthropic', stack.edge.url, KEY, mib), { error: 'ContentTooLargeError', status: 413, requests: 1 }, `${mib} MiB, anthropic`);
+    }
+    assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
+  });
+
+  test('a large body with a wrong key: the SDKs raise AuthenticationError after one request', async () => {
+    for (const mib of [8, 32]) {
+      assert.deepEqual(await sdkCall('openai', stack.baseURL, 'sk-wrong', mib), { error: 'AuthenticationError', status: 401, requests: 1 }, `${mib} MiB, openai`);
+      assert.deepEqual(await sdkCall('anthropic', stack.edge.url, 'sk-wrong', mib), { error: 'AuthenticationError', status: 401, requests: 1 }, `${mib} MiB, anthropic`);
+    }
+  });
+
+  test('the body is not waited for: the answer comes at once, and an upload that never ends is cut after LINGER_MS', async () => {
+    // Half-open allowed: the client's socket does not end with the edge's FIN, so it goes on uploading, slowly, for ever.
+    const socket = connect({ port: Number(new URL(stack.edge.url).port), host: '127.0.0.1', allowHalfOpen: true });
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('error', () => {});
+    const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(performance.now())));
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT * 1000}\r\n\r\n{"model":`);
+    const started = performance.now();
+    const trickle = setInterval(() => socket.writable && socket.write('x'.repeat(1024)), 100);
+    try {
+      while (!/\r\n\r\n\{.*\}$/s.test(text) && performance.now() - started < 5_000) await new Promise((r) => setTimeout(r, 10));
+      assert.match(text, /^HTTP\/1\.1 413 /, text.slice(0, 200));
+      assert.ok(performance.now() - started < 2_000, 'answered before the body came');
+      assert.match(text, /\r\nconnection: close\r\n/i);
+      const at = await closed;
+      assert.ok(at - started < LINGER_MS + 3_000, `cut after ${Math.round(at - started)} ms`);
+    } finally {
+      clearInterval(trickle);
+      socket.destroy();
+    }
+  });
+});
