@@ -7,7 +7,7 @@
 // providers that serve that API as candidates, and a pinned one only its
 // pinned provider; capacity stays one budget per provider across APIs.
 import type { GroupEntry, GroupState, ProviderState } from './state.js';
-import { Api, servesApi, type ApiKind } from '../../shared/endpoints.js';
+import { ENDPOINTS, servesApi, type ApiKind } from '../../shared/endpoints.js';
 
 /** What narrows a request's candidates besides context: QueueItem, Lease and AdmitRequest all carry it. */
 export interface Wanted {
@@ -152,40 +152,44 @@ function soleCandidate(p: ProviderState, group: GroupState, want: Wanted, need: 
  */
 function servesAlone(group: GroupState, p: ProviderState): boolean {
   const window = p.maxContextTokens ?? -1;
-  for (let api = 0 as ApiKind; api <= MAX_API; api++) {
-    if (group.queuedByApi[api] === 0 || !providerServes(p, api)) continue;
-    let othersWindow = -2; // -2: no other serves the API at all
-    for (const entry of group.entries) {
-      const q = entry.provider;
-      if (q.ejected || q.capacity === 0 || !couldServe(q) || !providerServes(q, api)) continue;
-      const w = q.maxContextTokens ?? -1;
-      if (w > othersWindow) othersWindow = w;
-    }
-    if (window > othersWindow) return true;
+  for (let api = 0 as ApiKind; api < ENDPOINTS.length; api++) {
+    if (group.queuedByApi[api] !== 0 && providerServes(p, api) && window > othersWidestWindow(group, api)) return true;
   }
   return false;
 }
 
-const MAX_API = Api.responses;
+/**
+ * The widest context window among the group's providers in rotation (not
+ * ejected, with capacity, reachable) that serve `api`: -1 when none declares
+ * one, -2 when none serves the API at all.
+ */
+function othersWidestWindow(group: GroupState, api: ApiKind): number {
+  let widest = -2;
+  for (const entry of group.entries) {
+    const q = entry.provider;
+    if (q.ejected || q.capacity === 0 || !couldServe(q) || !providerServes(q, api)) continue;
+    const w = q.maxContextTokens ?? -1;
+    if (w > widest) widest = w;
+  }
+  return widest;
+}
 
 /**
  * A failed pick at `need` also fails every larger need (the pump's failure
  * memo), unless an ejected provider with room declares a longer window
  * than every other provider of `api`: past their windows it alone fits,
- * and `pickSole` takes the request.
+ * and `pickSole` takes the request. (With no other provider of `api`, the
+ * ejected ones are its only candidates at every need: monotone again.)
  */
 export function failureIsMonotone(group: GroupState, api: ApiKind): boolean {
   let ejectedWindow = -1;
-  let othersWindow = -1;
   for (const entry of group.entries) {
     const p = entry.provider;
-    if (!couldServe(p) || !providerServes(p, api)) continue;
+    if (!p.ejected || p.inFlight >= slotsOf(p) || !couldServe(p) || !providerServes(p, api)) continue;
     const window = p.maxContextTokens ?? -1;
-    if (p.ejected) {
-      if (p.inFlight < slotsOf(p) && window > ejectedWindow) ejectedWindow = window;
-    } else if (p.capacity > 0 && window > othersWindow) othersWindow = window;
+    if (window > ejectedWindow) ejectedWindow = window;
   }
-  return ejectedWindow <= othersWindow;
+  return ejectedWindow <= Math.max(othersWidestWindow(group, api), -1);
 }
 
 /** Some provider of the group has a free slot for someone: the pump's early stop. */

@@ -5,7 +5,7 @@ import type { LeaseInfo } from '../../contract/scheduler.js';
 import { WaitQueue } from './wait-queue.js';
 import type { FairQueue } from './fair.js';
 import { DrainMeter } from './drain-meter.js';
-import type { ApiKind } from '../../shared/endpoints.js';
+import { ENDPOINTS, type ApiKind } from '../../shared/endpoints.js';
 
 /** A request waiting in its group's queue. Owned by exactly one WaitQueue. */
 export class QueueItem {
@@ -128,7 +128,7 @@ export class GroupState {
   /** Per API: smallest candidate-narrowing token count that failed for an undirected item. */
   readonly failUndirected: number[] = [Infinity, Infinity, Infinity, Infinity, Infinity];
   /** Queued requests per API: an ejected provider's room matters to the pump only while one of its sole APIs waits. */
-  readonly queuedByApi = new Int32Array(5);
+  readonly queuedByApi = new Int32Array(ENDPOINTS.length);
   /** Same, per API and direct-dispatch node id (key: api + '\0' + node id). */
   readonly failByNode = new Map<string, number>();
   /** Session key -> the node that last served it (least recently granted first; bounded). */
