@@ -212,14 +212,25 @@ export function declaresContext(group: GroupState, need: number): boolean {
   return false;
 }
 
-/** Some candidate exists, busy or not: decides queue_timeout vs no_provider_available. */
+/**
+ * Some candidate exists, busy or not: decides queue_timeout vs
+ * no_provider_available, and whether a retry waits again. A half-open
+ * provider with its probe out counts: it takes the next request once the
+ * probe ends (as healthy, still half-open, or ejected and sole), so a
+ * request waiting for it is waiting for a busy provider, not for none.
+ */
 export function hasEligibleCandidate(group: GroupState, want: Wanted, need: number, exclude?: string): boolean {
   for (const entry of group.entries) {
     const p = entry.provider;
     if (p.id === exclude) continue;
-    if ((isEligible(p) && fits(p, want, need)) || soleCandidate(p, group, want, need)) return true;
+    if (((isEligible(p) || isProbing(p)) && fits(p, want, need)) || soleCandidate(p, group, want, need)) return true;
   }
   return false;
+}
+
+/** Half-open with its one probe request out (held, not ejected), and reachable. */
+function isProbing(p: ProviderState): boolean {
+  return p.held && !p.ejected && couldServe(p);
 }
 
 /** The alias's config names a provider on that node (direct dispatch target exists). */

@@ -216,8 +216,19 @@ class Model {
     return true;
   }
 
+  /** Some provider may serve r now or once free: a candidate, or a half-open one whose probe is out. */
+  waitable(r: MRequest): boolean {
+    if (this.candidates(r).length > 0) return true;
+    const model = this.cfg.models.get(r.alias);
+    if (!model) return false;
+    for (const pid of model.map.keys()) {
+      if (pid !== r.exclude && this.phase(pid) === 'half_open' && this.couldServe(pid) && this.fits(pid, r)) return true;
+    }
+    return false;
+  }
+
   expiryCode(q: MRequest): string {
-    return this.candidates(q).length > 0 ? 'queue_timeout' : q.pinned !== undefined ? 'pinned_provider_gone' : 'no_provider_available';
+    return this.waitable(q) ? 'queue_timeout' : q.pinned !== undefined ? 'pinned_provider_gone' : 'no_provider_available';
   }
 
   // --- Outliers, as outliers.ts keeps them. ---
@@ -622,7 +633,7 @@ function runModel(seed: number, steps: number): void {
           !m.queued.has(r.id) &&
           (r.direct === undefined || m.servesOnNode(r.alias, r.direct)) &&
           (r.pinned === undefined || m.pinnedServes(r.alias, r.pinned, r.api)) &&
-          m.candidates(r).length > 0;
+          m.waitable(r);
         if (requeue) {
           m.queued.set(r.id, { ...r, deadline: now + model.timeout, enqueuedAt: now });
           m.fate.set(r.id, 'queued');

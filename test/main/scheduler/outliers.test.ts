@@ -163,6 +163,39 @@ test('a half-open probe ended by its node reconnecting leaves the provider probi
   assert.deepEqual(s.checkInvariants(), []);
 });
 
+test('a request whose only provider left is half-open with its probe out waits for the probe, and times out as busy, not as having none', () => {
+  const { s, sink } = aEjected();
+  s.tick(30_001);
+  s.admit(req(nextId++, 'chat'), 30_001);
+  const probe = sink.takeGrants()[0];
+  assert.equal(probe.providerId, 'a', 'the probe');
+  s.confirm(probe.leaseId, 30_001);
+  const retried = req(nextId++, 'chat');
+  s.admit(retried, 30_001);
+  const onB = sink.takeGrants()[0];
+  assert.equal(onB.providerId, 'b');
+  // b fails before its first byte: a (probing) is the only provider left for the retry.
+  assert.equal(s.retry(onB.leaseId, retried, 'b', 30_002, true), true, 'the retry waits for a instead of failing at once');
+  s.release(probe.leaseId, 'end', 30_003);
+  assert.equal(s.outlierStatus('a')?.phase, 'healthy');
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[retried.requestId, 'a']], 'the probe returned a: the retry takes it');
+  assert.deepEqual(s.checkInvariants(), []);
+
+  // Again, with the probe outlasting the queue: the waiter was waiting for a busy provider.
+  const again = aEjected();
+  again.s.tick(30_001);
+  again.s.disconnect('n2', again.s.currentGeneration('n2'), 30_001);
+  again.s.admit(req(nextId++, 'chat'), 30_001);
+  assert.equal(again.sink.takeGrants()[0]?.providerId, 'a', 'the probe');
+  const waiter = nextId++;
+  again.s.admit(req(waiter, 'chat'), 30_001);
+  again.s.tick(30_001 + 30_000);
+  assert.deepEqual(
+    again.sink.take().flatMap((d) => (d.kind === 'reject' ? [[d.requestId, d.code]] : [])),
+    [[waiter, 'queue_timeout']],
+  );
+});
+
 test('a failed probe does not eject the last serving provider: it stays half-open and requests wait for it', () => {
   const { s, sink } = aEjected();
   s.disconnect('n2', s.currentGeneration('n2'), 10); // b leaves while a is out
