@@ -115,6 +115,64 @@ describe('a stream that ended its answer, then failed before END', () => {
     await settled();
   });
 
+  test('the last event reached the edge in pieces (held, or past the hold bound), then a reset: each SDK keeps its answer', async () => {
+    // Socket reads cut a provider's bytes anywhere: the event that ends the answer may come in two frames or more.
+    const split = (event: string, at: number): string[] => [event.slice(0, at), event.slice(at)];
+    const anthropic = new Anthropic({ baseURL: stack.edge.url, apiKey: 'x', maxRetries: 0 });
+    const messages = anthropic.messages.stream({ model: ALIAS, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
+    let t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    let seq = 1;
+    const events = MESSAGES_EVENTS.map(([name, data]) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
+    for (const event of events.slice(0, -1)) node.data(t.tunnelId, seq++, event);
+    // `event: message_stop\ndata: {"type":"mess` | `age_stop"}\n\n`
+    for (const piece of split(events.at(-1) as string, 40)) node.data(t.tunnelId, seq++, piece);
+    await waitUntil(() => messages.currentMessage?.stop_reason === 'end_turn', 'the client to read message_delta');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    node.error(t.tunnelId, seq, 'upstream_reset', 'provider closed the connection');
+    assert.equal((await messages.finalMessage()).stop_reason, 'end_turn');
+    await settled();
+
+    const openai = new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    // 12 KB, held whole until its end; 150 KB, past the 64 KiB the relay holds (its start went out first).
+    for (const length of [12_000, 150_000]) {
+      const stream = openai.responses.stream({ model: ALIAS, input: 'hi' });
+      t = await node.nextTunnel();
+      node.headers(t.tunnelId, 0);
+      const text = 'y'.repeat(length);
+      const opened = { id: 'resp_1', object: 'response', created_at: 1, status: 'in_progress', output: [], model: 'm' };
+      const done = { ...opened, status: 'completed', output: [{ type: 'message', id: 'msg_1', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] }] };
+      node.data(t.tunnelId, 1, `event: response.created\ndata: ${JSON.stringify({ type: 'response.created', sequence_number: 0, response: opened })}\n\n`);
+      const completed = `event: response.completed\ndata: ${JSON.stringify({ type: 'response.completed', sequence_number: 1, response: done })}\n\n`;
+      const pieces = [completed.slice(0, 100), ...(completed.slice(100).match(/[^]{1,50000}/g) ?? [])];
+      seq = 2;
+      for (const piece of pieces) node.data(t.tunnelId, seq++, piece);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      node.error(t.tunnelId, seq, 'upstream_reset', 'provider closed the connection');
+      const response = await stream.finalResponse();
+      assert.equal(response.status, 'completed', `${length}`);
+      assert.equal(response.output_text.length, length);
+      await settled();
+    }
+
+    const pending = fetch(`${stack.edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, `${chunk('Hi', 'stop')}data: [DO`);
+    node.data(t.tunnelId, 2, 'NE]\n');
+    node.data(t.tunnelId, 3, '\n');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    node.error(t.tunnelId, 4, 'upstream_reset', 'provider closed the connection');
+    const body = await (await pending).text();
+    assert.ok(body.endsWith('data: [DONE]\n\n'), body);
+    assert.doesNotMatch(body, /"error"/);
+    await settled();
+  });
+
   test('chat: [DONE], then a reset: the raw stream ends with [DONE], no error event after it; the run keeps the failure', async () => {
     const pending = fetch(`${stack.edge.url}/v1/chat/completions`, {
       method: 'POST',

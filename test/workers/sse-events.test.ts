@@ -117,3 +117,27 @@ test('the hold bound is under half the window, so a held event cannot starve its
   assert.equal(write(events, Buffer.from('x'.repeat(200)))?.length, 606, 'past half the window it goes out as it is');
   assert.equal(events.midEvent, true);
 });
+
+test('startOfLastEvent: the start of an event that began before the chunk ending it, held or relayed past the bound', () => {
+  const events = new SseEvents();
+  const whole = events.take(Buffer.from('data: a\n\n')) as Uint8Array;
+  assert.equal(events.startOfLastEvent(whole), undefined, 'the whole event is in the chunk');
+  assert.equal(events.take(Buffer.from('event: message_stop\ndata: {"type":"mess')), undefined);
+  let out = events.take(Buffer.from('age_stop"}\n\n')) as Uint8Array;
+  assert.equal(text(events.startOfLastEvent(out)), 'event: message_stop\ndata: {"type":"mess');
+  assert.equal(events.take(Buffer.from('data: [DONE]\n')), undefined);
+  out = events.take(Buffer.from('\n')) as Uint8Array;
+  assert.equal(text(events.startOfLastEvent(out)), 'data: [DONE]\n', 'a blank line split across chunks');
+  // A chunk that ends an event begun before it and holds another whole: the last one is its own.
+  assert.equal(events.take(Buffer.from('data: b')), undefined);
+  out = events.take(Buffer.from('\n\ndata: c\n\n')) as Uint8Array;
+  assert.equal(events.startOfLastEvent(out), undefined);
+  // An event past the hold bound goes out as it comes; its first bytes are kept to name it at its end.
+  const big = `event: response.completed\ndata: ${'z'.repeat(MAX_HELD_EVENT_BYTES)}`;
+  assert.equal(events.take(Buffer.from(big.slice(0, 100))), undefined);
+  assert.ok(write(events, Buffer.from(big.slice(100))));
+  assert.equal(events.midEvent, true);
+  out = events.take(Buffer.from('zz\n\n')) as Uint8Array;
+  assert.equal(events.midEvent, false);
+  assert.equal(text(events.startOfLastEvent(out)), big.slice(0, 64));
+});

@@ -395,7 +395,11 @@ export class ProxyExchange implements TunnelConsumer {
       if (this.route === RESPONSES) this.#noteSequence(out, events.released);
       this.#wroteEvents = true;
       const endsAnswer = this.route.endsAnswer;
-      if (endsAnswer !== undefined) this.#answered = !events.midEvent && endsAnswer(out);
+      if (endsAnswer !== undefined && !events.midEvent) {
+        // The last event may have begun before `out` (held, or relayed past the hold bound): judged whole.
+        const start = events.startOfLastEvent(out);
+        this.#answered = endsAnswer(start === undefined ? out : Buffer.concat([start, out]));
+      } else this.#answered = false;
       if (released > 0) {
         this.#writeAfterHeld(events.released, out);
         return;

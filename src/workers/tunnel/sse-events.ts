@@ -12,6 +12,9 @@ const NONE = -1;
 
 /** A held partial event past this is relayed as it is: the edge never buffers an unbounded event. */
 export const MAX_HELD_EVENT_BYTES = 64 * 1024;
+/** How much of an event's start is kept while it is incomplete: enough to name it (`event: response.incomplete`, `data: [DONE]`). */
+const EVENT_START_BYTES = 64;
+const EMPTY = Buffer.alloc(0);
 
 /**
  * Index just past the last blank line (an event's end) in `bytes`, or 0
@@ -50,6 +53,12 @@ export class SseEvents {
   #last2 = NONE;
   /** What the client has ends inside an event (one held past the bound went out whole). */
   midEvent = false;
+  /** The first EVENT_START_BYTES bytes of the event the bytes taken so far end inside, held or written (empty at an event's end). */
+  #start: Buffer = EMPTY;
+  /** #start when the last take() began, and the two bytes before that chunk: see startOfLastEvent. */
+  #startBefore: Buffer = EMPTY;
+  #chunkBefore1 = NONE;
+  #chunkBefore2 = NONE;
 
   /**
    * `window`: the tunnel's flow control. Held bytes are not credited back
@@ -79,12 +88,17 @@ export class SseEvents {
     const before2 = this.#last2;
     this.#last1 = bytes[n - 1];
     this.#last2 = n >= 2 ? bytes[n - 2] : before1;
+    this.#startBefore = this.#start;
+    this.#chunkBefore1 = before1;
+    this.#chunkBefore2 = before2;
     // The common case: nothing held and the chunk ends an event.
     if (this.#heldBytes === 0 && n >= 2 && bytes[n - 1] === LF && bytes[n - 2] === LF) {
       this.midEvent = false;
+      this.#start = EMPTY;
       return bytes;
     }
     const end = lastEventEnd(bytes, before1, before2);
+    this.#start = end === 0 ? grown(this.#start, bytes) : end === n ? EMPTY : Buffer.from(bytes.subarray(end, Math.min(n, end + EVENT_START_BYTES)));
     if (end === 0) {
       if (this.#heldBytes + n <= this.#maxHeld) {
         this.#hold(bytes);
@@ -103,6 +117,23 @@ export class SseEvents {
     if (end === n) return bytes;
     this.#hold(bytes.subarray(end));
     return bytes.subarray(0, end);
+  }
+
+  /**
+   * The first bytes of the last event of `out` (what take() just returned,
+   * ending at an event's end) when that event began before `out`: its start
+   * was held and goes out ahead of it (`released`), or went out earlier (an
+   * event past the hold bound). Undefined when `out` holds the whole event.
+   * What names an event (`event: message_stop`, `data: [DONE]`, a Responses
+   * event's type) may lie in that start: a terminal event that reached the
+   * edge in two pieces is still the answer's end.
+   */
+  startOfLastEvent(out: Uint8Array): Uint8Array | undefined {
+    if (this.#startBefore.length === 0) return undefined;
+    let end = out.length;
+    while (end > 0 && (out[end - 1] === LF || out[end - 1] === CR)) end--;
+    // A blank line inside `out` before its last event: that event began in `out`.
+    return lastEventEnd(out.subarray(0, end), this.#chunkBefore1, this.#chunkBefore2) === 0 ? this.#startBefore : undefined;
   }
 
   /** What is held at the stream's end (an upstream that ended mid-event keeps its bytes: the relay adds nothing). */
@@ -128,4 +159,10 @@ export class SseEvents {
     this.releasedBytes = this.#heldBytes;
     this.#heldBytes = 0;
   }
+}
+
+/** `start` with the head of `bytes` after it, up to EVENT_START_BYTES in all (a copy: frames are not ours to keep). */
+function grown(start: Buffer, bytes: Uint8Array): Buffer {
+  if (start.length >= EVENT_START_BYTES) return start;
+  return Buffer.concat([start, bytes.subarray(0, EVENT_START_BYTES - start.length)]);
 }
