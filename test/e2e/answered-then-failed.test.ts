@@ -217,6 +217,19 @@ describe('a stream that ended its answer, then failed before END', () => {
     await settled();
   });
 
+  test('A2A: a provider event that is JSON but no chunk (`data: null`) is skipped; the edge lives on and the task completes', async () => {
+    const client = await new ClientFactory().createFromUrl(`${stack.edge.url}/a2a/writer/`);
+    const done = sendTask(client, false);
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, `data: null\n\n${chunk('Still ')}data: 7\n\n${chunk('here', 'stop')}data: [DONE]\n\n`);
+    node.end(t.tunnelId, 2);
+    const task = await done;
+    assert.equal(task.status?.state, COMPLETED);
+    assert.equal(task.artifacts.flatMap((a) => a.parts).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join(''), 'Still here');
+    await settled();
+  });
+
   test("A2A: an operator's cancel while an event over the hold limit is half relayed (the response can only be cut) ends the task CANCELED", async () => {
     const client = await new ClientFactory().createFromUrl(`${stack.edge.url}/a2a/writer/`);
     const started = await sendTask(client, true);

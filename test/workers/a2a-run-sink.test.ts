@@ -49,3 +49,13 @@ test('a stream that stops before its last event ([DONE] or a finish_reason) fail
     else assert.match(s.finished[0] ?? '', /ended before its last event/, label);
   }
 });
+
+test('data events that are JSON but no chunk (null, a number, a string, an array) are skipped, never thrown on', () => {
+  const chunk = (content: string, finish: string | null = null) => `data: ${JSON.stringify({ choices: [{ delta: { content }, finish_reason: finish }] })}\n\n`;
+  const s = sink();
+  s.sink.writeHead(200, ['content-type', 'text/event-stream']);
+  for (const odd of ['null', '42', '"text"', '[]', '[null]', '{"choices":null}', '{"choices":[null]}']) s.sink.write(`data: ${odd}\n\n`);
+  s.sink.end(chunk('Hello', 'stop') + 'data: [DONE]\n\n');
+  assert.deepEqual(s.deltas, ['Hello']);
+  assert.deepEqual(s.finished, [undefined]);
+});

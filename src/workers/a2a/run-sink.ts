@@ -181,12 +181,15 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
       this.#ended = true;
       return;
     }
-    let parsed: { error?: unknown; choices?: { delta?: { content?: unknown }; finish_reason?: unknown }[] };
+    let parsed: { error?: unknown; choices?: { delta?: { content?: unknown }; finish_reason?: unknown }[] } | null;
     try {
       parsed = JSON.parse(data) as typeof parsed;
     } catch {
       return;
     }
+    // `data: null` (or a number, a string) is JSON but no chunk: skipped like text that is not JSON. Read as
+    // one, it threw here, inside the node's frame handler: with workers.count 0 the edge process exited.
+    if (parsed === null || typeof parsed !== 'object') return;
     if (parsed.error !== undefined) {
       this.#streamError = errorOf(0, data);
       return;
