@@ -122,6 +122,36 @@ function entryView(item: unknown): ConfigValue {
   return rest;
 }
 
+/** A share (0..1) as the YAML's whole percent. */
+function percent(value: ConfigValue): ConfigValue {
+  return typeof value === 'number' ? Math.round(value * 100) : value;
+}
+
+/** Epoch ms as the RFC 3339 text the YAML takes. */
+function isoTime(value: ConfigValue): ConfigValue {
+  return typeof value === 'number' ? new Date(value).toISOString() : value;
+}
+
+/**
+ * Leaves whose EdgeConfig name or unit is not the YAML's: the path the
+ * operator wrote, and the value as written there (a change must name a key
+ * that can be found in the file).
+ */
+const YAML_SPELLING: Readonly<Record<string, { readonly path: string; readonly value?: (v: ConfigValue) => ConfigValue }>> = {
+  'resilience.outliers.max_ejection_share': { path: 'resilience.outliers.max_ejection_percent', value: percent },
+  'resilience.outliers.failure_rate': { path: 'resilience.outliers.failure_rate_percent', value: percent },
+  'bootstrap.host': { path: 'bootstrap.listen.host' },
+  'bootstrap.port': { path: 'bootstrap.listen.port' },
+  'bootstrap.token_expires_at': { path: 'bootstrap.token_expires_at', value: isoTime },
+};
+
+function asWritten(change: ConfigChange): ConfigChange {
+  const spelling = YAML_SPELLING[change.path];
+  if (spelling === undefined) return change;
+  const value = spelling.value ?? ((v: ConfigValue) => v);
+  return { path: spelling.path, old: change.old === null ? null : value(change.old), new: change.new === null ? null : value(change.new) };
+}
+
 /** Every change from `current` to `next`; empty when they configure the same edge. */
 export function diffConfigs(current: EdgeConfig, next: EdgeConfig): ConfigChange[] {
   const walker = new Walker();
@@ -130,5 +160,5 @@ export function diffConfigs(current: EdgeConfig, next: EdgeConfig): ConfigChange
   for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
     walker.walk(ROOT_RENAMES[key] ?? snake(key), a[key], b[key], SECRET_KEYS.has(key));
   }
-  return walker.changes;
+  return walker.changes.map(asWritten);
 }

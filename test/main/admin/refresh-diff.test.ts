@@ -61,6 +61,20 @@ test('each change is one path named as in the YAML, keyed by id, with old and ne
   );
 });
 
+test('a key whose value the config keeps in another unit is named, and valued, as the YAML writes it', () => {
+  const b = base();
+  b.resilience = { outliers: { max_ejection_percent: 30, failure_rate_percent: 20 } };
+  const changes = diffConfigs(parse(base()), parse(b));
+  assert.deepEqual(
+    changes.map((c) => [c.path, c.old, c.new]).sort(),
+    [
+      ['resilience.outliers.failure_rate_percent', 50, 20],
+      ['resilience.outliers.max_ejection_percent', 50, 30],
+    ].sort(),
+  );
+  assert.ok(changes.every((c) => isMutable(c.path)));
+});
+
 test('secrets appear only as "[redacted]", never their values', () => {
   const b = base();
   b.nodes[0].token = 'new-secret';
