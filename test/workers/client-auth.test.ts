@@ -46,6 +46,26 @@ test('max_concurrent bounds open requests; a refresh keeps the count of requests
   assert.deepEqual(auth.status(), [{ name: 'a', inFlight: 0, maxConcurrent: 3 }]);
 });
 
+test('a key removed and given back while its requests are open still counts them (as the I/O workers\' count by name does)', () => {
+  const auth = new ClientAuth({ apiKeys: [key('a', 'sk-a', { maxConcurrent: 1 }), key('b', 'sk-b')] });
+  const a = auth.authenticate('Bearer sk-a') as ApiKeyState;
+  assert.ok(a.tryAcquire());
+  auth.setConfig({ apiKeys: [key('b', 'sk-b')] });
+  assert.equal(auth.authenticate('Bearer sk-a'), Errors.invalidApiKey, 'revoked');
+  assert.deepEqual(auth.status().map((k) => k.name), ['b'], 'status lists configured keys only');
+  auth.setConfig({ apiKeys: [key('a', 'sk-a', { maxConcurrent: 1 }), key('b', 'sk-b')] });
+  const back = auth.authenticate('Bearer sk-a') as ApiKeyState;
+  assert.equal(back.inFlight, 1, 'the request opened before the removal is still open');
+  assert.equal(back.tryAcquire(), false, 'max_concurrent 1 holds');
+  a.release();
+  assert.ok(back.tryAcquire());
+  back.release();
+  // Gone with nothing open: forgotten at the next refresh.
+  auth.setConfig({ apiKeys: [key('b', 'sk-b')] });
+  auth.setConfig({ apiKeys: [key('a', 'sk-a', { maxConcurrent: 1 }), key('b', 'sk-b')] });
+  assert.equal((auth.authenticate('Bearer sk-a') as ApiKeyState).inFlight, 0);
+});
+
 test('models restricts a key to its aliases', () => {
   const auth = new ClientAuth({ apiKeys: [key('a', 'sk-a', { models: ['m1'] }), key('b', 'sk-b')] });
   const a = auth.authenticate('Bearer sk-a') as ApiKeyState;
