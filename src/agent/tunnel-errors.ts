@@ -1,7 +1,7 @@
 // The catalogue of ERROR frame codes the agent sends, and how an upstream
 // failure maps onto them. The edge turns each into the client's error, so the
 // codes are stable API.
-import { UPSTREAM_BODY_TIMEOUT, UPSTREAM_CLOSED, UPSTREAM_CONNECT_TIMEOUT, UPSTREAM_HEADERS_TIMEOUT } from './http1-client.js';
+import { UPSTREAM_BODY_TIMEOUT, UPSTREAM_CLOSED, UPSTREAM_CONNECT_TIMEOUT, UPSTREAM_HEADERS_TIMEOUT, UpstreamHttpError } from './http1-client.js';
 
 export type TunnelErrorCode =
   /** No provider with the request's provider_id on this node. */
@@ -85,4 +85,19 @@ function errorCode(err: unknown): string | undefined {
   // Happy-eyeballs connects fail with an AggregateError of per-address errors.
   if (err instanceof AggregateError && err.errors.length > 0) return errorCode(err.errors[0]);
   return undefined;
+}
+
+/**
+ * The ERROR frame's message, which the edge hands the client as is. The
+ * agent's own errors already say what happened; a bare socket error ("read
+ * ECONNRESET", "connect ECONNREFUSED 10.0.0.5:8000") says it in a sentence,
+ * the system's words kept in brackets for the operator.
+ * @param answered whether the provider's response head was relayed already.
+ */
+export function upstreamErrorMessage(err: Error, code: TunnelErrorCode, answered: boolean): string {
+  if (err instanceof UpstreamHttpError || err instanceof AgentRunError || err instanceof TunnelDeadlineError) return err.message;
+  const raw = err.message !== '' ? err.message : (errorCode(err) ?? err.name);
+  if (code === 'upstream_reset') return `${answered ? 'the provider closed the connection before the response was complete' : 'the provider closed the connection before answering'} (${raw})`;
+  if (code === 'upstream_connect_failed') return `the provider could not be reached (${raw})`;
+  return raw;
 }

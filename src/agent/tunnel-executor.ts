@@ -11,7 +11,7 @@ import type { Dispatcher } from 'undici';
 import { Adapter, type NodeMessage, type TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
 import { dataFrame, endFrame, errorFrame, headersFrame } from './frames.js';
 import { DEFAULT_TUNNEL_OPTIONS, type TunnelOptions } from './config.js';
-import { classifyUpstreamError, TunnelDeadlineError, type TunnelErrorCode } from './tunnel-errors.js';
+import { classifyUpstreamError, TunnelDeadlineError, upstreamErrorMessage, type TunnelErrorCode } from './tunnel-errors.js';
 import { frameResponseHeaderPairs, frameResponseHeaders, upstreamRequestHeaders, type ResponseHeaders } from './upstream-headers.js';
 import type { RawHeadHandler } from './http1-client.js';
 import type { PooledHandler, PoolTicket, UpstreamClient, UpstreamPool } from './upstream-pool.js';
@@ -276,7 +276,9 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     this.#releaseClient();
     if (this.#done) return;
-    this.#fail(classifyUpstreamError(err, this.#controller !== undefined), err.message);
+    const code = classifyUpstreamError(err, this.#controller !== undefined);
+    // seq > 0: HEADERS went out (the provider answered, then failed).
+    this.#fail(code, upstreamErrorMessage(err, code, this.#seq > 0));
   }
 
   // --- internals --------------------------------------------------------------

@@ -212,6 +212,26 @@ test('the provider resetting mid-body -> HEADERS, DATA, then ERROR upstream_rese
   assert.equal(dataOf(frames).toString(), 'data: partial\n\n');
 });
 
+test('the provider resetting (RST) before or after its head -> an ERROR message a client understands, not a bare "read ECONNRESET"', async (t) => {
+  const r = await rig(t, (req, res) => {
+    if (req.url?.endsWith('/before')) {
+      req.socket.resetAndDestroy();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: partial\n\n', () => setTimeout(() => req.socket.resetAndDestroy(), 10));
+  });
+  r.stream.sendTunnel({ tunnelId: 7, providerId: 'p1', method: 'POST', path: '/v1/chat/completions/before', body: te.encode('{}') });
+  const before = await r.stream.terminalFrames(7);
+  assert.deepEqual(before.map((f) => [f.kind, f.errorCode]), [[FrameKind.ERROR, 'upstream_reset']]);
+  assert.equal(before[0].errorMessage, 'the provider closed the connection before answering (read ECONNRESET)');
+  r.stream.sendTunnel({ tunnelId: 8, providerId: 'p1', method: 'POST', path: '/v1/chat/completions/after', body: te.encode('{}') });
+  const after = await r.stream.terminalFrames(8);
+  assert.deepEqual(kinds(after), [FrameKind.HEADERS, FrameKind.DATA, FrameKind.ERROR]);
+  assert.equal(after[2].errorCode, 'upstream_reset');
+  assert.equal(after[2].errorMessage, 'the provider closed the connection before the response was complete (read ECONNRESET)');
+});
+
 test('an unknown provider id -> ERROR unknown_provider', async (t) => {
   const r = await rig(t, (_req, res) => res.end());
   r.stream.sendTunnel({ tunnelId: 6, providerId: 'not-here', method: 'GET', path: '/' });
