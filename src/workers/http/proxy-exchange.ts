@@ -16,7 +16,7 @@ import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { SseEvents } from '../tunnel/sse-events.js';
-import { PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../tunnel/provider-error.js';
+import { contentEncodingOf, decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../tunnel/provider-error.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
 import { queueDoneComment, queuePositionComment } from './queue-updates.js';
@@ -149,6 +149,8 @@ export class ProxyExchange implements TunnelConsumer {
   /** A provider's error answer after keepalives committed the head: its body, kept for the in-band error's message. */
   #heldError: Buffer[] | undefined;
   #heldErrorBytes = 0;
+  /** The held error body's content-encoding (a provider that compressed it though the agent asked for identity). */
+  #heldErrorEncoding: string | undefined;
   /** The last event relayed ends the API's answer (route.endsAnswer): a failure after it adds no error. */
   #answered = false;
   /** The stored response's id (Responses API), once read from the body's head. */
@@ -206,6 +208,19 @@ export class ProxyExchange implements TunnelConsumer {
       // Keepalives already sent a 200 event-stream head: the provider's head
       // can only be taken as is when it agrees; otherwise it becomes an error event.
       this.#markHeaders(status);
+      const encoding = contentEncodingOf(headers);
+      if (encoding !== undefined && status >= 200 && status < 300) {
+        // Compressed bytes cannot go inside the plain event stream already begun (its head said no coding):
+        // the client would read binary garbage as events. Its answer is lost either way; the error says why.
+        this.session?.cancelTunnel(this.tunnelId, 'compressed answer after the edge had begun the stream');
+        this.fail(
+          Errors.upstreamError,
+          `the provider compressed its answer (content-encoding: ${encoding}) though the edge asked for none, after the edge had begun the stream (it waited past limits.sse_keepalive_ms); retry, send stream: false, or turn the provider's compression off`,
+          endReason(status),
+        );
+        return;
+      }
+      this.#heldErrorEncoding = encoding;
       this.#tail = new StreamTail();
       this.#startCapture(status);
       // That head is a chunked event stream: its body goes out in whole events too.
@@ -508,7 +523,9 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     const spec = providerErrorSpec(this.status);
-    const reason = providerErrorMessage(held);
+    const encoding = this.#heldErrorEncoding;
+    const body = encoding === undefined ? held : decodedErrorBody(held, encoding);
+    const reason = body === undefined ? undefined : providerErrorMessage(body);
     // A 5xx counts toward ejection and a 429 lowers the limit, as without keepalives.
     this.fail(spec, reason === undefined ? spec.message : `${spec.message}: ${reason}`, endReason(this.status));
   }

@@ -3,6 +3,8 @@
 // committed it) and the provider's own status and body can no longer be
 // relayed: the in-band error then carries the provider's message and an
 // error type that says whose mistake it was, as the relayed answer would.
+import { brotliDecompressSync, constants, gunzipSync, inflateSync } from 'node:zlib';
+import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 import type { GatewayErrorSpec } from '../../shared/errors.js';
 
 /** Bytes of the provider's error body kept for its message: an error body is small; more is cut. */
@@ -49,4 +51,32 @@ export function providerErrorMessage(body: Buffer): string | undefined {
 
 function clip(text: string): string {
   return text.length > MESSAGE_CHARS ? `${text.slice(0, MESSAGE_CHARS)}…` : text;
+}
+
+/** The content-encoding a provider's head names, lower-cased, when it names one other than identity. */
+export function contentEncodingOf(headers: readonly Header[]): string | undefined {
+  for (let i = 0; i < headers.length; i++) {
+    if (headers[i].name.toLowerCase() !== 'content-encoding') continue;
+    const value = headers[i].value.trim().toLowerCase();
+    if (value !== '' && value !== 'identity') return value;
+  }
+  return undefined;
+}
+
+/**
+ * A compressed error body (gzip, deflate, br) as text bytes, at most
+ * PROVIDER_ERROR_BYTES of them, so its message can be read; a body cut at
+ * the cap decodes as far as it goes. Undefined for another coding or bytes
+ * that do not decode.
+ */
+export function decodedErrorBody(body: Buffer, encoding: string): Buffer | undefined {
+  const options = { maxOutputLength: PROVIDER_ERROR_BYTES, finishFlush: constants.Z_SYNC_FLUSH };
+  try {
+    if (encoding === 'gzip' || encoding === 'x-gzip') return gunzipSync(body, options);
+    if (encoding === 'deflate') return inflateSync(body, options);
+    if (encoding === 'br') return brotliDecompressSync(body, { maxOutputLength: PROVIDER_ERROR_BYTES, finishFlush: constants.BROTLI_OPERATION_FLUSH });
+  } catch {
+    // Corrupt, or more than the cap: no message rather than a wrong one.
+  }
+  return undefined;
 }
