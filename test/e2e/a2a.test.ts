@@ -448,13 +448,23 @@ describe('A2A: cli agent, a quiet command', () => {
 describe('A2A: API keys', () => {
   const KEY = 'sk-a2a-test';
   const OTHER_KEY = 'sk-a2a-other';
+  const LIMITED_KEY = 'sk-a2a-limited';
   let stack: Stack;
 
   before(async () => {
     stack = await startStack({
       mock: { tokens: 3 },
       configure: (raw) => {
-        raw.auth = { api_keys: [{ name: 'tester', key_sha256: sha256Hex(KEY) }, { name: 'other', key_sha256: sha256Hex(OTHER_KEY) }] };
+        // A second alias, so that a key can be allowed a model other than the agent's.
+        const models = raw.models as { alias: string; providers: unknown }[];
+        models.push({ alias: 'elsewhere', providers: models[0].providers });
+        raw.auth = {
+          api_keys: [
+            { name: 'tester', key_sha256: sha256Hex(KEY) },
+            { name: 'other', key_sha256: sha256Hex(OTHER_KEY) },
+            { name: 'limited', key_sha256: sha256Hex(LIMITED_KEY), models: ['elsewhere'] },
+          ],
+        };
         raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
       },
     });
@@ -493,6 +503,18 @@ describe('A2A: API keys', () => {
     const followUp = { ...request('its task'), message: { ...message('its task'), taskId: task.id } };
     await assert.rejects(client.sendMessage(followUp, withOther), (err: Error & { envelopeCode?: number }) => err.name === 'TaskNotFoundError' && err.envelopeCode === -32001);
     await assert.rejects(client.getTask({ tenant: '', id: task.id, historyLength: undefined }, withOther), (err: Error) => err.name === 'TaskNotFoundError');
+  });
+
+  test('a key not allowed the agent\'s model: a failed task saying so, counted in edge_rejects_total as the HTTP refusal is', async () => {
+    const client = await clientFor(`${stack.edge.url}/a2a/writer/`);
+    const before = stack.mock.stats.requests;
+    const task = asTask(await client.sendMessage(request('not my model'), { serviceParameters: { authorization: `Bearer ${LIMITED_KEY}` } }));
+    assert.equal(task.status?.state, FAILED);
+    const reason = task.status?.message?.parts[0]?.content;
+    assert.match(reason?.$case === 'text' ? reason.value : '', /model_not_allowed/);
+    assert.equal(stack.mock.stats.requests, before, 'nothing reached the provider');
+    // Where operators look for refusals: the same counter an HTTP request refused for this reason moves.
+    await waitFor(async () => /^edge_rejects_total\{reason="model_not_allowed"\} 1$/m.test(await stack.edge.scrapeMetrics()), 'edge_rejects_total{reason="model_not_allowed"} to count the refusal');
   });
 
   test('a query that looks like the card\'s path does not lift the key check; the card itself stays public', async () => {

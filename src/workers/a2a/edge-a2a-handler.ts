@@ -312,7 +312,9 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     if (!this.#store.add(entry)) throw new Error('this edge holds a2a.max_tasks running tasks; retry later');
     const refusal = this.#refusal(agent, key);
     if (refusal !== undefined) {
-      entry.finish(FAILED, refusal, this.#ttlMs);
+      // Counted in edge_rejects_total under its code, as the HTTP routes count the same refusal (no run is made).
+      this.#plane.refused(refusal.code);
+      entry.finish(FAILED, `${refusal.message} (${refusal.code})`, this.#ttlMs);
       return entry;
     }
     const sink = new RunSink({
@@ -336,11 +338,11 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   }
 
   /** Why a run cannot start (the edge's own checks before admission), as the HTTP surface would say it. */
-  #refusal(agent: A2AAgentConfig, key: ApiKeyState | undefined): string | undefined {
-    if (this.#plane.shuttingDown) return `${Errors.shuttingDown.message} (${Errors.shuttingDown.code})`;
-    if (!this.#plane.hasModel(agent.model)) return `The model ${JSON.stringify(agent.model)} does not exist (${Errors.modelNotFound.code})`;
+  #refusal(agent: A2AAgentConfig, key: ApiKeyState | undefined): { readonly code: string; readonly message: string } | undefined {
+    if (this.#plane.shuttingDown) return { code: Errors.shuttingDown.code, message: Errors.shuttingDown.message };
+    if (!this.#plane.hasModel(agent.model)) return { code: Errors.modelNotFound.code, message: `The model ${JSON.stringify(agent.model)} does not exist` };
     if (key === undefined) return undefined;
-    if (!key.mayUse(agent.model)) return `this API key may not use the model ${JSON.stringify(agent.model)} (${Errors.modelNotAllowed.code})`;
+    if (!key.mayUse(agent.model)) return { code: Errors.modelNotAllowed.code, message: `this API key may not use the model ${JSON.stringify(agent.model)}` };
     // The concurrency slot is taken at admission (DataPlane.begin): a refused run fails like any other.
     return undefined;
   }
