@@ -743,7 +743,7 @@ export class ProxyExchange implements TunnelConsumer {
     } else {
       // A truncated JSON body must not look complete: cut the connection.
       this.cutWith = spec.code;
-      this.response.destroy();
+      cutAfterWritten(this.response);
     }
   }
 
@@ -777,7 +777,7 @@ export class ProxyExchange implements TunnelConsumer {
   #writeError(spec: GatewayErrorSpec, message: string | undefined, retryAfterSec: number, retryAfterMs?: number): void {
     const res = this.response;
     if (res.headersSent || res.destroyed) {
-      res.destroy();
+      cutAfterWritten(res);
       return;
     }
     // The run id is also the request id the SDKs read from an error (openai: x-request-id, Anthropic: request-id).
@@ -805,6 +805,22 @@ export class ProxyExchange implements TunnelConsumer {
     res.writeHead(this.route.errors.status(spec), headers);
     res.end(this.route.errors.body(spec, message));
   }
+}
+
+/**
+ * Cuts the client connection after what the response wrote. node:http
+ * corks a response's socket on its first write of a turn and uncorks it on
+ * the next tick: destroyed in that turn (a head, body and failure that
+ * arrived in one batch), the socket dropped the head and body, and the
+ * client saw a connection closed before any response, which the SDKs retry
+ * as a connection error. Uncorked first, they reach the kernel before the
+ * close. (A lean response sends its pending bytes in its own destroy().)
+ */
+function cutAfterWritten(res: ServerResponse): void {
+  // No socket at all for a sink that is not a connection (an A2A task's RunSink).
+  const socket = res.socket as ServerResponse['socket'] | undefined;
+  if (socket != null && !socket.destroyed) while (socket.writableCorked > 0) socket.uncork();
+  res.destroy();
 }
 
 /** A dispatched cli run's failures that may follow its command's start. */
