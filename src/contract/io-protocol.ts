@@ -22,6 +22,11 @@ export interface IoWorkerData {
   readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
   /** Int32 flags: [EVENTS_FLAG] 1 while the admin event stream has subscribers; [DRAIN_FLAG] 1 once the edge drains. */
   readonly flags: SharedArrayBuffer;
+  /**
+   * The stored responses the pool has heard of (id, where, expiry in epoch ms), oldest first: a worker
+   * that replaces one that exited starts with them, so it knows every response the others know.
+   */
+  readonly responses?: readonly (readonly [string, StoredResponse, number])[];
 }
 
 /** Indexes into the shared Int32 flags (`flags`). */
@@ -69,6 +74,10 @@ export type WorkerEvent =
   /** A batch of run reports, for the main thread's run records (sent whether or not anyone subscribes). An I/O worker never posts it: its reports cross as the run wire (run-wire.ts), which the pool decodes into this. */
   /** `workerExited`: the pool closing the runs an exited worker left open (502 worker_exited), which no worker counted. */
   | { readonly type: 'runs'; readonly events: readonly RunEvent[]; readonly workerExited?: true };
+
+/** How many stored responses a data path (and the pool's copy) remembers, and for how long. */
+export const STORED_RESPONSE_ENTRIES = 100_000;
+export const STORED_RESPONSE_TTL_MS = 24 * 60 * 60 * 1000;
 
 /** Which provider made a stored Response (the Responses API keeps state there). */
 export interface StoredResponse {

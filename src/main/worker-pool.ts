@@ -22,7 +22,7 @@ import { createRing, RingConsumer, RingProducer, type RingRecordHandler } from '
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
 import type { DataPath } from '../contract/data-path.js';
-import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type AffinityMessage, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
+import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, STORED_RESPONSE_ENTRIES, STORED_RESPONSE_TTL_MS, type A2ARelayMessage, type AffinityMessage, type StoredResponse, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
@@ -117,6 +117,11 @@ export class WorkerPool implements DecisionHandler, DataPath {
   readonly #slots: WorkerSlot[] = [];
   readonly #peerRings: (SharedArrayBuffer | undefined)[][] = [];
   readonly #places = new Map<string, NodePlace>();
+  /**
+   * Every stored response a worker learnt (or dropped), as passed on to the others, oldest first, with
+   * its expiry: a worker started in an exited one's place begins with them (its own map died with it).
+   */
+  readonly #responses = new Map<string, readonly [StoredResponse, number]>();
   readonly #scratch = new SchedulerRecord();
   /** Open requests per API key, over all workers (each key counted; auth.api_keys[].max_concurrent refuses above its limit). */
   readonly keys = new KeyConcurrency();
@@ -197,6 +202,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       toPeer: this.#peerRings[index],
       fromPeer: this.#peerRings.map((row) => row[index]),
       flags: this.flags.buffer as SharedArrayBuffer,
+      responses: this.#storedResponses(),
     };
     const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;
@@ -221,6 +227,28 @@ export class WorkerPool implements DecisionHandler, DataPath {
     const ports = await readyOf(worker, index);
     slot.started = true;
     return ports;
+  }
+
+  /** The pool's copy of the workers' response maps (response-affinity.ts), bounded and expiring alike. */
+  #rememberResponse(responseId: string, stored: StoredResponse | null): void {
+    this.#responses.delete(responseId);
+    if (stored === null) return;
+    this.#responses.set(responseId, [stored, Date.now() + STORED_RESPONSE_TTL_MS]);
+    if (this.#responses.size > STORED_RESPONSE_ENTRIES) {
+      const oldest = this.#responses.keys().next();
+      if (!oldest.done) this.#responses.delete(oldest.value);
+    }
+  }
+
+  /** What a worker starting now is given: the unexpired stored responses, oldest first. */
+  #storedResponses(): [string, StoredResponse, number][] {
+    const now = Date.now();
+    const out: [string, StoredResponse, number][] = [];
+    for (const [id, [stored, expiresAt]] of this.#responses) {
+      if (expiresAt > now) out.push([id, stored, expiresAt]);
+      else this.#responses.delete(id);
+    }
+    return out;
   }
 
   // --- control (cold path) ------------------------------------------------------
@@ -514,6 +542,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       return;
     }
     if (message.type === 'affinity') {
+      this.#rememberResponse(message.responseId, message.stored);
       // Every other worker learns where the response lives (id 0: no reply wanted).
       for (const slot of this.#slots) {
         if (slot.index !== from && !slot.exited) slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored: message.stored });

@@ -26,6 +26,8 @@ const post = (event: WorkerEvent): void => {
   parentPort?.postMessage(batch, [batch.numbers.buffer]);
 };
 const plane = new LocalPlane(data.config, data.tls, port, logger, post, data);
+// A replacement for a worker that exited: the stored responses the others know, before any client connects.
+for (const [responseId, stored, expiresAt] of data.responses ?? []) plane.plane.responses.remember(responseId, stored, expiresAt);
 // A stored Response learnt here is passed to every other worker through the pool (docs/architecture.md).
 plane.plane.onAffinity = (responseId, stored) => parentPort?.postMessage({ type: 'affinity', responseId, stored } satisfies AffinityMessage);
 // A2A tasks live in the worker that ran them; questions about them from other workers travel through the pool.

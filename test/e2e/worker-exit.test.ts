@@ -13,6 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { connect, type Socket } from 'node:net';
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import type { Message, Task } from '@a2a-js/sdk';
+import OpenAI from 'openai';
 import { Agent, request } from 'undici';
 import { homeWorkerOf } from '../../src/workers/a2a/context-history.js';
 import { ownerOfTaskId } from '../../src/workers/a2a/task-store.js';
@@ -377,5 +378,54 @@ describe('an A2A caller that leaves while its worker asks another for the conver
       assert.match(o.error?.message ?? '', /did not answer within 5 s; retry/);
     }
     assert.equal(runs.length + refused.length, 10, 'every turn either ran or was refused');
+  });
+});
+
+describe('an I/O worker that exits while clients have stored responses', () => {
+  let stack: Stack;
+  before(async () => {
+    // vllm serves the Responses API (the mock stores the responses).
+    stack = await startStack({ providerType: 'vllm', capacity: 64, configure: (raw) => void (raw.workers = { count: 2 }) });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('its replacement knows the responses made before: a follow-up on any connection still reaches them', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
+    const dispatchers: Agent[] = [];
+    // One connection per call: the kernel spreads them over both workers' listeners.
+    const fresh = (): OpenAI => {
+      const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+      dispatchers.push(dispatcher);
+      return new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 15_000, fetchOptions: { dispatcher } });
+    };
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 8; i++) ids.push((await fresh().responses.create({ model: ALIAS, input: `turn ${i}` })).id);
+      const victim = 1 - ((await pool.inspect()).find((p) => p.sessions.length > 0)?.worker ?? 0);
+      await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+      await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');
+      const servedByReplacement = async (): Promise<number> => (await pool.inspect()).find((p) => p.worker === victim)?.requests ?? 0;
+      const lost: string[] = [];
+      // Follow-ups until the replacement has taken several of them (the kernel picks the listener).
+      for (let round = 0; round < 20 && (await servedByReplacement()) < 4; round++) {
+        for (const id of ids) {
+          const next = await fresh()
+            .responses.create({ model: ALIAS, input: 'and then', previous_response_id: id })
+            .catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+          if (next instanceof Error) lost.push(`${id}: ${next.message}`);
+          const got = await fresh()
+            .responses.retrieve(id)
+            .catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+          if (got instanceof Error) lost.push(`GET ${id}: ${got.message}`);
+        }
+      }
+      assert.ok((await servedByReplacement()) >= 4, 'the replacement took some of the calls');
+      assert.deepEqual(lost, [], 'every response made before the fault is still found');
+    } finally {
+      await Promise.all(dispatchers.map((d) => d.close()));
+    }
   });
 });

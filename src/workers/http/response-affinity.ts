@@ -9,7 +9,7 @@
 // before that message lands (well under a millisecond after the response's
 // first event) may be answered 404, never misrouted.
 
-import type { StoredResponse } from '../../contract/io-protocol.js';
+import { STORED_RESPONSE_ENTRIES, STORED_RESPONSE_TTL_MS, type StoredResponse } from '../../contract/io-protocol.js';
 
 export type { StoredResponse };
 
@@ -17,8 +17,8 @@ interface Entry extends StoredResponse {
   readonly expiresAt: number;
 }
 
-export const DEFAULT_AFFINITY_ENTRIES = 100_000;
-export const DEFAULT_AFFINITY_TTL_MS = 24 * 60 * 60 * 1000;
+export const DEFAULT_AFFINITY_ENTRIES = STORED_RESPONSE_ENTRIES;
+export const DEFAULT_AFFINITY_TTL_MS = STORED_RESPONSE_TTL_MS;
 
 /** The id of a stored response: printable, bounded (it is also put in a tunnel path). */
 const RESPONSE_ID = /^[A-Za-z0-9_\-.:]{1,256}$/;
@@ -44,10 +44,11 @@ export class ResponseAffinity {
     return this.#entries.size;
   }
 
-  remember(id: string, stored: StoredResponse): void {
+  /** `expiresAt` (epoch ms): when it was learnt earlier (a replacement worker's start); else the TTL from now. */
+  remember(id: string, stored: StoredResponse, expiresAt = this.#now() + this.#ttlMs): void {
     if (!isResponseId(id)) return;
     this.#entries.delete(id);
-    this.#entries.set(id, { alias: stored.alias, providerId: stored.providerId, nodeId: stored.nodeId, owner: stored.owner, expiresAt: this.#now() + this.#ttlMs });
+    this.#entries.set(id, { alias: stored.alias, providerId: stored.providerId, nodeId: stored.nodeId, owner: stored.owner, expiresAt });
     if (this.#entries.size > this.#maxEntries) {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
