@@ -811,7 +811,10 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange,
   const name = JSON.stringify(alias);
   switch (code) {
     case 'model_not_found': return `The model ${name} does not exist`;
-    case 'node_not_found': return `the node named in x-edge-node serves no provider for model ${name}`;
+    case 'node_not_found':
+      return exchange.pinnedProviderId === undefined
+        ? `the node named in x-edge-node serves no provider for model ${name}`
+        : `the node named in x-edge-node does not run provider ${JSON.stringify(exchange.pinnedProviderId)}, which holds the stored response this request needs`;
     case 'queue_full': return `too many requests are waiting for model ${name}; retry later`;
     case 'queue_timeout': return `no provider slot for model ${name} became free in time; retry later`;
     case 'no_provider_available': {

@@ -233,9 +233,14 @@ function isProbing(p: ProviderState): boolean {
   return p.held && !p.ejected && couldServe(p);
 }
 
-/** The alias's config names a provider on that node (direct dispatch target exists). */
-export function servesOnNode(group: GroupState, nodeId: string): boolean {
-  for (const entry of group.entries) if (entry.provider.node.id === nodeId) return true;
+/**
+ * The alias's config names a provider on that node (direct dispatch target exists); for a pinned
+ * request, its pinned provider is on that node (else no wait could ever serve it there).
+ */
+export function servesOnNode(group: GroupState, nodeId: string, pinnedProviderId?: string): boolean {
+  for (const entry of group.entries) {
+    if (entry.provider.node.id === nodeId && (pinnedProviderId === undefined || entry.provider.id === pinnedProviderId)) return true;
+  }
   return false;
 }
 

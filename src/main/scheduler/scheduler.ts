@@ -154,7 +154,7 @@ export class Scheduler {
     const group = this.#registry.groups.get(req.alias);
     if (group === undefined || !group.inCatalog) {
       this.#outbox.push(new Rejection(req.requestId, 'model_not_found', 0));
-    } else if (req.directNodeId !== undefined && !servesOnNode(group, req.directNodeId)) {
+    } else if (req.directNodeId !== undefined && !servesOnNode(group, req.directNodeId, req.pinnedProviderId)) {
       this.#outbox.push(new Rejection(req.requestId, 'node_not_found', 0));
     } else if (!groupServes(group, req.api ?? 0)) {
       this.#outbox.push(new Rejection(req.requestId, 'api_not_served', 0));
@@ -463,7 +463,7 @@ export class Scheduler {
       group !== undefined &&
       group.inCatalog &&
       !this.#queued.has(req.requestId) &&
-      (req.directNodeId === undefined || servesOnNode(group, req.directNodeId)) &&
+      (req.directNodeId === undefined || servesOnNode(group, req.directNodeId, req.pinnedProviderId)) &&
       // A pinned request whose provider is gone (capacity 0, disabled, left) is not queued again: its failure answers now.
       (req.pinnedProviderId === undefined || pinnedServes(group, req.pinnedProviderId, req.api ?? 0))
     ) {
@@ -647,7 +647,7 @@ export class Scheduler {
           ? 'model_not_found'
           : pinned !== undefined && !group.entries.some((entry) => entry.provider.id === pinned && entry.provider.enabled && entry.provider.capacity > 0)
             ? 'pinned_provider_gone'
-            : item.directNodeId !== undefined && !servesOnNode(group, item.directNodeId)
+            : item.directNodeId !== undefined && !servesOnNode(group, item.directNodeId, item.pinnedProviderId)
               ? 'node_not_found'
               : undefined;
         if (code !== undefined) {
@@ -821,7 +821,7 @@ export class Scheduler {
       this.#outbox.push(new Rejection(lease.requestId, 'model_not_found', 0));
       return;
     }
-    if (lease.directNodeId !== undefined && !servesOnNode(group, lease.directNodeId)) {
+    if (lease.directNodeId !== undefined && !servesOnNode(group, lease.directNodeId, lease.pinnedProviderId)) {
       this.#outbox.push(new Rejection(lease.requestId, 'node_not_found', 0));
       return;
     }

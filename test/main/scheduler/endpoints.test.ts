@@ -78,6 +78,15 @@ test('a pinned request goes only to its provider: it waits while that one is bus
   assert.deepEqual(s.checkInvariants(), []);
 });
 
+test('a pinned request that also names a node (x-edge-node) without its provider is refused at once, not at its deadline', () => {
+  const { s, sink } = setup({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b' }] }, models: [{ alias: 'm', providers: ['a', 'b'], queueTimeoutMs: 30_000 }] });
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b', directNodeId: 'n1' }, 0);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 1, code: 'node_not_found', retryAfterSec: 0 }], 'no wait makes n1 hold b');
+  s.admit({ ...req(2, 'm'), pinnedProviderId: 'b', directNodeId: 'n2' }, 1);
+  assert.equal(sink.takeGrants()[0]?.providerId, 'b', 'the node that runs it: served');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
 test('a pinned request waiting when its provider goes away waits for it to come back, and at its deadline is told it is gone', () => {
   const { s, sink, gen } = setup({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b' }] }, models: [{ alias: 'm', providers: ['a', 'b'] }] });
   s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, 0);

@@ -416,10 +416,10 @@ class Model {
     return best;
   }
 
-  servesOnNode(alias: string, nodeId: string): boolean {
+  servesOnNode(alias: string, nodeId: string, pinned?: string): boolean {
     const model = this.cfg.models.get(alias);
     if (!model) return false;
-    for (const pid of model.map.keys()) if (this.cfg.providers.get(pid)?.nodeId === nodeId) return true;
+    for (const pid of model.map.keys()) if (this.cfg.providers.get(pid)?.nodeId === nodeId && (pinned === undefined || pid === pinned)) return true;
     return false;
   }
 
@@ -559,7 +559,7 @@ function runModel(seed: number, steps: number): void {
       desc = `admit #${r.id} ${alias} tokens=${tokens} api=${api} direct=${direct} pinned=${pinned}`;
       const model = m.cfg.models.get(alias);
       if (!model) expectImmediate = { kind: 'reject', code: 'model_not_found' };
-      else if (direct !== undefined && !m.servesOnNode(alias, direct)) expectImmediate = { kind: 'reject', code: 'node_not_found' };
+      else if (direct !== undefined && !m.servesOnNode(alias, direct, pinned)) expectImmediate = { kind: 'reject', code: 'node_not_found' };
       else if (!m.groupServes(alias, api)) expectImmediate = { kind: 'reject', code: 'api_not_served' };
       else if (pinned !== undefined && !m.pinnedServes(alias, pinned, api)) expectImmediate = { kind: 'reject', code: 'pinned_provider_gone' };
       else if (tokens >= m.cfg.threshold && ![...model.map.keys()].some((pid) => (m.cfg.providers.get(pid)?.maxCtx ?? 0) >= tokens)) {
@@ -631,7 +631,7 @@ function runModel(seed: number, steps: number): void {
         const requeue =
           model !== undefined &&
           !m.queued.has(r.id) &&
-          (r.direct === undefined || m.servesOnNode(r.alias, r.direct)) &&
+          (r.direct === undefined || m.servesOnNode(r.alias, r.direct, r.pinned)) &&
           (r.pinned === undefined || m.pinnedServes(r.alias, r.pinned, r.api)) &&
           m.waitable(r);
         if (requeue) {
@@ -718,7 +718,7 @@ function runModel(seed: number, steps: number): void {
         if (orphans.has(q.id)) continue;
         const pinned = q.pinned;
         if (pinned !== undefined && !(m.cfg.models.get(q.alias)!.map.has(pinned) && m.cfg.providers.get(pinned)!.enabled && m.cfg.providers.get(pinned)!.capacity > 0)) orphans.set(q.id, 'pinned_provider_gone');
-        else if (q.direct !== undefined && !m.servesOnNode(q.alias, q.direct)) orphans.set(q.id, 'node_not_found');
+        else if (q.direct !== undefined && !m.servesOnNode(q.alias, q.direct, q.pinned)) orphans.set(q.id, 'node_not_found');
       }
       for (const id of orphans.keys()) m.queued.delete(id);
       m.lastResort(m.groupOrder.map((alias) => m.cfg.models.get(alias) as MModel));
@@ -749,7 +749,7 @@ function runModel(seed: number, steps: number): void {
           m.fate.set(r.id, 'rejected');
         } else if (tomb.req.attempt >= 1) expectImmediate = { kind: 'reject', code: 'no_provider_available' };
         else if (!model) expectImmediate = { kind: 'reject', code: 'model_not_found' };
-        else if (r.direct !== undefined && !m.servesOnNode(r.alias, r.direct)) expectImmediate = { kind: 'reject', code: 'node_not_found' };
+        else if (r.direct !== undefined && !m.servesOnNode(r.alias, r.direct, r.pinned)) expectImmediate = { kind: 'reject', code: 'node_not_found' };
         else {
           // Back in the queue with its original seq; the pump decides, checked below.
           m.queued.set(r.id, { ...r, deadline: now + model.timeout, enqueuedAt: now });
