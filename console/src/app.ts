@@ -159,8 +159,18 @@ let loginAttempt = 0;
 
 const LOGIN_RETRY_MS = 2_000;
 
+/** A character past U+00FF (a zero-width space or curly quote pasted with the token): no HTTP header can carry it, and fetch() refuses it. */
+const NOT_IN_A_HEADER = /[^\u0000-\u00ff]/;
+
 async function login(candidate: string): Promise<void> {
   const attempt = ++loginAttempt;
+  if (NOT_IN_A_HEADER.test(candidate)) {
+    // Not the edge's verdict, and asking again would fail the same way: said as what it is, once.
+    token = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    showLogin('That token has a character an HTTP header cannot carry (a stray character pasted with it?). Check admin.token in the edge config.');
+    return;
+  }
   token = candidate;
   try {
     const first = await json<Status>('/admin/status');

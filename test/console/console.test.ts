@@ -150,6 +150,32 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await page.waitForSelector('#main', { visible: true });
   });
 
+  test('a token with a character no header can carry is refused as such, once, not retried as an edge that did not answer', async () => {
+    await js(`sessionStorage.removeItem('edge-admin-token')`);
+    await page.reload();
+    await page.waitForSelector('#login-form', { visible: true });
+    const statusAsked: string[] = [];
+    const onRequest = (request: { url(): string }): void => {
+      if (request.url().endsWith('/admin/status')) statusAsked.push(request.url());
+    };
+    page.on('request', onRequest);
+    try {
+      // A zero-width space copied along with the token: fetch() refuses the header before anything is sent.
+      await setValue('#token', `${TOKEN}\u200b`);
+      await js(`document.getElementById('login-form').requestSubmit()`);
+      await until(`/cannot carry/.test(document.getElementById('login-error').textContent)`, 3_000).catch(async () => assert.fail(`login error: ${await text('#login-error')}`));
+      await new Promise((resolve) => setTimeout(resolve, 2_500)); // past the 2 s a retry would take
+      assert.match(await text('#login-error'), /cannot carry/, 'the message stays: nothing is retried');
+      assert.deepEqual(statusAsked, []);
+      assert.equal(await js(`sessionStorage.getItem('edge-admin-token')`), null);
+    } finally {
+      page.off('request', onRequest);
+    }
+    await page.type('#token', TOKEN);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#main', { visible: true });
+  });
+
   test('an edge failing at login does not cost the operator the token: the page asks again and opens once it answers', async () => {
     failStatus = 2;
     await page.reload();
