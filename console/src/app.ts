@@ -760,11 +760,16 @@ async function tryIt(): Promise<void> {
     }
     meta.textContent = `Streaming · ${where}`;
     let firstAt = 0;
+    /** An error event in the stream (the provider cut it, a cancel): the answer is not whole. */
+    let failed = false;
     await readSse(res.body, (m) => {
       if (m.data === '[DONE]') return;
       try {
         const chunk = JSON.parse(m.data) as { choices?: { delta?: { content?: string } }[]; error?: { message: string } };
-        if (chunk.error) output.append(`\n[error: ${chunk.error.message}]`);
+        if (chunk.error) {
+          failed = true;
+          output.append(`\n[error: ${chunk.error.message}]`);
+        }
         const text = chunk.choices?.[0]?.delta?.content;
         if (text) {
           if (firstAt === 0) firstAt = performance.now();
@@ -774,7 +779,9 @@ async function tryIt(): Promise<void> {
         // not JSON: ignore
       }
     }, signal);
-    meta.textContent = `Done · ${where} · first token ${ms(firstAt > 0 ? firstAt - started : null)} · total ${ms(performance.now() - started)}`;
+    // Stop cancels the body's reader, which ends the read like the stream's own end: not "Done".
+    const verdict = signal.aborted ? 'Stopped' : failed ? 'Failed (see the error below)' : 'Done';
+    meta.textContent = `${verdict} · ${where} · first token ${ms(firstAt > 0 ? firstAt - started : null)} · total ${ms(performance.now() - started)}`;
   } catch (err) {
     if (err instanceof Unauthorized) onUnauthorized();
     else meta.textContent = signal.aborted ? 'Stopped.' : `Failed: ${(err as Error).message}`;

@@ -374,6 +374,28 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await shot('try-it', '#try');
   });
 
+  test('try-it: Stop mid-stream says Stopped, and a stream cut by an error says Failed, neither "Done"', async () => {
+    await page.select('#try-model', ALIAS);
+    // Stop pressed in the same turn the first token shows: eleven more are 40 ms apart, so the answer is far from whole.
+    await js(`(() => {
+      const output = document.getElementById('try-output');
+      const observer = new MutationObserver(() => {
+        if (output.textContent === '') return;
+        observer.disconnect();
+        document.getElementById('try-stop').click();
+      });
+      observer.observe(output, { childList: true, characterData: true, subtree: true });
+    })()`);
+    await page.click('#try-send');
+    await until(`!document.getElementById('try-send').disabled && document.getElementById('try-output').textContent !== ''`);
+    assert.match(await text('#try-meta'), /^Stopped\b/);
+    // The provider resets the connection after the first bytes: the edge ends the stream with an error event.
+    mock.misbehave({ fail: 'reset-mid-stream', count: 1 });
+    await page.click('#try-send');
+    await until(`!document.getElementById('try-send').disabled && /\\[error: /.test(document.getElementById('try-output').textContent)`);
+    assert.match(await text('#try-meta'), /^Failed\b.* · run \S+/);
+  });
+
   test('a try-it request refused for its API key says so; the operator stays logged in', async () => {
     refuseNextTry = true;
     await setValue('#try-key', 'sk-wrong');
