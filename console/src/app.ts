@@ -10,7 +10,7 @@
 // updated in place, cell by cell, so focus and layout stay put as numbers
 // change.
 import { drawChart } from './chart.js';
-import { bytes, clock, ms, percent, rate } from './format.js';
+import { bytes, clock, ms, percent, rate, uptime } from './format.js';
 import { readSse } from './sse.js';
 
 const TOKEN_KEY = 'edge-admin-token';
@@ -408,7 +408,7 @@ const API_NAMES: Record<string, string> = { openai_compat: 'OpenAI', vllm: 'vLLM
 function renderStatus(next: Status): void {
   status = next;
   const e = next.edge;
-  set($('edge-summary'), `v${e.version} · up ${Math.floor(e.uptimeSeconds / 60)} min · config v${e.configVersion} · ${e.openRequests} open${e.shuttingDown ? ' · SHUTTING DOWN' : ''}`);
+  set($('edge-summary'), `v${e.version} · up ${uptime(e.uptimeSeconds)} · config v${e.configVersion} · ${e.openRequests} open${e.shuttingDown ? ' · SHUTTING DOWN' : ''}`);
 
   $('nodes-empty').hidden = next.nodes.length > 0;
   syncRows($<HTMLTableSectionElement>('nodes-body'), next.nodes, (n) => n.id, 8, (row, c, n) => {

@@ -19,6 +19,15 @@ export function seconds(value: number): string {
   return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }
 
+/** How long the edge has been up, to the minute (the header is redrawn every 2 s): "42 min", "3 h 5 min", "12 d 3 h". */
+export function uptime(totalSeconds: number): string {
+  const minutes = Math.floor(totalSeconds / 60);
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return `${hours} h ${minutes % 60} min`;
+  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
+}
+
 export function percent(ratio: number): string {
   return `${Math.round(ratio * 100)} %`;
 }

@@ -9,6 +9,7 @@ interface Format {
   ms(value: number | null | undefined): string;
   seconds(value: number): string;
   rate(value: number, unit: string): string;
+  uptime(seconds: number): string;
 }
 const format = (await import(new URL('../../console/format.js', import.meta.url).href)) as Format;
 
@@ -36,4 +37,12 @@ test('rate: one decimal below 10, whole numbers from where it rounds to 10', () 
   assert.equal(format.rate(9.94, '/min'), '9.9 /min');
   assert.equal(format.rate(9.96, '/min'), '10 /min');
   assert.equal(format.rate(12.4, '/min'), '12 /min');
+});
+
+test('uptime: minutes, then hours and minutes, then days and hours; never thousands of minutes', () => {
+  assert.equal(format.uptime(59), '0 min');
+  assert.equal(format.uptime(3599), '59 min');
+  assert.equal(format.uptime(3600), '1 h 0 min');
+  assert.equal(format.uptime(86_399), '23 h 59 min');
+  assert.equal(format.uptime(12 * 86_400 + 3 * 3600 + 125), '12 d 3 h');
 });
