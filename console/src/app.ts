@@ -316,8 +316,12 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
 
 /** The newest runs, once a second while "Live runs" is on; off, the table keeps its last view. */
 async function pollRuns(signal: AbortSignal): Promise<void> {
+  // One poll at login whatever the switch says: "off" keeps the last view, and a page just (re)loaded has none
+  // (an empty table would claim "No runs yet").
+  let first = true;
   while (!signal.aborted) {
-    if (liveRuns()) {
+    if (first || liveRuns()) {
+      first = false;
       try {
         const list = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}`);
         if (Array.isArray(list.runs)) {

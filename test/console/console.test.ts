@@ -440,6 +440,14 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
       await page.waitForSelector(`tr[data-run="${unseen}"]`, { timeout: 2_500 });
       assert.ok(polls.length > before, 'polling resumed');
       assert.ok(polls.every((url) => url.endsWith('/admin/runs?limit=50')), polls.join(', '));
+      // Off across a reload: the page still shows the runs as they were when it loaded, not "No runs yet".
+      await page.click('#live-runs');
+      await page.reload();
+      await page.waitForSelector('#main', { visible: true });
+      assert.equal(await js(`document.getElementById('live-runs').checked`), false);
+      await page.waitForSelector(`tr[data-run="${unseen}"]`, { timeout: 2_500 });
+      assert.equal(await js(`document.getElementById('runs-empty').hidden`), true);
+      await page.click('#live-runs');
     } finally {
       page.off('request', onRequest);
     }
