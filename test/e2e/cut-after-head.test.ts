@@ -75,6 +75,33 @@ describe('a JSON answer cut in the turn its head arrived, on a node:http connect
     await waitUntil(() => inFlight(stack.edge) === 0, 'the lease released');
   });
 
+  // HEADERS, then ERROR, no DATA between (a provider that reset right after its head): both
+  // responses keep a relayed head until the first body write, so the cut used to send nothing at all.
+  for (const leanHttp1 of [true, false]) {
+    test(`a head and no body, then a reset (lean_http1 ${leanHttp1}): the SDK sees the head and a cut body, not a connection error it would retry`, async () => {
+      const { stack, node } = await start(leanHttp1);
+      const client = new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'x', maxRetries: 2 });
+      let tunnels = 0;
+      let settled = false;
+      const call = client.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }).finally(() => (settled = true));
+      const answering = (async () => {
+        while (!settled) {
+          const tunnel = await node.nextTunnel(200).catch(() => undefined);
+          if (tunnel === undefined) continue;
+          tunnels++;
+          // In one turn or two, alike: no body byte was written, so the head was still only stored.
+          node.headers(tunnel.tunnelId, 0, [header('content-type', 'application/json'), header('content-length', String(BODY.length))]);
+          node.error(tunnel.tunnelId, 1, 'upstream_reset', 'read ECONNRESET');
+        }
+      })();
+      const err = await call.then(() => assert.fail('a cut body resolved'), (e: unknown) => e);
+      await answering;
+      assert.ok(!(err instanceof OpenAI.APIConnectionError), `not a connection error: ${String(err)}`);
+      assert.equal(tunnels, 1, 'the request reached the provider once');
+      await waitUntil(() => inFlight(stack.edge) === 0, 'the lease released');
+    });
+  }
+
   test('listen.http.lean_http1 false: the SDK sees a cut body, not a connection error it would retry', async () => {
     const { stack, node } = await start(false);
     const client = new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'x', maxRetries: 2 });

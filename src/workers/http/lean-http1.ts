@@ -250,6 +250,12 @@ export class LeanResponse extends EventEmitter {
     return this;
   }
 
+  /** The head set by writeHead, into the pending bytes now (sent with the next write, or by destroy() before its cut). */
+  flushHeaders(): void {
+    if (this.destroyed || this.writableEnded || !this.headersSent || this.#headWritten) return;
+    this.#writeHead(-1);
+  }
+
   destroy(): this {
     if (this.destroyed) return this;
     // What was written goes out before the cut (the kernel takes it now, unless the client stopped

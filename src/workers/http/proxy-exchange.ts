@@ -815,11 +815,19 @@ export class ProxyExchange implements TunnelConsumer {
  * client saw a connection closed before any response, which the SDKs retry
  * as a connection error. Uncorked first, they reach the kernel before the
  * close. (A lean response sends its pending bytes in its own destroy().)
+ * A head with no body written yet is sent too: HEADERS and then a failure
+ * (a provider that reset after its head, an idle timeout) cut an answer
+ * that nothing of had reached the client.
  */
 function cutAfterWritten(res: ServerResponse): void {
   // No socket at all for a sink that is not a connection (an A2A task's RunSink).
   const socket = res.socket as ServerResponse['socket'] | undefined;
-  if (socket != null && !socket.destroyed) while (socket.writableCorked > 0) socket.uncork();
+  if (socket != null && !socket.destroyed) {
+    // A relayed head with no body byte yet is only stored (both responses send it with the first write):
+    // cut now, the client would get nothing at all, the same connection error as above. The head goes first.
+    if (res.headersSent && !res.destroyed) res.flushHeaders();
+    while (socket.writableCorked > 0) socket.uncork();
+  }
   res.destroy();
 }
 
