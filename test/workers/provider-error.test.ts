@@ -2,7 +2,9 @@
 // writes one, for the in-band error a keepalive-committed stream carries.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { providerErrorMessage, providerErrorSpec } from '../../src/workers/tunnel/provider-error.js';
+import { randomBytes } from 'node:crypto';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
+import { decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../../src/workers/tunnel/provider-error.js';
 
 const read = (body: string): string | undefined => providerErrorMessage(Buffer.from(body));
 
@@ -22,4 +24,25 @@ test('the error type says whose fault it was, as the relayed status would', () =
   assert.deepEqual([400, 401, 403, 404, 422, 429, 500, 502].map((s) => providerErrorSpec(s).type), [
     'invalid_request_error', 'authentication_error', 'permission_error', 'invalid_request_error', 'invalid_request_error', 'rate_limit_error', 'server_error', 'server_error',
   ]);
+});
+
+test('a compressed error body longer than the cap once decoded still gives its message, as the same body uncompressed does', () => {
+  // A 400 that echoes a long input: 40 KB of text, about 30 KB compressed; the edge keeps its first 16 KiB of it.
+  const body = Buffer.from(`Bad request: the prompt is longer than the context window. Input was: ${randomBytes(30_000).toString('base64')}`);
+  const plain = providerErrorMessage(body.subarray(0, PROVIDER_ERROR_BYTES));
+  assert.match(plain ?? '', /^Bad request: the prompt is longer than the context window/);
+  for (const [encoding, compress] of [['gzip', gzipSync], ['deflate', deflateSync], ['br', brotliCompressSync]] as const) {
+    const whole = compress(body);
+    for (const held of [whole, whole.subarray(0, PROVIDER_ERROR_BYTES)]) {
+      const decoded = decodedErrorBody(held, encoding);
+      assert.ok(decoded !== undefined && decoded.length <= PROVIDER_ERROR_BYTES, `${encoding}, ${held.length} bytes: decoded, within the cap`);
+      assert.equal(providerErrorMessage(decoded), plain, `${encoding}, ${held.length} bytes`);
+    }
+  }
+  // Text that compresses a thousandfold: decoded past the cap, read as its first part.
+  const repetitive = gzipSync(Buffer.from(`Internal error: ${'retrying will not help. '.repeat(1_000)}`));
+  assert.match(providerErrorMessage(decodedErrorBody(repetitive, 'gzip') as Buffer) ?? '', /^Internal error: retrying will not help/);
+  // A bomb stays bounded: no message, no huge buffer.
+  assert.equal(decodedErrorBody(gzipSync(Buffer.alloc(64 * 1024 * 1024)), 'gzip'), undefined);
+  assert.equal(decodedErrorBody(Buffer.from('not gzip'), 'gzip'), undefined);
 });

@@ -64,19 +64,28 @@ export function contentEncodingOf(headers: readonly Header[]): string | undefine
 }
 
 /**
+ * What a compressed error body may decode to: zlib's maxOutputLength throws rather than stopping, so a
+ * cap of PROVIDER_ERROR_BYTES would leave no message for any body longer than that decoded (which a
+ * compressed body cut at the cap always is); this bounds a decompression bomb, and the first
+ * PROVIDER_ERROR_BYTES are kept, as of a plain body.
+ */
+const DECODED_ERROR_BYTES = 64 * PROVIDER_ERROR_BYTES;
+
+/**
  * A compressed error body (gzip, deflate, br) as text bytes, at most
- * PROVIDER_ERROR_BYTES of them, so its message can be read; a body cut at
- * the cap decodes as far as it goes. Undefined for another coding or bytes
- * that do not decode.
+ * PROVIDER_ERROR_BYTES of them (the first, as a plain body is cut), so its
+ * message can be read; a body cut at the cap decodes as far as it goes.
+ * Undefined for another coding or bytes that do not decode.
  */
 export function decodedErrorBody(body: Buffer, encoding: string): Buffer | undefined {
-  const options = { maxOutputLength: PROVIDER_ERROR_BYTES, finishFlush: constants.Z_SYNC_FLUSH };
+  const options = { maxOutputLength: DECODED_ERROR_BYTES, finishFlush: constants.Z_SYNC_FLUSH };
+  let decoded: Buffer | undefined;
   try {
-    if (encoding === 'gzip' || encoding === 'x-gzip') return gunzipSync(body, options);
-    if (encoding === 'deflate') return inflateSync(body, options);
-    if (encoding === 'br') return brotliDecompressSync(body, { maxOutputLength: PROVIDER_ERROR_BYTES, finishFlush: constants.BROTLI_OPERATION_FLUSH });
+    if (encoding === 'gzip' || encoding === 'x-gzip') decoded = gunzipSync(body, options);
+    else if (encoding === 'deflate') decoded = inflateSync(body, options);
+    else if (encoding === 'br') decoded = brotliDecompressSync(body, { maxOutputLength: DECODED_ERROR_BYTES, finishFlush: constants.BROTLI_OPERATION_FLUSH });
   } catch {
-    // Corrupt, or more than the cap: no message rather than a wrong one.
+    // Corrupt, or a bomb past DECODED_ERROR_BYTES: no message rather than a wrong one.
   }
-  return undefined;
+  return decoded === undefined || decoded.length <= PROVIDER_ERROR_BYTES ? decoded : decoded.subarray(0, PROVIDER_ERROR_BYTES);
 }
