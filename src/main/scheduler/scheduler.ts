@@ -175,11 +175,13 @@ export class Scheduler {
       const entry = pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
       const seq = ++this.#lastSeq;
       const fair = group.fair;
-      const priority = fair === undefined ? 0 : (req.priority ?? 0);
+      // Band and tenant are kept whatever the policy: fairness turned on by a refresh orders the queue by them.
+      const asked = req.priority ?? 0;
+      const priority = fair === undefined ? 0 : asked;
       if (entry !== undefined) {
         if (fair !== undefined) fair.charge(priority, req.tenantKey ?? 0, weightOf(req.weight), req.estimatedTokens);
         this.#grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey, req.api ?? 0, req.pinnedProviderId);
-        if (fair !== undefined) this.#tagLease(priority, req.tenantKey ?? 0, weightOf(req.weight));
+        this.#tagLease(asked, req.tenantKey ?? 0, weightOf(req.weight), fair !== undefined);
       } else if (fair !== undefined && priority < 0) {
         // Sheddable: never waits behind anyone while the alias is saturated.
         group.rejected++;
@@ -202,11 +204,9 @@ export class Scheduler {
           req.pinnedProviderId,
         );
         item.sessionKey = sessionKey;
-        if (fair !== undefined) {
-          item.priority = priority;
-          item.tenantKey = req.tenantKey ?? 0;
-          item.weight = weightOf(req.weight);
-        }
+        item.priority = asked;
+        item.tenantKey = req.tenantKey ?? 0;
+        item.weight = weightOf(req.weight);
         group.queue.push(item);
         this.#track(item);
       }
@@ -263,8 +263,9 @@ export class Scheduler {
   }
 
   /** The lease just minted carries its charge's band and tenant (usage correction, re-admission). */
-  #tagLease(priority: number, tenantKey: number, weight: number): void {
+  #tagLease(priority: number, tenantKey: number, weight: number, fair: boolean): void {
     const lease = this.#leases.get(this.#lastLeaseId) as Lease;
+    lease.fair = fair;
     lease.priority = priority;
     lease.tenantKey = tenantKey;
     lease.weight = weight;
@@ -330,7 +331,7 @@ export class Scheduler {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     // The response said what the request cost: the tenant's charge is corrected by the difference.
-    if (lease !== undefined && usedTokens > 0) this.#registry.groups.get(lease.alias)?.fair?.correct(lease.priority, lease.tenantKey, lease.weight, usedTokens - chargeOfTokens(lease.estimatedTokens));
+    if (lease !== undefined && lease.fair && usedTokens > 0) this.#registry.groups.get(lease.alias)?.fair?.correct(lease.priority, lease.tenantKey, lease.weight, usedTokens - chargeOfTokens(lease.estimatedTokens));
     if (lease === undefined) {
       // Ending a fenced lease also ends its claim to a re-admission.
       this.#fencedUnsent.delete(leaseId);
@@ -472,11 +473,9 @@ export class Scheduler {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, enqueuedAt, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         item.charged = true;
-        if (group.fair !== undefined) {
-          item.priority = tagged?.priority ?? req.priority ?? 0;
-          item.tenantKey = tagged?.tenantKey ?? req.tenantKey ?? 0;
-          item.weight = tagged?.weight ?? weightOf(req.weight);
-        }
+        item.priority = tagged?.priority ?? req.priority ?? 0;
+        item.tenantKey = tagged?.tenantKey ?? req.tenantKey ?? 0;
+        item.weight = tagged?.weight ?? weightOf(req.weight);
         group.queue.insertBySeq(item);
         this.#track(item);
         requeued = true;
@@ -844,11 +843,9 @@ export class Scheduler {
     );
     item.sessionKey = lease.sessionKey;
     item.charged = true;
-    if (group.fair !== undefined) {
-      item.priority = lease.priority;
-      item.tenantKey = lease.tenantKey;
-      item.weight = lease.weight;
-    }
+    item.priority = lease.priority;
+    item.tenantKey = lease.tenantKey;
+    item.weight = lease.weight;
     group.queue.insertBySeq(item);
     this.#track(item);
   }
@@ -966,7 +963,7 @@ export class Scheduler {
             item.api,
             item.pinnedProviderId,
           );
-          if (fair !== undefined) this.#tagLease(item.priority, item.tenantKey, item.weight);
+          this.#tagLease(item.priority, item.tenantKey, item.weight, fair !== undefined);
         } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined && failureIsMonotone(group, want.api ?? 0)) {
           // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs.
           rememberFailure(group, want, need);

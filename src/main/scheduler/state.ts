@@ -33,7 +33,7 @@ export class QueueItem {
 
   /** The request's session key (0 = none): while its node is connected it only takes candidates there. */
   sessionKey = 0;
-  // Fair queuing (fair.ts); unused while fairness is off.
+  // Fair queuing (fair.ts): kept while fairness is off too, so turning it on orders what already waits.
   /** Priority band (already lowered by the client if it asked). */
   priority = 0;
   /** Tenant: the API key's or the allowed fairness id's 32-bit key (0 = the anonymous tenant). */
@@ -151,6 +151,8 @@ export class Lease {
   sessionKey = 0;
   /** When the request was first queued (or admitted): an overload requeue waits on from there (aging). */
   enqueuedAt = 0;
+  /** Granted while fair queuing was on: its tenant was charged, and the reported usage corrects that charge. */
+  fair = false;
   /** Fair queuing: where the charge went, so the reported usage can correct it (and a re-admission keeps its band). */
   priority = 0;
   tenantKey = 0;

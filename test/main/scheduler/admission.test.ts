@@ -221,3 +221,27 @@ test('saturated: no free slot and the admission would be refused, by a full queu
   assert.equal(s.saturated('chat', 0), true, 'the queue at max_queue');
   assert.equal(s.saturated('no-such-model'), false);
 });
+
+test('fairness turned on by a refresh orders the requests already waiting by their bands and tenants', () => {
+  const { s, sink } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5 }] });
+  s.admit(req(1, 'chat'), 0);
+  const holder = sink.takeGrants()[0];
+  // Fairness off: each waits in admission order, its band and tenant still told.
+  s.admit({ ...req(2, 'chat'), priority: 0, tenantKey: 11 }, 1);
+  s.admit({ ...req(3, 'chat'), priority: 0, tenantKey: 11 }, 2);
+  s.admit({ ...req(4, 'chat'), priority: 5, tenantKey: 22 }, 3);
+  const config = makeConfig(ONE_SLOT);
+  s.setConfig({ ...config, models: [{ ...config.models[0], maxQueue: 5 }], scheduler: { ...config.scheduler, fairness: true, agingStepPerSec: 0 } }, 4);
+  const bands = s.fairnessStatus()?.groups[0].bands.map((b) => [b.priority, b.tenants.map((t) => [t.tenant, t.queued])]);
+  assert.deepEqual(bands, [[5, [[22, 1]]], [0, [[11, 2]]]], 'the waiting requests keep their bands and tenants');
+  const order: number[] = [];
+  let lease = holder.leaseId;
+  for (let now = 10; order.length < 3; now += 10) {
+    s.release(lease, 'end', now);
+    const [g] = sink.takeGrants();
+    order.push(g.requestId);
+    lease = g.leaseId;
+  }
+  assert.deepEqual(order, [4, 2, 3], 'the higher band first, as for a request admitted with fairness on');
+  assert.deepEqual(s.checkInvariants(), []);
+});

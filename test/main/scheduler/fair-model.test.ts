@@ -410,7 +410,7 @@ test('with no priorities or weights configured the scheduler stays FIFO (no fair
   assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [2], 'the older request goes first, priority notwithstanding');
 });
 
-test('turning fairness on by config with requests waiting: they keep their order in band 0, a later higher band goes first', () => {
+test('turning fairness on by config with requests waiting: they take the bands they were admitted with (the policy applies to queued requests too)', () => {
   const base = makeConfig({ nodes: { n0: [{ id: 'p0', capacity: 1 }] }, models: [{ alias: 'a', providers: ['p0'] }] });
   const sink = new RecordingSink();
   const s = new Scheduler(base, sink);
@@ -424,8 +424,9 @@ test('turning fairness on by config with requests waiting: they keep their order
   assert.deepEqual(
     s.fairnessStatus()?.groups[0].bands.map((b) => [b.priority, b.queued]),
     [
+      [3, 1],
       [1, 1],
-      [0, 2],
+      [0, 1],
     ],
   );
   const order: number[] = [];
@@ -436,6 +437,6 @@ test('turning fairness on by config with requests waiting: they keep their order
     order.push(g.requestId);
     lease = g.leaseId;
   }
-  assert.deepEqual(order, [4, 2, 3], 'the higher band first, then the FIFO-admitted ones in their order');
+  assert.deepEqual(order, [2, 4, 3], 'by band, those admitted under FIFO included');
   assert.deepEqual(s.checkInvariants(), []);
 });
