@@ -27,6 +27,8 @@ export interface IoWorkerData {
    * that replaces one that exited starts with them, so it knows every response the others know.
    */
   readonly responses?: readonly (readonly [string, StoredResponse, number])[];
+  /** The main thread's fairness-id secret (shared/tenant-key.ts): every thread names a fairness id's tenant alike. */
+  readonly tenantSecret?: Uint8Array;
 }
 
 /** Indexes into the shared Int32 flags (`flags`). */

@@ -28,6 +28,7 @@ import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
 import type { ApiKind } from '../shared/endpoints.js';
 import { StartError } from '../shared/start-error.js';
+import { tenantSecret } from '../shared/tenant-key.js';
 
 const SCHEDULER_RING_BYTES = 1 << 20;
 const PEER_RING_BYTES = 1 << 20;
@@ -203,6 +204,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       fromPeer: this.#peerRings.map((row) => row[index]),
       flags: this.flags.buffer as SharedArrayBuffer,
       responses: this.#storedResponses(),
+      tenantSecret: tenantSecret(),
     };
     const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;

@@ -6,6 +6,7 @@
 // over the parent port.
 import { parentPort, workerData } from 'node:worker_threads';
 import { StartError } from '../shared/start-error.js';
+import { useTenantSecret } from '../shared/tenant-key.js';
 import type { A2ARelayMessage, AffinityMessage, ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
 import { RunWireEncoder } from '../contract/run-wire.js';
 import { createLogger } from '../shared/logger.js';
@@ -13,6 +14,7 @@ import { LocalPlane } from './local-plane.js';
 import { RemoteScheduler } from './remote-scheduler.js';
 
 const data = workerData as IoWorkerData;
+if (data.tenantSecret !== undefined) useTenantSecret(data.tenantSecret);
 const logger = createLogger('edge', data.logLevel).child({ worker: data.index });
 const port = new RemoteScheduler(data.toMain, data.fromMain);
 const runWire = new RunWireEncoder();
