@@ -181,7 +181,7 @@ export class Scheduler {
       if (entry !== undefined) {
         if (fair !== undefined) fair.charge(priority, req.tenantKey ?? 0, weightOf(req.weight), req.estimatedTokens);
         this.#grant(group, entry, req.requestId, seq, req.estimatedTokens, req.directNodeId, 0, 0, sessionKey, req.api ?? 0, req.pinnedProviderId);
-        this.#tagLease(asked, req.tenantKey ?? 0, weightOf(req.weight), fair !== undefined);
+        this.#tagLease(asked, req.tenantKey ?? 0, weightOf(req.weight), fair);
       } else if (fair !== undefined && priority < 0) {
         // Sheddable: never waits behind anyone while the alias is saturated.
         group.rejected++;
@@ -263,9 +263,9 @@ export class Scheduler {
   }
 
   /** The lease just minted carries its charge's band and tenant (usage correction, re-admission). */
-  #tagLease(priority: number, tenantKey: number, weight: number, fair: boolean): void {
+  #tagLease(priority: number, tenantKey: number, weight: number, chargedIn: FairQueue<QueueItem> | undefined): void {
     const lease = this.#leases.get(this.#lastLeaseId) as Lease;
-    lease.fair = fair;
+    lease.chargedIn = chargedIn;
     lease.priority = priority;
     lease.tenantKey = tenantKey;
     lease.weight = weight;
@@ -331,7 +331,7 @@ export class Scheduler {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     // The response said what the request cost: the tenant's charge is corrected by the difference.
-    if (lease !== undefined && lease.fair && usedTokens > 0) this.#registry.groups.get(lease.alias)?.fair?.correct(lease.priority, lease.tenantKey, lease.weight, usedTokens - chargeOfTokens(lease.estimatedTokens));
+    if (lease !== undefined && lease.chargedIn !== undefined && usedTokens > 0 && this.#registry.groups.get(lease.alias)?.fair === lease.chargedIn) lease.chargedIn.correct(lease.priority, lease.tenantKey, lease.weight, usedTokens - chargeOfTokens(lease.estimatedTokens));
     if (lease === undefined) {
       // Ending a fenced lease also ends its claim to a re-admission.
       this.#fencedUnsent.delete(leaseId);
@@ -472,7 +472,8 @@ export class Scheduler {
       if (leaving || hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, enqueuedAt, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
-        item.charged = true;
+        // Charged at its first dispatch only if this fair queue charged it: one granted under FIFO (or a queue since replaced) is charged at its next.
+        item.charged = tagged === undefined || (tagged.chargedIn !== undefined && tagged.chargedIn === group.fair);
         item.priority = tagged?.priority ?? req.priority ?? 0;
         item.tenantKey = tagged?.tenantKey ?? req.tenantKey ?? 0;
         item.weight = tagged?.weight ?? weightOf(req.weight);
@@ -842,7 +843,7 @@ export class Scheduler {
       lease.pinnedProviderId,
     );
     item.sessionKey = lease.sessionKey;
-    item.charged = true;
+    item.charged = lease.chargedIn !== undefined && lease.chargedIn === group.fair;
     item.priority = lease.priority;
     item.tenantKey = lease.tenantKey;
     item.weight = lease.weight;
@@ -963,7 +964,7 @@ export class Scheduler {
             item.api,
             item.pinnedProviderId,
           );
-          this.#tagLease(item.priority, item.tenantKey, item.weight, fair !== undefined);
+          this.#tagLease(item.priority, item.tenantKey, item.weight, fair);
         } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined && failureIsMonotone(group, want.api ?? 0)) {
           // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs.
           rememberFailure(group, want, need);

@@ -151,8 +151,11 @@ export class Lease {
   sessionKey = 0;
   /** When the request was first queued (or admitted): an overload requeue waits on from there (aging). */
   enqueuedAt = 0;
-  /** Granted while fair queuing was on: its tenant was charged, and the reported usage corrects that charge. */
-  fair = false;
+  /**
+   * The fair queue its tenant was charged in (granted while fair queuing was on), else undefined: the
+   * reported usage corrects that charge only there (fairness turned off and on again is a new queue).
+   */
+  chargedIn: FairQueue<QueueItem> | undefined = undefined;
   /** Fair queuing: where the charge went, so the reported usage can correct it (and a re-admission keeps its band). */
   priority = 0;
   tenantKey = 0;

@@ -245,3 +245,63 @@ test('fairness turned on by a refresh orders the requests already waiting by the
   assert.deepEqual(order, [4, 2, 3], 'the higher band first, as for a request admitted with fairness on');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a request granted under FIFO and retried after fairness turned on is charged at its re-dispatch, its usage correcting that charge', () => {
+  const { s, sink } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5 }] });
+  // Fairness off: granted, no tenant charged.
+  const first = { ...req(1, 'chat', { tokens: 500 }), priority: 0, tenantKey: 11 };
+  s.admit(first, 0);
+  const [lease] = sink.takeGrants();
+  s.admit({ ...req(2, 'chat'), priority: 0, tenantKey: 11 }, 1);
+  const config = makeConfig(ONE_SLOT);
+  s.setConfig({ ...config, models: [{ ...config.models[0], maxQueue: 5 }], scheduler: { ...config.scheduler, fairness: true, agingStepPerSec: 0 } }, 2);
+  // The provider reset before any byte: the request goes back and is granted again, now under fair queuing.
+  assert.equal(s.retry(lease.leaseId, first, '', 3), true);
+  const [again] = sink.takeGrants();
+  assert.equal(again.requestId, 1);
+  // It reports 900 tokens used: its tenant owes 900 in all (its dispatch under fair queuing is its first charge).
+  s.release(again.leaseId, 'end', 4, 900);
+  assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [2], 'the release grants the next one (charged its 10)');
+  const tenant = s.fairnessStatus()?.groups[0].bands.flatMap((b) => b.tenants).find((t) => t.tenant === 11);
+  assert.equal(tenant?.virtualTime, 910, 'request 1 charged its estimate at the re-dispatch, then corrected to what it used');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a request granted under FIFO and re-admitted after fairness turned on is charged at its re-dispatch', () => {
+  const { s, sink, gen } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5 }] });
+  const first = { ...req(1, 'chat', { tokens: 500 }), priority: 0, tenantKey: 11 };
+  s.admit(first, 0);
+  const [lease] = sink.takeGrants();
+  const config = makeConfig(ONE_SLOT);
+  s.setConfig({ ...config, models: [{ ...config.models[0], maxQueue: 5 }], scheduler: { ...config.scheduler, fairness: true, agingStepPerSec: 0 } }, 2);
+  // Its node goes away before the request was sent, and comes back: the request is admitted again.
+  s.disconnect('n1', gen.get('n1') as number, 3);
+  s.connect('n1', 4);
+  s.confirm(lease.leaseId, 4);
+  const again = sink.takeGrants().find((g) => g.requestId === 1);
+  assert.ok(again, 're-admitted and granted');
+  s.release(again.leaseId, 'end', 5, 900);
+  const tenant = s.fairnessStatus()?.groups[0].bands.flatMap((b) => b.tenants).find((t) => t.tenant === 11);
+  assert.equal(tenant?.virtualTime, 900);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a lease charged before fairness was turned off and on again is not corrected in the new queue', () => {
+  const { s, sink } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5 }] });
+  const config = makeConfig(ONE_SLOT);
+  const withFairness = (on: boolean) => ({ ...config, models: [{ ...config.models[0], maxQueue: 5 }], scheduler: { ...config.scheduler, fairness: on, agingStepPerSec: 0 } });
+  s.setConfig(withFairness(true), 0);
+  // Charged 500 in the first fair queue.
+  s.admit({ ...req(1, 'chat', { tokens: 500 }), priority: 0, tenantKey: 11 }, 1);
+  const [first] = sink.takeGrants();
+  s.setConfig(withFairness(false), 2);
+  s.setConfig(withFairness(true), 3);
+  s.admit({ ...req(2, 'chat'), priority: 0, tenantKey: 11 }, 4);
+  // It used 900 tokens: its correction (+400) belongs to the queue it was charged in, gone now.
+  s.release(first.leaseId, 'end', 5, 900);
+  const [second] = sink.takeGrants();
+  assert.equal(second.requestId, 2);
+  const tenant = s.fairnessStatus()?.groups[0].bands.flatMap((b) => b.tenants).find((t) => t.tenant === 11);
+  assert.equal(tenant?.virtualTime, 10, 'only request 2, charged in this queue');
+  assert.deepEqual(s.checkInvariants(), []);
+});
