@@ -88,9 +88,21 @@ export class SseStream implements SubscriptionReader {
     if (!this.#waitingForDrain && !this.#res.destroyed) this.#res.write(': keepalive\n\n');
   }
 
-  /** Ends the stream (admin listener closing). */
+  /**
+   * Ends the stream (admin listener closing). What the bus handed over but
+   * has not been written yet goes out first: the events of this very turn
+   * (edge.draining on a drain with nothing open, what a drain's end
+   * publishes) would otherwise be dropped, as the reader is woken a turn later.
+   */
   end(): void {
-    this.subscription.close();
+    const res = this.#res;
+    const sub = this.subscription;
+    if (!sub.closed && !res.destroyed && !res.writableEnded) {
+      res.cork();
+      for (let event = sub.shift(); event !== undefined; event = sub.shift()) res.write(event.frame);
+      res.uncork();
+    }
+    sub.close();
   }
 
   // SubscriptionReader: closed here (end, the client gone) or by the bus; the client is told by the stream's end, and reconnects.
