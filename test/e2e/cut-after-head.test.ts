@@ -55,6 +55,30 @@ describe('a JSON answer cut in the turn its head arrived, on a node:http connect
     return started;
   }
 
+  /**
+   * One chat call through the openai SDK (maxRetries 2), every attempt that
+   * reaches the node answered by `answer`: what the call threw, and how many
+   * attempts reached the node. Its lease must be released after.
+   */
+  async function cutCall(stack: Stack, node: FakeNode, answer: (tunnelId: number) => void): Promise<{ err: unknown; tunnels: number }> {
+    const client = new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'x', maxRetries: 2 });
+    let tunnels = 0;
+    let settled = false;
+    const call = client.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }).finally(() => (settled = true));
+    const answering = (async () => {
+      while (!settled) {
+        const tunnel = await node.nextTunnel(200).catch(() => undefined);
+        if (tunnel === undefined) continue;
+        tunnels++;
+        answer(tunnel.tunnelId);
+      }
+    })();
+    const err = await call.then(() => assert.fail('a cut body resolved'), (e: unknown) => e);
+    await answering;
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease released');
+    return { err, tunnels };
+  }
+
   test('a keep-alive connection handed to node:http by a GET: the second request gets its head and half its body, then the cut', async () => {
     const { stack, node } = await start(true);
     const socket = connect(Number(new URL(stack.edge.url).port), '127.0.0.1');
@@ -80,47 +104,20 @@ describe('a JSON answer cut in the turn its head arrived, on a node:http connect
   for (const leanHttp1 of [true, false]) {
     test(`a head and no body, then a reset (lean_http1 ${leanHttp1}): the SDK sees the head and a cut body, not a connection error it would retry`, async () => {
       const { stack, node } = await start(leanHttp1);
-      const client = new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'x', maxRetries: 2 });
-      let tunnels = 0;
-      let settled = false;
-      const call = client.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }).finally(() => (settled = true));
-      const answering = (async () => {
-        while (!settled) {
-          const tunnel = await node.nextTunnel(200).catch(() => undefined);
-          if (tunnel === undefined) continue;
-          tunnels++;
-          // In one turn or two, alike: no body byte was written, so the head was still only stored.
-          node.headers(tunnel.tunnelId, 0, [header('content-type', 'application/json'), header('content-length', String(BODY.length))]);
-          node.error(tunnel.tunnelId, 1, 'upstream_reset', 'read ECONNRESET');
-        }
-      })();
-      const err = await call.then(() => assert.fail('a cut body resolved'), (e: unknown) => e);
-      await answering;
+      const { err, tunnels } = await cutCall(stack, node, (tunnelId) => {
+        // In one turn or two, alike: no body byte was written, so the head was still only stored.
+        node.headers(tunnelId, 0, [header('content-type', 'application/json'), header('content-length', String(BODY.length))]);
+        node.error(tunnelId, 1, 'upstream_reset', 'read ECONNRESET');
+      });
       assert.ok(!(err instanceof OpenAI.APIConnectionError), `not a connection error: ${String(err)}`);
       assert.equal(tunnels, 1, 'the request reached the provider once');
-      await waitUntil(() => inFlight(stack.edge) === 0, 'the lease released');
     });
   }
 
   test('listen.http.lean_http1 false: the SDK sees a cut body, not a connection error it would retry', async () => {
     const { stack, node } = await start(false);
-    const client = new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'x', maxRetries: 2 });
-    let tunnels = 0;
-    let settled = false;
-    const call = client.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }).finally(() => (settled = true));
-    // Every attempt that reaches the node gets the same answer.
-    const answering = (async () => {
-      while (!settled) {
-        const tunnel = await node.nextTunnel(200).catch(() => undefined);
-        if (tunnel === undefined) continue;
-        tunnels++;
-        cutInOneBatch(node, tunnel.tunnelId);
-      }
-    })();
-    const err = await call.then(() => assert.fail('a cut body resolved'), (e: unknown) => e);
-    await answering;
+    const { err, tunnels } = await cutCall(stack, node, (tunnelId) => cutInOneBatch(node, tunnelId));
     assert.ok(!(err instanceof OpenAI.APIConnectionError), `not a connection error: ${String(err)}`);
     assert.equal(tunnels, 1, 'the request reached the provider once');
-    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease released');
   });
 });

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { keyedChat } from '../helpers/stack.js';
+import { holdOneSlot, keyedChat, oneSlotWithKeys } from '../helpers/stack.js';
 import { ALIAS, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const KEYS = { low: 'sk-fairness-id-low-001', saas: 'sk-fairness-id-saas-01' };
@@ -16,20 +16,12 @@ const COLLIDING = 'j/6)k!';
 describe('fairness ids', () => {
   let stack: OpsStack;
   before(async () => {
-    stack = await startOpsStack({
-      capacity: 1,
-      maxQueue: 16,
-      queueTimeoutMs: 20_000,
-      mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = {
-          api_keys: [
-            { name: 'low', key_sha256: sha256Hex(KEYS.low), weight: 1 },
-            { name: 'saas', key_sha256: sha256Hex(KEYS.saas), fairness_header: true },
-          ],
-        };
-      },
-    });
+    stack = await startOpsStack(
+      oneSlotWithKeys([
+        { name: 'low', key_sha256: sha256Hex(KEYS.low), weight: 1 },
+        { name: 'saas', key_sha256: sha256Hex(KEYS.saas), fairness_header: true },
+      ]),
+    );
   });
   after(async () => {
     await stack.close();
@@ -38,14 +30,7 @@ describe('fairness ids', () => {
   const depth = (): number => stack.edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? -1;
 
   test("a client's fairness id is never another key's tenant, and is one tenant on every thread", async () => {
-    const gone = new AbortController();
-    const holder = fetch(`${stack.baseURL}/chat/completions`, {
-      method: 'POST',
-      signal: gone.signal,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.low}`, 'x-mock-tokens': '2', 'x-mock-interval-ms': '60000' },
-      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
-    }).catch(() => undefined);
-    await waitUntil(() => inFlight(stack.edge) === 1, 'the holder to run');
+    const holder = await holdOneSlot(stack, KEYS.low);
     // Concurrent requests open several connections: with I/O workers they land on different threads.
     const waiting = Array.from({ length: 4 }, () => keyedChat(stack.baseURL, KEYS.saas, { 'x-edge-fairness-id': COLLIDING }));
     await waitUntil(() => depth() === 4, 'the four to queue');
@@ -55,8 +40,7 @@ describe('fairness ids', () => {
     assert.notEqual(tenants[0].tenant, 'low', "the saas key's end user is not the low key's tenant");
     assert.match(tenants[0].tenant, /^#[0-9a-f]{8}$/);
     assert.equal(tenants[0].queued, 4);
-    gone.abort();
-    await holder;
+    await holder.release();
     for (const r of await Promise.all(waiting)) {
       assert.equal(r.status, 200);
       await r.arrayBuffer();

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { keyedChat } from '../helpers/stack.js';
+import { holdOneSlot, keyedChat, oneSlotWithKeys } from '../helpers/stack.js';
 import { ALIAS, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const KEYS = { low: 'sk-refresh-fair-low-01', high: 'sk-refresh-fair-high-1' };
@@ -14,21 +14,17 @@ const KEYS = { low: 'sk-refresh-fair-low-01', high: 'sk-refresh-fair-high-1' };
 describe('fair queuing turned on by a refresh', () => {
   let stack: OpsStack;
   before(async () => {
-    stack = await startOpsStack({
-      capacity: 1,
-      maxQueue: 16,
-      queueTimeoutMs: 20_000,
-      mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
-      configure(raw) {
-        raw.scheduler = { fairness: false, aging_step_per_sec: 0 };
-        raw.auth = {
-          api_keys: [
-            { name: 'low', key_sha256: sha256Hex(KEYS.low) },
-            { name: 'high', key_sha256: sha256Hex(KEYS.high), priority: 5 },
-          ],
-        };
-      },
-    });
+    stack = await startOpsStack(
+      oneSlotWithKeys(
+        [
+          { name: 'low', key_sha256: sha256Hex(KEYS.low) },
+          { name: 'high', key_sha256: sha256Hex(KEYS.high), priority: 5 },
+        ],
+        (raw) => {
+          raw.scheduler = { fairness: false, aging_step_per_sec: 0 };
+        },
+      ),
+    );
   });
   after(async () => {
     await stack.close();
@@ -37,15 +33,7 @@ describe('fair queuing turned on by a refresh', () => {
   const depth = (): number => stack.edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? -1;
 
   test('the requests already waiting keep their bands and tenants', async () => {
-    // Holds the one slot until the client gives up on it (its lease ends at once).
-    const gone = new AbortController();
-    const holder = fetch(`${stack.baseURL}/chat/completions`, {
-      method: 'POST',
-      signal: gone.signal,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.low}`, 'x-mock-tokens': '2', 'x-mock-interval-ms': '60000' },
-      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
-    }).catch(() => undefined);
-    await waitUntil(() => inFlight(stack.edge) === 1, 'the holder to run');
+    const holder = await holdOneSlot(stack, KEYS.low);
     const served: string[] = [];
     const send = (name: string, key: string): Promise<number> =>
       keyedChat(stack.baseURL, key).then(async (r) => {
@@ -76,8 +64,7 @@ describe('fair queuing turned on by a refresh', () => {
       ],
     );
 
-    gone.abort();
-    await holder;
+    await holder.release();
     assert.deepEqual(await Promise.all(waiting), [200, 200, 200], 'none lost');
     assert.deepEqual(served, ['high', 'low-1', 'low-2'], 'the higher band first, then the lower in admission order');
   });

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { keyedChat } from '../helpers/stack.js';
+import { keyedChat, oneSlotWithKeys } from '../helpers/stack.js';
 import { ALIAS, inFlight, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const KEYS = { a: 'sk-status-tenant-a-01', b: 'sk-status-tenant-b-01', vip: 'sk-status-tenant-vip-1' };
@@ -13,21 +13,13 @@ const KEYS = { a: 'sk-status-tenant-a-01', b: 'sk-status-tenant-b-01', vip: 'sk-
 describe('fair queuing in status and metrics', () => {
   let stack: OpsStack;
   before(async () => {
-    stack = await startOpsStack({
-      capacity: 1,
-      maxQueue: 16,
-      queueTimeoutMs: 20_000,
-      mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = {
-          api_keys: [
-            { name: 'a', key_sha256: sha256Hex(KEYS.a), weight: 2 },
-            { name: 'b', key_sha256: sha256Hex(KEYS.b) },
-            { name: 'vip', key_sha256: sha256Hex(KEYS.vip), priority: 5 },
-          ],
-        };
-      },
-    });
+    stack = await startOpsStack(
+      oneSlotWithKeys([
+        { name: 'a', key_sha256: sha256Hex(KEYS.a), weight: 2 },
+        { name: 'b', key_sha256: sha256Hex(KEYS.b) },
+        { name: 'vip', key_sha256: sha256Hex(KEYS.vip), priority: 5 },
+      ]),
+    );
   });
   after(async () => {
     await stack.close();

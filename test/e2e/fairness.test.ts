@@ -8,29 +8,21 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { ALIAS, inFlight, keyedChat, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, keyedChat, oneSlotWithKeys, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 
 const KEYS = { interactive: 'sk-fair-interactive-01', batch: 'sk-fair-batch-000001', a: 'sk-fair-tenant-a-0001', b: 'sk-fair-tenant-b-0001' };
 
 describe('fair queuing', () => {
   let stack: Stack;
   before(async () => {
-    stack = await startStack({
-      capacity: 1,
-      maxQueue: 16,
-      queueTimeoutMs: 20_000,
-      mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = {
-          api_keys: [
-            { name: 'interactive', key_sha256: sha256Hex(KEYS.interactive), priority: 1 },
-            { name: 'batch', key_sha256: sha256Hex(KEYS.batch), priority: -1 },
-            { name: 'a', key_sha256: sha256Hex(KEYS.a), weight: 1 },
-            { name: 'b', key_sha256: sha256Hex(KEYS.b), weight: 1 },
-          ],
-        };
-      },
-    });
+    stack = await startStack(
+      oneSlotWithKeys([
+        { name: 'interactive', key_sha256: sha256Hex(KEYS.interactive), priority: 1 },
+        { name: 'batch', key_sha256: sha256Hex(KEYS.batch), priority: -1 },
+        { name: 'a', key_sha256: sha256Hex(KEYS.a), weight: 1 },
+        { name: 'b', key_sha256: sha256Hex(KEYS.b), weight: 1 },
+      ]),
+    );
   });
   after(async () => {
     await stack.close();

@@ -237,3 +237,46 @@ export async function startProvidersStack(
     },
   };
 }
+
+/**
+ * What the fair-queuing tests share: one provider slot (so requests queue), a
+ * queue of 16 that waits up to 20 s, a mock that answers at once, and these
+ * API keys (`auth.api_keys`, YAML-shaped); `configure` edits the rest.
+ */
+export function oneSlotWithKeys(
+  apiKeys: readonly Record<string, unknown>[],
+  configure?: (raw: Record<string, unknown>) => void,
+): { capacity: number; maxQueue: number; queueTimeoutMs: number; mock: MockProviderOptions; configure: (raw: Record<string, unknown>) => void } {
+  return {
+    capacity: 1,
+    maxQueue: 16,
+    queueTimeoutMs: 20_000,
+    mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
+    configure(raw) {
+      raw.auth = { api_keys: apiKeys };
+      configure?.(raw);
+    },
+  };
+}
+
+/**
+ * Takes the one provider slot of `stack` with a request that streams for a
+ * minute (the mock's pace); `release()` gives it up (the client leaves, so
+ * its lease ends at once) and waits for its end.
+ */
+export async function holdOneSlot(stack: { readonly baseURL: string; readonly edge: RunningEdge }, key: string): Promise<{ release(): Promise<void> }> {
+  const gone = new AbortController();
+  const holder = fetch(`${stack.baseURL}/chat/completions`, {
+    method: 'POST',
+    signal: gone.signal,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'x-mock-tokens': '2', 'x-mock-interval-ms': '60000' },
+    body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+  }).catch(() => undefined);
+  await waitUntil(() => inFlight(stack.edge) === 1, 'the holder to run');
+  return {
+    async release() {
+      gone.abort();
+      await holder;
+    },
+  };
+}
