@@ -79,8 +79,6 @@ export class ClientAuth {
   /** Keyed by name so a config refresh keeps each key's open-request count. */
   readonly #byName = new Map<string, ApiKeyState>();
   #byDigest = new Map<string, ApiKeyState>();
-  /** The configured key names (#byName also holds removed keys with requests still open). */
-  #configured: ReadonlySet<string> = new Set();
 
   constructor(auth: AuthConfig | undefined) {
     this.setConfig(auth);
@@ -115,7 +113,6 @@ export class ClientAuth {
     // A removed key's state is kept while its requests are open (it no longer authenticates): given back by a
     // later refresh, the key finds them counted, as the I/O workers' count by name (KeyConcurrency) does.
     for (const [name, state] of this.#byName) if (!names.has(name) && state.inFlight === 0) this.#byName.delete(name);
-    this.#configured = names;
     this.#byDigest = byDigest;
   }
 
@@ -135,6 +132,7 @@ export class ClientAuth {
 
   /** Status view: name, open requests and limit per key (never the digest). */
   status(): { name: string; inFlight: number; maxConcurrent: number | null }[] {
-    return [...this.#byName.values()].filter((k) => this.#configured.has(k.name)).map((k) => ({ name: k.name, inFlight: k.inFlight, maxConcurrent: Number.isFinite(k.maxConcurrent) ? k.maxConcurrent : null }));
+    // The configured keys (#byName also holds removed ones with requests still open).
+    return [...this.#byDigest.values()].map((k) => ({ name: k.name, inFlight: k.inFlight, maxConcurrent: Number.isFinite(k.maxConcurrent) ? k.maxConcurrent : null }));
   }
 }
