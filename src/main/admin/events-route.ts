@@ -57,20 +57,28 @@ export class SseStream implements SubscriptionReader {
 
   flush(): void {
     this.#flushQueued = false;
+    this.#write(false);
+  }
+
+  /**
+   * Writes what the subscription holds: a batch at a time, pausing while the
+   * socket is full; or, as the stream ends (`all`), all of it at once.
+   */
+  #write(all: boolean): void {
     const res = this.#res;
     const sub = this.subscription;
-    if (sub.closed || res.destroyed) return;
+    if (sub.closed || res.destroyed || res.writableEnded) return;
     res.cork();
     try {
       const dropped = sub.takeDropped();
-      if (dropped > 0 && !res.write(`event: dropped\ndata: {"dropped":${dropped},"droppedTotal":${sub.dropped}}\n\n`)) {
+      if (dropped > 0 && !res.write(`event: dropped\ndata: {"dropped":${dropped},"droppedTotal":${sub.dropped}}\n\n`) && !all) {
         this.#waitingForDrain = true;
         return;
       }
-      for (let n = 0; n < BATCH; n++) {
+      for (let n = 0; all || n < BATCH; n++) {
         const event = sub.shift();
         if (event === undefined) return;
-        if (!res.write(event.frame)) {
+        if (!res.write(event.frame) && !all) {
           this.#waitingForDrain = true;
           return;
         }
@@ -95,14 +103,8 @@ export class SseStream implements SubscriptionReader {
    * publishes) would otherwise be dropped, as the reader is woken a turn later.
    */
   end(): void {
-    const res = this.#res;
-    const sub = this.subscription;
-    if (!sub.closed && !res.destroyed && !res.writableEnded) {
-      res.cork();
-      for (let event = sub.shift(); event !== undefined; event = sub.shift()) res.write(event.frame);
-      res.uncork();
-    }
-    sub.close();
+    this.#write(true);
+    this.subscription.close();
   }
 
   // SubscriptionReader: closed here (end, the client gone) or by the bus; the client is told by the stream's end, and reconnects.
