@@ -331,7 +331,7 @@ export class Scheduler {
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     // The response said what the request cost: the tenant's charge is corrected by the difference.
-    if (lease !== undefined && lease.chargedIn !== undefined && usedTokens > 0 && this.#registry.groups.get(lease.alias)?.fair === lease.chargedIn) lease.chargedIn.correct(lease.priority, lease.tenantKey, lease.weight, usedTokens - chargeOfTokens(lease.estimatedTokens));
+    if (lease !== undefined && usedTokens > 0 && chargedIn(lease, this.#registry.groups.get(lease.alias)?.fair)) lease.chargedIn?.correct(lease.priority, lease.tenantKey, lease.weight, usedTokens - chargeOfTokens(lease.estimatedTokens));
     if (lease === undefined) {
       // Ending a fenced lease also ends its claim to a re-admission.
       this.#fencedUnsent.delete(leaseId);
@@ -473,7 +473,7 @@ export class Scheduler {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, enqueuedAt, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         // Charged at its first dispatch only if this fair queue charged it: one granted under FIFO (or a queue since replaced) is charged at its next.
-        item.charged = tagged === undefined || (tagged.chargedIn !== undefined && tagged.chargedIn === group.fair);
+        item.charged = tagged === undefined || chargedIn(tagged, group.fair);
         item.priority = tagged?.priority ?? req.priority ?? 0;
         item.tenantKey = tagged?.tenantKey ?? req.tenantKey ?? 0;
         item.weight = tagged?.weight ?? weightOf(req.weight);
@@ -843,7 +843,7 @@ export class Scheduler {
       lease.pinnedProviderId,
     );
     item.sessionKey = lease.sessionKey;
-    item.charged = lease.chargedIn !== undefined && lease.chargedIn === group.fair;
+    item.charged = chargedIn(lease, group.fair);
     item.priority = lease.priority;
     item.tenantKey = lease.tenantKey;
     item.weight = lease.weight;
@@ -1156,4 +1156,9 @@ function outcomeOf(reason: ReleaseReason): Outcome {
   if (reason === 'end') return 'success';
   if (reason === 'provider_failed') return 'failure';
   return 'neutral';
+}
+
+/** The lease's tenant was charged in `fair` (the group's fair queue now): its usage corrects that charge, and a requeue is not charged again. */
+function chargedIn(lease: Lease, fair: FairQueue<QueueItem> | undefined): boolean {
+  return lease.chargedIn !== undefined && lease.chargedIn === fair;
 }
