@@ -5,4 +5,5 @@
 // has to sit in front of it, in a module with no other imports.
 import { startCli } from '../shared/node-check.js';
 
-startCli('edge', () => import('./cli.js'));
+// SIGHUP (systemctl reload) is held from here on: the CLI's reload handler goes in only once the whole edge has loaded.
+startCli('edge', () => import('./cli.js'), ['SIGHUP']);

@@ -6,6 +6,7 @@ import { exitOnFault } from '../shared/fatal.js';
 import { createLogger } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
 import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
+import { releaseHeldSignal } from '../shared/node-check.js';
 import { configAdvice, loadEdgeConfig } from '../main/config.js';
 import { StartError } from '../shared/start-error.js';
 import { startEdge, type RunningEdge } from './edge.js';
@@ -109,6 +110,12 @@ async function main(): Promise<number> {
     logger.info({ config: file }, 'SIGHUP while starting: the config file is re-read once the edge has started');
     reloadAfterStart = true;
   });
+  // A SIGHUP the installed command held while this module graph and the config
+  // loaded (released only now that the handler above is in: never left to its default).
+  if (releaseHeldSignal('SIGHUP')) {
+    logger.info({ config: file }, 'SIGHUP while starting: the config file is re-read once the edge has started');
+    reloadAfterStart = true;
+  }
   // One handler for both signals, kept for the process's life: the first
   // signal of either kind starts the drain, any later one (same kind or the
   // other) ends it at once. Never a per-kind once-listener, whose order

@@ -36,13 +36,40 @@ export function nodeVersionProblem(program: string, running = process.versions.n
   );
 }
 
-/** A bin entry point: on a Node that will do, `load` the real CLI; else one clear line and exit code 1. */
-export function startCli(program: string, load: () => Promise<unknown>): void {
+/** Signals held by startCli until the CLI installs its own handler: whether each has arrived. */
+const held = new Map<string, { arrived: boolean; listener: () => void }>();
+
+/**
+ * Stops holding `signal` and says whether it arrived while held. The CLI
+ * calls it when it installs its own handler (after its module graph and
+ * config have loaded, well over a second on a busy host).
+ */
+export function releaseHeldSignal(signal: 'SIGHUP'): boolean {
+  const entry = held.get(signal);
+  if (entry === undefined) return false;
+  held.delete(signal);
+  process.removeListener(signal, entry.listener);
+  return entry.arrived;
+}
+
+/**
+ * A bin entry point: on a Node that will do, `load` the real CLI; else one
+ * clear line and exit code 1. `hold`: signals whose default action (ending
+ * the process) must not run before the CLI handles them, e.g. the edge's
+ * SIGHUP, which systemd's `reload` sends whenever the unit is active, from
+ * right after the exec on: each is noted for releaseHeldSignal instead.
+ */
+export function startCli(program: string, load: () => Promise<unknown>, hold: readonly 'SIGHUP'[] = []): void {
   const problem = nodeVersionProblem(program);
   if (problem !== undefined) {
     process.stderr.write(problem);
     process.exitCode = 1;
     return;
+  }
+  for (const signal of hold) {
+    const entry = { arrived: false, listener: () => (entry.arrived = true) };
+    held.set(signal, entry);
+    process.on(signal, entry.listener);
   }
   load().catch((err: unknown) => {
     console.error(err);
