@@ -123,6 +123,8 @@ export class EdgeMetrics {
   #bytesToClient = 0;
   #bytesReported = { toNode: 0, toClient: 0 };
   #eventsReported = { published: 0, dropped: 0 };
+  /** What edge_tenant_dispatches_total has counted, by alias: the scheduler's count per tenant key, and the labels it used. */
+  #dispatchesSeen = new Map<string, { readonly counts: Map<number, number>; readonly labels: Set<string> }>();
   /** What edge_node_protocol_events_total has counted, by ProtocolStats field. */
   readonly #protocolReported = new Map<string, number>();
 
@@ -318,17 +320,36 @@ export class EdgeMetrics {
   #syncFairness(status: SchedulerStatus): void {
     this.#bandDepth.reset();
     this.#tenantDepth.reset();
-    this.#tenantDispatches.reset();
-    if (status.fairness === undefined) return;
+    if (status.fairness === undefined) {
+      this.#tenantDispatches.reset();
+      this.#dispatchesSeen.clear();
+      return;
+    }
     const names = this.#source.tenantNames?.() ?? new Map<number, string>();
     const label = (tenant: number): string => (tenant === 0 || names.has(tenant) ? tenantLabel(tenant, names) : 'other');
+    const seen = new Map<string, { counts: Map<number, number>; labels: Set<string> }>();
     for (const g of status.fairness.groups) {
       for (const band of g.bands) {
         this.#bandDepth.set({ model: g.alias, priority: String(band.priority) }, band.queued);
         for (const t of band.tenants) if (t.queued > 0) this.#tenantDepth.inc({ model: g.alias, tenant: label(t.tenant) }, t.queued);
       }
-      for (const d of g.dispatches) this.#tenantDispatches.inc({ model: g.alias, tenant: label(d.tenant) }, d.dispatched);
+      // Counted as increments: the scheduler's table starts again from 0 when it fills (fair.ts), and a
+      // count below the one seen last is the dispatches since then. Set from it, the counter would go down.
+      const before = this.#dispatchesSeen.get(g.alias);
+      const now = { counts: new Map<number, number>(), labels: before?.labels ?? new Set<string>() };
+      for (const d of g.dispatches) {
+        const last = before?.counts.get(d.tenant) ?? 0;
+        const added = d.dispatched >= last ? d.dispatched - last : d.dispatched;
+        const tenant = label(d.tenant);
+        if (added > 0) this.#tenantDispatches.inc({ model: g.alias, tenant }, added);
+        now.counts.set(d.tenant, d.dispatched);
+        now.labels.add(tenant);
+      }
+      seen.set(g.alias, now);
     }
+    // A group that left the config (or the fair groups) takes its series with it.
+    for (const [alias, { labels }] of this.#dispatchesSeen) if (!seen.has(alias)) for (const tenant of labels) this.#tenantDispatches.remove({ model: alias, tenant });
+    this.#dispatchesSeen = seen;
   }
 
   #syncGauges(): void {
