@@ -50,6 +50,11 @@ export function readEndpoints(r: ConfigReader, path: string, raw: unknown, type:
   const out: Endpoint[] = [];
   for (const [i, item] of r.list(path, raw).entries()) {
     const name = r.oneOf(`${path}[${i}]`, item, ENDPOINTS);
+    // A cli run's answer is always a chat completion: another API's client (the Anthropic SDK) could not read it.
+    if (type === 'cli' && name !== 'chat') {
+      r.problems.push(`${path}[${i}]: a cli provider answers as chat completions only, so it serves chat alone (found ${name})`);
+      continue;
+    }
     if (!out.includes(name)) out.push(name);
   }
   return out;

@@ -208,6 +208,18 @@ test('a cli provider: argv command required, placeholders checked, env entries a
   ]);
 });
 
+test('a cli provider serves chat only: endpoints naming another API are refused (its answer is a chat completion whatever the client asked)', () => {
+  const problems = problemsOf({
+    edge: { address: 'edge:1' },
+    node: { id: 'n', token: 't' },
+    providers: [
+      { id: 'a', type: 'cli', command: ['/bin/true'], endpoints: ['chat', 'messages'] },
+      { id: 'b', type: 'cli', command: ['/bin/true'], endpoints: ['chat'] },
+    ],
+  });
+  assert.deepEqual(problems, ['providers[0].endpoints[1]: a cli provider answers as chat completions only, so it serves chat alone (found messages)']);
+});
+
 test('loadAgentConfig reads YAML from a file, and names the file on errors', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'agent-config-'));
   try {

@@ -233,6 +233,14 @@ test('a catalog base_url the bootstrapped agent would refuse is refused here: en
   assert.match(problems[2], /^nodes\[0\]\.providers\[2\]\.base_url: a cli provider runs a command on its node and has no base_url/);
 });
 
+test('a cli provider in the catalog serves chat only: endpoints naming another API are refused', () => {
+  const problems = problemsOf({
+    nodes: [{ id: 'n1', token: 'node-token-one-long', providers: [{ id: 'p1', type: 'cli', endpoints: ['responses', 'chat'] }] }],
+    models: [{ alias: 'm', providers: { p1: 'm' } }],
+  });
+  assert.deepEqual(problems, ['nodes[0].providers[0].endpoints[0]: a cli provider answers as chat completions only, so it serves chat alone (found responses)']);
+});
+
 test("a refresh of a provider's endpoints says that the agent's announced list wins, not that it applies at once", async () => {
   const { ruleFor } = await import('../../src/main/refresh/mutability.js');
   const endpoints = ruleFor('nodes[gpu-1].providers[gpu-1-mock].endpoints');
