@@ -5,7 +5,7 @@
 // fails with cli_failed). Paths are shown absolute: a check run from
 // another directory says where it looked.
 import { constants } from 'node:fs';
-import { access } from 'node:fs/promises';
+import { access, stat } from 'node:fs/promises';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { checkCaFile, checkKeyPair } from '../shared/config-files.js';
 import { childEnv } from './cli-config.js';
@@ -16,6 +16,8 @@ const DEFAULT_PATH = '/usr/bin:/bin';
 
 async function executable(file: string): Promise<boolean> {
   try {
+    // X_OK holds for a directory too (search permission), which execve refuses (EACCES).
+    if (!(await stat(file)).isFile()) return false;
     await access(file, constants.X_OK);
     return true;
   } catch {

@@ -52,6 +52,8 @@ const HOUR_MS = 3_600_000;
 export function readCliProvider(r: ConfigReader, path: string, item: Record<string, unknown>, providerId: string): CliProviderConfig {
   const command = readArgv(r, `${path}.command`, item.command, false);
   if (Array.isArray(item.command) && command.length === 0) r.problem(`${path}.command`, 'a non-empty list: the program, then its arguments (no shell)', item.command);
+  // spawn() refuses an empty program name: every run would fail.
+  else if (command[0] === '') r.problem(`${path}.command[0]`, 'the program: a path or a name on its PATH', command[0]);
   const input = r.oneOf(`${path}.input`, item.input, ['stdin', 'arg'] as const, 'stdin');
   const args = readArgv(r, `${path}.args`, item.args, true);
   const resumeArgs = item.resume_args === undefined ? undefined : readArgv(r, `${path}.resume_args`, item.resume_args, true);

@@ -137,6 +137,16 @@ test('check-config: the TLS files and each cli program are checked where the age
   const relative = await runCli(['check-config', await write('relative.yaml', cli('./bin/my-coder'))]);
   assert.match(relative.stderr, /command\[0\]: \.\/bin\/my-coder is relative, so each run would look for it in its session's directory/);
   assert.equal((await runCli(['check-config', await write('absolute.yaml', cli(program))])).code, 0);
+  // A directory passes access(X_OK), yet execve refuses it: every run would fail with cli_failed.
+  const directory = await runCli(['check-config', await write('directory.yaml', cli(bin))]);
+  assert.equal(directory.code, 1, directory.stdout);
+  assert.match(directory.stderr, /providers\[0\]\.command\[0\]: .*\/bin is not an executable file/);
+  const dirOnPath = await runCli(['check-config', await write('dironpath.yaml', cli('bin', `    env: [${JSON.stringify(`PATH=${dir}`)}]`))]);
+  assert.equal(dirOnPath.code, 1, dirOnPath.stdout);
+  assert.match(dirOnPath.stderr, /no executable bin on the command's PATH/);
+  const empty = await runCli(['check-config', await write('empty.yaml', cli(''))]);
+  assert.equal(empty.code, 1, empty.stdout);
+  assert.match(empty.stderr, /providers\[0\]\.command\[0\]: expected the program: a path or a name on its PATH, found the string ""/);
   const tls = await write('tls.yaml', cli(program), '  tls:\n    ca_file: missing-ca.pem');
   const badTls = await runCli(['check-config', tls]);
   assert.equal(badTls.code, 1);
