@@ -56,8 +56,8 @@ import type {
  */
 const MAX_FENCED_UNSENT = 10_000;
 
-/** Sessions remembered per alias for node affinity; the least recently granted goes first. */
-const MAX_SESSIONS_PER_GROUP = 100_000;
+/** Sessions remembered for node affinity; the least recently granted goes first. */
+const MAX_SESSIONS = 100_000;
 
 /** Retry-After for the second stale fence: the node flapped twice, retry soon. */
 const STALE_RETRY_AFTER_SEC = 1;
@@ -104,6 +104,12 @@ export class Scheduler {
   readonly #queued = new Map<number, QueueItem>();
   readonly #deadlines = new DeadlineHeap();
   readonly #leases = new Map<number, Lease>();
+  /**
+   * Session key -> the node that last served it, whatever the alias: a cli
+   * session's directory lives on that node, so a turn sent under another
+   * alias (a client switching models) must find it too, or be told it moved.
+   */
+  readonly #affinity = new Map<number, string>();
   /** Leases fenced before confirm(): leaseId -> the released lease. */
   readonly #fencedUnsent = new Map<number, Lease>();
   readonly #outbox: (Grant | Rejection | RetryRefusal)[] = [];
@@ -757,9 +763,9 @@ export class Scheduler {
     lease.enqueuedAt = this.#now - queuedMs;
     let movedFrom: string | undefined;
     if (sessionKey !== 0) {
-      const before = group.affinity.get(sessionKey);
+      const before = this.#affinity.get(sessionKey);
       if (before !== undefined && before !== node.id) movedFrom = before;
-      pinSession(group, sessionKey, node.id);
+      pinSession(this.#affinity, sessionKey, node.id);
     }
     this.#leases.set(lease.leaseId, lease);
     node.leases.add(lease);
@@ -994,7 +1000,7 @@ export class Scheduler {
    */
   #affinityNode(group: GroupState, sessionKey: number, api: ApiKind, need: number): string | undefined {
     if (sessionKey === 0) return undefined;
-    const nodeId = group.affinity.get(sessionKey);
+    const nodeId = this.#affinity.get(sessionKey);
     if (nodeId === undefined) return undefined;
     for (const entry of group.entries) {
       const p = entry.provider;
@@ -1099,11 +1105,10 @@ function chargeOfTokens(tokens: number): number {
 }
 
 /** Remembers (or refreshes) which node serves the session; the least recently granted is forgotten past the bound. */
-function pinSession(group: GroupState, sessionKey: number, nodeId: string): void {
-  const affinity = group.affinity;
+function pinSession(affinity: Map<number, string>, sessionKey: number, nodeId: string): void {
   affinity.delete(sessionKey);
   affinity.set(sessionKey, nodeId);
-  if (affinity.size > MAX_SESSIONS_PER_GROUP) affinity.delete(affinity.keys().next().value as number);
+  if (affinity.size > MAX_SESSIONS) affinity.delete(affinity.keys().next().value as number);
 }
 
 // The failure memo is per API: requests of another API have other candidates.

@@ -131,8 +131,6 @@ export class GroupState {
   readonly queuedByApi = new Int32Array(ENDPOINTS.length);
   /** Same, per API and direct-dispatch node id (key: api + '\0' + node id). */
   readonly failByNode = new Map<string, number>();
-  /** Session key -> the node that last served it (least recently granted first; bounded). */
-  readonly affinity = new Map<number, string>();
   /** Bands and tenants (fair.ts) while fairness is on; undefined: the FIFO alone decides. */
   fair: FairQueue<QueueItem> | undefined = undefined;
   /** Pump scratch: the effective priority of the band `cursor` comes from (0 when FIFO). */

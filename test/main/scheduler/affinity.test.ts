@@ -133,3 +133,35 @@ test('a session whose node\'s provider is set to capacity 0 by config goes elsew
   assert.equal(sink.takeGrants()[0]?.nodeId, 'n2', 'the session followed its request');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a session keeps to its node across aliases (a client switching models), and is told when the new alias has no provider there', () => {
+  const { s, sink } = setup({
+    nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }], n3: [{ id: 'c', capacity: 1 }] },
+    models: [
+      { alias: 'chat', providers: ['a', 'b'] },
+      { alias: 'big', providers: ['a', 'b'] },
+      { alias: 'other', providers: ['c'] },
+    ],
+  });
+  // n1 is busy, so session 7 starts on n2 under `chat`.
+  s.admit(req(1, 'chat'), 0);
+  const busy = sink.takeGrants()[0];
+  assert.equal(busy.nodeId, 'n1');
+  s.admit(session(2, 7), 1);
+  const first = sink.takeGrants()[0];
+  assert.equal(first.nodeId, 'n2');
+  s.release(busy.leaseId, 'end', 2);
+  s.release(first.leaseId, 'end', 3);
+  // Under `big` (same nodes), n1 is free and first in the tie-break: the session's node still wins.
+  s.admit({ ...req(3, 'big'), sessionKey: 7 }, 4);
+  const switched = sink.takeGrants()[0];
+  assert.equal(switched.nodeId, 'n2', 'the session\'s directory is on n2, whatever alias names it');
+  assert.equal(switched.sessionMovedFrom, undefined);
+  s.release(switched.leaseId, 'end', 5);
+  // An alias with nothing on n2: served elsewhere, and the grant says the session moved.
+  s.admit({ ...req(4, 'other'), sessionKey: 7 }, 6);
+  const moved = sink.takeGrants()[0];
+  assert.equal(moved.nodeId, 'n3');
+  assert.equal(moved.sessionMovedFrom, 'n2');
+  assert.deepEqual(s.checkInvariants(), []);
+});
