@@ -15,6 +15,8 @@ export interface IoWorkerData {
   readonly httpPort: number;
   readonly grpcPort: number;
   readonly logLevel: string;
+  /** The main thread logs human-readable lines (--pretty): the worker's lines look the same. */
+  readonly logPretty: boolean;
   readonly toMain: SharedArrayBuffer;
   readonly fromMain: SharedArrayBuffer;
   /** toPeer[j]: ring this worker -> worker j; undefined at its own index. */

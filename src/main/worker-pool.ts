@@ -10,6 +10,7 @@
 import { foldMetrics, type FoldableMetric } from './metric-fold.js';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
+import { writesPretty } from '../shared/logger.js';
 import type { EdgeConfig } from '../shared/config-types.js';
 import type { TlsMaterial } from '../shared/tls-material.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
@@ -198,6 +199,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       httpPort,
       grpcPort,
       logLevel,
+      logPretty: writesPretty(this.#logger),
       toMain: slot.toMain,
       fromMain: slot.fromMain,
       toPeer: this.#peerRings[index],

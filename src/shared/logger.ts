@@ -42,10 +42,23 @@ function prettyStream(): DestinationStream {
   return build({ sync: true, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
 }
 
+/** Loggers createLogger made pretty (their children inherit from them: pino builds a child with Object.create). */
+const prettyLoggers = new WeakSet<object>();
+
+/** Whether `logger` (or the logger it is a child of) writes human-readable lines: threads it starts log alike. */
+export function writesPretty(logger: Logger): boolean {
+  for (let l: object | null = logger; l !== null; l = Object.getPrototypeOf(l) as object | null) if (prettyLoggers.has(l)) return true;
+  return false;
+}
+
 export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'info', setup: LoggerSetup = {}): Logger {
   const options: LoggerOptions = { name, level, redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
   const pretty = setup.pretty ?? process.env.NODE_ENV === 'development';
-  if (pretty) return pino(options, prettyStream());
+  if (pretty) {
+    const logger = pino(options, prettyStream());
+    prettyLoggers.add(logger);
+    return logger;
+  }
   return setup.destination === undefined ? pino(options) : pino(options, setup.destination);
 }
 

@@ -15,7 +15,7 @@ import { RemoteScheduler } from './remote-scheduler.js';
 
 const data = workerData as IoWorkerData;
 if (data.tenantSecret !== undefined) useTenantSecret(data.tenantSecret);
-const logger = createLogger('edge', data.logLevel).child({ worker: data.index });
+const logger = createLogger('edge', data.logLevel, data.logPretty ? { pretty: true } : {}).child({ worker: data.index });
 const port = new RemoteScheduler(data.toMain, data.fromMain);
 const runWire = new RunWireEncoder();
 // A turn's run reports go as numbers plus new strings (contract/run-wire.ts), the numbers' buffer moved, not copied.

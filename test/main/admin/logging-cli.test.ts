@@ -10,7 +10,8 @@ import { test } from 'node:test';
 import { stringify as toYaml } from 'yaml';
 import { createLogger } from '../../../src/shared/logger.js';
 import { hasOpenssl, makeTestPki } from '../../helpers/certs.js';
-import { NODE_TOKEN, opsConfigObject } from './ops-stack.js';
+import type { NodeAgent } from '../../../src/agent/agent.js';
+import { agentWith, NODE_TOKEN, opsConfigObject } from './ops-stack.js';
 
 const CLI = fileURLToPath(new URL('../../../src/edge/cli.js', import.meta.url));
 
@@ -123,6 +124,53 @@ test('--pretty prints human-readable lines instead of JSON', async () => {
     child.kill('SIGTERM');
     assert.equal(await exited, 0);
   } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('--pretty with I/O workers: the lines the workers log (node connected) are human-readable too', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-cli-'));
+  const file = join(dir, 'edge.yaml');
+  const raw = opsConfigObject();
+  raw.workers = { count: 2 };
+  await writeFile(file, toYaml(raw));
+  const child = spawn(process.execPath, [CLI, '--config', file, '--pretty'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LOG_LEVEL: 'info' } });
+  let agent: NodeAgent | undefined;
+  try {
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    const seen = (needle: RegExp): Promise<void> =>
+      new Promise<void>((resolve, reject) => {
+        const check = (): boolean => {
+          if (!needle.test(out)) return false;
+          clearTimeout(timer);
+          child.stdout.off('data', onData);
+          resolve();
+          return true;
+        };
+        const onData = (chunk: string): void => {
+          out += chunk;
+          check();
+        };
+        const timer = setTimeout(() => reject(new Error(`no ${needle}: ${out}`)), 15_000);
+        if (!check()) child.stdout.on('data', onData);
+      });
+    await seen(/edge listening[\s\S]*grpcPort: \d+/);
+    const grpcPort = Number(/grpcPort: (\d+)/.exec(out)?.[1]);
+    agent = agentWith(grpcPort, 'http://127.0.0.1:9');
+    agent.start();
+    await seen(/\): node connected/);
+    assert.match(out, /INFO.*\(edge\): node connected\n\s+worker: \d/);
+    const json = out.split('\n').filter((line) => line.trimStart().startsWith('{'));
+    assert.deepEqual(json, [], 'no JSON line among the pretty ones');
+    await agent.stop();
+    agent = undefined;
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+  } finally {
+    await agent?.stop();
     if (child.exitCode === null) child.kill('SIGKILL');
     await rm(dir, { recursive: true, force: true });
   }
