@@ -58,11 +58,19 @@ async function main(): Promise<number> {
     console.log(VERSION);
     return 0;
   }
-  if (positionals[0] === 'hash-key') return (await import('./hash-key.js')).runHashKey(positionals[1]);
+  if (positionals[0] === 'hash-key') {
+    // A key with a space passed unquoted would otherwise be hashed as its first word alone.
+    if (positionals.length > 2) {
+      console.error(`edge hash-key: one KEY (got ${positionals.length - 1} arguments; quote a key with spaces, or pass it on stdin)`);
+      return 2;
+    }
+    return (await import('./hash-key.js')).runHashKey(positionals[1]);
+  }
   if (positionals[0] === 'check-config') {
     const file = positionals[1] ?? values.config;
-    if (!file) {
-      console.error(HELP);
+    // Which file was checked must never be a guess: one FILE, given once.
+    if (!file || positionals.length > 2 || (positionals[1] !== undefined && values.config !== undefined)) {
+      console.error(`edge check-config: one FILE\n\n${HELP}`);
       return 2;
     }
     const config = await loadEdgeConfig(file);

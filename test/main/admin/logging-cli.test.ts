@@ -56,6 +56,14 @@ test('edge --help, --version and check-config answer with the right exit codes',
     const quiet = run(['check-config', strong]);
     assert.equal(quiet.status, 0, quiet.stderr);
     assert.equal(quiet.stderr, '');
+    // Extra words are refused, not ignored: which file was checked, and which key was hashed, is never a guess.
+    for (const args of [['check-config', good, strong], ['check-config', good, '--config', strong], ['hash-key', 'two', 'words']]) {
+      const extra = run(args);
+      assert.equal(extra.status, 2, `${args.join(' ')}: ${extra.stdout}`);
+      assert.match(extra.stderr, /^edge (check-config: one FILE|hash-key: one KEY)/);
+      assert.equal(extra.stdout, '');
+    }
+    assert.equal(run(['hash-key', 'two words']).status, 0);
     const bad = join(dir, 'bad.yaml');
     await writeFile(bad, toYaml({ ...opsConfigObject(), admin: { host: '0.0.0.0' } }));
     const invalid = run(['check-config', bad]);
