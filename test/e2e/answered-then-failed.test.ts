@@ -15,7 +15,7 @@ import { ClientFactory, type Client } from '@a2a-js/sdk/client';
 import type { Task } from '@a2a-js/sdk';
 import { ALIAS, inFlight, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 import { stackWithFakeNode } from '../helpers/fake-node-stack.js';
-import type { FakeNode } from '../workers/grpc/fake-node.js';
+import { JSON_HEADERS, type FakeNode } from '../workers/grpc/fake-node.js';
 
 const COMPLETED = 3;
 const FAILED = 4;
@@ -112,6 +112,31 @@ describe('a stream that ended its answer, then failed before END', () => {
     const response = await stream.finalResponse();
     assert.equal(response.status, 'completed');
     assert.equal(response.output_text, text);
+    await settled();
+  });
+
+  test('Responses: a resumed stream (GET /v1/responses/{id}?stream=true) that fails ends with response.failed naming that response', async () => {
+    const client = new OpenAI({ baseURL: `${stack.edge.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const opened = { id: 'resp_resumed', object: 'response', created_at: 1, status: 'in_progress', output: [], model: 'm' };
+    const created = client.responses.create({ model: ALIAS, input: 'hi', background: true });
+    let t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0, JSON_HEADERS);
+    node.data(t.tunnelId, 1, JSON.stringify({ ...opened, status: 'queued' }));
+    node.end(t.tunnelId, 2);
+    assert.equal((await created).id, opened.id);
+    await settled();
+    // The client picks the background response's stream up again: the edge read no response.created for it.
+    const resumed = client.responses.retrieve(opened.id, { stream: true });
+    t = await node.nextTunnel();
+    assert.equal(t.path, `/v1/responses/${opened.id}?stream=true`);
+    node.headers(t.tunnelId, 0);
+    node.data(t.tunnelId, 1, `event: response.created\ndata: ${JSON.stringify({ type: 'response.created', sequence_number: 0, response: opened })}\n\n`);
+    node.error(t.tunnelId, 2, 'upstream_reset', 'provider closed the connection');
+    const events: { type: string; response?: { id?: string | null; status?: string } }[] = [];
+    for await (const event of await resumed) events.push(event as (typeof events)[number]);
+    assert.deepEqual(events.map((e) => e.type), ['response.created', 'error', 'response.failed']);
+    assert.equal(events[2].response?.status, 'failed');
+    assert.equal(events[2].response?.id, opened.id, 'the failure names the response it resumed');
     await settled();
   });
 

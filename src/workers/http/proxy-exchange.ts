@@ -8,8 +8,8 @@ import type { Socket } from 'node:net';
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
 import { Api } from '../../shared/endpoints.js';
-import { MESSAGES, RESPONSES, type ApiRoute } from './api-routes.js';
-import { responseIdFromHead } from './response-affinity.js';
+import { MESSAGES, RESPONSE_BY_ID, RESPONSES, type ApiRoute } from './api-routes.js';
+import { isResponseId, responseIdFromHead } from './response-affinity.js';
 import type { Grant, ReleaseReason } from '../../contract/scheduler.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
@@ -153,7 +153,7 @@ export class ProxyExchange implements TunnelConsumer {
   #heldErrorEncoding: string | undefined;
   /** The last event relayed ends the API's answer (route.endsAnswer): a failure after it adds no error. */
   #answered = false;
-  /** The stored response's id (Responses API), once read from the body's head. */
+  /** The stored response's id (Responses API), once read from the body's head, or named by the path (GET /v1/responses/{id}). */
   responseId: string | undefined;
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
   requestTag = '';
@@ -186,7 +186,10 @@ export class ProxyExchange implements TunnelConsumer {
     readonly route: ApiRoute,
     /** The provider this request must go to (it holds the state the request names); undefined = any. */
     readonly pinnedProviderId: string | undefined = undefined,
-  ) {}
+  ) {
+    // A resumed stream (?stream=true) has no body head of ours to read: its in-band failure names the response it resumed.
+    if (route === RESPONSES && request.method === 'GET') this.responseId = storedResponseIdOf(path);
+  }
 
   /** Told each time a provider takes the request (its tunnel sent): an A2A task is working from then, not from the first output. */
   dispatchWatcher: DispatchWatcher | undefined = undefined;
@@ -960,6 +963,13 @@ function declaredLength(value: string, status: number, method: string | undefine
 }
 
 const SEQUENCE_KEY = Buffer.from('"sequence_number":', 'latin1');
+
+/** The id in a stored response's own path (`/v1/responses/{id}`, any query aside). */
+function storedResponseIdOf(path: string): string | undefined {
+  const query = path.indexOf('?');
+  const id = RESPONSE_BY_ID.exec(query < 0 ? path : path.slice(0, query))?.[1];
+  return id !== undefined && isResponseId(id) ? id : undefined;
+}
 
 /** The value of the last `"sequence_number":` in `bytes`, or -1. */
 function sequenceIn(bytes: Uint8Array): number {
