@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { Client, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
@@ -315,6 +316,28 @@ describe('A2A: model agent', () => {
     assert.equal(refused.error?.code, -32009, JSON.stringify(refused));
     assert.match(refused.error?.message ?? '', /'2\.0' is not supported\. Supported versions: 1\.0, 0\.3/);
     for (const version of ['1.0', '0.3', undefined]) assert.equal((await send(version)).error?.code, -32001, `version ${String(version)}: served (task not found)`);
+  });
+
+  test('a compressed or non-JSON body is a 415 in JSON-RPC form, as on every other route: never parsed, never run', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 11, method: 'SendMessage', params: { message: { messageId: 'z1', role: 'ROLE_USER', parts: [{ text: 'packed' }] } } });
+    const runsBefore = stack.edge.runs.list({}).length;
+    const providerBefore = stack.mock.stats.requests;
+    for (const [headers, payload, named] of [
+      [{ 'content-type': 'application/json', 'content-encoding': 'gzip' }, gzipSync(body), /content-encoding "gzip"/],
+      // Labelled compressed but plain: still refused, as the OpenAI routes refuse it (RFC 7694), not guessed at.
+      [{ 'content-type': 'application/json', 'content-encoding': 'br' }, Buffer.from(body), /content-encoding "br"/],
+      [{ 'content-type': 'text/plain' }, Buffer.from(body), /content-type "text\/plain"/],
+    ] as const) {
+      const res = await fetch(`${stack.edge.url}/a2a/writer`, { method: 'POST', headers, body: payload });
+      assert.equal(res.status, 415, JSON.stringify(headers));
+      const json = (await res.json()) as { jsonrpc: string; id: unknown; error?: { code: number; message: string } };
+      assert.equal(json.jsonrpc, '2.0');
+      assert.equal(json.error?.code, -32600);
+      assert.match(json.error?.message ?? '', named);
+      assert.match(json.error?.message ?? '', /unsupported_media_type/);
+    }
+    assert.equal(stack.edge.runs.list({}).length, runsBefore, 'no run started');
+    assert.equal(stack.mock.stats.requests, providerBefore, 'nothing reached the provider');
   });
 
   test('a non-text part is content-type-not-supported (-32005)', async () => {
