@@ -304,6 +304,20 @@ describe('A2A: model agent', () => {
     assert.equal(asTask(await client.sendMessage(request('still here'))).status?.state, COMPLETED);
   });
 
+  test('a body with ill-formed UTF-8 is a parse error (-32700), not a prompt whose bytes became U+FFFD', async () => {
+    const text = JSON.stringify({ jsonrpc: '2.0', id: 12, method: 'SendMessage', params: { message: { messageId: 'u1', role: 'ROLE_USER', parts: [{ text: 'AB' }] } } });
+    const at = text.indexOf('AB') + 1;
+    const body = Buffer.concat([Buffer.from(text.slice(0, at)), Buffer.from([0xff]), Buffer.from(text.slice(at))]);
+    const runsBefore = stack.edge.runs.list({}).length;
+    const providerBefore = stack.mock.stats.requests;
+    const res = await fetch(`${stack.edge.url}/a2a/writer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const json = (await res.json()) as { id: unknown; error?: { code: number; message: string } };
+    assert.equal(json.error?.code, -32700, JSON.stringify(json));
+    assert.match(json.error?.message ?? '', new RegExp(`ill-formed UTF-8 at byte ${at}`));
+    assert.equal(stack.edge.runs.list({}).length, runsBefore, 'no run started');
+    assert.equal(stack.mock.stats.requests, providerBefore, 'nothing reached the provider');
+  });
+
   test('an A2A-Version this edge does not speak is refused (-32009, VERSION_NOT_SUPPORTED); 1.0, 0.3 and none are served', async () => {
     const send = async (version: string | undefined): Promise<{ error?: { code: number; message: string }; result?: unknown }> => {
       const headers: Record<string, string> = { 'content-type': 'application/json' };

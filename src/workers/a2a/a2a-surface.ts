@@ -19,6 +19,7 @@ import { agentCard, AGENT_PREFIX, CARD_PATH, edgeCard } from './agent-card.js';
 import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
 import { ContextHistory, type HistoryLimits } from './context-history.js';
 import { TaskStore } from './task-store.js';
+import { firstInvalidUtf8 } from '../body/utf8.js';
 
 type ServerSdk = typeof import('@a2a-js/sdk/server');
 type LegacySdk = typeof import('@a2a-js/sdk/compat/v0_3/server');
@@ -38,6 +39,18 @@ const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
 
 function rpcError(id: unknown, code: number, message: string): string {
   return JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
+}
+
+/**
+ * The body as JSON. JSON is UTF-8 (RFC 8259): decoded, ill-formed bytes would
+ * become U+FFFD and the prompt reach the model altered, so they are a parse
+ * error here, as the /v1/ routes refuse them.
+ */
+function parseUtf8Json(body: unknown): unknown {
+  if (!Buffer.isBuffer(body)) return JSON.parse('');
+  const badByte = firstInvalidUtf8(body);
+  if (badByte >= 0) throw new SyntaxError(`ill-formed UTF-8 at byte ${badByte}`);
+  return JSON.parse(body.toString('utf8'));
 }
 
 /**
@@ -187,7 +200,7 @@ export class A2ASurface {
     const body = request.body;
     let parsed: unknown;
     try {
-      parsed = JSON.parse(Buffer.isBuffer(body) ? body.toString('utf8') : '');
+      parsed = parseUtf8Json(body);
     } catch (err) {
       reply.headers(JSON_HEADERS).send(rpcError(null, -32700, `the body is not JSON: ${(err as Error).message}`));
       return;
