@@ -11,6 +11,7 @@ import { readNodeFlags } from '../shared/node-flags.js';
 import { bareHost, dialPort } from '../shared/url-host.js';
 import { baseUrlProblems } from '../shared/base-url.js';
 import { MAX_WORKERS } from '../contract/scheduler-port.js';
+import { STORED_RESPONSE_ENTRIES } from '../contract/io-protocol.js';
 import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { readA2A } from './a2a-config.js';
 import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/index.js';
@@ -21,6 +22,8 @@ import type { AdminConfig, BootstrapConfig, EdgeConfig, ListenConfig, ModelConfi
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
 const MAX_PORT = 65535;
 const DAY_MS = 86_400_000;
+// Each remembered id costs a few hundred bytes in every I/O worker and in the pool.
+const MAX_STORED_RESPONSES = 10_000_000;
 export const DEFAULT_ADMIN_PORT = 9090;
 import { DEFAULT_DRAIN_GRACE_MS } from '../shared/config-types.js';
 
@@ -236,7 +239,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const listen = r.object('listen', root.listen, true) ?? {};
   r.noUnknownKeys('listen', listen, ['http', 'grpc']);
   const limits = r.object('limits', root.limits, true) ?? {};
-  r.noUnknownKeys('limits', limits, ['body_bytes', 'tunnel_timeout_ms', 'tunnel_window_bytes', ...HARDENING_LIMIT_KEYS]);
+  r.noUnknownKeys('limits', limits, ['body_bytes', 'tunnel_timeout_ms', 'tunnel_window_bytes', 'stored_responses', ...HARDENING_LIMIT_KEYS]);
   const heartbeat = r.object('heartbeat', root.heartbeat, true) ?? {};
   r.noUnknownKeys('heartbeat', heartbeat, ['interval_ms', 'timeout_ms']);
   const scheduler = r.object('scheduler', root.scheduler, true) ?? {};
@@ -288,6 +291,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
       bodyBytes: r.integer('limits.body_bytes', limits.body_bytes, 1024, MAX_REQUEST_BODY_BYTES, 8 * 1024 * 1024),
       tunnelTimeoutMs: r.integer('limits.tunnel_timeout_ms', limits.tunnel_timeout_ms, 1, DAY_MS, 600_000),
       tunnelWindowBytes: r.integer('limits.tunnel_window_bytes', limits.tunnel_window_bytes, 0, 1 << 30, 256 * 1024),
+      storedResponses: r.integer('limits.stored_responses', limits.stored_responses, 1, MAX_STORED_RESPONSES, STORED_RESPONSE_ENTRIES),
       ...readLimitsHardening(r, limits),
     },
     heartbeat: { intervalMs: heartbeatIntervalMs, timeoutMs: heartbeatTimeoutMs },

@@ -238,7 +238,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
     this.#responses.delete(responseId);
     if (stored === null) return;
     this.#responses.set(responseId, [stored, Date.now() + STORED_RESPONSE_TTL_MS]);
-    if (this.#responses.size > STORED_RESPONSE_ENTRIES) {
+    // Restart-only (refresh/mutability.ts): the bound the workers were started with.
+    if (this.#responses.size > (this.#config?.limits.storedResponses ?? STORED_RESPONSE_ENTRIES)) {
       const oldest = this.#responses.keys().next();
       if (!oldest.done) this.#responses.delete(oldest.value);
     }

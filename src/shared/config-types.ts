@@ -88,6 +88,8 @@ export interface EdgeConfig {
     readonly tunnelTimeoutMs: number;
     /** Per-tunnel flow-control window: response bytes a node may send ahead of the client; 0 = unlimited. */
     readonly tunnelWindowBytes: number;
+    /** Stored Responses-API ids remembered (id -> provider, LRU); undefined in a hand-built config = the default. */
+    readonly storedResponses?: number;
   } & Partial<LimitsHardening>;
   readonly heartbeat: {
     readonly intervalMs: number;

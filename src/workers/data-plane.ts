@@ -169,6 +169,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#publishNow = noQueueProviders(config);
     this.#adapters = adaptersOf(config);
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
+    this.responses = new ResponseAffinity(config.limits.storedResponses);
     this.#workerIndex = placement.workerIndex;
     this.#peers = placement.peers;
     this.#idBase = placement.workerIndex < 0 ? 0 : placement.workerIndex;
@@ -214,8 +215,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     return this.#aliases.has(alias);
   }
 
-  /** Which provider made each stored Response (Responses API state lives there). */
-  readonly responses = new ResponseAffinity();
+  /** Which provider made each stored Response (Responses API state lives there); sized at start (limits.stored_responses). */
+  readonly responses: ResponseAffinity;
   /** With I/O workers: tells the other workers what this one learnt (set by the worker). */
   onAffinity: ((responseId: string, stored: StoredResponse | null) => void) | undefined;
 

@@ -44,6 +44,7 @@ test('a config that sets nothing gets the defaults README.md and docs/hardening.
       grpc: [config.grpc.host, config.grpc.port],
       bodyBytes: config.limits.bodyBytes,
       tunnelTimeoutMs: config.limits.tunnelTimeoutMs,
+      storedResponses: config.limits.storedResponses,
       heartbeat: [config.heartbeat.intervalMs, config.heartbeat.timeoutMs],
       longContextThresholdTokens: config.scheduler.longContextThresholdTokens,
       admin: [config.admin?.host, config.admin?.port, config.admin?.token],
@@ -57,6 +58,7 @@ test('a config that sets nothing gets the defaults README.md and docs/hardening.
       grpc: ['127.0.0.1', 50051],
       bodyBytes: 8 * MiB, // README: 8388608; hardening.md: 8 MiB
       tunnelTimeoutMs: 600_000,
+      storedResponses: 100_000, // README: 100000
       heartbeat: [5_000, 15_000],
       longContextThresholdTokens: 32_768,
       admin: ['127.0.0.1', 9090, undefined],

@@ -445,3 +445,24 @@ test('the same scan notes the routes\' required top-level fields and their shape
   assert.equal(fields('{"model":"x","conversation":{"id":"c"}}'), m.FIELD_CONVERSATION);
   assert.equal(fields('{"model":"x","c\\u006fnversation":"c","conversation":null}'), m.FIELD_CONVERSATION, 'escaped key; null adds nothing');
 });
+
+test('a top-level "store": false is noted (the response is not one to remember), whatever its spelling; nothing else is', async () => {
+  const m = await import('../../src/workers/http/inspect.js');
+  const notStored = (body: string): boolean => {
+    const info = m.inspectBody(Buffer.from(body));
+    assert.ok(info.ok, body);
+    return (info.fields & m.FIELD_NOT_STORED) !== 0;
+  };
+  assert.equal(notStored('{"model":"x","input":"i","store":false}'), true);
+  assert.equal(notStored('{ "store" :\n\tfalse , "model":"x"}'), true, 'whitespace around it');
+  assert.equal(notStored('{"model":"x","st\\u006fre":false}'), true, 'an escaped key is the same key');
+  assert.equal(notStored('{"model":"x","store":false,"store":false}'), true);
+  assert.equal(notStored('{"model":"x"}'), false, 'absent: stored (the API\'s default)');
+  for (const value of ['true', 'null', '"false"', '0', '[]', '{}']) assert.equal(notStored(`{"model":"x","store":${value}}`), false, value);
+  assert.equal(notStored('{"model":"x","text":{"store":false},"input":[{"store":false}]}'), false, 'only the top level counts');
+  assert.equal(notStored('{"model":"x","input":"\\"store\\":false"}'), false, 'inside a string');
+  assert.equal(notStored('{"model":"x","stores":false,"stor":false}'), false);
+  // Repeated, parsers disagree on which counts: stored unless every one says false.
+  assert.equal(notStored('{"model":"x","store":true,"store":false}'), false);
+  assert.equal(notStored('{"model":"x","store":false,"store":true}'), false);
+});

@@ -30,6 +30,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^limits\.max_header_bytes$/, mutable: false, effect: 'the HTTP header limit is an option of the bound client listener' },
   { pattern: /^limits\.request_timeout_ms$/, mutable: false, effect: 'the request timeout is an option of the bound client listener' },
   { pattern: /^limits\.max_frame_bytes$/, mutable: false, effect: 'the gRPC message limit is an option of the bound node listener' },
+  { pattern: /^limits\.stored_responses$/, mutable: false, effect: 'every I/O worker and the worker pool size their memory of stored responses at start' },
   { pattern: /^limits\.tunnel_window_bytes$/, mutable: true, effect: 'requests dispatched from now on' },
   { pattern: /^limits\.max_json_depth$/, mutable: true, effect: 'requests received from now on' },
   { pattern: /^limits\.offload_bytes$/, mutable: true, effect: 'requests received from now on' },

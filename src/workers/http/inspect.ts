@@ -55,6 +55,8 @@ export const FIELD_PREVIOUS_RESPONSE_ID_STRING = 128;
 export const FIELD_SESSION = 256;
 /** A top-level `conversation` (Responses: the context comes from a stored conversation). */
 export const FIELD_CONVERSATION = 512;
+/** Top-level `store` is `false` (every one of them, were it repeated): a Response the provider keeps no state for. */
+export const FIELD_NOT_STORED = 1024;
 
 export interface InspectError {
   readonly ok: false;
@@ -90,6 +92,12 @@ const MEMBER_MAX_TOKENS = 6;
 const MEMBER_PREVIOUS_RESPONSE_ID = 7;
 const MEMBER_SESSION = 8; // `session_id` or `metadata`
 const MEMBER_CONVERSATION = 9;
+const MEMBER_STORE = 10;
+
+// What the top-level `store` members said: none, all `false`, or something else.
+const STORE_UNSEEN = 0;
+const STORE_FALSE = 1;
+const STORE_OTHER = 2;
 
 // String scanning tiers (see scanString): bytes probed one by one, then
 // bytes checked word-wise for '"', '\' and controls, then native search.
@@ -158,6 +166,7 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
   let previousStart = -1;
   let previousEnd = -1;
   let previousEscaped = false;
+  let store = STORE_UNSEEN;
 
   for (;;) {
     let c = 0;
@@ -230,6 +239,7 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
       if (depth === 1 && member !== MEMBER_OTHER) {
         if (member === MEMBER_MODEL) modelNotStringAt = valueStart;
         else if (member === MEMBER_STREAM) stream = false;
+        else if (member === MEMBER_STORE) store = STORE_OTHER;
         else fields |= fieldBits(member, c, false);
       }
       member = MEMBER_OTHER;
@@ -267,6 +277,9 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
         } else modelNotStringAt = valueStart;
       } else if (member === MEMBER_STREAM) {
         stream = c === 0x74;
+      } else if (member === MEMBER_STORE) {
+        // Repeated, parsers disagree on which one counts: not stored only when none says otherwise.
+        store = c === 0x66 && store !== STORE_OTHER ? STORE_FALSE : STORE_OTHER;
       } else {
         if (member === MEMBER_PREVIOUS_RESPONSE_ID && c === 0x22) {
           previousStart = valueStart;
@@ -294,6 +307,7 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
   if (modelNotStringAt >= 0) return error('model_not_string', modelNotStringAt, `"model" must be a string (byte ${modelNotStringAt})`);
   if (modelEnd - modelStart === 2) return error('empty_model', modelStart, `"model" must not be empty (byte ${modelStart})`);
   const model = modelEscaped ? decodeJsonString(buf, modelStart + 1, modelEnd - 1) : buf.toString('utf8', modelStart + 1, modelEnd - 1);
+  if (store === STORE_FALSE) fields |= FIELD_NOT_STORED;
   if (previousStart < 0) return { ok: true, model, modelStart, modelEnd, stream, fields };
   const previousResponseId = previousEscaped ? decodeJsonString(buf, previousStart + 1, previousEnd - 1) : buf.toString('utf8', previousStart + 1, previousEnd - 1);
   return { ok: true, model, modelStart, modelEnd, stream, fields, previousResponseId };
@@ -414,7 +428,7 @@ function classifyKey(buf: Buffer, start: number, end: number, escaped: boolean):
   if (!escaped) {
     // By length first: most keys are none of these and cost one compare.
     switch (end - start) {
-      case 5: return bytesEqualAscii(buf, start, end, 'model') ? MEMBER_MODEL : bytesEqualAscii(buf, start, end, 'input') ? MEMBER_INPUT : MEMBER_OTHER;
+      case 5: return bytesEqualAscii(buf, start, end, 'model') ? MEMBER_MODEL : bytesEqualAscii(buf, start, end, 'input') ? MEMBER_INPUT : bytesEqualAscii(buf, start, end, 'store') ? MEMBER_STORE : MEMBER_OTHER;
       case 6: return bytesEqualAscii(buf, start, end, 'stream') ? MEMBER_STREAM : bytesEqualAscii(buf, start, end, 'prompt') ? MEMBER_PROMPT : MEMBER_OTHER;
       case 8: return bytesEqualAscii(buf, start, end, 'messages') ? MEMBER_MESSAGES : bytesEqualAscii(buf, start, end, 'metadata') ? MEMBER_SESSION : MEMBER_OTHER;
       case 10: return bytesEqualAscii(buf, start, end, 'max_tokens') ? MEMBER_MAX_TOKENS : bytesEqualAscii(buf, start, end, 'session_id') ? MEMBER_SESSION : MEMBER_OTHER;
@@ -438,6 +452,7 @@ const MEMBER_OF_KEY: ReadonlyMap<string, number> = new Map([
   ['session_id', MEMBER_SESSION],
   ['metadata', MEMBER_SESSION],
   ['conversation', MEMBER_CONVERSATION],
+  ['store', MEMBER_STORE],
 ]);
 
 /** FIELD_* bits for a tracked member whose value starts with byte `c`. */

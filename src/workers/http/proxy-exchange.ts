@@ -20,7 +20,7 @@ import { contentEncodingOf, decodedErrorBody, PROVIDER_ERROR_BYTES, providerErro
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
 import { queueDoneComment, queuePositionComment } from './queue-updates.js';
-import type { InspectOk } from './inspect.js';
+import { FIELD_NOT_STORED, type InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
 import { formatMs3, nodeHopMs, overheadAtHeadersMs } from '../observe/exchange-observer.js';
 import { LeanResponse } from './lean-http1.js';
@@ -366,7 +366,9 @@ export class ProxyExchange implements TunnelConsumer {
         this.responseId = id;
         this.#capturing = false;
         this.#head = undefined;
-        this.plane.rememberResponse(this, id);
+        // `store: false` (as Codex-style clients send): the provider keeps nothing to continue, so the id
+        // would only take a slot a stored response needs. Still read: an in-band failure names it.
+        if ((this.info.fields & FIELD_NOT_STORED) === 0) this.plane.rememberResponse(this, id);
         return;
       }
     }
