@@ -18,8 +18,8 @@ import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
 import { DRAIN_FLAG, type PlaneInspection } from '../contract/io-protocol.js';
 import type { InspectOk } from './http/inspect.js';
-import { RESPONSE_BY_ID, type ApiRoute } from './http/api-routes.js';
-import { ResponseAffinity, type StoredResponse } from './http/response-affinity.js';
+import type { ApiRoute } from './http/api-routes.js';
+import { ResponseAffinity, storedResponseIdOf, type StoredResponse } from './http/response-affinity.js';
 import { rewriteModel } from './http/inspect.js';
 import { connectionNominated, isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
@@ -607,10 +607,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
    */
   answerRelayed(exchange: ProxyExchange): void {
     if (exchange.request.method !== 'DELETE' || exchange.status < 200 || exchange.status >= 300) return;
-    const match = RESPONSE_BY_ID.exec(exchange.path.split('?')[0]);
-    if (match !== null) {
-      this.responses.forget(match[1]);
-      this.onAffinity?.(match[1], null);
+    // Decoded: the lookup that sent it here read the id decoded, and so did the provider that deleted it.
+    const id = storedResponseIdOf(exchange.path);
+    if (id !== undefined) {
+      this.responses.forget(id);
+      this.onAffinity?.(id, null);
     }
   }
 

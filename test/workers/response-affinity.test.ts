@@ -3,7 +3,7 @@
 // expiring, and fed only from ids read at the head of a relayed response.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ResponseAffinity, responseIdFromHead } from '../../src/workers/http/response-affinity.js';
+import { ResponseAffinity, responseIdFromHead, storedResponseIdOf } from '../../src/workers/http/response-affinity.js';
 
 const AT = (providerId: string) => ({ alias: 'm', providerId, nodeId: 'n', owner: undefined });
 
@@ -43,4 +43,13 @@ test('the id is read from the head of a JSON response and of a response.created 
   const event = 'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":{"id":"resp_xyz","object":"response"';
   assert.equal(responseIdFromHead(Buffer.from(event)), 'resp_xyz');
   assert.equal(responseIdFromHead(Buffer.from('event: response.created\ndata: {"type":"resp')), undefined, 'not yet arrived');
+});
+
+test('the id in a stored response\'s path is read percent-decoded, as the router and the provider read it', () => {
+  assert.equal(storedResponseIdOf('/v1/responses/resp_1'), 'resp_1');
+  assert.equal(storedResponseIdOf('/v1/responses/%72esp_1?stream=true'), 'resp_1');
+  assert.equal(storedResponseIdOf('/v1/responses/resp%5F1'), 'resp_1');
+  assert.equal(storedResponseIdOf('/v1/responses/resp%2F1'), undefined, 'a slash is no part of an id');
+  assert.equal(storedResponseIdOf('/v1/responses/resp%E0%A4%A'), undefined, 'malformed encoding');
+  assert.equal(storedResponseIdOf('/v1/responses/resp_1/cancel'), undefined);
 });

@@ -8,8 +8,8 @@ import type { Socket } from 'node:net';
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
 import { Api } from '../../shared/endpoints.js';
-import { MESSAGES, RESPONSE_BY_ID, RESPONSES, type ApiRoute } from './api-routes.js';
-import { isResponseId, responseIdFromHead } from './response-affinity.js';
+import { MESSAGES, RESPONSES, type ApiRoute } from './api-routes.js';
+import { responseIdFromHead, storedResponseIdOf } from './response-affinity.js';
 import type { Grant, ReleaseReason } from '../../contract/scheduler.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
@@ -965,13 +965,6 @@ function declaredLength(value: string, status: number, method: string | undefine
 }
 
 const SEQUENCE_KEY = Buffer.from('"sequence_number":', 'latin1');
-
-/** The id in a stored response's own path (`/v1/responses/{id}`, any query aside). */
-function storedResponseIdOf(path: string): string | undefined {
-  const query = path.indexOf('?');
-  const id = RESPONSE_BY_ID.exec(query < 0 ? path : path.slice(0, query))?.[1];
-  return id !== undefined && isResponseId(id) ? id : undefined;
-}
 
 /** The value of the last `"sequence_number":` in `bytes`, or -1. */
 function sequenceIn(bytes: Uint8Array): number {

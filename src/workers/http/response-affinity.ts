@@ -10,6 +10,7 @@
 // first event) may be answered 404, never misrouted.
 
 import { STORED_RESPONSE_ENTRIES, STORED_RESPONSE_TTL_MS, type StoredResponse } from '../../contract/io-protocol.js';
+import { RESPONSE_BY_ID } from './api-routes.js';
 
 export type { StoredResponse };
 
@@ -25,6 +26,24 @@ const RESPONSE_ID = /^[A-Za-z0-9_\-.:]{1,256}$/;
 
 export function isResponseId(id: string): boolean {
   return RESPONSE_ID.test(id);
+}
+
+/**
+ * The id in a stored response's own path (`/v1/responses/{id}`, any query
+ * aside), percent-decoded as the router decodes it for the lookup and as the
+ * provider reads it: `%72esp_1` is `resp_1` to both.
+ */
+export function storedResponseIdOf(path: string): string | undefined {
+  const query = path.indexOf('?');
+  let id = RESPONSE_BY_ID.exec(query < 0 ? path : path.slice(0, query))?.[1];
+  if (id !== undefined && id.includes('%')) {
+    try {
+      id = decodeURIComponent(id);
+    } catch {
+      return undefined;
+    }
+  }
+  return id !== undefined && isResponseId(id) ? id : undefined;
 }
 
 export class ResponseAffinity {
