@@ -53,15 +53,17 @@ export function readLimitsHardening(r: ConfigReader, limits: Record<string, unkn
 
 /** `auth: { api_keys: [{ name, key_sha256, models?, max_concurrent? }] }`. */
 export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<string>): AuthConfig {
-  const obj = r.object('auth', raw, true);
+  if (raw === undefined) return NO_AUTH;
+  const obj = authMapping(r, 'auth', raw);
   if (obj === undefined) return NO_AUTH;
   r.noUnknownKeys('auth', obj, ['api_keys']);
   const apiKeys: ApiKeyConfig[] = [];
   const names = new Set<string>();
   const digests = new Set<string>();
-  for (const [i, item] of r.list('auth.api_keys', obj.api_keys, true).entries()) {
+  if (obj.api_keys !== undefined && !Array.isArray(obj.api_keys)) r.problems.push(`auth.api_keys: expected a list, found ${authValueKind(obj.api_keys)}`);
+  for (const [i, item] of (Array.isArray(obj.api_keys) ? obj.api_keys : []).entries()) {
     const path = `auth.api_keys[${i}]`;
-    const key = r.object(path, item);
+    const key = authMapping(r, path, item);
     if (key === undefined) continue;
     r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent', 'priority', 'weight', 'fairness_header']);
     const name = r.string(`${path}.name`, key.name);
@@ -95,6 +97,23 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
     });
   }
   return { apiKeys };
+}
+
+/**
+ * What was found under `auth` where a mapping or list belongs, never the value itself: a key pasted there
+ * (`api_keys: [sk-…]`, `api_keys: sk-…`) is a secret, and problems reach logs and the admin API.
+ */
+function authValueKind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'a mapping';
+  return `a ${typeof value} (value not shown: it may be a key; list entries as { name, key_sha256 }, \`edge hash-key\` prints the digest)`;
+}
+
+function authMapping(r: ConfigReader, path: string, value: unknown): Record<string, unknown> | undefined {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+  r.problems.push(`${path}: expected a mapping, found ${authValueKind(value)}`);
+  return undefined;
 }
 
 /** A key's fair-queuing fields, present only when configured (so a config without them compares equal to before). */

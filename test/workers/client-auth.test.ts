@@ -106,3 +106,20 @@ test('auth config: bad digests are reported without echoing them, unknown aliase
   assert.deepEqual(ok.auth?.apiKeys, [{ name: 'a', keySha256: sha256Hex('k'), models: ['m'], maxConcurrent: 4 }]);
   assert.deepEqual(parseEdgeConfig(base, 't').auth?.apiKeys, []);
 });
+
+test('auth config: a key pasted as a list entry, as the list or as the section is reported without echoing it', () => {
+  const base = { nodes: [{ id: 'n', token: 't', providers: [{ id: 'p' }] }], models: [{ alias: 'm', providers: { p: 's' } }] };
+  const cases: [unknown, RegExp][] = [
+    [{ api_keys: ['sk-live-pasted-entry-0123'] }, /auth\.api_keys\[0\]: expected a mapping, found a string \(value not shown/],
+    [{ api_keys: [{ name: 'a', key_sha256: sha256Hex('k') }, 'sk-live-pasted-entry-0123'] }, /auth\.api_keys\[1\]: expected a mapping, found a string/],
+    [{ api_keys: 'sk-live-pasted-entry-0123' }, /auth\.api_keys: expected a list, found a string/],
+    [{ api_keys: [1234567890123] }, /auth\.api_keys\[0\]: expected a mapping, found a number \(value not shown/],
+    ['sk-live-pasted-entry-0123', /auth: expected a mapping, found a string/],
+  ];
+  for (const [auth, expected] of cases) {
+    const problems = problemsOf({ ...base, auth }).join('\n');
+    assert.match(problems, expected);
+    assert.ok(!problems.includes('sk-live') && !problems.includes('1234567890'), `the pasted value is not echoed: ${problems}`);
+  }
+  assert.match(problemsOf({ ...base, auth: null }).join('\n'), /auth: expected a mapping, found null/);
+});
