@@ -15,6 +15,8 @@ test('each provider\'s error shape gives its message', () => {
   assert.equal(read('{"object":"error","message":"This model\'s maximum context length is 4096 tokens","type":"BadRequestError","code":400}'), "This model's maximum context length is 4096 tokens", 'vLLM');
   assert.equal(read('{"detail":[{"loc":["body","messages"],"msg":"field required"}]}'), '[{"loc":["body","messages"],"msg":"field required"}]', 'FastAPI validation');
   assert.equal(read('Bad Gateway\n'), 'Bad Gateway', 'a proxy\'s plain text');
+  assert.equal(read('<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><center><h1>502 Bad Gateway</h1></center></body></html>'), '502 Bad Gateway', 'a proxy\'s HTML page: its title');
+  assert.equal(read('<!DOCTYPE html><html><body><h1>Service down</h1><p>try later</p></body></html>'), 'Service down try later', 'an HTML page without a title: its text');
   assert.equal(read(''), undefined);
   assert.equal(read('\u0000\u0001binary'), undefined);
   assert.equal(read(`{"error":"${'x'.repeat(5000)}"}`)?.length, 1001, 'clipped');

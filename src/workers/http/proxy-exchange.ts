@@ -151,6 +151,8 @@ export class ProxyExchange implements TunnelConsumer {
   #heldErrorBytes = 0;
   /** The held error body's content-encoding (a provider that compressed it though the agent asked for identity). */
   #heldErrorEncoding: string | undefined;
+  /** The error is held before any head went to the client: its answer is still a status and a body of ours. */
+  #heldBeforeHead = false;
   /** The last event relayed ends the API's answer (route.endsAnswer): a failure after it adds no error. */
   #answered = false;
   /** The stored response's id (Responses API), once read from the body's head, or named by the path (GET /v1/responses/{id}). */
@@ -237,6 +239,16 @@ export class ProxyExchange implements TunnelConsumer {
         this.#heldError = [];
         this.#notAStream = true;
       }
+      return;
+    }
+    if (status >= 400 && !isJsonHead(headers)) {
+      // An error whose body is not JSON (a proxy's HTML 502, Ollama's plain-text 404 for a route it lacks):
+      // relayed, the SDKs would find no error object in it. Held, then answered in the route's error format
+      // with the provider's status and its text as the message (#failWithHeldError).
+      this.#markHeaders(status);
+      this.#heldErrorEncoding = contentEncodingOf(headers);
+      this.#heldError = [];
+      this.#heldBeforeHead = true;
       return;
     }
     const grant = this.grant as Grant;
@@ -731,12 +743,14 @@ export class ProxyExchange implements TunnelConsumer {
       this.response.end();
       return;
     }
-    const wasStreaming = this.state === 'streaming' || this.response.headersSent;
+    const wasStreaming = (this.state === 'streaming' && !this.#heldBeforeHead) || this.response.headersSent;
     if (!wasStreaming) this.status = this.route.errors.status(spec);
     if (this.state !== 'done') this.errorMessage = message ?? spec.message;
     this.#finish(reason);
     if (!wasStreaming) {
-      this.#writeError(spec, message, 0);
+      // A held 429/503 of the provider's keeps its Retry-After.
+      const retryAfterMs = this.#heldBeforeHead ? this.#retryAfterMs : undefined;
+      this.#writeError(spec, message, retryAfterMs === undefined ? 0 : Math.ceil(retryAfterMs / 1000), retryAfterMs);
     } else if (this.#isEventStream && this.#bodyLeft < 0 && this.#events?.midEvent !== true) {
       // Mid-stream: headers are gone, so tell SSE clients in-band, in the
       // API's own events (the SDKs raise them), then end cleanly (never
@@ -914,6 +928,16 @@ function missingRetryHints(headers: readonly Header[], retryAfterMs: number | un
   if (!seconds) missing.push(['retry-after', String(Math.max(1, Math.ceil(ms / 1000)))]);
   if (!millis) missing.push(['retry-after-ms', String(Math.round(ms))]);
   return missing;
+}
+
+/** The head declares a JSON body (application/json, application/*+json). */
+function isJsonHead(headers: readonly Header[]): boolean {
+  for (let i = 0; i < headers.length; i++) {
+    if (headers[i].name.toLowerCase() !== 'content-type') continue;
+    const type = headers[i].value.toLowerCase().split(';')[0].trim();
+    return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+  }
+  return false;
 }
 
 /** The head declares an event stream (content-type text/event-stream). */

@@ -35,6 +35,8 @@ export function providerErrorMessage(body: Buffer): string | undefined {
   try {
     parsed = JSON.parse(text);
   } catch {
+    // An HTML error page (a proxy's 502): its title, else its text without the markup.
+    if (text.startsWith('<')) return htmlText(text);
     // Not JSON (or cut at the byte cap): plain text says it as well as anything.
     return /^[\x20-\x7e\s]+$/.test(text.slice(0, 200)) ? clip(text) : undefined;
   }
@@ -47,6 +49,13 @@ export function providerErrorMessage(body: Buffer): string | undefined {
   if (typeof record.detail === 'string') return clip(record.detail);
   if (record.detail !== undefined) return clip(JSON.stringify(record.detail));
   return undefined;
+}
+
+function htmlText(html: string): string | undefined {
+  const title = /<title[^>]*>([^<]*)</i.exec(html)?.[1].trim();
+  const text = title !== undefined && title !== '' ? title : html.replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, ' ').replace(/<[^>]*>?/g, ' ');
+  const plain = text.replace(/\s+/g, ' ').trim();
+  return plain === '' || !/^[\x20-\x7e]+$/.test(plain.slice(0, 200)) ? undefined : clip(plain);
 }
 
 function clip(text: string): string {
