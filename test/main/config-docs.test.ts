@@ -8,11 +8,10 @@ import { test } from 'node:test';
 import { parse as parseYaml } from 'yaml';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
-import { ConfigError } from '../../src/shared/config-reader.js';
+import { acceptedKeys, type Parse } from '../helpers/config-keys.js';
 
 const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
 
-type Parse = (raw: unknown, source: string) => unknown;
 interface Row {
   readonly keys: string[];
   readonly defaults: string;
@@ -49,23 +48,6 @@ function tableUnder(heading: string): Row[] {
   }
   assert.ok(rows.length > 0, `no table under ${heading}`);
   return rows;
-}
-
-/** Every key the parser knows, as `a.b[].c`: read from its "unknown key (known: …)" problems for a config with a stray key in each section. */
-function acceptedKeys(parse: Parse, raw: unknown, root: string): Set<string> {
-  const keys = new Set<string>();
-  try {
-    parse(raw, 'probe');
-  } catch (err) {
-    assert.ok(err instanceof ConfigError);
-    for (const problem of err.problems) {
-      const m = /^(.*)\.zz: unknown key \(known: (.*)\)$/.exec(problem);
-      if (!m) continue;
-      const base = m[1] === root ? '' : m[1].replace(/\[\d+\]/g, '[]');
-      for (const k of m[2].split(', ')) keys.add(base === '' ? k : `${base}.${k}`);
-    }
-  }
-  return keys;
 }
 
 /** A row's keys in full: `.x` names a sibling of the row's first key or of one of its parents, whichever the parser knows. */
