@@ -113,9 +113,14 @@ async function probeOnce(baseUrl: string, path: string, apiKey: string | undefin
     const response = await fetch(`${base}${path}`, {
       headers: apiKey === undefined ? {} : { authorization: `Bearer ${apiKey}` },
       signal: AbortSignal.timeout(timeoutMs),
+      // Requests are never redirected (the agent's own client follows none): a probe that followed one
+      // would call a provider behind a sign-in page healthy while every request to it failed.
+      redirect: 'manual',
     });
     await response.body?.cancel();
-    return response.ok ? undefined : `GET ${path}: HTTP ${response.status}`;
+    if (response.ok) return undefined;
+    const location = response.status >= 300 && response.status < 400 ? response.headers.get('location') : null;
+    return location === null ? `GET ${path}: HTTP ${response.status}` : `GET ${path}: HTTP ${response.status} (a redirect to ${location.slice(0, 200)}: the probe path must answer itself)`;
   } catch (err) {
     if ((err as Error).name === 'TimeoutError') return `GET ${path}: no answer within ${timeoutMs} ms`;
     return `GET ${path}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message} after ${Math.round(performance.now() - started)} ms`;

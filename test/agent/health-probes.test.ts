@@ -1,0 +1,46 @@
+// The agent's health probe judges the provider by the probe path's own answer.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { parseAgentConfig } from '../../src/agent/config.js';
+import { HealthProbes } from '../../src/agent/health-probes.js';
+import { waitUntil } from '../helpers/stack.js';
+
+let server: Server;
+let baseUrl = '';
+const hits: string[] = [];
+
+before(async () => {
+  // A provider behind a login proxy: the model list redirects to a sign-in page that answers 200.
+  server = createServer((req, res) => {
+    hits.push(req.url ?? '');
+    if (req.url === '/v1/models') res.writeHead(302, { location: '/login' }).end();
+    else res.writeHead(200, { 'content-type': 'text/html' }).end('<title>Sign in</title>');
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(() => server.close());
+
+test('a probe path that redirects (a login page in front of the provider) fails the probe: the redirect is not followed', async () => {
+  const config = parseAgentConfig(
+    {
+      edge: { address: '127.0.0.1:1' },
+      node: { id: 'n1', token: 'a-node-token-of-32-characters-xx' },
+      providers: [{ id: 'p1', type: 'openai_compat', base_url: baseUrl }],
+      health: { interval_ms: 1000, timeout_ms: 1000, unhealthy_after: 1 },
+    },
+    'test',
+  );
+  const probes = new HealthProbes(() => config, () => {});
+  probes.round();
+  // Done once it judged the answer: a failure noted, or the sign-in page fetched (the redirect followed).
+  await waitUntil(() => probes.verdicts()[0]?.detail !== '' || hits.includes('/login'), 'the probe done');
+  const [verdict] = probes.verdicts();
+  assert.equal(verdict.healthy, false);
+  assert.match(verdict.detail, /GET \/v1\/models: HTTP 302 \(a redirect to \/login: the probe path must answer itself\)/);
+  assert.deepEqual(hits, ['/v1/models'], 'the sign-in page was never fetched');
+});
