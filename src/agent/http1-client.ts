@@ -33,6 +33,7 @@ import { connect, isIP, type OnReadOpts, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
+import { MAX_RESPONSE_HEAD_BYTES } from '../shared/wire-limits.js';
 
 /** Codes this client puts on its errors; tunnel-errors.ts maps them to tunnel codes. */
 export const UPSTREAM_CLOSED = 'AGENT_UPSTREAM_CLOSED';
@@ -65,7 +66,8 @@ function staleClose(err: Error | undefined): boolean {
   const code = (err as NodeJS.ErrnoException).code;
   return code === 'ECONNRESET' || code === 'EPIPE';
 }
-const MAX_HEAD_BYTES = 64 * 1024;
+/** The edge refuses a larger head in a HEADERS frame. */
+const MAX_HEAD_BYTES = MAX_RESPONSE_HEAD_BYTES;
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Idle life of a kept-alive socket when the server gives no hint (undici's default). */
 const DEFAULT_KEEP_ALIVE_MS = 4_000;

@@ -5,3 +5,10 @@ export const MAX_EDGE_TO_NODE_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 /** Largest request body the edge may accept: a TunnelRequest's other fields fit in the rest. */
 export const MAX_REQUEST_BODY_BYTES = MAX_EDGE_TO_NODE_MESSAGE_BYTES - 1024 * 1024;
+
+/**
+ * Largest response head a node may relay in one HEADERS frame, counted as
+ * HTTP/1.1 lines (`name: value` CRLF, for each header): the agent reads no
+ * larger head from a provider, so a bigger frame is a node gone wrong.
+ */
+export const MAX_RESPONSE_HEAD_BYTES = 64 * 1024;

@@ -7,6 +7,7 @@
 // metrics exporter reads.
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { FrameKind, type Header, type TunnelFrame } from '../../gen/edge/v1/tunnel_pb.js';
+import { MAX_RESPONSE_HEAD_BYTES } from '../../shared/wire-limits.js';
 
 /** Violations one session may commit before the edge closes it. */
 export const MAX_SESSION_VIOLATIONS = 16;
@@ -37,7 +38,7 @@ export class ProtocolStats {
   supersededSessions = 0;
   /** Sessions dropped for silence (half-open TCP). */
   heartbeatTimeouts = 0;
-  /** DATA frames over limits.max_frame_bytes: the tunnel failed. */
+  /** DATA frames over limits.max_frame_bytes, or HEADERS over MAX_RESPONSE_HEAD_BYTES: the tunnel failed. */
   oversizedFrames = 0;
   /** Sessions closed because they broke the protocol too often. */
   nodesFenced = 0;
@@ -74,6 +75,10 @@ export function admitFrame(order: FrameOrder, frame: TunnelFrame, maxDataBytes: 
     case FrameKind.HEADERS:
       if (order.sawHeaders) return { stat: 'badFrameSequences', message: 'a second HEADERS frame' };
       {
+        // Bounded like the agent bounds a provider's head: a larger one would be written to the client
+        // as it is, or fail between workers, depending on where the client landed.
+        const bytes = headBytes(frame.headers);
+        if (bytes > MAX_RESPONSE_HEAD_BYTES) return { stat: 'oversizedFrames', message: `a HEADERS frame of ${bytes} header bytes (limit ${MAX_RESPONSE_HEAD_BYTES})` };
         // The client's response head is written from these: anything Node
         // would refuse to write must fail this tunnel, never the process.
         const problem = headersProblem(frame.status, frame.headers);
@@ -97,6 +102,13 @@ export function admitFrame(order: FrameOrder, frame: TunnelFrame, maxDataBytes: 
   }
   order.nextSeq++;
   return undefined;
+}
+
+/** The head's size as HTTP/1.1 lines: `name: value` CRLF per header. */
+function headBytes(headers: readonly Header[]): number {
+  let bytes = 0;
+  for (let i = 0; i < headers.length; i++) bytes += headers[i].name.length + headers[i].value.length + 4;
+  return bytes;
 }
 
 /** Why a HEADERS frame cannot become an HTTP response head, or undefined when it can. */

@@ -343,6 +343,27 @@ describe('node protocol: bad input from a node', () => {
     assert.match(status.details, /larger than max/);
   });
 
+  test('a HEADERS frame over the 64 KiB response head limit fails its tunnel only (502 node_protocol_error, counted, CANCEL), wherever the client landed', async () => {
+    const node = await connect();
+    const before = (await stats()).oversizedFrames;
+    const big = chat(stack, false);
+    const tBig = await node.nextTunnel();
+    const small = chat(stack);
+    const tSmall = await node.nextTunnel();
+    // 100 KiB: inside the transport cap, far past any head the agent reads from a provider.
+    node.headers(tBig.tunnelId, 0, [...JSON_HEADERS, { $typeName: 'edge.v1.Header', name: 'x-padding', value: 'a'.repeat(100 * 1024) }]);
+    node.data(tBig.tunnelId, 1, '{}');
+    node.end(tBig.tunnelId, 2);
+    const res = await big;
+    assert.equal(res.status, 502);
+    assert.equal(await errorCode(res), 'node_protocol_error');
+    assert.equal((await stats()).oversizedFrames, before + 1);
+    const cancel = await node.waitFor((m) => m.msg.case === 'cancel' && m.msg.value.tunnelId === tBig.tunnelId);
+    assert.match(cancel.msg.case === 'cancel' ? cancel.msg.value.reason : '', /HEADERS frame of \d+ header bytes/);
+    node.answer(tSmall.tunnelId, ['small']);
+    assert.equal(await (await small).text(), 'data: small\n\n', 'the other tunnel is untouched');
+  });
+
   test('a second Register on one stream is ignored; the session keeps working', async () => {
     const node = await connect();
     const before = (await stats()).duplicateRegisters;
