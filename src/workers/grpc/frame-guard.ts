@@ -40,6 +40,8 @@ export class ProtocolStats {
   heartbeatTimeouts = 0;
   /** DATA frames over limits.max_frame_bytes, or HEADERS over MAX_RESPONSE_HEAD_BYTES: the tunnel failed. */
   oversizedFrames = 0;
+  /** DATA past the tunnel's flow-control window (its initial credit plus the credit granted since): the tunnel failed. */
+  windowOverruns = 0;
   /** Sessions closed because they broke the protocol too often. */
   nodesFenced = 0;
   /** FrameBatch messages received (not a violation: how much batching the nodes achieve). */
@@ -59,7 +61,7 @@ export interface FrameOrder {
 }
 
 export interface FrameProblem {
-  readonly stat: 'outOfOrderFrames' | 'badFrameSequences' | 'oversizedFrames';
+  readonly stat: 'outOfOrderFrames' | 'badFrameSequences' | 'oversizedFrames' | 'windowOverruns';
   readonly message: string;
 }
 

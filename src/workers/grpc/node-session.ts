@@ -66,7 +66,15 @@ export interface SessionHost {
 class OpenTunnel {
   nextSeq = 0;
   sawHeaders = false;
-  constructor(readonly consumer: TunnelConsumer) {}
+  /** DATA bytes the node may still send: initial_credit plus the credit granted (Infinity: no window). Held here, on the
+   * node's thread, so a node that ignores its window fails the tunnel as a counted violation before its bytes pile up anywhere. */
+  credit: number;
+  constructor(
+    readonly consumer: TunnelConsumer,
+    initialCredit: number,
+  ) {
+    this.credit = initialCredit > 0 ? initialCredit : Infinity;
+  }
 }
 
 type SessionState = 'registering' | 'active' | 'closed';
@@ -168,18 +176,20 @@ export class NodeSession implements TunnelHost {
       this.#requestBatcher.add(message.msg.value);
       // A full batch is written inside add(): had that write failed, the session is closed and this request dropped with it.
       if (this.#state !== 'active') throw new Error(`node ${this.nodeId} session is ${this.#state}`);
-      this.#tunnels.set(tunnelId, new OpenTunnel(consumer));
+      this.#tunnels.set(tunnelId, new OpenTunnel(consumer, fields.initialCredit));
       return tunnelId;
     }
     // Written before it is tracked: a write that throws leaves no tunnel behind.
     this.#call.write(message);
-    this.#tunnels.set(tunnelId, new OpenTunnel(consumer));
+    this.#tunnels.set(tunnelId, new OpenTunnel(consumer, fields.initialCredit));
     return tunnelId;
   }
 
   /** Widens a tunnel's window by `bytes` the client has taken. */
   grantCredit(tunnelId: number, bytes: number): void {
-    if (this.#state !== 'active' || !this.#tunnels.has(tunnelId)) return;
+    const tunnel = this.#tunnels.get(tunnelId);
+    if (this.#state !== 'active' || tunnel === undefined) return;
+    tunnel.credit += bytes;
     this.#send(creditMessage(tunnelId, bytes));
   }
 
@@ -421,6 +431,11 @@ export class NodeSession implements TunnelHost {
         tunnel.consumer.onHeaders(frame.status, frame.headers, frame.upstreamUs);
         return;
       case FrameKind.DATA:
+        if (frame.data.byteLength > tunnel.credit) {
+          this.#failTunnel(frame.tunnelId, tunnel, { stat: 'windowOverruns', message: `a DATA frame of ${frame.data.byteLength} bytes past the flow-control window (${tunnel.credit} bytes of credit left)` });
+          return;
+        }
+        tunnel.credit -= frame.data.byteLength;
         tunnel.consumer.onData(frame.data);
         return;
       case FrameKind.END:

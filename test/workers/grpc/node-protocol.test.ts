@@ -364,6 +364,43 @@ describe('node protocol: bad input from a node', () => {
     assert.equal(await (await small).text(), 'data: small\n\n', 'the other tunnel is untouched');
   });
 
+  test('DATA past the flow-control window fails that tunnel only, as a counted violation with CANCEL; credit granted widens it', async () => {
+    const node = await connect();
+    const before = { ...(await stats()) };
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    assert.equal(t.initialCredit, 64 * 1024);
+    const event = (c: string): Buffer => Buffer.from(`data: ${c.repeat(40 * 1024 - 8)}\n\n`);
+    node.headers(t.tunnelId, 0);
+    // Two 40 KiB frames in one message: no credit can come back between them, so the second is past the 64 KiB window.
+    const frames = [1, 2].map((seq) => dataFrame(t.tunnelId, seq, event('x')).msg.value as TunnelFrame);
+    node.send({ $typeName: 'edge.v1.NodeMessage', msg: { case: 'frameBatch', value: { $typeName: 'edge.v1.FrameBatch', frames } } });
+    const res = await pending;
+    // The first frame went out; the stream ends with the error, in band.
+    assert.match(await res.text(), /^data: x+\n\ndata: \{"error".*"code":"node_protocol_error"/);
+    const cancel = await node.waitFor((m) => m.msg.case === 'cancel' && m.msg.value.tunnelId === t.tunnelId);
+    assert.match(cancel.msg.case === 'cancel' ? cancel.msg.value.reason : '', /protocol error: .*flow-control window/);
+    const after = await stats();
+    assert.equal(after.windowOverruns - (before.windowOverruns ?? 0), 1, 'counted as a window overrun');
+    assert.equal(after.lateFrames, before.lateFrames, 'the overrun is the violation, not a late frame');
+
+    // A node that waits for the credit the client's reads earn may send past the initial window.
+    const second = chat(stack);
+    const t2 = await node.nextTunnel();
+    node.headers(t2.tunnelId, 0);
+    node.send(dataFrame(t2.tunnelId, 1, event('y')));
+    const ok = await second;
+    const reader = (ok.body as ReadableStream<Uint8Array>).getReader();
+    let got = 0;
+    while (got < 40 * 1024) got += (await reader.read()).value?.length ?? 0;
+    await node.waitFor((m) => m.msg.case === 'credit' && m.msg.value.tunnelId === t2.tunnelId);
+    node.send(dataFrame(t2.tunnelId, 2, event('z')));
+    node.end(t2.tunnelId, 3);
+    for (let r = await reader.read(); !r.done; r = await reader.read()) got += r.value.length;
+    assert.equal(got, 80 * 1024, 'both frames relayed whole');
+    assert.equal((await stats()).windowOverruns, after.windowOverruns);
+  });
+
   test('a second Register on one stream is ignored; the session keeps working', async () => {
     const node = await connect();
     const before = (await stats()).duplicateRegisters;
