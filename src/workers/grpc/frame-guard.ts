@@ -9,6 +9,11 @@ import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { FrameKind, type Header, type TunnelFrame } from '../../gen/edge/v1/tunnel_pb.js';
 import { MAX_RESPONSE_HEAD_BYTES } from '../../shared/wire-limits.js';
 
+/** An ERROR frame's code and text are kept to this many characters: they reach the client, the run
+ * records (the last thousand of them) and the event history, so a node must not make them megabytes. */
+export const MAX_ERROR_CODE_CHARS = 256;
+export const MAX_ERROR_MESSAGE_CHARS = 4_096;
+
 /** Violations one session may commit before the edge closes it. */
 export const MAX_SESSION_VIOLATIONS = 16;
 

@@ -23,7 +23,7 @@ import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messa
 import { RequestBatcher } from './request-batcher.js';
 import { REQUEST_BATCH_CAPABILITY } from '../../shared/request-batch.js';
 import type { TunnelHost, TunnelRequestFields } from '../tunnel/tunnel-host.js';
-import { admitFrame, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
+import { admitFrame, MAX_ERROR_CODE_CHARS, MAX_ERROR_MESSAGE_CHARS, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
 import { CommandWaiters } from './command-waiters.js';
 import { COMMANDS_CAPABILITY, type NodeCommandResult } from '../../shared/node-commands.js';
 
@@ -442,10 +442,12 @@ export class NodeSession implements TunnelHost {
         this.#tunnels.delete(frame.tunnelId);
         tunnel.consumer.onEnd(frame.upstreamUs);
         return;
-      case FrameKind.ERROR:
+      case FrameKind.ERROR: {
         this.#tunnels.delete(frame.tunnelId);
-        tunnel.consumer.onError(frame.errorCode || 'upstream_error', frame.errorMessage);
+        const message = frame.errorMessage;
+        tunnel.consumer.onError(frame.errorCode.slice(0, MAX_ERROR_CODE_CHARS) || 'upstream_error', message.length > MAX_ERROR_MESSAGE_CHARS ? `${message.slice(0, MAX_ERROR_MESSAGE_CHARS)}…` : message);
         return;
+      }
       default:
         this.#tunnels.delete(frame.tunnelId);
         tunnel.consumer.onError('node_protocol_error', `unknown frame kind ${String(frame.kind)}`);

@@ -17,6 +17,7 @@ import { RingConsumer, RingProducer } from '../../shared/ring/spsc-ring.js';
 import type { PeerRouter } from '../data-plane.js';
 import type { NodeGateway } from '../grpc/node-gateway.js';
 import type { NodeSession } from '../grpc/node-session.js';
+import { MAX_ERROR_CODE_CHARS, MAX_ERROR_MESSAGE_CHARS } from '../grpc/frame-guard.js';
 import type { TunnelRequestFields } from '../tunnel/tunnel-host.js';
 import type { SchedulerPort } from '../../contract/scheduler-port.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
@@ -295,7 +296,7 @@ class PeerNode implements TunnelHost {
 }
 
 /** An ERROR frame's text relayed between workers: at most this many UTF-16 units (3 bytes each, well inside a record). */
-const MAX_ERROR_CHARS = 4_096;
+const MAX_ERROR_CHARS = MAX_ERROR_MESSAGE_CHARS;
 
 /** Node side: relays one tunnel's frames from the node's session to the client's worker. */
 class PeerTunnel implements TunnelConsumer {
@@ -335,7 +336,7 @@ class PeerTunnel implements TunnelConsumer {
   onError(code: string, message: string): void {
     this.#link.incoming.delete(this.tunnelId);
     // Bounded like a head must be (see onHeaders): the node's text is cut, never the worker.
-    const frame = create(TunnelFrameSchema, { kind: FrameKind.ERROR, errorCode: code.slice(0, 256), errorMessage: message.length > MAX_ERROR_CHARS ? `${message.slice(0, MAX_ERROR_CHARS)}…` : message });
+    const frame = create(TunnelFrameSchema, { kind: FrameKind.ERROR, errorCode: code.slice(0, MAX_ERROR_CODE_CHARS), errorMessage: message.length > MAX_ERROR_CHARS ? `${message.slice(0, MAX_ERROR_CHARS)}…` : message });
     this.#link.sendSimple(PeerKind.error, 0, this.tunnelId, toBinary(TunnelFrameSchema, frame));
   }
 

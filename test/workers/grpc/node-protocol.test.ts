@@ -401,6 +401,23 @@ describe('node protocol: bad input from a node', () => {
     assert.equal((await stats()).windowOverruns, after.windowOverruns);
   });
 
+  test('an ERROR frame with 100 KiB of text (up to max_frame_bytes fit) reaches the client and the run record cut to 4,096 characters', async () => {
+    const node = await connect();
+    const pending = chat(stack, false);
+    const t = await node.nextTunnel();
+    node.error(t.tunnelId, 0, 'upstream_error', `E${'r'.repeat(100 * 1024)}`);
+    const res = await pending;
+    assert.equal(res.status, 502);
+    const message = ((await res.json()) as { error: { message: string } }).error.message;
+    assert.ok(message.length < 5_000, `the client got ${message.length} characters`);
+    const runId = res.headers.get('x-request-id') ?? '';
+    await waitUntil(() => stack.edge.runs.get(runId)?.state === 'finished', 'the run to be recorded');
+    // The last thousand runs are kept: with the default 4 MiB max_frame_bytes a node could make each of them megabytes.
+    const kept = stack.edge.runs.get(runId)?.error ?? '';
+    assert.match(kept, /^Er+…$/);
+    assert.ok(kept.length <= 4_097, `the run record kept ${kept.length} characters`);
+  });
+
   test('a second Register on one stream is ignored; the session keeps working', async () => {
     const node = await connect();
     const before = (await stats()).duplicateRegisters;
