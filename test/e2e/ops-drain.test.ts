@@ -97,6 +97,32 @@ describe('SIGTERM to the edge process', () => {
   });
 });
 
+// workers.count set here, not by EDGE_TEST_WORKERS: the node sockets of I/O workers close apart from the main thread's.
+for (const workers of [0, 2]) {
+  describe(`SIGTERM to the edge process, workers.count ${workers}`, () => {
+    test("a connected agent's stream ends with its status (OK), not a reset", async () => {
+      const mock = await startMockProvider({ ttftMs: 0 });
+      const edge = await EdgeProcess.start(opsConfigObject({ capacity: 4, drainGraceMs: 5_000, configure: (raw) => (raw.workers = { count: workers }) }));
+      let agent: NodeAgent | undefined;
+      try {
+        agent = agentWith(edge.grpcPort, mock.url);
+        const registered = once(agent, 'registered');
+        agent.start();
+        await registered;
+        const disconnected = once(agent, 'disconnected') as Promise<[string]>;
+        edge.signal('SIGTERM');
+        assert.equal(await edge.exited, 0);
+        const [reason] = await disconnected;
+        assert.equal(reason, 'stream ended: OK OK', 'the edge ended the node stream cleanly before it exited');
+      } finally {
+        await agent?.stop();
+        await edge.dispose();
+        await mock.close();
+      }
+    });
+  });
+}
+
 for (const [first, second] of [['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGTERM']] as const) {
   describe(`${second} during a drain started by ${first}`, () => {
     test('ends the drain at once: the process exits 1 long before the grace period', async () => {

@@ -413,12 +413,18 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
 
   async close(): Promise<void> {
     for (const session of [...this.#all]) session.close('edge shutting down');
+    // Worker mode: the listener's close calls back once its node sockets have
+    // closed. tryShutdown alone calls back before then (the injector's destroy
+    // already began closing its sessions), and the worker is terminated next:
+    // the agents' calls would end with a reset instead of their status.
+    let socketsClosed: Promise<void> = Promise.resolve();
     if (this.#shared !== undefined) {
-      this.#shared.listener.close();
+      const listener = this.#shared.listener;
+      socketsClosed = new Promise<void>((resolve) => listener.close(() => resolve()));
       this.#shared.injector.destroy();
     }
     await new Promise<void>((resolve) => {
-      this.#server.tryShutdown(() => resolve());
+      this.#server.tryShutdown(() => void socketsClosed.then(resolve));
       setTimeout(() => {
         this.#server.forceShutdown();
         resolve();
