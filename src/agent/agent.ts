@@ -325,10 +325,14 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     for (const timer of this.#laneTimers) clearTimeout(timer);
     const streams = this.#streams();
     const registered = streams.filter((s) => s.registered);
+    let aborted = 0;
     if (registered.length > 0) {
       this.#log.info({ openTunnels: registered.reduce((n, s) => n + s.openTunnels, 0), streams: registered.length }, 'leaving: finishing open tunnels');
       for (const stream of registered) stream.leave('shutdown');
       await Promise.all(registered.map((stream) => stream.whenIdle(this.#stopGraceMs)));
+      // What the grace left open is aborted by end() below: said here, so the last lines tell a clean stop from a cut one.
+      aborted = registered.reduce((n, s) => n + s.openTunnels, 0);
+      if (aborted > 0) this.#log.warn({ aborted, graceMs: this.#stopGraceMs }, 'stop grace over: the tunnels still open are aborted');
       // Lanes first: ending the first stream ends the connection and with it any lane still open.
       await Promise.all(registered.filter((s) => s.lane > 0).map((stream) => stream.end(STOP_END_WAIT_MS)));
       if (this.#connection?.registered === true) await this.#connection.end(STOP_END_WAIT_MS);
@@ -337,7 +341,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     for (const stream of this.#streams()) stream.close('stopped');
     for (const stream of streams) stream.close('stopped');
     await this.#upstreams.destroy();
-    this.#log.info('stopped');
+    this.#log.info({ drained: aborted === 0, aborted }, 'stopped');
   }
 }
 

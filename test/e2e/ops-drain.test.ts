@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import { describe, test } from 'node:test';
+import { pino } from 'pino';
 import type { NodeAgent } from '../../src/agent/agent.js';
 import type { Subscription } from '../../src/main/events/event-bus.js';
 import { startMockProvider } from '../../src/mock/provider.js';
@@ -287,6 +288,36 @@ describe('a node agent that leaves', () => {
     } finally {
       await stack.edge.close();
       await stack.mock.close();
+    }
+  });
+});
+
+describe('a node agent whose stop grace runs out', () => {
+  test('its last log lines say it aborted the open tunnel; the client gets an error in band', async () => {
+    const mock = await startMockProvider({ ttftMs: 0 });
+    const edge = await EdgeProcess.start(opsConfigObject({ capacity: 4 }));
+    const lines: { msg: string; level: number; [key: string]: unknown }[] = [];
+    const logger = pino<never>({ level: 'info' }, { write: (text: string) => void lines.push(JSON.parse(text) as { msg: string; level: number }) });
+    const agent = agentWith(edge.grpcPort, mock.url, logger, 300);
+    try {
+      const registered = once(agent, 'registered');
+      agent.start();
+      await registered;
+      // ~10 s of stream: the agent's 300 ms grace runs out first.
+      const open = await post(edge.url, false, { 'x-mock-tokens': '500', 'x-mock-interval-ms': '20' });
+      assert.equal(open.status, 200);
+      await agent.stop();
+      assert.match(await open.body, /"code":"node_disconnected"/);
+      const overAt = lines.findIndex((l) => l.msg.startsWith('stop grace over'));
+      assert.ok(overAt >= 0, `a line says the grace ran out; lines: ${lines.map((l) => l.msg).join(' | ')}`);
+      assert.equal(lines[overAt].aborted, 1);
+      const stopped = lines.at(-1);
+      assert.equal(stopped?.msg, 'stopped');
+      assert.deepEqual({ drained: stopped.drained, aborted: stopped.aborted }, { drained: false, aborted: 1 });
+    } finally {
+      await agent.stop();
+      await edge.dispose();
+      await mock.close();
     }
   });
 });
