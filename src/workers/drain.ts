@@ -13,8 +13,9 @@ const FLUSH_WAIT_MS = 2_000;
 /** Returns how many requests were still open when the grace ran out (and were aborted). */
 export async function drainListener(plane: DataPlane, server: Server, deadline: number): Promise<number> {
   plane.beginShutdown();
-  // No new connections. Kept-alive ones stay until the end so that a
-  // request on one gets a clear 503 shutting_down, not a reset.
+  // No new connections; idle kept-alive ones close now (Node's close() does
+  // that). One busy with a response stays: a request that follows on it
+  // gets a clear 503 shutting_down with Connection: close, not a reset.
   server.close();
   while (plane.openExchanges > 0 && performance.now() < deadline) await delay(DRAIN_POLL_MS);
   const aborted = plane.openExchanges;
