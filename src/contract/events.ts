@@ -104,7 +104,7 @@ export interface RunFinishedEvent {
   readonly provider: string | null;
   /** HTTP status the client got; 499 when it left before any. */
   readonly status: number;
-  /** How it ended: end, error, client_closed, timeout, fenced, … or the rejection code. */
+  /** How it ended: end, error, client_closed, timeout, fenced, shutting_down, … or the rejection code. */
   readonly outcome: string;
   readonly totalMs: number;
   readonly queueMs: number;

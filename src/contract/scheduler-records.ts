@@ -104,6 +104,7 @@ const RELEASE_REASON_CODES: Record<ReleaseReason, number> = {
   provider_failed: 9,
   run_cancelled: 10,
   overloaded: 11,
+  shutting_down: 12,
 };
 const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   model_not_found: 1,

@@ -14,6 +14,7 @@ export type ReleaseReason =
   | 'body_build_failed' // the rewritten body could not be produced
   | 'timeout' // tunnel deadline passed
   | 'fenced' // its node generation was superseded or disconnected
+  | 'shutting_down' // the edge's drain grace ran out with it still open (the client got shutting_down); says nothing about the provider
   | 'stale_generation' // pre-send fence found the node had reconnected
   | 'run_cancelled' // an operator (or an A2A client) cancelled the run
   | 'overloaded' // the provider answered 429/503 and it was relayed to the client (overload backoff, not a failure)

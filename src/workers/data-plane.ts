@@ -712,7 +712,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     for (const exchange of open) {
       if (exchange.state !== 'admitting' && exchange.state !== 'done') {
         exchange.session?.cancelTunnel(exchange.tunnelId, 'edge shutting down');
-        exchange.fail(Errors.shuttingDown, 'the edge shut down before this response finished', 'fenced');
+        exchange.fail(Errors.shuttingDown, 'the edge shut down before this response finished', 'shutting_down');
       }
     }
   }

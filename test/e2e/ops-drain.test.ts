@@ -195,6 +195,41 @@ describe('drain in process', () => {
   });
 });
 
+describe('a stream cut by the drain', () => {
+  test("its run ends as shutting_down (the client's error code), not fenced, and its provider is not judged", async () => {
+    const stack = await startOpsStack({ capacity: 4, mock: { ttftMs: 0 } });
+    const finished: { runId: string; outcome: string }[] = [];
+    // Subscribed before the request: run.finished reaches the bus the moment the drain cuts the stream.
+    stack.edge.events.subscribe({
+      readable(sub: Subscription) {
+        for (let e = sub.shift(); e !== undefined; e = sub.shift()) if (e.event.type === 'run.finished') finished.push({ runId: e.event.runId, outcome: e.event.outcome });
+      },
+    });
+    try {
+      const long = await post(stack.edge.url, false, { 'x-mock-tokens': '200', 'x-mock-interval-ms': '20' });
+      assert.equal(long.status, 200);
+      const runId = String(long.headers['x-edge-run-id']);
+      const report = await stack.edge.shutdown(200);
+      assert.equal(report.aborted, 1);
+      assert.match(await long.body, /"code":"shutting_down"/);
+      await waitUntil(() => stack.edge.runs.get(runId)?.state === 'finished', 'the run record to finish');
+      assert.equal(stack.edge.runs.get(runId)?.outcome, 'shutting_down', 'the run record says why it was cut');
+      await waitUntil(() => finished.some((e) => e.runId === runId), 'run.finished');
+      assert.deepEqual(
+        finished.filter((e) => e.runId === runId).map((e) => e.outcome),
+        ['shutting_down'],
+      );
+      await waitUntil(() => inFlight(stack.edge) === 0, 'its lease to be released');
+      // The edge's own shutdown says nothing about the provider: no failure counted toward ejection.
+      assert.equal(stack.edge.driver.scheduler.outlierStatus(stack.edge.driver.status().providers[0].id)?.consecutiveFailures ?? 0, 0);
+      assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
+    } finally {
+      await stack.agent.stop();
+      await stack.mock.close();
+    }
+  });
+});
+
 describe('the drain is announced only once every thread refuses', () => {
   test('after beginDrain, a request on a connection opened before it gets 503 shutting_down on any thread', async () => {
     const stack = await startOpsStack({ capacity: 4, mock: { ttftMs: 0 } });

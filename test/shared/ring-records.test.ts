@@ -180,7 +180,7 @@ test('every kind round-trips, and names are sent once per ring', () => {
 });
 
 test('every release reason and reject code has its own code and maps back', () => {
-  const reasons: ReleaseReason[] = ['end', 'error', 'client_closed', 'send_failed', 'body_build_failed', 'timeout', 'fenced', 'stale_generation'];
+  const reasons: ReleaseReason[] = ['end', 'error', 'client_closed', 'send_failed', 'body_build_failed', 'timeout', 'fenced', 'stale_generation', 'provider_failed', 'run_cancelled', 'overloaded', 'shutting_down'];
   const codes: AdmissionRejectCode[] = ['model_not_found', 'node_not_found', 'queue_full', 'queue_timeout', 'no_provider_available', 'too_many_concurrent_requests'];
   assert.equal(new Set(reasons.map(releaseReasonCode)).size, reasons.length);
   assert.equal(new Set(codes.map(rejectCodeCode)).size, codes.length);

@@ -33,6 +33,7 @@ test('every release reason frees the slot and pumps the queue', () => {
     'body_build_failed',
     'timeout',
     'stale_generation',
+    'shutting_down',
   ];
   const { s, sink } = setup({ nodes: { n1: [{ id: 'a', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a'] }] });
   s.admit(req(0, 'chat'), 0);

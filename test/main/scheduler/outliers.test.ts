@@ -24,7 +24,7 @@ function start(spec: ConfigSpec, random = () => 0.5): { s: Scheduler; sink: Reco
 
 let nextId = 1;
 /** Admits one request and ends it at once with `reason`; returns the provider it went to. */
-function serve(s: Scheduler, sink: RecordingSink, now: number, reason: 'end' | 'provider_failed' | 'client_closed'): string | undefined {
+function serve(s: Scheduler, sink: RecordingSink, now: number, reason: 'end' | 'provider_failed' | 'client_closed' | 'shutting_down'): string | undefined {
   s.admit(req(nextId++, 'chat'), now);
   const grant = sink.takeGrants()[0];
   if (grant === undefined) return undefined;
@@ -115,6 +115,8 @@ test('client-side endings neither count nor reset; a success resets the count; a
   const { s, sink } = start({ nodes: { n1: [{ id: 'a', capacity: 1 }], n2: [{ id: 'b', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a', 'b'] }] });
   for (let i = 0; i < 4; i++) assert.equal(serve(s, sink, 0, 'provider_failed'), 'a');
   serve(s, sink, 0, 'client_closed');
+  // The edge's drain cutting it is not the provider's doing either.
+  serve(s, sink, 0, 'shutting_down');
   assert.equal(s.outlierStatus('a')?.consecutiveFailures, 4);
   serve(s, sink, 0, 'end');
   assert.equal(s.outlierStatus('a')?.consecutiveFailures, 0);
