@@ -164,9 +164,13 @@ async function probeOne(provider: AgentProviderConfig, timeoutMs: number): Promi
     const response = await fetch(`${base}${path}`, {
       headers: provider.apiKey === undefined ? {} : { authorization: `Bearer ${provider.apiKey}` },
       signal: AbortSignal.timeout(timeoutMs),
+      // As the health probes (health-probes.ts): a sign-in page a redirect leads to is no healthy provider.
+      redirect: 'manual',
     });
     await response.body?.cancel();
     const latencyMs = Math.round(performance.now() - started);
+    const location = response.status >= 300 && response.status < 400 ? response.headers.get('location') : null;
+    if (location !== null) return { healthy: false, status: response.status, latencyMs, error: `HTTP ${response.status}, a redirect to ${location.slice(0, 200)}: the probe path must answer itself` };
     return { healthy: response.ok, status: response.status, latencyMs };
   } catch (err) {
     const error = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : ((err as Error & { cause?: Error }).cause?.message ?? (err as Error).message);

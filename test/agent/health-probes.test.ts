@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { HealthProbes } from '../../src/agent/health-probes.js';
+import { runAgentCommand, type CommandContext } from '../../src/agent/commands.js';
 import { waitUntil } from '../helpers/stack.js';
 
 let server: Server;
@@ -42,5 +43,26 @@ test('a probe path that redirects (a login page in front of the provider) fails 
   const [verdict] = probes.verdicts();
   assert.equal(verdict.healthy, false);
   assert.match(verdict.detail, /GET \/v1\/models: HTTP 302 \(a redirect to \/login: the probe path must answer itself\)/);
+  assert.deepEqual(hits, ['/v1/models'], 'the sign-in page was never fetched');
+});
+
+test("the probe command judges a redirecting probe path as the health probes do: unhealthy, the sign-in page never fetched", async () => {
+  hits.length = 0;
+  const config = parseAgentConfig(
+    {
+      edge: { address: '127.0.0.1:1' },
+      node: { id: 'n1', token: 'a-node-token-of-32-characters-xx' },
+      providers: [{ id: 'p1', type: 'openai_compat', base_url: baseUrl }],
+    },
+    'test',
+  );
+  // The probe reads only the config.
+  const ctx = { config: () => config } as unknown as CommandContext;
+  const answer = await runAgentCommand(ctx, 'probe', {}, 2_000);
+  assert.equal(answer.status, 'failed');
+  const health = (answer.result as { providers: Record<string, { healthy: boolean; status: number; error?: string }> }).providers.p1;
+  assert.equal(health.healthy, false);
+  assert.equal(health.status, 302);
+  assert.match(health.error ?? '', /a redirect to \/login/);
   assert.deepEqual(hits, ['/v1/models'], 'the sign-in page was never fetched');
 });
