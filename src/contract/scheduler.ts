@@ -205,6 +205,8 @@ export interface FairGroupStatus {
   readonly bands: readonly FairBandStatus[];
   /** Grants per tenant since fairness went on for the alias (every band), for each tenant's share. */
   readonly dispatches: readonly { readonly tenant: number; readonly dispatched: number }[];
+  /** Changes whenever `dispatches` starts again from 0 (the table filled, or fairness was turned on anew). */
+  readonly dispatchPeriod: number;
 }
 export interface FairnessStatus {
   readonly agingStepPerSec: number;

@@ -58,3 +58,36 @@ test('a tenant\'s dispatch count only grows when the scheduler\'s table starts a
   assert.equal(dispatches(text, 'alice'), 6, 'one more dispatch is one more');
   assert.ok(dispatches(text, 'other') >= other);
 });
+
+test("a tenant's dispatches after the table starts again all count, also when its new count passes the one last scraped", async () => {
+  const base = makeConfig({ nodes: { n0: [{ id: 'p0', capacity: 1 }] }, models: [{ alias: 'a', providers: ['p0'] }] });
+  const sink = new RecordingSink();
+  const s = new Scheduler({ ...base, scheduler: { ...base.scheduler, fairness: true, agingStepPerSec: 0 } }, sink);
+  s.connect('n0', 0);
+  let requestId = 1;
+  let now = 1;
+  const run = (tenantKey: number): void => {
+    s.admit({ requestId: requestId++, alias: 'a', estimatedTokens: 10, directNodeId: undefined, priority: 0, tenantKey, weight: 1 }, now++);
+    for (const grant of sink.takeGrants()) s.release(grant.leaseId, 'end', now++);
+  };
+  const metrics = new EdgeMetrics(
+    {
+      status: () => s.status(),
+      connectedNodes: () => 1,
+      openRequests: () => 0,
+      workers: () => 0,
+      ringOccupancy: () => 0,
+      configVersion: () => 1,
+      shuttingDown: () => false,
+      events: () => ({ subscribers: 0, published: 0, dropped: 0 }),
+      tenantNames: () => new Map([[ALICE, 'alice']]),
+    },
+    false,
+  );
+  for (let i = 0; i < 5; i++) run(ALICE);
+  assert.equal(dispatches(await metrics.scrape(), 'alice'), 5);
+  // No scrape while 10,000 other tenants fill the table (it starts again) and alice is served 7 more times.
+  for (let tenant = 1_000; tenant < 11_000; tenant++) run(tenant);
+  for (let i = 0; i < 7; i++) run(ALICE);
+  assert.equal(dispatches(await metrics.scrape(), 'alice'), 12, 'every dispatch since the last scrape, not only those past the old count');
+});

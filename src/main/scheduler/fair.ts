@@ -66,10 +66,15 @@ export class Band<T extends FairItem<T>> {
   }
 }
 
+/** Numbers each period of dispatch counting, across all queues: a new queue or a cleared table is a new one. */
+let dispatchPeriods = 0;
+
 export class FairQueue<T extends FairItem<T>> {
   readonly bands = new Map<number, Band<T>>();
   /** Grants per tenant key (status: each tenant's share of dispatches). */
   readonly dispatchedBy = new Map<number, number>();
+  /** The period `dispatchedBy` counts in: a reader of the counts tells a restart from a count that grew. */
+  dispatchPeriod = ++dispatchPeriods;
   /** Pump scratch: bands by effective priority, highest first. */
   readonly order: Band<T>[] = [];
   #at = 0;
@@ -116,7 +121,10 @@ export class FairQueue<T extends FairItem<T>> {
     if (t.vt > band.clock) band.clock = t.vt;
     t.vt += chargeOf(tokens) / t.weight;
     const counts = this.dispatchedBy;
-    if (counts.size >= MAX_IDLE_TENANTS && !counts.has(tenantKey)) counts.clear(); // bounded: a new period of counting starts
+    if (counts.size >= MAX_IDLE_TENANTS && !counts.has(tenantKey)) {
+      counts.clear(); // bounded: a new period of counting starts
+      this.dispatchPeriod = ++dispatchPeriods;
+    }
     counts.set(tenantKey, (counts.get(tenantKey) ?? 0) + 1);
     this.#pruneIdle(band);
   }

@@ -1060,7 +1060,7 @@ export class Scheduler {
       }
       bands.sort((a, b) => b.priority - a.priority);
       const dispatches = [...fair.dispatchedBy].map(([tenant, dispatched]) => ({ tenant, dispatched })).sort((a, b) => a.tenant - b.tenant);
-      groups.push({ alias: group.alias, bands, dispatches });
+      groups.push({ alias: group.alias, bands, dispatches, dispatchPeriod: fair.dispatchPeriod });
     }
     groups.sort((a, b) => (a.alias < b.alias ? -1 : a.alias > b.alias ? 1 : 0));
     return { agingStepPerSec: this.#fairness.agingStepPerSec, groups };

@@ -124,7 +124,7 @@ export class EdgeMetrics {
   #bytesReported = { toNode: 0, toClient: 0 };
   #eventsReported = { published: 0, dropped: 0 };
   /** What edge_tenant_dispatches_total has counted, by alias: the scheduler's count per tenant key, and the labels it used. */
-  #dispatchesSeen = new Map<string, { readonly counts: Map<number, number>; readonly labels: Set<string> }>();
+  #dispatchesSeen = new Map<string, { readonly period: number; readonly counts: Map<number, number>; readonly labels: Set<string> }>();
   /** What edge_node_protocol_events_total has counted, by ProtocolStats field. */
   readonly #protocolReported = new Map<string, number>();
 
@@ -327,18 +327,20 @@ export class EdgeMetrics {
     }
     const names = this.#source.tenantNames?.() ?? new Map<number, string>();
     const label = (tenant: number): string => (tenant === 0 || names.has(tenant) ? tenantLabel(tenant, names) : 'other');
-    const seen = new Map<string, { counts: Map<number, number>; labels: Set<string> }>();
+    const seen = new Map<string, { period: number; counts: Map<number, number>; labels: Set<string> }>();
     for (const g of status.fairness.groups) {
       for (const band of g.bands) {
         this.#bandDepth.set({ model: g.alias, priority: String(band.priority) }, band.queued);
         for (const t of band.tenants) if (t.queued > 0) this.#tenantDepth.inc({ model: g.alias, tenant: label(t.tenant) }, t.queued);
       }
-      // Counted as increments: the scheduler's table starts again from 0 when it fills (fair.ts), and a
-      // count below the one seen last is the dispatches since then. Set from it, the counter would go down.
+      // Counted as increments: the scheduler's table starts again from 0 when it fills (fair.ts). Set from it,
+      // the counter would go down; compared with the last count across a restart, a tenant whose new count
+      // passed its old one would lose that many: a new period's counts are all new.
       const before = this.#dispatchesSeen.get(g.alias);
-      const now = { counts: new Map<number, number>(), labels: before?.labels ?? new Set<string>() };
+      const counted = before !== undefined && before.period === g.dispatchPeriod ? before.counts : undefined;
+      const now = { period: g.dispatchPeriod, counts: new Map<number, number>(), labels: before?.labels ?? new Set<string>() };
       for (const d of g.dispatches) {
-        const last = before?.counts.get(d.tenant) ?? 0;
+        const last = counted?.get(d.tenant) ?? 0;
         const added = d.dispatched >= last ? d.dispatched - last : d.dispatched;
         const tenant = label(d.tenant);
         if (added > 0) this.#tenantDispatches.inc({ model: g.alias, tenant }, added);
