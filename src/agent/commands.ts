@@ -14,7 +14,7 @@
 // older agent cannot do instead of waiting for a timeout.
 import type { Logger } from 'pino';
 import type { AgentConfig, AgentProviderConfig } from './config.js';
-import { defaultProbePath } from './health-probes.js';
+import { defaultProbePath, probeProvider } from './health-probes.js';
 import type { Upstreams } from './upstreams.js';
 
 export type AgentCommandStatus = 'ok' | 'applied' | 'restart_required' | 'failed' | 'unsupported';
@@ -158,24 +158,10 @@ async function probeOne(provider: AgentProviderConfig, timeoutMs: number): Promi
   // The path the health probes use: a provider checked elsewhere (health_path) is judged the same way here.
   const path = provider.healthPath ?? defaultProbePath(provider.type);
   if (path === undefined || path === '') return { healthy: null, error: 'not probed (health_path is empty)' };
-  const base = provider.baseUrl.endsWith('/') ? provider.baseUrl.slice(0, -1) : provider.baseUrl;
-  const started = performance.now();
-  try {
-    const response = await fetch(`${base}${path}`, {
-      headers: provider.apiKey === undefined ? {} : { authorization: `Bearer ${provider.apiKey}` },
-      signal: AbortSignal.timeout(timeoutMs),
-      // As the health probes (health-probes.ts): a sign-in page a redirect leads to is no healthy provider.
-      redirect: 'manual',
-    });
-    await response.body?.cancel();
-    const latencyMs = Math.round(performance.now() - started);
-    const location = response.status >= 300 && response.status < 400 ? response.headers.get('location') : null;
-    if (location !== null) return { healthy: false, status: response.status, latencyMs, error: `HTTP ${response.status}, a redirect to ${location.slice(0, 200)}: the probe path must answer itself` };
-    return { healthy: response.ok, status: response.status, latencyMs };
-  } catch (err) {
-    const error = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : ((err as Error & { cause?: Error }).cause?.message ?? (err as Error).message);
-    return { healthy: false, latencyMs: Math.round(performance.now() - started), error };
-  }
+  const { status, redirect, timedOut, error, latencyMs } = await probeProvider(provider.baseUrl, path, provider.apiKey, timeoutMs);
+  if (status === undefined) return { healthy: false, latencyMs, error: timedOut === true ? `no answer within ${timeoutMs} ms` : error };
+  if (redirect !== undefined) return { healthy: false, status, latencyMs, error: `HTTP ${status}, a redirect to ${redirect}: the probe path must answer itself` };
+  return { healthy: status >= 200 && status < 300, status, latencyMs };
 }
 
 async function restartProvider(ctx: CommandContext, providerId: string | undefined): Promise<AgentCommandAnswer> {

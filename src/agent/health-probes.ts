@@ -105,8 +105,19 @@ export class HealthProbes {
   }
 }
 
-/** Undefined when the provider answered 2xx in time; otherwise what went wrong. */
-async function probeOnce(baseUrl: string, path: string, apiKey: string | undefined, timeoutMs: number): Promise<string | undefined> {
+/** One GET of a provider's probe path: its status (or why there is none) and how long it took. */
+export interface ProbeAnswer {
+  readonly status?: number;
+  /** A 3xx's Location (clipped): the probe path did not answer itself. */
+  readonly redirect?: string;
+  /** No answer: timed out, or the connection failed (`error`). */
+  readonly timedOut?: boolean;
+  readonly error?: string;
+  readonly latencyMs: number;
+}
+
+/** Shared by the health probes and the `probe` node command, so both judge a provider alike. */
+export async function probeProvider(baseUrl: string, path: string, apiKey: string | undefined, timeoutMs: number): Promise<ProbeAnswer> {
   const base = baseUrl.endsWith('/') ? baseUrl.slice(0, -1) : baseUrl;
   const started = performance.now();
   try {
@@ -118,13 +129,23 @@ async function probeOnce(baseUrl: string, path: string, apiKey: string | undefin
       redirect: 'manual',
     });
     await response.body?.cancel();
-    if (response.ok) return undefined;
+    const latencyMs = Math.round(performance.now() - started);
     const location = response.status >= 300 && response.status < 400 ? response.headers.get('location') : null;
-    return location === null ? `GET ${path}: HTTP ${response.status}` : `GET ${path}: HTTP ${response.status} (a redirect to ${location.slice(0, 200)}: the probe path must answer itself)`;
+    return location === null ? { status: response.status, latencyMs } : { status: response.status, redirect: location.slice(0, 200), latencyMs };
   } catch (err) {
-    if ((err as Error).name === 'TimeoutError') return `GET ${path}: no answer within ${timeoutMs} ms`;
-    return `GET ${path}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message} after ${Math.round(performance.now() - started)} ms`;
+    const latencyMs = Math.round(performance.now() - started);
+    if ((err as Error).name === 'TimeoutError') return { timedOut: true, latencyMs };
+    return { error: (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message, latencyMs };
   }
+}
+
+/** Undefined when the provider answered 2xx in time; otherwise what went wrong. */
+async function probeOnce(baseUrl: string, path: string, apiKey: string | undefined, timeoutMs: number): Promise<string | undefined> {
+  const answer = await probeProvider(baseUrl, path, apiKey, timeoutMs);
+  if (answer.timedOut === true) return `GET ${path}: no answer within ${timeoutMs} ms`;
+  if (answer.status === undefined) return `GET ${path}: ${answer.error ?? 'no answer'} after ${answer.latencyMs} ms`;
+  if (answer.redirect !== undefined) return `GET ${path}: HTTP ${answer.status} (a redirect to ${answer.redirect}: the probe path must answer itself)`;
+  return answer.status >= 200 && answer.status < 300 ? undefined : `GET ${path}: HTTP ${answer.status}`;
 }
 
 function onProbeTimer(probes: HealthProbes): void {
