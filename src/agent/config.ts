@@ -8,6 +8,7 @@ import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { dialPort } from '../shared/url-host.js';
+import { MAX_NODE_STREAMS } from '../shared/wire-limits.js';
 import { baseUrlProblems } from '../shared/base-url.js';
 import { readAgentTls, type AgentTlsConfig } from './tls.js';
 import { CLI_KEYS, readCliProvider, type CliProviderConfig } from './cli-config.js';
@@ -63,8 +64,6 @@ export const DEFAULT_TUNNEL_OPTIONS: TunnelOptions = Object.freeze({ coalesceDel
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const DEFAULT_CONNECTIONS = 128;
-/** More streams than an edge has I/O workers buy nothing; 64 is the edge's own worker cap. */
-const MAX_STREAMS = 64;
 const DEFAULT_RECONNECT_INITIAL_MS = 200;
 const DEFAULT_RECONNECT_MAX_MS = 10_000;
 const HOUR_MS = 3_600_000;
@@ -96,7 +95,7 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const edge = r.object('edge', root.edge) ?? {};
   r.noUnknownKeys('edge', edge, ['address', 'tls', 'streams']);
   const address = readAddress(r, 'edge.address', edge.address);
-  const streams = r.integer('edge.streams', edge.streams, 1, MAX_STREAMS, 1);
+  const streams = r.integer('edge.streams', edge.streams, 1, MAX_NODE_STREAMS, 1);
   const tls = readAgentTls(r, edge.tls);
 
   const node = r.object('node', root.node) ?? {};

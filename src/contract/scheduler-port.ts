@@ -37,8 +37,8 @@ export interface DecisionHandler {
 
 /** Where the scheduler's answers about node connections go: the NodeGateway. */
 export interface NodeRegistrar {
-  /** Answer to register(): the new generation, or 0 for a node not in the catalog. */
-  onConnected(serial: number, nodeId: string, generation: number): void;
+  /** Answer to register(): the new generation, or 0 for a node not in the catalog; `full` (a lane's join, generation 0): its connection already has MAX_NODE_STREAMS streams. */
+  onConnected(serial: number, nodeId: string, generation: number, full?: boolean): void;
   /** A newer connection of the node (maybe on another worker) superseded `generation`. */
   onFence(nodeId: string, generation: number): void;
 }
@@ -90,7 +90,7 @@ export interface SchedulerPort {
   /** A session authenticated as `nodeId`; `serial` names it in onConnected. `providerIds`: what it announced (the others are no candidates for it); `endpoints`: provider id -> API mask it announced (src/shared/endpoints.ts); `draining`: it registered drained by an operator's command, so the connect that pumps the queues already sends it nothing; `unhealthy`: providers whose probe failed as it registered (no grant until a heartbeat says they pass). */
   register(nodeId: string, serial: number, providerIds: readonly string[], endpoints?: ReadonlyMap<string, number>, draining?: boolean, unhealthy?: ReadonlySet<string>): void;
   disconnect(nodeId: string, generation: number): void;
-  /** Another stream (lane) of a connected node asks to join `generation`; onConnected answers it (0: not the current one). */
+  /** Another stream (lane) of a connected node asks to join `generation`; onConnected answers it (0: not the current one, or `full`). */
   joinLane(nodeId: string, serial: number, generation: number): void;
   /** A lane of (node, generation) ended; the connection lives on while lane 0 does. */
   leaveLane(nodeId: string, generation: number): void;

@@ -45,7 +45,7 @@
 //   reject     as above; code too_many_concurrent_requests = the key was at its limit (not admitted)
 //   requeued   requestId, code (1 = requeued, 0 = refused; only refusals are sent)
 //   staleChecked requestId, leaseId, code (1 = still current)
-//   connected  requestId = serial, nodeId, generation (0 = unknown node)
+//   connected  requestId = serial, nodeId, generation (0 = unknown node); code 1 = a lane refused, its connection has MAX_NODE_STREAMS streams
 //   fence      nodeId, generation: close that session, a newer one is current
 // and, both ways, queuePosition: worker -> main requestId (where does it wait?); main -> worker requestId,
 //   generation (its position, 1 = next; 0 = not queued), value (ETA in ms from the measured drain rate; -1 = unknown)

@@ -29,6 +29,7 @@ import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
 import type { ApiKind } from '../shared/endpoints.js';
 import { StartError } from '../shared/start-error.js';
+import { MAX_NODE_STREAMS } from '../shared/wire-limits.js';
 import { tenantSecret } from '../shared/tenant-key.js';
 
 const SCHEDULER_RING_BYTES = 1 << 20;
@@ -751,14 +752,20 @@ export class WorkerPool implements DecisionHandler, DataPath {
     this.#driver.disconnect(nodeId, generation);
   }
 
-  /** A lane may join only the node's current connection; the answer goes first on the lane's FIFO ring. */
+  /**
+   * A lane may join only the node's current connection, and only while it has
+   * fewer than MAX_NODE_STREAMS streams: its lanes may live on every worker, so
+   * only here are they all counted. The answer goes first on the lane's FIFO ring.
+   */
   #joinLane(slot: WorkerSlot, serial: number, nodeId: string, generation: number): void {
     const place = this.#places.get(nodeId);
     const current = place !== undefined && place.generation === generation;
-    if (current) place.lanes.push(slot.index);
+    const full = current && 1 + place.lanes.length >= MAX_NODE_STREAMS;
+    if (current && !full) place.lanes.push(slot.index);
     const r = this.#scratch.reset(RecordKind.connected);
     r.requestId = serial;
-    r.generation = current ? generation : 0;
+    r.generation = current && !full ? generation : 0;
+    r.code = full ? 1 : 0;
     slot.out.send(r, nodeId);
   }
 

@@ -12,3 +12,11 @@ export const MAX_REQUEST_BODY_BYTES = MAX_EDGE_TO_NODE_MESSAGE_BYTES - 1024 * 10
  * larger head from a provider, so a bigger frame is a node gone wrong.
  */
 export const MAX_RESPONSE_HEAD_BYTES = 64 * 1024;
+
+/**
+ * Most streams one node connection may have: its first stream and the lanes
+ * that join it. The agent's edge.streams is capped here; the edge refuses
+ * joins past it (each lane holds a session, a heartbeat timer and a place in
+ * every lane choice).
+ */
+export const MAX_NODE_STREAMS = 64;

@@ -211,7 +211,7 @@ export class RemoteScheduler implements SchedulerPort {
         handler?.onStaleChecked(r.requestId, r.leaseId, r.code === 1);
         return;
       case RecordKind.connected:
-        this.#registrar?.onConnected(r.requestId, this.#reader.nameOf(r.nodeId) ?? '', r.generation);
+        this.#registrar?.onConnected(r.requestId, this.#reader.nameOf(r.nodeId) ?? '', r.generation, r.code === 1);
         return;
       case RecordKind.fence:
         this.#registrar?.onFence(this.#reader.nameOf(r.nodeId) ?? '', r.generation);

@@ -39,6 +39,8 @@ export class ProtocolStats {
   registerTimeouts = 0;
   /** Register refused (unknown node, bad token). */
   rejectedRegistrations = 0;
+  /** Lanes refused because their connection already had MAX_NODE_STREAMS streams (counted in rejectedRegistrations too). */
+  laneLimitRejections = 0;
   /** Sessions replaced by a newer connection of the same node. */
   supersededSessions = 0;
   /** Sessions dropped for silence (half-open TCP). */

@@ -29,6 +29,7 @@ import { NodeLanes } from './node-lanes.js';
 import { NodeSession, UNKNOWN_NODE_OR_TOKEN, type NodeCall, type SessionHost } from './node-session.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import { ProtocolStats } from './frame-guard.js';
+import { MAX_NODE_STREAMS } from '../../shared/wire-limits.js';
 
 const REGISTER_TIMEOUT_MS = 10_000;
 /** Bounds on what a node may announce: the ids travel as ring records and stay interned. */
@@ -222,6 +223,11 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     if (maxTunnels > 0 && capacity > maxTunnels && register.joinGeneration === 0) {
       this.logger.warn({ node: register.nodeId, capacity, maxTunnelsPerNode: maxTunnels }, "the node's providers can be granted more requests than limits.max_tunnels_per_node lets one connection carry: grants past it go elsewhere once, then fail with 503 node_overloaded");
     }
+    if (register.joinGeneration > 0) {
+      // Every lane on one thread (driver) is counted here; with I/O workers main counts them over all workers.
+      const here = this.#current.get(register.nodeId);
+      if (here !== undefined && here.generation === register.joinGeneration && here.sessions.length >= MAX_NODE_STREAMS) return this.#laneLimit();
+    }
     this.#registering.set(session.serial, session);
     // The answer (onConnected) may come from inside this call (driver) or later (worker).
     if (register.joinGeneration > 0) {
@@ -258,9 +264,15 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     return ids;
   }
 
+  /** The rejection of a lane whose connection already has MAX_NODE_STREAMS streams (the agent never opens more). */
+  #laneLimit(): string {
+    this.protocolStats.laneLimitRejections++;
+    return `more than ${MAX_NODE_STREAMS} streams on one connection (the anchor and its lanes)`;
+  }
+
   // --- NodeRegistrar ---------------------------------------------------------
 
-  onConnected(serial: number, nodeId: string, generation: number): void {
+  onConnected(serial: number, nodeId: string, generation: number, full = false): void {
     const session = this.#registering.get(serial);
     this.#registering.delete(serial);
     const wasJoin = this.#joining.delete(serial);
@@ -275,6 +287,11 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       return;
     }
     const joining = session.joinGeneration > 0;
+    if (full) {
+      session.reject(this.#laneLimit());
+      this.#settleWaiters(nodeId);
+      return;
+    }
     const here = this.#current.get(nodeId);
     if (generation === 0 || (joining && here !== undefined && here.generation > generation)) {
       session.reject(joining ? `generation ${session.joinGeneration} of ${nodeId} is not current; register anew` : `unknown node id ${JSON.stringify(nodeId)}`);
