@@ -14,7 +14,8 @@ function dispatches(text: string, tenant: string): number {
   return Number(new RegExp(`^edge_tenant_dispatches_total\\{model="a",tenant="${tenant}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
 }
 
-test('a tenant\'s dispatch count only grows when the scheduler\'s table starts again', async () => {
+/** A fair-queued alias `a` on one provider, and the metrics reading its scheduler; `run` serves one request of a tenant. */
+function fairAlias(): { run: (tenantKey: number) => void; metrics: EdgeMetrics } {
   const base = makeConfig({ nodes: { n0: [{ id: 'p0', capacity: 1 }] }, models: [{ alias: 'a', providers: ['p0'] }] });
   const sink = new RecordingSink();
   const s = new Scheduler({ ...base, scheduler: { ...base.scheduler, fairness: true, agingStepPerSec: 0 } }, sink);
@@ -39,6 +40,11 @@ test('a tenant\'s dispatch count only grows when the scheduler\'s table starts a
     },
     false,
   );
+  return { run, metrics };
+}
+
+test('a tenant\'s dispatch count only grows when the scheduler\'s table starts again', async () => {
+  const { run, metrics } = fairAlias();
 
   for (let i = 0; i < 5; i++) run(ALICE);
   assert.equal(dispatches(await metrics.scrape(), 'alice'), 5);
@@ -60,30 +66,7 @@ test('a tenant\'s dispatch count only grows when the scheduler\'s table starts a
 });
 
 test("a tenant's dispatches after the table starts again all count, also when its new count passes the one last scraped", async () => {
-  const base = makeConfig({ nodes: { n0: [{ id: 'p0', capacity: 1 }] }, models: [{ alias: 'a', providers: ['p0'] }] });
-  const sink = new RecordingSink();
-  const s = new Scheduler({ ...base, scheduler: { ...base.scheduler, fairness: true, agingStepPerSec: 0 } }, sink);
-  s.connect('n0', 0);
-  let requestId = 1;
-  let now = 1;
-  const run = (tenantKey: number): void => {
-    s.admit({ requestId: requestId++, alias: 'a', estimatedTokens: 10, directNodeId: undefined, priority: 0, tenantKey, weight: 1 }, now++);
-    for (const grant of sink.takeGrants()) s.release(grant.leaseId, 'end', now++);
-  };
-  const metrics = new EdgeMetrics(
-    {
-      status: () => s.status(),
-      connectedNodes: () => 1,
-      openRequests: () => 0,
-      workers: () => 0,
-      ringOccupancy: () => 0,
-      configVersion: () => 1,
-      shuttingDown: () => false,
-      events: () => ({ subscribers: 0, published: 0, dropped: 0 }),
-      tenantNames: () => new Map([[ALICE, 'alice']]),
-    },
-    false,
-  );
+  const { run, metrics } = fairAlias();
   for (let i = 0; i < 5; i++) run(ALICE);
   assert.equal(dispatches(await metrics.scrape(), 'alice'), 5);
   // No scrape while 10,000 other tenants fill the table (it starts again) and alice is served 7 more times.
