@@ -14,7 +14,7 @@ import type { DataPlane } from '../data-plane.js';
 import type { ApiKeyState } from '../http/client-auth.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import { Errors } from '../../shared/errors.js';
-import { A2A_ERRORS, isJsonContentType } from '../http/api-routes.js';
+import { A2A_ERRORS, bodyMediaRefusal } from '../http/api-routes.js';
 import { agentCard, AGENT_PREFIX, CARD_PATH, edgeCard } from './agent-card.js';
 import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
 import { ContextHistory, type HistoryLimits } from './context-history.js';
@@ -65,15 +65,6 @@ function malformedRequest(request: Record<string, unknown>): string | undefined 
   if (!('id' in request) || request.id === undefined) return 'a request needs an "id": A2A has no notifications';
   const id = request.id;
   if (id !== null && typeof id !== 'string' && typeof id !== 'number') return 'a JSON-RPC "id" is a string, a number or null';
-  return undefined;
-}
-
-/** Why the body, by its headers, is no JSON this edge reads (the message of a 415), or undefined. */
-function mediaRefusal(request: FastifyRequest): string | undefined {
-  const encoding = request.headers['content-encoding'];
-  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') return `content-encoding ${JSON.stringify(encoding)} is not supported; send the body uncompressed`;
-  const type = request.headers['content-type'];
-  if (!isJsonContentType(type)) return `content-type ${JSON.stringify(type)} is not JSON; send the body as application/json`;
   return undefined;
 }
 
@@ -189,7 +180,7 @@ export class A2ASurface {
       reply.code(404).headers(JSON_HEADERS).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
       return;
     }
-    const refusal = mediaRefusal(request);
+    const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);
     if (refusal !== undefined) {
       // As the /v1/ routes refuse them (RFC 7694): a compressed body would only read as "not JSON", a labelled-compressed plain one be guessed at.
       this.#plane.refused(Errors.unsupportedMediaType.code);

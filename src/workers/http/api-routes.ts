@@ -183,6 +183,19 @@ export function errorFormatForPath(path: string): ErrorFormat {
 }
 
 /**
+ * Why a request body is no JSON this edge reads, by its headers (the message
+ * of a 415 unsupported_media_type), or undefined. Every route that reads a
+ * body asks this one question: the /v1/ proxy routes and A2A.
+ */
+export function bodyMediaRefusal(contentType: string | undefined, contentEncoding: string | undefined): string | undefined {
+  if (!isJsonContentType(contentType)) return `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`;
+  // The edge reads the body (model, stream, session) and the provider gets it as JSON: a compressed one is refused
+  // as RFC 7694 says, naming the coding it takes, rather than misread as invalid JSON.
+  if (contentEncoding !== undefined && contentEncoding.trim().toLowerCase() !== 'identity') return `content-encoding ${JSON.stringify(contentEncoding)} is not supported; send the body uncompressed`;
+  return undefined;
+}
+
+/**
  * A JSON media type: application/json or any application/...+json,
  * parameters aside. Absent (or empty) counts as JSON: only a client that
  * names another type is refused.

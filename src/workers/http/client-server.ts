@@ -12,7 +12,7 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import type { EdgeConfig } from '../../shared/config-types.js';
 import type { LeanStats, StoredResponse } from '../../contract/io-protocol.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
-import { ANTHROPIC_ERRORS, API_ROUTES, errorFormatForPath, isJsonContentType, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
+import { ANTHROPIC_ERRORS, API_ROUTES, bodyMediaRefusal, errorFormatForPath, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
 import { Api } from '../../shared/endpoints.js';
 import { isResponseId } from './response-affinity.js';
 import type { DataPlane } from '../data-plane.js';
@@ -75,10 +75,6 @@ function hasBody(request: IncomingMessage): boolean {
 }
 
 /** `identity` (any case, with optional spaces), the one content coding a request body may carry. */
-function isIdentityEncoding(value: string): boolean {
-  return value.trim().toLowerCase() === 'identity';
-}
-
 function specForInspectError(error: InspectError): GatewayErrorSpec {
   switch (error.kind) {
     case 'missing_model': return Errors.missingModel;
@@ -396,17 +392,10 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   }
 
   #proxy(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: ApiKeyState | undefined): void {
-    const contentType = request.headers['content-type'];
-    if (!isJsonContentType(contentType)) {
-      this.#refuse(response, Errors.unsupportedMediaType, route.errors, `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`);
-      return;
-    }
-    const encoding = request.headers['content-encoding'];
-    if (encoding !== undefined && !isIdentityEncoding(encoding)) {
-      // The edge reads the body (model, stream, session) and the provider gets it as JSON: a compressed one is refused
-      // as RFC 7694 says, naming the coding it takes, rather than misread as invalid JSON.
-      response.setHeader('accept-encoding', 'identity');
-      this.#refuse(response, Errors.unsupportedMediaType, route.errors, `content-encoding ${JSON.stringify(encoding)} is not supported; send the body uncompressed`);
+    const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);
+    if (refusal !== undefined) {
+      if (request.headers['content-encoding'] !== undefined) response.setHeader('accept-encoding', 'identity');
+      this.#refuse(response, Errors.unsupportedMediaType, route.errors, refusal);
       return;
     }
     if (body.length === 0) {

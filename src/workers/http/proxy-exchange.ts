@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import type { Header } from '../../gen/edge/v1/tunnel_pb.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../shared/errors.js';
 import { Api } from '../../shared/endpoints.js';
-import { MESSAGES, RESPONSES, type ApiRoute } from './api-routes.js';
+import { isJsonContentType, MESSAGES, RESPONSES, type ApiRoute } from './api-routes.js';
 import { responseIdFromHead, storedResponseIdOf } from './response-affinity.js';
 import type { Grant, ReleaseReason } from '../../contract/scheduler.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
@@ -930,12 +930,10 @@ function missingRetryHints(headers: readonly Header[], retryAfterMs: number | un
   return missing;
 }
 
-/** The head declares a JSON body (application/json, application/*+json). */
+/** The head declares a JSON body (application/json, application/*+json); unlike a client's, a provider's head must say so. */
 function isJsonHead(headers: readonly Header[]): boolean {
   for (let i = 0; i < headers.length; i++) {
-    if (headers[i].name.toLowerCase() !== 'content-type') continue;
-    const type = headers[i].value.toLowerCase().split(';')[0].trim();
-    return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+    if (headers[i].name.toLowerCase() === 'content-type') return headers[i].value.trim() !== '' && isJsonContentType(headers[i].value);
   }
   return false;
 }
