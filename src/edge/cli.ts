@@ -109,7 +109,7 @@ async function main(): Promise<number> {
     // The refresher logs the outcome (applied, unchanged or rejected with reasons); a refresh that throws is logged, never fatal.
     running.refresh({ mode: 'apply', origin: 'SIGHUP' }).catch((err: unknown) => logger.error({ err }, 'SIGHUP: the config reload failed; the running config stays'));
   };
-  process.on('SIGHUP', () => {
+  const onHup = (): void => {
     if (edge !== undefined) {
       reload(edge);
       return;
@@ -117,13 +117,11 @@ async function main(): Promise<number> {
     // Starting: the file may have changed after it was read, so it is read again once the edge runs.
     logger.info({ config: file }, 'SIGHUP while starting: the config file is re-read once the edge has started');
     reloadAfterStart = true;
-  });
+  };
+  process.on('SIGHUP', onHup);
   // A SIGHUP the installed command held while this module graph and the config
   // loaded (released only now that the handler above is in: never left to its default).
-  if (releaseHeldSignal('SIGHUP')) {
-    logger.info({ config: file }, 'SIGHUP while starting: the config file is re-read once the edge has started');
-    reloadAfterStart = true;
-  }
+  if (releaseHeldSignal('SIGHUP')) onHup();
   // One handler for both signals, kept for the process's life: the first
   // signal of either kind starts the drain, any later one (same kind or the
   // other) ends it at once. Never a per-kind once-listener, whose order
