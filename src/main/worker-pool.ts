@@ -23,7 +23,8 @@ import { createRing, RingConsumer, RingProducer, type RingRecordHandler } from '
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
 import type { DataPath } from '../contract/data-path.js';
-import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, STORED_RESPONSE_ENTRIES, STORED_RESPONSE_TTL_MS, type A2ARelayMessage, type AffinityMessage, type StoredResponse, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
+import { StoredResponses } from '../contract/stored-responses.js';
+import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type AffinityMessage, type StoredResponse, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
@@ -124,7 +125,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * Every stored response a worker learnt (or dropped), as passed on to the others, oldest first, with
    * its expiry: a worker started in an exited one's place begins with them (its own map died with it).
    */
-  readonly #responses = new Map<string, readonly [StoredResponse, number]>();
+  #responses = new StoredResponses();
   readonly #scratch = new SchedulerRecord();
   /** Open requests per API key, over all workers (each key counted; auth.api_keys[].max_concurrent refuses above its limit). */
   readonly keys = new KeyConcurrency();
@@ -184,6 +185,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
   async start(config: EdgeConfig, logLevel: string): Promise<PoolPorts> {
     this.#config = config;
     this.#logLevel = logLevel;
+    // Restart-only (refresh/mutability.ts): the bound the workers are started with.
+    this.#responses = new StoredResponses(config.limits.storedResponses);
     const first = await this.#spawn(0, config, config.http.port, config.grpc.port, logLevel);
     this.#ports = first;
     await Promise.all(this.#slots.slice(1).map((slot) => this.#spawn(slot.index, config, first.httpPort, first.grpcPort, logLevel)));
@@ -206,7 +209,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       toPeer: this.#peerRings[index],
       fromPeer: this.#peerRings.map((row) => row[index]),
       flags: this.flags.buffer as SharedArrayBuffer,
-      responses: this.#storedResponses(),
+      responses: this.#responses.unexpired(),
       tenantSecret: tenantSecret(),
     };
     const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
@@ -232,29 +235,6 @@ export class WorkerPool implements DecisionHandler, DataPath {
     const ports = await readyOf(worker, index);
     slot.started = true;
     return ports;
-  }
-
-  /** The pool's copy of the workers' response maps (response-affinity.ts), bounded and expiring alike. */
-  #rememberResponse(responseId: string, stored: StoredResponse | null): void {
-    this.#responses.delete(responseId);
-    if (stored === null) return;
-    this.#responses.set(responseId, [stored, Date.now() + STORED_RESPONSE_TTL_MS]);
-    // Restart-only (refresh/mutability.ts): the bound the workers were started with.
-    if (this.#responses.size > (this.#config?.limits.storedResponses ?? STORED_RESPONSE_ENTRIES)) {
-      const oldest = this.#responses.keys().next();
-      if (!oldest.done) this.#responses.delete(oldest.value);
-    }
-  }
-
-  /** What a worker starting now is given: the unexpired stored responses, oldest first. */
-  #storedResponses(): [string, StoredResponse, number][] {
-    const now = Date.now();
-    const out: [string, StoredResponse, number][] = [];
-    for (const [id, [stored, expiresAt]] of this.#responses) {
-      if (expiresAt > now) out.push([id, stored, expiresAt]);
-      else this.#responses.delete(id);
-    }
-    return out;
   }
 
   // --- control (cold path) ------------------------------------------------------
@@ -548,7 +528,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
       return;
     }
     if (message.type === 'affinity') {
-      this.#rememberResponse(message.responseId, message.stored);
+      if (message.stored === null) this.#responses.forget(message.responseId);
+      else this.#responses.remember(message.responseId, message.stored);
       // Every other worker learns where the response lives (id 0: no reply wanted).
       for (const slot of this.#slots) {
         if (slot.index !== from && !slot.exited) slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored: message.stored });

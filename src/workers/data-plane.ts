@@ -16,10 +16,11 @@ import { isProviderFailure, kExchange, onResponseClose, ProxyExchange, type Disp
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
 import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
-import { DRAIN_FLAG, type PlaneInspection } from '../contract/io-protocol.js';
+import { DRAIN_FLAG, type PlaneInspection, type StoredResponse } from '../contract/io-protocol.js';
 import type { InspectOk } from './http/inspect.js';
 import type { ApiRoute } from './http/api-routes.js';
-import { ResponseAffinity, storedResponseIdOf, type StoredResponse } from './http/response-affinity.js';
+import { storedResponseIdOf } from './http/response-affinity.js';
+import { StoredResponses } from '../contract/stored-responses.js';
 import { rewriteModel } from './http/inspect.js';
 import { connectionNominated, isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
@@ -169,7 +170,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#publishNow = noQueueProviders(config);
     this.#adapters = adaptersOf(config);
     ({ deadlineLimits: this.#deadlineLimits, maxTunnelsPerNode: this.#maxTunnelsPerNode } = hardeningOf(config));
-    this.responses = new ResponseAffinity(config.limits.storedResponses);
+    this.responses = new StoredResponses(config.limits.storedResponses);
     this.#workerIndex = placement.workerIndex;
     this.#peers = placement.peers;
     this.#idBase = placement.workerIndex < 0 ? 0 : placement.workerIndex;
@@ -216,7 +217,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   /** Which provider made each stored Response (Responses API state lives there); sized at start (limits.stored_responses). */
-  readonly responses: ResponseAffinity;
+  readonly responses: StoredResponses;
   /** With I/O workers: tells the other workers what this one learnt (set by the worker). */
   onAffinity: ((responseId: string, stored: StoredResponse | null) => void) | undefined;
 

@@ -3,12 +3,13 @@
 // expiring, and fed only from ids read at the head of a relayed response.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ResponseAffinity, responseIdFromHead, storedResponseIdOf } from '../../src/workers/http/response-affinity.js';
+import { responseIdFromHead, storedResponseIdOf } from '../../src/workers/http/response-affinity.js';
+import { StoredResponses } from '../../src/contract/stored-responses.js';
 
 const AT = (providerId: string) => ({ alias: 'm', providerId, nodeId: 'n', owner: undefined });
 
 test('remembers where a response lives; the least recently used id goes first when full', () => {
-  const map = new ResponseAffinity(2, 60_000);
+  const map = new StoredResponses(2, 60_000);
   map.remember('resp_1', AT('a'));
   map.remember('resp_2', AT('b'));
   assert.equal(map.lookup('resp_1')?.providerId, 'a'); // resp_1 is now the most recent
@@ -21,7 +22,7 @@ test('remembers where a response lives; the least recently used id goes first wh
 
 test('an entry expires after its TTL, and forget() drops it at once', () => {
   let now = 1_000;
-  const map = new ResponseAffinity(10, 500, () => now);
+  const map = new StoredResponses(10, 500, () => now);
   map.remember('resp_1', AT('a'));
   map.remember('resp_2', AT('a'));
   map.forget('resp_2');
@@ -32,8 +33,23 @@ test('an entry expires after its TTL, and forget() drops it at once', () => {
   assert.equal(map.lookup('resp_1'), undefined);
 });
 
+test('unexpired() hands a replacement worker the live entries with their own expiry, and drops the expired', () => {
+  let now = 1_000;
+  const map = new StoredResponses(10, 500, () => now);
+  map.remember('resp_old', AT('a'));
+  now += 300;
+  map.remember('resp_new', AT('b'), now + 500);
+  assert.deepEqual(map.unexpired(), [
+    ['resp_old', AT('a'), 1_500],
+    ['resp_new', AT('b'), 1_800],
+  ]);
+  now = 1_500;
+  assert.deepEqual(map.unexpired(), [['resp_new', AT('b'), 1_800]]);
+  assert.equal(map.size, 1, 'the expired entry is gone, not just hidden');
+});
+
 test('ids that could not be a response id are never stored', () => {
-  const map = new ResponseAffinity();
+  const map = new StoredResponses();
   for (const id of ['', 'a/b', 'x'.repeat(300), 'id with space']) map.remember(id, AT('a'));
   assert.equal(map.size, 0);
 });

@@ -14,7 +14,7 @@ import type { LeanStats, StoredResponse } from '../../contract/io-protocol.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { ANTHROPIC_ERRORS, API_ROUTES, bodyMediaRefusal, errorFormatForPath, OPENAI_ERRORS, RESPONSES, type ApiRoute, type ErrorFormat } from './api-routes.js';
 import { Api } from '../../shared/endpoints.js';
-import { isResponseId } from './response-affinity.js';
+import { isResponseId } from '../../contract/stored-responses.js';
 import type { DataPlane } from '../data-plane.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import type { KeyPairMaterial } from '../../shared/tls-material.js';
@@ -143,7 +143,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.app = Fastify({
       logger: false,
       bodyLimit: config.limits.bodyBytes,
-      // A stored response's id may be 256 characters (response-affinity.ts); fastify's default (100) answered a longer one 414 in its own format.
+      // A stored response's id may be 256 characters (contract/stored-responses.ts); fastify's default (100) answered a longer one 414 in its own format.
       routerOptions: { maxParamLength: 256 },
       // The router's own refusals (a longer path parameter, a malformed URL) in the API's error format, not fastify's.
       frameworkErrors: (error, request, reply) => onRouterError(this, error, request, reply),
