@@ -103,6 +103,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #aliases: readonly string[] = [];
   /** Each alias's providers (config), to tell a stored response's provider that can never serve the alias. */
   #models: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map();
+  /** Each configured provider's node: a stored response stays on the node whose provider made it, whatever the id names later. */
+  #providerNodes: ReadonlyMap<string, string> = new Map();
   #maxJsonDepth = 64;
   /** LeanOwner: limits.idle_timeout_ms, which also bounds how long a response's last bytes may wait for a client that stopped reading. */
   flushTimeoutMs = 0;
@@ -196,6 +198,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.flushTimeoutMs = limits.idleTimeoutMs;
     this.#aliases = config.models.map((m) => m.alias);
     this.#models = new Map(config.models.map((m) => [m.alias, m.providers]));
+    this.#providerNodes = new Map(config.nodes.flatMap((n) => n.providers.map((p) => [p.id, n.id] as const)));
     const created = Math.floor(Date.now() / 1000);
     this.#modelsCreated = created;
     this.#modelsBody = JSON.stringify({
@@ -456,6 +459,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
         this.#refuse(response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
         return;
       }
+      const moved = this.#movedAway(info.previousResponseId, stored);
+      if (moved !== undefined) {
+        this.#refuse(response, Errors.responseProviderGone, route.errors, moved, 'previous_response_id');
+        return;
+      }
       const models = this.#models.get(info.model);
       if (models !== undefined && !models.has(stored.providerId)) {
         // Not "unavailable for now" (409, which the SDKs retry): no wait makes that provider serve this model.
@@ -501,6 +509,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       this.#refuseReply(reply, Errors.shuttingDown, undefined, RESPONSES.errors);
       return;
     }
+    const moved = this.#movedAway(id, stored);
+    if (moved !== undefined) {
+      this.#refuseReply(reply, Errors.responseProviderGone, moved, RESPONSES.errors);
+      return;
+    }
     const alias = this.#aliasServing(stored, key);
     if (alias === undefined) {
       const message = `response ${JSON.stringify(id)} is stored on provider ${JSON.stringify(stored.providerId)}, which no model in the config serves now${key === undefined ? '' : ' for this API key'}; it is never answered elsewhere`;
@@ -520,6 +533,13 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
    * still maps its provider, else another that does (a refresh renamed or split the alias; the
    * key's own first); undefined when none does.
    */
+  /** Why `id` cannot be reached any more because a refresh moved its provider's id to another node; undefined when it has not. */
+  #movedAway(id: string, stored: StoredResponse): string | undefined {
+    const nodeId = this.#providerNodes.get(stored.providerId);
+    if (nodeId === undefined || nodeId === stored.nodeId) return undefined;
+    return `response ${JSON.stringify(id)} is stored on provider ${JSON.stringify(stored.providerId)} of node ${JSON.stringify(stored.nodeId)}; that provider id now names one on node ${JSON.stringify(nodeId)}, which does not hold it, so it is never answered elsewhere`;
+  }
+
   #aliasServing(stored: StoredResponse, key: ApiKeyState | undefined): string | undefined {
     if (this.#models.get(stored.alias)?.has(stored.providerId) === true) return stored.alias;
     let other: string | undefined;
