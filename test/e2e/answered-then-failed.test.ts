@@ -79,6 +79,22 @@ describe('a stream that ended its answer, then failed before END', () => {
     await settled();
   });
 
+  test('Anthropic: a message_stop with extra fields (a gateway\'s metrics), then a reset: finalMessage() has the message', async () => {
+    const client = new Anthropic({ baseURL: stack.edge.url, apiKey: 'x', maxRetries: 0 });
+    const stream = client.messages.stream({ model: ALIAS, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0);
+    let seq = 1;
+    // As Bedrock behind a gateway ends a stream: its `event: message_stop` line is far from the event's end.
+    const stop = { type: 'message_stop', 'amazon-bedrock-invocationMetrics': { inputTokenCount: 3, outputTokenCount: 2, invocationLatency: 412, firstByteLatency: 120 } };
+    for (const [name, data] of [...MESSAGES_EVENTS.slice(0, -1), ['message_stop', stop] as const]) node.data(t.tunnelId, seq++, `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
+    await waitUntil(() => stream.currentMessage?.stop_reason === 'end_turn', 'the client to read message_delta');
+    node.error(t.tunnelId, seq, 'upstream_reset', 'provider closed the connection');
+    const message = await stream.finalMessage();
+    assert.equal(message.stop_reason, 'end_turn');
+    await settled();
+  });
+
   test('Anthropic: a reset before message_stop is still the SDK error it was', async () => {
     const client = new Anthropic({ baseURL: stack.edge.url, apiKey: 'x', maxRetries: 0 });
     const stream = client.messages.stream({ model: ALIAS, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });

@@ -13,6 +13,7 @@ const LF = 10;
 const CR = 13;
 const DONE = Buffer.from('[DONE]');
 const MESSAGE_STOP = Buffer.from('message_stop');
+const EVENT_FIELD = 'event:';
 /** The name each terminal Responses event has, as its `event:` line and its `"type"` both carry it. */
 const RESPONSE_TERMINALS = [Buffer.from('response.completed'), Buffer.from('response.failed'), Buffer.from('response.incomplete')];
 /** How far into an event its name is: `event: response.incomplete\n` or `data: {"type":"response.incomplete"`. */
@@ -48,6 +49,9 @@ export function endsWithDone(out: Uint8Array): boolean {
 export function endsWithMessageStop(out: Uint8Array): boolean {
   const end = contentEnd(out);
   const buffer = asBuffer(out);
+  // Named by its `event:` line, however long its data: a gateway in front of the model may add fields
+  // (Bedrock's invocation metrics), which push that line out of the tail read below.
+  if (startsWithEventName(buffer, lastEventEnd(buffer.subarray(0, end)), end, MESSAGE_STOP)) return true;
   const at = buffer.indexOf(MESSAGE_STOP, Math.max(0, end - 32));
   if (at < 0 || at >= end || buffer.indexOf(MESSAGE_STOP, at + 1) >= 0) return false;
   const after = buffer[at + MESSAGE_STOP.length];
@@ -61,6 +65,16 @@ export function endsWithMessageStop(out: Uint8Array): boolean {
   i--;
   while (i >= 0 && buffer[i] === 0x20) i--;
   return i >= 5 && buffer.toString('latin1', i - 5, i + 1) === '"type"';
+}
+
+/** The event at `start` begins with the line `event: <name>` (the space optional), ended before `end`. */
+function startsWithEventName(buffer: Buffer, start: number, end: number, name: Buffer): boolean {
+  if (buffer.toString('latin1', start, start + EVENT_FIELD.length) !== EVENT_FIELD) return false;
+  let at = start + EVENT_FIELD.length;
+  if (buffer[at] === 0x20) at++;
+  if (at + name.length >= end || buffer.compare(name, 0, name.length, at, at + name.length) !== 0) return false;
+  const after = buffer[at + name.length];
+  return after === LF || after === CR;
 }
 
 /** The last event is a terminal Responses event: its name within the head of the event, however long its body (the whole response). */
