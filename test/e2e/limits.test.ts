@@ -91,22 +91,25 @@ describe('request limits', () => {
       return { text, afterMs: Date.now() - started };
     };
     // Content-Length: read by the lean connection; chunked: handed to node:http (its requestTimeout).
-    const [lean, chunked, anthropic] = await Promise.all([
+    const [lean, chunked, anthropic, anthropicChunked] = await Promise.all([
       stall('Content-Length: 100\r\n', '{"model":'),
       stall('Transfer-Encoding: chunked\r\n', '9\r\n{"model":\r\n'),
       stall('Content-Length: 100\r\n', '{"model":', '/v1/messages'),
+      stall('Transfer-Encoding: chunked\r\n', '9\r\n{"model":\r\n', '/v1/messages'),
     ]);
     for (const [path, answer] of [['lean', lean], ['node:http', chunked]] as const) {
       assert.match(answer.text, /^HTTP\/1\.1 408 /, `${path}: ${answer.text}`);
       assert.equal((JSON.parse(answer.text.split('\r\n\r\n')[1]) as { error: { code: string } }).error.code, 'request_timeout', path);
       assert.ok(answer.afterMs >= 500 && answer.afterMs < 5_000, `${path}: answered ${answer.afterMs} ms after the head`);
     }
-    // On the lean path the head's path is known: an Anthropic client's 408 is in Anthropic's shape.
-    assert.match(anthropic.text, /^HTTP\/1\.1 408 /, anthropic.text);
-    const anthropicBody = JSON.parse(anthropic.text.split('\r\n\r\n')[1]) as { type: string; error: { type: string; message: string } };
-    assert.equal(anthropicBody.type, 'error');
-    assert.equal(anthropicBody.error.type, 'timeout_error');
-    assert.match(anthropicBody.error.message, /request_timeout/);
+    // Once the head was read its path is known, on the lean path and through node:http: an Anthropic client's 408 is in Anthropic's shape.
+    for (const [path, answer] of [['lean', anthropic], ['node:http', anthropicChunked]] as const) {
+      assert.match(answer.text, /^HTTP\/1\.1 408 /, `${path}: ${answer.text}`);
+      const anthropicBody = JSON.parse(answer.text.split('\r\n\r\n')[1]) as { type: string; error: { type: string; message: string } };
+      assert.equal(anthropicBody.type, 'error', `${path}: ${answer.text}`);
+      assert.equal(anthropicBody.error.type, 'timeout_error');
+      assert.match(anthropicBody.error.message, /request_timeout/);
+    }
     // A request that arrives whole is served as before, and nothing was dispatched for the stalled ones.
     const ok = await chat(stack);
     assert.equal(ok.status, 200);

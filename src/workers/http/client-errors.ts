@@ -1,7 +1,9 @@
 // Requests Node's HTTP parser refuses before fastify sees them (oversized
 // head, malformed request line or headers, header timeout): answered on the
-// raw socket in OpenAI's error format, then the connection is closed, since
-// the parser cannot resync on a broken stream.
+// raw socket in OpenAI's error format (in the path's, once the head was
+// read), then the connection is closed, since the parser cannot resync on a
+// broken stream.
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { errorFormatForPath, OPENAI_ERRORS, type ErrorFormat } from './api-routes.js';
@@ -20,10 +22,20 @@ export interface RefusalCounter {
   refused(code: string): void;
 }
 
+/** The request node:http handed over on each socket, whose body it may still be reading. */
+const readingOn = new WeakMap<Duplex, IncomingMessage>();
+
+/** node:http read `request`'s head: a refusal while its body comes (408, a bad chunk) answers in its path's format. */
+export function noteRequestHead(request: IncomingMessage): void {
+  readingOn.set(request.socket, request);
+}
+
 /** fastify `clientErrorHandler`. */
 export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counter: RefusalCounter): void {
   if (err.code === 'ECONNRESET') return;
-  answerAndClose(socket, counter, err.code);
+  // A complete request is an earlier one of the connection: the refused one never got past its head.
+  const request = readingOn.get(socket);
+  answerAndClose(socket, counter, err.code, request === undefined || request.complete ? OPENAI_ERRORS : errorFormatForPath((request.url ?? '').split('?')[0]));
 }
 
 /**

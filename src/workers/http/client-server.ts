@@ -19,7 +19,7 @@ import type { DataPlane } from '../data-plane.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import type { KeyPairMaterial } from '../../shared/tls-material.js';
 import { ApiKeyState, ClientAuth } from './client-auth.js';
-import { onClientError, type RefusalCounter } from './client-errors.js';
+import { noteRequestHead, onClientError, type RefusalCounter } from './client-errors.js';
 import { inspectBody, type InspectError, type InspectOk, type InspectResult } from './inspect.js';
 import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '../offload/offload-pool.js';
 import { A2ASurface } from '../a2a/a2a-surface.js';
@@ -243,6 +243,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   #createServer(fastifyHandler: RequestListener, options: ServerOptions, https: KeyPairMaterial | undefined): Server {
     const listener: RequestListener = (request, response) => {
+      noteRequestHead(request);
       // node:http's own requests (the lean connection's are not here): the same deadline on a stuck last write.
       if (this.flushTimeoutMs > 0) watchLastWrite(response, this);
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
