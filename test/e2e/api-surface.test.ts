@@ -381,6 +381,22 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     });
   });
 
+  test('an Anthropic SDK call the edge does not serve (Files, Skills) is a 404 in Anthropic format; an OpenAI client\'s stays OpenAI\'s', async () => {
+    for (const call of [() => anthropic(stack).beta.files.list(), () => anthropic(stack).beta.skills.list()]) {
+      await assert.rejects(call(), (err: unknown) => {
+        assert.ok(err instanceof Anthropic.NotFoundError, String(err));
+        const body = err.error as { type?: string; error?: { type?: string; message?: string } };
+        assert.equal(body.type, 'error', JSON.stringify(body));
+        assert.equal(body.error?.type, 'not_found_error');
+        assert.match(body.error?.message ?? '', /unknown route/);
+        return true;
+      });
+    }
+    const openai = await fetch(`${stack.edge.url}/v1/files`);
+    assert.equal(openai.status, 404);
+    assert.equal(((await openai.json()) as { error: { code: string } }).error.code, 'unknown_url');
+  });
+
   test('a full queue is an Anthropic-format 429 rate_limit_error with Retry-After', async () => {
     await waitUntil(() => inFlight(stack.edge) === 0, 'earlier leases released');
     const hold = await holdSlot(stack, 500, SOLO);

@@ -675,10 +675,14 @@ function passBuffer(_request: FastifyRequest, body: Buffer, done: (err: Error | 
   done(null, body);
 }
 
-/** The error format a refusal at the door takes: the path's, and Anthropic's for /v1/models asked by an Anthropic client (it sends anthropic-version). */
+/**
+ * The error format a refusal at the door takes: the path's, and Anthropic's for an Anthropic client
+ * (it sends anthropic-version) on /v1/models or on a path no API here serves (its Files or Batches
+ * call gets a 404 its SDK reads; an OpenAI route keeps OpenAI's format whoever asks).
+ */
 function formatOf(request: FastifyRequest): ErrorFormat {
   const path = request.url.split('?')[0];
-  if (path.startsWith('/v1/models') && request.headers['anthropic-version'] !== undefined) return ANTHROPIC_ERRORS;
+  if (request.headers['anthropic-version'] !== undefined && (path.startsWith('/v1/models') || (path.startsWith('/v1/') && allowedMethods(path) === undefined))) return ANTHROPIC_ERRORS;
   return errorFormatForPath(path);
 }
 
