@@ -296,6 +296,14 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
   #exited(): void {
     if (this.#killTimer === undefined) this.#signalGroup('SIGKILL');
     this.#clearTimers();
+    // What the command wrote before it exited may still sit in the pipes (the exit can be seen before
+    // their last read): the grace starts on the next turn of the event loop, so the pipes are read once
+    // more before it can end, and a short kill_grace_ms (0) never drops the command's own output.
+    this.#drainTimer = setTimeout(onDrainStart, 0, this);
+  }
+
+  /** Timer: the turn after the command's exit; its pipes now get kill_grace_ms to close. */
+  drainStart(): void {
     this.#drainTimer = setTimeout(onPipesOverdue, this.#provider.config.killGraceMs, this);
   }
 
@@ -444,6 +452,10 @@ function onSessionWaitOver(run: CliRun): void {
 
 function onRunTimeout(run: CliRun): void {
   run.timedOut();
+}
+
+function onDrainStart(run: CliRun): void {
+  run.drainStart();
 }
 
 function onPipesOverdue(run: CliRun): void {
