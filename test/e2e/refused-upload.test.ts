@@ -85,6 +85,43 @@ describe('a refused upload', () => {
     }
   });
 
+  test('Expect: 100-continue with a body no API route reads (415 by its headers) is answered from the head, never invited', async () => {
+    // One raw connection per head: its body is never sent, so an edge that invites it waits for ever.
+    const exchange = (head: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(Number(new URL(stack.edge.url).port), '127.0.0.1');
+        let text = '';
+        socket.setEncoding('latin1');
+        socket.on('data', (chunk: string) => {
+          text += chunk;
+          if (/^HTTP\/1\.1 [2-5]\d\d /m.test(text) && text.trimEnd().endsWith('}')) {
+            socket.destroy();
+            resolve(text);
+          }
+        });
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+        socket.setTimeout(5_000, () => {
+          socket.destroy();
+          resolve(`no answer in 5 s: ${text}`);
+        });
+        socket.write(head);
+      });
+    const cases: [string, string, string, RegExp][] = [
+      ['/v1/chat/completions', 'Content-Type: application/x-www-form-urlencoded\r\n', 'text/plain', /"type":"invalid_request_error"/],
+      ['/v1/chat/completions', 'Content-Type: application/json\r\nContent-Encoding: gzip\r\n', 'gzip', /content-encoding/],
+      ['/v1/messages', 'Content-Type: text/plain\r\n', 'anthropic', /"type":"error"/],
+    ];
+    for (const [path, headers, what, body] of cases) {
+      const answer = await exchange(`POST ${path} HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer ${KEY}\r\n${headers}Content-Length: 60000\r\nExpect: 100-continue\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 415 /, `${what}: ${answer.slice(0, 200)}`);
+      assert.doesNotMatch(answer, /100 Continue/i, what);
+      assert.match(answer, body, what);
+      assert.match(answer, /\r\nconnection: close\r\n/i, `${what}: the unread body is not taken`);
+    }
+    assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
+  });
+
   test('the body is not waited for: the answer comes at once, and an upload that never ends is cut after LINGER_MS', async () => {
     // Half-open allowed: the client's socket does not end with the edge's FIN, so it goes on uploading, slowly, for ever.
     const socket = connect({ port: Number(new URL(stack.edge.url).port), host: '127.0.0.1', allowHalfOpen: true });

@@ -68,6 +68,14 @@ function presentedKeyOf(headers: Readonly<Record<string, string | string[] | und
   return typeof apiKey === 'string' && apiKey.length > 0 ? `Bearer ${apiKey}` : undefined;
 }
 
+/** An API POST that #serveLean takes (the /v1/ proxy routes). */
+function isLeanRoute(request: IncomingMessage): boolean {
+  if (request.method !== 'POST') return false;
+  const url = request.url ?? '';
+  const query = url.indexOf('?');
+  return LEAN_ROUTES.has(query < 0 ? url : url.slice(0, query));
+}
+
 /** The request announced a body (node:http has not read it yet when the handler runs). */
 function hasBody(request: IncomingMessage): boolean {
   const length = request.headers['content-length'];
@@ -284,14 +292,26 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const route = LEAN_ROUTES.get(path);
     if (route === undefined) return false;
     const key = this.#checkLean(route, request, response, true);
-    if (key !== ANSWERED) readBody(this, route, request, response, this.#bodyLimit, key);
+    if (key === ANSWERED) return true;
+    // Expect: 100-continue, not invited for a media type it would refuse (#refusesUpload): its 415 goes now, unread.
+    if (request.headers.expect !== undefined && this.#refuseMedia(route, request, response)) return true;
+    readBody(this, route, request, response, this.#bodyLimit, key);
     return true;
   }
 
-  /** A request whose body would be refused whatever it holds: no valid key, a declared length over the limit, or the edge closing. */
+  /** A request whose body would be refused whatever it holds: no valid key, a declared length over the limit, a media type no API route reads, or the edge closing. */
   #refusesUpload(request: IncomingMessage): boolean {
     const length = Number(request.headers['content-length'] ?? 0);
-    return this.#closing || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>);
+    return this.#closing || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>) || (isLeanRoute(request) && bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']) !== undefined);
+  }
+
+  /** 415 when the body's headers say it is no JSON the edge reads; false when they do not. */
+  #refuseMedia(route: ApiRoute, request: IncomingMessage, response: ServerResponse): boolean {
+    const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);
+    if (refusal === undefined) return false;
+    if (request.headers['content-encoding'] !== undefined) response.setHeader('accept-encoding', 'identity');
+    this.#refuse(response, Errors.unsupportedMediaType, route.errors, refusal);
+    return true;
   }
 
   /** LeanOwner (and node:http's responses): a connection cut because its client stopped reading. */
@@ -396,12 +416,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   }
 
   #proxy(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: ApiKeyState | undefined): void {
-    const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);
-    if (refusal !== undefined) {
-      if (request.headers['content-encoding'] !== undefined) response.setHeader('accept-encoding', 'identity');
-      this.#refuse(response, Errors.unsupportedMediaType, route.errors, refusal);
-      return;
-    }
+    if (this.#refuseMedia(route, request, response)) return;
     if (body.length === 0) {
       this.#refuse(response, Errors.invalidJson, route.errors, 'request body is empty; send a JSON object');
       return;
