@@ -1,12 +1,12 @@
 // `node-agent check-config FILE`: beyond the config's own checks (which
 // loading it makes), what the agent would otherwise find only later: the
 // edge TLS files (read at the first dial, after "node agent starting"), and
-// each cli provider's program (found at its first request, as a run that
-// fails with cli_failed). Paths are shown absolute: a check run from
+// each cli provider's program and cwd_root (found at its first request, as a
+// run that fails with cli_failed). Paths are shown absolute: a check run from
 // another directory says where it looked.
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
-import { delimiter, isAbsolute, join } from 'node:path';
+import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { checkCaFile, checkKeyPair } from '../shared/config-files.js';
 import { childEnv } from './cli-config.js';
 import type { AgentConfig } from './config.js';
@@ -25,6 +25,32 @@ async function executable(file: string): Promise<boolean> {
   }
 }
 
+/**
+ * Why the sessions' root cannot be had, or undefined: it is created when
+ * missing (mkdir -p, at the first run), so the nearest path on it that
+ * exists must be a directory, and one it can be created in.
+ */
+async function cwdRootProblem(root: string): Promise<string | undefined> {
+  for (let path = root; ; path = dirname(path)) {
+    let isDirectory: boolean;
+    try {
+      isDirectory = (await stat(path)).isDirectory();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code === 'ENOENT' || code === 'ENOTDIR') && dirname(path) !== path) continue;
+      return `cannot read ${path}: ${code ?? (err as Error).message}`;
+    }
+    if (!isDirectory) return `${path} is not a directory, so no session directory can be made under ${root}`;
+    try {
+      await access(path, constants.W_OK | constants.X_OK);
+      return undefined;
+    } catch {
+      // Each session's directory is made in the root, and the root (when missing) in its nearest directory.
+      return path === root ? `${root} is not writable by this user, so no session directory can be made in it` : `${root} does not exist and cannot be created: ${path} is not writable by this user`;
+    }
+  }
+}
+
 /** Every problem with the files and programs `config` names; empty when each is there and usable. */
 export async function checkAgentFiles(config: AgentConfig): Promise<string[]> {
   const problems: string[] = [];
@@ -36,6 +62,8 @@ export async function checkAgentFiles(config: AgentConfig): Promise<string[]> {
   for (const [i, provider] of config.providers.entries()) {
     const program = provider.cli?.command[0];
     if (program === undefined) continue;
+    const rootProblem = await cwdRootProblem(provider.cli?.cwdRoot ?? '');
+    if (rootProblem !== undefined) problems.push(`providers[${i}].cwd_root: ${rootProblem}`);
     const path = `providers[${i}].command[0]`;
     if (program.includes('/')) {
       // spawn() runs it from the session's directory: a relative path would be looked up there.

@@ -169,7 +169,7 @@ async function main(argv: string[]): Promise<number> {
   if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');
   const configFile = values.config;
   // What would fail later, said now: TLS files unreadable stop the start (every dial would fail), a cli program not found is
-  // a warning (the other providers work; its runs fail with cli_failed until it is installed).
+  // a warning (the other providers work; its runs fail with cli_failed until it is installed or its cwd_root fixed).
   const { checkAgentFiles } = await import('./check-config.js');
   const problems = await checkAgentFiles(config);
   const tlsProblems = problems.filter((p) => p.startsWith('edge.tls'));

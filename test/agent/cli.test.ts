@@ -147,6 +147,11 @@ test('check-config: the TLS files and each cli program are checked where the age
   const empty = await runCli(['check-config', await write('empty.yaml', cli(''))]);
   assert.equal(empty.code, 1, empty.stdout);
   assert.match(empty.stderr, /providers\[0\]\.command\[0\]: expected the program: a path or a name on its PATH, found the string ""/);
+  // The sessions' root is made at the first run: one that cannot be would fail every run with cli_failed.
+  const underFile = await runCli(['check-config', await write('cwdfile.yaml', cli(program, `    cwd_root: ${JSON.stringify(join(program, 'sessions'))}`))]);
+  assert.equal(underFile.code, 1, underFile.stdout);
+  assert.match(underFile.stderr, /providers\[0\]\.cwd_root: .*\/my-coder is not a directory/);
+  assert.equal((await runCli(['check-config', await write('cwdnew.yaml', cli(program, `    cwd_root: ${JSON.stringify(join(dir, 'new', 'sessions'))}`))])).code, 0, 'a missing root is created');
   const tls = await write('tls.yaml', cli(program), '  tls:\n    ca_file: missing-ca.pem');
   const badTls = await runCli(['check-config', tls]);
   assert.equal(badTls.code, 1);
