@@ -149,7 +149,9 @@ export async function loadAgentConfig(file: string): Promise<AgentConfig> {
   try {
     raw = parseYaml(text);
   } catch (err) {
-    throw new ConfigError(file, [`not valid YAML: ${(err as Error).message}`]);
+    // The first line only, as the edge's: the rest quotes the file around the error, which may be a token or api_key line
+    // (and this message reaches the edge's log and admin API as a refresh_config answer).
+    throw new ConfigError(file, [`not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
   }
   return parseAgentConfig(raw, file);
 }

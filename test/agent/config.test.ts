@@ -241,6 +241,24 @@ test('loadAgentConfig reads YAML from a file, and names the file on errors', asy
   }
 });
 
+test('a YAML syntax error on a secret\'s line is reported without quoting the line (it reaches the edge\'s log and admin API)', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'agent-config-'));
+  try {
+    const cases = [FULL.replace('api_key: optional-secret', 'api_key: "optional-secret"x'), FULL.replace('token: demo-node-token-change-me-7f3a9c', 'token: demo-node:token: change-me-7f3a9c')];
+    for (const [i, text] of cases.entries()) {
+      const file = join(dir, `broken-${i}.yaml`);
+      await writeFile(file, text);
+      await assert.rejects(loadAgentConfig(file), (err: unknown) => {
+        assert.ok(err instanceof ConfigError && /not valid YAML: .* at line \d+, column \d+/.test(err.message), String(err));
+        assert.ok(!/optional-secret|change-me-7f3a9c/.test(err.message), err.message);
+        return true;
+      });
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('edge.tls: a CA, and a client certificate and key that go together', () => {
   const base = { node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'openai_compat', base_url: 'http://127.0.0.1:1' }] };
   const full = parseAgentConfig({ ...base, edge: { address: 'edge:443', tls: { ca_file: '/ca.pem', cert_file: '/c.pem', key_file: '/k.pem', server_name: 'edge.internal' } } }, 't');
