@@ -242,7 +242,10 @@ export class NodeSession implements TunnelHost {
     } catch {
       // already torn down by the transport
     }
-    this.#host.logger.info({ node: this.nodeId, generation: this.generation, lane: this.lane, reason, failedTunnels: open.length }, 'node session closed');
+    if (wasActive) this.#host.logger.info({ node: this.nodeId, generation: this.generation, lane: this.lane, reason, failedTunnels: open.length }, 'node session closed');
+    // Never registered: anyone who reaches the listener can cause this, once per connection, with any claimed id. A refusal
+    // or a missed Register was said already (throttled, the id cut short), so this is no info line of its own.
+    else this.#host.logger.debug({ node: this.nodeId.slice(0, LOGGED_ID_CHARS), peer: this.remoteAddress, reason }, 'unregistered node stream closed');
   }
 
   /** @internal the silence seen by heartbeat(), judged again after the socket was read */

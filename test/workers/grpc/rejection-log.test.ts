@@ -39,3 +39,24 @@ test('twenty refused registrations log one line, with the claimed id cut short',
     await stack.close();
   }
 });
+
+// At the default level too: the session a refusal closes must not add a line of its own per refusal (nor the whole claimed id).
+test('refused registrations at info: one line in all, no line repeating the claimed id', { skip: Number(process.env.EDGE_TEST_WORKERS ?? 0) > 0 ? 'the I/O workers log to their own stdout' : false }, async () => {
+  const lines: string[] = [];
+  const stack = await startStack({ startAgent: false, logger: createLogger('edge', 'info', { destination: { write: (line: string) => void lines.push(line) } }) });
+  try {
+    const before = lines.length;
+    for (let i = 0; i < 20; i++) {
+      const node = new FakeNode(stack.edge.grpcPort);
+      node.register(i === 0 ? 'x'.repeat(10_000) : NODE_ID, `guess-${i}`, [PROVIDER_ID]);
+      await assert.rejects(node.registered(), /unknown node id or bad token/);
+      await node.ended;
+      node.close();
+    }
+    const logged = lines.slice(before);
+    assert.equal(logged.length, 1, logged.map((l) => l.slice(0, 300)).join('\n'));
+    assert.ok(logged.every((line) => !line.includes('x'.repeat(129))));
+  } finally {
+    await stack.close();
+  }
+});
