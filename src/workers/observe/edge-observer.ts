@@ -76,18 +76,22 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     // An operator's cancel of a queued run counts as run_cancelled (docs/operations.md); a client that left is only its 499.
     if (exchange.grant === undefined && outcome !== 'client_closed') this.#metrics.rejected(outcome);
     const usage = exchange.usage;
+    // Ended off a grant (in the queue again, or refused at its first): where it last went, as its metrics say.
+    const node = exchange.grant?.nodeId ?? (exchange.triedNodeId === '' ? null : exchange.triedNodeId);
+    const provider = exchange.grant?.providerId ?? (exchange.triedProviderId === '' ? null : exchange.triedProviderId);
+    const totalMs = round(now - exchange.startedAt);
+    const queueMs = round(queueWaitMs(exchange));
     this.#runs.run({
       type: 'run.finished',
       runId: exchange.runId,
       requestId: exchange.requestTag,
       model: exchange.info.model,
-      // Ended off a grant (in the queue again, or refused at its first): where it last went, as its metrics say.
-      node: exchange.grant?.nodeId ?? (exchange.triedNodeId === '' ? null : exchange.triedNodeId),
-      provider: exchange.grant?.providerId ?? (exchange.triedProviderId === '' ? null : exchange.triedProviderId),
+      node,
+      provider,
       status: exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status,
       outcome,
-      totalMs: round(now - exchange.startedAt),
-      queueMs: round(queueWaitMs(exchange)),
+      totalMs,
+      queueMs,
       bytesOut: exchange.bytesOut,
       at: Date.now(),
       tokens: usage === undefined ? null : { prompt: usage.promptTokens, completion: usage.completionTokens },
@@ -95,12 +99,13 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     });
     if (!QUIET_OUTCOMES.has(outcome)) {
       this.#logger.info(
-        { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, node: exchange.grant?.nodeId, provider: exchange.grant?.providerId, status: exchange.status, outcome },
+        // What the run record says, so the one line an operator finds by request id tells the whole story (how long included).
+        { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, node, provider, status: exchange.status, outcome, totalMs, queueMs },
         'request ended with an error',
       );
     } else if (this.#logger.isLevelEnabled('debug')) {
       this.#logger.debug(
-        { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, provider: exchange.grant?.providerId, status: exchange.status, outcome, totalMs: round(now - exchange.startedAt) },
+        { runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, provider, status: exchange.status, outcome, totalMs },
         'request finished',
       );
     }
