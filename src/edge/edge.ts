@@ -140,6 +140,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   readonly logger: Logger;
   /** Node sessions as the data path reported them (status). */
   readonly #sessions = new Map<string, SessionView>();
+  /** Node -> the newest connection generation the data path reported (generations only grow within this process). */
+  readonly #newestGeneration = new Map<string, number>();
   /** Node -> the connection generation whose agent sent Leaving (a later connection has another). */
   readonly #leaving = new Map<string, number>();
   /** Node connections a config change retires, by generation: an admin undrain must not put them back to work. */
@@ -390,8 +392,12 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     const info = message.session;
     if (info !== undefined) {
       const known = this.#sessions.get(info.nodeId);
-      if (!message.gone) this.#sessions.set(info.nodeId, { ...info, openTunnels: 0 });
-      else if (known !== undefined && known.generation === info.generation) this.#sessions.delete(info.nodeId);
+      // With I/O workers each worker reports on its own: a superseded connection's news may come after its successor's.
+      const newest = this.#newestGeneration.get(info.nodeId) ?? 0;
+      if (info.generation > newest) this.#newestGeneration.set(info.nodeId, info.generation);
+      if (!message.gone) {
+        if (info.generation >= newest) this.#sessions.set(info.nodeId, { ...info, openTunnels: 0 });
+      } else if (known !== undefined && known.generation === info.generation) this.#sessions.delete(info.nodeId);
     }
     if (message.event !== undefined) {
       // The connection whose agent said Leaving: its drain is the agent's, not the operator's to lift.
