@@ -277,6 +277,26 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.equal(stack.mocks['p-a'].requestLog.filter((r) => r.path.startsWith('/v1/responses/')).length, 0, 'nothing ever went to p-a for it');
   });
 
+  test('retrieving or cancelling a stored response counts none of its tokens again (metrics, run record)', async () => {
+    const client = openai(stack);
+    const finished = (runId: string | null) => waitUntil(() => stack.edge.runs.get(runId ?? '')?.state === 'finished', `run ${runId} to finish`);
+    const tokens = async () => [await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'prompt' }), await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' })];
+    const before = await tokens();
+    const made = await client.responses.create({ model: ALIAS, input: 'Count me once' }).withResponse();
+    await finished(made.response.headers.get('x-edge-run-id'));
+    const counted = await tokens();
+    assert.deepEqual([counted[0] - before[0], counted[1] - before[1]], [made.data.usage?.input_tokens, made.data.usage?.output_tokens], 'the response made is counted');
+    // Each answer repeats the stored response's usage; no token was generated for it.
+    for (const call of [() => client.responses.retrieve(made.data.id).withResponse(), () => client.responses.cancel(made.data.id).withResponse()]) {
+      const { data, response } = await call();
+      assert.equal(data.usage?.output_tokens, made.data.usage?.output_tokens);
+      const runId = response.headers.get('x-edge-run-id');
+      await finished(runId);
+      assert.equal(stack.edge.runs.get(runId ?? '')?.tokens, null, 'the run reports no usage of its own');
+    }
+    assert.deepEqual(await tokens(), counted, 'edge_stream_tokens_total unchanged');
+  });
+
   test('a follow-up sent the moment its response arrives, on another connection, finds the response (every worker knows it)', async () => {
     // Each call on its own connection: with I/O workers the follow-up usually
     // lands on a worker other than the one that relayed the response, which

@@ -157,6 +157,12 @@ export class ProxyExchange implements TunnelConsumer {
   #answered = false;
   /** The stored response's id (Responses API), once read from the body's head, or named by the path (GET /v1/responses/{id}). */
   responseId: string | undefined;
+  /**
+   * The request makes an answer (every POST route). A call on a stored response (GET, DELETE, cancel,
+   * input_items: a path under the route's) only repeats the `usage` of the response that made it, counted
+   * then: read again, each retrieve or poll would count those tokens and charge the tenant for them again.
+   */
+  readonly #generates: boolean;
   // Observability (read through ExchangeView): performance.now() marks, 0 = not yet.
   requestTag = '';
   startedAt = 0;
@@ -191,6 +197,7 @@ export class ProxyExchange implements TunnelConsumer {
   ) {
     // A resumed stream (?stream=true) has no body head of ours to read: its in-band failure names the response it resumed.
     if (route === RESPONSES && request.method === 'GET') this.responseId = storedResponseIdOf(path);
+    this.#generates = path === route.path;
   }
 
   /** Told each time a provider takes the request (its tunnel sent): an A2A task is working from then, not from the first output. */
@@ -226,7 +233,7 @@ export class ProxyExchange implements TunnelConsumer {
         return;
       }
       this.#heldErrorEncoding = encoding;
-      this.#tail = new StreamTail();
+      if (this.#generates) this.#tail = new StreamTail();
       this.#startCapture(status);
       // That head is a chunked event stream: its body goes out in whole events too.
       this.#events = new SseEvents(this.window);
@@ -303,7 +310,7 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     // A whole JSON answer ends with its `usage` as a stream's last event does: the same tail reads both.
-    if (this.#isEventStream || json) this.#tail = new StreamTail();
+    if ((this.#isEventStream || json) && this.#generates) this.#tail = new StreamTail();
     // A stream without a length can end in an in-band error: it goes out in whole events.
     if (this.#isEventStream && this.#bodyLeft < 0) this.#events = new SseEvents(this.window);
   }
