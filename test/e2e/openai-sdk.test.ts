@@ -62,6 +62,18 @@ describe('openai SDK through the edge', () => {
     assert.match(text, new RegExp(SERVED));
   });
 
+  test('streaming: the response head reaches the client when the provider sends it, not with the first token', async () => {
+    // The mock sends its head at once and its first token after 1.5 s; the SDK's timeout runs until the head.
+    const stream = await new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 500 }).chat.completions.create(
+      { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'think first' }] },
+      { headers: { 'x-mock-ttft-ms': '1500', 'x-mock-tokens': '3' } },
+    );
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    assert.match(text, new RegExp(SERVED));
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease to be released');
+  });
+
   test('embeddings and /v1/models work through the SDK', async () => {
     const sdk = client(stack);
     const embedding = await sdk.embeddings.create({ model: EMBED_ALIAS, input: ['a', 'b'] });

@@ -271,6 +271,13 @@ export class LeanResponse extends EventEmitter {
     return this;
   }
 
+  /** The pending bytes as one socket write at the end of this turn, with whatever else the turn writes. */
+  flushSoon(): void {
+    if (this.#flushQueued || this.#pendingBytes === 0) return;
+    this.#flushQueued = true;
+    process.nextTick(flushQueued, this);
+  }
+
   /** The pending bytes as one socket write; `last`: the response is complete with it. */
   flush(last = false): void {
     this.#flushQueued = false;

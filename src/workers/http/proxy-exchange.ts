@@ -313,6 +313,10 @@ export class ProxyExchange implements TunnelConsumer {
     if ((this.#isEventStream || json) && this.#generates) this.#tail = new StreamTail();
     // A stream without a length can end in an in-band error: it goes out in whole events.
     if (this.#isEventStream && this.#bodyLeft < 0) this.#events = new SseEvents(this.window);
+    // An event stream's head goes out as the provider sent it, not with the first event: held, the client
+    // would get no byte until the first token, past keepalives (they stop at the provider's head) and
+    // inside its SDK's timeout, which runs until the head arrives.
+    if (this.#isEventStream) sendHead(this.response);
   }
 
   /**
@@ -855,6 +859,21 @@ function cutAfterWritten(res: ServerResponse): void {
     while (socket.writableCorked > 0) socket.uncork();
   }
   res.destroy();
+}
+
+/**
+ * The head writeHead stored, on the socket: the lean response's at the end of this turn, so a first
+ * event relayed with it still shares its write; node:http's now. A sink that is not a connection has
+ * nothing to send.
+ */
+function sendHead(res: ServerResponse): void {
+  if (res instanceof LeanResponse) {
+    res.flushHeaders();
+    res.flushSoon();
+    return;
+  }
+  if ((res.socket as ServerResponse['socket'] | undefined) == null) return;
+  res.flushHeaders();
 }
 
 /** A dispatched cli run's failures that may follow its command's start. */
