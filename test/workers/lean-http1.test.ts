@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { silentLogger } from '../../src/shared/logger.js';
 import { LeanHttp1 } from '../../src/workers/http/lean-http1.js';
 
 const KEEP_ALIVE_MS = 300;
@@ -41,6 +42,7 @@ const owner = {
   refused(code: string): void {
     this.refusals.push(code);
   },
+  logger: silentLogger(),
 };
 
 function request(delayMs = 0): string {

@@ -4,10 +4,12 @@
 // read), then the connection is closed, since the parser cannot resync on a
 // broken stream.
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { errorFormatForPath, OPENAI_ERRORS, type ErrorFormat } from './api-routes.js';
-import { refusalId, refusalIdLines } from './refusal-id.js';
+import { logRefusal, refusalId, refusalIdLines } from './refusal-id.js';
 
 const REASONS: Readonly<Record<number, string>> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
 
@@ -17,9 +19,10 @@ function specFor(code: string | undefined): GatewayErrorSpec {
   return Errors.badRequest;
 }
 
-/** Where these refusals are counted (edge_rejects_total, under their error code). */
+/** Where these refusals are counted (edge_rejects_total, under their error code) and logged (debug). */
 export interface RefusalCounter {
   refused(code: string): void;
+  readonly logger: Logger;
 }
 
 /** The request node:http handed over on each socket, whose body it may still be reading. */
@@ -35,7 +38,8 @@ export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counte
   if (err.code === 'ECONNRESET') return;
   // A complete request is an earlier one of the connection: the refused one never got past its head.
   const request = readingOn.get(socket);
-  answerAndClose(socket, counter, err.code, request === undefined || request.complete ? OPENAI_ERRORS : errorFormatForPath((request.url ?? '').split('?')[0]));
+  const refused = request === undefined || request.complete ? undefined : request;
+  answerAndClose(socket, counter, err.code, refused === undefined ? OPENAI_ERRORS : errorFormatForPath((refused.url ?? '').split('?')[0]), refused?.method, refused?.url);
 }
 
 /**
@@ -44,18 +48,21 @@ export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counte
  * own, in the path's API format (node:http's cannot know the path).
  */
 export function refuseSlowRequest(socket: Duplex, path: string, counter: RefusalCounter): void {
-  answerAndClose(socket, counter, 'ERR_HTTP_REQUEST_TIMEOUT', errorFormatForPath(path));
+  answerAndClose(socket, counter, 'ERR_HTTP_REQUEST_TIMEOUT', errorFormatForPath(path), 'POST', path);
 }
 
-function answerAndClose(socket: Duplex, counter: RefusalCounter, errorCode: string | undefined, format: ErrorFormat = OPENAI_ERRORS): void {
+/** `method` and `url`: the refused request's, once its head was read (for the log). */
+function answerAndClose(socket: Duplex, counter: RefusalCounter, errorCode: string | undefined, format: ErrorFormat, method?: string, url?: string): void {
   if (socket.destroyed) return;
   const spec = specFor(errorCode);
   counter.refused(spec.code);
   const body = format.body(spec, spec === Errors.badRequest ? `the request is malformed (${errorCode ?? 'parse error'})` : undefined);
   const status = format.status(spec);
+  const id = refusalId();
+  logRefusal(counter.logger, id, method, url, status, spec.code, (socket as Partial<Socket>).remoteAddress);
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${refusalIdLines(refusalId())}Connection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${refusalIdLines(id)}Connection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();

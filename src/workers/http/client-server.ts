@@ -8,6 +8,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import type { LeanStats, StoredResponse } from '../../contract/io-protocol.js';
@@ -25,7 +26,7 @@ import { defaultOffloadThreads, OffloadPool, type OffloadedInspection } from '..
 import { A2ASurface } from '../a2a/a2a-surface.js';
 import { AGENT_PREFIX, CARD_PATH } from '../a2a/agent-card.js';
 import { readBody, writeError, type BodyOwner } from './fast-path.js';
-import { refusalId } from './refusal-id.js';
+import { logRefusal, refusalId } from './refusal-id.js';
 import { closeAfterAnswer } from './linger.js';
 import { watchLastWrite } from './flush-watch.js';
 import { listenError } from '../../shared/start-error.js';
@@ -45,9 +46,12 @@ const HEADERS_TIMEOUT_MS = 60_000;
 const HOST_REQUIRED = 'an HTTP/1.1 request must carry a Host header';
 const INVALID_KEY = 'missing or invalid API key; send it as `Authorization: Bearer <key>` or `x-api-key: <key>`';
 
-function sendError(reply: FastifyReply, spec: GatewayErrorSpec, message?: string, format: ErrorFormat = OPENAI_ERRORS, param?: string): void {
+function sendError(logger: Logger, reply: FastifyReply, spec: GatewayErrorSpec, message?: string, format: ErrorFormat = OPENAI_ERRORS, param?: string): void {
   const id = refusalId();
-  reply.code(format.status(spec)).header('content-type', 'application/json').header('x-request-id', id).header('request-id', id).send(format.body(spec, message, param));
+  const status = format.status(spec);
+  const request = reply.request;
+  logRefusal(logger, id, request.method, request.url, status, spec.code, request.socket?.remoteAddress);
+  reply.code(status).header('content-type', 'application/json').header('x-request-id', id).header('request-id', id).send(format.body(spec, message, param));
 }
 
 /** An answer the edge gives itself (the model list): with a request id, as every other answer has (the SDKs' `_request_id`). */
@@ -310,7 +314,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);
     if (refusal === undefined) return false;
     if (request.headers['content-encoding'] !== undefined) response.setHeader('accept-encoding', 'identity');
-    this.#refuse(response, Errors.unsupportedMediaType, route.errors, refusal);
+    this.#refuse(route.path, response, Errors.unsupportedMediaType, route.errors, refusal);
     return true;
   }
 
@@ -322,6 +326,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** LeanOwner (RefusalCounter): a refusal answered before the data path, counted in edge_rejects_total. */
   refused(code: string): void {
     this.#plane.refused(code);
+  }
+
+  /** RefusalCounter: the thread's logger, where each refusal gets its debug line (refusal-id.ts). */
+  get logger(): Logger {
+    return this.#plane.logger;
   }
 
   /** LeanOwner: the key check of #checkLean, from the head alone. */
@@ -346,7 +355,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const format = errorFormatForPath(route.path);
     if (request.headers.host === undefined && request.httpVersion === '1.1') {
       response.setHeader('connection', 'close');
-      this.#refuse(response, Errors.badRequest, format, HOST_REQUIRED);
+      this.#refuse(route.path, response, Errors.badRequest, format, HOST_REQUIRED);
       return ANSWERED;
     }
     let key: ApiKeyState | undefined;
@@ -355,14 +364,14 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       if (!(result instanceof ApiKeyState)) {
         response.setHeader('www-authenticate', 'Bearer');
         if (bodyUnread && hasBody(request)) closeAfterAnswer(response);
-        this.#refuse(response, result, format, result === Errors.invalidApiKey ? INVALID_KEY : undefined);
+        this.#refuse(route.path, response, result, format, result === Errors.invalidApiKey ? INVALID_KEY : undefined);
         return ANSWERED;
       }
       key = result;
     }
     if (this.#shutting) {
       this.#plane.refused('shutting_down');
-      writeDraining(response, format);
+      writeDraining(this.logger, route.path, response, format);
       return ANSWERED;
     }
     return key;
@@ -374,7 +383,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     // (admitted, it would be cut when the drain closes the connections).
     if (this.#shutting) {
       this.#plane.refused('shutting_down');
-      writeDraining(response, errorFormatForPath(route.path));
+      writeDraining(this.logger, route.path, response, errorFormatForPath(route.path));
       return;
     }
     this.#proxy(route, request, response, body, key);
@@ -385,29 +394,29 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (response.headersSent || response.destroyed) return;
     closeAfterAnswer(response);
     const format = errorFormatForPath(route.path);
-    if (tooLarge) this.#refuse(response, Errors.bodyTooLarge, format);
-    else this.#refuse(response, { ...Errors.invalidJson, status: 400, code: 'invalid_request' }, format, 'the request body could not be read');
+    if (tooLarge) this.#refuse(route.path, response, Errors.bodyTooLarge, format);
+    else this.#refuse(route.path, response, { ...Errors.invalidJson, status: 400, code: 'invalid_request' }, format, 'the request body could not be read');
   }
 
   /** An error answer through fastify's reply (fastify path) or on the raw response (lean path). */
-  #error(reply: FastifyReply | undefined, response: ServerResponse, spec: GatewayErrorSpec, message: string | undefined, format: ErrorFormat, param?: string): void {
+  #error(reply: FastifyReply | undefined, response: ServerResponse, path: string, spec: GatewayErrorSpec, message: string | undefined, format: ErrorFormat, param?: string): void {
     this.#plane.refused(spec.code);
-    if (reply !== undefined) sendError(reply, spec, message, format, param);
-    else writeError(response, spec, format, message, param);
+    if (reply !== undefined) sendError(this.logger, reply, spec, message, format, param);
+    else writeError(this.logger, path, response, spec, format, message, param);
   }
 
   /**
    * A refusal before the data path (no run): counted in edge_rejects_total
    * under its code, so that 401s, 413s or bad bodies show in the metrics.
    */
-  #refuse(response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
+  #refuse(path: string, response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
     this.#plane.refused(spec.code);
-    writeError(response, spec, format, message, param);
+    writeError(this.logger, path, response, spec, format, message, param);
   }
 
   #refuseReply(reply: FastifyReply, spec: GatewayErrorSpec, message: string | undefined, format: ErrorFormat): void {
     this.#plane.refused(spec.code);
-    sendError(reply, spec, message, format);
+    sendError(this.logger, reply, spec, message, format);
   }
 
   #header(reply: FastifyReply | undefined, response: ServerResponse, name: string, value: string): void {
@@ -418,7 +427,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #proxy(route: ApiRoute, request: IncomingMessage, response: ServerResponse, body: Buffer, key: ApiKeyState | undefined): void {
     if (this.#refuseMedia(route, request, response)) return;
     if (body.length === 0) {
-      this.#refuse(response, Errors.invalidJson, route.errors, 'request body is empty; send a JSON object');
+      this.#refuse(route.path, response, Errors.invalidJson, route.errors, 'request body is empty; send a JSON object');
       return;
     }
     if (this.#offloadBytes > 0 && body.length >= this.#offloadBytes) {
@@ -440,7 +449,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (this.#shutting) {
       // As the lean path answers a drain: 503 whatever the API, and the connection closes.
       this.#plane.refused('shutting_down');
-      writeDraining(response, route.errors);
+      writeDraining(this.logger, route.path, response, route.errors);
       return;
     }
     this.#admit(route, request, response, key, done.body, done.info);
@@ -449,22 +458,22 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** The pool itself failed (it closed under the task): the client hears it in its API's own format. */
   #offloadFailed(route: ApiRoute, response: ServerResponse): void {
     if (response.headersSent || response.destroyed) return;
-    this.#refuse(response, Errors.internal, route.errors);
+    this.#refuse(route.path, response, Errors.internal, route.errors);
   }
 
   #admit(route: ApiRoute, request: IncomingMessage, response: ServerResponse, key: ApiKeyState | undefined, body: Buffer, info: InspectResult): void {
     if (!info.ok) {
-      this.#refuse(response, specForInspectError(info), route.errors, info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined);
+      this.#refuse(route.path, response, specForInspectError(info), route.errors, info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined);
       return;
     }
     if (!this.#plane.hasModel(info.model)) {
-      this.#refuse(response, Errors.modelNotFound, route.errors, `The model ${JSON.stringify(info.model)} does not exist`);
+      this.#refuse(route.path, response, Errors.modelNotFound, route.errors, `The model ${JSON.stringify(info.model)} does not exist`);
       return;
     }
     // Found in the same scan as `model`: a provider would refuse it anyway, after a queue slot.
     const problem = route.check(info.fields);
     if (problem !== undefined) {
-      this.#refuse(response, problem.spec, route.errors, problem.message, problem.param);
+      this.#refuse(route.path, response, problem.spec, route.errors, problem.message, problem.param);
       return;
     }
     let pinned: string | undefined;
@@ -472,19 +481,19 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       // The previous response lives on one provider: this request goes there or nowhere.
       const stored = ownResponse(this.#plane.responses.lookup(info.previousResponseId), key);
       if (stored === undefined) {
-        this.#refuse(response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
+        this.#refuse(route.path, response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
         return;
       }
       const moved = this.#movedAway(info.previousResponseId, stored);
       if (moved !== undefined) {
-        this.#refuse(response, Errors.responseProviderGone, route.errors, moved, 'previous_response_id');
+        this.#refuse(route.path, response, Errors.responseProviderGone, route.errors, moved, 'previous_response_id');
         return;
       }
       const models = this.#models.get(info.model);
       if (models !== undefined && !models.has(stored.providerId)) {
         // Not "unavailable for now" (409, which the SDKs retry): no wait makes that provider serve this model.
         const message = `response ${JSON.stringify(info.previousResponseId)} is stored on provider ${JSON.stringify(stored.providerId)}, which does not serve model ${JSON.stringify(info.model)} (it was made with ${JSON.stringify(stored.alias)}); continue it with a model that provider serves`;
-        this.#refuse(response, Errors.previousResponseModelMismatch, route.errors, message, 'model');
+        this.#refuse(route.path, response, Errors.previousResponseModelMismatch, route.errors, message, 'model');
         return;
       }
       pinned = stored.providerId;
@@ -500,7 +509,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (!key.mayUse(model)) {
       // The key will not gain the model by asking again: the openai SDK then gives up at once.
       this.#header(reply, response, 'x-should-retry', 'false');
-      this.#error(reply, response, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(model)}`, route.errors);
+      this.#error(reply, response, route.path, Errors.modelNotAllowed, `this API key may not use the model ${JSON.stringify(model)}`, route.errors);
       return false;
     }
     // The concurrency slot is the data plane's to take (DataPlane.begin), so a refusal is a run and counted.
@@ -602,9 +611,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     }
     this.#plane.refused('shutting_down');
     // In the path's API format: Anthropic's overloaded 529, a JSON-RPC error the A2A SDK raises.
-    const format = formatOf(request);
-    const id = refusalId();
-    reply.code(format.status(Errors.shuttingDown)).header('content-type', 'application/json').header('x-request-id', id).header('request-id', id).header('retry-after', '1').header('retry-after-ms', '1000').header('connection', 'close').send(format.body(Errors.shuttingDown));
+    reply.header('retry-after', '1').header('retry-after-ms', '1000').header('connection', 'close');
+    sendError(this.logger, reply, Errors.shuttingDown, undefined, formatOf(request));
   }
 
   /** One model of the list; a model this key may not use is as unknown as one not configured. */
@@ -722,38 +730,38 @@ function onNotFound(counter: RefusalCounter, request: FastifyRequest, reply: Fas
   if (allow !== undefined) {
     reply.header('allow', allow);
     counter.refused(Errors.methodNotAllowed.code);
-    sendError(reply, Errors.methodNotAllowed, `${request.method} is not allowed on ${path}`, format);
+    sendError(counter.logger, reply, Errors.methodNotAllowed, `${request.method} is not allowed on ${path}`, format);
     return;
   }
   counter.refused(Errors.routeNotFound.code);
-  sendError(reply, Errors.routeNotFound, `unknown route: ${request.method} ${path}`, format);
+  sendError(counter.logger, reply, Errors.routeNotFound, `unknown route: ${request.method} ${path}`, format);
 }
 
 function onRouterError(counter: RefusalCounter, error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const format = formatOf(request);
   if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
     counter.refused('uri_too_long');
-    sendError(reply, { ...Errors.badRequest, status: 414, code: 'uri_too_long' }, 'a path segment is longer than this edge takes (256 characters)', format);
+    sendError(counter.logger, reply, { ...Errors.badRequest, status: 414, code: 'uri_too_long' }, 'a path segment is longer than this edge takes (256 characters)', format);
     return;
   }
   counter.refused(Errors.badRequest.code);
-  sendError(reply, Errors.badRequest, `the request URL is malformed (${error.code})`, format);
+  sendError(counter.logger, reply, Errors.badRequest, `the request URL is malformed (${error.code})`, format);
 }
 
 function onFrameworkError(counter: RefusalCounter, error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const format = formatOf(request);
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     counter.refused(Errors.bodyTooLarge.code);
-    sendError(reply, Errors.bodyTooLarge, undefined, format);
+    sendError(counter.logger, reply, Errors.bodyTooLarge, undefined, format);
     return;
   }
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
     counter.refused('invalid_request');
-    sendError(reply, { ...Errors.invalidJson, status: error.statusCode, code: 'invalid_request' }, error.message, format);
+    sendError(counter.logger, reply, { ...Errors.invalidJson, status: error.statusCode, code: 'invalid_request' }, error.message, format);
     return;
   }
   counter.refused(Errors.internal.code);
-  sendError(reply, Errors.internal, undefined, format);
+  sendError(counter.logger, reply, Errors.internal, undefined, format);
 }
 
 /**
@@ -776,10 +784,12 @@ function cutHandshakesOnClose(server: Server): void {
 }
 
 /** 503 shutting_down with Connection: close, so the client reconnects to another edge. */
-function writeDraining(response: ServerResponse, format: ErrorFormat): void {
-  const id = refusalId();
-  response.writeHead(format.status(Errors.shuttingDown), { 'content-type': 'application/json', 'x-request-id': id, 'request-id': id, 'retry-after': '1', 'retry-after-ms': '1000', connection: 'close' });
-  response.end(format.body(Errors.shuttingDown));
+function writeDraining(logger: Logger, path: string, response: ServerResponse, format: ErrorFormat): void {
+  if (response.headersSent || response.destroyed) return;
+  response.setHeader('retry-after', '1');
+  response.setHeader('retry-after-ms', '1000');
+  response.setHeader('connection', 'close');
+  writeError(logger, path, response, Errors.shuttingDown, format);
 }
 
 /** A request target in origin form (`/path?query`): an absolute-form one loses its scheme and authority. */

@@ -17,7 +17,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApiRoute, ErrorFormat } from './api-routes.js';
 import type { GatewayErrorSpec } from '../../shared/errors.js';
-import { refusalId } from './refusal-id.js';
+import type { Logger } from 'pino';
+import { logRefusal, refusalId } from './refusal-id.js';
 
 /** The body a lean request collected, handed to its owner with the route it was read for and the request's `key` (the caller's, untouched). */
 export interface BodyOwner<K> {
@@ -92,11 +93,13 @@ function onBodyError(this: ReadingRequest): void {
   if (reader !== undefined) reader.owner.bodyFailed(reader.route, reader.response, false);
 }
 
-/** An error answer on the raw response, in the route's format (fastify's sendError, without fastify). */
-export function writeError(response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
+/** An error answer on the raw response to a POST on `path`, in the route's format (fastify's sendError, without fastify); logged at debug. */
+export function writeError(logger: Logger, path: string, response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
   if (response.headersSent || response.destroyed) return;
-  response.statusCode = format.status(spec);
+  const status = format.status(spec);
+  response.statusCode = status;
   const id = refusalId();
+  logRefusal(logger, id, 'POST', path, status, spec.code, response.socket?.remoteAddress);
   response.setHeader('content-type', 'application/json');
   response.setHeader('x-request-id', id);
   response.setHeader('request-id', id);
