@@ -56,6 +56,30 @@ function sdkCall(sdk: 'openai' | 'anthropic', baseURL: string, apiKey: string, m
   });
 }
 
+/** One raw connection per head: its body is never sent, so an edge that invites it waits for ever. `body`: sent once invited. */
+function headOnly(stack: Stack, head: string, body?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(new URL(stack.edge.url).port), '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      if (body !== undefined && /^HTTP\/1\.1 100 /.test(text) && !text.includes('\r\n\r\nHTTP/1.1 ')) socket.write(body);
+      if (/^HTTP\/1\.1 [2-5]\d\d /m.test(text) && (text.trimEnd().endsWith('}') || text.endsWith('\r\n0\r\n\r\n'))) {
+        socket.destroy();
+        resolve(text);
+      }
+    });
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+    socket.setTimeout(5_000, () => {
+      socket.destroy();
+      resolve(`no answer in 5 s: ${text}`);
+    });
+    socket.write(head);
+  });
+}
+
 describe('a refused upload', () => {
   let stack: Stack;
   before(async () => {
@@ -63,6 +87,7 @@ describe('a refused upload', () => {
       bodyBytes: LIMIT,
       configure(raw) {
         raw.auth = { api_keys: [{ name: 'uploader', key_sha256: sha256Hex(KEY) }] };
+        raw.a2a = { agents: [{ id: 'helper', model: ALIAS }] };
       },
     });
   });
@@ -86,27 +111,7 @@ describe('a refused upload', () => {
   });
 
   test('Expect: 100-continue with a body no API route reads (415 by its headers) is answered from the head, never invited', async () => {
-    // One raw connection per head: its body is never sent, so an edge that invites it waits for ever.
-    const exchange = (head: string): Promise<string> =>
-      new Promise((resolve, reject) => {
-        const socket = connect(Number(new URL(stack.edge.url).port), '127.0.0.1');
-        let text = '';
-        socket.setEncoding('latin1');
-        socket.on('data', (chunk: string) => {
-          text += chunk;
-          if (/^HTTP\/1\.1 [2-5]\d\d /m.test(text) && text.trimEnd().endsWith('}')) {
-            socket.destroy();
-            resolve(text);
-          }
-        });
-        socket.on('close', () => resolve(text));
-        socket.on('error', reject);
-        socket.setTimeout(5_000, () => {
-          socket.destroy();
-          resolve(`no answer in 5 s: ${text}`);
-        });
-        socket.write(head);
-      });
+    const exchange = (head: string): Promise<string> => headOnly(stack, head);
     const cases: [string, string, string, RegExp][] = [
       ['/v1/chat/completions', 'Content-Type: application/x-www-form-urlencoded\r\n', 'text/plain', /"type":"invalid_request_error"/],
       ['/v1/chat/completions', 'Content-Type: application/json\r\nContent-Encoding: gzip\r\n', 'gzip', /content-encoding/],
@@ -119,6 +124,31 @@ describe('a refused upload', () => {
       assert.match(answer, body, what);
       assert.match(answer, /\r\nconnection: close\r\n/i, `${what}: the unread body is not taken`);
     }
+    assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
+  });
+
+  test('Expect: 100-continue where no route reads a body (unknown route, GET-only route, unknown agent) is answered from the head, never invited', async () => {
+    const cases: [string, string, number, RegExp][] = [
+      ['POST', '/v1/nope', 404, /"code":"unknown_url"/],
+      ['POST', '/nope', 404, /"code":"unknown_url"/],
+      ['POST', '/v1/models', 405, /"code":"method_not_allowed"/],
+      ['PUT', '/v1/chat/completions', 405, /"code":"method_not_allowed"/],
+      ['POST', '/a2a/nobody', 404, /"jsonrpc":"2.0".*no A2A agent/],
+      ['POST', '/a2a/helper/more', 404, /"jsonrpc":"2.0".*unknown_url/],
+    ];
+    for (const [method, path, status, body] of cases) {
+      const what = `${method} ${path}`;
+      const answer = await headOnly(stack, `${method} ${path} HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 60000\r\nExpect: 100-continue\r\n\r\n`);
+      assert.match(answer, new RegExp(`^HTTP/1\\.1 ${status} `), `${what}: ${answer.slice(0, 200)}`);
+      assert.doesNotMatch(answer, /100 Continue/i, what);
+      assert.match(answer, body, what);
+      assert.match(answer, /\r\nconnection: close\r\n/i, `${what}: the unread body is not taken`);
+    }
+    // A route that reads the body is still invited, and served.
+    const call = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/get', params: { id: 'no-such-task' } });
+    const served = await headOnly(stack, `POST /a2a/helper HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${call.length}\r\nExpect: 100-continue\r\n\r\n`, call);
+    assert.match(served, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /, served.slice(0, 200));
+    assert.match(served, /"jsonrpc":"2.0","id":1/, served);
     assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
   });
 

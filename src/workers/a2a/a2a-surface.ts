@@ -36,6 +36,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 const CARD_BY_HOST_HEADERS = { 'content-type': 'application/json', vary: 'Host' };
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' };
 const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
+/** Each agent's JSON-RPC endpoint. */
+const RPC_ROUTE = `${AGENT_PREFIX}:agent`;
 
 function rpcError(id: unknown, code: number, message: string): string {
   return JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
@@ -132,7 +134,7 @@ export class A2ASurface {
       if (agent === undefined) reply.code(404).headers(JSON_HEADERS).send(JSON.stringify({ error: `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)}` }));
       else reply.headers(this.#cardHeaders()).send(JSON.stringify(agentCard(this.#config, agent, this.#base(request))));
     });
-    app.post(`${AGENT_PREFIX}:agent`, (request, reply) => this.#rpc(request, reply));
+    app.post(RPC_ROUTE, (request, reply) => this.#rpc(request, reply));
   }
 
   #agent(request: FastifyRequest): A2AAgentConfig | undefined {
@@ -174,10 +176,20 @@ export class A2ASurface {
     return loading;
   }
 
+  /** False for a POST to an agent's endpoint that names no agent of this edge (the listener answers an Expect: 100-continue from its head). */
+  hasAgentFor(request: FastifyRequest): boolean {
+    return request.routeOptions.url !== RPC_ROUTE || this.#agent(request) !== undefined;
+  }
+
+  /** 404: no such agent here. */
+  unknownAgent(request: FastifyRequest, reply: FastifyReply): void {
+    reply.code(404).headers(JSON_HEADERS).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
+  }
+
   #rpc(request: FastifyRequest, reply: FastifyReply): void {
     const agent = this.#agent(request);
     if (agent === undefined) {
-      reply.code(404).headers(JSON_HEADERS).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
+      this.unknownAgent(request, reply);
       return;
     }
     const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);

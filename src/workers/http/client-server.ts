@@ -34,6 +34,9 @@ import { LeanHttp1, timeoutSweepMs, type LeanOwner } from './lean-http1.js';
 
 const kApiKey = Symbol('edge.apiKey');
 type KeyedRequest = FastifyRequest & { [kApiKey]?: ApiKeyState };
+/** Expect: 100-continue that checkContinue left for fastify's hooks to invite (#inviteUpload). */
+const kInvite = Symbol('edge.invite');
+type ExpectingRequest = IncomingMessage & { [kInvite]?: true };
 
 export const PROXIED_ROUTES: readonly string[] = API_ROUTES.map((r) => r.path);
 const STORED_RESPONSE_ROUTE = '/v1/responses/:id';
@@ -264,9 +267,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (https !== undefined) this.#tlsServer = server as HttpsServer;
     // Expect: 100-continue (curl sends it for bodies over 1 MB): node:http would invite every body at once.
     // One refused from its head (no valid key, over the body limit) gets its answer instead, and the connection closes.
+    // Fastify's requests are invited once routed (#inviteUpload): no route, or no agent, reads the body of a 404 or 405.
     server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
       if (this.#refusesUpload(request)) closeAfterAnswer(response);
-      else response.writeContinue();
+      else if (isLeanRoute(request)) response.writeContinue();
+      else (request as ExpectingRequest)[kInvite] = true;
       listener(request, response);
     });
     // fastify's keep-alive and no socket timeout (the edge has its own deadlines for responses); the request timeout is in `options`.
@@ -606,13 +611,29 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** onRequest, after the key check: during a drain every client request gets 503 shutting_down, in the format of the route asked. */
   #refuseWhileDraining(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     if (!this.#shutting) {
-      done();
+      if (request.headers.expect === undefined || !this.#inviteUpload(request, reply)) done();
       return;
     }
     this.#plane.refused('shutting_down');
     // In the path's API format: Anthropic's overloaded 529, a JSON-RPC error the A2A SDK raises.
     reply.header('retry-after', '1').header('retry-after-ms', '1000').header('connection', 'close');
     sendError(this.logger, reply, Errors.shuttingDown, undefined, formatOf(request));
+  }
+
+  /**
+   * Expect: 100-continue, routed: a body nothing here reads (no route: 404 or 405; an A2A agent
+   * this edge does not have) is answered from the head, uninvited, and the connection closes;
+   * true when answered. Any other is invited now, unless checkContinue already refused it.
+   */
+  #inviteUpload(request: FastifyRequest, reply: FastifyReply): boolean {
+    if (request.is404 || !this.a2a.hasAgentFor(request)) {
+      closeAfterAnswer(reply.raw);
+      if (request.is404) onNotFound(this, request, reply);
+      else this.a2a.unknownAgent(request, reply);
+      return true;
+    }
+    if ((request.raw as ExpectingRequest)[kInvite] === true) reply.raw.writeContinue();
+    return false;
   }
 
   /** One model of the list; a model this key may not use is as unknown as one not configured. */
