@@ -354,6 +354,21 @@ describe('A2A: model agent', () => {
     assert.equal(stack.mock.stats.requests, providerBefore, 'nothing reached the provider');
   });
 
+  test('a refusal before the JSON-RPC handler (no such agent, a body it does not read) names a req- request id, as every refusal at the door does', async () => {
+    const refusals: [string, RequestInit][] = [
+      ['/a2a/nobody', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'x' } }) }],
+      ['/a2a/writer', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' }],
+      ['/a2a/nobody/.well-known/agent-card.json', {}],
+    ];
+    for (const [path, init] of refusals) {
+      const res = await fetch(`${stack.edge.url}${path}`, init);
+      await res.text();
+      assert.ok(res.status === 404 || res.status === 415, `${path}: ${res.status}`);
+      assert.match(res.headers.get('x-request-id') ?? '', /^req-/, `${path}: x-request-id`);
+      assert.equal(res.headers.get('request-id'), res.headers.get('x-request-id'), `${path}: request-id`);
+    }
+  });
+
   test('a non-text part is content-type-not-supported (-32005)', async () => {
     const req = request('x');
     (req.message as Message).parts = [{ content: { $case: 'url', value: 'https://example.com/a.png' }, metadata: undefined, filename: 'a.png', mediaType: 'image/png' }];

@@ -15,6 +15,7 @@ import type { ApiKeyState } from '../http/client-auth.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import { Errors } from '../../shared/errors.js';
 import { A2A_ERRORS, bodyMediaRefusal } from '../http/api-routes.js';
+import { logRefusal, refusalId } from '../http/refusal-id.js';
 import { agentCard, AGENT_PREFIX, CARD_PATH, edgeCard } from './agent-card.js';
 import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
 import { ContextHistory, type HistoryLimits } from './context-history.js';
@@ -38,6 +39,7 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
 const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
 /** Each agent's JSON-RPC endpoint. */
 const RPC_ROUTE = `${AGENT_PREFIX}:agent`;
+
 
 function rpcError(id: unknown, code: number, message: string): string {
   return JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
@@ -126,12 +128,12 @@ export class A2ASurface {
   register(app: FastifyInstance): void {
     app.get(CARD_PATH, (request, reply) => {
       const card = edgeCard(this.#config, this.#base(request));
-      if (card === undefined) reply.code(404).headers(JSON_HEADERS).send(JSON.stringify({ error: 'this edge exposes no A2A agents (config a2a.agents)' }));
+      if (card === undefined) reply.code(404).headers(this.#refusalHeaders(request, 404, 'agent_not_found')).send(JSON.stringify({ error: 'this edge exposes no A2A agents (config a2a.agents)' }));
       else reply.headers(this.#cardHeaders()).send(JSON.stringify(card));
     });
     app.get(`${AGENT_PREFIX}:agent${CARD_PATH}`, (request, reply) => {
       const agent = this.#agent(request);
-      if (agent === undefined) reply.code(404).headers(JSON_HEADERS).send(JSON.stringify({ error: `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)}` }));
+      if (agent === undefined) reply.code(404).headers(this.#refusalHeaders(request, 404, 'agent_not_found')).send(JSON.stringify({ error: `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)}` }));
       else reply.headers(this.#cardHeaders()).send(JSON.stringify(agentCard(this.#config, agent, this.#base(request))));
     });
     app.post(RPC_ROUTE, (request, reply) => this.#rpc(request, reply));
@@ -181,9 +183,16 @@ export class A2ASurface {
     return request.routeOptions.url !== RPC_ROUTE || this.#agent(request) !== undefined;
   }
 
+  /** A refusal before any handler ran: a fresh request id, as the listener's own refusals (401, 405, 413) carry one, and its debug line (refusal-id.ts). */
+  #refusalHeaders(request: FastifyRequest, status: number, code: string): Record<string, string> {
+    const id = refusalId();
+    logRefusal(this.#plane.logger, id, request.method, request.url, status, code, request.socket.remoteAddress);
+    return { ...JSON_HEADERS, 'x-request-id': id, 'request-id': id };
+  }
+
   /** 404: no such agent here. */
   unknownAgent(request: FastifyRequest, reply: FastifyReply): void {
-    reply.code(404).headers(JSON_HEADERS).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
+    reply.code(404).headers(this.#refusalHeaders(request, 404, 'agent_not_found')).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
   }
 
   #rpc(request: FastifyRequest, reply: FastifyReply): void {
@@ -197,7 +206,7 @@ export class A2ASurface {
       // As the /v1/ routes refuse them (RFC 7694): a compressed body would only read as "not JSON", a labelled-compressed plain one be guessed at.
       this.#plane.refused(Errors.unsupportedMediaType.code);
       if (request.headers['content-encoding'] !== undefined) reply.header('accept-encoding', 'identity');
-      reply.code(415).headers(JSON_HEADERS).send(A2A_ERRORS.body(Errors.unsupportedMediaType, refusal));
+      reply.code(415).headers(this.#refusalHeaders(request, 415, Errors.unsupportedMediaType.code)).send(A2A_ERRORS.body(Errors.unsupportedMediaType, refusal));
       return;
     }
     const body = request.body;
