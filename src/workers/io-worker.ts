@@ -82,10 +82,13 @@ async function control(request: ControlRequest): Promise<unknown> {
         });
         return undefined;
       }
-      setImmediate(() => {
-        throw new Error('test hook: crash');
+      // No answer: the call is rejected when the worker has exited, so a caller that awaited it waits
+      // for the replacement, never for the dying worker (an answer first would race its exit).
+      return new Promise(() => {
+        setImmediate(() => {
+          throw new Error('test hook: crash');
+        });
       });
-      return undefined;
   }
 }
 
