@@ -64,6 +64,27 @@ test('a one-frame answer is read from the frame itself', () => {
   assert.deepEqual(tail.usage(), { promptTokens: 1, completionTokens: 2 });
 });
 
+test("a JSON answer whose usage is followed by tens of KiB (vLLM's prompt_logprobs, prompt_token_ids) is still read, at every frame cut", () => {
+  const plp = [null, ...Array.from({ length: 300 }, (_, i) => ({ [String(900 + i)]: { logprob: -1.5, rank: 2, decoded_token: i % 7 === 0 ? 'usage' : 'tok' } }))];
+  const body = Buffer.from(
+    JSON.stringify({ id: 'c', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 301, total_tokens: 311, completion_tokens: 10, prompt_tokens_details: null }, prompt_logprobs: plp, prompt_token_ids: Array.from({ length: 301 }, (_, i) => 900 + i), kv_transfer_params: null }),
+  );
+  const key = body.indexOf('"usage"');
+  // The first frame ends `cut` bytes into the key (or past it); the rest come in frames of `size`, down to single bytes.
+  for (const size of [1, 2, 5, 7, 13, 4096]) {
+    for (const cut of [0, 1, 3, 6, 7, 9, 500]) {
+      const tail = new StreamTail(true);
+      tail.push(body.subarray(0, key + cut));
+      for (let at = key + cut; at < body.length; at += size) tail.push(body.subarray(at, Math.min(body.length, at + size)));
+      assert.deepEqual(tail.usage(), { promptTokens: 301, completionTokens: 10 }, `frames of ${size}, cut ${cut}`);
+    }
+  }
+  // One frame: the decoded token "usage" after the key is a value, not the key.
+  const one = new StreamTail(true);
+  one.push(body);
+  assert.deepEqual(one.usage(), { promptTokens: 301, completionTokens: 10 });
+});
+
 // The regular expressions the byte scanner replaced: its results must be theirs on every usage object a
 // provider sends (JSON whitespace, nested details, the Responses and Messages names, counts missing or null).
 function usageByRegex(text: string): { promptTokens: number; completionTokens: number } | undefined {

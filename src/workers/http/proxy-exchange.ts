@@ -233,7 +233,7 @@ export class ProxyExchange implements TunnelConsumer {
         return;
       }
       this.#heldErrorEncoding = encoding;
-      if (this.#generates) this.#tail = new StreamTail();
+      if (this.#generates) this.#tail = new StreamTail(this.route === RESPONSES);
       this.#startCapture(status);
       // That head is a chunked event stream: its body goes out in whole events too.
       this.#events = new SseEvents(this.window);
@@ -310,7 +310,7 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     // A whole JSON answer ends with its `usage` as a stream's last event does: the same tail reads both.
-    if ((this.#isEventStream || json) && this.#generates) this.#tail = new StreamTail();
+    if ((this.#isEventStream || json) && this.#generates) this.#tail = new StreamTail(!this.#isEventStream || this.route === RESPONSES);
     // A stream without a length can end in an in-band error: it goes out in whole events.
     if (this.#isEventStream && this.#bodyLeft < 0) this.#events = new SseEvents(this.window);
     // An event stream's head goes out as the provider sent it, not with the first event: held, the client

@@ -24,11 +24,20 @@ const USAGE_OBJECT_BYTES = 1024;
 /** Enough for a usage object and the [DONE] event after it. */
 export const USAGE_TAIL_BYTES = 2048;
 
-/** Finds the last `"usage":{...}` in the tail frames (oldest first); undefined when absent. */
+/** Finds the last `"usage":{...}` with a count in the tail frames (oldest first); undefined when absent. */
 export function usageFromTail(frames: readonly Uint8Array[]): TokenUsage | undefined {
   const tail = frames.length === 1 ? Buffer.from(frames[0].buffer, frames[0].byteOffset, frames[0].byteLength) : Buffer.concat(frames);
-  const at = tail.lastIndexOf(USAGE_KEY);
-  if (at < 0) return undefined;
+  // A value that reads "usage" (a logprob's decoded token) is not the key: the one before it is tried.
+  for (let at = tail.lastIndexOf(USAGE_KEY); at >= 0; at = at === 0 ? -1 : tail.lastIndexOf(USAGE_KEY, at - 1)) {
+    if (!isUsageKey(tail, at)) continue;
+    const usage = usageAt(tail, at);
+    if (usage !== undefined) return usage;
+  }
+  return undefined;
+}
+
+/** The counts of the usage object whose key is at `at`; undefined when it has none. */
+function usageAt(tail: Buffer, at: number): TokenUsage | undefined {
   // One pass over the usage object's bytes: this runs at the end of every answer, and a latin1 copy plus
   // two regular expressions over it were ~2 % of the edge's closed-loop profile.
   const end = objectEnd(tail, at);
@@ -52,6 +61,17 @@ export function usageFromTail(frames: readonly Uint8Array[]): TokenUsage | undef
 }
 
 const QUOTE = 0x22;
+
+/** The `"usage"` at `at` is a key opening an object (`ws : ws {`), or may be: its bytes end first. */
+function isUsageKey(buf: Buffer, at: number): boolean {
+  let i = at + USAGE_KEY.length;
+  while (i < buf.length && isJsonSpace(buf[i])) i++;
+  if (i >= buf.length) return true;
+  if (buf[i] !== 0x3a) return false;
+  i++;
+  while (i < buf.length && isJsonSpace(buf[i])) i++;
+  return i >= buf.length || buf[i] === 0x7b;
+}
 
 /** The count name a quoted key starting with `first` could be. */
 function countKey(first: number): Buffer | undefined {
@@ -123,12 +143,35 @@ export function inputTokensFromHead(head: Uint8Array): number | undefined {
  * (docs/benchmarks.md, CPU budget, "Stream tails as copies").
  */
 export class StreamTail {
+  /**
+   * The body's `usage` need not be last: vLLM puts `prompt_logprobs`,
+   * `prompt_token_ids` and `kv_transfer_params` after it in a JSON answer
+   * (tens of KiB with prompt_logprobs or return_token_ids), and a Response
+   * (a JSON answer, or response.completed in a stream) ends with `user` and
+   * `metadata` (up to 16 values of 512 characters). So each frame that
+   * leaves the whole-frame path is searched for the key, and the bytes from
+   * the last one are kept (#usageFound). Chat and Messages streams end with
+   * their usage event: the ring alone reads them.
+   */
+  readonly #watching: boolean;
   #first: Uint8Array | undefined;
   #ring: Buffer | undefined;
   /** Where the next byte goes in the ring. */
   #end = 0;
   /** Bytes of the ring in use (it fills from 0 before it wraps). */
   #filled = 0;
+  /** Watching: the bytes from the last `"usage"` key seen, up to USAGE_OBJECT_BYTES (#usageLength of them so far). */
+  #usageFound: Buffer | undefined;
+  #usageLength = 0;
+  /** The usage read from the bytes #usageFound held before a later key took them (a key cut at a frame's end may be a value). */
+  #usageBefore: TokenUsage | undefined;
+  /** The previous frame's last bytes (#carryLength of them), for a key split across two frames. */
+  #carry: Buffer | undefined;
+  #carryLength = 0;
+
+  constructor(usageMayNotBeLast = false) {
+    this.#watching = usageMayNotBeLast;
+  }
 
   push(frame: Uint8Array): void {
     if (this.#ring === undefined) {
@@ -138,9 +181,11 @@ export class StreamTail {
       }
       // Not from the shared pool: the ring lives as long as the stream and would pin a pool slab.
       this.#ring = Buffer.allocUnsafeSlow(USAGE_TAIL_BYTES);
+      if (this.#watching) this.#watch(this.#first);
       this.#copy(this.#first);
       this.#first = undefined;
     }
+    if (this.#watching) this.#watch(frame);
     this.#copy(frame);
   }
 
@@ -152,8 +197,56 @@ export class StreamTail {
   usage(): TokenUsage | undefined {
     const ring = this.#ring;
     if (ring === undefined) return this.#first === undefined ? undefined : usageFromTail([this.#first]);
-    if (this.#filled < ring.length) return usageFromTail([ring.subarray(0, this.#filled)]);
-    return usageFromTail([ring.subarray(this.#end), ring.subarray(0, this.#end)]);
+    const newest = this.#filled < ring.length ? usageFromTail([ring.subarray(0, this.#filled)]) : usageFromTail([ring.subarray(this.#end), ring.subarray(0, this.#end)]);
+    if (newest !== undefined || this.#usageFound === undefined) return newest;
+    return usageFromTail([this.#usageFound.subarray(0, this.#usageLength)]) ?? this.#usageBefore;
+  }
+
+  /** A frame on its way through: the last `"usage"` key in it (or across its start) and the bytes after it are kept. */
+  #watch(frame: Uint8Array): void {
+    const bytes = Buffer.from(frame.buffer, frame.byteOffset, frame.byteLength);
+    if (this.#usageFound !== undefined && this.#usageLength < USAGE_OBJECT_BYTES) this.#keep(bytes, 0);
+    let at = bytes.lastIndexOf(USAGE_KEY);
+    while (at >= 0 && !isUsageKey(bytes, at)) at = at === 0 ? -1 : bytes.lastIndexOf(USAGE_KEY, at - 1);
+    if (at >= 0) {
+      this.#restart();
+      this.#keep(bytes, at);
+    } else if (this.#carryLength > 0 && (this.#carry as Buffer).includes(QUOTE)) {
+      const carry = (this.#carry as Buffer).subarray(0, this.#carryLength);
+      const seam = Buffer.concat([carry, bytes.subarray(0, 64)]);
+      const split = seam.indexOf(USAGE_KEY);
+      if (split >= 0 && split < carry.length && isUsageKey(seam, split)) {
+        this.#restart();
+        this.#keep(carry, split);
+        this.#keep(bytes, 0);
+      }
+    }
+    // The last bytes of the body so far, however small its frames; copied: a frame's memory may be reused once relayed.
+    const carry = (this.#carry ??= Buffer.allocUnsafeSlow(USAGE_KEY.length - 1));
+    if (bytes.length >= carry.length) {
+      bytes.copy(carry, 0, bytes.length - carry.length);
+      this.#carryLength = carry.length;
+    } else if (bytes.length > 0) {
+      const old = Math.min(this.#carryLength, carry.length - bytes.length);
+      carry.copy(carry, 0, this.#carryLength - old, this.#carryLength);
+      bytes.copy(carry, old);
+      this.#carryLength = old + bytes.length;
+    }
+  }
+
+  /** A later key: the kept bytes make room for it, their usage (if they hold one) kept. */
+  #restart(): void {
+    if (this.#usageFound !== undefined) this.#usageBefore = usageFromTail([this.#usageFound.subarray(0, this.#usageLength)]) ?? this.#usageBefore;
+    this.#usageLength = 0;
+  }
+
+  /** Appends bytes from `from` to the kept usage bytes, up to their cap. */
+  #keep(bytes: Buffer, from: number): void {
+    this.#usageFound ??= Buffer.allocUnsafeSlow(USAGE_OBJECT_BYTES);
+    const n = Math.min(bytes.length - from, USAGE_OBJECT_BYTES - this.#usageLength);
+    if (n <= 0) return;
+    bytes.copy(this.#usageFound, this.#usageLength, from, from + n);
+    this.#usageLength += n;
   }
 
   #copy(frame: Uint8Array): void {
