@@ -56,3 +56,25 @@ test('Responses: events framed with CRLF or CR line ends (the SSE spec allows bo
     assert.ok(!endsWithResponseTerminal(b(reversed.replaceAll('\n', eol))), `a delta after completed, ${JSON.stringify(eol)}`);
   }
 });
+
+test('message_stop: a chunk that does not name it (every delta) is judged without a look back, a view or a string', () => {
+  const delta = b('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello there"}}\n\n');
+  // The relay runs this on every chunk it writes: what it allocates there is per token.
+  const proto = Buffer.prototype as unknown as Record<'subarray' | 'toString', (...args: unknown[]) => unknown>;
+  const saved = { subarray: proto.subarray, toString: proto.toString };
+  let calls = 0;
+  for (const name of ['subarray', 'toString'] as const) {
+    const original = saved[name];
+    proto[name] = function (this: Buffer, ...args: unknown[]) {
+      calls++;
+      return original.apply(this, args);
+    };
+  }
+  try {
+    assert.equal(endsWithMessageStop(delta), false);
+  } finally {
+    proto.subarray = saved.subarray;
+    proto.toString = saved.toString;
+  }
+  assert.equal(calls, 0, 'Buffer views or strings made for a chunk without message_stop');
+});

@@ -5,7 +5,8 @@
 // append an error event: the client already has its whole answer, and the
 // SDKs would raise that error over it. Each check reads a few bytes around
 // the last event of a chunk that ends at an event's end, so it runs per
-// relayed chunk; only Responses looks back for the event's start.
+// relayed chunk; only Responses looks back for the event's start (and
+// Messages, for a chunk that names message_stop at all).
 
 import { lastEventEnd } from './sse-events.js';
 
@@ -48,7 +49,10 @@ export function endsWithDone(out: Uint8Array): boolean {
  */
 export function endsWithMessageStop(out: Uint8Array): boolean {
   const end = contentEnd(out);
+  if (end < MESSAGE_STOP.length) return false;
   const buffer = asBuffer(out);
+  // Run on every chunk relayed: one native search rules out the chunks that hold no such name (every delta).
+  if (buffer.lastIndexOf(MESSAGE_STOP, end - MESSAGE_STOP.length) < 0) return false;
   // Named by its `event:` line, however long its data: a gateway in front of the model may add fields
   // (Bedrock's invocation metrics), which push that line out of the tail read below.
   if (startsWithEventName(buffer, lastEventEnd(buffer.subarray(0, end)), end, MESSAGE_STOP)) return true;
