@@ -116,6 +116,9 @@ describe('a refused upload', () => {
       ['/v1/chat/completions', 'Content-Type: application/x-www-form-urlencoded\r\n', 'text/plain', /"type":"invalid_request_error"/],
       ['/v1/chat/completions', 'Content-Type: application/json\r\nContent-Encoding: gzip\r\n', 'gzip', /content-encoding/],
       ['/v1/messages', 'Content-Type: text/plain\r\n', 'anthropic', /"type":"error"/],
+      // An A2A agent's endpoint refuses them too (its JSON-RPC error), as the /v1/ routes do.
+      ['/a2a/helper', 'Content-Type: text/plain\r\n', 'a2a', /"jsonrpc":"2.0"/],
+      ['/a2a/helper', 'Content-Type: application/json\r\nContent-Encoding: gzip\r\n', 'a2a gzip', /"jsonrpc":"2.0"/],
     ];
     for (const [path, headers, what, body] of cases) {
       const answer = await exchange(`POST ${path} HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer ${KEY}\r\n${headers}Content-Length: 60000\r\nExpect: 100-continue\r\n\r\n`);

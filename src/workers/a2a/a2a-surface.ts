@@ -16,6 +16,7 @@ import { limitsOf } from '../../shared/config-hardening.js';
 import { Errors } from '../../shared/errors.js';
 import { A2A_ERRORS, bodyMediaRefusal } from '../http/api-routes.js';
 import { logRefusal, refusalId } from '../http/refusal-id.js';
+import { closeAfterAnswer } from '../http/linger.js';
 import { agentCard, AGENT_PREFIX, CARD_PATH, edgeCard } from './agent-card.js';
 import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
 import { ContextHistory, type HistoryLimits } from './context-history.js';
@@ -178,9 +179,20 @@ export class A2ASurface {
     return loading;
   }
 
-  /** False for a POST to an agent's endpoint that names no agent of this edge (the listener answers an Expect: 100-continue from its head). */
-  hasAgentFor(request: FastifyRequest): boolean {
-    return request.routeOptions.url !== RPC_ROUTE || this.#agent(request) !== undefined;
+  /**
+   * Expect: 100-continue on an agent's endpoint, answered from the head (true) when its body would be
+   * refused whatever it holds: no such agent here, or headers that say it is no JSON (415, as the /v1/
+   * routes answer it uninvited); the connection closes after the answer.
+   */
+  refusesUpload(request: FastifyRequest, reply: FastifyReply): boolean {
+    if (request.routeOptions.url !== RPC_ROUTE) return false;
+    const known = this.#agent(request) !== undefined;
+    const refusal = known ? bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']) : undefined;
+    if (known && refusal === undefined) return false;
+    closeAfterAnswer(reply.raw);
+    if (refusal === undefined) this.#unknownAgent(request, reply);
+    else this.#refuseMedia(request, reply, refusal);
+    return true;
   }
 
   /** A refusal before any handler ran: a fresh request id, as the listener's own refusals (401, 405, 413) carry one, and its debug line (refusal-id.ts). */
@@ -191,22 +203,26 @@ export class A2ASurface {
   }
 
   /** 404: no such agent here. */
-  unknownAgent(request: FastifyRequest, reply: FastifyReply): void {
+  #unknownAgent(request: FastifyRequest, reply: FastifyReply): void {
     reply.code(404).headers(this.#refusalHeaders(request, 404, 'agent_not_found')).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
+  }
+
+  /** 415: a body this endpoint does not read, as the /v1/ routes refuse it (RFC 7694): a compressed body would only read as "not JSON", a labelled-compressed plain one be guessed at. */
+  #refuseMedia(request: FastifyRequest, reply: FastifyReply, refusal: string): void {
+    this.#plane.refused(Errors.unsupportedMediaType.code);
+    if (request.headers['content-encoding'] !== undefined) reply.header('accept-encoding', 'identity');
+    reply.code(415).headers(this.#refusalHeaders(request, 415, Errors.unsupportedMediaType.code)).send(A2A_ERRORS.body(Errors.unsupportedMediaType, refusal));
   }
 
   #rpc(request: FastifyRequest, reply: FastifyReply): void {
     const agent = this.#agent(request);
     if (agent === undefined) {
-      this.unknownAgent(request, reply);
+      this.#unknownAgent(request, reply);
       return;
     }
     const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);
     if (refusal !== undefined) {
-      // As the /v1/ routes refuse them (RFC 7694): a compressed body would only read as "not JSON", a labelled-compressed plain one be guessed at.
-      this.#plane.refused(Errors.unsupportedMediaType.code);
-      if (request.headers['content-encoding'] !== undefined) reply.header('accept-encoding', 'identity');
-      reply.code(415).headers(this.#refusalHeaders(request, 415, Errors.unsupportedMediaType.code)).send(A2A_ERRORS.body(Errors.unsupportedMediaType, refusal));
+      this.#refuseMedia(request, reply, refusal);
       return;
     }
     const body = request.body;

@@ -622,16 +622,17 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   /**
    * Expect: 100-continue, routed: a body nothing here reads (no route: 404 or 405; an A2A agent
-   * this edge does not have) is answered from the head, uninvited, and the connection closes;
-   * true when answered. Any other is invited now, unless checkContinue already refused it.
+   * this edge does not have, or one its headers say is no JSON) is answered from the head,
+   * uninvited, and the connection closes; true when answered. Any other is invited now, unless
+   * checkContinue already refused it.
    */
   #inviteUpload(request: FastifyRequest, reply: FastifyReply): boolean {
-    if (request.is404 || !this.a2a.hasAgentFor(request)) {
+    if (request.is404) {
       closeAfterAnswer(reply.raw);
-      if (request.is404) onNotFound(this, request, reply);
-      else this.a2a.unknownAgent(request, reply);
+      onNotFound(this, request, reply);
       return true;
     }
+    if (this.a2a.refusesUpload(request, reply)) return true;
     if ((request.raw as ExpectingRequest)[kInvite] === true) reply.raw.writeContinue();
     return false;
   }
