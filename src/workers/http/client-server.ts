@@ -75,12 +75,12 @@ function presentedKeyOf(headers: Readonly<Record<string, string | string[] | und
   return typeof apiKey === 'string' && apiKey.length > 0 ? `Bearer ${apiKey}` : undefined;
 }
 
-/** An API POST that #serveLean takes (the /v1/ proxy routes). */
-function isLeanRoute(request: IncomingMessage): boolean {
-  if (request.method !== 'POST') return false;
+/** The API POST route #serveLean takes `request` for (the /v1/ proxy routes); undefined: fastify's. */
+function leanRouteOf(request: IncomingMessage): ApiRoute | undefined {
+  if (request.method !== 'POST') return undefined;
   const url = request.url ?? '';
   const query = url.indexOf('?');
-  return LEAN_ROUTES.has(query < 0 ? url : url.slice(0, query));
+  return LEAN_ROUTES.get(query < 0 ? url : url.slice(0, query));
 }
 
 /** The request announced a body (node:http has not read it yet when the handler runs). */
@@ -270,7 +270,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     // Fastify's requests are invited once routed (#inviteUpload): no route, or no agent, reads the body of a 404 or 405.
     server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
       if (this.#refusesUpload(request)) closeAfterAnswer(response);
-      else if (isLeanRoute(request)) response.writeContinue();
+      else if (leanRouteOf(request) !== undefined) response.writeContinue();
       else (request as ExpectingRequest)[kInvite] = true;
       listener(request, response);
     });
@@ -294,11 +294,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   /** An API POST: served here without fastify (fast-path.ts has the lifecycle); false sends the request to fastify. */
   #serveLean(request: IncomingMessage, response: ServerResponse): boolean {
-    if (request.method !== 'POST') return false;
-    const url = request.url ?? '';
-    const query = url.indexOf('?');
-    const path = query < 0 ? url : url.slice(0, query);
-    const route = LEAN_ROUTES.get(path);
+    const route = leanRouteOf(request);
     if (route === undefined) return false;
     const key = this.#checkLean(route, request, response, true);
     if (key === ANSWERED) return true;
@@ -311,7 +307,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** A request whose body would be refused whatever it holds: no valid key, a declared length over the limit, a media type no API route reads, or the edge closing. */
   #refusesUpload(request: IncomingMessage): boolean {
     const length = Number(request.headers['content-length'] ?? 0);
-    return this.#closing || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>) || (isLeanRoute(request) && bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']) !== undefined);
+    return this.#closing || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>) || (leanRouteOf(request) !== undefined && bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']) !== undefined);
   }
 
   /** 415 when the body's headers say it is no JSON the edge reads; false when they do not. */
