@@ -14,7 +14,7 @@ import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { LINGER_MS } from '../../src/workers/http/linger.js';
-import { ALIAS, startStack, type Stack } from '../helpers/stack.js';
+import { ALIAS, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 
 const KEY = 'sk-upload-0123456789';
 const LIMIT = 64 * 1024;
@@ -176,6 +176,35 @@ describe('a refused upload', () => {
     } finally {
       clearInterval(trickle);
       socket.destroy();
+    }
+  });
+});
+
+describe('Expect: 100-continue during a drain', () => {
+  test('a request pipelined behind a stream the drain lets finish gets its 503 in place of 100 Continue, its body never invited', async () => {
+    const stack = await startStack({});
+    const socket = connect(Number(new URL(stack.edge.url).port), '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('error', () => {});
+    const closed = new Promise((resolve) => socket.on('close', resolve));
+    try {
+      const body = JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\nx-mock-tokens: 50\r\nx-mock-interval-ms: 20\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      await waitUntil(() => text.startsWith('HTTP/1.1 200 '), 'the stream to begin');
+      const report = stack.edge.shutdown(10_000);
+      // Read once the stream (which the drain lets finish) is over: the edge is draining by then.
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\nContent-Length: 60000\r\nExpect: 100-continue\r\n\r\n`);
+      await closed;
+      await report;
+      const second = text.slice(text.indexOf('\r\n0\r\n\r\n') + 7);
+      assert.match(second, /^HTTP\/1\.1 503 /, second.slice(0, 200));
+      assert.match(second, /"code":"shutting_down"/);
+      assert.doesNotMatch(text, /100 Continue/i, 'a draining edge invited a body it refuses');
+    } finally {
+      socket.destroy();
+      await stack.close();
     }
   });
 });
