@@ -5,10 +5,11 @@
 // run that fails with cli_failed). Paths are shown absolute: a check run from
 // another directory says where it looked.
 import { constants } from 'node:fs';
-import { access, stat } from 'node:fs/promises';
+import { access, realpath, stat } from 'node:fs/promises';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { checkCaFile, checkKeyPair } from '../shared/config-files.js';
 import { childEnv } from './cli-config.js';
+import { sessionRootProblem } from './cli-sessions.js';
 import type { AgentConfig } from './config.js';
 
 /** libuv's search path when the child's environment has no PATH. */
@@ -43,11 +44,13 @@ async function cwdRootProblem(root: string): Promise<string | undefined> {
     if (!isDirectory) return `${path} is not a directory, so no session directory can be made under ${root}`;
     try {
       await access(path, constants.W_OK | constants.X_OK);
-      return undefined;
     } catch {
       // Each session's directory is made in the root, and the root (when missing) in its nearest directory.
       return path === root ? `${root} is not writable by this user, so no session directory can be made in it` : `${root} does not exist and cannot be created: ${path} is not writable by this user`;
     }
+    // What the first run checks next (cli-sessions.ts): no other user may reach the sessions.
+    const real = await realpath(path);
+    return path === root ? sessionRootProblem(real) : sessionRootProblem(root, real);
   }
 }
 

@@ -177,19 +177,8 @@ export class CliSessions {
   async #checkedRoot(): Promise<string> {
     await mkdir(this.#root, { recursive: true, mode: 0o700 });
     const root = await realpath(this.#root);
-    const uid = process.getuid?.();
-    if (uid !== undefined) {
-      for (let path = root; ; path = dirname(path)) {
-        const stat = await lstat(path);
-        if (stat.uid !== uid && stat.uid !== 0) {
-          throw new Error(`${path} belongs to uid ${stat.uid}, not to this agent's user (${uid}) or root: another user could reach the sessions; set cwd_root to a directory of the agent's own`);
-        }
-        if (path === root && ((stat.mode & 0o002) !== 0 || ((stat.mode & 0o020) !== 0 && stat.gid !== process.getgid?.()))) {
-          throw new Error(`${path} is writable by other users (mode ${(stat.mode & 0o7777).toString(8)}): they could replace the sessions' directories; set cwd_root to a directory of the agent's own`);
-        }
-        if (dirname(path) === path) break;
-      }
-    }
+    const problem = await sessionRootProblem(root);
+    if (problem !== undefined) throw new Error(problem);
     this.#realRoot = root;
     return root;
   }
@@ -206,4 +195,25 @@ const HASHED_NAME = /^s-[0-9a-f]{32}$/;
 function directoryName(session: string): string {
   if (PLAIN_SESSION.test(session) && !session.includes('..') && !HASHED_NAME.test(session)) return session;
   return `s-${createHash('sha256').update(session).digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * Why another user could reach the sessions under `root`, or undefined (CliSessions at its first run,
+ * check-config before it). `from`: root's real path, or its nearest existing directory's when root is
+ * still to be made (this user then makes it, 0700): each directory from there up must be this user's
+ * or root's, and root itself writable by no other user.
+ */
+export async function sessionRootProblem(root: string, from = root): Promise<string | undefined> {
+  const uid = process.getuid?.();
+  if (uid === undefined) return undefined;
+  for (let path = from; ; path = dirname(path)) {
+    const stat = await lstat(path);
+    if (stat.uid !== uid && stat.uid !== 0) {
+      return `${path} belongs to uid ${stat.uid}, not to this agent's user (${uid}) or root: another user could reach the sessions; set cwd_root to a directory of the agent's own`;
+    }
+    if (path === root && ((stat.mode & 0o002) !== 0 || ((stat.mode & 0o020) !== 0 && stat.gid !== process.getgid?.()))) {
+      return `${path} is writable by other users (mode ${(stat.mode & 0o7777).toString(8)}): they could replace the sessions' directories; set cwd_root to a directory of the agent's own`;
+    }
+    if (dirname(path) === path) return undefined;
+  }
 }

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -152,6 +152,13 @@ test('check-config: the TLS files and each cli program are checked where the age
   assert.equal(underFile.code, 1, underFile.stdout);
   assert.match(underFile.stderr, /providers\[0\]\.cwd_root: .*\/my-coder is not a directory/);
   assert.equal((await runCli(['check-config', await write('cwdnew.yaml', cli(program, `    cwd_root: ${JSON.stringify(join(dir, 'new', 'sessions'))}`))])).code, 0, 'a missing root is created');
+  // As the first run refuses it (cli-sessions.ts): a root other users may write to.
+  const open = join(dir, 'open');
+  await mkdir(open);
+  await chmod(open, 0o777);
+  const shared = await runCli(['check-config', await write('cwdopen.yaml', cli(program, `    cwd_root: ${JSON.stringify(open)}`))]);
+  assert.equal(shared.code, 1, shared.stdout);
+  assert.match(shared.stderr, /providers\[0\]\.cwd_root: .*\/open is writable by other users/);
   const tls = await write('tls.yaml', cli(program), '  tls:\n    ca_file: missing-ca.pem');
   const badTls = await runCli(['check-config', tls]);
   assert.equal(badTls.code, 1);
