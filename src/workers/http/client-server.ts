@@ -554,11 +554,6 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#plane.begin(RESPONSES, originForm(request.url), request.raw, reply.raw, Buffer.alloc(0), info, key, stored.providerId);
   }
 
-  /**
-   * The alias a stored response's GET / DELETE goes under: the one it was made with while that
-   * still maps its provider, else another that does (a refresh renamed or split the alias; the
-   * key's own first); undefined when none does.
-   */
   /** Why `id` cannot be reached any more because a refresh moved its provider's id to another node; undefined when it has not. */
   #movedAway(id: string, stored: StoredResponse): string | undefined {
     const nodeId = this.#providerNodes.get(stored.providerId);
@@ -566,6 +561,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     return `response ${JSON.stringify(id)} is stored on provider ${JSON.stringify(stored.providerId)} of node ${JSON.stringify(stored.nodeId)}; that provider id now names one on node ${JSON.stringify(nodeId)}, which does not hold it, so it is never answered elsewhere`;
   }
 
+  /**
+   * The alias a stored response's GET / DELETE goes under: the one it was made with while that
+   * still maps its provider, else another that does (a refresh renamed or split the alias; the
+   * key's own first); undefined when none does.
+   */
   #aliasServing(stored: StoredResponse, key: ApiKeyState | undefined): string | undefined {
     if (this.#models.get(stored.alias)?.has(stored.providerId) === true) return stored.alias;
     let other: string | undefined;
