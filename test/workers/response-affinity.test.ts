@@ -3,6 +3,8 @@
 // expiring, and fed only from ids read at the head of a relayed response.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { responseIdFromHead, storedResponseIdOf } from '../../src/workers/http/response-affinity.js';
 import { StoredResponses } from '../../src/contract/stored-responses.js';
 
@@ -68,4 +70,21 @@ test('the id in a stored response\'s path is read percent-decoded, as the router
   assert.equal(storedResponseIdOf('/v1/responses/resp%2F1'), undefined, 'a slash is no part of an id');
   assert.equal(storedResponseIdOf('/v1/responses/resp%E0%A4%A'), undefined, 'malformed encoding');
   assert.equal(storedResponseIdOf('/v1/responses/resp_1/cancel'), undefined);
+});
+
+test('an id read from a response head holds only its own characters, not the whole head it was found in', () => {
+  // The map keeps up to limits.stored_responses ids for a day: were each a slice of its response's head
+  // text (V8 keeps substrings as slices), it would hold that whole head, not ~30 bytes.
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const HEADS = 200;
+  const padding = 'x'.repeat(256 * 1024); // 200 heads of 256 KB: 50 MB if kept
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const ids: string[] = [];
+  for (let i = 0; i < HEADS; i++) ids.push(responseIdFromHead(Buffer.from(`{"id":"resp_${String(i).padStart(24, '0')}","object":"response","output":[{"type":"message","content":"${padding}"}]}`)) as string);
+  gc();
+  const grown = process.memoryUsage().heapUsed - before;
+  assert.equal(ids[HEADS - 1], `resp_${String(HEADS - 1).padStart(24, '0')}`);
+  assert.ok(grown < 8 * 1024 * 1024, `${HEADS} ids hold ${(grown / 1048576).toFixed(1)} MB of heap`);
 });

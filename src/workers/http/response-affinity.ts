@@ -39,5 +39,10 @@ const ID_IN_HEAD = /"id"\s*:\s*"([^"\\]{1,256})"/;
  */
 export function responseIdFromHead(head: Buffer): string | undefined {
   const match = ID_IN_HEAD.exec(head.toString('latin1'));
-  return match === null ? undefined : match[1];
+  if (match === null) return undefined;
+  // Copied from the bytes, not taken from the match: V8 keeps a substring as a
+  // slice of the whole head's text (up to HEAD_BYTES and more), and the id
+  // outlives the response in the stored-responses map (limits.stored_responses).
+  const end = match.index + match[0].length - 1;
+  return head.toString('latin1', end - match[1].length, end);
 }
