@@ -28,7 +28,7 @@ import { NO_OBSERVER, type ExchangeObserver } from './observe/exchange-observer.
 import type { TunnelHost } from './tunnel/tunnel-host.js';
 import { Adapter } from '../gen/edge/v1/tunnel_pb.js';
 import type { ProviderType } from '../shared/config-types.js';
-import { DEFAULT_SESSION, sessionIdOf, sessionKeyOf } from './http/session-id.js';
+import { DEFAULT_SESSION, ownHeaderValue, sessionIdOf, sessionKeyOf } from './http/session-id.js';
 import { requestFairnessOf } from './http/fairness-headers.js';
 import { QUEUE_UPDATE_INTERVAL_MS, wantsQueueUpdates } from './http/queue-updates.js';
 
@@ -720,8 +720,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   #stampStart(exchange: ProxyExchange): void {
     exchange.startedAt = exchange.attemptFrom = performance.now();
-    const tag = exchange.request.headers['x-request-id'];
-    exchange.requestTag = typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : exchange.runId;
+    exchange.requestTag = requestTagOf(exchange.request, exchange.runId);
   }
 
   forget(exchange: ProxyExchange): void {
@@ -768,6 +767,12 @@ const TUNNEL_LIMIT_LOG_MS = 10_000;
 
 /** A client's x-request-id is carried to the node only when it is a short printable token. */
 const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
+
+/** The client's `x-request-id` when it is a valid tag (kept in the run's record), else the run id. */
+export function requestTagOf(request: IncomingMessage, runId: string): string {
+  const tag = request.headers['x-request-id'];
+  return typeof tag === 'string' && REQUEST_TAG.test(tag) ? ownHeaderValue(tag) : runId;
+}
 
 function hardeningOf(config: EdgeConfig): { deadlineLimits: DeadlineLimits; maxTunnelsPerNode: number } {
   const limits = limitsOf(config);

@@ -4,6 +4,10 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { requestTagOf } from '../../src/workers/data-plane.js';
+import { readLeanHead } from '../../src/workers/http/lean-head.js';
 import { FIELD_SESSION, inspectBody } from '../../src/workers/http/inspect.js';
 import { SESSION_HEADER, sessionIdOf } from '../../src/workers/http/session-id.js';
 
@@ -59,4 +63,30 @@ test('an id shaped like a digest is digested itself: nobody can name another\'s 
   assert.notEqual(sessionOf(`{"model":"x","session_id":"${digested}"}`), digested);
   assert.notEqual(sessionOf('{"model":"x"}', { [SESSION_HEADER]: digested }), digested);
   assert.match(sessionOf('{"model":"x"}', { [SESSION_HEADER]: digested }) ?? '', /^h-[0-9a-f]{32}$/);
+});
+
+test('a session id and a request tag read off a lean head hold only their own characters, not the head', () => {
+  // Both outlive the request (the run records intern up to 4096 names and keep finished runs; each
+  // worker's run wire keeps 2048 session names): were they slices of the head's text, as the lean
+  // reader cuts its values, each would hold its whole head (up to limits.max_header_bytes).
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const HEADS = 200;
+  const LIMIT = 1 << 20;
+  const padding = 'p'.repeat(128 * 1024); // 200 heads of 128 KB: 25 MB if kept
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const kept: string[] = [];
+  for (let i = 0; i < HEADS; i++) {
+    const n = String(i).padStart(24, '0');
+    const bytes = Buffer.from(`POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nX-Edge-Session: session-${n}\r\nX-Request-Id: tag-${n}\r\nX-Pad: ${padding}\r\nContent-Length: 2\r\n\r\n{}`, 'latin1');
+    const head = readLeanHead(bytes, LIMIT, ['/v1/chat/completions']);
+    assert.ok(head !== undefined);
+    const request = { headers: head.headers } as unknown as IncomingMessage;
+    kept.push(sessionIdOf(request, Buffer.from('{}'), 0) as string, requestTagOf(request, 'run-1'));
+  }
+  gc();
+  const grown = process.memoryUsage().heapUsed - before;
+  assert.deepEqual(kept.slice(-2), [`session-${String(HEADS - 1).padStart(24, '0')}`, `tag-${String(HEADS - 1).padStart(24, '0')}`]);
+  assert.ok(grown < 4 * 1024 * 1024, `${HEADS} session ids and tags hold ${(grown / 1048576).toFixed(1)} MB of heap`);
 });

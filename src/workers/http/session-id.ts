@@ -22,7 +22,7 @@ export function sessionIdOf(request: IncomingMessage, body: Buffer, fields: numb
   if (typeof header === 'string') {
     if (header === '') return header;
     if (!SESSION_ID.test(header)) return undefined;
-    return DIGEST_SHAPED.test(header) ? digestSessionId(header) : header;
+    return DIGEST_SHAPED.test(header) ? digestSessionId(header) : ownHeaderValue(header);
   }
   if ((fields & FIELD_SESSION) === 0) return '';
   let parsed: { session_id?: unknown; metadata?: { session_id?: unknown } | null };
@@ -41,6 +41,17 @@ export function sessionIdOf(request: IncomingMessage, body: Buffer, fields: numb
 }
 
 const DIGEST_SHAPED = /^h-[0-9a-f]{32}$/;
+
+/**
+ * A header value kept past its request (the session id, the request tag: the
+ * run records' interned names and finished runs, the run wire's names), as a
+ * string of its own: the lean reader (lean-head.ts) cuts values out of the
+ * head's text, and V8 keeps such a substring as a slice that holds the whole
+ * head, up to limits.max_header_bytes, for as long as the value lives.
+ */
+export function ownHeaderValue(value: string): string {
+  return Buffer.from(value, 'latin1').toString('latin1');
+}
 
 /** `h-` and 32 hex digits of the value's SHA-256. */
 function digestSessionId(value: string): string {
