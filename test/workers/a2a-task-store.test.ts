@@ -5,6 +5,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { Message } from '@a2a-js/sdk';
 import { COMPLETED, TaskEntry, TaskStore } from '../../src/workers/a2a/task-store.js';
 
@@ -114,4 +116,27 @@ test('a2a.max_task_bytes counts all a client message holds: a small text beside 
   assert.ok(store.finishedChars <= 100_000, `finished records hold ${store.finishedChars} characters, over the bound`);
   assert.equal(store.get(kept[0].id), undefined, 'the oldest went');
   assert.equal(store.get(kept[2].id), kept[2], 'the newest stays');
+});
+
+test('a finished record lets go of its run: the sink, its exchange and request body are not kept for the TTL', async () => {
+  // Records are bounded by a2a.max_tasks and their text by a2a.max_task_bytes; the run's request body
+  // (the context's earlier turns included) is counted by neither, so a finished record must not hold it.
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const store = new TaskStore(-1, 10);
+  const task = entry(store);
+  store.add(task);
+  // As the handler sets it: a closure over the run's sink (made in a function of its own, so this test's scope holds none).
+  const released = ((): WeakRef<object> => {
+    const sink = { body: Buffer.alloc(1024 * 1024), cancel: (): void => undefined };
+    task.cancelRun = () => sink.cancel();
+    return new WeakRef(sink);
+  })();
+  task.finish(COMPLETED, undefined, 3_600_000);
+  for (let i = 0; i < 5 && released.deref() !== undefined; i++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+  }
+  assert.equal(store.get(task.id), task, 'the record is kept');
+  assert.equal(released.deref(), undefined, 'its run is collectable');
 });

@@ -200,6 +200,9 @@ export class TaskEntry {
     if (state === COMPLETED) this.history.push(agentMessage(this.text, this.contextId, this.id));
     this.#setState(state);
     this.expiresAt = Date.now() + ttlMs;
+    // The run is over: the record must not keep it (its sink holds the exchange and its request body, the
+    // context's earlier turns included), which no bound on the finished records counts.
+    this.cancelRun = undefined;
     for (const queue of [...this.#subscribers]) queue.close();
     this.#subscribers.clear();
     this.#resolveDone();
