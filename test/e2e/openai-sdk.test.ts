@@ -63,10 +63,10 @@ describe('openai SDK through the edge', () => {
   });
 
   test('streaming: the response head reaches the client when the provider sends it, not with the first token', async () => {
-    // The mock sends its head at once and its first token after 1.5 s; the SDK's timeout runs until the head.
-    const stream = await new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 500 }).chat.completions.create(
+    // The mock sends its head at once and its first token after 4 s; the SDK's timeout (1.5 s, room for a loaded host) runs until the head.
+    const stream = await new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 1_500 }).chat.completions.create(
       { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'think first' }] },
-      { headers: { 'x-mock-ttft-ms': '1500', 'x-mock-tokens': '3' } },
+      { headers: { 'x-mock-ttft-ms': '4000', 'x-mock-tokens': '3' } },
     );
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
