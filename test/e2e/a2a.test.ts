@@ -360,6 +360,8 @@ describe('A2A: model agent', () => {
       ['/a2a/writer', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' }],
       ['/a2a/nobody/.well-known/agent-card.json', {}],
     ];
+    const rejects = async (reason: string): Promise<number> => Number(new RegExp(`^edge_rejects_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(await stack.edge.scrapeMetrics())?.[1] ?? 0);
+    const before = { unknown: await rejects('unknown_url'), media: await rejects('unsupported_media_type') };
     for (const [path, init] of refusals) {
       const res = await fetch(`${stack.edge.url}${path}`, init);
       await res.text();
@@ -367,6 +369,8 @@ describe('A2A: model agent', () => {
       assert.match(res.headers.get('x-request-id') ?? '', /^req-/, `${path}: x-request-id`);
       assert.equal(res.headers.get('request-id'), res.headers.get('x-request-id'), `${path}: request-id`);
     }
+    // Counted as every refusal at the door is: no such agent is an unknown URL.
+    assert.deepEqual({ unknown: await rejects('unknown_url'), media: await rejects('unsupported_media_type') }, { unknown: before.unknown + 2, media: before.media + 1 });
   });
 
   test('a non-text part is content-type-not-supported (-32005)', async () => {

@@ -129,12 +129,12 @@ export class A2ASurface {
   register(app: FastifyInstance): void {
     app.get(CARD_PATH, (request, reply) => {
       const card = edgeCard(this.#config, this.#base(request));
-      if (card === undefined) reply.code(404).headers(this.#refusalHeaders(request, 404, 'agent_not_found')).send(JSON.stringify({ error: 'this edge exposes no A2A agents (config a2a.agents)' }));
+      if (card === undefined) reply.code(404).headers(this.#refusalHeaders(request, 404, Errors.routeNotFound.code)).send(JSON.stringify({ error: 'this edge exposes no A2A agents (config a2a.agents)' }));
       else reply.headers(this.#cardHeaders()).send(JSON.stringify(card));
     });
     app.get(`${AGENT_PREFIX}:agent${CARD_PATH}`, (request, reply) => {
       const agent = this.#agent(request);
-      if (agent === undefined) reply.code(404).headers(this.#refusalHeaders(request, 404, 'agent_not_found')).send(JSON.stringify({ error: `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)}` }));
+      if (agent === undefined) reply.code(404).headers(this.#refusalHeaders(request, 404, Errors.routeNotFound.code)).send(JSON.stringify({ error: `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)}` }));
       else reply.headers(this.#cardHeaders()).send(JSON.stringify(agentCard(this.#config, agent, this.#base(request))));
     });
     app.post(RPC_ROUTE, (request, reply) => this.#rpc(request, reply));
@@ -195,8 +195,13 @@ export class A2ASurface {
     return true;
   }
 
-  /** A refusal before any handler ran: a fresh request id, as the listener's own refusals (401, 405, 413) carry one, and its debug line (refusal-id.ts). */
+  /**
+   * A refusal before any handler ran: counted in edge_rejects_total under its code (no such agent is an
+   * unknown URL, as on /v1/), logged at debug, and given a fresh request id, as the listener's own
+   * refusals (401, 405, 413) are (refusal-id.ts).
+   */
   #refusalHeaders(request: FastifyRequest, status: number, code: string): Record<string, string> {
+    this.#plane.refused(code);
     const id = refusalId();
     logRefusal(this.#plane.logger, id, request.method, request.url, status, code, request.socket.remoteAddress);
     return { ...JSON_HEADERS, 'x-request-id': id, 'request-id': id };
@@ -204,12 +209,11 @@ export class A2ASurface {
 
   /** 404: no such agent here. */
   #unknownAgent(request: FastifyRequest, reply: FastifyReply): void {
-    reply.code(404).headers(this.#refusalHeaders(request, 404, 'agent_not_found')).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
+    reply.code(404).headers(this.#refusalHeaders(request, 404, Errors.routeNotFound.code)).send(rpcError(null, -32601, `no A2A agent ${JSON.stringify((request.params as { agent?: string }).agent)} on this edge`));
   }
 
   /** 415: a body this endpoint does not read, as the /v1/ routes refuse it (RFC 7694): a compressed body would only read as "not JSON", a labelled-compressed plain one be guessed at. */
   #refuseMedia(request: FastifyRequest, reply: FastifyReply, refusal: string): void {
-    this.#plane.refused(Errors.unsupportedMediaType.code);
     if (request.headers['content-encoding'] !== undefined) reply.header('accept-encoding', 'identity');
     reply.code(415).headers(this.#refusalHeaders(request, 415, Errors.unsupportedMediaType.code)).send(A2A_ERRORS.body(Errors.unsupportedMediaType, refusal));
   }
