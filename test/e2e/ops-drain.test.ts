@@ -12,7 +12,7 @@ import type { NodeAgent } from '../../src/agent/agent.js';
 import type { Subscription } from '../../src/main/events/event-bus.js';
 import { startMockProvider } from '../../src/mock/provider.js';
 import { EdgeProcess } from '../main/admin/edge-process.js';
-import { agentWith, ALIAS, inFlight, opsConfigObject, startOpsStack, waitUntil } from '../main/admin/ops-stack.js';
+import { agentWith, ALIAS, registered, inFlight, opsConfigObject, startOpsStack, waitUntil } from '../main/admin/ops-stack.js';
 
 const STREAMS = 20;
 const TOKENS = 20;
@@ -57,9 +57,7 @@ describe('SIGTERM to the edge process', () => {
     let agent: NodeAgent | undefined;
     try {
       agent = agentWith(edge.grpcPort, mock.url);
-      const registered = once(agent, 'registered');
-      agent.start();
-      await registered;
+      await registered(agent);
 
       const headers = { 'x-mock-tokens': String(TOKENS), 'x-mock-interval-ms': '60' }; // ~1.2 s per stream
       const replies = await Promise.all(Array.from({ length: STREAMS }, () => post(edge.url, false, headers)));
@@ -107,9 +105,7 @@ for (const workers of [0, 2]) {
       let agent: NodeAgent | undefined;
       try {
         agent = agentWith(edge.grpcPort, mock.url);
-        const registered = once(agent, 'registered');
-        agent.start();
-        await registered;
+        await registered(agent);
         const disconnected = once(agent, 'disconnected') as Promise<[string]>;
         edge.signal('SIGTERM');
         assert.equal(await edge.exited, 0);
@@ -132,9 +128,7 @@ for (const [first, second] of [['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGTERM']] as 
       let agent: NodeAgent | undefined;
       try {
         agent = agentWith(edge.grpcPort, mock.url);
-        const registered = once(agent, 'registered');
-        agent.start();
-        await registered;
+        await registered(agent);
         // ~20 s of stream: the drain cannot finish on its own within the test.
         const open = await post(edge.url, false, { 'x-mock-tokens': '200', 'x-mock-interval-ms': '100' });
         assert.equal(open.status, 200);
@@ -335,9 +329,7 @@ describe('a node agent whose stop grace runs out', () => {
     const logger = pino<never>({ level: 'info' }, { write: (text: string) => void lines.push(JSON.parse(text) as { msg: string; level: number }) });
     const agent = agentWith(edge.grpcPort, mock.url, logger, 300);
     try {
-      const registered = once(agent, 'registered');
-      agent.start();
-      await registered;
+      await registered(agent);
       // ~10 s of stream: the agent's 300 ms grace runs out first.
       const open = await post(edge.url, false, { 'x-mock-tokens': '500', 'x-mock-interval-ms': '20' });
       assert.equal(open.status, 200);

@@ -62,6 +62,13 @@ export function agentWith(grpcPort: number, mockUrl: string, logger: Logger = si
   return new NodeAgent(config, { logger, stopGraceMs });
 }
 
+/** Starts `agent` and resolves once the edge took its registration. */
+export async function registered(agent: NodeAgent): Promise<void> {
+  const done = once(agent, 'registered');
+  agent.start();
+  await done;
+}
+
 export async function startOpsStack(options: OpsStackOptions = {}): Promise<OpsStack> {
   const mock = await startMockProvider(options.mock ?? {});
   const raw = opsConfigObject(options);
