@@ -23,7 +23,12 @@ function sse(event: string, data: string): string {
 function messageJson(id: string, modelJson: string, text: string | undefined, usage: Usage, done: boolean): string {
   const content = text === undefined ? '[]' : `[{"type":"text","text":${JSON.stringify(text)}}]`;
   const stop = done ? '"end_turn"' : 'null';
-  return `{"id":"${id}","type":"message","role":"assistant","model":${modelJson},"content":${content},"stop_reason":${stop},"stop_sequence":null,"usage":{"input_tokens":${usage.promptTokens},"output_tokens":${done ? usage.completionTokens : 1}}}`;
+  return `{"id":"${id}","type":"message","role":"assistant","model":${modelJson},"content":${content},"stop_reason":${stop},"stop_sequence":null,"usage":${messageUsage(usage, done ? usage.completionTokens : 1)}}`;
+}
+
+/** Anthropic counts cached prompt tokens apart from input_tokens (and always names both cache counts). */
+function messageUsage(usage: Usage, outputTokens: number): string {
+  return `{"input_tokens":${usage.promptTokens - usage.cachedTokens},"cache_creation_input_tokens":0,"cache_read_input_tokens":${usage.cachedTokens},"output_tokens":${outputTokens}}`;
 }
 
 export function messageBody(id: string, modelJson: string, text: string, usage: Usage): string {

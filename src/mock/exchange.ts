@@ -66,6 +66,7 @@ type DrainCarrier = { [DRAIN_LISTENING]?: boolean };
 
 /** Events written in one go before yielding to other connections (intervalMs 0). */
 const BURST = 64;
+const CACHE_CONTROL = Buffer.from('"cache_control"');
 
 const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
 
@@ -92,7 +93,7 @@ export class Exchange implements PacedStream {
   #head = '';
   /** identityPrefix() of this request, built once. */
   #identity = '';
-  #usage: Usage = { promptTokens: 0, completionTokens: 0 };
+  #usage: Usage = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
   #tokens = 0;
   #event = 0;
   #waitingDrain = false;
@@ -179,7 +180,10 @@ export class Exchange implements PacedStream {
     this.#model = info.model;
     this.#record.model = info.model;
     this.#record.stream = info.stream;
-    this.#usage = { promptTokens: Math.max(1, Math.ceil(body.length / 4)), completionTokens: this.#tokens };
+    const promptTokens = Math.max(1, Math.ceil(body.length / 4));
+    // A prompt-cache breakpoint: as a warm cache would, all but the last prompt token are read from it.
+    const cachedTokens = route === 'messages' && body.includes(CACHE_CONTROL) ? promptTokens - 1 : 0;
+    this.#usage = { promptTokens, completionTokens: this.#tokens, cachedTokens };
     this.#identity = identityPrefix({ request: this.#record.id, requestId: this.#record.requestId, tokens: this.#tokens });
     return true;
   }

@@ -45,6 +45,8 @@ export function identityPrefix(identity: RequestIdentity): string {
 export interface Usage {
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Of promptTokens, those read from the prompt cache (the request marked a `cache_control` breakpoint). */
+  readonly cachedTokens: number;
 }
 
 function usageJson(usage: Usage): string {

@@ -14,7 +14,7 @@ import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { inFlight, startRegisteredAgent, testWorkers, waitUntil } from '../helpers/stack.js';
+import { inFlight, startRegisteredAgent, testWorkers, waitFor, waitUntil } from '../helpers/stack.js';
 
 const ALIAS = 'coder';
 const FOLLOW_UP_ROUNDS = 20;
@@ -183,6 +183,26 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     const afterPrompt = await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'prompt' });
     assert.equal(after - before, 6, 'output_tokens of message_delta counted');
     assert.equal(afterPrompt - beforePrompt, final.usage.input_tokens, 'input_tokens of message_start counted');
+  });
+
+  test('prompt-cached Messages: cache_read_input_tokens count as prompt tokens, whole and streamed', async () => {
+    // Anthropic counts cached prompt tokens apart from input_tokens; OpenAI's prompt_tokens includes them.
+    const system: Anthropic.TextBlockParam[] = [{ type: 'text', text: 'A long, stable system prompt. '.repeat(20), cache_control: { type: 'ephemeral' } }];
+    const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'Hello' }];
+    const prompt = () => metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'prompt' });
+    const whole = await prompt();
+    const message = await anthropic(stack).messages.create({ model: ALIAS, max_tokens: 64, system, messages });
+    const wholeTokens = message.usage.input_tokens + (message.usage.cache_read_input_tokens ?? 0) + (message.usage.cache_creation_input_tokens ?? 0);
+    assert.ok((message.usage.cache_read_input_tokens ?? 0) > message.usage.input_tokens, 'the mock answered a cache hit');
+    await waitFor(async () => (await prompt()) - whole >= wholeTokens, 'the whole answer\'s prompt tokens to be counted');
+    assert.equal((await prompt()) - whole, wholeTokens, 'input plus cached tokens, once');
+    const streamed = await prompt();
+    const final = await anthropic(stack).messages.stream({ model: ALIAS, max_tokens: 64, system, messages }).finalMessage();
+    const streamTokens = final.usage.input_tokens + (final.usage.cache_read_input_tokens ?? 0) + (final.usage.cache_creation_input_tokens ?? 0);
+    assert.ok((final.usage.cache_read_input_tokens ?? 0) > 0);
+    // message_delta carries output_tokens only: the prompt count comes from message_start, cache counts included.
+    await waitFor(async () => (await prompt()) - streamed >= streamTokens, 'the stream\'s prompt tokens to be counted');
+    assert.equal((await prompt()) - streamed, streamTokens);
   });
 
   test('messages.countTokens answers input_tokens', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { StreamTail, USAGE_TAIL_BYTES, usageFromTail } from '../../src/workers/tunnel/sse-usage.js';
+import { inputTokensFromHead, StreamTail, USAGE_TAIL_BYTES, usageFromTail } from '../../src/workers/tunnel/sse-usage.js';
 
 const chunk = (i: number) => `data: {"id":"c","choices":[{"delta":{"content":"tok${i}"}}]}\n\n`;
 
@@ -100,10 +100,14 @@ function usageByRegex(text: string): { promptTokens: number; completionTokens: n
     }
   }
   const obj = text.slice(at, end);
-  const prompt = /"(?:prompt|input)_tokens"[ \t\r\n]*:[ \t\r\n]*(\d+)/.exec(obj);
+  const prompt = /"(prompt|input)_tokens"[ \t\r\n]*:[ \t\r\n]*(\d+)/.exec(obj);
   const completion = /"(?:completion|output)_tokens"[ \t\r\n]*:[ \t\r\n]*(\d+)/.exec(obj);
-  if (!prompt && !completion) return undefined;
-  return { promptTokens: prompt ? Number(prompt[1]) : 0, completionTokens: completion ? Number(completion[1]) : 0 };
+  // Anthropic's cache counts add to input_tokens; OpenAI's prompt_tokens already holds them.
+  const cacheRead = /"cache_read_input_tokens"[ \t\r\n]*:[ \t\r\n]*(\d+)/.exec(obj);
+  const cacheCreation = /"cache_creation_input_tokens"[ \t\r\n]*:[ \t\r\n]*(\d+)/.exec(obj);
+  const cached = prompt?.[1] === 'prompt' ? 0 : Number(cacheRead?.[1] ?? 0) + Number(cacheCreation?.[1] ?? 0);
+  if (!prompt && !completion && !cacheRead && !cacheCreation) return undefined;
+  return { promptTokens: (prompt ? Number(prompt[2]) : 0) + cached, completionTokens: completion ? Number(completion[1]) : 0 };
 }
 
 test('the byte scanner reads the same counts as the regular expressions it replaced', () => {
@@ -119,7 +123,7 @@ test('the byte scanner reads the same counts as the regular expressions it repla
     const fields: string[] = [];
     const n = rand(6);
     for (let f = 0; f < n; f++) {
-      const name = key(['prompt_tokens', 'input_tokens', 'completion_tokens', 'output_tokens', 'total_tokens', 'prompt_tokens_details', 'cache_read_input_tokens']);
+      const name = key(['prompt_tokens', 'input_tokens', 'completion_tokens', 'output_tokens', 'total_tokens', 'prompt_tokens_details', 'cache_read_input_tokens', 'cache_creation_input_tokens']);
       const value = name.endsWith('_details') ? `{${ws()}"cached_tokens"${ws()}:${ws()}${count()}${ws()}}` : count();
       fields.push(`${ws()}"${name}"${ws()}:${ws()}${value}`);
     }
@@ -144,4 +148,23 @@ test('a count no provider could mean (more than 12 digits) is not read: it would
   assert.equal(usageFromTail([Buffer.from(`data: {"usage":{"prompt_tokens":${huge},"completion_tokens":${huge}}}\n\n`)]), undefined);
   assert.deepEqual(usageFromTail([Buffer.from(`data: {"usage":{"prompt_tokens":${huge},"completion_tokens":7}}\n\n`)]), { promptTokens: 0, completionTokens: 7 });
   assert.deepEqual(usageFromTail([Buffer.from('data: {"usage":{"prompt_tokens":999999999999,"completion_tokens":1}}\n\n')]), { promptTokens: 999_999_999_999, completionTokens: 1 });
+});
+
+test('Messages usage: prompt-cache counts add to input_tokens; OpenAI prompt_tokens already includes its cached tokens', () => {
+  const message = Buffer.from('{"type":"message","usage":{"input_tokens":4,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":0},"output_tokens":9,"service_tier":"standard"}}');
+  assert.deepEqual(usageFromTail([message]), { promptTokens: 2104, completionTokens: 9 });
+  // Newer servers repeat the counts in message_delta; the cache counts may follow output_tokens.
+  const delta = Buffer.from('event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":9,"input_tokens":4,"cache_read_input_tokens":50}}\n\n');
+  assert.deepEqual(usageFromTail([delta]), { promptTokens: 54, completionTokens: 9 });
+  const chat = Buffer.from('{"usage":{"prompt_tokens":2104,"completion_tokens":9,"total_tokens":2113,"prompt_tokens_details":{"cached_tokens":2000}}}');
+  assert.deepEqual(usageFromTail([chat]), { promptTokens: 2104, completionTokens: 9 });
+  const responses = Buffer.from('{"usage":{"input_tokens":2104,"input_tokens_details":{"cached_tokens":2000},"output_tokens":9,"total_tokens":2113}}');
+  assert.deepEqual(usageFromTail([responses]), { promptTokens: 2104, completionTokens: 9 });
+});
+
+test('a stream\'s message_start gives the prompt count, cache counts included, when message_delta has output_tokens only', () => {
+  const head = Buffer.from('event: message_start\ndata: {"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":40,"output_tokens":1}}}\n\n');
+  assert.equal(inputTokensFromHead(head), 43);
+  assert.equal(inputTokensFromHead(Buffer.from('event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":{"input_tokens":3,"output_tokens":1}}}\n\n')), 3);
+  assert.equal(inputTokensFromHead(Buffer.from('event: ping\ndata: {"type":"ping"}\n\n')), undefined);
 });

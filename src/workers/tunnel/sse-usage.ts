@@ -7,6 +7,12 @@
 // input_tokens / output_tokens; the Messages API's `message_delta` carries
 // output_tokens (and, from newer servers, input_tokens), while its input
 // count otherwise sits in `message_start` at the head of the stream.
+// Anthropic counts prompt tokens read from or written to its prompt cache
+// apart from input_tokens (cache_read_input_tokens,
+// cache_creation_input_tokens); OpenAI's prompt_tokens and the Responses
+// API's input_tokens include cached tokens. So a Messages prompt count is the
+// sum of the three, or the edge's prompt-token metric and fair-queuing charge
+// would drop every cached token.
 
 export interface TokenUsage {
   readonly promptTokens: number;
@@ -19,6 +25,8 @@ const PROMPT_TOKENS = Buffer.from('"prompt_tokens"');
 const INPUT_TOKENS = Buffer.from('"input_tokens"');
 const COMPLETION_TOKENS = Buffer.from('"completion_tokens"');
 const OUTPUT_TOKENS = Buffer.from('"output_tokens"');
+const CACHE_CREATION_TOKENS = Buffer.from('"cache_creation_input_tokens"');
+const CACHE_READ_TOKENS = Buffer.from('"cache_read_input_tokens"');
 /** Longest `usage` object read; usage objects are a few hundred bytes. */
 const USAGE_OBJECT_BYTES = 1024;
 /** Enough for a usage object and the [DONE] event after it. */
@@ -38,26 +46,49 @@ export function usageFromTail(frames: readonly Uint8Array[]): TokenUsage | undef
 
 /** The counts of the usage object whose key is at `at`; undefined when it has none. */
 function usageAt(tail: Buffer, at: number): TokenUsage | undefined {
+  scanUsage(tail, at);
+  if (scannedPrompt < 0 && scannedCompletion < 0) return undefined;
+  return { promptTokens: scannedPrompt < 0 ? 0 : scannedPrompt, completionTokens: scannedCompletion < 0 ? 0 : scannedCompletion };
+}
+
+/** What scanUsage read: -1 for a count it did not find. */
+let scannedPrompt = -1;
+let scannedCompletion = -1;
+
+/** Reads the counts of the usage object whose key is at `at` into scannedPrompt / scannedCompletion. */
+function scanUsage(tail: Buffer, at: number): void {
   // One pass over the usage object's bytes: this runs at the end of every answer, and a latin1 copy plus
   // two regular expressions over it were ~2 % of the edge's closed-loop profile.
   const end = objectEnd(tail, at);
   let prompt = -1;
+  let cacheCreation = -1;
+  let cacheRead = -1;
   let completion = -1;
+  /** prompt_tokens (OpenAI) includes cached tokens, and no cache count follows it. */
+  let whole = false;
   for (let i = at + USAGE_KEY.length; i < end; i++) {
     if (tail[i] !== QUOTE) continue;
-    const key = countKey(tail[i + 1]);
+    const key = countKey(tail, i);
     if (key === undefined || !keyAt(tail, i, key, end)) continue;
     const n = digitsAfterColon(tail, i + key.length, end);
     if (n < 0) continue;
-    // The first of each pair counts, as a reader from the left would take it.
+    // The first of each count counts, as a reader from the left would take it.
     if (key === PROMPT_TOKENS || key === INPUT_TOKENS) {
-      if (prompt < 0) prompt = n;
-    } else if (completion < 0) completion = n;
-    if (prompt >= 0 && completion >= 0) break;
+      if (prompt < 0) {
+        prompt = n;
+        whole = key === PROMPT_TOKENS;
+      }
+    } else if (key === COMPLETION_TOKENS || key === OUTPUT_TOKENS) {
+      if (completion < 0) completion = n;
+    } else if (key === CACHE_CREATION_TOKENS) {
+      if (cacheCreation < 0) cacheCreation = n;
+    } else if (cacheRead < 0) cacheRead = n;
+    if (whole && completion >= 0) break;
     i += key.length - 1;
   }
-  if (prompt < 0 && completion < 0) return undefined;
-  return { promptTokens: prompt < 0 ? 0 : prompt, completionTokens: completion < 0 ? 0 : completion };
+  if (whole || (cacheCreation < 0 && cacheRead < 0)) scannedPrompt = prompt;
+  else scannedPrompt = Math.max(prompt, 0) + Math.max(cacheCreation, 0) + Math.max(cacheRead, 0);
+  scannedCompletion = completion;
 }
 
 const QUOTE = 0x22;
@@ -73,13 +104,15 @@ function isUsageKey(buf: Buffer, at: number): boolean {
   return i >= buf.length || buf[i] === 0x7b;
 }
 
-/** The count name a quoted key starting with `first` could be. */
-function countKey(first: number): Buffer | undefined {
-  switch (first) {
+/** The count name the quoted key at buf[at] could be (keyAt checks the rest). */
+function countKey(buf: Buffer, at: number): Buffer | undefined {
+  switch (buf[at + 1]) {
     case 0x70: return PROMPT_TOKENS; // p
     case 0x69: return INPUT_TOKENS; // i
-    case 0x63: return COMPLETION_TOKENS; // c
     case 0x6f: return OUTPUT_TOKENS; // o
+    case 0x63: // c: completion_tokens, cache_creation_input_tokens, cache_read_input_tokens
+      if (buf[at + 2] === 0x6f) return COMPLETION_TOKENS;
+      return buf[at + 7] === 0x63 ? CACHE_CREATION_TOKENS : buf[at + 7] === 0x72 ? CACHE_READ_TOKENS : undefined;
     default: return undefined;
   }
 }
@@ -126,11 +159,15 @@ function objectEnd(buf: Buffer, at: number): number {
   return limit;
 }
 
-/** The Messages stream's input count from its head (`message_start`), when message_delta left it out. */
+/** The Messages stream's prompt count from its head (`message_start`, cache counts included), when message_delta left it out. */
 export function inputTokensFromHead(head: Uint8Array): number | undefined {
-  const text = Buffer.from(head.buffer, head.byteOffset, head.byteLength).toString('latin1');
-  const match = /"input_tokens"\s*:\s*(\d+)/.exec(text);
-  return match === null ? undefined : Number(match[1]);
+  const bytes = Buffer.from(head.buffer, head.byteOffset, head.byteLength);
+  for (let at = bytes.indexOf(USAGE_KEY); at >= 0; at = bytes.indexOf(USAGE_KEY, at + 1)) {
+    if (!isUsageKey(bytes, at)) continue;
+    scanUsage(bytes, at);
+    if (scannedPrompt >= 0) return scannedPrompt;
+  }
+  return undefined;
 }
 
 /**
