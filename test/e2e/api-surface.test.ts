@@ -159,8 +159,7 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.equal(seen.headers['anthropic-beta'], 'test-beta-2025', 'anthropic-beta passes through');
     assert.equal(hits(stack, '/v1/messages')['p-c'], 0, 'p-c does not serve messages');
     // A whole JSON answer's usage is read like a stream's last event (token metric, fair-queuing charge).
-    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease to be released');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await waitFor(async () => (await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' })) - before >= 6, 'the answer\'s tokens to be counted');
     assert.equal((await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' })) - before, 6, 'output_tokens of the JSON body counted');
     assert.equal((await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'prompt' })) - beforePrompt, message.usage.input_tokens, 'input_tokens of the JSON body counted');
   });
@@ -177,8 +176,7 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.equal(final.stop_reason, 'end_turn');
     assert.equal(final.usage.output_tokens, 6);
     assert.ok(final.usage.input_tokens > 0);
-    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease to be released');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await waitFor(async () => (await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' })) - before >= 6, 'the stream\'s tokens to be counted');
     const after = await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' });
     const afterPrompt = await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'prompt' });
     assert.equal(after - before, 6, 'output_tokens of message_delta counted');
@@ -237,8 +235,7 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     assert.ok(types.indexOf('response.output_text.delta') < types.indexOf('response.completed'));
     assert.match(text, /^hello from served-[ab]/);
     assert.equal(completed?.usage?.output_tokens, 6);
-    await waitUntil(() => inFlight(stack.edge) === 0, 'the lease to be released');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await waitFor(async () => (await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' })) - before >= 6, 'the stream\'s tokens to be counted');
     assert.equal((await metricSample(stack, 'edge_stream_tokens_total', { model: ALIAS, kind: 'completion' })) - before, 6);
   });
 
