@@ -67,6 +67,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   readonly protocolStats = new ProtocolStats();
   /** SessionHost: rejections for credentials (anyone who reaches the listener can cause them) log once per 10 s. */
   readonly credentialRejections = new LogThrottle(10_000);
+  /** SessionHost: streams that never sent Register, likewise. */
+  readonly registerTimeoutLog = new LogThrottle(10_000);
   /** limits.max_frame_bytes of the live config (read per DATA frame, so kept as a plain field). */
   maxFrameBytes = 0;
   /** Per node: the lanes of its current connection that live here. */

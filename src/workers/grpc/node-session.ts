@@ -55,6 +55,8 @@ export interface SessionHost {
   readonly protocolStats: ProtocolStats;
   /** How often a rejection for credentials is logged (a peer guessing tokens must not flood the log). */
   readonly credentialRejections: LogThrottle;
+  /** How often a stream that never registered is logged (anyone who reaches the listener can open them). */
+  readonly registerTimeoutLog: LogThrottle;
   /** Largest DATA payload a node may put in one frame (limits.max_frame_bytes). */
   readonly maxFrameBytes: number;
   /** The node said Leaving: it finishes open tunnels and wants no new ones. */
@@ -260,7 +262,8 @@ export class NodeSession implements TunnelHost {
   registerTimedOut(): void {
     if (this.#state !== 'registering') return;
     this.#host.protocolStats.registerTimeouts++;
-    this.#host.logger.warn({ peer: this.remoteAddress }, 'node sent no Register in time; closing');
+    const leftOut = this.#host.registerTimeoutLog.take();
+    if (leftOut !== undefined) this.#host.logger.warn({ peer: this.remoteAddress, ...(leftOut > 0 ? { silentSinceLastLine: leftOut } : {}) }, 'node sent no Register in time; closing');
     this.close('no register message in time');
   }
 

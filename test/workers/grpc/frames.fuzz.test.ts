@@ -99,6 +99,7 @@ function host(stats: ProtocolStats): SessionHost {
     maxFrameBytes: MAX_DATA,
     protocolStats: stats,
     credentialRejections: new LogThrottle(10_000),
+    registerTimeoutLog: new LogThrottle(10_000),
     logger: silentLogger(),
     register(session: NodeSession, _register: Register): string | undefined {
       session.activate(1);

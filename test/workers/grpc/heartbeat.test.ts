@@ -46,6 +46,7 @@ function session(answerMs: number): { call: RecordingCall; stats: ProtocolStats 
     maxFrameBytes: 1 << 20,
     protocolStats: stats,
     credentialRejections: new LogThrottle(10_000),
+    registerTimeoutLog: new LogThrottle(10_000),
     logger: silentLogger(),
     register(s: NodeSession): string | undefined {
       setTimeout(() => {

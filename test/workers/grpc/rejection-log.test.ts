@@ -3,6 +3,7 @@
 // huge node id) must not turn into a flood of log lines. Each refusal still
 // counts (rejectedRegistrations); the log says it once per 10 s, with how
 // many it left out, and never more than 128 characters of the claimed id.
+// Streams that never send Register are the same kind of thing.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { LogThrottle } from '../../../src/shared/log-throttle.js';
@@ -53,4 +54,20 @@ test('refused registrations at info: one line in all, no line repeating the clai
   const logged = await twentyRefusals('info');
   assert.equal(logged.length, 1, logged.map((l) => l.slice(0, 300)).join('\n'));
   assert.ok(logged.every((line) => !line.includes('x'.repeat(129))));
+});
+
+test('twenty streams that never register: each is closed and counted, the log says it once', SINGLE_THREAD, async () => {
+  const lines: string[] = [];
+  const stack = await startStack({ startAgent: false, logger: createLogger('edge', 'warn', { destination: { write: (line: string) => void lines.push(line) } }) });
+  try {
+    const before = (await stack.edge.inspect()).protocolStats.registerTimeouts;
+    const silent = Array.from({ length: 20 }, () => new FakeNode(stack.edge.grpcPort));
+    await Promise.all(silent.map((node) => node.ended));
+    for (const node of silent) node.close();
+    assert.equal((await stack.edge.inspect()).protocolStats.registerTimeouts - before, 20);
+    const logged = lines.filter((line) => line.includes('no Register in time'));
+    assert.equal(logged.length, 1, logged.join('\n'));
+  } finally {
+    await stack.close();
+  }
 });
