@@ -40,6 +40,8 @@ export const UPSTREAM_CLOSED = 'AGENT_UPSTREAM_CLOSED';
 export const UPSTREAM_HEADERS_TIMEOUT = 'AGENT_UPSTREAM_HEADERS_TIMEOUT';
 export const UPSTREAM_BODY_TIMEOUT = 'AGENT_UPSTREAM_BODY_TIMEOUT';
 export const UPSTREAM_CONNECT_TIMEOUT = 'AGENT_UPSTREAM_CONNECT_TIMEOUT';
+/** The TLS handshake failed (a certificate not trusted, expired or for another name; a plain-http port): no working connection. */
+export const UPSTREAM_TLS_FAILED = 'AGENT_UPSTREAM_TLS_FAILED';
 export const UPSTREAM_BAD_RESPONSE = 'AGENT_UPSTREAM_BAD_RESPONSE';
 export const UPSTREAM_BAD_REQUEST = 'AGENT_UPSTREAM_BAD_REQUEST';
 
@@ -200,6 +202,8 @@ export class Http1Client {
   readonly #tls: TlsOptions | undefined;
   #socket: Socket | undefined;
   #connected = false;
+  /** https: the TCP connection is up, the handshake not yet done (a failure now is the TLS handshake's). */
+  #handshaking = false;
   #exchange: Exchange | undefined;
   #destroyed = false;
   /** performance.now() after which an idle kept-alive socket is not reused. */
@@ -380,6 +384,9 @@ export class Http1Client {
       socket = tlsConnect(options);
       socket.setNoDelay(true);
       socket.setKeepAlive(true, 60_000);
+      socket.once('connect', () => {
+        if (socket === this.#socket) this.#handshaking = true;
+      });
       socket.once('secureConnect', () => this.#onConnect(socket));
     }
     this.#socket = socket;
@@ -400,6 +407,7 @@ export class Http1Client {
     clearTimeout(this.#connectTimer);
     this.#connectTimer = undefined;
     this.#connected = true;
+    this.#handshaking = false;
     const exchange = this.#exchange;
     if (exchange !== undefined) this.#send(exchange);
   }
@@ -427,6 +435,7 @@ export class Http1Client {
       return;
     }
     const wasConnected = this.#connected;
+    const handshaking = this.#handshaking;
     this.#dropSocket();
     const exchange = this.#exchange;
     if (exchange === undefined) return;
@@ -459,6 +468,12 @@ export class Http1Client {
       // of a request already started.
       err = new UpstreamHttpError(UPSTREAM_CLOSED, `the provider closed the connection, then took no new one (${err?.message ?? 'closed'})`);
     }
+    if (handshaking && !exchange.started && err !== undefined && !(err instanceof UpstreamHttpError)) {
+      // A certificate refused or a server that speaks no TLS: the request was never sent, and every one sent
+      // to this provider fails alike, so it is a connect failure (tried elsewhere, counted against the
+      // provider), not a bare OpenSSL error the edge would relay to the client as the provider's own.
+      err = new UpstreamHttpError(UPSTREAM_TLS_FAILED, `the TLS handshake with the provider failed (${err.message.trim()})`);
+    }
     if (err === undefined) {
       err = new UpstreamHttpError(UPSTREAM_CLOSED, exchange.started ? 'the provider closed the connection before the response was complete' : 'the provider closed the connection');
     }
@@ -470,6 +485,7 @@ export class Http1Client {
     const socket = this.#socket;
     this.#socket = undefined;
     this.#connected = false;
+    this.#handshaking = false;
     if (this.#connectTimer !== undefined) {
       clearTimeout(this.#connectTimer);
       this.#connectTimer = undefined;

@@ -1,7 +1,7 @@
 // The catalogue of ERROR frame codes the agent sends, and how an upstream
 // failure maps onto them. The edge turns each into the client's error, so the
 // codes are stable API.
-import { UPSTREAM_BODY_TIMEOUT, UPSTREAM_CLOSED, UPSTREAM_CONNECT_TIMEOUT, UPSTREAM_HEADERS_TIMEOUT, UpstreamHttpError } from './http1-client.js';
+import { UPSTREAM_BODY_TIMEOUT, UPSTREAM_CLOSED, UPSTREAM_CONNECT_TIMEOUT, UPSTREAM_HEADERS_TIMEOUT, UPSTREAM_TLS_FAILED, UpstreamHttpError } from './http1-client.js';
 
 export type TunnelErrorCode =
   /** No provider with the request's provider_id on this node. */
@@ -10,7 +10,7 @@ export type TunnelErrorCode =
   | 'adapter_not_supported'
   /** The agent is shutting down and takes no new tunnels. */
   | 'node_leaving'
-  /** The provider could not be reached (refused, unresolvable, unreachable, connect timeout). */
+  /** The provider could not be reached (refused, unresolvable, unreachable, connect timeout, TLS handshake failed). */
   | 'upstream_connect_failed'
   /** The provider closed or reset the connection before the response was complete. */
   | 'upstream_reset'
@@ -49,6 +49,7 @@ const CONNECT_CODES: ReadonlySet<string> = new Set([
   'ETIMEDOUT',
   'UND_ERR_CONNECT_TIMEOUT',
   UPSTREAM_CONNECT_TIMEOUT,
+  UPSTREAM_TLS_FAILED,
 ]);
 const RESET_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ETIMEDOUT', 'UND_ERR_SOCKET', UPSTREAM_CLOSED]);
 const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', UPSTREAM_HEADERS_TIMEOUT, UPSTREAM_BODY_TIMEOUT]);

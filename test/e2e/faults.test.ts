@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { createServer as createTlsServer } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import OpenAI from 'openai';
@@ -14,6 +16,7 @@ import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { hasOpenssl, makeTestPki } from '../helpers/certs.js';
 import { openExchanges, sessionOf, startRegisteredAgent, testWorkers, waitFor, waitUntil } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
@@ -165,6 +168,44 @@ describe('faults on the tunnel path', () => {
     assert.equal(response.headers.get('x-edge-provider'), 'b-mock', 'a-up refused, b-mock served');
     assert.equal(data.object, 'chat.completion');
     assert.equal(mock.stats.completed, before + 1);
+    await clean(current.edge);
+  });
+
+  test('an https provider whose certificate the node does not trust: 502 upstream_connect_failed alone; retried invisibly when another provider exists', { skip: hasOpenssl() ? false : 'the openssl CLI is not installed' }, async () => {
+    // A private CA the agent was not given (NODE_EXTRA_CA_CERTS): the handshake fails before the request is sent,
+    // as a refused port does, and for every request alike.
+    const pki = makeTestPki();
+    let handshakes = 0;
+    const tls = createTlsServer({ cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey) }, (socket) => socket.destroy());
+    tls.on('tlsClientError', () => handshakes++);
+    tls.listen(0, '127.0.0.1');
+    await once(tls, 'listening');
+    closers.push(async () => {
+      await new Promise<void>((resolve) => tls.close(() => resolve()));
+      pki.remove();
+    });
+    const url = `https://127.0.0.1:${(tls.address() as AddressInfo).port}`;
+    current = await fleet(url, undefined);
+    const alone = await chat(current.edge);
+    assert.equal(alone.status, 502);
+    const body = (await alone.json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'upstream_connect_failed');
+    assert.match(body.error.message, /TLS handshake.*certificate/);
+    await clean(current.edge);
+    await Promise.all(current.agents.map((a) => a.stop()));
+    await current.edge.close();
+
+    current = await fleet(url, mock.url);
+    const tried = handshakes;
+    const before = mock.stats.completed;
+    for (let i = 0; i < 3; i++) {
+      const res = await chat(current.edge);
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.equal(res.headers.get('x-edge-provider'), 'b-mock');
+      await res.arrayBuffer();
+    }
+    assert.ok(handshakes > tried, 'a-up was tried');
+    assert.equal(mock.stats.completed, before + 3);
     await clean(current.edge);
   });
 
