@@ -288,6 +288,21 @@ test('a base_url with credentials, a query or a fragment is refused: tunnels wou
   assert.match(problems[2], /^providers\[2\]\.base_url: .*fragment/);
 });
 
+test('a base_url with port 0 is refused: it names no listener, so every request would fail as refused', () => {
+  const problems = problemsOf({
+    edge: { address: 'edge.internal:50051' },
+    node: { id: 'n', token: 't' },
+    providers: [
+      { id: 'a', type: 'ollama', base_url: 'http://127.0.0.1:0' },
+      { id: 'b', type: 'ollama', base_url: 'http://[::1]:0/ollama/' },
+      { id: 'c', type: 'ollama', base_url: 'http://[::1]:11434/ollama/' },
+    ],
+  });
+  assert.equal(problems.length, 2, problems.join('\n'));
+  assert.match(problems[0], /^providers\[0\]\.base_url: port 0/);
+  assert.match(problems[1], /^providers\[1\]\.base_url: port 0/);
+});
+
 test("health_path: '' turns a provider's probe off (as documented); a path must start with '/'", () => {
   const config = parseAgentConfig(
     {
