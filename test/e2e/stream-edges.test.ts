@@ -42,6 +42,23 @@ describe('stream edges', () => {
     });
   });
 
+  test('a stream whose content-type is spelled in capitals (Text/Event-Stream) is still a stream: a failure mid-way is an in-band error, not a cut', async () => {
+    const pending = (async () => {
+      const stream = await client.chat.completions.create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      let text = '';
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+      return text;
+    })();
+    const tunnel = await node.nextTunnel();
+    node.headers(tunnel.tunnelId, 0, [{ $typeName: 'edge.v1.Header', name: 'content-type', value: 'Text/Event-Stream; charset=UTF-8' }]);
+    node.data(tunnel.tunnelId, 1, `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta: { content: 'Hi' }, finish_reason: null }] })}\n\n`);
+    node.error(tunnel.tunnelId, 2, 'upstream_reset', 'the provider closed the connection');
+    await assert.rejects(pending, (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'upstream_reset', String(err));
+      return true;
+    });
+  });
+
   test('a stream: true answered with JSON after the keepalive committed the stream: an in-band error, never an empty answer', async () => {
     const pending = (async () => {
       const stream = await client.chat.completions.create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });

@@ -325,8 +325,15 @@ export class ProxyExchange implements TunnelConsumer {
    */
   #readsJson(name: string, value: string, status: number): boolean {
     if (name === 'content-type') {
+      // Media types are case-insensitive (RFC 9110 8.3.1): `Text/Event-Stream` is a stream too; the lower-casing
+      // is only paid by a value that does not match as sent.
       if (value.startsWith('text/event-stream')) this.#isEventStream = true;
-      else return value.startsWith('application/json');
+      else if (value.startsWith('application/json')) return true;
+      else {
+        const lower = value.toLowerCase();
+        if (lower.startsWith('text/event-stream')) this.#isEventStream = true;
+        else return lower.startsWith('application/json');
+      }
     } else if (name === 'content-length') this.#bodyLeft = declaredLength(value, status, this.request.method);
     else if (name === 'content-encoding' && value !== 'identity') this.#encoded = true;
     return false;
