@@ -67,11 +67,13 @@ describe("retry hints on a provider's own 429/503, relayed", () => {
     await stack.close();
   });
 
-  test('the hints the provider left out are added (from its Retry-After, else 1 s); its own are kept', async () => {
+  test('the hints the provider left out are added (from its Retry-After or retry-after-ms, else 1 s); its own are kept', async () => {
     const cases: { status: number; sent: { name: string; value: string }[]; expect: [string | null, string | null] }[] = [
       { status: 429, sent: [], expect: ['1', '1000'] },
       { status: 503, sent: [{ name: 'retry-after', value: '2' }], expect: ['2', '2000'] },
       { status: 429, sent: [{ name: 'retry-after-ms', value: '250' }], expect: ['1', '250'] },
+      // Only retry-after-ms: the Retry-After added agrees with it (not a default 1 s next to a longer wait).
+      { status: 429, sent: [{ name: 'retry-after-ms', value: '3500' }], expect: ['4', '3500'] },
     ];
     for (const c of cases) {
       const pending = fetch(`${stack.baseURL}/chat/completions`, {

@@ -946,7 +946,7 @@ function requestIdBit(name: string): number {
 /**
  * A relayed 429/503's retry hints that the provider left out: every 429
  * and 503 the client gets carries both (README), from the provider's own
- * Retry-After when it sent one, else 1 s.
+ * hint (retryAfterMsOf) when it sent one, else 1 s.
  */
 function missingRetryHints(headers: readonly Header[], retryAfterMs: number | undefined): [string, string][] {
   let seconds = false;
@@ -980,18 +980,28 @@ function isEventStreamHead(headers: readonly Header[]): boolean {
 }
 
 /**
- * A Retry-After header as ms: delta-seconds or an HTTP date; undefined when
- * absent or unreadable (the scheduler then holds the provider for its default).
+ * The provider's retry hint as ms: `retry-after-ms` (OpenAI's, which the SDKs
+ * read first) when it is a number, else Retry-After as delta-seconds or an
+ * HTTP date; undefined when neither is there or readable (the scheduler then
+ * holds the provider for its default).
  */
 export function retryAfterMsOf(headers: readonly Header[]): number | undefined {
+  let fromSeconds: number | undefined;
   for (let i = 0; i < headers.length; i++) {
-    if (headers[i].name.toLowerCase() !== 'retry-after') continue;
-    const value = headers[i].value.trim();
-    if (/^\d+$/.test(value)) return Number(value) * 1000;
-    const at = Date.parse(value);
-    return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+    const name = headers[i].name.toLowerCase();
+    if (name === 'retry-after-ms') {
+      const ms = Number(headers[i].value.trim());
+      if (headers[i].value.trim() !== '' && Number.isFinite(ms) && ms >= 0) return ms;
+    } else if (name === 'retry-after' && fromSeconds === undefined) {
+      const value = headers[i].value.trim();
+      if (/^\d+$/.test(value)) fromSeconds = Number(value) * 1000;
+      else {
+        const at = Date.parse(value);
+        if (!Number.isNaN(at)) fromSeconds = Math.max(0, at - Date.now());
+      }
+    }
   }
-  return undefined;
+  return fromSeconds;
 }
 
 /** Tunnel error codes that blame the provider (outlier ejection counts them); node loss and timeouts do not. */
