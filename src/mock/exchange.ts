@@ -198,7 +198,7 @@ export class Exchange implements PacedStream {
       const message = `mock failure: status ${failure.status}`;
       // In the route's own error format, as the real provider would answer.
       const body = this.#kind === 'messages' ? anthropicError(anthropicErrorTypeFor(failure.status), message) : errorBody(message, errorTypeFor(failure.status), 'mock_failure');
-      this.#sendJson(failure.status, body, failure.retryAfterSec);
+      this.#sendJson(failure.status, body, failure.retryAfterSec, failure.noRetry);
       return;
     }
     if (failure !== undefined && failure.kind === 'reset-before-headers') {
@@ -474,7 +474,7 @@ export class Exchange implements PacedStream {
     this.#state.emit('fail', this.#record);
   }
 
-  #sendJson(status: number, body: string, retryAfterSec?: number): void {
+  #sendJson(status: number, body: string, retryAfterSec?: number, noRetry = false): void {
     const res = this.#res;
     if (res.headersSent) {
       res.end();
@@ -483,6 +483,7 @@ export class Exchange implements PacedStream {
     this.#record.status = status;
     const head = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))];
     if (retryAfterSec !== undefined) head.push('retry-after', String(retryAfterSec));
+    if (noRetry) head.push('x-should-retry', 'false');
     res.writeHead(status, head);
     res.end(body);
   }

@@ -58,7 +58,7 @@ export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions 
 
 /** An injected failure, from x-mock-fail. */
 export type MockFailure =
-  | { readonly kind: 'status'; readonly status: number; readonly retryAfterSec?: number }
+  | { readonly kind: 'status'; readonly status: number; readonly retryAfterSec?: number; readonly noRetry?: boolean }
   | { readonly kind: 'reset-before-headers' }
   | { readonly kind: 'reset-mid-stream' }
   /** A stream's connection closed (FIN, no last chunk) after half an SSE event. */
@@ -77,7 +77,8 @@ export interface RequestPlan {
 /**
  * The plan for a request. x-mock-fail takes a comma-separated list, e.g.
  * `slow-headers:200,status:503` (`retry-after:<s>` adds a Retry-After
- * header to a status failure). Throws on a value it does not understand,
+ * header to a status failure, `no-retry` an `x-should-retry: false`, as
+ * OpenAI answers a 429 insufficient_quota). Throws on a value it does not understand,
  * so a mistyped test fails loudly instead of passing without the failure.
  */
 export function planRequest(options: ResolvedOptions, headers: IncomingHttpHeaders): RequestPlan {
@@ -101,17 +102,23 @@ export function parseFailure(fail: string): { headersDelayMs: number; failure: M
   let headersDelayMs = 0;
   let failure: MockFailure | undefined;
   let retryAfterSec: number | undefined;
+  let noRetry = false;
   for (const part of fail.split(',')) {
     const item = part.trim();
     if (item === 'reset-before-headers' || item === 'reset-mid-stream' || item === 'close-mid-event') failure = { kind: item };
     else if (item.startsWith('status:')) failure = { kind: 'status', status: statusCode(item.slice(7)) };
     else if (item.startsWith('slow-headers:')) headersDelayMs = headerNumber('x-mock-fail slow-headers', item.slice(13));
     else if (item.startsWith('retry-after:')) retryAfterSec = headerNumber('x-mock-fail retry-after', item.slice(12));
+    else if (item === 'no-retry') noRetry = true;
     else throw new RangeError(`x-mock-fail: unknown failure '${item}'`);
   }
   if (retryAfterSec !== undefined) {
     if (failure?.kind !== 'status') throw new RangeError('x-mock-fail: retry-after needs a status failure');
     failure = { ...failure, retryAfterSec };
+  }
+  if (noRetry) {
+    if (failure?.kind !== 'status') throw new RangeError('x-mock-fail: no-retry needs a status failure');
+    failure = { ...failure, noRetry };
   }
   return { headersDelayMs, failure };
 }

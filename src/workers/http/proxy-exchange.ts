@@ -153,6 +153,8 @@ export class ProxyExchange implements TunnelConsumer {
   #heldErrorEncoding: string | undefined;
   /** The error is held before any head went to the client: its answer is still a status and a body of ours. */
   #heldBeforeHead = false;
+  /** That held error's head said `x-should-retry: false`: our answer in its place says so too. */
+  #heldNoRetry = false;
   /** The last event relayed ends the API's answer (route.endsAnswer): a failure after it adds no error. */
   #answered = false;
   /** The stored response's id (Responses API), once read from the body's head, or named by the path (GET /v1/responses/{id}). */
@@ -212,7 +214,8 @@ export class ProxyExchange implements TunnelConsumer {
       // Overload is not failure: back to the queue while another attempt is allowed, else relayed.
       this.#retryAfterMs = retryAfterMsOf(headers);
       // Also after keepalives committed a 200 head: only comments went out, nothing of this provider's.
-      if (this.plane.overloadedBeforeFirstByte(this, this.#retryAfterMs)) return;
+      // Not when the provider says no retry helps (OpenAI's 429 insufficient_quota): relayed at once, as sent.
+      if (!saysNoRetry(headers) && this.plane.overloadedBeforeFirstByte(this, this.#retryAfterMs)) return;
     }
     this.state = 'streaming';
     this.deadlines?.onHeaders(this);
@@ -256,6 +259,7 @@ export class ProxyExchange implements TunnelConsumer {
       this.#heldErrorEncoding = contentEncodingOf(headers);
       this.#heldError = [];
       this.#heldBeforeHead = true;
+      this.#heldNoRetry = saysNoRetry(headers);
       return;
     }
     const grant = this.grant as Grant;
@@ -829,7 +833,7 @@ export class ProxyExchange implements TunnelConsumer {
     // Retrying cannot help a request its own priority had shed, nor a cancelled run (it must stay cancelled);
     // a cli command that ran, or may have (cut, timed out), did so side effects and all: running it again
     // is the caller's decision, not the SDK's.
-    if (spec.code === 'shed' || spec === Errors.runCancelled || spec === Errors.cliFailed || (this.adapter === 'cli' && this.grant !== undefined && CLI_MAY_HAVE_RUN.has(spec))) headers['x-should-retry'] = 'false';
+    if (spec.code === 'shed' || spec === Errors.runCancelled || spec === Errors.cliFailed || (this.adapter === 'cli' && this.grant !== undefined && CLI_MAY_HAVE_RUN.has(spec)) || this.#heldNoRetry) headers['x-should-retry'] = 'false';
     if (this.grant) {
       headers['x-edge-node'] = this.grant.nodeId;
       headers['x-edge-provider'] = this.grant.providerId;
@@ -961,6 +965,14 @@ function missingRetryHints(headers: readonly Header[], retryAfterMs: number | un
   if (!seconds) missing.push(['retry-after', String(Math.max(1, Math.ceil(ms / 1000)))]);
   if (!millis) missing.push(['retry-after-ms', String(Math.round(ms))]);
   return missing;
+}
+
+/** The provider said `x-should-retry: false`: retrying cannot help (the SDKs honour it too). */
+function saysNoRetry(headers: readonly Header[]): boolean {
+  for (let i = 0; i < headers.length; i++) {
+    if (headers[i].name.toLowerCase() === 'x-should-retry') return headers[i].value.trim().toLowerCase() === 'false';
+  }
+  return false;
 }
 
 /** The head declares a JSON body (application/json, application/*+json); unlike a client's, a provider's head must say so. */
