@@ -74,6 +74,13 @@ describe("retry hints on a provider's own 429/503, relayed", () => {
       { status: 429, sent: [{ name: 'retry-after-ms', value: '250' }], expect: ['1', '250'] },
       // Only retry-after-ms: the Retry-After added agrees with it (not a default 1 s next to a longer wait).
       { status: 429, sent: [{ name: 'retry-after-ms', value: '3500' }], expect: ['4', '3500'] },
+      // Not delta-seconds, yet what the SDKs read as seconds (parseFloat): never a hint of 0 ms.
+      { status: 429, sent: [{ name: 'retry-after', value: '1.5' }], expect: ['1.5', '1500'] },
+      // Unreadable: as if absent (1 s), not a past date of Date.parse's guessing.
+      { status: 503, sent: [{ name: 'retry-after', value: '-5' }], expect: ['-5', '1000'] },
+      { status: 503, sent: [{ name: 'retry-after', value: 'soon' }], expect: ['soon', '1000'] },
+      // Too large for an integer's digits: the added hint is still a whole number of ms.
+      { status: 429, sent: [{ name: 'retry-after', value: '99999999999999999999999' }], expect: ['99999999999999999999999', '2147483647'] },
     ];
     for (const c of cases) {
       const pending = fetch(`${stack.baseURL}/chat/completions`, {

@@ -991,11 +991,15 @@ function isEventStreamHead(headers: readonly Header[]): boolean {
   return false;
 }
 
+/** The longest retry hint read, ms (2^31 - 1, a timer's longest): the retry-after-ms added from it stays a whole number. */
+const RETRY_AFTER_MS_LIMIT = 0x7fffffff;
+
 /**
  * The provider's retry hint as ms: `retry-after-ms` (OpenAI's, which the SDKs
- * read first) when it is a number, else Retry-After as delta-seconds or an
- * HTTP date; undefined when neither is there or readable (the scheduler then
- * holds the provider for its default).
+ * read first) when it is a number, else Retry-After as delta-seconds
+ * (fractions too, as the SDKs read them) or an HTTP date; undefined when
+ * neither is there or readable (the scheduler then holds the provider for
+ * its default).
  */
 export function retryAfterMsOf(headers: readonly Header[]): number | undefined {
   let fromSeconds: number | undefined;
@@ -1003,17 +1007,18 @@ export function retryAfterMsOf(headers: readonly Header[]): number | undefined {
     const name = headers[i].name.toLowerCase();
     if (name === 'retry-after-ms') {
       const ms = Number(headers[i].value.trim());
-      if (headers[i].value.trim() !== '' && Number.isFinite(ms) && ms >= 0) return ms;
-    } else if (name === 'retry-after' && fromSeconds === undefined) {
-      const value = headers[i].value.trim();
-      if (/^\d+$/.test(value)) fromSeconds = Number(value) * 1000;
-      else {
-        const at = Date.parse(value);
-        if (!Number.isNaN(at)) fromSeconds = Math.max(0, at - Date.now());
-      }
-    }
+      if (headers[i].value.trim() !== '' && Number.isFinite(ms) && ms >= 0) return Math.min(RETRY_AFTER_MS_LIMIT, Math.round(ms));
+    } else if (name === 'retry-after' && fromSeconds === undefined) fromSeconds = retryAfterSecondsOrDate(headers[i].value.trim());
   }
   return fromSeconds;
+}
+
+function retryAfterSecondsOrDate(value: string): number | undefined {
+  if (/^\d+(\.\d+)?$/.test(value)) return Math.min(RETRY_AFTER_MS_LIMIT, Math.round(Number(value) * 1000));
+  // Every HTTP date names its month; Date.parse alone reads '1.5' or '-5' as a date in 2001 (a hold of 0).
+  if (!/jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec/i.test(value)) return undefined;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.min(RETRY_AFTER_MS_LIMIT, Math.max(0, at - Date.now()));
 }
 
 /** Tunnel error codes that blame the provider (outlier ejection counts them); node loss and timeouts do not. */
