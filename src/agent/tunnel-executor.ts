@@ -17,6 +17,7 @@ import type { RawHeadHandler } from './http1-client.js';
 import type { PooledHandler, PoolTicket, UpstreamClient, UpstreamPool } from './upstream-pool.js';
 import type { Upstreams } from './upstreams.js';
 import { CliRun, DEFAULT_SESSION } from './cli-run.js';
+import { isEventStreamType } from '../shared/media-type.js';
 
 /** Where a tunnel's frames go: the edge connection, or a recorder in tests. */
 export interface FrameSink {
@@ -217,7 +218,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
     // 1xx interim responses are hop-by-hop; only the final response is relayed.
     if (this.#done || statusCode < 200) return;
     const type = headers['content-type'];
-    this.#eventStream = typeof type === 'string' && type.startsWith('text/event-stream');
+    this.#eventStream = typeof type === 'string' && isEventStreamType(type);
     const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaders(headers), this.#upstreamUs());
     if (!this.#sink.send(message)) this.#pause(controller);
   }
@@ -225,7 +226,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   /** The agent's own HTTP/1.1 client hands the head over as pairs (no headers record in between). */
   onResponseStartRaw(controller: Dispatcher.DispatchController, statusCode: number, names: readonly string[], values: readonly string[]): void {
     if (this.#done || statusCode < 200) return;
-    for (let i = 0; i < names.length; i++) if (names[i] === 'content-type') this.#eventStream = values[i].startsWith('text/event-stream');
+    for (let i = 0; i < names.length; i++) if (names[i] === 'content-type') this.#eventStream = isEventStreamType(values[i]);
     const message = headersFrame(this.tunnelId, this.#seq++, statusCode, frameResponseHeaderPairs(names, values), this.#upstreamUs());
     if (!this.#sink.send(message)) this.#pause(controller);
   }

@@ -258,6 +258,20 @@ describe('a stream that ended its answer, then failed before END', () => {
     await settled();
   });
 
+  test('A2A: a provider stream whose content-type is spelled in capitals is read as a stream: the task completes with its text', async () => {
+    // Media types are case-insensitive; read as a JSON body, the events failed the task.
+    const client = await new ClientFactory().createFromUrl(`${stack.edge.url}/a2a/writer/`);
+    const done = sendTask(client, false);
+    const t = await node.nextTunnel();
+    node.headers(t.tunnelId, 0, [{ $typeName: 'edge.v1.Header', name: 'content-type', value: 'Text/Event-Stream; charset=UTF-8' }]);
+    node.data(t.tunnelId, 1, `${chunk('Spelled ')}${chunk('loudly', 'stop')}data: [DONE]\n\n`);
+    node.end(t.tunnelId, 2);
+    const task = await done;
+    assert.equal(task.status?.state, COMPLETED);
+    assert.equal(task.artifacts.flatMap((a) => a.parts).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join(''), 'Spelled loudly');
+    await settled();
+  });
+
   test('A2A: a provider event that is JSON but no chunk (`data: null`) is skipped; the edge lives on and the task completes', async () => {
     const client = await new ClientFactory().createFromUrl(`${stack.edge.url}/a2a/writer/`);
     const done = sendTask(client, false);

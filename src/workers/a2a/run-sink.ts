@@ -12,6 +12,7 @@ import { StringDecoder } from 'node:string_decoder';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Errors } from '../../shared/errors.js';
 import { kExchange, type DispatchWatcher, type ProxyExchange } from '../http/proxy-exchange.js';
+import { isEventStreamType } from '../../shared/media-type.js';
 
 /** What the task hears from its run. */
 export interface RunListener {
@@ -116,7 +117,7 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
     } else if (headers !== undefined) {
       contentType = (headers as Record<string, string>)['content-type'] ?? '';
     }
-    this.#eventStream = contentType.startsWith('text/event-stream');
+    this.#eventStream = isEventStreamType(contentType);
     if (status >= 200 && status < 300) this.#listener.onStarted();
     return this;
   }

@@ -24,6 +24,7 @@ import { FIELD_NOT_STORED, type InspectOk } from './inspect.js';
 import { KEEPALIVE_DUE, type ExchangeDeadlines } from './exchange-deadlines.js';
 import { formatMs3, nodeHopMs, overheadAtHeadersMs } from '../observe/exchange-observer.js';
 import { LeanResponse } from './lean-http1.js';
+import { isEventStreamType } from '../../shared/media-type.js';
 
 export const kExchange = Symbol('edge.exchange');
 
@@ -329,15 +330,10 @@ export class ProxyExchange implements TunnelConsumer {
    */
   #readsJson(name: string, value: string, status: number): boolean {
     if (name === 'content-type') {
-      // Media types are case-insensitive (RFC 9110 8.3.1): `Text/Event-Stream` is a stream too; the lower-casing
-      // is only paid by a value that does not match as sent.
-      if (value.startsWith('text/event-stream')) this.#isEventStream = true;
-      else if (value.startsWith('application/json')) return true;
-      else {
-        const lower = value.toLowerCase();
-        if (lower.startsWith('text/event-stream')) this.#isEventStream = true;
-        else return lower.startsWith('application/json');
-      }
+      // Media types are case-insensitive: the value as sent is tried first, lower-casing only paid on a miss.
+      if (value.startsWith('application/json')) return true;
+      if (isEventStreamType(value)) this.#isEventStream = true;
+      else return value.toLowerCase().startsWith('application/json');
     } else if (name === 'content-length') this.#bodyLeft = declaredLength(value, status, this.request.method);
     else if (name === 'content-encoding' && value !== 'identity') this.#encoded = true;
     return false;
@@ -986,7 +982,7 @@ function isJsonHead(headers: readonly Header[]): boolean {
 /** The head declares an event stream (content-type text/event-stream). */
 function isEventStreamHead(headers: readonly Header[]): boolean {
   for (let i = 0; i < headers.length; i++) {
-    if (headers[i].name.toLowerCase() === 'content-type') return headers[i].value.toLowerCase().startsWith('text/event-stream');
+    if (headers[i].name.toLowerCase() === 'content-type') return isEventStreamType(headers[i].value);
   }
   return false;
 }
