@@ -105,3 +105,23 @@ describe('the only provider answers 429 with Retry-After', () => {
     await waitUntil(() => inFlight(pair.edge) === 0, 'no lease left');
   });
 });
+
+describe("a provider that answers 529 (Anthropic's overloaded_error), another one free", () => {
+  let pair: Pair;
+  before(async () => {
+    pair = await start(2);
+  });
+  after(async () => pair.close());
+
+  test('it is overloaded, not failing: the request is served by the other at once and nothing counts toward ejection', async () => {
+    const [a] = pair.mocks;
+    a.misbehave({ fail: 'status:529,retry-after:3', count: 1 });
+    const result = await chat(pair.edge);
+    assert.equal(`${result.provider}:${result.status}`, 'b:200', result.body);
+    assert.equal(a.stats.failuresInjected, 1);
+    const pa = (await pair.edge.status()).providers.find((p) => p.id === 'a');
+    assert.equal(pa?.health, 'overloaded');
+    assert.ok(pair.events.some((e) => e.type === 'provider.overloaded' && e.provider === 'a'));
+    await waitUntil(() => inFlight(pair.edge) === 0, 'no lease left');
+  });
+});

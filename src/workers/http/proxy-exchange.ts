@@ -211,7 +211,7 @@ export class ProxyExchange implements TunnelConsumer {
   onHeaders(status: number, headers: readonly Header[], upstreamUs: number): void {
     if (this.state !== 'dispatched') return;
     this.upstreamHeadUs = upstreamUs;
-    if (status === 429 || status === 503) {
+    if (isOverloadStatus(status)) {
       // Overload is not failure: back to the queue while another attempt is allowed, else relayed.
       this.#retryAfterMs = retryAfterMsOf(headers);
       // Also after keepalives committed a 200 head: only comments went out, nothing of this provider's.
@@ -295,7 +295,7 @@ export class ProxyExchange implements TunnelConsumer {
       else ids |= requestIdBit(name);
       lines += `${name}: ${value}\r\n`;
     }
-    if (status === 429 || status === 503) for (const [name, value] of missingRetryHints(headers, this.#retryAfterMs)) lines += `${name}: ${value}\r\n`;
+    if (isOverloadStatus(status)) for (const [name, value] of missingRetryHints(headers, this.#retryAfterMs)) lines += `${name}: ${value}\r\n`;
     if ((ids & X_REQUEST_ID) === 0) lines += `x-request-id: ${this.runId}\r\n`;
     if ((ids & REQUEST_ID) === 0) lines += `request-id: ${this.runId}\r\n`;
     lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs + this.retryWaitMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
@@ -352,7 +352,7 @@ export class ProxyExchange implements TunnelConsumer {
       else ids |= requestIdBit(name);
       flat.push(name, headers[i].value);
     }
-    if (status === 429 || status === 503) for (const pair of missingRetryHints(headers, this.#retryAfterMs)) flat.push(pair[0], pair[1]);
+    if (isOverloadStatus(status)) for (const pair of missingRetryHints(headers, this.#retryAfterMs)) flat.push(pair[0], pair[1]);
     if ((ids & X_REQUEST_ID) === 0) flat.push('x-request-id', this.runId);
     if ((ids & REQUEST_ID) === 0) flat.push('request-id', this.runId);
     flat.push(
@@ -1017,6 +1017,11 @@ function retryAfterSecondsOrDate(value: string): number | undefined {
   return Number.isNaN(at) ? undefined : Math.min(RETRY_AFTER_MS_LIMIT, Math.max(0, at - Date.now()));
 }
 
+/** A provider's answer that says it is overloaded, not failing: 429, 503, and Anthropic's 529 overloaded_error. */
+function isOverloadStatus(status: number): boolean {
+  return status === 429 || status === 503 || status === 529;
+}
+
 /** Tunnel error codes that blame the provider (outlier ejection counts them); node loss and timeouts do not. */
 export function isProviderFailure(code: string): boolean {
   return code === 'upstream_connect_failed' || code === 'upstream_reset';
@@ -1028,7 +1033,7 @@ export function isProviderFailure(code: string): boolean {
  * 429/503 lowers the provider's limit (overload backoff); it is no failure.
  */
 function endReason(status: number): ReleaseReason {
-  return status === 429 || status === 503 ? 'overloaded' : status >= 500 ? 'provider_failed' : 'end';
+  return isOverloadStatus(status) ? 'overloaded' : status >= 500 ? 'provider_failed' : 'end';
 }
 
 /**
