@@ -235,6 +235,10 @@ export class LocalPlane implements DataPath, EventSink {
 
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      // At once: a queued request gets 503 shutting_down now (with its node gone it would wait out its queue
+      // timeout, and the client listener's close with it), and an open response ends with that error.
+      this.plane.beginShutdown();
+      this.plane.abortAll();
       // The client listener's close waits for open responses, and an open stream ends only when its tunnel
       // does: the node side closes while the client side is closing, never after it.
       const client = this.client.close();

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack } from '../helpers/stack.js';
+import { ALIAS, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, startStack, waitFor } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 
 test('close() with a stream open ends it and returns, well before the tunnel deadline', async () => {
@@ -33,6 +33,38 @@ test('close() with a stream open ends it and returns, well before the tunnel dea
     const text = await body;
     assert.match(text, /Hi/);
     assert.match(text, /"error"|\(cut:/, 'the stream did not end as if complete');
+  } finally {
+    node.close();
+    await stack.close().catch(() => {});
+  }
+});
+
+// A request still queued when close() begins (its provider busy) is answered
+// 503 shutting_down at once. Before, its node's close left it no provider,
+// so it waited out its queue timeout, and close() waited with it.
+test('close() with a request queued answers it 503 shutting_down at once, not after its queue timeout', async () => {
+  const stack = await startStack({ startAgent: false, capacity: 1, queueTimeoutMs: 30_000, tunnelTimeoutMs: 60_000 });
+  const node = new FakeNode(stack.edge.grpcPort);
+  try {
+    node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
+    await node.registered();
+    const send = () =>
+      fetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      }).then(async (res) => ({ status: res.status, body: await res.text() }));
+    const granted = send();
+    await node.nextTunnel();
+    const queued = send();
+    await waitFor(async () => (await openExchanges(stack.edge)) === 2, 'the second request to be queued behind the first');
+    const closed = stack.edge.close().then(() => 'closed');
+    const within = await Promise.race([closed, new Promise<string>((resolve) => setTimeout(() => resolve('still closing'), 10_000).unref())]);
+    assert.equal(within, 'closed', 'close() waited for the queued request');
+    const answer = await queued;
+    assert.equal(answer.status, 503, answer.body);
+    assert.equal((JSON.parse(answer.body) as { error: { code: string } }).error.code, 'shutting_down');
+    assert.equal((await granted).status, 503, 'the granted one, with no head yet, is answered too');
   } finally {
     node.close();
     await stack.close().catch(() => {});
