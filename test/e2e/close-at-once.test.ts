@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { ALIAS, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, startStack, waitFor } from '../helpers/stack.js';
+import { ALIAS, NODE_ID, NODE_TOKEN, openExchanges, postChat, PROVIDER_ID, startStack, waitFor } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 
 test('close() with a stream open ends it and returns, well before the tunnel deadline', async () => {
@@ -48,12 +48,7 @@ test('close() with a request queued answers it 503 shutting_down at once, not af
   try {
     node.register(NODE_ID, NODE_TOKEN, [PROVIDER_ID]);
     await node.registered();
-    const send = () =>
-      fetch(`${stack.baseURL}/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
-      }).then(async (res) => ({ status: res.status, body: await res.text() }));
+    const send = () => postChat(stack.baseURL, { stream: true }).then(async (res) => ({ status: res.status, body: await res.text() }));
     const granted = send();
     await node.nextTunnel();
     const queued = send();

@@ -8,18 +8,13 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
-import { ALIAS as STACK_ALIAS, inFlight, startProvidersStack, waitUntil, type ProvidersStack, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, postChat, startProvidersStack, waitUntil, type ProvidersStack, type Stack } from '../helpers/stack.js';
 import { stackWithFakeNode } from '../helpers/fake-node-stack.js';
 import type { FakeNode } from '../workers/grpc/fake-node.js';
 
-const ALIAS = 'llama3';
 
 async function chat(edge: RunningEdge, headers: Record<string, string> = {}): Promise<{ status: number; provider: string | null; headers: Headers; body: string }> {
-  const res = await fetch(`${edge.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
-  });
+  const res = await postChat(`${edge.url}/v1`, { headers });
   return { status: res.status, provider: res.headers.get('x-edge-provider'), headers: res.headers, body: await res.text() };
 }
 
@@ -81,11 +76,7 @@ describe('a provider answering 429 with x-should-retry: false and a body that is
   });
 
   test('is not requeued, and the answer in the route\'s format keeps x-should-retry: false', async () => {
-    const pending = fetch(`${stack.baseURL}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: STACK_ALIAS, messages: [{ role: 'user', content: 'x' }] }),
-    });
+    const pending = postChat(stack.baseURL);
     const tunnel = await node.nextTunnel();
     node.headers(tunnel.tunnelId, 0, [header('content-type', 'text/plain'), header('x-should-retry', 'false')], 429);
     node.data(tunnel.tunnelId, 1, 'quota exceeded');

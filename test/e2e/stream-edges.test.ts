@@ -27,6 +27,14 @@ describe('stream edges', () => {
     await stack.close();
   });
 
+  /** A chat stream through the SDK: its text, or the error it raised. */
+  async function streamedChatText(): Promise<string> {
+    const stream = await client.chat.completions.create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    return text;
+  }
+
   test("a Responses stream cut while its first event is half received: the SDK raises the gateway's error", async () => {
     const stream = client.responses.stream({ model: ALIAS, input: 'hi' });
     const tunnel = await node.nextTunnel();
@@ -43,12 +51,7 @@ describe('stream edges', () => {
   });
 
   test('a stream whose content-type is spelled in capitals (Text/Event-Stream) is still a stream: a failure mid-way is an in-band error, not a cut', async () => {
-    const pending = (async () => {
-      const stream = await client.chat.completions.create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });
-      let text = '';
-      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
-      return text;
-    })();
+    const pending = streamedChatText();
     const tunnel = await node.nextTunnel();
     node.headers(tunnel.tunnelId, 0, [{ $typeName: 'edge.v1.Header', name: 'content-type', value: 'Text/Event-Stream; charset=UTF-8' }]);
     node.data(tunnel.tunnelId, 1, `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta: { content: 'Hi' }, finish_reason: null }] })}\n\n`);
@@ -60,12 +63,7 @@ describe('stream edges', () => {
   });
 
   test('a stream: true answered with JSON after the keepalive committed the stream: an in-band error, never an empty answer', async () => {
-    const pending = (async () => {
-      const stream = await client.chat.completions.create({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });
-      let text = '';
-      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
-      return text;
-    })();
+    const pending = streamedChatText();
     const tunnel = await node.nextTunnel();
     // Past the 200 ms keepalive: the edge has sent its 200 event-stream head.
     await new Promise((resolve) => setTimeout(resolve, 500));

@@ -145,13 +145,18 @@ export async function waitUntil(predicate: () => boolean, what: string, timeoutM
   }
 }
 
-/** A non-streaming chat completion for ALIAS sent with an API key (and extra headers) to `baseURL` (…/v1). */
-export function keyedChat(baseURL: string, key: string, headers: Record<string, string> = {}): Promise<Response> {
+/** A chat completion for ALIAS (one user message) POSTed to `baseURL` (…/v1), streamed or not, with extra headers. */
+export function postChat(baseURL: string, options: { readonly stream?: boolean; readonly headers?: Record<string, string> } = {}): Promise<Response> {
   return fetch(`${baseURL}/chat/completions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers },
-    body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+    headers: { 'content-type': 'application/json', ...options.headers },
+    body: JSON.stringify({ model: ALIAS, ...(options.stream === true ? { stream: true } : {}), messages: [{ role: 'user', content: 'hi' }] }),
   });
+}
+
+/** A non-streaming chat completion for ALIAS sent with an API key (and extra headers) to `baseURL` (…/v1). */
+export function keyedChat(baseURL: string, key: string, headers: Record<string, string> = {}): Promise<Response> {
+  return postChat(baseURL, { headers: { authorization: `Bearer ${key}`, ...headers } });
 }
 
 /** Polls an asynchronous predicate (e.g. over edge.inspect()) until it holds. */
