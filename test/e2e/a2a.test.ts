@@ -269,6 +269,17 @@ describe('A2A: model agent', () => {
     await assert.rejects(legacy.getTask({ tenant: '', id: 'no-such-task', historyLength: undefined }), (err: Error) => err.name === 'TaskNotFoundError');
   });
 
+  test('a GET on an agent\'s JSON-RPC endpoint (a browser, curl) is 405 naming POST, as a JSON-RPC error', async () => {
+    for (const path of ['/a2a/writer', '/a2a/writer/']) {
+      const res = await fetch(`${stack.edge.url}${path}`);
+      assert.equal(res.status, 405, path);
+      assert.equal(res.headers.get('allow'), 'POST');
+      const body = (await res.json()) as { jsonrpc?: string; error?: { code: number; message: string } };
+      assert.equal(body.jsonrpc, '2.0');
+      assert.match(body.error?.message ?? '', /GET is not allowed/);
+    }
+  });
+
   test('raw JSON-RPC: parse error, unknown method, unknown agent, push config', async () => {
     const post = async (path: string, body: string): Promise<{ status: number; json: { error?: { code: number; message: string } } }> => {
       const res = await fetch(`${stack.edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });

@@ -734,8 +734,12 @@ function allowedMethods(path: string): string | undefined {
   if (STORED_RESPONSE_PATH.test(path)) return 'GET, HEAD, DELETE';
   if (STORED_RESPONSE_CANCEL_PATH.test(path)) return 'POST';
   if (STORED_RESPONSE_ITEMS_PATH.test(path)) return 'GET, HEAD';
+  // An agent's JSON-RPC endpoint (its card has a route of its own): a browser's GET learns it takes POST.
+  if (A2A_RPC_PATH.test(path)) return 'POST';
   return undefined;
 }
+
+const A2A_RPC_PATH = /^\/a2a\/[^/]+\/?$/;
 
 const STORED_RESPONSE_PATH = /^\/v1\/responses\/[^/]+$/;
 const STORED_RESPONSE_CANCEL_PATH = /^\/v1\/responses\/[^/]+\/cancel$/;
