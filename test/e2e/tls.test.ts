@@ -175,3 +175,27 @@ describe('TLS: closing with a client still in its handshake', { skip }, () => {
     }
   });
 });
+
+describe('TLS: a client that never finishes its handshake', { skip }, () => {
+  test('is closed within the head\'s deadline (min(60 s, request_timeout_ms)), as a silent plain-HTTP client is, not after Node\'s 120 s', async () => {
+    const pki = makeTestPki();
+    const raw = edgeConfigObject();
+    raw.tls = { client: { cert_file: pki.serverCert, key_file: pki.serverKey } };
+    (raw.limits as Record<string, unknown>).request_timeout_ms = 1_000;
+    const edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger() });
+    try {
+      // TCP connected, no ClientHello (or one a byte a minute): it holds a socket and a file descriptor meanwhile.
+      const socket = connect(edge.httpPort, '127.0.0.1');
+      socket.on('error', () => {});
+      await once(socket, 'connect');
+      const started = Date.now();
+      const outcome = await Promise.race([once(socket, 'close').then(() => 'closed'), new Promise((resolve) => setTimeout(resolve, 15_000, 'still open after 15 s'))]);
+      socket.destroy();
+      assert.equal(outcome, 'closed');
+      assert.ok(Date.now() - started >= 900, 'not cut before its deadline');
+    } finally {
+      await edge.close();
+      pki.remove();
+    }
+  });
+});

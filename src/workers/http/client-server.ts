@@ -263,7 +263,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       if (this.flushTimeoutMs > 0) watchLastWrite(response, this);
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
     };
-    const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ cert: Buffer.from(https.cert), key: Buffer.from(https.key), ...options }, listener);
+    // The handshake within the head's deadline: node's own (120 s) let a client that never sent its ClientHello hold a socket past it.
+    const server = https === undefined ? createHttpServer(options, listener) : createHttpsServer({ cert: Buffer.from(https.cert), key: Buffer.from(https.key), handshakeTimeout: options.headersTimeout, ...options }, listener);
     if (https !== undefined) this.#tlsServer = server as HttpsServer;
     // Expect: 100-continue (curl sends it for bodies over 1 MB): node:http would invite every body at once.
     // One refused from its head (no valid key, over the body limit) gets its answer instead, and the connection closes.
