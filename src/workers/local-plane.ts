@@ -16,7 +16,7 @@ import type { NodeCommandResult } from '../shared/node-commands.js';
 import type { TlsMaterial } from '../shared/tls-material.js';
 import { DataPlane } from './data-plane.js';
 import { drainListener } from './drain.js';
-import { NodeGateway } from './grpc/node-gateway.js';
+import { NodeGateway, registerTimeoutMs } from './grpc/node-gateway.js';
 import type { NodeSession } from './grpc/node-session.js';
 import { retireLanes } from './grpc/retire.js';
 import { ClientServer } from './http/client-server.js';
@@ -89,7 +89,8 @@ export class LocalPlane implements DataPath, EventSink {
   /** `tls`: what the listeners serve, read and checked by the main thread (shared/tls-material.ts). */
   constructor(config: EdgeConfig, tls: TlsMaterial, port: SchedulerPort, logger: Logger, events: DataPathEvents, worker?: WorkerPlacement) {
     this.#events = events;
-    this.#nodeCredentials = nodeServerCredentials(config.tls?.nodes, tls.nodes);
+    // The handshake within the register timeout (fixed at start, as the credentials are).
+    this.#nodeCredentials = nodeServerCredentials(config.tls?.nodes, tls.nodes, registerTimeoutMs(config));
     this.#index = worker?.index ?? -1;
     this.#flags = new Int32Array(worker?.flags ?? new ArrayBuffer(4 * FLAG_COUNT));
     this.nodes = new NodeGateway(config, port, logger);

@@ -12,9 +12,9 @@ import type { NodeTlsMaterial } from '../shared/tls-material.js';
  * certificates must chain to client_ca_file; with require_client_cert a node
  * without one is refused during the handshake, before any message).
  */
-export function nodeServerCredentials(config: NodeTlsConfig | undefined, material: NodeTlsMaterial | undefined): grpc.ServerCredentials {
+export function nodeServerCredentials(config: NodeTlsConfig | undefined, material: NodeTlsMaterial | undefined, handshakeTimeoutMs: number): grpc.ServerCredentials {
   if (config === undefined || material === undefined) return grpc.ServerCredentials.createInsecure();
-  return new ReloadableServerCredentials(config.requireClientCert, material);
+  return new ReloadableServerCredentials(config.requireClientCert, material, handshakeTimeoutMs);
 }
 
 /**
@@ -24,9 +24,10 @@ export function nodeServerCredentials(config: NodeTlsConfig | undefined, materia
  * the swap cannot fail there (grpc-js would then refuse every connection).
  */
 export class ReloadableServerCredentials extends grpc.ServerCredentials {
-  constructor(requireClientCert: boolean, material: NodeTlsMaterial) {
+  /** `handshakeTimeoutMs`: a connection still in its handshake then is closed (node's own 120 s let one that never sent its ClientHello hold a socket far past the register timeout). */
+  constructor(requireClientCert: boolean, material: NodeTlsMaterial, handshakeTimeoutMs: number) {
     // As createSsl: client certificates are asked for only when they are required.
-    super({ requestCert: requireClientCert }, contextOptions(material));
+    super({ requestCert: requireClientCert, handshakeTimeout: handshakeTimeoutMs }, contextOptions(material));
   }
 
   reload(material: NodeTlsMaterial): void {

@@ -151,6 +151,27 @@ describe('TLS without client certificates', { skip }, () => {
   });
 });
 
+describe('TLS on the node listener: a connection that never finishes its handshake', { skip }, () => {
+  test('is closed within the register timeout (min(10 s, heartbeat.timeout_ms)), not after Node\'s 120 s', async () => {
+    const pki = makeTestPki();
+    const raw = edgeConfigObject(); // heartbeat.timeout_ms 1000: a stream must register within 1 s
+    raw.tls = { nodes: { cert_file: pki.serverCert, key_file: pki.serverKey, client_ca_file: pki.caCert, require_client_cert: true } };
+    const edge = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger() });
+    try {
+      // TCP connected, no ClientHello: anyone who reaches the listener can open many such.
+      const socket = connect(edge.grpcPort, '127.0.0.1');
+      socket.on('error', () => {});
+      await once(socket, 'connect');
+      const outcome = await Promise.race([once(socket, 'close').then(() => 'closed'), new Promise((resolve) => setTimeout(resolve, 15_000, 'still open after 15 s'))]);
+      socket.destroy();
+      assert.equal(outcome, 'closed');
+    } finally {
+      await edge.close();
+      pki.remove();
+    }
+  });
+});
+
 describe('TLS: closing with a client still in its handshake', { skip }, () => {
   test('a connection that never finishes its TLS handshake does not hold up the end of a drain', async () => {
     const pki = makeTestPki();

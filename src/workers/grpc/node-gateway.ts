@@ -32,6 +32,11 @@ import { ProtocolStats } from './frame-guard.js';
 import { MAX_NODE_STREAMS } from '../../shared/wire-limits.js';
 
 const REGISTER_TIMEOUT_MS = 10_000;
+
+/** How long a node stream may go without Register: no longer than a registered node may stay silent. */
+export function registerTimeoutMs(config: EdgeConfig): number {
+  return Math.min(REGISTER_TIMEOUT_MS, config.heartbeat.timeoutMs);
+}
 /** Bounds on what a node may announce: the ids travel as ring records and stay interned. */
 const MAX_ANNOUNCED_PROVIDERS = 1024;
 const MAX_PROVIDER_ID_BYTES = 256;
@@ -105,7 +110,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
 
   /** A stream that has not registered within this long is closed; no longer than a registered node may stay silent. */
   get registerTimeoutMs(): number {
-    return Math.min(REGISTER_TIMEOUT_MS, this.#config.heartbeat.timeoutMs);
+    return registerTimeoutMs(this.#config);
   }
 
   get heartbeatIntervalMs(): number {
