@@ -197,6 +197,22 @@ describe('the lean HTTP/1.1 connection', () => {
     await waitFor(async () => inFlight(stack.edge) === 0 && (await openExchanges(stack.edge)) === 0, 'nothing left open');
   });
 
+  test('pipelined past a Connection: close on node:http: the requests before it are still answered, in order, and the one after is not served', async () => {
+    const { socket, replies } = await open(stack);
+    const before = stack.mock.stats.requests;
+    // The GET hands the connection to node:http; llhttp refuses the bytes after the close (HPE_CLOSED_CONNECTION) while pipe-b still runs.
+    socket.write(chat('pipe-a', 2) + 'GET /healthz HTTP/1.1\r\nHost: edge\r\n\r\n' + chat('pipe-b', 3) + 'GET /healthz HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n' + chat('pipe-c', 4));
+    assertOwnBody((await replies.next()).body, 'pipe-a', 2);
+    assert.equal((await replies.next()).status, 200);
+    assertOwnBody((await replies.next()).body, 'pipe-b', 3);
+    const last = await replies.next();
+    assert.equal(last.status, 200);
+    assert.equal(last.headers.connection, 'close');
+    await waitUntil(() => replies.ended, 'the edge to close the connection after the close answer');
+    assert.equal(stack.mock.stats.requests, before + 2, 'pipe-c, after the close, never reached the provider');
+    await waitFor(async () => inFlight(stack.edge) === 0 && (await openExchanges(stack.edge)) === 0, 'nothing left open');
+  });
+
   test('a client that leaves mid-stream releases its lease and exchange at once', async () => {
     const { socket, replies } = await open(stack);
     socket.write(post('/v1/chat/completions', { model: ALIAS, stream: true, messages: [] }, ['X-Mock-Tokens: 200', 'X-Mock-Interval-Ms: 50']));

@@ -36,6 +36,10 @@ export function noteRequestHead(request: IncomingMessage): void {
 /** fastify `clientErrorHandler`. */
 export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counter: RefusalCounter): void {
   if (err.code === 'ECONNRESET') return;
+  // Bytes pipelined past a request that asked to close: dropped unserved, as the lean connection drops them. The
+  // requests before it still get their answers, in order, and node:http ends the connection after the last; a 400
+  // and a cut now would go out in place of (or amid) an earlier request's answer and lose the answers still due.
+  if (err.code === 'HPE_CLOSED_CONNECTION') return;
   // A complete request is an earlier one of the connection: the refused one never got past its head.
   const request = readingOn.get(socket);
   const refused = request === undefined || request.complete ? undefined : request;
