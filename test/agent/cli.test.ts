@@ -14,9 +14,12 @@ import { autoNodeFlags } from '../../src/shared/node-flags.js';
 const CLI = fileURLToPath(new URL('../../src/agent/cli.js', import.meta.url));
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
+/** A guard against a hung CLI, not a speed check: a loaded 2-core CI machine took over 5 s to start one. */
+const CLI_RUN_TIMEOUT_MS = 30_000;
+
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { timeout: 5000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [CLI, ...args], { timeout: CLI_RUN_TIMEOUT_MS }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
     });
   });
