@@ -124,3 +124,32 @@ function dechunk(raw: string): string {
     at = eol + 4 + size;
   }
 }
+
+// A connection that never sent a byte has no request to finish: the OpenAI SDK's
+// undici leaves one open after a request it timed out while queued, a browser
+// preconnects one. node:http (and the lean path) do not count it idle, so
+// close() waited for it until the 60 s head timeout.
+for (const lean of [true, false]) test(`close() does not wait for a connection that never sent a request (lean_http1 ${lean})`, async () => {
+  const stack = await startStack({
+    configure: (raw) => {
+      ((raw.listen as Record<string, Record<string, unknown>>).http).lean_http1 = lean;
+    },
+  });
+  const socket = connect(Number(new URL(stack.edge.url).port), '127.0.0.1');
+  try {
+    await once(socket, 'connect');
+    const ended = once(socket, 'close');
+    socket.resume();
+    let deadline: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      stack.close().then(() => 'closed'),
+      new Promise<string>((resolve) => (deadline = setTimeout(resolve, 10_000, 'still waiting after 10 s'))),
+    ]);
+    clearTimeout(deadline);
+    assert.equal(outcome, 'closed');
+    await ended;
+  } finally {
+    socket.destroy();
+    await stack.close();
+  }
+});

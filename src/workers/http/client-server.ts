@@ -289,7 +289,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
         routes: PROXIED_ROUTES,
       });
     }
-    if (https !== undefined) cutHandshakesOnClose(server);
+    cutOnClose(server, https !== undefined, () => this.#closing);
     return server;
   }
 
@@ -788,17 +788,27 @@ function onFrameworkError(counter: RefusalCounter, error: FastifyError, request:
 }
 
 /**
- * A connection still in its TLS handshake is in neither node:http's list
- * nor the lean one, so closeAllConnections left it, and close() (the end
- * of a drain) waited for it: up to the 120 s handshake timeout. Every raw
- * socket is cut with the rest; per connection, not per request.
+ * Every raw socket of the listener, for two cuts node:http does not make.
+ * A connection that has not sent a byte (an SDK's spare connection, a
+ * browser's preconnect) is idle to neither node:http nor the lean path, so
+ * close() waited for it until its head timeout (60 s): once closing, it is
+ * cut with the idle ones. On TLS, a connection still in its handshake is in
+ * neither list, so closeAllConnections left it, and close() (the end of a
+ * drain) waited for it: up to the 120 s handshake timeout. Every raw socket
+ * is cut with the rest; per connection, not per request.
  */
-function cutHandshakesOnClose(server: Server): void {
+function cutOnClose(server: Server, tls: boolean, closing: () => boolean): void {
   const raw = new Set<Socket>();
   server.on('connection', (socket: Socket) => {
     raw.add(socket);
     socket.once('close', () => raw.delete(socket));
   });
+  const closeIdle = server.closeIdleConnections.bind(server);
+  server.closeIdleConnections = () => {
+    closeIdle();
+    if (closing()) for (const socket of raw) if (socket.bytesRead === 0) socket.destroy();
+  };
+  if (!tls) return;
   const closeAll = server.closeAllConnections.bind(server);
   server.closeAllConnections = () => {
     closeAll();
