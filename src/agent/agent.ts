@@ -14,11 +14,15 @@ import { Backoff, upperHalfJitter } from './backoff.js';
 import type { AgentConfig } from './config.js';
 import { EdgeConnection, type ConnectionOwner } from './edge-connection.js';
 import { Upstreams } from './upstreams.js';
+import { diagnoseEdgeDial } from './tls.js';
 import { HealthProbes, type ProbeVerdict } from './health-probes.js';
 import type { Command } from '../gen/edge/v1/tunnel_pb.js';
 import { REQUEST_BATCH_CAPABILITY } from '../shared/request-batch.js';
 import { COMMANDS_CAPABILITY } from '../shared/node-commands.js';
 import { runAgentCommand, type AgentCommandAnswer, type CliProviderHook, type CommandContext } from './commands.js';
+
+/** What grpc-js says when a dial fails for a reason it does not name (a refused certificate, TLS on one side only). */
+const DIAL_FAILURES_WITHOUT_REASON = /Failed to connect|wrong version number/;
 
 export interface NodeAgentOptions {
   logger?: Logger;
@@ -42,6 +46,8 @@ export interface NodeAgentEvents {
   registered: [generation: number];
   rejected: [reason: string];
   disconnected: [reason: string];
+  /** Why dialling the edge fails, when grpc-js did not say (logged once per distinct reason). */
+  'dial-diagnosis': [diagnosis: string];
   /** The edge committed a config change; the paths are the ones that concern this node. */
   'config-refresh': [changedPaths: readonly string[], configVersion: number];
   /** A command from the edge was answered. */
@@ -82,6 +88,9 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   #reconnectTimer: NodeJS.Timeout | undefined;
   /** The current connection was rejected: the next attempt waits the maximum delay. */
   #rejected = false;
+  /** A dial diagnosis is running (diagnoseEdgeDial), and the last one logged: each distinct reason is logged once until a registration. */
+  #diagnosing = false;
+  #lastDiagnosis: string | undefined;
   #started = false;
   #stopping: Promise<void> | undefined;
 
@@ -169,6 +178,7 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     if (connection !== this.#connection) return;
     // The backoff starts over only once this connection has lasted (see onClosed).
     this.#registeredAt = performance.now();
+    this.#lastDiagnosis = undefined;
     this.#log.info({ generation, edge: this.#config.edge.address, streams: this.#config.edge.streams ?? 1 }, 'registered with the edge');
     this.emit('registered', generation);
     this.#laneBackoffs = [];
@@ -235,6 +245,21 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#rejected = false;
     this.#log.warn({ reason, delayMs }, 'disconnected from the edge; reconnecting');
     this.#reconnectTimer = setTimeout(onReconnectTimer, delayMs, this);
+    if (DIAL_FAILURES_WITHOUT_REASON.test(reason)) this.#diagnoseDial();
+  }
+
+  /** grpc-js gave no reason, or OpenSSL's own: one plain TLS connection may say it plainly (a refused certificate, TLS on one side only). */
+  #diagnoseDial(): void {
+    if (this.#diagnosing) return;
+    this.#diagnosing = true;
+    const { address, tls } = this.#config.edge;
+    void diagnoseEdgeDial(address, tls).then((diagnosis) => {
+      this.#diagnosing = false;
+      if (diagnosis === undefined || diagnosis === this.#lastDiagnosis || this.#stopRequested) return;
+      this.#lastDiagnosis = diagnosis;
+      this.#log.error({ edge: address, diagnosis }, `cannot connect to the edge: ${diagnosis}`);
+      this.emit('dial-diagnosis', diagnosis);
+    });
   }
 
   /** Timer callback: the backoff delay after a disconnect has passed. */

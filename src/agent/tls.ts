@@ -6,8 +6,10 @@
 // credentials object (grpc-js then shares one connection among them).
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { ConfigReader } from '../shared/config-reader.js';
+import { bareHost } from '../shared/url-host.js';
 
 export interface AgentTlsConfig {
   /** CA bundle the edge's certificate must chain to. */
@@ -70,4 +72,70 @@ export function edgeCredentials(tls: AgentTlsConfig | undefined, onStale?: (err:
 /** Channel options TLS needs on top of the connection's own. */
 export function tlsChannelOptions(tls: AgentTlsConfig | undefined): grpc.ChannelOptions {
   return tls?.serverName === undefined ? {} : { 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName };
+}
+
+/** How long a diagnosis waits for the edge's verdict on this node's certificate after the handshake. */
+const VERDICT_WAIT_MS = 1_000;
+
+/**
+ * Why dialling the edge fails, found by one plain TLS connection with the
+ * same files. grpc-js says only "Failed to connect" when the edge refuses
+ * this node's certificate (TLS 1.3 sends that verdict after the handshake),
+ * when the edge speaks no TLS, or when it speaks TLS to an agent without
+ * `edge.tls`; the operator needs the reason. Undefined when nothing is learned.
+ */
+export function diagnoseEdgeDial(address: string, tls: AgentTlsConfig | undefined): Promise<string | undefined> {
+  const colon = address.lastIndexOf(':');
+  const host = bareHost(address.slice(0, colon));
+  const port = Number(address.slice(colon + 1));
+  const servername = tls?.serverName ?? (/^[\d.]+$|:/.test(host) ? undefined : host);
+  return new Promise((resolve) => {
+    let socket: TLSSocket;
+    let secure = false;
+    let timer: NodeJS.Timeout | undefined;
+    const done = (reason: string | undefined): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(reason);
+    };
+    try {
+      socket = tlsConnect(
+        tls === undefined
+          ? { host, port, servername, ALPNProtocols: ['h2'], rejectUnauthorized: false }
+          : {
+              host,
+              port,
+              servername,
+              ALPNProtocols: ['h2'],
+              ca: readFileSync(tls.caFile),
+              cert: tls.certFile === undefined ? undefined : readFileSync(tls.certFile),
+              key: tls.keyFile === undefined ? undefined : readFileSync(tls.keyFile),
+            },
+      );
+    } catch (err) {
+      resolve((err as Error).message);
+      return;
+    }
+    socket.on('secureConnect', () => {
+      secure = true;
+      if (tls === undefined) done("the edge's node listener speaks TLS: give the agent edge.tls (ca_file, and cert_file / key_file when the edge requires client certificates)");
+      else {
+        // The edge's verdict on this node's certificate comes as an alert after the handshake: read it.
+        socket.resume();
+        timer = setTimeout(done, VERDICT_WAIT_MS, undefined);
+      }
+    });
+    socket.on('error', (err: Error) => {
+      if (tls === undefined) done(undefined);
+      else if (secure) done(`the edge refused this node's certificate (${opensslReason(err)})`);
+      else if (/wrong version number|packet length too long|ECONNRESET|socket disconnected/i.test(err.message)) done(`no TLS handshake with the edge (${opensslReason(err)}): does its node listener have tls.nodes?`);
+      else done(opensslReason(err));
+    });
+    socket.on('close', () => done(tls === undefined ? undefined : secure ? "the edge closed the connection right after the TLS handshake: it refuses this node's certificate (edge.tls.cert_file: not signed by the CA the edge trusts, expired, or missing)" : 'the edge closed the connection during the TLS handshake'));
+  });
+}
+
+/** OpenSSL's reason without its routine and source location: `tlsv1 alert unknown ca`. */
+function opensslReason(err: Error): string {
+  return err.message.replace(/^.*SSL routines:[^:]*:/, '').replace(/:\.\.\/deps\/openssl.*$/, '').trim();
 }

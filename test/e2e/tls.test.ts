@@ -101,6 +101,31 @@ describe('TLS and mutual TLS', { skip }, () => {
     assert.equal(edge.driver.status().nodes[0].connected, false);
   });
 
+  test('a refused dial says why, where grpc-js says only "Failed to connect": a certificate the edge refuses, TLS on the edge only', async () => {
+    const diagnosis = async (tls: Record<string, string> | undefined, to = edge): Promise<string> => {
+      const agent = agentWith(to, mock, tls);
+      // Bounded: a dial that is never diagnosed fails the test instead of hanging the suite.
+      const said = new Promise<string>((resolve, reject) => {
+        agent.once('dial-diagnosis', resolve);
+        setTimeout(() => reject(new Error('no dial diagnosis within 10 s')), 10_000).unref();
+      });
+      agent.start();
+      try {
+        return await said;
+      } finally {
+        await agent.stop();
+      }
+    };
+    assert.match(await diagnosis({ ca_file: pki.caCert, cert_file: pki.rogueClientCert, key_file: pki.rogueClientKey }), /^the edge closed the connection right after the TLS handshake: it refuses this node's certificate/);
+    assert.match(await diagnosis(undefined), /^the edge's node listener speaks TLS: give the agent edge\.tls/);
+    const plain = await startEdge(parseEdgeConfig(edgeConfigObject(), 'test'), { logger: silentLogger() });
+    try {
+      assert.match(await diagnosis({ ca_file: pki.caCert, cert_file: pki.clientCert, key_file: pki.clientKey }, plain), /^no TLS handshake with the edge .*does its node listener have tls\.nodes\?/);
+    } finally {
+      await plain.close();
+    }
+  });
+
   test('a node with a valid client certificate registers and serves traffic over HTTPS', async () => {
     const agent = agentWith(edge, mock, { ca_file: pki.caCert, cert_file: pki.clientCert, key_file: pki.clientKey });
     agent.start();
