@@ -821,7 +821,7 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange,
     case 'model_not_found': return `The model ${name} does not exist`;
     case 'node_not_found':
       return exchange.pinnedProviderId === undefined
-        ? `the node named in x-edge-node serves no provider for model ${name}`
+        ? `the node named in x-edge-node serves no provider for model ${name} on ${exchange.route.path}`
         : `the node named in x-edge-node does not run provider ${JSON.stringify(exchange.pinnedProviderId)}, which holds the stored response this request needs`;
     case 'queue_full': return `too many requests are waiting for model ${name}; retry later`;
     case 'queue_timeout': return `no provider slot for model ${name} became free in time; retry later`;
@@ -832,6 +832,12 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange,
       return `no provider for model ${name} is available: ${NONE_AVAILABLE}; retry later`;
     }
     case 'context_length_exceeded':
+      if (exchange.pinnedProviderId !== undefined) {
+        return `this request's prompt is about ${estimatedTokensOf(exchange)} tokens (estimated), and the provider ${JSON.stringify(exchange.pinnedProviderId)} that stored its previous response declares no context window (providers[].max_context_tokens) that large; the request is not sent elsewhere, as no other provider has that response. Send a shorter prompt`;
+      }
+      if (admitRequestOf(exchange).directNodeId !== undefined) {
+        return `this request's prompt is about ${estimatedTokensOf(exchange)} tokens (estimated), and no provider of model ${name} on the node named in x-edge-node that serves ${exchange.route.path} declares a context window (providers[].max_context_tokens) that large. Send a shorter prompt, or name another node`;
+      }
       return `this request's prompt is about ${estimatedTokensOf(exchange)} tokens (estimated), and no provider of model ${name} takes that many: none declares a context window (providers[].max_context_tokens) that large; requests of ${longThreshold} tokens or more (scheduler.long_context_threshold_tokens) go only to providers that do. Send a shorter prompt`;
     case 'api_not_served': return `no provider of model ${name} serves ${exchange.route.path}; its providers' endpoints do not include it`;
     case 'pinned_provider_gone': return `the provider ${JSON.stringify(exchange.pinnedProviderId)} that stored this response is not serving model ${name} now; the request is not sent elsewhere, as no other provider has that response`;

@@ -203,12 +203,13 @@ export function hasFreeProvider(group: GroupState): boolean {
   return false;
 }
 
-/** Some provider of the group, connected or not, declares a context window of at least `need` tokens. */
-export function declaresContext(group: GroupState, need: number): boolean {
-  for (const entry of group.entries) {
-    const max = entry.provider.maxContextTokens;
-    if (max !== undefined && max >= need) return true;
-  }
+/**
+ * Some provider of the group, connected or not, fits the request's static
+ * asks: its direct node, pinned provider and API, and a declared context
+ * window of at least `need` tokens. Otherwise no wait could serve it.
+ */
+export function someFits(group: GroupState, want: Wanted, need: number): boolean {
+  for (const entry of group.entries) if (fits(entry.provider, want, need)) return true;
   return false;
 }
 

@@ -14,12 +14,12 @@ import {
   hasEligibleCandidate,
   isEligible,
   providerServes,
-  declaresContext,
   hasFreeProvider,
   failureIsMonotone,
   pickCandidate,
   retryAfterSec,
   servesOnNode,
+  someFits,
   type Wanted,
 } from './candidates.js';
 import { DeadlineHeap } from './deadline-heap.js';
@@ -166,10 +166,14 @@ export class Scheduler {
       this.#outbox.push(new Rejection(req.requestId, 'api_not_served', 0));
     } else if (req.pinnedProviderId !== undefined && !pinnedServes(group, req.pinnedProviderId, req.api ?? 0)) {
       this.#outbox.push(new Rejection(req.requestId, 'pinned_provider_gone', 0));
+    } else if (req.directNodeId !== undefined && !someFits(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), 0)) {
+      // The named node has providers of the alias, but none serves this API: waiting would only end in a timeout.
+      this.#outbox.push(new Rejection(req.requestId, 'node_not_found', 0));
     } else {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
-      if (need > 0 && !declaresContext(group, need)) {
-        // No provider of the alias, connected or not, takes it: waiting would only end in a timeout.
+      if (need > 0 && !someFits(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need)) {
+        // No provider it may go to (its node, its stored response's provider, its API), connected or not, takes it:
+        // waiting would only end in a timeout.
         group.rejected++;
         this.#outbox.push(new Rejection(req.requestId, 'context_length_exceeded', 0));
         this.#flush();

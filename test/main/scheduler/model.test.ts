@@ -562,8 +562,9 @@ function runModel(seed: number, steps: number): void {
       else if (direct !== undefined && !m.servesOnNode(alias, direct, pinned)) expectImmediate = { kind: 'reject', code: 'node_not_found' };
       else if (!m.groupServes(alias, api)) expectImmediate = { kind: 'reject', code: 'api_not_served' };
       else if (pinned !== undefined && !m.pinnedServes(alias, pinned, api)) expectImmediate = { kind: 'reject', code: 'pinned_provider_gone' };
-      else if (tokens >= m.cfg.threshold && ![...model.map.keys()].some((pid) => (m.cfg.providers.get(pid)?.maxCtx ?? 0) >= tokens)) {
-        // Long, and no provider of the alias (connected or not) declares a window that covers it.
+      else if (direct !== undefined && ![...model.map.keys()].some((pid) => m.fits(pid, { ...r, tokens: 0 }))) expectImmediate = { kind: 'reject', code: 'node_not_found' };
+      else if (tokens >= m.cfg.threshold && ![...model.map.keys()].some((pid) => m.fits(pid, r))) {
+        // Long, and no provider it may go to (its node, its pinned provider, its API; connected or not) declares a window that covers it.
         expectImmediate = { kind: 'reject', code: 'context_length_exceeded' };
       } else {
         r.seq = ++m.seq;
