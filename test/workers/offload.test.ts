@@ -162,6 +162,25 @@ test('through the edge: 1 MB bodies are inspected in the pool; valid ones proxy,
   }
 });
 
+test('tool definitions are counted with the prompt: a short message with huge tools is a long request', () => {
+  const description = ' hello'.repeat(1000);
+  const tool = { type: 'function', function: { name: 'lookup', description, parameters: { type: 'object', properties: {} } } };
+  const messages = [{ role: 'user', content: 'hi' }];
+  const bare = countPromptTokens(Buffer.from(JSON.stringify({ model: 'm', messages })));
+  for (const [name, body] of Object.entries({
+    'chat tools': { model: 'm', messages, tools: [tool] },
+    'chat functions': { model: 'm', messages, functions: [tool.function] },
+    'Anthropic tools': { model: 'm', messages, tools: [{ name: 'lookup', description, input_schema: { type: 'object' } }] },
+    'Responses tools': { model: 'm', input: 'hi', tools: [{ type: 'function', name: 'lookup', description, parameters: { type: 'object' } }] },
+  })) {
+    const tokens = countPromptTokens(Buffer.from(JSON.stringify(body)));
+    assert.ok(tokens >= bare + 1000, `${name}: ${tokens} counts the 1,000-token description`);
+  }
+  // Sampled past EXACT_CHARS too: 400 such tools (~2.4 MB of JSON) stay a long request.
+  const many = countPromptTokens(Buffer.from(JSON.stringify({ model: 'm', messages, tools: Array.from({ length: 400 }, () => tool) })));
+  assert.ok(many > 300_000, `sampled: ${many}`);
+});
+
 test('a prompt that mentions a special token (<|endoftext|>) is counted as text', () => {
   const plain = countPromptTokens(Buffer.from(chat('the end of text marker ends here')));
   const marked = countPromptTokens(Buffer.from(chat('the <|endoftext|> marker ends here')));

@@ -50,7 +50,8 @@ export interface PromptTokens {
  * `messages[].content` (a string, text parts, nested tool results) for
  * chat and Anthropic messages, `system`, `prompt` for completions, `input`
  * for embeddings and the Responses API (strings or input items), and
- * `instructions`. -1 when the body has none of them, so the caller keeps
+ * `instructions`, and the JSON text of `tools` (and chat's older
+ * `functions`). -1 when the body has no prompt at all, so the caller keeps
  * its byte estimate.
  */
 export function countPromptTokens(body: Buffer, budgetMs: number = BUDGET_MS): number {
@@ -83,6 +84,10 @@ export function promptTokens(body: Buffer, budgetMs: number = BUDGET_MS, exactCh
     collectContent(value, texts, 0);
   }
   if (!found) return undefined;
+  // Tool definitions reach the model too (the chat template renders them into its prompt), and an
+  // agent's can be most of a body: left out, such a request would be taken for a short one.
+  const { tools, functions } = request as Record<string, unknown>;
+  for (const value of [tools, functions]) if (Array.isArray(value) && value.length > 0) texts.push(JSON.stringify(value));
   let totalChars = 0;
   for (const text of texts) totalChars += text.length;
   const counted = totalChars <= exactChars ? countWhole(texts, totalChars, budgetMs) : countSampled(texts, budgetMs);
@@ -171,8 +176,8 @@ const MAX_CONTENT_DEPTH = 8;
 /**
  * The text of a message or content value, in any of the APIs' shapes: a
  * string; a list of parts; a part's `text` (text, input_text, output_text
- * blocks); a message's or a tool result's `content`, which nests. Images,
- * audio and tool schemas are not prompt text and are skipped.
+ * blocks); a message's or a tool result's `content`, which nests. Images
+ * and audio are not prompt text and are skipped.
  */
 function collectContent(value: unknown, texts: string[], depth: number): void {
   if (typeof value === 'string') {
