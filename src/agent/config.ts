@@ -8,7 +8,7 @@ import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { dialPort } from '../shared/url-host.js';
-import { MAX_NODE_STREAMS } from '../shared/wire-limits.js';
+import { MAX_ANNOUNCED_PROVIDERS, MAX_NODE_STREAMS, MAX_PROVIDER_ID_BYTES } from '../shared/wire-limits.js';
 import { baseUrlProblems } from '../shared/base-url.js';
 import { readAgentTls, type AgentTlsConfig } from './tls.js';
 import { CLI_KEYS, readCliProvider, type CliProviderConfig } from './cli-config.js';
@@ -159,6 +159,8 @@ export async function loadAgentConfig(file: string): Promise<AgentConfig> {
 function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
   const items = r.list('providers', value);
   if (Array.isArray(value) && items.length === 0) r.problem('providers', 'at least one provider', value);
+  // The edge refuses a Register announcing more, or a longer id: the agent would reconnect for ever.
+  if (items.length > MAX_ANNOUNCED_PROVIDERS) r.problems.push(`providers: ${items.length} providers; at most ${MAX_ANNOUNCED_PROVIDERS} (the edge refuses a node registering more)`);
   const firstPathOfId = new Map<string, string>();
   const providers: AgentProviderConfig[] = [];
   for (let i = 0; i < items.length; i++) {
@@ -167,6 +169,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     if (item === undefined) continue;
     r.noUnknownKeys(path, item, item.type === 'cli' ? ['id', 'type', 'endpoints', ...CLI_KEYS] : ['id', 'type', 'base_url', 'api_key', 'connections', 'endpoints', 'health_path']);
     const id = r.string(`${path}.id`, item.id);
+    if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) r.problems.push(`${path}.id: ${Buffer.byteLength(id, 'utf8')} bytes; at most ${MAX_PROVIDER_ID_BYTES} (the edge refuses a node registering a longer one)`);
     if (id !== '') {
       const first = firstPathOfId.get(id);
       if (first === undefined) firstPathOfId.set(id, `${path}.id`);

@@ -1,7 +1,7 @@
 // Loads and validates the edge's YAML config into an immutable EdgeConfig.
 // Every problem is reported with its path, what was expected and what was
 // found; referential mistakes (a model naming an unknown provider) too.
-import { MAX_REQUEST_BODY_BYTES } from '../shared/wire-limits.js';
+import { MAX_ANNOUNCED_PROVIDERS, MAX_PROVIDER_ID_BYTES, MAX_REQUEST_BODY_BYTES } from '../shared/wire-limits.js';
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
@@ -105,6 +105,12 @@ function headerSafeId(r: ConfigReader, path: string, value: unknown): string {
   return id;
 }
 
+/** Its node announces it at Register, which the edge refuses for an id past MAX_PROVIDER_ID_BYTES: the node would never connect. */
+function providerId(r: ConfigReader, path: string, value: unknown): string {
+  const id = headerSafeId(r, path, value);
+  if (id.length > MAX_PROVIDER_ID_BYTES) r.problems.push(`${path}: ${id.length} characters; at most ${MAX_PROVIDER_ID_BYTES} (the edge refuses a node registering a longer one)`);
+  return id;
+}
 
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
   const obj = r.object(path, raw);
@@ -117,7 +123,7 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
   if (baseUrl !== undefined && type === 'cli') r.problems.push(`${path}.base_url: a cli provider runs a command on its node and has no base_url`);
   else if (baseUrl !== undefined) baseUrlProblems(r, `${path}.base_url`, baseUrl);
   return {
-    id: headerSafeId(r, `${path}.id`, obj.id),
+    id: providerId(r, `${path}.id`, obj.id),
     type,
     endpoints: readEndpoints(r, `${path}.endpoints`, obj.endpoints, type),
     capacity: r.integer(`${path}.capacity`, obj.capacity, 0, 1_000_000, 1),
@@ -161,6 +167,7 @@ function readNode(r: ConfigReader, path: string, raw: unknown): NodeConfig | und
     const provider = readProvider(r, `${path}.providers[${i}]`, p);
     if (provider) providers.push(provider);
   }
+  if (providers.length > MAX_ANNOUNCED_PROVIDERS) r.problems.push(`${path}.providers: ${providers.length} providers; at most ${MAX_ANNOUNCED_PROVIDERS} (the edge refuses a node registering more)`);
   const labels = r.list(`${path}.labels`, obj.labels, true).map((label, i) => r.string(`${path}.labels[${i}]`, label));
   const node = { id: headerSafeId(r, `${path}.id`, obj.id), token: r.secret(`${path}.token`, obj.token), providers };
   return labels.length === 0 ? node : { ...node, labels };

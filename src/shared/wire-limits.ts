@@ -20,3 +20,12 @@ export const MAX_RESPONSE_HEAD_BYTES = 64 * 1024;
  * every lane choice).
  */
 export const MAX_NODE_STREAMS = 64;
+
+/**
+ * Most provider ids one Register may announce, and the longest of them
+ * (UTF-8 bytes): the edge refuses a registration past either (the ids are
+ * interned for the connection's life), so both configs refuse a node that
+ * would have to announce more, rather than let it start and never register.
+ */
+export const MAX_ANNOUNCED_PROVIDERS = 1024;
+export const MAX_PROVIDER_ID_BYTES = 256;

@@ -332,3 +332,10 @@ test('a base_url ending in /v1 is refused: every request would go to /v1/v1/…'
   const config = parseAgentConfig({ edge: { address: 'edge.internal:50051' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'openai_compat', base_url: 'http://gpu:8000/v1beta/gateway' }] }, 'x');
   assert.equal(config.providers[0].baseUrl, 'http://gpu:8000/v1beta/gateway');
 });
+
+test('a provider id or a provider count the edge refuses at Register is refused here: the agent would reconnect for ever', () => {
+  const raw = (ids: readonly string[]): unknown => ({ edge: { address: 'edge:1' }, node: { id: 'n', token: 't' }, providers: ids.map((id) => ({ id, type: 'ollama', base_url: 'http://h:1' })) });
+  assert.equal(parseAgentConfig(raw(['p'.repeat(256)]), 'test').providers[0].id.length, 256);
+  assert.deepEqual(problemsOf(raw(['é'.repeat(129)])), ['providers[0].id: 258 bytes; at most 256 (the edge refuses a node registering a longer one)']);
+  assert.deepEqual(problemsOf(raw(Array.from({ length: 1025 }, (_, i) => `p${i}`))), ['providers: 1025 providers; at most 1024 (the edge refuses a node registering more)']);
+});

@@ -262,3 +262,11 @@ test("ids a config refresh could not name are refused: '[' or ']' in a node, pro
   assert.match(text, /auth\.api_keys\[0\]\.name: "team\[a\]" holds/);
   assert.equal(problems.length, 4, text);
 });
+
+test('a provider id or a provider count the edge would refuse at Register is refused here: the node could never connect', () => {
+  const raw = (ids: readonly string[]): unknown => ({ nodes: [{ id: 'n', token: 't', providers: ids.map((id) => ({ id })) }], models: [{ alias: 'm', providers: { [ids[0]]: 's' } }] });
+  assert.equal(parseEdgeConfig(raw(['p'.repeat(256)]), 'test.yaml').nodes[0].providers[0].id.length, 256);
+  assert.match(problemsOf(raw(['p'.repeat(257)])).join('\n'), /nodes\[0\]\.providers\[0\]\.id: 257 characters; at most 256/);
+  assert.equal(parseEdgeConfig(raw(Array.from({ length: 1024 }, (_, i) => `p${i}`)), 'test.yaml').nodes[0].providers.length, 1024);
+  assert.match(problemsOf(raw(Array.from({ length: 1025 }, (_, i) => `p${i}`))).join('\n'), /nodes\[0\]\.providers: 1025 providers; at most 1024/);
+});

@@ -29,7 +29,7 @@ import { NodeLanes } from './node-lanes.js';
 import { NodeSession, UNKNOWN_NODE_OR_TOKEN, type NodeCall, type SessionHost } from './node-session.js';
 import { limitsOf } from '../../shared/config-hardening.js';
 import { ProtocolStats } from './frame-guard.js';
-import { MAX_NODE_STREAMS } from '../../shared/wire-limits.js';
+import { MAX_ANNOUNCED_PROVIDERS, MAX_NODE_STREAMS, MAX_PROVIDER_ID_BYTES } from '../../shared/wire-limits.js';
 
 const REGISTER_TIMEOUT_MS = 10_000;
 
@@ -37,9 +37,6 @@ const REGISTER_TIMEOUT_MS = 10_000;
 export function registerTimeoutMs(config: EdgeConfig): number {
   return Math.min(REGISTER_TIMEOUT_MS, config.heartbeat.timeoutMs);
 }
-/** Bounds on what a node may announce: the ids travel as ring records and stay interned. */
-const MAX_ANNOUNCED_PROVIDERS = 1024;
-const MAX_PROVIDER_ID_BYTES = 256;
 /** Room for a frame's fields around its DATA payload (headers, error text) under the transport cap. */
 const FRAME_OVERHEAD_BYTES = 64 * 1024;
 
