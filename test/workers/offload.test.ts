@@ -181,6 +181,20 @@ test('tool definitions are counted with the prompt: a short message with huge to
   assert.ok(many > 300_000, `sampled: ${many}`);
 });
 
+test('the arguments of earlier tool calls are counted: an agent conversation made of tool calls is not a short one', () => {
+  const args = JSON.stringify({ query: ' hello'.repeat(1000) });
+  const bare = countPromptTokens(Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })));
+  for (const [name, body] of Object.entries({
+    'chat tool_calls': { model: 'm', messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'lookup', arguments: args } }] }] },
+    'chat function_call': { model: 'm', messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, function_call: { name: 'lookup', arguments: args } }] },
+    'Anthropic tool_use': { model: 'm', messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'lookup', input: JSON.parse(args) as unknown }] }] },
+    'Responses function_call': { model: 'm', input: [{ role: 'user', content: 'hi' }, { type: 'function_call', call_id: 'c1', name: 'lookup', arguments: args }] },
+  })) {
+    const tokens = countPromptTokens(Buffer.from(JSON.stringify(body)));
+    assert.ok(tokens >= bare + 1000, `${name}: ${tokens} counts the 1,000-token arguments`);
+  }
+});
+
 test('a prompt that mentions a special token (<|endoftext|>) is counted as text', () => {
   const plain = countPromptTokens(Buffer.from(chat('the end of text marker ends here')));
   const marked = countPromptTokens(Buffer.from(chat('the <|endoftext|> marker ends here')));

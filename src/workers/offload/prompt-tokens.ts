@@ -176,8 +176,9 @@ const MAX_CONTENT_DEPTH = 8;
 /**
  * The text of a message or content value, in any of the APIs' shapes: a
  * string; a list of parts; a part's `text` (text, input_text, output_text
- * blocks); a message's or a tool result's `content`, which nests. Images
- * and audio are not prompt text and are skipped.
+ * blocks); a message's or a tool result's `content`, which nests; the
+ * arguments of earlier tool calls. Images and audio are not prompt text and
+ * are skipped.
  */
 function collectContent(value: unknown, texts: string[], depth: number): void {
   if (typeof value === 'string') {
@@ -189,9 +190,17 @@ function collectContent(value: unknown, texts: string[], depth: number): void {
     for (const item of value) collectContent(item, texts, depth + 1);
     return;
   }
-  const { text, content } = value as Record<string, unknown>;
+  const part = value as Record<string, unknown>;
+  const { text, content } = part;
   if (typeof text === 'string') texts.push(text);
   if (content !== undefined) collectContent(content, texts, depth + 1);
+  // Earlier tool calls are prompt too, and an agent's arguments can be most of a conversation: chat's
+  // tool_calls[].function and function_call, the Responses API's function_call item, Anthropic's tool_use input.
+  if (typeof part.arguments === 'string') texts.push(part.arguments);
+  const call = part.function ?? part.function_call;
+  if (call !== null && typeof call === 'object' && typeof (call as Record<string, unknown>).arguments === 'string') texts.push((call as Record<string, string>).arguments);
+  if (Array.isArray(part.tool_calls)) collectContent(part.tool_calls, texts, depth + 1);
+  if (part.type === 'tool_use' && part.input !== undefined) texts.push(JSON.stringify(part.input));
 }
 
 /** `prompt` / `input`: a string or list of strings (collected), or already tokens (returned as a count). */
