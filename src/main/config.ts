@@ -112,6 +112,15 @@ function providerId(r: ConfigReader, path: string, value: unknown): string {
   return id;
 }
 
+/** A node's id goes out in every answer it serves (x-edge-node): past this, clients' header limits refuse those answers. */
+const MAX_NODE_ID_CHARS = 256;
+
+function nodeId(r: ConfigReader, path: string, value: unknown): string {
+  const id = headerSafeId(r, path, value);
+  if (id.length > MAX_NODE_ID_CHARS) r.problems.push(`${path}: ${id.length} characters; at most ${MAX_NODE_ID_CHARS} (it is sent in the x-edge-node header of every answer the node serves)`);
+  return id;
+}
+
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
   const obj = r.object(path, raw);
   if (!obj) return undefined;
@@ -169,7 +178,7 @@ function readNode(r: ConfigReader, path: string, raw: unknown): NodeConfig | und
   }
   if (providers.length > MAX_ANNOUNCED_PROVIDERS) r.problems.push(`${path}.providers: ${providers.length} providers; at most ${MAX_ANNOUNCED_PROVIDERS} (the edge refuses a node registering more)`);
   const labels = r.list(`${path}.labels`, obj.labels, true).map((label, i) => r.string(`${path}.labels[${i}]`, label));
-  const node = { id: headerSafeId(r, `${path}.id`, obj.id), token: r.secret(`${path}.token`, obj.token), providers };
+  const node = { id: nodeId(r, `${path}.id`, obj.id), token: r.secret(`${path}.token`, obj.token), providers };
   return labels.length === 0 ? node : { ...node, labels };
 }
 

@@ -263,6 +263,12 @@ test("ids a config refresh could not name are refused: '[' or ']' in a node, pro
   assert.equal(problems.length, 4, text);
 });
 
+test('a node id longer than 256 characters is refused: it goes out in the x-edge-node header of every answer', () => {
+  const raw = (id: string): unknown => ({ nodes: [{ id, token: 't', providers: [{ id: 'p' }] }], models: [{ alias: 'm', providers: { p: 's' } }] });
+  assert.equal(parseEdgeConfig(raw('n'.repeat(256)), 'test.yaml').nodes[0].id.length, 256);
+  assert.match(problemsOf(raw('n'.repeat(70_000))).join('\n'), /nodes\[0\]\.id: 70000 characters; at most 256/);
+});
+
 test('a provider id or a provider count the edge would refuse at Register is refused here: the node could never connect', () => {
   const raw = (ids: readonly string[]): unknown => ({ nodes: [{ id: 'n', token: 't', providers: ids.map((id) => ({ id })) }], models: [{ alias: 'm', providers: { [ids[0]]: 's' } }] });
   assert.equal(parseEdgeConfig(raw(['p'.repeat(256)]), 'test.yaml').nodes[0].providers[0].id.length, 256);
