@@ -127,6 +127,11 @@ export class Overload {
     return this.#records.has(p);
   }
 
+  /** When `p`'s Retry-After hold ends; undefined while it is not held. */
+  heldUntil(p: ProviderState): number | undefined {
+    return p.overloadHeld ? this.#records.get(p)?.untilMs : undefined;
+  }
+
   status(p: ProviderState): OverloadView | undefined {
     const record = this.#records.get(p);
     if (record === undefined) return undefined;

@@ -246,9 +246,25 @@ export class Scheduler {
    */
   #refusal(requestId: number, code: RejectCode, group: GroupState, dispatches: number): Rejection {
     const eta = group.drain.etaMs(dispatches, this.#now);
-    if (eta === undefined) return new Rejection(requestId, code, retryAfterSec(group.queueTimeoutMs));
-    const ms = Math.ceil(Math.min(Math.max(eta, 100), group.queueTimeoutMs));
+    const hold = this.#holdLeftMs(group);
+    if (eta === undefined && hold === undefined) return new Rejection(requestId, code, retryAfterSec(group.queueTimeoutMs));
+    let ms = eta === undefined ? 100 : Math.ceil(Math.min(Math.max(eta, 100), group.queueTimeoutMs));
+    // Every provider it could go to waits out a Retry-After: a client back sooner would only queue again.
+    if (hold !== undefined && hold > ms) ms = Math.ceil(hold);
     return new Rejection(requestId, code, ms / 1000, ms);
+  }
+
+  /** While every provider that could serve the alias is held by a provider's Retry-After: ms to the first hold's end. */
+  #holdLeftMs(group: GroupState): number | undefined {
+    let first: number | undefined;
+    for (const entry of group.entries) {
+      const p = entry.provider;
+      if (!isEligible(p)) continue;
+      const until = this.overload.heldUntil(p);
+      if (until === undefined) return undefined;
+      if (first === undefined || until < first) first = until;
+    }
+    return first === undefined ? undefined : Math.max(0, first - this.#now);
   }
 
   /**

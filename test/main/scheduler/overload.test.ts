@@ -183,3 +183,18 @@ test('a request a 429 sent back keeps its wait: its band\'s aging does not start
   assert.deepEqual(sink.takeGrants().map((g) => g.requestId), [1]);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test("a refusal while every provider waits out a Retry-After says to come back when the first hold ends, not sooner", () => {
+  const spec: ConfigSpec = { nodes: { n1: [{ id: 'a', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a'], queueTimeoutMs: 2_000 }] };
+  const { s, sink } = setup(spec);
+  s.admit(req(1, 'chat'), 0);
+  const lease = sink.takeGrants()[0];
+  // The only provider answers 429 with Retry-After: 30; the request waits at its place for the hold.
+  assert.equal(s.retry(lease.leaseId, req(1, 'chat'), 'a', 10, false, { retryAfterMs: 30_000 }), true);
+  s.tick(2_011);
+  const [refusal] = sink.take().filter((d) => d.kind === 'reject');
+  assert.equal(refusal?.code, 'queue_timeout');
+  // The hold ends at 30,010: a retry in 2 s (the queue timeout) would meet it still held.
+  assert.equal(refusal?.kind === 'reject' ? refusal.retryAfterSec : undefined, 28);
+  assert.deepEqual(s.checkInvariants(), []);
+});
