@@ -10,7 +10,7 @@ import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { GroupStatus } from '../../src/contract/scheduler.js';
-import { ALIAS, edgeConfigObject } from '../helpers/stack.js';
+import { ALIAS, edgeConfigObject, queueDepth } from '../helpers/stack.js';
 
 const TOKEN = 'routes-admin-token';
 const CLIENT_KEY = 'sk-console-client';
@@ -99,7 +99,7 @@ describe('console routes on the admin listener', () => {
   });
 
   test('Stop while the request still waits in the queue takes it out of the queue', async () => {
-    const queued = (): number => edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? -1;
+    const queued = (): number => queueDepth(edge);
     const stop = new AbortController();
     const answer = fetch(`${admin}/admin/try`, {
       method: 'POST',

@@ -12,7 +12,7 @@ import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import type { EdgeConfig } from '../../src/shared/config-types.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { testWorkers, waitUntil } from '../helpers/stack.js';
+import { queueDepth, testWorkers, waitUntil } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
 
@@ -81,9 +81,6 @@ function slow(edge: RunningEdge, ms: number): Promise<Response> {
   return chat(edge, { 'x-mock-tokens': '2', 'x-mock-interval-ms': String(ms) });
 }
 
-function queueDepth(edge: RunningEdge): number {
-  return edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? 0;
-}
 
 function inFlight(edge: RunningEdge): number {
   return edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0);

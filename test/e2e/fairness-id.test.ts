@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { holdOneSlot, keyedChat, oneSlotWithKeys } from '../helpers/stack.js';
+import { holdOneSlot, keyedChat, oneSlotWithKeys, queueDepth } from '../helpers/stack.js';
 import { ALIAS, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const KEYS = { low: 'sk-fairness-id-low-001', saas: 'sk-fairness-id-saas-01' };
@@ -27,7 +27,7 @@ describe('fairness ids', () => {
     await stack.close();
   });
 
-  const depth = (): number => stack.edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? -1;
+  const depth = (): number => queueDepth(stack.edge);
 
   test("a client's fairness id is never another key's tenant, and is one tenant on every thread", async () => {
     const holder = await holdOneSlot(stack, KEYS.low);

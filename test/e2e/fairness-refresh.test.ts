@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { holdOneSlot, keyedChat, oneSlotWithKeys } from '../helpers/stack.js';
+import { holdOneSlot, keyedChat, oneSlotWithKeys, queueDepth } from '../helpers/stack.js';
 import { ALIAS, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const KEYS = { low: 'sk-refresh-fair-low-01', high: 'sk-refresh-fair-high-1' };
@@ -30,7 +30,7 @@ describe('fair queuing turned on by a refresh', () => {
     await stack.close();
   });
 
-  const depth = (): number => stack.edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? -1;
+  const depth = (): number => queueDepth(stack.edge);
 
   test('the requests already waiting keep their bands and tenants', async () => {
     const holder = await holdOneSlot(stack, KEYS.low);

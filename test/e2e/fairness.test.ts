@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { ALIAS, inFlight, keyedChat, oneSlotWithKeys, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, keyedChat, oneSlotWithKeys, queueDepth, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 
 const KEYS = { interactive: 'sk-fair-interactive-01', batch: 'sk-fair-batch-000001', a: 'sk-fair-tenant-a-0001', b: 'sk-fair-tenant-b-0001' };
 
@@ -42,13 +42,13 @@ describe('fair queuing', () => {
   }
 
   const queueMs = (r: Response): number => Number(r.headers.get('x-edge-queue-ms'));
-  const settle = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
   test('a higher band waiting behind a lower one is served first', async () => {
-    const holder = await hold(400);
+    const holder = await hold(1_000);
     const low = chat(KEYS.b);
-    await settle(50);
+    await waitUntil(() => queueDepth(stack.edge) === 1, 'the lower band to queue');
     const high = chat(KEYS.interactive);
+    await waitUntil(() => queueDepth(stack.edge) === 2, 'the higher band to queue behind it');
     const [l, h] = await Promise.all([low, high]);
     assert.equal(l.status, 200);
     assert.equal(h.status, 200);
@@ -61,7 +61,8 @@ describe('fair queuing', () => {
     assert.equal(free.status, 200, 'with a free slot a sheddable request runs');
     await free.arrayBuffer();
 
-    const holder = await hold(300);
+    // Long enough to outlast the refusals below on a loaded machine: with the slot free they would run.
+    const holder = await hold(1_500);
     let attempts = 0;
     const counting: typeof fetch = (input, init) => {
       attempts++;
@@ -84,7 +85,8 @@ describe('fair queuing', () => {
   });
 
   test('a tenant flooding the queue does not keep a newcomer behind all its requests', async () => {
-    const holder = await hold(300);
+    // Held until the whole queue is built (counted, not timed: a loaded machine admits slowly).
+    const holder = await hold(1_500);
     // Each takes ~50 ms once granted, so grant times (sent at + x-edge-queue-ms) are well apart.
     const work = { 'x-mock-tokens': '2', 'x-mock-interval-ms': '50' };
     const sentAt: number[] = [];
@@ -93,8 +95,9 @@ describe('fair queuing', () => {
       return chat(key, work);
     };
     const flood = Array.from({ length: 6 }, () => send(KEYS.a));
-    await settle(100);
+    await waitUntil(() => queueDepth(stack.edge) === 6, 'the flood to queue');
     const newcomer = send(KEYS.b);
+    await waitUntil(() => queueDepth(stack.edge) === 7, 'the newcomer to queue behind it');
     const responses = await Promise.all([...flood, newcomer]);
     await Promise.all([...responses.map((r) => r.arrayBuffer()), (await holder.done).arrayBuffer()]);
     for (const r of responses) assert.equal(r.status, 200);

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { pino, type Logger } from 'pino';
-import { ALIAS, NODE_ID, PROVIDER_ID, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
+import { ALIAS, NODE_ID, PROVIDER_ID, queueDepth, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const MODEL = { model: ALIAS };
 const SLOT = { provider: PROVIDER_ID, node: NODE_ID };
@@ -91,7 +91,7 @@ describe('metrics and request ids', () => {
     // One long stream holds the only slot, one request queues behind it, a third finds the queue full.
     const long = await chat(stack, { 'x-mock-tokens': '30', 'x-mock-interval-ms': '20' }, true);
     const queued = chat(stack);
-    await waitUntil(() => stack.edge.driver.status().groups.some((g) => g.alias === ALIAS && g.queueDepth === 1), 'a queued request');
+    await waitUntil(() => queueDepth(stack.edge) === 1, 'a queued request');
     const full = await sdk.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'c' }] }).catch((err: unknown) => err);
     assert.ok(full instanceof OpenAI.RateLimitError);
     const during = await stack.metrics();

@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import { stringify as toYaml } from 'yaml';
 import { ALIAS, copyOf, NODE_ID, PROVIDER_ID, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
-import { openExchanges, sessionOf } from '../helpers/stack.js';
+import { openExchanges, queueDepth, sessionOf } from '../helpers/stack.js';
 
 const CAPACITY_PATH = `nodes[${NODE_ID}].providers[${PROVIDER_ID}].capacity`;
 
@@ -86,7 +86,7 @@ describe('config refresh through the admin API', () => {
       secondDone = true;
       return res;
     });
-    await waitUntil(() => stack.edge.driver.status().groups.some((g) => g.alias === ALIAS && g.queueDepth === 1), 'the second request to queue');
+    await waitUntil(() => queueDepth(stack.edge) === 1, 'the second request to queue');
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(secondDone, false, 'still queued behind the first');
 
@@ -183,7 +183,7 @@ describe('config refresh through the admin API', () => {
     assert.match(await open.text(), /\[DONE\]/, 'the open stream ran to its end');
     await new Promise((resolve) => setTimeout(resolve, 150));
     assert.equal(waiterDone, false, 'no new request went to the draining node');
-    assert.equal(stack.edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth, 1);
+    assert.equal(queueDepth(stack.edge), 1);
 
     const undrained = await stack.admin(`/admin/nodes/${NODE_ID}/undrain`, { method: 'POST' });
     assert.equal(undrained.json.draining, false);

@@ -15,7 +15,7 @@ import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { assertOwnStream } from '../helpers/identity.js';
-import { inFlight, openExchanges, startRegisteredAgent, testWorkers, waitUntil } from '../helpers/stack.js';
+import { inFlight, openExchanges, queueDepth, startRegisteredAgent, testWorkers, waitUntil } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 import { sample } from '../main/admin/ops-stack.js';
 import type { Subscription } from '../../src/main/events/event-bus.js';
@@ -188,7 +188,7 @@ describe('retry before the first byte', () => {
     // r2: reset by a too, then back in the queue behind b; its client gives up there.
     const r2 = new AbortController();
     const second = chat(edge, {}, false, r2.signal).catch((e: unknown) => e);
-    await waitUntil(() => resetting.requests() === 2 && edge.driver.status().groups.some((g) => g.alias === ALIAS && g.queueDepth === 1), 'the second request to wait in the queue after its failure');
+    await waitUntil(() => resetting.requests() === 2 && queueDepth(edge) === 1, 'the second request to wait in the queue after its failure');
     r2.abort();
     assert.ok((await second) instanceof Error);
     // Only once the edge has seen it leave: before that, b freed by r1 would be granted to it.

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { heartbeatMessage, leavingMessage, registerMessage } from '../../src/agent/frames.js';
-import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, PROVIDER_ID, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, PROVIDER_ID, queueDepth, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 import { FakeNode, JSON_HEADERS } from '../workers/grpc/fake-node.js';
 
 function chat(stack: Stack): Promise<Response> {
@@ -25,9 +25,6 @@ function answer(node: FakeNode, tunnelId: number, text: string): void {
   node.end(tunnelId, 2);
 }
 
-function queueDepth(stack: Stack): number {
-  return stack.edge.driver.status().groups.find((g) => g.alias === ALIAS)?.queueDepth ?? 0;
-}
 
 async function connected(stack: Stack, draining = false, failing = false): Promise<FakeNode> {
   const node = new FakeNode(stack.edge.grpcPort);
@@ -60,9 +57,9 @@ describe('a restart of the only node', () => {
     old.send(leavingMessage('shutdown'));
     old.error(t.tunnelId, 0, 'node_leaving', 'the node is shutting down');
     // Sent once the edge knows (else it could go to the old node, which here, unlike an agent, would not refuse it).
-    await waitUntil(() => queueDepth(stack) === 1, 'the refused request back in the queue');
+    await waitUntil(() => queueDepth(stack.edge) === 1, 'the refused request back in the queue');
     const later = chat(stack);
-    await waitUntil(() => queueDepth(stack) === 2, 'the later request queued behind it');
+    await waitUntil(() => queueDepth(stack.edge) === 2, 'the later request queued behind it');
     old.close();
     const fresh = await connected(stack);
     nodes.push(fresh);
@@ -77,7 +74,7 @@ describe('a restart of the only node', () => {
 
   test('a node that registers drained gets none of the waiting requests; they go to it once it registers undrained', async () => {
     const waiting = [chat(stack), chat(stack), chat(stack)];
-    await waitUntil(() => queueDepth(stack) === 3, 'three requests queued');
+    await waitUntil(() => queueDepth(stack.edge) === 3, 'three requests queued');
     const drained = await connected(stack, true);
     nodes.push(drained);
     await assert.rejects(drained.nextTunnel(400), /no TunnelRequest arrived/, 'a drained node is sent nothing');
@@ -93,7 +90,7 @@ describe('a restart of the only node', () => {
 
   test("a node that registers with its provider's probe failing gets none of the waiting requests until a heartbeat says it passes", async () => {
     const waiting = [chat(stack), chat(stack)];
-    await waitUntil(() => queueDepth(stack) === 2, 'two requests queued');
+    await waitUntil(() => queueDepth(stack.edge) === 2, 'two requests queued');
     const node = await connected(stack, false, true);
     nodes.push(node);
     await assert.rejects(node.nextTunnel(400), /no TunnelRequest arrived/, 'a provider failing its probe is sent nothing');

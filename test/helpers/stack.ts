@@ -183,6 +183,11 @@ export function inFlight(edge: RunningEdge): number {
   return edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0);
 }
 
+/** Requests waiting in the alias's queue (the scheduler's view; 0 for an alias it does not know). */
+export function queueDepth(edge: RunningEdge, alias = ALIAS): number {
+  return edge.driver.status().groups.find((g) => g.alias === alias)?.queueDepth ?? 0;
+}
+
 /** A node's providers behind one alias: edge, agent, and every bus event the edge published. */
 export interface ProvidersStack {
   readonly edge: RunningEdge;

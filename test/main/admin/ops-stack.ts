@@ -11,7 +11,7 @@ import { silentLogger } from '../../../src/shared/logger.js';
 import type { Logger } from 'pino';
 import { edgeConfigObject, NODE_ID, NODE_TOKEN, PROVIDER_ID } from '../../helpers/stack.js';
 
-export { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, SERVED, waitUntil, inFlight } from '../../helpers/stack.js';
+export { ALIAS, NODE_ID, NODE_TOKEN, PROVIDER_ID, SERVED, waitUntil, inFlight, queueDepth } from '../../helpers/stack.js';
 
 export interface OpsStackOptions {
   readonly capacity?: number;
