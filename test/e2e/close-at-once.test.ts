@@ -6,8 +6,11 @@
 // waited for that stream, which only the node listener's close (next) ended.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { test } from 'node:test';
+import { hasOpenssl, makeTestPki } from '../helpers/certs.js';
 import { ALIAS, NODE_ID, NODE_TOKEN, openExchanges, postChat, PROVIDER_ID, startStack, waitFor } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 
@@ -151,5 +154,37 @@ for (const lean of [true, false]) test(`close() does not wait for a connection t
   } finally {
     socket.destroy();
     await stack.close();
+  }
+});
+
+// The same over HTTPS: the raw socket has read the handshake, so what tells a connection that never sent a
+// request is its TLS socket's count (an SDK's spare connection is past its handshake).
+test('close() does not wait for an HTTPS connection that finished its handshake and never sent a request', { skip: hasOpenssl() ? false : 'the openssl CLI is not installed' }, async () => {
+  const pki = makeTestPki();
+  const stack = await startStack({
+    startAgent: false,
+    configure: (raw) => {
+      raw.tls = { client: { cert_file: pki.serverCert, key_file: pki.serverKey } };
+    },
+  });
+  const socket = tlsConnect({ host: '127.0.0.1', port: stack.edge.httpPort, ca: readFileSync(pki.caCert), servername: 'localhost' });
+  socket.on('error', () => {});
+  try {
+    // A TLS 1.3 session ticket comes once the edge has finished its side of the handshake.
+    await once(socket, 'session');
+    const ended = once(socket, 'close');
+    socket.resume();
+    let deadline: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      stack.edge.close().then(() => 'closed'),
+      new Promise<string>((resolve) => (deadline = setTimeout(resolve, 10_000, 'still waiting after 10 s'))),
+    ]);
+    clearTimeout(deadline);
+    assert.equal(outcome, 'closed');
+    await ended;
+  } finally {
+    socket.destroy();
+    await stack.close();
+    pki.remove();
   }
 });

@@ -803,10 +803,19 @@ function cutOnClose(server: Server, tls: boolean, closing: () => boolean): void 
     raw.add(socket);
     socket.once('close', () => raw.delete(socket));
   });
+  // On TLS the raw socket has read the handshake: whether a request ever came is the TLS socket's (decrypted) count.
+  const secure = new Set<Socket>();
+  if (tls) {
+    server.on('secureConnection', (socket: Socket) => {
+      secure.add(socket);
+      socket.once('close', () => secure.delete(socket));
+    });
+  }
   const closeIdle = server.closeIdleConnections.bind(server);
   server.closeIdleConnections = () => {
     closeIdle();
-    if (closing()) for (const socket of raw) if (socket.bytesRead === 0) socket.destroy();
+    if (!closing()) return;
+    for (const socket of tls ? secure : raw) if (socket.bytesRead === 0) socket.destroy();
   };
   if (!tls) return;
   const closeAll = server.closeAllConnections.bind(server);
