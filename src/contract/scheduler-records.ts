@@ -2,7 +2,7 @@
 // place in the ring (reserve, encode into producer.view, commit) and decoded
 // in place (consumer.drainInPlace), so neither side allocates per record.
 //
-// One 56-byte layout for every kind (little-endian, offsets in bytes):
+// One 64-byte layout for every kind (little-endian, offsets in bytes):
 //    0 u8  kind        RecordKind
 //    1 u8  code        ReleaseReason / AdmissionRejectCode (see the tables below); confirm reply: 1 = current
 //    2 u16 worker      grant: index of the worker holding the node's session; admit, requeue: the API kind; else 0
@@ -12,10 +12,11 @@
 //   24 u32 nodeId      interned name id, 0 = none
 //   28 u32 providerId  interned name id, 0 = none; admit: the API key's name
 //   32 u32 nameId      interned: the alias (admit) or served model (grant)
-//   36 u32 session     admit, requeue: the session's 32-bit key (0 = none); else 0
+//   36 u32 (unused)    0
 //   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec
 //   48 u32 extraId     interned: admit, requeue: the pinned provider (0 = none); else 0
 //   52 u32 aux         admit: the tenant's fair-queuing weight (0 = default 1); else 0
+//   56 f64 session     admit, requeue: the session's 53-bit key (0 = none; sessionKeyOf); else 0
 // Fields per kind (unlisted fields are 0):
 //   admit      requestId, nameId (alias), nodeId (direct dispatch), value, session, worker (API kind), extraId (pinned provider);
 //              fair queuing: code (priority, int8 two's complement), leaseId (tenant key, u32), aux (weight);
@@ -59,7 +60,7 @@ import type { ReleaseReason } from './scheduler.js';
 import type { AdmissionRejectCode } from './scheduler-port.js';
 import type { RingProducer } from '../shared/ring/ring-producer.js';
 
-export const RECORD_BYTES = 56;
+export const RECORD_BYTES = 64;
 /** announce: set in `code` when the node announced endpoints for the provider (the low bits are the mask). */
 export const ANNOUNCED_ENDPOINTS = 0x80;
 /** announce: set in `code` when the node registered with the provider's health probe failing. */
@@ -169,10 +170,10 @@ export function encodeRecord(view: DataView, offset: number, r: SchedulerRecord)
   view.setUint32(offset + 24, r.nodeId, true);
   view.setUint32(offset + 28, r.providerId, true);
   view.setUint32(offset + 32, r.nameId, true);
-  view.setUint32(offset + 36, r.session, true);
   view.setUint32(offset + 48, r.extraId, true);
   view.setUint32(offset + 52, r.aux, true);
   view.setFloat64(offset + 40, r.value, true);
+  view.setFloat64(offset + 56, r.session, true);
 }
 
 export function decodeRecord(view: DataView, offset: number, out: SchedulerRecord): void {
@@ -185,10 +186,10 @@ export function decodeRecord(view: DataView, offset: number, out: SchedulerRecor
   out.nodeId = view.getUint32(offset + 24, true);
   out.providerId = view.getUint32(offset + 28, true);
   out.nameId = view.getUint32(offset + 32, true);
-  out.session = view.getUint32(offset + 36, true);
   out.extraId = view.getUint32(offset + 48, true);
   out.aux = view.getUint32(offset + 52, true);
   out.value = view.getFloat64(offset + 40, true);
+  out.session = view.getFloat64(offset + 56, true);
 }
 
 /** Admit: the request's fair-queuing fields into code (priority), leaseId (tenant key) and aux (weight). */

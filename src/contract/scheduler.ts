@@ -42,7 +42,7 @@ export interface AdmitRequest {
   readonly estimatedTokens: number;
   /** Direct dispatch: only providers on this node are candidates. */
   readonly directNodeId: string | undefined;
-  /** A named session's 32-bit key (0 or absent: none): its requests keep to the node that served it while connected. */
+  /** A named session's key, up to 53 bits (0 or absent: none): its requests keep to the node that served it while connected. */
   readonly sessionKey?: number;
   /** The client API the request speaks (src/shared/endpoints.ts); only providers serving it are candidates. Default: chat. */
   readonly api?: ApiKind;

@@ -10,10 +10,20 @@ import { waitFor } from '../helpers/stack.js';
 
 let stack: CliStack;
 const BIG_ALIAS = 'agent-big';
+const ONE_ALIAS = 'agent-one';
 
 before(async () => {
   // A second alias over the same providers: a client switching models keeps its session.
-  stack = await startCliStack({ nodes: 2, capacity: 1, configure: (raw) => (raw.models as unknown[]).push({ alias: BIG_ALIAS, queue_timeout_ms: 20_000, providers: { 'gpu-1-cli': 'big-model', 'gpu-2-cli': 'big-model' } }) });
+  // And one only gpu-1 serves.
+  stack = await startCliStack({
+    nodes: 2,
+    capacity: 1,
+    configure: (raw) =>
+      (raw.models as unknown[]).push(
+        { alias: BIG_ALIAS, queue_timeout_ms: 20_000, providers: { 'gpu-1-cli': 'big-model', 'gpu-2-cli': 'big-model' } },
+        { alias: ONE_ALIAS, queue_timeout_ms: 20_000, providers: { 'gpu-1-cli': 'one-model' } },
+      ),
+  });
 });
 
 after(async () => {
@@ -44,6 +54,34 @@ test('a turn under another alias of the same providers (a client switching model
   const { cwd, argv } = JSON.parse((JSON.parse(switched.text) as { choices: { message: { content: string } }[] }).choices[0].message.content) as { cwd: string; argv: string[] };
   assert.equal(cwd, join(stack.root, 'gpu-2', 'M'));
   assert.equal(argv[1], 'big-model');
+});
+
+test('two sessions whose ids share a 32-bit hash keep their own nodes: one moving does not move the other unannounced', async () => {
+  // 32-bit FNV-1a, what the session key once was: these two ids collide under it.
+  const fnv32 = (id: string): number => {
+    let hash = 0x811c9dc5;
+    for (let i = 0; i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 0x01000193);
+    return hash >>> 0;
+  };
+  const [x, y] = ['sess-tin', 'sess-145c0'];
+  assert.equal(fnv32(x), fnv32(y));
+  // gpu-1 (the tie-break's choice) is busy, so session x starts on gpu-2.
+  const busy = run('hold 600', 'occupant-x');
+  await waitFor(async () => (await stack.admin('/admin/runs?state=running&session=occupant-x')).json.runs.length === 1, 'the occupant to run');
+  const first = await run('echo first', x);
+  await busy;
+  assert.equal(first.node, 'gpu-2');
+  // Session y starts under a model only gpu-1 serves: its first turn, nothing moved.
+  const other = await run('echo other', y, ONE_ALIAS);
+  assert.equal(other.status, 200, other.text);
+  assert.equal(other.node, 'gpu-1');
+  assert.equal(other.movedFrom, null, 'session y was never on gpu-2');
+  // Session x still keeps to gpu-2, where its directory is.
+  const next = await run('hold 1', x);
+  assert.equal(next.status, 200, next.text);
+  assert.equal(next.node, 'gpu-2', 'not run on gpu-1, in a directory without the session\'s state, unannounced');
+  assert.equal(next.movedFrom, null);
+  assert.equal((JSON.parse((JSON.parse(next.text) as { choices: { message: { content: string } }[] }).choices[0].message.content) as { cwd: string }).cwd, join(stack.root, 'gpu-2', x));
 });
 
 test('10 requests of a session land on the node that holds it; after it disconnects the next goes elsewhere', async () => {

@@ -37,14 +37,14 @@ function receive(consumer: RingConsumer, reader: RecordReader): Record<string, u
   return out;
 }
 
-test('an admit carries its session key (u32) across the ring', () => {
+test('an admit carries its session key (53 bits) across the ring', () => {
   const { writer, reader, consumer } = pair(4096);
   const out = new SchedulerRecord().reset(RecordKind.admit);
   out.requestId = 5;
-  out.session = 0xfedcba98;
+  out.session = Number.MAX_SAFE_INTEGER - 0xfedcba98;
   assert.equal(writer.write(out), true);
   const [admit] = receive(consumer, reader);
-  assert.equal(admit.session, 0xfedcba98);
+  assert.equal(admit.session, Number.MAX_SAFE_INTEGER - 0xfedcba98);
 });
 
 test('an admit carries its fair-queuing priority (negative too), tenant key and weight; a release its reported tokens', () => {
@@ -191,15 +191,15 @@ test('every release reason and reject code has its own code and maps back', () =
 });
 
 test('a full ring refuses names and records alike, and both succeed once drained', () => {
-  const { writer, reader, consumer } = pair(256); // room for 4 records of 60 bytes (56 + 4 length)
+  const { writer, reader, consumer } = pair(256); // room for 3 records of 68 bytes (64 + 4 length)
   const r = new SchedulerRecord().reset(RecordKind.release);
   let written = 0;
   while (writer.write(r)) written++;
-  assert.equal(written, 4);
-  // 256 - 240 = 16 free: 'a-long-node-name-that-does-not-fit-now-x' needs 8 + 40 + 4.
-  const name = 'a-long-node-name-that-does-not-fit-now-x';
+  assert.equal(written, 3);
+  // 256 - 204 = 52 free: 'a-long-node-name-that-does-not-fit-now-xxxxx' needs 8 + 44 + 4.
+  const name = 'a-long-node-name-that-does-not-fit-now-xxxxx';
   assert.equal(writer.intern(name), 0);
-  assert.equal(receive(consumer, reader).length, 4);
+  assert.equal(receive(consumer, reader).length, 3);
   const id = writer.intern(name);
   assert.equal(id, 1, 'the refused name was not interned');
   r.reset(RecordKind.connect).nodeId = id;
@@ -214,6 +214,6 @@ test('a record of the wrong size is refused, not misread', () => {
   const out = new SchedulerRecord();
   assert.throws(
     () => consumer.drainInPlace((offset, length) => reader.decode(offset, length, out)),
-    /scheduler record of 12 bytes, expected 56/,
+    /scheduler record of 12 bytes, expected 64/,
   );
 });

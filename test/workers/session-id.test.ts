@@ -9,7 +9,7 @@ import { runInNewContext } from 'node:vm';
 import { requestTagOf } from '../../src/workers/data-plane.js';
 import { readLeanHead } from '../../src/workers/http/lean-head.js';
 import { FIELD_SESSION, inspectBody } from '../../src/workers/http/inspect.js';
-import { SESSION_HEADER, sessionIdOf } from '../../src/workers/http/session-id.js';
+import { SESSION_HEADER, sessionIdOf, sessionKeyOf } from '../../src/workers/http/session-id.js';
 
 function sessionOf(body: string, headers: Record<string, string> = {}): string | undefined {
   const bytes = Buffer.from(body);
@@ -89,4 +89,14 @@ test('a session id and a request tag read off a lean head hold only their own ch
   const grown = process.memoryUsage().heapUsed - before;
   assert.deepEqual(kept.slice(-2), [`session-${String(HEADS - 1).padStart(24, '0')}`, `tag-${String(HEADS - 1).padStart(24, '0')}`]);
   assert.ok(grown < 4 * 1024 * 1024, `${HEADS} session ids and tags hold ${(grown / 1048576).toFixed(1)} MB of heap`);
+});
+
+test('the session key is 53 bits of 64-bit FNV-1a: ids that share a 32-bit hash get keys of their own', () => {
+  assert.equal(sessionKeyOf(''), 0, 'no session');
+  // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c, of "foobar" 0x85944171f73967e8: the key is its top 53 bits.
+  assert.equal(sessionKeyOf('a'), Number(0xaf63dc4c8601ec8cn >> 11n));
+  assert.equal(sessionKeyOf('foobar'), Number(0x85944171f73967e8n >> 11n));
+  // 'sess-tin' and 'sess-145c0' share their 32-bit FNV-1a (the key once was that, so one moved the other's node).
+  assert.notEqual(sessionKeyOf('sess-tin'), sessionKeyOf('sess-145c0'));
+  for (const id of ['x', 'k0123456789abcdef.conversation', '~'.repeat(256)]) assert.ok(Number.isSafeInteger(sessionKeyOf(id)) && sessionKeyOf(id) > 0, id);
 });
