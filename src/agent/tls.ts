@@ -76,6 +76,8 @@ export function tlsChannelOptions(tls: AgentTlsConfig | undefined): grpc.Channel
 
 /** How long a diagnosis waits for the edge's verdict on this node's certificate after the handshake. */
 const VERDICT_WAIT_MS = 1_000;
+/** Longest a diagnosis takes before its handshake is done. */
+const DIAGNOSIS_LIMIT_MS = 5_000;
 
 /**
  * Why dialling the edge fails, found by one plain TLS connection with the
@@ -84,7 +86,7 @@ const VERDICT_WAIT_MS = 1_000;
  * when the edge speaks no TLS, or when it speaks TLS to an agent without
  * `edge.tls`; the operator needs the reason. Undefined when nothing is learned.
  */
-export function diagnoseEdgeDial(address: string, tls: AgentTlsConfig | undefined): Promise<string | undefined> {
+export function diagnoseEdgeDial(address: string, tls: AgentTlsConfig | undefined, limitMs = DIAGNOSIS_LIMIT_MS): Promise<string | undefined> {
   const colon = address.lastIndexOf(':');
   const host = bareHost(address.slice(0, colon));
   const port = Number(address.slice(colon + 1));
@@ -116,12 +118,15 @@ export function diagnoseEdgeDial(address: string, tls: AgentTlsConfig | undefine
       resolve((err as Error).message);
       return;
     }
+    // Bounded as a whole: an edge that takes the TCP connection and then says nothing holds no socket here.
+    timer = setTimeout(done, limitMs, undefined);
     socket.on('secureConnect', () => {
       secure = true;
       if (tls === undefined) done("the edge's node listener speaks TLS: give the agent edge.tls (ca_file, and cert_file / key_file when the edge requires client certificates)");
       else {
         // The edge's verdict on this node's certificate comes as an alert after the handshake: read it.
         socket.resume();
+        clearTimeout(timer);
         timer = setTimeout(done, VERDICT_WAIT_MS, undefined);
       }
     });
