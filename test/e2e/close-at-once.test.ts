@@ -10,9 +10,18 @@ import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { test } from 'node:test';
+import type { RunningEdge } from '../../src/edge/edge.js';
 import { hasOpenssl, makeTestPki } from '../helpers/certs.js';
 import { ALIAS, NODE_ID, NODE_TOKEN, openExchanges, postChat, PROVIDER_ID, startStack, waitFor } from '../helpers/stack.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
+
+/** 'closed' once edge.close() returns; 'still closing' if it has not within 10 s (a bound, not a speed check). */
+async function closesWithin10s(edge: RunningEdge): Promise<string> {
+  let deadline: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([edge.close().then(() => 'closed'), new Promise<string>((resolve) => (deadline = setTimeout(resolve, 10_000, 'still closing')))]);
+  clearTimeout(deadline);
+  return outcome;
+}
 
 test('close() with a stream open ends it and returns, well before the tunnel deadline', async () => {
   const stack = await startStack({ startAgent: false, tunnelTimeoutMs: 60_000 });
@@ -30,9 +39,7 @@ test('close() with a stream open ends it and returns, well before the tunnel dea
     node.data(t.tunnelId, 1, `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta: { content: 'Hi' }, finish_reason: null }] })}\n\n`);
     const res = await pending;
     const body = res.text().catch((err: unknown) => `(cut: ${String(err)})`);
-    const closed = stack.edge.close().then(() => 'closed');
-    const within = await Promise.race([closed, new Promise<string>((resolve) => setTimeout(() => resolve('still closing'), 10_000).unref())]);
-    assert.equal(within, 'closed', 'close() waited for the open stream');
+    assert.equal(await closesWithin10s(stack.edge), 'closed', 'close() waited for the open stream');
     const text = await body;
     assert.match(text, /Hi/);
     assert.match(text, /"error"|\(cut:/, 'the stream did not end as if complete');
@@ -56,9 +63,7 @@ test('close() with a request queued answers it 503 shutting_down at once, not af
     await node.nextTunnel();
     const queued = send();
     await waitFor(async () => (await openExchanges(stack.edge)) === 2, 'the second request to be queued behind the first');
-    const closed = stack.edge.close().then(() => 'closed');
-    const within = await Promise.race([closed, new Promise<string>((resolve) => setTimeout(() => resolve('still closing'), 10_000).unref())]);
-    assert.equal(within, 'closed', 'close() waited for the queued request');
+    assert.equal(await closesWithin10s(stack.edge), 'closed', 'close() waited for the queued request');
     const answer = await queued;
     assert.equal(answer.status, 503, answer.body);
     assert.equal((JSON.parse(answer.body) as { error: { code: string } }).error.code, 'shutting_down');
@@ -143,13 +148,7 @@ for (const lean of [true, false]) test(`close() does not wait for a connection t
     await once(socket, 'connect');
     const ended = once(socket, 'close');
     socket.resume();
-    let deadline: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      stack.close().then(() => 'closed'),
-      new Promise<string>((resolve) => (deadline = setTimeout(resolve, 10_000, 'still waiting after 10 s'))),
-    ]);
-    clearTimeout(deadline);
-    assert.equal(outcome, 'closed');
+    assert.equal(await closesWithin10s(stack.edge), 'closed');
     await ended;
   } finally {
     socket.destroy();
@@ -174,13 +173,7 @@ test('close() does not wait for an HTTPS connection that finished its handshake 
     await once(socket, 'session');
     const ended = once(socket, 'close');
     socket.resume();
-    let deadline: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      stack.edge.close().then(() => 'closed'),
-      new Promise<string>((resolve) => (deadline = setTimeout(resolve, 10_000, 'still waiting after 10 s'))),
-    ]);
-    clearTimeout(deadline);
-    assert.equal(outcome, 'closed');
+    assert.equal(await closesWithin10s(stack.edge), 'closed');
     await ended;
   } finally {
     socket.destroy();
