@@ -239,6 +239,13 @@ export class WorkerPool implements DecisionHandler, DataPath {
 
   // --- control (cold path) ------------------------------------------------------
 
+  /** Control calls still waiting for `index`'s answer (tests: which part of a scrape is still out). */
+  openCallsTo(index: number): number {
+    let open = 0;
+    for (const call of this.#calls.values()) if (call.worker === index) open++;
+    return open;
+  }
+
   /** Sends a request to one worker and resolves with its reply; past `timeoutMs` (0 = none) it rejects and a late reply is dropped. */
   call<T>(index: number, request: ControlCall, timeoutMs = 0): Promise<T> {
     const slot = this.#slots[index];

@@ -148,7 +148,7 @@ describe('an I/O worker that exits', () => {
     // The other worker is busy for a moment, so the scrape waits for it after the victim has answered.
     await pool.call(holder, { type: 'testHook', hook: 'stall', ms: 800 });
     const during = stack.edge.scrapeMetrics();
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await waitUntil(() => pool.openCallsTo(victim) === 0 && pool.openCallsTo(holder) > 0, 'the victim to answer its part of the scrape, the holder not yet');
     await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
     assert.equal(served(await during), before, 'the scrape the victim died in');
     await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');
