@@ -247,7 +247,8 @@ export class Scheduler {
   #refusal(requestId: number, code: RejectCode, group: GroupState, dispatches: number): Rejection {
     const eta = group.drain.etaMs(dispatches, this.#now);
     const hold = this.#holdLeftMs(group);
-    if (eta === undefined && hold === undefined) return new Rejection(requestId, code, retryAfterSec(group.queueTimeoutMs));
+    // No rate: the queue timeout stays the hint; a hold only raises it, never cuts it to the hold's few seconds.
+    if (eta === undefined && (hold === undefined || hold <= group.queueTimeoutMs)) return new Rejection(requestId, code, retryAfterSec(group.queueTimeoutMs));
     let ms = eta === undefined ? 100 : Math.ceil(Math.min(Math.max(eta, 100), group.queueTimeoutMs));
     // Every provider it could go to waits out a Retry-After: a client back sooner would only queue again.
     if (hold !== undefined && hold > ms) ms = Math.ceil(hold);

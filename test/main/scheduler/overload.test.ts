@@ -198,3 +198,18 @@ test("a refusal while every provider waits out a Retry-After says to come back w
   assert.equal(refusal?.kind === 'reject' ? refusal.retryAfterSec : undefined, 28);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a short Retry-After hold does not cut the no-rate fallback: the refusal still says the queue timeout', () => {
+  const spec: ConfigSpec = { nodes: { n1: [{ id: 'a', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['a'], maxQueue: 1, queueTimeoutMs: 30_000 }] };
+  const { s, sink } = setup(spec);
+  s.admit(req(1, 'chat'), 0);
+  const lease = sink.takeGrants()[0];
+  // The only provider answers 429 with Retry-After: 1; the request waits at its place, filling the queue.
+  assert.equal(s.retry(lease.leaseId, req(1, 'chat'), 'a', 10, false, { retryAfterMs: 1_000 }), true);
+  s.admit(req(2, 'chat'), 20);
+  const [refusal] = sink.take().filter((d) => d.kind === 'reject');
+  assert.equal(refusal?.code, 'queue_full');
+  // No drain rate is measured yet (one grant): the fallback is the queue timeout, which the 1 s hold only floors.
+  assert.equal(refusal?.kind === 'reject' ? refusal.retryAfterSec : undefined, 30);
+  assert.deepEqual(s.checkInvariants(), []);
+});
