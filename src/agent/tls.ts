@@ -101,19 +101,12 @@ export function diagnoseEdgeDial(address: string, tls: AgentTlsConfig | undefine
       resolve(reason);
     };
     try {
-      socket = tlsConnect(
+      // Without edge.tls there is no CA to check against: the question is only whether the edge speaks TLS.
+      const files =
         tls === undefined
-          ? { host, port, servername, ALPNProtocols: ['h2'], rejectUnauthorized: false }
-          : {
-              host,
-              port,
-              servername,
-              ALPNProtocols: ['h2'],
-              ca: readFileSync(tls.caFile),
-              cert: tls.certFile === undefined ? undefined : readFileSync(tls.certFile),
-              key: tls.keyFile === undefined ? undefined : readFileSync(tls.keyFile),
-            },
-      );
+          ? { rejectUnauthorized: false }
+          : { ca: readFileSync(tls.caFile), cert: tls.certFile === undefined ? undefined : readFileSync(tls.certFile), key: tls.keyFile === undefined ? undefined : readFileSync(tls.keyFile) };
+      socket = tlsConnect({ host, port, servername, ALPNProtocols: ['h2'], ...files });
     } catch (err) {
       resolve((err as Error).message);
       return;

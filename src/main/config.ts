@@ -98,28 +98,19 @@ const HEADER_SAFE = /^[\x20-\x7e]+$/;
  * x-edge-provider headers (written unchecked on the hot path), so an id a
  * header cannot carry is refused here, not found out by every request.
  */
-function headerSafeId(r: ConfigReader, path: string, value: unknown): string {
+function headerSafeId(r: ConfigReader, path: string, value: unknown, maxChars: number, why: string): string {
   const id = r.string(path, value);
   if (id !== '' && !HEADER_SAFE.test(id)) r.problem(path, 'printable ASCII (it is sent in the x-edge-node and x-edge-provider response headers)', value);
   else noBrackets(r, path, id);
+  if (id.length > maxChars) r.problems.push(`${path}: ${id.length} characters; at most ${maxChars} (${why})`);
   return id;
 }
 
-/** Its node announces it at Register, which the edge refuses for an id past MAX_PROVIDER_ID_BYTES: the node would never connect. */
-function providerId(r: ConfigReader, path: string, value: unknown): string {
-  const id = headerSafeId(r, path, value);
-  if (id.length > MAX_PROVIDER_ID_BYTES) r.problems.push(`${path}: ${id.length} characters; at most ${MAX_PROVIDER_ID_BYTES} (the edge refuses a node registering a longer one)`);
-  return id;
-}
-
-/** A node's id goes out in every answer it serves (x-edge-node): past this, clients' header limits refuse those answers. */
+/** A provider id's cap: its node announces it at Register, which refuses a longer one (the node would never connect). */
+const PROVIDER_ID_WHY = 'the edge refuses a node registering a longer one';
+/** A node id's cap: it goes out in every answer the node serves, and clients' header limits refuse a huge one. */
 const MAX_NODE_ID_CHARS = 256;
-
-function nodeId(r: ConfigReader, path: string, value: unknown): string {
-  const id = headerSafeId(r, path, value);
-  if (id.length > MAX_NODE_ID_CHARS) r.problems.push(`${path}: ${id.length} characters; at most ${MAX_NODE_ID_CHARS} (it is sent in the x-edge-node header of every answer the node serves)`);
-  return id;
-}
+const NODE_ID_WHY = 'it is sent in the x-edge-node header of every answer the node serves';
 
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {
   const obj = r.object(path, raw);
@@ -132,7 +123,7 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
   if (baseUrl !== undefined && type === 'cli') r.problems.push(`${path}.base_url: a cli provider runs a command on its node and has no base_url`);
   else if (baseUrl !== undefined) baseUrlProblems(r, `${path}.base_url`, baseUrl);
   return {
-    id: providerId(r, `${path}.id`, obj.id),
+    id: headerSafeId(r, `${path}.id`, obj.id, MAX_PROVIDER_ID_BYTES, PROVIDER_ID_WHY),
     type,
     endpoints: readEndpoints(r, `${path}.endpoints`, obj.endpoints, type),
     capacity: r.integer(`${path}.capacity`, obj.capacity, 0, 1_000_000, 1),
@@ -178,7 +169,7 @@ function readNode(r: ConfigReader, path: string, raw: unknown): NodeConfig | und
   }
   if (providers.length > MAX_ANNOUNCED_PROVIDERS) r.problems.push(`${path}.providers: ${providers.length} providers; at most ${MAX_ANNOUNCED_PROVIDERS} (the edge refuses a node registering more)`);
   const labels = r.list(`${path}.labels`, obj.labels, true).map((label, i) => r.string(`${path}.labels[${i}]`, label));
-  const node = { id: nodeId(r, `${path}.id`, obj.id), token: r.secret(`${path}.token`, obj.token), providers };
+  const node = { id: headerSafeId(r, `${path}.id`, obj.id, MAX_NODE_ID_CHARS, NODE_ID_WHY), token: r.secret(`${path}.token`, obj.token), providers };
   return labels.length === 0 ? node : { ...node, labels };
 }
 
