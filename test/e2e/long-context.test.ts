@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { ALIAS, startStack, type Stack } from '../helpers/stack.js';
+import { ALIAS, EMBED_ALIAS, startStack, type Stack } from '../helpers/stack.js';
 
 const WINDOW = 2_000;
 const BIG_WINDOW = 50_000;
@@ -64,6 +64,24 @@ describe('prompts longer than the connected providers take', () => {
     const aerr = await anthropic.messages.create({ model: ALIAS, max_tokens: 8, messages: [{ role: 'user', content: long }] }).catch((e: unknown) => e);
     assert.ok(aerr instanceof Anthropic.BadRequestError, String(aerr));
     assert.equal((aerr.error as { error: { type: string } }).error.type, 'invalid_request_error');
+  });
+
+  test('a batch of embeddings inputs or completion prompts is as long as its longest item, not their sum', async () => {
+    const client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const item = 'hello '.repeat(600); // ~600 tokens: within the 2,000-token window
+    const batch = Array.from({ length: 20 }, (_, i) => `${i} ${item}`); // ~18,000 tokens by bytes / 4 together
+    const embedded = await client.embeddings.create({ model: EMBED_ALIAS, input: batch });
+    assert.equal(embedded.data.length, batch.length);
+    const ids = Array.from({ length: 1_500 }, (_, i) => 100_000 + i); // 1,500 tokens each, ~2,600 by bytes / 4
+    const fromIds = await client.embeddings.create({ model: EMBED_ALIAS, input: [ids, ids, ids] });
+    assert.equal(fromIds.data.length, 3);
+    // Summed, this batch would wait for the big provider (not connected here) and get a 503.
+    const completed = await client.completions.create({ model: ALIAS, prompt: batch, max_tokens: 4 });
+    assert.ok(completed.choices.length > 0);
+    // One item past every window still makes the batch long.
+    const err = await client.embeddings.create({ model: EMBED_ALIAS, input: ['hi', 'hello '.repeat(4_000)] }).catch((e: unknown) => e);
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+    assert.equal(err.code, 'context_length_exceeded');
   });
 
   test('within a window whose provider is not connected: waits for it, then 503 naming the window', async () => {

@@ -100,6 +100,8 @@ export interface ApiRoute {
   check(fields: number): FieldProblem | undefined;
   /** Whether relayed bytes (ending at an event's end) end with the event that ends this API's stream (sse-terminal.ts). */
   readonly endsAnswer?: (out: Uint8Array) => boolean;
+  /** A list `input` / `prompt` is a batch of sequences, each within the model's window: its longest one sets the context class. */
+  readonly batchInputs?: boolean;
 }
 
 function missing(param: string): FieldProblem {
@@ -124,6 +126,7 @@ export const COMPLETIONS: ApiRoute = {
   errors: OPENAI_ERRORS,
   check: (fields) => ((fields & FIELD_PROMPT) === 0 ? missing('prompt') : undefined),
   endsAnswer: endsWithDone,
+  batchInputs: true,
 };
 
 export const EMBEDDINGS: ApiRoute = {
@@ -131,6 +134,7 @@ export const EMBEDDINGS: ApiRoute = {
   api: Api.embeddings,
   errors: OPENAI_ERRORS,
   check: (fields) => ((fields & FIELD_INPUT) === 0 ? missing('input') : undefined),
+  batchInputs: true,
 };
 
 export const MESSAGES: ApiRoute = {

@@ -18,6 +18,7 @@ import { Api } from '../../shared/endpoints.js';
 import { isResponseId } from '../../contract/stored-responses.js';
 import type { DataPlane } from '../data-plane.js';
 import { limitsOf } from '../../shared/config-hardening.js';
+import { estimateInputTokens } from '../../contract/estimate.js';
 import type { KeyPairMaterial } from '../../shared/tls-material.js';
 import { ApiKeyState, ClientAuth } from './client-auth.js';
 import { noteRequestHead, onClientError, type RefusalCounter } from './client-errors.js';
@@ -127,6 +128,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #offloadBytes = 0;
   /** Created on the first large body; its size fits workers.count (see defaultOffloadThreads). */
   #offloadPool: OffloadPool | undefined;
+  /** scheduler.long_context_threshold_tokens. */
+  #longThreshold = 0;
   readonly #offloadThreads: number;
 
   readonly #plane: DataPlane;
@@ -210,6 +213,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     const limits = limitsOf(config);
     this.#maxJsonDepth = limits.maxJsonDepth;
     this.#offloadBytes = limits.offloadBytes;
+    this.#longThreshold = config.scheduler.longContextThresholdTokens;
     this.flushTimeoutMs = limits.idleTimeoutMs;
     this.#aliases = config.models.map((m) => m.alias);
     this.#models = new Map(config.models.map((m) => [m.alias, m.providers]));
@@ -432,9 +436,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       this.#refuse(route.path, response, Errors.invalidJson, route.errors, 'request body is empty; send a JSON object');
       return;
     }
-    if (this.#offloadBytes > 0 && body.length >= this.#offloadBytes) {
+    // A batch whose bytes / 4 reach the long-context class is counted too: its longest input, not its size, says how long it is.
+    const batch = route.batchInputs === true && estimateInputTokens(body.length) >= this.#longThreshold;
+    if (this.#offloadBytes > 0 && (body.length >= this.#offloadBytes || batch)) {
       this.#offloadPool ??= new OffloadPool(this.#offloadThreads);
-      this.#offloadPool.inspect(body, this.#maxJsonDepth).then(
+      this.#offloadPool.inspect(body, this.#maxJsonDepth, true, route.batchInputs === true).then(
         (done) => this.#afterOffload(route, request, response, key, done),
         () => this.#offloadFailed(route, response),
       );

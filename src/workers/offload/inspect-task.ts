@@ -3,7 +3,7 @@
 // memory is moved back with the verdict (never copied in either direction).
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { inspectBody, type InspectResult } from '../http/inspect.js';
-import { countPromptTokens } from './prompt-tokens.js';
+import { countPromptTokens, longestInputTokens } from './prompt-tokens.js';
 
 export interface InspectTask {
   /** Holds the body in [0, byteLength); transferred to this thread. */
@@ -12,6 +12,8 @@ export interface InspectTask {
   readonly maxDepth: number;
   /** Also count the prompt's tokens (valid bodies only). */
   readonly countTokens: boolean;
+  /** A list input is a batch (embeddings, completions): its longest item is counted (longestInputTokens). */
+  readonly batchInputs: boolean;
 }
 
 export interface InspectTaskReply {
@@ -24,7 +26,7 @@ export default function inspectTask(task: InspectTask): unknown {
   const body = Buffer.from(task.buffer, 0, task.byteLength);
   let result = inspectBody(body, task.maxDepth);
   if (result.ok && task.countTokens) {
-    const inputTokens = countedOrNot(body);
+    const inputTokens = countedOrNot(body, task.batchInputs);
     if (inputTokens >= 0) result = { ...result, inputTokens };
   }
   const reply: InspectTaskReply = { result, buffer: task.buffer };
@@ -32,9 +34,9 @@ export default function inspectTask(task: InspectTask): unknown {
 }
 
 /** The count is a scheduling hint: should it fail, the request keeps its byte estimate rather than failing too. */
-function countedOrNot(body: Buffer): number {
+function countedOrNot(body: Buffer, batchInputs: boolean): number {
   try {
-    return countPromptTokens(body);
+    return batchInputs ? longestInputTokens(body) : countPromptTokens(body);
   } catch {
     return -1;
   }

@@ -58,6 +58,31 @@ export function countPromptTokens(body: Buffer, budgetMs: number = BUDGET_MS): n
   return promptTokens(body, budgetMs)?.tokens ?? -1;
 }
 
+/**
+ * An embeddings or completions body's tokens for the long-context class:
+ * a list `input` / `prompt` (strings or token arrays) is a batch whose
+ * items are sequences of their own, each within the model's window, so the
+ * longest one counts, not their sum (2,048 short inputs are no long
+ * prompt). A single string or token array: countPromptTokens. -1 as there.
+ */
+export function longestInputTokens(body: Buffer, budgetMs: number = BUDGET_MS): number {
+  const request: unknown = JSON.parse(body.toString('utf8'));
+  if (request === null || typeof request !== 'object') return -1;
+  const { prompt, input } = request as Record<string, unknown>;
+  const list = input ?? prompt;
+  if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== 'string' && !Array.isArray(item))) return countPromptTokens(body, budgetMs);
+  // Tokens track length closely enough to pick the longest string without tokenizing every one.
+  let longestText = '';
+  let longestIds = 0;
+  for (const item of list) {
+    if (typeof item === 'string') {
+      if (item.length > longestText.length) longestText = item;
+    } else if (item.length > longestIds) longestIds = item.length;
+  }
+  const text = longestText.length <= EXACT_CHARS ? countWhole([longestText], longestText.length, budgetMs) : countSampled([longestText], budgetMs);
+  return Math.max(text.tokens, longestIds);
+}
+
 /** countPromptTokens with how it was reached; undefined when the body has no prompt. exactChars: counted whole up to this. */
 export function promptTokens(body: Buffer, budgetMs: number = BUDGET_MS, exactChars: number = EXACT_CHARS): PromptTokens | undefined {
   const request: unknown = JSON.parse(body.toString('utf8'));
