@@ -402,7 +402,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#keyLimited(exchange, retryAfterSec);
       return;
     }
-    exchange.reject(REJECT_SPECS[code], retryAfterSec, rejectMessage(code, exchange.info.model, exchange, this.#config.scheduler.longContextThresholdTokens), retryAfterMs);
+    const spec = code === 'context_length_exceeded' ? contextLengthSpec(exchange.route.path) : REJECT_SPECS[code];
+    exchange.reject(spec, retryAfterSec, rejectMessage(code, exchange.info.model, exchange, this.#config.scheduler.longContextThresholdTokens), retryAfterMs);
   }
 
   onStaleChecked(requestId: number, leaseId: number, current: boolean): void {
@@ -844,6 +845,12 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange,
     case 'shed': return `model ${name} is saturated and this request is sheddable (priority below 0); it was not queued`;
     case 'displaced': return `a request of a higher priority took this request's place in the full queue for model ${name}; retry later`;
   }
+}
+
+/** context_length_exceeded naming the field that holds the route's prompt: `messages` is chat's (and Anthropic's, whose errors have no param). */
+function contextLengthSpec(path: string): GatewayErrorSpec {
+  const param = path === '/v1/completions' ? 'prompt' : path === '/v1/embeddings' || path.startsWith('/v1/responses') ? 'input' : undefined;
+  return param === undefined ? Errors.contextLengthExceeded : { ...Errors.contextLengthExceeded, param };
 }
 
 function estimatedTokensOf(exchange: ProxyExchange): number {

@@ -91,4 +91,21 @@ describe('prompts longer than the connected providers take', () => {
     assert.equal(body.error.code, 'no_provider_available');
     assert.match(body.error.message, /with a context window for about \d+ input tokens \(estimated\) is available: none is connected, or each is drained, disabled, unhealthy or ejected; retry later$/);
   });
+
+  test('context_length_exceeded names the field that holds the prompt on each OpenAI route', async () => {
+    const client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const long = 'hello '.repeat(80_000); // more than every declared window
+    const calls: [string, () => Promise<unknown>][] = [
+      ['messages', () => client.chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: long }] })],
+      ['prompt', () => client.completions.create({ model: ALIAS, prompt: long })],
+      ['input', () => client.embeddings.create({ model: ALIAS, input: long })],
+      ['input', () => client.responses.create({ model: ALIAS, input: long })],
+    ];
+    for (const [param, call] of calls) {
+      const err = await call().catch((e: unknown) => e);
+      assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+      assert.equal(err.code, 'context_length_exceeded');
+      assert.equal(err.param, param, err.message);
+    }
+  });
 });
