@@ -10,10 +10,10 @@ import { readNodeFlags } from '../shared/node-flags.js';
 import { dialPort } from '../shared/url-host.js';
 import { MAX_ANNOUNCED_PROVIDERS, MAX_NODE_STREAMS, MAX_PROVIDER_ID_BYTES } from '../shared/wire-limits.js';
 import { baseUrlProblems } from '../shared/base-url.js';
+import { LOG_LEVELS, type LogLevel } from '../shared/logger.js';
 import { readAgentTls, type AgentTlsConfig } from './tls.js';
 import { CLI_KEYS, readCliProvider, type CliProviderConfig } from './cli-config.js';
 
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 export interface AgentProviderConfig {
   /** Unique across the fleet; must match the edge's node catalog. */
@@ -62,7 +62,6 @@ export interface TunnelOptions {
 export const DEFAULT_TUNNEL_OPTIONS: TunnelOptions = Object.freeze({ coalesceDelayMs: 2, coalesceMaxBytes: 16_384, batchFrames: true, batchDelayMs: 2 });
 
 const PROVIDER_TYPES: readonly ProviderType[] = ['ollama', 'vllm', 'openai_compat', 'cli'];
-const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const DEFAULT_CONNECTIONS = 128;
 const DEFAULT_RECONNECT_INITIAL_MS = 200;
 const DEFAULT_RECONNECT_MAX_MS = 10_000;

@@ -9,7 +9,7 @@ import { NodeAgent } from '../agent/agent.js';
 import { DEFAULT_ADMIN_PORT, loadEdgeConfig } from '../main/config.js';
 import { startEdge } from '../edge/edge.js';
 import { startMockProvider } from '../mock/provider.js';
-import { createLogger } from '../shared/logger.js';
+import { createLogger, logLevelEnvProblem } from '../shared/logger.js';
 import { dialAddress } from '../shared/url-host.js';
 
 const examples = (name: string): string => fileURLToPath(new URL(`../../../examples/${name}`, import.meta.url));
@@ -37,6 +37,8 @@ function portHint(err: unknown): string | undefined {
 
 async function main(): Promise<void> {
   const level = process.env.LOG_LEVEL ?? 'warn';
+  const levelProblem = logLevelEnvProblem(level);
+  if (levelProblem !== undefined) throw new Error(levelProblem);
   const logger = createLogger('demo', level);
   const exampleAgent = await loadAgentConfig(examples('node-agent.yaml'));
   const exampleEdge = await loadEdgeConfig(examples('edge.yaml'));

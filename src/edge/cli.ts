@@ -3,7 +3,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../shared/config-reader.js';
 import { exitOnFault } from '../shared/fatal.js';
-import { createLogger } from '../shared/logger.js';
+import { createLogger, logLevelEnvProblem } from '../shared/logger.js';
 import { VERSION } from '../shared/version.js';
 import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
 import { releaseHeldSignal } from '../shared/node-check.js';
@@ -30,8 +30,6 @@ signals:
 
 The admin API and /metrics listen on admin.host:admin.port (default 127.0.0.1:9090).`;
 
-/** pino's levels: any other LOG_LEVEL would make the logger throw at start. */
-const EDGE_LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 async function main(): Promise<number> {
   let values: { config?: string; help?: boolean; version?: boolean; pretty?: boolean };
@@ -89,9 +87,9 @@ async function main(): Promise<number> {
     return 2;
   }
   const file = values.config;
-  const level = process.env.LOG_LEVEL;
-  if (level !== undefined && !(EDGE_LOG_LEVELS as readonly string[]).includes(level)) {
-    console.error(`LOG_LEVEL: expected one of ${EDGE_LOG_LEVELS.join(', ')}; got ${JSON.stringify(level)}`);
+  const levelProblem = logLevelEnvProblem(process.env.LOG_LEVEL);
+  if (levelProblem !== undefined) {
+    console.error(levelProblem);
     return 2;
   }
   const logger = createLogger('edge', undefined, values.pretty === true ? { pretty: true } : {});

@@ -28,6 +28,16 @@ export const REDACT_PATHS = [
   '*.nodes[*].token',
 ];
 
+/** pino's levels: any other level makes pino throw its own message, which names no setting. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** The one-line complaint about a LOG_LEVEL pino would refuse; undefined when it is unset or valid. */
+export function logLevelEnvProblem(level: string | undefined): string | undefined {
+  if (level === undefined || (LOG_LEVELS as readonly string[]).includes(level)) return undefined;
+  return `LOG_LEVEL: expected one of ${LOG_LEVELS.join(', ')}; got ${JSON.stringify(level)}`;
+}
+
 export interface LoggerSetup {
   /** Human-readable lines (pino-pretty) instead of JSON; default: NODE_ENV=development. */
   readonly pretty?: boolean;

@@ -78,3 +78,13 @@ test('a demo port already in use is named, with the variable that moves it', asy
     taken.close();
   }
 });
+
+test('an unknown LOG_LEVEL is named, not answered with the logger\'s own error', async () => {
+  const env = { ...process.env, DEMO_HTTP_PORT: '0', DEMO_GRPC_PORT: '0', DEMO_MOCK_PORT: '0', DEMO_ADMIN_PORT: '0', LOG_LEVEL: 'verbose' };
+  const failed = await run(process.execPath, [demo], { env, timeout: 30_000 }).then(
+    () => assert.fail('the demo started with LOG_LEVEL=verbose'),
+    (err: { code?: number; stderr?: string }) => err,
+  );
+  assert.equal(failed.code, 1);
+  assert.equal(failed.stderr?.trim(), 'LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent; got "verbose"');
+});
