@@ -117,7 +117,16 @@ async function checkConfig(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** `--help` after a subcommand is a request for usage, not a file name or an unknown option. */
+function asksHelp(argv: readonly string[]): boolean {
+  return argv.includes('--help') || argv.includes('-h');
+}
+
 async function main(argv: string[]): Promise<number> {
+  if ((argv[0] === 'bootstrap' || argv[0] === 'check-config') && asksHelp(argv)) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   if (argv[0] === 'bootstrap') return bootstrap(argv.slice(1));
   if (argv[0] === 'check-config') return checkConfig(argv.slice(1));
   let values: { config?: string; help?: boolean; version?: boolean; pretty?: boolean };

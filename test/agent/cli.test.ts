@@ -36,6 +36,14 @@ test('--version prints the package version; --help prints usage; a missing --con
   assert.match(unknown.stderr, /Unknown option '--bogus'/);
 });
 
+test('--help after check-config or bootstrap prints usage, not a missing file or an unknown option', async () => {
+  for (const args of [['check-config', '--help'], ['bootstrap', '-h']]) {
+    const result = await runCli(args);
+    assert.deepEqual([result.code, result.stderr], [0, ''], args.join(' '));
+    assert.match(result.stdout, /node-agent check-config FILE/);
+  }
+});
+
 test('an invalid config exits 1 and names each problem by path', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'agent-cli-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
