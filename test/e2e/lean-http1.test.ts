@@ -162,6 +162,19 @@ describe('the lean HTTP/1.1 connection', () => {
     socket.destroy();
   });
 
+  test('an absolute-form target (POST http://host/v1/...) is served by its path, as fastify serves a GET one', async () => {
+    const { socket, replies } = await open(stack);
+    const body = { model: ALIAS, messages: [{ role: 'user', content: 'hi' }] };
+    socket.write(post(`http://127.0.0.1:${stack.edge.httpPort}/v1/chat/completions`, body, ['X-Request-Id: absolute-a', 'X-Mock-Tokens: 3']));
+    const reply = await replies.next();
+    assert.equal(reply.status, 200, reply.body);
+    assertOwnBody(reply.body, 'absolute-a', 3);
+    // The same target form on a fastify route, for comparison: it always was routed by its path.
+    socket.write(`GET http://127.0.0.1:${stack.edge.httpPort}/v1/models HTTP/1.1\r\nHost: edge\r\n\r\n`);
+    assert.equal((await replies.next()).status, 200);
+    socket.destroy();
+  });
+
   test('the API answers errors in its format on the lean path, and Connection: close ends the connection after the answer', async () => {
     const before = await leanStats(stack);
     const { socket, replies } = await open(stack);

@@ -79,7 +79,10 @@ function presentedKeyOf(headers: Readonly<Record<string, string | string[] | und
 /** The API POST route #serveLean takes `request` for (the /v1/ proxy routes); undefined: fastify's. */
 function leanRouteOf(request: IncomingMessage): ApiRoute | undefined {
   if (request.method !== 'POST') return undefined;
-  const url = request.url ?? '';
+  let url = request.url ?? '';
+  // An absolute-form target (`POST http://host/v1/chat/completions`), which a server must accept (RFC 9112
+  // §3.2.2) and fastify's router routes by its path: routed by its path here too, not answered 404.
+  if (url.charCodeAt(0) !== 0x2f) url = originForm(url);
   const query = url.indexOf('?');
   return LEAN_ROUTES.get(query < 0 ? url : url.slice(0, query));
 }
