@@ -31,6 +31,7 @@ export const Errors = Object.freeze({
   headersTooLarge: spec(431, 'invalid_request_error', 'request_headers_too_large', 'request headers are larger than the configured limit'),
   invalidSession: spec(400, 'invalid_request_error', 'invalid_session', 'x-edge-session is 1 to 256 printable ASCII characters; a body session_id or metadata.session_id is a string'),
   badRequest: spec(400, 'invalid_request_error', 'invalid_request', 'the request is malformed'),
+  expectationFailed: spec(417, 'invalid_request_error', 'expectation_failed', 'the edge meets no expectation but 100-continue'),
   unsupportedMediaType: spec(415, 'invalid_request_error', 'unsupported_media_type', 'the request body must be JSON (content-type: application/json)'),
   missingField: spec(400, 'invalid_request_error', 'missing_required_field', 'a required field is missing'),
   invalidField: spec(400, 'invalid_request_error', 'invalid_field', 'a field has the wrong type'),
@@ -120,7 +121,7 @@ export type AnthropicErrorType =
  */
 export function anthropicErrorOf(spec: GatewayErrorSpec): { status: number; type: AnthropicErrorType } {
   switch (spec.status) {
-    case 400: case 405: case 409: case 415: case 431: return { status: spec.status, type: 'invalid_request_error' };
+    case 400: case 405: case 409: case 415: case 417: case 431: return { status: spec.status, type: 'invalid_request_error' };
     case 401: return { status: 401, type: 'authentication_error' };
     case 403: return { status: 403, type: 'permission_error' };
     case 404: return { status: 404, type: 'not_found_error' };

@@ -155,6 +155,25 @@ describe('a refused upload', () => {
     assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
   });
 
+  test('an Expect other than 100-continue: 417 expectation_failed in the route\'s API format, from the head, its body never invited', async () => {
+    const cases: [string, string, RegExp][] = [
+      ['POST', '/v1/chat/completions', /^\{"error":\{.*"code":"expectation_failed"/],
+      ['POST', '/v1/messages', /^\{"type":"error","error":\{"type":"invalid_request_error",.*\(expectation_failed\)/],
+      ['POST', '/a2a/helper', /^\{"jsonrpc":"2.0",.*expectation_failed/],
+      ['GET', '/v1/models', /^\{"error":\{.*"code":"expectation_failed"/],
+    ];
+    for (const [method, path, body] of cases) {
+      const what = `${method} ${path}`;
+      const answer = await headOnly(stack, `${method} ${path} HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 60000\r\nExpect: 200-ok\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 417 /, `${what}: ${answer.slice(0, 200)}`);
+      assert.doesNotMatch(answer, /100 Continue/i, what);
+      assert.match(answer.slice(answer.indexOf('\r\n\r\n') + 4), body, `${what}: ${answer}`);
+      assert.match(answer, /\r\nx-request-id: req-/i, what);
+      assert.match(answer, /\r\nconnection: close\r\n/i, `${what}: the unread body is not taken`);
+    }
+    assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
+  });
+
   test('the body is not waited for: the answer comes at once, and an upload that never ends is cut after LINGER_MS', async () => {
     // Half-open allowed: the client's socket does not end with the edge's FIN, so it goes on uploading, slowly, for ever.
     const socket = connect({ port: Number(new URL(stack.edge.url).port), host: '127.0.0.1', allowHalfOpen: true });

@@ -282,6 +282,16 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       else (request as ExpectingRequest)[kInvite] = true;
       listener(request, response);
     });
+    // Any other expectation: node:http's own 417 has an empty body (the SDKs show "417 status code (no body)"),
+    // unlogged and uncounted; in the path's API format instead, answered from the head with the body unread.
+    server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+      noteRequestHead(request);
+      const path = (request.url ?? '').split('?')[0];
+      closeAfterAnswer(response);
+      this.#plane.refused(Errors.expectationFailed.code);
+      const message = `the expectation ${JSON.stringify(request.headers.expect)} cannot be met; only 100-continue is`;
+      writeError(this.logger, path, response, Errors.expectationFailed, errorFormatForPath(path), message, undefined, request.method);
+    });
     // fastify's keep-alive and no socket timeout (the edge has its own deadlines for responses); the request timeout is in `options`.
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     server.setTimeout(0);

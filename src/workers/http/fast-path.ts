@@ -93,13 +93,13 @@ function onBodyError(this: ReadingRequest): void {
   if (reader !== undefined) reader.owner.bodyFailed(reader.route, reader.response, false);
 }
 
-/** An error answer on the raw response to a POST on `path`, in the route's format (fastify's sendError, without fastify); logged at debug. */
-export function writeError(logger: Logger, path: string, response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
+/** An error answer on the raw response to a POST (or `method`) on `path`, in the route's format (fastify's sendError, without fastify); logged at debug. */
+export function writeError(logger: Logger, path: string, response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string, method = 'POST'): void {
   if (response.headersSent || response.destroyed) return;
   const status = format.status(spec);
   response.statusCode = status;
   const id = refusalId();
-  logRefusal(logger, id, 'POST', path, status, spec.code, response.socket?.remoteAddress);
+  logRefusal(logger, id, method, path, status, spec.code, response.socket?.remoteAddress);
   response.setHeader('content-type', 'application/json');
   response.setHeader('x-request-id', id);
   response.setHeader('request-id', id);
