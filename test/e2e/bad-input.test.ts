@@ -274,6 +274,20 @@ describe('HTTP bad-input corpus', () => {
     assert.equal(stack.mock.stats.requests, before);
   });
 
+  test('a transfer coding before chunked (gzip, chunked): 415 naming it, not read as invalid JSON or relayed as if plain', async () => {
+    const before = stack.mock.stats.requests;
+    const chunked = (bytes: Buffer): Buffer =>
+      Buffer.concat([Buffer.from(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n${bytes.length.toString(16)}\r\n`), bytes, Buffer.from('\r\n0\r\n\r\n')]);
+    // Compressed as it says, and plain bytes labelled compressed: node:http takes off the chunked framing only.
+    for (const [what, bytes] of [['gzip', gzipSync(chat(''))], ['labelled gzip', Buffer.from(chat(''))]] as const) {
+      const reply = await raw(stack.edge.httpPort, chunked(bytes));
+      assert.equal(reply.status, 415, `${what}: ${reply.body}`);
+      assertOpenAiError(reply.body, reply.status, 'unsupported_media_type', what);
+      assert.match(reply.body, /transfer-encoding \\"gzip, chunked\\"/, what);
+    }
+    assert.equal(stack.mock.stats.requests, before, 'nothing reached the provider');
+  });
+
   test('the client\'s Accept-Encoding never reaches the provider: it is asked for identity, so the edge reads plain bytes', async () => {
     const res = await fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip, deflate, br' }, body: chat('') });
     assert.equal(res.status, 200);

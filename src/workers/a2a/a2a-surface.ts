@@ -187,7 +187,7 @@ export class A2ASurface {
   refusesUpload(request: FastifyRequest, reply: FastifyReply): boolean {
     if (request.routeOptions.url !== RPC_ROUTE) return false;
     const known = this.#agent(request) !== undefined;
-    const refusal = known ? bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']) : undefined;
+    const refusal = known ? bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding'], request.headers['transfer-encoding']) : undefined;
     if (known && refusal === undefined) return false;
     closeAfterAnswer(reply.raw);
     if (refusal === undefined) this.#unknownAgent(request, reply);
@@ -224,7 +224,7 @@ export class A2ASurface {
       this.#unknownAgent(request, reply);
       return;
     }
-    const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);
+    const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding'], request.headers['transfer-encoding']);
     if (refusal !== undefined) {
       this.#refuseMedia(request, reply, refusal);
       return;

@@ -191,8 +191,11 @@ export function errorFormatForPath(path: string): ErrorFormat {
  * of a 415 unsupported_media_type), or undefined. Every route that reads a
  * body asks this one question: the /v1/ proxy routes and A2A.
  */
-export function bodyMediaRefusal(contentType: string | undefined, contentEncoding: string | undefined): string | undefined {
+export function bodyMediaRefusal(contentType: string | undefined, contentEncoding: string | undefined, transferEncoding?: string): string | undefined {
   if (!isJsonContentType(contentType)) return `content-type ${JSON.stringify(contentType)} is not JSON; send the body as application/json`;
+  // A transfer coding before chunked (`gzip, chunked`): node:http takes off the chunked framing only, so the body would
+  // read as invalid JSON at its first byte; refused as a content coding is, naming it.
+  if (transferEncoding !== undefined && transferEncoding.trim().toLowerCase() !== 'chunked') return `transfer-encoding ${JSON.stringify(transferEncoding)} is not supported; send the body uncompressed (chunked alone is read)`;
   // The edge reads the body (model, stream, session) and the provider gets it as JSON: a compressed one is refused
   // as RFC 7694 says, naming the coding it takes, rather than misread as invalid JSON.
   if (contentEncoding !== undefined && contentEncoding.trim().toLowerCase() !== 'identity') return `content-encoding ${JSON.stringify(contentEncoding)} is not supported; send the body uncompressed`;

@@ -325,12 +325,12 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** A request whose body would be refused whatever it holds: no valid key, a declared length over the limit, a media type no API route reads, or the edge draining or closing. */
   #refusesUpload(request: IncomingMessage): boolean {
     const length = Number(request.headers['content-length'] ?? 0);
-    return this.#shutting || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>) || (leanRouteOf(request) !== undefined && bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']) !== undefined);
+    return this.#shutting || length > this.#bodyLimit || this.refusesHead(request.headers as Record<string, string>) || (leanRouteOf(request) !== undefined && bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding'], request.headers['transfer-encoding']) !== undefined);
   }
 
   /** 415 when the body's headers say it is no JSON the edge reads; false when they do not. */
   #refuseMedia(route: ApiRoute, request: IncomingMessage, response: ServerResponse): boolean {
-    const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding']);
+    const refusal = bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding'], request.headers['transfer-encoding']);
     if (refusal === undefined) return false;
     if (request.headers['content-encoding'] !== undefined) response.setHeader('accept-encoding', 'identity');
     this.#refuse(route.path, response, Errors.unsupportedMediaType, route.errors, refusal);
