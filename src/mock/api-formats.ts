@@ -11,6 +11,7 @@
 // response.output_text.delta per token, response.output_text.done,
 // response.content_part.done, response.output_item.done, response.completed.
 import type { Usage } from './responses.js';
+import { functionCallItem, toolUseBlock, type ToolCall } from './tool-calls.js';
 
 export type ApiKindOfMock = 'messages' | 'responses';
 
@@ -20,9 +21,9 @@ function sse(event: string, data: string): string {
 
 // --- Anthropic Messages ------------------------------------------------------
 
-function messageJson(id: string, modelJson: string, text: string | undefined, usage: Usage, done: boolean): string {
-  const content = text === undefined ? '[]' : `[{"type":"text","text":${JSON.stringify(text)}}]`;
-  const stop = done ? '"end_turn"' : 'null';
+function messageJson(id: string, modelJson: string, text: string | undefined, usage: Usage, done: boolean, tool?: ToolCall): string {
+  const content = text === undefined ? '[]' : tool !== undefined ? `[${toolUseBlock(toolUseId(id), tool, true)}]` : `[{"type":"text","text":${JSON.stringify(text)}}]`;
+  const stop = done ? (tool !== undefined ? '"tool_use"' : '"end_turn"') : 'null';
   return `{"id":"${id}","type":"message","role":"assistant","model":${modelJson},"content":${content},"stop_reason":${stop},"stop_sequence":null,"usage":${messageUsage(usage, done ? usage.completionTokens : 1)}}`;
 }
 
@@ -31,30 +32,37 @@ function messageUsage(usage: Usage, outputTokens: number): string {
   return `{"input_tokens":${usage.promptTokens - usage.cachedTokens},"cache_creation_input_tokens":0,"cache_read_input_tokens":${usage.cachedTokens},"output_tokens":${outputTokens}}`;
 }
 
-export function messageBody(id: string, modelJson: string, text: string, usage: Usage): string {
-  return messageJson(id, modelJson, text, usage, true);
+export function messageBody(id: string, modelJson: string, text: string, usage: Usage, tool?: ToolCall): string {
+  return messageJson(id, modelJson, text, usage, true, tool);
+}
+
+/** The tool_use block's id, from the message's. */
+function toolUseId(messageId: string): string {
+  return `toolu_${messageId}`;
 }
 
 export function countTokensBody(inputTokens: number): string {
   return `{"input_tokens":${inputTokens}}`;
 }
 
-export function messagePreamble(id: string, modelJson: string, usage: Usage): string {
+export function messagePreamble(id: string, modelJson: string, usage: Usage, tool?: ToolCall): string {
+  const block = tool !== undefined ? toolUseBlock(toolUseId(id), tool, false) : '{"type":"text","text":""}';
   return (
     sse('message_start', `{"type":"message_start","message":${messageJson(id, modelJson, undefined, usage, false)}}`) +
-    sse('content_block_start', '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}') +
+    sse('content_block_start', `{"type":"content_block_start","index":0,"content_block":${block}}`) +
     sse('ping', '{"type": "ping"}')
   );
 }
 
-export function messageDelta(text: string): string {
+export function messageDelta(text: string, tool?: ToolCall): string {
+  if (tool !== undefined) return sse('content_block_delta', `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":${JSON.stringify(text)}}}`);
   return sse('content_block_delta', `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}`);
 }
 
-export function messageClosing(usage: Usage): string {
+export function messageClosing(usage: Usage, tool?: ToolCall): string {
   return (
     sse('content_block_stop', '{"type":"content_block_stop","index":0}') +
-    sse('message_delta', `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":${usage.completionTokens}}}`) +
+    sse('message_delta', `{"type":"message_delta","delta":{"stop_reason":"${tool !== undefined ? 'tool_use' : 'end_turn'}","stop_sequence":null},"usage":{"output_tokens":${usage.completionTokens}}}`) +
     sse('message_stop', '{"type":"message_stop"}')
   );
 }
@@ -72,6 +80,8 @@ export interface ResponseIds {
   readonly createdAt: number;
   readonly modelJson: string;
   readonly previousResponseId: string | undefined;
+  /** Answer with a function_call item (see tool-calls.ts). */
+  readonly tool?: ToolCall;
 }
 
 function usageJson(usage: Usage): string {
@@ -80,6 +90,7 @@ function usageJson(usage: Usage): string {
 }
 
 function outputItem(ids: ResponseIds, text: string, done: boolean): string {
+  if (ids.tool !== undefined) return functionCallItem(ids.itemId, `call_${ids.itemId}`, ids.tool, done);
   const content = done ? `[{"type":"output_text","text":${JSON.stringify(text)},"annotations":[],"logprobs":[]}]` : '[]';
   return `{"id":"${ids.itemId}","type":"message","status":"${done ? 'completed' : 'in_progress'}","role":"assistant","content":${content}}`;
 }
@@ -109,6 +120,13 @@ export class ResponseEvents {
 
   preamble(usage: Usage): string {
     const inProgress = responseObject(this.ids, undefined, usage);
+    if (this.ids.tool !== undefined) {
+      return (
+        this.#event('response.created', `"response":${inProgress}`) +
+        this.#event('response.in_progress', `"response":${inProgress}`) +
+        this.#event('response.output_item.added', `"output_index":0,"item":${outputItem(this.ids, '', false)}`)
+      );
+    }
     return (
       this.#event('response.created', `"response":${inProgress}`) +
       this.#event('response.in_progress', `"response":${inProgress}`) +
@@ -118,11 +136,20 @@ export class ResponseEvents {
   }
 
   delta(text: string): string {
+    if (this.ids.tool !== undefined) return this.#event('response.function_call_arguments.delta', `"item_id":"${this.ids.itemId}","output_index":0,"delta":${JSON.stringify(text)}`);
     return this.#event('response.output_text.delta', `"item_id":"${this.ids.itemId}","output_index":0,"content_index":0,"delta":${JSON.stringify(text)},"logprobs":[]`);
   }
 
   closing(text: string, usage: Usage): string {
     const json = JSON.stringify(text);
+    const tool = this.ids.tool;
+    if (tool !== undefined) {
+      return (
+        this.#event('response.function_call_arguments.done', `"item_id":"${this.ids.itemId}","output_index":0,"arguments":${JSON.stringify(tool.arguments)},"name":${JSON.stringify(tool.name)}`) +
+        this.#event('response.output_item.done', `"output_index":0,"item":${outputItem(this.ids, text, true)}`) +
+        this.#event('response.completed', `"response":${responseObject(this.ids, text, usage)}`)
+      );
+    }
     return (
       this.#event('response.output_text.done', `"item_id":"${this.ids.itemId}","output_index":0,"content_index":0,"text":${json},"logprobs":[]`) +
       this.#event('response.content_part.done', `"item_id":"${this.ids.itemId}","output_index":0,"content_index":0,"part":{"type":"output_text","text":${json},"annotations":[],"logprobs":[]}`) +

@@ -49,6 +49,7 @@ import {
   ResponseEvents,
   type ResponseIds,
 } from './api-formats.js';
+import { argumentPieces, chatToolChoice, chatToolMessage, toolCallFor, type ToolCall } from './tool-calls.js';
 
 export type Route = 'chat' | 'text' | 'embeddings' | 'models' | 'messages' | 'count_tokens' | 'responses' | StoredResponseRoute;
 /** The routes of one stored response: GET, DELETE, POST …/cancel, GET …/input_items. */
@@ -107,6 +108,9 @@ export class Exchange implements PacedStream {
   /** Responses API: ids of the response being made, and its event numbering when streamed. */
   #responseIds: ResponseIds | undefined;
   #responseEvents: ResponseEvents | undefined;
+  /** The request offered tools: the answer is a call (tool-calls.ts), its arguments in one piece per token. */
+  #tool: ToolCall | undefined;
+  #toolPieces: string[] = [];
 
   constructor(state: MockState, options: ResolvedOptions, req: IncomingMessage, res: ServerResponse, record: MutableRecord, route: Route, plan: RequestPlan) {
     this.#state = state;
@@ -166,6 +170,21 @@ export class Exchange implements PacedStream {
       else this.#sendJson(400, errorBody(info.message, 'invalid_request_error', info.kind, param));
       return false;
     }
+    if (route === 'chat' || route === 'messages' || route === 'responses') {
+      try {
+        this.#tool = toolCallFor(route, body, this.#req.headers['x-mock-tool-arguments']);
+      } catch (err) {
+        const message = `mock: ${(err as Error).message}`;
+        this.#sendJson(400, route === 'messages' ? anthropicError('invalid_request_error', message) : errorBody(message, 'invalid_request_error', 'invalid_mock_header'));
+        return false;
+      }
+      if (this.#tool !== undefined) {
+        // Every call has arguments: at least one piece.
+        this.#tokens = Math.max(1, this.#tokens);
+        this.#record.tokens = this.#tokens;
+        this.#toolPieces = argumentPieces(this.#tool.arguments, this.#tokens);
+      }
+    }
     if (route === 'responses') {
       const previous = info.previousResponseId;
       if (previous !== undefined && !this.#state.storedResponses.has(previous)) {
@@ -174,7 +193,7 @@ export class Exchange implements PacedStream {
         return false;
       }
       const n = this.#record.id;
-      this.#responseIds = { id: `resp_${this.#state.instanceTag}${n}`, itemId: `msg_mock${n}`, createdAt: nowSeconds(), modelJson: JSON.stringify(info.model), previousResponseId: previous };
+      this.#responseIds = { id: `resp_${this.#state.instanceTag}${n}`, itemId: `msg_mock${n}`, createdAt: nowSeconds(), modelJson: JSON.stringify(info.model), previousResponseId: previous, ...(this.#tool !== undefined ? { tool: this.#tool } : {}) };
     }
     this.#kind = route === 'count_tokens' ? 'messages' : route;
     this.#model = info.model;
@@ -231,13 +250,14 @@ export class Exchange implements PacedStream {
     if (this.#closed) return;
     let body: string;
     if (this.#route === 'embeddings') body = this.#embeddingsJson;
-    else if (this.#kind === 'messages') body = messageBody(`msg_mock${this.#record.id}`, JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage);
+    else if (this.#kind === 'messages') body = messageBody(`msg_mock${this.#record.id}`, JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage, this.#tool);
     else if (this.#responseIds !== undefined) {
       body = responseObject(this.#responseIds, completionText(this.#model, this.#tokens), this.#usage);
       this.#state.storedResponses.set(this.#responseIds.id, body);
     } else {
       const id = `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`;
-      body = completionBody(this.#kind as CompletionKind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage, this.#identity);
+      const tool = this.#tool === undefined ? undefined : chatToolMessage(`call_${id}`, this.#tool);
+      body = completionBody(this.#kind as CompletionKind, id, nowSeconds(), JSON.stringify(this.#model), completionText(this.#model, this.#tokens), this.#usage, this.#identity, tool);
     }
     const midway = this.#midwayReset();
     if (midway !== undefined) {
@@ -270,7 +290,7 @@ export class Exchange implements PacedStream {
         socket.on('drain', onSocketDrain);
       }
     } else res.on('drain', onResDrain);
-    this.#ascii = Buffer.byteLength(this.#model) === this.#model.length;
+    this.#ascii = Buffer.byteLength(this.#model) === this.#model.length && (this.#tool === undefined || Buffer.byteLength(this.#tool.arguments) === this.#tool.arguments.length);
     if (this.#responseIds !== undefined) this.#responseEvents = new ResponseEvents(this.#responseIds);
     if (this.#kind === 'chat' || this.#kind === 'text') {
       this.#head = chunkHead(this.#kind, `${this.#kind === 'chat' ? 'chatcmpl' : 'cmpl'}-mock-${this.#record.id}`, nowSeconds(), JSON.stringify(this.#model));
@@ -359,6 +379,11 @@ export class Exchange implements PacedStream {
   /** Event e of a stream of `tokens` tokens: e < tokens carries token e, then the closing events, then the terminator. */
   #streamEvent(e: number, tokens: number): string {
     const kind = this.#kind;
+    const tool = this.#tool;
+    if (kind === 'chat' && tool !== undefined) {
+      if (e < tokens) return `${this.#head}${chatToolChoice(`call_chatcmpl-mock-${this.#record.id}`, tool, this.#toolPieces[e], e)}]${this.#identity},"seq":${e}${TOKEN_EVENT_TAIL}`;
+      return e === tokens ? finalEvent(kind, this.#head, this.#usage, e, this.#identity, 'tool_calls') : DONE_EVENT;
+    }
     if (kind === 'chat' || kind === 'text') {
       if (e < tokens) {
         // tokenText(model, k) repeats with period 3 after k = 0, and so does the prefix.
@@ -370,13 +395,13 @@ export class Exchange implements PacedStream {
     }
     const responses = this.#responseEvents;
     let text = '';
-    if (e === 0) text = responses !== undefined ? responses.preamble(this.#usage) : messagePreamble(`msg_mock${this.#record.id}`, JSON.stringify(this.#model), this.#usage);
+    if (e === 0) text = responses !== undefined ? responses.preamble(this.#usage) : messagePreamble(`msg_mock${this.#record.id}`, JSON.stringify(this.#model), this.#usage, tool);
     if (e < tokens) {
-      const token = tokenText(this.#model, e);
-      return text + (responses !== undefined ? responses.delta(token) : messageDelta(token));
+      const token = tool !== undefined ? this.#toolPieces[e] : tokenText(this.#model, e);
+      return text + (responses !== undefined ? responses.delta(token) : messageDelta(token, tool));
     }
     if (e > tokens) return text; // these APIs have no [DONE]
-    if (responses === undefined) return text + messageClosing(this.#usage);
+    if (responses === undefined) return text + messageClosing(this.#usage, tool);
     const whole = completionText(this.#model, tokens);
     this.#state.storedResponses.set(responses.ids.id, responseObject(responses.ids, whole, this.#usage));
     return text + responses.closing(whole, this.#usage);

@@ -15,7 +15,11 @@
 // Per-request overrides: x-mock-ttft-ms, x-mock-tokens, x-mock-interval-ms,
 // x-mock-fail (status:<code> | reset-before-headers | reset-mid-stream |
 // close-mid-event (a stream's connection closed inside an event) |
-// slow-headers:<ms>, retry-after:<s>, no-retry, comma-separated). A process-wide fault
+// slow-headers:<ms>, retry-after:<s>, no-retry, comma-separated),
+// x-mock-tool-arguments (percent-encoded JSON: a tool call's arguments).
+// A chat, Messages or Responses request with a non-empty `tools` array is
+// answered with a call to its first tool, streamed in each API's format
+// (tool-calls.ts), unless it ends with a tool result. A process-wide fault
 // (misbehave(), POST /mock/fault with {fail, count, for_ms, paths}, DELETE
 // /mock/fault) makes requests fail without headers: a chaos test's flaps.
 // GET /api/tags (the ollama health probe's path) answers as /v1/models does.

@@ -55,10 +55,12 @@ function usageJson(usage: Usage): string {
 }
 
 /** Non-streaming response body. */
-export function completionBody(kind: CompletionKind, id: string, created: number, modelJson: string, content: string, usage: Usage, identity: string): string {
+export function completionBody(kind: CompletionKind, id: string, created: number, modelJson: string, content: string, usage: Usage, identity: string, toolMessage?: string): string {
   const text = JSON.stringify(content);
   const choice =
-    kind === 'chat'
+    toolMessage !== undefined
+      ? `{"index":0,"message":${toolMessage},"logprobs":null,"finish_reason":"tool_calls"}`
+      : kind === 'chat'
       ? `{"index":0,"message":{"role":"assistant","content":${text},"refusal":null},"logprobs":null,"finish_reason":"stop"}`
       : `{"text":${text},"index":0,"logprobs":null,"finish_reason":"stop"}`;
   const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
@@ -97,10 +99,10 @@ export function tokenEventPrefix(kind: CompletionKind, head: string, text: strin
 export const TOKEN_EVENT_TAIL = '}}\n\n';
 
 /** The last data event: finish_reason "stop", the usage, and seq = the token count. */
-export function finalEvent(kind: CompletionKind, head: string, usage: Usage, seq: number, identity: string): string {
+export function finalEvent(kind: CompletionKind, head: string, usage: Usage, seq: number, identity: string, finishReason = 'stop'): string {
   const choice =
     kind === 'chat'
-      ? '{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}'
+      ? `{"index":0,"delta":{},"logprobs":null,"finish_reason":"${finishReason}"}`
       : '{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}';
   return `${head}${choice}],"usage":${usageJson(usage)}${identity},"seq":${seq}}}\n\n`;
 }
