@@ -43,6 +43,9 @@ test('Responses: completed, failed or incomplete in the head of the last event, 
     'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"response.completed"}\n\n',
     `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","delta":"response.completed"}\n\n`,
     'event: response.completed\ndata: {}\n\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta"}\n\n',
+    // No event line, keys in another order (a provider's own encoder): the name quoted in a delta's text, not its type.
+    'data: {"delta":"{\\"event\\":\\"response.completed\\"}","type":"response.function_call_arguments.delta"}\n\n',
+    'data: {"delta":"response.completed","type":"response.output_text.delta"}\n\n',
     '',
   ])
     assert.ok(!endsWithResponseTerminal(b(no)), no.slice(0, 60));

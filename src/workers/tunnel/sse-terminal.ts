@@ -14,7 +14,7 @@ const LF = 10;
 const CR = 13;
 const DONE = Buffer.from('[DONE]');
 const MESSAGE_STOP = Buffer.from('message_stop');
-const EVENT_FIELD = 'event:';
+const EVENT_FIELD = Buffer.from('event:');
 /** The name each terminal Responses event has, as its `event:` line and its `"type"` both carry it. */
 const RESPONSE_TERMINALS = [Buffer.from('response.completed'), Buffer.from('response.failed'), Buffer.from('response.incomplete')];
 /** How far into an event its name is: `event: response.incomplete\n` or `data: {"type":"response.incomplete"`. */
@@ -61,8 +61,16 @@ export function endsWithMessageStop(out: Uint8Array): boolean {
   const after = buffer[at + MESSAGE_STOP.length];
   // `event: message_stop` (its own line).
   if (buffer[at - 1] === 0x20 || buffer[at - 1] === 0x3a) return after === LF || after === CR;
-  // `"type":"message_stop"`: the value of `type`, not a text delta's words (`"text":"message_stop"`, or quoted in one: `\"`).
-  if (buffer[at - 1] !== 0x22 || after !== 0x22) return false;
+  // `"type":"message_stop"`: the value of `type`, not a text delta's words.
+  return isTypeValue(buffer, at, MESSAGE_STOP.length);
+}
+
+/**
+ * The name at `at` is the value of `"type"` (`"type": "<name>"`), not words
+ * inside another string value (`"text":"<name>"`, or quoted in one: `\"`).
+ */
+function isTypeValue(buffer: Buffer, at: number, length: number): boolean {
+  if (buffer[at - 1] !== 0x22 || buffer[at + length] !== 0x22) return false;
   let i = at - 2;
   while (i >= 0 && buffer[i] === 0x20) i--;
   if (buffer[i] !== 0x3a) return false;
@@ -73,7 +81,7 @@ export function endsWithMessageStop(out: Uint8Array): boolean {
 
 /** The event at `start` begins with the line `event: <name>` (the space optional), ended before `end`. */
 function startsWithEventName(buffer: Buffer, start: number, end: number, name: Buffer): boolean {
-  if (buffer.toString('latin1', start, start + EVENT_FIELD.length) !== EVENT_FIELD) return false;
+  if (start + EVENT_FIELD.length > end || buffer.compare(EVENT_FIELD, 0, EVENT_FIELD.length, start, start + EVENT_FIELD.length) !== 0) return false;
   let at = start + EVENT_FIELD.length;
   if (buffer[at] === 0x20) at++;
   if (at + name.length >= end || buffer.compare(name, 0, name.length, at, at + name.length) !== 0) return false;
@@ -90,8 +98,11 @@ export function endsWithResponseTerminal(out: Uint8Array): boolean {
   const start = lastEventEnd(buffer.subarray(0, end));
   const headEnd = Math.min(end, start + EVENT_HEAD_BYTES);
   for (const name of RESPONSE_TERMINALS) {
-    const at = buffer.indexOf(name, start);
-    if (at >= 0 && at + name.length <= headEnd) return true;
+    if (startsWithEventName(buffer, start, end, name)) return true;
+    // No event line: the name must be the `"type"` value, not a delta's text that happens to come first.
+    for (let at = buffer.indexOf(name, start); at >= 0 && at + name.length <= headEnd; at = buffer.indexOf(name, at + 1)) {
+      if (isTypeValue(buffer, at, name.length)) return true;
+    }
   }
   return false;
 }
