@@ -50,21 +50,28 @@ export async function bootstrapNode(options: BootstrapOptions): Promise<Bootstra
     return { name, bytes, sha256: actual };
   });
   const dir = resolve(options.dir);
-  await mkdir(dir, { recursive: true });
-  for (const { name, bytes } of files) await writeAtomically(join(dir, name), bytes, name === 'agent.yaml' ? 0o600 : 0o644);
-  await writeAtomically(join(dir, 'SHA256SUMS'), Buffer.from(files.map((f) => `${f.sha256}  ${f.name}\n`).join('')), 0o644);
+  try {
+    await mkdir(dir, { recursive: true });
+    for (const { name, bytes } of files) await writeAtomically(join(dir, name), bytes, name === 'agent.yaml' ? 0o600 : 0o644);
+    await writeAtomically(join(dir, 'SHA256SUMS'), Buffer.from(files.map((f) => `${f.sha256}  ${f.name}\n`).join('')), 0o644);
+  } catch (err) {
+    // A directory that cannot take the files is the operator's to fix: the reason, not a stack trace.
+    throw new BootstrapError(`--dir ${dir}: ${(err as Error).message}`);
+  }
   return { dir, files: files.map(({ name, bytes, sha256 }) => ({ name, bytes: bytes.length, sha256 })) };
 }
 
 async function fetchBytes(url: URL, token: string, timeoutMs: number): Promise<Buffer> {
   let response: Response;
+  let body: Buffer;
   try {
     response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' });
+    // Inside the try: a body cut short or too slow fails here, after the headers came.
+    body = Buffer.from(await response.arrayBuffer());
   } catch (err) {
     const cause = (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message;
     throw new BootstrapError(`GET ${url.pathname}: ${cause}`);
   }
-  const body = Buffer.from(await response.arrayBuffer());
   if (!response.ok) {
     let detail = body.toString('utf8').slice(0, 300);
     try {

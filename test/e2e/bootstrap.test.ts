@@ -10,7 +10,8 @@
 // while served even when the file on disk does.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createHash } from 'node:crypto';
 import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -289,4 +290,41 @@ describe('bootstrap from the edge', () => {
     const sums = await fetch(`${bootstrapUrl()}/bootstrap/v1/nodes/${NODE_ID}/SHA256SUMS`, { headers: { authorization: `Bearer ${TOKEN}` } });
     assert.match(await sums.text(), new RegExp(`^${tarballSha}  agent\\.tgz$`, 'm'));
   });
+});
+
+test('a download cut short, or a --dir that cannot take the files, fails with the reason (exit 1), not a stack trace, and writes nothing', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'bootstrap-cut-'));
+  const tarball = Buffer.alloc(64 * 1024, 7);
+  const config = Buffer.from('edge: { address: 127.0.0.1:50051 }\nnode: { id: n, token: t }\nproviders: []\n');
+  let cut = true;
+  // A listener (or a proxy in front of it) that dies part-way through the tarball.
+  const server = createServer((req, res) => {
+    if (req.url?.endsWith('/SHA256SUMS') === true) return void res.end(`${sha256(tarball)}  agent.tgz\n${sha256(config)}  agent.yaml\n`);
+    if (req.url?.endsWith('/agent.yaml') === true) return void res.end(config);
+    if (!cut) return void res.end(tarball);
+    res.writeHead(200, { 'content-length': tarball.length });
+    res.write(tarball.subarray(0, 1024), () => res.socket?.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const edgeUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const env = { ...process.env, EDGE_BOOTSTRAP_TOKEN: TOKEN };
+  try {
+    const nodeDir = join(dir, 'node');
+    const short = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', edgeUrl, '--node-id', 'n', '--dir', nodeDir], ROOT, 60_000, env);
+    assert.equal(short.code, 1);
+    assert.match(short.stderr, /^node-agent bootstrap: GET \/bootstrap\/v1\/agent\.tgz: /);
+    assert.doesNotMatch(short.stderr, /\n\s+at /, 'no stack trace');
+    await assert.rejects(stat(nodeDir), 'nothing written');
+    cut = false;
+    const notADir = join(dir, 'a-file');
+    await writeFile(notADir, '');
+    const blocked = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', edgeUrl, '--node-id', 'n', '--dir', notADir], ROOT, 60_000, env);
+    assert.equal(blocked.code, 1);
+    assert.match(blocked.stderr, new RegExp(`^node-agent bootstrap: --dir ${notADir}: `));
+    assert.doesNotMatch(blocked.stderr, /\n\s+at /, 'no stack trace');
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await rm(dir, { recursive: true, force: true });
+  }
 });
