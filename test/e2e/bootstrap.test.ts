@@ -209,6 +209,32 @@ describe('bootstrap from the edge', () => {
     assert.match(cli.stderr, /HTTP 404: no node "gpu-unknown" in the catalog/);
   });
 
+  test('a catalog node whose id holds a slash or a backslash bootstraps like any other (the id is looked up, never a file)', async () => {
+    const ids = ['rack1/gpu-9', 'win\\gpu-9'];
+    const raw = {
+      listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
+      workers: { count: testWorkers() },
+      bootstrap: { listen: { host: '127.0.0.1', port: 0 }, artifact_dir: artifactDir, token: TOKEN },
+      nodes: ids.map((id, i) => ({ id, token: `odd-token-${i}`, providers: [{ id: `p-odd-${i}`, type: 'vllm', capacity: 1 }] })),
+      models: [{ alias: 'chat', providers: { 'p-odd-0': 'served' } }],
+    };
+    const odd = await startEdge(parseEdgeConfig(raw, 'test'), { logger: silentLogger() });
+    try {
+      for (const [i, id] of ids.entries()) {
+        const nodeDir = join(dir, `odd-${i}`);
+        const cli = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', `http://127.0.0.1:${odd.bootstrapPort}`, '--node-id', id, '--dir', nodeDir], ROOT, 60_000, { ...process.env, EDGE_BOOTSTRAP_TOKEN: TOKEN });
+        assert.equal(cli.code, 0, `${id}: ${cli.stderr}`);
+        assert.deepEqual(parseYaml(await readFile(join(nodeDir, 'agent.yaml'), 'utf8')).node, { id, token: `odd-token-${i}` });
+      }
+      // Still refused: the same characters anywhere else, and a raw dot segment or backslash in the node's place.
+      for (const path of ['/bootstrap/v1%2Fagent.tgz', '/bootstrap/v1/nodes/rack1%2Fgpu-9/agent.yaml%2F..', '/bootstrap/v1/nodes/../agent.yaml', '/bootstrap/v1/nodes/win\\gpu-9/agent.yaml']) {
+        assert.equal((await rawGet(odd.bootstrapPort as number, path)).status, 404, path);
+      }
+    } finally {
+      await odd.close();
+    }
+  });
+
   test('the CLI takes the token from EDGE_BOOTSTRAP_TOKEN or --token-file, and warns when it is on the command line', async () => {
     const unknown = ['bootstrap', '--edge', bootstrapUrl(), '--node-id', 'gpu-unknown', '--dir', join(dir, 'unknown')];
     const { EDGE_BOOTSTRAP_TOKEN: _drop, ...clean } = process.env;

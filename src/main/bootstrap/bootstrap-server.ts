@@ -6,8 +6,9 @@
 //   /bootstrap/v1/nodes/{id}/SHA256SUMS
 // No request ever names a file: the tarball is the one read at start, the
 // node id is only looked up in the catalog, and a path with a dot segment,
-// a backslash or an encoded slash is refused before routing, so there is
-// nothing to traverse. The bearer token is compared in constant time (both
+// a backslash or an encoded slash is refused before routing (outside the
+// node id's own segment, which may hold them), so there is nothing to
+// traverse. The bearer token is compared in constant time (both
 // sides hashed first, so their lengths leak nothing either), and checked
 // before the node id, so a caller without it learns nothing of the catalog.
 import { timingSafeEqual } from 'node:crypto';
@@ -98,10 +99,13 @@ export class BootstrapServer {
       return send(res, 401, 'token_expired', `the bootstrap token expired at ${new Date(this.#tokenExpiresAt).toISOString()}; the operator sets a new bootstrap.token (and token_expires_at) and restarts the edge`);
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method_not_allowed', 'only GET');
-    if (!rawPath.startsWith(PREFIX) || unsafePath(rawPath)) return send(res, 404, 'not_found', 'no such bootstrap artifact');
+    if (!rawPath.startsWith(PREFIX)) return send(res, 404, 'not_found', 'no such bootstrap artifact');
     const route = rawPath.slice(PREFIX.length);
-    if (route === TARBALL_NAME) return sendBytes(res, 'application/gzip', this.#tarball.bytes, req.method === 'HEAD');
     const match = NODE_ROUTE.exec(route);
+    // The node segment is only looked up in the catalog, never a file: a node id's own '/', '\\' or '.' (encoded) may be there.
+    const checked = match === null ? rawPath : `${PREFIX}nodes/${match[1].replace(/%(2e|2f|5c)/gi, '_')}/${match[2]}`;
+    if (unsafePath(checked)) return send(res, 404, 'not_found', 'no such bootstrap artifact');
+    if (route === TARBALL_NAME) return sendBytes(res, 'application/gzip', this.#tarball.bytes, req.method === 'HEAD');
     if (match === null) return send(res, 404, 'not_found', 'no such bootstrap artifact');
     let nodeId: string;
     try {
