@@ -51,7 +51,10 @@ async function bootstrapToken(values: { token?: string; 'token-file'?: string })
   } else {
     token = process.env.EDGE_BOOTSTRAP_TOKEN;
   }
+  token = token?.trim();
   if (token === undefined || token === '') return 'the bootstrap token is required: EDGE_BOOTSTRAP_TOKEN, --token-file FILE or --token T';
+  // Said here, without the value: fetch's own refusal of such a header quotes it, token and all, into the output.
+  if (/[\s\x00-\x1f\x7f]|[^\x00-\xff]/.test(token)) return 'the bootstrap token holds whitespace or a character no Authorization header can carry (value not shown: it is a secret)';
   return { token };
 }
 

@@ -44,6 +44,16 @@ test('--help after check-config or bootstrap prints usage, not a missing file or
   }
 });
 
+test('bootstrap: a token no Authorization header can carry is refused without being printed', async () => {
+  // A secret pasted with a line break, or a character outside Latin-1: fetch's refusal would quote the header, token and all.
+  for (const token of ['bootstrap-secret-part1\nbootstrap-secret-part2', 'bootstrap-secret-\u20ac-0123']) {
+    const result = await runCli(['bootstrap', '--edge', 'http://127.0.0.1:9', '--node-id', 'n', '--dir', tmpdir(), '--token', token]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /the bootstrap token holds whitespace or a character no Authorization header can carry \(value not shown/);
+    assert.doesNotMatch(result.stderr, /bootstrap-secret/);
+  }
+});
+
 test('an invalid config exits 1 and names each problem by path', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'agent-cli-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
