@@ -102,6 +102,8 @@ function headerSafeId(r: ConfigReader, path: string, value: unknown, maxChars: n
   const id = r.string(path, value);
   if (id !== '' && !HEADER_SAFE.test(id)) r.problem(path, 'printable ASCII (it is sent in the x-edge-node and x-edge-provider response headers)', value);
   else noBrackets(r, path, id);
+  // A URL normalises a dot segment away: /admin/nodes/../drain and the bootstrap listener's node paths could never name it.
+  if (id === '.' || id === '..') r.problems.push(`${path}: ${JSON.stringify(id)} is a dot segment; admin and bootstrap URLs cannot name it`);
   if (id.length > maxChars) r.problems.push(`${path}: ${id.length} characters; at most ${maxChars} (${why})`);
   return id;
 }

@@ -143,6 +143,10 @@ test('node and provider ids: printable ASCII, since every answer carries them in
   const text = problemsOf(raw('gpu\n1', 'gpu-東京')).join('\n');
   assert.match(text, /nodes\[0\]\.id: expected printable ASCII \(it is sent in the x-edge-node and x-edge-provider response headers\), found the string "gpu\\n1"/);
   assert.match(text, /nodes\[0\]\.providers\[0\]\.id: expected printable ASCII .*found the string "gpu-東京"/);
+  const dots = problemsOf(raw('..', '.')).join('\n');
+  assert.match(dots, /nodes\[0\]\.id: "\.\." is a dot segment; admin and bootstrap URLs cannot name it/);
+  assert.match(dots, /nodes\[0\]\.providers\[0\]\.id: "\." is a dot segment/);
+  assert.deepEqual(parseEdgeConfig(raw('...', '.p'), 'test.yaml').nodes.map((n) => [n.id, n.providers[0].id]), [['...', '.p']]);
 });
 
 test('an admin token with whitespace is refused: no Bearer header could carry it', () => {
