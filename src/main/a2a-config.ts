@@ -54,15 +54,13 @@ function readAgent(r: ConfigReader, path: string, raw: unknown, aliases: Readonl
   const base = { id, name, description };
   // A skill is what a client picks an agent by; one is made from the agent itself when none is listed.
   const skills = obj.skills === undefined ? [readSkill(r, `${path}.skills`, {}, base)] : r.list(`${path}.skills`, obj.skills).map((s, i) => readSkill(r, `${path}.skills[${i}]`, s, base));
-  return {
-    id,
-    model,
-    name,
-    description,
-    inputModes: strings(r, `${path}.input_modes`, obj.input_modes, ['text/plain'], MEDIA_TYPE),
-    outputModes: strings(r, `${path}.output_modes`, obj.output_modes, ['text/plain'], MEDIA_TYPE),
-    skills,
-  };
+  const inputModes = strings(r, `${path}.input_modes`, obj.input_modes, ['text/plain'], MEDIA_TYPE);
+  const outputModes = strings(r, `${path}.output_modes`, obj.output_modes, ['text/plain'], MEDIA_TYPE);
+  // An empty list is a card no client can use (no skill to pick it by, no media type to send or take): leave it out for the default.
+  for (const [key, list] of [['skills', skills], ['input_modes', inputModes], ['output_modes', outputModes]] as const) {
+    if (list.length === 0) r.problems.push(`${path}.${key}: an empty list; leave it out for the default`);
+  }
+  return { id, model, name, description, inputModes, outputModes, skills };
 }
 
 export function readA2A(r: ConfigReader, raw: unknown, aliases: ReadonlySet<string>): A2AConfig {

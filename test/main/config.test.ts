@@ -127,12 +127,15 @@ test('a2a: agents get card defaults; a missing alias, a bad id, duplicates and b
   assert.deepEqual(parseEdgeConfig(base, 'test.yaml').a2a?.agents, []);
   const text = problemsOf({
     ...base,
-    a2a: { agents: [{ id: 'a b', model: 'nope' }, { id: 'x', model: 'm', input_modes: ['plain'] }, { id: 'x', model: 'm' }], task_ttl_ms: 5, public_url: 'ftp://x' },
+    a2a: { agents: [{ id: 'a b', model: 'nope' }, { id: 'x', model: 'm', input_modes: ['plain'] }, { id: 'x', model: 'm' }, { id: 'y', model: 'm', skills: [], output_modes: [] }], task_ttl_ms: 5, public_url: 'ftp://x' },
   }).join('\n');
   assert.match(text, /a2a\.agents\[0\]\.id: expected letters, digits/);
   assert.match(text, /a2a\.agents\[0\]\.model: no model with alias "nope"/);
   assert.match(text, /a2a\.agents\[1\]\.input_modes\[0\]: expected a media type/);
   assert.match(text, /a2a\.agents: duplicate id "x"/);
+  assert.match(text, /a2a\.agents\[3\]\.skills: an empty list; leave it out for the default/);
+  assert.match(text, /a2a\.agents\[3\]\.output_modes: an empty list/);
+  assert.doesNotMatch(text, /a2a\.agents\[3\]\.input_modes/);
   assert.match(text, /a2a\.task_ttl_ms: expected an integer from 1000/);
   assert.match(text, /a2a\.public_url: expected an http\(s\) URL/);
 });
