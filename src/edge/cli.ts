@@ -95,10 +95,11 @@ async function main(): Promise<number> {
   const logger = createLogger('edge', undefined, values.pretty === true ? { pretty: true } : {});
   exitOnFault(logger, 'edge');
   const config = await loadEdgeConfig(file);
-  for (const advice of configAdvice(config)) logger.warn({ config: file }, advice);
   // Heap and GC-thread sizes only apply to a process started with them: restart in place once (nothing is open yet).
   const notApplied = applyNodeFlags(config.runtime?.nodeFlags ?? []);
   if (notApplied !== undefined) logger.warn(notApplied, 'runtime.node_flags: running without them');
+  // After the restart: the process that restarts itself would say it a second time.
+  for (const advice of configAdvice(config)) logger.warn({ config: file }, advice);
   // Handlers go in before anything listens: a signal during start is not lost.
   let edge: RunningEdge | undefined;
   let reloadAfterStart = false;

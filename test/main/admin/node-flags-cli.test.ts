@@ -4,8 +4,15 @@
 // own choice, and says which flags it runs with in its log and in
 // GET /admin/status.
 import assert from 'node:assert/strict';
-import { availableParallelism } from 'node:os';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { stringify as toYaml } from 'yaml';
+import { waitFor } from '../../helpers/stack.js';
 import { autoNodeFlags } from '../../../src/shared/node-flags.js';
 import { EdgeProcess } from './edge-process.js';
 import { opsConfigObject } from './ops-stack.js';
@@ -60,5 +67,25 @@ test("an operator's own flag (NODE_OPTIONS) wins over the config's for that name
     assert.deepEqual((await flagsOf(edge)).status, ['--max-semi-space-size=4']);
   } finally {
     await edge.dispose();
+  }
+});
+
+test('a config warning is logged once, by the restarted process, with stdout a file (as a service manager may give it)', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-flags-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const configFile = join(dir, 'edge.yaml');
+  // The test node's token is short: one warning about it.
+  await writeFile(configFile, toYaml(opsConfigObject({ configure: (raw) => void (raw.runtime = { node_flags: ['--max-semi-space-size=4'] }) })));
+  const out = await open(join(dir, 'edge.log'), 'w');
+  const cli = fileURLToPath(new URL('../../../src/edge/cli.js', import.meta.url));
+  const child = spawn(process.execPath, [cli, '--config', configFile], { stdio: ['ignore', out.fd, 'inherit'], env: { ...process.env, LOG_LEVEL: 'info', NODE_ENV: 'production' } });
+  try {
+    const log = async (): Promise<string> => readFile(join(dir, 'edge.log'), 'utf8');
+    await waitFor(async () => (await log()).includes('"edge listening"'), 'the edge listens', 15_000);
+    assert.equal((await log()).split('\n').filter((l) => l.includes('a token this short can be guessed')).length, 1);
+  } finally {
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+    await out.close();
   }
 });
