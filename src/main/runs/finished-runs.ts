@@ -24,7 +24,9 @@ const STATUS = 8;
 const BYTES_OUT = 9;
 const PROMPT_TOKENS = 10;
 const COMPLETION_TOKENS = 11;
-const WIDTH = 12;
+/** Its place in queue order (the run store's count of queued runs). */
+const ORDER = 12;
+const WIDTH = 13;
 
 /** The first allocation; the columns double up to the bound, so a large `max_finished` costs memory only once reached. */
 const INITIAL_CAPACITY = 64;
@@ -66,7 +68,7 @@ export class FinishedRuns {
    * Keeps a run that just finished; when full, its slot is the oldest run's,
    * which is dropped. Returns whether one was dropped.
    */
-  add(record: RunRecord): boolean {
+  add(record: RunRecord, order = 0): boolean {
     let slot: number;
     let dropped = false;
     if (this.#count < this.max) {
@@ -91,6 +93,7 @@ export class FinishedRuns {
     n[at + BYTES_OUT] = record.bytesOut;
     n[at + PROMPT_TOKENS] = record.tokens === null ? Number.NaN : record.tokens.prompt;
     n[at + COMPLETION_TOKENS] = record.tokens === null ? Number.NaN : record.tokens.completion;
+    n[at + ORDER] = order;
     this.#ids[slot] = record.id;
     // Usually the same text (no x-request-id): keep one string, not two.
     this.#requestIds[slot] = record.requestId === record.id ? record.id : record.requestId;
@@ -128,6 +131,11 @@ export class FinishedRuns {
       (filter.node === undefined || this.#nodes[slot] === filter.node) &&
       (filter.session === undefined || this.#sessions[slot] === filter.session)
     );
+  }
+
+  /** The run's place in queue order, as given to add. */
+  order(slot: number): number {
+    return this.#numbers[slot * WIDTH + ORDER];
   }
 
   /** A new record of the run in `slot`, for the admin API. */

@@ -46,6 +46,9 @@ export interface RunEventPublisher {
 export class RunStore implements RunSink {
   /** Runs still open, by id, in queue order: at most the requests in flight. */
   readonly #open = new Map<string, RunRecord>();
+  /** Each open run's place in queue order (the order of #open): pages compare it, as wall-clock marks tie within a millisecond. */
+  readonly #openOrder = new Map<string, number>();
+  #queuedCount = 0;
   /** Runs back in the queue after a grant: the node and provider they had gone to. */
   readonly #lastPlace = new Map<string, readonly [string | null, string]>();
   readonly #finished: FinishedRuns;
@@ -107,6 +110,9 @@ export class RunStore implements RunSink {
     const finished = this.#finished;
     let openFrom = open.length - 1;
     let finishedFrom = 0;
+    /** A cursor that finished since its page: the finished runs ranked before it (newer) that were queued after it were listed before it. */
+    let listedAbove = 0;
+    let cursorOrder = 0;
     if (filter.before !== undefined) {
       const at = open.findIndex((record) => record.id === filter.before);
       if (at >= 0) openFrom = at - 1;
@@ -117,10 +123,12 @@ export class RunStore implements RunSink {
           // Finished already on its page: every open run came before it there.
           openFrom = -1;
         } else {
-          // The cursor's run finished after the page before: the open runs queued before it still follow it.
-          const cursorQueuedAt = finished.record(finished.slotOfNewest(rank)).queuedAt;
+          // The cursor's run finished after the page before: the open runs queued before it still follow it,
+          // and so do those that finished after it (they were open on that page too): only the ones queued after it came before.
+          cursorOrder = finished.order(finished.slotOfNewest(rank));
           openFrom = open.length - 1;
-          while (openFrom >= 0 && open[openFrom].queuedAt >= cursorQueuedAt) openFrom--;
+          while (openFrom >= 0 && (this.#openOrder.get(open[openFrom].id) ?? 0) > cursorOrder) openFrom--;
+          listedAbove = rank;
         }
         finishedFrom = rank + 1;
       }
@@ -129,6 +137,10 @@ export class RunStore implements RunSink {
       for (let i = openFrom; i >= 0 && out.length < limit; i--) if (matches(open[i], filter)) out.push(open[i]);
     }
     if (filter.state === undefined || filter.state === 'finished') {
+      for (let k = 0; k < listedAbove && out.length < limit; k++) {
+        const slot = finished.slotOfNewest(k);
+        if (finished.order(slot) < cursorOrder && finished.matches(slot, filter)) out.push(finished.record(slot));
+      }
       for (let k = finishedFrom; k < finished.size && out.length < limit; k++) {
         const slot = finished.slotOfNewest(k);
         if (finished.matches(slot, filter)) out.push(finished.record(slot));
@@ -140,6 +152,7 @@ export class RunStore implements RunSink {
   #apply(event: RunEvent): void {
     switch (event.type) {
       case 'run.queued':
+        this.#openOrder.set(event.runId, ++this.#queuedCount);
         this.#open.set(event.runId, {
           id: event.runId,
           requestId: event.requestId,
@@ -202,6 +215,8 @@ export class RunStore implements RunSink {
         // Unknown, or finished already (a second finish is not kept twice).
         if (record === undefined) return;
         this.#open.delete(event.runId);
+        const order = this.#openOrder.get(event.runId) ?? 0;
+        this.#openOrder.delete(event.runId);
         record.state = 'finished';
         record.finishedAt = event.at ?? Date.now();
         record.totalMs = event.totalMs;
@@ -216,7 +231,7 @@ export class RunStore implements RunSink {
           record.node = last[0] === null ? null : this.#intern(last[0]);
           record.provider = this.#intern(last[1]);
         }
-        if (this.#finished.add(record)) this.evicted++;
+        if (this.#finished.add(record, order)) this.evicted++;
         return;
       }
       default:

@@ -149,3 +149,22 @@ test('paging with each page\'s next cursor lists every run once and ends, whatev
   }
   assert.deepEqual(seen, ['a', 'b']);
 });
+
+test('a page after a run that finished since lists the runs queued before it that finished after it, in the same millisecond too', () => {
+  const store = new RunStore(new Bus(), 10);
+  // Queued within one millisecond, as under load: their wall-clock marks tie.
+  store.run(queued('a'));
+  store.run(queued('b'));
+  store.run(queued('c'));
+  store.run(queued('d'));
+  const first = store.list({ limit: 2 });
+  assert.deepEqual(first.map((r) => r.id), ['d', 'c']);
+  assert.equal(nextCursor(first, 2), 'c');
+  // Between the pages c finishes, then b: b was never listed, and comes after c.
+  store.run(finished('c'));
+  store.run(finished('b'));
+  assert.deepEqual(store.list({ limit: 5, before: 'c' }).map((r) => r.id), ['a', 'b']);
+  // d, listed on the first page, finishing after c is not listed again.
+  store.run(finished('d'));
+  assert.deepEqual(store.list({ limit: 5, before: 'c' }).map((r) => r.id), ['a', 'b']);
+});
