@@ -97,6 +97,12 @@ describe('an I/O worker that exits', () => {
     const victimOpen = (await pool.inspect()).find((p) => p.worker === victim)?.openExchanges ?? 0;
     assert.ok(victimOpen >= 2, `the victim worker holds requests (${victimOpen})`);
     await stack.mock.waitFor(() => stack.mock.stats.inFlight === open.length, 5_000);
+    const seen: EdgeEvent[] = [];
+    const subscription = stack.edge.events.subscribe({
+      readable(sub: Subscription) {
+        for (let e = sub.shift(); e !== undefined; e = sub.shift()) seen.push(e.event);
+      },
+    });
 
     await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
 
@@ -115,6 +121,11 @@ describe('an I/O worker that exits', () => {
     assert.equal(exited.length, victimOpen, JSON.stringify(finished.map((r) => r.outcome)));
     assert.ok(exited.every((r) => r.status === 502 && r.error !== null && r.error.includes('exited')), JSON.stringify(exited));
     assert.ok(finished.filter((r) => r.outcome === 'end').length >= open.length - victimOpen, JSON.stringify(finished.map((r) => r.outcome)));
+    // Their run.finished events name where they ran, as their records do.
+    await waitUntil(() => seen.filter((e) => e.type === 'run.finished' && e.outcome === 'worker_exited').length === victimOpen, 'run.finished for each cut run');
+    subscription.close();
+    const exitedEvents = seen.filter((e) => e.type === 'run.finished' && e.outcome === 'worker_exited');
+    assert.deepEqual(exitedEvents.map((e) => [(e as { node: string | null }).node, (e as { provider: string | null }).provider]), exitedEvents.map(() => [NODE_ID, PROVIDER_ID]), JSON.stringify(exitedEvents));
     // /metrics agrees with the records: the cut requests are 502s there too, under the provider their records name.
     assert.deepEqual([...new Set(exited.map((r) => r.provider))], [PROVIDER_ID], JSON.stringify(exited));
     const cut = new RegExp(`^edge_requests_total\\{model="llama3",provider="${PROVIDER_ID}",status="502"\\} (\\d+)$`, 'm').exec(await stack.edge.scrapeMetrics());

@@ -73,9 +73,12 @@ export class RunStore implements RunSink {
   }
 
   run(event: RunEvent): void {
+    const closing = event.type === 'run.finished' && event.provider === null ? this.#open.get(event.runId) : undefined;
     this.#apply(event);
     if (!this.#bus.active) return;
-    this.#bus.publish(event);
+    // A run its I/O worker's exit finished is reported on no provider (the main thread does not know where it went): the event names where its record says it ran.
+    if (event.type === 'run.finished' && closing !== undefined && closing.provider !== null) this.#bus.publish({ ...event, node: closing.node, provider: closing.provider });
+    else this.#bus.publish(event);
     if (event.type === 'run.dispatched') {
       const record = this.#open.get(event.runId);
       // run.started: the request went to the node (the same turn as the grant); kept for existing consumers.
