@@ -73,11 +73,11 @@ export class RunStore implements RunSink {
   }
 
   run(event: RunEvent): void {
-    const closing = event.type === 'run.finished' && event.provider === null ? this.#open.get(event.runId) : undefined;
-    this.#apply(event);
+    const finished = this.#apply(event);
     if (!this.#bus.active) return;
-    // A run its I/O worker's exit finished is reported on no provider (the main thread does not know where it went): the event names where its record says it ran.
-    if (event.type === 'run.finished' && closing !== undefined && closing.provider !== null) this.#bus.publish({ ...event, node: closing.node, provider: closing.provider });
+    // A finish reported on no provider (its I/O worker exited under it; it ended in the queue after a requeue):
+    // the event names where its record says it ran, or last went, as the record and /metrics do.
+    if (finished !== undefined && event.type === 'run.finished' && event.provider === null && finished.provider !== null) this.#bus.publish({ ...event, node: finished.node, provider: finished.provider });
     else this.#bus.publish(event);
     if (event.type === 'run.dispatched') {
       const record = this.#open.get(event.runId);
@@ -152,7 +152,8 @@ export class RunStore implements RunSink {
     return out;
   }
 
-  #apply(event: RunEvent): void {
+  /** Applies `event` to the records; for a run.finished, returns the run's finished record. */
+  #apply(event: RunEvent): RunRecord | undefined {
     switch (event.type) {
       case 'run.queued':
         this.#openOrder.set(event.runId, ++this.#queuedCount);
@@ -235,10 +236,11 @@ export class RunStore implements RunSink {
           record.provider = this.#intern(last[1]);
         }
         if (this.#finished.add(record, order)) this.evicted++;
-        return;
+        return record;
       }
       default:
     }
+    return undefined;
   }
 
   /** The kept copy of a repeated text; past INTERN_LIMIT distinct texts (e.g. one session per client), or longer than INTERN_MAX_CHARS (a client's model name can be anything), texts are kept as they come. */

@@ -168,3 +168,20 @@ test('a page after a run that finished since lists the runs queued before it tha
   store.run(finished('d'));
   assert.deepEqual(store.list({ limit: 5, before: 'c' }).map((r) => r.id), ['a', 'b']);
 });
+
+test('a run.finished that names no provider is published naming where the record says the run went: still there, or last before a requeue', () => {
+  const bus = new Bus();
+  bus.active = true;
+  const store = new RunStore(bus, 10);
+  // Cut on its provider (an I/O worker's exit reports no provider), and ended in the queue after a requeue.
+  for (const id of ['cut', 'requeued']) {
+    store.run(queued(id));
+    store.run(dispatched(id));
+  }
+  store.run({ type: 'run.requeued', runId: 'requeued', model: 'm', reason: 'provider_overloaded', node: 'n1', provider: 'p1', at: 1_003 } as RunEvent);
+  store.run(finished('cut', 'worker_exited'));
+  store.run(finished('requeued', 'queue_timeout'));
+  const published = bus.events.filter((e) => e.type === 'run.finished') as { runId: string; node: string | null; provider: string | null }[];
+  assert.deepEqual(published.map((e) => [e.runId, e.node, e.provider]), [['cut', 'n1', 'p1'], ['requeued', 'n1', 'p1']]);
+  assert.deepEqual(['cut', 'requeued'].map((id) => [store.get(id)?.node, store.get(id)?.provider]), [['n1', 'p1'], ['n1', 'p1']]);
+});
