@@ -51,6 +51,20 @@ test('Responses: completed, failed or incomplete in the head of the last event, 
     assert.ok(!endsWithResponseTerminal(b(no)), no.slice(0, 60));
 });
 
+test('Responses: the event line after an id: line or a comment in the same event (sse-starlette writes id: first), any line ends', () => {
+  const data = `data: ${JSON.stringify({ type: 'response.completed', sequence_number: 41, response: { id: 'resp_1', status: 'completed' } })}`;
+  const yes = [
+    `id: 41\nevent: response.completed\n${data}\n\n`,
+    `: keep-alive\nevent: response.completed\n${data}\n\n`,
+    `id: resp_0123456789abcdef0123456789abcdef:41\nretry: 3000\nevent:response.failed\ndata: {}\n\n`,
+    // No event line, an id long enough to push the data's type past the event's first 64 bytes.
+    `id: resp_0123456789abcdef0123456789abcdef0123456789abcdef:41\n${data}\n\n`,
+  ];
+  for (const eol of ['\n', '\r\n', '\r']) for (const text of yes) assert.ok(endsWithResponseTerminal(b(text.replaceAll('\n', eol))), JSON.stringify(text.replaceAll('\n', eol)).slice(0, 60));
+  // An id line before a delta's event line is no terminal.
+  assert.ok(!endsWithResponseTerminal(b('id: 40\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"response.completed"}\n\n')));
+});
+
 test('Responses: events framed with CRLF or CR line ends (the SSE spec allows both; sse-starlette sends CRLF)', () => {
   const two = 'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","delta":"a"}\n\nevent: response.completed\ndata: {"type":"response.completed"}\n\n';
   const reversed = 'event: response.completed\ndata: {}\n\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1"}\n\n';

@@ -89,20 +89,49 @@ function startsWithEventName(buffer: Buffer, start: number, end: number, name: B
   return after === LF || after === CR;
 }
 
-/** The last event is a terminal Responses event: its name within the head of the event, however long its body (the whole response). */
+const DATA_FIELD = Buffer.from('data:');
+
+/** Index of `name` starting in [from, to - name.length], or -1: a search that never reads past `to`. */
+function indexWithin(buffer: Buffer, name: Buffer, from: number, to: number): number {
+  const first = name[0];
+  for (let at = from; at + name.length <= to; at++) {
+    if (buffer[at] === first && buffer.compare(name, 0, name.length, at, at + name.length) === 0) return at;
+  }
+  return -1;
+}
+
+/** Index past the line that starts at `line` and its line end (LF, CRLF or CR). */
+function nextLine(buffer: Buffer, line: number, end: number): number {
+  let at = line;
+  while (at < end && buffer[at] !== LF && buffer[at] !== CR) at++;
+  if (buffer[at] === CR && buffer[at + 1] === LF) at++;
+  return at + 1;
+}
+
+/**
+ * The last event is a terminal Responses event, however long its body (the
+ * whole response): named by its `event:` line, which an `id:` or `retry:`
+ * field or a comment may precede (sse-starlette writes `id:` first), or else
+ * by the `"type"` value at the head of its data line. Nothing past that head
+ * is read.
+ */
 export function endsWithResponseTerminal(out: Uint8Array): boolean {
   const end = contentEnd(out);
   if (end === 0) return false;
   const buffer = asBuffer(out);
   // The last event starts past the blank line before it, however its lines end (LF, CRLF, CR).
-  const start = lastEventEnd(buffer.subarray(0, end));
-  const headEnd = Math.min(end, start + EVENT_HEAD_BYTES);
-  for (const name of RESPONSE_TERMINALS) {
-    if (startsWithEventName(buffer, start, end, name)) return true;
-    // No event line: the name must be the `"type"` value, not a delta's text that happens to come first.
-    for (let at = buffer.indexOf(name, start); at >= 0 && at + name.length <= headEnd; at = buffer.indexOf(name, at + 1)) {
-      if (isTypeValue(buffer, at, name.length)) return true;
+  for (let line = lastEventEnd(buffer.subarray(0, end)); line < end; line = nextLine(buffer, line, end)) {
+    if (line + DATA_FIELD.length <= end && buffer.compare(DATA_FIELD, 0, DATA_FIELD.length, line, line + DATA_FIELD.length) === 0) {
+      // No event line before the data: the name must be the `"type"` value, not a delta's text that happens to come first.
+      const headEnd = Math.min(end, line + EVENT_HEAD_BYTES);
+      for (const name of RESPONSE_TERMINALS) {
+        for (let at = indexWithin(buffer, name, line, headEnd); at >= 0; at = indexWithin(buffer, name, at + 1, headEnd)) {
+          if (isTypeValue(buffer, at, name.length)) return true;
+        }
+      }
+      return false;
     }
+    for (const name of RESPONSE_TERMINALS) if (startsWithEventName(buffer, line, end, name)) return true;
   }
   return false;
 }
