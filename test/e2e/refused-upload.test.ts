@@ -161,6 +161,8 @@ describe('a refused upload', () => {
       ['POST', '/v1/messages', /^\{"type":"error","error":\{"type":"invalid_request_error",.*\(expectation_failed\)/],
       ['POST', '/a2a/helper', /^\{"jsonrpc":"2.0",.*expectation_failed/],
       ['GET', '/v1/models', /^\{"error":\{.*"code":"expectation_failed"/],
+      // An absolute-form target is the path's too (RFC 9112 §3.2.2), as the route it names is served.
+      ['POST', 'http://edge/v1/messages?beta=true', /^\{"type":"error","error":\{"type":"invalid_request_error",.*\(expectation_failed\)/],
     ];
     for (const [method, path, body] of cases) {
       const what = `${method} ${path}`;

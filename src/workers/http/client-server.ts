@@ -286,7 +286,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     // unlogged and uncounted; in the path's API format instead, answered from the head with the body unread.
     server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
       noteRequestHead(request);
-      const path = (request.url ?? '').split('?')[0];
+      const path = originForm(request.url ?? '').split('?')[0];
       closeAfterAnswer(response);
       this.#plane.refused(Errors.expectationFailed.code);
       const message = `the expectation ${JSON.stringify(request.headers.expect)} cannot be met; only 100-continue is`;
