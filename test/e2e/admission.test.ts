@@ -139,6 +139,11 @@ describe('admission through real gRPC and HTTP', () => {
     // The edge's run id is the error's request id, as the SDK reads it.
     assert.match(err.requestID ?? '', /^run-/);
     assert.equal(err.requestID, err.headers?.get('x-edge-run-id'));
+    // Its record says how long it waited: the queue timeout, not 0 or nothing.
+    await waitUntil(() => e.runs.get(err.requestID ?? '')?.state === 'finished', 'the run record to finish');
+    const record = e.runs.get(err.requestID ?? '');
+    assert.equal(record?.outcome, 'queue_timeout');
+    assert.ok((record?.queueMs ?? 0) >= 150, `queueMs ${record?.queueMs}`);
     assert.equal((await busy).status, 200);
     assert.equal(queueDepth(e), 0);
   });

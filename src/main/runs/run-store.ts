@@ -221,6 +221,8 @@ export class RunStore implements RunSink {
         this.#open.delete(event.runId);
         const order = this.#openOrder.get(event.runId) ?? 0;
         this.#openOrder.delete(event.runId);
+        // Ended in the queue: how long it waited there (null only while no wait is known).
+        if (record.state === 'queued') record.queueMs = event.queueMs;
         record.state = 'finished';
         record.finishedAt = event.at ?? Date.now();
         record.totalMs = event.totalMs;

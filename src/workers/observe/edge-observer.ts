@@ -80,7 +80,8 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     const node = exchange.grant?.nodeId ?? (exchange.triedNodeId === '' ? null : exchange.triedNodeId);
     const provider = exchange.grant?.providerId ?? (exchange.triedProviderId === '' ? null : exchange.triedProviderId);
     const totalMs = round(now - exchange.startedAt);
-    const queueMs = round(queueWaitMs(exchange));
+    // Ended waiting (a queue timeout, a cancel or a client gone while queued): its whole life was the wait, not 0.
+    const queueMs = exchange.grant === undefined ? totalMs : round(queueWaitMs(exchange));
     this.#runs.run({
       type: 'run.finished',
       runId: exchange.runId,

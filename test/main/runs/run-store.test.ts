@@ -105,7 +105,7 @@ test('a finished run reads back every field, across column growth and the ring w
   });
   assert.deepEqual(store.get('r441'), {
     id: 'r441', requestId: 'client-441', model: 'm3', session: 's1', state: 'finished', node: null, provider: null, adapter: null, attempts: 0,
-    queuedAt: 1_441, dispatchedAt: null, firstByteAt: 1_443, finishedAt: 1_446, queueMs: null, ttfbMs: 110.25, totalMs: 220.5,
+    queuedAt: 1_441, dispatchedAt: null, firstByteAt: 1_443, finishedAt: 1_446, queueMs: 0, ttfbMs: 110.25, totalMs: 220.5,
     outcome: 'no_provider', status: 503, bytesOut: 1_323, tokens: null, error: 'none for r441',
   });
   const newest = store.list({ state: 'finished', limit: 1_000 }).map((r) => r.id);
