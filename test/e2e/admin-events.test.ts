@@ -102,6 +102,20 @@ test('a stream whose subscription the bus closes ends, so its reader knows to su
   await untilSubscribers(0);
 });
 
+test('/admin/events refuses a parameter it does not take, one given twice, and a buffer that is not plain digits', async () => {
+  for (const [query, message] of [
+    ['run=0', /unknown parameter "run"; \/admin\/events takes buffer, runs/],
+    ['runs=0&runs=1', /runs is given more than once/],
+    ['buffer=1e3', /buffer must be an integer/],
+    ['buffer=0x10', /buffer must be an integer/],
+  ] as const) {
+    const res = await fetch(`${stack.edge.adminUrl as string}/admin/events?${query}`);
+    assert.equal(res.status, 400, query);
+    assert.match(((await res.json()) as { error: { message: string } }).error.message, message, query);
+  }
+  assert.equal(await subscribers(), 0);
+});
+
 test('HEAD /admin/events answers its head at once and subscribes nobody', async () => {
   await untilSubscribers(0);
   const url = new URL(stack.edge.adminUrl as string);

@@ -13,7 +13,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_SUBSCRIBER_BUFFER, MAX_SUBSCRIBER_BUFFER, type EventBus, type Resumption, type Subscription, type SubscriptionReader } from '../events/event-bus.js';
-import { sendAdminError } from './admin-errors.js';
+import { knownParameters, sendAdminError } from './admin-errors.js';
 
 /** Events written per turn of the event loop, so a long backlog never hogs it. */
 const BATCH = 256;
@@ -134,10 +134,16 @@ function keepalive(stream: SseStream): void {
 /** Event streams open at once on the admin listener. */
 export const MAX_EVENT_STREAMS = 64;
 
+const EVENTS_PARAMETERS: readonly string[] = ['buffer', 'runs'];
+/** Digits only: Number() would also read 1e3, 0x10 or ' 5 '. */
+const DECIMAL = /^\d{1,9}$/;
+
 export function registerEventsRoute(app: FastifyInstance, bus: EventBus, streams: Set<SseStream>): void {
-  app.get('/admin/events', (request: FastifyRequest<{ Querystring: { buffer?: string; runs?: string } }>, reply: FastifyReply) => {
+  app.get('/admin/events', (request: FastifyRequest<{ Querystring: Record<string, string | string[] | undefined> }>, reply: FastifyReply) => {
+    // `?run=0` for runs=0 would otherwise stream every run event, unasked.
+    if (!knownParameters(reply, '/admin/events', request.query, EVENTS_PARAMETERS)) return;
     const raw = request.query.buffer;
-    const capacity = raw === undefined ? DEFAULT_SUBSCRIBER_BUFFER : Number(raw);
+    const capacity = raw === undefined ? DEFAULT_SUBSCRIBER_BUFFER : DECIMAL.test(raw) ? Number(raw) : Number.NaN;
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_SUBSCRIBER_BUFFER) {
       sendAdminError(reply, 400, 'invalid_buffer', `buffer must be an integer from 1 to ${MAX_SUBSCRIBER_BUFFER}`);
       return;

@@ -4,7 +4,7 @@
 // main thread's RunStore; a cancel goes to whichever thread holds the
 // run's client connection.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendAdminError } from './admin-errors.js';
+import { knownParameters, sendAdminError } from './admin-errors.js';
 import type { AdminOps } from './ops.js';
 import { FINISHED_CURSOR, nextCursor, runView } from '../runs/run-store.js';
 
@@ -17,18 +17,9 @@ type RunsQuery = FastifyRequest<{ Querystring: Record<string, string | string[] 
 
 function listRuns(ops: AdminOps, request: RunsQuery, reply: FastifyReply): void {
   const query = request.query;
-  // A typo or an unsupported parameter (offset, page) would otherwise return page one, looking right.
-  for (const name of Object.keys(query)) {
-    if (!PARAMETERS.includes(name)) {
-      sendAdminError(reply, 400, 'invalid_request', `unknown parameter ${JSON.stringify(name)}; /admin/runs takes ${PARAMETERS.join(', ')}`);
-      return;
-    }
-    if (typeof query[name] !== 'string') {
-      sendAdminError(reply, 400, 'invalid_request', `${name} is given more than once; give it once`);
-      return;
-    }
-  }
-  const { state, model, node, session, limit, before } = query as Record<string, string | undefined>;
+  // A typo or an unsupported parameter (offset, page) would otherwise return page one.
+  if (!knownParameters(reply, '/admin/runs', query, PARAMETERS)) return;
+  const { state, model, node, session, limit, before } = query;
   if (state !== undefined && !STATES.has(state)) {
     sendAdminError(reply, 400, 'invalid_request', `state must be one of queued, running, finished; got ${JSON.stringify(state)}`);
     return;
