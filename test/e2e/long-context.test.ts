@@ -84,6 +84,31 @@ describe('prompts longer than the connected providers take', () => {
     assert.equal(err.code, 'context_length_exceeded');
   });
 
+  test("an image's base64 is not prompt text: a small prompt with a large image is within the window", async () => {
+    // ~40,000 tokens by bytes / 4, past even the big provider's window; one image part and a question to the model.
+    const data = Buffer.alloc(120_000, 7).toString('base64');
+    const openai = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const chatted = await openai.chat.completions.create({
+      model: ALIAS,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in this picture?' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${data}` } }] }],
+    });
+    assert.ok(chatted.choices[0].message.content);
+    const anthropic = new Anthropic({ baseURL: stack.baseURL.replace(/\/v1$/, ''), apiKey: 'unused', maxRetries: 0 });
+    const messaged = await anthropic.messages.create({
+      model: ALIAS,
+      max_tokens: 8,
+      messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data } }, { type: 'text', text: 'What is in this picture?' }] }],
+    });
+    assert.equal(messaged.type, 'message');
+    // Two images are more than the 2,000-token window: each counts as an image, not as nothing, so only the
+    // big provider (not connected) takes them.
+    const two = await openai.chat.completions
+      .create({ model: ALIAS, messages: [{ role: 'user', content: [1, 2].map(() => ({ type: 'image_url' as const, image_url: { url: `data:image/png;base64,${data}` } })) }] })
+      .catch((e: unknown) => e);
+    assert.ok(two instanceof OpenAI.APIError && two.status === 503, String(two));
+    assert.match(two.message, /about 32\d\d input tokens \(estimated\)/);
+  });
+
   test('within a window whose provider is not connected: waits for it, then 503 naming the window', async () => {
     const res = await chat('hello '.repeat(4_000)); // ~6,000 tokens: only the big provider takes it
     assert.equal(res.status, 503);

@@ -35,6 +35,15 @@ const BUDGET_MS = 100;
  * (meant for code that builds prompts), which would refuse the request.
  */
 const AS_TEXT = { disallowedSpecial: new Set<string>() };
+/**
+ * An image part's tokens, whatever its size: its base64 is no text, and
+ * models charge a few hundred to ~1,600 tokens an image (Anthropic's cap for
+ * one image; OpenAI's high-detail 1024x1024 is 765). The upper end, so an
+ * image-heavy prompt is not taken for a short one.
+ */
+export const IMAGE_TOKENS = 1_600;
+/** The parts that carry an image: chat's image_url, Anthropic's image, the Responses API's input_image. */
+const IMAGE_PARTS: ReadonlySet<unknown> = new Set(['image_url', 'image', 'input_image']);
 
 /** A count, and how it was reached. */
 export interface PromptTokens {
@@ -51,7 +60,8 @@ export interface PromptTokens {
  * chat and Anthropic messages, `system`, `prompt` for completions, `input`
  * for embeddings and the Responses API (strings or input items), and
  * `instructions`, and the JSON text of `tools` (and chat's older
- * `functions`). -1 when the body has no prompt at all, so the caller keeps
+ * `functions`); an image part is IMAGE_TOKENS, not its base64. -1 when the
+ * body has no prompt at all, so the caller keeps
  * its byte estimate.
  */
 export function countPromptTokens(body: Buffer, budgetMs: number = BUDGET_MS): number {
@@ -94,7 +104,7 @@ export function promptTokens(body: Buffer, budgetMs: number = BUDGET_MS, exactCh
   if (Array.isArray(messages)) {
     found = true;
     fixed += TOKENS_PER_REPLY + TOKENS_PER_MESSAGE * messages.length;
-    for (const message of messages) collectContent(message, texts, 0);
+    for (const message of messages) fixed += collectContent(message, texts, 0);
   }
   for (const value of [prompt, input]) {
     if (value === undefined) continue;
@@ -106,7 +116,7 @@ export function promptTokens(body: Buffer, budgetMs: number = BUDGET_MS, exactCh
     if (value === undefined) continue;
     found = true;
     fixed += TOKENS_PER_MESSAGE;
-    collectContent(value, texts, 0);
+    fixed += collectContent(value, texts, 0);
   }
   if (!found) return undefined;
   // Tool definitions reach the model too (the chat template renders them into its prompt), and an
@@ -205,27 +215,30 @@ const MAX_CONTENT_DEPTH = 8;
  * arguments of earlier tool calls. Images and audio are not prompt text and
  * are skipped.
  */
-function collectContent(value: unknown, texts: string[], depth: number): void {
+function collectContent(value: unknown, texts: string[], depth: number): number {
   if (typeof value === 'string') {
     texts.push(value);
-    return;
+    return 0;
   }
-  if (value === null || typeof value !== 'object' || depth >= MAX_CONTENT_DEPTH) return;
+  if (value === null || typeof value !== 'object' || depth >= MAX_CONTENT_DEPTH) return 0;
+  let tokens = 0;
   if (Array.isArray(value)) {
-    for (const item of value) collectContent(item, texts, depth + 1);
-    return;
+    for (const item of value) tokens += collectContent(item, texts, depth + 1);
+    return tokens;
   }
   const part = value as Record<string, unknown>;
+  if (IMAGE_PARTS.has(part.type)) return IMAGE_TOKENS;
   const { text, content } = part;
   if (typeof text === 'string') texts.push(text);
-  if (content !== undefined) collectContent(content, texts, depth + 1);
+  if (content !== undefined) tokens += collectContent(content, texts, depth + 1);
   // Earlier tool calls are prompt too, and an agent's arguments can be most of a conversation: chat's
   // tool_calls[].function and function_call, the Responses API's function_call item, Anthropic's tool_use input.
   if (typeof part.arguments === 'string') texts.push(part.arguments);
   const call = part.function ?? part.function_call;
   if (call !== null && typeof call === 'object' && typeof (call as Record<string, unknown>).arguments === 'string') texts.push((call as Record<string, string>).arguments);
-  if (Array.isArray(part.tool_calls)) collectContent(part.tool_calls, texts, depth + 1);
+  if (Array.isArray(part.tool_calls)) tokens += collectContent(part.tool_calls, texts, depth + 1);
   if (part.type === 'tool_use' && part.input !== undefined) texts.push(JSON.stringify(part.input));
+  return tokens;
 }
 
 /** `prompt` / `input`: a string or list of strings (collected), or already tokens (returned as a count). */
@@ -243,7 +256,7 @@ function collectTextOrList(value: unknown, texts: string[]): number {
     else if (item !== null && typeof item === 'object') {
       // A Responses input item (a message with content, or a tool output).
       tokens += TOKENS_PER_MESSAGE;
-      collectContent(item, texts, 1);
+      tokens += collectContent(item, texts, 1);
       const output = (item as Record<string, unknown>).output;
       if (typeof output === 'string') texts.push(output);
     }
