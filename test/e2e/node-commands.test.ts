@@ -253,6 +253,17 @@ describe('node commands through real agents', () => {
     assert.ok(performance.now() - started < 3_000);
   });
 
+  test('drain and undrain to an agent that predates commands say the edge side took effect', async () => {
+    const drained = (await command('old', 'drain')).json.results[0];
+    assert.equal(drained.status, 'unsupported');
+    assert.match(drained.message, /^drained on the edge only, for this connection \(a reconnect ends it\); .*predates node commands/);
+    assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'old').draining, true);
+    const undrained = (await command('old', 'undrain')).json.results[0];
+    assert.equal(undrained.status, 'unsupported');
+    assert.match(undrained.message, /^undrained on the edge only/);
+    assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'old').draining, false);
+  });
+
   test('probe, drain and undrain to a node with no connection all answer not_connected (not failed)', async () => {
     for (const kind of ['probe', 'drain', 'undrain']) {
       const res = await command('offline', kind);

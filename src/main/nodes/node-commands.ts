@@ -38,6 +38,11 @@ export async function runNodeCommand(
         // No connection is what every other command reports as not_connected, not a failure of the node.
         if (refused?.code === 'node_not_connected') return { node: nodeId, kind, status: 'not_connected' as const, message: refused.message };
         if (refused !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the edge did not ${kind} it: ${refused.code} (${refused.message})` };
+        const result = await host.plane.nodeCommand(nodeId, kind, args, deadlineMs);
+        // An agent that cannot take it (one predating commands) still had the edge's switch flipped: say so, or the
+        // operator reads "unsupported" as "nothing changed" while the node's routing did.
+        if (result.status !== 'unsupported') return result;
+        return { ...result, message: `${kind === 'drain' ? 'drained' : 'undrained'} on the edge only, for this connection (a reconnect ends it); ${result.message}` };
       }
       return host.plane.nodeCommand(nodeId, kind, args, deadlineMs);
     }),
