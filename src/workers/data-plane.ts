@@ -402,7 +402,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#keyLimited(exchange, retryAfterSec);
       return;
     }
-    const spec = code === 'context_length_exceeded' ? contextLengthSpec(exchange.route.path) : REJECT_SPECS[code];
+    // context_length_exceeded names the field that holds the route's prompt (the catalogue's is chat's `messages`).
+    const param = code === 'context_length_exceeded' ? exchange.route.promptParam : undefined;
+    const spec = param === undefined ? REJECT_SPECS[code] : { ...REJECT_SPECS[code], param };
     exchange.reject(spec, retryAfterSec, rejectMessage(code, exchange.info.model, exchange, this.#config.scheduler.longContextThresholdTokens), retryAfterMs);
   }
 
@@ -845,12 +847,6 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange,
     case 'shed': return `model ${name} is saturated and this request is sheddable (priority below 0); it was not queued`;
     case 'displaced': return `a request of a higher priority took this request's place in the full queue for model ${name}; retry later`;
   }
-}
-
-/** context_length_exceeded naming the field that holds the route's prompt: `messages` is chat's (and Anthropic's, whose errors have no param). */
-function contextLengthSpec(path: string): GatewayErrorSpec {
-  const param = path === '/v1/completions' ? 'prompt' : path === '/v1/embeddings' || path.startsWith('/v1/responses') ? 'input' : undefined;
-  return param === undefined ? Errors.contextLengthExceeded : { ...Errors.contextLengthExceeded, param };
 }
 
 function estimatedTokensOf(exchange: ProxyExchange): number {

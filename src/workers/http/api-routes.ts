@@ -102,6 +102,8 @@ export interface ApiRoute {
   readonly endsAnswer?: (out: Uint8Array) => boolean;
   /** A list `input` / `prompt` is a batch of sequences, each within the model's window: its longest one sets the context class. */
   readonly batchInputs?: boolean;
+  /** The body field holding the prompt, which context_length_exceeded names; unset: `messages`. */
+  readonly promptParam?: string;
 }
 
 function missing(param: string): FieldProblem {
@@ -127,6 +129,7 @@ export const COMPLETIONS: ApiRoute = {
   check: (fields) => ((fields & FIELD_PROMPT) === 0 ? missing('prompt') : undefined),
   endsAnswer: endsWithDone,
   batchInputs: true,
+  promptParam: 'prompt',
 };
 
 export const EMBEDDINGS: ApiRoute = {
@@ -135,6 +138,7 @@ export const EMBEDDINGS: ApiRoute = {
   errors: OPENAI_ERRORS,
   check: (fields) => ((fields & FIELD_INPUT) === 0 ? missing('input') : undefined),
   batchInputs: true,
+  promptParam: 'input',
 };
 
 export const MESSAGES: ApiRoute = {
@@ -165,13 +169,13 @@ function responsesContext(fields: number): FieldProblem | undefined {
   return previousResponseId(fields);
 }
 
-export const RESPONSES: ApiRoute = { path: '/v1/responses', api: Api.responses, errors: RESPONSES_ERRORS, check: responsesContext, endsAnswer: endsWithResponseTerminal };
+export const RESPONSES: ApiRoute = { path: '/v1/responses', api: Api.responses, errors: RESPONSES_ERRORS, check: responsesContext, endsAnswer: endsWithResponseTerminal, promptParam: 'input' };
 
 /** client.responses.compact(): a long context compacted by the provider (no stream, so OpenAI's error body only). */
-export const RESPONSES_COMPACT: ApiRoute = { path: '/v1/responses/compact', api: Api.responses, errors: OPENAI_ERRORS, check: responsesContext };
+export const RESPONSES_COMPACT: ApiRoute = { path: '/v1/responses/compact', api: Api.responses, errors: OPENAI_ERRORS, check: responsesContext, promptParam: 'input' };
 
 /** client.responses.inputTokens.count(): every field is optional. */
-export const RESPONSES_INPUT_TOKENS: ApiRoute = { path: '/v1/responses/input_tokens', api: Api.responses, errors: OPENAI_ERRORS, check: previousResponseId };
+export const RESPONSES_INPUT_TOKENS: ApiRoute = { path: '/v1/responses/input_tokens', api: Api.responses, errors: OPENAI_ERRORS, check: previousResponseId, promptParam: 'input' };
 
 /** Every POST route the edge proxies. */
 export const API_ROUTES: readonly ApiRoute[] = [CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES, COUNT_TOKENS, RESPONSES, RESPONSES_COMPACT, RESPONSES_INPUT_TOKENS];

@@ -76,10 +76,10 @@ function presentedKeyOf(headers: Readonly<Record<string, string | string[] | und
   return typeof apiKey === 'string' && apiKey.length > 0 ? `Bearer ${apiKey}` : undefined;
 }
 
-/** The API POST route #serveLean takes `request` for (the /v1/ proxy routes); undefined: fastify's. */
 /** In every image part's data: a data: URL's `;base64,`, Anthropic's `"type":"base64"` source. */
 const BASE64 = Buffer.from('base64');
 
+/** The API POST route #serveLean takes `request` for (the /v1/ proxy routes); undefined: fastify's. */
 function leanRouteOf(request: IncomingMessage): ApiRoute | undefined {
   if (request.method !== 'POST') return undefined;
   let url = request.url ?? '';

@@ -65,7 +65,7 @@ export interface PromptTokens {
  * its byte estimate.
  */
 export function countPromptTokens(body: Buffer, budgetMs: number = BUDGET_MS): number {
-  return promptTokens(body, budgetMs)?.tokens ?? -1;
+  return promptTokensOf(JSON.parse(body.toString('utf8')), budgetMs, EXACT_CHARS)?.tokens ?? -1;
 }
 
 /**
@@ -80,7 +80,7 @@ export function longestInputTokens(body: Buffer, budgetMs: number = BUDGET_MS): 
   if (request === null || typeof request !== 'object') return -1;
   const { prompt, input } = request as Record<string, unknown>;
   const list = input ?? prompt;
-  if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== 'string' && !Array.isArray(item))) return countPromptTokens(body, budgetMs);
+  if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== 'string' && !Array.isArray(item))) return promptTokensOf(request, budgetMs, EXACT_CHARS)?.tokens ?? -1;
   // Tokens track length closely enough to pick the longest string without tokenizing every one.
   let longestText = '';
   let longestIds = 0;
@@ -89,13 +89,15 @@ export function longestInputTokens(body: Buffer, budgetMs: number = BUDGET_MS): 
       if (item.length > longestText.length) longestText = item;
     } else if (item.length > longestIds) longestIds = item.length;
   }
-  const text = longestText.length <= EXACT_CHARS ? countWhole([longestText], longestText.length, budgetMs) : countSampled([longestText], budgetMs);
-  return Math.max(text.tokens, longestIds);
+  return Math.max(countTexts([longestText], longestText.length, budgetMs, EXACT_CHARS).tokens, longestIds);
 }
 
 /** countPromptTokens with how it was reached; undefined when the body has no prompt. exactChars: counted whole up to this. */
 export function promptTokens(body: Buffer, budgetMs: number = BUDGET_MS, exactChars: number = EXACT_CHARS): PromptTokens | undefined {
-  const request: unknown = JSON.parse(body.toString('utf8'));
+  return promptTokensOf(JSON.parse(body.toString('utf8')), budgetMs, exactChars);
+}
+
+function promptTokensOf(request: unknown, budgetMs: number, exactChars: number): PromptTokens | undefined {
   if (request === null || typeof request !== 'object') return undefined;
   const { messages, prompt, input, system, instructions } = request as Record<string, unknown>;
   const texts: string[] = [];
@@ -125,8 +127,13 @@ export function promptTokens(body: Buffer, budgetMs: number = BUDGET_MS, exactCh
   for (const value of [tools, functions]) if (Array.isArray(value) && value.length > 0) texts.push(JSON.stringify(value));
   let totalChars = 0;
   for (const text of texts) totalChars += text.length;
-  const counted = totalChars <= exactChars ? countWhole(texts, totalChars, budgetMs) : countSampled(texts, budgetMs);
+  const counted = countTexts(texts, totalChars, budgetMs, exactChars);
   return { tokens: fixed + counted.tokens, totalChars, sampledBytes: counted.sampledBytes };
+}
+
+/** Tokens of `texts`: whole up to exactChars of them, else from samples. */
+function countTexts(texts: readonly string[], totalChars: number, budgetMs: number, exactChars: number): Counted {
+  return totalChars <= exactChars ? countWhole(texts, totalChars, budgetMs) : countSampled(texts, budgetMs);
 }
 
 interface Counted {
@@ -212,8 +219,9 @@ const MAX_CONTENT_DEPTH = 8;
  * The text of a message or content value, in any of the APIs' shapes: a
  * string; a list of parts; a part's `text` (text, input_text, output_text
  * blocks); a message's or a tool result's `content`, which nests; the
- * arguments of earlier tool calls. Images and audio are not prompt text and
- * are skipped.
+ * arguments of earlier tool calls, pushed onto `texts`. Returns the tokens
+ * of its image parts (IMAGE_TOKENS each: their base64 is no prompt text);
+ * audio is skipped.
  */
 function collectContent(value: unknown, texts: string[], depth: number): number {
   if (typeof value === 'string') {
