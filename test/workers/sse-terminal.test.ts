@@ -26,7 +26,7 @@ test('message_stop: the event line or the type value, never the words quoted in 
     assert.ok(!endsWithMessageStop(b(no)), JSON.stringify(no));
   // Named by its event line, however long its data (a gateway may add fields), any line ends.
   const long = `event: message_stop\ndata: ${JSON.stringify({ type: 'message_stop', 'amazon-bedrock-invocationMetrics': { inputTokenCount: 3, outputTokenCount: 2 } })}\n\n`;
-  for (const yes of [long, long.replaceAll('\n', '\r\n'), long.replace('event: ', 'event:')]) assert.ok(endsWithMessageStop(b(yes)), JSON.stringify(yes));
+  for (const yes of [long, long.replaceAll('\n', '\r\n'), long.replace('event: ', 'event:'), `id: 9\n${long}`]) assert.ok(endsWithMessageStop(b(yes)), JSON.stringify(yes));
   for (const no of [long.replace('message_stop\n', 'message_stopx\n'), `${long}event: ping\ndata: {"type":"ping","pad":"${'x'.repeat(40)}"}\n\n`]) assert.ok(!endsWithMessageStop(b(no)), JSON.stringify(no));
 });
 

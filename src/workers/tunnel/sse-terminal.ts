@@ -55,7 +55,7 @@ export function endsWithMessageStop(out: Uint8Array): boolean {
   if (buffer.lastIndexOf(MESSAGE_STOP, end - MESSAGE_STOP.length) < 0) return false;
   // Named by its `event:` line, however long its data: a gateway in front of the model may add fields
   // (Bedrock's invocation metrics), which push that line out of the tail read below.
-  if (startsWithEventName(buffer, lastEventEnd(buffer.subarray(0, end)), end, MESSAGE_STOP)) return true;
+  if (eventHead(buffer, lastEventEnd(buffer.subarray(0, end)), end, MESSAGE_STOP_NAMES) === NAMED) return true;
   const at = buffer.indexOf(MESSAGE_STOP, Math.max(0, end - 32));
   if (at < 0 || at >= end || buffer.indexOf(MESSAGE_STOP, at + 1) >= 0) return false;
   const after = buffer[at + MESSAGE_STOP.length];
@@ -79,9 +79,14 @@ function isTypeValue(buffer: Buffer, at: number, length: number): boolean {
   return i >= 5 && buffer.toString('latin1', i - 5, i + 1) === '"type"';
 }
 
-/** The event at `start` begins with the line `event: <name>` (the space optional), ended before `end`. */
+/** The bytes at `at` (before `end`) are `prefix`. */
+function startsWith(buffer: Buffer, at: number, end: number, prefix: Buffer): boolean {
+  return at + prefix.length <= end && buffer.compare(prefix, 0, prefix.length, at, at + prefix.length) === 0;
+}
+
+/** The line at `start` is `event: <name>` (the space optional), ended before `end`. */
 function startsWithEventName(buffer: Buffer, start: number, end: number, name: Buffer): boolean {
-  if (start + EVENT_FIELD.length > end || buffer.compare(EVENT_FIELD, 0, EVENT_FIELD.length, start, start + EVENT_FIELD.length) !== 0) return false;
+  if (!startsWith(buffer, start, end, EVENT_FIELD)) return false;
   let at = start + EVENT_FIELD.length;
   if (buffer[at] === 0x20) at++;
   if (at + name.length >= end || buffer.compare(name, 0, name.length, at, at + name.length) !== 0) return false;
@@ -108,30 +113,43 @@ function nextLine(buffer: Buffer, line: number, end: number): number {
   return at + 1;
 }
 
+/** eventHead's answer when the event is named by its `event:` line. */
+const NAMED = -1;
+const MESSAGE_STOP_NAMES = [MESSAGE_STOP];
+
+/**
+ * Walks the field lines of the event at `start` up to its first data line:
+ * an `id:` or `retry:` field or a comment may come before its `event:` line
+ * (sse-starlette writes `id:` first). NAMED when one is `event: <name>` for
+ * a name in `names`; else where the data line starts (`end`: none). Never
+ * reads into the data, which may be a whole response.
+ */
+function eventHead(buffer: Buffer, start: number, end: number, names: readonly Buffer[]): number {
+  for (let line = start; line < end; line = nextLine(buffer, line, end)) {
+    if (startsWith(buffer, line, end, DATA_FIELD)) return line;
+    for (const name of names) if (startsWithEventName(buffer, line, end, name)) return NAMED;
+  }
+  return end;
+}
+
 /**
  * The last event is a terminal Responses event, however long its body (the
- * whole response): named by its `event:` line, which an `id:` or `retry:`
- * field or a comment may precede (sse-starlette writes `id:` first), or else
- * by the `"type"` value at the head of its data line. Nothing past that head
- * is read.
+ * whole response): named by its `event:` line (eventHead), or else by the
+ * `"type"` value at the head of its data line. Nothing past that head is read.
  */
 export function endsWithResponseTerminal(out: Uint8Array): boolean {
   const end = contentEnd(out);
   if (end === 0) return false;
   const buffer = asBuffer(out);
   // The last event starts past the blank line before it, however its lines end (LF, CRLF, CR).
-  for (let line = lastEventEnd(buffer.subarray(0, end)); line < end; line = nextLine(buffer, line, end)) {
-    if (line + DATA_FIELD.length <= end && buffer.compare(DATA_FIELD, 0, DATA_FIELD.length, line, line + DATA_FIELD.length) === 0) {
-      // No event line before the data: the name must be the `"type"` value, not a delta's text that happens to come first.
-      const headEnd = Math.min(end, line + EVENT_HEAD_BYTES);
-      for (const name of RESPONSE_TERMINALS) {
-        for (let at = indexWithin(buffer, name, line, headEnd); at >= 0; at = indexWithin(buffer, name, at + 1, headEnd)) {
-          if (isTypeValue(buffer, at, name.length)) return true;
-        }
-      }
-      return false;
+  const data = eventHead(buffer, lastEventEnd(buffer.subarray(0, end)), end, RESPONSE_TERMINALS);
+  if (data === NAMED) return true;
+  // No event line names it: the name must be the `"type"` value, not a delta's text that happens to come first.
+  const headEnd = Math.min(end, data + EVENT_HEAD_BYTES);
+  for (const name of RESPONSE_TERMINALS) {
+    for (let at = indexWithin(buffer, name, data, headEnd); at >= 0; at = indexWithin(buffer, name, at + 1, headEnd)) {
+      if (isTypeValue(buffer, at, name.length)) return true;
     }
-    for (const name of RESPONSE_TERMINALS) if (startsWithEventName(buffer, line, end, name)) return true;
   }
   return false;
 }
