@@ -23,12 +23,20 @@ export class DrainMeter {
   ratePerMs(now: number): number | undefined {
     if (this.#count < MIN_SAMPLES) return undefined;
     const newest = this.#at[(this.#next + SAMPLES - 1) % SAMPLES];
-    const oldest = this.#at[this.#count < SAMPLES ? 0 : this.#next];
-    if (now - newest > MAX_AGE_MS) return undefined;
+    // Only the grants of the last minute count: an old burst would make a slow queue look fast.
+    let recent = 0;
+    let oldest = newest;
+    for (let i = 1; i <= this.#count; i++) {
+      const at = this.#at[(this.#next + SAMPLES - i) % SAMPLES];
+      if (now - at > MAX_AGE_MS) break;
+      recent++;
+      oldest = at;
+    }
+    if (recent < MIN_SAMPLES) return undefined;
     // The window runs to now: a queue that stopped moving reads as slow, not as its old pace.
     const span = Math.max(now, newest) - oldest;
     if (!(span > 0)) return undefined;
-    return (this.#count - 1) / span;
+    return (recent - 1) / span;
   }
 
   /** Milliseconds until `dispatches` more grants at the measured rate; undefined when unknown. */

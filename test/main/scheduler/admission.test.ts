@@ -305,3 +305,26 @@ test('a lease charged before fairness was turned off and on again is not correct
   assert.equal(tenant?.virtualTime, 10, 'only request 2, charged in this queue');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('grants older than a minute give no drain rate: three recent ones after an old burst fall back to the queue timeout', () => {
+  const { s, sink } = setup({ nodes: { n1: [{ id: 'p1', capacity: 1 }] }, models: [{ alias: 'chat', providers: ['p1'], maxQueue: 1, queueTimeoutMs: 30_000 }] });
+  let id = 0;
+  const serve = (at: number, releaseAt: number): void => {
+    s.admit(req(++id, 'chat'), at);
+    s.release(sink.takeGrants()[0].leaseId, 'end', releaseAt);
+  };
+  // A burst long ago: 13 grants in 1.3 s.
+  for (let i = 0; i < 13; i++) serve(i * 100, i * 100 + 50);
+  // Then the alias slows to one grant every 25 s: three within the last minute.
+  serve(60_000, 60_050);
+  serve(85_000, 85_050);
+  s.admit(req(++id, 'chat'), 110_000); // holds the slot
+  assert.equal(sink.takeGrants().length, 1);
+  s.admit(req(++id, 'chat'), 110_000); // fills the queue
+  s.admit(req(++id, 'chat'), 110_000);
+  const [refusal] = sink.take();
+  assert.equal(refusal?.kind === 'reject' ? refusal.code : undefined, 'queue_full');
+  // The burst is another load: counted, it made one grant look 7.3 s away while the alias grants one per 25 s.
+  assert.equal(refusal?.kind === 'reject' ? refusal.retryAfterSec : undefined, 30);
+  assert.deepEqual(s.checkInvariants(), []);
+});
