@@ -46,4 +46,19 @@ describe('fairness ids', () => {
       await r.arrayBuffer();
     }
   });
+
+  test('an id with a space (an end user by name) is a tenant of its own, not the whole key', async () => {
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the earlier leases to be released');
+    const holder = await holdOneSlot(stack, KEYS.low);
+    const waiting = ['Jane Doe', 'John Roe'].map((id) => keyedChat(stack.baseURL, KEYS.saas, { 'x-edge-fairness-id': id }));
+    await waitUntil(() => depth() === 2, 'the two to queue');
+    const { json } = await stack.admin('/admin/status');
+    const tenants = json.groups.find((g: { model: string }) => g.model === ALIAS).fairness.bands.flatMap((b: { tenants: { tenant: string; queued: number }[] }) => b.tenants);
+    assert.deepEqual(tenants.map((t: { tenant: string; queued: number }) => [/^#[0-9a-f]{8}$/.test(t.tenant), t.queued]), [[true, 1], [true, 1]], `two end users, two tenants: ${JSON.stringify(tenants)}`);
+    await holder.release();
+    for (const r of await Promise.all(waiting)) {
+      assert.equal(r.status, 200);
+      await r.arrayBuffer();
+    }
+  });
 });

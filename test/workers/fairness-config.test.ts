@@ -67,3 +67,14 @@ test('x-edge-fairness-id names a tenant only for a key that allows it (or with a
   assert.equal(u1, tenantKeyOf('acme', 'user-1'));
   assert.equal(requestFairnessOf({ 'x-edge-fairness-id': 'user-1' }, undefined).tenantKey, tenantKeyOf('', 'user-1'));
 });
+
+test('x-edge-fairness-id is 1-256 printable ASCII, spaces included (as x-edge-session); anything else is ignored', () => {
+  const allowed = keyState({ fairness_header: true });
+  const jane = requestFairnessOf({ 'x-edge-fairness-id': 'Jane Doe' }, allowed).tenantKey;
+  assert.equal(jane, tenantKeyOf('acme', 'Jane Doe'), 'an end user named with a space is a tenant of its own');
+  assert.notEqual(jane, requestFairnessOf({ 'x-edge-fairness-id': 'John Roe' }, allowed).tenantKey);
+  assert.equal(requestFairnessOf({ 'x-edge-fairness-id': 'x'.repeat(256) }, allowed).tenantKey, tenantKeyOf('acme', 'x'.repeat(256)));
+  for (const bad of ['x'.repeat(257), 'tab\there', 'caf\u00e9', '']) {
+    assert.equal(requestFairnessOf({ 'x-edge-fairness-id': bad }, allowed).tenantKey, tenantKeyOf('acme'), `${JSON.stringify(bad)} is the key's own tenant`);
+  }
+});

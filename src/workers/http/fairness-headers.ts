@@ -18,7 +18,8 @@ export const ANONYMOUS_FAIRNESS: RequestFairness = Object.freeze({ priority: 0, 
 /** Lowest band a request may ask for (config allows the same range). */
 export const MIN_PRIORITY = -100;
 const PRIORITY = /^-?\d{1,3}$/;
-const FAIRNESS_ID = /^[\x21-\x7e]{1,256}$/;
+// Printable ASCII as x-edge-session: an end user's name with a space is its own tenant, not the key's.
+const FAIRNESS_ID = /^[\x20-\x7e]{1,256}$/;
 
 export function requestFairnessOf(headers: IncomingHttpHeaders, key: ApiKeyState | undefined): RequestFairness {
   const asked = headers['x-edge-priority'];
