@@ -182,8 +182,9 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
     this.#log.info({ generation, edge: this.#config.edge.address, streams: this.#config.edge.streams ?? 1 }, 'registered with the edge');
     this.emit('registered', generation);
     this.#laneBackoffs = [];
-    // A new connection starts healthy at the edge: a failing probe must not wait for the next tick.
-    if (this.#probes.verdicts().some((v) => !v.healthy)) connection.heartbeatNow();
+    // The edge starts the connection from the verdicts its Register carried, as they were when it was written:
+    // one that changed while the handshake took its time (a provider back, or one failing) must not wait for the next tick.
+    if (this.#probes.verdicts().length > 0) connection.heartbeatNow();
     for (let lane = 1; lane < (this.#config.edge.streams ?? 1); lane++) this.#openLane(lane, generation);
   }
 
