@@ -59,3 +59,27 @@ test('data events that are JSON but no chunk (null, a number, a string, an array
   assert.deepEqual(s.deltas, ['Hello']);
   assert.deepEqual(s.finished, [undefined]);
 });
+
+test('a long event cut into many chunks is scanned for line ends once, not once per chunk', () => {
+  // A provider's 4 MB event in 16 KiB frames (the agent's coalescing size): rescanning the partial line on each
+  // chunk read ~512 MB of text and held the event loop (every other client's requests) for seconds.
+  const content = 'y'.repeat(4 * 1024 * 1024);
+  const event = Buffer.from(`data: ${JSON.stringify({ choices: [{ delta: { content }, finish_reason: 'stop' }] })}\n\n`);
+  const s = sink();
+  s.sink.writeHead(200, ['content-type', 'text/event-stream']);
+  const split = String.prototype.split;
+  let scanned = 0;
+  String.prototype.split = function (this: string, ...args: Parameters<typeof split>) {
+    scanned += this.length;
+    return split.apply(this, args);
+  } as typeof split;
+  try {
+    for (let at = 0; at < event.length; at += 16 * 1024) s.sink.write(event.subarray(at, at + 16 * 1024));
+  } finally {
+    String.prototype.split = split;
+  }
+  s.sink.end('data: [DONE]\n\n');
+  assert.ok(scanned <= 2 * event.length, `scanned ${scanned} characters for a ${event.length}-byte event`);
+  assert.deepEqual(s.deltas, [content]);
+  assert.deepEqual(s.finished, [undefined]);
+});

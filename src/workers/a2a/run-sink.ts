@@ -169,6 +169,12 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
       this.#body += text;
       return;
     }
+    // A chunk that ends no line only grows the partial one: splitting partial + chunk on every chunk
+    // rescanned the whole line each time, quadratic in a long event (16 MB held the event loop ~50 s).
+    if (!text.includes('\n')) {
+      this.#partial += text;
+      return;
+    }
     const lines = (this.#partial + text).split('\n');
     this.#partial = lines.pop() ?? '';
     for (const line of lines) this.#line(line);
