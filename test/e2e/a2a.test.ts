@@ -329,6 +329,22 @@ describe('A2A: model agent', () => {
     assert.equal(stack.mock.stats.requests, providerBefore, 'nothing reached the provider');
   });
 
+  test('a body nested deeper than limits.max_json_depth is refused before any run (400, json_too_deep), as on /v1/', async () => {
+    // Legal JSON well within body_bytes: unchecked, the task ran and its answer overflowed the SDK's serializer (-32603, run lost).
+    const depth = 20_000;
+    const metadata = '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+    const body = `{"jsonrpc":"2.0","id":13,"method":"SendMessage","params":{"message":{"messageId":"deep","role":"ROLE_USER","parts":[{"text":"deep"}],"metadata":${metadata}}}}`;
+    const runsBefore = stack.edge.runs.list({}).length;
+    const providerBefore = stack.mock.stats.requests;
+    const res = await fetch(`${stack.edge.url}/a2a/writer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const json = (await res.json()) as { jsonrpc: string; id: unknown; error?: { code: number; message: string } };
+    assert.equal(res.status, 400, JSON.stringify(json));
+    assert.equal(json.error?.code, -32600);
+    assert.match(json.error?.message ?? '', /json_too_deep/);
+    assert.equal(stack.edge.runs.list({}).length, runsBefore, 'no run started');
+    assert.equal(stack.mock.stats.requests, providerBefore, 'nothing reached the provider');
+  });
+
   test('an A2A-Version this edge does not speak is refused (-32009, VERSION_NOT_SUPPORTED); 1.0, 0.3 and none are served', async () => {
     const send = async (version: string | undefined): Promise<{ error?: { code: number; message: string }; result?: unknown }> => {
       const headers: Record<string, string> = { 'content-type': 'application/json' };

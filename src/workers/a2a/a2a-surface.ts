@@ -22,6 +22,7 @@ import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge
 import { ContextHistory, type HistoryLimits } from './context-history.js';
 import { TaskStore } from './task-store.js';
 import { firstInvalidUtf8 } from '../body/utf8.js';
+import { inspectBody } from '../http/inspect.js';
 
 type ServerSdk = typeof import('@a2a-js/sdk/server');
 type LegacySdk = typeof import('@a2a-js/sdk/compat/v0_3/server');
@@ -235,6 +236,13 @@ export class A2ASurface {
       parsed = parseUtf8Json(body);
     } catch (err) {
       reply.headers(JSON_HEADERS).send(rpcError(null, -32700, `the body is not JSON: ${(err as Error).message}`));
+      return;
+    }
+    // limits.max_json_depth holds here as on /v1/: nested thousands deep (metadata, a data part), the SDK's
+    // (de)serializers overflow the stack after the task ran, and the caller got an internal error for a run it cannot find.
+    const depth = inspectBody(body as Buffer, limitsOf(this.#config).maxJsonDepth);
+    if (!depth.ok && depth.kind === 'too_deep') {
+      reply.code(400).headers(this.#refusalHeaders(request, 400, Errors.tooDeep.code)).send(A2A_ERRORS.body(Errors.tooDeep, depth.message));
       return;
     }
     // JSON-RPC 2.0: a request is an object. Batches (arrays) are not served; null or a scalar is no request.
