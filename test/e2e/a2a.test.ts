@@ -305,6 +305,10 @@ describe('A2A: model agent', () => {
       { jsonrpc: '1.0', id: 3, method: 'GetTask', params: { id: 'x' } },
       { jsonrpc: '2.0', id: 4, method: 7, params: {} },
       { jsonrpc: '2.0', id: { a: 1 }, method: 'GetTask', params: { id: 'x' } },
+      // Refused by the SDK as invalid params (-32602) when passed through: a fractional id, an empty method name.
+      { jsonrpc: '2.0', id: 1.5, method: 'GetTask', params: { id: 'x' } },
+      { jsonrpc: '2.0', id: 5, method: '', params: { id: 'x' } },
+      { jsonrpc: '2.0', id: 1.5, method: 'message/send', params: message },
       { jsonrpc: '2.0', method: 'SendMessage', params: message },
     ]) {
       const answer = await post('/a2a/writer', JSON.stringify(request));

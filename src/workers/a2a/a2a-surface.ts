@@ -68,9 +68,12 @@ function parseUtf8Json(body: unknown): unknown {
 function malformedRequest(request: Record<string, unknown>): string | undefined {
   if (request.jsonrpc !== '2.0') return 'not a JSON-RPC 2.0 request: "jsonrpc" must be "2.0"';
   if (typeof request.method !== 'string') return 'not a JSON-RPC request: "method" must be a string';
+  // The SDK's transport refuses these two as -32602 (invalid params), which names the wrong fault.
+  if (request.method === '') return 'not a JSON-RPC request: "method" must name a method';
   if (!('id' in request) || request.id === undefined) return 'a request needs an "id": A2A has no notifications';
   const id = request.id;
   if (id !== null && typeof id !== 'string' && typeof id !== 'number') return 'a JSON-RPC "id" is a string, a number or null';
+  if (typeof id === 'number' && !Number.isInteger(id)) return 'a JSON-RPC "id" number must be a whole number';
   return undefined;
 }
 
