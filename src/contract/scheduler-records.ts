@@ -6,7 +6,7 @@
 //    0 u8  kind        RecordKind
 //    1 u8  code        ReleaseReason / AdmissionRejectCode (see the tables below); confirm reply: 1 = current
 //    2 u16 worker      grant: index of the worker holding the node's session; admit, requeue: the API kind; else 0
-//    4 u32 generation  node connection generation; admit: the API key's max_concurrent
+//    4 u32 generation  node connection generation; admit: the API key's max_concurrent (0 = none)
 //    8 f64 requestId   integers up to 2^53, as the data path mints them
 //   16 f64 leaseId     integers up to 2^53, as the scheduler mints them
 //   24 u32 nodeId      interned name id, 0 = none
@@ -20,7 +20,7 @@
 // Fields per kind (unlisted fields are 0):
 //   admit      requestId, nameId (alias), nodeId (direct dispatch), value, session, worker (API kind), extraId (pinned provider);
 //              fair queuing: code (priority, int8 two's complement), leaseId (tenant key, u32), aux (weight);
-//              with I/O workers, for a key with max_concurrent: providerId (key name), generation (its limit)
+//              with I/O workers, for any API key: providerId (key name), generation (its limit; 0 = counted only)
 //   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value
 //   reject     requestId, code, value
 //   release    leaseId, code (requestId when known), value (tokens the response reported, 0 = unknown)
