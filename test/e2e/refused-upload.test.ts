@@ -30,26 +30,32 @@ interface Outcome {
 }
 
 const CHILD = `
-const [sdk, baseURL, apiKey, model, mib] = process.argv.slice(1);
+const [sdk, baseURL, apiKey, model, mib, call] = process.argv.slice(1);
 let requests = 0;
-const fetchCounting = (input, init) => { requests++; return fetch(input, init); };
+// Not the data: URL the openai SDK fetches once to learn whether fetch takes FormData.
+const fetchCounting = (input, init) => { if (!String(input).startsWith('data:')) requests++; return fetch(input, init); };
 const content = 'x'.repeat(Number(mib) * 1024 * 1024);
 let error = 'none', status;
 try {
   if (sdk === 'openai') {
-    const { default: OpenAI } = await import('openai');
-    await new OpenAI({ baseURL, apiKey, fetch: fetchCounting, timeout: 20000 }).chat.completions.create({ model, messages: [{ role: 'user', content }] });
+    const { default: OpenAI, toFile } = await import('openai');
+    const client = new OpenAI({ baseURL, apiKey, fetch: fetchCounting, timeout: 20000 });
+    if (call === 'upload') await client.audio.transcriptions.create({ model, file: await toFile(Buffer.from(content), 'talk.mp3') });
+    else await client.chat.completions.create({ model, messages: [{ role: 'user', content }] });
   } else {
-    const { default: Anthropic } = await import('@anthropic-ai/sdk');
-    await new Anthropic({ baseURL, apiKey, fetch: fetchCounting, timeout: 20000 }).messages.stream({ model, max_tokens: 8, messages: [{ role: 'user', content }] }).finalMessage();
+    const { default: Anthropic, toFile } = await import('@anthropic-ai/sdk');
+    const client = new Anthropic({ baseURL, apiKey, fetch: fetchCounting, timeout: 20000 });
+    if (call === 'upload') await client.beta.files.upload({ file: await toFile(Buffer.from(content), 'notes.txt') });
+    else await client.messages.stream({ model, max_tokens: 8, messages: [{ role: 'user', content }] }).finalMessage();
   }
 } catch (err) { error = err.constructor.name; status = err.status; }
 console.log(JSON.stringify({ error, status, requests }));
 `;
 
-function sdkCall(sdk: 'openai' | 'anthropic', baseURL: string, apiKey: string, mib: number): Promise<Outcome> {
+/** `call`: a chat / Messages request (default), or an upload to an API the edge does not serve (Audio, Files). */
+function sdkCall(sdk: 'openai' | 'anthropic', baseURL: string, apiKey: string, mib: number, call: 'chat' | 'upload' = 'chat'): Promise<Outcome> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['--input-type=module', '-e', CHILD, sdk, baseURL, apiKey, ALIAS, String(mib)], { timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, ['--input-type=module', '-e', CHILD, sdk, baseURL, apiKey, ALIAS, String(mib), call], { timeout: 60_000 }, (err, stdout, stderr) => {
       if (err) reject(new Error(`${err.message}\n${stderr}`));
       else resolve(JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as Outcome);
     });
@@ -108,6 +114,14 @@ describe('a refused upload', () => {
       assert.deepEqual(await sdkCall('openai', stack.baseURL, 'sk-wrong', mib), { error: 'AuthenticationError', status: 401, requests: 1 }, `${mib} MiB, openai`);
       assert.deepEqual(await sdkCall('anthropic', stack.edge.url, 'sk-wrong', mib), { error: 'AuthenticationError', status: 401, requests: 1 }, `${mib} MiB, anthropic`);
     }
+  });
+
+  test('an upload to an API the edge does not serve (Audio, Files): NotFoundError after one request, whatever its size', async () => {
+    for (const mib of [1, 8]) {
+      assert.deepEqual(await sdkCall('openai', stack.baseURL, KEY, mib, 'upload'), { error: 'NotFoundError', status: 404, requests: 1 }, `${mib} MiB, openai`);
+      assert.deepEqual(await sdkCall('anthropic', stack.edge.url, KEY, mib, 'upload'), { error: 'NotFoundError', status: 404, requests: 1 }, `${mib} MiB, anthropic`);
+    }
+    assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
   });
 
   test('Expect: 100-continue with a body no API route reads (415 by its headers) is answered from the head, never invited', async () => {

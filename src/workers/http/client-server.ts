@@ -632,6 +632,13 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** onRequest, after the key check: during a drain every client request gets 503 shutting_down, in the format of the route asked. */
   #refuseWhileDraining(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     if (!this.#shutting) {
+      // No route reads this body (an SDK's Files, Audio or Batches upload): answered from the head, as with
+      // Expect. Read, a body over limits.body_bytes got 413 (or, cut mid-upload, a connection error the SDKs retry).
+      if (request.is404 && hasBody(request.raw)) {
+        closeAfterAnswer(reply.raw);
+        onNotFound(this, request, reply);
+        return;
+      }
       if (request.headers.expect === undefined || !this.#inviteUpload(request, reply)) done();
       return;
     }
