@@ -86,6 +86,30 @@ function headOnly(stack: Stack, head: string, body?: string): Promise<string> {
   });
 }
 
+/** What the A2A SDK's sendMessage of a `mib` MiB text raised, from a child process, and how many JSON-RPC requests it sent. */
+const A2A_CHILD = `
+const [url, apiKey, mib] = process.argv.slice(1);
+let requests = 0;
+const fetchKeyed = (input, init) => { requests++; const headers = new Headers(init?.headers); headers.set('authorization', 'Bearer ' + apiKey); return fetch(input, { ...init, headers }); };
+const { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } = await import('@a2a-js/sdk/client');
+const client = await new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl: fetchKeyed })] })).createFromUrl(url);
+const part = { content: { $case: 'text', value: 'x'.repeat(Number(mib) * 1024 * 1024) }, metadata: undefined, filename: '', mediaType: 'text/plain' };
+let error = 'none', message;
+try {
+  await client.sendMessage({ tenant: '', message: { messageId: 'm-1', contextId: '', taskId: '', role: 1, parts: [part], metadata: undefined, extensions: [], referenceTaskIds: [] }, configuration: undefined, metadata: undefined });
+} catch (err) { error = err.constructor.name; message = err.message; }
+console.log(JSON.stringify({ error, message, requests }));
+`;
+
+function a2aSend(url: string, apiKey: string, mib: number): Promise<{ error: string; message?: string; requests: number }> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--input-type=module', '-e', A2A_CHILD, url, apiKey, String(mib)], { timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${err.message}\n${stderr}`));
+      else resolve(JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as { error: string; message?: string; requests: number });
+    });
+  });
+}
+
 describe('a refused upload', () => {
   let stack: Stack;
   before(async () => {
@@ -212,6 +236,14 @@ describe('a refused upload', () => {
       clearInterval(trickle);
       socket.destroy();
     }
+  });
+
+  test('a message far over the limit to an A2A agent: the SDK raises the JSON-RPC 413 error, not "fetch failed"', async () => {
+    for (const mib of [8, 32]) {
+      const outcome = await a2aSend(`${stack.edge.url}/a2a/helper/`, KEY, mib);
+      assert.deepEqual(outcome, { error: 'JsonRpcRequestMalformedError', message: 'request body is larger than the configured limit (request_too_large)', requests: 1 }, `${mib} MiB`);
+    }
+    assert.equal(stack.mock.stats.requests, 0, 'nothing reached the provider');
   });
 });
 

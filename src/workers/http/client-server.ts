@@ -805,6 +805,8 @@ function onRouterError(counter: RefusalCounter, error: FastifyError, request: Fa
 function onFrameworkError(counter: RefusalCounter, error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const format = formatOf(request);
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    // The rest of the body is never read: lingering, the answer reaches a client still uploading (not a reset).
+    closeAfterAnswer(reply.raw);
     counter.refused(Errors.bodyTooLarge.code);
     sendError(counter.logger, reply, Errors.bodyTooLarge, undefined, format);
     return;
