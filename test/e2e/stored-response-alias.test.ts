@@ -37,10 +37,12 @@ describe('stored responses across a refresh of their alias', () => {
       await client.responses.retrieve(made.id);
       assert.fail('retrieved with no alias mapping its provider');
     } catch (err) {
-      const e = err as { status?: number; code?: string; message?: string };
+      const e = err as { status?: number; code?: string; message?: string; headers?: Headers };
       assert.equal(e.status, 409, e.message);
       assert.equal(e.code, 'response_provider_unavailable');
       assert.match(e.message ?? '', new RegExp(`provider "${PROVIDER_ID}", which no model in the config serves now`));
+      // Only a config change helps: the SDKs, which retry a 409, are told not to.
+      assert.equal(e.headers?.get('x-should-retry'), 'false');
     }
     assert.equal(stack.mock.stats.requests, before, 'never sent anywhere');
   });

@@ -48,10 +48,12 @@ describe('stored responses whose provider id moved to another node', () => {
         await call();
         assert.fail('a response stored on gpu-1 was asked of gpu-2');
       } catch (err) {
-        const e = err as { status?: number; code?: string; message?: string };
+        const e = err as { status?: number; code?: string; message?: string; headers?: Headers };
         assert.equal(e.status, 409, e.message);
         assert.equal(e.code, 'response_provider_unavailable');
         assert.match(e.message ?? '', /gpu-1/);
+        // Only a config change helps: the SDKs, which retry a 409, are told not to.
+        assert.equal(e.headers?.get('x-should-retry'), 'false');
       }
     }
     assert.equal(other.stats.requests, before, 'never sent to the provider on the other node');

@@ -512,6 +512,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       }
       const moved = this.#movedAway(info.previousResponseId, stored);
       if (moved !== undefined) {
+        // Until the config changes again: the SDKs retry a 409, and each retry would be refused the same.
+        response.setHeader('x-should-retry', 'false');
         this.#refuse(route.path, response, Errors.responseProviderGone, route.errors, moved, 'previous_response_id');
         return;
       }
@@ -562,12 +564,14 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     }
     const moved = this.#movedAway(id, stored);
     if (moved !== undefined) {
+      reply.header('x-should-retry', 'false');
       this.#refuseReply(reply, Errors.responseProviderGone, moved, RESPONSES.errors);
       return;
     }
     const alias = this.#aliasServing(stored, key);
     if (alias === undefined) {
       const message = `response ${JSON.stringify(id)} is stored on provider ${JSON.stringify(stored.providerId)}, which no model in the config serves now${key === undefined ? '' : ' for this API key'}; it is never answered elsewhere`;
+      reply.header('x-should-retry', 'false');
       this.#refuseReply(reply, Errors.responseProviderGone, message, RESPONSES.errors);
       return;
     }
