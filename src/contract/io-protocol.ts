@@ -48,8 +48,8 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
   | { readonly id: number; readonly type: 'cancelRun'; readonly runId: string }
   | { readonly id: number; readonly type: 'metrics' }
-  /** Another worker learnt (stored) or dropped (null) which provider holds a Responses API response. */
-  | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null }
+  /** Another worker learnt (stored) or dropped (null) which provider holds a Responses API response; `expiresAt`: it used a known one. */
+  | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null; readonly expiresAt?: number }
   | { readonly id: number; readonly type: 'close' }
   /** Peer `peer` exited and was respawned on fresh rings: tunnels through the old ones are over. */
   | { readonly id: number; readonly type: 'replacePeer'; readonly peer: number; readonly toPeer: SharedArrayBuffer; readonly fromPeer: SharedArrayBuffer }
@@ -101,6 +101,11 @@ export interface AffinityMessage {
   readonly type: 'affinity';
   readonly responseId: string;
   readonly stored: StoredResponse | null;
+  /**
+   * Set when the worker used a response it knew (a follow-up, GET, DELETE): every copy makes it the
+   * most recently used, at this expiry (epoch ms, unchanged by the use); absent: newly learnt.
+   */
+  readonly expiresAt?: number;
 }
 
 /** What one data path (the main thread's, or one worker's) holds, for tests and status. */

@@ -5,7 +5,8 @@
 
 import { STORED_RESPONSE_ENTRIES, STORED_RESPONSE_TTL_MS, type StoredResponse } from './io-protocol.js';
 
-interface Entry extends StoredResponse {
+/** A stored response with its expiry (epoch ms). */
+export interface StoredEntry extends StoredResponse {
   readonly expiresAt: number;
 }
 
@@ -18,7 +19,7 @@ export function isResponseId(id: string): boolean {
 
 export class StoredResponses {
   // A Map iterates in insertion order: re-inserting on use makes the first key the least recently used.
-  readonly #entries = new Map<string, Entry>();
+  readonly #entries = new Map<string, StoredEntry>();
   readonly #maxEntries: number;
   readonly #ttlMs: number;
   readonly #now: () => number;
@@ -35,7 +36,8 @@ export class StoredResponses {
 
   /** `expiresAt` (epoch ms): when it was learnt earlier (a replacement worker's start); else the TTL from now. */
   remember(id: string, stored: StoredResponse, expiresAt = this.#now() + this.#ttlMs): void {
-    if (!isResponseId(id)) return;
+    // Already expired (a use told by another worker, late): it would only push out a live one.
+    if (!isResponseId(id) || expiresAt <= this.#now()) return;
     this.#entries.delete(id);
     this.#entries.set(id, { alias: stored.alias, providerId: stored.providerId, nodeId: stored.nodeId, owner: stored.owner, expiresAt });
     if (this.#entries.size > this.#maxEntries) {
@@ -45,7 +47,7 @@ export class StoredResponses {
   }
 
   /** The provider that made `id`; undefined when never seen here, evicted or expired. */
-  lookup(id: string): StoredResponse | undefined {
+  lookup(id: string): StoredEntry | undefined {
     const entry = this.#entries.get(id);
     if (entry === undefined) return undefined;
     if (entry.expiresAt <= this.#now()) {

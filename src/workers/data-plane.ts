@@ -218,8 +218,19 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   /** Which provider made each stored Response (Responses API state lives there); sized at start (limits.stored_responses). */
   readonly responses: StoredResponses;
-  /** With I/O workers: tells the other workers what this one learnt (set by the worker). */
-  onAffinity: ((responseId: string, stored: StoredResponse | null) => void) | undefined;
+  /** With I/O workers: tells the other workers what this one learnt, or used (`expiresAt` set) (set by the worker). */
+  onAffinity: ((responseId: string, stored: StoredResponse | null, expiresAt?: number) => void) | undefined;
+
+  /**
+   * Where a stored response lives, for a request that names it. The use makes it the most recently
+   * used in every worker, not only here: each worker's LRU would otherwise push out first a response
+   * used only on other workers' connections, and a follow-up landing there be refused.
+   */
+  useResponse(responseId: string): StoredResponse | undefined {
+    const entry = this.responses.lookup(responseId);
+    if (entry !== undefined) this.onAffinity?.(responseId, entry, entry.expiresAt);
+    return entry;
+  }
 
   /**
    * Starts a proxied request whose body already passed inspection. `path`
@@ -584,9 +595,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   /** What another worker learnt about a stored response (null: deleted). */
-  applyAffinity(responseId: string, stored: StoredResponse | null): void {
+  applyAffinity(responseId: string, stored: StoredResponse | null, expiresAt?: number): void {
     if (stored === null) this.responses.forget(responseId);
-    else this.responses.remember(responseId, stored);
+    else this.responses.remember(responseId, stored, expiresAt);
   }
 
   releaseLease(leaseId: number, providerId: string, reason: ReleaseReason, usedTokens = 0, retryAfterMs?: number): void {

@@ -31,7 +31,7 @@ const plane = new LocalPlane(data.config, data.tls, port, logger, post, data);
 // A replacement for a worker that exited: the stored responses the others know, before any client connects.
 for (const [responseId, stored, expiresAt] of data.responses ?? []) plane.plane.responses.remember(responseId, stored, expiresAt);
 // A stored Response learnt here is passed to every other worker through the pool (docs/architecture.md).
-plane.plane.onAffinity = (responseId, stored) => parentPort?.postMessage({ type: 'affinity', responseId, stored } satisfies AffinityMessage);
+plane.plane.onAffinity = (responseId, stored, expiresAt) => parentPort?.postMessage({ type: 'affinity', responseId, stored, expiresAt } satisfies AffinityMessage);
 // A2A tasks live in the worker that ran them; questions about them from other workers travel through the pool.
 plane.client.a2a.setRelay((message) => parentPort?.postMessage(message satisfies A2ARelayMessage));
 let closing: Promise<void> | undefined;
@@ -64,7 +64,7 @@ async function control(request: ControlRequest): Promise<unknown> {
     case 'metrics':
       return (await plane.metricParts())[0];
     case 'affinity':
-      plane.plane.applyAffinity(request.responseId, request.stored);
+      plane.plane.applyAffinity(request.responseId, request.stored, request.expiresAt);
       return undefined;
     case 'close':
       await close();

@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { ALIAS, edgeConfigObject, startStack, type Stack } from '../helpers/stack.js';
+import { Agent } from 'undici';
+import { ALIAS, edgeConfigObject, startStack, testWorkers, type Stack } from '../helpers/stack.js';
 
 const BOUND = 3;
 
@@ -64,6 +65,39 @@ describe('stored responses with limits.stored_responses small', () => {
       return true;
     });
     assert.equal((await client.responses.retrieve(nestedId)).id, nestedId, 'a store inside another member is not the request\'s');
+  });
+
+  test('a response used on one connection is the most recently used on every I/O worker: a follow-up on any other still finds it', async () => {
+    // Each call on its own connection: with I/O workers they spread over the workers, and each holds its own LRU.
+    const dispatchers: Agent[] = [];
+    const fresh = (): OpenAI => {
+      const dispatcher = new Agent({ connections: 1 });
+      dispatchers.push(dispatcher);
+      return new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0, fetchOptions: { dispatcher } });
+    };
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < BOUND; i++) ids.push((await fresh().responses.create({ model: ALIAS, input: `lru ${i}` })).id);
+      // Used once, on one worker's connection: now the least recently used is ids[1], everywhere.
+      assert.equal((await fresh().responses.retrieve(ids[0])).id, ids[0]);
+      await fresh().responses.create({ model: ALIAS, input: 'one more' });
+      const before = testWorkers() > 1 ? (await stack.edge.inspect()).planes.map((p) => p.requests) : [];
+      const refused: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        // store: false, so these take no slot of their own.
+        await fresh()
+          .responses.create({ model: ALIAS, input: `follow ${i}`, previous_response_id: ids[0], store: false })
+          .catch((err: unknown) => refused.push(String(err)));
+      }
+      assert.deepEqual(refused, [], 'the recently used response is known on every worker');
+      if (testWorkers() > 1) {
+        const after = (await stack.edge.inspect()).planes.map((p, i) => p.requests - (before[i] ?? 0));
+        assert.ok(after.filter((n) => n > 0).length > 1, `the follow-ups reached more than one worker: ${after.join(', ')}`);
+      }
+      await assert.rejects(fresh().responses.retrieve(ids[1]), (err: unknown) => err instanceof OpenAI.NotFoundError, 'the least recently used one went out');
+    } finally {
+      await Promise.all(dispatchers.map((d) => d.close()));
+    }
   });
 
   test('the bound is validated, and a refresh that changes it needs a restart', async () => {

@@ -505,7 +505,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     let pinned: string | undefined;
     if (route.api === Api.responses && info.previousResponseId !== undefined) {
       // The previous response lives on one provider: this request goes there or nowhere.
-      const stored = ownResponse(this.#plane.responses.lookup(info.previousResponseId), key);
+      const stored = ownResponse(this.#plane.useResponse(info.previousResponseId), key);
       if (stored === undefined) {
         this.#refuse(route.path, response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
         return;
@@ -552,7 +552,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #storedResponse(request: FastifyRequest, reply: FastifyReply): void {
     const id = (request.params as { id?: string }).id ?? '';
     const key = (request as KeyedRequest)[kApiKey];
-    const stored = isResponseId(id) ? ownResponse(this.#plane.responses.lookup(id), key) : undefined;
+    const stored = isResponseId(id) ? ownResponse(this.#plane.useResponse(id), key) : undefined;
     if (stored === undefined) {
       this.#refuseReply(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
       return;

@@ -5,7 +5,8 @@
 // provider and never silently to another one. Held per data-path thread:
 // with I/O workers, every worker holds the whole map: a worker other than the one
 // that relayed the first response learns it through the worker pool (the
-// relaying worker posts it; the pool passes it on), so a follow-up sent
+// relaying worker posts it; the pool passes it on; a use is passed on alike,
+// so every worker's LRU order is the same), so a follow-up sent
 // before that message lands (well under a millisecond after the response's
 // first event) may be answered 404, never misrouted.
 
