@@ -44,6 +44,25 @@ describe('stored responses across a refresh of their alias', () => {
       // Only a config change helps: the SDKs, which retry a 409, are told not to.
       assert.equal(e.headers?.get('x-should-retry'), 'false');
     }
+    // A follow-up has no model to continue it with either: the same 409, not a 400 asking for a model that does not exist.
+    await assert.rejects(client.responses.create({ model: 'renamed', input: 'go on', previous_response_id: made.id }), (err: unknown) => {
+      const e = err as { status?: number; code?: string; message?: string; headers?: Headers };
+      assert.equal(e.status, 409, e.message);
+      assert.equal(e.code, 'response_provider_unavailable');
+      assert.equal(e.headers?.get('x-should-retry'), 'false');
+      return true;
+    });
+    assert.equal(stack.mock.stats.requests, before, 'never sent anywhere');
+    // Another alias maps the provider again: a follow-up under the wrong one is told which model to use.
+    raw.models = [{ alias: 'renamed', providers: { elsewhere: 'x' } }, { alias: 'kept', providers: { [PROVIDER_ID]: 'x' } }];
+    assert.equal((await stack.edge.refresh({ mode: 'apply', config: raw })).status, 'applied');
+    await assert.rejects(client.responses.create({ model: 'renamed', input: 'go on', previous_response_id: made.id }), (err: unknown) => {
+      const e = err as { status?: number; code?: string; message?: string };
+      assert.equal(e.status, 400, e.message);
+      assert.equal(e.code, 'previous_response_model_mismatch');
+      assert.match(e.message ?? '', /continue it with model "kept"/);
+      return true;
+    });
     assert.equal(stack.mock.stats.requests, before, 'never sent anywhere');
   });
 

@@ -519,8 +519,15 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       }
       const models = this.#models.get(info.model);
       if (models !== undefined && !models.has(stored.providerId)) {
+        const serving = this.#aliasServing(stored, key);
+        if (serving === undefined) {
+          // No model to continue it with: as GET, a 409 only a config change lifts.
+          response.setHeader('x-should-retry', 'false');
+          this.#refuse(route.path, response, Errors.responseProviderGone, route.errors, unservedMessage(info.previousResponseId, stored, key), 'previous_response_id');
+          return;
+        }
         // Not "unavailable for now" (409, which the SDKs retry): no wait makes that provider serve this model.
-        const message = `response ${JSON.stringify(info.previousResponseId)} is stored on provider ${JSON.stringify(stored.providerId)}, which does not serve model ${JSON.stringify(info.model)} (it was made with ${JSON.stringify(stored.alias)}); continue it with a model that provider serves`;
+        const message = `response ${JSON.stringify(info.previousResponseId)} is stored on provider ${JSON.stringify(stored.providerId)}, which does not serve model ${JSON.stringify(info.model)} (it was made with ${JSON.stringify(stored.alias)}); continue it with model ${JSON.stringify(serving)}, which that provider serves`;
         this.#refuse(route.path, response, Errors.previousResponseModelMismatch, route.errors, message, 'model');
         return;
       }
@@ -570,9 +577,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     }
     const alias = this.#aliasServing(stored, key);
     if (alias === undefined) {
-      const message = `response ${JSON.stringify(id)} is stored on provider ${JSON.stringify(stored.providerId)}, which no model in the config serves now${key === undefined ? '' : ' for this API key'}; it is never answered elsewhere`;
       reply.header('x-should-retry', 'false');
-      this.#refuseReply(reply, Errors.responseProviderGone, message, RESPONSES.errors);
+      this.#refuseReply(reply, Errors.responseProviderGone, unservedMessage(id, stored, key), RESPONSES.errors);
       return;
     }
     if (!this.#keyMayStart(key, alias, RESPONSES, reply, reply.raw)) return;
@@ -881,6 +887,11 @@ function originForm(url: string): string {
 
 function unknownResponseMessage(id: string): string {
   return `this edge has no record of response ${JSON.stringify(id)} for this API key (made elsewhere or with another key, deleted, or expired from its memory)`;
+}
+
+/** A stored response whose provider no model (the key may use) maps now. */
+function unservedMessage(id: string, stored: StoredResponse, key: ApiKeyState | undefined): string {
+  return `response ${JSON.stringify(id)} is stored on provider ${JSON.stringify(stored.providerId)}, which no model in the config serves now${key === undefined ? '' : ' for this API key'}; it is never answered elsewhere`;
 }
 
 /**
