@@ -12,7 +12,7 @@ import { ID_STRIDE, type AdmissionRejectCode, type DecisionHandler, type Schedul
 import { estimateInputTokens } from '../contract/estimate.js';
 import type { Grant, RejectCode, ReleaseReason } from '../contract/scheduler.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
-import { isProviderFailure, kExchange, onResponseClose, ProxyExchange, type DispatchWatcher, type ExchangeOwner } from './http/proxy-exchange.js';
+import { isProviderFailure, kExchange, nodeErrorReason, onResponseClose, ProxyExchange, type DispatchWatcher, type ExchangeOwner } from './http/proxy-exchange.js';
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
 import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
@@ -470,7 +470,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     exchange.grant = fallback.grant;
     exchange.session = fallback.session;
     exchange.tunnelId = fallback.tunnelId;
-    exchange.fail(specForNodeErrorCode(fallback.code), fallback.message || undefined, fallback.code === 'node_disconnected' ? 'fenced' : 'error');
+    // The same outcome as a failure with no retry asked for (onError): an upstream reset is the provider's failure either way.
+    exchange.fail(specForNodeErrorCode(fallback.code), fallback.message || undefined, nodeErrorReason(fallback.code, exchange.adapter));
   }
 
   /**

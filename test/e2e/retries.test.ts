@@ -163,6 +163,24 @@ describe('retry before the first byte', () => {
     assert.equal(sample(two.metrics, 'edge_retries_total', { reason: 'upstream_reset', provider: 'a' }), 1);
   });
 
+  test('a reset before the first byte ends the run provider_failed, with no other provider as after a failed retry', async () => {
+    // Before, with no other candidate the run ended `error` (what a dashboard of outcomes does not count as the provider's failure).
+    for (const urls of [[mocks[0].url], [mocks[0].url, mocks[1].url]]) {
+      current = await fleet(urls);
+      const edge = current.edge;
+      const res = await chat(edge, { 'x-mock-fail': 'reset-before-headers' });
+      assert.equal(res.status, 502);
+      await res.arrayBuffer();
+      await settled(edge);
+      const runId = res.headers.get('x-edge-run-id');
+      await waitUntil(() => edge.runs.list({ state: 'finished' }).some((r) => r.id === runId), 'the run to finish');
+      const run = edge.runs.list({ state: 'finished' }).find((r) => r.id === runId);
+      assert.deepEqual([run?.status, run?.outcome, run?.attempts], [502, 'provider_failed', urls.length], `${urls.length} provider(s)`);
+      await current.close();
+      current = undefined;
+    }
+  });
+
   test('resilience is a live change: a refresh lowering consecutive_failures ejects on the next failure', async () => {
     current = await fleet([mocks[0].url, mocks[1].url]);
     const edge = current.edge;

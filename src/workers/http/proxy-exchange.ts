@@ -606,9 +606,7 @@ export class ProxyExchange implements TunnelConsumer {
     if (this.state === 'done' || this.state === 'admitting') return;
     // Nothing reached the client yet: another provider may still serve it.
     if (this.state === 'dispatched' && this.plane.retryBeforeFirstByte(this, code, message)) return;
-    // A cli run never resets on its own: its upstream_reset is an operator's restart_provider ending it, not the provider failing
-    // (counted, a restart of 5 runs would eject the provider just restarted, as cli_failed is not counted either).
-    this.fail(specForNodeErrorCode(code), message || undefined, code === 'node_disconnected' ? 'fenced' : isProviderFailure(code) && this.adapter !== 'cli' ? 'provider_failed' : 'error');
+    this.fail(specForNodeErrorCode(code), message || undefined, nodeErrorReason(code, this.adapter));
   }
 
   /** The node's worker refused the tunnel (cross-worker only): see DataPlane.tunnelRefused. */
@@ -1025,6 +1023,16 @@ function isOverloadStatus(status: number): boolean {
 /** Tunnel error codes that blame the provider (outlier ejection counts them); node loss and timeouts do not. */
 export function isProviderFailure(code: string): boolean {
   return code === 'upstream_connect_failed' || code === 'upstream_reset';
+}
+
+/**
+ * How a run the node's error ended finishes: `fenced` for a lost node, `provider_failed` for the provider's own
+ * failure. A cli run never resets on its own: its upstream_reset is an operator's restart_provider ending it, not
+ * the provider failing (counted, a restart of 5 runs would eject the provider just restarted, as cli_failed is not
+ * counted either).
+ */
+export function nodeErrorReason(code: string, adapter: string): ReleaseReason {
+  return code === 'node_disconnected' ? 'fenced' : isProviderFailure(code) && adapter !== 'cli' ? 'provider_failed' : 'error';
 }
 
 /**
