@@ -61,6 +61,8 @@ interface RequeueFallback {
   readonly grant: Grant | undefined;
   readonly session: TunnelHost | undefined;
   readonly tunnelId: number;
+  /** The exchange's retryWaitMs before the failed attempt was added to it: restored when no retry followed. */
+  readonly retryWaitMs?: number;
   /** The retry as the metrics and the run record tell it, once the scheduler took the requeue (a refused one was no retry). */
   readonly retry: { readonly reason: string; readonly providerId: string; readonly nodeId: string | null };
   /** Told already (confirmRetry). */
@@ -465,6 +467,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.reject(Errors.nodeDisconnected, 0);
       return;
     }
+    // No other candidate, so no retry: the attempt was its provider's time, not a wait for one (counted, the restored
+    // grant's wait would count twice and the queue wait exceed the run's total).
+    exchange.retryWaitMs = fallback.retryWaitMs ?? exchange.retryWaitMs;
     // No other candidate: back as it was, failed with the tunnel's own error (its lease is already released).
     exchange.state = 'dispatched';
     exchange.grant = fallback.grant;
@@ -532,7 +537,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const grant = exchange.grant;
     if (exchange.retried || exchange.state !== 'dispatched' || grant === undefined || !(exchange.adapter === 'cli' ? CLI_RETRY_BEFORE_FIRST_BYTE : RETRY_BEFORE_FIRST_BYTE).has(code)) return false;
     exchange.retried = true;
-    this.#fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId, retry: retryOf(code, grant.providerId, exchange), told: false });
+    this.#fallbacks.set(exchange.requestId, { code, message, grant, session: exchange.session, tunnelId: exchange.tunnelId, retryWaitMs: exchange.retryWaitMs, retry: retryOf(code, grant.providerId, exchange), told: false });
     // Admitting again before the call: the new grant may be delivered from inside it.
     this.#undispatch(exchange);
     exchange.retriedAt(performance.now());

@@ -194,6 +194,35 @@ describe('retry before the first byte', () => {
     assert.equal(phase('a'), 'ejected', 'one failure is enough now (the default is 5)');
   });
 
+  test('a failure with no other provider to retry on adds no queue wait: its attempt was the provider\'s time', async () => {
+    // Before, the attempt (200 ms of the provider's before its reset) was counted as queue wait on top of the grant's,
+    // in edge_queue_wait_seconds, run.finished and x-edge-queue-ms, while the run record said 0.
+    current = await fleet([mocks[0].url]);
+    const edge = current.edge;
+    const finished: { queueMs: number; totalMs: number }[] = [];
+    const subscription = edge.events.subscribe({
+      readable(sub: Subscription) {
+        for (let e = sub.shift(); e !== undefined; e = sub.shift()) if (e.event.type === 'run.finished') finished.push(e.event);
+      },
+    });
+    try {
+      const res = await chat(edge, { 'x-mock-fail': 'slow-headers:200,reset-before-headers' });
+      assert.equal(res.status, 502);
+      await res.arrayBuffer();
+      await settled(edge);
+      await waitUntil(() => finished.length === 1, 'the run to finish');
+      const [run] = edge.runs.list({ state: 'finished' });
+      assert.ok(run.totalMs !== null && run.totalMs >= 200, `total ${run.totalMs} ms`);
+      assert.ok(finished[0].queueMs < 100, `run.finished queueMs ${finished[0].queueMs} of ${finished[0].totalMs} ms`);
+      assert.equal(finished[0].queueMs, run.queueMs, 'the event and the record agree');
+      assert.ok(Number(res.headers.get('x-edge-queue-ms')) < 100, `x-edge-queue-ms ${res.headers.get('x-edge-queue-ms')}`);
+      const queued = sample(await edge.scrapeMetrics(), 'edge_queue_wait_seconds_sum', { model: ALIAS }) as number;
+      assert.ok(queued < 0.1, `edge_queue_wait_seconds_sum ${queued}`);
+    } finally {
+      edge.events.unsubscribe(subscription);
+    }
+  });
+
   test('a request a failure sent back to the queue, abandoned there, is counted under the provider its run record names', async () => {
     const resetting = await slowResettingServer(0);
     servers.push(resetting.server);
