@@ -296,7 +296,11 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
   while (!signal.aborted) {
     try {
       const res = await api('/admin/events?runs=0', { signal });
-      if (!res.ok || res.body === null) throw new Error(`HTTP ${res.status}`);
+      if (!res.ok || res.body === null) {
+        // The edge's own reason (503 too_many_subscribers: other tabs hold every stream), not just its status.
+        const error = ((await res.json().catch(() => undefined)) as { error?: { code?: string; message?: string } } | undefined)?.error;
+        throw new HttpError(res.status, error?.code ?? '', error?.message ?? `HTTP ${res.status}`);
+      }
       eventsState = 'open';
       showConn();
       banner('events', null);
@@ -308,7 +312,10 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
       if (err instanceof Unauthorized) return onUnauthorized();
       eventsState = 'lost';
       showConn();
-      banner('events', `Live events disconnected (${(err as Error).message}). Reconnecting every 2 s; if this lasts, check that the edge is running.`);
+      // An edge that answered is running: its refusal is said as such, not as a lost connection.
+      banner('events', err instanceof HttpError
+        ? `Live events refused (${describeFailure(err)}). Asking again every 2 s; node changes show with the next status poll meanwhile.`
+        : `Live events disconnected (${(err as Error).message}). Reconnecting every 2 s; if this lasts, check that the edge is running.`);
     }
     await sleep(EVENTS_RETRY_MS, signal);
   }

@@ -660,6 +660,30 @@ describe('operator console: a first visit, a provider reset, the edge going away
     await page.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
   });
 
+  test('an event stream the edge refuses (every slot taken) shows the edge\'s reason, not "check that the edge is running"', async () => {
+    await loggedIn();
+    // Logged out, the page holds no stream (a page navigated away may keep its socket a while).
+    await page.click('#logout');
+    await eventually('the page to let go of its stream', async () => (await subscribers()) === 0);
+    // Every slot the edge has (64), held by other readers, as by other console tabs.
+    const others = new AbortController();
+    const held = await Promise.all(Array.from({ length: 64 }, () => fetch(`${edge.adminUrl}/admin/events?runs=0`, { headers: { authorization: `Bearer ${TOKEN}` }, signal: others.signal })));
+    try {
+      assert.deepEqual([...new Set(held.map((r) => r.status))], [200]);
+      await loggedIn();
+      await page.waitForFunction(`/too_many_subscribers/.test(document.getElementById('banner').textContent)`, { timeout: 5_000 }).catch(async () =>
+        assert.fail(`banner: ${await js<string>(`document.getElementById('banner').textContent`)}`));
+      const shown = await js<string>(`document.getElementById('banner').textContent`);
+      assert.match(shown, /HTTP 503 too_many_subscribers: 64 event streams are open already; close one/);
+      assert.doesNotMatch(shown, /check that the edge is running/, 'the edge answered: it is running');
+      assert.equal(await js(`document.getElementById('conn').dataset.state`), 'warn');
+    } finally {
+      others.abort();
+    }
+    await page.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
+    await page.waitForFunction(`document.getElementById('banner').hidden`, { timeout: 3_000 });
+  });
+
   test('the edge going away: one steady "edge unreachable"; back, the page is live again by itself', async () => {
     await loggedIn();
     await page.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
