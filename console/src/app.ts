@@ -829,6 +829,12 @@ function init(): void {
   liveRunsBox.addEventListener('change', () => {
     sessionStorage.setItem(LIVE_RUNS_KEY, liveRunsBox.checked ? '1' : '0');
   });
+  // A page left for another may stay in the tab's back-forward cache with its sources open, and its event
+  // stream holds one of the edge's slots (64) meanwhile: they stop on leaving, and start again if it comes back.
+  window.addEventListener('pagehide', () => live?.abort());
+  window.addEventListener('pageshow', (event) => {
+    if (event.persisted && token !== null) void login(token);
+  });
   // The page says whether the admin listener has a token (console-routes.ts). Without one (loopback only) it needs no
   // login; with one, only a token this tab already holds is tried: a request without any would be a 401 (a red line in devtools).
   if (token !== null) void login(token);

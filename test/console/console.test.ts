@@ -684,6 +684,17 @@ describe('operator console: a first visit, a provider reset, the edge going away
     await page.waitForFunction(`document.getElementById('banner').hidden`, { timeout: 3_000 });
   });
 
+  test('a console left for another page holds no event stream slot; back, it is live again', async () => {
+    await loggedIn();
+    await page.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
+    assert.equal(await subscribers(), 1);
+    await page.goto(`${edge.adminUrl}/metrics`);
+    await eventually('the page left to let go of its stream', async () => (await subscribers()) === 0);
+    await page.goBack();
+    await page.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
+    await eventually('the page back to subscribe again', async () => (await subscribers()) === 1);
+  });
+
   test('the edge going away: one steady "edge unreachable"; back, the page is live again by itself', async () => {
     await loggedIn();
     await page.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
