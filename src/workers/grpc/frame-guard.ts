@@ -45,6 +45,8 @@ export class ProtocolStats {
   supersededSessions = 0;
   /** Sessions dropped for silence (half-open TCP). */
   heartbeatTimeouts = 0;
+  /** Sessions dropped because the node took nothing the edge sent (not even a heartbeat) for the silence limit: it stopped reading its stream. */
+  stalledReaders = 0;
   /** DATA frames over limits.max_frame_bytes, or HEADERS over MAX_RESPONSE_HEAD_BYTES: the tunnel failed. */
   oversizedFrames = 0;
   /** DATA past the tunnel's flow-control window (its initial credit plus the credit granted since): the tunnel failed. */

@@ -132,6 +132,14 @@ export class NodeSession implements TunnelHost {
   #toldTimeoutMs = 0;
   /** A silence past the limit is to be judged again after this turn's socket reads. */
   #silenceRecheck = false;
+  /** performance.now() when a write to the node last completed. Writes queue without bound in grpc-js while the node
+   * does not read its stream, each TunnelRequest with its body: a node that takes nothing (not even the heartbeat
+   * that is written every interval) for the silence limit is dropped as a silent one is. A slow link that still
+   * takes what is queued, one message after another, is not. */
+  #lastTakenAt = performance.now();
+  readonly #taken = (): void => {
+    this.#lastTakenAt = performance.now();
+  };
   readonly #commands = new CommandWaiters(() => this.nodeId);
   /** Set at Register for an agent that takes batched TunnelRequests; every other write flushes it first. */
   #requestBatcher: RequestBatcher | undefined;
@@ -182,7 +190,7 @@ export class NodeSession implements TunnelHost {
       return tunnelId;
     }
     // Written before it is tracked: a write that throws leaves no tunnel behind.
-    this.#call.write(message);
+    this.#call.write(message, this.#taken);
     this.#tunnels.set(tunnelId, new OpenTunnel(consumer, fields.initialCredit));
     return tunnelId;
   }
@@ -213,7 +221,7 @@ export class NodeSession implements TunnelHost {
     }
     return this.#commands.send(kind, args, deadlineMs, (message) => {
       this.#requestBatcher?.flush();
-      this.#call.write(message);
+      this.#call.write(message, this.#taken);
     });
   }
 
@@ -253,9 +261,16 @@ export class NodeSession implements TunnelHost {
   /** @internal the silence seen by heartbeat(), judged again after the socket was read */
   silenceRechecked(): void {
     this.#silenceRecheck = false;
-    if (this.#state !== 'active' || performance.now() - this.#lastSeenAt <= this.#toldTimeoutMs) return;
-    this.#host.protocolStats.heartbeatTimeouts++;
-    this.close('heartbeat timeout');
+    if (this.#state !== 'active') return;
+    const now = performance.now();
+    if (now - this.#lastSeenAt > this.#toldTimeoutMs) {
+      this.#host.protocolStats.heartbeatTimeouts++;
+      this.close('heartbeat timeout');
+    } else if (now - this.#lastTakenAt > this.#toldTimeoutMs) {
+      this.#host.protocolStats.stalledReaders++;
+      this.#host.logger.warn({ node: this.nodeId, generation: this.generation, lane: this.lane, stalledMs: Math.round(now - this.#lastTakenAt) }, 'node does not read its stream; closing');
+      this.close(`not reading its stream (nothing the edge sent was taken for ${Math.round(now - this.#lastTakenAt)} ms)`);
+    }
   }
 
   /** @internal register timer */
@@ -271,7 +286,7 @@ export class NodeSession implements TunnelHost {
   heartbeat(): void {
     if (this.#state !== 'active') return;
     const now = performance.now();
-    if (now - this.#lastSeenAt > this.#toldTimeoutMs && !this.#silenceRecheck) {
+    if ((now - this.#lastSeenAt > this.#toldTimeoutMs || now - this.#lastTakenAt > this.#toldTimeoutMs) && !this.#silenceRecheck) {
       // Timers run before the loop polls sockets: after a stall (a long GC, a
       // long turn) the node's heartbeats may be waiting unread. It is judged
       // once they are read, so a stall of ours never drops every node at once.
@@ -293,7 +308,7 @@ export class NodeSession implements TunnelHost {
     if (this.#state === 'closed') return;
     if (message.msg.case === 'tunnelRequestBatch') this.#host.protocolStats.requestBatches++;
     try {
-      this.#call.write(message);
+      this.#call.write(message, this.#taken);
     } catch (err) {
       this.close(`write failed: ${(err as Error).message}`);
     }
@@ -302,7 +317,7 @@ export class NodeSession implements TunnelHost {
   #send(message: EdgeMessage): void {
     try {
       this.#requestBatcher?.flush();
-      this.#call.write(message);
+      this.#call.write(message, this.#taken);
     } catch (err) {
       this.close(`write failed: ${(err as Error).message}`);
     }
@@ -376,6 +391,7 @@ export class NodeSession implements TunnelHost {
     // The node's heartbeats start when it reads Registered: silence is counted from here, not from
     // its Register (which main may have taken a while to answer).
     this.#lastSeenAt = performance.now();
+    this.#lastTakenAt = this.#lastSeenAt;
     this.connectedAtMs = Date.now();
     const intervalMs = this.#host.heartbeatIntervalMs;
     this.#toldTimeoutMs = this.#host.heartbeatTimeoutMs;

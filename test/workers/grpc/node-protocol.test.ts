@@ -80,6 +80,31 @@ describe('node protocol: bad input from a node', () => {
     assert.equal(stack.edge.driver.status().nodes.find((n) => n.id === NODE_ID)?.connected, false);
   });
 
+  test('a node that heartbeats but stops reading its stream is dropped after heartbeat.timeout_ms: what the edge queued for it is freed, its tunnels fail', async () => {
+    const TIMEOUT_MS = stack.config.heartbeat.timeoutMs;
+    const node = await connect();
+    const before = { ...(await stats()) };
+    // It still sends heartbeats, but takes nothing: once its client's buffer (16 messages) and the stream's HTTP/2
+    // window (64 KiB) are full, every later request (with its body) and heartbeat would pile up in the edge for good.
+    node.call.pause();
+    const body = JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'x'.repeat(300 * 1024) }] });
+    for (let round = 0; round < 12 && (await sessionOf(stack.edge, NODE_ID)) !== undefined; round++) {
+      const answers = await Promise.all(Array.from({ length: 4 }, () => fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })));
+      for (const res of answers) {
+        // A clear error in the API's format: no answer in time, or the node dropped under it.
+        const code = await errorCode(res);
+        assert.ok((res.status === 504 && code === 'first_byte_timeout') || (res.status === 502 && code === 'node_disconnected'), `${res.status} ${code}`);
+      }
+    }
+    await waitFor(async () => (await sessionOf(stack.edge, NODE_ID)) === undefined, 'the node that does not read to be dropped', TIMEOUT_MS * 3);
+    const after = await stats();
+    assert.equal(after.stalledReaders - (before.stalledReaders ?? 0), 1);
+    assert.equal(after.heartbeatTimeouts, before.heartbeatTimeouts, 'its heartbeats kept coming: not a silent node');
+    assert.equal(stack.edge.driver.status().nodes.find((n) => n.id === NODE_ID)?.connected, false);
+    node.call.resume();
+    await node.ended;
+  });
+
   test('frames for tunnels never opened are dropped and counted; past the limit the node is fenced', async () => {
     const node = await connect();
     const before = { ...(await stats()) };
