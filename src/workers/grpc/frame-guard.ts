@@ -13,6 +13,8 @@ import { MAX_RESPONSE_HEAD_BYTES } from '../../shared/wire-limits.js';
  * records (the last thousand of them) and the event history, so a node must not make them megabytes. */
 export const MAX_ERROR_CODE_CHARS = 256;
 export const MAX_ERROR_MESSAGE_CHARS = 4_096;
+/** Register.agent_version is kept to this many characters: it goes in every node.connected event, the status and the log. */
+export const MAX_AGENT_VERSION_CHARS = 128;
 
 /** Violations one session may commit before the edge closes it. */
 export const MAX_SESSION_VIOLATIONS = 16;

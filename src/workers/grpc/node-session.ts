@@ -23,7 +23,7 @@ import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messa
 import { RequestBatcher } from './request-batcher.js';
 import { REQUEST_BATCH_CAPABILITY } from '../../shared/request-batch.js';
 import type { TunnelHost, TunnelRequestFields } from '../tunnel/tunnel-host.js';
-import { admitFrame, MAX_ERROR_CODE_CHARS, MAX_ERROR_MESSAGE_CHARS, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
+import { admitFrame, MAX_AGENT_VERSION_CHARS, MAX_ERROR_CODE_CHARS, MAX_ERROR_MESSAGE_CHARS, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
 import { CommandWaiters } from './command-waiters.js';
 import { COMMANDS_CAPABILITY, type NodeCommandResult } from '../../shared/node-commands.js';
 
@@ -97,6 +97,8 @@ export class NodeSession implements TunnelHost {
   /** The providers its Register announced (checked and bounded there): what its probe results may name. */
   providerIds: ReadonlySet<string> = new Set();
   agentVersion = '';
+  /** A Leaving was acted on: any later one on this stream is ignored. */
+  #leavingSaid = false;
   /** Register.capabilities: what the agent understands beyond the base protocol. */
   capabilities: readonly string[] = [];
   readonly remoteAddress: string;
@@ -342,10 +344,16 @@ export class NodeSession implements TunnelHost {
       case 'commandResult':
         this.#commands.answer(msg.value);
         return;
-      case 'leaving':
-        this.#host.logger.info({ node: this.nodeId, reason: msg.value.reason }, 'node is leaving');
-        if (this.#state === 'active') this.#host.leaving?.(this, msg.value.reason);
+      case 'leaving': {
+        // The agent says it once per stream: each more would log and publish node.leaving again (the event
+        // history keeps 1,024 of them), and its text is cut as an ERROR frame's is.
+        if (this.#leavingSaid) return;
+        this.#leavingSaid = this.#state === 'active';
+        const reason = cutText(msg.value.reason, MAX_ERROR_MESSAGE_CHARS);
+        this.#host.logger.info({ node: this.nodeId, reason }, 'node is leaving');
+        if (this.#state === 'active') this.#host.leaving?.(this, reason);
         return;
+      }
       default:
         return;
     }
@@ -361,7 +369,8 @@ export class NodeSession implements TunnelHost {
     if (this.#heartbeatTimer) clearTimeout(this.#heartbeatTimer);
     this.#heartbeatTimer = undefined;
     this.nodeId = register.nodeId;
-    this.agentVersion = register.agentVersion;
+    // Shown in the node.connected event (kept in the event history), the status and the log, on every reconnect.
+    this.agentVersion = cutText(register.agentVersion, MAX_AGENT_VERSION_CHARS);
     this.capabilities = register.capabilities;
     if (register.capabilities.includes(REQUEST_BATCH_CAPABILITY)) this.#requestBatcher = new RequestBatcher((message) => this.#writeBatch(message));
     this.lane = register.lane;
@@ -467,7 +476,7 @@ export class NodeSession implements TunnelHost {
       case FrameKind.ERROR: {
         this.#tunnels.delete(frame.tunnelId);
         const message = frame.errorMessage;
-        tunnel.consumer.onError(frame.errorCode.slice(0, MAX_ERROR_CODE_CHARS) || 'upstream_error', message.length > MAX_ERROR_MESSAGE_CHARS ? `${message.slice(0, MAX_ERROR_MESSAGE_CHARS)}…` : message);
+        tunnel.consumer.onError(frame.errorCode.slice(0, MAX_ERROR_CODE_CHARS) || 'upstream_error', cutText(message, MAX_ERROR_MESSAGE_CHARS));
         return;
       }
       default:
@@ -496,6 +505,11 @@ export class NodeSession implements TunnelHost {
     this.#send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: `fenced for protocol violations: ${why}` } } }));
     this.close(`fenced for protocol violations: ${why}`);
   }
+}
+
+/** A node's text cut to `max` characters, marked when cut. */
+function cutText(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 function onHeartbeat(session: NodeSession): void {

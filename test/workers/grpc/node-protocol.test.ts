@@ -9,7 +9,8 @@ import { MAX_SESSION_VIOLATIONS } from '../../../src/workers/grpc/frame-guard.js
 import { MAX_BATCH_FRAMES } from '../../../src/workers/grpc/node-session.js';
 import type { TunnelFrame } from '../../../src/gen/edge/v1/tunnel_pb.js';
 import { FakeNode, JSON_HEADERS, SSE } from './fake-node.js';
-import { dataFrame } from '../../../src/agent/frames.js';
+import { dataFrame, leavingMessage, registerMessage } from '../../../src/agent/frames.js';
+import type { EdgeEvent } from '../../../src/contract/events.js';
 
 function chat(stack: Stack, stream = true): Promise<Response> {
   return fetch(`${stack.baseURL}/chat/completions`, {
@@ -470,6 +471,34 @@ describe('node protocol: bad input from a node', () => {
     const t = await node.nextTunnel();
     node.answer(t.tunnelId, ['served']);
     assert.equal(await (await pending).text(), 'data: served\n\n');
+  });
+
+  test('a node\'s own text (agent_version, a Leaving reason) is cut before it is kept, and Leaving said again is ignored: the event history stays small', async () => {
+    const events: EdgeEvent[] = [];
+    const subscription = stack.edge.events.subscribe({ readable: (sub) => { for (let e = sub.shift(); e !== undefined; e = sub.shift()) events.push(e.event); } }, 4096, false);
+    try {
+      const node = new FakeNode(stack.edge.grpcPort);
+      nodes.push(node);
+      node.send(registerMessage(NODE_ID, NODE_TOKEN, `v${'9'.repeat(100_000)}`, [PROVIDER_ID]));
+      await node.registered();
+      // The agent says Leaving once per stream; this one repeats it, each with 100 KB of text (the history keeps 1,024 events).
+      const before = (await stats()).unknownTunnelFrames;
+      for (let i = 0; i < 20; i++) node.send(leavingMessage(`going ${i} ${'x'.repeat(100_000)}`));
+      // A frame behind them, counted once every Leaving before it was read.
+      node.data(1_000_000, 0, 'marker');
+      await waitFor(async () => (await stats()).unknownTunnelFrames === before + 1, 'the messages to be read');
+      node.close();
+      await waitUntil(() => events.some((e) => e.type === 'node.disconnected' && e.node === NODE_ID), 'the node to be gone');
+      const connected = events.filter((e) => e.type === 'node.connected');
+      assert.equal(connected.length, 1);
+      assert.ok(connected[0].type === 'node.connected' && connected[0].agentVersion.length <= 129, 'agent_version cut');
+      const leaving = events.filter((e) => e.type === 'node.leaving');
+      assert.equal(leaving.length, 1, 'one node.leaving for one stream');
+      assert.ok(leaving[0].type === 'node.leaving' && leaving[0].reason.startsWith('going 0 ') && leaving[0].reason.length <= 4_097, 'its reason cut');
+      assert.ok(JSON.stringify(events).length < 20_000, `the events took ${JSON.stringify(events).length} characters`);
+    } finally {
+      subscription.close();
+    }
   });
 
   test('a second connection with the same node id supersedes the first: its tunnels fail, the new one serves', async () => {
