@@ -16,6 +16,11 @@ export const MAX_ERROR_MESSAGE_CHARS = 4_096;
 /** Register.agent_version is kept to this many characters: it goes in every node.connected event, the status and the log. */
 export const MAX_AGENT_VERSION_CHARS = 128;
 
+/** A node's text cut to `max` characters, marked when cut. */
+export function cutText(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
 /** Violations one session may commit before the edge closes it. */
 export const MAX_SESSION_VIOLATIONS = 16;
 

@@ -28,7 +28,7 @@ import type { NodeRegistrar, SchedulerPort } from '../../contract/scheduler-port
 import { NodeLanes } from './node-lanes.js';
 import { NodeSession, UNKNOWN_NODE_OR_TOKEN, type NodeCall, type SessionHost } from './node-session.js';
 import { limitsOf } from '../../shared/config-hardening.js';
-import { ProtocolStats } from './frame-guard.js';
+import { cutText, MAX_ERROR_MESSAGE_CHARS, ProtocolStats } from './frame-guard.js';
 import { MAX_ANNOUNCED_PROVIDERS, MAX_NODE_STREAMS, MAX_PROVIDER_ID_BYTES } from '../../shared/wire-limits.js';
 
 const REGISTER_TIMEOUT_MS = 10_000;
@@ -393,7 +393,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       }
       if ((known.get(probe.providerId) ?? true) !== probe.healthy) {
         known.set(probe.providerId, probe.healthy);
-        this.logger.warn({ node: session.nodeId, provider: probe.providerId, detail: probe.detail || undefined }, probe.healthy ? 'provider health probe passes' : 'provider health probe fails');
+        this.logger.warn({ node: session.nodeId, provider: probe.providerId, detail: probe.detail === '' ? undefined : cutText(probe.detail, MAX_ERROR_MESSAGE_CHARS) }, probe.healthy ? 'provider health probe passes' : 'provider health probe fails');
       }
       this.#port.setProviderHealth(session.nodeId, probe.providerId, probe.healthy, session.generation);
     }

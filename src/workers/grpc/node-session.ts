@@ -23,7 +23,7 @@ import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messa
 import { RequestBatcher } from './request-batcher.js';
 import { REQUEST_BATCH_CAPABILITY } from '../../shared/request-batch.js';
 import type { TunnelHost, TunnelRequestFields } from '../tunnel/tunnel-host.js';
-import { admitFrame, MAX_AGENT_VERSION_CHARS, MAX_ERROR_CODE_CHARS, MAX_ERROR_MESSAGE_CHARS, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
+import { admitFrame, cutText, MAX_AGENT_VERSION_CHARS, MAX_ERROR_CODE_CHARS, MAX_ERROR_MESSAGE_CHARS, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
 import { CommandWaiters } from './command-waiters.js';
 import { COMMANDS_CAPABILITY, type NodeCommandResult } from '../../shared/node-commands.js';
 
@@ -505,11 +505,6 @@ export class NodeSession implements TunnelHost {
     this.#send(create(EdgeMessageSchema, { msg: { case: 'rejected', value: { reason: `fenced for protocol violations: ${why}` } } }));
     this.close(`fenced for protocol violations: ${why}`);
   }
-}
-
-/** A node's text cut to `max` characters, marked when cut. */
-function cutText(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 function onHeartbeat(session: NodeSession): void {

@@ -4,12 +4,13 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, sessionOf, startStack, waitFor, waitUntil, type Stack } from '../../helpers/stack.js';
+import { ALIAS, inFlight, NODE_ID, NODE_TOKEN, openExchanges, PROVIDER_ID, sessionOf, startStack, testWorkers, waitFor, waitUntil, type Stack } from '../../helpers/stack.js';
 import { MAX_SESSION_VIOLATIONS } from '../../../src/workers/grpc/frame-guard.js';
 import { MAX_BATCH_FRAMES } from '../../../src/workers/grpc/node-session.js';
 import type { TunnelFrame } from '../../../src/gen/edge/v1/tunnel_pb.js';
 import { FakeNode, JSON_HEADERS, SSE } from './fake-node.js';
-import { dataFrame, leavingMessage, registerMessage } from '../../../src/agent/frames.js';
+import { dataFrame, heartbeatMessage, leavingMessage, registerMessage } from '../../../src/agent/frames.js';
+import { pino } from 'pino';
 import type { EdgeEvent } from '../../../src/contract/events.js';
 
 function chat(stack: Stack, stream = true): Promise<Response> {
@@ -591,5 +592,25 @@ describe('node protocol: bad input from a node', () => {
     await node.waitFor((m) => m.msg.case === 'cancel' && m.msg.value.tunnelId === t.tunnelId);
     // Its answer, when it finally comes, is a late frame for nobody.
     node.answer(t.tunnelId, ['too late']);
+  });
+});
+
+describe('a node\'s probe detail in the edge log', { skip: testWorkers() > 0 ? 'I/O workers log to their own stdout' : false }, () => {
+  test('is cut as an ERROR frame\'s text is: a verdict with a megabyte of detail logs kilobytes', async () => {
+    const lines: string[] = [];
+    const stack = await startStack({ startAgent: false, logger: pino({ level: 'info' }, { write: (line: string) => void lines.push(line) }) });
+    try {
+      const node = new FakeNode(stack.edge.grpcPort);
+      node.send(registerMessage(NODE_ID, NODE_TOKEN, 'v1', [PROVIDER_ID]));
+      await node.registered();
+      node.send(heartbeatMessage(Date.now(), [{ providerId: PROVIDER_ID, healthy: false, detail: `refused ${'x'.repeat(1_000_000)}` }]));
+      await waitUntil(() => lines.some((line) => line.includes('provider health probe fails')), 'the verdict to be logged');
+      const line = lines.find((l) => l.includes('provider health probe fails')) as string;
+      assert.match(line, /"detail":"refused x+…"/);
+      assert.ok(line.length < 5_000, `a log line of ${line.length} characters`);
+      node.close();
+    } finally {
+      await stack.close();
+    }
   });
 });
