@@ -137,7 +137,8 @@ export class NodeSession implements TunnelHost {
   /** performance.now() when a write to the node last completed. Writes queue without bound in grpc-js while the node
    * does not read its stream, each TunnelRequest with its body: a node that takes nothing (not even the heartbeat
    * that is written every interval) for the silence limit is dropped as a silent one is. A slow link that still
-   * takes what is queued, one message after another, is not. */
+   * takes what is queued, one message after another, is not; one message longer than the limit to pass (a body of
+   * megabytes) is judged as nothing taken, as the agent judges the edge silent meanwhile (its heartbeats wait behind it). */
   #lastTakenAt = performance.now();
   readonly #taken = (): void => {
     this.#lastTakenAt = performance.now();
