@@ -17,7 +17,7 @@ import {
   FIELD_PREVIOUS_RESPONSE_ID_STRING,
   FIELD_PROMPT,
 } from './inspect.js';
-import { endsWithDone, endsWithMessageStop, endsWithResponseTerminal } from '../tunnel/sse-terminal.js';
+import { endsWithDone, endsWithErrorEvent, endsWithMessageStop, endsWithResponseTerminal } from '../tunnel/sse-terminal.js';
 
 /** How one API tells a client about an error. */
 export interface ErrorFormat {
@@ -100,6 +100,12 @@ export interface ApiRoute {
   check(fields: number): FieldProblem | undefined;
   /** Whether relayed bytes (ending at an event's end) end with the event that ends this API's stream (sse-terminal.ts). */
   readonly endsAnswer?: (out: Uint8Array) => boolean;
+  /**
+   * A 2xx event stream the provider ended before that event (endsAnswer) is
+   * cut short, not answered: the client gets the API's error event (a
+   * provider with a close-delimited body that died mid-answer ends cleanly).
+   */
+  readonly requiresEnd?: boolean;
   /** A list `input` / `prompt` is a batch of sequences, each within the model's window: its longest one sets the context class. */
   readonly batchInputs?: boolean;
   /** The body field holding the prompt, which context_length_exceeded names; unset: `messages`. */
@@ -145,7 +151,9 @@ export const MESSAGES: ApiRoute = {
   path: '/v1/messages',
   api: Api.messages,
   errors: ANTHROPIC_ERRORS,
-  endsAnswer: endsWithMessageStop,
+  // The provider's own `event: error` ends its stream too.
+  endsAnswer: (out) => endsWithMessageStop(out) || endsWithErrorEvent(out),
+  requiresEnd: true,
   check: (fields) => {
     const problem = messagesArray(fields);
     if (problem !== undefined) return problem;

@@ -522,6 +522,11 @@ export class ProxyExchange implements TunnelConsumer {
       this.#finish(endReason(this.status));
       return;
     }
+    if (this.route.requiresEnd === true && !this.#answered && this.#isEventStream && this.status >= 200 && this.status < 300) {
+      // Ended before the API's last event: a cut answer, which the client must not take for a whole one.
+      this.fail(Errors.upstreamReset, 'the provider ended the stream before its last event', nodeErrorReason('upstream_reset', this.adapter));
+      return;
+    }
     this.#readUsage();
     this.#finish(endReason(this.status));
     this.plane.answerRelayed(this);

@@ -65,6 +65,23 @@ export function endsWithMessageStop(out: Uint8Array): boolean {
   return isTypeValue(buffer, at, MESSAGE_STOP.length);
 }
 
+const ERROR_EVENT = Buffer.from('event: error');
+const ERROR_NAMES = [Buffer.from('error')];
+
+/**
+ * The last event is Anthropic's `event: error`: the provider's own in-band
+ * failure, which ends its stream as message_stop would (no error of the
+ * edge's goes after it).
+ */
+export function endsWithErrorEvent(out: Uint8Array): boolean {
+  const end = contentEnd(out);
+  if (end < ERROR_EVENT.length) return false;
+  const buffer = asBuffer(out);
+  // Per chunk relayed: one native search rules out the chunks without such a line.
+  if (buffer.lastIndexOf(ERROR_EVENT, end - ERROR_EVENT.length) < 0) return false;
+  return eventHead(buffer, lastEventEnd(buffer.subarray(0, end)), end, ERROR_NAMES) === NAMED;
+}
+
 /**
  * The name at `at` is the value of `"type"` (`"type": "<name>"`), not words
  * inside another string value (`"text":"<name>"`, or quoted in one: `\"`).

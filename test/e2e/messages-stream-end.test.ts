@@ -1,0 +1,81 @@
+// A Messages stream the provider ended before message_stop (a close-delimited
+// body of a provider that died mid-answer ends cleanly at the node) is a cut
+// answer: the client gets Anthropic's error event, which its SDK raises,
+// never a clean end it would take for the whole answer. A provider's own
+// `event: error` ends its stream as it is, without a second error after it.
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { after, before, test } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
+import { startProvidersStack, type ProvidersStack } from '../helpers/stack.js';
+
+const ALIAS = 'claude-ish';
+const event = (name: string, data: unknown): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...(data as object) })}\n\n`;
+const OPENING =
+  event('message_start', { message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'served-p', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 7, output_tokens: 1 } } }) +
+  event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) +
+  event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Hel' } });
+const ENDINGS: Record<string, string> = {
+  whole: event('content_block_stop', { index: 0 }) + event('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 2 } }) + event('message_stop', {}),
+  cut: '',
+  error: event('error', { error: { type: 'overloaded_error', message: 'Overloaded' } }),
+};
+
+let provider: Server;
+let stack: ProvidersStack;
+
+before(async () => {
+  // Each answer ends cleanly (the chunked body's last chunk), after the ending its x-ending header names.
+  provider = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(OPENING + ENDINGS[req.headers['x-ending'] as string]);
+    });
+  });
+  await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+  const { port } = provider.address() as { port: number };
+  stack = await startProvidersStack(ALIAS, { p: `http://127.0.0.1:${port}` }, {}, { p: ['messages'] });
+});
+
+after(async () => {
+  await stack.close();
+  await new Promise<void>((resolve) => provider.close(() => resolve()));
+});
+
+function streamText(ending: string): Promise<string> {
+  return fetch(`${stack.edge.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-ending': ending },
+    body: JSON.stringify({ model: ALIAS, max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
+  }).then((res) => {
+    assert.equal(res.status, 200);
+    return res.text();
+  });
+}
+
+test('a Messages stream ended before message_stop gets an Anthropic error event, which the SDK raises', async () => {
+  const text = await streamText('cut');
+  assert.ok(text.startsWith(OPENING), 'the provider\'s events are relayed as they are');
+  const last = text.slice(OPENING.length);
+  assert.match(last, /^event: error\ndata: /, `an error event after the provider's last one: ${JSON.stringify(last)}`);
+  const body = JSON.parse(last.slice(last.indexOf('data: ') + 6)) as { type: string; error: { type: string; message: string } };
+  assert.equal(body.type, 'error');
+  assert.equal(body.error.type, 'api_error');
+
+  const client = new Anthropic({ baseURL: stack.edge.url, apiKey: 'k', maxRetries: 0, timeout: 10_000 });
+  const stream = await client.messages.create({ model: ALIAS, max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] }, { headers: { 'x-ending': 'cut' } });
+  const seen: string[] = [];
+  await assert.rejects(
+    (async () => {
+      for await (const e of stream) seen.push(e.type);
+    })(),
+    (err: unknown) => err instanceof Anthropic.APIError && /upstream_reset/.test(err.message),
+  );
+  assert.deepEqual(seen, ['message_start', 'content_block_start', 'content_block_delta']);
+});
+
+test('a whole Messages stream, and one the provider ended with its own error event, are relayed as they are', async () => {
+  assert.equal(await streamText('whole'), OPENING + ENDINGS.whole);
+  assert.equal(await streamText('error'), OPENING + ENDINGS.error, 'no second error after the provider\'s');
+});
