@@ -55,6 +55,8 @@ describe('config refresh through the admin API', () => {
     // Per node: its lanes and how long since it was last heard (heartbeats every 200 ms here).
     assert.equal(node.lanes, 1);
     assert.ok(node.heartbeatAgeMs >= 0 && node.heartbeatAgeMs < 1_000, String(node.heartbeatAgeMs));
+    // Whole milliseconds, as every other *Ms of status (not 50.69970703125).
+    assert.ok(Number.isInteger(node.heartbeatAgeMs), String(node.heartbeatAgeMs));
     assert.equal(json.workers.count, stack.edge.workers);
     // Two scheduler rings per I/O worker and one per ordered pair of workers; none on the main thread alone.
     const n = stack.edge.workers;

@@ -104,7 +104,8 @@ function leasesOn(s: SchedulerStatus, nodeId: string): number {
 
 function lanesOf(live: { generation: number; lanes: number; lastSeenMs: number } | undefined, generation: number, now: number): { lanes: number; heartbeatAgeMs: number | null } {
   if (live === undefined || live.generation !== generation) return { lanes: 0, heartbeatAgeMs: null };
-  return { lanes: live.lanes, heartbeatAgeMs: Math.max(0, now - live.lastSeenMs) };
+  // Whole milliseconds, as every other *Ms here: lastSeenMs comes from a sub-millisecond clock.
+  return { lanes: live.lanes, heartbeatAgeMs: Math.max(0, Math.round(now - live.lastSeenMs)) };
 }
 
 function iso(ms: number): string {
