@@ -18,7 +18,7 @@ import type { Message, SendMessageRequest, StreamResponse, Task } from '@a2a-js/
 import { Agent } from 'undici';
 import { completionText } from '../../src/mock/responses.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { CLI_ALIAS, livePids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
+import { CLI_ALIAS, isLive, livePids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
 import { ALIAS, SERVED, startStack, waitFor, type Stack } from '../helpers/stack.js';
 
 const SUBMITTED = 1;
@@ -484,6 +484,27 @@ describe('A2A: cli agent', () => {
     assert.equal(canceled?.status?.state, CANCELED);
     assert.equal(states.at(-1), CANCELED);
     await waitFor(async () => (await livePids(stack.tag)).length === 0, 'the cancelled process to be gone');
+  });
+
+  test('CancelTask of a running cli task: the run\'s outcome is run_cancelled (not a client that left), its whole process group is gone', async () => {
+    let taskId = '';
+    let text = '';
+    let cancelled = false;
+    for await (const event of client.sendMessageStream(request('orphan'))) {
+      if (event.payload?.$case === 'task') taskId = event.payload.value.id;
+      if (event.payload?.$case === 'artifactUpdate') for (const p of event.payload.value.artifact?.parts ?? []) if (p.content?.$case === 'text') text += p.content.value;
+      if (!cancelled && /pids \d+ \d+/.test(text)) {
+        cancelled = true;
+        assert.equal((await client.cancelTask({ tenant: '', id: taskId, metadata: undefined })).status?.state, CANCELED);
+      }
+    }
+    const task = await client.getTask({ tenant: '', id: taskId, historyLength: undefined });
+    assert.equal(task.status?.state, CANCELED);
+    const [, child, grandchild] = /pids (\d+) (\d+)/.exec(text)?.map(Number) ?? [];
+    // Both ignore SIGTERM: gone only once the group got its SIGKILL.
+    await waitFor(async () => !(await isLive(child)) && !(await isLive(grandchild)), 'the command and its grandchild to be gone');
+    const run = (await stack.admin(`/admin/runs/${String(task.metadata?.edgeRunId)}`)).json as { outcome: string };
+    assert.equal(run.outcome, 'run_cancelled', 'docs/operations.md: an A2A client\'s cancel is run_cancelled');
   });
 
   test('a silent run keeps its stream alive with SSE comments, which the SDK skips', async () => {

@@ -327,7 +327,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
         if (error === undefined && entry.state === COMPLETED && conversation !== undefined) this.#remember(conversation, contextId, prompt, entry.text);
       },
     });
-    entry.cancelRun = () => sink.cancel();
+    entry.cancelRun = (asked) => sink.cancel(asked);
     const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, messages: [...earlier, { role: 'user', content: prompt }] }));
     const info = inspectBody(body, 64) as InspectOk;
     const request = runRequest(contextId, call.requestTag);
@@ -370,15 +370,15 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     else this.#relay({ type: 'a2a', to: home, from: this.#workerIndex, call: 0, op: 'remember', context: conversation, value: { user, assistant } });
   }
 
-  #cancelEntry(entry: TaskEntry, why: string): void {
-    entry.cancelRun?.();
+  #cancelEntry(entry: TaskEntry, why: string, asked = false): void {
+    entry.cancelRun?.(asked);
     entry.finish(CANCELED, why, this.#ttlMs);
   }
 
   #cancelLocal(id: string, keyName: string | undefined): Task {
     const entry = this.#entryFor(id, keyName);
     if (entry.terminal) throw new TaskNotCancelableError(`task ${id} is already over (${entry.state === COMPLETED ? 'completed' : entry.state === FAILED ? 'failed' : 'canceled'})`);
-    this.#cancelEntry(entry, 'canceled by the client');
+    this.#cancelEntry(entry, 'canceled by the client', true);
     return entry.snapshot();
   }
 

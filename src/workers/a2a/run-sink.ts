@@ -81,6 +81,8 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
   /** The event stream said it was over ([DONE], or a chunk's finish_reason): without it the answer may be cut short. */
   #ended = false;
   #done = false;
+  /** cancel() was called: the task is finished by its caller, not by what the exchange writes after. */
+  #cancelled = false;
 
   constructor(listener: RunListener) {
     super();
@@ -153,11 +155,16 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
   }
 
   /**
-   * The task was cancelled: the exchange hears what a client disconnect
-   * sounds like ('close' before the response finished) and cancels the run.
+   * The task was cancelled (its caller finishes it). `asked`: by CancelTask,
+   * which the exchange takes as an operator's cancel (outcome run_cancelled,
+   * docs/operations.md); else (the caller left) it hears what a client
+   * disconnect sounds like ('close' before the response finished).
    */
-  cancel(): void {
+  cancel(asked: boolean): void {
     if (this.#done) return;
+    this.#cancelled = true;
+    const exchange = (this as { [kExchange]?: ProxyExchange })[kExchange];
+    if (asked && exchange?.cancel() === true) return;
     this.#done = true;
     this.destroyed = true;
     this.emit('close');
@@ -236,6 +243,7 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
 
   /** An operator's cancel of the run reaches the exchange as the edge's run_cancelled error: told apart from a failure. */
   #report(error: RunError | undefined): void {
+    if (this.#cancelled) return;
     this.#listener.onFinished(error?.text, error?.code === Errors.runCancelled.code);
   }
 }

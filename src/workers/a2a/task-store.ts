@@ -135,8 +135,8 @@ export class TaskEntry {
   expiresAt = Infinity;
   readonly history: Message[];
   readonly artifactId = randomUUID();
-  /** Cancels the run (RunSink.cancel); set once dispatched. */
-  cancelRun: (() => void) | undefined;
+  /** Cancels the run (RunSink.cancel; `asked`: by CancelTask, not the caller leaving); set once dispatched. */
+  cancelRun: ((asked: boolean) => void) | undefined;
   /** The store's accounting of a finished record (set by TaskStore.add). */
   onFinished: ((entry: TaskEntry) => void) | undefined;
   /** Characters of text the record holds, counted when it finished (0 before). */
