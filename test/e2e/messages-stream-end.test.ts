@@ -21,6 +21,10 @@ const ENDINGS: Record<string, string> = {
   error: event('error', { error: { type: 'overloaded_error', message: 'Overloaded' } }),
 };
 
+const DONE = 'data: [DONE]\n\n';
+/** Ends the held answer of an `x-done: later` request: its `data: [DONE]` after the rest reached the client. */
+let sendDone: (() => void) | undefined;
+
 let provider: Server;
 let stack: ProvidersStack;
 
@@ -30,7 +34,11 @@ before(async () => {
     req.resume();
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.end(OPENING + ENDINGS[req.headers['x-ending'] as string]);
+      // vLLM's /v1/messages writes the chat API's `data: [DONE]` after its last event, whole or failed.
+      if (req.headers['x-done'] === 'later') {
+        res.write(OPENING + ENDINGS[req.headers['x-ending'] as string]);
+        sendDone = () => res.end(req.headers['x-trailer'] === 'ping' ? `${event('ping', {})}: still here\n\n` : DONE);
+      } else res.end(OPENING + ENDINGS[req.headers['x-ending'] as string] + (req.headers['x-done'] === 'yes' ? DONE : ''));
     });
   });
   await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
@@ -43,10 +51,10 @@ after(async () => {
   await new Promise<void>((resolve) => provider.close(() => resolve()));
 });
 
-function streamText(ending: string): Promise<string> {
+function streamText(ending: string, done = 'no'): Promise<string> {
   return fetch(`${stack.edge.url}/v1/messages`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-ending': ending },
+    headers: { 'content-type': 'application/json', 'x-ending': ending, 'x-done': done },
     body: JSON.stringify({ model: ALIAS, max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
   }).then((res) => {
     assert.equal(res.status, 200);
@@ -78,4 +86,39 @@ test('a Messages stream ended before message_stop gets an Anthropic error event,
 test('a whole Messages stream, and one the provider ended with its own error event, are relayed as they are', async () => {
   assert.equal(await streamText('whole'), OPENING + ENDINGS.whole);
   assert.equal(await streamText('error'), OPENING + ENDINGS.error, 'no second error after the provider\'s');
+});
+
+test('a stream that ends with data: [DONE] after message_stop or after the provider\'s error (vLLM) is relayed as it is', async () => {
+  assert.equal(await streamText('whole', 'yes'), OPENING + ENDINGS.whole + DONE);
+  assert.equal(await streamText('error', 'yes'), OPENING + ENDINGS.error + DONE, 'no error of the edge\'s after the provider\'s');
+  // [DONE] in a chunk of its own, after message_stop reached the client.
+  const client = new Anthropic({ baseURL: stack.edge.url, apiKey: 'k', maxRetries: 0, timeout: 10_000 });
+  const stream = await client.messages.create({ model: ALIAS, max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] }, { headers: { 'x-ending': 'whole', 'x-done': 'later' } });
+  const seen: string[] = [];
+  for await (const e of stream) {
+    seen.push(e.type);
+    if (e.type === 'message_stop') sendDone?.();
+  }
+  assert.deepEqual(seen, ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+});
+
+test('a ping or a comment after message_stop does not make a whole stream look cut', async () => {
+  const res = await fetch(`${stack.edge.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-ending': 'whole', 'x-done': 'later', 'x-trailer': 'ping' },
+    body: JSON.stringify({ model: ALIAS, max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
+  });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let trailed = false;
+  for (let r = await reader.read(); !r.done; r = await reader.read()) {
+    text += decoder.decode(r.value, { stream: true });
+    // The trailer goes out once message_stop reached the client: a chunk of its own.
+    if (!trailed && text.includes('message_stop')) {
+      trailed = true;
+      sendDone?.();
+    }
+  }
+  assert.equal(text, `${OPENING}${ENDINGS.whole}${event('ping', {})}: still here\n\n`, 'relayed as it is, no error after it');
 });

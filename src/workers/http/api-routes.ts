@@ -151,8 +151,9 @@ export const MESSAGES: ApiRoute = {
   path: '/v1/messages',
   api: Api.messages,
   errors: ANTHROPIC_ERRORS,
-  // The provider's own `event: error` ends its stream too.
-  endsAnswer: (out) => endsWithMessageStop(out) || endsWithErrorEvent(out),
+  // The provider's own `event: error` ends its stream too; vLLM's /v1/messages writes the chat API's
+  // `data: [DONE]` after either (the SDK skips an event with no name).
+  endsAnswer: (out) => endsWithMessageStop(out) || endsWithErrorEvent(out) || endsWithDone(out),
   requiresEnd: true,
   check: (fields) => {
     const problem = messagesArray(fields);

@@ -158,6 +158,8 @@ export class ProxyExchange implements TunnelConsumer {
   #heldNoRetry = false;
   /** The last event relayed ends the API's answer (route.endsAnswer): a failure after it adds no error. */
   #answered = false;
+  /** The API's last event was relayed at some point: what a provider writes after it (a ping, a comment) does not undo that. */
+  #endSeen = false;
   /** The stored response's id (Responses API), once read from the body's head, or named by the path (GET /v1/responses/{id}). */
   responseId: string | undefined;
   /**
@@ -449,6 +451,7 @@ export class ProxyExchange implements TunnelConsumer {
         // The last event may have begun before `out` (held, or relayed past the hold bound): judged whole.
         const start = events.startOfLastEvent(out);
         this.#answered = endsAnswer(start === undefined ? out : Buffer.concat([start, out]));
+        if (this.#answered) this.#endSeen = true;
       } else this.#answered = false;
       if (released > 0) {
         this.#writeAfterHeld(events.released, out);
@@ -522,7 +525,7 @@ export class ProxyExchange implements TunnelConsumer {
       this.#finish(endReason(this.status));
       return;
     }
-    if (this.route.requiresEnd === true && !this.#answered && this.#isEventStream && this.status >= 200 && this.status < 300) {
+    if (this.route.requiresEnd === true && !this.#endSeen && this.#isEventStream && this.status >= 200 && this.status < 300) {
       // Ended before the API's last event: a cut answer, which the client must not take for a whole one.
       this.fail(Errors.upstreamReset, 'the provider ended the stream before its last event', nodeErrorReason('upstream_reset', this.adapter));
       return;
