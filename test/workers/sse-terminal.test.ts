@@ -2,7 +2,7 @@
 // client already has the event that ends its answer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { endsWithDone, endsWithMessageStop, endsWithResponseTerminal } from '../../src/workers/tunnel/sse-terminal.js';
+import { endsWithDone, endsWithMessageStop, endsWithResponseEnd } from '../../src/workers/tunnel/sse-terminal.js';
 
 const b = (text: string): Buffer => Buffer.from(text);
 
@@ -38,7 +38,7 @@ test('Responses: completed, failed or incomplete in the head of the last event, 
     'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"a"}\n\nevent: response.failed\ndata: {"type":"response.failed"}\n\n',
     'event: response.incomplete\ndata: {"type":"response.incomplete"}\n\n',
   ])
-    assert.ok(endsWithResponseTerminal(b(yes)), yes.slice(0, 60));
+    assert.ok(endsWithResponseEnd(b(yes)), yes.slice(0, 60));
   for (const no of [
     'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"response.completed"}\n\n',
     `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","delta":"response.completed"}\n\n`,
@@ -48,7 +48,7 @@ test('Responses: completed, failed or incomplete in the head of the last event, 
     'data: {"delta":"response.completed","type":"response.output_text.delta"}\n\n',
     '',
   ])
-    assert.ok(!endsWithResponseTerminal(b(no)), no.slice(0, 60));
+    assert.ok(!endsWithResponseEnd(b(no)), no.slice(0, 60));
 });
 
 test('Responses: the event line after an id: line or a comment in the same event (sse-starlette writes id: first), any line ends', () => {
@@ -60,17 +60,17 @@ test('Responses: the event line after an id: line or a comment in the same event
     // No event line, an id long enough to push the data's type past the event's first 64 bytes.
     `id: resp_0123456789abcdef0123456789abcdef0123456789abcdef:41\n${data}\n\n`,
   ];
-  for (const eol of ['\n', '\r\n', '\r']) for (const text of yes) assert.ok(endsWithResponseTerminal(b(text.replaceAll('\n', eol))), JSON.stringify(text.replaceAll('\n', eol)).slice(0, 60));
+  for (const eol of ['\n', '\r\n', '\r']) for (const text of yes) assert.ok(endsWithResponseEnd(b(text.replaceAll('\n', eol))), JSON.stringify(text.replaceAll('\n', eol)).slice(0, 60));
   // An id line before a delta's event line is no terminal.
-  assert.ok(!endsWithResponseTerminal(b('id: 40\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"response.completed"}\n\n')));
+  assert.ok(!endsWithResponseEnd(b('id: 40\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"response.completed"}\n\n')));
 });
 
 test('Responses: events framed with CRLF or CR line ends (the SSE spec allows both; sse-starlette sends CRLF)', () => {
   const two = 'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","delta":"a"}\n\nevent: response.completed\ndata: {"type":"response.completed"}\n\n';
   const reversed = 'event: response.completed\ndata: {}\n\nevent: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1"}\n\n';
   for (const eol of ['\r\n', '\r']) {
-    assert.ok(endsWithResponseTerminal(b(two.replaceAll('\n', eol))), `completed after a delta, ${JSON.stringify(eol)}`);
-    assert.ok(!endsWithResponseTerminal(b(reversed.replaceAll('\n', eol))), `a delta after completed, ${JSON.stringify(eol)}`);
+    assert.ok(endsWithResponseEnd(b(two.replaceAll('\n', eol))), `completed after a delta, ${JSON.stringify(eol)}`);
+    assert.ok(!endsWithResponseEnd(b(reversed.replaceAll('\n', eol))), `a delta after completed, ${JSON.stringify(eol)}`);
   }
 });
 

@@ -17,7 +17,7 @@ import {
   FIELD_PREVIOUS_RESPONSE_ID_STRING,
   FIELD_PROMPT,
 } from './inspect.js';
-import { endsWithDone, endsWithErrorEvent, endsWithMessageStop, endsWithResponseTerminal } from '../tunnel/sse-terminal.js';
+import { endsWithDone, endsWithErrorEvent, endsWithMessageStop, endsWithResponseEnd } from '../tunnel/sse-terminal.js';
 
 /** How one API tells a client about an error. */
 export interface ErrorFormat {
@@ -178,7 +178,16 @@ function responsesContext(fields: number): FieldProblem | undefined {
   return previousResponseId(fields);
 }
 
-export const RESPONSES: ApiRoute = { path: '/v1/responses', api: Api.responses, errors: RESPONSES_ERRORS, check: responsesContext, endsAnswer: endsWithResponseTerminal, promptParam: 'input' };
+export const RESPONSES: ApiRoute = {
+  path: '/v1/responses',
+  api: Api.responses,
+  errors: RESPONSES_ERRORS,
+  check: responsesContext,
+  // The provider's own `error` event ends its stream too.
+  endsAnswer: endsWithResponseEnd,
+  requiresEnd: true,
+  promptParam: 'input',
+};
 
 /** client.responses.compact(): a long context compacted by the provider (no stream, so OpenAI's error body only). */
 export const RESPONSES_COMPACT: ApiRoute = { path: '/v1/responses/compact', api: Api.responses, errors: OPENAI_ERRORS, check: responsesContext, promptParam: 'input' };

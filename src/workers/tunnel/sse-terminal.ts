@@ -1,7 +1,8 @@
 // Whether the last event the relay wrote ends the API's answer: `data: [DONE]`
 // (chat, completions), `message_stop` (Messages), `response.completed`,
-// `.failed` or `.incomplete` (Responses). A failure after it (the provider's
-// socket reset before the body's end, a deadline, the node gone) must not
+// `.failed` or `.incomplete` (Responses), or the provider's own error event
+// (Messages, Responses). A failure after it (the provider's socket reset
+// before the body's end, a deadline, the node gone) must not
 // append an error event: the client already has its whole answer, and the
 // SDKs would raise that error over it. Each check reads a few bytes around
 // the last event of a chunk that ends at an event's end, so it runs per
@@ -149,21 +150,27 @@ function eventHead(buffer: Buffer, start: number, end: number, names: readonly B
   return end;
 }
 
+/** The terminal Responses events and its `error` event. */
+const RESPONSE_ENDS = [...RESPONSE_TERMINALS, ERROR_NAMES[0]];
+
 /**
- * The last event is a terminal Responses event, however long its body (the
- * whole response): named by its `event:` line (eventHead), or else by the
+ * The last event ends a Responses stream, however long its body (the whole
+ * response): a terminal event, or the provider's own `error` event (its
+ * in-band failure, which may be all it sends: no error of the edge's goes
+ * after it). Named by its `event:` line (eventHead), or else by the
  * `"type"` value at the head of its data line. Nothing past that head is read.
  */
-export function endsWithResponseTerminal(out: Uint8Array): boolean {
+export function endsWithResponseEnd(out: Uint8Array): boolean {
+  const names = RESPONSE_ENDS;
   const end = contentEnd(out);
   if (end === 0) return false;
   const buffer = asBuffer(out);
   // The last event starts past the blank line before it, however its lines end (LF, CRLF, CR).
-  const data = eventHead(buffer, lastEventEnd(buffer.subarray(0, end)), end, RESPONSE_TERMINALS);
+  const data = eventHead(buffer, lastEventEnd(buffer.subarray(0, end)), end, names);
   if (data === NAMED) return true;
   // No event line names it: the name must be the `"type"` value, not a delta's text that happens to come first.
   const headEnd = Math.min(end, data + EVENT_HEAD_BYTES);
-  for (const name of RESPONSE_TERMINALS) {
+  for (const name of names) {
     for (let at = indexWithin(buffer, name, data, headEnd); at >= 0; at = indexWithin(buffer, name, at + 1, headEnd)) {
       if (isTypeValue(buffer, at, name.length)) return true;
     }
