@@ -16,8 +16,6 @@ const CR = 13;
 const DONE = Buffer.from('[DONE]');
 const MESSAGE_STOP = Buffer.from('message_stop');
 const EVENT_FIELD = Buffer.from('event:');
-/** The name each terminal Responses event has, as its `event:` line and its `"type"` both carry it. */
-const RESPONSE_TERMINALS = [Buffer.from('response.completed'), Buffer.from('response.failed'), Buffer.from('response.incomplete')];
 /** How far into an event its name is: `event: response.incomplete\n` or `data: {"type":"response.incomplete"`. */
 const EVENT_HEAD_BYTES = 64;
 
@@ -150,8 +148,8 @@ function eventHead(buffer: Buffer, start: number, end: number, names: readonly B
   return end;
 }
 
-/** The terminal Responses events and its `error` event. */
-const RESPONSE_ENDS = [...RESPONSE_TERMINALS, ERROR_NAMES[0]];
+/** The names that end a Responses stream, as its `event:` line and its `"type"` both carry them: its terminal events and `error`. */
+const RESPONSE_ENDS = [Buffer.from('response.completed'), Buffer.from('response.failed'), Buffer.from('response.incomplete'), ERROR_NAMES[0]];
 
 /**
  * The last event ends a Responses stream, however long its body (the whole
@@ -161,16 +159,15 @@ const RESPONSE_ENDS = [...RESPONSE_TERMINALS, ERROR_NAMES[0]];
  * `"type"` value at the head of its data line. Nothing past that head is read.
  */
 export function endsWithResponseEnd(out: Uint8Array): boolean {
-  const names = RESPONSE_ENDS;
   const end = contentEnd(out);
   if (end === 0) return false;
   const buffer = asBuffer(out);
   // The last event starts past the blank line before it, however its lines end (LF, CRLF, CR).
-  const data = eventHead(buffer, lastEventEnd(buffer.subarray(0, end)), end, names);
+  const data = eventHead(buffer, lastEventEnd(buffer.subarray(0, end)), end, RESPONSE_ENDS);
   if (data === NAMED) return true;
   // No event line names it: the name must be the `"type"` value, not a delta's text that happens to come first.
   const headEnd = Math.min(end, data + EVENT_HEAD_BYTES);
-  for (const name of names) {
+  for (const name of RESPONSE_ENDS) {
     for (let at = indexWithin(buffer, name, data, headEnd); at >= 0; at = indexWithin(buffer, name, at + 1, headEnd)) {
       if (isTypeValue(buffer, at, name.length)) return true;
     }
