@@ -19,6 +19,8 @@ const ENDINGS: Record<string, string> = {
   whole: event('content_block_stop', { index: 0 }) + event('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 2 } }) + event('message_stop', {}),
   cut: '',
   error: event('error', { error: { type: 'overloaded_error', message: 'Overloaded' } }),
+  // The SSE spec lets a field's value follow its colon without the space.
+  errorTight: event('error', { error: { type: 'overloaded_error', message: 'Overloaded' } }).replace('event: ', 'event:'),
 };
 
 const DONE = 'data: [DONE]\n\n';
@@ -86,6 +88,7 @@ test('a Messages stream ended before message_stop gets an Anthropic error event,
 test('a whole Messages stream, and one the provider ended with its own error event, are relayed as they are', async () => {
   assert.equal(await streamText('whole'), OPENING + ENDINGS.whole);
   assert.equal(await streamText('error'), OPENING + ENDINGS.error, 'no second error after the provider\'s');
+  assert.equal(await streamText('errorTight'), OPENING + ENDINGS.errorTight, 'nor after its `event:error` without the space');
 });
 
 test('a stream that ends with data: [DONE] after message_stop or after the provider\'s error (vLLM) is relayed as it is', async () => {

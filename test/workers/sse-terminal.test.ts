@@ -2,7 +2,7 @@
 // client already has the event that ends its answer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { endsWithDone, endsWithMessageStop, endsWithResponseEnd } from '../../src/workers/tunnel/sse-terminal.js';
+import { endsWithDone, endsWithErrorEvent, endsWithMessageStop, endsWithResponseEnd } from '../../src/workers/tunnel/sse-terminal.js';
 
 const b = (text: string): Buffer => Buffer.from(text);
 
@@ -94,4 +94,17 @@ test('message_stop: a chunk that does not name it (every delta) is judged withou
     proto.toString = saved.toString;
   }
   assert.equal(calls, 0, 'Buffer views or strings made for a chunk without message_stop');
+});
+
+test('error event: named by its event line, the space optional, as the SSE spec allows', () => {
+  const event = 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"busy"}}\n\n';
+  for (const yes of [event, event.replace('event: ', 'event:'), event.replaceAll('\n', '\r\n'), `id: 3\n${event}`, `event: ping\ndata: {}\n\n${event}`])
+    assert.ok(endsWithErrorEvent(b(yes)), JSON.stringify(yes));
+  for (const no of [
+    `${event}event: ping\ndata: {"type":"ping"}\n\n`,
+    'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"type":"text_delta","text":"event: error"}}\n\n',
+    'event: errors\ndata: {}\n\n',
+    '',
+  ])
+    assert.ok(!endsWithErrorEvent(b(no)), JSON.stringify(no));
 });

@@ -64,20 +64,21 @@ export function endsWithMessageStop(out: Uint8Array): boolean {
   return isTypeValue(buffer, at, MESSAGE_STOP.length);
 }
 
-const ERROR_EVENT = Buffer.from('event: error');
-const ERROR_NAMES = [Buffer.from('error')];
+const ERROR_NAME = Buffer.from('error');
+const ERROR_NAMES = [ERROR_NAME];
 
 /**
- * The last event is Anthropic's `event: error`: the provider's own in-band
+ * The last event is Anthropic's `event: error` (the space optional): the provider's own in-band
  * failure, which ends its stream as message_stop would (no error of the
  * edge's goes after it).
  */
 export function endsWithErrorEvent(out: Uint8Array): boolean {
   const end = contentEnd(out);
-  if (end < ERROR_EVENT.length) return false;
+  if (end < EVENT_FIELD.length + ERROR_NAME.length) return false;
   const buffer = asBuffer(out);
-  // Per chunk relayed: one native search rules out the chunks without such a line.
-  if (buffer.lastIndexOf(ERROR_EVENT, end - ERROR_EVENT.length) < 0) return false;
+  // Per chunk relayed: one native search rules out the chunks that hold no such name (every
+  // delta but the rare one whose text says it); `event:error` without the space is as valid.
+  if (buffer.lastIndexOf(ERROR_NAME, end - ERROR_NAME.length) < 0) return false;
   return eventHead(buffer, lastEventEnd(buffer.subarray(0, end)), end, ERROR_NAMES) === NAMED;
 }
 
