@@ -26,6 +26,8 @@ const ENDINGS: Record<string, string> = {
 const DONE = 'data: [DONE]\n\n';
 /** Ends the held answer of an `x-done: later` request: its `data: [DONE]` after the rest reached the client. */
 let sendDone: (() => void) | undefined;
+/** Resets the provider's socket of an `x-trailer: ping-reset` answer, after its ping reached the client. */
+let resetProvider: (() => void) | undefined;
 
 let provider: Server;
 let stack: ProvidersStack;
@@ -39,7 +41,10 @@ before(async () => {
       // vLLM's /v1/messages writes the chat API's `data: [DONE]` after its last event, whole or failed.
       if (req.headers['x-done'] === 'later') {
         res.write(OPENING + ENDINGS[req.headers['x-ending'] as string]);
-        sendDone = () => res.end(req.headers['x-trailer'] === 'ping' ? `${event('ping', {})}: still here\n\n` : DONE);
+        if (req.headers['x-trailer'] === 'ping-reset') {
+          sendDone = () => res.write(event('ping', {}));
+          resetProvider = () => res.socket?.resetAndDestroy();
+        } else sendDone = () => res.end(req.headers['x-trailer'] === 'ping' ? `${event('ping', {})}: still here\n\n` : DONE);
       } else res.end(OPENING + ENDINGS[req.headers['x-ending'] as string] + (req.headers['x-done'] === 'yes' ? DONE : ''));
     });
   });
@@ -124,4 +129,31 @@ test('a ping or a comment after message_stop does not make a whole stream look c
     }
   }
   assert.equal(text, `${OPENING}${ENDINGS.whole}${event('ping', {})}: still here\n\n`, 'relayed as it is, no error after it');
+});
+
+test('a provider reset after message_stop and a ping adds no error: the client has its whole answer', async () => {
+  const res = await fetch(`${stack.edge.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-ending': 'whole', 'x-done': 'later', 'x-trailer': 'ping-reset' },
+    body: JSON.stringify({ model: ALIAS, max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
+  });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let trailed = false;
+  let reset = false;
+  for (let r = await reader.read(); !r.done; r = await reader.read()) {
+    text += decoder.decode(r.value, { stream: true });
+    if (!trailed && text.includes('message_stop')) {
+      trailed = true;
+      sendDone?.();
+    }
+    // The ping reached the client: now the provider's socket dies, before its body's last chunk.
+    if (!reset && text.includes('"type":"ping"')) {
+      reset = true;
+      resetProvider?.();
+    }
+  }
+  assert.ok(reset, 'the ping was relayed');
+  assert.equal(text, `${OPENING}${ENDINGS.whole}${event('ping', {})}`, 'the stream ends as the provider left it, no error event after it');
 });

@@ -156,9 +156,10 @@ export class ProxyExchange implements TunnelConsumer {
   #heldBeforeHead = false;
   /** That held error's head said `x-should-retry: false`: our answer in its place says so too. */
   #heldNoRetry = false;
-  /** The last event relayed ends the API's answer (route.endsAnswer): a failure after it adds no error. */
-  #answered = false;
-  /** The API's last event was relayed at some point: what a provider writes after it (a ping, a comment) does not undo that. */
+  /**
+   * The API's last event was relayed (route.endsAnswer): a failure after it adds no error, and what a
+   * provider writes after it (a ping, a comment, vLLM's [DONE]) does not undo that.
+   */
   #endSeen = false;
   /** The stored response's id (Responses API), once read from the body's head, or named by the path (GET /v1/responses/{id}). */
   responseId: string | undefined;
@@ -447,12 +448,11 @@ export class ProxyExchange implements TunnelConsumer {
       if (this.route === RESPONSES) this.#noteSequence(out, events.released);
       this.#wroteEvents = true;
       const endsAnswer = this.route.endsAnswer;
-      if (endsAnswer !== undefined && !events.midEvent) {
+      if (endsAnswer !== undefined && !this.#endSeen && !events.midEvent) {
         // The last event may have begun before `out` (held, or relayed past the hold bound): judged whole.
         const start = events.startOfLastEvent(out);
-        this.#answered = endsAnswer(start === undefined ? out : Buffer.concat([start, out]));
-        if (this.#answered) this.#endSeen = true;
-      } else this.#answered = false;
+        this.#endSeen = endsAnswer(start === undefined ? out : Buffer.concat([start, out]));
+      }
       if (released > 0) {
         this.#writeAfterHeld(events.released, out);
         return;
@@ -758,9 +758,10 @@ export class ProxyExchange implements TunnelConsumer {
       this.#finish(reason);
       return;
     }
-    if (this.#answered && this.state === 'streaming') {
-      // The client has the provider's last event (the stream's end): the failure is the tunnel's alone, and
-      // the stream ends as the provider's would have (an SDK would raise an error event even after it).
+    if (this.#endSeen && this.state === 'streaming') {
+      // The client has the provider's last event (the stream's end; a ping or comment after it changes
+      // nothing): the failure is the tunnel's alone, and the stream ends as the provider's would have (an
+      // SDK would raise an error event even after it).
       this.errorMessage = message ?? spec.message;
       this.#readUsage();
       this.#finish(reason);
