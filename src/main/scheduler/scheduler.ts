@@ -649,8 +649,11 @@ export class Scheduler {
   setConfig(config: EdgeConfig, now: number): void {
     this.#expire(now);
     this.#fairness = fairnessOf(config);
+    // A provider id the refresh moves to another node names a process that never saw its waiters' stored responses.
+    const nodeBefore = new Map<string, string>();
+    for (const provider of this.#registry.providers.values()) nodeBefore.set(provider.id, provider.node.id);
     this.#registry.apply(buildCatalog(config));
-    this.#refuseOrphans();
+    this.#refuseOrphans(nodeBefore);
     this.#applyFairness();
     this.outliers.lastResort(this.#registry.groups.values());
     this.#pump();
@@ -662,17 +665,18 @@ export class Scheduler {
    * request would be, rather than at their deadline (up to a day away): a
    * removed alias's with model_not_found, one pinned to a provider the alias
    * no longer has, or has disabled or at capacity 0, with pinned_provider_gone
-   * (one only out of service for now still waits for it), one for a node
-   * the alias no longer has a provider on (x-edge-node) with node_not_found.
+   * (one only out of service for now still waits for it) or moved to another
+   * node (`nodeBefore`: each provider's node before the refresh), one for a
+   * node the alias no longer has a provider on (x-edge-node) with node_not_found.
    */
-  #refuseOrphans(): void {
+  #refuseOrphans(nodeBefore: ReadonlyMap<string, string>): void {
     for (const group of [...this.#registry.groups.values()]) {
       for (let item = group.queue.head; item !== null; ) {
         const next = item.next;
         const pinned = item.pinnedProviderId;
         const code: RejectCode | undefined = !group.inCatalog
           ? 'model_not_found'
-          : pinned !== undefined && !group.entries.some((entry) => entry.provider.id === pinned && entry.provider.enabled && entry.provider.capacity > 0)
+          : pinned !== undefined && !group.entries.some((entry) => servesPinned(entry.provider, pinned, nodeBefore))
             ? 'pinned_provider_gone'
             : item.directNodeId !== undefined && !servesOnNode(group, item.directNodeId, item.pinnedProviderId)
               ? 'node_not_found'
@@ -1170,6 +1174,17 @@ function pinnedServes(group: GroupState, providerId: string, api: ApiKind): bool
     return p.enabled && p.capacity > 0 && p.inCatalog && node.connected && !node.draining && (node.announced === undefined || node.announced.has(p.id)) && providerServes(p, api);
   }
   return false;
+}
+
+/**
+ * After a refresh, `provider` can still take its pinned waiters: the one
+ * they name, in service, on the node it was on before (`nodeBefore`): the
+ * same id on another node is a process that never saw their responses.
+ */
+function servesPinned(provider: ProviderState, pinnedProviderId: string, nodeBefore: ReadonlyMap<string, string>): boolean {
+  if (provider.id !== pinnedProviderId || !provider.enabled || provider.capacity <= 0) return false;
+  const before = nodeBefore.get(pinnedProviderId);
+  return before === undefined || before === provider.node.id;
 }
 
 function earliest(a: number | undefined, b: number | undefined): number | undefined {

@@ -152,6 +152,24 @@ test('a pinned request whose provider is set to capacity 0 is refused at once, q
   assert.deepEqual(s.checkInvariants(), []);
 });
 
+test('a pinned waiter whose provider id a refresh moves to another node is told at once, never granted to the process now answering to that id', () => {
+  const spec = (bOn: 'n1' | 'n2') => ({
+    nodes: { n1: bOn === 'n1' ? [{ id: 'a' }, { id: 'b' }] : [{ id: 'a' }], n2: bOn === 'n2' ? [{ id: 'b' }, { id: 'c' }] : [{ id: 'c' }] },
+    models: [{ alias: 'm', providers: ['a', 'b', 'c'], queueTimeoutMs: 60_000 }],
+  });
+  const { s, sink } = setup(spec('n2'));
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(first?.nodeId, 'n2');
+  s.admit({ ...req(2, 'm'), pinnedProviderId: 'b' }, 1);
+  assert.deepEqual(sink.take(), [], 'b busy: waits');
+  s.setConfig(makeConfig(spec('n1')), 2);
+  assert.deepEqual(sink.take(), [{ kind: 'reject', requestId: 2, code: 'pinned_provider_gone', retryAfterSec: 0 }], 'the response is on n2\'s process, not n1\'s');
+  s.release(first.leaseId, 'end', 3);
+  assert.deepEqual(sink.take(), []);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
 test('a pinned waiter whose provider a refresh disables is told at once; a pinned request sent back by a 429 after its provider went to capacity 0 is not queued again', () => {
   const spec = (b: { capacity?: number; enabled?: boolean }) => ({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b', ...b }] }, models: [{ alias: 'm', providers: ['a', 'b'], queueTimeoutMs: 60_000 }] });
   const { s, sink } = setup(spec({ capacity: 1 }));
