@@ -492,8 +492,10 @@ export class Scheduler {
       group.inCatalog &&
       !this.#queued.has(req.requestId) &&
       (req.directNodeId === undefined || servesOnNode(group, req.directNodeId, req.pinnedProviderId)) &&
-      // A pinned request whose provider is gone (capacity 0, disabled, left) is not queued again: its failure answers now.
-      (req.pinnedProviderId === undefined || pinnedServes(group, req.pinnedProviderId, req.api ?? 0))
+      // A pinned request whose provider is gone (capacity 0, disabled, left, or its id moved by a refresh to
+      // another node, a process that never saw the stored response) is not queued again: its failure answers now.
+      (req.pinnedProviderId === undefined ||
+        (pinnedServes(group, req.pinnedProviderId, req.api ?? 0) && (lease === undefined || this.#registry.providers.get(req.pinnedProviderId)?.node.id === lease.node.id)))
     ) {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
       if (leaving || hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {

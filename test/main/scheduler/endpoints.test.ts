@@ -170,6 +170,22 @@ test('a pinned waiter whose provider id a refresh moves to another node is told 
   assert.deepEqual(s.checkInvariants(), []);
 });
 
+test('a pinned request sent back by a 429 after a refresh moved its provider id to another node is not queued again', () => {
+  const spec = (bOn: 'n1' | 'n2') => ({
+    nodes: { n1: bOn === 'n1' ? [{ id: 'a' }, { id: 'b' }] : [{ id: 'a' }], n2: bOn === 'n2' ? [{ id: 'b' }] : [] },
+    models: [{ alias: 'm', providers: ['a', 'b'], queueTimeoutMs: 60_000 }],
+  });
+  const { s, sink } = setup(spec('n2'));
+  s.admit({ ...req(1, 'm'), pinnedProviderId: 'b' }, 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(first?.nodeId, 'n2');
+  s.setConfig(makeConfig(spec('n1')), 1);
+  // n1's b never saw the stored response the request continues.
+  assert.equal(s.retry(first.leaseId, { ...req(1, 'm'), pinnedProviderId: 'b' }, 'b', 2, false, { retryAfterMs: 1_000 }), false, 'not queued again');
+  assert.deepEqual(sink.take(), [], 'never granted to n1');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
 test('a pinned waiter whose provider a refresh disables is told at once; a pinned request sent back by a 429 after its provider went to capacity 0 is not queued again', () => {
   const spec = (b: { capacity?: number; enabled?: boolean }) => ({ nodes: { n1: [{ id: 'a' }], n2: [{ id: 'b', ...b }] }, models: [{ alias: 'm', providers: ['a', 'b'], queueTimeoutMs: 60_000 }] });
   const { s, sink } = setup(spec({ capacity: 1 }));
