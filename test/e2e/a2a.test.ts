@@ -280,6 +280,18 @@ describe('A2A: model agent', () => {
     }
   });
 
+  test('the agent\'s base URL (ending in /, where its card is found) takes its calls too: a POST there is served, not a 405 saying POST is not allowed', async () => {
+    // A client given the base URL as its endpoint (docs/a2a.md writes it with the slash); its GET is told Allow: POST.
+    const card = await client.getAgentCard();
+    const legacy = new Client(new LegacyJsonRpcTransport({ endpoint: `${stack.edge.url}/a2a/writer/` }), card);
+    const task = asTask(await legacy.sendMessage(request('through the base URL')));
+    assert.equal(task.status?.state, COMPLETED);
+    assert.equal((await legacy.getTask({ tenant: '', id: task.id, historyLength: undefined })).status?.state, COMPLETED);
+    const res = await fetch(`${stack.edge.url}/a2a/writer/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id: 'no-such-task' } }) });
+    assert.equal(res.status, 200);
+    assert.equal(((await res.json()) as { error?: { code: number } }).error?.code, -32001);
+  });
+
   test('raw JSON-RPC: parse error, unknown method, unknown agent, push config', async () => {
     const post = async (path: string, body: string): Promise<{ status: number; json: { error?: { code: number; message: string } } }> => {
       const res = await fetch(`${stack.edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
@@ -628,7 +640,8 @@ describe('A2A: API keys', () => {
   test('a query that looks like the card\'s path does not lift the key check; the card itself stays public', async () => {
     const before = stack.mock.stats.requests;
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: 'm-1', role: 'ROLE_USER', parts: [{ text: 'no key, card-like query' }] } } });
-    for (const query of ['?x=/.well-known/', '?p=/a2a/writer/.well-known/agent-card.json']) {
+    // '/': the agent's base URL, its endpoint too.
+    for (const query of ['?x=/.well-known/', '?p=/a2a/writer/.well-known/agent-card.json', '/']) {
       const res = await fetch(`${stack.edge.url}/a2a/writer${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
       assert.equal(res.status, 401, `${query}: ${await res.clone().text()}`);
       assert.match(await res.text(), /invalid_api_key|API key/);

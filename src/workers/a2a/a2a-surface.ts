@@ -41,6 +41,8 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
 const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
 /** Each agent's JSON-RPC endpoint. */
 const RPC_ROUTE = `${AGENT_PREFIX}:agent`;
+/** The same at the agent's base URL (`…/a2a/{id}/`, where its card is found): a GET there is told Allow: POST. */
+const RPC_BASE_ROUTE = `${RPC_ROUTE}/`;
 
 
 function rpcError(id: unknown, code: number, message: string): string {
@@ -142,6 +144,7 @@ export class A2ASurface {
       else reply.headers(this.#cardHeaders()).send(JSON.stringify(agentCard(this.#config, agent, this.#base(request))));
     });
     app.post(RPC_ROUTE, (request, reply) => this.#rpc(request, reply));
+    app.post(RPC_BASE_ROUTE, (request, reply) => this.#rpc(request, reply));
   }
 
   #agent(request: FastifyRequest): A2AAgentConfig | undefined {
@@ -189,7 +192,7 @@ export class A2ASurface {
    * routes answer it uninvited); the connection closes after the answer.
    */
   refusesUpload(request: FastifyRequest, reply: FastifyReply): boolean {
-    if (request.routeOptions.url !== RPC_ROUTE) return false;
+    if (request.routeOptions.url !== RPC_ROUTE && request.routeOptions.url !== RPC_BASE_ROUTE) return false;
     const known = this.#agent(request) !== undefined;
     const refusal = known ? bodyMediaRefusal(request.headers['content-type'], request.headers['content-encoding'], request.headers['transfer-encoding']) : undefined;
     if (known && refusal === undefined) return false;
