@@ -70,15 +70,17 @@ const HOUR_MS = 3_600_000;
 export interface HealthOptions {
   readonly intervalMs: number;
   readonly timeoutMs: number;
-  /** Failed probes in a row before a provider is reported unhealthy (one pass makes it healthy). */
+  /** Failed probes in a row before a provider is reported unhealthy. */
   readonly unhealthyAfter: number;
+  /** Passed probes in a row before an unhealthy provider is reported healthy again: a provider that fails every other probe stays out, not flapping. */
+  readonly healthyAfter: number;
 }
 /**
  * Probes are off unless health.interval_ms is set (5000 is a sane value):
  * a probe is a request the provider sees, and deployments that count or
  * bill provider requests should opt in knowingly.
  */
-export const DEFAULT_HEALTH: HealthOptions = { intervalMs: 0, timeoutMs: 2_000, unhealthyAfter: 2 };
+export const DEFAULT_HEALTH: HealthOptions = { intervalMs: 0, timeoutMs: 2_000, unhealthyAfter: 2, healthyAfter: 1 };
 
 // Header-value safe: a secret with a control character would corrupt the request.
 const HEADER_SAFE = /^[\x20-\x7e\x80-\xff]+$/;
@@ -117,10 +119,11 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const batchDelayMs = r.integer('tunnels.batch_delay_ms', tunnels.batch_delay_ms, 0, 100, DEFAULT_TUNNEL_OPTIONS.batchDelayMs);
 
   const health = r.object('health', root.health, true) ?? {};
-  r.noUnknownKeys('health', health, ['interval_ms', 'timeout_ms', 'unhealthy_after']);
+  r.noUnknownKeys('health', health, ['interval_ms', 'timeout_ms', 'unhealthy_after', 'healthy_after']);
   const healthIntervalMs = r.integer('health.interval_ms', health.interval_ms, 0, HOUR_MS, DEFAULT_HEALTH.intervalMs);
   const healthTimeoutMs = r.integer('health.timeout_ms', health.timeout_ms, 1, HOUR_MS, DEFAULT_HEALTH.timeoutMs);
   const unhealthyAfter = r.integer('health.unhealthy_after', health.unhealthy_after, 1, 100, DEFAULT_HEALTH.unhealthyAfter);
+  const healthyAfter = r.integer('health.healthy_after', health.healthy_after, 1, 100, DEFAULT_HEALTH.healthyAfter);
 
   const logLevel = r.oneOf('log_level', root.log_level, LOG_LEVELS, 'info');
 
@@ -131,7 +134,7 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
     providers,
     reconnect: { initialMs, maxMs },
     tunnels: { coalesceDelayMs, coalesceMaxBytes, batchFrames, batchDelayMs },
-    health: { intervalMs: healthIntervalMs, timeoutMs: healthTimeoutMs, unhealthyAfter },
+    health: { intervalMs: healthIntervalMs, timeoutMs: healthTimeoutMs, unhealthyAfter, healthyAfter },
     logLevel,
     runtime: { nodeFlags },
   };

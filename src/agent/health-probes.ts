@@ -2,7 +2,9 @@
 // (GET /v1/models for openai_compat and vllm, /api/tags for ollama; a cli
 // provider has none) every `health.interval_ms`, each probe bounded by
 // `health.timeout_ms`. A provider is unhealthy after `unhealthy_after`
-// failed probes in a row and healthy again after one that passes. The
+// failed probes in a row and healthy again after `healthy_after` passed in
+// a row (1 by default; more keeps a provider that fails every other probe
+// out of rotation rather than flapping in and out of it). The
 // verdicts ride on the anchor stream's heartbeats (Heartbeat.probes); a
 // change is sent at once (onChange), so the edge takes a failing provider
 // out of rotation before any client request meets it.
@@ -26,6 +28,7 @@ export function defaultProbePath(type: ProviderType): string | undefined {
 class ProbeState {
   healthy = true;
   failures = 0;
+  passes = 0;
   detail = '';
   running = false;
 }
@@ -44,7 +47,7 @@ export class HealthProbes {
   start(): void {
     const { intervalMs } = this.#options();
     if (this.#timer !== undefined || intervalMs === 0) return;
-    this.round();
+    void this.round();
     this.#timer = setInterval(onProbeTimer, intervalMs, this);
     this.#timer.unref();
   }
@@ -65,10 +68,11 @@ export class HealthProbes {
     return out;
   }
 
-  /** One probe per provider that has a path (a probe still running is not doubled). */
-  round(): void {
+  /** One probe per provider that has a path (a probe still running is not doubled); settles once those it started are judged. */
+  round(): Promise<void> {
     const config = this.#config();
     const live = new Set<string>();
+    const started: Promise<void>[] = [];
     for (const provider of config.providers) {
       const path = provider.healthPath ?? defaultProbePath(provider.type);
       if (path === undefined || path === '' || provider.baseUrl === undefined) continue;
@@ -80,23 +84,27 @@ export class HealthProbes {
       }
       if (state.running) continue;
       state.running = true;
-      void this.#probe(provider, path, state);
+      started.push(this.#probe(provider, path, state));
     }
     // A provider removed (or no longer probed) by a config change is forgotten.
     for (const id of [...this.#states.keys()]) if (!live.has(id)) this.#states.delete(id);
+    return Promise.all(started).then(noop);
   }
 
   async #probe(provider: AgentProviderConfig, path: string, state: ProbeState): Promise<void> {
-    const { timeoutMs, unhealthyAfter } = this.#options();
+    const { timeoutMs, unhealthyAfter, healthyAfter } = this.#options();
     const problem = await probeOnce(provider.baseUrl as string, path, provider.apiKey, timeoutMs);
     state.running = false;
     if (this.#states.get(provider.id) !== state) return;
     const wasHealthy = state.healthy;
     if (problem === undefined) {
       state.failures = 0;
-      state.healthy = true;
-      state.detail = '';
+      state.passes++;
+      if (state.passes >= healthyAfter) state.healthy = true;
+      // Still out until enough pass: it keeps the failure that put it there.
+      if (state.healthy) state.detail = '';
     } else {
+      state.passes = 0;
       state.failures++;
       state.detail = problem;
       if (state.failures >= unhealthyAfter) state.healthy = false;
@@ -149,5 +157,7 @@ async function probeOnce(baseUrl: string, path: string, apiKey: string | undefin
 }
 
 function onProbeTimer(probes: HealthProbes): void {
-  probes.round();
+  void probes.round();
 }
+
+function noop(): void {}

@@ -44,6 +44,7 @@ health:
   interval_ms: 5000
   timeout_ms: 1500
   unhealthy_after: 3
+  healthy_after: 2
 log_level: debug
 runtime:
   node_flags: ['--v8-pool-size=2']
@@ -94,7 +95,7 @@ test('a full config maps snake_case YAML onto the camelCase AgentConfig', () => 
     ],
     reconnect: { initialMs: 100, maxMs: 5000 },
     tunnels: { coalesceDelayMs: 0, coalesceMaxBytes: 4096, batchFrames: true, batchDelayMs: 5 },
-    health: { intervalMs: 5000, timeoutMs: 1500, unhealthyAfter: 3 },
+    health: { intervalMs: 5000, timeoutMs: 1500, unhealthyAfter: 3, healthyAfter: 2 },
     logLevel: 'debug',
     runtime: { nodeFlags: ['--v8-pool-size=2'] },
   });
@@ -109,7 +110,7 @@ test('omitted optional settings take their documented defaults', () => {
   assert.equal(config.logLevel, 'info');
   assert.equal(config.providers[0].connections, 128);
   assert.equal(config.edge.streams, 1);
-  assert.deepEqual(config.health, { intervalMs: 0, timeoutMs: 2_000, unhealthyAfter: 2 }, 'probes are opt-in');
+  assert.deepEqual(config.health, { intervalMs: 0, timeoutMs: 2_000, unhealthyAfter: 2, healthyAfter: 1 }, 'probes are opt-in');
 });
 
 test('every problem is reported at once, each naming its path', () => {

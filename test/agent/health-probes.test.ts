@@ -66,3 +66,35 @@ test("the probe command judges a redirecting probe path as the health probes do:
   assert.match(health.error ?? '', /a redirect to \/login/);
   assert.deepEqual(hits, ['/v1/models'], 'the sign-in page was never fetched');
 });
+
+test('healthy_after: an unhealthy provider needs that many passed probes in a row; one that fails every other probe stays out', async () => {
+  // Each probe takes the next answer: fail, fail (out), pass, fail, pass, pass (back).
+  const answers = [500, 500, 200, 500, 200, 200];
+  const provider = createServer((req, res) => res.writeHead(answers.shift() ?? 200).end());
+  provider.listen(0, '127.0.0.1');
+  await once(provider, 'listening');
+  try {
+    const config = parseAgentConfig(
+      {
+        edge: { address: '127.0.0.1:1' },
+        node: { id: 'n1', token: 'a-node-token-of-32-characters-xx' },
+        providers: [{ id: 'p1', type: 'openai_compat', base_url: `http://127.0.0.1:${(provider.address() as AddressInfo).port}` }],
+        health: { interval_ms: 1000, timeout_ms: 1000, unhealthy_after: 2, healthy_after: 2 },
+      },
+      'test',
+    );
+    let changes = 0;
+    const probes = new HealthProbes(() => config, () => changes++);
+    const seen: boolean[] = [];
+    for (let i = 0; i < 6; i++) {
+      await probes.round();
+      seen.push(probes.verdicts()[0].healthy);
+    }
+    assert.deepEqual(seen, [true, false, false, false, false, true]);
+    assert.equal(changes, 2, 'out once, back once: no flap on the lone pass');
+    assert.equal(probes.verdicts()[0].detail, '', 'healthy again: its failure is cleared');
+  } finally {
+    provider.close();
+  }
+});
+
