@@ -29,6 +29,8 @@ const ADMIN_BODY_LIMIT = 1024 * 1024;
  * Responses (the event stream) are not limited by it.
  */
 const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
+/** The longest path parameter (decoded): every id the config takes (256 characters), and a label of up to 1024. */
+const ADMIN_MAX_PARAM_LENGTH = 1024;
 /** Connections at once on the admin listener: node closes any beyond them as soon as they open (its 'drop'). */
 const ADMIN_MAX_CONNECTIONS = 1024;
 
@@ -38,7 +40,15 @@ export class AdminServer {
 
   constructor(config: AdminConfig, ops: AdminOps) {
     // Event streams never end by themselves: close() must not wait for them.
-    this.app = Fastify({ logger: false, bodyLimit: ADMIN_BODY_LIMIT, forceCloseConnections: true, requestTimeout: ADMIN_REQUEST_TIMEOUT_MS });
+    this.app = Fastify({
+      logger: false,
+      bodyLimit: ADMIN_BODY_LIMIT,
+      forceCloseConnections: true,
+      requestTimeout: ADMIN_REQUEST_TIMEOUT_MS,
+      // Node and provider ids may be 256 characters (config.ts): fastify's default (100) answered a longer one 414, so
+      // such a node could not be drained or commanded, nor its provider reset.
+      routerOptions: { maxParamLength: ADMIN_MAX_PARAM_LENGTH },
+    });
     this.app.server.maxConnections = ADMIN_MAX_CONNECTIONS;
     if (config.token !== undefined) {
       const auth = new BearerAuth(config.token);
