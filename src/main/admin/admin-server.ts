@@ -6,7 +6,7 @@
 // the console's own origin are answered (local-caller.ts).
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { AdminConfig } from '../../shared/config-types.js';
-import { sendAdminError } from './admin-errors.js';
+import { onAdminClientError, onAdminRouterError, sendAdminError } from './admin-errors.js';
 import { listenError } from '../../shared/start-error.js';
 import { BearerAuth } from './auth.js';
 import { checkLocalCaller } from './local-caller.js';
@@ -48,6 +48,9 @@ export class AdminServer {
       // Node and provider ids may be 256 characters (config.ts): fastify's default (100) answered a longer one 414, so
       // such a node could not be drained or commanded, nor its provider reset.
       routerOptions: { maxParamLength: ADMIN_MAX_PARAM_LENGTH },
+      // The router's and Node's parser's refusals in the admin format, not fastify's.
+      frameworkErrors: onAdminRouterError,
+      clientErrorHandler: onAdminClientError,
     });
     this.app.server.maxConnections = ADMIN_MAX_CONNECTIONS;
     if (config.token !== undefined) {
