@@ -87,7 +87,7 @@ async function drain(result: unknown): Promise<void> {
 async function main(): Promise<void> {
   const card = { name: 'bench', description: '', supportedInterfaces: [], provider: undefined, version: '1', documentationUrl: undefined, capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false }, securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'], skills: [], signatures: [], iconUrl: undefined };
   const sdk = new JsonRpcTransportHandler(new DefaultRequestHandler(card, new InMemoryTaskStore(), new ChunkExecutor()));
-  const edgeHandler = new EdgeA2AHandler(fakePlane, new TaskStore(-1, 100_000), -1, 60_000, new ContextHistory({ maxTurns: 20, maxBytes: 262_144, maxContexts: 100_000, ttlMs: 60_000 }));
+  const edgeHandler = new EdgeA2AHandler(fakePlane, new TaskStore(-1, 100_000), -1, 60_000, new ContextHistory({ maxTurns: 20, maxBytes: 262_144, maxContexts: 100_000, maxTotalBytes: 256 * 1_048_576, ttlMs: 60_000 }));
   const edge = new JsonRpcTransportHandler(edgeHandler);
 
   await measure('sdk-default SendMessage', () => sdk.handle(body('SendMessage', sendParams()), new ServerCallContext()));

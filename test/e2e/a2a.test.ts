@@ -19,7 +19,7 @@ import { Agent } from 'undici';
 import { completionText } from '../../src/mock/responses.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { CLI_ALIAS, isLive, livePids, startCliStack, type CliStack } from '../helpers/cli-stack.js';
-import { ALIAS, SERVED, startStack, waitFor, type Stack } from '../helpers/stack.js';
+import { ALIAS, SERVED, startStack, testWorkers, waitFor, type Stack } from '../helpers/stack.js';
 
 const SUBMITTED = 1;
 const WORKING = 2;
@@ -739,6 +739,44 @@ describe('A2A: a full task store', () => {
     // Once it finished, its record makes room.
     await waitFor(async () => (await client.getTask({ tenant: '', id: running.id, historyLength: 0 })).status?.state === COMPLETED, 'the first task to finish', 10_000);
     assert.equal(asTask(await client.sendMessage(request('room now'))).status?.state, COMPLETED);
+  });
+});
+
+describe('A2A: conversation histories of many contexts', () => {
+  let stack: Stack;
+
+  before(async () => {
+    stack = await startStack({
+      mock: { tokens: 2, intervalMs: 0 },
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }], max_task_bytes: 1_048_576 };
+        // The bound is per data path: at most one worker, so that every context's history lives in the same one.
+        raw.workers = { count: Math.min(1, testWorkers()) };
+      },
+    });
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('the histories of a data path hold at most a2a.max_task_bytes together: the least recently used contexts go first', async () => {
+    const client = await clientFor(`${stack.edge.url}/a2a/writer/`);
+    const run = randomUUID();
+    const contexts = Array.from({ length: 8 }, (_, i) => `big-${run}-${i}`);
+    // 8 turns of 200 KB each, every one within history_max_bytes (256 KiB): 1.6 MB over the 1 MiB bound.
+    for (const [i, contextId] of contexts.entries()) {
+      assert.equal(asTask(await client.sendMessage(request(`first ${i} ${'x'.repeat(200_000)}`, contextId))).status?.state, COMPLETED);
+    }
+    const sent = (prompt: string): string[] => {
+      const record = stack.mock.requestLog.findLast((r) => r.body !== undefined && r.body.toString('utf8').includes(prompt));
+      assert.ok(record?.body !== undefined, `the provider got a request with ${prompt}`);
+      return (JSON.parse(record.body.toString('utf8')) as { messages: { content: string }[] }).messages.map((m) => m.content.slice(0, 8));
+    };
+    await client.sendMessage(request(`second ${run} newest`, contexts[7]));
+    assert.deepEqual(sent(`second ${run} newest`), ['first 7 ', completionText(SERVED, 2).slice(0, 8), `second ${run}`.slice(0, 8)], 'the newest context kept its turn');
+    await client.sendMessage(request(`second ${run} oldest`, contexts[0]));
+    assert.deepEqual(sent(`second ${run} oldest`), [`second ${run}`.slice(0, 8)], 'the oldest context went: its turns were over the bytes of every context together');
   });
 });
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ContextHistory, historyKey, homeWorkerOf } from '../../src/workers/a2a/context-history.js';
 
-const LIMITS = { maxTurns: 3, maxBytes: 1_000, maxContexts: 2, ttlMs: 60_000 };
+const LIMITS = { maxTurns: 3, maxBytes: 1_000, maxContexts: 2, maxTotalBytes: Number.MAX_SAFE_INTEGER, ttlMs: 60_000 };
 
 test('a context keeps its newest turns within max turns and max bytes', () => {
   const history = new ContextHistory(LIMITS);
@@ -37,6 +37,19 @@ test('contexts: the least recently used goes first; keys and agents separate the
   history.setLimits({ ...LIMITS, maxTurns: 0 });
   history.remember(a, 'q', 'a');
   assert.equal(history.messages(a).length, 4, 'max turns 0: nothing more is remembered');
+});
+
+test('the contexts hold at most maxTotalBytes together: the least recently used go first, the newest stays', () => {
+  const history = new ContextHistory({ ...LIMITS, maxContexts: 100, maxTotalBytes: 2_500 });
+  const keys = [1, 2, 3].map((i) => historyKey(undefined, 'writer', `c${i}`));
+  for (const key of keys) history.remember(key, 'q'.repeat(800), 'a'.repeat(100));
+  assert.equal(history.totalBytes, 2_700 - 900, 'the first context went');
+  assert.deepEqual(history.messages(keys[0]), []);
+  assert.equal(history.messages(keys[2]).length, 2);
+  history.setLimits({ ...LIMITS, maxContexts: 100, maxTotalBytes: 10 });
+  history.remember(keys[2], 'q', 'a');
+  assert.equal(history.size, 1, 'a bound below one context keeps the newest alone');
+  assert.equal(history.totalBytes, 902);
 });
 
 test('a context has one home worker, the same on every worker', () => {

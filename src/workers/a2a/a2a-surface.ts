@@ -396,7 +396,7 @@ function jsonKeepalive(res: ServerResponse): void {
 
 function historyLimits(config: EdgeConfig): HistoryLimits {
   const a2a = config.a2a;
-  return { maxTurns: a2a?.historyMaxTurns ?? 20, maxBytes: a2a?.historyMaxBytes ?? 262_144, maxContexts: a2a?.maxTasks ?? 10_000, ttlMs: a2a?.taskTtlMs ?? 3_600_000 };
+  return { maxTurns: a2a?.historyMaxTurns ?? 20, maxBytes: a2a?.historyMaxBytes ?? 262_144, maxContexts: a2a?.maxTasks ?? 10_000, maxTotalBytes: a2a?.maxTaskBytes ?? 256 * 1_048_576, ttlMs: a2a?.taskTtlMs ?? 3_600_000 };
 }
 
 /** Aliases whose every provider is a cli one: a cli agent's command keeps its own conversation. */

@@ -4,7 +4,9 @@
 // no conversation of its own, so without this a second message in a context
 // would lose the first. Bounded three ways: a2a.history_max_turns and
 // a2a.history_max_bytes per context (the oldest turns go first), and at most
-// a2a.max_tasks contexts per data path (the least recently used go first);
+// a2a.max_tasks contexts per data path (the least recently used go first),
+// holding at most a2a.max_task_bytes bytes of text together (the count alone
+// let max_tasks contexts of history_max_bytes each pile up: GiBs by default);
 // a context is kept a2a.task_ttl_ms after its last turn, like a task record.
 // Keyed by API key, agent and contextId: another key's context with the
 // same id is another conversation. With I/O workers every context has one
@@ -21,6 +23,8 @@ export interface HistoryLimits {
   readonly maxTurns: number;
   readonly maxBytes: number;
   readonly maxContexts: number;
+  /** Bytes all contexts of the data path hold together (a2a.max_task_bytes); the newest context is always kept. */
+  readonly maxTotalBytes: number;
   readonly ttlMs: number;
 }
 
@@ -43,6 +47,8 @@ export function historyKey(keyName: string | undefined, agentId: string, context
 export class ContextHistory {
   /** Map order is recency: a context used again moves to the end. */
   readonly #contexts = new Map<string, Conversation>();
+  /** Bytes of every conversation in #contexts. */
+  #totalBytes = 0;
   #limits: HistoryLimits;
 
   constructor(limits: HistoryLimits) {
@@ -57,12 +63,17 @@ export class ContextHistory {
     return this.#contexts.size;
   }
 
+  /** Bytes of text held over all contexts (tests). */
+  get totalBytes(): number {
+    return this.#totalBytes;
+  }
+
   /** The context's turns as chat messages, oldest first (empty when unknown or expired). */
   messages(key: string): ChatTurnMessage[] {
     const conversation = this.#contexts.get(key);
     if (conversation === undefined) return [];
     if (conversation.expiresAt <= Date.now()) {
-      this.#contexts.delete(key);
+      this.#delete(key, conversation);
       return [];
     }
     const out: ChatTurnMessage[] = [];
@@ -72,16 +83,16 @@ export class ContextHistory {
 
   /** Appends a finished turn, then trims the context to its limits and the store to its size. */
   remember(key: string, user: string, assistant: string): void {
-    const { maxTurns, maxBytes, maxContexts, ttlMs } = this.#limits;
+    const { maxTurns, maxBytes, ttlMs } = this.#limits;
     if (maxTurns <= 0) return;
     const now = Date.now();
     let conversation = this.#contexts.get(key);
+    if (conversation !== undefined) this.#delete(key, conversation);
     if (conversation === undefined || conversation.expiresAt <= now) conversation = { turns: [], bytes: 0, expiresAt: 0 };
-    this.#contexts.delete(key);
     const bytes = Buffer.byteLength(user) + Buffer.byteLength(assistant);
     if (bytes > maxBytes) {
       // A turn that could never fit is not kept, and does not cost the earlier turns their place.
-      if (conversation.turns.length > 0) this.#contexts.set(key, conversation);
+      if (conversation.turns.length > 0) this.#set(key, conversation);
       return;
     }
     conversation.turns.push({ user, assistant, bytes });
@@ -90,14 +101,26 @@ export class ContextHistory {
       conversation.bytes -= conversation.turns.shift()?.bytes ?? 0;
     }
     conversation.expiresAt = now + ttlMs;
-    if (conversation.turns.length > 0) this.#contexts.set(key, conversation);
-    this.#evict(now);
+    if (conversation.turns.length > 0) this.#set(key, conversation);
+    this.#evict(now, key);
   }
 
-  #evict(now: number): void {
+  #set(key: string, conversation: Conversation): void {
+    this.#contexts.set(key, conversation);
+    this.#totalBytes += conversation.bytes;
+  }
+
+  #delete(key: string, conversation: Conversation): void {
+    this.#contexts.delete(key);
+    this.#totalBytes -= conversation.bytes;
+  }
+
+  /** Least recently used first, expired ones too, while over the count or the bytes; `newest` (just remembered) stays. */
+  #evict(now: number, newest: string): void {
+    const { maxContexts, maxTotalBytes } = this.#limits;
     for (const [key, conversation] of this.#contexts) {
-      if (this.#contexts.size <= this.#limits.maxContexts && conversation.expiresAt > now) break;
-      this.#contexts.delete(key);
+      if (key === newest || (this.#contexts.size <= maxContexts && this.#totalBytes <= maxTotalBytes && conversation.expiresAt > now)) break;
+      this.#delete(key, conversation);
     }
   }
 }
