@@ -42,6 +42,8 @@ export class ProtocolStats {
   duplicateRegisters = 0;
   /** Health probe results naming a provider the node's Register did not announce: dropped. */
   unknownProbes = 0;
+  /** Provider ids outside the config announced at Register past MAX_UNCONFIGURED_PROVIDER_IDS distinct ones: ignored. */
+  droppedProviderIds = 0;
   /** Sessions that sent no Register in time. */
   registerTimeouts = 0;
   /** Register refused (unknown node, bad token). */

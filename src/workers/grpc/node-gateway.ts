@@ -32,6 +32,14 @@ import { cutText, MAX_ERROR_MESSAGE_CHARS, ProtocolStats } from './frame-guard.j
 import { MAX_ANNOUNCED_PROVIDERS, MAX_NODE_STREAMS, MAX_PROVIDER_ID_BYTES } from '../../shared/wire-limits.js';
 
 const REGISTER_TIMEOUT_MS = 10_000;
+/**
+ * Distinct provider ids outside the config that this thread passes on to the
+ * scheduler, ever (an agent may run a provider the edge's config names only
+ * after a refresh). Each id passed is interned on the scheduler's ring for
+ * good, on both threads: without a bound, a node reconnecting with fresh ids
+ * each time grew both without end.
+ */
+export const MAX_UNCONFIGURED_PROVIDER_IDS = 1024;
 
 /** How long a node stream may go without Register: no longer than a registered node may stay silent. */
 export function registerTimeoutMs(config: EdgeConfig): number {
@@ -78,6 +86,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   readonly #all = new Set<NodeSession>();
   /** Per anchor session: the probe verdict last passed on, per provider (absent = healthy). */
   readonly #probeVerdicts = new WeakMap<NodeSession, Map<string, boolean>>();
+  /** Announced ids outside the config passed on so far (at most MAX_UNCONFIGURED_PROVIDER_IDS). */
+  readonly #unconfiguredIds = new Set<string>();
   #config: EdgeConfig;
   #tokenDigests = new Map<string, Buffer>();
   #observer: NodeObserver | undefined;
@@ -217,7 +227,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
     }
     const providers = this.#config.nodes.find((n) => n.id === register.nodeId)?.providers ?? [];
-    const providerIds = this.#typeCheckedProviders(register, providers);
+    const providerIds = this.#boundedProviders(session, this.#typeCheckedProviders(register, providers), providers);
     const missing = providers.filter((p) => !register.providerIds.includes(p.id)).map((p) => p.id);
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');
     const maxTunnels = limitsOf(this.#config).maxTunnelsPerNode;
@@ -241,6 +251,25 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#port.register(register.nodeId, session.serial, providerIds, announcedEndpoints(register, providerIds), register.draining, failingProbes(register));
     }
     return undefined;
+  }
+
+  /**
+   * The announced ids the scheduler hears of: every configured one, and ids outside the config while
+   * fewer than MAX_UNCONFIGURED_PROVIDER_IDS distinct ones were passed on; the others are dropped,
+   * counted, and their probe results too (session.providerIds).
+   */
+  #boundedProviders(session: NodeSession, ids: string[], providers: readonly ProviderConfig[]): string[] {
+    let dropped: Set<string> | undefined;
+    for (const id of ids) {
+      if (providers.some((p) => p.id === id) || this.#unconfiguredIds.has(id)) continue;
+      if (this.#unconfiguredIds.size < MAX_UNCONFIGURED_PROVIDER_IDS) this.#unconfiguredIds.add(id);
+      else (dropped ??= new Set()).add(id);
+    }
+    if (dropped === undefined) return ids;
+    this.protocolStats.droppedProviderIds += dropped.size;
+    this.logger.warn({ node: session.nodeId, dropped: dropped.size, limit: MAX_UNCONFIGURED_PROVIDER_IDS }, "provider ids the edge's config does not name were announced past the limit of such ids; those are ignored on this connection");
+    session.providerIds = new Set([...session.providerIds].filter((id) => !dropped.has(id)));
+    return ids.filter((id) => !dropped.has(id));
   }
 
   /**

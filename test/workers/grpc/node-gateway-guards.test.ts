@@ -12,7 +12,7 @@ import { create } from '@bufbuild/protobuf';
 import { ProbeResultSchema, RegisterSchema } from '../../../src/gen/edge/v1/tunnel_pb.js';
 import { parseEdgeConfig } from '../../../src/main/config.js';
 import type { SchedulerPort } from '../../../src/contract/scheduler-port.js';
-import { NodeGateway } from '../../../src/workers/grpc/node-gateway.js';
+import { MAX_UNCONFIGURED_PROVIDER_IDS, NodeGateway } from '../../../src/workers/grpc/node-gateway.js';
 import type { NodeSession } from '../../../src/workers/grpc/node-session.js';
 import { silentLogger } from '../../../src/shared/logger.js';
 import { edgeConfigObject, NODE_ID, NODE_TOKEN } from '../../helpers/stack.js';
@@ -121,4 +121,29 @@ test('probe results count only for the providers Register announced: another id,
   const health = calls.filter((c) => c[0] === 'setProviderHealth');
   assert.deepEqual(health, [['setProviderHealth', NODE_ID, 'p-known', false, 11]]);
   assert.equal(gateway.protocolStats.unknownProbes, 2);
+});
+
+test('provider ids outside the config reach the scheduler only up to a bound, over every registration: a node reconnecting with fresh ids each time no longer grows the ring\'s names without end', () => {
+  const { port, calls } = recordingPort();
+  const gateway = new NodeGateway(config(NODE_TOKEN), port, silentLogger());
+  const configured = config(NODE_TOKEN).nodes[0].providers[0].id;
+  const passed = new Set<string>();
+  const rounds = 3;
+  for (let round = 0; round < rounds; round++) {
+    const session = new FakeSession(NODE_ID);
+    const providerIds = [configured, ...Array.from({ length: 1_000 }, (_, i) => `fresh-${round}-${i}`)];
+    (session as unknown as { providerIds: ReadonlySet<string> }).providerIds = new Set(providerIds);
+    assert.equal(gateway.register(session as unknown as NodeSession, create(RegisterSchema, { nodeId: NODE_ID, token: NODE_TOKEN, providerIds })), undefined);
+    const [, , , ids] = calls.filter((c) => c[0] === 'register').at(-1) as [string, string, number, string[]];
+    assert.ok(ids.includes(configured), 'a configured provider is always passed on');
+    for (const id of ids) passed.add(id);
+    gateway.onConnected(session.serial, NODE_ID, 20 + round);
+    if (round === rounds - 1) {
+      // The ids left out are not this connection's: their probe results are dropped like any unannounced one's.
+      gateway.probed(session as unknown as NodeSession, [create(ProbeResultSchema, { providerId: 'fresh-2-999', healthy: false })]);
+      assert.equal(calls.some((c) => c[0] === 'setProviderHealth' && c[2] === 'fresh-2-999'), false);
+    }
+  }
+  assert.equal(passed.size, 1 + MAX_UNCONFIGURED_PROVIDER_IDS, `${passed.size} distinct ids passed on`);
+  assert.equal(gateway.protocolStats.droppedProviderIds, rounds * 1_000 - MAX_UNCONFIGURED_PROVIDER_IDS);
 });
