@@ -7,7 +7,8 @@
 // D never holds a half-written artifact. Nothing is written on any failure.
 import { createHash } from 'node:crypto';
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { chmod, lstat, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 export interface BootstrapOptions {
@@ -50,11 +51,25 @@ export async function bootstrapNode(options: BootstrapOptions): Promise<Bootstra
     return { name, bytes, sha256: actual };
   });
   const dir = resolve(options.dir);
+  const writes = [
+    ...files.map(({ name, bytes }) => ({ name, bytes, mode: name === 'agent.yaml' ? 0o600 : 0o644 })),
+    { name: 'SHA256SUMS', bytes: Buffer.from(files.map((f) => `${f.sha256}  ${f.name}\n`).join('')), mode: 0o644 },
+  ];
+  // Every file is written in full, and every name checked, before any is renamed into place: a failure
+  // part-way (a full disk, a name taken by a directory) must not leave a new agent.tgz beside an old agent.yaml.
+  const staged: (string | undefined)[] = [];
   try {
     await mkdir(dir, { recursive: true });
-    for (const { name, bytes } of files) await writeAtomically(join(dir, name), bytes, name === 'agent.yaml' ? 0o600 : 0o644);
-    await writeAtomically(join(dir, 'SHA256SUMS'), Buffer.from(files.map((f) => `${f.sha256}  ${f.name}\n`).join('')), 0o644);
+    for (const { name, bytes, mode } of writes) {
+      if ((await lstatIfAny(join(dir, name)))?.isDirectory() === true) throw new Error(`${join(dir, name)} is a directory`);
+      staged.push(await writeTemporary(join(dir, name), bytes, mode));
+    }
+    for (const [i, { name }] of writes.entries()) {
+      await rename(staged[i] as string, join(dir, name));
+      staged[i] = undefined;
+    }
   } catch (err) {
+    await Promise.all(staged.map((temporary) => (temporary === undefined ? undefined : rm(temporary, { force: true }))));
     // A directory that cannot take the files is the operator's to fix: the reason, not a stack trace.
     throw new BootstrapError(`--dir ${dir}: ${(err as Error).message}`);
   }
@@ -94,12 +109,13 @@ function parseSums(text: string): Map<string, string> {
 }
 
 /**
- * Through a temporary file created new ('wx': never an existing file, never
+ * The file's bytes under a temporary name beside `path`, for the caller to
+ * rename into place: created new ('wx': never an existing file, never
  * through a symlink) under a name no one can guess: in a directory others
  * may write to, a planted file or link at a predictable name would receive
  * the node's token.
  */
-async function writeAtomically(path: string, bytes: Buffer, mode: number): Promise<void> {
+async function writeTemporary(path: string, bytes: Buffer, mode: number): Promise<string> {
   const temporary = `${path}.partial-${randomBytes(8).toString('hex')}`;
   try {
     await writeFile(temporary, bytes, { mode, flag: 'wx' });
@@ -110,9 +126,18 @@ async function writeAtomically(path: string, bytes: Buffer, mode: number): Promi
   }
   try {
     await chmod(temporary, mode);
-    await rename(temporary, path);
   } catch (err) {
     await rm(temporary, { force: true });
+    throw err;
+  }
+  return temporary;
+}
+
+async function lstatIfAny(path: string): Promise<Stats | undefined> {
+  try {
+    return await lstat(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
 }

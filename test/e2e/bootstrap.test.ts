@@ -348,6 +348,13 @@ test('a download cut short, or a --dir that cannot take the files, fails with th
     assert.equal(blocked.code, 1);
     assert.match(blocked.stderr, new RegExp(`^node-agent bootstrap: --dir ${notADir}: `));
     assert.doesNotMatch(blocked.stderr, /\n\s+at /, 'no stack trace');
+    // A failure part-way through the writes (here agent.yaml's name is taken) leaves no new agent.tgz behind either.
+    const halfway = join(dir, 'halfway');
+    await mkdir(join(halfway, 'agent.yaml'), { recursive: true });
+    const partial = await run(process.execPath, [AGENT_BIN, 'bootstrap', '--edge', edgeUrl, '--node-id', 'n', '--dir', halfway], ROOT, 60_000, env);
+    assert.equal(partial.code, 1);
+    assert.match(partial.stderr, new RegExp(`^node-agent bootstrap: --dir ${halfway}: `));
+    assert.deepEqual(await readdir(halfway), ['agent.yaml'], 'nothing written, no temporary file left');
   } finally {
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
