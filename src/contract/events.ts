@@ -10,6 +10,8 @@ export interface NodeConnectedEvent {
   readonly generation: number;
   readonly address: string;
   readonly agentVersion: string;
+  /** It registered drained: an operator's drain command its agent kept across the reconnect (lifted by the undrain command). */
+  readonly drained: boolean;
 }
 
 export interface NodeDisconnectedEvent {

@@ -144,6 +144,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   readonly #newestGeneration = new Map<string, number>();
   /** Node -> the connection generation whose agent sent Leaving (a later connection has another). */
   readonly #leaving = new Map<string, number>();
+  /**
+   * Per node, the connection whose agent a drain command drained (it answered ok, or registered drained): the
+   * agent refuses new tunnels until the undrain command, so POST …/undrain alone would lift only the edge's side.
+   */
+  readonly #commandDrained = new Map<string, number>();
   /** Node connections a config change retires, by generation: an admin undrain must not put them back to work. */
   readonly #retiring = new Map<string, number>();
   readonly #https: boolean;
@@ -282,12 +287,21 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return this.plane.nodeCommand(nodeId, kind, args, deadlineMs);
   }
 
-  nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome> {
+  async nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome> {
     const setEdgeDraining = (nodeId: string, draining: boolean): { code: string; message: string } | undefined => {
-      const outcome = this.setNodeDraining(nodeId, draining);
+      const outcome = this.setNodeDraining(nodeId, draining, true);
       return outcome.ok ? undefined : { code: outcome.code, message: outcome.message };
     };
-    return runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining }, ref, kind, args, deadlineMs);
+    const outcome = await runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining }, ref, kind, args, deadlineMs);
+    if (outcome.ok && (kind === 'drain' || kind === 'undrain')) {
+      for (const result of outcome.results) {
+        if (result.status !== 'ok') continue;
+        const generation = this.#sessions.get(result.node)?.generation;
+        if (kind === 'undrain') this.#commandDrained.delete(result.node);
+        else if (generation !== undefined) this.#commandDrained.set(result.node, generation);
+      }
+    }
+    return outcome;
   }
 
   retireNode(nodeId: string, reason: string): boolean {
@@ -402,6 +416,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     if (message.event !== undefined) {
       // The connection whose agent said Leaving: its drain is the agent's, not the operator's to lift.
       if (message.event.type === 'node.leaving') this.#leaving.set(message.event.node, message.event.generation);
+      if (message.event.type === 'node.connected' && message.event.drained) this.#commandDrained.set(message.event.node, message.event.generation);
       this.events.publish(message.event);
     }
   }
@@ -434,7 +449,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return record === undefined ? 'not_found' : 'finished';
   }
 
-  setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome {
+  /** `byCommand`: a drain or undrain command's own switch on the edge's side (the agent is told next). */
+  setNodeDraining(nodeId: string, draining: boolean, byCommand = false): NodeDrainOutcome {
     const session = this.session(nodeId);
     if (session === undefined) {
       const known = this.#config.nodes.some((n) => n.id === nodeId) || this.driver.status().nodes.some((n) => n.id === nodeId);
@@ -444,6 +460,14 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     }
     if (!draining && this.#leaving.get(nodeId) === session.generation) {
       return { ok: false, code: 'node_leaving', message: `node ${JSON.stringify(nodeId)} is leaving (its agent is shutting down or was told to drain): it refuses new requests on this connection; its next connection starts undrained` };
+    }
+    if (!draining && !byCommand && this.#commandDrained.get(nodeId) === session.generation) {
+      // The agent would refuse every request sent there (node_leaving), each then waiting for another node.
+      return {
+        ok: false,
+        code: 'node_drained_by_command',
+        message: `node ${JSON.stringify(nodeId)} was drained by a drain command, which its agent keeps (across reconnects too): lift it with the undrain command (POST /admin/nodes/${encodeURIComponent(nodeId)}/commands {"kind":"undrain"})`,
+      };
     }
     if (!draining && this.#retiring.get(nodeId) === session.generation) {
       // Its token changed or it left the config: this connection closes once idle and must take nothing new.

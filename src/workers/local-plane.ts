@@ -56,7 +56,7 @@ class PlaneObserver extends EdgeObserver {
   }
 
   override nodeConnected(session: NodeSession): void {
-    this.#post(session, false, { type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion });
+    this.#post(session, false, { type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion, drained: session.registeredDraining });
   }
 
   override nodeDisconnected(session: NodeSession, reason: string): void {

@@ -176,17 +176,27 @@ describe('node commands through real agents', () => {
     const beforeA = mockA.requestLog.length;
     for (let i = 0; i < 6; i++) assert.equal(await chat(), 200);
     assert.equal(mockA.requestLog.length, beforeA);
+    assert.equal((await admin('/admin/nodes/gpu-a/undrain', {})).json.error?.code, 'node_drained_by_command', 'the new connection registered drained: the route alone does not lift it');
     await command('gpu-a', 'undrain');
     assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, false);
   });
 
-  test('a drained agent refuses tunnels by itself: with only the edge-side drain lifted, requests still go elsewhere', async () => {
+  test('a node a drain command drained is not undrained by the route alone (its agent would refuse every request): 409 naming the undrain command', async () => {
     await command('gpu-a', 'drain');
-    assert.equal((await admin('/admin/nodes/gpu-a/undrain', {})).status, 200);
+    const refused = await admin('/admin/nodes/gpu-a/undrain', {});
+    assert.equal(refused.status, 409);
+    assert.equal(refused.json.error.code, 'node_drained_by_command');
+    assert.match(refused.json.error.message, /\{"kind":"undrain"\}/);
+    assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, true, 'still drained on the edge');
     const beforeA = mockA.requestLog.length;
     for (let i = 0; i < 6; i++) assert.equal(await chat(), 200);
-    assert.equal(mockA.requestLog.length, beforeA, 'the agent answered node_leaving and the edge retried on gpu-b');
+    assert.equal(mockA.requestLog.length, beforeA);
     await command('gpu-a', 'undrain');
+    // Lifted where it was set: the route's own drain and undrain work as ever.
+    assert.equal((await admin('/admin/nodes/gpu-a/drain', {})).status, 200);
+    assert.equal((await admin('/admin/nodes/gpu-a/undrain', {})).status, 200);
+    for (let i = 0; i < 8; i++) assert.equal(await chat(), 200);
+    assert.ok(mockA.requestLog.length > beforeA, 'gpu-a serves again');
   });
 
   test('refresh_config applies base_url and connections, and names what needs a restart', async () => {

@@ -11,7 +11,7 @@ import type { NodeCommandOutcome } from '../nodes/node-commands.js';
 
 export type NodeDrainOutcome =
   | { readonly ok: true; readonly node: string; readonly draining: boolean; readonly openTunnels: number }
-  | { readonly ok: false; readonly code: 'node_not_found' | 'node_not_connected' | 'node_retiring' | 'node_leaving'; readonly message: string };
+  | { readonly ok: false; readonly code: 'node_not_found' | 'node_not_connected' | 'node_retiring' | 'node_leaving' | 'node_drained_by_command'; readonly message: string };
 
 /** `finished`: it ended before the cancel reached it (the record says how). */
 export type RunCancelOutcome = 'cancelled' | 'not_found' | 'finished';

@@ -128,7 +128,7 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
   // --- NodeObserver ----------------------------------------------------------------
 
   nodeConnected(session: NodeSession): void {
-    this.#bus.publish({ type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion });
+    this.#bus.publish({ type: 'node.connected', node: session.nodeId, generation: session.generation, address: session.remoteAddress, agentVersion: session.agentVersion, drained: session.registeredDraining });
   }
 
   nodeDisconnected(session: NodeSession, reason: string): void {
