@@ -321,6 +321,15 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   #committed(configVersion: number, changedPaths: readonly string[], origin: string): void {
     this.events.publish({ type: 'config.applied', configVersion, changedPaths: [...changedPaths] });
     this.logger.info({ origin, configVersion, changed: changedPaths }, 'config applied');
+    // A provider the refresh added to a connected node serves only once that node announces it: say so now,
+    // not only at the node's next Register, or the operator waits for requests that never come.
+    const unannounced: string[] = [];
+    for (const p of this.driver.status().providers) {
+      if (p.connected && !p.announced && changedPaths.includes(`nodes[${p.nodeId}].providers[${p.id}]`)) unannounced.push(p.id);
+    }
+    if (unannounced.length > 0) {
+      this.logger.warn({ providers: unannounced }, "providers the refresh added are not announced by their node's connected agent: they get no requests until it runs them (restart it with them in its config)");
+    }
   }
 
   #refreshed(result: RefreshResult, origin: string): void {

@@ -4,6 +4,7 @@
 // it would fail at the agent with unknown_provider and cost a retry.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import pino from 'pino';
 import { ALIAS, inFlight, NODE_ID, PROVIDER_ID, SERVED, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const GHOST = 'gpu-1-aaa-not-on-the-node';
@@ -48,5 +49,27 @@ describe('providers the node did not announce', () => {
     assert.equal(providers.find((p) => p.id === GHOST)?.health, 'not_announced');
     assert.equal(providers.find((p) => p.id === PROVIDER_ID)?.health, 'ok');
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease to be released');
+  });
+});
+
+describe('a provider a refresh adds that the connected node does not run', () => {
+  let stack: OpsStack;
+  const lines: string[] = [];
+  before(async () => {
+    stack = await startOpsStack({ edgeLogger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }) });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('is named in a warning as the refresh applies: it gets no requests until the agent runs it', async () => {
+    const raw = structuredClone(stack.raw) as { nodes: { id: string; providers: Record<string, unknown>[] }[] };
+    raw.nodes.find((n) => n.id === NODE_ID)?.providers.push({ id: GHOST, type: 'openai_compat', capacity: 4 });
+    const { status, json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config: raw } });
+    assert.equal(status, 200, JSON.stringify(json));
+    assert.equal(json.status, 'applied');
+    const warned = lines.map((line) => JSON.parse(line) as { msg: string; providers?: string[] }).find((entry) => /not announced/.test(entry.msg));
+    assert.deepEqual(warned?.providers, [GHOST], lines.join(''));
+    assert.equal((await stack.edge.status()).providers.find((p) => p.id === GHOST)?.health, 'not_announced');
   });
 });
