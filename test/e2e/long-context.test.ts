@@ -134,3 +134,33 @@ describe('prompts longer than the connected providers take', () => {
     }
   });
 });
+
+describe('limits.offload_bytes 0: no body goes to the pool for its size, yet the estimate counts what bytes / 4 misjudges', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      configure(raw) {
+        raw.scheduler = { long_context_threshold_tokens: 1_000 };
+        (raw.limits as Record<string, unknown>).offload_bytes = 0;
+        (raw.nodes as { providers: { max_context_tokens?: number }[] }[])[0].providers[0].max_context_tokens = WINDOW;
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('a small prompt with a large image and a batch of short inputs are served, as with the default', async () => {
+    const client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+    // ~40,000 tokens by bytes / 4: refused context_length_exceeded were it not counted.
+    const data = Buffer.alloc(120_000, 7).toString('base64');
+    const chatted = await client.chat.completions.create({
+      model: ALIAS,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in this picture?' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${data}` } }] }],
+    });
+    assert.ok(chatted.choices[0].message.content);
+    const batch = Array.from({ length: 20 }, (_, i) => `${i} ${'hello '.repeat(600)}`); // ~18,000 tokens by bytes / 4 together
+    const embedded = await client.embeddings.create({ model: EMBED_ALIAS, input: batch });
+    assert.equal(embedded.data.length, batch.length);
+  });
+});

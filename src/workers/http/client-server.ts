@@ -454,9 +454,10 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     }
     // A body whose bytes / 4 reach the long-context class is counted too where its size says little of its
     // text: a batch (as long as its longest input), a body with base64 (an image is no prompt text). Text alone
-    // keeps bytes / 4 below offload_bytes: tokenizing 200 KB costs ~4 ms of CPU.
+    // keeps bytes / 4 below offload_bytes: tokenizing 200 KB costs ~4 ms of CPU. Such a body is counted whatever
+    // offload_bytes says (0 only stops offloading for size): else an image would be refused context_length_exceeded.
     const counted = estimateInputTokens(body.length) >= this.#longThreshold && (route.batchInputs === true || body.includes(BASE64));
-    if (this.#offloadBytes > 0 && (body.length >= this.#offloadBytes || counted)) {
+    if (counted || (this.#offloadBytes > 0 && body.length >= this.#offloadBytes)) {
       this.#offloadPool ??= new OffloadPool(this.#offloadThreads);
       this.#offloadPool.inspect(body, this.#maxJsonDepth, true, route.batchInputs === true).then(
         (done) => this.#afterOffload(route, request, response, key, done),
