@@ -798,6 +798,17 @@ export class Http1Client {
       }
       return; // interim: the final head follows
     }
+    // Measured again as the edge measures the HEADERS frame (`name: value` CRLF each): a head written
+    // `name:value` is up to a byte a header smaller on the wire, and a frame over the limit is the node's
+    // protocol violation. Only a head that close to the limit is summed.
+    if (head.length + names.length > MAX_HEAD_BYTES) {
+      let frameBytes = 0;
+      for (let i = 0; i < names.length; i++) frameBytes += names[i].length + values[i].length + 4;
+      if (frameBytes > MAX_HEAD_BYTES) {
+        this.#badResponse(exchange, `response head over ${MAX_HEAD_BYTES} bytes`);
+        return;
+      }
+    }
     this.#headersDue = Infinity;
     const method = exchange.options.method;
     if (method === 'HEAD' || status === 204 || status === 304) {
