@@ -33,7 +33,7 @@ import { connect, isIP, type OnReadOpts, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
-import { MAX_RESPONSE_HEAD_BYTES } from '../shared/wire-limits.js';
+import { MAX_CONTENT_LENGTH_DIGITS, MAX_RESPONSE_HEAD_BYTES } from '../shared/wire-limits.js';
 
 /** Codes this client puts on its errors; tunnel-errors.ts maps them to tunnel codes. */
 export const UPSTREAM_CLOSED = 'AGENT_UPSTREAM_CLOSED';
@@ -70,6 +70,8 @@ function staleClose(err: Error | undefined): boolean {
 }
 /** The edge refuses a larger head in a HEADERS frame. */
 const MAX_HEAD_BYTES = MAX_RESPONSE_HEAD_BYTES;
+/** The largest content-length the edge takes. */
+const MAX_CONTENT_LENGTH = 10 ** MAX_CONTENT_LENGTH_DIGITS - 1;
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Idle life of a kept-alive socket when the server gives no hint (undici's default). */
 const DEFAULT_KEEP_ALIVE_MS = 4_000;
@@ -760,10 +762,13 @@ export class Http1Client {
       switch (name) {
         case 'content-length': {
           const n = /^\d+$/.test(value) ? Number(value) : NaN;
-          if (!Number.isSafeInteger(n) || (contentLength !== -1 && contentLength !== n)) {
+          // Past MAX_CONTENT_LENGTH_DIGITS the edge refuses the length (as the node's protocol violation): no body is that long.
+          if (!Number.isSafeInteger(n) || n > MAX_CONTENT_LENGTH || (contentLength !== -1 && contentLength !== n)) {
             this.#badResponse(exchange, `invalid content-length ${JSON.stringify(value.slice(0, 64))}`);
             return;
           }
+          // Leading zeros (`0042`) relayed as the plain number: with them the edge could count more than 15 digits.
+          if (value.length > 1 && value.charCodeAt(0) === 0x30) values[values.length - 1] = String(n);
           // The same length again (RFC 9112 6.3 lets a recipient take it as one): relayed once, since the edge
           // refuses a head with two (and counts it against the node).
           if (contentLength !== -1) {

@@ -12,6 +12,8 @@ export const MAX_REQUEST_BODY_BYTES = MAX_EDGE_TO_NODE_MESSAGE_BYTES - 1024 * 10
  * larger head from a provider, so a bigger frame is a node gone wrong.
  */
 export const MAX_RESPONSE_HEAD_BYTES = 64 * 1024;
+/** Digits of the longest content-length a HEADERS frame may carry: the edge refuses more (no body is 10^15 bytes). */
+export const MAX_CONTENT_LENGTH_DIGITS = 15;
 
 /**
  * Most streams one node connection may have: its first stream and the lanes

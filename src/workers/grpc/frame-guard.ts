@@ -7,7 +7,7 @@
 // metrics exporter reads.
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { FrameKind, type Header, type TunnelFrame } from '../../gen/edge/v1/tunnel_pb.js';
-import { MAX_RESPONSE_HEAD_BYTES } from '../../shared/wire-limits.js';
+import { MAX_CONTENT_LENGTH_DIGITS, MAX_RESPONSE_HEAD_BYTES } from '../../shared/wire-limits.js';
 
 /** An ERROR frame's code and text are kept to this many characters: they reach the client, the run
  * records (the last thousand of them) and the event history, so a node must not make them megabytes. */
@@ -152,7 +152,7 @@ export function headersProblem(status: number, headers: readonly Header[]): stri
   return undefined;
 }
 
-const DECIMAL_LENGTH = /^\d{1,15}$/;
+const DECIMAL_LENGTH = new RegExp(`^\\d{1,${MAX_CONTENT_LENGTH_DIGITS}}$`);
 
 /** One session's record of violations; says when the node has to go. */
 export class SessionGuard {
