@@ -3,7 +3,7 @@
 // its path, so one run shows an operator all mistakes in the file.
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, yamlSyntaxProblem } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
@@ -151,9 +151,9 @@ export async function loadAgentConfig(file: string): Promise<AgentConfig> {
   try {
     raw = parseYaml(text);
   } catch (err) {
-    // The first line only, as the edge's: the rest quotes the file around the error, which may be a token or api_key line
+    // Quoting nothing of the file, as the edge's: the parser's message quotes the offending text, which may be a token or api_key
     // (and this message reaches the edge's log and admin API as a refresh_config answer).
-    throw new ConfigError(file, [`not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
+    throw new ConfigError(file, [yamlSyntaxProblem(err)]);
   }
   return parseAgentConfig(raw, file);
 }

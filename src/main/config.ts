@@ -5,7 +5,7 @@ import { MAX_ANNOUNCED_PROVIDERS, MAX_PROVIDER_ID_BYTES, MAX_REQUEST_BODY_BYTES 
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader, noBrackets } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, noBrackets, yamlSyntaxProblem } from '../shared/config-reader.js';
 import { readEndpoints } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { bareHost, dialPort } from '../shared/url-host.js';
@@ -342,7 +342,7 @@ export function parseEdgeConfigText(text: string, source: string): EdgeConfig {
   try {
     raw = parseYaml(text);
   } catch (err) {
-    throw new ConfigError(source, [`not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
+    throw new ConfigError(source, [yamlSyntaxProblem(err)]);
   }
   return parseEdgeConfig(raw, source);
 }

@@ -132,3 +132,21 @@ export class ConfigReader {
 export function noBrackets(r: ConfigReader, path: string, id: string): void {
   if (/[[\]]/.test(id)) r.problems.push(`${path}: ${JSON.stringify(id)} holds '[' or ']', which a config refresh uses to name entries; pick another`);
 }
+
+/**
+ * A YAML syntax error as one line that quotes nothing of the file. The first
+ * line of the parser's message may still quote the offending value itself
+ * (`Unresolved alias …: <name>`, `Block scalar header includes extra
+ * characters: |<text>`, `Not a valid tag: <tag>`), and on a token or api_key
+ * line that is the secret: only the description before such a quote is kept,
+ * with the position.
+ */
+export function yamlSyntaxProblem(err: unknown): string {
+  const first = (err as Error).message.split('\n')[0];
+  const at = / at line (\d+), column (\d+):?$/.exec(first);
+  let text = at === null ? first : first.slice(0, at.index);
+  const colon = text.indexOf(': ');
+  if (colon >= 0) text = text.slice(0, colon);
+  text = text.replace(/"[^"]*"/g, '(value not shown)');
+  return `not valid YAML: ${text}${at === null ? '' : ` at line ${at[1]}, column ${at[2]}`}`;
+}

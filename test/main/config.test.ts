@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
-import { loadEdgeConfig, parseEdgeConfig } from '../../src/main/config.js';
+import { loadEdgeConfig, parseEdgeConfig, parseEdgeConfigText } from '../../src/main/config.js';
 import { ConfigError } from '../../src/shared/config-reader.js';
 
 function problemsOf(raw: unknown): readonly string[] {
@@ -171,6 +171,19 @@ test('a token of the wrong type is refused without its value: YAML reads token: 
   const text = problems.join('\n');
   for (const path of ['admin.token', 'bootstrap.token', 'nodes[0].token']) assert.match(text, new RegExp(`${path.replace(/[[\].]/g, '\\$&')}: expected a non-empty string \\(value not shown: it is a secret\\)`));
   for (const digits of ['12345678', '48151623', '42424242424242']) assert.ok(!text.includes(digits), `the value ${digits} is not repeated:\n${text}`);
+});
+
+test('a YAML syntax error on a secret is reported without the secret (check-config, startup and refresh answers show it)', () => {
+  const text = (token: string) => `nodes:\n  - id: n1\n    token: ${token}\n    providers: [{ id: p1 }]\nmodels: [{ alias: m, providers: { p1: s } }]\n`;
+  for (const token of ['*n0de-secret-token-77', '|n0de-secret-token-77', '>n0de-secret-token-77', '"n0de-secret-token-77"x', 'n0de-secret-token-77: x']) {
+    assert.throws(() => parseEdgeConfigText(text(token), 'test.yaml'), (err: unknown) => {
+      assert.ok(err instanceof ConfigError && /not valid YAML: /.test(err.message), String(err));
+      assert.ok(!err.message.includes('secret-token'), err.message);
+      return true;
+    });
+  }
+  // What it says still places the mistake.
+  assert.throws(() => parseEdgeConfigText(text('|n0de-secret-token-77'), 'test.yaml'), /not valid YAML: Block scalar header includes extra characters at line 3, column 13/);
 });
 
 test('a provider that lists its models is checked against the served names the aliases send it', () => {
