@@ -1,0 +1,108 @@
+// Counters and histograms on /metrics never go down from one scrape to the
+// next (Prometheus reads a drop as a reset): while I/O workers serve
+// traffic, across a config refresh that renames and removes aliases, and
+// when an I/O worker exits and is replaced.
+process.env.EDGE_TEST_HOOKS = '1';
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Agent, request } from 'undici';
+import type { WorkerPool } from '../../src/main/worker-pool.js';
+import { sha256Hex } from '../../src/workers/http/client-auth.js';
+import { parsePromText, type PromFamily } from '../helpers/prom-text.js';
+import { copyOf, PROVIDER_ID, SERVED, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+import { waitFor } from '../helpers/stack.js';
+
+const KEYS = [
+  { name: 'alice', key: 'sk-mono-key-00000001' },
+  { name: 'bob', key: 'sk-mono-key-00000002' },
+];
+
+/** Every counter and histogram sample of a scrape, by series. */
+function monotone(families: Map<string, PromFamily>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const f of families.values()) {
+    if (f.type !== 'counter' && f.type !== 'histogram') continue;
+    for (const s of f.samples) out.set(`${s.name}${JSON.stringify(Object.entries(s.labels).sort(([a], [b]) => (a < b ? -1 : 1)))}`, s.value);
+  }
+  return out;
+}
+
+describe('/metrics totals only grow', () => {
+  let stack: OpsStack;
+  before(async () => {
+    stack = await startOpsStack({
+      capacity: 8,
+      mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
+      configure: (raw) => {
+        raw.workers = { count: 2 };
+        (raw.models as unknown[]).push(...['b', 'c'].map((alias) => ({ alias, providers: { [PROVIDER_ID]: SERVED } })));
+        raw.auth = { api_keys: KEYS.map((k) => ({ name: k.name, key_sha256: sha256Hex(k.key), weight: 1 })) };
+        raw.scheduler = { fairness: true };
+      },
+    });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test('while workers serve, across a refresh that renames and removes aliases, and a worker replaced', async () => {
+    let aliases = ['llama3', 'b', 'c'];
+    let running = true;
+    let n = 0;
+    const traffic = Array.from({ length: 4 }, async () => {
+      while (running) {
+        const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+        try {
+          const res = await request(`${stack.baseURL}/chat/completions`, {
+            method: 'POST',
+            dispatcher,
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS[n % 2].key}` },
+            body: JSON.stringify({ model: aliases[n++ % aliases.length], messages: [{ role: 'user', content: 'hi' }] }),
+          });
+          await res.body.text();
+        } catch {
+          // A worker's exit cuts its connections.
+        } finally {
+          await dispatcher.close();
+        }
+      }
+    });
+    const problems: string[] = [];
+    let last = new Map<string, number>();
+    let scrapes = 0;
+    const scrape = async (): Promise<void> => {
+      const now = monotone(parsePromText(await stack.metrics()));
+      for (const [series, value] of now) {
+        const before = last.get(series);
+        if (before !== undefined && value < before) problems.push(`${series}: ${before} -> ${value} (scrape ${scrapes})`);
+      }
+      for (const series of last.keys()) if (!now.has(series) && !series.startsWith('edge_tenant_dispatches_total')) problems.push(`${series} gone (scrape ${scrapes})`);
+      last = now;
+      scrapes++;
+    };
+    const scrapeFor = async (count: number): Promise<void> => {
+      for (let i = 0; i < count; i++) await scrape();
+    };
+    try {
+    await scrapeFor(10);
+    // Rename c to c2 and remove b.
+    const raw = copyOf(stack.raw);
+    raw.models = (raw.models as { alias: string }[]).filter((m) => m.alias !== 'b').map((m) => (m.alias === 'c' ? { ...m, alias: 'c2' } : m));
+    const refreshed = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config: raw } });
+    assert.equal(refreshed.status, 200, JSON.stringify(refreshed.json));
+    aliases = ['llama3', 'c2'];
+    await scrapeFor(10);
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    await pool.call(0, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
+    await scrapeFor(3);
+    await waitFor(async () => (await pool.inspect()).length === 2, 'the worker is replaced');
+    await scrapeFor(10);
+    } finally {
+      running = false;
+      await Promise.all(traffic);
+    }
+    await scrape();
+    assert.ok(n > 20, `traffic was served (${n} requests)`);
+    assert.deepEqual(problems, []);
+  });
+});
