@@ -137,7 +137,7 @@ export function noBrackets(r: ConfigReader, path: string, id: string): void {
  * A YAML syntax error as one line that quotes nothing of the file. The first
  * line of the parser's message may still quote the offending value itself
  * (`Unresolved alias …: <name>`, `Block scalar header includes extra
- * characters: |<text>`, `Not a valid tag: <tag>`), and on a token or api_key
+ * characters: |<text>`, `Not a valid tag: <tag>`, `Invalid escape sequence \U<8 characters>`), and on a token or api_key
  * line that is the secret: only the description before such a quote is kept,
  * with the position.
  */
@@ -147,6 +147,8 @@ export function yamlSyntaxProblem(err: unknown): string {
   let text = at === null ? first : first.slice(0, at.index);
   const colon = text.indexOf(': ');
   if (colon >= 0) text = text.slice(0, colon);
+  // `Invalid escape sequence \Uxxxxxxxx` quotes up to 8 characters of the value after its backslash, unquoted.
+  if ((err as { code?: unknown }).code === 'BAD_DQ_ESCAPE') text = 'Invalid escape sequence';
   text = text.replace(/"[^"]*"/g, '(value not shown)');
   return `not valid YAML: ${text}${at === null ? '' : ` at line ${at[1]}, column ${at[2]}`}`;
 }

@@ -175,10 +175,10 @@ test('a token of the wrong type is refused without its value: YAML reads token: 
 
 test('a YAML syntax error on a secret is reported without the secret (check-config, startup and refresh answers show it)', () => {
   const text = (token: string) => `nodes:\n  - id: n1\n    token: ${token}\n    providers: [{ id: p1 }]\nmodels: [{ alias: m, providers: { p1: s } }]\n`;
-  for (const token of ['*n0de-secret-token-77', '|n0de-secret-token-77', '>n0de-secret-token-77', '"n0de-secret-token-77"x', 'n0de-secret-token-77: x']) {
+  for (const token of ['*n0de-secret-token-77', '|n0de-secret-token-77', '>n0de-secret-token-77', '"n0de-secret-token-77"x', 'n0de-secret-token-77: x', '"\\Un0de-secret-token-77"']) {
     assert.throws(() => parseEdgeConfigText(text(token), 'test.yaml'), (err: unknown) => {
       assert.ok(err instanceof ConfigError && /not valid YAML: /.test(err.message), String(err));
-      assert.ok(!err.message.includes('secret-token'), err.message);
+      assert.ok(!err.message.includes('n0de-'), err.message);
       return true;
     });
   }
