@@ -3,7 +3,7 @@
 // its path, so one run shows an operator all mistakes in the file.
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader, yamlSyntaxProblem } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
@@ -149,7 +149,7 @@ export async function loadAgentConfig(file: string): Promise<AgentConfig> {
   }
   let raw: unknown;
   try {
-    raw = parseYaml(text);
+    raw = parseYaml(text, YAML_PARSE_OPTIONS);
   } catch (err) {
     // Quoting nothing of the file, as the edge's: the parser's message quotes the offending text, which may be a token or api_key
     // (and this message reaches the edge's log and admin API as a refresh_config answer).

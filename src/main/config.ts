@@ -5,7 +5,7 @@ import { MAX_ANNOUNCED_PROVIDERS, MAX_PROVIDER_ID_BYTES, MAX_REQUEST_BODY_BYTES 
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader, noBrackets, yamlSyntaxProblem } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, noBrackets, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
 import { readEndpoints } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { bareHost, dialPort } from '../shared/url-host.js';
@@ -340,7 +340,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
 export function parseEdgeConfigText(text: string, source: string): EdgeConfig {
   let raw: unknown;
   try {
-    raw = parseYaml(text);
+    raw = parseYaml(text, YAML_PARSE_OPTIONS);
   } catch (err) {
     throw new ConfigError(source, [yamlSyntaxProblem(err)]);
   }

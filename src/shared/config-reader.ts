@@ -134,6 +134,14 @@ export function noBrackets(r: ConfigReader, path: string, id: string): void {
 }
 
 /**
+ * How config files are parsed: the parser's warnings are not printed. It
+ * emits them as process warnings (stderr, the journal) quoting the whole
+ * source line, and an unresolved tag (`token: !abc…`) is the secret's line;
+ * the value it leaves (empty) is refused by the config's own checks.
+ */
+export const YAML_PARSE_OPTIONS = { logLevel: 'error' } as const;
+
+/**
  * A YAML syntax error as one line that quotes nothing of the file. The first
  * line of the parser's message may still quote the offending value itself
  * (`Unresolved alias …: <name>`, `Block scalar header includes extra

@@ -186,6 +186,21 @@ test('a YAML syntax error on a secret is reported without the secret (check-conf
   assert.throws(() => parseEdgeConfigText(text('|n0de-secret-token-77'), 'test.yaml'), /not valid YAML: Block scalar header includes extra characters at line 3, column 13/);
 });
 
+test('a tag on a secret\'s line (token: !…) prints no parser warning quoting it; the empty value it leaves is refused', async () => {
+  const warnings: string[] = [];
+  const onWarning = (warning: Error): void => void warnings.push(warning.message);
+  process.on('warning', onWarning);
+  try {
+    const text = 'nodes:\n  - id: n1\n    token: !n0de-secret-token-77\n    providers: [{ id: p1 }]\nmodels: [{ alias: m, providers: { p1: s } }]\n';
+    assert.throws(() => parseEdgeConfigText(text, 'test.yaml'), (err: unknown) => err instanceof ConfigError && /nodes\[0\]\.token/.test(err.message) && !err.message.includes('n0de-'));
+    // Process warnings are emitted on a later turn.
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    process.off('warning', onWarning);
+  }
+  assert.deepEqual(warnings.filter((w) => w.includes('n0de-')), []);
+});
+
 test('a provider that lists its models is checked against the served names the aliases send it', () => {
   const raw = (served: string) => ({
     nodes: [{ id: 'n1', token: 'node-token-1', providers: [{ id: 'p1', models: ['llama3:8b', 'llama3:70b'] }, { id: 'p2' }] }],
