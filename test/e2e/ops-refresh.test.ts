@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
+import pino from 'pino';
 import { stringify as toYaml } from 'yaml';
 import { ALIAS, copyOf, NODE_ID, PROVIDER_ID, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 import { openExchanges, queueDepth, sessionOf } from '../helpers/stack.js';
@@ -207,6 +208,29 @@ describe('config refresh through the admin API', () => {
     assert.equal(await sessionOf(stack.edge, NODE_ID), undefined);
     const res = await chat(stack);
     assert.equal(res.status, 404, 'its model is gone too');
+  });
+});
+
+describe('the warning a retirement logs', () => {
+  test('says the node was removed, not that its token was revoked, when the config drops the node', async () => {
+    const lines: string[] = [];
+    // One thread: with I/O workers the gateway's lines go to the workers' own stdout, not this logger.
+    const stack = await startOpsStack({
+      edgeLogger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }),
+      configure: (raw) => void (raw.workers = { count: 0 }),
+    });
+    try {
+      const raw = copyOf(stack.raw);
+      raw.nodes = [];
+      raw.models = [];
+      const { json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config: raw } });
+      assert.deepEqual(json.retired, [NODE_ID]);
+      const messages = lines.map((line) => (JSON.parse(line) as { msg: string }).msg);
+      assert.ok(messages.some((msg) => /^node removed from the config/.test(msg)), messages.join('\n'));
+      assert.ok(!messages.some((msg) => /token revoked/.test(msg)), messages.join('\n'));
+    } finally {
+      await stack.close();
+    }
   });
 });
 

@@ -159,10 +159,13 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     for (const [nodeId, lanes] of this.#current) {
       if (!revoked(nodeId)) continue;
       this.#port.setDraining(nodeId, true, lanes.generation);
-      this.logger.warn({ node: nodeId, generation: lanes.generation, graceMs }, 'node token revoked by the config: its connection here takes no new requests and closes once idle');
+      // Say which: an operator who removed a node should not be sent looking for a token change.
+      const removed = !this.#tokenDigests.has(nodeId);
+      const cause = removed ? 'node removed from the config' : 'node token revoked by the config';
+      this.logger.warn({ node: nodeId, generation: lanes.generation, graceMs }, `${cause}: its connection here takes no new requests and closes once idle`);
       // The anchor is held to the grace's end: this worker cannot see the node's lanes on other workers, whose open
       // tunnels the anchor's close would cut (the main thread's retirement closes it sooner when all are idle).
-      retireLanes(lanes.sessions, graceMs, 'its token was revoked by a config change', true);
+      retireLanes(lanes.sessions, graceMs, removed ? 'it was removed by a config change' : 'its token was revoked by a config change', true);
     }
   }
 
