@@ -299,7 +299,9 @@ export class EdgeConnection implements FrameSink {
 
   onCallStatus(status: grpc.StatusObject): void {
     this.#onStatus?.();
-    this.close(`stream ended: ${grpc.status[status.code] ?? status.code} ${status.details}`.trimEnd());
+    // OK is the edge ending the stream itself (it is stopping, or retired or superseded this connection): grpc-js's
+    // details for it only repeat "OK", which read as a failure in the log ("stream ended: OK OK").
+    this.close(status.code === grpc.status.OK ? 'the edge ended the stream (OK)' : `stream ended: ${grpc.status[status.code] ?? status.code} ${status.details}`.trimEnd());
   }
 
   onDrain(): void {

@@ -110,7 +110,7 @@ for (const workers of [0, 2]) {
         edge.signal('SIGTERM');
         assert.equal(await edge.exited, 0);
         const [reason] = await disconnected;
-        assert.equal(reason, 'stream ended: OK OK', 'the edge ended the node stream cleanly before it exited');
+        assert.equal(reason, 'the edge ended the stream (OK)', 'the edge ended the node stream cleanly before it exited');
       } finally {
         await agent?.stop();
         await edge.dispose();
