@@ -4,7 +4,7 @@
 // breaks, UTF-8, '=', ',', ':') come out escaped and whole after the merge.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Agent, request } from 'undici';
+import { chatOnFreshConnection } from '../helpers/stack.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { parsePromText, sampleOf } from '../helpers/prom-text.js';
 import { PROVIDER_ID, SERVED, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
@@ -33,21 +33,8 @@ describe('/metrics exposition', () => {
     await stack.close();
   });
 
-  async function chat(alias: string, key: string): Promise<number> {
-    // A fresh connection each: the kernel spreads them over the workers' listeners.
-    const dispatcher = new Agent({ connections: 1, pipelining: 0 });
-    try {
-      const res = await request(`${stack.baseURL}/chat/completions`, {
-        method: 'POST',
-        dispatcher,
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-        body: JSON.stringify({ model: alias, messages: [{ role: 'user', content: 'hi' }] }),
-      });
-      await res.body.text();
-      return res.statusCode;
-    } finally {
-      await dispatcher.close();
-    }
+  function chat(alias: string, key: string): Promise<number> {
+    return chatOnFreshConnection(stack.baseURL, alias, key);
   }
 
   test('every line parses, families are whole, label values survive the merge', async () => {

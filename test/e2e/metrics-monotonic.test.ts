@@ -5,12 +5,11 @@
 process.env.EDGE_TEST_HOOKS = '1';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Agent, request } from 'undici';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { parsePromText, type PromFamily } from '../helpers/prom-text.js';
 import { copyOf, PROVIDER_ID, SERVED, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
-import { waitFor } from '../helpers/stack.js';
+import { chatOnFreshConnection, waitFor } from '../helpers/stack.js';
 
 const KEYS = [
   { name: 'alice', key: 'sk-mono-key-00000001' },
@@ -51,20 +50,9 @@ describe('/metrics totals only grow', () => {
     let n = 0;
     const traffic = Array.from({ length: 4 }, async () => {
       while (running) {
-        const dispatcher = new Agent({ connections: 1, pipelining: 0 });
-        try {
-          const res = await request(`${stack.baseURL}/chat/completions`, {
-            method: 'POST',
-            dispatcher,
-            headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS[n % 2].key}` },
-            body: JSON.stringify({ model: aliases[n++ % aliases.length], messages: [{ role: 'user', content: 'hi' }] }),
-          });
-          await res.body.text();
-        } catch {
-          // A worker's exit cuts its connections.
-        } finally {
-          await dispatcher.close();
-        }
+        const key = KEYS[n % 2].key;
+        // A worker's exit cuts its connections.
+        await chatOnFreshConnection(stack.baseURL, aliases[n++ % aliases.length], key).catch(() => undefined);
       }
     });
     const problems: string[] = [];

@@ -6,7 +6,7 @@ process.env.EDGE_TEST_HOOKS = '1';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { Agent, request } from 'undici';
+import { chatOnFreshConnection } from '../helpers/stack.js';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
@@ -30,21 +30,8 @@ after(async () => {
   await stack.close();
 });
 
-/** One request on a fresh connection (the kernel spreads them over the workers' listeners). */
-async function statusWith(key: string): Promise<number> {
-  const dispatcher = new Agent({ connections: 1, pipelining: 0 });
-  try {
-    const res = await request(`${stack.baseURL}/chat/completions`, {
-      method: 'POST',
-      dispatcher,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
-    });
-    await res.body.text();
-    return res.statusCode;
-  } finally {
-    await dispatcher.close();
-  }
+function statusWith(key: string): Promise<number> {
+  return chatOnFreshConnection(stack.baseURL, ALIAS, key);
 }
 
 test('applied comes once every worker has the config: a busy worker delays it, and the removed key is refused everywhere after', async () => {

@@ -9,6 +9,7 @@ import { startMockProvider, type MockProvider, type MockProviderOptions } from '
 import type { EdgeConfig } from '../../src/shared/config-types.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
 import type { Logger } from 'pino';
+import { Agent, request } from 'undici';
 import { silentLogger } from '../../src/shared/logger.js';
 import { FakeNode } from '../workers/grpc/fake-node.js';
 
@@ -289,4 +290,24 @@ export async function holdOneSlot(stack: { readonly baseURL: string; readonly ed
       await holder;
     },
   };
+}
+
+/**
+ * One chat completion on a connection of its own, so that the kernel spreads such requests over the I/O
+ * workers' listeners; its status (the body is read whole). `key`: sent as the Bearer API key.
+ */
+export async function chatOnFreshConnection(baseURL: string, model: string, key?: string): Promise<number> {
+  const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+  try {
+    const res = await request(`${baseURL}/chat/completions`, {
+      method: 'POST',
+      dispatcher,
+      headers: key === undefined ? { 'content-type': 'application/json' } : { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.body.text();
+    return res.statusCode;
+  } finally {
+    await dispatcher.close();
+  }
 }
