@@ -150,7 +150,7 @@ function eventHead(buffer: Buffer, start: number, end: number, names: readonly B
 }
 
 /** The names that end a Responses stream, as its `event:` line and its `"type"` both carry them: its terminal events and `error`. */
-const RESPONSE_ENDS = [Buffer.from('response.completed'), Buffer.from('response.failed'), Buffer.from('response.incomplete'), ERROR_NAMES[0]];
+const RESPONSE_ENDS = [Buffer.from('response.completed'), Buffer.from('response.failed'), Buffer.from('response.incomplete'), ERROR_NAME];
 
 /**
  * The last event ends a Responses stream, however long its body (the whole
