@@ -482,13 +482,17 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       // Its token changed or it left the config: this connection closes once idle and must take nothing new.
       return { ok: false, code: 'node_retiring', message: `node ${JSON.stringify(nodeId)} is being retired by a config change (its connection closes once idle); its next connection starts undrained` };
     }
+    const was = this.driver.status().nodes.find((n) => n.id === nodeId)?.draining;
     if (!this.driver.setDraining(nodeId, draining)) {
       // The session view trails the scheduler by a message: the connection it saw is gone already.
       return { ok: false, code: 'node_not_connected', message: `node ${JSON.stringify(nodeId)} is not connected; draining applies to a live connection` };
     }
-    this.events.publish({ type: draining ? 'node.draining' : 'node.undrained', node: nodeId, by: 'admin' });
     const openTunnels = this.#leasesOn(nodeId);
-    this.logger.info({ node: nodeId, generation: session.generation, draining, openTunnels }, draining ? 'node draining (admin)' : 'node undrained (admin)');
+    // A repeated drain (or undrain) is a no-op: the event stream tells of changes only.
+    if (was !== draining) {
+      this.events.publish({ type: draining ? 'node.draining' : 'node.undrained', node: nodeId, by: 'admin' });
+      this.logger.info({ node: nodeId, generation: session.generation, draining, openTunnels }, draining ? 'node draining (admin)' : 'node undrained (admin)');
+    }
     return { ok: true, node: nodeId, draining, openTunnels };
   }
 

@@ -218,3 +218,18 @@ test('the admin listener bounds what one caller can hold: event streams, the ref
   assert.equal(server.requestTimeout, 30_000);
   assert.equal(server.maxConnections, 1024);
 });
+
+test('a repeated drain or undrain publishes no event: the stream tells of changes only', async () => {
+  await untilSubscribers(0);
+  const flips = (frames: Frame[]): string[] => frames.filter((f) => f.event === 'node.draining' || f.event === 'node.undrained').map((f) => f.event as string);
+  // Read until a drain follows an undrain: the last step below.
+  const read = readEvents({}, (frames) => flips(frames).join().includes('node.undrained,node.draining'));
+  await untilSubscribers(1);
+  for (const step of ['drain', 'drain', 'undrain', 'undrain', 'drain']) {
+    const res = await stack.admin(`/admin/nodes/${NODE_ID}/${step}`, { method: 'POST' });
+    assert.equal(res.status, 200, step);
+    assert.equal(res.json.draining, step === 'drain');
+  }
+  assert.deepEqual(flips(await read), ['node.draining', 'node.undrained', 'node.draining']);
+  assert.equal((await stack.admin(`/admin/nodes/${NODE_ID}/undrain`, { method: 'POST' })).status, 200);
+});
