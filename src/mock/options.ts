@@ -26,6 +26,8 @@ export interface MockProviderOptions {
    * Off by default: it is an object per token of every stream, which a load test does not want.
    */
   readonly recordEmitTimes?: boolean;
+  /** The largest request head it reads (node:http's maxHeaderSize; default 16 KiB). */
+  readonly maxHeaderBytes?: number;
 }
 
 export interface ResolvedOptions {
@@ -39,6 +41,7 @@ export interface ResolvedOptions {
   readonly logLimit: number;
   readonly bodyLogLimit: number;
   readonly recordEmitTimes: boolean;
+  readonly maxHeaderBytes: number | undefined;
 }
 
 export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions {
@@ -53,6 +56,7 @@ export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions 
     logLimit: positive('logLimit', opts.logLimit ?? 1000),
     bodyLogLimit: nonNegative('bodyLogLimit', opts.bodyLogLimit ?? 100),
     recordEmitTimes: opts.recordEmitTimes ?? false,
+    maxHeaderBytes: opts.maxHeaderBytes === undefined ? undefined : positive('maxHeaderBytes', opts.maxHeaderBytes),
   };
 }
 

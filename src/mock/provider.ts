@@ -107,7 +107,7 @@ class MockProviderServer extends MockState implements MockProvider {
   constructor(options: ResolvedOptions) {
     super(options.logLimit, options.bodyLogLimit, options.recordEmitTimes);
     this.#options = options;
-    this.#server = createServer({ keepAliveTimeout: 30_000, noDelay: true }, (req, res) => this.#handle(req, res));
+    this.#server = createServer({ keepAliveTimeout: 30_000, noDelay: true, maxHeaderSize: options.maxHeaderBytes }, (req, res) => this.#handle(req, res));
   }
 
   get port(): number {

@@ -3,6 +3,7 @@
 // Kept apart from config.ts so each section reads on one screen.
 import { noBrackets, type ConfigReader } from './config-reader.js';
 import type { ApiKeyConfig, AuthConfig, EdgeConfig, LimitsHardening, NodeTlsConfig, TlsConfig, TlsFilesConfig } from './config-types.js';
+import { MAX_REQUEST_HEAD_BYTES } from './wire-limits.js';
 
 const DAY_MS = 86_400_000;
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -40,7 +41,7 @@ export function readLimitsHardening(r: ConfigReader, limits: Record<string, unkn
   const d = DEFAULT_LIMITS_HARDENING;
   return {
     maxJsonDepth: r.integer('limits.max_json_depth', limits.max_json_depth, 1, 10_000, d.maxJsonDepth),
-    maxHeaderBytes: r.integer('limits.max_header_bytes', limits.max_header_bytes, 1024, 1 << 20, d.maxHeaderBytes),
+    maxHeaderBytes: r.integer('limits.max_header_bytes', limits.max_header_bytes, 1024, MAX_REQUEST_HEAD_BYTES, d.maxHeaderBytes),
     requestTimeoutMs: r.integer('limits.request_timeout_ms', limits.request_timeout_ms, 0, DAY_MS, d.requestTimeoutMs),
     maxTunnelsPerNode: r.integer('limits.max_tunnels_per_node', limits.max_tunnels_per_node, 0, 1_000_000, d.maxTunnelsPerNode),
     maxFrameBytes: r.integer('limits.max_frame_bytes', limits.max_frame_bytes, 64 * 1024, 1 << 30, d.maxFrameBytes),

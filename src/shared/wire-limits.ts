@@ -1,10 +1,20 @@
 // Sizes both ends of the node stream must agree on.
 
-/** Largest gRPC message the agent accepts from the edge (one TunnelRequest carries a whole body). */
-export const MAX_EDGE_TO_NODE_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** Largest request body the edge may accept (limits.body_bytes at most). */
+export const MAX_REQUEST_BODY_BYTES = 63 * 1024 * 1024;
 
-/** Largest request body the edge may accept: a TunnelRequest's other fields fit in the rest. */
-export const MAX_REQUEST_BODY_BYTES = MAX_EDGE_TO_NODE_MESSAGE_BYTES - 1024 * 1024;
+/** Largest request head the edge may accept (limits.max_header_bytes at most), counted as HTTP/1.1 text. */
+export const MAX_REQUEST_HEAD_BYTES = 1024 * 1024;
+
+/**
+ * Largest gRPC message the agent accepts from the edge: one TunnelRequest
+ * carries a whole body and the forwarded head. The head in protobuf costs
+ * more than as HTTP text (a tag and a length per header, its name and its
+ * value: under twice the text, since each header's text is 4 bytes or more),
+ * and the rest (ids, deadlines, the served model name the rewrite puts in) fits in 64 KiB. A client at
+ * both limits must not get the node's whole connection dropped.
+ */
+export const MAX_EDGE_TO_NODE_MESSAGE_BYTES = MAX_REQUEST_BODY_BYTES + 2 * MAX_REQUEST_HEAD_BYTES + 64 * 1024;
 
 /**
  * Largest response head a node may relay in one HEADERS frame, counted as
