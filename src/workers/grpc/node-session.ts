@@ -296,7 +296,8 @@ export class NodeSession implements TunnelHost {
       this.#silenceRecheck = true;
       setImmediate(onSilenceRecheck, this);
     }
-    if (now - this.#cancelledRotatedAt >= this.#host.heartbeatTimeoutMs) {
+    // The told timeout, not the config's: a refresh that lowered it must not shorten this session's memory.
+    if (now - this.#cancelledRotatedAt >= this.#toldTimeoutMs) {
       this.#cancelledRotatedAt = now;
       const spent = this.#cancelledIdsBefore;
       spent.clear();
