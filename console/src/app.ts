@@ -77,8 +77,25 @@ async function api(path: string, init: RequestInit = {}): Promise<Response> {
   return res;
 }
 
+/**
+ * How long a poll or an action waits for its answer. A fetch has no limit of its own, and an edge that
+ * is stopped or cut off by the network accepts the connection (or holds it) and answers nothing: the
+ * page kept saying "live" over numbers that no longer moved.
+ */
+const ANSWER_TIMEOUT_MS = 5_000;
+
 /** The body of a 2xx answer; any other status throws HttpError carrying the admin API's own error code and message. */
 async function json<T>(path: string, init: RequestInit = {}): Promise<T> {
+  const timeout = AbortSignal.timeout(ANSWER_TIMEOUT_MS);
+  try {
+    return await answer<T>(path, { ...init, signal: timeout });
+  } catch (err) {
+    if (timeout.aborted && !(err instanceof Unauthorized)) throw new Error(`no answer within ${ANSWER_TIMEOUT_MS / 1000} s`);
+    throw err;
+  }
+}
+
+async function answer<T>(path: string, init: RequestInit): Promise<T> {
   const res = await api(path, init);
   const body = (await res.json().catch(() => undefined)) as (T & { error?: { code?: string; message?: string } }) | undefined;
   if (!res.ok || body === undefined) {

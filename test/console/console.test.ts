@@ -8,6 +8,7 @@
 // pictures in docs/console/ come from this).
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { connect, createServer, type Socket } from 'node:net';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -693,6 +694,47 @@ describe('operator console: a first visit, a provider reset, the edge going away
     await page.goBack();
     await page.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
     await eventually('the page back to subscribe again', async () => (await subscribers()) === 1);
+  });
+
+  test('an edge that stops answering (stopped, or cut off by the network) is "edge unreachable" once a poll goes 5 s unanswered, not "live"; back, live again', async () => {
+    // A relay in front of the admin listener that can hold every byte both ways, as a lost network or a stopped
+    // process does: connections stay open and nothing comes back.
+    let held: [Socket, Buffer][] | null = null;
+    const sockets = new Set<Socket>();
+    const relay = createServer((client) => {
+      const upstream = connect(Number(new URL(edge.adminUrl as string).port), '127.0.0.1');
+      for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
+        sockets.add(from);
+        from.on('data', (chunk: Buffer) => (held === null ? to.write(chunk) : held.push([to, chunk])));
+        from.on('error', () => undefined);
+        from.on('close', () => {
+          sockets.delete(from);
+          to.destroy();
+        });
+      }
+    });
+    relay.listen(0, '127.0.0.1');
+    await once(relay, 'listening');
+    const other = await browser.newPage();
+    try {
+      await other.goto(`http://127.0.0.1:${(relay.address() as { port: number }).port}/console`);
+      await other.waitForSelector('#login-form', { visible: true });
+      await other.type('#token', TOKEN);
+      await other.keyboard.press('Enter');
+      await other.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
+      held = [];
+      await other.waitForSelector('#conn[data-state="down"]', { timeout: 15_000 }).catch(async () =>
+        assert.fail(`the pill still says ${await other.evaluate('document.getElementById("conn").textContent')}`));
+      assert.match((await other.evaluate(`document.getElementById("banner").textContent`)) as string, /does not answer \(no answer within 5 s\)/);
+      const waiting: [Socket, Buffer][] = held;
+      held = null;
+      for (const [to, chunk] of waiting) if (!to.destroyed) to.write(chunk);
+      await other.waitForSelector('#conn[data-state="ok"]', { timeout: 5_000 });
+    } finally {
+      await other.close();
+      for (const socket of sockets) socket.destroy();
+      relay.close();
+    }
   });
 
   test('the edge going away: one steady "edge unreachable"; back, the page is live again by itself', async () => {
