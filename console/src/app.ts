@@ -370,7 +370,8 @@ function onEvent(type: string, data: string): void {
   const node = typeof e.node === 'string' ? status?.nodes.find((n) => n.id === e.node) : undefined;
   switch (type) {
     case 'node.connected':
-      if (node) Object.assign(node, { connected: true, generation: e.generation, agentVersion: e.agentVersion, draining: false, lanes: Math.max(1, node.lanes ?? 0), heartbeatAgeMs: 0 });
+      // An agent a drain command drained keeps it across reconnects: it registers drained (`drained`), and no node.draining follows.
+      if (node) Object.assign(node, { connected: true, generation: e.generation, agentVersion: e.agentVersion, draining: e.drained === true, lanes: Math.max(1, node.lanes ?? 0), heartbeatAgeMs: 0 });
       break;
     case 'node.disconnected':
       // The edge forgets a node's drain when its connection goes (a reconnect starts undrained unless the agent says otherwise).

@@ -254,6 +254,33 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     assert.equal((await adminStatus()).nodes.find((n) => n.id === NODE_ID)?.draining, false);
   });
 
+  test('an agent a drain command drained reconnects drained: its node event shows it so, not as connected and drainable', async () => {
+    const row = `tr[data-node="${NODE_ID}"]`;
+    const command = async (kind: string): Promise<void> => {
+      const res = await fetch(`${edge.adminUrl}/admin/nodes/${NODE_ID}/commands`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ kind }) });
+      assert.equal(res.status, 200);
+    };
+    await command('drain');
+    await page.waitForSelector(`${row}[data-state="draining"]`, { timeout: 2_000 });
+    // Status polls answer only after 3 s from here: what the row shows on reconnecting comes from the node events.
+    holdStatusMs = 3_000;
+    try {
+      await js(`(() => { const row = document.querySelector('${row}'); window.__states = [row.dataset.state]; new MutationObserver(() => { if (window.__states.at(-1) !== row.dataset.state) window.__states.push(row.dataset.state); }).observe(row, { attributes: true }); })()`);
+      const generation = (await cellsOf(row))[2];
+      const registered = once(agent as NodeAgent, 'registered');
+      (agent as NodeAgent).dropConnection();
+      await registered;
+      await until(`window.__states.includes('offline') && document.querySelector('${row}').cells[2].textContent !== ${JSON.stringify(generation)}`);
+      // The generation the page shows moved on: the node.connected event was applied.
+      assert.equal(await js(`document.querySelector('${row}').dataset.state`), 'draining', `the row went ${await js<string[]>('window.__states')}`);
+      assert.equal(await js(`document.querySelector('${row} button').dataset.action`), 'undrain');
+    } finally {
+      holdStatusMs = 0;
+      await command('undrain');
+    }
+    await page.waitForSelector(`${row}[data-state="connected"]`, { timeout: 5_000 });
+  });
+
   test('a drain the edge refuses shows why until an action succeeds; a status answer older than a drain does not undo it', async () => {
     const row = `tr[data-node="${NODE_ID}"]`;
     refuseNextDrain = true;
