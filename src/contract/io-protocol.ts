@@ -48,8 +48,11 @@ export type ControlRequest =
   | { readonly id: number; readonly type: 'drain'; readonly graceMs: number }
   | { readonly id: number; readonly type: 'cancelRun'; readonly runId: string }
   | { readonly id: number; readonly type: 'metrics' }
-  /** Another worker learnt (stored) or dropped (null) which provider holds a Responses API response; `expiresAt`: it used a known one. */
-  | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null; readonly expiresAt?: number }
+  /**
+   * Another worker learnt (stored) or dropped (null) which provider holds a Responses API response; `expiresAt`: it used a known one.
+   * `call` set: the pool's answer to this worker's AffinityAsk (null: the pool knows none, which drops nothing).
+   */
+  | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null; readonly expiresAt?: number; readonly call?: number }
   | { readonly id: number; readonly type: 'close' }
   /** Peer `peer` exited and was respawned on fresh rings: tunnels through the old ones are over. */
   | { readonly id: number; readonly type: 'replacePeer'; readonly peer: number; readonly toPeer: SharedArrayBuffer; readonly fromPeer: SharedArrayBuffer }
@@ -106,6 +109,17 @@ export interface AffinityMessage {
    * most recently used, at this expiry (epoch ms, unchanged by the use); absent: newly learnt.
    */
   readonly expiresAt?: number;
+}
+
+/**
+ * A worker about to refuse a request for a response it has not heard of asks the pool's copy: the
+ * message of the worker that learnt it may still be on its way here (data-plane.ts findResponse).
+ * The pool answers with an 'affinity' control request carrying the same `call`.
+ */
+export interface AffinityAsk {
+  readonly type: 'affinityAsk';
+  readonly call: number;
+  readonly responseId: string;
 }
 
 /** What one data path (the main thread's, or one worker's) holds, for tests and status. */

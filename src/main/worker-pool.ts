@@ -24,7 +24,7 @@ import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
 import type { DataPath } from '../contract/data-path.js';
 import { StoredResponses } from '../contract/stored-responses.js';
-import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type AffinityMessage, type StoredResponse, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
+import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type AffinityAsk, type AffinityMessage, type StoredResponse, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
@@ -216,7 +216,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     slot.worker = worker;
     // A new worker's run wire starts with no names and no open slots.
     slot.runs = new RunWireDecoder();
-    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage | RunWireBatch) => this.#onMessage(message, index));
+    worker.on('message', (message: ControlReply | WorkerEvent | AffinityMessage | AffinityAsk | A2ARelayMessage | RunWireBatch) => this.#onMessage(message, index));
     worker.on('error', (err) => this.#logger.error({ err, worker: index }, 'I/O worker failed'));
     worker.on('exit', (code) => {
       slot.exited = true;
@@ -513,7 +513,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     this.#onEvent({ type: 'runs', events, workerExited: true });
   }
 
-  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage | A2ARelayMessage | RunWireBatch, from: number): void {
+  #onMessage(message: ControlReply | WorkerEvent | AffinityMessage | AffinityAsk | A2ARelayMessage | RunWireBatch, from: number): void {
     if (message.type === 'runWire') {
       this.#onRuns(message, from);
       return;
@@ -541,6 +541,18 @@ export class WorkerPool implements DecisionHandler, DataPath {
       for (const slot of this.#slots) {
         if (slot.index !== from && !slot.exited) slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored: message.stored, expiresAt: message.expiresAt });
       }
+      return;
+    }
+    if (message.type === 'affinityAsk') {
+      // After this turn: a message another worker posted before the asker's client even sent its request
+      // may wait behind this one (the ports are read in their own order, not the order of posting).
+      setImmediate(() => {
+        const slot = this.#slots[from];
+        if (slot === undefined || slot.exited) return;
+        const entry = this.#responses.lookup(message.responseId);
+        const stored = entry === undefined ? null : { alias: entry.alias, providerId: entry.providerId, nodeId: entry.nodeId, owner: entry.owner };
+        slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored, expiresAt: entry?.expiresAt, call: message.call });
+      });
       return;
     }
     if (message.type !== 'reply') return;

@@ -20,7 +20,7 @@ import { DRAIN_FLAG, type PlaneInspection, type StoredResponse } from '../contra
 import type { InspectOk } from './http/inspect.js';
 import type { ApiRoute } from './http/api-routes.js';
 import { storedResponseIdOf } from './http/response-affinity.js';
-import { StoredResponses } from '../contract/stored-responses.js';
+import { isResponseId, StoredResponses } from '../contract/stored-responses.js';
 import { rewriteModel } from './http/inspect.js';
 import { connectionNominated, isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
@@ -232,6 +232,29 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const entry = this.responses.lookup(responseId);
     if (entry !== undefined) this.onAffinity?.(responseId, entry, entry.expiresAt);
     return entry;
+  }
+
+  /** With I/O workers: asks the pool's copy where a response this worker has not heard of is stored; it lands here by applyAffinity first (set by the worker). */
+  askPool: ((responseId: string) => Promise<void>) | undefined;
+
+  /**
+   * useResponse, for a request about to be refused for want of it: with I/O workers, the worker
+   * that relayed the response tells the others through the pool, and a client that read it and
+   * sent its follow-up at once, on a connection another worker owns, can be here before that
+   * message is. The pool read it before the client had a byte of the response, so it is asked
+   * first. `then` runs in this turn (asked false) unless the pool was asked.
+   */
+  findResponse(responseId: string, then: (stored: StoredResponse | undefined, asked: boolean) => void): void {
+    const entry = this.useResponse(responseId);
+    const ask = this.askPool;
+    if (entry !== undefined || ask === undefined || !isResponseId(responseId)) {
+      then(entry, false);
+      return;
+    }
+    ask(responseId).then(
+      () => then(this.useResponse(responseId), true),
+      () => then(undefined, true),
+    );
   }
 
   /**

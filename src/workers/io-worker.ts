@@ -7,7 +7,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { StartError } from '../shared/start-error.js';
 import { useTenantSecret } from '../shared/tenant-key.js';
-import type { A2ARelayMessage, AffinityMessage, ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
+import type { A2ARelayMessage, AffinityAsk, AffinityMessage, ControlRequest, IoWorkerData, WorkerEvent } from '../contract/io-protocol.js';
 import { RunWireEncoder } from '../contract/run-wire.js';
 import { createLogger } from '../shared/logger.js';
 import { LocalPlane } from './local-plane.js';
@@ -32,6 +32,15 @@ const plane = new LocalPlane(data.config, data.tls, port, logger, post, data);
 for (const [responseId, stored, expiresAt] of data.responses ?? []) plane.plane.responses.remember(responseId, stored, expiresAt);
 // A stored Response learnt here is passed to every other worker through the pool (docs/architecture.md).
 plane.plane.onAffinity = (responseId, stored, expiresAt) => parentPort?.postMessage({ type: 'affinity', responseId, stored, expiresAt } satisfies AffinityMessage);
+// Asks of the pool's copy, by call, answered by an 'affinity' request with that call (data-plane.ts findResponse).
+const affinityAsks = new Map<number, () => void>();
+let nextAffinityAsk = 1;
+plane.plane.askPool = (responseId) =>
+  new Promise<void>((resolve) => {
+    const call = nextAffinityAsk++;
+    affinityAsks.set(call, resolve);
+    parentPort?.postMessage({ type: 'affinityAsk', call, responseId } satisfies AffinityAsk);
+  });
 // A2A tasks live in the worker that ran them; questions about them from other workers travel through the pool.
 plane.client.a2a.setRelay((message) => parentPort?.postMessage(message satisfies A2ARelayMessage));
 let closing: Promise<void> | undefined;
@@ -64,7 +73,11 @@ async function control(request: ControlRequest): Promise<unknown> {
     case 'metrics':
       return (await plane.metricParts())[0];
     case 'affinity':
-      plane.plane.applyAffinity(request.responseId, request.stored, request.expiresAt);
+      if (request.call === undefined || request.stored !== null) plane.plane.applyAffinity(request.responseId, request.stored, request.expiresAt);
+      if (request.call !== undefined) {
+        affinityAsks.get(request.call)?.();
+        affinityAsks.delete(request.call);
+      }
       return undefined;
     case 'close':
       await close();

@@ -470,16 +470,22 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   /** The pool's verdict on a large body: admitted as an inline one would be, unless the client or the edge left meanwhile. */
   #afterOffload(route: ApiRoute, request: IncomingMessage, response: ServerResponse, key: ApiKeyState | undefined, done: OffloadedInspection): void {
+    if (this.#leftMeanwhile(route, request, response)) return;
+    this.#admit(route, request, response, key, done.body, done.info);
+  }
+
+  /** For a request whose admission waited past its turn: the client left (true), or the edge began draining (answered, true). */
+  #leftMeanwhile(route: ApiRoute, request: IncomingMessage, response: ServerResponse): boolean {
     const socket = request.socket;
     // The client left: its response already closed, so an exchange begun now would never end.
-    if (response.headersSent || response.destroyed || socket === null || socket.destroyed) return;
+    if (response.headersSent || response.destroyed || socket === null || socket.destroyed) return true;
     if (this.#shutting) {
       // As the lean path answers a drain: 503 whatever the API, and the connection closes.
       this.#plane.refused('shutting_down');
       writeDraining(this.logger, route.path, response, route.errors);
-      return;
+      return true;
     }
-    this.#admit(route, request, response, key, done.body, done.info);
+    return false;
   }
 
   /** The pool itself failed (it closed under the task): the client hears it in its API's own format. */
@@ -503,40 +509,49 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       this.#refuse(route.path, response, problem.spec, route.errors, problem.message, problem.param);
       return;
     }
-    let pinned: string | undefined;
     if (route.api === Api.responses && info.previousResponseId !== undefined) {
       // The previous response lives on one provider: this request goes there or nowhere.
-      const stored = ownResponse(this.#plane.useResponse(info.previousResponseId), key);
-      if (stored === undefined) {
-        this.#refuse(route.path, response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(info.previousResponseId)} not found: ${unknownResponseMessage(info.previousResponseId)}`, 'previous_response_id');
-        return;
-      }
-      const moved = this.#movedAway(info.previousResponseId, stored);
-      if (moved !== undefined) {
-        // Until the config changes again: the SDKs retry a 409, and each retry would be refused the same.
-        response.setHeader('x-should-retry', 'false');
-        this.#refuse(route.path, response, Errors.responseProviderGone, route.errors, moved, 'previous_response_id');
-        return;
-      }
-      const models = this.#models.get(info.model);
-      if (models !== undefined && !models.has(stored.providerId)) {
-        const serving = this.#aliasServing(stored, key);
-        if (serving === undefined) {
-          // No model to continue it with: as GET, a 409 only a config change lifts.
-          response.setHeader('x-should-retry', 'false');
-          this.#refuse(route.path, response, Errors.responseProviderGone, route.errors, unservedMessage(info.previousResponseId, stored, key), 'previous_response_id');
-          return;
-        }
-        // Not "unavailable for now" (409, which the SDKs retry): no wait makes that provider serve this model.
-        const message = `response ${JSON.stringify(info.previousResponseId)} is stored on provider ${JSON.stringify(stored.providerId)}, which does not serve model ${JSON.stringify(info.model)} (it was made with ${JSON.stringify(stored.alias)}); continue it with model ${JSON.stringify(serving)}, which that provider serves`;
-        this.#refuse(route.path, response, Errors.previousResponseModelMismatch, route.errors, message, 'model');
-        return;
-      }
-      pinned = stored.providerId;
+      const previous = info.previousResponseId;
+      this.#plane.findResponse(previous, (found, asked) => this.#admitContinuing(route, request, response, key, body, info, previous, found, asked));
+      return;
     }
     if (!this.#keyMayStart(key, info.model, route, undefined, response)) return;
     // The data plane releases the key's slot when the exchange ends (or, with workers, takes it first).
-    this.#plane.begin(route, route.path, request, response, body, info, key, pinned);
+    this.#plane.begin(route, route.path, request, response, body, info, key, undefined);
+  }
+
+  /** #admit of a request whose previous_response_id is `previous`, stored where `found` says (undefined: unknown); `asked`: of the pool, in a later turn. */
+  #admitContinuing(route: ApiRoute, request: IncomingMessage, response: ServerResponse, key: ApiKeyState | undefined, body: Buffer, info: InspectOk, previous: string, found: StoredResponse | undefined, asked: boolean): void {
+    if (asked && this.#leftMeanwhile(route, request, response)) return;
+    const stored = ownResponse(found, key);
+    if (stored === undefined) {
+      this.#refuse(route.path, response, Errors.previousResponseNotFound, route.errors, `Previous response with id ${JSON.stringify(previous)} not found: ${unknownResponseMessage(previous)}`, 'previous_response_id');
+      return;
+    }
+    const moved = this.#movedAway(previous, stored);
+    if (moved !== undefined) {
+      // Until the config changes again: the SDKs retry a 409, and each retry would be refused the same.
+      response.setHeader('x-should-retry', 'false');
+      this.#refuse(route.path, response, Errors.responseProviderGone, route.errors, moved, 'previous_response_id');
+      return;
+    }
+    const models = this.#models.get(info.model);
+    if (models !== undefined && !models.has(stored.providerId)) {
+      const serving = this.#aliasServing(stored, key);
+      if (serving === undefined) {
+        // No model to continue it with: as GET, a 409 only a config change lifts.
+        response.setHeader('x-should-retry', 'false');
+        this.#refuse(route.path, response, Errors.responseProviderGone, route.errors, unservedMessage(previous, stored, key), 'previous_response_id');
+        return;
+      }
+      // Not "unavailable for now" (409, which the SDKs retry): no wait makes that provider serve this model.
+      const message = `response ${JSON.stringify(previous)} is stored on provider ${JSON.stringify(stored.providerId)}, which does not serve model ${JSON.stringify(info.model)} (it was made with ${JSON.stringify(stored.alias)}); continue it with model ${JSON.stringify(serving)}, which that provider serves`;
+      this.#refuse(route.path, response, Errors.previousResponseModelMismatch, route.errors, message, 'model');
+      return;
+    }
+    if (!this.#keyMayStart(key, info.model, route, undefined, response)) return;
+    // The data plane releases the key's slot when the exchange ends (or, with workers, takes it first).
+    this.#plane.begin(route, route.path, request, response, body, info, key, stored.providerId);
   }
 
   /** The key (auth on) may use the model and has a free concurrency slot; otherwise the answer is sent (through `reply` on the fastify path, on `response` on the lean one). */
@@ -559,8 +574,20 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
    */
   #storedResponse(request: FastifyRequest, reply: FastifyReply): void {
     const id = (request.params as { id?: string }).id ?? '';
+    if (!isResponseId(id)) {
+      this.#refuseReply(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
+      return;
+    }
+    this.#plane.findResponse(id, (found, asked) => {
+      // Asked of the pool (I/O workers): a client that left meanwhile has nothing to be sent to.
+      if (asked && (reply.sent || reply.raw.destroyed || request.raw.socket.destroyed)) return;
+      this.#sendToStored(request, reply, id, found);
+    });
+  }
+
+  #sendToStored(request: FastifyRequest, reply: FastifyReply, id: string, found: StoredResponse | undefined): void {
     const key = (request as KeyedRequest)[kApiKey];
-    const stored = isResponseId(id) ? ownResponse(this.#plane.useResponse(id), key) : undefined;
+    const stored = ownResponse(found, key);
     if (stored === undefined) {
       this.#refuseReply(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
       return;

@@ -6,9 +6,10 @@
 // with I/O workers, every worker holds the whole map: a worker other than the one
 // that relayed the first response learns it through the worker pool (the
 // relaying worker posts it; the pool passes it on; a use is passed on alike,
-// so every worker's LRU order is the same), so a follow-up sent
-// before that message lands (well under a millisecond after the response's
-// first event) may be answered 404, never misrouted.
+// so every worker's LRU order is the same). A follow-up can land on another
+// worker before that message does (the client read the response and sent it
+// at once): an id unknown there is asked of the pool's copy before a 404
+// (DataPlane.findResponse), so it is never refused nor misrouted.
 
 import { isResponseId } from '../../contract/stored-responses.js';
 import { RESPONSE_BY_ID } from './api-routes.js';
