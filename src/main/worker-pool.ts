@@ -527,7 +527,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       const slot = this.#slots[message.to];
       if (slot !== undefined && !slot.exited && slot.worker !== undefined) {
         slot.worker.postMessage(message);
-      } else if (message.op === 'get' || message.op === 'cancel' || message.op === 'subscribe' || message.op === 'history') {
+      } else if (message.op === 'get' || message.op === 'cancel' || message.op === 'subscribe' || message.op === 'history' || message.op === 'remember') {
         // No such worker (an id from another layout, or it exited): the asker hears at once.
         const error = { name: 'TaskNotFoundError', message: `task ${message.taskId ?? ''} is not known here (its worker is gone)` };
         this.#slots[from]?.worker?.postMessage({ type: 'a2a', to: from, from: message.to, call: message.call, op: 'reply', error } satisfies A2ARelayMessage);

@@ -322,9 +322,18 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       onDelta: (text) => entry.delta(text),
       onFinished: (error, cancelled) => {
         // An operator's cancel of the run (POST /admin/runs/{id}/cancel) ends the task as a client's CancelTask would.
-        entry.finish(error === undefined ? COMPLETED : cancelled === true ? CANCELED : FAILED, error, this.#ttlMs);
+        const finish = (): void => entry.finish(error === undefined ? COMPLETED : cancelled === true ? CANCELED : FAILED, error, this.#ttlMs);
         // Only a completed turn joins the conversation: a failed or cancelled one has no answer to follow.
-        if (error === undefined && entry.state === COMPLETED && conversation !== undefined) this.#remember(conversation, contextId, prompt, entry.text);
+        if (error === undefined && !entry.terminal && conversation !== undefined) {
+          // Completed only once the context's home holds the turn: a client told sooner could send the
+          // next message, on a connection of another worker, before it landed, and run it without it.
+          const stored = this.#remember(conversation, contextId, prompt, entry.text);
+          if (stored !== undefined) {
+            stored.then(finish, finish);
+            return;
+          }
+        }
+        finish();
       },
     });
     entry.cancelRun = (asked) => sink.cancel(asked);
@@ -364,10 +373,14 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     }
   }
 
-  #remember(conversation: string, contextId: string, user: string, assistant: string): void {
+  /** Adds a finished turn to its context; on another worker (its home), the promise settles once that one has it (or cannot answer). */
+  #remember(conversation: string, contextId: string, user: string, assistant: string): Promise<unknown> | undefined {
     const home = homeWorkerOf(contextId, this.#workerCount);
-    if (home === this.#workerIndex || this.#relay === undefined || home < 0) this.#history.remember(conversation, user, assistant);
-    else this.#relay({ type: 'a2a', to: home, from: this.#workerIndex, call: 0, op: 'remember', context: conversation, value: { user, assistant } });
+    if (home === this.#workerIndex || this.#relay === undefined || home < 0) {
+      this.#history.remember(conversation, user, assistant);
+      return undefined;
+    }
+    return this.#ask(home, { op: 'remember', context: conversation, value: { user, assistant } });
   }
 
   #cancelEntry(entry: TaskEntry, why: string, asked = false): void {
@@ -416,7 +429,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     return owner;
   }
 
-  #ask(owner: number, message: Pick<A2ARelayMessage, 'op' | 'taskId' | 'keyName' | 'historyLength' | 'context'>): Promise<unknown> {
+  #ask(owner: number, message: Pick<A2ARelayMessage, 'op' | 'taskId' | 'keyName' | 'historyLength' | 'context' | 'value'>): Promise<unknown> {
     const call = this.#nextCall++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -504,6 +517,8 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       case 'remember': {
         const turn = message.value as { user: string; assistant: string };
         this.#history.remember(message.context ?? '', turn.user, turn.assistant);
+        // The asker completes the task on this answer (call 0: an asker that waits for none).
+        if (message.call !== 0) this.#reply(message, 'reply');
         return;
       }
       case 'unsubscribe':
