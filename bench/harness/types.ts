@@ -85,7 +85,7 @@ export interface LoadResult {
   readonly wallS: number;
   /** Completed requests (streams, for streaming scenarios). */
   readonly requests: number;
-  /** Transport errors, timeouts, streams that did not finish. */
+  /** Transport errors, timeouts, streams that did not finish, requests the paced client shed. */
   readonly errors: number;
   readonly non2xx: number;
   readonly latencyMs: LatencySummary | null;

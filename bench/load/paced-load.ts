@@ -104,7 +104,9 @@ class PacedRun {
       wallS,
       // 2xx answers; every one of them is a latency sample.
       requests: this.latencies.length,
-      errors: this.errors,
+      // A shed request is one the target left unanswered too long to send it: the slowest of the run, so
+      // an error (which keeps the run out of every figure), never a gap in the percentiles (coordinated omission).
+      errors: this.errors + this.shed,
       non2xx: this.non2xx,
       latencyMs: latencySummary(this.latencies),
       metrics: { targetRps: this.#options.rate, shed: this.shed, ...this.#timingMetrics() },

@@ -26,7 +26,7 @@ export const openLoop: ScenarioSpec<RateVariant> = {
   title: 'Non-streaming, open loop (latency at a fixed rate)',
   description:
     'Requests leave on a fixed schedule (paced at ~1 ms granularity, undici client, every latency sample kept, timed to the last body byte), whether or not earlier ones were answered. ' +
-    'Below a target\'s ceiling this shows the latency it adds over `direct`; above it, requests pile up and latency grows without bound (more than 512 unanswered: the request is shed and counted). ' +
+    'Below a target\'s ceiling this shows the latency it adds over `direct`; above it, requests pile up and latency grows without bound (more than 512 unanswered: the request is shed and counted as an error). ' +
     'Full mode runs each rate long enough for 10,000 samples; the headline quotes no p99 from fewer. ' +
     'For the edge, its timing headers split each answer\'s wait for the head (docs/operations.md, "Timings, precisely"): edge own = `x-edge-overhead-ms`, the edge\'s work before the head; node hop = `x-edge-hop-ms`, gRPC both ways and the agent; provider = `x-edge-upstream-ms`, the mock\'s own time as the agent measured it.',
   columns: [
