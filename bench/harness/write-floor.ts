@@ -80,6 +80,8 @@ const PACED_READER = `
 const net = require('node:net');
 const server = net.createServer((socket) => { socket.on('data', () => {}); socket.on('error', () => {}); });
 server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port }));
+// The bench gone (SIGTERM, a crash) without saying 'exit': the listening server would keep this process alive.
+process.on('disconnect', () => process.exit(0));
 process.on('message', (m) => {
   const cpu = process.cpuUsage();
   process.send({ cpuUs: cpu.user + cpu.system });
