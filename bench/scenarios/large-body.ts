@@ -64,7 +64,8 @@ export const largeBody: ScenarioSpec<BodyVariant> = {
   description:
     'autocannon uploads 200 KB or 1 MB chat bodies in a closed loop while the paced client sends 2 KB requests at a fixed rate. ' +
     'large req/s and latency are the large requests\' (whole milliseconds; in the `small alone` rows, the small requests\'); ' +
-    'small p50/p99 are the small requests\' latency, to compare with the `small alone` rows (the same small load on its own).',
+    'small p50/p99 are the small requests\' latency, to compare with the `small alone` rows (the same small load on its own). ' +
+    'CPU per 1k large requests is all the CPU of the run divided by the large requests: the small load\'s share is in it (the `small alone` rows show that share on its own).',
   columns: [
     { key: 'uploadMBPerS', label: 'upload', unit: 'MB/s', digits: 1 },
     { key: 'smallP50Ms', label: 'small p50', unit: 'ms', digits: 2 },
