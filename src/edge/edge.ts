@@ -288,8 +288,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
   }
 
   async nodeCommand(ref: string, kind: NodeCommandKind, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandOutcome> {
-    const setEdgeDraining = (nodeId: string, draining: boolean): { code: string; message: string } | undefined => {
-      const outcome = this.setNodeDraining(nodeId, draining, true);
+    const setEdgeDraining = (nodeId: string, draining: boolean, checkOnly = false): { code: string; message: string } | undefined => {
+      const outcome = this.setNodeDraining(nodeId, draining, true, checkOnly);
       return outcome.ok ? undefined : { code: outcome.code, message: outcome.message };
     };
     const outcome = await runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining }, ref, kind, args, deadlineMs);
@@ -458,8 +458,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return record === undefined ? 'not_found' : 'finished';
   }
 
-  /** `byCommand`: a drain or undrain command's own switch on the edge's side (the agent is told next). */
-  setNodeDraining(nodeId: string, draining: boolean, byCommand = false): NodeDrainOutcome {
+  /** `byCommand`: a drain or undrain command's own switch on the edge's side; `checkOnly`: say whether it would be refused, switch nothing. */
+  setNodeDraining(nodeId: string, draining: boolean, byCommand = false, checkOnly = false): NodeDrainOutcome {
     const session = this.session(nodeId);
     if (session === undefined) {
       const known = this.#config.nodes.some((n) => n.id === nodeId) || this.driver.status().nodes.some((n) => n.id === nodeId);
@@ -482,6 +482,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       // Its token changed or it left the config: this connection closes once idle and must take nothing new.
       return { ok: false, code: 'node_retiring', message: `node ${JSON.stringify(nodeId)} is being retired by a config change (its connection closes once idle); its next connection starts undrained` };
     }
+    if (checkOnly) return { ok: true, node: nodeId, draining, openTunnels: this.#leasesOn(nodeId) };
     const was = this.driver.status().nodes.find((n) => n.id === nodeId)?.draining;
     if (!this.driver.setDraining(nodeId, draining)) {
       // The session view trails the scheduler by a message: the connection it saw is gone already.

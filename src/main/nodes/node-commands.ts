@@ -4,7 +4,10 @@
 // not_connected). drain and undrain also switch the edge's own routing, so
 // the scheduler stops granting the node new requests at the same moment the
 // agent stops taking tunnels; the edge side holds even when the agent
-// cannot answer (an agent that predates commands is still drained).
+// cannot answer (an agent that predates commands is still drained). An
+// undrain lifts the edge's side only once the agent answered: a request
+// granted before the agent heard would be refused (node_leaving), and that
+// refusal drains the node on the edge again.
 import type { DataPath } from '../../contract/data-path.js';
 import type { EdgeConfig } from '../../shared/config-types.js';
 import type { NodeCommandKind, NodeCommandResult } from '../../shared/node-commands.js';
@@ -14,7 +17,7 @@ export interface NodeCommandHost {
   readonly config: EdgeConfig;
   readonly plane: Pick<DataPath, 'nodeCommand'>;
   /** The edge's own draining switch for a connected node; why not when it refused (not connected, retiring). */
-  setEdgeDraining(nodeId: string, draining: boolean): { readonly code: string; readonly message: string } | undefined;
+  setEdgeDraining(nodeId: string, draining: boolean, checkOnly?: boolean): { readonly code: string; readonly message: string } | undefined;
 }
 
 export type NodeCommandOutcome =
@@ -33,12 +36,17 @@ export async function runNodeCommand(
   const results = await Promise.all(
     nodeIds.map(async (nodeId) => {
       if (kind === 'drain' || kind === 'undrain') {
-        // The edge's switch first: when it refuses, the agent is not told either (the two never disagree).
-        const refused = host.setEdgeDraining(nodeId, kind === 'drain');
+        // The edge's switch first (an undrain's checks only): when it refuses, the agent is not told either (the two never disagree).
+        const refused = host.setEdgeDraining(nodeId, kind === 'drain', kind === 'undrain');
         // No connection is what every other command reports as not_connected, not a failure of the node.
         if (refused?.code === 'node_not_connected') return { node: nodeId, kind, status: 'not_connected' as const, message: refused.message };
         if (refused !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the edge did not ${kind} it: ${refused.code} (${refused.message})` };
         const result = await host.plane.nodeCommand(nodeId, kind, args, deadlineMs);
+        if (kind === 'undrain' && (result.status === 'ok' || result.status === 'unsupported')) {
+          // The agent takes tunnels now (or never refused them): only now may the scheduler send it the requests waiting.
+          const late = host.setEdgeDraining(nodeId, false);
+          if (late !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the agent answered, but the edge did not undrain it: ${late.code} (${late.message})` };
+        }
         // An agent that cannot take it (one predating commands) still had the edge's switch flipped: say so, or the
         // operator reads "unsupported" as "nothing changed" while the node's routing did.
         if (result.status !== 'unsupported') return result;
