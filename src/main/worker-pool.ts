@@ -385,11 +385,14 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return true;
   }
 
-  /** The worker holding the node's first stream sends it and waits; that worker enforces the deadline. */
+  /**
+   * The worker holding the node's first stream sends it and waits; that worker enforces the deadline,
+   * and a worker that stops answering is given up on the control calls' margin after it.
+   */
   nodeCommand(nodeId: string, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<NodeCommandResult> {
     const place = this.#places.get(nodeId);
     if (place === undefined) return Promise.resolve({ node: nodeId, kind, status: 'not_connected', message: `node ${nodeId} has no connection on this edge` });
-    return this.call<NodeCommandResult>(place.worker, { type: 'nodeCommand', nodeId, kind, args, deadlineMs }).catch((err: Error) => ({ node: nodeId, kind, status: 'failed' as const, message: err.message }));
+    return this.call<NodeCommandResult>(place.worker, { type: 'nodeCommand', nodeId, kind, args, deadlineMs }, deadlineMs + CONTROL_CALL_TIMEOUT_MS).catch((err: Error) => ({ node: nodeId, kind, status: 'failed' as const, message: err.message }));
   }
 
   /** Every worker holding a stream of the node retires its streams; see retireLanes for the order. */

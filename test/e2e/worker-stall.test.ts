@@ -8,7 +8,7 @@ process.env.EDGE_TEST_HOOKS = '1';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
-import { ALIAS, PROVIDER_ID, startStack, waitFor, type Stack } from '../helpers/stack.js';
+import { ALIAS, NODE_ID, PROVIDER_ID, startStack, waitFor, type Stack } from '../helpers/stack.js';
 import { sample } from '../main/admin/ops-stack.js';
 
 const STALL_MS = 6_000;
@@ -26,10 +26,11 @@ describe('an I/O worker that stops answering', () => {
     await stack.close();
   });
 
-  async function stall(): Promise<void> {
+  /** Wedges worker `index` (default 0) for STALL_MS. */
+  async function stall(index = 0): Promise<void> {
     const pool = stack.edge.plane as unknown as WorkerPool;
     await waitFor(async () => (await pool.inspect()).length === 2, 'both workers running');
-    await pool.call(0, { type: 'testHook', hook: 'stall', ms: STALL_MS });
+    await pool.call(index, { type: 'testHook', hook: 'stall', ms: STALL_MS });
   }
 
   async function within<T>(what: string, work: Promise<T>): Promise<T> {
@@ -53,6 +54,16 @@ describe('an I/O worker that stops answering', () => {
     assert.ok(status.providers.length > 0);
     assert.equal(requestsTotal(await within('metrics', stack.edge.scrapeMetrics())), before, "the wedged worker's last scrape stands in");
     assert.equal(await within('cancel', stack.edge.cancelRun('run-unknown-0')), 'not_found');
+  });
+
+  test('a node command to a node whose worker is wedged answers failed after its deadline and the margin', async () => {
+    const pool = stack.edge.plane as unknown as WorkerPool;
+    const home = (await pool.inspect()).find((p) => p.sessions.some((s) => s.nodeId === NODE_ID && !s.joined));
+    assert.ok(home !== undefined, 'a worker holds the node');
+    await stall(home.worker);
+    const result = await within('node command', pool.nodeCommand(NODE_ID, 'probe', {}, 500));
+    assert.equal(result.status, 'failed');
+    assert.match(result.message ?? '', /did not answer nodeCommand within 2500 ms/);
   });
 
   test('a shutdown ends within its grace and the margin, the wedged worker terminated', async () => {
