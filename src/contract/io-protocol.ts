@@ -54,6 +54,8 @@ export type ControlRequest =
    */
   | { readonly id: number; readonly type: 'affinity'; readonly responseId: string; readonly stored: StoredResponse | null; readonly expiresAt?: number; readonly call?: number }
   | { readonly id: number; readonly type: 'close' }
+  /** Answered at once: what the worker posted before the answer has been read by the pool (worker-pool.ts, affinityAsk). */
+  | { readonly id: number; readonly type: 'sync' }
   /** Peer `peer` exited and was respawned on fresh rings: tunnels through the old ones are over. */
   | { readonly id: number; readonly type: 'replacePeer'; readonly peer: number; readonly toPeer: SharedArrayBuffer; readonly fromPeer: SharedArrayBuffer }
   /** Tests only, honoured when EDGE_TEST_HOOKS=1: `crash` throws an uncaught exception in the worker. */
@@ -114,7 +116,8 @@ export interface AffinityMessage {
 /**
  * A worker about to refuse a request for a response it has not heard of asks the pool's copy: the
  * message of the worker that learnt it may still be on its way here (data-plane.ts findResponse).
- * The pool answers with an 'affinity' control request carrying the same `call`.
+ * The pool answers with an 'affinity' control request carrying the same `call`, once every other
+ * worker has answered a 'sync' (what each posted before is read by then).
  */
 export interface AffinityAsk {
   readonly type: 'affinityAsk';

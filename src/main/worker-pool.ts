@@ -547,15 +547,18 @@ export class WorkerPool implements DecisionHandler, DataPath {
       return;
     }
     if (message.type === 'affinityAsk') {
-      // After this turn: a message another worker posted before the asker's client even sent its request
-      // may wait behind this one (the ports are read in their own order, not the order of posting).
-      setImmediate(() => {
+      // Once every other worker answered a call posted now: a message one of them posted before the asker's
+      // client even sent its request may still be unread here (the ports are read in their own order, not
+      // the order of posting; a turn's wait was not enough: 0.3-0.6 ms late under load), and each port is
+      // read in order, so its answer comes after it.
+      const answer = (): void => {
         const slot = this.#slots[from];
         if (slot === undefined || slot.exited) return;
         const entry = this.#responses.lookup(message.responseId);
         const stored = entry === undefined ? null : { alias: entry.alias, providerId: entry.providerId, nodeId: entry.nodeId, owner: entry.owner };
         slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored, expiresAt: entry?.expiresAt, call: message.call });
-      });
+      };
+      this.callAll({ type: 'sync' }, undefined, CONTROL_CALL_TIMEOUT_MS, undefined, (slot) => slot.index !== from).then(answer, answer);
       return;
     }
     if (message.type !== 'reply') return;

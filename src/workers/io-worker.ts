@@ -79,6 +79,8 @@ async function control(request: ControlRequest): Promise<unknown> {
         affinityAsks.delete(request.call);
       }
       return undefined;
+    case 'sync':
+      return undefined;
     case 'close':
       await close();
       return undefined;
