@@ -648,8 +648,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
         }
         const alias = reader.nameOf(r.nameId) ?? '';
         const fairness = decodeFairness(r);
-        if (this.#slots.length > 1 && driver.scheduler.saturated(alias, fairness.priority)) this.#readOthers(slot);
-        driver.admit({ requestId: r.requestId, alias, estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId), ...fairness });
+        const request = { requestId: r.requestId, alias, estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId), ...fairness };
+        // With the request: a slot free elsewhere does not serve one bound to its session's node or its stored response's provider.
+        if (this.#slots.length > 1 && driver.scheduler.saturated(alias, fairness.priority, request)) this.#readOthers(slot);
+        driver.admit(request);
         return;
       }
       case RecordKind.cancel:

@@ -180,9 +180,7 @@ export class Scheduler {
         return;
       }
       const sessionKey = req.sessionKey ?? 0;
-      // A pinned request goes where its state is; otherwise a named session keeps to its node.
-      const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, sessionKey, req.api ?? 0, need) : undefined);
-      const entry = pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
+      const entry = this.#candidateFor(group, req, need);
       const seq = ++this.#lastSeq;
       const fair = group.fair;
       // Band and tenant are kept whatever the policy: fairness turned on by a refresh orders the queue by them.
@@ -273,11 +271,23 @@ export class Scheduler {
    * of room: no free provider slot, and its queue at max_queue or (fairness
    * on) the request sheddable. A hint for the I/O worker pool, which then
    * reads the other workers' rings first (a release may wait there); the
-   * decision stays admit's.
+   * decision stays admit's. With `request`: also when the free slots are
+   * none it may take (its session's node busy, the node it named, the
+   * provider holding its stored response).
    */
-  saturated(alias: string, priority = 0): boolean {
+  saturated(alias: string, priority = 0, request?: AdmitRequest): boolean {
     const group = this.#registry.groups.get(alias);
-    return group !== undefined && (group.queue.length >= group.maxQueue || (priority < 0 && group.fair !== undefined)) && !hasFreeProvider(group);
+    if (group === undefined || !(group.queue.length >= group.maxQueue || (priority < 0 && group.fair !== undefined))) return false;
+    if (!hasFreeProvider(group)) return true;
+    if (request === undefined) return false;
+    return this.#candidateFor(group, request, contextNeed(request.estimatedTokens, this.#registry.longThreshold)) === undefined;
+  }
+
+  /** The free slot a new request would be granted now, if any. */
+  #candidateFor(group: GroupState, req: AdmitRequest, need: number): GroupEntry | undefined {
+    // A pinned request goes where its state is; otherwise a named session keeps to its node.
+    const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, req.sessionKey ?? 0, req.api ?? 0, need) : undefined);
+    return pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
   }
 
   /** Queue position of a waiting request (1 = next) in its alias's policy order, and the ETA from the measured rate; undefined when not queued. */

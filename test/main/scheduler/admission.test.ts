@@ -222,6 +222,26 @@ test('saturated: no free slot and the admission would be refused, by a full queu
   assert.equal(s.saturated('no-such-model'), false);
 });
 
+test('saturated, for a request bound to one node or provider: a free slot elsewhere does not take it', () => {
+  // With I/O workers the pool reads the other workers' rings before such a refusal: the client's
+  // previous request (its session's, or its stored response's) may have released that slot there.
+  const { s, sink } = setup({
+    nodes: { n1: [{ id: 'p1', capacity: 1 }], n2: [{ id: 'p2', capacity: 1 }] },
+    models: [{ alias: 'chat', providers: { p1: 'llama3:8b', p2: 'llama3:8b' }, maxQueue: 0, queueTimeoutMs: 5_000 }],
+  });
+  s.admit({ ...req(1, 'chat'), sessionKey: 7 }, 0);
+  const [granted] = sink.take();
+  assert.equal(granted.kind, 'grant');
+  const busy = granted.kind === 'grant' ? granted.grant.providerId : '';
+  const busyNode = busy === 'p1' ? 'n1' : 'n2';
+  assert.equal(s.saturated('chat', 0), false, 'the other provider is free');
+  assert.equal(s.saturated('chat', 0, { ...req(2, 'chat'), sessionKey: 7 }), true, "the session's node is busy");
+  assert.equal(s.saturated('chat', 0, { ...req(3, 'chat'), pinnedProviderId: busy }), true, 'its stored response is on the busy provider');
+  assert.equal(s.saturated('chat', 0, req(4, 'chat', { node: busyNode })), true, 'x-edge-node names the busy node');
+  assert.equal(s.saturated('chat', 0, { ...req(5, 'chat'), sessionKey: 8 }), false, 'another session goes to the free provider');
+  assert.equal(s.saturated('chat', 0, req(6, 'chat')), false);
+});
+
 test('fairness turned on by a refresh orders the requests already waiting by their bands and tenants', () => {
   const { s, sink } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5 }] });
   s.admit(req(1, 'chat'), 0);
