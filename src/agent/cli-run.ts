@@ -15,6 +15,7 @@ import type { TunnelRequest } from '../gen/edge/v1/tunnel_pb.js';
 import { childEnv, expandArgs, type CliProviderConfig } from './cli-config.js';
 import { CliRequestError, extractPrompt } from './cli-prompt.js';
 import type { CliSessions, SessionWaiter } from './cli-sessions.js';
+import { MAX_ERROR_MESSAGE_CHARS } from '../shared/wire-limits.js';
 import { AgentRunError } from './tunnel-errors.js';
 import type { ResponseHeaders } from './upstream-headers.js';
 import type { GroupReaper } from './group-reaper.js';
@@ -316,8 +317,7 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     if (this.#reported) return;
     if (code !== 0) {
       const how = code === null ? `was killed by ${signal ?? 'a signal'}` : `exited with code ${code}`;
-      const tail = this.#stderrTail.trim();
-      this.#fail(new AgentRunError('cli_failed', tail === '' ? `the command ${how}` : `the command ${how}: ${tail}`));
+      this.#fail(new AgentRunError('cli_failed', withStderrTail(`the command ${how}`, this.#stderrTail.trim())));
       return;
     }
     if (this.#request.stream) this.#endStream();
@@ -434,6 +434,21 @@ export class CliRun implements Dispatcher.DispatchController, SessionWaiter {
     clearTimeout(this.#drainTimer);
     this.#drainTimer = undefined;
   }
+}
+
+/**
+ * `head: tail`, at most MAX_ERROR_MESSAGE_CHARS: the edge cuts a longer message at its end, which would
+ * drop the stderr's last lines (where a command says why it failed); its start goes instead, marked `…`.
+ */
+function withStderrTail(head: string, tail: string): string {
+  if (tail === '') return head;
+  const room = MAX_ERROR_MESSAGE_CHARS - head.length - 2;
+  if (tail.length <= room) return `${head}: ${tail}`;
+  let kept = tail.slice(tail.length - room + 1);
+  // Not half a surrogate pair at the cut.
+  const first = kept.charCodeAt(0);
+  if (first >= 0xdc00 && first <= 0xdfff) kept = kept.slice(1);
+  return `${head}: …${kept}`;
 }
 
 function completionId(runId: string): string {

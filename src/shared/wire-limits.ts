@@ -22,6 +22,13 @@ export const MAX_EDGE_TO_NODE_MESSAGE_BYTES = MAX_REQUEST_BODY_BYTES + 2 * MAX_R
  * larger head from a provider, so a bigger frame is a node gone wrong.
  */
 export const MAX_RESPONSE_HEAD_BYTES = 64 * 1024;
+/**
+ * An ERROR frame's text is kept to this many characters (UTF-16 code units):
+ * it reaches the client, the run records and the event history. The edge cuts
+ * a longer one at its end, so the agent fits what must be seen (a cli
+ * command's last stderr lines) within it.
+ */
+export const MAX_ERROR_MESSAGE_CHARS = 4_096;
 /** Digits of the longest content-length a HEADERS frame may carry: the edge refuses more (no body is 10^15 bytes). */
 export const MAX_CONTENT_LENGTH_DIGITS = 15;
 

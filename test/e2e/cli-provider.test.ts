@@ -83,6 +83,17 @@ test('a failing command: 502 cli_failed carrying its stderr tail', async () => {
   assert.equal(res.headers.get('x-should-retry'), 'false');
 });
 
+test('a failing command with a long stderr: the message ends with its last line, in the SDK\'s error and the run record', async () => {
+  const err = await client.chat.completions.create({ model: CLI_ALIAS, messages: [{ role: 'user', content: 'long-fail' }] }).catch((e: unknown) => e);
+  assert.ok(err instanceof OpenAI.APIError && err.status === 502 && err.code === 'cli_failed', String(err));
+  // Where a command says why it failed: the edge keeps 4096 characters of a node's message, so what goes is the start of the stderr.
+  assert.match(err.message, /^502 the command exited with code 3: …[a-z ]+\nfixture: the last line says why$/);
+  assert.ok(err.message.length <= '502 '.length + 4_096, `${err.message.length} characters`);
+  const runId = err.headers?.get('x-edge-run-id') ?? '';
+  await waitFor(async () => (await stack.admin(`/admin/runs/${runId}`)).json.state === 'finished', 'the run to be recorded');
+  assert.match((await stack.admin(`/admin/runs/${runId}`)).json.error, /\nfixture: the last line says why$/);
+});
+
 test('the SDK with its default retries runs a failing command once: a command that ran is not re-run behind the caller\'s back', async () => {
   const finished = async (): Promise<number> => (await stack.admin('/admin/runs?state=finished&limit=10000')).json.runs.length;
   // With I/O workers a run's end reaches the main thread's record after its client's last byte: the

@@ -28,8 +28,8 @@ import type { NodeRegistrar, SchedulerPort } from '../../contract/scheduler-port
 import { NodeLanes } from './node-lanes.js';
 import { NodeSession, UNKNOWN_NODE_OR_TOKEN, type NodeCall, type SessionHost } from './node-session.js';
 import { limitsOf } from '../../shared/config-hardening.js';
-import { cutText, MAX_ERROR_MESSAGE_CHARS, ProtocolStats } from './frame-guard.js';
-import { MAX_ANNOUNCED_PROVIDERS, MAX_NODE_STREAMS, MAX_PROVIDER_ID_BYTES } from '../../shared/wire-limits.js';
+import { cutText, ProtocolStats } from './frame-guard.js';
+import { MAX_ANNOUNCED_PROVIDERS, MAX_ERROR_MESSAGE_CHARS, MAX_NODE_STREAMS, MAX_PROVIDER_ID_BYTES } from '../../shared/wire-limits.js';
 
 const REGISTER_TIMEOUT_MS = 10_000;
 /**

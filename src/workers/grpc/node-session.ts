@@ -23,7 +23,8 @@ import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messa
 import { RequestBatcher } from './request-batcher.js';
 import { REQUEST_BATCH_CAPABILITY } from '../../shared/request-batch.js';
 import type { TunnelHost, TunnelRequestFields } from '../tunnel/tunnel-host.js';
-import { admitFrame, cutText, MAX_AGENT_VERSION_CHARS, MAX_ERROR_CODE_CHARS, MAX_ERROR_MESSAGE_CHARS, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
+import { admitFrame, cutText, MAX_AGENT_VERSION_CHARS, MAX_ERROR_CODE_CHARS, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
+import { MAX_ERROR_MESSAGE_CHARS } from '../../shared/wire-limits.js';
 import { CommandWaiters } from './command-waiters.js';
 import { COMMANDS_CAPABILITY, type NodeCommandResult } from '../../shared/node-commands.js';
 
