@@ -50,7 +50,7 @@ const KNOWN_PLACEHOLDERS: ReadonlySet<string> = new Set(['prompt', 'model', 'ses
 const HOUR_MS = 3_600_000;
 
 export function readCliProvider(r: ConfigReader, path: string, item: Record<string, unknown>, providerId: string): CliProviderConfig {
-  const command = readArgv(r, `${path}.command`, item.command, false);
+  const command = readArgv(r, `${path}.command`, item.command, false, false);
   if (Array.isArray(item.command) && command.length === 0) r.problem(`${path}.command`, 'a non-empty list: the program, then its arguments (no shell)', item.command);
   // spawn() refuses an empty program name: every run would fail.
   else if (command[0] === '') r.problem(`${path}.command[0]`, 'the program: a path or a name on its PATH', command[0]);
@@ -81,7 +81,8 @@ export function readCliProvider(r: ConfigReader, path: string, item: Record<stri
   };
 }
 
-function readArgv(r: ConfigReader, path: string, value: unknown, optional: boolean): string[] {
+/** `placeholders` false: the list is run as it is (command), so a placeholder there would reach the program literally. */
+function readArgv(r: ConfigReader, path: string, value: unknown, optional: boolean, placeholders = true): string[] {
   if (value === undefined && optional) return [];
   const items = r.list(path, value);
   const out: string[] = [];
@@ -92,7 +93,8 @@ function readArgv(r: ConfigReader, path: string, value: unknown, optional: boole
       continue;
     }
     for (const match of arg.matchAll(PLACEHOLDER)) {
-      if (!KNOWN_PLACEHOLDERS.has(match[1])) r.problems.push(`${path}[${i}]: unknown placeholder ${match[0]} (known: {prompt}, {model}, {session})`);
+      if (!placeholders && KNOWN_PLACEHOLDERS.has(match[1])) r.problems.push(`${path}[${i}]: ${match[0]} is replaced in args and resume_args only (command is run as it is): move it to args`);
+      else if (!KNOWN_PLACEHOLDERS.has(match[1])) r.problems.push(`${path}[${i}]: unknown placeholder ${match[0]} (known: {prompt}, {model}, {session})`);
     }
     out.push(arg);
   }

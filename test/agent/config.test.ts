@@ -209,6 +209,18 @@ test('a cli provider: argv command required, placeholders checked, env entries a
   ]);
 });
 
+test('a cli provider: a placeholder in command, which is run as it is, is refused (it would reach the program literally)', () => {
+  const problems = problemsOf({
+    edge: { address: 'edge:1' },
+    node: { id: 'n', token: 't' },
+    providers: [{ id: 'a', type: 'cli', command: ['/usr/bin/agent-cli', '--model', '{model}', '--session={session}'], args: ['{model}'] }],
+  });
+  assert.deepEqual(problems, [
+    'providers[0].command[2]: {model} is replaced in args and resume_args only (command is run as it is): move it to args',
+    'providers[0].command[3]: {session} is replaced in args and resume_args only (command is run as it is): move it to args',
+  ]);
+});
+
 test('a cli provider serves chat only: endpoints naming another API are refused (its answer is a chat completion whatever the client asked)', () => {
   const problems = problemsOf({
     edge: { address: 'edge:1' },
