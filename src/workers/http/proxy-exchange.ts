@@ -16,6 +16,7 @@ import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { SseEvents } from '../tunnel/sse-events.js';
+import { beforeTrailers } from '../tunnel/sse-terminal.js';
 import { contentEncodingOf, decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../tunnel/provider-error.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
@@ -452,6 +453,12 @@ export class ProxyExchange implements TunnelConsumer {
         // The last event may have begun before `out` (held, or relayed past the hold bound): judged whole.
         const start = events.startOfLastEvent(out);
         this.#endSeen = endsAnswer(start === undefined ? out : Buffer.concat([start, out]));
+        // A ping, comment or [DONE] behind the API's last event in the same chunk: that event still ends it.
+        const cut = this.#endSeen || this.route.requiresEnd !== true ? undefined : beforeTrailers(out);
+        if (cut !== undefined && cut.length > 0) {
+          const cutStart = events.startOfLastEvent(cut);
+          this.#endSeen = endsAnswer(cutStart === undefined ? cut : Buffer.concat([cutStart, cut]));
+        }
       }
       if (released > 0) {
         this.#writeAfterHeld(events.released, out);

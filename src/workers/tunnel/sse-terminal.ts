@@ -175,3 +175,40 @@ export function endsWithResponseEnd(out: Uint8Array): boolean {
   }
   return false;
 }
+
+const PING = Buffer.from('ping');
+const PING_NAMES = [PING];
+/** Longest event taken for a trailer: a ping, a keepalive comment or `data: [DONE]` is a few dozen bytes. */
+const TRAILER_BYTES = 256;
+
+/**
+ * `out` (ending at an event's end) without the events after its last that
+ * end nothing and say nothing: pings, comment-only events, `data: [DONE]`;
+ * undefined when its last event is none of those. A provider's terminal
+ * event with a ping or [DONE] behind it in the same read (or the node's
+ * batched frame) still ends the answer: judged by its last event alone, the
+ * whole stream looked cut and got the edge's error after it.
+ */
+export function beforeTrailers(out: Uint8Array): Uint8Array | undefined {
+  const buffer = asBuffer(out);
+  let end = contentEnd(buffer);
+  let cut: number | undefined;
+  while (end > 0) {
+    // Trailers are short: a last event past TRAILER_BYTES (or one that began before `out`) is not one.
+    const from = Math.max(0, end - TRAILER_BYTES);
+    const start = from + lastEventEnd(buffer.subarray(from, end), from >= 1 ? buffer[from - 1] : -1, from >= 2 ? buffer[from - 2] : -1);
+    if (start === from && from > 0) break;
+    if (!isTrailer(buffer, start, end)) break;
+    cut = start;
+    end = contentEnd(buffer.subarray(0, start));
+  }
+  return cut === undefined ? undefined : buffer.subarray(0, cut);
+}
+
+/** The event in [start, end) is a ping (`event: ping`), comments only, or `data: [DONE]`. */
+function isTrailer(buffer: Buffer, start: number, end: number): boolean {
+  if (eventHead(buffer, start, end, PING_NAMES) === NAMED) return true;
+  if (endsWithDone(buffer.subarray(start, end))) return true;
+  for (let line = start; line < end; line = nextLine(buffer, line, end)) if (buffer[line] !== 0x3a) return false;
+  return true;
+}
