@@ -74,6 +74,12 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
   #eventStream = false;
   /** An SSE line not yet complete. */
   #partial = '';
+  /** The data lines of the event being read, joined by LF (an SSE event's data is all of its data lines). */
+  #data: string | undefined;
+  /** The last text ended with CR: an LF that starts the next is the same line end. */
+  #afterCR = false;
+  /** Some text of the body was read (a BOM before it is not part of the stream). */
+  #sawText = false;
   readonly #utf8 = new StringDecoder('utf8');
   /** A non-stream (or error) body, whole. */
   #body = '';
@@ -176,21 +182,42 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
       this.#body += text;
       return;
     }
+    // As the SSE spec reads a stream (and the SDKs do): a leading BOM is dropped, and a line ends at
+    // CRLF, LF or CR alone (a CRLF may be split between two chunks).
+    if (!this.#sawText && text.length > 0) {
+      this.#sawText = true;
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    }
+    if (this.#afterCR && text.startsWith('\n')) text = text.slice(1);
+    if (text === '') return;
     // A chunk that ends no line only grows the partial one: splitting partial + chunk on every chunk
     // rescanned the whole line each time, quadratic in a long event (16 MB held the event loop ~50 s).
-    if (!text.includes('\n')) {
+    if (!text.includes('\n') && !text.includes('\r')) {
+      this.#afterCR = false;
       this.#partial += text;
       return;
     }
-    const lines = (this.#partial + text).split('\n');
+    this.#afterCR = text.endsWith('\r');
+    const lines = (this.#partial + text).split(LINE_END);
     this.#partial = lines.pop() ?? '';
     for (const line of lines) this.#line(line);
   }
 
-  #line(raw: string): void {
-    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-    if (!line.startsWith('data:')) return; // comments (keepalives), event names, blank separators
-    const data = line.slice(line[5] === ' ' ? 6 : 5);
+  /** One line of the event stream: a blank one ends an event, whose data lines join (multi-line `data:`). */
+  #line(line: string): void {
+    if (line === '') {
+      this.#dispatch();
+      return;
+    }
+    if (!line.startsWith('data:')) return; // comments (keepalives), event names, ids
+    const value = line.slice(line[5] === ' ' ? 6 : 5);
+    this.#data = this.#data === undefined ? value : `${this.#data}\n${value}`;
+  }
+
+  #dispatch(): void {
+    const data = this.#data;
+    if (data === undefined) return;
+    this.#data = undefined;
     if (data === '[DONE]') {
       this.#ended = true;
       return;
@@ -221,6 +248,8 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
     this.#done = true;
     if (this.#partial !== '') this.#line(this.#partial);
     this.#partial = '';
+    // An event the body ended before its blank line: read as it is.
+    this.#dispatch();
     const ok = this.#status >= 200 && this.#status < 300;
     if (!ok) {
       this.#report(this.#status === 0 ? (this.#streamError ?? noted('the run ended without an answer')) : errorOf(this.#status, this.#body));
@@ -247,6 +276,9 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
     this.#listener.onFinished(error?.text, error?.code === Errors.runCancelled.code);
   }
 }
+
+/** An SSE line end: CRLF, LF or CR. */
+const LINE_END = /\r\n|\r|\n/;
 
 function startedLater(sink: RunSink): void {
   sink.startedLater();
