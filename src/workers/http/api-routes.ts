@@ -17,7 +17,7 @@ import {
   FIELD_PREVIOUS_RESPONSE_ID_STRING,
   FIELD_PROMPT,
 } from './inspect.js';
-import { endsWithDone, endsWithErrorEvent, endsWithMessageStop, endsWithResponseEnd } from '../tunnel/sse-terminal.js';
+import { endsWithDone, endsWithErrorEvent, holdsDone, endsWithMessageStop, endsWithResponseEnd } from '../tunnel/sse-terminal.js';
 
 /** How one API tells a client about an error. */
 export interface ErrorFormat {
@@ -126,14 +126,15 @@ function messagesArray(fields: number): FieldProblem | undefined {
   return undefined;
 }
 
-export const CHAT: ApiRoute = { path: '/v1/chat/completions', api: Api.chat, errors: OPENAI_ERRORS, check: messagesArray, endsAnswer: endsWithDone };
+// [DONE] may have an event behind it in the same chunk (a usage chunk after it, a comment).
+export const CHAT: ApiRoute = { path: '/v1/chat/completions', api: Api.chat, errors: OPENAI_ERRORS, check: messagesArray, endsAnswer: holdsDone };
 
 export const COMPLETIONS: ApiRoute = {
   path: '/v1/completions',
   api: Api.completions,
   errors: OPENAI_ERRORS,
   check: (fields) => ((fields & FIELD_PROMPT) === 0 ? missing('prompt') : undefined),
-  endsAnswer: endsWithDone,
+  endsAnswer: holdsDone,
   batchInputs: true,
   promptParam: 'prompt',
 };

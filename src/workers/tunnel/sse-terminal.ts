@@ -41,6 +41,28 @@ export function endsWithDone(out: Uint8Array): boolean {
   return out[i - 5] === 0x64 && out[i - 4] === 0x61 && out[i - 3] === 0x74 && out[i - 2] === 0x61 && out[i - 1] === 0x3a && (i === 5 || out[i - 6] === LF || out[i - 6] === CR);
 }
 
+/** How far from a chunk's end holdsDone looks for [DONE]. */
+const DONE_TAIL_BYTES = 4096;
+
+/**
+ * `out` holds a `data: [DONE]` event, last or not: a provider may write an
+ * event after it (a usage chunk, a comment) that reaches the edge in the
+ * same chunk, and the client already has the end of its answer.
+ */
+export function holdsDone(out: Uint8Array): boolean {
+  if (endsWithDone(out)) return true;
+  const buffer = asBuffer(out);
+  // Only its last DONE_TAIL_BYTES: what follows [DONE] is a usage chunk or a comment, and a coalesced
+  // frame of many deltas is not searched whole for each one. One native search rules out most chunks.
+  const from = Math.max(0, buffer.length - DONE_TAIL_BYTES);
+  const tail = buffer.subarray(from);
+  for (let at = tail.lastIndexOf(DONE); at >= 0; at = at === 0 ? -1 : tail.lastIndexOf(DONE, at - 1)) {
+    const after = tail[at + DONE.length];
+    if ((after === LF || after === CR) && endsWithDone(buffer.subarray(0, from + at + DONE.length))) return true;
+  }
+  return false;
+}
+
 /**
  * The last event is Anthropic's `message_stop`: a short event whose name is
  * in its last few dozen bytes (`{"type":"message_stop"}`); in a content
