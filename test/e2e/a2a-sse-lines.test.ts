@@ -13,11 +13,8 @@ import { after, before, describe, test } from 'node:test';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import type { Message, SendMessageRequest, Task } from '@a2a-js/sdk';
 import OpenAI from 'openai';
-import { parseEdgeConfig } from '../../src/main/config.js';
-import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
-import { silentLogger } from '../../src/shared/logger.js';
-import type { NodeAgent } from '../../src/agent/agent.js';
-import { NODE_ID, NODE_TOKEN, startRegisteredAgent, testWorkers } from '../helpers/stack.js';
+import type { RunningEdge } from '../../src/edge/edge.js';
+import { startProvidersStack, type ProvidersStack } from '../helpers/stack.js';
 
 const COMPLETED = 3;
 const TEXT = ['Hé', 'llo', ' wörld €😀'];
@@ -46,8 +43,8 @@ function request(text: string): SendMessageRequest {
 
 describe('A2A over a provider stream with legal but unusual SSE lines', () => {
   let server: Server;
+  let stack: ProvidersStack;
   let edge: RunningEdge;
-  let agent: NodeAgent;
   before(async () => {
     server = createServer((req, res) => {
       req.resume();
@@ -61,26 +58,13 @@ describe('A2A over a provider stream with legal but unusual SSE lines', () => {
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    edge = await startEdge(
-      parseEdgeConfig(
-        {
-          listen: { http: { port: 0 }, grpc: { port: 0 } },
-          heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
-          workers: { count: testWorkers() },
-          nodes: [{ id: NODE_ID, token: NODE_TOKEN, providers: [{ id: 'p', capacity: 4 }] }],
-          models: [{ alias: 'm', providers: { p: 'served-p' } }],
-          a2a: { agents: [{ id: 'writer', model: 'm', name: 'Writer', description: 'Writes', skills: [{ id: 'write', name: 'Write', description: 'Writes text', tags: ['text'] }] }] },
-        },
-        'test',
-      ),
-      { logger: silentLogger() },
-    );
-    agent = await startRegisteredAgent({ edge: { address: `127.0.0.1:${edge.grpcPort}` }, node: { id: NODE_ID, token: NODE_TOKEN }, providers: [{ id: 'p', type: 'openai_compat', base_url: url }], reconnect: { initial_ms: 50, max_ms: 200 } });
+    stack = await startProvidersStack('m', { p: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, {}, {}, {
+      a2a: { agents: [{ id: 'writer', model: 'm', name: 'Writer', description: 'Writes', skills: [{ id: 'write', name: 'Write', description: 'Writes text', tags: ['text'] }] }] },
+    });
+    edge = stack.edge;
   });
   after(async () => {
-    await agent?.stop();
-    await edge?.close();
+    await stack?.close();
     server?.closeAllConnections();
     await new Promise((resolve) => server?.close(resolve));
   });

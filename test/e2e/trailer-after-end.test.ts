@@ -10,11 +10,8 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { parseEdgeConfig } from '../../src/main/config.js';
-import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
-import { silentLogger } from '../../src/shared/logger.js';
-import type { NodeAgent } from '../../src/agent/agent.js';
-import { NODE_ID, NODE_TOKEN, startRegisteredAgent, testWorkers, waitFor } from '../helpers/stack.js';
+import type { RunningEdge } from '../../src/edge/edge.js';
+import { startProvidersStack, waitFor, type ProvidersStack } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const PING = 'event: ping\ndata: {"type": "ping"}\n\n';
@@ -47,8 +44,8 @@ const CASES: Record<string, string[]> = {
 
 describe('a ping, comment or [DONE] in the same chunk as the last event', () => {
   let server: Server;
+  let stack: ProvidersStack;
   let edge: RunningEdge;
-  let agent: NodeAgent;
   before(async () => {
     server = createServer((req, res) => {
       req.resume();
@@ -62,26 +59,11 @@ describe('a ping, comment or [DONE] in the same chunk as the last event', () => 
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    edge = await startEdge(
-      parseEdgeConfig(
-        {
-          listen: { http: { port: 0 }, grpc: { port: 0 } },
-          admin: { host: '127.0.0.1', port: 0 },
-          heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
-          workers: { count: testWorkers() },
-          nodes: [{ id: NODE_ID, token: NODE_TOKEN, providers: [{ id: 'p', type: 'vllm', capacity: 4 }] }],
-          models: [{ alias: 'm', providers: { p: 'served-p' } }],
-        },
-        'test',
-      ),
-      { logger: silentLogger(), admin: true },
-    );
-    agent = await startRegisteredAgent({ edge: { address: `127.0.0.1:${edge.grpcPort}` }, node: { id: NODE_ID, token: NODE_TOKEN }, providers: [{ id: 'p', type: 'vllm', base_url: url }], reconnect: { initial_ms: 50, max_ms: 200 } });
+    stack = await startProvidersStack('m', { p: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, {}, { p: ['chat', 'messages', 'responses'] }, { admin: { host: '127.0.0.1', port: 0 } });
+    edge = stack.edge;
   });
   after(async () => {
-    await agent?.stop();
-    await edge?.close();
+    await stack?.close();
     server?.closeAllConnections();
     await new Promise((resolve) => server?.close(resolve));
   });

@@ -202,13 +202,15 @@ export interface ProvidersStack {
  * One node ('gpu-1') whose providers (id -> base URL, in tie-break order,
  * capacity 4 each) all serve `alias` as `served-<id>`; `agentExtra` adds
  * agent settings (health probes, ...), `endpoints` a provider's APIs (else
- * openai_compat's defaults). Resolves once the agent registered.
+ * openai_compat's defaults), `edgeExtra` edge config sections (`admin`
+ * starts the admin listener; `a2a`, ...). Resolves once the agent registered.
  */
 export async function startProvidersStack(
   alias: string,
   providers: Readonly<Record<string, string>>,
   agentExtra: Record<string, unknown> = {},
   endpoints: Readonly<Record<string, readonly string[]>> = {},
+  edgeExtra: Record<string, unknown> = {},
 ): Promise<ProvidersStack> {
   const ids = Object.keys(providers);
   const edge = await startEdge(
@@ -219,10 +221,11 @@ export async function startProvidersStack(
         workers: { count: testWorkers() },
         nodes: [{ id: NODE_ID, token: NODE_TOKEN, providers: ids.map((id) => ({ id, capacity: 4 })) }],
         models: [{ alias, providers: Object.fromEntries(ids.map((id) => [id, `served-${id}`])) }],
+        ...edgeExtra,
       },
       'test',
     ),
-    { logger: silentLogger() },
+    { logger: silentLogger(), admin: edgeExtra.admin !== undefined },
   );
   // What the bus is given (its subscribers are SSE readers; the admin event stream has its own tests).
   const events: EdgeEvent[] = [];
