@@ -149,6 +149,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
    * agent refuses new tunnels until the undrain command, so POST …/undrain alone would lift only the edge's side.
    */
   readonly #commandDrained = new Map<string, number>();
+  /** node-commands.ts's count of drain and undrain commands in flight, per node. */
+  readonly #drainCommands = new Map<string, number>();
   /** Node connections a config change retires, by generation: an admin undrain must not put them back to work. */
   readonly #retiring = new Map<string, number>();
   readonly #https: boolean;
@@ -292,7 +294,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       const outcome = this.setNodeDraining(nodeId, draining, true, checkOnly);
       return outcome.ok ? undefined : { code: outcome.code, message: outcome.message };
     };
-    const outcome = await runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining }, ref, kind, args, deadlineMs);
+    const outcome = await runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining, drainCommands: this.#drainCommands }, ref, kind, args, deadlineMs);
     if (outcome.ok && (kind === 'drain' || kind === 'undrain')) {
       for (const result of outcome.results) {
         if (result.status !== 'ok') continue;

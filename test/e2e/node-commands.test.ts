@@ -199,6 +199,18 @@ describe('node commands through real agents', () => {
     assert.ok(mockA.requestLog.length > beforeA, 'gpu-a serves again');
   });
 
+  test('an undrain and a drain sent together end drained on both sides, as the agent takes them in order', async () => {
+    await command('gpu-a', 'drain');
+    // Both in flight at once: the undrain's answer comes after the drain switched the edge.
+    const [undrained, drained] = await Promise.all([command('gpu-a', 'undrain'), command('gpu-a', 'drain')]);
+    assert.equal(undrained.json.results[0].status, 'ok');
+    assert.equal(drained.json.results[0].status, 'ok');
+    assert.equal(agents.get('gpu-a')?.draining, true, 'the agent took the drain last');
+    assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, true, 'the edge agrees');
+    await command('gpu-a', 'undrain');
+    assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, false);
+  });
+
   test('refresh_config applies base_url and connections, and names what needs a restart', async () => {
     const file = files.get('gpu-a') as string;
     // pa moves to mock B with a smaller pool: both apply at once.

@@ -18,11 +18,16 @@ export interface NodeCommandHost {
   readonly plane: Pick<DataPath, 'nodeCommand'>;
   /** The edge's own draining switch for a connected node; why not when it refused (not connected, retiring). */
   setEdgeDraining(nodeId: string, draining: boolean, checkOnly?: boolean): { readonly code: string; readonly message: string } | undefined;
+  /** Per node, the latest drain or undrain command in flight (its number): an undrain answered after a later one began leaves the edge's side to it. */
+  readonly drainCommands: Map<string, number>;
 }
 
 export type NodeCommandOutcome =
   | { readonly ok: true; readonly ref: string; readonly kind: NodeCommandKind; readonly results: readonly NodeCommandResult[] }
   | { readonly ok: false; readonly code: 'node_not_found'; readonly message: string };
+
+/** Numbers drain and undrain commands, never reused (an entry of drainCommands is the latest's). */
+let drainCommandCount = 0;
 
 export async function runNodeCommand(
   host: NodeCommandHost,
@@ -41,8 +46,13 @@ export async function runNodeCommand(
         // No connection is what every other command reports as not_connected, not a failure of the node.
         if (refused?.code === 'node_not_connected') return { node: nodeId, kind, status: 'not_connected' as const, message: refused.message };
         if (refused !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the edge did not ${kind} it: ${refused.code} (${refused.message})` };
+        const seq = ++drainCommandCount;
+        host.drainCommands.set(nodeId, seq);
         const result = await host.plane.nodeCommand(nodeId, kind, args, deadlineMs);
-        if (kind === 'undrain' && (result.status === 'ok' || result.status === 'unsupported')) {
+        const latest = host.drainCommands.get(nodeId) === seq;
+        if (latest) host.drainCommands.delete(nodeId);
+        // A drain sent meanwhile switched the edge already, and the agent takes it after this undrain: the edge stays drained.
+        if (kind === 'undrain' && latest && (result.status === 'ok' || result.status === 'unsupported')) {
           // The agent takes tunnels now (or never refused them): only now may the scheduler send it the requests waiting.
           const late = host.setEdgeDraining(nodeId, false);
           if (late !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the agent answered, but the edge did not undrain it: ${late.code} (${late.message})` };
