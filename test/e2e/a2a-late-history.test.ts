@@ -36,6 +36,8 @@ describe('A2A: the next message of a context, sent as soon as the last one compl
   let client: Client;
   const dispatchers: Agent[] = [];
   const postMessage = Object.getOwnPropertyDescriptor(Worker.prototype, 'postMessage')?.value as Worker['postMessage'];
+  /** Run (once) while the next turn passed through the pool is held. */
+  let onRemember: (() => Promise<void>) | undefined;
 
   before(async () => {
     stack = await startStack({
@@ -47,7 +49,12 @@ describe('A2A: the next message of a context, sent as soon as the last one compl
     });
     Worker.prototype.postMessage = function (this: Worker, message: unknown, transfer?: unknown) {
       if ((message as Partial<A2ARelayMessage>)?.type === 'a2a' && (message as A2ARelayMessage).op === 'remember') {
-        setTimeout(() => postMessage.call(this, message, transfer as never), LATE_MS);
+        const pass = (): void => void postMessage.call(this, message, transfer as never);
+        // A test may act while the turn is on its way (then it goes on), else it is late by LATE_MS.
+        const hook = onRemember;
+        onRemember = undefined;
+        if (hook !== undefined) void hook().finally(pass);
+        else setTimeout(pass, LATE_MS);
         return;
       }
       postMessage.call(this, message, transfer as never);
@@ -84,5 +91,30 @@ describe('A2A: the next message of a context, sent as soon as the last one compl
         { role: 'user', content: `second of ${contextId}` },
       ], `context ${i}`);
     }
+  });
+
+  test('a cancel while the finished turn is on its way to its context\'s home is refused: the task completes, its turn kept', async () => {
+    // Some context's turn runs on a worker other than its home: only then does it pass through the pool.
+    for (let i = 0; i < CONTEXTS * 2; i++) {
+      const contextId = `cancel-late-${i}-${randomUUID()}`;
+      let taskId = '';
+      let refusal: unknown;
+      let held = false;
+      onRemember = async () => {
+        held = true;
+        refusal = await client.cancelTask({ tenant: '', id: taskId, metadata: undefined }).then(() => 'canceled', (err: Error) => err.name);
+      };
+      let last: Task | undefined;
+      for await (const event of client.sendMessageStream(request(`turn of ${contextId}`, contextId))) {
+        if (event.payload?.$case === 'task') taskId = event.payload.value.id;
+      }
+      onRemember = undefined;
+      if (!held) continue;
+      last = await client.getTask({ tenant: '', id: taskId, historyLength: undefined });
+      assert.equal(refusal, 'TaskNotCancelableError');
+      assert.equal(last.status?.state, COMPLETED);
+      return;
+    }
+    assert.fail('no turn ran away from its context\'s home');
   });
 });

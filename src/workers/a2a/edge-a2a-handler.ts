@@ -329,6 +329,9 @@ export class EdgeA2AHandler implements A2ARequestHandler {
           // next message, on a connection of another worker, before it landed, and run it without it.
           const stored = this.#remember(conversation, contextId, prompt, entry.text);
           if (stored !== undefined) {
+            // The turn joins the conversation whatever comes now: a cancel meanwhile would end the task
+            // canceled with its turn kept.
+            entry.completing = true;
             stored.then(finish, finish);
             return;
           }
@@ -384,6 +387,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   }
 
   #cancelEntry(entry: TaskEntry, why: string, asked = false): void {
+    if (entry.completing) return;
     entry.cancelRun?.(asked);
     entry.finish(CANCELED, why, this.#ttlMs);
   }
@@ -391,6 +395,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   #cancelLocal(id: string, keyName: string | undefined): Task {
     const entry = this.#entryFor(id, keyName);
     if (entry.terminal) throw new TaskNotCancelableError(`task ${id} is already over (${entry.state === COMPLETED ? 'completed' : entry.state === FAILED ? 'failed' : 'canceled'})`);
+    if (entry.completing) throw new TaskNotCancelableError(`task ${id} has its whole answer and is completing`);
     this.#cancelEntry(entry, 'canceled by the client', true);
     return entry.snapshot();
   }

@@ -137,6 +137,8 @@ export class TaskEntry {
   readonly artifactId = randomUUID();
   /** Cancels the run (RunSink.cancel; `asked`: by CancelTask, not the caller leaving); set once dispatched. */
   cancelRun: ((asked: boolean) => void) | undefined;
+  /** The run answered whole and its turn is on its way to the context's home: too late to cancel. */
+  completing = false;
   /** The store's accounting of a finished record (set by TaskStore.add). */
   onFinished: ((entry: TaskEntry) => void) | undefined;
   /** Characters of text the record holds, counted when it finished (0 before). */
