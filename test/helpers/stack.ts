@@ -92,10 +92,18 @@ export function agentFor(edgeGrpcPort: number, mockUrl: string, token = NODE_TOK
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const mock = await startMockProvider(options.mock ?? {});
-  const raw = edgeConfigObject(options);
-  options.configure?.(raw);
-  const config = parseEdgeConfig(raw, 'test');
-  const edge = await startEdge(config, { logger: options.logger ?? silentLogger() });
+  let config: EdgeConfig;
+  let edge: RunningEdge;
+  try {
+    const raw = edgeConfigObject(options);
+    options.configure?.(raw);
+    config = parseEdgeConfig(raw, 'test');
+    edge = await startEdge(config, { logger: options.logger ?? silentLogger() });
+  } catch (err) {
+    // A config the test got wrong fails the test, not hangs it on the mock's open listener.
+    await mock.close();
+    throw err;
+  }
   const stack: Stack = {
     edge,
     mock,
