@@ -83,3 +83,14 @@ test('a long event cut into many chunks is scanned for line ends once, not once 
   assert.deepEqual(s.deltas, [content]);
   assert.deepEqual(s.finished, [undefined]);
 });
+
+test('a CRLF split between chunks, then an LF alone in the next: each is its own line end', () => {
+  const chunk = (content: string) => JSON.stringify({ choices: [{ delta: { content } }] });
+  const s = sink();
+  s.sink.writeHead(200, ['content-type', 'text/event-stream']);
+  // "data: A\r\n\n" cut as "...\r" | "\n" | "\n": the last LF ends the event.
+  for (const piece of [`data: ${chunk('A')}\r`, '\n', '\n', `data: ${chunk('B')}\n\n`]) s.sink.write(piece);
+  s.sink.end('data: [DONE]\n\n');
+  assert.deepEqual(s.deltas, ['A', 'B']);
+  assert.deepEqual(s.finished, [undefined]);
+});

@@ -188,7 +188,11 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
       this.#sawText = true;
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     }
-    if (this.#afterCR && text.startsWith('\n')) text = text.slice(1);
+    if (this.#afterCR && text.startsWith('\n')) {
+      // The LF of a CRLF split between chunks: the line ended already, and an LF after it is a line end of its own.
+      this.#afterCR = false;
+      text = text.slice(1);
+    }
     if (text === '') return;
     // A chunk that ends no line only grows the partial one: splitting partial + chunk on every chunk
     // rescanned the whole line each time, quadratic in a long event (16 MB held the event loop ~50 s).
