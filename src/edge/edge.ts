@@ -294,16 +294,12 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       const outcome = this.setNodeDraining(nodeId, draining, true, checkOnly);
       return outcome.ok ? undefined : { code: outcome.code, message: outcome.message };
     };
-    const outcome = await runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining, drainCommands: this.#drainCommands }, ref, kind, args, deadlineMs);
-    if (outcome.ok && (kind === 'drain' || kind === 'undrain')) {
-      for (const result of outcome.results) {
-        if (result.status !== 'ok') continue;
-        const generation = this.#sessions.get(result.node)?.generation;
-        if (kind === 'undrain') this.#commandDrained.delete(result.node);
-        else if (generation !== undefined) this.#commandDrained.set(result.node, generation);
-      }
-    }
-    return outcome;
+    const agentDrained = (nodeId: string, drained: boolean): void => {
+      const generation = this.#sessions.get(nodeId)?.generation;
+      if (!drained) this.#commandDrained.delete(nodeId);
+      else if (generation !== undefined) this.#commandDrained.set(nodeId, generation);
+    };
+    return runNodeCommand({ config: this.#config, plane: this.plane, setEdgeDraining, drainCommands: this.#drainCommands, agentDrained }, ref, kind, args, deadlineMs);
   }
 
   retireNode(nodeId: string, reason: string): boolean {

@@ -16,7 +16,7 @@ import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { testWorkers } from '../helpers/stack.js';
+import { testWorkers, waitFor } from '../helpers/stack.js';
 
 const ALIAS = 'chat';
 
@@ -32,7 +32,7 @@ function edgeRaw(capacity: number): any {
     heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
     workers: { count: testWorkers() },
     admin: { host: '127.0.0.1', port: 0 },
-    nodes: [node('gpu-a', ['pa'], ['rack1']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], []), node('offline', ['poff'], []), node('paths', ['pp-own', 'pp-none'], []), { id: 'cli-node', token: 'cli-node-token', providers: [{ id: 'pcli', type: 'cli', capacity }] }],
+    nodes: [node('gpu-a', ['pa'], ['rack1', 'slow']), node('gpu-b', ['pb', 'pb-down'], ['rack1']), node('old', ['po'], []), node('hung', ['ph'], ['slow']), node('offline', ['poff'], []), node('paths', ['pp-own', 'pp-none'], []), { id: 'cli-node', token: 'cli-node-token', providers: [{ id: 'pcli', type: 'cli', capacity }] }],
     models: [{ alias: ALIAS, providers: { pa: 'm', pb: 'm' } }],
   };
 }
@@ -207,6 +207,22 @@ describe('node commands through real agents', () => {
     assert.equal(drained.json.results[0].status, 'ok');
     assert.equal(agents.get('gpu-a')?.draining, true, 'the agent took the drain last');
     assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, true, 'the edge agrees');
+    await command('gpu-a', 'undrain');
+    assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, false);
+  });
+
+  test('an undrain of a label answered after a later drain of one of its nodes leaves that node drained by command', async () => {
+    await command('gpu-a', 'drain');
+    // gpu-a takes the undrain, then the drain; the undrain's outcome waits for hung, which never answers.
+    const undrain = command('slow', 'undrain', { timeout_ms: 300 });
+    await waitFor(async () => agents.get('gpu-a')?.draining === false, 'gpu-a took the undrain');
+    const drained = await command('gpu-a', 'drain');
+    assert.equal(drained.json.results[0].status, 'ok');
+    const undrained = await undrain;
+    assert.equal(undrained.json.results.find((r: any) => r.node === 'gpu-a').status, 'ok');
+    assert.equal(agents.get('gpu-a')?.draining, true, 'the agent took the drain last');
+    // The agent keeps the drain: the admin undrain, lifting only the edge's side, is refused.
+    assert.equal((await admin('/admin/nodes/gpu-a/undrain', {})).json.error?.code, 'node_drained_by_command');
     await command('gpu-a', 'undrain');
     assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, false);
   });

@@ -20,6 +20,8 @@ export interface NodeCommandHost {
   setEdgeDraining(nodeId: string, draining: boolean, checkOnly?: boolean): { readonly code: string; readonly message: string } | undefined;
   /** Per node, the latest drain or undrain command in flight (its number): an undrain answered after a later one began leaves the edge's side to it. */
   readonly drainCommands: Map<string, number>;
+  /** As each node answers (not once all have): its agent now keeps a drain command's drain, or an undrain lifted it. */
+  agentDrained(nodeId: string, drained: boolean): void;
 }
 
 export type NodeCommandOutcome =
@@ -56,7 +58,10 @@ export async function runNodeCommand(
           // The agent takes tunnels now (or never refused them): only now may the scheduler send it the requests waiting.
           const late = host.setEdgeDraining(nodeId, false);
           if (late !== undefined) return { node: nodeId, kind, status: 'failed' as const, message: `the agent answered, but the edge did not undrain it: ${late.code} (${late.message})` };
+          if (result.status === 'ok') host.agentDrained(nodeId, false);
         }
+        // Recorded as this node answers, not once every node of the ref has: a later command's answer meanwhile is newer.
+        if (kind === 'drain' && result.status === 'ok') host.agentDrained(nodeId, true);
         // An agent that cannot take it (one predating commands) still had the edge's switch flipped: say so, or the
         // operator reads "unsupported" as "nothing changed" while the node's routing did.
         if (result.status !== 'unsupported') return result;
