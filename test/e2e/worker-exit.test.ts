@@ -156,8 +156,9 @@ describe('an I/O worker that exits', () => {
     const holder = await trafficOnBoth(stack, pool);
     const victim = 1 - holder;
     const before = served(await stack.edge.scrapeMetrics());
-    // The other worker is busy for a moment, so the scrape waits for it after the victim has answered.
-    await pool.call(holder, { type: 'testHook', hook: 'stall', ms: 800 });
+    // The other worker is busy for a moment, so the scrape waits for it after the victim has answered. The stall
+    // runs from the hook's arrival: 800 ms was over, on a loaded CI machine, before the scrape had begun.
+    await pool.call(holder, { type: 'testHook', hook: 'stall', ms: 3_000 });
     const during = stack.edge.scrapeMetrics();
     await waitUntil(() => pool.openCallsTo(victim) === 0 && pool.openCallsTo(holder) > 0, 'the victim to answer its part of the scrape, the holder not yet');
     await pool.call(victim, { type: 'testHook', hook: 'crash' }).catch(() => undefined);
