@@ -115,7 +115,7 @@ export interface AffinityMessage {
 
 /**
  * A worker about to refuse a request for a response it has not heard of asks the pool's copy: the
- * message of the worker that learnt it may still be on its way here (data-plane.ts findResponse).
+ * message of the worker that learnt it may still be on its way here (data-plane.ts askForResponse).
  * The pool answers with an 'affinity' control request carrying the same `call`, once every other
  * worker has answered a 'sync' (what each posted before is read by then).
  */

@@ -238,22 +238,18 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   askPool: ((responseId: string) => Promise<void>) | undefined;
 
   /**
-   * useResponse, for a request about to be refused for want of it: with I/O workers, the worker
-   * that relayed the response tells the others through the pool, and a client that read it and
-   * sent its follow-up at once, on a connection another worker owns, can be here before that
-   * message is. The pool read it before the client had a byte of the response, so it is asked
-   * first. `then` runs in this turn (asked false) unless the pool was asked.
+   * For a request about to be refused for want of a response useResponse does not know: with I/O
+   * workers, the worker that relayed it tells the others through the pool, and a client that read it
+   * and sent its follow-up at once, on a connection another worker owns, can be here before that
+   * message is. The pool read it before the client had a byte of the response, so it is asked.
+   * Undefined when there is no pool to ask (the caller refuses in this turn).
    */
-  findResponse(responseId: string, then: (stored: StoredResponse | undefined, asked: boolean) => void): void {
-    const entry = this.useResponse(responseId);
+  askForResponse(responseId: string): Promise<StoredResponse | undefined> | undefined {
     const ask = this.askPool;
-    if (entry !== undefined || ask === undefined || !isResponseId(responseId)) {
-      then(entry, false);
-      return;
-    }
-    ask(responseId).then(
-      () => then(this.useResponse(responseId), true),
-      () => then(undefined, true),
+    if (ask === undefined || !isResponseId(responseId)) return undefined;
+    return ask(responseId).then(
+      () => this.useResponse(responseId),
+      () => undefined,
     );
   }
 

@@ -32,7 +32,7 @@ const plane = new LocalPlane(data.config, data.tls, port, logger, post, data);
 for (const [responseId, stored, expiresAt] of data.responses ?? []) plane.plane.responses.remember(responseId, stored, expiresAt);
 // A stored Response learnt here is passed to every other worker through the pool (docs/architecture.md).
 plane.plane.onAffinity = (responseId, stored, expiresAt) => parentPort?.postMessage({ type: 'affinity', responseId, stored, expiresAt } satisfies AffinityMessage);
-// Asks of the pool's copy, by call, answered by an 'affinity' request with that call (data-plane.ts findResponse).
+// Asks of the pool's copy, by call, answered by an 'affinity' request with that call (data-plane.ts askForResponse).
 const affinityAsks = new Map<number, () => void>();
 let nextAffinityAsk = 1;
 plane.plane.askPool = (responseId) =>

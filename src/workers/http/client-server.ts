@@ -512,7 +512,10 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     if (route.api === Api.responses && info.previousResponseId !== undefined) {
       // The previous response lives on one provider: this request goes there or nowhere.
       const previous = info.previousResponseId;
-      this.#plane.findResponse(previous, (found, asked) => this.#admitContinuing(route, request, response, key, body, info, previous, found, asked));
+      const found = this.#plane.useResponse(previous);
+      const asking = found === undefined ? this.#plane.askForResponse(previous) : undefined;
+      if (asking === undefined) this.#admitContinuing(route, request, response, key, body, info, previous, found, false);
+      else void asking.then((late) => this.#admitContinuing(route, request, response, key, body, info, previous, late, true));
       return;
     }
     if (!this.#keyMayStart(key, info.model, route, undefined, response)) return;
@@ -578,10 +581,16 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       this.#refuseReply(reply, Errors.responseNotFound, unknownResponseMessage(id), RESPONSES.errors);
       return;
     }
-    this.#plane.findResponse(id, (found, asked) => {
-      // Asked of the pool (I/O workers): a client that left meanwhile has nothing to be sent to.
-      if (asked && (reply.sent || reply.raw.destroyed || request.raw.socket.destroyed)) return;
+    const found = this.#plane.useResponse(id);
+    const asking = found === undefined ? this.#plane.askForResponse(id) : undefined;
+    if (asking === undefined) {
       this.#sendToStored(request, reply, id, found);
+      return;
+    }
+    void asking.then((late) => {
+      // Asked of the pool (I/O workers): a client that left meanwhile has nothing to be sent to.
+      if (reply.sent || reply.raw.destroyed || request.raw.socket.destroyed) return;
+      this.#sendToStored(request, reply, id, late);
     });
   }
 

@@ -9,7 +9,7 @@
 // so every worker's LRU order is the same). A follow-up can land on another
 // worker before that message does (the client read the response and sent it
 // at once): an id unknown there is asked of the pool's copy before a 404
-// (DataPlane.findResponse), so it is never refused nor misrouted.
+// (DataPlane.askForResponse), so it is never refused nor misrouted.
 
 import { isResponseId } from '../../contract/stored-responses.js';
 import { RESPONSE_BY_ID } from './api-routes.js';
