@@ -317,7 +317,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       return;
     }
     this.#driver.admit(admitRequestOf(exchange), limitedKey);
-    if (wantsQueueUpdates(request, info.stream)) this.#startQueueUpdates(exchange);
+    if (wantsQueueUpdates(request, info.stream && route.streams === true)) this.#startQueueUpdates(exchange);
   }
 
   /** x-edge-queue-updates: asks where it waits now (answered right after its admission) and every second after. */
@@ -412,7 +412,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       return;
     }
     // Total deadline from the first dispatch; time to first byte per attempt.
-    if (exchange.deadlines === undefined) exchange.deadlines = new ExchangeDeadlines(this.#deadlineLimits, undefined, exchange.info.stream);
+    if (exchange.deadlines === undefined) exchange.deadlines = new ExchangeDeadlines(this.#deadlineLimits, undefined, exchange.info.stream && exchange.route.streams === true);
     else exchange.deadlines.redispatched();
     exchange.deadlines.arm(exchange, false);
     if (this.#observer !== NO_OBSERVER) this.#observe(exchange, undefined);

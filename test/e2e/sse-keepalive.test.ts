@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { ALIAS, startStack, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, EMBED_ALIAS, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 
 describe('SSE keepalive while waiting for the first byte', () => {
   let stack: Stack;
@@ -123,6 +123,21 @@ describe('SSE keepalive while waiting for the first byte', () => {
     assert.equal(res.status, 200);
     const json = (await res.json()) as { object: string };
     assert.equal(json.object, 'chat.completion');
+  });
+
+  test('an embeddings request with a stray stream: true gets no keepalive: its JSON answer arrives whole', async () => {
+    // The embeddings API has no stream mode (providers ignore the field); a 200 event-stream head would turn
+    // a slow batch's answer into an in-band error.
+    const res = await fetch(`${stack.baseURL}/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-mock-fail': 'slow-headers:300' },
+      body: JSON.stringify({ model: EMBED_ALIAS, stream: true, input: ['a', 'b'] }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+    const json = (await res.json()) as { object: string; data: unknown[] };
+    assert.equal(json.object, 'list');
+    assert.equal(json.data.length, 2);
   });
 
   test('a provider\'s 429 after keepalives still sends the request back to the queue: only comments had gone out', async () => {

@@ -110,6 +110,11 @@ export interface ApiRoute {
   readonly batchInputs?: boolean;
   /** The body field holding the prompt, which context_length_exceeded names; unset: `messages`. */
   readonly promptParam?: string;
+  /**
+   * The API answers `stream: true` with an event stream. Elsewhere (embeddings, count_tokens) a stray
+   * `stream` asks for none: providers ignore it and answer JSON, so no keepalive or queue update may commit an SSE head.
+   */
+  readonly streams?: boolean;
 }
 
 function missing(param: string): FieldProblem {
@@ -127,7 +132,7 @@ function messagesArray(fields: number): FieldProblem | undefined {
 }
 
 // [DONE] may have an event behind it in the same chunk (a usage chunk after it, a comment).
-export const CHAT: ApiRoute = { path: '/v1/chat/completions', api: Api.chat, errors: OPENAI_ERRORS, check: messagesArray, endsAnswer: holdsDone };
+export const CHAT: ApiRoute = { path: '/v1/chat/completions', api: Api.chat, errors: OPENAI_ERRORS, check: messagesArray, endsAnswer: holdsDone, streams: true };
 
 export const COMPLETIONS: ApiRoute = {
   path: '/v1/completions',
@@ -137,6 +142,7 @@ export const COMPLETIONS: ApiRoute = {
   endsAnswer: holdsDone,
   batchInputs: true,
   promptParam: 'prompt',
+  streams: true,
 };
 
 export const EMBEDDINGS: ApiRoute = {
@@ -156,6 +162,7 @@ export const MESSAGES: ApiRoute = {
   // `data: [DONE]` after either (the SDK skips an event with no name).
   endsAnswer: (out) => endsWithMessageStop(out) || endsWithErrorEvent(out) || endsWithDone(out),
   requiresEnd: true,
+  streams: true,
   check: (fields) => {
     const problem = messagesArray(fields);
     if (problem !== undefined) return problem;
@@ -188,6 +195,7 @@ export const RESPONSES: ApiRoute = {
   endsAnswer: endsWithResponseEnd,
   requiresEnd: true,
   promptParam: 'input',
+  streams: true,
 };
 
 /** client.responses.compact(): a long context compacted by the provider (no stream, so OpenAI's error body only). */
