@@ -46,6 +46,13 @@ interface NodePlace {
   readonly lanes: number[];
   /** Round robin over the lanes for grants whose client worker holds none. */
   next: number;
+  /**
+   * Retired with lanes on other workers: the anchor's worker holds it to the
+   * grace's end, as it cannot see them; once they have all closed (each when
+   * idle) it is told to close the anchor once idle too, within what is left
+   * of the grace.
+   */
+  retiring?: { readonly deadline: number; readonly reason: string };
 }
 
 class WorkerSlot {
@@ -400,6 +407,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     const place = this.#places.get(nodeId);
     if (place === undefined) return false;
     const holdAnchor = place.lanes.some((worker) => worker !== place.worker);
+    if (holdAnchor) place.retiring = { deadline: performance.now() + graceMs, reason };
     for (const worker of new Set([place.worker, ...place.lanes])) void this.call(worker, { type: 'retireNode', nodeId, graceMs, reason, holdAnchor }).catch(() => undefined);
     return true;
   }
@@ -782,6 +790,13 @@ export class WorkerPool implements DecisionHandler, DataPath {
     if (place === undefined || place.generation !== generation) return;
     const at = place.lanes.indexOf(slot.index);
     if (at >= 0) place.lanes.splice(at, 1);
+    const retiring = place.retiring;
+    if (retiring !== undefined && !place.lanes.some((worker) => worker !== place.worker)) {
+      // The last lane elsewhere closed, idle: nothing left to hold the anchor for until the grace's end.
+      place.retiring = undefined;
+      const graceMs = Math.max(0, retiring.deadline - performance.now());
+      void this.call(place.worker, { type: 'retireNode', nodeId, graceMs, reason: retiring.reason, holdAnchor: false }).catch(() => undefined);
+    }
   }
 
   /** Sends fence(generation) to every worker holding a lane of that connection (lane 0's included). */

@@ -16,7 +16,9 @@ export function retireSession(session: NodeSession, graceMs: number, reason: str
  * lanes) closes last, once it and every lane here are idle, or at the grace.
  * `holdAnchor`: the connection has lanes on other workers, which this
  * thread cannot see (they retire in parallel there, each when idle): the
- * anchor then stays until the grace ends, so it never cuts their tunnels.
+ * anchor then stays until the grace ends, so it never cuts their tunnels
+ * (unless the main thread, once those lanes have closed, retires it again
+ * without holdAnchor).
  */
 export function retireLanes(lanes: readonly NodeSession[], graceMs: number, reason: string, holdAnchor = false): void {
   const deadline = performance.now() + graceMs;
