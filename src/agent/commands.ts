@@ -54,7 +54,7 @@ const PROBE_TIMEOUT_MS = 3_000;
 export async function runAgentCommand(ctx: CommandContext, kind: string, args: Readonly<Record<string, string>>, deadlineMs: number): Promise<AgentCommandAnswer> {
   switch (kind) {
     case 'refresh_config':
-      return refreshConfig(ctx);
+      return serialRefresh(ctx);
     case 'drain':
       ctx.setDraining(true);
       return { status: 'ok', message: `draining: no new tunnels; ${ctx.openTunnels()} open tunnel(s) finish` };
@@ -68,6 +68,20 @@ export async function runAgentCommand(ctx: CommandContext, kind: string, args: R
     default:
       return { status: 'unsupported', message: `this agent does not know the command ${JSON.stringify(kind)}` };
   }
+}
+
+/** The refresh each agent runs now: the next one waits for it. */
+const refreshes = new WeakMap<CommandContext, Promise<unknown>>();
+
+/**
+ * One refresh at a time: two that overlapped could finish their file reads
+ * out of order and leave the agent on the older file, though the operator
+ * asked last for the newer one.
+ */
+function serialRefresh(ctx: CommandContext): Promise<AgentCommandAnswer> {
+  const run = (refreshes.get(ctx) ?? Promise.resolve()).then(() => refreshConfig(ctx));
+  refreshes.set(ctx, run.catch(() => undefined));
+  return run;
 }
 
 async function refreshConfig(ctx: CommandContext): Promise<AgentCommandAnswer> {
