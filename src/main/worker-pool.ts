@@ -453,6 +453,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
         if (last !== undefined) answered.push([slot, last]);
       },
     );
+    // In worker order, not the order they answered: the parts' sums are added in this order, and floating-point
+    // addition of three or more parts in another order can come out an ulp lower (a total going down).
+    answered.sort(([a], [b]) => a.index - b.index);
     // A worker that answered, then exited before the others did: its answer is among the retired parts now.
     const parts: unknown[] = [];
     for (const [slot, part] of answered) if (!slot.exited) parts.push(part);

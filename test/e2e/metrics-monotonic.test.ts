@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { parsePromText, type PromFamily } from '../helpers/prom-text.js';
+import { monotoneSamples, parsePromText } from '../helpers/prom-text.js';
 import { copyOf, PROVIDER_ID, SERVED, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 import { chatOnFreshConnection, waitFor } from '../helpers/stack.js';
 
@@ -15,16 +15,6 @@ const KEYS = [
   { name: 'alice', key: 'sk-mono-key-00000001' },
   { name: 'bob', key: 'sk-mono-key-00000002' },
 ];
-
-/** Every counter and histogram sample of a scrape, by series. */
-function monotone(families: Map<string, PromFamily>): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const f of families.values()) {
-    if (f.type !== 'counter' && f.type !== 'histogram') continue;
-    for (const s of f.samples) out.set(`${s.name}${JSON.stringify(Object.entries(s.labels).sort(([a], [b]) => (a < b ? -1 : 1)))}`, s.value);
-  }
-  return out;
-}
 
 describe('/metrics totals only grow', () => {
   let stack: OpsStack;
@@ -59,7 +49,7 @@ describe('/metrics totals only grow', () => {
     let last = new Map<string, number>();
     let scrapes = 0;
     const scrape = async (): Promise<void> => {
-      const now = monotone(parsePromText(await stack.metrics()));
+      const now = monotoneSamples(parsePromText(await stack.metrics()));
       for (const [series, value] of now) {
         const before = last.get(series);
         if (before !== undefined && value < before) problems.push(`${series}: ${before} -> ${value} (scrape ${scrapes})`);

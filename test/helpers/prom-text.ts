@@ -171,3 +171,13 @@ export function sampleOf(families: Map<string, PromFamily>, name: string, labels
   }
   return undefined;
 }
+
+/** Every counter and histogram sample of a scrape, by series: what must never go down from one scrape to the next. */
+export function monotoneSamples(families: Map<string, PromFamily>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const f of families.values()) {
+    if (f.type !== 'counter' && f.type !== 'histogram') continue;
+    for (const s of f.samples) out.set(`${s.name}${JSON.stringify(Object.entries(s.labels).sort(([a], [b]) => (a < b ? -1 : 1)))}`, s.value);
+  }
+  return out;
+}
