@@ -12,7 +12,7 @@ import type { RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
 import Anthropic from '@anthropic-ai/sdk';
-import { inFlight, startProvidersStack, waitUntil, type ProvidersStack } from '../helpers/stack.js';
+import { inFlight, NODE_ID, NODE_TOKEN, startProvidersStack, testWorkers, waitUntil, type ProvidersStack } from '../helpers/stack.js';
 
 const ALIAS = 'llama3';
 
@@ -141,5 +141,69 @@ describe('an ejected provider that alone serves Messages', () => {
     await chat.arrayBuffer();
     assert.equal(chat.status, 200);
     assert.equal(chat.headers.get('x-edge-provider'), 'b-chat', 'chat stays away from the ejected provider');
+  });
+});
+
+describe('an ejected provider that a refresh removes', () => {
+  let failing: Server;
+  let mock: MockProvider;
+  let stack: ProvidersStack;
+  // A short ejection, so that the test sees the time it would have ended.
+  const resilience = { outliers: { base_ejection_ms: 300, max_ejection_ms: 300 } };
+  before(async () => {
+    failing = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"boom"}}'));
+    });
+    failing.listen(0, '127.0.0.1');
+    await once(failing, 'listening');
+    mock = await startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 1 });
+    stack = await startProvidersStack(ALIAS, { 'a-bad': `http://127.0.0.1:${(failing.address() as AddressInfo).port}`, 'b-good': mock.url }, {}, {}, { resilience });
+  });
+  after(async () => {
+    await stack.close();
+    await mock.close();
+    failing.close();
+  });
+
+  async function chat(): Promise<string | null> {
+    const res = await fetch(`${stack.edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.arrayBuffer();
+    return res.headers.get('x-edge-provider');
+  }
+
+  test('is forgotten: no half-open event for a provider the config no longer has', async () => {
+    const { edge, events } = stack;
+    for (let i = 0; i < 5; i++) {
+      await chat();
+      await waitUntil(() => inFlight(edge) === 0, 'the lease to be released');
+    }
+    const ejected = events.find((e) => e.type === 'provider.ejected' && e.provider === 'a-bad');
+    assert.ok(ejected !== undefined, 'a-bad was ejected');
+    const ejectionEnds = Date.now() + 400; // 300 ms, +10 % jitter at most
+    const applied = await edge.refresh({
+      mode: 'apply',
+      config: {
+        listen: { http: { port: 0 }, grpc: { port: 0 } },
+        heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+        workers: { count: testWorkers() },
+        resilience,
+        nodes: [{ id: NODE_ID, token: NODE_TOKEN, providers: [{ id: 'b-good', capacity: 4 }] }],
+        models: [{ alias: ALIAS, providers: { 'b-good': 'served-b-good' } }],
+      },
+    });
+    assert.equal(applied.status, 'applied');
+    await waitUntil(() => Date.now() > ejectionEnds, 'the time its ejection would have ended');
+    // A scheduler call after that time runs its expiry.
+    assert.equal(await chat(), 'b-good');
+    assert.deepEqual(
+      events.filter((e) => e.type.startsWith('provider.') && e.type !== 'provider.ejected').map((e) => e.type),
+      [],
+      'nothing is said of a provider that is gone',
+    );
   });
 });

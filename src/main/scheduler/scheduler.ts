@@ -379,6 +379,7 @@ export class Scheduler {
     this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.#groupsOf(lease.provider), lease.leaseId);
     if (reason === 'end') this.overload.succeeded(lease.provider);
     else if (reason === 'overloaded') this.overload.overloaded(lease.provider, retryAfterMs, now);
+    this.#forgetIfGone(lease.provider);
     this.#pump();
     this.#flush();
     return true;
@@ -491,6 +492,7 @@ export class Scheduler {
         // Back at its old place, it has waited since its admission: its band's aging must not restart.
         enqueuedAt = lease.enqueuedAt;
       }
+      this.#forgetIfGone(lease.provider);
     } else {
       this.#fencedUnsent.delete(leaseId);
       seq = ++this.#lastRetrySeq;
@@ -663,8 +665,10 @@ export class Scheduler {
     this.#fairness = fairnessOf(config);
     // A provider id the refresh moves to another node names a process that never saw its waiters' stored responses.
     const nodeBefore = new Map<string, string>();
-    for (const provider of this.#registry.providers.values()) nodeBefore.set(provider.id, provider.node.id);
+    const providersBefore = [...this.#registry.providers.values()];
+    for (const provider of providersBefore) nodeBefore.set(provider.id, provider.node.id);
     this.#registry.apply(buildCatalog(config));
+    for (const provider of providersBefore) this.#forgetIfGone(provider);
     this.#refuseOrphans(nodeBefore);
     this.#applyFairness();
     this.outliers.lastResort(this.#registry.groups.values());
@@ -825,8 +829,24 @@ export class Scheduler {
     lease.node.leases.delete(lease);
     provider.inFlight--;
     if (provider.inFlight <= provider.capacity) provider.excessAllowed = false;
-    if (!provider.inCatalog && provider.inFlight === 0) this.#registry.providers.delete(provider.id);
+    if (!provider.inCatalog && provider.inFlight === 0) {
+      this.#registry.providers.delete(provider.id);
+      this.#forgetIfGone(provider);
+    }
     this.#registry.forgetNodeIfUnused(lease.node);
+  }
+
+  /**
+   * A provider dropped from the registry (it left config; its last lease, if
+   * any, ended) takes its ejection and overload hold with it: no timer runs
+   * on, no provider.half_open is published for a provider that is gone, and
+   * one added back starts healthy. Called again after an outcome recorded on
+   * its last lease, which may have started a record.
+   */
+  #forgetIfGone(provider: ProviderState): void {
+    if (this.#registry.providers.get(provider.id) === provider) return;
+    this.outliers.reset(provider);
+    this.overload.reset(provider);
   }
 
   /** Releases every lease of the node's current generation as fenced. */

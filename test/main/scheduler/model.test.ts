@@ -132,8 +132,6 @@ class Model {
   cfg!: MConfig;
   readonly conn = new Map<string, MConn>();
   readonly outliers = new Map<string, MOutlier>();
-  /** Records of provider states the scheduler dropped (they still end their ejection, and count in nextDeadline). */
-  readonly deadOutliers: MOutlier[] = [];
   readonly ejectedAt: string[] = [];
   /** The scheduler registry's order of provider ids and aliases (insertion order of its maps). */
   providerOrder: string[] = [];
@@ -235,18 +233,16 @@ class Model {
 
   /** Ejections due by `now` end: half-open, no probe out. */
   outlierExpire(now: number): void {
-    for (const records of [this.outliers.values(), this.deadOutliers]) {
-      for (const o of records) {
-        if (o.phase === 'ejected' && o.untilMs <= now) {
-          o.phase = 'half_open';
-          o.probe = undefined;
-        }
+    for (const o of this.outliers.values()) {
+      if (o.phase === 'ejected' && o.untilMs <= now) {
+        o.phase = 'half_open';
+        o.probe = undefined;
       }
     }
   }
 
   ejectionDue(now: number): boolean {
-    for (const records of [this.outliers.values(), this.deadOutliers]) for (const o of records) if (o.phase === 'ejected' && o.untilMs <= now) return true;
+    for (const o of this.outliers.values()) if (o.phase === 'ejected' && o.untilMs <= now) return true;
     return false;
   }
 
@@ -330,15 +326,12 @@ class Model {
     if (o !== undefined && o.probe === leaseId) o.probe = undefined;
   }
 
-  /** A provider that left config and holds no lease is dropped by the scheduler: its record goes with it. */
+  /** A provider that left config and holds no lease is dropped by the scheduler: its record (an ejection under way too) goes with it. */
   dropIfGone(pid: string): void {
     if (this.cfg.providers.has(pid) || this.inFlight(pid) > 0) return;
     const at = this.providerOrder.indexOf(pid);
     if (at >= 0) this.providerOrder.splice(at, 1);
-    const o = this.outliers.get(pid);
-    if (o === undefined) return;
     this.outliers.delete(pid);
-    this.deadOutliers.push(o);
   }
 
   /** Aliases left with no serving provider (none but ejected ones) get their ejected ones back half-open. */
@@ -871,7 +864,7 @@ function runModel(seed: number, steps: number): void {
     }
     let earliest: number | undefined;
     for (const q of m.queued.values()) if (earliest === undefined || q.deadline < earliest) earliest = q.deadline;
-    for (const o of [...m.outliers.values(), ...m.deadOutliers]) if (o.phase === 'ejected' && (earliest === undefined || o.untilMs < earliest)) earliest = o.untilMs;
+    for (const o of m.outliers.values()) if (o.phase === 'ejected' && (earliest === undefined || o.untilMs < earliest)) earliest = o.untilMs;
     check(s.nextDeadline() === earliest, `nextDeadline ${s.nextDeadline()} != model ${earliest}`);
   }
 
