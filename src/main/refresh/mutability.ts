@@ -43,7 +43,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^heartbeat\.timeout_ms$/, mutable: true, effect: 'node connections registered from now on (each session keeps the timeout it was told)' },
   { pattern: /^heartbeat\.interval_ms$/, mutable: true, effect: 'node connections registered from now on' },
   { pattern: /^scheduler\.long_context_threshold_tokens$/, mutable: true, effect: 'admissions and queued requests at once' },
-  // Turned on with requests waiting, those are all in band 0 of the anonymous tenant (FIFO admitted them untagged).
+  // Turned on with requests waiting, those keep the band and tenant they were admitted with (FIFO tags them too).
   { pattern: /^scheduler\.(fairness|aging_step_per_sec)$/, mutable: true, effect: 'the queue policy applies at once, to queued requests too (docs/scheduling.md)' },
   { pattern: /^drain\.grace_ms$/, mutable: true, effect: 'the next shutdown' },
   { pattern: /^a2a\./, mutable: true, effect: 'agent cards and new tasks use the new agents at once; running tasks finish as they began' },
