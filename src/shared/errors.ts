@@ -130,7 +130,9 @@ export function anthropicErrorOf(spec: GatewayErrorSpec): { status: number; type
     case 413: return { status: 413, type: 'request_too_large' };
     case 429: return { status: 429, type: 'rate_limit_error' };
     case 499: return { status: 499, type: 'api_error' };
-    case 503: return { status: 529, type: 'overloaded_error' };
+    // 529 too: a provider's own overloaded, told in band or with a body not in Anthropic's format.
+    case 503:
+    case 529: return { status: 529, type: 'overloaded_error' };
     case 504: return { status: 504, type: 'timeout_error' };
     default: return { status: spec.status >= 500 ? spec.status : 400, type: spec.status >= 500 ? 'api_error' : 'invalid_request_error' };
   }

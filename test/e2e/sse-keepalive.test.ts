@@ -2,6 +2,7 @@
 // the client connection alive with SSE comments; clients ignore them.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { ALIAS, EMBED_ALIAS, startStack, waitUntil, type Stack } from '../helpers/stack.js';
 
@@ -111,6 +112,26 @@ describe('SSE keepalive while waiting for the first byte', () => {
     // The provider's own words, not only its status.
     assert.match(err.message, /the provider answered HTTP 400: mock failure: status 400/);
     assert.equal(err.type, 'invalid_request_error');
+    await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
+  });
+
+  test('a provider\'s 529 after keepalives reaches an Anthropic client as overloaded_error, as a 503 does', async () => {
+    const sdk = new Anthropic({ baseURL: stack.edge.url, apiKey: 'x', maxRetries: 0 });
+    // no-retry: relayed at once (x-should-retry: false), not sent back to the queue.
+    for (const status of [529, 503]) {
+      const stream = sdk.messages.stream(
+        { model: ALIAS, max_tokens: 8, messages: [{ role: 'user', content: 'slow' }] },
+        { headers: { 'x-mock-fail': `slow-headers:350,status:${status},no-retry` } },
+      );
+      await assert.rejects(stream.finalMessage(), (err: unknown) => {
+        assert.ok(err instanceof Anthropic.APIError, String(err));
+        const body = err.error as { type?: string; error?: { type?: string; message?: string } };
+        assert.equal(body.type, 'error', 'an Anthropic `event: error`');
+        assert.equal(body.error?.type, 'overloaded_error', `provider ${status}: ${JSON.stringify(body)}`);
+        assert.match(body.error?.message ?? '', new RegExp(`the provider answered HTTP ${status}`));
+        return true;
+      });
+    }
     await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
   });
 
