@@ -9,9 +9,11 @@ import { heartbeatMessage, registerMessage } from '../../../src/agent/frames.js'
 import { silentLogger } from '../../../src/shared/logger.js';
 import { ProtocolStats } from '../../../src/workers/grpc/frame-guard.js';
 import { NodeSession, type NodeCall, type SessionHost } from '../../../src/workers/grpc/node-session.js';
+import { waitUntil } from '../../helpers/stack.js';
 
 const INTERVAL_MS = 40;
-const TIMEOUT_MS = 130;
+// Far above the beat interval: a loaded machine's late timers must not read as silence.
+const TIMEOUT_MS = 600;
 
 class RecordingCall extends EventEmitter {
   ended = false;
@@ -26,7 +28,6 @@ class RecordingCall extends EventEmitter {
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const open: NodeSession[] = [];
 const timers: NodeJS.Timeout[] = [];
 afterEach(() => {
@@ -35,10 +36,14 @@ afterEach(() => {
 });
 
 /** A session whose Register main answers `answerMs` later (a ring round trip, a busy scheduler), and a node that heartbeats from Registered on. */
-function session(answerMs: number): { call: RecordingCall; stats: ProtocolStats } {
+function session(answerMs: number): { call: RecordingCall; stats: ProtocolStats; beats: () => number } {
   const call = new RecordingCall();
   const stats = new ProtocolStats();
-  const beat = (): void => void call.emit('data', heartbeatMessage(Date.now()));
+  let beats = 0;
+  const beat = (): void => {
+    beats++;
+    call.emit('data', heartbeatMessage(Date.now()));
+  };
   const host: SessionHost = {
     heartbeatIntervalMs: INTERVAL_MS,
     heartbeatTimeoutMs: TIMEOUT_MS,
@@ -60,12 +65,13 @@ function session(answerMs: number): { call: RecordingCall; stats: ProtocolStats 
   };
   open.push(new NodeSession(call as unknown as NodeCall, host));
   call.emit('data', registerMessage('n', 't', 'v', ['p'], 0, 0, new Map(), []));
-  return { call, stats };
+  return { call, stats, beats: () => beats };
 }
 
 test('a Register answered late is not a heartbeat timeout: silence counts from Registered', async () => {
-  const { call, stats } = session(TIMEOUT_MS + 100);
-  await sleep(TIMEOUT_MS + 100 + 4 * INTERVAL_MS);
+  const { call, stats, beats } = session(TIMEOUT_MS + 200);
+  // Registered came after the timeout counted from Register; a few beats since show the session judged on.
+  await waitUntil(() => beats() >= 4 || call.ended, 'four heartbeats after Registered');
   assert.equal(stats.heartbeatTimeouts, 0);
   assert.equal(call.ended, false, 'the session stays open');
 });
