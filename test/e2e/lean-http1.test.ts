@@ -226,6 +226,32 @@ describe('the lean HTTP/1.1 connection', () => {
     await waitFor(async () => inFlight(stack.edge) === 0 && (await openExchanges(stack.edge)) === 0, 'nothing left open');
   });
 
+  test('pipelined past a request node:http cannot parse: the ones before it are answered first, in order, then its 400 and the close', async () => {
+    // A chunked body hands the connection to node:http at once; the bad bytes after a valid request or in a later
+    // body must not take the place of the answers still due (the lean connection answers them first too).
+    const chunked = (requestId: string, tokens: number): string => {
+      const body = JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+      return `POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\nX-Request-Id: ${requestId}\r\nX-Mock-Tokens: ${tokens}\r\nX-Mock-Interval-Ms: 20\r\nTransfer-Encoding: chunked\r\n\r\n${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+    };
+    const cases: [what: string, after: string, code: string][] = [
+      ['bytes that are not HTTP', 'hello edge\r\n\r\n', 'HPE_INVALID_METHOD'],
+      ['a bad chunk size in the next body', 'POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n', 'HPE_INVALID_CHUNK_SIZE'],
+    ];
+    for (const [what, after, code] of cases) {
+      const { socket, replies } = await open(stack);
+      socket.write(chunked('bad-a', 3) + chunked('bad-b', 4) + after);
+      const a = await replies.next();
+      assert.equal(a.status, 200, `${what}: the first request's own answer, not the refusal`);
+      assertOwnStream(a.body, 'bad-a', 3);
+      assertOwnStream((await replies.next()).body, 'bad-b', 4);
+      const refusal = await replies.next();
+      assert.equal(refusal.status, 400, what);
+      assert.match(refusal.body, new RegExp(code), what);
+      await waitUntil(() => replies.ended, `${what}: the edge to close the connection after the refusal`);
+    }
+    await waitFor(async () => inFlight(stack.edge) === 0 && (await openExchanges(stack.edge)) === 0, 'nothing left open');
+  });
+
   test('a client that leaves mid-stream releases its lease and exchange at once', async () => {
     const { socket, replies } = await open(stack);
     socket.write(post('/v1/chat/completions', { model: ALIAS, stream: true, messages: [] }, ['X-Mock-Tokens: 200', 'X-Mock-Interval-Ms: 50']));

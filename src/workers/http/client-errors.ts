@@ -3,7 +3,7 @@
 // raw socket in OpenAI's error format (in the path's, once the head was
 // read), then the connection is closed, since the parser cannot resync on a
 // broken stream.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
@@ -25,12 +25,18 @@ export interface RefusalCounter {
   readonly logger: Logger;
 }
 
-/** The request node:http handed over on each socket, whose body it may still be reading. */
-const readingOn = new WeakMap<Duplex, IncomingMessage>();
+/** The request node:http handed over on each socket (whose body it may still be reading), with its response. */
+const readingOn = new WeakMap<Duplex, { readonly request: IncomingMessage; readonly response: ServerResponse }>();
+
+/** Sockets whose refusal waits for the answers of earlier requests (a parse error may be reported again meanwhile). */
+const waitingOn = new WeakSet<Duplex>();
+
+/** node:http's response being written on a socket (`_httpMessage`): later pipelined ones wait behind it. */
+type AnsweringSocket = Duplex & { _httpMessage?: ServerResponse | null };
 
 /** node:http read `request`'s head: a refusal while its body comes (408, a bad chunk) answers in its path's format. */
-export function noteRequestHead(request: IncomingMessage): void {
-  readingOn.set(request.socket, request);
+export function noteRequestHead(request: IncomingMessage, response: ServerResponse): void {
+  readingOn.set(request.socket, { request, response });
 }
 
 /** fastify `clientErrorHandler`. */
@@ -41,9 +47,26 @@ export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counte
   // and a cut now would go out in place of (or amid) an earlier request's answer and lose the answers still due.
   if (err.code === 'HPE_CLOSED_CONNECTION') return;
   // A complete request is an earlier one of the connection: the refused one never got past its head.
-  const request = readingOn.get(socket);
-  const refused = request === undefined || request.complete ? undefined : request;
-  answerAndClose(socket, counter, err.code, refused === undefined ? OPENAI_ERRORS : errorFormatForPath((refused.url ?? '').split('?')[0]), refused?.method, refused?.url);
+  const noted = readingOn.get(socket);
+  const refused = noted === undefined || noted.request.complete ? undefined : noted;
+  // Earlier pipelined requests still being answered get their answers first, in order, as on the lean connection:
+  // written now, the refusal would go out in place of (or amid) one of them, and the cut would lose the rest.
+  if (waitingOn.has(socket) || afterEarlierAnswers(socket as AnsweringSocket, refused?.response, () => onClientError(err, socket, counter))) return;
+  const request = refused?.request;
+  answerAndClose(socket, counter, err.code, request === undefined ? OPENAI_ERRORS : errorFormatForPath((request.url ?? '').split('?')[0]), request?.method, request?.url);
+}
+
+/** True (and `then` runs once they are all written) while a response before `own` is still going out on `socket`. */
+function afterEarlierAnswers(socket: AnsweringSocket, own: ServerResponse | undefined, then: () => void): boolean {
+  const running = socket._httpMessage;
+  if (running === undefined || running === null || running === own || running.writableFinished) return false;
+  waitingOn.add(socket);
+  // node:http's own 'finish' listener, added first, has put the next pipelined response on the socket by now.
+  running.once('finish', () => {
+    waitingOn.delete(socket);
+    then();
+  });
+  return true;
 }
 
 /**

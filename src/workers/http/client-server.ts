@@ -268,7 +268,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   #createServer(fastifyHandler: RequestListener, options: ServerOptions, https: KeyPairMaterial | undefined): Server {
     const listener: RequestListener = (request, response) => {
-      noteRequestHead(request);
+      noteRequestHead(request, response);
       // node:http's own requests (the lean connection's are not here): the same deadline on a stuck last write.
       if (this.flushTimeoutMs > 0) watchLastWrite(response, this);
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
@@ -288,7 +288,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     // Any other expectation: node:http's own 417 has an empty body (the SDKs show "417 status code (no body)"),
     // unlogged and uncounted; in the path's API format instead, answered from the head with the body unread.
     server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
-      noteRequestHead(request);
+      noteRequestHead(request, response);
       const path = originForm(request.url ?? '').split('?')[0];
       closeAfterAnswer(response);
       this.#plane.refused(Errors.expectationFailed.code);
