@@ -418,8 +418,9 @@ describe('Anthropic Messages and OpenAI Responses through the edge (official SDK
     });
   });
 
-  test('an Anthropic SDK call the edge does not serve (Files, Skills) is a 404 in Anthropic format; an OpenAI client\'s stays OpenAI\'s', async () => {
-    for (const call of [() => anthropic(stack).beta.files.list(), () => anthropic(stack).beta.skills.list()]) {
+  test('an Anthropic SDK call the edge does not serve (Files, Skills, Message Batches) is a 404 in Anthropic format; an OpenAI client\'s stays OpenAI\'s', async () => {
+    const batch = { requests: [{ custom_id: 'a', params: { model: 'llama3', max_tokens: 8, messages: [{ role: 'user' as const, content: 'hi' }] } }] };
+    for (const call of [() => anthropic(stack).beta.files.list(), () => anthropic(stack).beta.skills.list(), () => anthropic(stack).messages.batches.create(batch)]) {
       await assert.rejects(call(), (err: unknown) => {
         assert.ok(err instanceof Anthropic.NotFoundError, String(err));
         const body = err.error as { type?: string; error?: { type?: string; message?: string } };
