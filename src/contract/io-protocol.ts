@@ -31,6 +31,11 @@ export interface IoWorkerData {
   readonly responses?: readonly (readonly [string, StoredResponse, number])[];
   /** The main thread's fairness-id secret (shared/tenant-key.ts): every thread names a fairness id's tenant alike. */
   readonly tenantSecret?: Uint8Array;
+  /**
+   * The model list's `created` (epoch s), stamped once by the pool: every worker, a replacement too,
+   * answers /v1/models alike (each stamping its own start, a client saw it change from call to call).
+   */
+  readonly modelsCreated: number;
 }
 
 /** Indexes into the shared Int32 flags (`flags`). */

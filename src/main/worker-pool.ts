@@ -133,6 +133,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
    * its expiry: a worker started in an exited one's place begins with them (its own map died with it).
    */
   #responses = new StoredResponses();
+  /** The model list's `created` every worker answers (IoWorkerData.modelsCreated). */
+  readonly #modelsCreated = Math.floor(Date.now() / 1000);
   readonly #scratch = new SchedulerRecord();
   /** Open requests per API key, over all workers (each key counted; auth.api_keys[].max_concurrent refuses above its limit). */
   readonly keys = new KeyConcurrency();
@@ -218,6 +220,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
       flags: this.flags.buffer as SharedArrayBuffer,
       responses: this.#responses.unexpired(),
       tenantSecret: tenantSecret(),
+      modelsCreated: this.#modelsCreated,
     };
     const worker = new Worker(this.#script, { workerData: data, name: `edge-io-${index}` });
     slot.worker = worker;

@@ -35,6 +35,8 @@ export interface WorkerPlacement {
   readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
   /** The Int32 flags the pool sets (io-protocol's EVENTS_FLAG, DRAIN_FLAG). */
   readonly flags: SharedArrayBuffer;
+  /** The model list's `created`, the same on every worker. */
+  readonly modelsCreated: number;
 }
 
 /** The scheduler's state is the main thread's; the data path's own metrics never read it. */
@@ -97,7 +99,7 @@ export class LocalPlane implements DataPath, EventSink {
     this.#peers = worker === undefined ? undefined : new PeerLinks({ toPeer: worker.toPeer, fromPeer: worker.fromPeer }, this.nodes, port, logger);
     this.plane = new DataPlane(config, port, this.nodes, logger, { workerIndex: this.#index, peers: this.#peers, flags: this.#flags });
     this.#peers?.setMaxTunnelsPerNode(this.plane.tunnelLimit);
-    this.client = new ClientServer(config, this.plane, tls.client);
+    this.client = new ClientServer(config, this.plane, tls.client, worker?.modelsCreated);
     this.metrics = new EdgeMetrics(
       {
         status: () => EMPTY_STATUS,

@@ -5,8 +5,9 @@
 process.env.EDGE_TEST_HOOKS = '1';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { get } from 'node:http';
 import { after, before, test } from 'node:test';
-import { chatOnFreshConnection } from '../helpers/stack.js';
+import { chatOnFreshConnection, waitUntil } from '../helpers/stack.js';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
@@ -52,3 +53,33 @@ test('applied comes once every worker has the config: a busy worker delays it, a
   assert.equal(await statusWith(BOB), 200);
 });
 
+
+/** GET /v1/models on a connection of its own (the kernel picks the worker). */
+function modelsOnFreshConnection(): Promise<{ data: { id: string; created: number }[] }> {
+  return new Promise((resolve, reject) => {
+    const req = get(`${stack.baseURL}/models`, { agent: false, headers: { authorization: `Bearer ${BOB}` } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve(JSON.parse(body) as { data: { id: string; created: number }[] }));
+    });
+    req.on('error', reject);
+  });
+}
+
+test("the model list's created is one value whichever worker answers, and a refresh keeps it", async () => {
+  // Sixteen connections: the kernel spreads them over both workers.
+  const lists = await Promise.all(Array.from({ length: 16 }, () => modelsOnFreshConnection()));
+  const seen = new Set(lists.flatMap((l) => l.data.map((m) => m.created)));
+  assert.equal(seen.size, 1, `created: ${[...seen].join(', ')}`);
+  const [created] = seen;
+  // A refresh a second later (one that adds an alias) must not restamp it.
+  await waitUntil(() => Math.floor(Date.now() / 1000) > created, 'a second boundary');
+  const raw = structuredClone(stack.raw) as { models: { alias: string }[] };
+  raw.models.push({ ...raw.models[0], alias: 'another' });
+  const { json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config: raw } });
+  assert.equal(json.status, 'applied');
+  const listed = await Promise.all(Array.from({ length: 8 }, () => modelsOnFreshConnection()));
+  assert.ok(listed.every((l) => l.data.some((m) => m.id === 'another')), 'every worker has the refreshed list');
+  assert.deepEqual(new Set(listed.flatMap((l) => l.data.map((m) => m.created))), new Set([created]));
+});

@@ -120,8 +120,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #closing = false;
   readonly auth: ClientAuth;
   #modelsBody = '';
-  /** When the model list was built (its `created`): one answer for the list and for each model. */
-  #modelsCreated = 0;
+  /** The model list's `created` (epoch s): one answer for the list and each model, whichever worker answers, across refreshes. */
+  readonly #modelsCreated: number;
   #aliases: readonly string[] = [];
   /** Each alias's providers (config), to tell a stored response's provider that can never serve the alias. */
   #models: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map();
@@ -149,8 +149,10 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** Agent Cards and the A2A JSON-RPC endpoints (src/workers/a2a/). */
   readonly a2a: A2ASurface;
 
-  constructor(config: EdgeConfig, plane: DataPlane, https?: KeyPairMaterial) {
+  /** `modelsCreated`: the I/O workers' shared stamp (when their pool started); alone, this server's start. */
+  constructor(config: EdgeConfig, plane: DataPlane, https?: KeyPairMaterial, modelsCreated = Math.floor(Date.now() / 1000)) {
     this.#plane = plane;
+    this.#modelsCreated = modelsCreated;
     this.#leanHttp1 = config.http.leanHttp1 !== false;
     // maxHeaderSize makes Node refuse an oversized head; onClientError answers it as 431 in OpenAI's format.
     // Node's own missing-Host check answers with an empty body; ours (onRequest) in OpenAI's format.
@@ -224,8 +226,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#aliases = config.models.map((m) => m.alias);
     this.#models = new Map(config.models.map((m) => [m.alias, m.providers]));
     this.#providerNodes = new Map(config.nodes.flatMap((n) => n.providers.map((p) => [p.id, n.id] as const)));
-    const created = Math.floor(Date.now() / 1000);
-    this.#modelsCreated = created;
+    const created = this.#modelsCreated;
     this.#modelsBody = JSON.stringify({
       object: 'list',
       data: config.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'edge' })),
