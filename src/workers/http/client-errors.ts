@@ -25,8 +25,8 @@ export interface RefusalCounter {
   readonly logger: Logger;
 }
 
-/** The request node:http handed over on each socket (whose body it may still be reading), with its response. */
-const readingOn = new WeakMap<Duplex, { readonly request: IncomingMessage; readonly response: ServerResponse }>();
+/** The response to the request node:http handed over last on each socket (whose body it may still be reading: `response.req`). */
+const readingOn = new WeakMap<Duplex, ServerResponse>();
 
 /** Sockets whose refusal waits for the answers of earlier requests (a parse error may be reported again meanwhile). */
 const waitingOn = new WeakSet<Duplex>();
@@ -36,7 +36,8 @@ type AnsweringSocket = Duplex & { _httpMessage?: ServerResponse | null };
 
 /** node:http read `request`'s head: a refusal while its body comes (408, a bad chunk) answers in its path's format. */
 export function noteRequestHead(request: IncomingMessage, response: ServerResponse): void {
-  readingOn.set(request.socket, { request, response });
+  // The response alone (it holds its request): no object allocated per request.
+  readingOn.set(request.socket, response);
 }
 
 /** fastify `clientErrorHandler`. */
@@ -48,11 +49,11 @@ export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counte
   if (err.code === 'HPE_CLOSED_CONNECTION') return;
   // A complete request is an earlier one of the connection: the refused one never got past its head.
   const noted = readingOn.get(socket);
-  const refused = noted === undefined || noted.request.complete ? undefined : noted;
+  const refused = noted === undefined || noted.req.complete ? undefined : noted;
   // Earlier pipelined requests still being answered get their answers first, in order, as on the lean connection:
   // written now, the refusal would go out in place of (or amid) one of them, and the cut would lose the rest.
-  if (waitingOn.has(socket) || afterEarlierAnswers(socket as AnsweringSocket, refused?.response, () => onClientError(err, socket, counter))) return;
-  const request = refused?.request;
+  if (waitingOn.has(socket) || afterEarlierAnswers(socket as AnsweringSocket, refused, () => onClientError(err, socket, counter))) return;
+  const request = refused?.req;
   answerAndClose(socket, counter, err.code, request === undefined ? OPENAI_ERRORS : errorFormatForPath((request.url ?? '').split('?')[0]), request?.method, request?.url);
 }
 
