@@ -1,7 +1,8 @@
-// What exited I/O workers had counted, kept as one part: each exit's last
-// scrape (counters and histograms) is added into it, series by series, so
-// the pool holds one retired part however many workers came and went, and a
-// scrape merges one part more, not one per exit.
+// What exited I/O workers had counted (each exit's last scrape: counters and
+// histograms), kept so that totals never go down, and the order a scrape adds
+// the parts in. Sums of floats depend on that order: a total added up in
+// another order than the scrape before can come out an ulp lower, which
+// Prometheus reads as a counter reset (rate() jumps).
 
 /** One sample of a prom-client JSON scrape. */
 export interface MetricValueJson {
@@ -42,4 +43,42 @@ export function foldMetrics(into: FoldableMetric[], add: readonly FoldableMetric
 function seriesKey(v: MetricValueJson): string {
   const labels = v.labels === undefined ? [] : Object.entries(v.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return `${v.metricName ?? ''}\n${JSON.stringify(labels)}`;
+}
+
+/** Retired parts kept per worker index before the oldest two are folded into one. */
+const MAX_RETIRED_PARTS = 8;
+
+/**
+ * Each worker index's retired parts, in the order its workers exited. A
+ * scrape takes them just before that index's live part: the parts before an
+ * exit and after it are the same numbers in the same order (the exited
+ * worker's last scrape where its live part was; its replacement, new, adds
+ * nothing yet), so the totals come out exactly as before. Past
+ * MAX_RETIRED_PARTS exits of one index the oldest two are folded (then an
+ * ulp may go, once in that many crashes).
+ */
+export class RetiredMetrics {
+  readonly #byIndex: FoldableMetric[][][] = [];
+
+  retire(index: number, lastScrape: readonly FoldableMetric[]): void {
+    const counted = lastScrape.filter((metric) => metric.type === 'counter' || metric.type === 'histogram');
+    const parts = (this.#byIndex[index] ??= []);
+    parts.push([]);
+    foldMetrics(parts[parts.length - 1], counted);
+    if (parts.length > MAX_RETIRED_PARTS) {
+      const [oldest] = parts.splice(0, 1);
+      foldMetrics(oldest, parts[0]);
+      parts[0] = oldest;
+    }
+  }
+
+  /** Every part for a scrape: worker index by index, its retired parts, then its live one (`live[index]`, if any). */
+  ordered(live: readonly unknown[], workers: number): unknown[] {
+    const parts: unknown[] = [];
+    for (let index = 0; index < Math.max(workers, this.#byIndex.length); index++) {
+      for (const retired of this.#byIndex[index] ?? []) parts.push(retired);
+      if (live[index] !== undefined) parts.push(live[index]);
+    }
+    return parts;
+  }
 }

@@ -7,7 +7,7 @@
 // knows whether the tunnel stays local or crosses a worker <-> worker ring.
 // Cold-path control (inspection, config snapshots, metrics, drain) uses
 // postMessage.
-import { foldMetrics, type FoldableMetric } from './metric-fold.js';
+import { RetiredMetrics, type FoldableMetric } from './metric-fold.js';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { writesPretty } from '../shared/logger.js';
@@ -146,9 +146,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
   readonly #lastMetrics: (MetricJson[] | undefined)[] = [];
   /** Workers whose control call timed out and that have not answered anything since. */
   readonly #unresponsive = new Set<WorkerSlot>();
-  /** The counters and histograms of workers that exited, as last scraped: totals never go down. */
-  /** What exited workers had counted, folded into one part (metric-fold.ts). */
-  readonly #retiredMetrics: FoldableMetric[] = [];
+  /** The counters and histograms of workers that exited, as last scraped: totals never go down (metric-fold.ts). */
+  readonly #retiredMetrics = new RetiredMetrics();
   /** Flags shared with every worker: EVENTS_FLAG (workers build run events only while someone subscribes) and DRAIN_FLAG. */
   readonly flags = new Int32Array(new SharedArrayBuffer(4 * FLAG_COUNT));
   #closed = false;
@@ -456,21 +455,18 @@ export class WorkerPool implements DecisionHandler, DataPath {
         if (last !== undefined) answered.push([slot, last]);
       },
     );
-    // In worker order, not the order they answered: the parts' sums are added in this order, and floating-point
-    // addition of three or more parts in another order can come out an ulp lower (a total going down).
-    answered.sort(([a], [b]) => a.index - b.index);
-    // A worker that answered, then exited before the others did: its answer is among the retired parts now.
-    const parts: unknown[] = [];
-    for (const [slot, part] of answered) if (!slot.exited) parts.push(part);
-    if (this.#retiredMetrics.length > 0) parts.push(this.#retiredMetrics);
-    return parts;
+    // In worker order, not the order they answered (metric-fold.ts says why). A worker that answered, then
+    // exited before the others did: its answer is among the retired parts now.
+    const live: MetricJson[][] = [];
+    for (const [slot, part] of answered) if (!slot.exited) live[slot.index] = part;
+    return this.#retiredMetrics.ordered(live, this.#slots.length);
   }
 
   /** Keeps what an exited worker's last scrape counted (gauges were its present: they go with it). */
   #retireMetrics(index: number): void {
     const last = this.#lastMetrics[index];
     this.#lastMetrics[index] = undefined;
-    if (last !== undefined) foldMetrics(this.#retiredMetrics, last.filter((metric) => metric.type === 'counter' || metric.type === 'histogram') as unknown as FoldableMetric[]);
+    if (last !== undefined) this.#retiredMetrics.retire(index, last as unknown as FoldableMetric[]);
   }
 
   /** Which worker holds the node's current session, if any. */
