@@ -6,8 +6,8 @@
 //   drain / undrain  take no new tunnels (they get ERROR node_leaving, which
 //                    the edge retries elsewhere) / take them again; open
 //                    tunnels always finish
-//   probe            GET <base_url>/v1/models on each HTTP provider now, with
-//                    a timeout inside the command's deadline
+//   probe            GET its type's probe path (ollama /api/tags, else /v1/models)
+//                    on each HTTP provider now, within the command's deadline
 //   restart_provider end a cli provider's processes, through the CliHook a
 //                    cli runner installs; other provider types: unsupported
 // An unknown kind is answered `unsupported`, so a newer edge learns what an

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { Errors, specForNodeErrorCode } from '../../src/shared/errors.js';
+import { providerErrorSpec } from '../../src/workers/tunnel/provider-error.js';
 
 const root = new URL('../../../', import.meta.url);
 const README = readFileSync(new URL('README.md', root), 'utf8');
@@ -57,4 +58,16 @@ test('"<status> `<code>`" in README.md and docs/ names a status and code a clien
     }
   }
   assert.deepEqual(wrong, []);
+});
+
+test("the README says how a provider's error that is not JSON reaches the client: its status, upstream_error, a type by status", () => {
+  const errors = README.slice(README.indexOf('\n## Errors\n'));
+  // The table's 502 row names upstream_error too; this is the paragraph for the provider's own statuses.
+  const paragraph = errors.split('\n\n').find((p) => !p.startsWith('|') && p.includes('`upstream_error`') && p.includes("keeps the provider's status"));
+  assert.ok(paragraph !== undefined, 'no paragraph says a non-JSON provider error keeps its status under upstream_error');
+  for (const status of [400, 401, 403, 404, 429, 500, 503]) {
+    const { code, type } = providerErrorSpec(status);
+    assert.equal(code, 'upstream_error');
+    assert.ok(paragraph.includes(`\`${type}\``), `HTTP ${status} is answered as ${type}, which the paragraph does not name`);
+  }
 });
