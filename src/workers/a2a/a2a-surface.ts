@@ -7,7 +7,7 @@
 // JSON-RPC envelope per event. The SDK's server bundle is loaded on the
 // first call, so an edge without A2A traffic never pays for it.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { A2AAgentConfig, EdgeConfig } from '../../shared/config-types.js';
 import type { A2ARelayMessage } from '../../contract/io-protocol.js';
 import type { DataPlane } from '../data-plane.js';
@@ -271,7 +271,7 @@ export class A2ASurface {
     res.on('close', () => controller.abort());
     // Gone already (between the body's end and this handler): 'close' has fired, so abort now.
     if (res.destroyed) controller.abort();
-    const call: A2ACall = { agent, key: this.#keyOf(request), signal: controller.signal, requestTag: typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : undefined };
+    const call: A2ACall = { agent, key: this.#keyOf(request), signal: controller.signal, requestTag: typeof tag === 'string' && REQUEST_TAG.test(tag) ? tag : undefined, fairnessHeaders: fairnessHeadersOf(request.headers) };
     const version = request.headers['a2a-version'];
     const requestedVersion = typeof version === 'string' && version.trim() !== '' ? version.trim() : undefined;
     const card = requestedVersion === undefined ? undefined : agentCard(this.#config, agent, this.#base(request));
@@ -412,4 +412,15 @@ function cliAliases(config: EdgeConfig): ReadonlySet<string> {
 
 function isAsyncIterator(value: unknown): value is AsyncIterator<unknown> & { return?: (v: undefined) => Promise<unknown> } {
   return typeof value === 'object' && value !== null && typeof (value as { next?: unknown }).next === 'function' && Symbol.asyncIterator in value;
+}
+
+/** The fair-queuing headers a run takes from its client (the data path checks them as for /v1/: lower only, a key's own ids). */
+function fairnessHeadersOf(headers: IncomingHttpHeaders): Record<string, string> | undefined {
+  const priority = headers['x-edge-priority'];
+  const fairnessId = headers['x-edge-fairness-id'];
+  if (priority === undefined && fairnessId === undefined) return undefined;
+  const picked: Record<string, string> = {};
+  if (typeof priority === 'string') picked['x-edge-priority'] = priority;
+  if (typeof fairnessId === 'string') picked['x-edge-fairness-id'] = fairnessId;
+  return picked;
 }

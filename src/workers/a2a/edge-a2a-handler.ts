@@ -40,6 +40,8 @@ export interface A2ACall {
   /** Aborted when the client's connection closes. */
   readonly signal: AbortSignal;
   readonly requestTag: string | undefined;
+  /** The client's x-edge-priority / x-edge-fairness-id, for fair queuing as on /v1/ (docs/scheduling.md). */
+  readonly fairnessHeaders?: Readonly<Record<string, string>>;
 }
 
 const CAPABILITIES_CARD: AgentCard = {
@@ -342,7 +344,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     entry.cancelRun = (asked) => sink.cancel(asked);
     const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, messages: [...earlier, { role: 'user', content: prompt }] }));
     const info = inspectBody(body, 64) as InspectOk;
-    const request = runRequest(contextId, call.requestTag);
+    const request = runRequest(contextId, call.requestTag, call.fairnessHeaders);
     this.#plane.begin(CHAT, CHAT.path, request, sink.asResponse(), body, info, key, undefined, sink);
     const exchange = (sink as unknown as { [kExchange]?: ProxyExchange })[kExchange];
     if (exchange !== undefined) entry.runId = exchange.runId;

@@ -24,8 +24,8 @@ export interface RunListener {
 }
 
 /** The headers an exchange reads from its request: session (contextId), content type, the client's request id. */
-export function runRequest(sessionId: string, requestTag: string | undefined): IncomingMessage {
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream', 'x-edge-session': sessionId };
+export function runRequest(sessionId: string, requestTag: string | undefined, fairnessHeaders: Readonly<Record<string, string>> = {}): IncomingMessage {
+  const headers: Record<string, string> = { ...fairnessHeaders, 'content-type': 'application/json', accept: 'text/event-stream', 'x-edge-session': sessionId };
   if (requestTag !== undefined) headers['x-request-id'] = requestTag;
   const rawHeaders: string[] = [];
   for (const [name, value] of Object.entries(headers)) rawHeaders.push(name, value);
