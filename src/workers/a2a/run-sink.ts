@@ -23,7 +23,7 @@ export interface RunListener {
   onFinished(error: string | undefined, cancelled?: boolean): void;
 }
 
-/** The headers an exchange reads from its request: session (contextId), content type, the client's request id. */
+/** The headers an exchange reads from its request: session (contextId), content type, the client's request id and fair-queuing headers. */
 export function runRequest(sessionId: string, requestTag: string | undefined, fairnessHeaders: Readonly<Record<string, string>> = {}): IncomingMessage {
   const headers: Record<string, string> = { ...fairnessHeaders, 'content-type': 'application/json', accept: 'text/event-stream', 'x-edge-session': sessionId };
   if (requestTag !== undefined) headers['x-request-id'] = requestTag;
