@@ -683,7 +683,9 @@ export class Scheduler {
    * no longer has, or has disabled or at capacity 0, with pinned_provider_gone
    * (one only out of service for now still waits for it) or moved to another
    * node (`nodeBefore`: each provider's node before the refresh), one for a
-   * node the alias no longer has a provider on (x-edge-node) with node_not_found.
+   * node the alias no longer has a provider on (x-edge-node) with node_not_found,
+   * one long (by the new threshold) past every window it may go to with
+   * context_length_exceeded, as admission would answer it.
    */
   #refuseOrphans(nodeBefore: ReadonlyMap<string, string>): void {
     for (const group of [...this.#registry.groups.values()]) {
@@ -696,7 +698,9 @@ export class Scheduler {
             ? 'pinned_provider_gone'
             : item.directNodeId !== undefined && !servesOnNode(group, item.directNodeId, item.pinnedProviderId)
               ? 'node_not_found'
-              : undefined;
+              : this.#outgrown(item)
+                ? 'context_length_exceeded'
+                : undefined;
         if (code !== undefined) {
           this.#dequeue(item);
           group.rejected++;
@@ -705,6 +709,12 @@ export class Scheduler {
         item = next;
       }
     }
+  }
+
+  /** A long waiter no provider it may go to (connected or not) declares a window for: admission's check, again. */
+  #outgrown(item: QueueItem): boolean {
+    const need = contextNeed(item.estimatedTokens, this.#registry.longThreshold);
+    return need > 0 && !someFits(item.group, this.#wantOf(item.directNodeId, item.api, item.pinnedProviderId), need);
   }
 
   // --- Introspection --------------------------------------------------------

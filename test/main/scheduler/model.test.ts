@@ -713,6 +713,8 @@ function runModel(seed: number, steps: number): void {
         const pinned = q.pinned;
         if (pinned !== undefined && !(m.cfg.models.get(q.alias)!.map.has(pinned) && m.cfg.providers.get(pinned)!.enabled && m.cfg.providers.get(pinned)!.capacity > 0)) orphans.set(q.id, 'pinned_provider_gone');
         else if (q.direct !== undefined && !m.servesOnNode(q.alias, q.direct, q.pinned)) orphans.set(q.id, 'node_not_found');
+        // Long (by the new threshold) past every window it may go to: refused as admission would.
+        else if (q.tokens >= m.cfg.threshold && ![...m.cfg.models.get(q.alias)!.map.keys()].some((pid) => m.fits(pid, q))) orphans.set(q.id, 'context_length_exceeded');
       }
       for (const id of orphans.keys()) m.queued.delete(id);
       m.lastResort(m.groupOrder.map((alias) => m.cfg.models.get(alias) as MModel));
