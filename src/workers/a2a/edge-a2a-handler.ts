@@ -342,9 +342,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       },
     });
     entry.cancelRun = (asked) => sink.cancel(asked);
-    // include_usage: OpenAI's API and vLLM tell a stream's usage only when asked, and the run's tokens (records,
-    // edge_stream_tokens_total, a fair tenant's charge) come from it.
-    const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, stream_options: { include_usage: true }, messages: [...earlier, { role: 'user', content: prompt }] }));
+    const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, messages: [...earlier, { role: 'user', content: prompt }] }));
     const info = inspectBody(body, 64) as InspectOk;
     const request = runRequest(contextId, call.requestTag, call.fairnessHeaders);
     this.#plane.begin(CHAT, CHAT.path, request, sink.asResponse(), body, info, key, undefined, sink);
