@@ -54,8 +54,9 @@ const MAX_RETIRED_PARTS = 8;
  * exit and after it are the same numbers in the same order (the exited
  * worker's last scrape where its live part was; its replacement, new, adds
  * nothing yet), so the totals come out exactly as before. Past
- * MAX_RETIRED_PARTS exits of one index the oldest two are folded (then an
- * ulp may go, once in that many crashes).
+ * MAX_RETIRED_PARTS exits of one index, each further exit folds its oldest
+ * two: from then on a total may come out an ulp lower at that index's exits
+ * (a crash-looping worker, where bounded memory is worth more).
  */
 export class RetiredMetrics {
   readonly #byIndex: FoldableMetric[][][] = [];
