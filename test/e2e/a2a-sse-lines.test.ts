@@ -7,14 +7,12 @@
 // the same provider streamed whole to an openai SDK client.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import type { Message, SendMessageRequest, Task } from '@a2a-js/sdk';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
-import { startProvidersStack, type ProvidersStack } from '../helpers/stack.js';
+import { startProvidersStack, startScriptedProvider, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
 
 const COMPLETED = 3;
 const TEXT = ['Hé', 'llo', ' wörld €😀'];
@@ -42,31 +40,26 @@ function request(text: string): SendMessageRequest {
 }
 
 describe('A2A over a provider stream with legal but unusual SSE lines', () => {
-  let server: Server;
+  let provider: ScriptedProvider;
   let stack: ProvidersStack;
   let edge: RunningEdge;
   before(async () => {
-    server = createServer((req, res) => {
-      req.resume();
-      req.on('end', async () => {
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        for (const piece of CASES[(req.headers['x-case'] as string | undefined) ?? current]()) {
-          res.write(piece);
-          await new Promise((resolve) => setImmediate(resolve));
-        }
-        res.end();
-      });
+    provider = await startScriptedProvider(async (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const piece of CASES[(req.headers['x-case'] as string | undefined) ?? current]()) {
+        res.write(piece);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      res.end();
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    stack = await startProvidersStack('m', { p: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, {}, {}, {
+    stack = await startProvidersStack('m', { p: provider.url }, {}, {}, {
       a2a: { agents: [{ id: 'writer', model: 'm', name: 'Writer', description: 'Writes', skills: [{ id: 'write', name: 'Write', description: 'Writes text', tags: ['text'] }] }] },
     });
     edge = stack.edge;
   });
   after(async () => {
     await stack?.close();
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
+    await provider?.close();
   });
 
   for (const name of Object.keys(CASES)) {

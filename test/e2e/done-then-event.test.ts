@@ -3,11 +3,9 @@
 // client has the end of its answer with that [DONE]: a provider reset after
 // it adds no error of the edge's to the stream.
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { startProvidersStack, type ProvidersStack } from '../helpers/stack.js';
+import { startProvidersStack, startScriptedProvider, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
 
 const ALIAS = 'm';
 const chunk = (choices: object[], usage?: object): string => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'served-p', choices, ...(usage === undefined ? {} : { usage }) })}\n\n`;
@@ -20,27 +18,22 @@ const streamWith = (trailer: string): string =>
 
 /** Resets the provider's socket once the client read the whole stream. */
 let resetProvider: (() => void) | undefined;
-let provider: Server;
+let provider: ScriptedProvider;
 let stack: ProvidersStack;
 
 before(async () => {
-  provider = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      // One write: [DONE] and the event behind it reach the edge in one chunk.
-      res.write(streamWith(req.headers['x-trailer'] as string));
-      resetProvider = () => res.socket?.resetAndDestroy();
-    });
+  provider = await startScriptedProvider((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    // One write: [DONE] and the event behind it reach the edge in one chunk.
+    res.write(streamWith(req.headers['x-trailer'] as string));
+    resetProvider = () => res.socket?.resetAndDestroy();
   });
-  await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
-  stack = await startProvidersStack(ALIAS, { p: `http://127.0.0.1:${(provider.address() as AddressInfo).port}` });
+  stack = await startProvidersStack(ALIAS, { p: provider.url });
 });
 
 after(async () => {
   await stack.close();
-  provider.closeAllConnections();
-  await new Promise<void>((resolve) => provider.close(() => resolve()));
+  await provider.close();
 });
 
 for (const trailer of Object.keys(TRAILERS)) {

@@ -4,10 +4,9 @@
 // never a clean end it would take for the whole answer. A provider's own
 // `event: error` ends its stream as it is, without a second error after it.
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
 import { after, before, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
-import { startProvidersStack, type ProvidersStack } from '../helpers/stack.js';
+import { startProvidersStack, startScriptedProvider, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
 
 const ALIAS = 'claude-ish';
 const event = (name: string, data: unknown): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...(data as object) })}\n\n`;
@@ -29,33 +28,28 @@ let sendDone: (() => void) | undefined;
 /** Resets the provider's socket of an `x-trailer: ping-reset` answer, after its ping reached the client. */
 let resetProvider: (() => void) | undefined;
 
-let provider: Server;
+let provider: ScriptedProvider;
 let stack: ProvidersStack;
 
 before(async () => {
   // Each answer ends cleanly (the chunked body's last chunk), after the ending its x-ending header names.
-  provider = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      // vLLM's /v1/messages writes the chat API's `data: [DONE]` after its last event, whole or failed.
-      if (req.headers['x-done'] === 'later') {
-        res.write(OPENING + ENDINGS[req.headers['x-ending'] as string]);
-        if (req.headers['x-trailer'] === 'ping-reset') {
-          sendDone = () => res.write(event('ping', {}));
-          resetProvider = () => res.socket?.resetAndDestroy();
-        } else sendDone = () => res.end(req.headers['x-trailer'] === 'ping' ? `${event('ping', {})}: still here\n\n` : DONE);
-      } else res.end(OPENING + ENDINGS[req.headers['x-ending'] as string] + (req.headers['x-done'] === 'yes' ? DONE : ''));
-    });
+  provider = await startScriptedProvider((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    // vLLM's /v1/messages writes the chat API's `data: [DONE]` after its last event, whole or failed.
+    if (req.headers['x-done'] === 'later') {
+      res.write(OPENING + ENDINGS[req.headers['x-ending'] as string]);
+      if (req.headers['x-trailer'] === 'ping-reset') {
+        sendDone = () => res.write(event('ping', {}));
+        resetProvider = () => res.socket?.resetAndDestroy();
+      } else sendDone = () => res.end(req.headers['x-trailer'] === 'ping' ? `${event('ping', {})}: still here\n\n` : DONE);
+    } else res.end(OPENING + ENDINGS[req.headers['x-ending'] as string] + (req.headers['x-done'] === 'yes' ? DONE : ''));
   });
-  await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
-  const { port } = provider.address() as { port: number };
-  stack = await startProvidersStack(ALIAS, { p: `http://127.0.0.1:${port}` }, {}, { p: ['messages'] });
+  stack = await startProvidersStack(ALIAS, { p: provider.url }, {}, { p: ['messages'] });
 });
 
 after(async () => {
   await stack.close();
-  await new Promise<void>((resolve) => provider.close(() => resolve()));
+  await provider.close();
 });
 
 function streamText(ending: string, done = 'no'): Promise<string> {

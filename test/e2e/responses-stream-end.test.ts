@@ -7,10 +7,9 @@
 // second error after it.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { agentFor, ALIAS, startStack, type Stack } from '../helpers/stack.js';
+import { agentFor, ALIAS, startScriptedProvider, startStack, type ScriptedProvider, type Stack } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const RESPONSE = { id: 'resp_1', object: 'response', created_at: 1, model: 'served', status: 'in_progress', output: [] as unknown[] };
@@ -35,28 +34,23 @@ const ENDINGS: Record<string, string> = {
   'data-error': `data: ${JSON.stringify(PROVIDER_ERROR)}\n\n`,
 };
 
-let provider: Server;
+let provider: ScriptedProvider;
 let stack: Stack;
 
 before(async () => {
   // Each answer ends cleanly after the ending its x-ending header names: a chunked body's last chunk, or
   // (x-close) a close-delimited body the provider ends by closing the connection.
-  provider = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const body = OPENING + ENDINGS[req.headers['x-ending'] as string];
-      if (req.headers['x-close'] === undefined) {
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.end(body);
-        return;
-      }
-      res.socket?.end(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n${body}`);
-    });
+  provider = await startScriptedProvider((req, res) => {
+    const body = OPENING + ENDINGS[req.headers['x-ending'] as string];
+    if (req.headers['x-close'] === undefined) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(body);
+      return;
+    }
+    res.socket?.end(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n${body}`);
   });
-  await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
-  const { port } = provider.address() as { port: number };
   stack = await startStack({ providerType: 'vllm', startAgent: false });
-  const agent = agentFor(stack.edge.grpcPort, `http://127.0.0.1:${port}`, undefined, undefined, 'vllm');
+  const agent = agentFor(stack.edge.grpcPort, provider.url, undefined, undefined, 'vllm');
   stack.agent = agent;
   const registered = once(agent, 'registered');
   agent.start();
@@ -65,7 +59,7 @@ before(async () => {
 
 after(async () => {
   await stack.close();
-  await new Promise<void>((resolve) => provider.close(() => resolve()));
+  await provider.close();
 });
 
 function streamText(headers: Record<string, string>): Promise<string> {

@@ -5,13 +5,11 @@
 // bytes, no error of the edge's after them, and the run is recorded as ended
 // with its tokens.
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
-import { startProvidersStack, waitFor, type ProvidersStack } from '../helpers/stack.js';
+import { startProvidersStack, startScriptedProvider, waitFor, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const PING = 'event: ping\ndata: {"type": "ping"}\n\n';
@@ -43,29 +41,24 @@ const CASES: Record<string, string[]> = {
 };
 
 describe('a ping, comment or [DONE] in the same chunk as the last event', () => {
-  let server: Server;
+  let provider: ScriptedProvider;
   let stack: ProvidersStack;
   let edge: RunningEdge;
   before(async () => {
-    server = createServer((req, res) => {
-      req.resume();
-      req.on('end', async () => {
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        for (const chunk of CASES[req.headers['x-case'] as string]) {
-          res.write(chunk);
-          await new Promise((resolve) => setImmediate(resolve));
-        }
-        res.end();
-      });
+    provider = await startScriptedProvider(async (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const chunk of CASES[req.headers['x-case'] as string]) {
+        res.write(chunk);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      res.end();
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    stack = await startProvidersStack('m', { p: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, {}, { p: ['chat', 'messages', 'responses'] }, { admin: { host: '127.0.0.1', port: 0 } });
+    stack = await startProvidersStack('m', { p: provider.url }, {}, { p: ['chat', 'messages', 'responses'] }, { admin: { host: '127.0.0.1', port: 0 } });
     edge = stack.edge;
   });
   after(async () => {
     await stack?.close();
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
+    await provider?.close();
   });
 
   async function finishedRecord(runId: string | null): Promise<{ state?: string; outcome?: string; tokens?: unknown }> {

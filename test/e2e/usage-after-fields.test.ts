@@ -6,15 +6,13 @@
 // counted no tokens: no edge_stream_tokens_total, no tokens in the run
 // record, no fair-queuing charge.
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { NodeAgent } from '../../src/agent/agent.js';
-import { NODE_ID, NODE_TOKEN, startRegisteredAgent, testWorkers, waitFor } from '../helpers/stack.js';
+import { NODE_ID, NODE_TOKEN, startRegisteredAgent, startScriptedProvider, testWorkers, waitFor, type ScriptedProvider } from '../helpers/stack.js';
 
 /** vLLM's ChatCompletionResponse, fields in its order, with prompt_logprobs and prompt_token_ids asked for. */
 function vllmAnswer(): string {
@@ -48,26 +46,22 @@ function responsesStream(): string[] {
 }
 
 describe("an answer with fields after its usage (vLLM's prompt_logprobs)", () => {
-  let server: Server;
+  let provider: ScriptedProvider;
   let edge: RunningEdge;
   let agent: NodeAgent;
   before(async () => {
     const body = vllmAnswer();
-    server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        if (req.url === '/v1/responses') {
-          res.writeHead(200, { 'content-type': 'text/event-stream' });
-          for (const event of responsesStream()) res.write(event);
-          res.end();
-          return;
-        }
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-        res.end(body);
-      });
+    provider = await startScriptedProvider((req, res) => {
+      if (req.url === '/v1/responses') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        for (const event of responsesStream()) res.write(event);
+        res.end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const url = provider.url;
     edge = await startEdge(
       parseEdgeConfig(
         {
@@ -87,8 +81,7 @@ describe("an answer with fields after its usage (vLLM's prompt_logprobs)", () =>
   after(async () => {
     await agent?.stop();
     await edge?.close();
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
+    await provider?.close();
   });
 
   async function finishedRecord(runId: string | null): Promise<{ state?: string; tokens?: unknown }> {

@@ -1,6 +1,8 @@
 // Starts a real stack on loopback for end-to-end tests: mock provider,
 // edge (HTTP + gRPC on ephemeral ports) and a node agent dialling it.
 import { once } from 'node:events';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { NodeAgent } from '../../src/agent/agent.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
@@ -321,4 +323,32 @@ export async function chatOnFreshConnection(baseURL: string, model: string, key?
   } finally {
     await dispatcher.close();
   }
+}
+
+/** A provider a test scripts by hand (startScriptedProvider). */
+export interface ScriptedProvider {
+  /** Its base URL, for startProvidersStack's providers. */
+  readonly url: string;
+  /** Cuts its open connections and stops listening. */
+  close(): Promise<void>;
+}
+
+/**
+ * A loopback HTTP server that calls `answer` for each request once its body
+ * was read: for tests whose provider writes exact bytes (an SSE quirk, a cut,
+ * a reset) that the mock cannot.
+ */
+export async function startScriptedProvider(answer: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>): Promise<ScriptedProvider> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => void answer(req, res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }
