@@ -12,7 +12,7 @@ import { ClientFactory } from '@a2a-js/sdk/client';
 import type { Message, SendMessageRequest, Task } from '@a2a-js/sdk';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
-import { startProvidersStack, startScriptedProvider, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
+import { startProvidersStack, startScriptedProvider, writeEventStream, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
 
 const COMPLETED = 3;
 const TEXT = ['Hé', 'llo', ' wörld €😀'];
@@ -44,14 +44,7 @@ describe('A2A over a provider stream with legal but unusual SSE lines', () => {
   let stack: ProvidersStack;
   let edge: RunningEdge;
   before(async () => {
-    provider = await startScriptedProvider(async (req, res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      for (const piece of CASES[(req.headers['x-case'] as string | undefined) ?? current]()) {
-        res.write(piece);
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      res.end();
-    });
+    provider = await startScriptedProvider((req, res) => writeEventStream(res, CASES[(req.headers['x-case'] as string | undefined) ?? current]()));
     stack = await startProvidersStack('m', { p: provider.url }, {}, {}, {
       a2a: { agents: [{ id: 'writer', model: 'm', name: 'Writer', description: 'Writes', skills: [{ id: 'write', name: 'Write', description: 'Writes text', tags: ['text'] }] }] },
     });

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
-import { startProvidersStack, startScriptedProvider, waitFor, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
+import { startProvidersStack, startScriptedProvider, waitFor, writeEventStream, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const PING = 'event: ping\ndata: {"type": "ping"}\n\n';
@@ -45,14 +45,7 @@ describe('a ping, comment or [DONE] in the same chunk as the last event', () => 
   let stack: ProvidersStack;
   let edge: RunningEdge;
   before(async () => {
-    provider = await startScriptedProvider(async (req, res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      for (const chunk of CASES[req.headers['x-case'] as string]) {
-        res.write(chunk);
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      res.end();
-    });
+    provider = await startScriptedProvider((req, res) => writeEventStream(res, CASES[req.headers['x-case'] as string]));
     stack = await startProvidersStack('m', { p: provider.url }, {}, { p: ['chat', 'messages', 'responses'] }, { admin: { host: '127.0.0.1', port: 0 } });
     edge = stack.edge;
   });

@@ -352,3 +352,13 @@ export async function startScriptedProvider(answer: (req: IncomingMessage, res: 
     },
   };
 }
+
+/** Answers 200 text/event-stream with `pieces`, each in a write of its own a turn apart (each its own chunk on the wire), then ends. */
+export async function writeEventStream(res: ServerResponse, pieces: Iterable<string>): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  for (const piece of pieces) {
+    res.write(piece);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  res.end();
+}
