@@ -285,6 +285,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
         // limit a refresh adds counts the requests already open, as ClientAuth's local count does at workers.count 0.
         limitedKey = apiKey;
         this.#keyOf.set(requestId, apiKey);
+        // Counted here too (never refused on): ClientAuth keeps a revoked key's object while it has requests
+        // open, so a key given back by a later refresh is this object, updated, and #releaseKey sees its new limit.
+        apiKey.inFlight++;
       }
     }
     const exchange = new ProxyExchange(this, requestId, this.#runIdPrefix + requestId.toString(36), path, request, response, body, info, route, pinnedProviderId);
@@ -785,7 +788,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (key === undefined) return;
     this.#keyOf.delete(requestId);
     if (this.sharedKeyLimits) this.#driver.releaseKey(requestId, key.maxConcurrent !== Infinity);
-    else key.release();
+    key.release();
   }
 
   /** Shared key limits: the key was at its limit, nothing was admitted or taken. Same reply as ClientServer's. */
@@ -793,6 +796,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     // Always there: the admit carried the key, and only forget() (which also ends `pending`) clears it.
     const key = this.#keyOf.get(exchange.requestId) as ApiKeyState;
     this.#keyOf.delete(exchange.requestId);
+    key.release();
     exchange.reject(Errors.tooManyConcurrent, retryAfterSec, keyLimitMessage(key));
   }
 }

@@ -111,7 +111,8 @@ export class ClientAuth {
       names.add(key.name);
     }
     // A removed key's state is kept while its requests are open (it no longer authenticates): given back by a
-    // later refresh, the key finds them counted, as the I/O workers' count by name (KeyConcurrency) does.
+    // later refresh, the key finds them counted, as the I/O workers' count by name (KeyConcurrency) does. With
+    // workers the data plane counts here too, so those requests' releases see the limit the key has now.
     for (const [name, state] of this.#byName) if (!names.has(name) && state.inFlight === 0) this.#byName.delete(name);
     this.#byDigest = byDigest;
   }
