@@ -802,7 +802,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 }
 
 function keyLimitMessage(key: ApiKeyState): string {
-  return `this API key already has ${key.maxConcurrent} requests open (its limit); retry when one finishes`;
+  // The limit, not the count: after a refresh lowered it, more than this may still be open.
+  const limit = key.maxConcurrent;
+  return `this API key is at its limit of ${limit} concurrent request${limit === 1 ? '' : 's'}; retry when one finishes`;
 }
 
 /** At most one "node at its tunnel limit" line this often (ms). */

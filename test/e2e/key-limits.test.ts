@@ -59,7 +59,7 @@ describe('max_concurrent across worker threads', () => {
       const body = (await r.json()) as { error: { code: string; type: string; message: string } };
       assert.equal(body.error.code, 'too_many_concurrent_requests');
       assert.equal(body.error.type, 'rate_limit_error');
-      assert.equal(body.error.message, `this API key already has ${LIMIT} requests open (its limit); retry when one finishes`);
+      assert.equal(body.error.message, `this API key is at its limit of ${LIMIT} concurrent requests; retry when one finishes`);
     }
     await Promise.all(responses.filter((r) => r.status !== 429).map((r) => r.arrayBuffer()));
     assert.deepEqual(statuses, [...Array<number>(LIMIT).fill(200), ...Array<number>(12 - LIMIT).fill(429)]);
