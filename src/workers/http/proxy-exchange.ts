@@ -385,8 +385,10 @@ export class ProxyExchange implements TunnelConsumer {
   /** A created Response's id, or a Messages stream's message_start, is read from the body's head. */
   #startCapture(status: number): void {
     if (status < 200 || status >= 300) return;
-    // Only a created Response is stored (compact and input_tokens answer other objects).
-    if (this.route === RESPONSES) this.#capturing = this.request.method === 'POST';
+    // Only a created Response is stored (compact and input_tokens answer other objects). A cancel (POST
+    // /v1/responses/{id}/cancel) answers a Response too, but makes none: remembered from its answer, an id
+    // a DELETE on another connection forgot meanwhile would come back, sent to its provider for days.
+    if (this.route === RESPONSES) this.#capturing = this.request.method === 'POST' && this.#generates;
     else this.#capturing = this.route === MESSAGES && this.#isEventStream;
   }
 
