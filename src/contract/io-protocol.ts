@@ -112,8 +112,9 @@ export interface AffinityMessage {
   readonly responseId: string;
   readonly stored: StoredResponse | null;
   /**
-   * Set when the worker used a response it knew (a follow-up, GET, DELETE): every copy makes it the
-   * most recently used, at this expiry (epoch ms, unchanged by the use); absent: newly learnt.
+   * Set when the worker used a response it knew (a follow-up, GET, DELETE): every copy that still
+   * knows it makes it the most recently used (StoredResponses.touch; a copy that forgot it, deleted
+   * meanwhile, keeps it forgotten); absent: newly learnt.
    */
   readonly expiresAt?: number;
 }

@@ -59,6 +59,15 @@ export class StoredResponses {
     return entry;
   }
 
+  /**
+   * A use told by another thread: makes `id` the most recently used where it is still known, at its own
+   * expiry, and never adds it. Added, a use read after the DELETE that forgot it (a worker that had not
+   * heard of the DELETE yet used it) would bring a deleted response back, on every thread, for its TTL.
+   */
+  touch(id: string): void {
+    this.lookup(id);
+  }
+
   forget(id: string): void {
     this.#entries.delete(id);
   }

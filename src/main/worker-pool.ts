@@ -549,7 +549,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
     }
     if (message.type === 'affinity') {
       if (message.stored === null) this.#responses.forget(message.responseId);
-      else this.#responses.remember(message.responseId, message.stored, message.expiresAt);
+      else if (message.expiresAt !== undefined) this.#responses.touch(message.responseId);
+      else this.#responses.remember(message.responseId, message.stored);
       // Every other worker learns where the response lives (id 0: no reply wanted).
       for (const slot of this.#slots) {
         if (slot.index !== from && !slot.exited) slot.worker?.postMessage({ id: 0, type: 'affinity', responseId: message.responseId, stored: message.stored, expiresAt: message.expiresAt });

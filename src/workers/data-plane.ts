@@ -622,9 +622,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.onAffinity?.(responseId, stored);
   }
 
-  /** What another worker learnt about a stored response (null: deleted). */
-  applyAffinity(responseId: string, stored: StoredResponse | null, expiresAt?: number): void {
+  /** What another worker learnt about a stored response (null: deleted); `used`: it used one it knew (reorders, never adds). */
+  applyAffinity(responseId: string, stored: StoredResponse | null, expiresAt?: number, used = false): void {
     if (stored === null) this.responses.forget(responseId);
+    else if (used) this.responses.touch(responseId);
     else this.responses.remember(responseId, stored, expiresAt);
   }
 

@@ -73,7 +73,8 @@ async function control(request: ControlRequest): Promise<unknown> {
     case 'metrics':
       return (await plane.metricParts())[0];
     case 'affinity':
-      if (request.call === undefined || request.stored !== null) plane.plane.applyAffinity(request.responseId, request.stored, request.expiresAt);
+      // A pool's answer (call) is learnt; another worker's use (expiresAt, no call) only reorders what is known here.
+      if (request.call === undefined || request.stored !== null) plane.plane.applyAffinity(request.responseId, request.stored, request.expiresAt, request.call === undefined && request.expiresAt !== undefined);
       if (request.call !== undefined) {
         affinityAsks.get(request.call)?.();
         affinityAsks.delete(request.call);
