@@ -3,7 +3,7 @@
 // its path, so one run shows an operator all mistakes in the file.
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, headerSafeId, MAX_NODE_ID_CHARS, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
@@ -101,7 +101,7 @@ export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
 
   const node = r.object('node', root.node) ?? {};
   r.noUnknownKeys('node', node, ['id', 'token']);
-  const nodeId = r.string('node.id', node.id);
+  const nodeId = headerSafeId(r, 'node.id', node.id, MAX_NODE_ID_CHARS, "the edge's config holds none longer");
   const token = readSecret(r, 'node.token', node.token, false) ?? '';
 
   const providers = readProviders(r, root.providers);
@@ -170,8 +170,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const item = r.object(path, items[i]);
     if (item === undefined) continue;
     r.noUnknownKeys(path, item, item.type === 'cli' ? ['id', 'type', 'endpoints', ...CLI_KEYS] : ['id', 'type', 'base_url', 'api_key', 'connections', 'endpoints', 'health_path']);
-    const id = r.string(`${path}.id`, item.id);
-    if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) r.problems.push(`${path}.id: ${Buffer.byteLength(id, 'utf8')} bytes; at most ${MAX_PROVIDER_ID_BYTES} (the edge refuses a node registering a longer one)`);
+    const id = headerSafeId(r, `${path}.id`, item.id, MAX_PROVIDER_ID_BYTES, 'the edge refuses a node registering a longer one');
     if (id !== '') {
       const first = firstPathOfId.get(id);
       if (first === undefined) firstPathOfId.set(id, `${path}.id`);
@@ -195,6 +194,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
   }
   return providers;
 }
+
 
 function readAddress(r: ConfigReader, path: string, value: unknown): string {
   const text = r.string(path, value);

@@ -5,7 +5,7 @@ import { MAX_ANNOUNCED_PROVIDERS, MAX_PROVIDER_ID_BYTES, MAX_REQUEST_BODY_BYTES 
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader, noBrackets, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, headerSafeId, MAX_NODE_ID_CHARS, noBrackets, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
 import { readEndpoints } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { bareHost, dialPort } from '../shared/url-host.js';
@@ -90,28 +90,8 @@ function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): Boots
 /** RFC 3339 date-time with a required offset (Z or ±hh:mm); Date.parse then reads it unambiguously. */
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
-/** Printable ASCII: what an HTTP header value carries as is. */
-const HEADER_SAFE = /^[\x20-\x7e]+$/;
-
-/**
- * A node's or provider's id: every answer names them in its x-edge-node and
- * x-edge-provider headers (written unchecked on the hot path), so an id a
- * header cannot carry is refused here, not found out by every request.
- */
-function headerSafeId(r: ConfigReader, path: string, value: unknown, maxChars: number, why: string): string {
-  const id = r.string(path, value);
-  if (id !== '' && !HEADER_SAFE.test(id)) r.problem(path, 'printable ASCII (it is sent in the x-edge-node and x-edge-provider response headers)', value);
-  else noBrackets(r, path, id);
-  // A URL normalises a dot segment away: /admin/nodes/../drain and the bootstrap listener's node paths could never name it.
-  if (id === '.' || id === '..') r.problems.push(`${path}: ${JSON.stringify(id)} is a dot segment; admin and bootstrap URLs cannot name it`);
-  if (id.length > maxChars) r.problems.push(`${path}: ${id.length} characters; at most ${maxChars} (${why})`);
-  return id;
-}
-
 /** A provider id's cap: its node announces it at Register, which refuses a longer one (the node would never connect). */
 const PROVIDER_ID_WHY = 'the edge refuses a node registering a longer one';
-/** A node id's cap: it goes out in every answer the node serves, and clients' header limits refuse a huge one. */
-const MAX_NODE_ID_CHARS = 256;
 const NODE_ID_WHY = 'it is sent in the x-edge-node header of every answer the node serves';
 
 function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConfig | undefined {

@@ -133,6 +133,28 @@ export function noBrackets(r: ConfigReader, path: string, id: string): void {
   if (/[[\]]/.test(id)) r.problems.push(`${path}: ${JSON.stringify(id)} holds '[' or ']', which a config refresh uses to name entries; pick another`);
 }
 
+/** The edge's cap on a node id: it goes out in every answer the node serves, and clients' header limits refuse a huge one. */
+export const MAX_NODE_ID_CHARS = 256;
+
+/**
+ * A node's or provider's id, read alike by the edge's config and the agent's
+ * (an id only one side accepts never matches: the agent is refused at every
+ * reconnect, or its provider never gets a request). Every answer names them in
+ * its x-edge-node and x-edge-provider headers, written unchecked on the hot
+ * path, so an id a header cannot carry is refused here.
+ */
+export function headerSafeId(r: ConfigReader, path: string, value: unknown, maxChars: number, why: string): string {
+  const id = r.string(path, value);
+  const odd = /[^\x20-\x7e]/u.exec(id);
+  // Named by its code point: printed as is, a look-alike pasted from a web page ("gpu‑1" with U+2011) reads as the id it imitates.
+  if (odd !== null) r.problems.push(`${path}: expected printable ASCII (it is sent in the x-edge-node and x-edge-provider response headers), found ${describe(id)}, with U+${(odd[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')} at character ${odd.index + 1}`);
+  else noBrackets(r, path, id);
+  // A URL normalises a dot segment away: /admin/nodes/../drain and the bootstrap listener's node paths could never name it.
+  if (id === '.' || id === '..') r.problems.push(`${path}: ${JSON.stringify(id)} is a dot segment; admin and bootstrap URLs cannot name it`);
+  if (id.length > maxChars) r.problems.push(`${path}: ${id.length} characters; at most ${maxChars} (${why})`);
+  return id;
+}
+
 /**
  * How config files are parsed: the parser's warnings are not printed. It
  * emits them as process warnings (stderr, the journal) quoting the whole

@@ -356,6 +356,21 @@ test('a base_url ending in /v1 is refused: every request would go to /v1/v1/…'
 test('a provider id or a provider count the edge refuses at Register is refused here: the agent would reconnect for ever', () => {
   const raw = (ids: readonly string[]): unknown => ({ edge: { address: 'edge:1' }, node: { id: 'n', token: 't' }, providers: ids.map((id) => ({ id, type: 'ollama', base_url: 'http://h:1' })) });
   assert.equal(parseAgentConfig(raw(['p'.repeat(256)]), 'test').providers[0].id.length, 256);
-  assert.deepEqual(problemsOf(raw(['é'.repeat(129)])), ['providers[0].id: 258 bytes; at most 256 (the edge refuses a node registering a longer one)']);
+  assert.deepEqual(problemsOf(raw(['p'.repeat(257)])), ['providers[0].id: 257 characters; at most 256 (the edge refuses a node registering a longer one)']);
   assert.deepEqual(problemsOf(raw(Array.from({ length: 1025 }, (_, i) => `p${i}`))), ['providers: 1025 providers; at most 1024 (the edge refuses a node registering more)']);
+});
+
+test("node.id and providers[].id the edge's config could never hold are refused, naming the field and value: the agent would be refused or its provider never used", () => {
+  const raw = (nodeId: string, providerId: string): unknown => ({ edge: { address: 'edge:1' }, node: { id: nodeId, token: 't' }, providers: [{ id: providerId, type: 'ollama', base_url: 'http://h:1' }] });
+  // A non-breaking hyphen (U+2011) pasted from a web page looks like gpu-1.
+  assert.deepEqual(problemsOf(raw('gpu\u20111', 'p\u00e9')), [
+    `node.id: expected printable ASCII (it is sent in the x-edge-node and x-edge-provider response headers), found the string "gpu\u20111", with U+2011 at character 4`,
+    `providers[0].id: expected printable ASCII (it is sent in the x-edge-node and x-edge-provider response headers), found the string "p\u00e9", with U+00E9 at character 2`,
+  ]);
+  assert.deepEqual(problemsOf(raw('n[1]', '..')), [
+    `node.id: "n[1]" holds '[' or ']', which a config refresh uses to name entries; pick another`,
+    'providers[0].id: ".." is a dot segment; admin and bootstrap URLs cannot name it',
+  ]);
+  assert.deepEqual(problemsOf(raw('n'.repeat(257), 'p')), ["node.id: 257 characters; at most 256 (the edge's config holds none longer)"]);
+  assert.equal(parseAgentConfig(raw('gpu 1.rack-3_a', 'p q'), 'test').node.id, 'gpu 1.rack-3_a');
 });
