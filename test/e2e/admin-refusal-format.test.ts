@@ -50,4 +50,27 @@ describe('admin refusals before a route runs', () => {
     // The listener still serves.
     assert.equal((await stack.admin('/admin/status')).status, 200);
   });
+
+  test('a body over the route\'s limit, of a type the admin API does not read, or not JSON is refused with its own code and says what to send', async () => {
+    const post = async (path: string, contentType: string, body: string): Promise<{ status: number; code: string; message: string }> => {
+      const res = await fetch(`${stack.edge.adminUrl}${path}`, { method: 'POST', headers: { 'content-type': contentType }, body });
+      const { error } = (await res.json()) as { error: { code: string; message: string } };
+      return { status: res.status, code: error.code, message: error.message };
+    };
+    const big = await post('/admin/nodes/gpu-1/commands', 'application/json', JSON.stringify({ kind: 'probe', pad: 'x'.repeat(1024 * 1024) }));
+    assert.deepEqual([big.status, big.code], [413, 'request_too_large']);
+    assert.match(big.message, /1048576 bytes/);
+    // The refresh route takes 4 MiB (an inline config): its limit is the one named.
+    const bigConfig = await post('/admin/config/refresh', 'application/json', JSON.stringify({ mode: 'evaluate', config: 'x'.repeat(4 * 1024 * 1024) }));
+    assert.deepEqual([bigConfig.status, bigConfig.code], [413, 'request_too_large']);
+    assert.match(bigConfig.message, /4194304 bytes/);
+    const yaml = await post('/admin/config/refresh', 'application/yaml', 'mode: evaluate\n');
+    assert.deepEqual([yaml.status, yaml.code], [415, 'unsupported_media_type']);
+    assert.match(yaml.message, /application\/yaml/);
+    assert.match(yaml.message, /application\/json/);
+    const broken = await post('/admin/nodes/gpu-1/commands', 'application/json', '{"kind":');
+    assert.deepEqual([broken.status, broken.code], [400, 'invalid_json']);
+    // The listener still serves.
+    assert.equal((await stack.admin('/admin/status')).status, 200);
+  });
 });

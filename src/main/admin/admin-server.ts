@@ -116,7 +116,20 @@ export class AdminServer {
 
 const METHODS = ['GET', 'POST', 'DELETE', 'PUT', 'PATCH'] as const;
 
-function onError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+function onError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  // fastify's body refusals in the admin's terms: their own codes (as the client API has them) and a message that says
+  // what to send; its own were "Request body is too large" and "Unsupported Media Type", naming neither the limit nor the type.
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      sendAdminError(reply, 413, 'request_too_large', `the body is over ${request.routeOptions.bodyLimit} bytes, the most ${request.method} ${request.url.split('?')[0]} takes`);
+      return;
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      sendAdminError(reply, 415, 'unsupported_media_type', `a body of type ${JSON.stringify(request.headers['content-type'] ?? '')} is not read here; send JSON (content-type: application/json)`);
+      return;
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      sendAdminError(reply, 400, 'invalid_json', 'the body is not valid JSON; send a JSON object (content-type: application/json)');
+      return;
+  }
   const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
   sendAdminError(reply, status, status === 500 ? 'internal_error' : 'invalid_request', error.message);
 }
