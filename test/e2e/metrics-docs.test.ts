@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+import { ALIAS, NODE_ID, sample, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+import { waitFor } from '../helpers/stack.js';
 
 interface Family {
   type: string;
@@ -77,4 +78,30 @@ test('docs/operations.md lists every edge_* metric family /metrics exports, with
   }
   assert.ok(exported.length > 30, 'the table was read');
   assert.ok([...scrape.keys()].some((n) => n.startsWith('process_')) && scrape.has('nodejs_eventloop_lag_p99_seconds'), 'prom-client default metrics');
+});
+
+test('a request that left the queue without a slot: in edge_requests_total by status, in edge_rejects_total only when the edge ended it, in no latency histogram', async () => {
+  const before = await stack.metrics();
+  const count = (text: string, name: string, labels: Record<string, string>): number => sample(text, name, labels) ?? 0;
+  assert.equal((await stack.admin(`/admin/nodes/${NODE_ID}/drain`, { method: 'POST' })).status, 200);
+  const body = JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'q' }] });
+  const leaving = new AbortController();
+  const left = fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: leaving.signal }).catch(() => 'aborted');
+  const cancelled = fetch(`${stack.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'to-cancel' }, body });
+  let queued: { id: string; requestId: string }[] = [];
+  await waitFor(async () => (queued = (await stack.admin('/admin/runs?state=queued')).json.runs).length === 2, 'two queued runs');
+  const toCancel = queued.find((run) => run.requestId === 'to-cancel') as { id: string };
+  assert.equal((await stack.admin(`/admin/runs/${toCancel.id}/cancel`, { method: 'POST' })).status, 200);
+  leaving.abort();
+  assert.equal(await left, 'aborted');
+  assert.equal((await cancelled).status, 499);
+  await waitFor(async () => (await stack.admin('/admin/runs?state=queued')).json.runs.length === 0, 'no queued run');
+  assert.equal((await stack.admin(`/admin/nodes/${NODE_ID}/undrain`, { method: 'POST' })).status, 200);
+  const after = await stack.metrics();
+  const delta = (name: string, labels: Record<string, string>): number => count(after, name, labels) - count(before, name, labels);
+  assert.equal(delta('edge_requests_total', { model: ALIAS, provider: '', status: '499' }), 2, 'both: status 499');
+  assert.equal(delta('edge_rejects_total', { reason: 'run_cancelled' }), 1, 'the cancel is a refusal');
+  assert.equal(delta('edge_rejects_total', { reason: 'client_closed' }), 0, 'the client leaving is not');
+  assert.equal(delta('edge_queue_wait_seconds_count', { model: ALIAS }), 0, 'no slot: not in the queue-wait histogram');
+  assert.equal(delta('edge_request_duration_seconds_count', { model: ALIAS }), 0, 'nor in the latency one');
 });
