@@ -280,6 +280,17 @@ describe('A2A: model agent', () => {
     }
   });
 
+  test('a POST or DELETE on an Agent Card (the edge\'s or an agent\'s) is 405 naming GET, HEAD, as on every other known route', async () => {
+    for (const path of ['/.well-known/agent-card.json', '/a2a/writer/.well-known/agent-card.json']) {
+      for (const method of ['POST', 'DELETE']) {
+        const res = await fetch(`${stack.edge.url}${path}`, { method, headers: { 'content-type': 'application/json' }, body: '{}' });
+        await res.arrayBuffer();
+        assert.equal(res.status, 405, `${method} ${path}`);
+        assert.equal(res.headers.get('allow'), 'GET, HEAD', `${method} ${path}`);
+      }
+    }
+  });
+
   test('the agent\'s base URL (ending in /, where its card is found) takes its calls too: a POST there is served, not a 405 saying POST is not allowed', async () => {
     // A client given the base URL as its endpoint (docs/a2a.md writes it with the slash); its GET is told Allow: POST.
     const card = await client.getAgentCard();

@@ -816,10 +816,13 @@ function allowedMethods(path: string): string | undefined {
   if (STORED_RESPONSE_ITEMS_PATH.test(path)) return 'GET, HEAD';
   // An agent's JSON-RPC endpoint (its card has a route of its own): a browser's GET learns it takes POST.
   if (A2A_RPC_PATH.test(path)) return 'POST';
+  // The Agent Cards (the edge's, an agent's) are read with GET: a POST there is the wrong method, not an unknown route.
+  if (path === CARD_PATH || A2A_CARD_PATH.test(path)) return 'GET, HEAD';
   return undefined;
 }
 
 const A2A_RPC_PATH = /^\/a2a\/[^/]+\/?$/;
+const A2A_CARD_PATH = /^\/a2a\/[^/]+\/\.well-known\/agent-card\.json$/;
 
 const STORED_RESPONSE_PATH = /^\/v1\/responses\/[^/]+$/;
 const STORED_RESPONSE_CANCEL_PATH = /^\/v1\/responses\/[^/]+\/cancel$/;
