@@ -51,12 +51,12 @@ function run(command: string, args: readonly string[], cwd = ROOT, timeoutMs = 6
 }
 
 /** A raw GET: the path goes on the wire exactly as written (fetch would normalize dot segments away). */
-function rawGet(port: number, path: string, token: string | null = TOKEN, method = 'GET'): Promise<{ status: number; body: string }> {
+function rawGet(port: number, path: string, token: string | null = TOKEN, method = 'GET'): Promise<{ status: number; body: string; allow?: string }> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path, method, headers: token === null ? {} : { authorization: `Bearer ${token}` } }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (s: string) => (body += s));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, allow: res.headers.allow }));
     });
     req.once('error', reject);
     req.end();
@@ -197,6 +197,15 @@ describe('bootstrap from the edge', () => {
       const res = await rawGet(edge.bootstrapPort as number, path);
       assert.equal(res.status, 404, path);
       assert.doesNotMatch(res.body, /root:|node-token-1/, path);
+    }
+  });
+
+  test('a method other than GET or HEAD, with the token, is 405 naming the methods in Allow', async () => {
+    for (const path of ['/bootstrap/v1/agent.tgz', `/bootstrap/v1/nodes/${NODE_ID}/agent.yaml`]) {
+      const res = await rawGet(edge.bootstrapPort as number, path, TOKEN, 'POST');
+      assert.equal(res.status, 405, path);
+      assert.equal(JSON.parse(res.body).error.code, 'method_not_allowed');
+      assert.equal(res.allow, 'GET, HEAD', `${path}: a 405 names the methods the listener takes (RFC 9110 §15.5.6)`);
     }
   });
 

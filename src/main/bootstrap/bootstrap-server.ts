@@ -98,7 +98,11 @@ export class BootstrapServer {
       this.#log.warn({ peer: req.socket.remoteAddress, expiredAt: new Date(this.#tokenExpiresAt).toISOString() }, 'bootstrap request with the expired token');
       return send(res, 401, 'token_expired', `the bootstrap token expired at ${new Date(this.#tokenExpiresAt).toISOString()}; the operator sets a new bootstrap.token (and token_expires_at) and restarts the edge`);
     }
-    if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method_not_allowed', 'only GET');
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      // A 405 names the methods the resource takes (RFC 9110 §15.5.6), as the client and admin listeners' do.
+      res.setHeader('allow', 'GET, HEAD');
+      return send(res, 405, 'method_not_allowed', 'only GET (or HEAD)');
+    }
     if (!rawPath.startsWith(PREFIX)) return send(res, 404, 'not_found', 'no such bootstrap artifact');
     const route = rawPath.slice(PREFIX.length);
     const match = NODE_ROUTE.exec(route);
