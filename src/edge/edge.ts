@@ -198,6 +198,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     this.refresher = new ConfigRefresher(this, options.configFile, {
       refreshed: (result, origin) => this.#refreshed(result, origin),
       committed: (configVersion, changedPaths, origin) => this.#committed(configVersion, changedPaths, origin),
+      live: (configVersion, changedPaths, origin, late) => this.#live(configVersion, changedPaths, origin, late),
     });
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
     this.series = this.admin === undefined ? undefined : new EdgeSeries({ metricsParts: () => this.#metricsParts(), groups: () => this.driver.status().groups });
@@ -318,7 +319,6 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   #committed(configVersion: number, changedPaths: readonly string[], origin: string): void {
     this.events.publish({ type: 'config.applied', configVersion, changedPaths: [...changedPaths] });
-    this.logger.info({ origin, configVersion, changed: changedPaths }, 'config applied');
     // A provider the refresh added to a connected node serves only once that node announces it: say so now,
     // not only at the node's next Register, or the operator waits for requests that never come.
     const unannounced: string[] = [];
@@ -328,6 +328,12 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     if (unannounced.length > 0) {
       this.logger.warn({ providers: unannounced }, "providers the refresh added are not announced by their node's connected agent: they get no requests until it runs them (restart it with them in its config)");
     }
+  }
+
+  #live(configVersion: number, changedPaths: readonly string[], origin: string, late: string | undefined): void {
+    // Once every I/O worker has it: a script that waits for this line and sends a request finds the new config.
+    if (late === undefined) this.logger.info({ origin, configVersion, changed: changedPaths }, 'config applied');
+    else this.logger.warn({ origin, configVersion, changed: changedPaths, late }, 'config applied');
   }
 
   #refreshed(result: RefreshResult, origin: string): void {

@@ -103,8 +103,13 @@ export interface RefreshTarget {
 export interface RefreshListener {
   /** The answer, once every concerned node answered (or its deadline passed). */
   refreshed(result: RefreshResult, origin: string): void;
-  /** An apply is live (snapshot swapped, version bumped): said at once, not after the nodes' answers. */
+  /** An apply is committed (snapshot swapped, version bumped): said at once, before the nodes are told. */
   committed?(configVersion: number, changedPaths: readonly string[], origin: string): void;
+  /**
+   * Every I/O worker serves the committed apply (each swaps it when the pool's message arrives), or `late`
+   * says which did not in time: a script that waits for this before its next request finds it everywhere.
+   */
+  live?(configVersion: number, changedPaths: readonly string[], origin: string, late: string | undefined): void;
 }
 
 const TOKEN_PATH = /^nodes\[([^\]]*)\]\.token$/;
@@ -236,6 +241,7 @@ export class ConfigRefresher {
       }
     }
     const threads = await settledWithin(everywhere, WORKERS_ACK_MS, 'the config');
+    this.#listener?.live?.(version, changes.map((c) => c.path), origin, threads);
     const nodes = await this.#askNodes(notified, version, nodeTimeoutMs, new Set(retired));
     // A concerned node with no connection is reported, not skipped: the operator sees it was not told.
     for (const node of offline) {
