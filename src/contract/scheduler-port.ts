@@ -98,6 +98,12 @@ export interface SchedulerPort {
   setDraining(nodeId: string, draining: boolean, generation?: number): void;
   /** Where the request waits in its alias's queue (x-edge-queue-updates): onQueuePosition answers. */
   queryQueuePosition?(requestId: number): void;
+  /**
+   * The connection `generation` (0: the current one) of the node no longer offers `providerId`, or offers it again
+   * with the endpoint mask it announced (undefined: none announced, the config's apply): a config refresh made the
+   * provider's type disagree with what the node announced, or agree again.
+   */
+  setAnnounced(nodeId: string, providerId: string, announced: boolean, endpoints: number | undefined, generation?: number): void;
   /** The node's active health probe of `providerId` changed verdict (an unhealthy provider gets no new requests). */
   /** `generation`: the connection whose heartbeat carried the verdict; 0 = whichever is current. */
   setProviderHealth(nodeId: string, providerId: string, healthy: boolean, generation?: number): void;

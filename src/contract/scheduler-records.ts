@@ -39,6 +39,8 @@
 //   draining   nodeId, code (1 = draining)
 //   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
 //   health     nodeId, providerId, code (1 = its active probe passes, 0 = fails)
+//   announced  nodeId, providerId, generation, code: 0 = no longer offered by that connection, else ANNOUNCED_AGAIN
+//              | its endpoint mask | 0x80 when the node announced endpoints for it (as announce's)
 //   (release: with code overloaded, value = the provider's Retry-After in ms, -1 = none;
 //    requeue: code 2 = overloaded (429/503), generation = Retry-After ms + 1, 0 = none; code 3 = the node is leaving)
 // and main -> worker:
@@ -65,6 +67,8 @@ export const RECORD_BYTES = 64;
 export const ANNOUNCED_ENDPOINTS = 0x80;
 /** announce: set in `code` when the node registered with the provider's health probe failing. */
 export const ANNOUNCED_UNHEALTHY = 0x40;
+/** announced: set in `code` when the connection offers the provider again (the low bits as announce's). */
+export const ANNOUNCED_AGAIN = 0x40;
 export const STRING_HEADER_BYTES = 8;
 
 export const RecordKind = {
@@ -89,6 +93,7 @@ export const RecordKind = {
   announce: 19,
   queuePosition: 20,
   health: 21,
+  announced: 22,
 } as const;
 export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
 

@@ -117,7 +117,7 @@ export interface ProviderStatus {
   readonly queued: number;
   readonly loadRatio: number;
   readonly connected: boolean;
-  /** The node's current connection announced this provider at Register (false: no candidate until it reconnects with it). */
+  /** The node's current connection announced this provider at Register, and its type there agrees with the config (false: no candidate until it does). */
   readonly announced: boolean;
   readonly enabled: boolean;
   readonly draining: boolean;

@@ -222,6 +222,11 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
     this.#flush();
   }
 
+  setAnnounced(nodeId: string, providerId: string, announced: boolean, endpoints: number | undefined, generation = 0): void {
+    this.scheduler.setAnnounced(nodeId, providerId, announced, endpoints, performance.now(), generation);
+    this.#flush();
+  }
+
   /** Told when a provider's probe verdict changed in the scheduler (the edge publishes it as an event). */
   onProviderHealth: ((nodeId: string, providerId: string, healthy: boolean) => void) | undefined;
 

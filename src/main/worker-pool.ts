@@ -15,7 +15,7 @@ import type { EdgeConfig } from '../shared/config-types.js';
 import type { TlsMaterial } from '../shared/tls-material.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_AGAIN, ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RunWireDecoder, type RunWireBatch } from '../contract/run-wire.js';
 import type { RunEvent } from '../contract/events.js';
@@ -719,6 +719,11 @@ export class WorkerPool implements DecisionHandler, DataPath {
       case RecordKind.health:
         driver.setProviderHealth(reader.nameOf(r.nodeId) ?? '', reader.nameOf(r.providerId) ?? '', r.code === 1, r.generation);
         return;
+      case RecordKind.announced: {
+        const endpoints = (r.code & ANNOUNCED_ENDPOINTS) !== 0 ? r.code & ~(ANNOUNCED_ENDPOINTS | ANNOUNCED_AGAIN) : undefined;
+        driver.setAnnounced(reader.nameOf(r.nodeId) ?? '', reader.nameOf(r.providerId) ?? '', (r.code & ANNOUNCED_AGAIN) !== 0, endpoints, r.generation);
+        return;
+      }
       case RecordKind.draining:
         driver.setDraining(reader.nameOf(r.nodeId) ?? '', r.code === 1, r.generation);
         return;

@@ -159,6 +159,8 @@ export class LocalPlane implements DataPath, EventSink {
     this.plane.setConfig(config);
     this.client.setConfig(config);
     this.#peers?.setMaxTunnelsPerNode(this.plane.tunnelLimit);
+    // Last: a provider whose type agrees with its node's again may be granted a waiter at once.
+    this.nodes.recheckTypes();
   }
 
   setCertificates(tls: TlsMaterial): Promise<void> {

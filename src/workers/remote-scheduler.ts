@@ -5,7 +5,7 @@
 // calls and of answers is kept.
 import type { AdmitRequest, Grant, Overloaded, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, RecordKind, RecordReader, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_AGAIN, ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, RecordKind, RecordReader, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
@@ -170,6 +170,13 @@ export class RemoteScheduler implements SchedulerPort {
   setProviderHealth(nodeId: string, providerId: string, healthy: boolean, generation = 0): void {
     const r = this.#scratch.reset(RecordKind.health);
     r.code = healthy ? 1 : 0;
+    r.generation = generation;
+    this.out.send(r, nodeId, providerId);
+  }
+
+  setAnnounced(nodeId: string, providerId: string, announced: boolean, endpoints: number | undefined, generation = 0): void {
+    const r = this.#scratch.reset(RecordKind.announced);
+    r.code = announced ? ANNOUNCED_AGAIN | (endpoints === undefined ? 0 : endpoints | ANNOUNCED_ENDPOINTS) : 0;
     r.generation = generation;
     this.out.send(r, nodeId, providerId);
   }

@@ -631,6 +631,41 @@ export class Scheduler {
   }
 
   /**
+   * Takes a provider out of what the node's connection announced, or puts
+   * it back, as if its Register had left it out or named it: the data path
+   * withdraws one whose type a config refresh made disagree with the node's
+   * (its open leases run on). `endpoints`: the mask the node announced for
+   * it (undefined: its config's). True when it changed. `generation` (0:
+   * the current one): a word about a superseded connection changes nothing.
+   */
+  setAnnounced(nodeId: string, providerId: string, announced: boolean, endpoints: number | undefined, now: number, generation = 0): boolean {
+    this.#expire(now);
+    const node = this.#registry.nodes.get(nodeId);
+    let changed = false;
+    if (node !== undefined && node.connected && (generation === 0 || node.generation === generation)) {
+      // Undefined meant every configured provider: spelt out, so that one can be left out.
+      const ids = new Set(node.announced ?? [...this.#registry.providers.values()].filter((p) => p.node === node).map((p) => p.id));
+      changed = ids.has(providerId) !== announced;
+      if (announced) ids.add(providerId);
+      else ids.delete(providerId);
+      node.announced = ids;
+      const masks = new Map(node.announcedEndpoints);
+      if (announced && endpoints !== undefined) masks.set(providerId, endpoints);
+      else masks.delete(providerId);
+      node.announcedEndpoints = masks.size === 0 ? undefined : masks;
+      // The provider may be one the catalog names only from the config swap that follows (workers.count 0).
+      const provider = this.#registry.providers.get(providerId);
+      if (changed && provider !== undefined && provider.node === node) {
+        // Withdrawn, its sessions' waiters may go elsewhere (and providers may come back as a last resort).
+        if (!announced) this.outliers.lastResort(this.#groupsOf(provider));
+        this.#pump();
+      }
+    }
+    this.#flush();
+    return changed;
+  }
+
+  /**
    * A draining node gets no new grants; its open leases run to their end.
    * Draining belongs to a connection: `generation` (0: the current one, an
    * operator's drain) names the one whose agent said Leaving, and a late

@@ -62,6 +62,16 @@ function digest(text: string): Buffer {
 /** Called with the node's session once it is current, or undefined if it never became so. */
 export type SessionWaiter = (session: NodeSession | undefined) => void;
 
+/** What an anchor's Register said of its providers' types: a config refresh checks them again. */
+interface TypeCheck {
+  /** Provider id -> the type the node runs it as (announced ids the scheduler heard of, with a type). */
+  readonly types: ReadonlyMap<string, string>;
+  /** Provider id -> the endpoint mask it announced: what the scheduler is given with a provider put back. */
+  readonly endpoints: ReadonlyMap<string, number> | undefined;
+  /** Those left out for their type, as the scheduler was last told. */
+  refused: ReadonlySet<string>;
+}
+
 
 export class NodeGateway implements SessionHost, NodeRegistrar {
   readonly #server: grpc.Server;
@@ -86,6 +96,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   readonly #all = new Set<NodeSession>();
   /** Per anchor session: the probe verdict last passed on, per provider (absent = healthy). */
   readonly #probeVerdicts = new WeakMap<NodeSession, Map<string, boolean>>();
+  /** Per anchor session: its providers' announced types, checked again on every config swap. */
+  readonly #announcedTypes = new WeakMap<NodeSession, TypeCheck>();
   /** Announced ids outside the config passed on so far (at most MAX_UNCONFIGURED_PROVIDER_IDS). */
   readonly #unconfiguredIds = new Set<string>();
   #config: EdgeConfig;
@@ -230,7 +242,10 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
     }
     const providers = this.#config.nodes.find((n) => n.id === register.nodeId)?.providers ?? [];
-    const providerIds = this.#boundedProviders(session, this.#typeCheckedProviders(register, providers), providers);
+    const announced = this.#boundedProviders(session, register.providerIds, providers);
+    const types = announcedTypes(register, announced);
+    const refused = this.#refusedForType(register.nodeId, types, providers);
+    const providerIds = refused.size === 0 ? announced : announced.filter((id) => !refused.has(id));
     const missing = providers.filter((p) => !register.providerIds.includes(p.id)).map((p) => p.id);
     if (missing.length > 0) this.logger.warn({ node: register.nodeId, missing }, 'node did not announce every configured provider; those get no requests on this connection');
     const maxTunnels = limitsOf(this.#config).maxTunnelsPerNode;
@@ -251,6 +266,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#joining.add(session.serial);
       this.#port.joinLane(register.nodeId, session.serial, register.joinGeneration);
     } else {
+      this.#announcedTypes.set(session, { types, endpoints: announcedEndpoints(register, announced), refused });
       this.#port.register(register.nodeId, session.serial, providerIds, announcedEndpoints(register, providerIds), register.draining, failingProbes(register));
     }
     return undefined;
@@ -276,28 +292,59 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   }
 
   /**
-   * The announced providers this connection may be sent requests for. The
-   * edge's retry rules follow its catalog's type (a cli run is never re-run
-   * elsewhere; an http request may be), and the agent runs what its own
-   * config says: a provider that is cli on one side only is left out, loudly.
-   * Another mismatch (ollama against vllm) changes nothing here and is only
-   * logged.
+   * The announced providers this connection may not be sent requests for.
+   * The edge's retry rules follow its catalog's type (a cli run is never
+   * re-run elsewhere; an http request may be), and the agent runs what its
+   * own config says: a provider that is cli on one side only is left out,
+   * loudly. Another mismatch (ollama against vllm) changes nothing here and
+   * is only logged. `before` (a config swap's check): those already left
+   * out, not logged again.
    */
-  #typeCheckedProviders(register: Register, providers: readonly ProviderConfig[]): string[] {
-    let ids = register.providerIds;
-    for (const entry of register.providerEndpoints) {
-      if (entry.type === '' || !ids.includes(entry.providerId)) continue;
-      const catalog = providers.find((p) => p.id === entry.providerId);
-      if (catalog === undefined || catalog.type === entry.type) continue;
-      const log = { node: register.nodeId, provider: entry.providerId, edgeType: catalog.type, nodeType: entry.type };
-      if ((catalog.type === 'cli') !== (entry.type === 'cli')) {
-        ids = ids.filter((id) => id !== entry.providerId);
-        this.logger.error(log, "provider is a cli command on one side only: it gets no requests on this connection; make nodes[].providers[].type in the edge's config match the agent's");
-      } else {
+  #refusedForType(nodeId: string, types: ReadonlyMap<string, string>, providers: readonly ProviderConfig[], before?: ReadonlySet<string>): Set<string> {
+    const refused = new Set<string>();
+    for (const [id, nodeType] of types) {
+      const catalog = providers.find((p) => p.id === id);
+      if (catalog === undefined || catalog.type === nodeType) continue;
+      const log = { node: nodeId, provider: id, edgeType: catalog.type, nodeType };
+      if ((catalog.type === 'cli') !== (nodeType === 'cli')) {
+        refused.add(id);
+        if (before?.has(id) !== true) this.logger.error(log, "provider is a cli command on one side only: it gets no requests on this connection; make nodes[].providers[].type in the edge's config match the agent's");
+      } else if (before === undefined) {
         this.logger.warn(log, "provider's type differs between the edge's config and the agent's; requests go as usual");
       }
     }
-    return ids;
+    return refused;
+  }
+
+  /**
+   * Register's type check again, for the connections anchored here, after a
+   * config swap (a refresh, SIGHUP): the scheduler is told of each provider
+   * the new types take out of what the connection offers, or put back, in
+   * the same way as Register would have (status: not_announced), without a
+   * reconnect. Called once the data path here is on the new snapshot: a
+   * provider put back may be granted a waiter at once.
+   */
+  recheckTypes(): void {
+    for (const lanes of this.#current.values()) {
+      for (const session of lanes.sessions) this.#recheckTypes(session);
+    }
+  }
+
+  #recheckTypes(session: NodeSession): void {
+    const announced = this.#announcedTypes.get(session);
+    if (announced === undefined) return; // a lane: its anchor's thread checks
+    const providers = this.#config.nodes.find((n) => n.id === session.nodeId)?.providers ?? [];
+    const refused = this.#refusedForType(session.nodeId, announced.types, providers, announced.refused);
+    for (const id of refused) {
+      if (!announced.refused.has(id)) this.#port.setAnnounced(session.nodeId, id, false, undefined, session.generation);
+    }
+    for (const id of announced.refused) {
+      if (refused.has(id)) continue;
+      const catalog = providers.find((p) => p.id === id);
+      if (catalog !== undefined) this.logger.info({ node: session.nodeId, provider: id, type: catalog.type }, "provider's type in the edge's config agrees with the agent's again: it gets requests on this connection");
+      this.#port.setAnnounced(session.nodeId, id, true, announced.endpoints?.get(id), session.generation);
+    }
+    announced.refused = refused;
   }
 
   /** The rejection of a lane whose connection already has MAX_NODE_STREAMS streams (the agent never opens more). */
@@ -356,7 +403,11 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
         this.#closeLanes(here, `superseded by generation ${generation}`);
       }
     }
-    if (!joining) this.#observer?.nodeConnected(session);
+    if (!joining) {
+      // Checked at Register against the config of that moment: one swapped in before this answer came is checked now.
+      this.#recheckTypes(session);
+      this.#observer?.nodeConnected(session);
+    }
     this.#settleWaiters(nodeId);
   }
 
@@ -497,6 +548,15 @@ function failingProbes(register: Register): ReadonlySet<string> | undefined {
     if (!probe.healthy) (failing ??= new Set()).add(probe.providerId);
   }
   return failing;
+}
+
+/** Provider id -> the type the node announced for it, for `providerIds` (an agent that predates types: none). */
+function announcedTypes(register: Register, providerIds: readonly string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const entry of register.providerEndpoints) {
+    if (entry.type !== '' && providerIds.includes(entry.providerId)) out.set(entry.providerId, entry.type);
+  }
+  return out;
 }
 
 /**

@@ -136,6 +136,35 @@ test('a provider its node did not announce at connect is no candidate for that c
   assert.deepEqual(s.checkInvariants(), []);
 });
 
+test('a provider withdrawn from its connection (a refresh changed its type) is no candidate until put back, with no reconnect', () => {
+  const spec = {
+    nodes: { n1: [{ id: 'a', capacity: 4 }, { id: 'retyped', capacity: 4 }] },
+    models: [
+      { alias: 'chat', providers: ['a', 'retyped'] },
+      { alias: 'only-retyped', providers: ['retyped'], queueTimeoutMs: 100 },
+    ],
+  };
+  const { s, sink } = setup(spec, []);
+  const generation = s.connect('n1', 0, ['a', 'retyped'], new Map([['retyped', 0b101]]))?.generation as number;
+  assert.equal(s.setAnnounced('n1', 'retyped', false, undefined, 1, generation), true);
+  assert.equal(s.setAnnounced('n1', 'retyped', false, undefined, 1, generation), false, 'already withdrawn');
+  for (let i = 1; i <= 3; i++) s.admit(req(i, 'chat'), 2);
+  assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['a', 'a', 'a'], "'retyped' would win the ties if it were a candidate");
+  s.admit(req(10, 'only-retyped'), 2);
+  assert.deepEqual(sink.take(), [], 'queued: no announced provider serves it');
+  const withdrawn = s.status().providers.find((p) => p.id === 'retyped');
+  assert.equal(withdrawn?.announced, false);
+  assert.deepEqual(withdrawn?.endpoints, ['chat', 'completions', 'embeddings'], 'its config applies, as when Register leaves it out');
+  // A word about another connection changes nothing; the current one's puts it back and serves the waiter.
+  assert.equal(s.setAnnounced('n1', 'retyped', true, 0b101, 3, generation + 1), false);
+  assert.deepEqual(sink.take(), []);
+  assert.equal(s.setAnnounced('n1', 'retyped', true, 0b101, 3, generation), true);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[10, 'retyped']]);
+  assert.deepEqual(s.status().providers.find((p) => p.id === 'retyped')?.endpoints, ['chat', 'embeddings'], 'with the APIs its node announced');
+  assert.equal(s.status().nodes.find((n) => n.id === 'n1')?.generation, generation);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
 test('a late Leaving or probe verdict from a superseded connection leaves the new one as it is', () => {
   const { s, sink } = setup(TWO_NODES, []);
   const old = s.connect('n1', 0)?.generation as number;
