@@ -47,8 +47,11 @@ export function isEndpoint(name: string): name is Endpoint {
 /** Config `endpoints` (edge and agent alike): a list of API names; absent = the type's defaults. */
 export function readEndpoints(r: ConfigReader, path: string, raw: unknown, type: string): readonly Endpoint[] {
   if (raw === undefined) return defaultEndpoints(type);
+  const items = r.list(path, raw);
+  // A provider serving no API holds a connection and is never sent a request: a slip, not a setting.
+  if (Array.isArray(raw) && items.length === 0) r.problems.push(`${path}: an empty list serves no API, so the provider would never get a request; leave endpoints out for its type's defaults`);
   const out: Endpoint[] = [];
-  for (const [i, item] of r.list(path, raw).entries()) {
+  for (const [i, item] of items.entries()) {
     const name = r.oneOf(`${path}[${i}]`, item, ENDPOINTS);
     // A cli run's answer is always a chat completion: another API's client (the Anthropic SDK) could not read it.
     if (type === 'cli' && name !== 'chat') {

@@ -374,3 +374,8 @@ test("node.id and providers[].id the edge's config could never hold are refused,
   assert.deepEqual(problemsOf(raw('n'.repeat(257), 'p')), ["node.id: 257 characters; at most 256 (the edge's config holds none longer)"]);
   assert.equal(parseAgentConfig(raw('gpu 1.rack-3_a', 'p q'), 'test').node.id, 'gpu 1.rack-3_a');
 });
+
+test('an empty endpoints list is refused: the provider would be announced and never sent a request', () => {
+  const raw = { edge: { address: 'edge:1' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'ollama', base_url: 'http://h:1', endpoints: [] }] };
+  assert.deepEqual(problemsOf(raw), ["providers[0].endpoints: an empty list serves no API, so the provider would never get a request; leave endpoints out for its type's defaults"]);
+});

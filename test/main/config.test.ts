@@ -311,3 +311,11 @@ test('a provider id or a provider count the edge would refuse at Register is ref
   assert.equal(parseEdgeConfig(raw(Array.from({ length: 1024 }, (_, i) => `p${i}`)), 'test.yaml').nodes[0].providers.length, 1024);
   assert.match(problemsOf(raw(Array.from({ length: 1025 }, (_, i) => `p${i}`))).join('\n'), /nodes\[0\]\.providers: 1025 providers; at most 1024/);
 });
+
+test('an empty endpoints list is refused: the provider would hold its connection and never get a request', () => {
+  const problems = problemsOf({
+    nodes: [{ id: 'n1', token: 'node-token-one-long', providers: [{ id: 'p1', type: 'vllm', base_url: 'http://h:1', endpoints: [] }] }],
+    models: [{ alias: 'm', providers: { p1: 'm' } }],
+  });
+  assert.deepEqual(problems, ["nodes[0].providers[0].endpoints: an empty list serves no API, so the provider would never get a request; leave endpoints out for its type's defaults"]);
+});
