@@ -197,7 +197,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     });
     this.refresher = new ConfigRefresher(this, options.configFile, {
       refreshed: (result, origin) => this.#refreshed(result, origin),
-      committed: (configVersion, changedPaths, origin) => this.#committed(configVersion, changedPaths, origin),
+      committed: (configVersion, changedPaths) => this.#committed(configVersion, changedPaths),
       live: (configVersion, changedPaths, origin, late) => this.#live(configVersion, changedPaths, origin, late),
     });
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
@@ -317,7 +317,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return true;
   }
 
-  #committed(configVersion: number, changedPaths: readonly string[], origin: string): void {
+  #committed(configVersion: number, changedPaths: readonly string[]): void {
     this.events.publish({ type: 'config.applied', configVersion, changedPaths: [...changedPaths] });
     // A provider the refresh added to a connected node serves only once that node announces it: say so now,
     // not only at the node's next Register, or the operator waits for requests that never come.

@@ -13,8 +13,6 @@
 import type { Usage } from './responses.js';
 import { functionCallItem, toolUseBlock, type ToolCall } from './tool-calls.js';
 
-export type ApiKindOfMock = 'messages' | 'responses';
-
 function sse(event: string, data: string): string {
   return `event: ${event}\ndata: ${data}\n\n`;
 }

@@ -77,16 +77,10 @@ export function chunkHead(kind: CompletionKind, id: string, created: number, mod
 }
 
 /**
- * SSE event carrying token k (the first chat chunk also carries the role);
- * `identity` is identityPrefix(), completed here with the event's seq = k.
- */
-export function tokenEvent(kind: CompletionKind, head: string, text: string, k: number, identity: string): string {
-  return tokenEventPrefix(kind, head, text, k, identity) + k + TOKEN_EVENT_TAIL;
-}
-
-/**
- * tokenEvent() up to its seq value: the same for every token of a stream
- * with the same text and role, so a stream builds it once per distinct token.
+ * SSE event carrying token k (the first chat chunk also carries the role),
+ * up to its seq value: the event is this + k + TOKEN_EVENT_TAIL, `identity`
+ * being identityPrefix(). The same for every token of a stream with the same
+ * text and role, so a stream builds it once per distinct token.
  */
 export function tokenEventPrefix(kind: CompletionKind, head: string, text: string, k: number, identity: string): string {
   const json = JSON.stringify(text);

@@ -73,8 +73,6 @@ export const Errors = Object.freeze({
   internal: spec(500, 'server_error', 'internal_error', 'internal gateway error'),
 });
 
-export type ErrorName = keyof typeof Errors;
-
 /** Maps an ERROR frame's code from the node onto the catalogue. */
 export function specForNodeErrorCode(code: string): GatewayErrorSpec {
   switch (code) {

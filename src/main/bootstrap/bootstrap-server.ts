@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import type { BootstrapConfig, EdgeConfig } from '../../shared/config-types.js';
 import { listenError } from '../../shared/start-error.js';
 import { LogThrottle } from '../../shared/log-throttle.js';
-import { CONFIG_NAME, loadTarball, nodeOf, renderAgentConfig, sha256Hex, SUMS_NAME, sumsFile, TARBALL_NAME, type AgentTarball } from './artifacts.js';
+import { CONFIG_NAME, loadTarball, nodeOf, renderAgentConfig, sha256Hex, sumsFile, TARBALL_NAME, type AgentTarball } from './artifacts.js';
 
 const PREFIX = '/bootstrap/v1/';
 const NODE_ROUTE = /^nodes\/([^/]+)\/(agent\.yaml|SHA256SUMS)$/;

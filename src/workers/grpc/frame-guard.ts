@@ -7,7 +7,7 @@
 // metrics exporter reads.
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { FrameKind, type Header, type TunnelFrame } from '../../gen/edge/v1/tunnel_pb.js';
-import { MAX_CONTENT_LENGTH_DIGITS, MAX_ERROR_MESSAGE_CHARS, MAX_RESPONSE_HEAD_BYTES } from '../../shared/wire-limits.js';
+import { MAX_CONTENT_LENGTH_DIGITS, MAX_RESPONSE_HEAD_BYTES } from '../../shared/wire-limits.js';
 
 /** An ERROR frame's code is kept to this many characters (its text to MAX_ERROR_MESSAGE_CHARS): both reach
  * the client, the run records (the last thousand of them) and the event history, so a node must not make them megabytes. */

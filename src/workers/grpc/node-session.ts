@@ -12,7 +12,6 @@ import {
   EdgeMessageSchema,
   FrameKind,
   type EdgeMessage,
-  type Header,
   type NodeMessage,
   type ProbeResult,
   type Register,

@@ -6,10 +6,6 @@ import type { NodeSession } from './node-session.js';
 
 const RETIRE_POLL_MS = 50;
 
-export function retireSession(session: NodeSession, graceMs: number, reason: string): void {
-  retireLanes([session], graceMs, reason);
-}
-
 /**
  * The streams of one node connection on this thread: each extra lane closes
  * once idle; the anchor (whose end ends the connection and fences the other

@@ -115,7 +115,7 @@ const ANSWERED = Symbol('edge.answered');
 
 export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwner {
   readonly app: FastifyInstance;
-  #bodyLimit: number;
+  readonly #bodyLimit: number;
   /** close() began: every request still arriving is refused as during a drain (503 shutting_down, in its API's format). */
   #closing = false;
   readonly auth: ClientAuth;
@@ -167,6 +167,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       headersTimeout: requestTimeoutMs > 0 ? Math.min(HEADERS_TIMEOUT_MS, requestTimeoutMs) : HEADERS_TIMEOUT_MS,
       connectionsCheckingInterval: requestTimeoutMs > 0 ? timeoutSweepMs(requestTimeoutMs) : 30_000,
     };
+    // Fastify's own limit is fixed at creation; the lean path keeps this first config's too.
     this.#bodyLimit = config.limits.bodyBytes;
     this.app = Fastify({
       logger: false,
@@ -214,8 +215,6 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   setConfig(config: EdgeConfig): void {
     this.auth.setConfig(config.auth);
-    // Fastify's own limit is fixed at creation, as before; the lean path follows the first config too.
-    this.#bodyLimit ??= config.limits.bodyBytes;
     // Undefined only while the constructor's first setConfig runs (the surface is made after it).
     this.a2a?.setConfig(config);
     const limits = limitsOf(config);

@@ -72,7 +72,7 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
 
   exchangeFinished(exchange: ExchangeView, outcome: string): void {
     const now = performance.now();
-    this.#metrics.exchangeFinished(exchange, outcome, now);
+    this.#metrics.exchangeFinished(exchange, now);
     // An operator's cancel of a queued run counts as run_cancelled (docs/operations.md); a client that left is only its 499.
     if (exchange.grant === undefined && outcome !== 'client_closed') this.#metrics.rejected(outcome);
     const usage = exchange.usage;

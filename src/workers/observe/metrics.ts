@@ -174,7 +174,7 @@ export class EdgeMetrics {
   // --- per request (O(1), no label lookups after the first of a model) --------
 
   /** An exchange ended; `now` is performance.now(). */
-  exchangeFinished(exchange: ExchangeView, outcome: string, now: number): void {
+  exchangeFinished(exchange: ExchangeView, now: number): void {
     const model = exchange.info.model;
     const grant = exchange.grant;
     this.#count(model, grant !== undefined ? grant.providerId : exchange.triedProviderId, exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status);
