@@ -162,7 +162,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
 
-  // Loaded only now: grpc-js, undici, protobuf and yaml cost ~0.4 s of startup that --help and --version do not need.
+  // Loaded only now: grpc-js, protobuf and yaml cost ~0.4 s of startup that --help and --version do not need.
   const [{ loadAgentConfig }, { NodeAgent }, { createLogger }] = await Promise.all([import('./config.js'), import('./agent.js'), import('../shared/logger.js')]);
   let config;
   try {

@@ -23,7 +23,7 @@ export interface AgentProviderConfig {
   readonly baseUrl: string | undefined;
   /** Sent upstream as `Authorization: Bearer ...`; never logged. */
   readonly apiKey: string | undefined;
-  /** undici pool size (max sockets to this provider). */
+  /** Upstream pool size (max sockets to this provider: UpstreamPool's Http1Clients). */
   readonly connections: number;
   /** The command a `cli` provider runs per request; undefined for HTTP types. */
   readonly cli?: CliProviderConfig;

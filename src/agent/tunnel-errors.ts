@@ -14,7 +14,7 @@ export type TunnelErrorCode =
   | 'upstream_connect_failed'
   /** The provider closed or reset the connection before the response was complete. */
   | 'upstream_reset'
-  /** The tunnel deadline, or undici's headers/body timeout, passed. */
+  /** The tunnel deadline, or the upstream client's headers/body timeout, passed. */
   | 'upstream_timeout'
   /** Anything else. */
   | 'upstream_error'
@@ -64,8 +64,8 @@ export class TunnelDeadlineError extends Error {
 }
 
 /**
- * @param started whether undici had handed the request a connected socket
- *   (onRequestStart ran) when it failed.
+ * @param started whether the upstream client had handed the request a
+ *   connected socket (onRequestStart ran) when it failed.
  */
 export function classifyUpstreamError(err: unknown, started: boolean): TunnelErrorCode {
   if (err instanceof TunnelDeadlineError) return 'upstream_timeout';

@@ -1,8 +1,9 @@
 // Executes one TunnelRequest against its provider and relays the response as
 // ordered frames: HEADERS, DATA per body chunk as it arrives, then END; or a
-// single ERROR. It is the undici dispatch handler itself (the lowest-overhead
-// API that streams: no Readable, no promise, no per-request closure), and
-// nothing is sent for the tunnel after its END or ERROR or a cancel. Every
+// single ERROR. It is the upstream request's dispatch handler itself (undici's
+// handler contract, which Http1Client keeps: no Readable, no promise, no
+// per-request closure), and nothing is sent for the tunnel after its END or
+// ERROR or a cancel. Every
 // DATA payload stays within the smaller of coalesce_max_bytes and the edge's
 // max_frame_bytes (big chunks are split), and the upstream request's
 // timeouts are the request's own deadlines, never undici's defaults.
@@ -48,7 +49,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   #seq = 0;
   /** Terminal: END/ERROR sent or cancelled. Every later upstream callback is ignored. */
   #done = false;
-  /** undici's controller; undefined until the request is on a connected socket. */
+  /** The upstream client's controller; undefined until the request is on a connected socket. */
   #controller: Dispatcher.DispatchController | undefined;
   #abortReason: Error | undefined;
   #deadline: NodeJS.Timeout | undefined;
@@ -69,7 +70,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
   #upstreamEndUs = 0;
   #pausedForCredit = false;
   #pausedForSink = false;
-  /** The connection carrying the upstream request (set by the pool), handed back once undici is done with it. */
+  /** The connection carrying the upstream request (set by the pool), handed back once the client is done with it. */
   pooledClient: UpstreamClient | undefined;
   #pool: UpstreamPool | undefined;
   /** Waiting for a connection: cancelling lets the pool drop the request at once. */
@@ -290,7 +291,7 @@ export class TunnelExecutor implements PooledHandler, RawHeadHandler {
     return at === 0 ? 0 : Math.min(0xffffffff, Math.max(1, Math.round((performance.now() - at) * 1000)));
   }
 
-  /** undici is done with the request (its last callback): the connection goes back to the pool, once. */
+  /** The client is done with the request (its last callback): the connection goes back to the pool, once. */
   #releaseClient(): void {
     const client = this.pooledClient;
     if (client === undefined) return;

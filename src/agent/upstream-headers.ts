@@ -7,8 +7,8 @@ import { isHopByHop, nominatesNothingMore } from '../shared/hop-by-hop.js';
 /** Response headers as undici parses them: lower-case names, repeated ones as arrays. */
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
 
-// Request-only: host and content-length belong to the upstream request undici
-// builds; expect is refused by undici; authorization and x-api-key are the client's credentials;
+// Request-only: host and content-length belong to the upstream request Http1Client
+// builds, expect too (it writes the body with the head, never awaiting a 100); authorization and x-api-key are the client's credentials;
 // accept-encoding is the agent's own (below).
 const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'content-length', 'expect', 'authorization', 'x-api-key', 'accept-encoding']);
 

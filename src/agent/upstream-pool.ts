@@ -52,7 +52,7 @@ export class UpstreamPool {
   readonly #all: UpstreamClient[] = [];
   #waiting: PoolTicket[] = [];
   #waitingHead = 0;
-  /** Clients handed back during undici callbacks, re-used once those return. */
+  /** Clients handed back during their callbacks, re-used once those return. */
   #returned: UpstreamClient[] = [];
   #handOffQueued = false;
   #destroyed = false;
@@ -109,9 +109,9 @@ export class UpstreamPool {
 
   /**
    * `client`'s request is over (its handler got onResponseEnd or
-   * onResponseError): it takes the next one. Called from inside undici's
-   * callback, where undici may still be erroring the client's other
-   * requests (a refused connection), so the hand-off waits for a microtask.
+   * onResponseError): it takes the next one. Called from inside the
+   * client's callback (its socket's read or error handling still on the
+   * stack), so the hand-off waits for a microtask.
    */
   done(client: UpstreamClient): void {
     if (this.#destroyed) return;

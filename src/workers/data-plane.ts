@@ -38,7 +38,7 @@ export interface PeerRouter {
   nodeHost(worker: number, nodeId: string, generation: number, leaseId: number): TunnelHost;
 }
 
-/** Where this data plane sits: worker index and count (request ids carry the index). */
+/** Where this data plane sits: its worker index (request ids carry it), its peers and the shared flags. */
 export interface PlanePlacement {
   /** -1 = the main thread (workers.count 0). */
   readonly workerIndex: number;
@@ -47,13 +47,12 @@ export interface PlanePlacement {
   readonly flags?: Int32Array;
 }
 
-
-/** What to do when a requeue is refused: fail with the tunnel's error, or 503 node_overloaded. */
 /** What a requeue's retry says: why, and where it failed (taken before the exchange moves on). */
 function retryOf(reason: string, providerId: string, exchange: ProxyExchange): RequeueFallback['retry'] {
   return { reason, providerId, nodeId: exchange.grant?.nodeId ?? null };
 }
 
+/** What to do when a requeue is refused: fail with the tunnel's error, or 503 node_overloaded. */
 interface RequeueFallback {
   readonly code: string;
   readonly message: string;
@@ -89,13 +88,14 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
   context_length_exceeded: Errors.contextLengthExceeded,
 };
 
+/** The node refused the tunnel as it leaves: its retry waits like an arrival (see retryBeforeFirstByte). */
+const NODE_LEAVING = 'node_leaving';
+
 /**
  * ERROR codes that arrive before any response byte and mean "this provider
  * or node could not take it": the request is retried once elsewhere. An
  * upstream timeout or a provider's own error status is not retried.
  */
-const NODE_LEAVING = 'node_leaving';
-
 const RETRY_BEFORE_FIRST_BYTE: ReadonlySet<string> = new Set([
   'upstream_connect_failed',
   'upstream_reset',

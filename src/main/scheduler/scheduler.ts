@@ -149,7 +149,9 @@ export class Scheduler {
   /**
    * Grants at once when a candidate has a free slot (no queued request can
    * use a free slot: every call ends with a pump), otherwise queues, or
-   * rejects: model_not_found, node_not_found, queue_full.
+   * rejects: model_not_found, node_not_found, api_not_served,
+   * pinned_provider_gone, context_length_exceeded, shed, queue_full (or
+   * displaces a lower band's waiter, which gets displaced).
    */
   admit(req: AdmitRequest, now: number): void {
     this.#expire(now);

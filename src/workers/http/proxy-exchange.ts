@@ -727,7 +727,6 @@ export class ProxyExchange implements TunnelConsumer {
     res.write(queuePositionComment(position, etaMs));
   }
 
-  /** Granted after position comments: the wait it had, then the stream. */
   /**
    * A failure (before the first byte, or a stale grant) sent it back to the
    * queue for another provider: the attempt's time so far is queue wait, and
@@ -739,6 +738,7 @@ export class ProxyExchange implements TunnelConsumer {
     this.attemptFrom = now;
   }
 
+  /** Granted after position comments: the wait it had, then the stream. */
   sendQueueDone(queuedMs: number): void {
     if (this.queueReported && !this.response.destroyed) this.response.write(queueDoneComment(queuedMs));
   }
@@ -1054,9 +1054,9 @@ export function nodeErrorReason(code: string, adapter: string): ReleaseReason {
 }
 
 /**
- * How a relayed answer's lease ends. A 5xx other than 503 (overload) is the
- * provider failing, relayed as is; it counts toward ejection. A relayed
- * 429/503 lowers the provider's limit (overload backoff); it is no failure.
+ * How a relayed answer's lease ends. A 5xx other than 503 and 529 (overload)
+ * is the provider failing, relayed as is; it counts toward ejection. A relayed
+ * 429/503/529 lowers the provider's limit (overload backoff); it is no failure.
  */
 function endReason(status: number): ReleaseReason {
   return isOverloadStatus(status) ? 'overloaded' : status >= 500 ? 'provider_failed' : 'end';
