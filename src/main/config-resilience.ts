@@ -4,12 +4,11 @@
 // scheduler's policies are built from it by the two *PolicyOf functions
 // (a hand-built config without the section gets the defaults).
 import type { ConfigReader } from '../shared/config-reader.js';
-import type { EdgeConfig, ResilienceConfig } from '../shared/config-types.js';
+import { DEFAULT_MAX_OVERLOAD_REQUEUES, type EdgeConfig, type ResilienceConfig } from '../shared/config-types.js';
 import { DEFAULT_OUTLIER_POLICY, type OutlierPolicy } from './scheduler/outliers.js';
 import { DEFAULT_OVERLOAD_POLICY, type OverloadPolicy } from './scheduler/overload.js';
 
 const HOUR_MS = 3_600_000;
-export const DEFAULT_MAX_OVERLOAD_REQUEUES = 3;
 
 type Plain = Record<string, unknown>;
 

@@ -145,6 +145,9 @@ export interface ResilienceConfig {
   };
 }
 
+/** resilience.overload.max_requeues when the config says nothing (or, hand-built, has no resilience section). */
+export const DEFAULT_MAX_OVERLOAD_REQUEUES = 3;
+
 // --- A2A: agents exposed over the Agent2Agent protocol (src/workers/a2a/, docs/a2a.md)
 
 export interface A2ASkillConfig {

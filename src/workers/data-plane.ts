@@ -6,7 +6,7 @@
 // may name a node whose session lives in another worker (PeerLinks).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { EdgeConfig } from '../shared/config-types.js';
+import { DEFAULT_MAX_OVERLOAD_REQUEUES, type EdgeConfig } from '../shared/config-types.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../shared/errors.js';
 import { ID_STRIDE, type AdmissionRejectCode, type DecisionHandler, type SchedulerPort } from '../contract/scheduler-port.js';
 import { estimateInputTokens } from '../contract/estimate.js';
@@ -70,8 +70,6 @@ interface RequeueFallback {
 const OVERLOADED = 'node_overloaded';
 /** The provider answered 429/503: the request went back to the queue at its place. */
 const PROVIDER_OVERLOADED = 'provider_overloaded';
-/** resilience.overload.max_requeues when the config has no resilience section (hand-built configs). */
-const DEFAULT_MAX_OVERLOAD_REQUEUES = 3;
 /** The grant named a stream that was gone; retried once anywhere. */
 const STALE = 'stale_stream';
 
