@@ -118,7 +118,7 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   /** Answered at once, on this thread. */
   queryQueuePosition(requestId: number): void {
-    const at = this.scheduler.queuePosition(requestId);
+    const at = this.scheduler.queuePosition(requestId, performance.now());
     this.#handler?.onQueuePosition?.(requestId, at?.position ?? 0, at?.etaMs);
   }
 

@@ -728,7 +728,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         driver.setDraining(reader.nameOf(r.nodeId) ?? '', r.code === 1, r.generation);
         return;
       case RecordKind.queuePosition: {
-        const at = driver.scheduler.queuePosition(r.requestId);
+        const at = driver.scheduler.queuePosition(r.requestId, performance.now());
         const reply = this.#scratch.reset(RecordKind.queuePosition);
         reply.requestId = r.requestId;
         reply.generation = at?.position ?? 0;

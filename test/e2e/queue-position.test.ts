@@ -4,6 +4,8 @@
 //    (unmodified; its fetch only tees the raw bytes for the test to read) gets
 //    `: queue position=N eta_ms=M` comments that never increase and do
 //    decrease, then its stream, which the SDK parses to the end;
+//  - while nothing is granted, the ETA it is told grows (the rate's window
+//    runs to the time of asking, not to the scheduler's last event);
 //  - 429 queue_full and 503 queue_timeout carry Retry-After and
 //    retry-after-ms computed from the alias's measured drain rate (below the
 //    constant the queue timeout would give), and every refusal x-edge-queue-ms.
@@ -89,6 +91,35 @@ describe('queue position comments', () => {
     assert.match(body, /^: queue done queue_ms=\d+$/m);
     // Every comment comes before the first data line: the stream follows the queue.
     assert.ok(body.lastIndexOf(': queue') < body.indexOf('data:'));
+  });
+
+  test('while nothing is granted the ETA a waiter is told grows: a stalled queue reads as slow, not at its old pace', async () => {
+    await warmUp(stack, 5, 20);
+    await waitUntil(() => inFlight(stack.edge) === 0, 'the warm-up leases to be released');
+    // The holder stalls the only slot: from here on the scheduler sees no event while the waiter is told its place.
+    const holderGone = new AbortController();
+    const holder = fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      signal: holderGone.signal,
+      headers: { 'content-type': 'application/json', 'x-mock-tokens': '2', 'x-mock-interval-ms': '60000' },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+    }).catch(() => undefined);
+    await waitUntil(() => inFlight(stack.edge) === 1, 'the holder to run');
+    const waiter = await chat(stack, { 'x-edge-queue-updates': '1' }, true);
+    const reader = (waiter.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    const etas: number[] = [];
+    while (etas.length < 3) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      for (const m of decoder.decode(value, { stream: true }).matchAll(/: queue position=1 eta_ms=(\d+)/g)) etas.push(Number(m[1]));
+    }
+    holderGone.abort();
+    await holder;
+    // The waiter runs once the holder's client left; its stream ends.
+    while (!(await reader.read()).done);
+    assert.equal(etas.length, 3, `three position comments with an ETA (got ${JSON.stringify(etas)})`);
+    assert.ok(etas[1] > etas[0] && etas[2] > etas[1], `the ETA grows while the queue stands still: ${JSON.stringify(etas)}`);
   });
 });
 

@@ -292,13 +292,18 @@ export class Scheduler {
     return pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
   }
 
-  /** Queue position of a waiting request (1 = next) in its alias's policy order, and the ETA from the measured rate; undefined when not queued. */
-  queuePosition(requestId: number): { position: number; etaMs: number | undefined } | undefined {
+  /**
+   * Queue position of a waiting request (1 = next) in its alias's policy order, and the ETA from the measured rate; undefined when not queued.
+   * `now` is the asker's clock: asked each second while nothing else happens, the time of the scheduler's last call would freeze
+   * aging (a band that aged past another is still told it is behind it) and the drain window (a stalled queue keeps its old pace).
+   */
+  queuePosition(requestId: number, now: number = this.#now): { position: number; etaMs: number | undefined } | undefined {
     const item = this.#queued.get(requestId);
     if (item === undefined) return undefined;
+    const at = Math.max(now, this.#now);
     const group = item.group;
-    const position = group.fair === undefined ? fifoPosition(item) : group.fair.position(item, this.#now, this.#fairness.agingStepPerSec);
-    return { position, etaMs: group.drain.etaMs(position, this.#now) };
+    const position = group.fair === undefined ? fifoPosition(item) : group.fair.position(item, at, this.#fairness.agingStepPerSec);
+    return { position, etaMs: group.drain.etaMs(position, at) };
   }
 
   /** The lease just minted carries its charge's band and tenant (usage correction, re-admission). */

@@ -348,3 +348,21 @@ test('grants older than a minute give no drain rate: three recent ones after an 
   assert.equal(refusal?.kind === 'reject' ? refusal.retryAfterSec : undefined, 30);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test("a waiter's queue position is taken at the asker's clock: a band that aged past another since the last event is told it is ahead", () => {
+  const { s, sink } = setup({ ...ONE_SLOT, models: [{ ...ONE_SLOT.models[0], maxQueue: 5 }] });
+  const config = makeConfig(ONE_SLOT);
+  s.setConfig({ ...config, models: [{ ...config.models[0], maxQueue: 5, queueTimeoutMs: 30_000 }], scheduler: { ...config.scheduler, fairness: true, agingStepPerSec: 1 } }, 0);
+  s.admit(req(1, 'chat'), 0);
+  const holder = sink.takeGrants()[0];
+  s.admit({ ...req(2, 'chat'), priority: 0, tenantKey: 11 }, 0);
+  // 2.5 s later a fresh request of band 2: tied with the aged band 0, it goes first (the higher base band).
+  s.admit({ ...req(3, 'chat'), priority: 2, tenantKey: 22 }, 2_500);
+  assert.equal(s.queuePosition(2, 2_500)?.position, 2);
+  // Nothing happens until 3 s: band 0 has waited 3 whole seconds (3 > 2), and the queue updates sent then say so.
+  assert.equal(s.queuePosition(2, 3_000)?.position, 1, 'band 0 aged past band 2');
+  assert.equal(s.queuePosition(3, 3_000)?.position, 2);
+  s.release(holder.leaseId, 'end', 3_000);
+  assert.equal(sink.takeGrants()[0]?.requestId, 2, 'dispatch agrees with the position told');
+  assert.deepEqual(s.checkInvariants(), []);
+});
