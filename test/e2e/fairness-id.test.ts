@@ -62,3 +62,35 @@ describe('fairness ids', () => {
     }
   });
 });
+
+describe('a key with fairness_header alone', () => {
+  let stack: OpsStack;
+  before(async () => {
+    // No key sets a priority or a weight: naming end users must still turn fair queuing on.
+    stack = await startOpsStack(oneSlotWithKeys([{ name: 'saas', key_sha256: sha256Hex(KEYS.saas), fairness_header: true }]));
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  test("turns fair queuing on: an end user arriving behind another's backlog is served next, not last", async () => {
+    const holder = await holdOneSlot(stack, KEYS.saas);
+    const served: string[] = [];
+    const send = async (user: string, tag: string): Promise<void> => {
+      const r = await keyedChat(stack.baseURL, KEYS.saas, { 'x-edge-fairness-id': user });
+      assert.equal(r.status, 200);
+      await r.arrayBuffer();
+      served.push(tag);
+    };
+    const backlog: Promise<void>[] = [];
+    for (const tag of ['a1', 'a2', 'a3']) {
+      backlog.push(send('alice', tag));
+      await waitUntil(() => queueDepth(stack.edge) === backlog.length, `${tag} to queue`);
+    }
+    backlog.push(send('bob', 'b1'));
+    await waitUntil(() => queueDepth(stack.edge) === 4, 'b1 to queue');
+    await holder.release();
+    await Promise.all(backlog);
+    assert.deepEqual(served, ['a1', 'b1', 'a2', 'a3']);
+  });
+});

@@ -13,11 +13,13 @@ import { ANONYMOUS_FAIRNESS, requestFairnessOf } from '../../src/workers/http/fa
 const BASE = { nodes: [{ id: 'n', token: 't', providers: [{ id: 'p' }] }], models: [{ alias: 'm', providers: { p: 's' } }] };
 const key = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ name, key_sha256: sha256Hex(`sk-${name}-0123456789`), ...extra });
 
-test('fairness stays off (FIFO) unless a key sets priority or weight, or config says so', () => {
+test('fairness stays off (FIFO) unless a key sets priority, weight or fairness_header, or config says so', () => {
   assert.equal(fairnessOf(parseEdgeConfig(BASE, 't')).enabled, false);
   assert.equal(fairnessOf(parseEdgeConfig({ ...BASE, auth: { api_keys: [key('a', { max_concurrent: 2 })] } }, 't')).enabled, false);
   assert.equal(fairnessOf(parseEdgeConfig({ ...BASE, auth: { api_keys: [key('a', { weight: 3 })] } }, 't')).enabled, true);
   assert.equal(fairnessOf(parseEdgeConfig({ ...BASE, auth: { api_keys: [key('a', { priority: -1 })] } }, 't')).enabled, true);
+  assert.equal(fairnessOf(parseEdgeConfig({ ...BASE, auth: { api_keys: [key('a', { fairness_header: true })] } }, 't')).enabled, true);
+  assert.equal(fairnessOf(parseEdgeConfig({ ...BASE, auth: { api_keys: [key('a', { fairness_header: false })] } }, 't')).enabled, false);
   assert.equal(fairnessOf(parseEdgeConfig({ ...BASE, scheduler: { fairness: false }, auth: { api_keys: [key('a', { weight: 3 })] } }, 't')).enabled, false);
   const forced = fairnessOf(parseEdgeConfig({ ...BASE, scheduler: { fairness: true, aging_step_per_sec: 0 } }, 't'));
   assert.deepEqual(forced, { enabled: true, agingStepPerSec: 0 });
