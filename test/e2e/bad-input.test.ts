@@ -71,6 +71,8 @@ interface BodyCase {
   readonly body: string | Buffer;
   readonly status: number;
   readonly code?: string;
+  /** The error's `param`, where one member is to blame. */
+  readonly param?: string;
   readonly headers?: Record<string, string>;
 }
 
@@ -103,7 +105,8 @@ const BODY_CASES: BodyCase[] = [
   { name: 'model is null', body: '{"model":null}', status: 400, code: 'invalid_model' },
   { name: 'model is an object', body: '{"model":{"name":"llama3"}}', status: 400, code: 'invalid_model' },
   { name: 'model is empty', body: '{"model":""}', status: 400, code: 'invalid_model' },
-  { name: 'model given twice', body: `{"model":"${ALIAS}","model":"other"}`, status: 400, code: 'invalid_json' },
+  { name: 'model given twice', body: `{"model":"${ALIAS}","model":"other"}`, status: 400, code: 'invalid_json', param: 'model' },
+  { name: 'previous_response_id given twice', body: chat(',"previous_response_id":"resp_a","previous_response_id":"resp_b"'), status: 400, code: 'invalid_json', param: 'previous_response_id' },
   { name: 'unknown model', body: '{"model":"gpt-17"}', status: 404, code: 'model_not_found' },
   { name: 'model only in a nested object', body: `{"x":{"model":"${ALIAS}"}}`, status: 400, code: 'missing_model' },
   { name: 'deep nesting', body: `{"model":"${ALIAS}","x":${nest(5_000)}}`, status: 400, code: 'json_too_deep' },
@@ -144,6 +147,7 @@ describe('HTTP bad-input corpus', () => {
       const text = await res.text();
       assert.equal(res.status, c.status, `${c.name}: ${text.slice(0, 200)}`);
       if (c.code !== undefined) assertOpenAiError(text, res.status, c.code, c.name);
+      if (c.param !== undefined) assert.equal((JSON.parse(text) as { error: { param: string | null } }).error.param, c.param, c.name);
       else assert.equal((JSON.parse(text) as { object: string }).object, 'chat.completion');
     });
   }

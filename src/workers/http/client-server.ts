@@ -496,7 +496,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   #admit(route: ApiRoute, request: IncomingMessage, response: ServerResponse, key: ApiKeyState | undefined, body: Buffer, info: InspectResult): void {
     if (!info.ok) {
-      this.#refuse(route.path, response, specForInspectError(info), route.errors, info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined);
+      this.#refuse(route.path, response, specForInspectError(info), route.errors, info.kind === 'invalid_json' ? `request body is not valid JSON: ${info.message}` : undefined, info.param);
       return;
     }
     if (!this.#plane.hasModel(info.model)) {

@@ -64,6 +64,8 @@ export interface InspectError {
   readonly message: string;
   /** Byte offset the problem was found at. */
   readonly offset: number;
+  /** The member to blame (the API error's `param`), where one is: a duplicated top-level member. */
+  readonly param?: string;
 }
 
 export type InspectResult = InspectOk | InspectError;
@@ -298,10 +300,10 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
   if (utf8Error >= 0) return utf8Failure(utf8Error);
   if (!topIsObject) return error('not_object', topStart, `the request body must be a JSON object (found ${describeByte(buf[topStart])} at byte ${topStart})`);
   if (duplicateModelAt >= 0) {
-    return error('invalid_json', duplicateModelAt, `duplicate top-level "model" member at byte ${duplicateModelAt}`);
+    return error('invalid_json', duplicateModelAt, `duplicate top-level "model" member at byte ${duplicateModelAt}`, 'model');
   }
   if (duplicatePreviousAt >= 0) {
-    return error('invalid_json', duplicatePreviousAt, `duplicate top-level "previous_response_id" member at byte ${duplicatePreviousAt}`);
+    return error('invalid_json', duplicatePreviousAt, `duplicate top-level "previous_response_id" member at byte ${duplicatePreviousAt}`, 'previous_response_id');
   }
   if (modelCount === 0) return error('missing_model', topStart, 'the request body has no top-level "model"');
   if (modelNotStringAt >= 0) return error('model_not_string', modelNotStringAt, `"model" must be a string (byte ${modelNotStringAt})`);
@@ -509,8 +511,8 @@ function utf8Failure(offset: number): InspectError {
   return error('invalid_json', offset, `invalid JSON at byte ${offset}: ill-formed UTF-8`);
 }
 
-function error(kind: InspectError['kind'], offset: number, message: string): InspectError {
-  return { ok: false, kind, message, offset };
+function error(kind: InspectError['kind'], offset: number, message: string, param?: string): InspectError {
+  return param === undefined ? { ok: false, kind, message, offset } : { ok: false, kind, message, offset, param };
 }
 
 function describeByte(c: number): string {
