@@ -147,8 +147,8 @@ describe('HTTP bad-input corpus', () => {
       const text = await res.text();
       assert.equal(res.status, c.status, `${c.name}: ${text.slice(0, 200)}`);
       if (c.code !== undefined) assertOpenAiError(text, res.status, c.code, c.name);
-      if (c.param !== undefined) assert.equal((JSON.parse(text) as { error: { param: string | null } }).error.param, c.param, c.name);
       else assert.equal((JSON.parse(text) as { object: string }).object, 'chat.completion');
+      if (c.param !== undefined) assert.equal((JSON.parse(text) as { error: { param: string | null } }).error.param, c.param, c.name);
     });
   }
 
