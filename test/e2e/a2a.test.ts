@@ -101,6 +101,24 @@ describe('A2A: model agent', () => {
     assert.equal(task.status?.state, COMPLETED);
   });
 
+  test('a card asked for without a usable Host (HTTP/1.0 without one, a Host with a path) names the address the request reached', async () => {
+    const cardThrough = (head: string): Promise<{ supportedInterfaces: { url: string }[]; url: string }> =>
+      new Promise((resolve, reject) => {
+        let answer = '';
+        const socket = connect(stack.edge.httpPort, '127.0.0.1', () => socket.write(`GET /a2a/writer/.well-known/agent-card.json HTTP/1.0\r\n${head}\r\n`));
+        socket.on('data', (chunk: Buffer) => (answer += chunk.toString('utf8')));
+        socket.on('error', reject);
+        socket.on('end', () => resolve(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { supportedInterfaces: { url: string }[]; url: string }));
+      });
+    for (const head of ['', 'Host: example.com/x?\r\n']) {
+      const card = await cardThrough(head);
+      assert.equal(card.url, `${stack.edge.url}/a2a/writer`, JSON.stringify(head));
+      assert.deepEqual(card.supportedInterfaces.map((i) => i.url), [`${stack.edge.url}/a2a/writer`, `${stack.edge.url}/a2a/writer`], JSON.stringify(head));
+    }
+    // A Host that is one still names the card's URLs (a proxy's name for this edge).
+    assert.equal((await cardThrough('Host: edge.example:8443\r\n')).url, 'http://edge.example:8443/a2a/writer');
+  });
+
   test('a historyLength that is not a count is refused as malformed (-32602), never read as "all" or "none"', async () => {
     const task = asTask(await client.sendMessage(request('history check')));
     assert.equal((await client.getTask({ tenant: '', id: task.id, historyLength: 1 })).history.length, 1);

@@ -39,6 +39,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 const CARD_BY_HOST_HEADERS = { 'content-type': 'application/json', vary: 'Host' };
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' };
 const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
+/** A Host header's value as an authority: a name or an IPv4 address, or an IPv6 one in brackets, and an optional port. */
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(?::\d{1,5})?$/;
 /** Each agent's JSON-RPC endpoint. */
 const RPC_ROUTE = `${AGENT_PREFIX}:agent`;
 /** The same at the agent's base URL (`…/a2a/{id}/`, where its card is found): a GET there is told Allow: POST. */
@@ -161,11 +163,16 @@ export class A2ASurface {
     return this.#config.a2a?.publicUrl === undefined ? CARD_BY_HOST_HEADERS : JSON_HEADERS;
   }
 
-  /** Where clients reach this listener: a2a.public_url, else the scheme and Host of the request. */
+  /**
+   * Where clients reach this listener: a2a.public_url, else the scheme and Host of the request. A request
+   * without a usable Host (HTTP/1.0 may omit it; a value with a path or a query is no host) gets the address
+   * its connection reached: the configured one may be a wildcard, or port 0, which no client can dial.
+   */
   #base(request: FastifyRequest): string {
     const configured = this.#config.a2a?.publicUrl;
     if (configured !== undefined) return configured;
-    return `${this.#https ? 'https' : 'http'}://${request.headers.host ?? `${this.#config.http.host}:${this.#config.http.port}`}`;
+    const host = request.headers.host;
+    return `${this.#https ? 'https' : 'http'}://${host !== undefined && HOST.test(host) ? host : localAuthority(request)}`;
   }
 
   #loadTransports(): Promise<Transports> {
@@ -392,6 +399,12 @@ function jsonKeepalive(res: ServerResponse): void {
   if (res.destroyed) return;
   if (!res.headersSent) res.writeHead(200, JSON_HEADERS);
   res.write('\n');
+}
+
+/** The address and port the request's connection reached, as a URL's authority (an IPv6 address in brackets). */
+function localAuthority(request: FastifyRequest): string {
+  const address = request.socket.localAddress ?? '127.0.0.1';
+  return `${address.includes(':') ? `[${address}]` : address}:${request.socket.localPort ?? 0}`;
 }
 
 function historyLimits(config: EdgeConfig): HistoryLimits {
