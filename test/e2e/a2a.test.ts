@@ -265,6 +265,22 @@ describe('A2A: model agent', () => {
     assert.deepEqual(sentMessages('elsewhere'), [{ role: 'user', content: 'elsewhere' }]);
   });
 
+  test('GetTask, CancelTask or SubscribeToTask without a task id is malformed (-32602, its id echoed), not a task-not-found', async () => {
+    const rpc = async (method: string, params: unknown): Promise<{ id?: unknown; error?: { code: number; message: string } }> => {
+      const res = await fetch(`${stack.edge.url}/a2a/writer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 'no-id', method, params }) });
+      return (await res.json()) as { id?: unknown; error?: { code: number; message: string } };
+    };
+    for (const method of ['GetTask', 'CancelTask', 'SubscribeToTask', 'tasks/get', 'tasks/cancel', 'tasks/resubscribe']) {
+      for (const params of [{}, { id: '' }]) {
+        const answer = await rpc(method, params);
+        assert.equal(answer.error?.code, -32602, `${method} ${JSON.stringify(params)}: ${JSON.stringify(answer)}`);
+        assert.equal(answer.id, 'no-id');
+      }
+    }
+    // Through the SDK: an empty id is refused by the edge as invalid params.
+    await assert.rejects(client.getTask({ tenant: '', id: '', historyLength: undefined }), (err: Error & { envelopeCode?: number }) => err.name === 'RequestMalformedError' && err.envelopeCode === -32602);
+  });
+
   test('an unknown task id is the task-not-found error (-32001)', async () => {
     for (const id of ['no-such-task', 'a2a-m-00000000-0000-0000-0000-000000000000', 'a2a-w1-00000000-0000-0000-0000-000000000000']) {
       await assert.rejects(client.getTask({ tenant: '', id, historyLength: undefined }), (err: Error & { envelopeCode?: number }) => err.name === 'TaskNotFoundError' && err.envelopeCode === -32001);

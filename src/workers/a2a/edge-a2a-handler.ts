@@ -232,6 +232,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
     const call = callOf(context);
     checkHistoryLength(params.historyLength);
+    checkTaskId(params.id);
     const owner = this.#remoteOwner(params.id);
     if (owner !== undefined) return (await this.#ask(owner, { op: 'get', taskId: params.id, keyName: call.key?.name, historyLength: params.historyLength })) as Task;
     return this.#entryFor(params.id, call.key?.name).snapshot(params.historyLength);
@@ -239,6 +240,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
 
   async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
     const call = callOf(context);
+    checkTaskId(params.id);
     const owner = this.#remoteOwner(params.id);
     if (owner !== undefined) return (await this.#ask(owner, { op: 'cancel', taskId: params.id, keyName: call.key?.name })) as Task;
     return this.#cancelLocal(params.id, call.key?.name);
@@ -246,6 +248,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
 
   async *resubscribe(params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const call = callOf(context);
+    checkTaskId(params.id);
     const owner = this.#remoteOwner(params.id);
     if (owner !== undefined) {
       yield* this.#remoteSubscribe(owner, params.id, call);
@@ -587,6 +590,14 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       this.#reply(message, 'end');
     })();
   }
+}
+
+/**
+ * A task id is a non-empty string. Missing (the 1.0 decoding makes it '', 0.3 leaves it undefined) or
+ * of another type, the call is malformed (-32602), not a question about a task no one has (-32001).
+ */
+function checkTaskId(value: unknown): void {
+  if (typeof value !== 'string' || value === '') throw new RequestMalformedError(`params.id must name a task (a non-empty string); got ${JSON.stringify(value) ?? 'none'}`);
 }
 
 /** historyLength: absent, or a count of newest messages (0: none). Anything else is the caller's mistake (-32602), never a guess. */
