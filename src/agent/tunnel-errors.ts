@@ -37,7 +37,8 @@ export class AgentRunError extends Error {
 }
 
 // Failures that mean "never got a working connection" when they happen before
-// the request was handed a socket.
+// the request was handed a socket. The codes are the socket's (errno) and
+// Http1Client's own.
 const CONNECT_CODES: ReadonlySet<string> = new Set([
   'ECONNREFUSED',
   'ENOTFOUND',
@@ -47,12 +48,11 @@ const CONNECT_CODES: ReadonlySet<string> = new Set([
   'EHOSTDOWN',
   'EADDRNOTAVAIL',
   'ETIMEDOUT',
-  'UND_ERR_CONNECT_TIMEOUT',
   UPSTREAM_CONNECT_TIMEOUT,
   UPSTREAM_TLS_FAILED,
 ]);
-const RESET_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ETIMEDOUT', 'UND_ERR_SOCKET', UPSTREAM_CLOSED]);
-const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', UPSTREAM_HEADERS_TIMEOUT, UPSTREAM_BODY_TIMEOUT]);
+const RESET_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ETIMEDOUT', UPSTREAM_CLOSED]);
+const TIMEOUT_CODES: ReadonlySet<string> = new Set([UPSTREAM_HEADERS_TIMEOUT, UPSTREAM_BODY_TIMEOUT]);
 
 /** Raised by the agent itself when a tunnel's timeout_ms passes. */
 export class TunnelDeadlineError extends Error {
@@ -73,7 +73,7 @@ export function classifyUpstreamError(err: unknown, started: boolean): TunnelErr
   const code = errorCode(err);
   if (code === undefined) return 'upstream_error';
   if (TIMEOUT_CODES.has(code)) return 'upstream_timeout';
-  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === UPSTREAM_CONNECT_TIMEOUT) return 'upstream_connect_failed';
+  if (code === UPSTREAM_CONNECT_TIMEOUT) return 'upstream_connect_failed';
   if (!started && CONNECT_CODES.has(code)) return 'upstream_connect_failed';
   if (RESET_CODES.has(code)) return 'upstream_reset';
   return 'upstream_error';

@@ -20,7 +20,7 @@ import { hasOpenssl, makeTestPki, type TestPki } from '../helpers/certs.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Client, type Dispatcher } from 'undici';
 import { classifyUpstreamError, type TunnelErrorCode } from '../../src/agent/tunnel-errors.js';
-import { Http1Client } from '../../src/agent/http1-client.js';
+import { Http1Client, UPSTREAM_BODY_TIMEOUT, UPSTREAM_CLOSED, UPSTREAM_CONNECT_TIMEOUT, UPSTREAM_HEADERS_TIMEOUT } from '../../src/agent/http1-client.js';
 import type { UpstreamClient } from '../../src/agent/upstream-pool.js';
 import { closedPort, UpstreamServer } from './upstream-server.js';
 
@@ -111,8 +111,22 @@ class Recorder implements Dispatcher.DispatchHandler {
   }
 
   get result(): 'end' | TunnelErrorCode {
-    return this.error === undefined ? 'end' : classifyUpstreamError(this.error, this.started);
+    return this.error === undefined ? 'end' : classifyUpstreamError(asAgentError(this.error), this.started);
   }
+}
+
+/** undici's codes for what Http1Client calls by its own (the agent classifies only its client's). */
+const UNDICI_CODES: Readonly<Record<string, string>> = {
+  UND_ERR_CONNECT_TIMEOUT: UPSTREAM_CONNECT_TIMEOUT,
+  UND_ERR_SOCKET: UPSTREAM_CLOSED,
+  UND_ERR_HEADERS_TIMEOUT: UPSTREAM_HEADERS_TIMEOUT,
+  UND_ERR_BODY_TIMEOUT: UPSTREAM_BODY_TIMEOUT,
+};
+
+/** An undici error as the agent's client would have raised it, for the comparison of classifications. */
+function asAgentError(err: Error): Error {
+  const code = UNDICI_CODES[(err as { code?: string }).code ?? ''];
+  return code === undefined ? err : Object.assign(new Error(err.message), { code });
 }
 
 /**

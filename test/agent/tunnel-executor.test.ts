@@ -8,6 +8,7 @@ import { FrameKind, TunnelRequestSchema, type NodeMessage, type TunnelFrame } fr
 import { TunnelExecutor, type FrameSink } from '../../src/agent/tunnel-executor.js';
 import { Upstreams } from '../../src/agent/upstreams.js';
 import { classifyUpstreamError } from '../../src/agent/tunnel-errors.js';
+import { UPSTREAM_BAD_RESPONSE, UPSTREAM_BODY_TIMEOUT, UPSTREAM_CLOSED, UPSTREAM_CONNECT_TIMEOUT, UPSTREAM_HEADERS_TIMEOUT, UPSTREAM_TLS_FAILED } from '../../src/agent/http1-client.js';
 import type { Dispatcher } from 'undici';
 import type { PooledHandler } from '../../src/agent/upstream-pool.js';
 import { waitFor } from './fake-edge.js';
@@ -213,13 +214,16 @@ test('upstream failures map to distinct codes by kind and phase', () => {
   const coded = (code: string) => Object.assign(new Error(code), { code });
   assert.equal(classifyUpstreamError(coded('ECONNREFUSED'), false), 'upstream_connect_failed');
   assert.equal(classifyUpstreamError(coded('ENOTFOUND'), false), 'upstream_connect_failed');
-  assert.equal(classifyUpstreamError(coded('UND_ERR_CONNECT_TIMEOUT'), false), 'upstream_connect_failed');
+  assert.equal(classifyUpstreamError(coded(UPSTREAM_CONNECT_TIMEOUT), false), 'upstream_connect_failed');
+  assert.equal(classifyUpstreamError(coded(UPSTREAM_TLS_FAILED), false), 'upstream_connect_failed');
   assert.equal(classifyUpstreamError(new AggregateError([coded('ECONNREFUSED'), coded('ECONNREFUSED')]), false), 'upstream_connect_failed');
   assert.equal(classifyUpstreamError(coded('ECONNRESET'), true), 'upstream_reset');
-  assert.equal(classifyUpstreamError(coded('UND_ERR_SOCKET'), true), 'upstream_reset');
+  assert.equal(classifyUpstreamError(coded(UPSTREAM_CLOSED), true), 'upstream_reset');
   assert.equal(classifyUpstreamError(coded('ETIMEDOUT'), true), 'upstream_reset');
-  assert.equal(classifyUpstreamError(coded('UND_ERR_HEADERS_TIMEOUT'), true), 'upstream_timeout');
-  assert.equal(classifyUpstreamError(coded('UND_ERR_BODY_TIMEOUT'), true), 'upstream_timeout');
-  assert.equal(classifyUpstreamError(coded('UND_ERR_INVALID_ARG'), false), 'upstream_error');
+  assert.equal(classifyUpstreamError(coded(UPSTREAM_HEADERS_TIMEOUT), true), 'upstream_timeout');
+  assert.equal(classifyUpstreamError(coded(UPSTREAM_BODY_TIMEOUT), true), 'upstream_timeout');
+  assert.equal(classifyUpstreamError(coded(UPSTREAM_BAD_RESPONSE), true), 'upstream_error');
+  // undici's codes: nothing on the upstream path raises them any more.
+  assert.equal(classifyUpstreamError(coded('UND_ERR_HEADERS_TIMEOUT'), true), 'upstream_error');
   assert.equal(classifyUpstreamError(new Error('no code'), true), 'upstream_error');
 });
