@@ -13,6 +13,7 @@ import type { A2ARelayMessage } from '../../contract/io-protocol.js';
 import type { DataPlane } from '../data-plane.js';
 import type { ApiKeyState } from '../http/client-auth.js';
 import { limitsOf } from '../../shared/config-hardening.js';
+import { dialAddress } from '../../shared/url-host.js';
 import { Errors } from '../../shared/errors.js';
 import { A2A_ERRORS, bodyMediaRefusal } from '../http/api-routes.js';
 import { logRefusal, refusalId } from '../http/refusal-id.js';
@@ -403,8 +404,7 @@ function jsonKeepalive(res: ServerResponse): void {
 
 /** The address and port the request's connection reached, as a URL's authority (an IPv6 address in brackets). */
 function localAuthority(request: FastifyRequest): string {
-  const address = request.socket.localAddress ?? '127.0.0.1';
-  return `${address.includes(':') ? `[${address}]` : address}:${request.socket.localPort ?? 0}`;
+  return dialAddress(request.socket.localAddress ?? '127.0.0.1', request.socket.localPort ?? 0);
 }
 
 function historyLimits(config: EdgeConfig): HistoryLimits {
