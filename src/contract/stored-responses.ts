@@ -36,7 +36,8 @@ export class StoredResponses {
 
   /** `expiresAt` (epoch ms): when it was learnt earlier (a replacement worker's start); else the TTL from now. */
   remember(id: string, stored: StoredResponse, expiresAt = this.#now() + this.#ttlMs): void {
-    // Already expired (a use told by another worker, late): it would only push out a live one.
+    // Already expired (a pool's answer or a replacement worker's start, read late): it would only push out a live one.
+    // Another thread's use never comes here (touch): it must not bring back an id a DELETE forgot.
     if (!isResponseId(id) || expiresAt <= this.#now()) return;
     this.#entries.delete(id);
     this.#entries.set(id, { alias: stored.alias, providerId: stored.providerId, nodeId: stored.nodeId, owner: stored.owner, expiresAt });
