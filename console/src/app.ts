@@ -25,7 +25,7 @@ const SPAN_MS = 15 * 60_000;
 // --- shapes of the admin API (only what the page reads) -------------------------
 
 interface NodeRow { id: string; connected: boolean; generation: number; agentVersion: string | null; draining: boolean; openTunnels: number; configured: boolean; lanes?: number; heartbeatAgeMs?: number | null }
-interface ProviderRow { id: string; node: string; capacity: number; inFlight: number; queued: number; loadRatio: number; health: string; servedModels: string[]; type?: string | null; outlier?: { phase: string; until?: string | null; reason?: string; ejections?: number } | null }
+interface ProviderRow { id: string; node: string; capacity: number; inFlight: number; queued: number; loadRatio: number; health: string; servedModels: string[]; type?: string | null; outlier?: { phase: string; until?: string | null; reason?: string; ejections?: number } | null; overload?: { limit: number; heldUntil: string | null } | null }
 interface GroupFairness {
   bands: { priority: number; queued: number; tenants: { tenant: string; queued: number }[] }[];
   tenants: { tenant: string; dispatched: number; share: number }[];
@@ -431,6 +431,27 @@ function nodeState(n: NodeRow): [string, string] {
   return ['connected', 'ok'];
 }
 
+/**
+ * Why a provider takes no (or fewer) requests, in the operator's terms and with what to do
+ * (docs/operations.md, Status): the health word alone ("not announced") left them to guess, and a
+ * provider whose type the edge config changed under a running agent reads "not announced" although
+ * the agent does run it.
+ */
+function healthReason(p: ProviderRow): string {
+  const o = p.outlier;
+  switch (p.health) {
+    case 'offline': return `offline: node ${p.node} is not connected; start its node agent`;
+    case 'not_announced': return `not announced: the agent of node ${p.node} did not offer it when it registered (it is not in the agent's providers[], or its type there differs from the edge config's${p.type ? ` ${p.type}` : ''}); it gets no requests until the agent runs it as configured (restart the agent with it)`;
+    case 'disabled': return p.type === null ? 'disabled: gone from the edge config; it finishes its open requests and gets no new ones' : 'disabled: enabled: false in the edge config';
+    case 'draining': return `draining: node ${p.node} is draining; Undrain it under Nodes`;
+    case 'unhealthy': return `unhealthy: the node agent's health probe of it fails (its health_path, else the type's default); back in rotation once a probe passes`;
+    case 'overloaded': return `overloaded: it answered 429/503; held at ${p.overload?.limit ?? '?'} of ${p.capacity} concurrent requests${p.overload?.heldUntil ? ` until ${new Date(p.overload.heldUntil).toLocaleTimeString()}` : ''}`;
+  }
+  // Why it is out of rotation, and until when: the API's outlier record.
+  if (o !== null && o !== undefined && o.phase !== 'healthy') return `${o.phase.replace('_', ' ')}${o.until ? ` until ${new Date(o.until).toLocaleTimeString()}` : ''}${o.reason ? `: ${o.reason}` : ''}${o.ejections ? ` (ejections: ${o.ejections})` : ''}`;
+  return p.health.replace('_', ' ');
+}
+
 /** Provider types as the API each speaks to its node agent. */
 const API_NAMES: Record<string, string> = { openai_compat: 'OpenAI', vllm: 'vLLM (OpenAI)', ollama: 'Ollama', cli: 'CLI' };
 
@@ -477,9 +498,10 @@ function renderStatus(next: Status): void {
     set(c[6], percent(p.loadRatio), 'num');
     set(c[7], p.servedModels.join(', ') || '–');
     c[7].title = p.servedModels.join(', '); // the cell may cut the list short
-    // Why it is out of rotation, and until when: the API's outlier record.
+    // The reason on hover, set on every render: one set only when the health word changed stayed behind when the reason did.
+    const reason = healthReason(p);
+    if (c[2].title !== reason) c[2].title = reason;
     const o = p.outlier;
-    if (o !== null && o !== undefined && o.phase !== 'healthy') c[2].title = `${o.phase.replace('_', ' ')}${o.until ? ` until ${new Date(o.until).toLocaleTimeString()}` : ''}${o.reason ? `: ${o.reason}` : ''}${o.ejections ? ` (ejections: ${o.ejections})` : ''}`;
     // Enabled only where there is a breaker to reset (ejected or half-open), whatever the health cell shows first; kept in place otherwise so the row does not reflow.
     const button = rowButton(c[8], 'Reset', 'reset', `Reset provider ${p.id}`, () => void resetProvider(p.id));
     button.disabled = o === null || o === undefined || (o.phase !== 'ejected' && o.phase !== 'half_open');

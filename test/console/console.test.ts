@@ -19,7 +19,7 @@ import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { agentFor, ALIAS, edgeConfigObject, inFlight, NODE_ID, NODE_TOKEN, startRegisteredAgent, testWorkers, waitUntil } from '../helpers/stack.js';
+import { agentFor, ALIAS, edgeConfigObject, inFlight, NODE_ID, NODE_TOKEN, startRegisteredAgent, testWorkers, waitFor, waitUntil } from '../helpers/stack.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TOKEN = 'console-test-admin-token';
@@ -790,5 +790,92 @@ describe('operator console: a first visit, a provider reset, the edge going away
     // The agent dials the restarted edge too: its node event reaches the page.
     await page.waitForSelector(`tr[data-node="${NODE_ID}"][data-state="connected"]`, { timeout: 5_000 });
     assert.equal(await js(`document.getElementById('main').hidden`), false, 'still logged in');
+  });
+});
+
+describe('operator console: a provider out of rotation says why', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM}` }, () => {
+  let mock: MockProvider;
+  let edge: RunningEdge;
+  let agent: NodeAgent;
+  let browser: Browser;
+  let page: Page;
+
+  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
+  const health = async (): Promise<Record<string, string>> => {
+    const res = await fetch(`${edge.adminUrl}/admin/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    return Object.fromEntries(((await res.json()) as { providers: { id: string; health: string }[] }).providers.map((p) => [p.id, p.health]));
+  };
+  const cellOf = (provider: string): Promise<{ text: string; title: string }> =>
+    js(`(() => { const c = document.querySelector('tr[data-provider="${provider}"]').cells[2]; return { text: c.textContent, title: c.title }; })()`);
+  const nodeConfig = (retyped: string): Record<string, unknown> => ({
+    listen: { http: { host: '127.0.0.1', port: 0 }, grpc: { host: '127.0.0.1', port: 0 } },
+    admin: { host: '127.0.0.1', port: 0, token: TOKEN },
+    heartbeat: { interval_ms: 200, timeout_ms: 1_000 },
+    workers: { count: testWorkers() },
+    nodes: [{
+      id: NODE_ID,
+      token: NODE_TOKEN,
+      providers: [
+        { id: 'p-ok', capacity: 2 },
+        { id: 'p-off', capacity: 2, enabled: false },
+        { id: 'p-unannounced', capacity: 2 },
+        { id: 'p-retyped', type: retyped, capacity: 2 },
+        { id: 'p-sick', capacity: 2 },
+      ],
+    }],
+    models: [{ alias: ALIAS, providers: { 'p-ok': 'm', 'p-off': 'm', 'p-unannounced': 'm', 'p-retyped': 'm', 'p-sick': 'm' } }],
+  });
+
+  before(async () => {
+    mock = await startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 1 });
+    edge = await startEdge(parseEdgeConfig(nodeConfig('openai_compat'), 'test'), { logger: silentLogger(), admin: true });
+    // The agent runs all but p-unannounced, and probes p-sick where the mock answers 404.
+    agent = await startRegisteredAgent({
+      edge: { address: `127.0.0.1:${edge.grpcPort}` },
+      node: { id: NODE_ID, token: NODE_TOKEN },
+      health: { interval_ms: 200, unhealthy_after: 1 },
+      providers: [
+        ...['p-ok', 'p-off', 'p-retyped'].map((id) => ({ id, type: 'openai_compat', base_url: mock.url })),
+        { id: 'p-sick', type: 'openai_compat', base_url: mock.url, health_path: '/no-such-path' },
+      ],
+      reconnect: { initial_ms: 50, max_ms: 200 },
+    });
+    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
+    page = await browser.newPage();
+    await page.goto(`${edge.adminUrl}/console`);
+    await js(`sessionStorage.setItem('edge-admin-token', ${JSON.stringify(TOKEN)})`);
+    await page.reload();
+    await page.waitForSelector('#main', { visible: true });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await agent?.stop();
+    await edge?.close();
+    await mock?.close();
+  });
+
+  test('disabled, not announced, unhealthy by probe and draining each carry a reason, not just the health word', async () => {
+    // A refresh makes p-retyped a cli provider while its agent runs it as openai_compat: out, as not announced.
+    const res = await fetch(`${edge.adminUrl}/admin/config/refresh`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ mode: 'apply', config: JSON.stringify(nodeConfig('cli')) }),
+    });
+    assert.equal(((await res.json()) as { status: string }).status, 'applied');
+    const expected = { 'p-ok': 'ok', 'p-off': 'disabled', 'p-unannounced': 'not_announced', 'p-retyped': 'not_announced', 'p-sick': 'unhealthy' };
+    await waitFor(async () => JSON.stringify(await health()) === JSON.stringify(Object.fromEntries(Object.keys(expected).sort().map((k) => [k, expected[k as keyof typeof expected]]))), 'the edge to see each provider so');
+    await page.waitForFunction(`document.querySelector('tr[data-provider="p-retyped"]')?.cells[2].textContent === 'not announced' && document.querySelector('tr[data-provider="p-sick"]')?.cells[2].textContent === 'unhealthy'`, { timeout: 5_000 });
+    assert.match((await cellOf('p-off')).title, /enabled: false in the edge config/);
+    assert.match((await cellOf('p-unannounced')).title, /did not offer it when it registered.*restart the agent/);
+    // The agent did announce p-retyped: the reason names the type disagreement, with the edge config's type.
+    assert.match((await cellOf('p-retyped')).title, /its type there differs from the edge config's cli/);
+    assert.match((await cellOf('p-sick')).title, /health probe of it fails/);
+    assert.equal((await cellOf('p-ok')).title, 'ok');
+
+    const drained = await fetch(`${edge.adminUrl}/admin/nodes/${NODE_ID}/drain`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(drained.status, 200);
+    await page.waitForFunction(`document.querySelector('tr[data-provider="p-ok"]').cells[2].textContent === 'draining'`, { timeout: 5_000 });
+    assert.match((await cellOf('p-ok')).title, new RegExp(`node ${NODE_ID} is draining; Undrain it`));
   });
 });
