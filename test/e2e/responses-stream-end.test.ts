@@ -6,10 +6,9 @@
 // answer. A provider's own `error` event ends its stream as it is, without a
 // second error after it.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { agentFor, ALIAS, startScriptedProvider, startStack, type ScriptedProvider, type Stack } from '../helpers/stack.js';
+import { ALIAS, startScriptedProvider, startStack, type ScriptedProvider, type Stack } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const RESPONSE = { id: 'resp_1', object: 'response', created_at: 1, model: 'served', status: 'in_progress', output: [] as unknown[] };
@@ -49,12 +48,7 @@ before(async () => {
     }
     res.socket?.end(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n${body}`);
   });
-  stack = await startStack({ providerType: 'vllm', startAgent: false });
-  const agent = agentFor(stack.edge.grpcPort, provider.url, undefined, undefined, 'vllm');
-  stack.agent = agent;
-  const registered = once(agent, 'registered');
-  agent.start();
-  await registered;
+  stack = await startStack({ providerType: 'vllm', providerUrl: provider.url });
 });
 
 after(async () => {

@@ -7,11 +7,10 @@
 // response_provider_unavailable while it is away) for the whole TTL, instead
 // of the edge's 404 response_not_found.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { Agent } from 'undici';
-import { agentFor, ALIAS, startScriptedProvider, startStack, waitFor, waitUntil, type ScriptedProvider, type Stack } from '../helpers/stack.js';
+import { ALIAS, startScriptedProvider, startStack, waitFor, waitUntil, type ScriptedProvider, type Stack } from '../helpers/stack.js';
 
 const responseObject = (id: string, status: string): string =>
   JSON.stringify({ id, object: 'response', created_at: 1, model: 'served', status, background: true, output: [], error: null });
@@ -54,12 +53,7 @@ before(async () => {
     }
     res.end(responseObject(id, stored.get(id) ?? 'queued'));
   });
-  stack = await startStack({ providerType: 'vllm', startAgent: false });
-  const agent = agentFor(stack.edge.grpcPort, provider.url, undefined, undefined, 'vllm');
-  stack.agent = agent;
-  const registered = once(agent, 'registered');
-  agent.start();
-  await registered;
+  stack = await startStack({ providerType: 'vllm', providerUrl: provider.url });
 });
 
 after(async () => {

@@ -7,10 +7,9 @@
 // provider (its own 404, or 409 response_provider_unavailable while it is away)
 // instead of the edge's 404 response_not_found.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { after, before, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { agentFor, ALIAS, startScriptedProvider, startStack, waitFor, type ScriptedProvider, type Stack } from '../helpers/stack.js';
+import { ALIAS, startScriptedProvider, startStack, waitFor, type ScriptedProvider, type Stack } from '../helpers/stack.js';
 
 let provider: ScriptedProvider;
 let stack: Stack;
@@ -44,12 +43,7 @@ before(async () => {
     }
     res.end(JSON.stringify({ id, object: 'response', created_at: 1, status: 'queued', background: true, output: [] }));
   });
-  stack = await startStack({ providerType: 'vllm', startAgent: false, capacity: 64, maxQueue: 64 });
-  const agent = agentFor(stack.edge.grpcPort, provider.url, undefined, undefined, 'vllm');
-  stack.agent = agent;
-  const registered = once(agent, 'registered');
-  agent.start();
-  await registered;
+  stack = await startStack({ providerType: 'vllm', providerUrl: provider.url, capacity: 64, maxQueue: 64 });
 });
 
 after(async () => {

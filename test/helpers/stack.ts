@@ -29,6 +29,8 @@ export interface StackOptions {
   readonly agentStreams?: number;
   /** The provider's type on both the edge and the agent (default openai_compat); vllm serves every API. */
   readonly providerType?: 'openai_compat' | 'vllm' | 'ollama';
+  /** Where the agent's provider is (a scripted provider, say); default the stack's mock. */
+  readonly providerUrl?: string;
   /** Edits the raw edge config (YAML-shaped) before it is parsed: extra sections, limits. */
   readonly configure?: (raw: Record<string, unknown>) => void;
   /** The edge's logger (default silent). I/O worker threads log on their own, to stdout. */
@@ -113,7 +115,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     baseURL: `${edge.url}/v1`,
     config,
     async startAgent(token = NODE_TOKEN): Promise<NodeAgent> {
-      const agent = agentFor(edge.grpcPort, mock.url, token, options.agentStreams, options.providerType);
+      const agent = agentFor(edge.grpcPort, options.providerUrl ?? mock.url, token, options.agentStreams, options.providerType);
       stack.agent = agent;
       const registered = once(agent, 'registered');
       agent.start();
