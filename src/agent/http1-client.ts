@@ -781,6 +781,12 @@ export class Http1Client {
         case 'transfer-encoding':
           transferEncoding = true;
           chunked = /(?:^|,)\s*chunked\s*$/i.test(value);
+          // A coding other than chunked (`gzip, chunked`) is one this client does not undo, and the edge drops
+          // transfer-encoding as hop-by-hop: relayed, the client would get compressed bytes labelled as none.
+          if (/(?:^|,)\s*(?!chunked\s*(?:,|$))[^,\s]/i.test(value)) {
+            this.#badResponse(exchange, `transfer-encoding ${JSON.stringify(value.slice(0, 64))}: a transfer coding other than chunked, which the agent did not ask for (it sends no TE)`);
+            return;
+          }
           break;
         case 'connection': {
           const v = value.toLowerCase();

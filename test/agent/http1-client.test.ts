@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import { hasOpenssl, makeTestPki, type TestPki } from '../helpers/certs.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -1460,6 +1461,31 @@ differential(
     assert.equal(o.sequence, 'start, error');
   },
 );
+
+// A transfer coding other than chunked (never asked for: the agent sends no TE) is not undone here, and the
+// edge drops transfer-encoding as hop-by-hop: relayed, the client got gzip bytes labelled as plain JSON.
+for (const te of ['gzip, chunked', 'gzip']) {
+  differential(
+    `a transfer coding other than chunked (${te}) is the provider's bad answer, never relayed undone`,
+    async (make) => {
+      const raw = await RawServer.start((_req, socket) => {
+        const gz = gzipSync('hello');
+        const body = te === 'gzip' ? gz : Buffer.concat([Buffer.from(`${gz.length.toString(16)}\r\n`), gz, Buffer.from('\r\n0\r\n\r\n')]);
+        socket.end(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: ${te}\r\n\r\n`), body]));
+      });
+      return withClient(make, raw.url, [raw], async (client) => {
+        const rec = await send(client);
+        return { ...outcome(rec), message: rec.error?.message };
+      });
+    },
+    (o) => {
+      assert.equal(o.sequence, 'start, error');
+      assert.match(String(o.message), /transfer coding other than chunked/);
+    },
+    // undici hands the coded bytes on as the body.
+    () => {},
+  );
+}
 
 differential(
   'a control byte in a folded line is refused like one on a single line (relayed, the edge would count it against the node)',
