@@ -102,6 +102,8 @@ export class ProxyExchange implements TunnelConsumer {
   #isEventStream = false;
   /** The provider compressed its body (content-encoding other than identity), though the agent asked for identity. */
   #encoded = false;
+  /** That content-encoding, lower-cased: a created Response's id is still read from its head, decoded. */
+  #encoding: string | undefined;
   /**
    * Body bytes of a relayed content-length still to come (-1: no length).
    * At 0 the client holds a whole response and may send its next request
@@ -339,7 +341,14 @@ export class ProxyExchange implements TunnelConsumer {
       if (isEventStreamType(value)) this.#isEventStream = true;
       else return value.toLowerCase().startsWith('application/json');
     } else if (name === 'content-length') this.#bodyLeft = declaredLength(value, status, this.request.method);
-    else if (name === 'content-encoding' && value !== 'identity') this.#encoded = true;
+    else if (name === 'content-encoding') {
+      // Codings are case-insensitive: `Identity` is no coding (its body's usage and id are read as a plain one's).
+      const coding = value.trim().toLowerCase();
+      if (coding !== '' && coding !== 'identity') {
+        this.#encoded = true;
+        this.#encoding = coding;
+      }
+    }
     return false;
   }
 
@@ -397,7 +406,10 @@ export class ProxyExchange implements TunnelConsumer {
     const head = this.#head === undefined ? Buffer.from(chunk) : Buffer.concat([this.#head, chunk]);
     this.#head = head;
     if (this.route.api === Api.responses) {
-      const id = responseIdFromHead(head);
+      // Compressed anyway (a gzip proxy before the provider): its stored response is as real, so its id is
+      // read from the head decoded as far as it goes; unread, each follow-up got previous_response_not_found.
+      const text = this.#encoding === undefined ? head : decodedErrorBody(head, this.#encoding);
+      const id = text === undefined ? undefined : responseIdFromHead(text);
       if (id !== undefined) {
         this.responseId = id;
         this.#capturing = false;

@@ -81,7 +81,7 @@ export function contentEncodingOf(headers: readonly Header[]): string | undefine
 const DECODED_ERROR_BYTES = 64 * PROVIDER_ERROR_BYTES;
 
 /**
- * A compressed error body (gzip, deflate, br) as text bytes, at most
+ * A compressed error body (gzip, deflate, br), or the head of a created Response, as text bytes, at most
  * PROVIDER_ERROR_BYTES of them (the first, as a plain body is cut), so its
  * message can be read; a body cut at the cap decodes as far as it goes.
  * Undefined for another coding or bytes that do not decode.
