@@ -1,8 +1,8 @@
 // The checks the relay runs on each chunk it writes, to know whether the
 // client already has the event that ends its answer.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
-import { endsWithDone, endsWithErrorEvent, endsWithMessageStop, endsWithResponseEnd } from '../../src/workers/tunnel/sse-terminal.js';
+import { describe, test } from 'node:test';
+import { endsWithDone, endsWithErrorEvent, endsWithMessageStop, endsWithResponseEnd, lastEventError } from '../../src/workers/tunnel/sse-terminal.js';
 
 const b = (text: string): Buffer => Buffer.from(text);
 
@@ -107,4 +107,23 @@ test('error event: named by its event line, the space optional, as the SSE spec 
     '',
   ])
     assert.ok(!endsWithErrorEvent(b(no)), JSON.stringify(no));
+});
+
+describe('lastEventError', () => {
+  const of = (text: string): string | undefined => lastEventError(Buffer.from(text));
+  test('reads the provider\'s own error as the last event, trailers aside', () => {
+    assert.equal(of('data: {"choices":[]}\n\ndata: {"error":{"message":"model crashed"}}\n\n'), 'model crashed');
+    assert.equal(of('data: {"choices":[]}\r\n\r\ndata: {"error":"plain"}\r\n\r\ndata: [DONE]\r\n\r\n'), 'plain');
+    assert.equal(of('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\nevent: ping\ndata: {"type": "ping"}\n\n'), 'Overloaded');
+    assert.equal(of('event:error\ndata:{"type":"error","code":"x","message":"stream broke"}\n\n'), 'stream broke');
+    assert.equal(of('data: {"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"failed"}}}\n\n: bye\n\n'), 'failed');
+    assert.equal(of('event: error\ndata: {"type":"error"}\n\n'), 'the provider ended its stream with an error event');
+  });
+  test('an answer that only says the word, or an error event cut at the tail\'s start, is none', () => {
+    assert.equal(of('data: {"choices":[{"delta":{"content":"\\"error\\": x"},"finish_reason":"error"}]}\n\ndata: [DONE]\n\n'), undefined);
+    assert.equal(of('data: {"error":null,"choices":[]}\n\n'), undefined);
+    assert.equal(of('data: {"error":{"message":"model crashed"}}\n\ndata: {"choices":[]}\n\n'), undefined, 'an error before the last event');
+    assert.equal(of('age":"cut"}}\n\n'), undefined);
+    assert.equal(of('event: message_stop\ndata: {"type":"message_stop"}\n\n'), undefined);
+  });
 });

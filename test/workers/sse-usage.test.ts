@@ -168,3 +168,16 @@ test('a stream\'s message_start gives the prompt count, cache counts included, w
   assert.equal(inputTokensFromHead(Buffer.from('event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":{"input_tokens":3,"output_tokens":1}}}\n\n')), 3);
   assert.equal(inputTokensFromHead(Buffer.from('event: ping\ndata: {"type":"ping"}\n\n')), undefined);
 });
+
+test('StreamTail.newest: the last bytes in order, whole or wrapped', () => {
+  const tail = new StreamTail();
+  assert.equal(tail.newest(), undefined);
+  tail.push(Buffer.from('abc'));
+  assert.equal(tail.newest()?.toString(), 'abc');
+  tail.push(Buffer.from('def'));
+  assert.equal(tail.newest()?.toString(), 'abcdef');
+  // Wraps the ring: its oldest bytes now sit past its newest.
+  const long = 'x'.repeat(USAGE_TAIL_BYTES - 7) + 'END';
+  tail.push(Buffer.from(long));
+  assert.equal(tail.newest()?.toString(), `cdef${long}`);
+});

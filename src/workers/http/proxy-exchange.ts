@@ -16,7 +16,7 @@ import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { SseEvents } from '../tunnel/sse-events.js';
-import { beforeTrailers } from '../tunnel/sse-terminal.js';
+import { beforeTrailers, lastEventError } from '../tunnel/sse-terminal.js';
 import { contentEncodingOf, decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../tunnel/provider-error.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
@@ -543,7 +543,7 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     if (this.#relayed) {
-      this.#finish(endReason(this.status));
+      this.#finish(endReason(this.status), this.#inBandError());
       return;
     }
     if (this.route.requiresEnd === true && !this.#endSeen && this.#isEventStream && this.status >= 200 && this.status < 300) {
@@ -552,7 +552,7 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     this.#readUsage();
-    this.#finish(endReason(this.status));
+    this.#finish(endReason(this.status), this.#inBandError());
     this.plane.answerRelayed(this);
     // A provider that ended inside an event gets its bytes relayed as they are.
     const held = this.#events?.flush();
@@ -592,6 +592,21 @@ export class ProxyExchange implements TunnelConsumer {
     const reason = body === undefined ? undefined : providerErrorMessage(body);
     // A 5xx counts toward ejection and a 429 lowers the limit, as without keepalives.
     this.fail(spec, reason === undefined ? spec.message : `${spec.message}: ${reason}`, endReason(this.status));
+  }
+
+  /**
+   * A 2xx event stream the provider ended with its own error event (chat's `data: {"error":...}`, Messages'
+   * and Responses' `error`, Responses' `response.failed`): relayed untouched (the client's SDK raises it),
+   * but the run ended in an error, not an answer. Its message becomes the run's; the outcome `error`
+   * (undefined: none). The lease still ends as the relayed status says (ejection reads statuses and resets).
+   */
+  #inBandError(): 'error' | undefined {
+    if (!this.#isEventStream || this.status < 200 || this.status >= 300) return undefined;
+    const tail = this.#tail?.newest();
+    const message = tail === undefined ? undefined : lastEventError(tail);
+    if (message === undefined) return undefined;
+    this.errorMessage = message;
+    return 'error';
   }
 
   #readUsage(): void {
@@ -812,7 +827,8 @@ export class ProxyExchange implements TunnelConsumer {
     }
   }
 
-  #finish(reason: ReleaseReason): void {
+  /** `outcome`: what the run record says, when not the lease's reason (a stream that ended in the provider's error event). */
+  #finish(reason: ReleaseReason, outcome: string = reason): void {
     if (this.state === 'done') return;
     const hadLease = this.state === 'dispatched' || this.state === 'streaming';
     this.state = 'done';
@@ -821,7 +837,7 @@ export class ProxyExchange implements TunnelConsumer {
     this.plane.forget(this);
     // Relayed whole: released at the body's last byte already.
     if (hadLease && !this.#relayed) this.#releaseLease(reason);
-    this.plane.exchangeFinished(this, reason);
+    this.plane.exchangeFinished(this, outcome);
   }
 
   /** HEADERS arrived: stamps it and returns the x-edge-overhead-ms value. */

@@ -41,6 +41,11 @@ export function providerErrorMessage(body: Buffer): string | undefined {
     return /^[\x20-\x7e\s]+$/.test(text.slice(0, 200)) ? clip(text) : undefined;
   }
   if (parsed === null || typeof parsed !== 'object') return typeof parsed === 'string' ? clip(parsed) : undefined;
+  return errorObjectMessage(parsed);
+}
+
+/** The message a parsed error object gives (an error body's, or an in-band error event's data), clipped; undefined when it names none. */
+export function errorObjectMessage(parsed: object): string | undefined {
   const record = parsed as { error?: unknown; message?: unknown; detail?: unknown };
   const error = record.error;
   if (typeof error === 'string') return clip(error);

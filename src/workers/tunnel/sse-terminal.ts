@@ -9,6 +9,7 @@
 // relayed chunk; only Responses looks back for the event's start (and
 // Messages, for a chunk that names message_stop at all).
 
+import { errorObjectMessage } from './provider-error.js';
 import { lastEventEnd } from './sse-events.js';
 
 const LF = 10;
@@ -233,4 +234,52 @@ function isTrailer(buffer: Buffer, start: number, end: number): boolean {
   if (endsWithDone(buffer.subarray(start, end))) return true;
   for (let line = start; line < end; line = nextLine(buffer, line, end)) if (buffer[line] !== 0x3a) return false;
   return true;
+}
+
+const RESPONSE_FAILED = 'response.failed';
+/** What a run that ended in an error event with no message of its own says it ended with. */
+const UNNAMED_ERROR = 'the provider ended its stream with an error event';
+
+/**
+ * The provider's own in-band error, when the last event of a stream it
+ * ended (trailers aside) is one: chat's and completions' `data:
+ * {"error":{...}}`, Messages' and Responses' `error` event, or Responses'
+ * `response.failed`. Its message (clipped, as a provider error body's is),
+ * else undefined. Read once, at the stream's end, from its tail (StreamTail):
+ * one native search rules out the streams whose tail never says "error".
+ */
+export function lastEventError(tail: Buffer): string | undefined {
+  if (tail.lastIndexOf(ERROR_NAME) < 0) return undefined;
+  const body = beforeTrailers(tail) ?? tail;
+  const end = contentEnd(body);
+  if (end === 0) return undefined;
+  // An event cut at the tail's start does not parse: no error is read from it.
+  const start = lastEventEnd(body.subarray(0, end));
+  let name = '';
+  let data = '';
+  for (const line of body.toString('utf8', start, end).split(/\r\n|\r|\n/)) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) continue;
+    const value = line.charCodeAt(colon + 1) === 0x20 ? line.slice(colon + 2) : line.slice(colon + 1);
+    const field = line.slice(0, colon);
+    if (field === 'event') name = value;
+    else if (field === 'data') data = data === '' ? value : `${data}\n${value}`;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch {
+    return undefined;
+  }
+  if (parsed === null || typeof parsed !== 'object') return undefined;
+  const record = parsed as { type?: unknown; error?: unknown; response?: unknown };
+  const type = name !== '' ? name : record.type;
+  if (type === RESPONSE_FAILED) {
+    const response = record.response;
+    return (response !== null && typeof response === 'object' ? errorObjectMessage(response) : undefined) ?? UNNAMED_ERROR;
+  }
+  if (type === 'error') return errorObjectMessage(record) ?? UNNAMED_ERROR;
+  // Chat and completions name no event: a chunk with an `error` object is the failure the SDKs raise.
+  if (name === '' && record.error !== undefined && record.error !== null) return errorObjectMessage(record) ?? UNNAMED_ERROR;
+  return undefined;
 }

@@ -239,6 +239,13 @@ export class StreamTail {
     return usageFromTail([this.#usageFound.subarray(0, this.#usageLength)]) ?? this.#usageBefore;
   }
 
+  /** The newest bytes, oldest first, as one buffer (a copy only when the ring has wrapped): read once, at the stream's end. */
+  newest(): Buffer | undefined {
+    const ring = this.#ring;
+    if (ring === undefined) return this.#first === undefined ? undefined : Buffer.from(this.#first.buffer, this.#first.byteOffset, this.#first.byteLength);
+    return this.#filled < ring.length ? ring.subarray(0, this.#filled) : Buffer.concat([ring.subarray(this.#end), ring.subarray(0, this.#end)]);
+  }
+
   /** A frame on its way through: the last `"usage"` key in it (or across its start) and the bytes after it are kept. */
   #watch(frame: Uint8Array): void {
     const bytes = Buffer.from(frame.buffer, frame.byteOffset, frame.byteLength);
