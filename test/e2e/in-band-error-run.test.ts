@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
-import { startProvidersStack, startScriptedProvider, waitFor, writeEventStream, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
+import { startEventStreamCases, waitFor } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const chunk = (delta: object, finish: string | null = null): string =>
@@ -49,17 +49,14 @@ interface RunRecord {
 }
 
 describe('a 200 stream that ends with the provider\'s in-band error', () => {
-  let provider: ScriptedProvider;
-  let stack: ProvidersStack;
+  let cases: Awaited<ReturnType<typeof startEventStreamCases>>;
   let edge: RunningEdge;
   before(async () => {
-    provider = await startScriptedProvider((req, res) => writeEventStream(res, CASES[req.headers['x-case'] as string]));
-    stack = await startProvidersStack('m', { p: provider.url }, {}, { p: ['chat', 'messages', 'responses'] }, { admin: { host: '127.0.0.1', port: 0 } });
-    edge = stack.edge;
+    cases = await startEventStreamCases(CASES);
+    edge = cases.edge;
   });
   after(async () => {
-    await stack?.close();
-    await provider?.close();
+    await cases?.close();
   });
 
   async function finishedRecord(runId: string | null): Promise<RunRecord> {

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
-import { startProvidersStack, startScriptedProvider, waitFor, writeEventStream, type ProvidersStack, type ScriptedProvider } from '../helpers/stack.js';
+import { startEventStreamCases, waitFor } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const PING = 'event: ping\ndata: {"type": "ping"}\n\n';
@@ -41,17 +41,14 @@ const CASES: Record<string, string[]> = {
 };
 
 describe('a ping, comment or [DONE] in the same chunk as the last event', () => {
-  let provider: ScriptedProvider;
-  let stack: ProvidersStack;
+  let cases: Awaited<ReturnType<typeof startEventStreamCases>>;
   let edge: RunningEdge;
   before(async () => {
-    provider = await startScriptedProvider((req, res) => writeEventStream(res, CASES[req.headers['x-case'] as string]));
-    stack = await startProvidersStack('m', { p: provider.url }, {}, { p: ['chat', 'messages', 'responses'] }, { admin: { host: '127.0.0.1', port: 0 } });
-    edge = stack.edge;
+    cases = await startEventStreamCases(CASES);
+    edge = cases.edge;
   });
   after(async () => {
-    await stack?.close();
-    await provider?.close();
+    await cases?.close();
   });
 
   async function finishedRecord(runId: string | null): Promise<{ state?: string; outcome?: string; tokens?: unknown }> {

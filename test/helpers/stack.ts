@@ -364,3 +364,22 @@ export async function writeEventStream(res: ServerResponse, pieces: Iterable<str
   }
   res.end();
 }
+
+/** An edge serving alias `m` (chat, Messages, Responses; admin API on) from a scripted provider that streams, per request, the pieces its `x-case` header names. */
+export async function startEventStreamCases(cases: Readonly<Record<string, Iterable<string>>>): Promise<{ edge: RunningEdge; close(): Promise<void> }> {
+  const provider = await startScriptedProvider((req, res) => writeEventStream(res, cases[req.headers['x-case'] as string]));
+  let stack: ProvidersStack;
+  try {
+    stack = await startProvidersStack('m', { p: provider.url }, {}, { p: ['chat', 'messages', 'responses'] }, { admin: { host: '127.0.0.1', port: 0 } });
+  } catch (err) {
+    await provider.close();
+    throw err;
+  }
+  return {
+    edge: stack.edge,
+    async close() {
+      await stack.close();
+      await provider.close();
+    },
+  };
+}
