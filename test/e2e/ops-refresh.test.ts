@@ -137,9 +137,16 @@ describe('config refresh through the admin API', () => {
     assert.match(json.reasons.join('\n'), /max_queue: expected an integer/);
     assert.equal(providerCapacity((await stack.admin('/admin/status')).json), 2);
     assert.equal((await chat(stack)).status, 200);
-    const bad = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'commit' } });
-    assert.equal(bad.status, 400);
-    assert.equal(bad.json.error.code, 'invalid_mode');    // An evaluate of the same candidate fails alike, and is counted as what it was: a rejection, not an evaluation.
+    // A mode that is none of the two, null included (absent is the only way to ask for the default).
+    for (const mode of ['commit', null]) {
+      const bad = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode } });
+      assert.equal(bad.status, 400, JSON.stringify(mode));
+      assert.equal(bad.json.error.code, 'invalid_mode');
+    }
+    const nullTimeout = await stack.admin('/admin/config/refresh', { method: 'POST', body: { node_timeout_ms: null } });
+    assert.equal(nullTimeout.status, 400);
+    assert.equal(nullTimeout.json.error.code, 'invalid_request');
+    // An evaluate of the same candidate fails alike, and is counted as what it was: a rejection, not an evaluation.
     const count = async (status: string): Promise<number> => sample(await stack.edge.scrapeMetrics(), 'edge_config_refreshes_total', { mode: 'evaluate', status }) ?? 0;
     const [rejectedBefore, evaluatedBefore] = [await count('rejected'), await count('evaluated')];
     const evaluated = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'evaluate', config: raw } });

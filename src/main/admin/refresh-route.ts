@@ -32,7 +32,8 @@ export function registerRefreshRoute(app: FastifyInstance, ops: AdminOps): void 
       sendAdminError(reply, 400, 'invalid_request', 'send a JSON object: {"mode":"evaluate"|"apply","config"?: ...}');
       return;
     }
-    const mode = body.mode ?? 'evaluate';
+    // Only an absent field takes its default: a null is a value, and not one of the allowed.
+    const mode = body.mode === undefined ? 'evaluate' : body.mode;
     if (typeof mode !== 'string' || !(MODES as readonly string[]).includes(mode)) {
       sendAdminError(reply, 400, 'invalid_mode', `mode must be "evaluate" or "apply", got ${JSON.stringify(mode)}`);
       return;
@@ -41,7 +42,7 @@ export function registerRefreshRoute(app: FastifyInstance, ops: AdminOps): void 
       sendAdminError(reply, 400, 'invalid_request', 'config must be YAML/JSON text or a JSON object');
       return;
     }
-    const nodeTimeoutMs = body.node_timeout_ms ?? DEFAULT_COMMAND_DEADLINE_MS;
+    const nodeTimeoutMs = body.node_timeout_ms === undefined ? DEFAULT_COMMAND_DEADLINE_MS : body.node_timeout_ms;
     if (typeof nodeTimeoutMs !== 'number' || !Number.isInteger(nodeTimeoutMs) || nodeTimeoutMs < 1 || nodeTimeoutMs > MAX_COMMAND_DEADLINE_MS) {
       sendAdminError(reply, 400, 'invalid_request', `node_timeout_ms must be an integer from 1 to ${MAX_COMMAND_DEADLINE_MS}`);
       return;
