@@ -100,9 +100,10 @@ export class ProxyExchange implements TunnelConsumer {
    */
   #socket: Socket | undefined;
   #isEventStream = false;
-  /** The provider compressed its body (content-encoding other than identity), though the agent asked for identity. */
-  #encoded = false;
-  /** That content-encoding, lower-cased: a created Response's id is still read from its head, decoded. */
+  /**
+   * The content-encoding, lower-cased, when the provider compressed its body though the agent asked for
+   * identity (undefined: not compressed); a created Response's id is still read from its head, decoded.
+   */
   #encoding: string | undefined;
   /**
    * Body bytes of a relayed content-length still to come (-1: no length).
@@ -314,7 +315,7 @@ export class ProxyExchange implements TunnelConsumer {
 
   /** After the relayed head: the readers its body needs. */
   #startBody(json: boolean): void {
-    if (this.#encoded) {
+    if (this.#encoding !== undefined) {
       // Compressed bytes are opaque here: relayed as they come (an event held for its blank line would never
       // find one), no usage read, and a failure cuts the connection (an in-band event would be plain text inside the stream).
       this.#isEventStream = false;
@@ -344,10 +345,7 @@ export class ProxyExchange implements TunnelConsumer {
     else if (name === 'content-encoding') {
       // Codings are case-insensitive: `Identity` is no coding (its body's usage and id are read as a plain one's).
       const coding = value.trim().toLowerCase();
-      if (coding !== '' && coding !== 'identity') {
-        this.#encoded = true;
-        this.#encoding = coding;
-      }
+      if (coding !== '' && coding !== 'identity') this.#encoding = coding;
     }
     return false;
   }
