@@ -78,6 +78,8 @@ async function main(): Promise<void> {
   agent.start();
   await registered;
   const body = JSON.stringify({ model: 'llama3', messages: [{ role: 'user', content: 'Hello!' }] });
+  // A page the example config lets call the API from a browser: its preflight, as the browser sends it.
+  const cors = edgeConfig.cors?.allowedOrigins.find((o) => o !== '*');
   const agentBody = JSON.stringify({ model: 'agent', stream: true, messages: [{ role: 'user', content: 'Hello, agent!' }] });
   // A2A 1.0 JSON-RPC, as the @a2a-js/sdk client sends it (README "A2A" has the SDK version).
   const a2aBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: 'demo-1', contextId: 'demo-a2a', role: 'ROLE_USER', parts: [{ text: 'Hello, agent!' }] } } });
@@ -97,7 +99,8 @@ ${edge.adminUrl ? `  curl -s ${edge.adminUrl}/admin/status
   curl -s ${edge.adminUrl}/admin/runs
 ` : ''}  curl -s ${edge.url}/.well-known/agent-card.json
   curl -s ${edge.url}/a2a/agent -H 'content-type: application/json' -H 'a2a-version: 1.0' -d '${a2aBody}'
-
+${cors === undefined ? '' : `  curl -si -X OPTIONS ${edge.url}/v1/chat/completions -H 'origin: ${cors}' -H 'access-control-request-method: POST' -H 'access-control-request-headers: authorization, content-type'
+`}
 Ctrl-C stops it.`);
   const shutdown = (): void => {
     void agent.stop().then(() => edge.close()).then(() => mock.close()).finally(() => process.exit(0));

@@ -16,6 +16,7 @@ import { DEFAULT_MAX_FINISHED_RUNS } from './runs/run-store.js';
 import { readA2A } from './a2a-config.js';
 import { DEFAULT_MAX_QUEUE, DEFAULT_QUEUE_TIMEOUT_MS } from './scheduler/index.js';
 import { readResilience } from './config-resilience.js';
+import { readCors } from './config-cors.js';
 import { HARDENING_LIMIT_KEYS, readAuth, readLimitsHardening, readTls } from '../shared/config-hardening.js';
 import type { AdminConfig, BootstrapConfig, EdgeConfig, ListenConfig, ModelConfig, NodeConfig, ProviderConfig, ProviderType } from '../shared/config-types.js';
 
@@ -223,7 +224,7 @@ function checkListenerPorts(r: ConfigReader, config: EdgeConfig): void {
 export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const r = new ConfigReader();
   const root = r.object('(root)', raw) ?? {};
-  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'runtime', 'nodes', 'models', 'auth', 'tls', 'bootstrap', 'a2a', 'resilience']);
+  r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'runtime', 'nodes', 'models', 'auth', 'tls', 'bootstrap', 'a2a', 'resilience', 'cors']);
 
   const listen = r.object('listen', root.listen, true) ?? {};
   r.noUnknownKeys('listen', listen, ['http', 'grpc']);
@@ -304,6 +305,8 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
     a2a: readA2A(r, root.a2a, new Set(models.map((m) => m.alias))),
   };
   Object.assign(config, { resilience: readResilience(r, root.resilience) });
+  const cors = readCors(r, root.cors);
+  if (cors !== undefined) Object.assign(config, { cors });
   const bootstrap = readBootstrap(r, root.bootstrap, config.grpc);
   if (bootstrap !== undefined) Object.assign(config, { bootstrap });
   checkListenerPorts(r, config);

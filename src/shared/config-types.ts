@@ -125,6 +125,15 @@ export interface EdgeConfig {
   readonly resilience?: ResilienceConfig;
   /** The A2A surface (docs/a2a.md); absent or no agents: no A2A routes. */
   readonly a2a?: A2AConfig;
+  /** Browser calls from other origins to the client listener (src/main/config-cors.ts); absent or no origins: off. */
+  readonly cors?: CorsConfig;
+}
+
+export interface CorsConfig {
+  /** Serialized origins (`https://app.example.com`, lower-case, no path) allowed to call the client API from a browser; `*`: any. */
+  readonly allowedOrigins: readonly string[];
+  /** How long a browser may cache a preflight's answer, seconds (Access-Control-Max-Age). */
+  readonly maxAgeS: number;
 }
 
 export interface ResilienceConfig {

@@ -43,6 +43,7 @@ export const Errors = Object.freeze({
   responseProviderGone: spec(409, 'invalid_request_error', 'response_provider_unavailable', 'the provider that stored this response is not serving now; it is never answered elsewhere'),
   // Client auth
   invalidApiKey: spec(401, 'authentication_error', 'invalid_api_key', 'missing or invalid API key; send it as `Authorization: Bearer <key>`'),
+  originNotAllowed: spec(403, 'permission_error', 'origin_not_allowed', 'this origin may not call the API from a browser; the edge lists the origins that may in cors.allowed_origins'),
   modelNotAllowed: spec(403, 'permission_error', 'model_not_allowed', 'this API key may not use the requested model', 'model'),
   tooManyConcurrent: spec(429, 'rate_limit_error', 'too_many_concurrent_requests', 'this API key has too many requests open at once; retry when one finishes'),
   // Admission

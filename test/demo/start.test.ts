@@ -43,7 +43,7 @@ test('the demo prints curl lines that work and the console URL', async () => {
   assert.equal(page.status, 200);
   assert.match(await page.text(), /<title>Edge console<\/title>/);
   const curlLines = out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('curl '));
-  assert.equal(curlLines.length, 11, out);
+  assert.equal(curlLines.length, 12, out);
   const [plain, streaming, models, agent, messages, responses, status, metrics] = await Promise.all(curlLines.slice(0, 8).map((line) => run('bash', ['-c', line])));
   // The cli provider: the example script's stdout, as chunks.
   const agentText = [...agent.stdout.matchAll(/^data: (\{.*\})$/gm)].map((m) => (JSON.parse(m[1]) as { choices: { delta: { content?: string } }[] }).choices[0].delta.content ?? '').join('');
@@ -57,6 +57,11 @@ test('the demo prints curl lines that work and the console URL', async () => {
   const a2a = JSON.parse((await run('bash', ['-c', curlLines[10]])).stdout) as { result: { task: { status: { state: string }; artifacts: { parts: { text: string }[] }[] } } };
   assert.equal(a2a.result.task.status.state, 'TASK_STATE_COMPLETED', JSON.stringify(a2a));
   assert.match(a2a.result.task.artifacts[0].parts[0].text, /You said: Hello, agent!/);
+  // CORS: the example config's page gets its preflight answered.
+  const preflight = (await run('bash', ['-c', curlLines[11]])).stdout;
+  assert.match(preflight, /^HTTP\/1\.1 204 /, preflight);
+  assert.match(preflight, /^access-control-allow-origin: http:\/\/localhost:5173\r?$/m, preflight);
+  assert.match(preflight, /^access-control-allow-headers: authorization, content-type\r?$/m, preflight);
   const completion = JSON.parse(plain.stdout) as { object: string; choices: { message: { content: string } }[] };
   assert.equal(completion.object, 'chat.completion');
   assert.ok(completion.choices[0].message.content.length > 0);

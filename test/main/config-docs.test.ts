@@ -132,7 +132,7 @@ test('the README edge config table: its keys are the parser\'s, and its literal 
   const probe = {
     zz: 1, listen: { zz: 1, http: z, grpc: z }, limits: z, heartbeat: z, scheduler: z, workers: z, admin: z, drain: z, runs: z, runtime: z,
     nodes: [{ zz: 1, providers: [z] }], models: [z], auth: { zz: 1, api_keys: [z] }, tls: { zz: 1, client: z, nodes: z },
-    bootstrap: { zz: 1, listen: z }, a2a: { zz: 1, agents: [{ zz: 1, skills: [z] }] }, resilience: { zz: 1, outliers: z, overload: z },
+    bootstrap: { zz: 1, listen: z }, a2a: { zz: 1, agents: [{ zz: 1, skills: [z] }] }, resilience: { zz: 1, outliers: z, overload: z }, cors: z,
   };
   checkTables(parseEdgeConfig, probe, '(root)', [{ rows: tableUnder('### Edge (`examples/edge.yaml`)'), prefix: '', base: EDGE_BASE }]);
 });

@@ -140,6 +140,23 @@ test('a2a: agents get card defaults; a missing alias, a bad id, duplicates and b
   assert.match(text, /a2a\.public_url: expected an http\(s\) URL/);
 });
 
+test('cors: origins as browsers send them, or `*` alone; anything else is reported', () => {
+  const base = { nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1' }] }], models: [{ alias: 'm', providers: { p1: 's' } }] };
+  assert.equal(parseEdgeConfig(base, 'test.yaml').cors, undefined);
+  const parsed = parseEdgeConfig({ ...base, cors: { allowed_origins: ['https://app.example.com', 'HTTP://LOCALHOST:5173', 'https://app.example.com', 'chrome-extension://abcdef'] } }, 'test.yaml');
+  assert.deepEqual(parsed.cors, { allowedOrigins: ['https://app.example.com', 'http://localhost:5173', 'chrome-extension://abcdef'], maxAgeS: 600 });
+  assert.deepEqual(parseEdgeConfig({ ...base, cors: { allowed_origins: ['*'], max_age_s: 60 } }, 'test.yaml').cors, { allowedOrigins: ['*'], maxAgeS: 60 });
+  const text = problemsOf({ ...base, cors: { allowed_origins: ['https://app.example.com/', 'https://a.example:443', 'app.example.com', '', 7], max_age_s: -1, credentials: true } }).join('\n');
+  assert.match(text, /cors\.allowed_origins\[0\]: expected an origin: scheme:\/\/host\[:port\] with no path/);
+  assert.match(text, /cors\.allowed_origins\[1\]: browsers send this origin as "https:\/\/a\.example"; write it that way/);
+  assert.match(text, /cors\.allowed_origins\[2\]: expected an origin/);
+  assert.match(text, /cors\.allowed_origins\[3\]: expected an origin such as/);
+  assert.match(text, /cors\.allowed_origins\[4\]: expected an origin such as/);
+  assert.match(text, /cors\.max_age_s: expected an integer from 0/);
+  assert.match(text, /cors\.credentials: unknown key/);
+  assert.match(problemsOf({ ...base, cors: { allowed_origins: ['*', 'https://a.example'] } }).join('\n'), /cors\.allowed_origins: `\*` allows every origin; list it alone/);
+});
+
 test('node and provider ids: printable ASCII, since every answer carries them in x-edge-node and x-edge-provider', () => {
   const raw = (node: string, provider: string): unknown => ({ nodes: [{ id: node, token: 't', providers: [{ id: provider }] }], models: [{ alias: 'm', providers: { [provider]: 's' } }] });
   assert.deepEqual(parseEdgeConfig(raw('gpu-1 east', 'p.1_a'), 'test.yaml').nodes.map((n) => [n.id, n.providers[0].id]), [['gpu-1 east', 'p.1_a']]);

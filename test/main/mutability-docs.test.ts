@@ -17,7 +17,7 @@ function edgeKeys(): string[] {
   const probe = {
     zz: 1, listen: { zz: 1, http: z, grpc: z }, limits: z, heartbeat: z, scheduler: z, workers: z, admin: z, drain: z, runs: z, runtime: z,
     nodes: [{ zz: 1, providers: [z] }], models: [z], auth: { zz: 1, api_keys: [z] }, tls: { zz: 1, client: z, nodes: z },
-    bootstrap: { zz: 1, listen: z }, a2a: { zz: 1, agents: [{ zz: 1, skills: [z] }] }, resilience: { zz: 1, outliers: z, overload: z },
+    bootstrap: { zz: 1, listen: z }, a2a: { zz: 1, agents: [{ zz: 1, skills: [z] }] }, resilience: { zz: 1, outliers: z, overload: z }, cors: z,
   };
   const keys = [...acceptedKeys(parseEdgeConfig, probe, '(root)', '[x]')];
   assert.ok(keys.length > 50, 'the probe read the parser\'s keys');

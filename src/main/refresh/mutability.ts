@@ -36,6 +36,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
   { pattern: /^limits\.offload_bytes$/, mutable: true, effect: 'requests received from now on' },
   { pattern: /^limits\.(ttfb_timeout_ms|idle_timeout_ms|sse_keepalive_ms)$/, mutable: true, effect: 'requests dispatched from now on' },
   { pattern: /^limits\.max_tunnels_per_node$/, mutable: true, effect: 'tunnels opened from now on' },
+  { pattern: /^cors(\.|$)/, mutable: true, effect: 'requests and preflights received from now on; browsers may keep a preflight answer for its max_age_s' },
   { pattern: /^auth\./, mutable: true, effect: 'API keys, their models and limits apply to requests received from now on' },
   { pattern: /^limits\.tunnel_timeout_ms$/, mutable: true, effect: 'requests dispatched from now on' },
   // A session keeps the heartbeat pair it was told at Registered: judging an old session by a new,

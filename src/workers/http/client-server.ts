@@ -32,6 +32,7 @@ import { closeAfterAnswer } from './linger.js';
 import { watchLastWrite } from './flush-watch.js';
 import { listenError } from '../../shared/start-error.js';
 import { LeanHttp1, timeoutSweepMs, type LeanOwner } from './lean-http1.js';
+import { CorsPolicy } from './cors.js';
 
 const kApiKey = Symbol('edge.apiKey');
 type KeyedRequest = FastifyRequest & { [kApiKey]?: ApiKeyState };
@@ -122,6 +123,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   #modelsBody = '';
   /** The model list's `created` (epoch s): one answer for the list and each model, whichever worker answers, across refreshes. */
   readonly #modelsCreated: number;
+  /** config `cors`: undefined while no origin is allowed (no browser page may read an answer). */
+  #cors: CorsPolicy | undefined;
   #aliases: readonly string[] = [];
   /** Each alias's providers (config), to tell a stored response's provider that can never serve the alias. */
   #models: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map();
@@ -215,6 +218,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   setConfig(config: EdgeConfig): void {
     this.auth.setConfig(config.auth);
+    this.#cors = CorsPolicy.of(config.cors);
     // Undefined only while the constructor's first setConfig runs (the surface is made after it).
     this.a2a?.setConfig(config);
     const limits = limitsOf(config);
@@ -271,6 +275,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       noteRequestHead(request, response);
       // node:http's own requests (the lean connection's are not here): the same deadline on a stuck last write.
       if (this.flushTimeoutMs > 0) watchLastWrite(response, this);
+      if (this.#cors !== undefined && request.headers.origin !== undefined && this.#crossOrigin(this.#cors, request, response)) return;
       if (!this.#serveLean(request, response)) fastifyHandler(request, response);
     };
     // The handshake within the head's deadline: node's own (120 s) let a client that never sent its ClientHello hold a socket past it.
@@ -291,6 +296,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       noteRequestHead(request, response);
       const path = originForm(request.url ?? '').split('?')[0];
       closeAfterAnswer(response);
+      if (this.#cors !== undefined && request.headers.origin !== undefined) this.#cors.mark(response, request.headers.origin);
       this.#plane.refused(Errors.expectationFailed.code);
       const message = `the expectation ${JSON.stringify(request.headers.expect)} cannot be met; only 100-continue is`;
       writeError(this.logger, path, response, Errors.expectationFailed, errorFormatForPath(path), message, undefined, request.method);
@@ -363,6 +369,8 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   /** LeanOwner: an API POST read whole by the lean connection (its head is plain, its body within the limit). */
   serveLean(path: string, request: IncomingMessage, response: ServerResponse, body: Buffer): void {
     const route = LEAN_ROUTES.get(path) as ApiRoute;
+    // A preflight is never lean (OPTIONS): only the mark for an allowed page.
+    if (this.#cors !== undefined && request.headers.origin !== undefined) this.#cors.mark(response, request.headers.origin);
     const key = this.#checkLean(route, request, response, false);
     if (key !== ANSWERED) this.#proxy(route, request, response, body, key);
   }
@@ -431,6 +439,24 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
    * A refusal before the data path (no run): counted in edge_rejects_total
    * under its code, so that 401s, 413s or bad bodies show in the metrics.
    */
+  /**
+   * A request with `Origin` while CORS is on: a preflight is answered here
+   * (true), or refused in the path's format when its origin is not allowed;
+   * any other request is marked for its page and goes on (false).
+   */
+  #crossOrigin(cors: CorsPolicy, request: IncomingMessage, response: ServerResponse): boolean {
+    const origin = request.headers.origin as string;
+    if (!CorsPolicy.isPreflight(request)) {
+      cors.mark(response, origin);
+      return false;
+    }
+    if (cors.answerPreflight(request, response)) return true;
+    const path = originForm(request.url ?? '').split('?')[0];
+    this.#plane.refused(Errors.originNotAllowed.code);
+    writeError(this.logger, path, response, Errors.originNotAllowed, errorFormatForPath(path), `the origin ${JSON.stringify(origin)} may not call this API from a browser; the edge's cors.allowed_origins lists those that may`, undefined, 'OPTIONS');
+    return true;
+  }
+
   #refuse(path: string, response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
     this.#plane.refused(spec.code);
     writeError(this.logger, path, response, spec, format, message, param);

@@ -177,6 +177,14 @@ export class LeanResponse extends EventEmitter {
     return this;
   }
 
+  /** The first value setHeader gave `name` (case-insensitive), as node:http's for a single value. */
+  getHeader(name: string): string | undefined {
+    const lower = name.toLowerCase();
+    const fields = this.#fields;
+    for (let i = 0; i < fields.length; i += 2) if (fields[i].toLowerCase() === lower) return fields[i + 1];
+    return undefined;
+  }
+
   writeHead(status: number, headers?: OutgoingHttpHeaders | readonly string[]): this {
     if (this.headersSent) throw new Error('Cannot write headers after they are sent to the client');
     if (!Number.isInteger(status) || status < 100 || status > 999) throw new RangeError(`Invalid status code: ${status}`);

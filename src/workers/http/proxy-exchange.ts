@@ -355,13 +355,20 @@ export class ProxyExchange implements TunnelConsumer {
     const flat: string[] = [];
     let json = false;
     let ids = 0;
+    let varies = false;
     for (let i = 0; i < headers.length; i++) {
       const name = headers[i].name.toLowerCase();
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
       if (!isRelayedDownstream(name)) continue;
       if (this.#readsJson(name, headers[i].value, status)) json = true;
+      else if (name === 'vary') varies = true;
       else ids |= requestIdBit(name);
       flat.push(name, headers[i].value);
+    }
+    // writeHead drops a field set before (CORS's `Vary: Origin`) that the relayed head names too: both are kept.
+    if (varies) {
+      const own = this.response.getHeader('vary');
+      if (own !== undefined) flat.push('vary', String(own));
     }
     if (isOverloadStatus(status)) for (const pair of missingRetryHints(headers, this.#retryAfterMs)) flat.push(pair[0], pair[1]);
     if ((ids & X_REQUEST_ID) === 0) flat.push('x-request-id', this.runId);

@@ -1,7 +1,7 @@
 // What the edge passes on from a client to a provider: end-to-end headers
 // only (hop-by-hop ones are shared with the agent, plus any the client names
 // in `Connection`), never credentials; and back from a provider: never a
-// header in the edge's own `x-edge-` namespace.
+// header in the edge's own `x-edge-` namespace, nor a CORS one.
 import { isHopByHop, nominatesNothingMore } from '../../shared/hop-by-hop.js';
 
 /** Request headers the edge does not forward to a provider. */
@@ -26,9 +26,14 @@ export function isForwardedUpstream(lowerName: string): boolean {
   return !isHopByHop(lowerName) && !NOT_FORWARDED_UPSTREAM.has(lowerName) && !lowerName.startsWith('x-edge-');
 }
 
-/** A provider's response header the edge relays: end-to-end, and not one of the edge's own `x-edge-*` (it adds those). */
+/**
+ * A provider's response header the edge relays: end-to-end, not one of the
+ * edge's own `x-edge-*` (it adds those), and no `access-control-*`: which
+ * pages may read an answer is the edge's policy (config `cors`), not the
+ * provider's (vLLM allows every origin by default).
+ */
 export function isRelayedDownstream(lowerName: string): boolean {
-  return !isHopByHop(lowerName) && !lowerName.startsWith('x-edge-');
+  return !isHopByHop(lowerName) && !lowerName.startsWith('x-edge-') && !lowerName.startsWith('access-control-');
 }
 
 /**
