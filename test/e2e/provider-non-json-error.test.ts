@@ -19,14 +19,18 @@ const NGINX_502 = '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<bod
 const VLLM_400 = JSON.stringify({ object: 'error', message: "This model's maximum context length is 8192 tokens.", type: 'BadRequestError', param: null, code: 400 });
 
 /** An old Ollama (no /v1/messages: Gin's NoRoute answer) whose chat route sits behind a failing proxy when `proxyDown`. */
-function fakeOllama(): Promise<{ server: Server; url: string; proxyDown: boolean; jsonError: boolean }> {
-  const state = { server: undefined as unknown as Server, url: '', proxyDown: false, jsonError: false };
+function fakeOllama(): Promise<{ server: Server; url: string; proxyDown: boolean; jsonError: boolean; emptyJson: boolean }> {
+  const state = { server: undefined as unknown as Server, url: '', proxyDown: false, jsonError: false, emptyJson: false };
   state.server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
       if (req.url === '/api/tags') {
         res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
         res.end('{"models":[]}');
+      } else if (state.emptyJson) {
+        // A server whose error path sets the JSON content-type and writes nothing.
+        res.writeHead(500, { 'content-type': 'application/json', 'content-length': '0' });
+        res.end();
       } else if (req.url === '/v1/chat/completions' && state.jsonError) {
         res.writeHead(400, { 'content-type': 'application/json' });
         res.end(VLLM_400);
@@ -79,6 +83,24 @@ describe('a provider error that is not JSON', () => {
       assert.equal(failed.code, 'upstream_error', `stream: ${stream}`);
       assert.equal(failed.type, 'server_error');
       assert.equal(failed.message, '502 the provider answered HTTP 502: 502 Bad Gateway', 'the page title, not its markup');
+    }
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+  });
+
+  test('an empty error body labelled JSON is answered in the route\'s format too, not relayed as no error at all', async () => {
+    ollama.emptyJson = true;
+    try {
+      const failed = await anthropic.messages.create({ model: 'llama3', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }).then(() => undefined, (err: unknown) => err);
+      assert.ok(failed instanceof Anthropic.InternalServerError, String(failed));
+      assert.equal(failed.status, 500);
+      assert.deepEqual(failed.error, { type: 'error', error: { type: 'api_error', message: 'the provider answered HTTP 500 (upstream_error)' } });
+      assert.match(failed.requestID ?? '', /^run-/);
+      const chat = await openai.chat.completions.create({ model: 'llama3', messages: [{ role: 'user', content: 'hi' }] }).then(() => undefined, (err: unknown) => err);
+      assert.ok(chat instanceof OpenAI.InternalServerError, String(chat));
+      assert.equal(chat.code, 'upstream_error');
+      assert.equal(chat.message, '500 the provider answered HTTP 500');
+    } finally {
+      ollama.emptyJson = false;
     }
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
   });

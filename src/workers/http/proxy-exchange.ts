@@ -259,8 +259,9 @@ export class ProxyExchange implements TunnelConsumer {
       }
       return;
     }
-    if (status >= 400 && !isJsonHead(headers)) {
-      // An error whose body is not JSON (a proxy's HTML 502, Ollama's plain-text 404 for a route it lacks):
+    if (status >= 400 && (!isJsonHead(headers) || declaresEmptyBody(headers))) {
+      // An error whose body is not JSON (a proxy's HTML 502, Ollama's plain-text 404 for a route it lacks),
+      // or is none at all though its head says JSON (`content-length: 0`):
       // relayed, the SDKs would find no error object in it. Held, then answered in the route's error format
       // with the provider's status and its text as the message (#failWithHeldError).
       this.#markHeaders(status);
@@ -1016,6 +1017,14 @@ function missingRetryHints(headers: readonly Header[], retryAfterMs: number | un
 function saysNoRetry(headers: readonly Header[]): boolean {
   for (let i = 0; i < headers.length; i++) {
     if (headers[i].name.toLowerCase() === 'x-should-retry') return headers[i].value.trim().toLowerCase() === 'false';
+  }
+  return false;
+}
+
+/** The head declares an empty body (`content-length: 0`): a JSON content-type then labels nothing. */
+function declaresEmptyBody(headers: readonly Header[]): boolean {
+  for (let i = 0; i < headers.length; i++) {
+    if (headers[i].name.toLowerCase() === 'content-length') return headers[i].value.trim() === '0';
   }
   return false;
 }
