@@ -16,6 +16,8 @@ export interface ExchangeView {
   readonly triedNodeId: string;
   /** The session the client named ("" = none). */
   readonly sessionId: string;
+  /** The client API key's name (undefined: auth off). */
+  readonly keyName: string | undefined;
   /** The adapter of the provider it was dispatched to: `http` or `cli`. */
   readonly adapter: string;
   /** The message of the error it ended with, if it did. */

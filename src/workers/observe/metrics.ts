@@ -32,6 +32,13 @@ class RequestCount {
   constructor(readonly labels: { readonly model: string; readonly provider: string; readonly status: string }) {}
 }
 
+/** One client API key's requests by status and tokens by model; reported to prom-client as deltas at scrape. */
+class KeyUsage {
+  readonly requests = new Map<number, { count: number; reported: number }>();
+  /** model -> [prompt, completion, reportedPrompt, reportedCompletion] */
+  readonly tokens = new Map<string, number[]>();
+}
+
 /** What the scrape-time gauges read. */
 export interface MetricsSource {
   status(): SchedulerStatus;
@@ -113,8 +120,12 @@ export class EdgeMetrics {
   readonly #shuttingDown = new Gauge({ name: 'edge_shutting_down', help: '1 while the edge drains before exit', registers: [this.registry] });
 
   readonly #tokens = new Counter({ name: 'edge_stream_tokens_total', help: 'Tokens reported in the usage of completed responses (the final SSE chunk, or the tail of a JSON body), by model alias and kind', labelNames: ['model', 'kind'] as const, registers: [this.registry] });
+  // Per API key: the key names come from auth.api_keys (a bounded set), never from the client.
+  readonly #keyRequests = new Counter({ name: 'edge_key_requests_total', help: 'Requests that reached the data path by client API key (auth.api_keys[].name) and HTTP status (499: the client left first); none while auth is off', labelNames: ['key', 'status'] as const, registers: [this.registry] });
+  readonly #keyTokens = new Counter({ name: 'edge_key_tokens_total', help: 'Tokens reported in the usage of completed responses by client API key, model alias and kind', labelNames: ['key', 'model', 'kind'] as const, registers: [this.registry] });
   /** model -> [prompt, completion, reportedPrompt, reportedCompletion] */
   readonly #tokenCounts = new Map<string, number[]>();
+  readonly #keyUsage = new Map<string, KeyUsage>();
   readonly #histograms = new Map<string, ModelHistograms>();
   /** model -> provider -> status -> count */
   readonly #counts = new Map<string, Map<string, Map<number, RequestCount>>>();
@@ -177,10 +188,13 @@ export class EdgeMetrics {
   exchangeFinished(exchange: ExchangeView, now: number): void {
     const model = exchange.info.model;
     const grant = exchange.grant;
-    this.#count(model, grant !== undefined ? grant.providerId : exchange.triedProviderId, exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status);
+    const status = exchange.status === 0 ? CLIENT_CLOSED_STATUS : exchange.status;
+    this.#count(model, grant !== undefined ? grant.providerId : exchange.triedProviderId, status);
     this.#bytesToClient += exchange.bytesOut;
     this.#bytesToNode += exchange.bytesToNode;
-    if (exchange.usage !== undefined) this.#countTokens(model, exchange.usage.promptTokens, exchange.usage.completionTokens);
+    const usage = exchange.usage;
+    if (usage !== undefined) this.#countTokens(model, usage.promptTokens, usage.completionTokens);
+    if (exchange.keyName !== undefined) this.#countKey(exchange.keyName, model, status, usage);
     if (grant === undefined) return; // refused while queued: counted as a reject too
     const h = this.#histogramsOf(model);
     const queuedMs = grant.queuedMs + exchange.retryWaitMs;
@@ -261,6 +275,19 @@ export class EdgeMetrics {
     counts[1] += completion;
   }
 
+  #countKey(key: string, model: string, status: number, usage: ExchangeView['usage']): void {
+    let counts = this.#keyUsage.get(key);
+    if (counts === undefined) this.#keyUsage.set(key, (counts = new KeyUsage()));
+    let byStatus = counts.requests.get(status);
+    if (byStatus === undefined) counts.requests.set(status, (byStatus = { count: 0, reported: 0 }));
+    byStatus.count++;
+    if (usage === undefined || !Number.isFinite(usage.promptTokens + usage.completionTokens) || usage.promptTokens < 0 || usage.completionTokens < 0) return;
+    let tokens = counts.tokens.get(model);
+    if (tokens === undefined) counts.tokens.set(model, (tokens = [0, 0, 0, 0]));
+    tokens[0] += usage.promptTokens;
+    tokens[1] += usage.completionTokens;
+  }
+
   #histogramsOf(model: string): ModelHistograms {
     let h = this.#histograms.get(model);
     if (h === undefined) {
@@ -294,6 +321,18 @@ export class EdgeMetrics {
       if (c[1] > c[3]) this.#tokens.inc({ model, kind: 'completion' }, c[1] - c[3]);
       c[2] = c[0];
       c[3] = c[1];
+    }
+    for (const [key, usage] of this.#keyUsage) {
+      for (const [status, c] of usage.requests) {
+        if (c.count > c.reported) this.#keyRequests.inc({ key, status: String(status) }, c.count - c.reported);
+        c.reported = c.count;
+      }
+      for (const [model, c] of usage.tokens) {
+        if (c[0] > c[2]) this.#keyTokens.inc({ key, model, kind: 'prompt' }, c[0] - c[2]);
+        if (c[1] > c[3]) this.#keyTokens.inc({ key, model, kind: 'completion' }, c[1] - c[3]);
+        c[2] = c[0];
+        c[3] = c[1];
+      }
     }
     const bytes = this.#bytesReported;
     if (this.#bytesToNode > bytes.toNode) this.#tunnelBytes.inc({ direction: 'to_node' }, this.#bytesToNode - bytes.toNode);
