@@ -43,6 +43,8 @@ export interface RunQueuedEvent {
   readonly model: string;
   /** The session the client named; "default" when none. */
   readonly session: string;
+  /** The client API key's name (auth.api_keys[].name); absent while auth is off. */
+  readonly key?: string;
   /** Wall clock, ms since the epoch (the producing thread's). */
   readonly at: number;
 }

@@ -6,7 +6,7 @@
 // in the run records). So a turn's reports travel as one Float64Array plus the
 // few strings the main thread has not seen yet:
 //
-// - names (models, sessions, nodes, providers, adapters, outcomes) repeat:
+// - names (models, sessions, API keys, nodes, providers, adapters, outcomes) repeat:
 //   each is sent once as a NAME op and then referred to by its id (the
 //   table is bounded, and clients' sessions may fill only half of it);
 // - a run's id is sent once, with its queued report, and then referred to
@@ -78,6 +78,8 @@ export class RunWireEncoder {
         // Names first: their NAME ops must precede the report that uses them.
         const model = this.#name(event.model);
         const session = this.#name(event.session, SESSION_NAME_LIMIT);
+        // Key names are the config's: a bounded set, always a name once the table has room.
+        const key = event.key === undefined ? 0 : this.#name(event.key);
         let slot = this.#slots.get(event.runId);
         if (slot === undefined) {
           slot = this.#freeSlots.pop() ?? this.#nextSlot++;
@@ -89,6 +91,7 @@ export class RunWireEncoder {
         this.#push(this.#requestId(event.requestId, event.runId));
         this.#push(model);
         this.#push(session);
+        this.#push(key);
         this.#push(event.at);
         return;
       }
@@ -279,10 +282,11 @@ export class RunWireDecoder {
           const tag = n[i + 2] === 0 ? undefined : this.#text(n[i + 2], s);
           this.#slots[slot] = runId;
           this.#models[slot] = model;
-          this.#queuedAt[slot] = n[i + 5];
+          this.#queuedAt[slot] = n[i + 6];
           this.#tags[slot] = tag;
-          out.push({ type: 'run.queued', runId, requestId: tag ?? runId, model, session: this.#text(n[i + 4], s), at: n[i + 5] });
-          i += 6;
+          const key = n[i + 5] === 0 ? undefined : this.#text(n[i + 5], s);
+          out.push({ type: 'run.queued', runId, requestId: tag ?? runId, model, session: this.#text(n[i + 4], s), key, at: n[i + 6] });
+          i += 7;
           break;
         }
         case DISPATCHED:

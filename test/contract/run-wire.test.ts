@@ -6,12 +6,12 @@ import assert from 'node:assert/strict';
 import { RUN_WIRE_NAME_LIMIT, RunWireDecoder, RunWireEncoder, type RunWireBatch } from '../../src/contract/run-wire.js';
 import type { RunEvent } from '../../src/contract/events.js';
 
-function lifecycle(n: number, extra: Partial<{ requestId: string; error: string; tokens: { prompt: number; completion: number } | null; node: string | null; outcome: string; model: string }> = {}): RunEvent[] {
+function lifecycle(n: number, extra: Partial<{ requestId: string; error: string; tokens: { prompt: number; completion: number } | null; node: string | null; outcome: string; model: string; key: string }> = {}): RunEvent[] {
   const runId = `run-abc-${n.toString(36)}`;
   const model = extra.model ?? 'llama3';
   const node = extra.node === undefined ? 'gpu-1' : extra.node;
   return [
-    { type: 'run.queued', runId, requestId: extra.requestId ?? runId, model, session: 'default', at: 1_700_000_000_000 + n },
+    { type: 'run.queued', runId, requestId: extra.requestId ?? runId, model, session: 'default', ...(extra.key === undefined ? {} : { key: extra.key }), at: 1_700_000_000_000 + n },
     { type: 'run.dispatched', runId, model, node: 'gpu-1', provider: 'ollama-a', adapter: 'http', attempt: 1, queueMs: 0.125, at: 1_700_000_000_001 + n },
     { type: 'run.first_byte', runId, model, ttfbMs: 3.5, at: 1_700_000_000_004 + n },
     {
@@ -46,9 +46,11 @@ function roundTrip(encoder: RunWireEncoder, decoder: RunWireDecoder, events: Run
 test('a turn of reports reads back as the same events, in order', () => {
   const encoder = new RunWireEncoder();
   const decoder = new RunWireDecoder();
-  const events = [...lifecycle(1), ...lifecycle(2, { requestId: 'client-tag-7', error: 'provider said no', tokens: null, outcome: 'error' })];
+  const events = [...lifecycle(1), ...lifecycle(2, { requestId: 'client-tag-7', error: 'provider said no', tokens: null, outcome: 'error', key: 'team-a' }), ...lifecycle(4, { key: 'team-a' })];
   const { decoded } = roundTrip(encoder, decoder, events);
   assert.deepEqual(json(decoded), json(events));
+  // The key's name travels once, as a name.
+  assert.deepEqual(decoded.map((e) => (e.type === 'run.queued' ? e.key : null)).filter((k) => k !== null), [undefined, 'team-a', 'team-a']);
   assert.equal(encoder.openRuns, 0);
 });
 

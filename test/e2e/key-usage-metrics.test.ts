@@ -1,5 +1,6 @@
 // Usage per client API key in /metrics (edge_key_requests_total,
-// edge_key_tokens_total): what each key asked and what its answers cost, as
+// edge_key_tokens_total) and in the run records (GET /admin/runs?key=):
+// what each key asked and what its answers cost, as
 // the official openai SDK saw it, summed over every data path (I/O workers
 // too), with the key's own refusals (its concurrency limit) under their
 // status, and nothing for a request that named no valid key.
@@ -84,5 +85,14 @@ describe('usage per API key', () => {
     const all = [...text.matchAll(/^edge_requests_total\{[^}]*\} (\d+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
     assert.equal(keyed, 8);
     assert.equal(all, 8);
+
+    // The run records name the key; ?key= lists one key's runs, from every data path.
+    const { json: runs } = await stack.admin('/admin/runs?key=bob');
+    assert.deepEqual(runs.runs.map((r: { key: string; status: number }) => [r.key, r.status]).sort(), [['bob', 200], ['bob', 200], ['bob', 429]]);
+    const { json: all5 } = await stack.admin('/admin/runs?key=alice&state=finished');
+    assert.equal(all5.runs.length, 5);
+    assert.ok(all5.runs.every((r: { key: string; model: string }) => r.key === 'alice' && r.model === ALIAS));
+    const { json: one } = await stack.admin(`/admin/runs/${all5.runs[0].id}`);
+    assert.equal(one.key, 'alice');
   });
 });

@@ -1,5 +1,5 @@
 // GET /admin/runs (the recent runs, newest first; filters: state, model,
-// node, session; limit; before: the next page after that run), GET /admin/runs/:id (one run, 404 once it is
+// node, session, key; limit; before: the next page after that run), GET /admin/runs/:id (one run, 404 once it is
 // no longer kept) and POST /admin/runs/:id/cancel. The records live in the
 // main thread's RunStore; a cancel goes to whichever thread holds the
 // run's client connection.
@@ -9,7 +9,7 @@ import type { AdminOps } from './ops.js';
 import { FINISHED_CURSOR, nextCursor, runView } from '../runs/run-store.js';
 
 const STATES: ReadonlySet<string> = new Set(['queued', 'running', 'finished']);
-const PARAMETERS: readonly string[] = ['state', 'model', 'node', 'session', 'limit', 'before'];
+const PARAMETERS: readonly string[] = ['state', 'model', 'node', 'session', 'key', 'limit', 'before'];
 const MAX_LIMIT = 10_000;
 const LIMIT = /^\d{1,5}$/;
 
@@ -19,7 +19,7 @@ function listRuns(ops: AdminOps, request: RunsQuery, reply: FastifyReply): void 
   const query = request.query;
   // A typo or an unsupported parameter (offset, page) would otherwise return page one.
   if (!knownParameters(reply, '/admin/runs', query, PARAMETERS)) return;
-  const { state, model, node, session, limit, before } = query;
+  const { state, model, node, session, key, limit, before } = query;
   if (state !== undefined && !STATES.has(state)) {
     sendAdminError(reply, 400, 'invalid_request', `state must be one of queued, running, finished; got ${JSON.stringify(state)}`);
     return;
@@ -36,7 +36,7 @@ function listRuns(ops: AdminOps, request: RunsQuery, reply: FastifyReply): void 
     sendAdminError(reply, 404, 'run_not_found', `before names no kept run ${JSON.stringify(beforeId)} (unknown, or dropped past runs.max_finished)`);
     return;
   }
-  const runs = ops.runs.list({ state, model, node, session, limit: max, before: beforeId, beforeFinished });
+  const runs = ops.runs.list({ state, model, node, session, key, limit: max, before: beforeId, beforeFinished });
   reply.send({ runs: runs.map(runView), next: nextCursor(runs, max), kept: ops.runs.size, maxFinished: ops.runs.maxFinished, evicted: ops.runs.evicted });
 }
 

@@ -36,6 +36,7 @@ export interface FinishedFilter {
   readonly model?: string;
   readonly node?: string;
   readonly session?: string;
+  readonly key?: string;
 }
 
 export class FinishedRuns {
@@ -45,6 +46,7 @@ export class FinishedRuns {
   readonly #requestIds: string[] = [];
   readonly #models: string[] = [];
   readonly #sessions: string[] = [];
+  readonly #keys: (string | null)[] = [];
   readonly #nodes: (string | null)[] = [];
   readonly #providers: (string | null)[] = [];
   readonly #adapters: (string | null)[] = [];
@@ -99,6 +101,7 @@ export class FinishedRuns {
     this.#requestIds[slot] = record.requestId === record.id ? record.id : record.requestId;
     this.#models[slot] = record.model;
     this.#sessions[slot] = record.session;
+    this.#keys[slot] = record.key;
     this.#nodes[slot] = record.node;
     this.#providers[slot] = record.provider;
     this.#adapters[slot] = record.adapter;
@@ -129,7 +132,8 @@ export class FinishedRuns {
     return (
       (filter.model === undefined || this.#models[slot] === filter.model) &&
       (filter.node === undefined || this.#nodes[slot] === filter.node) &&
-      (filter.session === undefined || this.#sessions[slot] === filter.session)
+      (filter.session === undefined || this.#sessions[slot] === filter.session) &&
+      (filter.key === undefined || this.#keys[slot] === filter.key)
     );
   }
 
@@ -148,6 +152,7 @@ export class FinishedRuns {
       requestId: this.#requestIds[slot],
       model: this.#models[slot],
       session: this.#sessions[slot],
+      key: this.#keys[slot],
       state: 'finished',
       node: this.#nodes[slot],
       provider: this.#providers[slot],

@@ -8,6 +8,8 @@ export interface RunRecord {
   readonly requestId: string;
   readonly model: string;
   readonly session: string;
+  /** The client API key's name; null while auth is off. */
+  readonly key: string | null;
   state: RunState;
   node: string | null;
   provider: string | null;

@@ -14,6 +14,8 @@ export interface RunFilter {
   readonly model?: string;
   readonly node?: string;
   readonly session?: string;
+  /** The client API key's name. */
+  readonly key?: string;
   readonly limit?: number;
   /** A run id: list the runs after it (the next page). */
   readonly before?: string;
@@ -162,6 +164,7 @@ export class RunStore implements RunSink {
           requestId: event.requestId,
           model: this.#intern(event.model),
           session: this.#intern(event.session),
+          key: event.key === undefined ? null : this.#intern(event.key),
           state: 'queued',
           node: null,
           provider: null,
@@ -265,7 +268,8 @@ function matches(record: RunRecord, filter: RunFilter): boolean {
     (filter.state === undefined || record.state === filter.state) &&
     (filter.model === undefined || record.model === filter.model) &&
     (filter.node === undefined || record.node === filter.node) &&
-    (filter.session === undefined || record.session === filter.session)
+    (filter.session === undefined || record.session === filter.session) &&
+    (filter.key === undefined || record.key === filter.key)
   );
 }
 

@@ -47,7 +47,7 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
   // --- ExchangeObserver ----------------------------------------------------------
 
   exchangeQueued(exchange: ExchangeView): void {
-    this.#runs.run({ type: 'run.queued', runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, session: exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId, at: Date.now() });
+    this.#runs.run({ type: 'run.queued', runId: exchange.runId, requestId: exchange.requestTag, model: exchange.info.model, session: exchange.sessionId === '' ? DEFAULT_SESSION : exchange.sessionId, key: exchange.keyName, at: Date.now() });
   }
 
   exchangeStarted(exchange: ExchangeView): void {

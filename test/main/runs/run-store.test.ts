@@ -75,7 +75,7 @@ test('a finished run reads back every field, across column growth and the ring w
   const store = new RunStore(new Bus(), 200);
   for (let i = 0; i < 450; i++) {
     const id = `r${i}`;
-    store.run({ type: 'run.queued', runId: id, requestId: i % 2 === 0 ? id : `client-${i}`, model: i % 3 === 0 ? 'm3' : 'm', session: `s${i % 5}`, at: 1_000 + i } as RunEvent);
+    store.run({ type: 'run.queued', runId: id, requestId: i % 2 === 0 ? id : `client-${i}`, model: i % 3 === 0 ? 'm3' : 'm', session: `s${i % 5}`, key: i % 4 === 1 ? 'team-a' : undefined, at: 1_000 + i } as RunEvent);
     if (i % 7 !== 0) store.run({ type: 'run.dispatched', runId: id, model: 'm', node: `n${i % 2}`, provider: 'p1', adapter: 'http', attempt: 1 + (i % 2), queueMs: i / 10, at: 1_001 + i } as RunEvent);
     if (i % 4 !== 0) store.run({ type: 'run.first_byte', runId: id, model: 'm', ttfbMs: i / 4, at: 1_002 + i } as RunEvent);
     store.run({
@@ -99,12 +99,12 @@ test('a finished run reads back every field, across column growth and the ring w
   assert.equal(store.evicted, 250);
   assert.equal(store.get('r249'), undefined);
   assert.deepEqual(store.get('r264'), {
-    id: 'r264', requestId: 'r264', model: 'm3', session: 's4', state: 'finished', node: 'n0', provider: 'p1', adapter: 'http', attempts: 1,
+    id: 'r264', requestId: 'r264', model: 'm3', session: 's4', key: null, state: 'finished', node: 'n0', provider: 'p1', adapter: 'http', attempts: 1,
     queuedAt: 1_264, dispatchedAt: 1_265, firstByteAt: null, finishedAt: 1_269, queueMs: 26.4, ttfbMs: null, totalMs: 132,
     outcome: 'end', status: 200, bytesOut: 792, tokens: { prompt: 264, completion: 265 }, error: null,
   });
   assert.deepEqual(store.get('r441'), {
-    id: 'r441', requestId: 'client-441', model: 'm3', session: 's1', state: 'finished', node: null, provider: null, adapter: null, attempts: 0,
+    id: 'r441', requestId: 'client-441', model: 'm3', session: 's1', key: 'team-a', state: 'finished', node: null, provider: null, adapter: null, attempts: 0,
     queuedAt: 1_441, dispatchedAt: null, firstByteAt: 1_443, finishedAt: 1_446, queueMs: 0, ttfbMs: 110.25, totalMs: 220.5,
     outcome: 'no_provider', status: 503, bytesOut: 1_323, tokens: null, error: 'none for r441',
   });
@@ -115,6 +115,9 @@ test('a finished run reads back every field, across column growth and the ring w
   const filtered = store.list({ state: 'finished', model: 'm3', node: 'n1', session: 's3', limit: 1_000 }).map((r) => r.id);
   // i ≡ 0 (mod 3), odd (n1), ≡ 3 (mod 5): i ≡ 3 (mod 30); kept (≥ 250) and dispatched (not ≡ 0 mod 7, which drops 273).
   assert.deepEqual(filtered, ['r423', 'r393', 'r363', 'r333', 'r303']);
+  // i ≡ 1 (mod 4) and ≡ 0 (mod 3): i ≡ 9 (mod 12), kept: 261 … 441.
+  const keyed = store.list({ state: 'finished', model: 'm3', key: 'team-a', limit: 1_000 }).map((r) => Number(r.id.slice(1)));
+  assert.deepEqual(keyed, Array.from({ length: 16 }, (_, k) => 441 - 12 * k));
 });
 
 test('a page after a run that finished since the page before still lists the open runs queued before it', () => {
