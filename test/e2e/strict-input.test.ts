@@ -29,6 +29,9 @@ const ROUTES: Record<string, { anthropic: boolean; cases: Case[] }> = {
       { name: 'messages missing', body: `{${M}}`, status: 400, field: 'messages' },
       { name: 'messages is a string', body: `{${M},"messages":"hi"}`, status: 400, field: 'messages' },
       { name: 'messages only nested', body: `{${M},"extra":{"messages":[]}}`, status: 400, field: 'messages' },
+      // Repeated, a member is what its last occurrence says (JSON.parse, Python's json, Go's encoding/json).
+      { name: 'messages an array, then repeated as a string', body: `{${M},"messages":[{"role":"user","content":"hi"}],"messages":"hi"}`, status: 400, field: 'messages' },
+      { name: 'messages a string, then repeated as an array', body: `{${M},"messages":"hi","messages":[{"role":"user","content":"hi"}]}`, status: 200 },
     ],
   },
   '/v1/completions': {
@@ -57,6 +60,7 @@ const ROUTES: Record<string, { anthropic: boolean; cases: Case[] }> = {
       { name: 'max_tokens is a fraction', body: `{${M},"max_tokens":1.5,"messages":[]}`, status: 400, field: 'max_tokens' },
       { name: 'max_tokens has an exponent', body: `{${M},"max_tokens":1e3,"messages":[]}`, status: 400, field: 'max_tokens' },
       { name: 'max_tokens is a string', body: `{${M},"max_tokens":"16","messages":[]}`, status: 400, field: 'max_tokens' },
+      { name: 'max_tokens an integer, then repeated as a string', body: `{${M},"max_tokens":16,"messages":[],"max\\u005ftokens":"16"}`, status: 400, field: 'max_tokens' },
     ],
   },
   '/v1/messages/count_tokens': {
@@ -80,6 +84,7 @@ const ROUTES: Record<string, { anthropic: boolean; cases: Case[] }> = {
       // The context may come from a stored prompt template or conversation instead of input.
       { name: 'a prompt template instead of input', body: `{${M},"prompt":{"id":"pmpt_1","variables":{}}}`, status: 200 },
       { name: 'a conversation instead of input', body: `{${M},"conversation":"conv_1"}`, status: 200 },
+      { name: 'a conversation, then repeated as null, is no input', body: `{${M},"conversation":"conv_1","conversation":null}`, status: 400, field: 'input' },
     ],
   },
 };

@@ -443,7 +443,13 @@ test('the same scan notes the routes\' required top-level fields and their shape
   assert.equal(numeric.previousResponseId, undefined);
   assert.equal(fields('{"model":"x","previous_response_id":null,"input":"i"}'), m.FIELD_INPUT, 'null is no previous response');
   assert.equal(fields('{"model":"x","conversation":{"id":"c"}}'), m.FIELD_CONVERSATION);
-  assert.equal(fields('{"model":"x","c\\u006fnversation":"c","conversation":null}'), m.FIELD_CONVERSATION, 'escaped key; null adds nothing');
+  assert.equal(fields('{"model":"x","conversation":null,"c\\u006fnversation":"c"}'), m.FIELD_CONVERSATION, 'escaped key; null adds nothing');
+  // Repeated, a member is its last occurrence, as JSON.parse reads it: the earlier one's bits are gone.
+  assert.equal(fields('{"model":"x","c\\u006fnversation":"c","conversation":null}'), 0, 'the later null is the value');
+  assert.equal(fields('{"model":"x","messages":[],"messages":"hi"}'), m.FIELD_MESSAGES, 'a later string is no array');
+  assert.equal(fields('{"model":"x","messages":"hi","messages":[]}'), m.FIELD_MESSAGES | m.FIELD_MESSAGES_ARRAY);
+  assert.equal(fields('{"model":"x","max_tokens":8,"max_tokens":{"n":8}}'), m.FIELD_MAX_TOKENS, 'a later object is no integer');
+  assert.equal(fields('{"model":"x","max_tokens":"8","max_tokens":8}'), m.FIELD_MAX_TOKENS | m.FIELD_MAX_TOKENS_INTEGER);
 });
 
 test('a top-level "store": false is noted (the response is not one to remember), whatever its spelling; nothing else is', async () => {

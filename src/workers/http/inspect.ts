@@ -242,7 +242,7 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
         if (member === MEMBER_MODEL) modelNotStringAt = valueStart;
         else if (member === MEMBER_STREAM) stream = false;
         else if (member === MEMBER_STORE) store = STORE_OTHER;
-        else fields |= fieldBits(member, c, false);
+        else fields = (fields & ~MEMBER_FIELDS[member]) | fieldBits(member, c, false);
       }
       member = MEMBER_OTHER;
       if (++depth > maxDepth) {
@@ -288,7 +288,7 @@ function scan(buf: Buffer, maxDepth: number): InspectResult {
           previousEnd = i;
           previousEscaped = stringHasEscape;
         }
-        fields |= fieldBits(member, c, c !== 0x22 && isIntegerToken(buf, valueStart, i));
+        fields = (fields & ~MEMBER_FIELDS[member]) | fieldBits(member, c, c !== 0x22 && isIntegerToken(buf, valueStart, i));
       }
       member = MEMBER_OTHER;
     }
@@ -456,6 +456,26 @@ const MEMBER_OF_KEY: ReadonlyMap<string, number> = new Map([
   ['conversation', MEMBER_CONVERSATION],
   ['store', MEMBER_STORE],
 ]);
+
+/**
+ * The FIELD_* bits each member sets, cleared before a repeated member sets
+ * its own: like JSON.parse (and Python's json, Go's encoding/json), the last
+ * occurrence is the member's value, so `"messages":[…],"messages":"hi"` has
+ * no array to send. Session members keep theirs: any one means look.
+ */
+const MEMBER_FIELDS: readonly number[] = [
+  0, // MEMBER_OTHER
+  0, // MEMBER_MODEL
+  0, // MEMBER_STREAM
+  FIELD_MESSAGES | FIELD_MESSAGES_ARRAY,
+  FIELD_PROMPT,
+  FIELD_INPUT,
+  FIELD_MAX_TOKENS | FIELD_MAX_TOKENS_INTEGER,
+  FIELD_PREVIOUS_RESPONSE_ID | FIELD_PREVIOUS_RESPONSE_ID_STRING,
+  0, // MEMBER_SESSION
+  FIELD_CONVERSATION,
+  0, // MEMBER_STORE
+];
 
 /** FIELD_* bits for a tracked member whose value starts with byte `c`. */
 function fieldBits(member: number, c: number, integer: boolean): number {
