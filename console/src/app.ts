@@ -42,7 +42,7 @@ function fairnessText(g: GroupRow): string {
 interface Status { edge: { version: string; uptimeSeconds: number; configVersion: number; openRequests: number; shuttingDown: boolean }; nodes: NodeRow[]; providers: ProviderRow[]; groups: GroupRow[] }
 interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; ttfbP95Ms: number | null; queueP50Ms: number | null; queueP95Ms: number | null }
 /** A record of GET /admin/runs, as far as the page reads it. */
-interface Run { id: string; model: string; provider: string | null; state: 'queued' | 'running' | 'finished'; outcome: string | null; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number }
+interface Run { id: string; model: string; key?: string | null; provider: string | null; state: 'queued' | 'running' | 'finished'; outcome: string | null; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number }
 interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
 /** A concerned node's answer to an apply: applied, restart_required, failed, timeout, not_connected, unsupported. */
 interface NodeRefresh { node: string; status: string; message: string }
@@ -528,19 +528,21 @@ function renderStatus(next: Status): void {
 
 function renderRuns(): void {
   $('runs-empty').hidden = runs.length > 0;
-  syncRows($<HTMLTableSectionElement>('runs-body'), runs, (r) => r.id, 9, (row, c, r) => {
+  syncRows($<HTMLTableSectionElement>('runs-body'), runs, (r) => r.id, 10, (row, c, r) => {
     row.dataset.run = r.id;
     // The page's two states: still open (queued or running) or finished.
     row.dataset.state = r.state === 'finished' ? 'finished' : 'running';
     set(c[0], r.id);
     set(c[1], r.model);
-    set(c[2], r.provider ?? '–');
-    set(c[3], r.outcome ?? r.state, `state ${r.state !== 'finished' ? 'warn' : r.outcome === 'end' ? 'ok' : 'bad'}`);
-    set(c[4], r.status === null ? '–' : String(r.status), 'num');
-    set(c[5], ms(r.queueMs), 'num');
-    set(c[6], ms(r.totalMs), 'num');
-    set(c[7], r.state === 'finished' ? bytes(r.bytesOut) : '–', 'num');
-    const button = rowButton(c[8], 'Cancel', 'cancel', `Cancel run ${r.id}`, () => void cancelRun(r.id));
+    // The client API key's name (auth.api_keys); none while auth is off.
+    set(c[2], r.key ?? '–');
+    set(c[3], r.provider ?? '–');
+    set(c[4], r.outcome ?? r.state, `state ${r.state !== 'finished' ? 'warn' : r.outcome === 'end' ? 'ok' : 'bad'}`);
+    set(c[5], r.status === null ? '–' : String(r.status), 'num');
+    set(c[6], ms(r.queueMs), 'num');
+    set(c[7], ms(r.totalMs), 'num');
+    set(c[8], r.state === 'finished' ? bytes(r.bytesOut) : '–', 'num');
+    const button = rowButton(c[9], 'Cancel', 'cancel', `Cancel run ${r.id}`, () => void cancelRun(r.id));
     // Kept in place once finished (disabled) so the row does not reflow.
     button.disabled = r.state === 'finished';
   });

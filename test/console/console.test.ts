@@ -218,9 +218,12 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await response.text(); // the stream ends
     await page.waitForSelector(`tr[data-run="${runId}"][data-state="finished"]`, { timeout: 3_000 });
     const cells = await cellsOf(`tr[data-run="${runId}"]`);
-    assert.equal(cells[3], 'end');
-    assert.equal(cells[4], '200');
-    assert.match(cells[6] ?? '', /\d( ms| s)$/);
+    assert.equal(cells[1], ALIAS);
+    // No API keys in this config: no key.
+    assert.equal(cells[2], '–');
+    assert.equal(cells[4], 'end');
+    assert.equal(cells[5], '200');
+    assert.match(cells[7] ?? '', /\d( ms| s)$/);
   });
 
   test('cancel a run from its row: the client\'s stream ends with run_cancelled and the row shows it finished so', async () => {
@@ -238,7 +241,7 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     assert.match(await body, /"code":"run_cancelled"/, 'the client is told in-band');
     await page.waitForSelector(`tr[data-run="${runId}"][data-state="finished"]`, { timeout: 2_500 });
     const cells = await cellsOf(`tr[data-run="${runId}"]`);
-    assert.equal(cells[3], 'run_cancelled');
+    assert.equal(cells[4], 'run_cancelled');
     assert.equal(await page.$eval(`tr[data-run="${runId}"] button[data-action="cancel"]`, (b) => (b as unknown as { disabled: boolean }).disabled), true);
   });
 
