@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { dirname, extname, join, normalize } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -57,11 +57,13 @@ async function listen(server: Server): Promise<{ url: string; close(): Promise<v
   };
 }
 
-function startCorsStack(providerUrl: string, origins: readonly string[] | undefined): Promise<Stack> {
+function startCorsStack(providerUrl: string, origins: readonly string[] | undefined, limits: Record<string, unknown> = {}): Promise<Stack> {
   return startStack({
     providerUrl,
     configure(raw) {
+      Object.assign(raw.limits as Record<string, unknown>, limits);
       raw.auth = { api_keys: [{ name: 'web', key_sha256: sha256Hex(KEY) }] };
+      raw.a2a = { agents: [{ id: 'writer', model: ALIAS }] };
       if (origins !== undefined) raw.cors = { allowed_origins: origins, max_age_s: 120 };
     },
   });
@@ -104,6 +106,8 @@ describe('CORS on the client listener', () => {
       assert.equal(res.headers.get('access-control-allow-headers'), 'authorization, content-type, x-stainless-os');
       assert.equal(res.headers.get('access-control-max-age'), '120');
       assert.match(res.headers.get('vary') ?? '', /Origin/);
+      // A 204 has no body, and no Content-Length (RFC 9110 §8.6: a server must not send one).
+      assert.equal(res.headers.get('content-length'), null, path);
       assert.equal(await res.text(), '');
     }
   });
@@ -156,6 +160,63 @@ describe('CORS on the client listener', () => {
     assert.equal(server.headers.get('access-control-allow-origin'), null);
     assert.equal(server.headers.get('access-control-expose-headers'), null);
     await server.body?.cancel();
+  });
+
+  test("an Agent Card (public, its own Vary: Host for caches) varies by Origin too, whoever asked", async () => {
+    // A cache keyed by Host alone would serve a server's unmarked card, or one page's, to an allowed page.
+    for (const path of ['/.well-known/agent-card.json', '/a2a/writer/.well-known/agent-card.json']) {
+      for (const origin of [APP, undefined, 'http://evil.test']) {
+        const res = await fetch(`${stack.edge.url}${path}`, { headers: origin === undefined ? {} : { origin } });
+        assert.equal(res.status, 200, path);
+        assert.equal(res.headers.get('access-control-allow-origin'), origin === APP ? APP : null, `${path} from ${origin}`);
+        assert.deepEqual(res.headers.get('vary')?.split(/,\s*/).sort(), ['Host', 'Origin'], `${path} from ${origin}`);
+        await res.body?.cancel();
+      }
+    }
+  });
+});
+
+describe('CORS on refusals written on the raw socket', () => {
+  let provider: Awaited<ReturnType<typeof startProvider>>;
+  let stack: Stack;
+  before(async () => {
+    provider = await startProvider();
+    stack = await startCorsStack(provider.url, [APP], { request_timeout_ms: 600 });
+  });
+  after(async () => {
+    await stack?.close();
+    await provider?.close();
+  });
+
+  /** A chat POST from `origin` framed by `framing`, of which only `piece` of the body comes: the head of the edge's answer (it closes after). */
+  const answerTo = (origin: string, framing: string, piece: string): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const socket = connect(stack.edge.httpPort, '127.0.0.1', () => socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nOrigin: ${origin}\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\n${framing}\r\n\r\n${piece}`));
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      socket.on('close', () => resolve(answer.split('\r\n\r\n')[0].toLowerCase()));
+      socket.on('error', reject);
+    });
+
+  test("an allowed page's upload cut by a 408 or a broken chunk reads its answer; another origin's is not marked", async () => {
+    const cases = [
+      // The lean connection's own 408 (a Content-Length body that never comes whole), node:http's (chunked), its 400 on a bad chunk.
+      { framing: 'Content-Length: 100', piece: '{', status: 408 },
+      { framing: 'Transfer-Encoding: chunked', piece: '1\r\n{\r\n', status: 408 },
+      { framing: 'Transfer-Encoding: chunked', piece: 'zz\r\n{\r\n', status: 400 },
+    ];
+    const answers = await Promise.all(cases.flatMap((c) => [APP, 'http://evil.test'].map(async (origin) => ({ ...c, origin, head: await answerTo(origin, c.framing, c.piece) }))));
+    for (const { framing, status, origin, head } of answers) {
+      const what = `${framing} ${status} from ${origin}: ${head}`;
+      assert.match(head, new RegExp(`^http/1.1 ${status} `), what);
+      if (origin === APP) {
+        assert.match(head, /\r\naccess-control-allow-origin: http:\/\/app\.test\r\n/, what);
+        assert.match(head, /\r\naccess-control-expose-headers: \*\r\n/, what);
+        assert.match(head, /\r\nvary: origin\r\n/, what);
+      } else {
+        assert.doesNotMatch(head, /access-control-/, what);
+      }
+    }
   });
 });
 

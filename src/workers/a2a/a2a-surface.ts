@@ -38,6 +38,13 @@ interface Transports {
 const JSON_HEADERS = { 'content-type': 'application/json' };
 /** A card whose URLs come from the request's Host: caches key it by Host too. */
 const CARD_BY_HOST_HEADERS = { 'content-type': 'application/json', vary: 'Host' };
+/**
+ * With config `cors` a card's Access-Control-Allow-Origin depends on the request's Origin (workers/http/cors.ts):
+ * a cache keys it by Origin too, whatever this request sent, or one page's copy (or a server's, unmarked) is
+ * served to another page. These replace the Vary: Origin that CORS set on the response.
+ */
+const CARD_BY_ORIGIN_HEADERS = { 'content-type': 'application/json', vary: 'Origin' };
+const CARD_BY_HOST_AND_ORIGIN_HEADERS = { 'content-type': 'application/json', vary: 'Host, Origin' };
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' };
 const REQUEST_TAG = /^[\x21-\x7e]{1,128}$/;
 /** A Host header's value as an authority: a name or an IPv4 address, or an IPv6 one in brackets, and an optional port. */
@@ -161,7 +168,9 @@ export class A2ASurface {
    * not serve it for another Host.
    */
   #cardHeaders(): Record<string, string> {
-    return this.#config.a2a?.publicUrl === undefined ? CARD_BY_HOST_HEADERS : JSON_HEADERS;
+    const cors = this.#config.cors !== undefined;
+    if (this.#config.a2a?.publicUrl === undefined) return cors ? CARD_BY_HOST_AND_ORIGIN_HEADERS : CARD_BY_HOST_HEADERS;
+    return cors ? CARD_BY_ORIGIN_HEADERS : JSON_HEADERS;
   }
 
   /**

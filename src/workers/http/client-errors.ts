@@ -23,6 +23,8 @@ function specFor(code: string | undefined): GatewayErrorSpec {
 export interface RefusalCounter {
   refused(code: string): void;
   readonly logger: Logger;
+  /** The CORS fields (head lines) an answer to a request from `origin` carries: '' when no page of it may read it (workers/http/cors.ts). */
+  corsLines?(origin: string): string;
 }
 
 /** The response to the request node:http handed over last on each socket (whose body it may still be reading: `response.req`). */
@@ -54,7 +56,7 @@ export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counte
   // written now, the refusal would go out in place of (or amid) one of them, and the cut would lose the rest.
   if (waitingOn.has(socket) || afterEarlierAnswers(socket as AnsweringSocket, refused, () => onClientError(err, socket, counter))) return;
   const request = refused?.req;
-  answerAndClose(socket, counter, err.code, request === undefined ? OPENAI_ERRORS : errorFormatForPath((request.url ?? '').split('?')[0]), request?.method, request?.url);
+  answerAndClose(socket, counter, err.code, request === undefined ? OPENAI_ERRORS : errorFormatForPath((request.url ?? '').split('?')[0]), request?.method, request?.url, request?.headers.origin);
 }
 
 /** True (and `then` runs once they are all written) while a response before `own` is still going out on `socket`. */
@@ -75,12 +77,15 @@ function afterEarlierAnswers(socket: AnsweringSocket, own: ServerResponse | unde
  * received within limits.request_timeout_ms: 408, as node:http answers its
  * own, in the path's API format (node:http's cannot know the path).
  */
-export function refuseSlowRequest(socket: Duplex, path: string, counter: RefusalCounter): void {
-  answerAndClose(socket, counter, 'ERR_HTTP_REQUEST_TIMEOUT', errorFormatForPath(path), 'POST', path);
+export function refuseSlowRequest(socket: Duplex, path: string, counter: RefusalCounter, origin: string | undefined): void {
+  answerAndClose(socket, counter, 'ERR_HTTP_REQUEST_TIMEOUT', errorFormatForPath(path), 'POST', path, origin);
 }
 
-/** `method` and `url`: the refused request's, once its head was read (for the log). */
-function answerAndClose(socket: Duplex, counter: RefusalCounter, errorCode: string | undefined, format: ErrorFormat, method?: string, url?: string): void {
+/**
+ * `method`, `url` and `origin`: the refused request's, once its head was read (for the log; an allowed
+ * page's upload cut by a 408 or a broken chunk reads its answer, as every other refusal's).
+ */
+function answerAndClose(socket: Duplex, counter: RefusalCounter, errorCode: string | undefined, format: ErrorFormat, method?: string, url?: string, origin?: string): void {
   if (socket.destroyed) return;
   const spec = specFor(errorCode);
   counter.refused(spec.code);
@@ -90,7 +95,7 @@ function answerAndClose(socket: Duplex, counter: RefusalCounter, errorCode: stri
   logRefusal(counter.logger, id, method, url, status, spec.code, (socket as Partial<Socket>).remoteAddress);
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${refusalIdLines(id)}Connection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${refusalIdLines(id)}${origin === undefined ? '' : (counter.corsLines?.(origin) ?? '')}Connection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();

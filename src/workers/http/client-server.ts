@@ -351,6 +351,11 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     this.#plane.clientStalled();
   }
 
+  /** RefusalCounter: the CORS fields of a refusal written on the raw socket (a 408, a broken chunk) for a request from `origin`. */
+  corsLines(origin: string): string {
+    return this.#cors?.lines(origin) ?? '';
+  }
+
   /** LeanOwner (RefusalCounter): a refusal answered before the data path, counted in edge_rejects_total. */
   refused(code: string): void {
     this.#plane.refused(code);
@@ -436,10 +441,6 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
   }
 
   /**
-   * A refusal before the data path (no run): counted in edge_rejects_total
-   * under its code, so that 401s, 413s or bad bodies show in the metrics.
-   */
-  /**
    * A request with `Origin` while CORS is on: a preflight is answered here
    * (true), or refused in the path's format when its origin is not allowed;
    * any other request is marked for its page and goes on (false).
@@ -457,6 +458,10 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     return true;
   }
 
+  /**
+   * A refusal before the data path (no run): counted in edge_rejects_total
+   * under its code, so that 401s, 413s or bad bodies show in the metrics.
+   */
   #refuse(path: string, response: ServerResponse, spec: GatewayErrorSpec, format: ErrorFormat, message?: string, param?: string): void {
     this.#plane.refused(spec.code);
     writeError(this.logger, path, response, spec, format, message, param);

@@ -55,6 +55,14 @@ export class CorsPolicy {
     if (allowed !== '*') response.setHeader('vary', 'Origin');
   }
 
+  /** mark's fields as head lines, for an answer written on the raw socket (client-errors.ts); '' when `origin` is not allowed. */
+  lines(origin: string): string {
+    const allowed = this.allowOrigin(origin);
+    if (allowed === undefined) return '';
+    // `allowed` is `*` or the request's own Origin equal to a configured one (no CR or LF: the parser took it as a field value).
+    return `Access-Control-Allow-Origin: ${allowed}\r\nAccess-Control-Expose-Headers: *\r\n${allowed === '*' ? '' : 'Vary: Origin\r\n'}`;
+  }
+
   /** A CORS preflight: OPTIONS with Origin and Access-Control-Request-Method. */
   static isPreflight(request: IncomingMessage): boolean {
     return request.method === 'OPTIONS' && request.headers.origin !== undefined && request.headers['access-control-request-method'] !== undefined;
@@ -73,11 +81,11 @@ export class CorsPolicy {
       'access-control-allow-methods', ALLOWED_METHODS,
       'access-control-max-age', this.#maxAge,
       'vary', PREFLIGHT_VARY,
-      'content-length', '0',
     ];
     // Any header the page's SDK sends (authorization, x-api-key, anthropic-version, x-stainless-*): the key check is the gate, not this list.
     const asked = request.headers['access-control-request-headers'];
     if (typeof asked === 'string' && HEADER_NAMES.test(asked.trim())) headers.push('access-control-allow-headers', asked.trim());
+    // No Content-Length: a 204 must not carry one (RFC 9110 §8.6), and node:http frames it as bodiless.
     response.writeHead(204, headers);
     response.end();
     return true;

@@ -701,7 +701,7 @@ export class LeanHttp1 {
         if (connection.waitingSince < (connection.served === 0 ? firstLimit : limit)) connection.socket.destroy();
       } else if (timeout > 0 && connection.headAt < headLimit) {
         connection.finished = true;
-        refuseSlowRequest(connection.socket, connection.head.path, this.owner);
+        refuseSlowRequest(connection.socket, connection.head.path, this.owner, connection.head.headers.origin);
       }
     }
     if (this.#connections.size === 0 && this.#sweeper !== undefined) {
