@@ -15,6 +15,7 @@ import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
 import { ALIAS, PROVIDER_ID, SERVED, startStack, type Stack } from '../helpers/stack.js';
+import { mulberry32 as prng } from '../helpers/prng.js';
 
 const SEED = Number(process.env.BODY_FUZZ_SEED ?? 20240611);
 const RUNS = Number(process.env.BODY_FUZZ_RUNS ?? 1000);
@@ -33,18 +34,6 @@ const PATHS: Record<RouteName, string> = {
   messages: '/v1/messages',
   responses: '/v1/responses',
 };
-
-/** mulberry32 */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Generated {
   readonly route: RouteName;

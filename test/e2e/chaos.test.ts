@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import type { MockLogEntry } from '../../src/mock/provider.js';
 import { assertLogged, assertOwnBody, assertOwnStream, clientRequestId, type OwnAnswer } from '../helpers/identity.js';
+import { mulberry32 as prng } from '../helpers/prng.js';
 
 const SEED = Number(process.env.CHAOS_SEED ?? 20_240_611);
 const REQUESTS = Number(process.env.CHAOS_REQUESTS ?? 1_000);
@@ -32,18 +33,6 @@ const CONCURRENCY = 24;
 const KILLS = 3;
 const REQUEST_DEADLINE_MS = 20_000;
 const DIST = fileURLToPath(new URL('../../src/', import.meta.url));
-
-/** mulberry32: small, fast, seedable. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Proc {
   readonly child: ChildProcess;

@@ -19,17 +19,7 @@ import { test } from 'node:test';
 import { Scheduler } from '../../../src/main/scheduler/scheduler.js';
 import type { EdgeConfig } from '../../../src/shared/config-types.js';
 import { makeConfig, RecordingSink, type ConfigSpec } from './fixtures.js';
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../../helpers/prng.js';
 
 const TENANTS = [1, 2, 3, 4];
 const WEIGHT: Record<number, number> = { 1: 1, 2: 1, 3: 2, 4: 4 };

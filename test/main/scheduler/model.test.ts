@@ -28,17 +28,7 @@ import type { Grant, ReleaseReason } from '../../../src/contract/scheduler.js';
 import { DEFAULT_OUTLIER_POLICY, Outliers, type OutlierPolicy } from '../../../src/main/scheduler/outliers.js';
 import { Api, ENDPOINTS, endpointMask, type ApiKind, type Endpoint } from '../../../src/shared/endpoints.js';
 import { makeConfig, RecordingSink, type ConfigSpec, type ModelSpec, type ProviderSpec } from './fixtures.js';
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../../helpers/prng.js';
 
 const NODES = ['n0', 'n1', 'n2', 'n3'];
 const PROVIDERS_OF: Record<string, string[]> = { n0: ['p0', 'p1'], n1: ['p2', 'p3'], n2: ['p4', 'p5'], n3: ['p6', 'p7'] };
