@@ -7,13 +7,13 @@
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { createRequire } from 'node:module';
 import { dirname, extname, join, normalize } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import puppeteer, { type Browser } from 'puppeteer-core';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { ALIAS, startStack, type Stack } from '../helpers/stack.js';
+import { ALIAS, serveOnLoopback, startStack, type Stack } from '../helpers/stack.js';
 import { startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -43,18 +43,7 @@ async function startProvider(): Promise<{ url: string; close(): Promise<void>; s
       res.end(JSON.stringify({ id: 'c1', object: 'chat.completion', created: 1, model: 'served', choices: [{ index: 0, message: { role: 'assistant', content: WORDS.join('') }, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 } }));
     });
   });
-  return { ...(await listen(server)), served: () => served };
-}
-
-async function listen(server: Server): Promise<{ url: string; close(): Promise<void> }> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    async close() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
+  return { ...(await serveOnLoopback(server)), served: () => served };
 }
 
 function startCorsStack(providerUrl: string, origins: readonly string[] | undefined, limits: Record<string, unknown> = {}): Promise<Stack> {
@@ -289,8 +278,8 @@ describe('CORS turned on and off by a config refresh', () => {
 describe('the openai SDK in chromium, from a page on another origin', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
   let provider: Awaited<ReturnType<typeof startProvider>>;
   let stack: Stack;
-  let allowed: Awaited<ReturnType<typeof listen>>;
-  let other: Awaited<ReturnType<typeof listen>>;
+  let allowed: Awaited<ReturnType<typeof serveOnLoopback>>;
+  let other: Awaited<ReturnType<typeof serveOnLoopback>>;
   let browser: Browser;
 
   /** Serves a blank page and the openai package's own ES modules, as they ship. */
@@ -315,8 +304,8 @@ describe('the openai SDK in chromium, from a page on another origin', { skip: ex
 
   before(async () => {
     provider = await startProvider();
-    allowed = await listen(pageServer());
-    other = await listen(pageServer());
+    allowed = await serveOnLoopback(pageServer());
+    other = await serveOnLoopback(pageServer());
     stack = await startCorsStack(provider.url, [allowed.url]);
     browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
   });

@@ -1,7 +1,7 @@
 // Starts a real stack on loopback for end-to-end tests: mock provider,
 // edge (HTTP + gRPC on ephemeral ports) and a node agent dialling it.
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { NodeAgent } from '../../src/agent/agent.js';
@@ -345,6 +345,11 @@ export async function startScriptedProvider(answer: (req: IncomingMessage, res: 
     req.resume();
     req.on('end', () => void answer(req, res));
   });
+  return serveOnLoopback(server);
+}
+
+/** `server` listening on a free loopback port: its URL, and a close that cuts its open connections. */
+export async function serveOnLoopback(server: Server): Promise<ScriptedProvider> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
