@@ -410,9 +410,13 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     if (message.type === 'runs') {
       this.runs.runs(message.events);
       // Their clients got a cut connection: counted here as the 502 their records say (their worker counted nothing),
-      // under the provider the record names (where it had gone, kept from its last report).
+      // under the provider the record names (where it had gone, kept from its last report), and under its key.
       if (message.workerExited === true) {
-        for (const event of message.events) if (event.type === 'run.finished') this.metrics.requestLost(event.model, this.runs.get(event.runId)?.provider ?? '', event.status);
+        for (const event of message.events) {
+          if (event.type !== 'run.finished') continue;
+          const record = this.runs.get(event.runId);
+          this.metrics.requestLost(event.model, record?.provider ?? '', event.status, record?.key ?? undefined);
+        }
       }
       return;
     }

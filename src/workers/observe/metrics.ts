@@ -213,9 +213,11 @@ export class EdgeMetrics {
     }
   }
 
-  /** A request whose worker exited under it (main thread, from the pool): counted as its run record says (provider, status). */
-  requestLost(model: string, provider: string, status: number): void {
+  /** A request whose worker exited under it (main thread, from the pool): counted as its run record says (provider, status, key). */
+  requestLost(model: string, provider: string, status: number, key: string | undefined): void {
     this.#count(model, provider, status);
+    // Its worker counted nothing for it: edge_key_requests_total must sum to edge_requests_total.
+    if (key !== undefined) this.#countKey(key, model, status, undefined);
   }
 
   /** Rare (a failure before the first byte), so counted directly. */
