@@ -19,17 +19,18 @@ const NGINX_502 = '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<bod
 const VLLM_400 = JSON.stringify({ object: 'error', message: "This model's maximum context length is 8192 tokens.", type: 'BadRequestError', param: null, code: 400 });
 
 /** An old Ollama (no /v1/messages: Gin's NoRoute answer) whose chat route sits behind a failing proxy when `proxyDown`. */
-function fakeOllama(): Promise<{ server: Server; url: string; proxyDown: boolean; jsonError: boolean; emptyJson: boolean }> {
-  const state = { server: undefined as unknown as Server, url: '', proxyDown: false, jsonError: false, emptyJson: false };
+function fakeOllama(): Promise<{ server: Server; url: string; proxyDown: boolean; jsonError: boolean; emptyJson: false | 'length' | 'chunked' }> {
+  const state = { server: undefined as unknown as Server, url: '', proxyDown: false, jsonError: false, emptyJson: false as false | 'length' | 'chunked' };
   state.server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
       if (req.url === '/api/tags') {
         res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
         res.end('{"models":[]}');
-      } else if (state.emptyJson) {
-        // A server whose error path sets the JSON content-type and writes nothing.
-        res.writeHead(500, { 'content-type': 'application/json', 'content-length': '0' });
+      } else if (state.emptyJson !== false) {
+        // A server whose error path sets the JSON content-type and writes nothing: said with
+        // `content-length: 0`, or (node:http's writeHead then end()) a chunked body that ends at once.
+        res.writeHead(500, state.emptyJson === 'length' ? { 'content-type': 'application/json', 'content-length': '0' } : { 'content-type': 'application/json' });
         res.end();
       } else if (req.url === '/v1/chat/completions' && state.jsonError) {
         res.writeHead(400, { 'content-type': 'application/json' });
@@ -87,8 +88,8 @@ describe('a provider error that is not JSON', () => {
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
   });
 
-  test('an empty error body labelled JSON is answered in the route\'s format too, not relayed as no error at all', async () => {
-    ollama.emptyJson = true;
+  for (const empty of ['length', 'chunked'] as const) test(`an empty error body labelled JSON (${empty}) is answered in the route's format too, not relayed as no error at all`, async () => {
+    ollama.emptyJson = empty;
     try {
       const failed = await anthropic.messages.create({ model: 'llama3', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }).then(() => undefined, (err: unknown) => err);
       assert.ok(failed instanceof Anthropic.InternalServerError, String(failed));

@@ -158,6 +158,8 @@ export class ProxyExchange implements TunnelConsumer {
   #heldErrorEncoding: string | undefined;
   /** The error is held before any head went to the client: its answer is still a status and a body of ours. */
   #heldBeforeHead = false;
+  /** The held error's head says JSON with no length: relayed (#relayHead) once a byte of its body comes. */
+  #jsonHeadHeld: { readonly headers: readonly Header[]; readonly upstreamUs: number } | undefined;
   /** That held error's head said `x-should-retry: false`: our answer in its place says so too. */
   #heldNoRetry = false;
   /**
@@ -259,18 +261,26 @@ export class ProxyExchange implements TunnelConsumer {
       }
       return;
     }
-    if (status >= 400 && (!isJsonHead(headers) || declaresEmptyBody(headers))) {
+    const length = declaredLengthField(headers);
+    if (status >= 400 && (!isJsonHead(headers) || length === '0' || length === undefined)) {
       // An error whose body is not JSON (a proxy's HTML 502, Ollama's plain-text 404 for a route it lacks),
-      // or is none at all though its head says JSON (`content-length: 0`):
-      // relayed, the SDKs would find no error object in it. Held, then answered in the route's error format
-      // with the provider's status and its text as the message (#failWithHeldError).
+      // or is none at all though its head says JSON (`content-length: 0`, or a chunked body that ends at once:
+      // node:http's writeHead then end()): relayed, the SDKs would find no error object in it. Held, then
+      // answered in the route's error format with the provider's status and its text as the message
+      // (#failWithHeldError). A JSON one of unknown length is relayed as it came from its first byte (#holdError).
       this.#markHeaders(status);
       this.#heldErrorEncoding = contentEncodingOf(headers);
       this.#heldError = [];
       this.#heldBeforeHead = true;
       this.#heldNoRetry = saysNoRetry(headers);
+      if (length === undefined && isJsonHead(headers)) this.#jsonHeadHeld = { headers, upstreamUs };
       return;
     }
+    this.#relayHead(status, headers, upstreamUs);
+  }
+
+  /** The provider's head written to the client, and its body relayed from now on. */
+  #relayHead(status: number, headers: readonly Header[], upstreamUs: number): void {
     const grant = this.grant as Grant;
     const response = this.response;
     // setHeader ran before on a lean response (rare): writeHead merges those fields.
@@ -568,6 +578,18 @@ export class ProxyExchange implements TunnelConsumer {
 
   /** A byte of the provider's held error body: kept up to its cap (never more than the window lets the node send). */
   #holdError(bytes: Uint8Array): void {
+    const json = this.#jsonHeadHeld;
+    if (json !== undefined && bytes.length > 0) {
+      // A JSON error's first byte: it has a body, relayed untouched as any JSON error.
+      this.#jsonHeadHeld = undefined;
+      this.#heldError = undefined;
+      this.#heldBeforeHead = false;
+      this.#heldNoRetry = false;
+      this.#heldErrorEncoding = undefined;
+      this.#relayHead(this.status, json.headers, json.upstreamUs);
+      this.onData(bytes);
+      return;
+    }
     this.deadlines?.onFrame();
     const held = this.#heldError as Buffer[];
     const cap = Math.min(PROVIDER_ERROR_BYTES, this.window?.size ?? PROVIDER_ERROR_BYTES);
@@ -1021,12 +1043,12 @@ function saysNoRetry(headers: readonly Header[]): boolean {
   return false;
 }
 
-/** The head declares an empty body (`content-length: 0`): a JSON content-type then labels nothing. */
-function declaresEmptyBody(headers: readonly Header[]): boolean {
+/** The head's content-length, trimmed; undefined when it has none (a chunked body, or one ended by the connection). */
+function declaredLengthField(headers: readonly Header[]): string | undefined {
   for (let i = 0; i < headers.length; i++) {
-    if (headers[i].name.toLowerCase() === 'content-length') return headers[i].value.trim() === '0';
+    if (headers[i].name.toLowerCase() === 'content-length') return headers[i].value.trim();
   }
-  return false;
+  return undefined;
 }
 
 /** The head declares a JSON body (application/json, application/*+json); unlike a client's, a provider's head must say so. */
