@@ -6,7 +6,7 @@
 import type { ConfigReader } from '../shared/config-reader.js';
 import type { CorsConfig } from '../shared/config-types.js';
 
-export const DEFAULT_CORS_MAX_AGE_S = 600;
+const DEFAULT_CORS_MAX_AGE_S = 600;
 /** Chromium caps a preflight's cache at 2 hours, Firefox at 24: more says nothing. */
 const MAX_CORS_MAX_AGE_S = 86_400;
 const ORIGIN = /^[a-z][a-z0-9+.-]*:\/\/[^/?#\s]+$/;

@@ -101,6 +101,18 @@ describe('CORS on the client listener', () => {
     }
   });
 
+  test("Chromium's Private Network Access preflight from an allowed page is allowed too; not unasked", async () => {
+    const asked = await fetch(`${stack.edge.url}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: APP, 'access-control-request-method': 'POST', 'access-control-request-private-network': 'true' } });
+    assert.equal(asked.status, 204);
+    assert.equal(asked.headers.get('access-control-allow-private-network'), 'true');
+    const plain = await preflight(stack, '/v1/chat/completions', APP);
+    assert.equal(plain.headers.get('access-control-allow-private-network'), null);
+    const other = await fetch(`${stack.edge.url}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'http://evil.test', 'access-control-request-method': 'POST', 'access-control-request-private-network': 'true' } });
+    assert.equal(other.status, 403);
+    assert.equal(other.headers.get('access-control-allow-private-network'), null);
+    await other.body?.cancel();
+  });
+
   test('a preflight from another origin is refused 403 in the route API format', async () => {
     const openai = await preflight(stack, '/v1/chat/completions', 'http://evil.test');
     assert.equal(openai.status, 403);

@@ -5,12 +5,13 @@
 // Payload of length L >= 8: u32 seq, u32 FNV-1a of bytes [8, L), then bytes
 // from an xorshift32 stream seeded by (seed, seq). L < 8: stream bytes only
 // (checked by length and content).
+import { mulberry32 } from '../helpers/prng.js';
 
-/** mulberry32: the size sequence, identical on both sides for one seed. */
+/** The size sequence (mulberry32), identical on both sides for one seed. */
 export class SizeStream {
-  private state: number;
+  private readonly random: () => number;
   constructor(seed: number) {
-    this.state = seed | 0;
+    this.random = mulberry32(seed);
   }
   /** Sizes 0-64 KiB, heavily skewed small, with every 4-byte alignment. */
   next(maxLength: number): number {
@@ -22,12 +23,6 @@ export class SizeStream {
     else if (r < 0.999) size = 2049 + Math.floor(s * 14336); // ..16384
     else size = 16385 + Math.floor(s * (maxLength - 16384)); // ..maxLength
     return size;
-  }
-  private random(): number {
-    let t = (this.state = (this.state + 0x6d2b79f5) | 0);
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   }
 }
 

@@ -63,9 +63,9 @@ export class CorsPolicy {
     return `Access-Control-Allow-Origin: ${allowed}\r\nAccess-Control-Expose-Headers: *\r\n${allowed === '*' ? '' : 'Vary: Origin\r\n'}`;
   }
 
-  /** A CORS preflight: OPTIONS with Origin and Access-Control-Request-Method. */
+  /** A CORS preflight, of a request the caller saw carry Origin: OPTIONS with Access-Control-Request-Method. */
   static isPreflight(request: IncomingMessage): boolean {
-    return request.method === 'OPTIONS' && request.headers.origin !== undefined && request.headers['access-control-request-method'] !== undefined;
+    return request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined;
   }
 
   /**
@@ -85,6 +85,9 @@ export class CorsPolicy {
     // Any header the page's SDK sends (authorization, x-api-key, anthropic-version, x-stainless-*): the key check is the gate, not this list.
     const asked = request.headers['access-control-request-headers'];
     if (typeof asked === 'string' && HEADER_NAMES.test(asked.trim())) headers.push('access-control-allow-headers', asked.trim());
+    // Chromium's Private Network Access: a public page calling an edge on a private address asks this too;
+    // the listed origin is the operator's consent.
+    if (request.headers['access-control-request-private-network'] === 'true') headers.push('access-control-allow-private-network', 'true');
     // No Content-Length: a 204 must not carry one (RFC 9110 §8.6), and node:http frames it as bodiless.
     response.writeHead(204, headers);
     response.end();
