@@ -72,6 +72,25 @@ describe('a restart of the only node', () => {
     assert.deepEqual(stack.edge.driver.scheduler.checkInvariants(), []);
   });
 
+  test("a request cut by its node's stop says the node was leaving, not that it was lost", async () => {
+    const old = await connected(stack);
+    nodes.push(old);
+    const res = fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    const t = await old.nextTunnel();
+    old.headers(t.tunnelId, 0);
+    old.data(t.tunnelId, 1, `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta: { content: 'par' }, finish_reason: null }] })}\n\n`);
+    // An agent's stop: Leaving, then (its grace over with this tunnel still open) the end of its stream.
+    old.send(leavingMessage('shutdown'));
+    old.call.end();
+    const text = await (await res).text();
+    assert.match(text, /"code":"node_disconnected"/);
+    assert.match(text, /node closed the stream while leaving \(shutdown\)/, text);
+  });
+
   test('a node that registers drained gets none of the waiting requests; they go to it once it registers undrained', async () => {
     const waiting = [chat(stack), chat(stack), chat(stack)];
     await waitUntil(() => queueDepth(stack.edge) === 3, 'three requests queued');

@@ -99,6 +99,8 @@ export class NodeSession implements TunnelHost {
   agentVersion = '';
   /** A Leaving was acted on: any later one on this stream is ignored. */
   #leavingSaid = false;
+  /** What the agent said when it began leaving: the stream's end then names it (a stopped agent's grace ran out). */
+  #leavingReason: string | undefined;
   /** Register.capabilities: what the agent understands beyond the base protocol. */
   capabilities: readonly string[] = [];
   readonly remoteAddress: string;
@@ -150,14 +152,19 @@ export class NodeSession implements TunnelHost {
   readonly #call: NodeCall;
   readonly #host: SessionHost;
 
+  /** A close's reason, saying the node had announced it was leaving when it had: its open requests were cut by its stop, not a crash. */
+  #afterLeaving(reason: string): string {
+    return this.#leavingReason === undefined ? reason : `${reason} while leaving (${this.#leavingReason})`;
+  }
+
   constructor(call: NodeCall, host: SessionHost) {
     this.#call = call;
     this.#host = host;
     this.remoteAddress = call.getPeer();
     this.#guard = new SessionGuard(host.protocolStats);
     call.on('data', (message: NodeMessage) => this.#onMessage(message));
-    call.on('end', () => this.close('node closed the stream'));
-    call.on('cancelled', () => this.close('connection lost'));
+    call.on('end', () => this.close(this.#afterLeaving('node closed the stream')));
+    call.on('cancelled', () => this.close(this.#afterLeaving('connection lost')));
     call.on('error', (err: Error) => this.close(`stream error: ${err.message}`));
     // Until Register arrives the heartbeat timer doubles as the register deadline.
     this.#heartbeatTimer = setTimeout(onRegisterTimeout, host.registerTimeoutMs, this);
@@ -352,6 +359,7 @@ export class NodeSession implements TunnelHost {
         if (this.#leavingSaid) return;
         this.#leavingSaid = this.#state === 'active';
         const reason = cutText(msg.value.reason, MAX_ERROR_MESSAGE_CHARS);
+        this.#leavingReason = reason;
         this.#host.logger.info({ node: this.nodeId, reason }, 'node is leaving');
         if (this.#state === 'active') this.#host.leaving?.(this, reason);
         return;
