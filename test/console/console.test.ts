@@ -484,6 +484,31 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     }
   });
 
+  /**
+   * What the runs table cuts that it must not: a number's unit (the numeric cells have no ellipsis worth reading) or
+   * the Cancel button. Each numeric column is also tried with the widest text it can show (format.ts), in a copy of
+   * a real row measured and removed within this one evaluation. Columns are found by their header, not their place.
+   */
+  const runsCutJs = `(() => {
+    const table = document.querySelector('table.runs');
+    const row = table.tBodies[0].rows[0];
+    if (row === undefined) return ['no runs to measure'];
+    const names = Array.from(table.tHead.rows[0].cells, (th) => th.textContent);
+    const widest = { Status: '200', Queue: '59 min 59 s', Total: '59 min 59 s', Sent: '1023.9 KiB' };
+    const copy = row.cloneNode(true);
+    row.after(copy);
+    for (const [name, text] of Object.entries(widest)) copy.cells[names.indexOf(name)].textContent = text;
+    const cut = [];
+    for (const r of [row, copy]) {
+      for (const c of r.cells) if (c.classList.contains('num') && c.scrollWidth > c.clientWidth) cut.push(c.textContent);
+      const button = r.querySelector('button[data-action="cancel"]');
+      const b = button.getBoundingClientRect(), cell = button.parentElement.getBoundingClientRect();
+      if (b.left < cell.left || b.right > cell.right) cut.push('the Cancel button');
+    }
+    copy.remove();
+    return cut;
+  })()`;
+
   test('the views at 1280×800 and at phone width', async () => {
     if (SHOTS !== undefined) {
       // A little traffic for the charts (the series samples every 5 s).
@@ -505,7 +530,9 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await page.setViewport({ width: 390, height: 844 });
     const overflowJs = 'document.documentElement.scrollWidth - document.documentElement.clientWidth';
     await until(`${overflowJs} <= 0`, 3_000).catch(async () => assert.fail(`page is ${await js<number>(overflowJs)} px wider than a phone`));
+    assert.deepEqual(await js<string[]>(runsCutJs), [], 'runs table cells cut at phone width');
     await page.setViewport({ width: 1280, height: 800 });
+    assert.deepEqual(await js<string[]>(runsCutJs), [], 'runs table cells cut at 1280×800');
     // Every y-axis label is inside its chart ("0.50 req/s" was cut to ".50 req/s" at the left edge).
     const cutJs = `Array.from(document.querySelectorAll('svg text.axis')).filter((t) => t.getBBox().x < 0).map((t) => t.textContent)`;
     await until(`document.querySelectorAll('svg text.axis').length > 0`);
