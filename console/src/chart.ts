@@ -5,11 +5,20 @@
 const NS = 'http://www.w3.org/2000/svg';
 const W = 600;
 const H = 170;
-/** Left padding for the y-axis labels: the longest one's width at the axis font (17 px, tabular digits ~10 px each), and a gap. */
-function leftPad(labels: readonly string[]): number {
+/**
+ * Left padding for the y-axis labels: the widest one as the browser lays it
+ * out, and a gap. A guess per character (tabular digits are ~10 px at 17 px,
+ * but "ms" and the font's spaces are not) cut "1000 ms" by two pixels; the
+ * guess is left only where nothing is laid out (a hidden chart measures 0).
+ */
+function leftPad(labels: readonly SVGTextElement[]): number {
+  let widest = 0;
   let longest = 0;
-  for (const label of labels) if (label.length > longest) longest = label.length;
-  return Math.max(40, longest * 10 + 10);
+  for (const label of labels) {
+    widest = Math.max(widest, label.getComputedTextLength());
+    longest = Math.max(longest, label.textContent?.length ?? 0);
+  }
+  return Math.max(40, Math.ceil(widest > 0 ? widest : longest * 12) + 10);
 }
 const PAD_B = 24;
 const PAD_T = 12;
@@ -41,17 +50,20 @@ export function drawChart(svg: SVGSVGElement, times: readonly number[], lines: r
   let max = 0;
   for (const line of lines) for (const v of line.values) if (v !== null && v > max) max = v;
   const top = niceMax(max);
-  const ticks = [0, 0.5, 1].map((frac) => [frac, `${formatTick(top * frac)} ${unit}`] as const);
-  // Sized to the labels, so "50000 ms" or "0.50 req/s" is never cut at the chart's left edge.
-  const PAD_L = leftPad(ticks.map(([, text]) => text));
-  const x = (t: number): number => PAD_L + ((t - (now - spanMs)) / spanMs) * (W - PAD_L - 4);
   const y = (v: number): number => H - PAD_B - (v / top) * (H - PAD_B - PAD_T);
-  for (const [frac, text] of ticks) {
-    const yy = y(top * frac);
-    svg.append(el('line', { x1: PAD_L, x2: W - 4, y1: yy, y2: yy, class: 'grid' }));
-    const label = el('text', { x: PAD_L - 6, y: yy + 6, class: 'axis', 'text-anchor': 'end' });
-    label.textContent = text;
+  const labels = [0, 0.5, 1].map((frac) => {
+    const label = el('text', { y: y(top * frac) + 6, class: 'axis', 'text-anchor': 'end' });
+    label.textContent = `${formatTick(top * frac)} ${unit}`;
     svg.append(label);
+    return label;
+  });
+  // Sized to the labels as laid out, so "200000 ms" or "0.50 req/s" is never cut at the chart's left edge.
+  const PAD_L = leftPad(labels);
+  const x = (t: number): number => PAD_L + ((t - (now - spanMs)) / spanMs) * (W - PAD_L - 4);
+  for (const label of labels) {
+    label.setAttribute('x', String(PAD_L - 6));
+    const yy = Number(label.getAttribute('y')) - 6;
+    svg.insertBefore(el('line', { x1: PAD_L, x2: W - 4, y1: yy, y2: yy, class: 'grid' }), label);
   }
   for (const [t, text] of [[now - spanMs, '−15 min'], [now - spanMs / 2, '−7.5 min'], [now, 'now']] as const) {
     const label = el('text', { x: x(t), y: H - 4, class: 'axis', 'text-anchor': t === now ? 'end' : t === now - spanMs ? 'start' : 'middle' });

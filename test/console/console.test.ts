@@ -537,6 +537,22 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     const cutJs = `Array.from(document.querySelectorAll('svg text.axis')).filter((t) => t.getBBox().x < 0).map((t) => t.textContent)`;
     await until(`document.querySelectorAll('svg text.axis').length > 0`);
     assert.deepEqual(await js<string[]>(cutJs), [], 'axis labels cut at the chart edge');
+    // Whatever the data: the widest y-axis labels each unit can get (a p95 of 1000 ms was cut by two pixels).
+    const widest = await js<string[]>(`(async () => {
+      const { drawChart } = await import('/console/chart.js');
+      const cut = [];
+      for (const [max, unit] of [[1000, 'ms'], [50000, 'ms'], [200000, 'ms'], [0.5, 'req/s'], [20000, 'req/s']]) {
+        const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+        svg.style.width = '600px';
+        document.body.append(svg);
+        const now = Date.now();
+        drawChart(svg, [now - 1000, now], [{ name: 'p95', className: 'k1', values: [max / 2, max] }], unit, 900000, now);
+        for (const t of svg.querySelectorAll('text.axis')) if (t.getBBox().x < 0) cut.push(t.textContent);
+        svg.remove();
+      }
+      return cut;
+    })()`);
+    assert.deepEqual(widest, [], 'axis labels cut at the chart edge, for the widest values');
     // A narrow column cuts a long id short: the whole of it is the cell's title.
     assert.equal(await js(`document.querySelector('tr[data-node] > *').title`), NODE_ID);
     // The provider row names the API the provider speaks.
