@@ -338,6 +338,19 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
   }
 }
 
+/** The runs table's key filter (an API key's name; '' = every run). */
+let runsKey = '';
+
+/** The newest runs (of the filtered key), as the table shows them; redrawn when the answer is for the filter still set. */
+async function loadRuns(): Promise<void> {
+  const key = runsKey;
+  const list = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}${key === '' ? '' : `&key=${encodeURIComponent(key)}`}`);
+  if (Array.isArray(list.runs) && key === runsKey) {
+    runs = list.runs;
+    renderRuns();
+  }
+}
+
 /** The newest runs, once a second while "Live runs" is on; off, the table keeps its last view. */
 async function pollRuns(signal: AbortSignal): Promise<void> {
   // One poll at login whatever the switch says: "off" keeps the last view, and a page just (re)loaded has none
@@ -347,11 +360,7 @@ async function pollRuns(signal: AbortSignal): Promise<void> {
     if (first || liveRuns()) {
       first = false;
       try {
-        const list = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}`);
-        if (Array.isArray(list.runs)) {
-          runs = list.runs;
-          renderRuns();
-        }
+        await loadRuns();
       } catch (err) {
         if (err instanceof Unauthorized) return onUnauthorized();
       }
@@ -527,7 +536,9 @@ function renderStatus(next: Status): void {
 }
 
 function renderRuns(): void {
-  $('runs-empty').hidden = runs.length > 0;
+  $('runs-empty').hidden = runs.length > 0 || runsKey !== '';
+  $('runs-empty-key').hidden = runs.length > 0 || runsKey === '';
+  set($('runs-empty-key-name'), runsKey);
   syncRows($<HTMLTableSectionElement>('runs-body'), runs, (r) => r.id, 10, (row, c, r) => {
     row.dataset.run = r.id;
     // The page's two states: still open (queued or running) or finished.
@@ -627,11 +638,7 @@ async function cancelRun(runId: string): Promise<void> {
     banner('action', `cancel ${runId} failed: ${describeFailure(err)}`);
   }
   try {
-    const list = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}`);
-    if (Array.isArray(list.runs)) {
-      runs = list.runs;
-      renderRuns();
-    }
+    await loadRuns();
   } catch (err) {
     if (err instanceof Unauthorized) onUnauthorized();
   }
@@ -870,6 +877,14 @@ function init(): void {
   liveRunsBox.checked = liveRuns();
   liveRunsBox.addEventListener('change', () => {
     sessionStorage.setItem(LIVE_RUNS_KEY, liveRunsBox.checked ? '1' : '0');
+  });
+  const keyBox = $<HTMLInputElement>('runs-key');
+  keyBox.addEventListener('input', () => {
+    runsKey = keyBox.value.trim();
+    // At once, live or not: the table must not show another key's runs under the new filter.
+    void loadRuns().catch((err: unknown) => {
+      if (err instanceof Unauthorized) onUnauthorized();
+    });
   });
   // A page left for another may stay in the tab's back-forward cache with its sources open, and its event
   // stream holds one of the edge's slots (64) meanwhile: they stop on leaving, and start again if it comes back.

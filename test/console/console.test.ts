@@ -245,6 +245,26 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     assert.equal(await page.$eval(`tr[data-run="${runId}"] button[data-action="cancel"]`, (b) => (b as unknown as { disabled: boolean }).disabled), true);
   });
 
+  test('the key box shows one API key\'s runs only (GET /admin/runs?key=), and every run again once cleared', async () => {
+    await until(`document.querySelectorAll('#runs-body tr').length > 0`);
+    // No API keys in this config: no run has a key, so a key's filter empties the table and says why.
+    const asked: string[] = [];
+    const onRequest = (request: { url(): string }): void => {
+      if (request.url().includes('/admin/runs?')) asked.push(request.url());
+    };
+    page.on('request', onRequest);
+    try {
+      await setValue('#runs-key', 'team-a');
+      await until(`document.querySelectorAll('#runs-body tr').length === 0 && !document.getElementById('runs-empty-key').hidden && document.getElementById('runs-empty').hidden`);
+      assert.equal(await text('#runs-empty-key-name'), 'team-a');
+      assert.ok(asked.some((url) => url.endsWith('&key=team-a')), asked.join('\n'));
+      await setValue('#runs-key', '');
+      await until(`document.querySelectorAll('#runs-body tr').length > 0 && document.getElementById('runs-empty-key').hidden`);
+    } finally {
+      page.off('request', onRequest);
+    }
+  });
+
   test('drain and undrain toggle the node in the page and in /admin/status', async () => {
     const row = `tr[data-node="${NODE_ID}"]`;
     await page.click(`${row} button[data-action="drain"]`);
