@@ -542,6 +542,8 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
       // isMobile reloads the page: wait for the console to be back with its charts.
       await page.setViewport({ width: 390, height: 844, isMobile: true });
       await page.waitForSelector('#chart-rps polyline');
+      // The runs come from their own poll, which may answer after the charts.
+      await page.waitForSelector('#runs-body tr');
       await js('window.scrollTo(0, 0)');
       await shot('phone');
       await page.setViewport({ width: 1280, height: 800 });
@@ -550,6 +552,8 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await page.setViewport({ width: 390, height: 844 });
     const overflowJs = 'document.documentElement.scrollWidth - document.documentElement.clientWidth';
     await until(`${overflowJs} <= 0`, 3_000).catch(async () => assert.fail(`page is ${await js<number>(overflowJs)} px wider than a phone`));
+    // Leaving isMobile (the screenshots' phone view) reloads the page: its runs come with their first poll.
+    await page.waitForSelector('#runs-body tr');
     assert.deepEqual(await js<string[]>(runsCutJs), [], 'runs table cells cut at phone width');
     await page.setViewport({ width: 1280, height: 800 });
     assert.deepEqual(await js<string[]>(runsCutJs), [], 'runs table cells cut at 1280×800');
