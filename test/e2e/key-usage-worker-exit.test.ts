@@ -7,10 +7,10 @@
 process.env.EDGE_TEST_HOOKS = '1';
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { ALIAS, inFlight, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { inFlight, startStack, streamOnOwnConnection, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 
 const ALICE = 'sk-exit-alice-0123456789';
 
@@ -29,24 +29,7 @@ after(async () => {
 });
 
 /** A 5 s stream of alice's on its own connection, so the kernel spreads them over the workers. */
-function stream(): { done: Promise<string>; dispatcher: Agent } {
-  const dispatcher = new Agent({ connections: 1, pipelining: 0 });
-  const done = (async () => {
-    try {
-      const res = await request(`${stack.baseURL}/chat/completions`, {
-        method: 'POST',
-        dispatcher,
-        headers: { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json', 'x-mock-tokens': '100', 'x-mock-interval-ms': '50' },
-        body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
-      });
-      await res.body.text();
-      return `status ${res.statusCode}`;
-    } catch (err) {
-      return `failed: ${(err as Error).message}`;
-    }
-  })();
-  return { done, dispatcher };
-}
+const stream = (): ReturnType<typeof streamOnOwnConnection> => streamOnOwnConnection(stack, 100, { authorization: `Bearer ${ALICE}` });
 
 /** Every sample of a counter, by its labels. */
 function samples(text: string, name: string): Map<string, number> {

@@ -20,32 +20,14 @@ import { ownerOfTaskId } from '../../src/workers/a2a/task-store.js';
 import type { WorkerPool } from '../../src/main/worker-pool.js';
 import type { EdgeEvent } from '../../src/contract/events.js';
 import type { Subscription } from '../../src/main/events/event-bus.js';
-import { ALIAS, inFlight, NODE_ID, PROVIDER_ID, sessionOf, startStack, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
+import { ALIAS, inFlight, NODE_ID, PROVIDER_ID, sessionOf, startStack, streamOnOwnConnection, waitFor, waitUntil, type Stack } from '../helpers/stack.js';
 
 /**
- * One client connection per request, so the kernel spreads them over the workers' listeners.
- * 100 tokens 50 ms apart: a stream lasts 5 s, well past the crash (the victim holds its
+ * 100 tokens 50 ms apart by default: a stream lasts 5 s, well past the crash (the victim holds its
  * streams within a round or two of opening them), and the other worker's streams must run
  * to their end before the test goes on, so no longer than that.
  */
-function stream(stack: Stack, tokens = 100): { done: Promise<string>; dispatcher: Agent } {
-  const dispatcher = new Agent({ connections: 1, pipelining: 0 });
-  const done = (async () => {
-    try {
-      const res = await request(`${stack.baseURL}/chat/completions`, {
-        method: 'POST',
-        dispatcher,
-        headers: { 'content-type': 'application/json', 'x-mock-tokens': String(tokens), 'x-mock-interval-ms': '50' },
-        body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
-      });
-      await res.body.text();
-      return `status ${res.statusCode}`;
-    } catch (err) {
-      return `failed: ${(err as Error).message}`;
-    }
-  })();
-  return { done, dispatcher };
-}
+const stream = (stack: Stack, tokens = 100): ReturnType<typeof streamOnOwnConnection> => streamOnOwnConnection(stack, tokens);
 
 /** Every edge_requests_total sample of a scrape, summed. */
 function served(text: string): number {

@@ -388,3 +388,27 @@ export async function startEventStreamCases(cases: Readonly<Record<string, Itera
     },
   };
 }
+
+/**
+ * A streamed chat completion on a client connection of its own (so the kernel spreads such
+ * requests over the workers' listeners): `tokens` 50 ms apart from the mock; `done` says how it
+ * ended ("status N", or "failed: …" when the connection was cut). Close `dispatcher` after.
+ */
+export function streamOnOwnConnection(stack: Stack, tokens = 100, headers: Record<string, string> = {}): { done: Promise<string>; dispatcher: Agent } {
+  const dispatcher = new Agent({ connections: 1, pipelining: 0 });
+  const done = (async () => {
+    try {
+      const res = await request(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        dispatcher,
+        headers: { 'content-type': 'application/json', 'x-mock-tokens': String(tokens), 'x-mock-interval-ms': '50', ...headers },
+        body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      await res.body.text();
+      return `status ${res.statusCode}`;
+    } catch (err) {
+      return `failed: ${(err as Error).message}`;
+    }
+  })();
+  return { done, dispatcher };
+}
