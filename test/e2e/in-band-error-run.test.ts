@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
-import { startEventStreamCases, waitFor } from '../helpers/stack.js';
+import { startEventStreamCases, type EventStreamCases } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const chunk = (delta: object, finish: string | null = null): string =>
@@ -49,7 +49,7 @@ interface RunRecord {
 }
 
 describe('a 200 stream that ends with the provider\'s in-band error', () => {
-  let cases: Awaited<ReturnType<typeof startEventStreamCases>>;
+  let cases: EventStreamCases;
   let edge: RunningEdge;
   before(async () => {
     cases = await startEventStreamCases(CASES);
@@ -59,14 +59,9 @@ describe('a 200 stream that ends with the provider\'s in-band error', () => {
     await cases?.close();
   });
 
-  async function finishedRecord(runId: string | null): Promise<RunRecord> {
+  function finishedRecord(runId: string | null): Promise<RunRecord> {
     assert.ok(runId, 'the answer names its run');
-    let record: RunRecord = {};
-    await waitFor(async () => {
-      record = (await (await fetch(`${edge.adminUrl}/admin/runs/${runId}`)).json()) as RunRecord;
-      return record.state === 'finished';
-    }, 'the run to finish');
-    return record;
+    return cases.finishedRun<RunRecord>(runId);
   }
 
   function assertFailedWith(record: RunRecord, message: string): void {
@@ -75,11 +70,7 @@ describe('a 200 stream that ends with the provider\'s in-band error', () => {
     assert.equal(record.error, message);
   }
 
-  async function relayed(path: string, name: string, body: object): Promise<{ text: string; runId: string | null }> {
-    const res = await fetch(`${edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-case': name }, body: JSON.stringify(body) });
-    assert.equal(res.status, 200);
-    return { text: await res.text(), runId: res.headers.get('x-edge-run-id') };
-  }
+  const relayed = (path: string, name: string, body: object): Promise<{ text: string; runId: string | null }> => cases.relay(path, name, body);
 
   for (const name of ['chat-error', 'chat-error-done']) {
     test(`chat (${name}): the SDK raises the provider's error, the run ended in it`, async () => {

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import type { RunningEdge } from '../../src/edge/edge.js';
-import { startEventStreamCases, waitFor } from '../helpers/stack.js';
+import { startEventStreamCases, type EventStreamCases } from '../helpers/stack.js';
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
 const PING = 'event: ping\ndata: {"type": "ping"}\n\n';
@@ -41,7 +41,7 @@ const CASES: Record<string, string[]> = {
 };
 
 describe('a ping, comment or [DONE] in the same chunk as the last event', () => {
-  let cases: Awaited<ReturnType<typeof startEventStreamCases>>;
+  let cases: EventStreamCases;
   let edge: RunningEdge;
   before(async () => {
     cases = await startEventStreamCases(CASES);
@@ -51,20 +51,8 @@ describe('a ping, comment or [DONE] in the same chunk as the last event', () => 
     await cases?.close();
   });
 
-  async function finishedRecord(runId: string | null): Promise<{ state?: string; outcome?: string; tokens?: unknown }> {
-    let record: { state?: string; outcome?: string; tokens?: unknown } = {};
-    await waitFor(async () => {
-      record = (await (await fetch(`${edge.adminUrl}/admin/runs/${runId}`)).json()) as typeof record;
-      return record.state === 'finished';
-    }, 'the run to finish');
-    return record;
-  }
-
-  async function relayed(path: string, name: string, body: object): Promise<{ text: string; runId: string | null }> {
-    const res = await fetch(`${edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-case': name }, body: JSON.stringify(body) });
-    assert.equal(res.status, 200);
-    return { text: await res.text(), runId: res.headers.get('x-edge-run-id') };
-  }
+  const finishedRecord = (runId: string | null): Promise<{ state?: string; outcome?: string; tokens?: unknown }> => cases.finishedRun(runId);
+  const relayed = (path: string, name: string, body: object): Promise<{ text: string; runId: string | null }> => cases.relay(path, name, body);
 
   for (const name of ['messages-ping', 'messages-ping-comment', 'messages-split-ping']) {
     test(`Messages (${name}): relayed as it is, the SDK reads it whole, the run ended with its tokens`, async () => {

@@ -1,5 +1,6 @@
 // Starts a real stack on loopback for end-to-end tests: mock provider,
 // edge (HTTP + gRPC on ephemeral ports) and a node agent dialling it.
+import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -371,7 +372,16 @@ export async function writeEventStream(res: ServerResponse, pieces: Iterable<str
 }
 
 /** An edge serving alias `m` (chat, Messages, Responses; admin API on) from a scripted provider that streams, per request, the pieces its `x-case` header names. */
-export async function startEventStreamCases(cases: Readonly<Record<string, Iterable<string>>>): Promise<{ edge: RunningEdge; close(): Promise<void> }> {
+export interface EventStreamCases {
+  readonly edge: RunningEdge;
+  /** POSTs `body` to `path` answered by the case `name`: its whole text (a 200 is asserted) and its run id. */
+  relay(path: string, name: string, body: object): Promise<{ text: string; runId: string | null }>;
+  /** The run's record from /admin/runs/{id} once it is finished. */
+  finishedRun<T extends { state?: string }>(runId: string | null): Promise<T>;
+  close(): Promise<void>;
+}
+
+export async function startEventStreamCases(cases: Readonly<Record<string, Iterable<string>>>): Promise<EventStreamCases> {
   const provider = await startScriptedProvider((req, res) => writeEventStream(res, cases[req.headers['x-case'] as string]));
   let stack: ProvidersStack;
   try {
@@ -380,8 +390,22 @@ export async function startEventStreamCases(cases: Readonly<Record<string, Itera
     await provider.close();
     throw err;
   }
+  const edge = stack.edge;
   return {
-    edge: stack.edge,
+    edge,
+    async relay(path, name, body) {
+      const res = await fetch(`${edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-case': name }, body: JSON.stringify(body) });
+      assert.equal(res.status, 200);
+      return { text: await res.text(), runId: res.headers.get('x-edge-run-id') };
+    },
+    async finishedRun<T extends { state?: string }>(runId: string | null): Promise<T> {
+      let record = {} as T;
+      await waitFor(async () => {
+        record = (await (await fetch(`${edge.adminUrl}/admin/runs/${runId}`)).json()) as T;
+        return record.state === 'finished';
+      }, 'the run to finish');
+      return record;
+    },
     async close() {
       await stack.close();
       await provider.close();
