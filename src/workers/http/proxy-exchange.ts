@@ -261,8 +261,10 @@ export class ProxyExchange implements TunnelConsumer {
       }
       return;
     }
-    const length = declaredLengthField(headers);
-    if (status >= 400 && (!isJsonHead(headers) || length === '0' || length === undefined)) {
+    // Error heads only: a 2xx head is not scanned again here.
+    const json = status >= 400 && isJsonHead(headers);
+    const length = json ? declaredLengthField(headers) : undefined;
+    if (status >= 400 && (!json || length === '0' || length === undefined)) {
       // An error whose body is not JSON (a proxy's HTML 502, Ollama's plain-text 404 for a route it lacks),
       // or is none at all though its head says JSON (`content-length: 0`, or a chunked body that ends at once:
       // node:http's writeHead then end()): relayed, the SDKs would find no error object in it. Held, then
@@ -273,7 +275,7 @@ export class ProxyExchange implements TunnelConsumer {
       this.#heldError = [];
       this.#heldBeforeHead = true;
       this.#heldNoRetry = saysNoRetry(headers);
-      if (length === undefined && isJsonHead(headers)) this.#jsonHeadHeld = { headers, upstreamUs };
+      if (json && length === undefined) this.#jsonHeadHeld = { headers, upstreamUs };
       return;
     }
     this.#relayHead(status, headers, upstreamUs);
