@@ -50,6 +50,11 @@ export interface DataPath {
   retireNode(nodeId: string, graceMs: number, reason: string): boolean;
   /** The state of every thread's data path (tests, status). */
   inspect(): Promise<readonly PlaneInspection[]>;
+  /**
+   * Open requests by API key name over every thread, as the admission counts
+   * them for auth.api_keys[].max_concurrent (keys with none may be left out).
+   */
+  keyLoad(): readonly { readonly name: string; readonly inFlight: number }[];
   /** The rings the scheduler thread owns (none without workers). */
   ringUsage(): PlaneInspection['rings'];
   /**

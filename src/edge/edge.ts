@@ -16,6 +16,7 @@ import { AdminServer } from '../main/admin/admin-server.js';
 import type { AdminOps, NodeDrainOutcome, RunCancelOutcome } from '../main/admin/ops.js';
 import { buildEdgeStatus, livenessOf, tenantNamesOf, type EdgeStatus, type SessionView } from '../main/admin/status.js';
 import { EdgeSeries, SERIES_METRICS, type SeriesPoint } from '../main/admin/series.js';
+import { buildKeysView, KEY_METRICS, type KeysView } from '../main/admin/keys.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { RunStore } from '../main/runs/run-store.js';
@@ -201,7 +202,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       live: (configVersion, changedPaths, origin, late) => this.#live(configVersion, changedPaths, origin, late),
     });
     this.admin = options.admin === true && config.admin !== undefined ? new AdminServer(config.admin, this) : undefined;
-    this.series = this.admin === undefined ? undefined : new EdgeSeries({ metricsParts: () => this.#metricsParts(), groups: () => this.driver.status().groups });
+    this.series = this.admin === undefined ? undefined : new EdgeSeries({ metricsParts: () => this.#metricsParts(SERIES_METRICS), groups: () => this.driver.status().groups });
   }
 
   get workers(): number {
@@ -368,9 +369,14 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     return this.series?.points ?? [];
   }
 
-  async #metricsParts(): Promise<unknown[][]> {
+  async keys(): Promise<KeysView> {
+    return buildKeysView(this.#config, this.plane.keyLoad(), await this.#metricsParts(KEY_METRICS));
+  }
+
+  /** `names` of the main thread's metrics, and every data path thread's registry. */
+  async #metricsParts(names: readonly string[]): Promise<unknown[][]> {
     // The main thread's own part without the process metrics: reading those would reset the event-loop lag /metrics reports.
-    const own = await this.metrics.partJson(SERIES_METRICS);
+    const own = await this.metrics.partJson(names);
     return [own, ...((await this.plane.metricParts()) as unknown[][])];
   }
 

@@ -54,8 +54,8 @@ export class KeyConcurrency {
     return this.#byName.get(name)?.inFlight ?? 0;
   }
 
-  /** Keys with open requests and their counts (status). */
-  status(): { name: string; inFlight: number }[] {
+  /** Keys with open requests and their counts (GET /admin/keys). */
+  load(): { name: string; inFlight: number }[] {
     return [...this.#byName.values()].map((c) => ({ name: c.name, inFlight: c.inFlight }));
   }
 }

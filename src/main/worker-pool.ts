@@ -478,6 +478,10 @@ export class WorkerPool implements DecisionHandler, DataPath {
     Atomics.store(this.flags, EVENTS_FLAG, active ? 1 : 0);
   }
 
+  keyLoad(): readonly { readonly name: string; readonly inFlight: number }[] {
+    return this.keys.load();
+  }
+
   ringUsage(): { name: string; used: number; capacity: number }[] {
     const out: { name: string; used: number; capacity: number }[] = [];
     for (const slot of this.#slots) {

@@ -216,6 +216,10 @@ export class LocalPlane implements DataPath, EventSink {
     return inspectPlane(this.#index, this.plane, this.nodes, peers, this.client.leanStats, this.client.a2a.handler.relayedStreams, rings);
   }
 
+  keyLoad(): readonly { readonly name: string; readonly inFlight: number }[] {
+    return this.client.auth.load();
+  }
+
   ringUsage(): PlaneInspection['rings'] {
     return [];
   }

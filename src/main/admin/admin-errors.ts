@@ -11,7 +11,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 export function knownParameters(reply: FastifyReply, path: string, query: Record<string, string | string[] | undefined>, takes: readonly string[]): query is Record<string, string | undefined> {
   for (const name of Object.keys(query)) {
     if (!takes.includes(name)) {
-      sendAdminError(reply, 400, 'invalid_request', `unknown parameter ${JSON.stringify(name)}; ${path} takes ${takes.join(', ')}`);
+      sendAdminError(reply, 400, 'invalid_request', `unknown parameter ${JSON.stringify(name)}; ${path} takes ${takes.length === 0 ? 'no parameters' : takes.join(', ')}`);
       return false;
     }
     if (typeof query[name] !== 'string') {

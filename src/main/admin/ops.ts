@@ -5,6 +5,7 @@ import type { EventBus } from '../events/event-bus.js';
 import type { RefreshRequest, RefreshResult } from '../refresh/refresher.js';
 import type { SeriesPoint } from './series.js';
 import type { EdgeStatus } from './status.js';
+import type { KeysView } from './keys.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { NodeCommandKind } from '../../shared/node-commands.js';
 import type { NodeCommandOutcome } from '../nodes/node-commands.js';
@@ -19,6 +20,8 @@ export type RunCancelOutcome = 'cancelled' | 'not_found' | 'finished';
 export interface AdminOps {
   refresh(request: RefreshRequest): Promise<RefreshResult>;
   status(): Promise<EdgeStatus>;
+  /** Each client API key: its grants, open requests and use since start (GET /admin/keys). */
+  keys(): Promise<KeysView>;
   /** Draining belongs to the node's current connection: a reconnect clears it. */
   setNodeDraining(nodeId: string, draining: boolean): NodeDrainOutcome;
   /** Resets a provider's outlier breaker: true if it had state, false if not, undefined for an unknown provider. */

@@ -131,9 +131,8 @@ export class ClientAuth {
     return state;
   }
 
-  /** Status view: name, open requests and limit per key (never the digest). */
-  status(): { name: string; inFlight: number; maxConcurrent: number | null }[] {
-    // The configured keys (#byName also holds removed ones with requests still open).
-    return [...this.#byDigest.values()].map((k) => ({ name: k.name, inFlight: k.inFlight, maxConcurrent: Number.isFinite(k.maxConcurrent) ? k.maxConcurrent : null }));
+  /** Open requests by key name (GET /admin/keys): configured keys, and removed ones whose requests are still open. */
+  load(): { name: string; inFlight: number }[] {
+    return [...this.#byName.values()].map((k) => ({ name: k.name, inFlight: k.inFlight }));
   }
 }
