@@ -1,8 +1,9 @@
 // The operator console: logs in with the admin token (kept in this tab's
 // sessionStorage, sent only as a bearer header), then keeps the page live
-// from four sources: the /admin/events stream (node events only, read with
+// from five sources: the /admin/events stream (node events only, read with
 // fetch() because EventSource cannot send a header), /admin/status every
-// 2 s, /admin/runs every second, and /admin/series every 5 s for the charts.
+// 2 s, /admin/runs every second, /admin/series every 5 s for the charts and
+// /admin/keys every 5 s for the API keys.
 // Runs are polled, not streamed: a stream would make the edge build and
 // serialise two events per request for as long as the page is open, a cost
 // that grows with load; a poll of the newest 50 records costs the same at
@@ -10,13 +11,15 @@
 // updated in place, cell by cell, so focus and layout stay put as numbers
 // change.
 import { drawChart } from './chart.js';
-import { bytes, clock, ms, percent, rate, uptime } from './format.js';
+import { bytes, clock, count, ms, percent, rate, uptime } from './format.js';
 import { readSse } from './sse.js';
 
 const TOKEN_KEY = 'edge-admin-token';
 const LIVE_RUNS_KEY = 'edge-console-live-runs';
 const STATUS_EVERY_MS = 2_000;
 const SERIES_EVERY_MS = 5_000;
+/** As the charts: each read gathers every I/O worker's counters. */
+const KEYS_EVERY_MS = 5_000;
 const RUNS_EVERY_MS = 1_000;
 const EVENTS_RETRY_MS = 2_000;
 const MAX_RUNS = 50;
@@ -43,6 +46,8 @@ interface Status { edge: { version: string; uptimeSeconds: number; configVersion
 interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; ttfbP95Ms: number | null; queueP50Ms: number | null; queueP95Ms: number | null }
 /** A record of GET /admin/runs, as far as the page reads it. */
 interface Run { id: string; model: string; key?: string | null; provider: string | null; state: 'queued' | 'running' | 'finished'; outcome: string | null; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number }
+/** A key of GET /admin/keys, as far as the page reads it. */
+interface KeyRow { name: string; configured: boolean; models: string[] | null; maxConcurrent: number | null; inFlight: number; requests: { total: number; errors: number; byStatus: Record<string, number> }; tokens: { prompt: number; completion: number } }
 interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
 /** A concerned node's answer to an apply: applied, restart_required, failed, timeout, not_connected, unsupported. */
 interface NodeRefresh { node: string; status: string; message: string }
@@ -235,6 +240,7 @@ function start(first: Status): void {
   showConn();
   void pollStatus(signal);
   void pollSeries(signal);
+  void pollKeys(signal);
   void pollRuns(signal);
   void streamEvents(signal);
   $('main').focus({ preventScroll: true });
@@ -301,6 +307,17 @@ async function pollSeries(signal: AbortSignal): Promise<void> {
       if (err instanceof Unauthorized) return onUnauthorized();
     }
     await sleep(SERIES_EVERY_MS, signal);
+  }
+}
+
+async function pollKeys(signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      renderKeys(await json<{ auth: boolean; keys: KeyRow[] }>('/admin/keys'));
+    } catch (err) {
+      if (err instanceof Unauthorized) return onUnauthorized();
+    }
+    await sleep(KEYS_EVERY_MS, signal);
   }
 }
 
@@ -533,6 +550,41 @@ function renderStatus(next: Status): void {
     const chosen = select.value;
     select.replaceChildren(...models.map((m) => new Option(m, m, false, m === chosen)));
   }
+}
+
+/** "401 ×3, 429 ×2": what the key's errors were, most frequent first (the Errors cell's hover). */
+function errorStatuses(byStatus: Record<string, number>): string {
+  const errors = Object.entries(byStatus).filter(([status]) => !status.startsWith('2'));
+  errors.sort((a, b) => b[1] - a[1]);
+  return errors.map(([status, n]) => `${status} ×${n}`).join(', ');
+}
+
+function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
+  $('keys-empty').hidden = view.auth || view.keys.length > 0;
+  $('keys-note').hidden = !($('keys-empty').hidden);
+  syncRows($<HTMLTableSectionElement>('keys-body'), view.keys, (k) => k.name, 8, (row, c, k) => {
+    row.dataset.name = k.name;
+    // Gone from the config (a refresh removed or renamed it): kept in view with what it used.
+    row.classList.toggle('gone', !k.configured);
+    set(c[0], k.configured ? k.name : `${k.name} (removed)`);
+    set(c[1], k.models === null ? 'all' : k.models.join(', ') || 'none');
+    set(c[2], k.maxConcurrent === null ? String(k.inFlight) : `${k.inFlight} / ${k.maxConcurrent}`, k.maxConcurrent !== null && k.inFlight >= k.maxConcurrent ? 'num warn' : 'num');
+    set(c[3], count(k.requests.total), 'num');
+    set(c[4], count(k.requests.errors), k.requests.errors > 0 ? 'num bad' : 'num');
+    const statuses = errorStatuses(k.requests.byStatus);
+    if (statuses !== '') c[4].title = statuses;
+    set(c[5], count(k.tokens.prompt), 'num');
+    set(c[6], count(k.tokens.completion), 'num');
+    rowButton(c[7], 'Runs', 'runs', `Show the runs of key ${k.name}`, () => showRunsOf(k.name));
+  });
+}
+
+/** The runs table, filtered to one key, brought into view. */
+function showRunsOf(name: string): void {
+  const box = $<HTMLInputElement>('runs-key');
+  box.value = name;
+  box.dispatchEvent(new Event('input'));
+  $('runs').scrollIntoView({ block: 'start' });
 }
 
 function renderRuns(): void {

@@ -38,6 +38,20 @@ export function bytes(value: number): string {
   return `${(value / 1024 / 1024).toFixed(1)} MiB`;
 }
 
+/** A count that only grows (requests, tokens): exact below 10,000, then "12.3 k", "456 k", "4.56 M", "12.3 M", so the cell keeps its width. */
+export function count(value: number): string {
+  if (value < 10_000) return String(value);
+  const k1 = Math.round(value / 100) / 10;
+  if (k1 < 100) return `${k1.toFixed(1)} k`;
+  const k0 = Math.round(value / 1000);
+  if (k0 < 1000) return `${k0} k`;
+  const m2 = Math.round(value / 10_000) / 100;
+  if (m2 < 10) return `${m2.toFixed(2)} M`;
+  const m1 = Math.round(value / 100_000) / 10;
+  if (m1 < 1000) return `${m1.toFixed(1)} M`;
+  return `${(value / 1e9).toFixed(2)} G`;
+}
+
 export function rate(value: number, unit: string): string {
   return `${Math.round(value * 10) < 100 ? value.toFixed(1) : Math.round(value)} ${unit}`;
 }

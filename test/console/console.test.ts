@@ -247,7 +247,8 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
 
   test('the key box shows one API key\'s runs only (GET /admin/runs?key=), and every run again once cleared', async () => {
     await until(`document.querySelectorAll('#runs-body tr').length > 0`);
-    // No API keys in this config: no run has a key, so a key's filter empties the table and says why.
+    // No API keys in this config: the keys panel says auth is off, no run has a key, and a key's filter empties the table and says why.
+    await until(`!document.getElementById('keys-empty').hidden && document.getElementById('keys-note').hidden && document.querySelectorAll('#keys-body tr').length === 0`);
     const asked: string[] = [];
     const onRequest = (request: { url(): string }): void => {
       if (request.url().includes('/admin/runs?')) asked.push(request.url());

@@ -10,6 +10,7 @@ interface Format {
   seconds(value: number): string;
   rate(value: number, unit: string): string;
   uptime(seconds: number): string;
+  count(value: number): string;
 }
 const format = (await import(new URL('../../console/format.js', import.meta.url).href)) as Format;
 
@@ -45,4 +46,18 @@ test('uptime: minutes, then hours and minutes, then days and hours; never thousa
   assert.equal(format.uptime(3600), '1 h 0 min');
   assert.equal(format.uptime(86_399), '23 h 59 min');
   assert.equal(format.uptime(12 * 86_400 + 3 * 3600 + 125), '12 d 3 h');
+});
+
+test('count: exact below 10,000, then k, M and G, each printed in the unit its rounded value belongs to', () => {
+  assert.equal(format.count(0), '0');
+  assert.equal(format.count(9_999), '9999');
+  assert.equal(format.count(10_000), '10.0 k');
+  assert.equal(format.count(99_949), '99.9 k');
+  assert.equal(format.count(99_950), '100 k');
+  assert.equal(format.count(999_499), '999 k');
+  assert.equal(format.count(999_500), '1.00 M');
+  assert.equal(format.count(9_994_999), '9.99 M');
+  assert.equal(format.count(9_995_000), '10.0 M');
+  assert.equal(format.count(999_949_999), '999.9 M');
+  assert.equal(format.count(999_950_000), '1.00 G');
 });

@@ -1,0 +1,105 @@
+// The console's API keys panel in a real browser (Debian's chromium driven by
+// puppeteer-core) against a real stack with client API keys: what each key
+// may use, what it holds open against its limit, what it used, and its Runs
+// button filtering the runs table to it. The numbers are checked against
+// what the clients were answered.
+//
+// CONSOLE_SCREENSHOTS=<dir> also saves the panel there (docs/console/keys.png).
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { sha256Hex } from '../../src/workers/http/client-auth.js';
+import { ALIAS, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const TOKEN = 'console-keys-admin-token';
+const SHOTS = process.env.CONSOLE_SCREENSHOTS;
+const ALICE = 'sk-console-alice-012345';
+const BOB = 'sk-console-bob-98765432';
+
+describe('console API keys panel in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
+  let stack: OpsStack;
+  let browser: Browser;
+  let page: Page;
+
+  before(async () => {
+    stack = await startOpsStack({
+      adminToken: TOKEN,
+      capacity: 4,
+      mock: { ttftMs: 0, tokens: 4, intervalMs: 1 },
+      configure(raw) {
+        raw.auth = {
+          api_keys: [
+            { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 1 },
+            { name: 'bob', key_sha256: sha256Hex(BOB) },
+          ],
+        };
+      },
+    });
+    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 800 });
+  });
+  after(async () => {
+    await browser?.close();
+    await stack?.close();
+  });
+
+  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
+  const until = async (expression: string, timeout = 8_000): Promise<void> => {
+    await page.waitForFunction(expression, { timeout });
+  };
+  const cells = (name: string): Promise<string[]> => js(`Array.from(document.querySelector('#keys-body tr[data-name="${name}"]')?.cells ?? []).map((c) => c.textContent)`);
+  const chat = (key: string, headers: Record<string, string> = {}, stream = false): Promise<Response> =>
+    fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers },
+      body: JSON.stringify({ model: ALIAS, stream, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+
+  test('each key with its models and limit; its open request, requests, errors and tokens as its clients were answered', async () => {
+    await page.goto(`${stack.edge.adminUrl}/console`);
+    await page.waitForSelector('#login-form', { visible: true });
+    await page.type('#token', TOKEN);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#keys-body tr[data-name="bob"]');
+    assert.equal(await js('document.getElementById("keys-empty").hidden'), true, 'auth is on: no "auth is off" text');
+    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '0', '0', '0', '0', 'Runs']);
+    assert.deepEqual(await cells('bob'), ['bob', 'all', '0', '0', '0', '0', '0', 'Runs']);
+
+    // Alice holds her one slot with a slow stream: the panel shows her at her limit, and her second request is refused.
+    const holder = await chat(ALICE, { 'x-mock-tokens': '3', 'x-mock-interval-ms': '2500' }, true);
+    assert.equal(holder.status, 200);
+    const refused = await chat(ALICE);
+    assert.equal(refused.status, 429);
+    await refused.arrayBuffer();
+    let bobCompletion = 0;
+    for (let i = 0; i < 2; i++) {
+      const answer = (await (await chat(BOB)).json()) as { usage: { completion_tokens: number } };
+      bobCompletion += answer.usage.completion_tokens;
+    }
+    await until(`document.querySelector('#keys-body tr[data-name="alice"]')?.cells[2].textContent === '1 / 1'`);
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[2].className`), 'num warn', 'at its limit: marked');
+    if (SHOTS !== undefined) {
+      mkdirSync(SHOTS, { recursive: true });
+      await (await page.$('#keys'))?.screenshot({ path: `${SHOTS}/keys.png` });
+    }
+    await holder.text();
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released', 10_000);
+    await until(`document.querySelector('#keys-body tr[data-name="alice"]')?.cells[3].textContent === '2'`);
+    const alice = await cells('alice');
+    assert.deepEqual(alice.slice(2, 5), ['0 / 1', '2', '1'], 'one served, one refused at the limit');
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[4].title`), '429 ×1', 'the errors by status on hover');
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[4].className`), 'num bad');
+    assert.equal(alice[6], '3', "the stream's three tokens");
+    await until(`document.querySelector('#keys-body tr[data-name="bob"]')?.cells[3].textContent === '2'`);
+    assert.equal((await cells('bob'))[6], String(bobCompletion));
+  });
+
+  test("a key's Runs button shows that key's runs only", async () => {
+    await page.click('#keys-body tr[data-name="bob"] button[data-action="runs"]');
+    assert.equal(await js('document.getElementById("runs-key").value'), 'bob');
+    await until(`(() => { const rows = Array.from(document.querySelectorAll('#runs-body tr')); return rows.length === 2 && rows.every((r) => r.cells[2].textContent === 'bob'); })()`);
+  });
+});
