@@ -155,6 +155,27 @@ describe('config refresh through the admin API', () => {
     assert.equal(await count('evaluated'), evaluatedBefore);
   });
 
+  test('a body with a field the route does not take is refused, naming it, and nothing is applied', async () => {
+    const before = (await stack.admin('/admin/status')).json;
+    const candidate = withCapacity(stack, providerCapacity(before) + 3);
+    // `sourceDigest` as the evaluate's answer spells it (taken as absent, the file check was skipped), a typo of `config`
+    // (the edge applied its file instead of the candidate), and a near miss of node_timeout_ms.
+    for (const [field, body] of [
+      ['sourceDigest', { mode: 'apply', config: candidate, sourceDigest: 'a'.repeat(64) }],
+      ['confg', { mode: 'apply', confg: candidate }],
+      ['node_timeout', { mode: 'apply', config: candidate, node_timeout: 100 }],
+    ] as const) {
+      const { status, json } = await stack.admin('/admin/config/refresh', { method: 'POST', body });
+      assert.equal(status, 400, `${field}: ${JSON.stringify(json)}`);
+      assert.equal(json.error.code, 'invalid_request');
+      assert.match(json.error.message, new RegExp(`"${field}"`));
+      assert.match(json.error.message, /mode, config, node_timeout_ms, source_digest/);
+    }
+    const after = (await stack.admin('/admin/status')).json;
+    assert.equal(providerCapacity(after), providerCapacity(before));
+    assert.equal(after.edge.configVersion, before.edge.configVersion);
+  });
+
   test('a no-change apply pushes nothing to nodes; a real change pushes the changed paths', async () => {
     const before = stack.refreshes.length;
     const same = toYaml(withCapacity(stack, 2)); // as YAML text this time

@@ -13,6 +13,8 @@ import { sendAdminError } from './admin-errors.js';
 import type { AdminOps } from './ops.js';
 
 const MODES: readonly RefreshMode[] = ['evaluate', 'apply'];
+/** Every field the body takes. */
+const FIELDS: readonly string[] = ['mode', 'config', 'node_timeout_ms', 'source_digest'];
 
 export function httpStatusOf(result: RefreshResult): number {
   if (result.rejection === 'invalid_config' || result.rejection === 'no_config_source') return 400;
@@ -30,6 +32,13 @@ export function registerRefreshRoute(app: FastifyInstance, ops: AdminOps): void 
     const body = (request.body ?? {}) as { mode?: unknown; config?: unknown; node_timeout_ms?: unknown; source_digest?: unknown };
     if (typeof body !== 'object' || Array.isArray(body)) {
       sendAdminError(reply, 400, 'invalid_request', 'send a JSON object: {"mode":"evaluate"|"apply","config"?: ...}');
+      return;
+    }
+    // A misspelt field would be taken as absent, and an absent one changes what an apply does: `sourceDigest` (as the
+    // evaluate's answer spells it) skipped the file check and committed an edit made since, and `confg` applied the file.
+    const unknown = Object.keys(body).find((name) => !FIELDS.includes(name));
+    if (unknown !== undefined) {
+      sendAdminError(reply, 400, 'invalid_request', `unknown field ${JSON.stringify(unknown)}; /admin/config/refresh takes ${FIELDS.join(', ')}`);
       return;
     }
     // Only an absent field takes its default: a null is a value, and not one of the allowed.
