@@ -8,6 +8,15 @@
 export const NODE_COMMAND_KINDS = ['refresh_config', 'drain', 'undrain', 'probe', 'restart_provider'] as const;
 export type NodeCommandKind = (typeof NODE_COMMAND_KINDS)[number];
 
+/** The args each kind takes (the agent's commands.ts reads no others). */
+export const NODE_COMMAND_ARGS: Readonly<Record<NodeCommandKind, readonly string[]>> = {
+  refresh_config: [],
+  drain: [],
+  undrain: [],
+  probe: [],
+  restart_provider: ['provider'],
+};
+
 export type NodeCommandStatus = 'ok' | 'applied' | 'restart_required' | 'failed' | 'unsupported' | 'timeout' | 'not_connected';
 
 /** Announced in Register.capabilities by an agent that answers Command. */

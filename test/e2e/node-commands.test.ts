@@ -273,6 +273,25 @@ describe('node commands through real agents', () => {
     assert.equal(probe.json.results[0].result.providers.pcli.healthy, null);
   });
 
+  test('a field or arg a command does not take is refused, naming it, and nothing reaches the node', async () => {
+    const restarts = cliRestarts.length;
+    // Beside args, or misspelt in it, `provider` was dropped: restart_provider then ended every cli provider's runs.
+    const beside = await command('cli-node', 'restart_provider', { provider: 'pcli' });
+    assert.equal(beside.status, 400, JSON.stringify(beside.json));
+    assert.equal(beside.json.error.code, 'invalid_request');
+    assert.match(beside.json.error.message, /"provider"; a command takes kind, args, timeout_ms/);
+    const misspelt = await command('cli-node', 'restart_provider', { args: { provder: 'pcli' } });
+    assert.equal(misspelt.status, 400, JSON.stringify(misspelt.json));
+    assert.match(misspelt.json.error.message, /restart_provider takes args provider; got "provder"/);
+    const probeArgs = await command('cli-node', 'probe', { args: { provider: 'pcli' } });
+    assert.equal(probeArgs.status, 400, JSON.stringify(probeArgs.json));
+    assert.match(probeArgs.json.error.message, /probe takes no args/);
+    const timeout = await command('gpu-a', 'probe', { timeout: 300 });
+    assert.equal(timeout.status, 400, JSON.stringify(timeout.json));
+    assert.match(timeout.json.error.message, /"timeout"/);
+    assert.equal(cliRestarts.length, restarts, 'no restart reached the agent');
+  });
+
   test('restart_provider on an HTTP provider is unsupported for its type', async () => {
     const res = await command('gpu-a', 'restart_provider', { args: { provider: 'pa' } });
     assert.equal(res.json.results[0].status, 'unsupported');

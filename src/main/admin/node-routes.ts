@@ -9,11 +9,14 @@
 // restart_required, failed, unsupported, timeout, not_connected. 404 when
 // the reference names no node; 400 for an unknown kind or bad arguments.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DEFAULT_COMMAND_DEADLINE_MS, isNodeCommandKind, MAX_COMMAND_DEADLINE_MS, NODE_COMMAND_KINDS } from '../../shared/node-commands.js';
+import { DEFAULT_COMMAND_DEADLINE_MS, isNodeCommandKind, MAX_COMMAND_DEADLINE_MS, NODE_COMMAND_ARGS, NODE_COMMAND_KINDS } from '../../shared/node-commands.js';
 import { sendAdminError } from './admin-errors.js';
 import type { AdminOps } from './ops.js';
 
 type NodeRequest = FastifyRequest<{ Params: { id: string } }>;
+
+/** Every field a command's body takes. */
+const COMMAND_FIELDS: readonly string[] = ['kind', 'args', 'timeout_ms'];
 
 function setDraining(ops: AdminOps, draining: boolean, request: NodeRequest, reply: FastifyReply): void {
   const outcome = ops.setNodeDraining(request.params.id, draining);
@@ -30,6 +33,13 @@ async function command(ops: AdminOps, request: NodeRequest, reply: FastifyReply)
     sendAdminError(reply, 400, 'invalid_request', 'send a JSON object: {"kind": ..., "args"?: {...}, "timeout_ms"?: N}');
     return;
   }
+  // A field or arg the command does not take is refused, not dropped: a `provider` beside `args` (or misspelt inside
+  // it) left restart_provider without one, and it ended the runs of every cli provider on the node.
+  const unknown = Object.keys(body).find((name) => !COMMAND_FIELDS.includes(name));
+  if (unknown !== undefined) {
+    sendAdminError(reply, 400, 'invalid_request', `unknown field ${JSON.stringify(unknown)}; a command takes ${COMMAND_FIELDS.join(', ')}`);
+    return;
+  }
   if (!isNodeCommandKind(body.kind)) {
     sendAdminError(reply, 400, 'invalid_kind', `kind must be one of ${NODE_COMMAND_KINDS.join(', ')}; got ${JSON.stringify(body.kind ?? null)}`);
     return;
@@ -38,6 +48,12 @@ async function command(ops: AdminOps, request: NodeRequest, reply: FastifyReply)
   if (body.args !== undefined) {
     if (typeof body.args !== 'object' || body.args === null || Array.isArray(body.args) || !Object.values(body.args).every((v) => typeof v === 'string')) {
       sendAdminError(reply, 400, 'invalid_request', 'args must be an object of string values');
+      return;
+    }
+    const takes = NODE_COMMAND_ARGS[body.kind];
+    const unknownArg = Object.keys(body.args).find((name) => !takes.includes(name));
+    if (unknownArg !== undefined) {
+      sendAdminError(reply, 400, 'invalid_request', `${body.kind} takes ${takes.length === 0 ? 'no args' : `args ${takes.join(', ')}`}; got ${JSON.stringify(unknownArg)}`);
       return;
     }
     Object.assign(args, body.args);
