@@ -40,7 +40,8 @@ before(async () => {
   // Each answer ends cleanly after the ending its x-ending header names: a chunked body's last chunk, or
   // (x-close) a close-delimited body the provider ends by closing the connection.
   provider = await startScriptedProvider((req, res) => {
-    const body = OPENING + ENDINGS[req.headers['x-ending'] as string];
+    // x-ending: comment: a comment (a provider's keepalive) and no event before the end.
+    const body = req.headers['x-ending'] === 'comment' ? ': ping\n\n' : OPENING + ENDINGS[req.headers['x-ending'] as string];
     if (req.headers['x-close'] === undefined) {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.end(body);
@@ -98,6 +99,19 @@ for (const [framing, close] of [
     });
   });
 }
+
+test('a Responses stream cut after only a comment of the provider\'s opens with response.created, so the SDK raises the edge\'s error', async () => {
+  const headers = { 'x-ending': 'comment' };
+  const text = await streamText(headers);
+  assert.ok(text.startsWith(': ping\n\n'), "the provider's comment is relayed as it is");
+  const names = [...text.matchAll(/^event: (.*)$/gm)].map((m) => m[1]);
+  assert.deepEqual(names, ['response.created', 'error', 'response.failed'], `a comment is no event: the stream is still opened (${JSON.stringify(text)})`);
+  const client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'k', maxRetries: 0, timeout: 10_000 });
+  await assert.rejects(client.responses.stream({ model: ALIAS, input: 'Hi' }, { headers }).finalResponse(), (err: Error & { code?: string }) => {
+    assert.equal(err.code, 'upstream_reset', String(err));
+    return true;
+  });
+});
 
 test('a whole Responses stream, and ones the provider ended with its own incomplete or error event, are relayed as they are', async () => {
   for (const close of [{}, { 'x-close': '1' }] as Record<string, string>[]) {

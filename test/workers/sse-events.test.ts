@@ -3,7 +3,7 @@
 // a held half event never grows past its bound.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { lastEventEnd, MAX_HELD_EVENT_BYTES, SseEvents } from '../../src/workers/tunnel/sse-events.js';
+import { holdsField, lastEventEnd, MAX_HELD_EVENT_BYTES, SseEvents } from '../../src/workers/tunnel/sse-events.js';
 import { ResponseWindow } from '../../src/workers/tunnel/response-window.js';
 
 const text = (b: Uint8Array | undefined) => (b === undefined ? undefined : Buffer.from(b).toString());
@@ -140,4 +140,15 @@ test('startOfLastEvent: the start of an event that began before the chunk ending
   out = events.take(Buffer.from('zz\n\n')) as Uint8Array;
   assert.equal(events.midEvent, false);
   assert.equal(text(events.startOfLastEvent(out)), big.slice(0, 64));
+});
+
+test('holdsField: comments and blank lines are no event, a field line is, across held pieces and any line end', () => {
+  const b = (s: string) => Buffer.from(s);
+  assert.equal(holdsField([], b(': ping\n\n')), false);
+  assert.equal(holdsField([], b(':\r\n\r\n: keepalive\r\r')), false);
+  assert.equal(holdsField([], b(': ping\n\nevent: response.created\n')), true);
+  assert.equal(holdsField([], b('data: {}\n\n')), true);
+  // A comment cut across a held piece and the chunk stays a comment; a field after its line end counts.
+  assert.equal(holdsField([b(': pi')], b('ng\n\n')), false);
+  assert.equal(holdsField([b(': ping\n')], b('data: {}\n\n')), true);
 });

@@ -15,7 +15,7 @@ import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
-import { SseEvents } from '../tunnel/sse-events.js';
+import { holdsField, SseEvents } from '../tunnel/sse-events.js';
 import { beforeTrailers, lastEventError } from '../tunnel/sse-terminal.js';
 import { contentEncodingOf, decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../tunnel/provider-error.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
@@ -120,7 +120,7 @@ export class ProxyExchange implements TunnelConsumer {
   #events: SseEvents | undefined;
   /** After keepalives, the provider answered 2xx but not as an event stream: its body is held for the error (#heldError). */
   #notAStream = false;
-  /** An event stream wrote some of the provider's events to the client (not only held a half one). */
+  /** An event stream wrote some of the provider's events to the client (not only held a half one, nor only comments). */
   #wroteEvents = false;
   /** Responses streams: the sequence_number of the last event relayed (-1: none), so an in-band error numbers on from it. */
   #lastSequence = -1;
@@ -479,7 +479,8 @@ export class ProxyExchange implements TunnelConsumer {
       if (window !== undefined && (out !== bytes || released > 0)) window.wroteLast(out === undefined ? 0 : released + out.length);
       if (out === undefined) return;
       if (this.route === RESPONSES) this.#noteSequence(out, events.released);
-      this.#wroteEvents = true;
+      // A comment (a provider's keepalive) opens nothing: a Responses error after it must still open the stream.
+      if (!this.#wroteEvents) this.#wroteEvents = holdsField(events.released, out);
       const endsAnswer = this.route.endsAnswer;
       if (endsAnswer !== undefined && !this.#endSeen && !events.midEvent) {
         // The last event may have begun before `out` (held, or relayed past the hold bound): judged whole.

@@ -39,6 +39,27 @@ export function lastEventEnd(bytes: Uint8Array, before1 = NONE, before2 = NONE):
   return 0;
 }
 
+const COLON = 0x3a;
+
+/**
+ * Whether `bytes`, after the held `pieces` that go out ahead of them, hold a
+ * line other than a comment (`: ping`) or a blank one: an event a client's
+ * SSE parser dispatches, not a provider's keepalive alone.
+ */
+export function holdsField(pieces: readonly Uint8Array[], bytes: Uint8Array): boolean {
+  let lineStart = true;
+  for (let p = 0; p <= pieces.length; p++) {
+    const piece = p < pieces.length ? pieces[p] : bytes;
+    for (let i = 0; i < piece.length; i++) {
+      const c = piece[i];
+      if (c === LF || c === CR) lineStart = true;
+      else if (lineStart && c !== COLON) return true;
+      else lineStart = false;
+    }
+  }
+  return false;
+}
+
 export class SseEvents {
   /** What may be held: MAX_HELD_EVENT_BYTES, and under half the tunnel's window, whose credit held bytes keep. */
   readonly #maxHeld: number;
