@@ -8,15 +8,18 @@ import type { AdmitRequest, Grant, Overloaded, RejectCode, ReleaseReason } from 
 
 /**
  * Why an admission was refused: the scheduler's codes, plus the per-key
- * concurrency limit that the worker pool checks before the scheduler when
- * I/O workers share one count per key (never produced by the Scheduler).
+ * concurrency and rate limits that the worker pool checks before the
+ * scheduler when I/O workers share one count per key (never produced by the Scheduler).
  */
-export type AdmissionRejectCode = RejectCode | 'too_many_concurrent_requests';
+export type AdmissionRejectCode = RejectCode | 'too_many_concurrent_requests' | 'rate_limit_exceeded';
 
-/** An API key whose open requests are limited (auth.api_keys[].max_concurrent). */
+/** An API key's limits (auth.api_keys[].max_concurrent, .requests_per_minute). */
 export interface KeyLimit {
   readonly name: string;
+  /** Infinity: none. */
   readonly maxConcurrent: number;
+  /** 0: none. */
+  readonly requestsPerMinute: number;
 }
 
 /** Where the scheduler's answers about requests go: the DataPlane. */
@@ -53,7 +56,7 @@ export interface SchedulerPort {
    * data path's own thread and the port never sees keys.
    */
   readonly countsKeys: boolean;
-  /** With countsKeys, a key at its limit is answered onReject('too_many_concurrent_requests'). */
+  /** With countsKeys, a key at its limit is answered onReject('too_many_concurrent_requests'), one over its rate onReject('rate_limit_exceeded'). */
   admit(request: AdmitRequest, limitedKey?: KeyLimit): void;
   /**
    * countsKeys only: the exchange admitted with a key is over (exactly once; a no-op when refused for the key).

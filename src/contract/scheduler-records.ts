@@ -12,7 +12,7 @@
 //   24 u32 nodeId      interned name id, 0 = none
 //   28 u32 providerId  interned name id, 0 = none; admit: the API key's name
 //   32 u32 nameId      interned: the alias (admit) or served model (grant)
-//   36 u32 (unused)    0
+//   36 u32 rate        admit: the API key's requests_per_minute (0 = none); else 0
 //   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec
 //   48 u32 extraId     interned: admit, requeue: the pinned provider (0 = none); else 0
 //   52 u32 aux         admit: the tenant's fair-queuing weight (0 = default 1); else 0
@@ -20,7 +20,8 @@
 // Fields per kind (unlisted fields are 0):
 //   admit      requestId, nameId (alias), nodeId (direct dispatch), value, session, worker (API kind), extraId (pinned provider);
 //              fair queuing: code (priority, int8 two's complement), leaseId (tenant key, u32), aux (weight);
-//              with I/O workers, for any API key: providerId (key name), generation (its limit; 0 = counted only)
+//              with I/O workers, for any API key: providerId (key name), generation (its limit; 0 = counted only),
+//              rate (its requests per minute; 0 = none)
 //   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value
 //   reject     requestId, code, value
 //   release    leaseId, code (requestId when known), value (tokens the response reported, 0 = unknown)
@@ -45,7 +46,8 @@
 //    requeue: code 2 = overloaded (429/503), generation = Retry-After ms + 1, 0 = none; code 3 = the node is leaving)
 // and main -> worker:
 //   grant      as above, plus worker
-//   reject     as above; code too_many_concurrent_requests = the key was at its limit (not admitted)
+//   reject     as above; code too_many_concurrent_requests = the key was at its limit, rate_limit_exceeded = over its
+//              requests per minute (not admitted either way)
 //   requeued   requestId, code (1 = requeued, 0 = refused; only refusals are sent)
 //   staleChecked requestId, leaseId, code (1 = still current)
 //   connected  requestId = serial, nodeId, generation (0 = unknown node); code 1 = a lane refused, its connection has MAX_NODE_STREAMS streams
@@ -124,6 +126,7 @@ const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   shed: 9,
   displaced: 10,
   context_length_exceeded: 11,
+  rate_limit_exceeded: 12,
 };
 const RELEASE_REASONS = invert(RELEASE_REASON_CODES);
 const REJECTS = invert(REJECT_CODES);
@@ -155,6 +158,7 @@ export class SchedulerRecord {
   session = 0;
   extraId = 0;
   aux = 0;
+  rate = 0;
   value = 0;
 
   /** Zeroes every field and sets `kind`, ready to fill for the next write. */
@@ -162,7 +166,7 @@ export class SchedulerRecord {
     this.kind = kind;
     this.code = this.worker = this.generation = this.requestId = this.leaseId = 0;
     this.nodeId = this.providerId = this.nameId = this.session = this.value = 0;
-    this.nodeId = this.providerId = this.nameId = this.extraId = this.aux = this.value = 0;
+    this.extraId = this.aux = this.rate = 0;
     return this;
   }
 }
@@ -175,6 +179,7 @@ export function encodeRecord(view: DataView, offset: number, r: SchedulerRecord)
   view.setUint32(offset + 24, r.nodeId, true);
   view.setUint32(offset + 28, r.providerId, true);
   view.setUint32(offset + 32, r.nameId, true);
+  view.setUint32(offset + 36, r.rate, true);
   view.setUint32(offset + 48, r.extraId, true);
   view.setUint32(offset + 52, r.aux, true);
   view.setFloat64(offset + 40, r.value, true);
@@ -191,6 +196,7 @@ export function decodeRecord(view: DataView, offset: number, out: SchedulerRecor
   out.nodeId = view.getUint32(offset + 24, true);
   out.providerId = view.getUint32(offset + 28, true);
   out.nameId = view.getUint32(offset + 32, true);
+  out.rate = view.getUint32(offset + 36, true);
   out.extraId = view.getUint32(offset + 48, true);
   out.aux = view.getUint32(offset + 52, true);
   out.value = view.getFloat64(offset + 40, true);

@@ -4,7 +4,10 @@
 // thread, checked before the admission reaches the scheduler. Every key's
 // open requests are counted, limited or not, so that a limit a config
 // refresh adds counts the requests already open (as ClientAuth's local count
-// does with workers.count 0, where this class is not used).
+// does with workers.count 0, where this class is not used). Each key's
+// request rate (requests_per_minute) is one bucket here too, for the same
+// reason: requests of one key reach every worker.
+import { RequestRate } from '../shared/request-rate.js';
 
 class KeyCount {
   inFlight = 0;
@@ -16,6 +19,8 @@ export class KeyConcurrency {
   readonly #byName = new Map<string, KeyCount>();
   /** requestId -> the count it holds a slot of; a release frees exactly what was taken. */
   readonly #held = new Map<number, KeyCount>();
+  /** Key name -> its bucket, from its first limited request on (names come from the config: a bounded set). */
+  readonly #rates = new Map<string, RequestRate>();
 
   /**
    * Takes a slot of key `name` for `requestId`; false (nothing taken) when
@@ -34,6 +39,17 @@ export class KeyConcurrency {
     count.inFlight++;
     this.#held.set(requestId, count);
     return true;
+  }
+
+  /**
+   * Takes a request's token of key `name`'s rate (`perMinute`, from the
+   * admission's config snapshot) at `nowMs`: 0 when taken, else ms until
+   * one is there (nothing taken).
+   */
+  takeRate(name: string, perMinute: number, nowMs: number): number {
+    let rate = this.#rates.get(name);
+    if (rate === undefined) this.#rates.set(name, (rate = new RequestRate(perMinute, nowMs)));
+    return rate.take(nowMs, perMinute);
   }
 
   /** The exchange is over. A request refused by acquire() (or released already) holds nothing: a no-op. */

@@ -26,6 +26,7 @@ import type { DataPath } from '../contract/data-path.js';
 import { StoredResponses } from '../contract/stored-responses.js';
 import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type AffinityAsk, type AffinityMessage, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
+import { retryAfterSecOf } from '../shared/request-rate.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
 import type { Grant } from '../contract/scheduler.js';
 import type { ApiKind } from '../shared/endpoints.js';
@@ -656,10 +657,20 @@ export class WorkerPool implements DecisionHandler, DataPath {
     const reader = slot.reader;
     switch (r.kind) {
       case RecordKind.admit: {
-        // A keyed request (providerId = the key's name, generation = its limit, 0 = none) takes its slot first.
-        if (r.providerId !== 0 && !this.#acquireKey(slot, r.requestId, reader.nameOf(r.providerId) ?? '', r.generation)) {
-          this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
-          return;
+        // A keyed request (providerId = the key's name, generation = its limit, 0 = none) takes its slot first,
+        // then (rate = its requests per minute, 0 = none) a token of its rate: refused for either, it takes neither.
+        if (r.providerId !== 0) {
+          const key = reader.nameOf(r.providerId) ?? '';
+          if (!this.#acquireKey(slot, r.requestId, key, r.generation)) {
+            this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
+            return;
+          }
+          const waitMs = r.rate === 0 ? 0 : this.keys.takeRate(key, r.rate, performance.now());
+          if (waitMs > 0) {
+            this.keys.release(r.requestId);
+            this.onReject(r.requestId, 'rate_limit_exceeded', retryAfterSecOf(waitMs));
+            return;
+          }
         }
         const alias = reader.nameOf(r.nameId) ?? '';
         const fairness = decodeFairness(r);

@@ -52,7 +52,7 @@ export function readLimitsHardening(r: ConfigReader, limits: Record<string, unkn
   };
 }
 
-/** `auth: { api_keys: [{ name, key_sha256, models?, max_concurrent? }] }`. */
+/** `auth: { api_keys: [{ name, key_sha256, models?, max_concurrent?, requests_per_minute? }] }`. */
 export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<string>): AuthConfig {
   if (raw === undefined) return NO_AUTH;
   const obj = authMapping(r, 'auth', raw);
@@ -66,7 +66,7 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
     const path = `auth.api_keys[${i}]`;
     const key = authMapping(r, path, item);
     if (key === undefined) continue;
-    r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent', 'priority', 'weight', 'fairness_header']);
+    r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent', 'requests_per_minute', 'priority', 'weight', 'fairness_header']);
     const name = r.string(`${path}.name`, key.name);
     noBrackets(r, `${path}.name`, name);
     if (names.has(name)) r.problems.push(`${path}.name: duplicate name ${JSON.stringify(name)}`);
@@ -94,6 +94,7 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
       keySha256: digest,
       models,
       maxConcurrent: r.optionalInteger(`${path}.max_concurrent`, key.max_concurrent, 1, 1_000_000),
+      ...optionalRate(r, path, key),
       ...optionalFairness(r, path, key),
     });
   }
@@ -126,6 +127,12 @@ function optionalFairness(r: ConfigReader, path: string, key: Record<string, unk
   if (weight !== undefined) out.weight = weight;
   if (key.fairness_header !== undefined) out.fairnessHeader = r.boolean(`${path}.fairness_header`, key.fairness_header, false);
   return out;
+}
+
+/** Absent when unset, so that a config without it diffs and prints as before. */
+function optionalRate(r: ConfigReader, path: string, key: Record<string, unknown>): Pick<ApiKeyConfig, 'requestsPerMinute'> {
+  const perMinute = r.optionalInteger(`${path}.requests_per_minute`, key.requests_per_minute, 1, 10_000_000);
+  return perMinute === undefined ? {} : { requestsPerMinute: perMinute };
 }
 
 function readFiles(r: ConfigReader, path: string, obj: Record<string, unknown>): TlsFilesConfig {

@@ -206,6 +206,8 @@ export interface ApiKeyConfig {
   readonly models: readonly string[] | undefined;
   /** Max requests of this key open at once; undefined = no limit. */
   readonly maxConcurrent: number | undefined;
+  /** Requests of this key admitted per minute (a bucket of a minute's worth); undefined = no limit. */
+  readonly requestsPerMinute?: number;
   /** Fair queuing: the key's priority band (-100..100; negative = sheddable); undefined = 0. A request may only lower it. */
   readonly priority?: number;
   /** Fair queuing: the key's weight within its band (1..1000); undefined = 1. */

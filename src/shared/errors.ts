@@ -45,6 +45,7 @@ export const Errors = Object.freeze({
   invalidApiKey: spec(401, 'authentication_error', 'invalid_api_key', 'missing or invalid API key; send it as `Authorization: Bearer <key>`'),
   originNotAllowed: spec(403, 'permission_error', 'origin_not_allowed', 'this origin may not call the API from a browser; the edge lists the origins that may in cors.allowed_origins'),
   modelNotAllowed: spec(403, 'permission_error', 'model_not_allowed', 'this API key may not use the requested model', 'model'),
+  keyRateLimited: spec(429, 'rate_limit_error', 'rate_limit_exceeded', 'this API key is over its requests per minute; retry after the time Retry-After gives'),
   tooManyConcurrent: spec(429, 'rate_limit_error', 'too_many_concurrent_requests', 'this API key has too many requests open at once; retry when one finishes'),
   // Admission
   queueFull: spec(429, 'rate_limit_error', 'queue_full', 'too many requests are waiting for this model; retry later'),

@@ -24,6 +24,7 @@ import { isResponseId, StoredResponses } from '../contract/stored-responses.js';
 import { rewriteModel } from './http/inspect.js';
 import { connectionNominated, isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
+import { retryAfterSecOf } from '../shared/request-rate.js';
 import { NO_OBSERVER, type ExchangeObserver } from './observe/exchange-observer.js';
 import type { TunnelHost } from './tunnel/tunnel-host.js';
 import { Adapter } from '../gen/edge/v1/tunnel_pb.js';
@@ -272,12 +273,16 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.begunTotal++;
     let limitedKey: ApiKeyState | undefined;
     let refusedKey: ApiKeyState | undefined;
+    /** ms until the key's rate has a request for it; 0 = not refused for its rate. */
+    let rateWaitMs = 0;
     if (apiKey !== undefined) {
       if (!this.sharedKeyLimits) {
         // The key's slot is taken here, so that a refusal is a run and counted like any other (with
         // workers the main thread takes it at admission and the refusal comes back through onReject).
-        if (apiKey.tryAcquire()) this.#keyOf.set(requestId, apiKey);
-        else refusedKey = apiKey;
+        // Its rate is taken only with a slot: a request refused for concurrency spends none of the minute.
+        if (!apiKey.tryAcquire()) refusedKey = apiKey;
+        else if ((rateWaitMs = apiKey.takeRate(performance.now())) === 0) this.#keyOf.set(requestId, apiKey);
+        else apiKey.release();
       } else {
         // Shared limits: main counts every key's open requests (and refuses above a max_concurrent), so that a
         // limit a refresh adds counts the requests already open, as ClientAuth's local count does at workers.count 0.
@@ -308,6 +313,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     }
     if (refusedKey !== undefined) {
       exchange.reject(Errors.tooManyConcurrent, 1, keyLimitMessage(refusedKey));
+      return;
+    }
+    if (rateWaitMs > 0) {
+      exchange.reject(Errors.keyRateLimited, retryAfterSecOf(rateWaitMs), keyRateMessage(apiKey as ApiKeyState, rateWaitMs));
       return;
     }
     // A node the config does not name is refused here: the scheduler would refuse it too, but with
@@ -431,8 +440,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#confirmRetry(exchange);
       this.#fallbacks.delete(requestId);
     }
-    if (code === 'too_many_concurrent_requests') {
-      this.#keyLimited(exchange, retryAfterSec);
+    if (code === 'too_many_concurrent_requests' || code === 'rate_limit_exceeded') {
+      this.#keyLimited(exchange, code, retryAfterSec);
       return;
     }
     // context_length_exceeded names the field that holds the route's prompt (the catalogue's is chat's `messages`).
@@ -790,13 +799,14 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     key.release();
   }
 
-  /** Shared key limits: the key was at its limit, nothing was admitted or taken. Same reply as ClientServer's. */
-  #keyLimited(exchange: ProxyExchange, retryAfterSec: number): void {
+  /** Shared key limits: the key was at its limit or over its rate, nothing was admitted or taken. Same reply as with workers.count 0. */
+  #keyLimited(exchange: ProxyExchange, code: 'too_many_concurrent_requests' | 'rate_limit_exceeded', retryAfterSec: number): void {
     // Always there: the admit carried the key, and only forget() (which also ends `pending`) clears it.
     const key = this.#keyOf.get(exchange.requestId) as ApiKeyState;
     this.#keyOf.delete(exchange.requestId);
     key.release();
-    exchange.reject(Errors.tooManyConcurrent, retryAfterSec, keyLimitMessage(key));
+    if (code === 'too_many_concurrent_requests') exchange.reject(Errors.tooManyConcurrent, retryAfterSec, keyLimitMessage(key));
+    else exchange.reject(Errors.keyRateLimited, retryAfterSec, keyRateMessage(key, retryAfterSec * 1000));
   }
 }
 
@@ -804,6 +814,11 @@ function keyLimitMessage(key: ApiKeyState): string {
   // The limit, not the count: after a refresh lowered it, more than this may still be open.
   const limit = key.maxConcurrent;
   return `this API key is at its limit of ${limit} concurrent request${limit === 1 ? '' : 's'}; retry when one finishes`;
+}
+
+function keyRateMessage(key: ApiKeyState, waitMs: number): string {
+  const rate = key.requestsPerMinute;
+  return `this API key is at its limit of ${rate} request${rate === 1 ? '' : 's'} per minute; retry in ${retryAfterSecOf(waitMs)} s`;
 }
 
 /** At most one "node at its tunnel limit" line this often (ms). */

@@ -63,6 +63,7 @@ export class RemoteScheduler implements SchedulerPort {
     }
     // The limit of this worker's config snapshot travels along (0: none, counted only): main needs no auth config.
     r.generation = limitedKey.maxConcurrent === Infinity ? 0 : limitedKey.maxConcurrent;
+    r.rate = limitedKey.requestsPerMinute;
     this.out.send(r, request.directNodeId, limitedKey.name, request.alias, request.pinnedProviderId);
   }
 

@@ -31,7 +31,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
       configure(raw) {
         raw.auth = {
           api_keys: [
-            { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 1 },
+            { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 1, requests_per_minute: 600 },
             { name: 'bob', key_sha256: sha256Hex(BOB) },
           ],
         };
@@ -65,8 +65,8 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     await page.keyboard.press('Enter');
     await page.waitForSelector('#keys-body tr[data-name="bob"]');
     assert.equal(await js('document.getElementById("keys-empty").hidden'), true, 'auth is on: no "auth is off" text');
-    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '0', '0', '0', '0', 'Runs']);
-    assert.deepEqual(await cells('bob'), ['bob', 'all', '0', '0', '0', '0', '0', 'Runs']);
+    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '600/min', '0', '0', '0', '0', 'Runs']);
+    assert.deepEqual(await cells('bob'), ['bob', 'all', '0', '–', '0', '0', '0', '0', 'Runs']);
 
     // Alice holds her one slot with a slow stream: the panel shows her at her limit, and her second request is refused.
     const holder = await chat(ALICE, { 'x-mock-tokens': '3', 'x-mock-interval-ms': '2500' }, true);
@@ -87,14 +87,14 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     }
     await holder.text();
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released', 10_000);
-    await until(`document.querySelector('#keys-body tr[data-name="alice"]')?.cells[3].textContent === '2'`);
+    await until(`document.querySelector('#keys-body tr[data-name="alice"]')?.cells[4].textContent === '2'`);
     const alice = await cells('alice');
-    assert.deepEqual(alice.slice(2, 5), ['0 / 1', '2', '1'], 'one served, one refused at the limit');
-    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[4].title`), '429 ×1', 'the errors by status on hover');
-    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[4].className`), 'num bad');
-    assert.equal(alice[6], '3', "the stream's three tokens");
-    await until(`document.querySelector('#keys-body tr[data-name="bob"]')?.cells[3].textContent === '2'`);
-    assert.equal((await cells('bob'))[6], String(bobCompletion));
+    assert.deepEqual(alice.slice(2, 6), ['0 / 1', '600/min', '2', '1'], 'one served, one refused at the limit');
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[5].title`), '429 ×1', 'the errors by status on hover');
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[5].className`), 'num bad');
+    assert.equal(alice[7], '3', "the stream's three tokens");
+    await until(`document.querySelector('#keys-body tr[data-name="bob"]')?.cells[4].textContent === '2'`);
+    assert.equal((await cells('bob'))[7], String(bobCompletion));
   });
 
   test("a key's Runs button shows that key's runs only", async () => {

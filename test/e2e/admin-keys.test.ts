@@ -18,6 +18,7 @@ interface KeyJson {
   configured: boolean;
   models: string[] | null;
   maxConcurrent: number | null;
+  requestsPerMinute: number | null;
   priority: number;
   weight: number;
   fairnessHeader: boolean;
@@ -29,7 +30,7 @@ interface KeyJson {
 describe('GET /admin/keys', () => {
   let stack: OpsStack;
   const apiKeys = [
-    { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 3, priority: 5, weight: 2 },
+    { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 3, requests_per_minute: 600, priority: 5, weight: 2 },
     { name: 'bob', key_sha256: sha256Hex(BOB) },
   ];
   before(async () => {
@@ -61,6 +62,7 @@ describe('GET /admin/keys', () => {
       configured: true,
       models: [ALIAS],
       maxConcurrent: 3,
+      requestsPerMinute: 600,
       priority: 5,
       weight: 2,
       fairnessHeader: false,
@@ -70,6 +72,7 @@ describe('GET /admin/keys', () => {
     });
     assert.equal(fresh.get('bob')?.models, null, 'every model');
     assert.equal(fresh.get('bob')?.maxConcurrent, null, 'no limit');
+    assert.equal(fresh.get('bob')?.requestsPerMinute, null, 'no limit');
     const { json: raw } = await stack.admin('/admin/keys');
     assert.doesNotMatch(JSON.stringify(raw), new RegExp(`${sha256Hex(ALICE)}|${ALICE}`), 'neither the key nor its digest');
 

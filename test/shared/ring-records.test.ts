@@ -47,10 +47,11 @@ test('an admit carries its session key (53 bits) across the ring', () => {
   assert.equal(admit.session, Number.MAX_SAFE_INTEGER - 0xfedcba98);
 });
 
-test('an admit carries its fair-queuing priority (negative too), tenant key and weight; a release its reported tokens', () => {
+test('an admit carries its fair-queuing priority (negative too), tenant key and weight, its key\'s rate; a release its reported tokens', () => {
   const { writer, reader, consumer } = pair(4096);
   const admit = new SchedulerRecord().reset(RecordKind.admit);
   admit.requestId = 9;
+  admit.rate = 10_000_000; // the most requests_per_minute takes
   encodeFairness(admit, { priority: -3, tenantKey: 0xfedcba98, weight: 7 });
   assert.equal(writer.write(admit), true);
   const plain = new SchedulerRecord().reset(RecordKind.admit);
@@ -61,17 +62,17 @@ test('an admit carries its fair-queuing priority (negative too), tenant key and 
   release.leaseId = 3;
   release.value = 1234;
   assert.equal(writer.write(release), true);
-  const got: { priority: number; tenantKey: number; weight: number }[] = [];
+  const got: { priority: number; tenantKey: number; weight: number; rate: number }[] = [];
   const values: number[] = [];
   const record = new SchedulerRecord();
   consumer.drainInPlace((offset, length) => {
     if (!reader.decode(offset, length, record)) return;
-    if (record.kind === RecordKind.admit) got.push(decodeFairness(record));
+    if (record.kind === RecordKind.admit) got.push({ ...decodeFairness(record), rate: record.rate });
     else values.push(record.value);
   });
   assert.deepEqual(got, [
-    { priority: -3, tenantKey: 0xfedcba98, weight: 7 },
-    { priority: 0, tenantKey: 0, weight: 1 },
+    { priority: -3, tenantKey: 0xfedcba98, weight: 7, rate: 10_000_000 },
+    { priority: 0, tenantKey: 0, weight: 1, rate: 0 },
   ]);
   assert.deepEqual(values, [1234]);
 });
@@ -98,6 +99,7 @@ test('a grant crosses the ring with its names, ids up to 2^53 and fractional que
     leaseId: 4_294_967_297,
     nodeId: out.nodeId,
     providerId: out.providerId,
+    rate: 0,
     nameId: out.nameId,
     session: 0,
     extraId: 0,

@@ -25,6 +25,8 @@ export interface KeyView {
   readonly models: readonly string[] | null;
   /** null: no limit. */
   readonly maxConcurrent: number | null;
+  /** null: no limit. */
+  readonly requestsPerMinute: number | null;
   readonly priority: number;
   readonly weight: number;
   readonly fairnessHeader: boolean;
@@ -115,6 +117,7 @@ export function buildKeysView(config: EdgeConfig, load: KeyLoad, parts: readonly
       configured: key !== undefined,
       models: key?.models ?? null,
       maxConcurrent: key?.maxConcurrent ?? null,
+      requestsPerMinute: key?.requestsPerMinute ?? null,
       priority: key?.priority ?? 0,
       weight: key?.weight ?? 1,
       fairnessHeader: key?.fairnessHeader ?? false,

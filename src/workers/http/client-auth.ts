@@ -7,6 +7,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ApiKeyConfig, AuthConfig } from '../../shared/config-types.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
+import { RequestRate } from '../../shared/request-rate.js';
 import { tenantKeyOf } from '../../shared/tenant-key.js';
 
 /** One configured key and its live count of open requests. */
@@ -17,6 +18,10 @@ export class ApiKeyState {
   models: ReadonlySet<string> | undefined;
   /** Infinity = no limit. */
   maxConcurrent: number;
+  /** 0 = no limit. */
+  requestsPerMinute = 0;
+  /** The key's bucket (workers.count 0: with I/O workers the scheduler thread keeps it); made at its first limited request. */
+  #rate: RequestRate | undefined;
   // Fair queuing (docs/scheduling.md): the key's band, its weight in it, and whether x-edge-fairness-id is honoured.
   priority = 0;
   weight = 1;
@@ -60,6 +65,13 @@ export class ApiKeyState {
   release(): void {
     if (this.inFlight > 0) this.inFlight--;
   }
+
+  /** Takes a request's token of the key's rate at `nowMs`: 0 when taken (or no limit), else ms until one is there. */
+  takeRate(nowMs: number): number {
+    if (this.requestsPerMinute === 0) return 0;
+    this.#rate ??= new RequestRate(this.requestsPerMinute, nowMs);
+    return this.#rate.take(nowMs, this.requestsPerMinute);
+  }
 }
 
 function setFairness(state: ApiKeyState, key: ApiKeyConfig): void {
@@ -100,11 +112,14 @@ export class ClientAuth {
         state = new ApiKeyState(key.name, digest, key.models, key.maxConcurrent);
         this.#byName.set(key.name, state);
         setFairness(state, key);
+        state.requestsPerMinute = key.requestsPerMinute ?? 0;
       } else {
         // Requests in flight keep the object they counted on; update it in place.
         state.digest = digest;
         state.models = key.models === undefined ? undefined : new Set(key.models);
         state.maxConcurrent = key.maxConcurrent ?? Infinity;
+        // Its bucket stays: what the key used this minute still counts against the new rate.
+        state.requestsPerMinute = key.requestsPerMinute ?? 0;
         setFairness(state, key);
       }
       byDigest.set(key.keySha256, state);
