@@ -179,6 +179,8 @@ export interface A2ARelayMessage {
   readonly context?: string;
   /** The asking client's API key name (auth on): a task is only shown to the key that made it. */
   readonly keyName?: string;
+  /** The agent whose endpoint was asked: a task is only shown through the agent that made it. */
+  readonly agentId?: string;
   readonly historyLength?: number;
   readonly value?: unknown;
   /** A failed get / cancel / subscribe: the SDK error's name and message. */

@@ -721,6 +721,41 @@ describe('A2A: API keys', () => {
   });
 });
 
+describe('A2A: two agents', () => {
+  let stack: Stack;
+
+  before(async () => {
+    stack = await startStack({
+      mock: { tokens: 200, intervalMs: 20 },
+      configure: (raw) => {
+        raw.a2a = { agents: [{ id: 'writer', model: ALIAS }, { id: 'reader', model: ALIAS }] };
+      },
+    });
+  });
+
+  after(async () => {
+    await stack.close();
+  });
+
+  test('a task is only known through the agent that made it: another agent\'s endpoint can neither read, follow nor cancel it', async () => {
+    // Fresh connections: with workers some calls land on a worker other than the task's and are relayed.
+    const writer = await freshConnectionClient(`${stack.edge.url}/a2a/writer/`);
+    const reader = await freshConnectionClient(`${stack.edge.url}/a2a/reader/`);
+    const task = asTask(await writer.sendMessage(request('only mine', '', true)));
+    const notFound = (err: Error & { envelopeCode?: number }): boolean => err.name === 'TaskNotFoundError' && err.envelopeCode === -32001;
+    for (let i = 0; i < 4; i++) {
+      await assert.rejects(reader.getTask({ tenant: '', id: task.id, historyLength: undefined }), notFound);
+      await assert.rejects(reader.cancelTask({ tenant: '', id: task.id, metadata: undefined }), notFound);
+      await assert.rejects(reader.resubscribeTask({ tenant: '', id: task.id }).next(), (err: Error) => err.name === 'TaskNotFoundError');
+      await assert.rejects(reader.sendMessage({ ...request('its task'), message: { ...message('its task'), taskId: task.id } }), notFound);
+    }
+    // Its own agent still has it, running: nothing above reached it.
+    const own = await writer.getTask({ tenant: '', id: task.id, historyLength: undefined });
+    assert.ok(own.status?.state === SUBMITTED || own.status?.state === WORKING, JSON.stringify(own.status));
+    assert.equal((await writer.cancelTask({ tenant: '', id: task.id, metadata: undefined })).status?.state, CANCELED);
+  });
+});
+
 describe('A2A: admission', () => {
   let stack: Stack;
 

@@ -234,16 +234,16 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     checkHistoryLength(params.historyLength);
     checkTaskId(params.id);
     const owner = this.#remoteOwner(params.id);
-    if (owner !== undefined) return (await this.#ask(owner, { op: 'get', taskId: params.id, keyName: call.key?.name, historyLength: params.historyLength })) as Task;
-    return this.#entryFor(params.id, call.key?.name).snapshot(params.historyLength);
+    if (owner !== undefined) return (await this.#ask(owner, { op: 'get', taskId: params.id, keyName: call.key?.name, agentId: call.agent.id, historyLength: params.historyLength })) as Task;
+    return this.#entryFor(params.id, call.key?.name, call.agent.id).snapshot(params.historyLength);
   }
 
   async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
     const call = callOf(context);
     checkTaskId(params.id);
     const owner = this.#remoteOwner(params.id);
-    if (owner !== undefined) return (await this.#ask(owner, { op: 'cancel', taskId: params.id, keyName: call.key?.name })) as Task;
-    return this.#cancelLocal(params.id, call.key?.name);
+    if (owner !== undefined) return (await this.#ask(owner, { op: 'cancel', taskId: params.id, keyName: call.key?.name, agentId: call.agent.id })) as Task;
+    return this.#cancelLocal(params.id, call.key?.name, call.agent.id);
   }
 
   async *resubscribe(params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
@@ -254,7 +254,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       yield* this.#remoteSubscribe(owner, params.id, call);
       return;
     }
-    const entry = this.#subscribable(params.id, call.key?.name);
+    const entry = this.#subscribable(params.id, call.key?.name, call.agent.id);
     const queue = entry.subscribe();
     try {
       yield { payload: { $case: 'task', value: entry.snapshot() } };
@@ -297,8 +297,8 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       // Looked up as GetTask does, on whichever worker holds it: another key's task is as
       // unknown as a missing one (docs/a2a.md), its existence not told.
       const owner = this.#remoteOwner(message.taskId);
-      if (owner !== undefined) await this.#ask(owner, { op: 'get', taskId: message.taskId, keyName: key?.name, historyLength: 0 });
-      else this.#entryFor(message.taskId, key?.name);
+      if (owner !== undefined) await this.#ask(owner, { op: 'get', taskId: message.taskId, keyName: key?.name, agentId: agent.id, historyLength: 0 });
+      else this.#entryFor(message.taskId, key?.name, agent.id);
       throw new UnsupportedOperationError(`task ${message.taskId} takes no further messages; send a new message with its contextId to continue the conversation`);
     }
     const prompt = promptOf(message, agent);
@@ -397,23 +397,25 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     entry.finish(CANCELED, why, this.#ttlMs);
   }
 
-  #cancelLocal(id: string, keyName: string | undefined): Task {
-    const entry = this.#entryFor(id, keyName);
+  #cancelLocal(id: string, keyName: string | undefined, agentId: string | undefined): Task {
+    const entry = this.#entryFor(id, keyName, agentId);
     if (entry.terminal) throw new TaskNotCancelableError(`task ${id} is already over (${entry.state === COMPLETED ? 'completed' : entry.state === FAILED ? 'failed' : 'canceled'})`);
     if (entry.completing) throw new TaskNotCancelableError(`task ${id} has its whole answer and is completing`);
     this.#cancelEntry(entry, 'canceled by the client', true);
     return entry.snapshot();
   }
 
-  #entryFor(id: string, keyName: string | undefined): TaskEntry {
+  #entryFor(id: string, keyName: string | undefined, agentId: string | undefined): TaskEntry {
     const entry = this.#store.get(id);
-    // Another key's task is as unknown as a missing one: its id says nothing.
-    if (entry === undefined || entry.keyName !== keyName) throw new TaskNotFoundError(`task ${id} is not known here (never made, made with another key, or expired after a2a.task_ttl_ms)`);
+    // Another key's task is as unknown as a missing one: its id says nothing. So is another agent's: each
+    // agent is an A2A server of its own (its card, its endpoint, its conversations), and one must not read
+    // or cancel the tasks of another.
+    if (entry === undefined || entry.keyName !== keyName || entry.agentId !== agentId) throw new TaskNotFoundError(`task ${id} is not known here (never made, made with another key or through another agent, or expired after a2a.task_ttl_ms)`);
     return entry;
   }
 
-  #subscribable(id: string, keyName: string | undefined): TaskEntry {
-    const entry = this.#entryFor(id, keyName);
+  #subscribable(id: string, keyName: string | undefined, agentId: string | undefined): TaskEntry {
+    const entry = this.#entryFor(id, keyName, agentId);
     if (entry.terminal) throw new UnsupportedOperationError(`task ${id} is already over; GetTask returns its result`);
     return entry;
   }
@@ -439,7 +441,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     return owner;
   }
 
-  #ask(owner: number, message: Pick<A2ARelayMessage, 'op' | 'taskId' | 'keyName' | 'historyLength' | 'context' | 'value'>): Promise<unknown> {
+  #ask(owner: number, message: Pick<A2ARelayMessage, 'op' | 'taskId' | 'keyName' | 'agentId' | 'historyLength' | 'context' | 'value'>): Promise<unknown> {
     const call = this.#nextCall++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -464,7 +466,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       }, RELAY_TIMEOUT_MS);
       this.#pending.set(id, { resolve, reject, timer, owner });
     });
-    this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call: id, op: 'subscribe', taskId, keyName: call.key?.name });
+    this.#relay?.({ type: 'a2a', to: owner, from: this.#workerIndex, call: id, op: 'subscribe', taskId, keyName: call.key?.name, agentId: call.agent.id });
     let ended = false;
     try {
       const task = (await first) as Task;
@@ -560,7 +562,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   #answer(message: A2ARelayMessage): void {
     try {
       const taskId = message.taskId ?? '';
-      const value = message.op === 'get' ? this.#entryFor(taskId, message.keyName).snapshot(message.historyLength) : this.#cancelLocal(taskId, message.keyName);
+      const value = message.op === 'get' ? this.#entryFor(taskId, message.keyName, message.agentId).snapshot(message.historyLength) : this.#cancelLocal(taskId, message.keyName, message.agentId);
       this.#reply(message, 'reply', value);
     } catch (err) {
       this.#reply(message, 'reply', undefined, err);
@@ -570,7 +572,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
   #serveSubscription(message: A2ARelayMessage): void {
     let entry: TaskEntry;
     try {
-      entry = this.#subscribable(message.taskId ?? '', message.keyName);
+      entry = this.#subscribable(message.taskId ?? '', message.keyName, message.agentId);
     } catch (err) {
       this.#reply(message, 'reply', undefined, err);
       return;
