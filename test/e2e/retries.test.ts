@@ -274,6 +274,45 @@ describe('retry before the first byte', () => {
     }
   });
 
+  test('a request retried after its node dropped goes to that node once it is back, not behind the busy other provider', async () => {
+    // 0-fake-1 (node-2, a fake node) sorts before a: the request goes there first; a (capacity 1) then
+    // holds a long stream. node-2 drops before answering and comes back at once, idle: the retry was
+    // kept off the connection that failed it, not off the new one (it would wait for a, past its deadline).
+    current = await fleet([mocks[0].url], 1, 1);
+    const edge = current.edge;
+    const dropped = new FakeNode(edge.grpcPort);
+    dropped.register('node-2', 't2', ['0-fake-1']);
+    await dropped.registered();
+    await waitUntil(() => edge.driver.status().providers.find((p) => p.id === '0-fake-1')?.connected === true, 'the fake node provider to be connected');
+    const response = chat(edge, { 'x-request-id': 'back-1', 'x-mock-tokens': '3' }, true);
+    await dropped.nextTunnel();
+    const busy = new AbortController();
+    const holder = chat(edge, { 'x-mock-tokens': '1000', 'x-mock-interval-ms': '50' }, true, busy.signal).then((res) => res.text()).catch((e: unknown) => e);
+    await waitUntil(() => edge.runs.list({ state: 'running' }).some((r) => r.provider === 'a'), 'a to hold the long stream');
+    dropped.close();
+    await waitUntil(() => queueDepth(edge) === 1, 'the retry to wait for a provider');
+    const back = new FakeNode(edge.grpcPort);
+    try {
+      back.register('node-2', 't2', ['0-fake-1']);
+      await back.registered();
+      const tunnel = await back.nextTunnel();
+      assert.equal(tunnel.metadata.request_id, 'back-1');
+      back.answer(tunnel.tunnelId, ['{"ok":true}', '[DONE]']);
+      const res = await response;
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('x-edge-provider'), '0-fake-1');
+      assert.match(await res.text(), /\[DONE\]/);
+      const run = () => edge.runs.list({ state: 'finished' }).find((r) => r.requestId === 'back-1');
+      await waitUntil(() => run() !== undefined, 'the run record to finish');
+      assert.equal(run()?.attempts, 2);
+      busy.abort();
+      await holder;
+      await settled(edge);
+    } finally {
+      back.close();
+    }
+  });
+
   test('a failed attempt (a known delay) counts as queue wait, never as the edge\'s overhead; the serving provider\'s time (an injected time to first byte) as neither', async () => {
     const FAIL_AFTER_MS = 250;
     const PROVIDER_MS = 400;

@@ -504,6 +504,10 @@ export class Scheduler {
       this.#fencedUnsent.delete(leaseId);
       seq = ++this.#lastRetrySeq;
     }
+    // The exclusion is of the provider as the failed connection reached it: when its node has already
+    // connected again, it is a fresh candidate (else the retry would wait for the others while it idles).
+    const failedOn = tagged?.node ?? this.#registry.providers.get(excludeProviderId)?.node;
+    if (failedOn !== undefined && failedOn.connected && failedOn.generation !== tagged?.generation) excludeProviderId = '';
     let requeued = false;
     const group = this.#registry.groups.get(req.alias);
     if (
@@ -520,6 +524,7 @@ export class Scheduler {
       if (leaving || hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, enqueuedAt, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
+        if (excludeProviderId !== '') item.excludeNodeId = failedOn?.id;
         // Charged at its first dispatch only if this fair queue charged it: one granted under FIFO (or a queue since replaced) is charged at its next.
         item.charged = tagged === undefined || chargedIn(tagged, group.fair);
         item.priority = tagged?.priority ?? req.priority ?? 0;
@@ -574,6 +579,12 @@ export class Scheduler {
     node.announcedEndpoints = announcedEndpoints === undefined || announcedEndpoints.size === 0 ? undefined : announcedEndpoints;
     // Probe results belong to a connection: the new one reports its own, the first of them with its register.
     for (const p of this.#registry.providers.values()) if (p.node === node) p.unhealthy = unhealthy?.has(p.id) === true;
+    // Retries kept off this node's providers were kept off the connection that failed them, not this one.
+    for (const item of this.#queued.values()) {
+      if (item.excludeNodeId !== nodeId) continue;
+      item.excludeProviderId = undefined;
+      item.excludeNodeId = undefined;
+    }
     // A connection that announces less may leave an alias nothing but ejected providers.
     this.#lastResortFor(node);
     this.#pump();

@@ -25,14 +25,16 @@ export class QueueItem {
     readonly deadline: number,
     /** 0 for a first admission, 1 for the one re-admission after a stale fence or a retry. */
     readonly attempt: number,
-    /** A retry never goes back to the provider that just failed it. */
-    readonly excludeProviderId: string | undefined = undefined,
+    /** A retry never goes back to the provider that just failed it, on the connection that failed it (see excludeNodeId). */
+    public excludeProviderId: string | undefined = undefined,
     readonly api: ApiKind = 0,
     readonly pinnedProviderId: string | undefined = undefined,
   ) {}
 
   /** The request's session key (0 = none): while its node is connected it only takes candidates there. */
   sessionKey = 0;
+  /** A retry's excluded provider's node: its next connection lifts the exclusion (it is not the connection that failed). */
+  excludeNodeId: string | undefined = undefined;
   // Fair queuing (fair.ts): kept while fairness is off too, so turning it on orders what already waits.
   /** Priority band (already lowered by the client if it asked). */
   priority = 0;

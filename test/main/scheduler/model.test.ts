@@ -81,8 +81,9 @@ interface MRequest {
   attempt: number;
   api: ApiKind;
   pinned: string | undefined;
-  /** A retry: never the provider that failed it. */
+  /** A retry: never the provider that failed it, until its node (excludeNode) connects again. */
   exclude?: string | undefined;
+  excludeNode?: string | undefined;
 }
 interface MQueued extends MRequest {
   deadline: number;
@@ -610,7 +611,10 @@ function runModel(seed: number, steps: number): void {
           m.tombstones.delete(leaseId);
           seq = ++m.lastRetrySeq;
         }
-        const r: MRequest = { ...lease.req, seq, attempt: 2, exclude: lease.providerId };
+        // A provider whose node connected again since the failure is not the connection that failed it.
+        const failedConn = m.conn.get(lease.nodeId) as MConn;
+        const reconnected = failedConn.connected && failedConn.gen !== lease.gen;
+        const r: MRequest = { ...lease.req, seq, attempt: 2, exclude: reconnected ? undefined : lease.providerId, excludeNode: reconnected ? undefined : lease.nodeId };
         const model = m.cfg.models.get(r.alias);
         const requeue =
           model !== undefined &&
@@ -661,6 +665,7 @@ function runModel(seed: number, steps: number): void {
         const expected = fence(m, nodeId, c.connected);
         checkFenced(check, expected, result?.fenced.map((l) => l.leaseId) ?? [], `connect ${nodeId}`);
         if (c.gen > 0) c.oldGens.push(c.gen);
+        for (const q of m.queued.values()) if (q.excludeNode === nodeId) q.exclude = q.excludeNode = undefined;
         c.connected = true;
         c.gen = (result as { generation: number }).generation;
         c.draining = false;

@@ -1,5 +1,6 @@
 // Retry after a failure before the first byte: the lease ends, the request
-// goes back to its queue once, never to the provider that failed it, ahead
+// goes back to its queue once, never to the provider that failed it (on the
+// connection that failed it: once its node connects again it may), ahead
 // of later waiters, and only when another candidate exists.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -191,5 +192,41 @@ test("a node's own refusal as it leaves: that connection drains, the request wai
   const [again] = sink.takeGrants();
   assert.equal(again.requestId, 1);
   assert.equal(again.providerId, 'a');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test("a retry kept off the provider whose node dropped takes it once that node is back, ahead of later waiters", () => {
+  // Both busy; n1 drops (a restart) under request 1 before its first byte; its retry waits for b.
+  // n1 comes back idle: request 1, not the later request 3, gets a (else it would wait for b, maybe past its deadline).
+  const { s, sink, gen } = setup(TWO);
+  s.admit(req(1, 'chat'), 0); // -> a on n1
+  s.admit(req(2, 'chat'), 0); // -> b on n2
+  const [g1, g2] = sink.takeGrants();
+  s.confirm(g1.leaseId, 0);
+  s.confirm(g2.leaseId, 0);
+  s.disconnect('n1', gen.get('n1') as number, 1);
+  assert.equal(s.retry(g1.leaseId, req(1, 'chat'), 'a', 2), true, 'b still serves the alias');
+  s.admit(req(3, 'chat'), 3); // waits behind the retry
+  s.connect('n1', 4);
+  const [next] = sink.takeGrants();
+  assert.equal(next.requestId, 1, 'the retry is served first');
+  assert.equal(next.providerId, 'a');
+  assert.equal(s.status().groups[0].queueDepth, 1);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a retry that reaches the scheduler after its node connected again may go to the new connection', () => {
+  // With I/O workers the node's reconnect can reach the scheduler before the data path's requeue.
+  const { s, sink, gen } = setup(TWO);
+  s.admit(req(1, 'chat'), 0); // -> a on n1
+  s.admit(req(2, 'chat'), 0); // -> b on n2
+  const [g1] = sink.takeGrants();
+  s.confirm(g1.leaseId, 0);
+  s.disconnect('n1', gen.get('n1') as number, 1);
+  s.connect('n1', 2);
+  assert.equal(s.retry(g1.leaseId, req(1, 'chat'), 'a', 3), true);
+  const [next] = sink.takeGrants();
+  assert.equal(next?.requestId, 1);
+  assert.equal(next.providerId, 'a');
   assert.deepEqual(s.checkInvariants(), []);
 });
