@@ -156,3 +156,32 @@ describe('GET /admin/keys with auth off', () => {
     assert.deepEqual(json, { auth: false, keys: [] });
   });
 });
+
+describe('GET /admin/keys with a model alias named like an Object.prototype property', () => {
+  let stack: OpsStack;
+  before(async () => {
+    stack = await startOpsStack({
+      mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
+      configure(raw) {
+        // The config takes any alias without brackets.
+        (raw.models as { alias: string }[])[0].alias = '__proto__';
+        raw.auth = { api_keys: [{ name: 'alice', key_sha256: sha256Hex(ALICE) }] };
+      },
+    });
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  test("lists its tokens under its name, and leaves the edge's objects alone", async () => {
+    const answer = await new OpenAI({ baseURL: stack.baseURL, apiKey: ALICE, maxRetries: 0 }).chat.completions.create({ model: '__proto__', messages: [{ role: 'user', content: 'hi' }] });
+    const prompt = answer.usage?.prompt_tokens ?? 0;
+    const completion = answer.usage?.completion_tokens ?? 0;
+    assert.ok(prompt > 0 && completion > 0);
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+    const { json } = await stack.admin('/admin/keys');
+    const alice = (json.keys as KeyJson[])[0];
+    assert.deepEqual(alice.tokens, JSON.parse(JSON.stringify({ prompt, completion, byModel: Object.fromEntries([['__proto__', { prompt, completion }]]) })));
+    assert.equal(({} as { prompt?: unknown }).prompt, undefined, 'no "prompt" on every object of the edge process');
+  });
+});

@@ -55,10 +55,11 @@ interface MetricJson {
 class Usage {
   total = 0;
   errors = 0;
-  readonly byStatus: Record<string, number> = {};
+  // No prototype: a label is the config's (an alias may be "__proto__" or "constructor"), never one of Object's.
+  readonly byStatus: Record<string, number> = Object.create(null) as Record<string, number>;
   prompt = 0;
   completion = 0;
-  readonly byModel: Record<string, { prompt: number; completion: number }> = {};
+  readonly byModel: Record<string, { prompt: number; completion: number }> = Object.create(null) as Record<string, { prompt: number; completion: number }>;
 }
 
 /** Sums the per-key counters over every thread's prom-client JSON. */
