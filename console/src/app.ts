@@ -567,7 +567,8 @@ function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
     // Gone from the config (a refresh removed or renamed it): kept in view with what it used.
     row.classList.toggle('gone', !k.configured);
     set(c[0], k.configured ? k.name : `${k.name} (removed)`);
-    set(c[1], k.models === null ? 'all' : k.models.join(', ') || 'none');
+    // A removed key is let in nowhere: its models null is no grant, not "every model".
+    set(c[1], !k.configured ? '–' : k.models === null ? 'all' : k.models.join(', ') || 'none');
     set(c[2], k.maxConcurrent === null ? String(k.inFlight) : `${k.inFlight} / ${k.maxConcurrent}`, k.maxConcurrent !== null && k.inFlight >= k.maxConcurrent ? 'num warn' : 'num');
     set(c[3], k.requestsPerMinute === null || k.requestsPerMinute === undefined ? '–' : `${count(k.requestsPerMinute)}/min`, 'num');
     set(c[4], count(k.requests.total), 'num');
@@ -584,7 +585,12 @@ function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
 function showRunsOf(name: string): void {
   const box = $<HTMLInputElement>('runs-key');
   box.value = name;
-  box.dispatchEvent(new Event('input'));
+  // The name as it is, not through the box's input handler: that trims what is typed, and a key's name may
+  // have spaces at its ends (" carol " would show the runs of "carol", another key).
+  runsKey = name;
+  void loadRuns().catch((err: unknown) => {
+    if (err instanceof Unauthorized) onUnauthorized();
+  });
   $('runs').scrollIntoView({ block: 'start' });
 }
 

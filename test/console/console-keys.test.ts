@@ -17,6 +17,8 @@ const TOKEN = 'console-keys-admin-token';
 const SHOTS = process.env.CONSOLE_SCREENSHOTS;
 const ALICE = 'sk-console-alice-012345';
 const BOB = 'sk-console-bob-98765432';
+const CAROL = 'sk-console-carol-0123456';
+const PADDED_CAROL = 'sk-console-pad-carol-0123';
 
 describe('console API keys panel in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
   let stack: OpsStack;
@@ -33,6 +35,9 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
           api_keys: [
             { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 1, requests_per_minute: 600 },
             { name: 'bob', key_sha256: sha256Hex(BOB) },
+            // Two keys whose names differ only by spaces at the ends: the config takes any name without brackets.
+            { name: 'carol', key_sha256: sha256Hex(CAROL) },
+            { name: ' carol ', key_sha256: sha256Hex(PADDED_CAROL) },
           ],
         };
       },
@@ -97,9 +102,29 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     assert.equal((await cells('bob'))[7], String(bobCompletion));
   });
 
-  test("a key's Runs button shows that key's runs only", async () => {
+  test('a key a refresh removed stays, greyed, with what it used and no models: it no longer authenticates', async () => {
+    const config = structuredClone(stack.raw) as { auth: { api_keys: { name: string }[] } };
+    config.auth.api_keys = config.auth.api_keys.filter((k) => k.name !== 'bob');
+    const { status } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
+    assert.equal(status, 200);
+    await until(`document.querySelector('#keys-body tr[data-name="bob"]')?.classList.contains('gone') === true`);
+    // Not "all": the API's models null (every model) is what the config no longer grants it.
+    assert.deepEqual((await cells('bob')).slice(0, 5), ['bob (removed)', '–', '0', '–', '2']);
+  });
+
+  test("a key's Runs button shows that key's runs only, a removed key's too", async () => {
     await page.click('#keys-body tr[data-name="bob"] button[data-action="runs"]');
     assert.equal(await js('document.getElementById("runs-key").value'), 'bob');
     await until(`(() => { const rows = Array.from(document.querySelectorAll('#runs-body tr')); return rows.length === 2 && rows.every((r) => r.cells[2].textContent === 'bob'); })()`);
+  });
+
+  test("a key's Runs button shows that key's runs, also when its name has spaces at the ends", async () => {
+    for (const key of [CAROL, CAROL, PADDED_CAROL]) await (await chat(key)).arrayBuffer();
+    await page.waitForSelector('#keys-body tr[data-key=" carol "] button[data-action="runs"]');
+    await page.click('#keys-body tr[data-key=" carol "] button[data-action="runs"]');
+    // Its one run, never the two of 'carol', the key its trimmed name would be.
+    await until(`(() => { const rows = Array.from(document.querySelectorAll('#runs-body tr')); return rows.length === 1 && rows[0].cells[2].textContent === ' carol '; })()`);
+    await page.click('#keys-body tr[data-key="carol"] button[data-action="runs"]');
+    await until(`(() => { const rows = Array.from(document.querySelectorAll('#runs-body tr')); return rows.length === 2 && rows.every((r) => r.cells[2].textContent === 'carol'); })()`);
   });
 });
