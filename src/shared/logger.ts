@@ -1,5 +1,6 @@
 // pino everywhere: JSON lines by default, human-readable only when asked
 // (--pretty or NODE_ENV=development), credentials always redacted.
+import { writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
@@ -52,6 +53,50 @@ function prettyStream(): DestinationStream {
   return build({ sync: true, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
 }
 
+/** What pino's stdout destination (sonic-boom 4) holds unwritten: its private fields, read only by flushOnExit. */
+interface SonicBoomBuffers {
+  fd: number;
+  _writing: boolean;
+  _writingBuf: string | Buffer;
+  _bufs: (string | Buffer)[];
+  _len: number;
+}
+
+/** Where the exit flush waits out a full pipe (the process is exiting: nothing else has to run). */
+const exitPause = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * The exit flush of the stdout destination. pino writes what is still buffered on exit with the
+ * destination's flushSync, and sonic-boom 4's (pino 10's) retries a write that failed every 100 ms
+ * for ever: with the reader of stdout gone (EPIPE: the parent died or closed its end) the process
+ * never exits, and no later signal ends it, as no handler runs. This one writes the same bytes in
+ * the same order, waits out a full pipe as sonic-boom does, and gives up on any other failure.
+ */
+function flushOnExit(this: SonicBoomBuffers): void {
+  // A write in flight (asynchronous) is the thread pool's to finish, as in sonic-boom's own.
+  const pending = this._writing ? this._bufs : [this._writingBuf, ...this._bufs];
+  let rest = Buffer.concat(pending.map((chunk) => (typeof chunk === 'string' ? Buffer.from(chunk) : chunk)));
+  this._bufs = [];
+  if (!this._writing) this._writingBuf = '';
+  this._len = this._writing ? Buffer.byteLength(this._writingBuf) : 0;
+  while (rest.length > 0) {
+    try {
+      rest = rest.subarray(writeSync(this.fd, rest));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EAGAIN' && code !== 'EBUSY') return; // nothing more reaches the reader
+      Atomics.wait(exitPause, 0, 0, 100);
+    }
+  }
+}
+
+/** pino's default destination (stdout, written asynchronously) with an exit flush that ends. */
+function stdoutDestination(): DestinationStream {
+  const destination = pino.destination({ dest: 1, sync: false });
+  (destination as unknown as { flushSync: typeof flushOnExit }).flushSync = flushOnExit;
+  return destination;
+}
+
 /** Loggers createLogger made pretty (their children inherit from them: pino builds a child with Object.create). */
 const prettyLoggers = new WeakSet<object>();
 
@@ -69,7 +114,7 @@ export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'inf
     prettyLoggers.add(logger);
     return logger;
   }
-  return setup.destination === undefined ? pino(options) : pino(options, setup.destination);
+  return pino(options, setup.destination ?? stdoutDestination());
 }
 
 export function silentLogger(): Logger {
