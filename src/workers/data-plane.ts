@@ -273,16 +273,12 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.begunTotal++;
     let limitedKey: ApiKeyState | undefined;
     let refusedKey: ApiKeyState | undefined;
-    /** ms until the key's rate has a request for it; 0 = not refused for its rate. */
-    let rateWaitMs = 0;
     if (apiKey !== undefined) {
       if (!this.sharedKeyLimits) {
         // The key's slot is taken here, so that a refusal is a run and counted like any other (with
         // workers the main thread takes it at admission and the refusal comes back through onReject).
-        // Its rate is taken only with a slot: a request refused for concurrency spends none of the minute.
-        if (!apiKey.tryAcquire()) refusedKey = apiKey;
-        else if ((rateWaitMs = apiKey.takeRate(performance.now())) === 0) this.#keyOf.set(requestId, apiKey);
-        else apiKey.release();
+        if (apiKey.tryAcquire()) this.#keyOf.set(requestId, apiKey);
+        else refusedKey = apiKey;
       } else {
         // Shared limits: main counts every key's open requests (and refuses above a max_concurrent), so that a
         // limit a refresh adds counts the requests already open, as ClientAuth's local count does at workers.count 0.
@@ -315,15 +311,18 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.reject(Errors.tooManyConcurrent, 1, keyLimitMessage(refusedKey));
       return;
     }
-    if (rateWaitMs > 0) {
-      exchange.reject(Errors.keyRateLimited, retryAfterSecOf(rateWaitMs), keyRateMessage(apiKey as ApiKeyState, rateWaitMs));
-      return;
-    }
     // A node the config does not name is refused here: the scheduler would refuse it too, but with
     // I/O workers every name sent there is interned for good on both threads, and the client picks it.
     const direct = request.headers['x-edge-node'];
     if (typeof direct === 'string' && direct.length > 0 && !this.#nodeIds.has(direct)) {
       exchange.reject(Errors.nodeNotFound, 0, `no node ${JSON.stringify(direct.length > 128 ? `${direct.slice(0, 128)}…` : direct)} in the config`);
+      return;
+    }
+    // The key's rate is taken last, with its slot, where main takes it with I/O workers: a request this
+    // worker refused (concurrency, session, node) spends none of the minute. The slot goes back with the refusal.
+    const rateWaitMs = apiKey === undefined || this.sharedKeyLimits ? 0 : apiKey.takeRate(performance.now());
+    if (rateWaitMs > 0) {
+      exchange.reject(Errors.keyRateLimited, retryAfterSecOf(rateWaitMs), keyRateMessage(apiKey as ApiKeyState, rateWaitMs));
       return;
     }
     this.#driver.admit(admitRequestOf(exchange), limitedKey);

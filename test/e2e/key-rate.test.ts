@@ -15,6 +15,7 @@ import { inFlight, sample, startOpsStack, waitUntil, type OpsStack } from '../ma
 const ALICE = 'sk-rate-alice-0123456789';
 const BOB = 'sk-rate-bob-9876543210';
 const CAROL = 'sk-rate-carol-5555555555';
+const DAVE = 'sk-rate-dave-7777777777';
 
 describe('requests per minute per API key', () => {
   let stack: OpsStack;
@@ -22,6 +23,7 @@ describe('requests per minute per API key', () => {
     { name: 'alice', key_sha256: sha256Hex(ALICE), requests_per_minute: 3 },
     { name: 'bob', key_sha256: sha256Hex(BOB) },
     { name: 'carol', key_sha256: sha256Hex(CAROL), max_concurrent: 1, requests_per_minute: 2 },
+    { name: 'dave', key_sha256: sha256Hex(DAVE), requests_per_minute: 1 },
   ];
   before(async () => {
     stack = await startOpsStack({
@@ -98,10 +100,31 @@ describe('requests per minute per API key', () => {
     assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, CAROL), 429);
   });
 
+  test('a request the worker refuses itself (an unknown node, a bad session id) spends none of the minute, whatever workers.count is', async () => {
+    const post = (headers: Record<string, string>): Promise<Response> =>
+      fetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${DAVE}`, ...headers },
+        body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+    const unknownNode = await post({ 'x-edge-node': 'nowhere' });
+    assert.equal(unknownNode.status, 404);
+    assert.match(await unknownNode.text(), /node_not_found/);
+    const badSession = await post({ 'x-edge-session': 'x'.repeat(300) });
+    assert.equal(badSession.status, 400);
+    assert.match(await badSession.text(), /invalid_session/);
+    // One a minute: neither refusal took it, so this one is served, the next refused.
+    assert.equal((await post({})).status, 200);
+    const over = await post({});
+    assert.equal(over.status, 429);
+    assert.match(await over.text(), /rate_limit_exceeded/);
+    await waitFor(async () => (await keyLoad('dave')) === 0, "dave's slots free");
+  });
+
   test('a refresh raising the rate applies on the running edge: the next request comes at the new rate', async () => {
     assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE), 429, 'still over 3 a minute');
     const config = structuredClone(stack.raw);
-    config.auth = { api_keys: [{ ...apiKeys[0], requests_per_minute: 6000 }, apiKeys[1], apiKeys[2]] };
+    config.auth = { api_keys: [{ ...apiKeys[0], requests_per_minute: 6000 }, ...apiKeys.slice(1)] };
     const { status, json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
     assert.equal(status, 200, JSON.stringify(json));
     assert.ok((json.changes as { path: string; mutable: boolean }[]).some((c) => c.path === 'auth.api_keys[alice].requests_per_minute' && c.mutable), JSON.stringify(json.changes));
