@@ -21,7 +21,7 @@ export class ApiKeyState {
   /** 0 = no limit. */
   requestsPerMinute = 0;
   /** The key's bucket (workers.count 0: with I/O workers the scheduler thread keeps it); made at its first limited request. */
-  #rate: RequestRate | undefined;
+  rate: RequestRate | undefined;
   // Fair queuing (docs/scheduling.md): the key's band, its weight in it, and whether x-edge-fairness-id is honoured.
   priority = 0;
   weight = 1;
@@ -69,8 +69,8 @@ export class ApiKeyState {
   /** Takes a request's token of the key's rate at `nowMs`: 0 when taken (or no limit), else ms until one is there. */
   takeRate(nowMs: number): number {
     if (this.requestsPerMinute === 0) return 0;
-    this.#rate ??= new RequestRate(this.requestsPerMinute, nowMs);
-    return this.#rate.take(nowMs, this.requestsPerMinute);
+    this.rate ??= new RequestRate(this.requestsPerMinute, nowMs);
+    return this.rate.take(nowMs, this.requestsPerMinute);
   }
 }
 
@@ -91,6 +91,11 @@ export class ClientAuth {
   /** Keyed by name so a config refresh keeps each key's open-request count. */
   readonly #byName = new Map<string, ApiKeyState>();
   #byDigest = new Map<string, ApiKeyState>();
+  /**
+   * Removed keys' buckets by name, as main's KeyConcurrency keeps every name's with I/O workers: a refresh
+   * that gives the key back does not give it a fresh minute (names come from the config: a bounded set).
+   */
+  readonly #removedRates = new Map<string, RequestRate>();
 
   constructor(auth: AuthConfig | undefined) {
     this.setConfig(auth);
@@ -113,6 +118,9 @@ export class ClientAuth {
         this.#byName.set(key.name, state);
         setFairness(state, key);
         state.requestsPerMinute = key.requestsPerMinute ?? 0;
+        // A key given back after a refresh removed it finds what it spent still spent.
+        state.rate = this.#removedRates.get(key.name);
+        this.#removedRates.delete(key.name);
       } else {
         // Requests in flight keep the object they counted on; update it in place.
         state.digest = digest;
@@ -128,7 +136,11 @@ export class ClientAuth {
     // A removed key's state is kept while its requests are open (it no longer authenticates): given back by a
     // later refresh, the key finds them counted, as the I/O workers' count by name (KeyConcurrency) does. With
     // workers the data plane counts here too, so those requests' releases see the limit the key has now.
-    for (const [name, state] of this.#byName) if (!names.has(name) && state.inFlight === 0) this.#byName.delete(name);
+    for (const [name, state] of this.#byName) {
+      if (names.has(name) || state.inFlight > 0) continue;
+      this.#byName.delete(name);
+      if (state.rate !== undefined) this.#removedRates.set(name, state.rate);
+    }
     this.#byDigest = byDigest;
   }
 
