@@ -9,7 +9,8 @@ import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { ALIAS, chatOnFreshConnection, waitFor } from '../helpers/stack.js';
+import { createLogger } from '../../src/shared/logger.js';
+import { ALIAS, chatOnFreshConnection, testWorkers, waitFor } from '../helpers/stack.js';
 import { inFlight, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const ALICE = 'sk-rate-alice-0123456789';
@@ -132,5 +133,27 @@ describe('requests per minute per API key', () => {
     await waitFor(async () => (await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE)) === 200, 'alice served at the new rate');
     const keys = (await stack.admin('/admin/keys')).json.keys as { name: string; requestsPerMinute: number | null }[];
     assert.equal(keys.find((k) => k.name === 'alice')?.requestsPerMinute, 6000);
+  });
+});
+
+// The I/O workers log to their own stdout: the log is read in the single-thread mode.
+describe('a key past its limits', { skip: testWorkers() > 0 ? 'the I/O workers log to their own stdout' : false }, () => {
+  test('is not an info line per refusal (a client hammering would flood the log); debug still has each', async () => {
+    const lines: string[] = [];
+    const stack = await startOpsStack({
+      mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
+      edgeLogger: createLogger('edge', 'debug', { destination: { write: (line: string) => void lines.push(line) } }),
+      configure(raw) {
+        raw.auth = { api_keys: [{ name: 'eve', key_sha256: sha256Hex(ALICE), requests_per_minute: 1 }] };
+      },
+    });
+    try {
+      assert.deepEqual([await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE), await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE), await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE)], [200, 429, 429]);
+      const refusals = (): { level: number; outcome?: string }[] => lines.map((l) => JSON.parse(l) as { level: number; outcome?: string }).filter((l) => l.outcome === 'rate_limit_exceeded');
+      await waitUntil(() => refusals().length === 2, 'a debug line for each refusal');
+      assert.deepEqual(refusals().map((l) => l.level), [20, 20], 'debug, not info');
+    } finally {
+      await stack.close();
+    }
   });
 });
