@@ -552,6 +552,11 @@ function renderStatus(next: Status): void {
   }
 }
 
+/** A key's name as shown: quoted when spaces at its ends would make it look like another key's (HTML collapses them). */
+function keyLabel(name: string): string {
+  return name !== name.trim() || name === '' ? JSON.stringify(name) : name;
+}
+
 /** "401 ×3, 429 ×2": what the key's errors were, most frequent first (the Errors cell's hover). */
 function errorStatuses(byStatus: Record<string, number>): string {
   const errors = Object.entries(byStatus).filter(([status]) => !status.startsWith('2'));
@@ -566,7 +571,7 @@ function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
     row.dataset.name = k.name;
     // Gone from the config (a refresh removed or renamed it): kept in view with what it used.
     row.classList.toggle('gone', !k.configured);
-    set(c[0], k.configured ? k.name : `${k.name} (removed)`);
+    set(c[0], k.configured ? keyLabel(k.name) : `${keyLabel(k.name)} (removed)`);
     // A removed key is let in nowhere: its models null is no grant, not "every model".
     set(c[1], !k.configured ? '–' : k.models === null ? 'all' : k.models.join(', ') || 'none');
     set(c[2], k.maxConcurrent === null ? String(k.inFlight) : `${k.inFlight} / ${k.maxConcurrent}`, k.maxConcurrent !== null && k.inFlight >= k.maxConcurrent ? 'num warn' : 'num');
@@ -605,7 +610,7 @@ function renderRuns(): void {
     set(c[0], r.id);
     set(c[1], r.model);
     // The client API key's name (auth.api_keys); none while auth is off.
-    set(c[2], r.key ?? '–');
+    set(c[2], r.key === null || r.key === undefined ? '–' : keyLabel(r.key));
     set(c[3], r.provider ?? '–');
     set(c[4], r.outcome ?? r.state, `state ${r.state !== 'finished' ? 'warn' : r.outcome === 'end' ? 'ok' : 'bad'}`);
     set(c[5], r.status === null ? '–' : String(r.status), 'num');

@@ -123,7 +123,10 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     await page.waitForSelector('#keys-body tr[data-key=" carol "] button[data-action="runs"]');
     await page.click('#keys-body tr[data-key=" carol "] button[data-action="runs"]');
     // Its one run, never the two of 'carol', the key its trimmed name would be.
-    await until(`(() => { const rows = Array.from(document.querySelectorAll('#runs-body tr')); return rows.length === 1 && rows[0].cells[2].textContent === ' carol '; })()`);
+    await until(`(() => { const rows = Array.from(document.querySelectorAll('#runs-body tr')); return rows.length === 1 && rows[0].cells[2].textContent === '" carol "'; })()`);
+    // Quoted where spaces at its ends would make it read as another key's name (HTML collapses them).
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-key=" carol "]').cells[0].textContent`), '" carol "');
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-key="carol"]').cells[0].textContent`), 'carol');
     await page.click('#keys-body tr[data-key="carol"] button[data-action="runs"]');
     await until(`(() => { const rows = Array.from(document.querySelectorAll('#runs-body tr')); return rows.length === 2 && rows.every((r) => r.cells[2].textContent === 'carol'); })()`);
   });
