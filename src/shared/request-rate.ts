@@ -17,10 +17,6 @@ export class RequestRate {
     this.#at = nowMs;
   }
 
-  get perMinute(): number {
-    return this.#perMinute;
-  }
-
   /**
    * Takes one request's token at `nowMs` (any monotonic ms clock): 0 when
    * taken, else how many ms until one is there (nothing taken). A changed
@@ -37,12 +33,6 @@ export class RequestRate {
       return 0;
     }
     return Math.ceil(((1 - this.#tokens) * 60_000) / this.#perMinute);
-  }
-
-  /** Tokens left at `nowMs` (status). */
-  remaining(nowMs: number): number {
-    this.#refill(nowMs);
-    return Math.floor(this.#tokens);
   }
 
   #refill(nowMs: number): void {
