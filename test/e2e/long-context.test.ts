@@ -84,6 +84,18 @@ describe('prompts longer than the connected providers take', () => {
     assert.equal(err.code, 'context_length_exceeded');
   });
 
+  test('a batch item that is shorter in characters but longer in tokens sets the batch\'s class', async () => {
+    const client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const digits = '3.14159 2.71828 '.repeat(300); // 4,800 characters, ~3,000 tokens: past the connected 2,000-token window
+    const words = 'hello '.repeat(900); // 5,400 characters, ~900 tokens: the longest item by characters, and short
+    for (const list of [[digits], [digits, words]]) {
+      // No provider of the embeddings model takes 3,000 tokens: refused at once, never sent to the 2,000-token one.
+      const err = await client.embeddings.create({ model: EMBED_ALIAS, input: list }).catch((e: unknown) => e);
+      assert.ok(err instanceof OpenAI.BadRequestError, `${list.length} item(s): ${String(err)}`);
+      assert.equal(err.code, 'context_length_exceeded');
+    }
+  });
+
   test("an image's base64 is not prompt text: a small prompt with a large image is within the window", async () => {
     // ~40,000 tokens by bytes / 4, past even the big provider's window; one image part and a question to the model.
     const data = Buffer.alloc(120_000, 7).toString('base64');

@@ -81,14 +81,26 @@ export function longestInputTokens(body: Buffer, budgetMs: number = BUDGET_MS): 
   const { prompt, input } = request as Record<string, unknown>;
   const list = input ?? prompt;
   if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== 'string' && !Array.isArray(item))) return promptTokensOf(request, budgetMs, EXACT_CHARS)?.tokens ?? -1;
-  // Tokens track length closely enough to pick the longest string without tokenizing every one.
   let longestText = '';
   let longestIds = 0;
+  let textChars = 0;
   for (const item of list) {
     if (typeof item === 'string') {
+      textChars += item.length;
       if (item.length > longestText.length) longestText = item;
     } else if (item.length > longestIds) longestIds = item.length;
   }
+  if (textChars <= EXACT_CHARS) {
+    // Every string is counted, no dearer than one prompt of that size: tokens per character differ several-fold
+    // (prose ~5 characters a token, digits and CJK text ~1.5), so the longest string need not be the longest item.
+    const deadline = performance.now() + budgetMs;
+    let longest = longestIds;
+    for (const item of list) {
+      if (typeof item === 'string') longest = Math.max(longest, countWhole([item], item.length, Math.max(0, deadline - performance.now())).tokens);
+    }
+    return longest;
+  }
+  // Past that, the longest string by characters stands for the batch: tokenizing every one would cost the whole body.
   return Math.max(countTexts([longestText], longestText.length, budgetMs, EXACT_CHARS).tokens, longestIds);
 }
 
