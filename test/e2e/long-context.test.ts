@@ -121,6 +121,15 @@ describe('prompts longer than the connected providers take', () => {
     assert.match(two.message, /about 32\d\d input tokens \(estimated\)/);
   });
 
+  test("a completion's suffix is prompt text too: a short prompt with a long suffix is long", async () => {
+    const client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const suffix = 'return value + 1\n'.repeat(600); // ~3,600 tokens of code after the insertion point: past the 2,000-token window
+    // Long, it waits for the big provider (not connected here) and times out; the 2,000-token one never gets it.
+    const err = await client.completions.create({ model: ALIAS, prompt: 'def f(value):\n', suffix, max_tokens: 4 }).catch((e: unknown) => e);
+    assert.ok(err instanceof OpenAI.APIError && err.status === 503, String(err));
+    assert.equal(err.code, 'no_provider_available');
+  });
+
   test('within a window whose provider is not connected: waits for it, then 503 naming the window', async () => {
     const res = await chat('hello '.repeat(4_000)); // ~6,000 tokens: only the big provider takes it
     assert.equal(res.status, 503);

@@ -74,10 +74,19 @@ export function countPromptTokens(body: Buffer, budgetMs: number = BUDGET_MS): n
  * items are sequences of their own, each within the model's window, so the
  * longest one counts, not their sum (2,048 short inputs are no long
  * prompt). A single string or token array: countPromptTokens. -1 as there.
+ * A completion's `suffix` (the text after the insertion point) reaches the
+ * model with every prompt of the batch: its tokens count on top.
  */
 export function longestInputTokens(body: Buffer, budgetMs: number = BUDGET_MS): number {
   const request: unknown = JSON.parse(body.toString('utf8'));
   if (request === null || typeof request !== 'object') return -1;
+  const tokens = longestItemTokens(request, budgetMs);
+  const { suffix } = request as Record<string, unknown>;
+  return tokens < 0 || typeof suffix !== 'string' ? tokens : tokens + countTexts([suffix], suffix.length, budgetMs, EXACT_CHARS).tokens;
+}
+
+/** longestInputTokens of the prompt (or input) list alone. */
+function longestItemTokens(request: object, budgetMs: number): number {
   const { prompt, input } = request as Record<string, unknown>;
   const list = input ?? prompt;
   if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== 'string' && !Array.isArray(item))) return promptTokensOf(request, budgetMs, EXACT_CHARS)?.tokens ?? -1;
