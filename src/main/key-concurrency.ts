@@ -52,6 +52,11 @@ export class KeyConcurrency {
     return rate.take(nowMs, perMinute);
   }
 
+  /** A refresh: each key's bucket takes its new requests_per_minute from now (the admissions' snapshots follow). */
+  retuneRates(keys: readonly { readonly name: string; readonly requestsPerMinute?: number }[], nowMs: number): void {
+    for (const key of keys) if (key.requestsPerMinute !== undefined) this.#rates.get(key.name)?.retune(key.requestsPerMinute, nowMs);
+  }
+
   /** The exchange is over. A request refused by acquire() (or released already) holds nothing: a no-op. */
   release(requestId: number): void {
     const count = this.#held.get(requestId);

@@ -378,6 +378,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
   /** Each worker swaps the snapshot in one step when the message arrives, so its requests see old or new; resolves once all have. */
   async setConfig(config: EdgeConfig): Promise<void> {
     this.#config = config;
+    // The rates change now, not at each key's next admission: the time until then refills at the new rate.
+    this.keys.retuneRates(config.auth?.apiKeys ?? [], performance.now());
     // A worker being replaced starts from #config: it has nothing to answer here.
     await this.callAll({ type: 'setConfig', config });
   }

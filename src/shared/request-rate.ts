@@ -23,16 +23,25 @@ export class RequestRate {
    * `perMinute` (a refresh) applies from now on.
    */
   take(nowMs: number, perMinute: number): number {
-    this.#refill(nowMs);
-    if (perMinute !== this.#perMinute) {
-      this.#perMinute = perMinute;
-      if (this.#tokens > perMinute) this.#tokens = perMinute;
-    }
+    this.retune(perMinute, nowMs);
     if (this.#tokens >= 1) {
       this.#tokens -= 1;
       return 0;
     }
     return Math.ceil(((1 - this.#tokens) * 60_000) / this.#perMinute);
+  }
+
+  /**
+   * The limit is `perMinute` from `nowMs` on: the time until now refills at
+   * the old rate. A refresh tells it at once, not at the key's next request:
+   * else the wait since the refresh would refill at the old rate, and a key
+   * just raised be refused what the new rate gives.
+   */
+  retune(perMinute: number, nowMs: number): void {
+    this.#refill(nowMs);
+    if (perMinute === this.#perMinute) return;
+    this.#perMinute = perMinute;
+    if (this.#tokens > perMinute) this.#tokens = perMinute;
   }
 
   #refill(nowMs: number): void {

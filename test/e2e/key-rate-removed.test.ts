@@ -1,7 +1,8 @@
 // auth.api_keys[].requests_per_minute across refreshes that remove a key and
 // give it back: what the key spent stays spent, with workers.count 0 (the
 // data path's ClientAuth keeps the bucket) as with I/O workers (main's
-// KeyConcurrency keeps every name's).
+// KeyConcurrency keeps every name's); and a refresh raising a key's rate
+// applies from the refresh on.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
@@ -47,5 +48,34 @@ describe('requests per minute of a key removed and given back', () => {
     await waitFor(async () => (back = await chatOnFreshConnection(stack.baseURL, ALIAS, ERIN)) !== 401, 'erin back');
     assert.equal(back, 429, 'one a minute, spent before the key was removed');
     assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, ERIN), 429);
+  });
+});
+
+describe('requests per minute raised by a refresh', () => {
+  let stack: OpsStack;
+  const GINA = 'sk-rate-gina-1111111111';
+  const gina = { name: 'gina', key_sha256: sha256Hex(GINA), requests_per_minute: 1 };
+  before(async () => {
+    stack = await startOpsStack({
+      mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
+      configure(raw) {
+        raw.auth = { api_keys: [gina] };
+      },
+    });
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  test('applies from the refresh, not from the key\'s next request: the time between refills at the new rate, whatever workers.count is', async () => {
+    assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, GINA), 200);
+    assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, GINA), 429, 'one a minute, spent');
+    const config = structuredClone(stack.raw);
+    // 10,000 a second: a tenth of a millisecond after the refresh holds a request's worth.
+    config.auth = { api_keys: [{ ...gina, requests_per_minute: 600_000 }] };
+    const { status, json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
+    assert.equal(status, 200, JSON.stringify(json));
+    // Refilled at the old rate (one a minute) until this request, the bucket would still be empty.
+    assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, GINA), 200);
   });
 });

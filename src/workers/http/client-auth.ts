@@ -66,6 +66,11 @@ export class ApiKeyState {
     if (this.inFlight > 0) this.inFlight--;
   }
 
+  /** A refresh set requestsPerMinute: the bucket (if any) takes it from `nowMs` on. */
+  retuneRate(nowMs: number): void {
+    if (this.requestsPerMinute !== 0) this.rate?.retune(this.requestsPerMinute, nowMs);
+  }
+
   /** Takes a request's token of the key's rate at `nowMs`: 0 when taken (or no limit), else ms until one is there. */
   takeRate(nowMs: number): number {
     if (this.requestsPerMinute === 0) return 0;
@@ -121,13 +126,15 @@ export class ClientAuth {
         // A key given back after a refresh removed it finds what it spent still spent.
         state.rate = this.#removedRates.get(key.name);
         this.#removedRates.delete(key.name);
+        state.retuneRate(performance.now());
       } else {
         // Requests in flight keep the object they counted on; update it in place.
         state.digest = digest;
         state.models = key.models === undefined ? undefined : new Set(key.models);
         state.maxConcurrent = key.maxConcurrent ?? Infinity;
-        // Its bucket stays: what the key used this minute still counts against the new rate.
+        // Its bucket stays: what the key used this minute still counts against the new rate, which applies from now.
         state.requestsPerMinute = key.requestsPerMinute ?? 0;
+        state.retuneRate(performance.now());
         setFairness(state, key);
       }
       byDigest.set(key.keySha256, state);
