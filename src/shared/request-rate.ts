@@ -51,7 +51,7 @@ export class RequestRate {
   }
 }
 
-/** Retry-After seconds for a wait of `ms`: whole seconds, at least 1. */
+/** Retry-After seconds for a wait of `ms` (a key's next request; queue_full's: the queue timeout, the longest a waiter ahead holds its place): whole seconds, at least 1. */
 export function retryAfterSecOf(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }

@@ -320,7 +320,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     }
     // The key's rate is taken last, with its slot, where main takes it with I/O workers: a request this
     // worker refused (concurrency, session, node) spends none of the minute. The slot goes back with the refusal.
-    const rateWaitMs = apiKey === undefined || this.sharedKeyLimits ? 0 : apiKey.takeRate(performance.now());
+    const rateWaitMs = apiKey === undefined || this.sharedKeyLimits || apiKey.requestsPerMinute === 0 ? 0 : apiKey.takeRate(performance.now());
     if (rateWaitMs > 0) {
       exchange.reject(Errors.keyRateLimited, retryAfterSecOf(rateWaitMs), keyRateMessage(apiKey as ApiKeyState, rateWaitMs));
       return;

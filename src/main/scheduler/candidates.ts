@@ -244,8 +244,3 @@ export function servesOnNode(group: GroupState, nodeId: string, pinnedProviderId
   }
   return false;
 }
-
-/** Retry-After for queue_full / queue_timeout: the longest a waiter ahead can hold its place. */
-export function retryAfterSec(queueTimeoutMs: number): number {
-  return Math.max(1, Math.ceil(queueTimeoutMs / 1000));
-}

@@ -17,12 +17,12 @@ import {
   hasFreeProvider,
   failureIsMonotone,
   pickCandidate,
-  retryAfterSec,
   servesOnNode,
   someFits,
   type Wanted,
 } from './candidates.js';
 import { DeadlineHeap } from './deadline-heap.js';
+import { retryAfterSecOf } from '../../shared/request-rate.js';
 import { FairQueue } from './fair.js';
 import { fairnessOf, type Fairness } from './fairness-config.js';
 import { checkInvariants } from './invariants.js';
@@ -248,7 +248,7 @@ export class Scheduler {
     const eta = group.drain.etaMs(dispatches, this.#now);
     const hold = this.#holdLeftMs(group);
     // No rate: the queue timeout stays the hint; a hold only raises it, never cuts it to the hold's few seconds.
-    if (eta === undefined && (hold === undefined || hold <= group.queueTimeoutMs)) return new Rejection(requestId, code, retryAfterSec(group.queueTimeoutMs));
+    if (eta === undefined && (hold === undefined || hold <= group.queueTimeoutMs)) return new Rejection(requestId, code, retryAfterSecOf(group.queueTimeoutMs));
     let ms = eta === undefined ? 100 : Math.ceil(Math.min(Math.max(eta, 100), group.queueTimeoutMs));
     // Every provider it could go to waits out a Retry-After: a client back sooner would only queue again.
     if (hold !== undefined && hold > ms) ms = Math.ceil(hold);
@@ -1018,7 +1018,7 @@ export class Scheduler {
       this.#dequeue(item);
       group.rejected++;
       // A timeout retried waits behind the queue that is there now; a missing provider has no rate to go by.
-      this.#outbox.push(code === 'queue_timeout' ? this.#refusal(item.requestId, code, group, group.queue.length + 1) : new Rejection(item.requestId, code, retryAfterSec(group.queueTimeoutMs)));
+      this.#outbox.push(code === 'queue_timeout' ? this.#refusal(item.requestId, code, group, group.queue.length + 1) : new Rejection(item.requestId, code, retryAfterSecOf(group.queueTimeoutMs)));
     }
     // A hold that ended frees slots: those still waiting take them before the call does
     // anything (an admit would otherwise take one ahead of them, and FIFO would break).
