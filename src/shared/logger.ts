@@ -93,7 +93,11 @@ function flushOnExit(this: SonicBoomBuffers): void {
 /** pino's default destination (stdout, written asynchronously) with an exit flush that ends. */
 function stdoutDestination(): DestinationStream {
   const destination = pino.destination({ dest: 1, sync: false });
-  (destination as unknown as { flushSync: typeof flushOnExit }).flushSync = flushOnExit;
+  // Only over the buffers it knows: a sonic-boom that keeps them otherwise keeps its own flush (and its EPIPE loop).
+  const buffers = destination as unknown as Partial<SonicBoomBuffers>;
+  if (typeof buffers.fd === 'number' && typeof buffers._writing === 'boolean' && Array.isArray(buffers._bufs) && typeof buffers._len === 'number' && buffers._writingBuf !== undefined) {
+    (destination as unknown as { flushSync: typeof flushOnExit }).flushSync = flushOnExit;
+  }
   return destination;
 }
 

@@ -22,7 +22,7 @@ export interface EventSink {
  * Outcomes that are the normal end of a request, not worth an info line. A key's own limits are
  * among them: a client past its rate would otherwise write a line per refusal (metrics count them).
  */
-const QUIET_OUTCOMES = new Set(['end', 'client_closed', 'queue_full', 'queue_timeout', 'model_not_found', 'node_not_found', 'no_provider_available', 'shutting_down', 'too_many_concurrent_requests', 'rate_limit_exceeded']);
+const QUIET_OUTCOMES = new Set(['end', 'client_closed', 'queue_full', 'queue_timeout', 'shed', 'displaced', 'model_not_found', 'node_not_found', 'no_provider_available', 'shutting_down', 'too_many_concurrent_requests', 'rate_limit_exceeded']);
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;
