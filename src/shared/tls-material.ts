@@ -61,18 +61,31 @@ function collect(tls: TlsConfig | undefined, problems: string[], read: Reader): 
   if (tls?.client !== undefined) {
     const cert = file('tls.client.cert_file', tls.client.certFile);
     const key = file('tls.client.key_file', tls.client.keyFile);
-    if (cert !== undefined && key !== undefined && keyPairOk(problems, 'tls.client', { cert, key }, tls.client)) client = { cert, key };
+    if (cert !== undefined && key !== undefined && keyPairOk(problems, 'tls.client', { cert, key }, tls.client) && unexpired(problems, 'tls.client', cert, tls.client.certFile)) client = { cert, key };
   }
   if (tls?.nodes !== undefined) {
     const n = tls.nodes;
     const cert = file('tls.nodes.cert_file', n.certFile);
     const key = file('tls.nodes.key_file', n.keyFile);
     const ca = n.clientCaFile === undefined ? null : file('tls.nodes.client_ca_file', n.clientCaFile);
-    const pairOk = cert !== undefined && key !== undefined && keyPairOk(problems, 'tls.nodes', { cert, key }, n);
+    const pairOk = cert !== undefined && key !== undefined && keyPairOk(problems, 'tls.nodes', { cert, key }, n) && unexpired(problems, 'tls.nodes', cert, n.certFile);
     const caFine = ca === null || (ca !== undefined && caOk(problems, 'tls.nodes.client_ca_file', ca, n.clientCaFile ?? ''));
     if (pairOk && caFine) nodes = { cert, key, ca: ca ?? null };
   }
   return problems.length === before ? { client, nodes } : undefined;
+}
+
+/**
+ * True unless the certificate has expired; else false with a problem naming `path` pushed. An expired one
+ * loads, but no client or node accepts it: a refresh would swap it in for a working one (a renewal job that
+ * wrote back an old file) and fail every handshake from then on. The edge's own listeners only: an agent
+ * keeps starting on an expired certificate, to register once a renewal is written over it.
+ */
+function unexpired(problems: string[], path: string, cert: Uint8Array, file: string): boolean {
+  const { notAfter, notAfterMs } = describeCertificate({ cert, key: new Uint8Array(0) });
+  if (!(notAfterMs <= Date.now())) return true;
+  problems.push(`${path}: ${resolve(file)} expired at ${notAfter}: no client or node would accept it`);
+  return false;
 }
 
 /** Start: the files read synchronously; undefined with problems pushed. */

@@ -6,7 +6,7 @@
 // metric follows what is served.
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { copyFileSync, readFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { connect, type TLSSocket } from 'node:tls';
@@ -190,6 +190,30 @@ describe('certificates renewed in place while the edge runs', { skip }, () => {
     assert.equal(await servedSerial(edge.grpcPort, pki, 'h2', true), serving);
     assert.equal(await chat(), 200);
     copyFileSync(renewed.cert, live.cert);
+  });
+
+  test('an expired certificate written over the files is refused, naming the listener and its expiry, and nothing is swapped', async () => {
+    const serving = await servedSerial(edge.httpPort, pki, 'http/1.1');
+    // A renewal job that wrote back an old certificate: it loads, but no client or node would accept it.
+    const expired = pki.issueServer('expired', -1);
+    const savedCert = readFileSync(live.cert);
+    const savedKey = readFileSync(live.key);
+    copyFileSync(expired.key, live.key);
+    copyFileSync(expired.cert, live.cert);
+    const expiredAt = new Date(new X509Certificate(readFileSync(expired.cert)).validTo).toISOString();
+    for (const mode of ['evaluate', 'apply'] as const) {
+      const result = await edge.refresh({ mode, config: raw });
+      assert.equal(result.rejection, 'invalid_config', mode);
+      assert.equal(result.applicable, false);
+      assert.ok(result.reasons.some((r) => r.startsWith('tls.client: ') && r.includes(`expired at ${expiredAt}`)), result.reasons.join('\n'));
+      assert.ok(result.reasons.some((r) => r.startsWith('tls.nodes: ') && r.includes('expired at')), result.reasons.join('\n'));
+    }
+    assert.equal(await servedSerial(edge.httpPort, pki, 'http/1.1'), serving);
+    assert.equal(await servedSerial(edge.grpcPort, pki, 'h2', true), serving);
+    assert.ok((await expiryMetric()).client * 1000 > Date.now(), 'the metric still shows the served certificate');
+    assert.equal(await chat(), 200);
+    writeFileSync(live.key, savedKey);
+    writeFileSync(live.cert, savedCert);
   });
 
   test('new file paths are a live change; TLS on or off still takes a restart', async () => {
