@@ -21,6 +21,14 @@ function describe(value: unknown): string {
   return `${typeof value} ${String(value)}`;
 }
 
+/** `text` with all between its scheme and its last `@` masked: a URL that failed to parse may still hold credentials there. */
+function withoutUserinfo(text: string): string {
+  const at = text.lastIndexOf('@');
+  if (at < 0) return text;
+  const scheme = /^[a-z][a-z0-9+.-]*:[/\\]*/i.exec(text)?.[0] ?? '';
+  return scheme.length > at ? text : `${scheme}…${text.slice(at)}`;
+}
+
 export class ConfigReader {
   readonly problems: string[] = [];
 
@@ -111,12 +119,14 @@ export class ConfigReader {
   url(path: string, value: unknown): string {
     const text = this.string(path, value);
     if (text === '') return text;
+    let parsed: URL | undefined;
     try {
-      const parsed = new URL(text);
-      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') this.problem(path, 'an http(s) URL', value);
+      parsed = new URL(text);
     } catch {
-      this.problem(path, 'an http(s) URL', value);
+      parsed = undefined;
     }
+    // Shown without its user:password@: the problem reaches logs and the admin API (an agent's refresh_config answer).
+    if (parsed === undefined || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) this.problem(path, 'an http(s) URL', withoutUserinfo(text));
     return text;
   }
 

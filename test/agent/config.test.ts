@@ -177,6 +177,23 @@ test('a bad secret is reported without its value', () => {
   assert.ok(!problems.join('\n').includes('sk-live'));
 });
 
+test("a base_url refused as no http(s) URL is shown without its user:password@: the problem reaches logs and the admin API", () => {
+  const problems = problemsOf({
+    edge: { address: 'edge:1' },
+    node: { id: 'n', token: 't' },
+    providers: [
+      { id: 'a', type: 'vllm', base_url: 'http://admin:TopSecretPw@gpu:99999' },
+      { id: 'b', type: 'vllm', base_url: 'ftp:admin:TopSecretPw@gpu' },
+    ],
+  });
+  assert.deepEqual(problems, [
+    'providers[0].base_url: expected an http(s) URL, found the string "http://…@gpu:99999"',
+    'providers[1].base_url: expected an http(s) URL, found the string "ftp:…@gpu"',
+    "providers[1].base_url: must not hold credentials (user:password@); give the provider's key as api_key",
+  ]);
+  assert.ok(!problems.join('\n').includes('TopSecretPw'));
+});
+
 test('an http provider needs base_url; only cli may omit it', () => {
   const problems = problemsOf({
     edge: { address: 'edge:1' },
