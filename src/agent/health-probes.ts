@@ -126,7 +126,8 @@ export interface ProbeAnswer {
 
 /** Shared by the health probes and the `probe` node command, so both judge a provider alike. */
 export async function probeProvider(baseUrl: string, path: string, apiKey: string | undefined, timeoutMs: number): Promise<ProbeAnswer> {
-  const base = baseUrl.endsWith('/') ? baseUrl.slice(0, -1) : baseUrl;
+  // As the tunnels join it (upstreams.ts): without every trailing slash.
+  const base = baseUrl.replace(/\/+$/, '');
   const started = performance.now();
   try {
     const response = await fetch(`${base}${path}`, {

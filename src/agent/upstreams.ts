@@ -15,7 +15,7 @@ export interface Upstream {
   readonly type: ProviderType;
   /** undefined for `cli` providers, which have no HTTP upstream. */
   readonly pool: UpstreamPool | undefined;
-  /** The base URL's path without its trailing slash; prefixed to every tunnel path. */
+  /** The base URL's path without its trailing slashes; prefixed to every tunnel path. */
   readonly pathPrefix: string;
   /** `Bearer <api_key>`, or undefined when the provider has no key. */
   readonly authorization: string | undefined;
@@ -102,7 +102,8 @@ function upstreamOf(provider: AgentProviderConfig, reaper: GroupReaper, warn: Re
     id: provider.id,
     type: provider.type,
     pool: new UpstreamPool(url.origin, provider.connections),
-    pathPrefix: url.pathname.endsWith('/') ? url.pathname.slice(0, -1) : url.pathname,
+    // Every trailing slash: a base_url ending in // would otherwise send //v1/… (a 404 at most providers).
+    pathPrefix: url.pathname.replace(/\/+$/, ''),
     authorization: provider.apiKey === undefined ? undefined : `Bearer ${provider.apiKey}`,
     endpoints: provider.endpoints ?? defaultEndpoints(provider.type),
   };

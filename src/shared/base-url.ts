@@ -23,5 +23,5 @@ export function baseUrlProblems(r: ConfigReader, path: string, value: string): v
   // Port 0 names no listener: every request and probe would fail as a refused connection.
   if (url.port === '0') r.problems.push(`${path}: port 0 is no port to connect to; give the provider's port (1 to 65535)`);
   // An OpenAI-style base URL (https://host/v1) would send every request to /v1/v1/...
-  if (/\/v1\/?$/.test(url.pathname)) r.problems.push(`${path}: ends in /v1, but the agent appends each request's own path (/v1/chat/completions, …), so requests would go to ${url.pathname.replace(/\/$/, '')}/v1/…; give the base without /v1 (e.g. ${url.origin})`);
+  if (/\/v1\/*$/.test(url.pathname)) r.problems.push(`${path}: ends in /v1, but the agent appends each request's own path (/v1/chat/completions, …), so requests would go to ${url.pathname.replace(/\/+$/, '')}/v1/…; give the base without /v1 (e.g. ${url.origin})`);
 }
