@@ -211,5 +211,15 @@ function readSecret(r: ConfigReader, path: string, raw: unknown, isHeaderValue: 
     r.problems.push(`${path}: expected printable characters only (value not shown: it is a secret)`);
     return undefined;
   }
+  // The agent writes `Bearer <api_key>` itself: a key given with its scheme would go out as "Bearer Bearer …",
+  // and one with spaces at an end as a token the provider does not know; either fails every request (401).
+  if (isHeaderValue && /^bearer /i.test(value)) {
+    r.problems.push(`${path}: starts with "Bearer ", which the agent adds itself; give the key alone (value not shown: it is a secret)`);
+    return undefined;
+  }
+  if (isHeaderValue && value.trim() !== value) {
+    r.problems.push(`${path}: starts or ends with a space; give the key alone (value not shown: it is a secret)`);
+    return undefined;
+  }
   return value;
 }

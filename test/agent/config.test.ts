@@ -396,3 +396,13 @@ test('an empty endpoints list is refused: the provider would be announced and ne
   const raw = { edge: { address: 'edge:1' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'ollama', base_url: 'http://h:1', endpoints: [] }] };
   assert.deepEqual(problemsOf(raw), ["providers[0].endpoints: an empty list serves no API, so the provider would never get a request; leave endpoints out for its type's defaults"]);
 });
+
+test('an api_key given with its Bearer scheme or spaces at an end is refused, not sent as "Bearer Bearer …"', () => {
+  const raw = (apiKey: string): unknown => ({ edge: { address: 'edge:1' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'vllm', base_url: 'http://h:1', api_key: apiKey }] });
+  assert.deepEqual(problemsOf(raw('Bearer sk-live-abc')), ['providers[0].api_key: starts with "Bearer ", which the agent adds itself; give the key alone (value not shown: it is a secret)']);
+  assert.deepEqual(problemsOf(raw('BEARER sk-live-abc')), ['providers[0].api_key: starts with "Bearer ", which the agent adds itself; give the key alone (value not shown: it is a secret)']);
+  assert.deepEqual(problemsOf(raw(' sk-live-abc')), ['providers[0].api_key: starts or ends with a space; give the key alone (value not shown: it is a secret)']);
+  assert.deepEqual(problemsOf(raw('sk-live-abc ')), ['providers[0].api_key: starts or ends with a space; give the key alone (value not shown: it is a secret)']);
+  // A key that merely begins with the letters is a key.
+  assert.equal(parseAgentConfig(raw('bearerless-key'), 'x').providers[0].apiKey, 'bearerless-key');
+});
