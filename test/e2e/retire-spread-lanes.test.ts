@@ -53,6 +53,22 @@ after(async () => {
   await mock?.close();
 });
 
+/**
+ * `step` within 20 s, else a failure that names it: one CI run hung this test for its whole 180 s without
+ * saying where (not seen again in 20 runs under load), so each wait that has no bound of its own has one.
+ */
+async function within<T>(step: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`waited 20 s for ${what}`)), 20_000);
+  });
+  try {
+    return await Promise.race([step, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 test('a retired node whose lanes are spread over I/O workers is closed once idle, not at the grace', async () => {
   const pool = edge.plane as unknown as WorkerPool;
   agent.start();
@@ -64,10 +80,10 @@ test('a retired node whose lanes are spread over I/O workers is closed once idle
     assert.ok(attempt < 10, 'the lanes never spread over both workers');
     const gone = once(agent, 'disconnected');
     agent.dropConnection();
-    await gone;
+    await within(gone, 'the agent to see its dropped connection');
   }
   const disconnected = once(agent, 'disconnected');
-  const result = await edge.refresh({ mode: 'apply', config: edgeRaw('rotated-token-0123456789') });
+  const result = await within(edge.refresh({ mode: 'apply', config: edgeRaw('rotated-token-0123456789') }), 'the apply to answer');
   assert.equal(result.status, 'applied', JSON.stringify(result.reasons));
   const startedAt = performance.now();
   // Nothing is open: the connection closes within a few retire polls, far from the 20 s grace.
