@@ -10,7 +10,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
-import { ALIAS, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
+import { applyApiKeys, ALIAS, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TOKEN = 'console-keys-admin-token';
@@ -30,17 +30,13 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
       adminToken: TOKEN,
       capacity: 4,
       mock: { ttftMs: 0, tokens: 4, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = {
-          api_keys: [
-            { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 1, requests_per_minute: 600 },
-            { name: 'bob', key_sha256: sha256Hex(BOB) },
-            // Two keys whose names differ only by spaces at the ends: the config takes any name without brackets.
-            { name: 'carol', key_sha256: sha256Hex(CAROL) },
-            { name: ' carol ', key_sha256: sha256Hex(PADDED_CAROL) },
-          ],
-        };
-      },
+      apiKeys: [
+        { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 1, requests_per_minute: 600 },
+        { name: 'bob', key_sha256: sha256Hex(BOB) },
+        // Two keys whose names differ only by spaces at the ends: the config takes any name without brackets.
+        { name: 'carol', key_sha256: sha256Hex(CAROL) },
+        { name: ' carol ', key_sha256: sha256Hex(PADDED_CAROL) },
+      ],
     });
     browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
     page = await browser.newPage();
@@ -103,9 +99,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
   });
 
   test('a key a refresh removed stays, greyed, with what it used and no models: it no longer authenticates', async () => {
-    const config = structuredClone(stack.raw) as { auth: { api_keys: { name: string }[] } };
-    config.auth.api_keys = config.auth.api_keys.filter((k) => k.name !== 'bob');
-    const { status } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
+    const { status } = await applyApiKeys(stack, (stack.raw.auth as { api_keys: { name: string }[] }).api_keys.filter((k) => k.name !== 'bob'));
     assert.equal(status, 200);
     await until(`document.querySelector('#keys-body tr[data-name="bob"]')?.classList.contains('gone') === true`);
     // Not "all": the API's models null (every model) is what the config no longer grants it.

@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { ALIAS, EMBED_ALIAS, waitFor } from '../helpers/stack.js';
-import { inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
+import { applyApiKeys, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const ALICE = 'sk-keys-alice-0123456';
 const BOB = 'sk-keys-bob-9876543210';
@@ -37,9 +37,7 @@ describe('GET /admin/keys', () => {
     stack = await startOpsStack({
       capacity: 4,
       mock: { ttftMs: 0, tokens: 3, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = { api_keys: apiKeys };
-      },
+      apiKeys: apiKeys,
     });
   });
   after(async () => {
@@ -120,9 +118,7 @@ describe('GET /admin/keys', () => {
 
   test('a key a refresh removes stays listed, unconfigured, with what it used', async () => {
     const before = (await keys()).get('bob');
-    const config = structuredClone(stack.raw);
-    config.auth = { api_keys: [apiKeys[0]] };
-    const { status } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
+    const { status } = await applyApiKeys(stack, [apiKeys[0]]);
     assert.equal(status, 200);
     const after = await keys();
     assert.deepEqual([...after.keys()], ['alice', 'bob']);

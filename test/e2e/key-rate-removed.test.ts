@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { ALIAS, chatOnFreshConnection, waitFor } from '../helpers/stack.js';
-import { startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+import { applyApiKeys, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
 const ERIN = 'sk-rate-erin-8888888888';
 const FRANK = 'sk-rate-frank-9999999999';
@@ -22,9 +22,7 @@ describe('requests per minute of a key removed and given back', () => {
     stack = await startOpsStack({
       capacity: 4,
       mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = { api_keys: apiKeys };
-      },
+      apiKeys: apiKeys,
     });
   });
   after(async () => {
@@ -32,9 +30,7 @@ describe('requests per minute of a key removed and given back', () => {
   });
 
   const apply = async (api_keys: unknown[]): Promise<void> => {
-    const config = structuredClone(stack.raw);
-    config.auth = { api_keys };
-    const { status, json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
+    const { status, json } = await applyApiKeys(stack, api_keys);
     assert.equal(status, 200, JSON.stringify(json));
   };
 
@@ -58,9 +54,7 @@ describe('requests per minute raised by a refresh', () => {
   before(async () => {
     stack = await startOpsStack({
       mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = { api_keys: [gina] };
-      },
+      apiKeys: [gina],
     });
   });
   after(async () => {
@@ -70,10 +64,8 @@ describe('requests per minute raised by a refresh', () => {
   test('applies from the refresh, not from the key\'s next request: the time between refills at the new rate, whatever workers.count is', async () => {
     assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, GINA), 200);
     assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, GINA), 429, 'one a minute, spent');
-    const config = structuredClone(stack.raw);
     // 10,000 a second: a tenth of a millisecond after the refresh holds a request's worth.
-    config.auth = { api_keys: [{ ...gina, requests_per_minute: 600_000 }] };
-    const { status, json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
+    const { status, json } = await applyApiKeys(stack, [{ ...gina, requests_per_minute: 600_000 }]);
     assert.equal(status, 200, JSON.stringify(json));
     // Refilled at the old rate (one a minute) until this request, the bucket would still be empty.
     assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, GINA), 200);

@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { createLogger } from '../../src/shared/logger.js';
 import { ALIAS, chatOnFreshConnection, testWorkers, waitFor } from '../helpers/stack.js';
-import { inFlight, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
+import { applyApiKeys, inFlight, sample, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const ALICE = 'sk-rate-alice-0123456789';
 const BOB = 'sk-rate-bob-9876543210';
@@ -30,9 +30,7 @@ describe('requests per minute per API key', () => {
     stack = await startOpsStack({
       capacity: 4,
       mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = { api_keys: apiKeys };
-      },
+      apiKeys: apiKeys,
     });
   });
   after(async () => {
@@ -124,9 +122,7 @@ describe('requests per minute per API key', () => {
 
   test('a refresh raising the rate applies on the running edge: the next request comes at the new rate', async () => {
     assert.equal(await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE), 429, 'still over 3 a minute');
-    const config = structuredClone(stack.raw);
-    config.auth = { api_keys: [{ ...apiKeys[0], requests_per_minute: 6000 }, ...apiKeys.slice(1)] };
-    const { status, json } = await stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
+    const { status, json } = await applyApiKeys(stack, [{ ...apiKeys[0], requests_per_minute: 6000 }, ...apiKeys.slice(1)]);
     assert.equal(status, 200, JSON.stringify(json));
     assert.ok((json.changes as { path: string; mutable: boolean }[]).some((c) => c.path === 'auth.api_keys[alice].requests_per_minute' && c.mutable), JSON.stringify(json.changes));
     // 100 a second now: served within a few tens of ms, on every worker's admission.
@@ -143,9 +139,7 @@ describe('a key past its limits', { skip: testWorkers() > 0 ? 'the I/O workers l
     const stack = await startOpsStack({
       mock: { ttftMs: 0, tokens: 2, intervalMs: 1 },
       edgeLogger: createLogger('edge', 'debug', { destination: { write: (line: string) => void lines.push(line) } }),
-      configure(raw) {
-        raw.auth = { api_keys: [{ name: 'eve', key_sha256: sha256Hex(ALICE), requests_per_minute: 1 }] };
-      },
+      apiKeys: [{ name: 'eve', key_sha256: sha256Hex(ALICE), requests_per_minute: 1 }],
     });
     try {
       assert.deepEqual([await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE), await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE), await chatOnFreshConnection(stack.baseURL, ALIAS, ALICE)], [200, 429, 429]);

@@ -20,14 +20,10 @@ describe('usage per API key', () => {
     stack = await startOpsStack({
       capacity: 4,
       mock: { ttftMs: 0, tokens: 3, intervalMs: 1 },
-      configure(raw) {
-        raw.auth = {
-          api_keys: [
-            { name: 'alice', key_sha256: sha256Hex(ALICE) },
-            { name: 'bob', key_sha256: sha256Hex(BOB), max_concurrent: 1 },
-          ],
-        };
-      },
+      apiKeys: [
+        { name: 'alice', key_sha256: sha256Hex(ALICE) },
+        { name: 'bob', key_sha256: sha256Hex(BOB), max_concurrent: 1 },
+      ],
     });
   });
   after(async () => {

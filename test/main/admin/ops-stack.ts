@@ -22,6 +22,8 @@ export interface OpsStackOptions {
   readonly drainGraceMs?: number;
   readonly agentLogger?: Logger;
   readonly edgeLogger?: Logger;
+  /** Client API keys (auth.api_keys, YAML-shaped). */
+  readonly apiKeys?: readonly Record<string, unknown>[];
   /** Edits the YAML-shaped edge config before it is parsed. */
   readonly configure?: (raw: Record<string, unknown>) => void;
 }
@@ -44,6 +46,7 @@ export function opsConfigObject(options: OpsStackOptions = {}): Record<string, u
   const raw = edgeConfigObject({ capacity: options.capacity, maxQueue: options.maxQueue, queueTimeoutMs: options.queueTimeoutMs });
   raw.admin = { host: '127.0.0.1', port: 0, ...(options.adminToken ? { token: options.adminToken } : {}) };
   raw.drain = { grace_ms: options.drainGraceMs ?? 5_000 };
+  if (options.apiKeys !== undefined) raw.auth = { api_keys: options.apiKeys };
   options.configure?.(raw);
   return raw;
 }
@@ -113,6 +116,13 @@ export async function startOpsStack(options: OpsStackOptions = {}): Promise<OpsS
 /** A deep copy of a YAML-shaped config, for refresh candidates. */
 export function copyOf(raw: Record<string, unknown>): any {
   return structuredClone(raw);
+}
+
+/** Applies the stack's starting config with `apiKeys` as auth.api_keys (a key's grants and limits changed on a running edge); the refresh's answer. */
+export function applyApiKeys(stack: OpsStack, apiKeys: readonly unknown[]): Promise<{ status: number; json: any }> {
+  const config = copyOf(stack.raw);
+  config.auth = { api_keys: apiKeys };
+  return stack.admin('/admin/config/refresh', { method: 'POST', body: { mode: 'apply', config } });
 }
 
 /** The value of one Prometheus sample, e.g. sample(text, 'edge_requests_total', {model: 'llama3'}); undefined if absent. */
