@@ -51,9 +51,9 @@ function run(command: string, args: readonly string[], cwd = ROOT, timeoutMs = 6
 }
 
 /** A raw GET: the path goes on the wire exactly as written (fetch would normalize dot segments away). */
-function rawGet(port: number, path: string, token: string | null = TOKEN, method = 'GET'): Promise<{ status: number; body: string; allow?: string }> {
+function rawGet(port: number, path: string, token: string | null = TOKEN, method = 'GET', scheme = 'Bearer '): Promise<{ status: number; body: string; allow?: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method, headers: token === null ? {} : { authorization: `Bearer ${token}` } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method, headers: token === null ? {} : { authorization: `${scheme}${token}` } }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (s: string) => (body += s));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body, allow: res.headers.allow }));
@@ -177,6 +177,14 @@ describe('bootstrap from the edge', () => {
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /HTTP 401/);
     await assert.rejects(stat(join(dir, 'denied', 'agent.yaml')), 'nothing written');
+  });
+
+  test('the token is read as any client writes the Bearer scheme: any case, more than one space (RFC 9110)', async () => {
+    for (const scheme of ['bearer ', 'BEARER ', 'Bearer  ', 'Bearer\t']) {
+      const res = await rawGet(edge.bootstrapPort as number, `/bootstrap/v1/nodes/${NODE_ID}/SHA256SUMS`, TOKEN, 'GET', scheme);
+      assert.equal(res.status, 200, JSON.stringify(scheme));
+    }
+    for (const scheme of ['Basic ', 'Bearer', 'Bearer x ']) assert.equal((await rawGet(edge.bootstrapPort as number, `/bootstrap/v1/nodes/${NODE_ID}/SHA256SUMS`, TOKEN, 'GET', scheme)).status, 401, JSON.stringify(scheme));
   });
 
   test('path traversal attempts find nothing', async () => {

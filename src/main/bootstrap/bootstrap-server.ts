@@ -130,12 +130,15 @@ export class BootstrapServer {
   }
 
   #authorized(header: string | undefined): boolean {
-    const match = header === undefined ? null : /^Bearer (.+)$/.exec(header);
+    const match = header === undefined ? null : BEARER.exec(header);
     const given = Buffer.from(sha256Hex(match?.[1] ?? ''), 'hex');
     // Hashed to equal lengths, so the compare takes the same time for every guess.
     return timingSafeEqual(given, this.#tokenDigest) && match !== null;
   }
 }
+
+/** The auth scheme is case-insensitive and may be followed by more than one space (RFC 9110 §11.1): `bearer  <token>` is the token, not `  <token>`. */
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 /** Dot segments, backslashes, NULs and encoded separators or dots: nothing legitimate here uses them. */
 function unsafePath(path: string): boolean {
