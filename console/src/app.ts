@@ -357,15 +357,67 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
 
 /** The runs table's key filter (an API key's name; '' = every run). */
 let runsKey = '';
+/** Where the next older page of the table starts (the `next` of its last page); null: no older run is kept. */
+let runsOlder: string | null = null;
+/** Runs the edge keeps (open and finished, every key), from the latest page. */
+let runsKept = 0;
+/** Bumped by each load of the table: only the latest one's answer is drawn (a poll answered after a click on Older, or one for a key filter since changed, is dropped). */
+let runsLoad = 0;
 
-/** The newest runs (of the filtered key), as the table shows them; redrawn when the answer is for the filter still set. */
+interface RunsPage { runs?: Run[]; next?: string | null; kept?: number }
+
+function runsQuery(key: string, before: string | null): string {
+  return `/admin/runs?limit=${MAX_RUNS}${before === null ? '' : `&before=${encodeURIComponent(before)}`}${key === '' ? '' : `&key=${encodeURIComponent(key)}`}`;
+}
+
+/** The newest runs (of the filtered key), as the table shows them; redrawn when no later load started meanwhile. */
 async function loadRuns(): Promise<void> {
-  const key = runsKey;
-  const list = await json<{ runs?: Run[] }>(`/admin/runs?limit=${MAX_RUNS}${key === '' ? '' : `&key=${encodeURIComponent(key)}`}`);
-  if (Array.isArray(list.runs) && key === runsKey) {
+  const load = ++runsLoad;
+  const list = await json<RunsPage>(runsQuery(runsKey, null));
+  if (Array.isArray(list.runs) && load === runsLoad) {
     runs = list.runs;
+    runsOlder = list.next ?? null;
+    runsKept = list.kept ?? runsKept;
     renderRuns();
   }
+}
+
+/**
+ * The next older page, added below the rows shown. Live runs goes off first: its next poll would put the
+ * newest page back in their place.
+ */
+async function loadOlderRuns(): Promise<void> {
+  const before = runsOlder;
+  if (before === null) return;
+  setLiveRuns(false);
+  const load = ++runsLoad;
+  let page: RunsPage;
+  try {
+    page = await json<RunsPage>(runsQuery(runsKey, before));
+  } catch (err) {
+    if (err instanceof Unauthorized) return onUnauthorized();
+    if (load !== runsLoad) return;
+    // The page's last run was dropped meanwhile (past runs.max_finished): there is no "after it" to ask for.
+    const dropped = err instanceof HttpError && err.code === 'run_not_found';
+    banner('action', dropped
+      ? 'The edge no longer keeps the run the older page started after (runs.max_finished): showing the newest runs again.'
+      : `older runs failed: ${describeFailure(err)}`);
+    if (dropped) await loadRuns().catch((e: unknown) => (e instanceof Unauthorized ? onUnauthorized() : undefined));
+    return;
+  }
+  if (!Array.isArray(page.runs) || load !== runsLoad) return;
+  banner('action', null);
+  // A run that finished between the two pages may be listed in both: shown once.
+  const shown = new Set(runs.map((r) => r.id));
+  runs = runs.concat(page.runs.filter((r) => !shown.has(r.id)));
+  runsOlder = page.next ?? null;
+  runsKept = page.kept ?? runsKept;
+  renderRuns();
+}
+
+function setLiveRuns(on: boolean): void {
+  $<HTMLInputElement>('live-runs').checked = on;
+  sessionStorage.setItem(LIVE_RUNS_KEY, on ? '1' : '0');
 }
 
 /** The newest runs, once a second while "Live runs" is on; off, the table keeps its last view. */
@@ -603,6 +655,9 @@ function renderRuns(): void {
   $('runs-empty').hidden = runs.length > 0 || runsKey !== '';
   $('runs-empty-key').hidden = runs.length > 0 || runsKey === '';
   set($('runs-empty-key-name'), runsKey);
+  $('runs-older').hidden = runsOlder === null;
+  // With a key filter the edge's count is of every key's runs: only the rows shown are said.
+  set($('runs-shown'), runs.length === 0 ? '' : runsKey === '' ? `${count(runs.length)} shown of ${count(runsKept)} kept` : `${count(runs.length)} shown`);
   syncRows($<HTMLTableSectionElement>('runs-body'), runs, (r) => r.id, 10, (row, c, r) => {
     row.dataset.run = r.id;
     // The page's two states: still open (queued or running) or finished.
@@ -940,8 +995,11 @@ function init(): void {
   const liveRunsBox = $<HTMLInputElement>('live-runs');
   liveRunsBox.checked = liveRuns();
   liveRunsBox.addEventListener('change', () => {
-    sessionStorage.setItem(LIVE_RUNS_KEY, liveRunsBox.checked ? '1' : '0');
+    setLiveRuns(liveRunsBox.checked);
+    // Back on: the newest page at once, not at the next tick (older pages shown give way to it).
+    if (liveRunsBox.checked) void loadRuns().catch((err: unknown) => (err instanceof Unauthorized ? onUnauthorized() : undefined));
   });
+  $('runs-older').addEventListener('click', () => void loadOlderRuns());
   const keyBox = $<HTMLInputElement>('runs-key');
   keyBox.addEventListener('input', () => {
     runsKey = keyBox.value.trim();

@@ -1,0 +1,111 @@
+// The console's runs table paging back past its newest 50, in a real browser
+// (Debian's chromium driven by puppeteer-core) against a real stack: each
+// "Show 50 older" adds the next page of GET /admin/runs below the rows
+// shown, in the admin API's order, and turns Live runs off (a poll would put
+// the newest page back); Live runs on again shows the newest page; a page
+// whose starting run the edge dropped meanwhile (runs.max_finished) says so
+// and shows the newest runs instead of an error-less empty table.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const TOKEN = 'console-runs-admin-token';
+const MAX_FINISHED = 130;
+
+describe('console runs table paging in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
+  let stack: OpsStack;
+  let browser: Browser;
+  let page: Page;
+
+  before(async () => {
+    stack = await startOpsStack({
+      adminToken: TOKEN,
+      capacity: 4,
+      mock: { ttftMs: 0, tokens: 1, intervalMs: 0 },
+      configure: (raw) => {
+        raw.runs = { max_finished: MAX_FINISHED };
+      },
+    });
+    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 800 });
+  });
+  after(async () => {
+    await browser?.close();
+    await stack?.close();
+  });
+
+  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
+  const until = async (expression: string, timeout = 8_000): Promise<void> => {
+    await page.waitForFunction(expression, { timeout });
+  };
+  const shownIds = (): Promise<string[]> => js(`Array.from(document.querySelectorAll('#runs-body tr')).map((row) => row.dataset.run)`);
+  const send = async (n: number): Promise<void> => {
+    for (let i = 0; i < n; i++) {
+      const res = await fetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: `run ${i}` }] }),
+      });
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+    }
+  };
+  const adminIds = async (): Promise<string[]> => {
+    const list = await stack.admin('/admin/runs?limit=1000');
+    assert.equal(list.status, 200);
+    return (list.json as { runs: { id: string; state: string }[] }).runs.map((r) => r.id);
+  };
+
+  test('Show 50 older adds the next pages in the API order, turning Live runs off; Live runs on shows the newest page again', async () => {
+    await send(120);
+    await page.goto(`${stack.edge.adminUrl}/console`);
+    await page.waitForSelector('#login-form', { visible: true });
+    await page.type('#token', TOKEN);
+    await page.keyboard.press('Enter');
+    await until(`document.querySelectorAll('#runs-body tr').length === 50`);
+    const expected = await adminIds();
+    assert.equal(expected.length, 120);
+    assert.deepEqual(await shownIds(), expected.slice(0, 50));
+    assert.equal(await js(`document.getElementById('runs-older').hidden`), false, 'older runs are kept: the button shows');
+    assert.equal(await js(`document.getElementById('runs-shown').textContent`), '50 shown of 120 kept');
+    assert.equal(await js(`document.getElementById('live-runs').checked`), true);
+
+    await page.click('#runs-older');
+    await until(`document.querySelectorAll('#runs-body tr').length === 100`);
+    assert.deepEqual(await shownIds(), expected.slice(0, 100));
+    assert.equal(await js(`document.getElementById('live-runs').checked`), false, 'Live runs went off');
+    await page.click('#runs-older');
+    await until(`document.querySelectorAll('#runs-body tr').length === 120`);
+    assert.deepEqual(await shownIds(), expected);
+    assert.equal(await js(`document.getElementById('runs-older').hidden`), true, 'the oldest kept run is shown: no button');
+    assert.equal(await js(`document.getElementById('runs-shown').textContent`), '120 shown of 120 kept');
+
+    // Off, the table keeps the pages shown while a new run is made; on again, the newest page comes back at once, the new run first.
+    await send(1);
+    const newest = (await adminIds())[0];
+    assert.equal((await shownIds()).length, 120);
+    await page.click('#live-runs');
+    await until(`document.querySelectorAll('#runs-body tr').length === 50 && document.querySelector('#runs-body tr')?.dataset.run === ${JSON.stringify(newest)}`);
+    assert.equal(await js(`document.getElementById('runs-older').hidden`), false);
+  });
+
+  test('an older page whose starting run was dropped meanwhile (runs.max_finished) says so and shows the newest runs', async () => {
+    await until(`document.querySelectorAll('#runs-body tr').length === 50`);
+    await page.click('#live-runs');
+    assert.equal(await js(`document.getElementById('live-runs').checked`), false);
+    const stale = await shownIds();
+    // Enough new runs that the last row shown, where the next page would start, is no longer kept.
+    await send(MAX_FINISHED);
+    assert.equal((await stack.admin(`/admin/runs/${encodeURIComponent(stale.at(-1) as string)}`)).status, 404);
+    assert.deepEqual(await shownIds(), stale, 'Live runs off: the table kept its view');
+    await page.click('#runs-older');
+    await until(`document.getElementById('banner').textContent.includes('no longer keeps the run the older page started after')`);
+    const newest = (await adminIds()).slice(0, 50);
+    await until(`document.querySelector('#runs-body tr')?.dataset.run === ${JSON.stringify(newest[0])}`);
+    assert.deepEqual(await shownIds(), newest);
+  });
+});
