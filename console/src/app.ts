@@ -47,7 +47,7 @@ interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; 
 /** A record of GET /admin/runs, as far as the page reads it. */
 interface Run { id: string; model: string; key?: string | null; provider: string | null; state: 'queued' | 'running' | 'finished'; outcome: string | null; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number }
 /** A key of GET /admin/keys, as far as the page reads it. */
-interface KeyRow { name: string; configured: boolean; models: string[] | null; maxConcurrent: number | null; requestsPerMinute?: number | null; inFlight: number; requests: { total: number; errors: number; byStatus: Record<string, number> }; tokens: { prompt: number; completion: number } }
+interface KeyRow { name: string; configured: boolean; models: string[] | null; maxConcurrent: number | null; requestsPerMinute?: number | null; tokensPerMinute?: number | null; inFlight: number; requests: { total: number; errors: number; byStatus: Record<string, number> }; tokens: { prompt: number; completion: number } }
 interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
 /** A concerned node's answer to an apply: applied, restart_required, failed, timeout, not_connected, unsupported. */
 interface NodeRefresh { node: string; status: string; message: string }
@@ -627,7 +627,7 @@ function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
     // A removed key is let in nowhere: its models null is no grant, not "every model".
     set(c[1], !k.configured ? '–' : k.models === null ? 'all' : k.models.join(', ') || 'none');
     set(c[2], k.maxConcurrent === null ? String(k.inFlight) : `${k.inFlight} / ${k.maxConcurrent}`, k.maxConcurrent !== null && k.inFlight >= k.maxConcurrent ? 'num warn' : 'num');
-    set(c[3], k.requestsPerMinute === null || k.requestsPerMinute === undefined ? '–' : `${count(k.requestsPerMinute)}/min`, 'num');
+    set(c[3], rateLimits(k), 'num');
     set(c[4], count(k.requests.total), 'num');
     set(c[5], count(k.requests.errors), k.requests.errors > 0 ? 'num bad' : 'num');
     const statuses = errorStatuses(k.requests.byStatus);
@@ -636,6 +636,15 @@ function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
     set(c[7], count(k.tokens.completion), 'num');
     rowButton(c[8], 'Runs', 'runs', `Show the runs of key ${k.name}`, () => showRunsOf(k.name));
   });
+}
+
+/** A key's requests_per_minute and tokens_per_minute, as one cell ('–': neither). */
+function rateLimits(k: KeyRow): string {
+  const limits: string[] = [];
+  if (typeof k.requestsPerMinute === 'number') limits.push(`${count(k.requestsPerMinute)}/min`);
+  if (typeof k.tokensPerMinute === 'number') limits.push(`${count(k.tokensPerMinute)} tokens/min`);
+  // A line each, never broken inside one (the column is narrow).
+  return limits.length === 0 ? '–' : limits.map((limit) => limit.replaceAll(' ', '\u00a0')).join('\n');
 }
 
 /** The runs table, filtered to one key, brought into view. */

@@ -9,9 +9,11 @@ import type { AdmitRequest, Grant, Overloaded, RejectCode, ReleaseReason } from 
 /**
  * Why an admission was refused: the scheduler's codes, plus the per-key
  * concurrency and rate limits that the worker pool checks before the
+ * scheduler (token_limit_exceeded: over its tokens_per_minute, answered as
+ * rate_limit_exceeded with its own message)
  * scheduler when I/O workers share one count per key (never produced by the Scheduler).
  */
-export type AdmissionRejectCode = RejectCode | 'too_many_concurrent_requests' | 'rate_limit_exceeded';
+export type AdmissionRejectCode = RejectCode | 'too_many_concurrent_requests' | 'rate_limit_exceeded' | 'token_limit_exceeded';
 
 /** An API key's limits (auth.api_keys[].max_concurrent, .requests_per_minute). */
 export interface KeyLimit {
@@ -56,13 +58,15 @@ export interface SchedulerPort {
    * data path's own thread and the port never sees keys.
    */
   readonly countsKeys: boolean;
-  /** With countsKeys, a key at its limit is answered onReject('too_many_concurrent_requests'), one over its rate onReject('rate_limit_exceeded'). */
+  /** With countsKeys, a key at its limit is answered onReject('too_many_concurrent_requests'), one over its rate (of requests or tokens) onReject('rate_limit_exceeded'). */
   admit(request: AdmitRequest, limitedKey?: KeyLimit): void;
   /**
    * countsKeys only: the exchange admitted with a key is over (exactly once; a no-op when refused for the key).
-   * `limited`: the key has a max_concurrent now, so its freed slot must be seen at once (else it may ride the turn's batch).
+   * `limited`: the key has a max_concurrent or a tokens_per_minute now, so its freed slot and its tokens must be seen
+   * at once (else they may ride the turn's batch). `usedTokens`: what the request cost its token rate (the provider's
+   * report; -1 = it reached one that reported nothing, so its reservation stands; 0 = it reached none).
    */
-  releaseKey(requestId: number, limited: boolean): void;
+  releaseKey(requestId: number, limited: boolean, usedTokens: number): void;
   cancel(requestId: number): void;
   /**
    * `usedTokens`: what the response reported (0 = unknown); corrects the fair-queuing charge.

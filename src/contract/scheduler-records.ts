@@ -13,7 +13,7 @@
 //   28 u32 providerId  interned name id, 0 = none; admit: the API key's name
 //   32 u32 nameId      interned: the alias (admit) or served model (grant)
 //   36 u32 rate        admit: the API key's requests_per_minute (0 = none); else 0
-//   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec
+//   40 f64 value       admit: estimatedTokens; grant: queuedMs; reject: retryAfterSec; keyRelease: tokens used
 //   48 u32 extraId     interned: admit, requeue: the pinned provider (0 = none); else 0
 //   52 u32 aux         admit: the tenant's fair-queuing weight (0 = default 1); else 0
 //   56 f64 session     admit, requeue: the session's 53-bit key (0 = none; sessionKeyOf); else 0
@@ -38,7 +38,8 @@
 //              | 0x40 when its health probe failed as the node registered
 //   connect    requestId = the session's serial, nodeId; code 1 = a lane joining `generation`, 2 = a node registering drained
 //   draining   nodeId, code (1 = draining)
-//   keyRelease requestId: the exchange admitted with a limited key is over (once per exchange)
+//   keyRelease requestId: the exchange admitted with a key is over (once per exchange); value: the tokens it cost the
+//              key's tokens_per_minute (-1 = its reservation stands, 0 = none)
 //   health     nodeId, providerId, code (1 = its active probe passes, 0 = fails)
 //   announced  nodeId, providerId, generation, code: 0 = no longer offered by that connection, else ANNOUNCED_AGAIN
 //              | its endpoint mask | 0x80 when the node announced endpoints for it (as announce's)
@@ -47,7 +48,7 @@
 // and main -> worker:
 //   grant      as above, plus worker
 //   reject     as above; code too_many_concurrent_requests = the key was at its limit, rate_limit_exceeded = over its
-//              requests per minute (not admitted either way)
+//              requests per minute, token_limit_exceeded = over its tokens per minute (not admitted either way)
 //   requeued   requestId, code (1 = requeued, 0 = refused; only refusals are sent)
 //   staleChecked requestId, leaseId, code (1 = still current)
 //   connected  requestId = serial, nodeId, generation (0 = unknown node); code 1 = a lane refused, its connection has MAX_NODE_STREAMS streams
@@ -127,6 +128,7 @@ const REJECT_CODES: Record<AdmissionRejectCode, number> = {
   displaced: 10,
   context_length_exceeded: 11,
   rate_limit_exceeded: 12,
+  token_limit_exceeded: 13,
 };
 const RELEASE_REASONS = invert(RELEASE_REASON_CODES);
 const REJECTS = invert(REJECT_CODES);

@@ -5,9 +5,17 @@
 // open requests are counted, limited or not, so that a limit a config
 // refresh adds counts the requests already open (as ClientAuth's local count
 // does with workers.count 0, where this class is not used). Each key's
-// request rate (requests_per_minute) is one bucket here too, for the same
-// reason: requests of one key reach every worker.
+// request rate (requests_per_minute) and token rate (tokens_per_minute) are
+// one bucket each here too, for the same reason: requests of one key reach
+// every worker. The token limits are this thread's config's (an admission
+// record has no room left for them), set at start and by each refresh.
+import type { ApiKeyConfig } from '../shared/config-types.js';
 import { RequestRate } from '../shared/request-rate.js';
+
+/** An admitted request's tokens, reserved of its key's bucket until it ends. */
+class TokenReservation {
+  constructor(readonly bucket: RequestRate, readonly tokens: number) {}
+}
 
 class KeyCount {
   inFlight = 0;
@@ -21,6 +29,12 @@ export class KeyConcurrency {
   readonly #held = new Map<number, KeyCount>();
   /** Key name -> its bucket, from its first limited request on (names come from the config: a bounded set). */
   readonly #rates = new Map<string, RequestRate>();
+  /** Key name -> its tokens_per_minute (keys with one only). */
+  #tokenLimits = new Map<string, number>();
+  /** Key name -> its token bucket, as #rates. */
+  readonly #tokens = new Map<string, RequestRate>();
+  /** requestId -> the tokens it reserved, settled at its release. */
+  readonly #reserved = new Map<number, TokenReservation>();
 
   /**
    * Takes a slot of key `name` for `requestId`; false (nothing taken) when
@@ -52,20 +66,50 @@ export class KeyConcurrency {
     return rate.take(nowMs, perMinute);
   }
 
-  /** A refresh: each key's bucket takes its new requests_per_minute from now (the admissions' snapshots follow). */
-  retuneRates(keys: readonly { readonly name: string; readonly requestsPerMinute?: number }[], nowMs: number): void {
-    for (const key of keys) if (key.requestsPerMinute !== undefined) this.#rates.get(key.name)?.retune(key.requestsPerMinute, nowMs);
+  /**
+   * Reserves `estimate` tokens of key `name`'s tokens_per_minute for `requestId` at `nowMs`: 0 when reserved
+   * (or the key has no such limit), else ms until its bucket holds one (nothing reserved).
+   */
+  reserveTokens(requestId: number, name: string, estimate: number, nowMs: number): number {
+    const perMinute = this.#tokenLimits.get(name);
+    if (perMinute === undefined) return 0;
+    let bucket = this.#tokens.get(name);
+    if (bucket === undefined) this.#tokens.set(name, (bucket = new RequestRate(perMinute, nowMs)));
+    const tokens = Math.max(1, estimate);
+    const waitMs = bucket.reserve(nowMs, perMinute, tokens);
+    if (waitMs === 0) this.#reserved.set(requestId, new TokenReservation(bucket, tokens));
+    return waitMs;
   }
 
-  /** The exchange is over. A request refused by acquire() (or released already) holds nothing: a no-op. */
-  release(requestId: number): void {
+  /** The config (at start and each refresh): each key's buckets take their new limits from now (the admissions' snapshots follow). */
+  setLimits(keys: readonly ApiKeyConfig[], nowMs: number): void {
+    const tokenLimits = new Map<string, number>();
+    for (const key of keys) {
+      if (key.requestsPerMinute !== undefined) this.#rates.get(key.name)?.retune(key.requestsPerMinute, nowMs);
+      if (key.tokensPerMinute === undefined) continue;
+      tokenLimits.set(key.name, key.tokensPerMinute);
+      this.#tokens.get(key.name)?.retune(key.tokensPerMinute, nowMs);
+    }
+    this.#tokenLimits = tokenLimits;
+  }
+
+  /**
+   * The exchange is over. A request refused by acquire() (or released already) holds nothing: a no-op.
+   * `usedTokens`: what it cost its key's token rate, settling its reservation (-1: the reservation stands; 0: given back).
+   */
+  release(requestId: number, usedTokens = -1): void {
+    const reservation = this.#reserved.get(requestId);
+    if (reservation !== undefined) {
+      this.#reserved.delete(requestId);
+      if (usedTokens >= 0 && usedTokens !== reservation.tokens) reservation.bucket.settle(usedTokens - reservation.tokens, performance.now());
+    }
     const count = this.#held.get(requestId);
     if (count === undefined) return;
     this.#held.delete(requestId);
     if (--count.inFlight === 0) this.#byName.delete(count.name);
   }
 
-  /** A worker exited: the slots its requests held (requestId % stride = worker) are free. */
+  /** A worker exited: the slots its requests held (requestId % stride = worker) are free; their reservations stand (usage unknown). */
   releaseWorker(worker: number, stride: number): void {
     for (const requestId of [...this.#held.keys()]) if (requestId % stride === worker) this.release(requestId);
   }

@@ -188,7 +188,7 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
   }
 
   /** Never called: countsKeys is false. */
-  releaseKey(_requestId: number): void {}
+  releaseKey(_requestId: number, _limited: boolean, _usedTokens: number): void {}
 
   reportStale(requestId: number, leaseId: number): void {
     // With I/O workers no lease is marked sent, so a fence remembers every one as unsent, and a

@@ -194,6 +194,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   async start(config: EdgeConfig, logLevel: string): Promise<PoolPorts> {
     this.#config = config;
     this.#logLevel = logLevel;
+    this.keys.setLimits(config.auth?.apiKeys ?? [], performance.now());
     // Restart-only (refresh/mutability.ts): the bound the workers are started with.
     this.#responses = new StoredResponses(config.limits.storedResponses);
     const first = await this.#spawn(0, config, config.http.port, config.grpc.port, logLevel);
@@ -379,7 +380,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
   async setConfig(config: EdgeConfig): Promise<void> {
     this.#config = config;
     // The rates change now, not at each key's next admission: the time until then refills at the new rate.
-    this.keys.retuneRates(config.auth?.apiKeys ?? [], performance.now());
+    this.keys.setLimits(config.auth?.apiKeys ?? [], performance.now());
     // A worker being replaced starts from #config: it has nothing to answer here.
     await this.callAll({ type: 'setConfig', config });
   }
@@ -625,6 +626,13 @@ export class WorkerPool implements DecisionHandler, DataPath {
     return this.keys.acquire(requestId, name, limit);
   }
 
+  /** The key's tokens, as #acquireKey its slot: a release in another ring may give back what a refusal lacks. */
+  #reserveKeyTokens(slot: WorkerSlot, requestId: number, name: string, estimate: number, nowMs: number): number {
+    const waitMs = this.keys.reserveTokens(requestId, name, estimate, nowMs);
+    if (waitMs === 0 || !this.#readOthers(slot)) return waitMs;
+    return this.keys.reserveTokens(requestId, name, estimate, nowMs);
+  }
+
   /**
    * Reads every other worker's ring up to now, before a refusal for want of
    * room (a key at its limit, an alias with no free slot and a full queue):
@@ -667,9 +675,17 @@ export class WorkerPool implements DecisionHandler, DataPath {
             this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
             return;
           }
-          const waitMs = r.rate === 0 ? 0 : this.keys.takeRate(key, r.rate, performance.now());
+          const now = performance.now();
+          const tokenWaitMs = this.#reserveKeyTokens(slot, r.requestId, key, r.value, now);
+          if (tokenWaitMs > 0) {
+            this.keys.release(r.requestId, 0);
+            this.onReject(r.requestId, 'token_limit_exceeded', retryAfterSecOf(tokenWaitMs));
+            return;
+          }
+          const waitMs = r.rate === 0 ? 0 : this.keys.takeRate(key, r.rate, now);
           if (waitMs > 0) {
-            this.keys.release(r.requestId);
+            // Given back: refused, it takes neither.
+            this.keys.release(r.requestId, 0);
             this.onReject(r.requestId, 'rate_limit_exceeded', retryAfterSecOf(waitMs));
             return;
           }
@@ -686,7 +702,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         driver.cancel(r.requestId);
         return;
       case RecordKind.keyRelease:
-        this.keys.release(r.requestId);
+        this.keys.release(r.requestId, r.value);
         return;
       case RecordKind.release:
         const reason = releaseReasonOf(r.code);

@@ -52,7 +52,7 @@ export function readLimitsHardening(r: ConfigReader, limits: Record<string, unkn
   };
 }
 
-/** `auth: { api_keys: [{ name, key_sha256, models?, max_concurrent?, requests_per_minute? }] }`. */
+/** `auth: { api_keys: [{ name, key_sha256, models?, max_concurrent?, requests_per_minute?, tokens_per_minute? }] }`. */
 export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<string>): AuthConfig {
   if (raw === undefined) return NO_AUTH;
   const obj = authMapping(r, 'auth', raw);
@@ -66,7 +66,7 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
     const path = `auth.api_keys[${i}]`;
     const key = authMapping(r, path, item);
     if (key === undefined) continue;
-    r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent', 'requests_per_minute', 'priority', 'weight', 'fairness_header']);
+    r.noUnknownKeys(path, key, ['name', 'key_sha256', 'models', 'max_concurrent', 'requests_per_minute', 'tokens_per_minute', 'priority', 'weight', 'fairness_header']);
     const name = r.string(`${path}.name`, key.name);
     noBrackets(r, `${path}.name`, name);
     if (names.has(name)) r.problems.push(`${path}.name: duplicate name ${JSON.stringify(name)}`);
@@ -130,9 +130,13 @@ function optionalFairness(r: ConfigReader, path: string, key: Record<string, unk
 }
 
 /** Absent when unset, so that a config without it diffs and prints as before. */
-function optionalRate(r: ConfigReader, path: string, key: Record<string, unknown>): Pick<ApiKeyConfig, 'requestsPerMinute'> {
+function optionalRate(r: ConfigReader, path: string, key: Record<string, unknown>): Pick<ApiKeyConfig, 'requestsPerMinute' | 'tokensPerMinute'> {
+  const out: { requestsPerMinute?: number; tokensPerMinute?: number } = {};
   const perMinute = r.optionalInteger(`${path}.requests_per_minute`, key.requests_per_minute, 1, 10_000_000);
-  return perMinute === undefined ? {} : { requestsPerMinute: perMinute };
+  if (perMinute !== undefined) out.requestsPerMinute = perMinute;
+  const tokens = r.optionalInteger(`${path}.tokens_per_minute`, key.tokens_per_minute, 1, 1_000_000_000);
+  if (tokens !== undefined) out.tokensPerMinute = tokens;
+  return out;
 }
 
 function readFiles(r: ConfigReader, path: string, obj: Record<string, unknown>): TlsFilesConfig {

@@ -208,6 +208,12 @@ export interface ApiKeyConfig {
   readonly maxConcurrent: number | undefined;
   /** Requests of this key admitted per minute (a bucket of a minute's worth); undefined = no limit. */
   readonly requestsPerMinute?: number;
+  /**
+   * Tokens (prompt + completion, as the provider reports them) of this key per minute; undefined = no limit.
+   * A bucket of a minute's worth: a request is admitted while it holds any, reserving its estimated prompt, and
+   * is charged what its response reported when it ends (src/shared/request-rate.ts).
+   */
+  readonly tokensPerMinute?: number;
   /** Fair queuing: the key's priority band (-100..100; negative = sheddable); undefined = 0. A request may only lower it. */
   readonly priority?: number;
   /** Fair queuing: the key's weight within its band (1..1000); undefined = 1. */

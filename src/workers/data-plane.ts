@@ -318,13 +318,9 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.reject(Errors.nodeNotFound, 0, `no node ${JSON.stringify(direct.length > 128 ? `${direct.slice(0, 128)}…` : direct)} in the config`);
       return;
     }
-    // The key's rate is taken last, with its slot, where main takes it with I/O workers: a request this
+    // The key's rates are taken last, with its slot, where main takes them with I/O workers: a request this
     // worker refused (concurrency, session, node) spends none of the minute. The slot goes back with the refusal.
-    const rateWaitMs = apiKey === undefined || this.sharedKeyLimits || apiKey.requestsPerMinute === 0 ? 0 : apiKey.takeRate(performance.now());
-    if (rateWaitMs > 0) {
-      exchange.reject(Errors.keyRateLimited, retryAfterSecOf(rateWaitMs), keyRateMessage(apiKey as ApiKeyState, rateWaitMs));
-      return;
-    }
+    if (apiKey !== undefined && !this.sharedKeyLimits && (apiKey.requestsPerMinute !== 0 || apiKey.tokensPerMinute !== 0) && overKeyRates(exchange, apiKey)) return;
     this.#driver.admit(admitRequestOf(exchange), limitedKey);
     if (wantsQueueUpdates(request, info.stream && route.streams === true)) this.#startQueueUpdates(exchange);
   }
@@ -439,7 +435,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#confirmRetry(exchange);
       this.#fallbacks.delete(requestId);
     }
-    if (code === 'too_many_concurrent_requests' || code === 'rate_limit_exceeded') {
+    if (code === 'too_many_concurrent_requests' || code === 'rate_limit_exceeded' || code === 'token_limit_exceeded') {
       this.#keyLimited(exchange, code, retryAfterSec);
       return;
     }
@@ -552,7 +548,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#confirmRetry(exchange);
       this.#fallbacks.delete(exchange.requestId);
     }
-    if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
+    if (this.#keyOf.size > 0) this.#releaseKey(exchange);
     this.#driver.cancel(exchange.requestId);
   }
 
@@ -786,33 +782,77 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   releaseKeyOf(exchange: ProxyExchange): void {
-    if (this.#keyOf.size > 0) this.#releaseKey(exchange.requestId);
+    if (this.#keyOf.size > 0) this.#releaseKey(exchange);
   }
 
-  /** The exchange ended: its API key's concurrency slot is free again (exactly once). */
-  #releaseKey(requestId: number): void {
+  /** The exchange ended: its API key's concurrency slot is free again, and its tokens charged (exactly once). */
+  #releaseKey(exchange: ProxyExchange): void {
+    const requestId = exchange.requestId;
     const key = this.#keyOf.get(requestId);
     if (key === undefined) return;
     this.#keyOf.delete(requestId);
-    if (this.sharedKeyLimits) this.#driver.releaseKey(requestId, key.maxConcurrent !== Infinity);
+    if (this.sharedKeyLimits) this.#driver.releaseKey(requestId, key.maxConcurrent !== Infinity || key.tokensPerMinute !== 0, usedTokensOf(exchange));
+    else if (exchange.keyTokens !== 0) {
+      const used = usedTokensOf(exchange);
+      key.settleTokens(exchange.keyTokens, used < 0 ? exchange.keyTokens : used, performance.now());
+    }
     key.release();
   }
 
   /** Shared key limits: the key was at its limit or over its rate, nothing was admitted or taken. Same reply as with workers.count 0. */
-  #keyLimited(exchange: ProxyExchange, code: 'too_many_concurrent_requests' | 'rate_limit_exceeded', retryAfterSec: number): void {
+  #keyLimited(exchange: ProxyExchange, code: 'too_many_concurrent_requests' | 'rate_limit_exceeded' | 'token_limit_exceeded', retryAfterSec: number): void {
     // Always there: the admit carried the key, and only forget() (which also ends `pending`) clears it.
     const key = this.#keyOf.get(exchange.requestId) as ApiKeyState;
     this.#keyOf.delete(exchange.requestId);
     key.release();
     if (code === 'too_many_concurrent_requests') exchange.reject(Errors.tooManyConcurrent, retryAfterSec, keyLimitMessage(key));
-    else exchange.reject(Errors.keyRateLimited, retryAfterSec, keyRateMessage(key, retryAfterSec * 1000));
+    else if (code === 'rate_limit_exceeded') exchange.reject(Errors.keyRateLimited, retryAfterSec, keyRateMessage(key, retryAfterSec * 1000));
+    else exchange.reject(Errors.keyRateLimited, retryAfterSec, keyTokensMessage(key.tokensPerMinute, retryAfterSec * 1000));
   }
+}
+
+/**
+ * workers.count 0: reserves the request's estimated tokens of its key's tokens_per_minute, then takes a
+ * token of its requests_per_minute; refused for either (answered here, true), it takes neither.
+ */
+function overKeyRates(exchange: ProxyExchange, key: ApiKeyState): boolean {
+  const now = performance.now();
+  const reserve = key.tokensPerMinute === 0 ? 0 : Math.max(1, estimatedTokensOf(exchange));
+  const tokenWaitMs = reserve === 0 ? 0 : key.reserveTokens(now, reserve);
+  if (tokenWaitMs > 0) {
+    exchange.reject(Errors.keyRateLimited, retryAfterSecOf(tokenWaitMs), keyTokensMessage(key.tokensPerMinute, tokenWaitMs));
+    return true;
+  }
+  const rateWaitMs = key.takeRate(now);
+  if (rateWaitMs > 0) {
+    key.settleTokens(reserve, 0, now);
+    exchange.reject(Errors.keyRateLimited, retryAfterSecOf(rateWaitMs), keyRateMessage(key, rateWaitMs));
+    return true;
+  }
+  exchange.keyTokens = reserve;
+  return false;
+}
+
+/**
+ * What a request cost its key's tokens_per_minute: the prompt and completion its provider reported; -1 when it
+ * reached a provider that reported none (a stream without usage, one cut short: its reservation stands); 0 when
+ * it reached none (refused by the queue, closed while waiting).
+ */
+function usedTokensOf(exchange: ProxyExchange): number {
+  const usage = exchange.usage;
+  if (usage !== undefined) return usage.promptTokens + usage.completionTokens;
+  return exchange.grant === undefined ? 0 : -1;
 }
 
 function keyLimitMessage(key: ApiKeyState): string {
   // The limit, not the count: after a refresh lowered it, more than this may still be open.
   const limit = key.maxConcurrent;
   return `this API key is at its limit of ${limit} concurrent request${limit === 1 ? '' : 's'}; retry when one finishes`;
+}
+
+/** The refusal of a key over its tokens_per_minute. */
+function keyTokensMessage(perMinute: number, waitMs: number): string {
+  return `this API key is at its limit of ${perMinute} token${perMinute === 1 ? '' : 's'} per minute; retry in ${retryAfterSecOf(waitMs)} s`;
 }
 
 function keyRateMessage(key: ApiKeyState, waitMs: number): string {

@@ -67,9 +67,10 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.send(r, request.directNodeId, limitedKey.name, request.alias, request.pinnedProviderId);
   }
 
-  releaseKey(requestId: number, limited: boolean): void {
+  releaseKey(requestId: number, limited: boolean, usedTokens: number): void {
     const r = this.#scratch.reset(RecordKind.keyRelease);
     r.requestId = requestId;
+    r.value = usedTokens;
     this.out.send(r);
     // A limited key's release is published now, not with the turn's batch: the exchange ends (its last
     // byte goes to the client) right after this, and the client may send its next request at once; the

@@ -31,7 +31,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
       capacity: 4,
       mock: { ttftMs: 0, tokens: 4, intervalMs: 1 },
       apiKeys: [
-        { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 1, requests_per_minute: 600 },
+        { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 1, requests_per_minute: 600, tokens_per_minute: 50_000 },
         { name: 'bob', key_sha256: sha256Hex(BOB) },
         // Two keys whose names differ only by spaces at the ends: the config takes any name without brackets.
         { name: 'carol', key_sha256: sha256Hex(CAROL) },
@@ -66,7 +66,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     await page.keyboard.press('Enter');
     await page.waitForSelector('#keys-body tr[data-name="bob"]');
     assert.equal(await js('document.getElementById("keys-empty").hidden'), true, 'auth is on: no "auth is off" text');
-    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '600/min', '0', '0', '0', '0', 'Runs']);
+    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '600/min\n50.0\u00a0k\u00a0tokens/min', '0', '0', '0', '0', 'Runs']);
     assert.deepEqual(await cells('bob'), ['bob', 'all', '0', '–', '0', '0', '0', '0', 'Runs']);
 
     // Alice holds her one slot with a slow stream: the panel shows her at her limit, and her second request is refused.
@@ -90,7 +90,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released', 10_000);
     await until(`document.querySelector('#keys-body tr[data-name="alice"]')?.cells[4].textContent === '2'`);
     const alice = await cells('alice');
-    assert.deepEqual(alice.slice(2, 6), ['0 / 1', '600/min', '2', '1'], 'one served, one refused at the limit');
+    assert.deepEqual(alice.slice(2, 6), ['0 / 1', '600/min\n50.0\u00a0k\u00a0tokens/min', '2', '1'], 'one served, one refused at the limit');
     assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[5].title`), '429 ×1', 'the errors by status on hover');
     assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[5].className`), 'num bad');
     assert.equal(alice[7], '3', "the stream's three tokens");

@@ -19,6 +19,7 @@ interface KeyJson {
   models: string[] | null;
   maxConcurrent: number | null;
   requestsPerMinute: number | null;
+  tokensPerMinute: number | null;
   priority: number;
   weight: number;
   fairnessHeader: boolean;
@@ -30,7 +31,7 @@ interface KeyJson {
 describe('GET /admin/keys', () => {
   let stack: OpsStack;
   const apiKeys = [
-    { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 3, requests_per_minute: 600, priority: 5, weight: 2 },
+    { name: 'alice', key_sha256: sha256Hex(ALICE), models: [ALIAS], max_concurrent: 3, requests_per_minute: 600, tokens_per_minute: 1_000_000, priority: 5, weight: 2 },
     { name: 'bob', key_sha256: sha256Hex(BOB) },
   ];
   before(async () => {
@@ -61,6 +62,7 @@ describe('GET /admin/keys', () => {
       models: [ALIAS],
       maxConcurrent: 3,
       requestsPerMinute: 600,
+      tokensPerMinute: 1_000_000,
       priority: 5,
       weight: 2,
       fairnessHeader: false,
@@ -71,6 +73,7 @@ describe('GET /admin/keys', () => {
     assert.equal(fresh.get('bob')?.models, null, 'every model');
     assert.equal(fresh.get('bob')?.maxConcurrent, null, 'no limit');
     assert.equal(fresh.get('bob')?.requestsPerMinute, null, 'no limit');
+    assert.equal(fresh.get('bob')?.tokensPerMinute, null, 'no limit');
     const { json: raw } = await stack.admin('/admin/keys');
     assert.doesNotMatch(JSON.stringify(raw), new RegExp(`${sha256Hex(ALICE)}|${ALICE}`), 'neither the key nor its digest');
 

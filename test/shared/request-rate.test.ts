@@ -44,3 +44,17 @@ test('Retry-After is whole seconds, at least one', () => {
   assert.equal(retryAfterSecOf(1_001), 2);
   assert.equal(retryAfterSecOf(20_000), 20);
 });
+
+test('tokens: reserved while the bucket holds one, settled to what was used; the debt of a large request is waited out', () => {
+  const tokens = new RequestRate(600, 0);
+  assert.equal(tokens.reserve(0, 600, 100), 0);
+  tokens.settle(400 - 100, 0); // used 400: 200 left
+  assert.equal(tokens.reserve(0, 600, 50), 0);
+  tokens.settle(-50, 0); // refused downstream, never served: all given back
+  assert.equal(tokens.reserve(0, 600, 1_000), 0, 'admitted with 200 left though it may use more: 800 owed');
+  assert.equal(tokens.reserve(0, 600, 1), 80_100, '801 tokens at 10 a second until one is held');
+  assert.equal(tokens.reserve(80_100, 600, 1), 0);
+  tokens.settle(-10_000, 80_100);
+  assert.equal(tokens.reserve(80_100, 600, 600), 0, 'given back, never more than a minute: 600');
+  assert.ok(tokens.reserve(80_100, 600, 1) > 0);
+});

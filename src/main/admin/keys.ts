@@ -27,6 +27,8 @@ export interface KeyView {
   readonly maxConcurrent: number | null;
   /** null: no limit. */
   readonly requestsPerMinute: number | null;
+  /** null: no limit. */
+  readonly tokensPerMinute: number | null;
   readonly priority: number;
   readonly weight: number;
   readonly fairnessHeader: boolean;
@@ -119,6 +121,7 @@ export function buildKeysView(config: EdgeConfig, load: KeyLoad, parts: readonly
       models: key?.models ?? null,
       maxConcurrent: key?.maxConcurrent ?? null,
       requestsPerMinute: key?.requestsPerMinute ?? null,
+      tokensPerMinute: key?.tokensPerMinute ?? null,
       priority: key?.priority ?? 0,
       weight: key?.weight ?? 1,
       fairnessHeader: key?.fairnessHeader ?? false,

@@ -22,6 +22,10 @@ export class ApiKeyState {
   requestsPerMinute = 0;
   /** The key's bucket (workers.count 0: with I/O workers the scheduler thread keeps it); made at its first limited request. */
   rate: RequestRate | undefined;
+  /** 0 = no limit. */
+  tokensPerMinute = 0;
+  /** Its token bucket, as `rate` (workers.count 0 only). */
+  tokens: RequestRate | undefined;
   // Fair queuing (docs/scheduling.md): the key's band, its weight in it, and whether x-edge-fairness-id is honoured.
   priority = 0;
   weight = 1;
@@ -66,9 +70,22 @@ export class ApiKeyState {
     if (this.inFlight > 0) this.inFlight--;
   }
 
-  /** A refresh set requestsPerMinute: the bucket (if any) takes it from `nowMs` on. */
+  /** A refresh set requestsPerMinute and tokensPerMinute: the buckets (if any) take them from `nowMs` on. */
   retuneRate(nowMs: number): void {
     if (this.requestsPerMinute !== 0) this.rate?.retune(this.requestsPerMinute, nowMs);
+    if (this.tokensPerMinute !== 0) this.tokens?.retune(this.tokensPerMinute, nowMs);
+  }
+
+  /** Reserves a request's estimated tokens at `nowMs`: 0 when reserved (or no limit), else ms until the bucket holds one. */
+  reserveTokens(nowMs: number, estimate: number): number {
+    if (this.tokensPerMinute === 0) return 0;
+    this.tokens ??= new RequestRate(this.tokensPerMinute, nowMs);
+    return this.tokens.reserve(nowMs, this.tokensPerMinute, estimate);
+  }
+
+  /** The request that reserved `reserved` tokens used `used`. */
+  settleTokens(reserved: number, used: number, nowMs: number): void {
+    if (used !== reserved) this.tokens?.settle(used - reserved, nowMs);
   }
 
   /** Takes a request's token of the key's rate at `nowMs`: 0 when taken (or no limit), else ms until one is there. */
@@ -101,6 +118,8 @@ export class ClientAuth {
    * that gives the key back does not give it a fresh minute (names come from the config: a bounded set).
    */
   readonly #removedRates = new Map<string, RequestRate>();
+  /** And their token buckets. */
+  readonly #removedTokens = new Map<string, RequestRate>();
 
   constructor(auth: AuthConfig | undefined) {
     this.setConfig(auth);
@@ -123,9 +142,12 @@ export class ClientAuth {
         this.#byName.set(key.name, state);
         setFairness(state, key);
         state.requestsPerMinute = key.requestsPerMinute ?? 0;
+        state.tokensPerMinute = key.tokensPerMinute ?? 0;
         // A key given back after a refresh removed it finds what it spent still spent.
         state.rate = this.#removedRates.get(key.name);
         this.#removedRates.delete(key.name);
+        state.tokens = this.#removedTokens.get(key.name);
+        this.#removedTokens.delete(key.name);
         state.retuneRate(performance.now());
       } else {
         // Requests in flight keep the object they counted on; update it in place.
@@ -134,6 +156,7 @@ export class ClientAuth {
         state.maxConcurrent = key.maxConcurrent ?? Infinity;
         // Its bucket stays: what the key used this minute still counts against the new rate, which applies from now.
         state.requestsPerMinute = key.requestsPerMinute ?? 0;
+        state.tokensPerMinute = key.tokensPerMinute ?? 0;
         state.retuneRate(performance.now());
         setFairness(state, key);
       }
@@ -147,6 +170,7 @@ export class ClientAuth {
       if (names.has(name) || state.inFlight > 0) continue;
       this.#byName.delete(name);
       if (state.rate !== undefined) this.#removedRates.set(name, state.rate);
+      if (state.tokens !== undefined) this.#removedTokens.set(name, state.tokens);
     }
     this.#byDigest = byDigest;
   }

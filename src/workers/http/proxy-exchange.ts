@@ -128,6 +128,8 @@ export class ProxyExchange implements TunnelConsumer {
   #tail: StreamTail | undefined;
   /** Token usage reported by the provider's final SSE chunk, once the stream ended. */
   usage: TokenUsage | undefined;
+  /** Tokens reserved of its API key's tokens_per_minute at admission (workers.count 0; main keeps them with I/O workers). */
+  keyTokens = 0;
   /** The session the client named ("" = none; the node gets "default"). */
   sessionId = '';
   /** The session the node is told when it is not the client's own: scoped by the API key ("" = none). */
@@ -658,8 +660,9 @@ export class ProxyExchange implements TunnelConsumer {
   #relayWhole(last: Uint8Array | undefined): void {
     this.#bodyLeft = 0;
     this.#relayed = true;
-    this.plane.releaseKeyOf(this);
+    // Read first: the key is charged what the response reported.
     this.#readUsage();
+    this.plane.releaseKeyOf(this);
     this.#releaseLease(endReason(this.status));
     this.plane.answerRelayed(this);
     if (last === undefined || last.length === 0) this.response.end();
