@@ -4,7 +4,7 @@
 // read), then the connection is closed, since the parser cannot resync on a
 // broken stream.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
@@ -52,6 +52,15 @@ export function onClientError(err: NodeJS.ErrnoException, socket: Duplex, counte
   // A complete request is an earlier one of the connection: the refused one never got past its head.
   const noted = readingOn.get(socket);
   const refused = noted === undefined || noted.req.complete ? undefined : noted;
+  // Already answered from its head (413, 401, 417: its body unread, the close lingering): the client stopped
+  // its upload and closed, as clients do once refused. That refusal was counted and logged; another here would
+  // count (in edge_rejects_total) and log a 400 that no client gets.
+  if (refused?.headersSent === true) {
+    // After the answer's last bytes (a lingering socket's own destroySoon ends the same way), never before.
+    if (socket instanceof Socket) socket.destroySoon();
+    else socket.destroy();
+    return;
+  }
   // Earlier pipelined requests still being answered get their answers first, in order, as on the lean connection:
   // written now, the refusal would go out in place of (or amid) one of them, and the cut would lose the rest.
   if (waitingOn.has(socket) || afterEarlierAnswers(socket as AnsweringSocket, refused, () => onClientError(err, socket, counter))) return;
