@@ -22,7 +22,9 @@
 //              fair queuing: code (priority, int8 two's complement), leaseId (tenant key, u32), aux (weight);
 //              with I/O workers, for any API key: providerId (key name), generation (its limit; 0 = counted only),
 //              rate (its requests per minute; 0 = none)
-//   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value
+//   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value; with I/O workers, for a key with a
+//              requests_per_minute or tokens_per_minute (encodeKeyLevels): aux (1 | 2: which are there), rate
+//              (requests left, floored), session (tokens left; below 0: a debt)
 //   reject     requestId, code, value
 //   release    leaseId, code (requestId when known), value (tokens the response reported, 0 = unknown)
 //   confirm    leaseId; the reply also carries code (1 = current, 0 = stale)
@@ -61,7 +63,7 @@
 // before the first record that uses the id; the ring is FIFO, so the reader
 // has always learnt a name before it meets its id. Each ring direction has its
 // own table: the writer assigns ids, the reader learns them.
-import type { ReleaseReason } from './scheduler.js';
+import type { KeyLevels, ReleaseReason } from './scheduler.js';
 import type { AdmissionRejectCode } from './scheduler-port.js';
 import type { RingProducer } from '../shared/ring/ring-producer.js';
 
@@ -203,6 +205,24 @@ export function decodeRecord(view: DataView, offset: number, out: SchedulerRecor
   out.aux = view.getUint32(offset + 52, true);
   out.value = view.getFloat64(offset + 40, true);
   out.session = view.getFloat64(offset + 56, true);
+}
+
+/** Grant: what the request's API key has left, in rate (requests, floored), session (tokens) and aux (1: requests there, 2: tokens there). */
+export function encodeKeyLevels(r: SchedulerRecord, levels: KeyLevels): void {
+  if (!Number.isNaN(levels.requests)) {
+    r.aux |= 1;
+    r.rate = Math.max(0, Math.min(0xffffffff, Math.floor(levels.requests)));
+  }
+  if (!Number.isNaN(levels.tokens)) {
+    r.aux |= 2;
+    r.session = levels.tokens;
+  }
+}
+
+/** Grant: the key levels back; undefined when none were written. */
+export function decodeKeyLevels(r: SchedulerRecord): KeyLevels | undefined {
+  if (r.aux === 0) return undefined;
+  return { requests: (r.aux & 1) === 0 ? Number.NaN : r.rate, tokens: (r.aux & 2) === 0 ? Number.NaN : r.session };
 }
 
 /** Admit: the request's fair-queuing fields into code (priority), leaseId (tenant key) and aux (weight). */

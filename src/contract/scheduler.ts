@@ -76,6 +76,18 @@ export interface Grant {
    * Undefined otherwise.
    */
   readonly sessionMovedFrom: string | undefined;
+  /**
+   * I/O workers: what the request's API key had left of its requests_per_minute and tokens_per_minute when
+   * it was granted (the scheduler thread holds those buckets); undefined for a key without either, and at
+   * workers.count 0 (the data path reads its own).
+   */
+  readonly keyLevels?: KeyLevels;
+}
+
+/** What an API key's buckets hold: requests and tokens (may be below 0: a debt); NaN for a limit that is off. */
+export interface KeyLevels {
+  readonly requests: number;
+  readonly tokens: number;
 }
 
 /** Receives the scheduler's decisions, synchronously, from inside its calls. */

@@ -9,6 +9,7 @@
 // one bucket each here too, for the same reason: requests of one key reach
 // every worker. The token limits are this thread's config's (an admission
 // record has no room left for them), set at start and by each refresh.
+import type { KeyLevels } from '../contract/scheduler.js';
 import type { ApiKeyConfig } from '../shared/config-types.js';
 import { RequestRate } from '../shared/request-rate.js';
 
@@ -31,6 +32,8 @@ export class KeyConcurrency {
   readonly #rates = new Map<string, RequestRate>();
   /** Key name -> its tokens_per_minute (keys with one only). */
   #tokenLimits = new Map<string, number>();
+  /** Key name -> its requests_per_minute (keys with one only), for what a grant says is left. */
+  #requestLimits = new Map<string, number>();
   /** Key name -> its token bucket, as #rates. */
   readonly #tokens = new Map<string, RequestRate>();
   /** requestId -> the tokens it reserved, settled at its release. */
@@ -84,13 +87,32 @@ export class KeyConcurrency {
   /** The config (at start and each refresh): each key's buckets take their new limits from now (the admissions' snapshots follow). */
   setLimits(keys: readonly ApiKeyConfig[], nowMs: number): void {
     const tokenLimits = new Map<string, number>();
+    const requestLimits = new Map<string, number>();
     for (const key of keys) {
-      if (key.requestsPerMinute !== undefined) this.#rates.get(key.name)?.retune(key.requestsPerMinute, nowMs);
+      if (key.requestsPerMinute !== undefined) {
+        requestLimits.set(key.name, key.requestsPerMinute);
+        this.#rates.get(key.name)?.retune(key.requestsPerMinute, nowMs);
+      }
       if (key.tokensPerMinute === undefined) continue;
       tokenLimits.set(key.name, key.tokensPerMinute);
       this.#tokens.get(key.name)?.retune(key.tokensPerMinute, nowMs);
     }
     this.#tokenLimits = tokenLimits;
+    this.#requestLimits = requestLimits;
+  }
+
+  /** What the key of open request `requestId` has left of its limits now (x-ratelimit-*); undefined: a key without either, or none. */
+  levelsOf(requestId: number, nowMs: number): KeyLevels | undefined {
+    if (this.#requestLimits.size === 0 && this.#tokenLimits.size === 0) return undefined;
+    const name = this.#held.get(requestId)?.name;
+    if (name === undefined) return undefined;
+    const requests = this.#requestLimits.get(name);
+    const tokens = this.#tokenLimits.get(name);
+    if (requests === undefined && tokens === undefined) return undefined;
+    return {
+      requests: requests === undefined ? Number.NaN : (this.#rates.get(name)?.level(nowMs, requests) ?? requests),
+      tokens: tokens === undefined ? Number.NaN : (this.#tokens.get(name)?.level(nowMs, tokens) ?? tokens),
+    };
   }
 
   /**

@@ -15,7 +15,7 @@ import type { EdgeConfig } from '../shared/config-types.js';
 import type { TlsMaterial } from '../shared/tls-material.js';
 import type { NodeCommandResult } from '../shared/node-commands.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_AGAIN, ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, decodeFairness, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_AGAIN, ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, decodeFairness, encodeKeyLevels, RecordKind, RecordReader, rejectCodeCode, releaseReasonOf, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RunWireDecoder, type RunWireBatch } from '../contract/run-wire.js';
 import type { RunEvent } from '../contract/events.js';
@@ -872,6 +872,9 @@ export class WorkerPool implements DecisionHandler, DataPath {
     r.leaseId = grant.leaseId;
     r.generation = grant.generation;
     r.value = grant.queuedMs;
+    // What the request's key has left (its x-ratelimit-* headers): aux says which of the two are there.
+    const levels = this.keys.levelsOf(grant.requestId, performance.now());
+    if (levels !== undefined) encodeKeyLevels(r, levels);
     const place = this.#places.get(grant.nodeId);
     r.worker = place === undefined ? 0 : this.#laneWorker(place, grant.requestId % ID_STRIDE);
     this.#slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel, grant.sessionMovedFrom);

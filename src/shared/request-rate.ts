@@ -48,6 +48,12 @@ export class RequestRate {
     return Math.ceil(((1 - this.#tokens) * 60_000) / this.#perMinute);
   }
 
+  /** What the bucket holds at `nowMs` (below 0: a debt), the limit `perMinute` from now on. */
+  level(nowMs: number, perMinute: number): number {
+    this.retune(perMinute, nowMs);
+    return this.#tokens;
+  }
+
   /** A request used `delta` more than it reserved (negative: less, given back); never more than a minute's is held. */
   settle(delta: number, nowMs: number): void {
     this.#refill(nowMs);

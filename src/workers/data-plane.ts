@@ -25,6 +25,7 @@ import { rewriteModel } from './http/inspect.js';
 import { connectionNominated, isForwardedUpstream } from './tunnel/hop-by-hop.js';
 import type { ApiKeyState } from './http/client-auth.js';
 import { retryAfterSecOf } from '../shared/request-rate.js';
+import { localKeyLevels } from './http/rate-limit-headers.js';
 import { NO_OBSERVER, type ExchangeObserver } from './observe/exchange-observer.js';
 import type { TunnelHost } from './tunnel/tunnel-host.js';
 import { Adapter } from '../gen/edge/v1/tunnel_pb.js';
@@ -300,6 +301,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (apiKey !== undefined) {
       exchange.nodeSession = apiKey.sessionScope + (sessionId || DEFAULT_SESSION);
       exchange.keyName = apiKey.name;
+      if (apiKey.requestsPerMinute !== 0 || apiKey.tokensPerMinute !== 0) exchange.limitedKey = apiKey;
     }
     exchange.fairness = requestFairnessOf(request.headers, apiKey);
     if (this.#observer !== NO_OBSERVER) this.#observeQueued(exchange);
@@ -355,6 +357,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       exchange.sendQueueDone(grant.queuedMs + exchange.retryWaitMs);
     }
     if (this.#fallbacks.size > 0) this.#confirmRetry(exchange);
+    // What its key has left as it is granted, for its x-ratelimit-* headers: main measured it with I/O workers.
+    if (exchange.limitedKey !== undefined) exchange.keyLevels = this.sharedKeyLimits ? grant.keyLevels : localKeyLevels(exchange.limitedKey, performance.now());
     let session: TunnelHost;
     if (nodeWorker < 0 || nodeWorker === this.#workerIndex || this.#peers === undefined) {
       // Pre-send fence where the session lives: the lease must belong to the node's current connection.

@@ -5,7 +5,7 @@
 // calls and of answers is kept.
 import type { AdmitRequest, Grant, Overloaded, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
-import { ANNOUNCED_AGAIN, ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, RecordKind, RecordReader, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
+import { ANNOUNCED_AGAIN, ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, RecordKind, RecordReader, decodeKeyLevels, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
 import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
@@ -205,6 +205,7 @@ export class RemoteScheduler implements SchedulerPort {
           generation: r.generation,
           queuedMs: r.value,
           sessionMovedFrom: this.#reader.nameOf(r.extraId),
+          keyLevels: decodeKeyLevels(r),
         };
         handler?.onGrant(grant, r.worker);
         return;

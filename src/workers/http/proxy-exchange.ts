@@ -10,7 +10,9 @@ import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../../share
 import { Api } from '../../shared/endpoints.js';
 import { isJsonContentType, MESSAGES, RESPONSES, type ApiRoute } from './api-routes.js';
 import { responseIdFromHead, storedResponseIdOf } from './response-affinity.js';
-import type { Grant, ReleaseReason } from '../../contract/scheduler.js';
+import type { Grant, KeyLevels, ReleaseReason } from '../../contract/scheduler.js';
+import type { ApiKeyState } from './client-auth.js';
+import { RATE_LIMIT_PREFIX, rateLimitHeaders } from './rate-limit-headers.js';
 import type { TunnelHost } from '../tunnel/tunnel-host.js';
 import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
@@ -130,6 +132,10 @@ export class ProxyExchange implements TunnelConsumer {
   usage: TokenUsage | undefined;
   /** Tokens reserved of its API key's tokens_per_minute at admission (workers.count 0; main keeps them with I/O workers). */
   keyTokens = 0;
+  /** Its API key when that has a requests_per_minute or tokens_per_minute: the answer carries x-ratelimit-*. */
+  limitedKey: ApiKeyState | undefined = undefined;
+  /** What that key had left when the request was granted (rate-limit-headers.ts). */
+  keyLevels: KeyLevels | undefined = undefined;
   /** The session the client named ("" = none; the node gets "default"). */
   sessionId = '';
   /** The session the node is told when it is not the client's own: scoped by the API key ("" = none). */
@@ -306,10 +312,12 @@ export class ProxyExchange implements TunnelConsumer {
     let hasLength = false;
     let hasDate = false;
     let ids = 0;
+    const limits = this.keyLevels === undefined ? undefined : rateLimitHeaders(this.limitedKey as ApiKeyState, this.keyLevels);
     for (let i = 0; i < headers.length; i++) {
       const name = headers[i].name.toLowerCase();
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
       if (!isRelayedDownstream(name)) continue;
+      if (limits !== undefined && name.startsWith(RATE_LIMIT_PREFIX)) continue;
       const value = headers[i].value;
       if (this.#readsJson(name, value, status)) json = true;
       else if (name === 'content-length') hasLength = true;
@@ -322,6 +330,7 @@ export class ProxyExchange implements TunnelConsumer {
     if ((ids & REQUEST_ID) === 0) lines += `request-id: ${this.runId}\r\n`;
     lines += `x-edge-run-id: ${this.runId}\r\nx-edge-node: ${grant.nodeId}\r\nx-edge-provider: ${grant.providerId}\r\nx-edge-queue-ms: ${Math.round(grant.queuedMs + this.retryWaitMs)}\r\nx-edge-overhead-ms: ${this.#markHeaders(status)}\r\n`;
     if (grant.sessionMovedFrom !== undefined) lines += `x-edge-session-moved-from: ${grant.sessionMovedFrom}\r\n`;
+    if (limits !== undefined) for (let i = 0; i < limits.length; i += 2) lines += `${limits[i]}: ${limits[i + 1]}\r\n`;
     const hopMs = nodeHopMs(this, false);
     if (hopMs >= 0) lines += `x-edge-hop-ms: ${formatMs3(hopMs)}\r\nx-edge-upstream-ms: ${formatMs3(upstreamUs / 1000)}\r\n`;
     response.writeHeadLines(status, lines, hasLength, hasDate);
@@ -371,10 +380,12 @@ export class ProxyExchange implements TunnelConsumer {
     let json = false;
     let ids = 0;
     let varies = false;
+    const limits = this.keyLevels === undefined ? undefined : rateLimitHeaders(this.limitedKey as ApiKeyState, this.keyLevels);
     for (let i = 0; i < headers.length; i++) {
       const name = headers[i].name.toLowerCase();
       // A provider's own x-edge-* would pass ahead of the edge's and could forge them.
       if (!isRelayedDownstream(name)) continue;
+      if (limits !== undefined && name.startsWith(RATE_LIMIT_PREFIX)) continue;
       if (this.#readsJson(name, headers[i].value, status)) json = true;
       else if (name === 'vary') varies = true;
       else ids |= requestIdBit(name);
@@ -396,6 +407,7 @@ export class ProxyExchange implements TunnelConsumer {
       'x-edge-overhead-ms', this.#markHeaders(status),
     );
     if (grant.sessionMovedFrom !== undefined) flat.push('x-edge-session-moved-from', grant.sessionMovedFrom);
+    if (limits !== undefined) for (let i = 0; i < limits.length; i++) flat.push(limits[i]);
     const hopMs = nodeHopMs(this, false);
     if (hopMs >= 0) flat.push('x-edge-hop-ms', formatMs3(hopMs), 'x-edge-upstream-ms', formatMs3(upstreamUs / 1000));
     try {
@@ -770,6 +782,7 @@ export class ProxyExchange implements TunnelConsumer {
         'x-edge-provider', grant.providerId,
         'x-edge-queue-ms', String(Math.round(grant.queuedMs + this.retryWaitMs)),
         ...(grant.sessionMovedFrom === undefined ? [] : ['x-edge-session-moved-from', grant.sessionMovedFrom]),
+        ...(this.keyLevels === undefined ? [] : rateLimitHeaders(this.limitedKey as ApiKeyState, this.keyLevels)),
       ]);
     }
     res.write(SSE_KEEPALIVE);
@@ -913,6 +926,10 @@ export class ProxyExchange implements TunnelConsumer {
       headers['x-edge-provider'] = this.grant.providerId;
       headers['x-edge-queue-ms'] = String(Math.round(this.grant.queuedMs + this.retryWaitMs));
       if (this.grant.sessionMovedFrom !== undefined) headers['x-edge-session-moved-from'] = this.grant.sessionMovedFrom;
+      if (this.keyLevels !== undefined) {
+        const limits = rateLimitHeaders(this.limitedKey as ApiKeyState, this.keyLevels);
+        for (let i = 0; i < limits.length; i += 2) headers[limits[i]] = limits[i + 1];
+      }
     } else {
       // Refused without a grant: the time it spent waiting for one.
       headers['x-edge-queue-ms'] = String(Math.round(Math.max(0, performance.now() - this.startedAt)));

@@ -1,0 +1,47 @@
+// x-ratelimit-* on every relayed answer of an API key with a
+// requests_per_minute or tokens_per_minute, named as OpenAI's API names
+// them (clients and their retry libraries read these): the limit, what is
+// left of it, and how long until the bucket is full again. What is left is
+// measured when the request was granted (the scheduler thread's buckets with
+// I/O workers, read into the grant; the key's own at workers.count 0). A
+// provider's own x-ratelimit-* (its account's, not the client's) is dropped
+// from such an answer, so a client never reads two sets.
+import type { KeyLevels } from '../../contract/scheduler.js';
+import type { ApiKeyState } from './client-auth.js';
+
+/** The header names the edge writes for a limited key; a provider's of the same prefix are dropped. */
+export const RATE_LIMIT_PREFIX = 'x-ratelimit-';
+
+/** What the key's buckets hold now (workers.count 0: the data path keeps them). */
+export function localKeyLevels(key: ApiKeyState, nowMs: number): KeyLevels {
+  return {
+    requests: key.requestsPerMinute === 0 ? Number.NaN : (key.rate?.level(nowMs, key.requestsPerMinute) ?? key.requestsPerMinute),
+    tokens: key.tokensPerMinute === 0 ? Number.NaN : (key.tokens?.level(nowMs, key.tokensPerMinute) ?? key.tokensPerMinute),
+  };
+}
+
+/** The headers as name, value pairs (none for a limit that is off or was not measured). */
+export function rateLimitHeaders(key: ApiKeyState, levels: KeyLevels): string[] {
+  const out: string[] = [];
+  push(out, 'requests', key.requestsPerMinute, levels.requests);
+  push(out, 'tokens', key.tokensPerMinute, levels.tokens);
+  return out;
+}
+
+function push(out: string[], what: 'requests' | 'tokens', perMinute: number, level: number): void {
+  if (perMinute === 0 || Number.isNaN(level)) return;
+  out.push(
+    `x-ratelimit-limit-${what}`, String(perMinute),
+    `x-ratelimit-remaining-${what}`, String(Math.max(0, Math.floor(level))),
+    `x-ratelimit-reset-${what}`, durationOf(Math.max(0, ((perMinute - level) * 60_000) / perMinute)),
+  );
+}
+
+/** A duration as OpenAI writes it: `250ms`, `1.5s`, `6m0s`. */
+export function durationOf(ms: number): string {
+  const whole = Math.ceil(ms);
+  if (whole < 1000) return `${whole}ms`;
+  const minutes = Math.floor(whole / 60_000);
+  const seconds = Math.round((whole - minutes * 60_000) / 10) / 100;
+  return minutes === 0 ? `${seconds}s` : `${minutes}m${seconds}s`;
+}
