@@ -47,7 +47,7 @@ interface SeriesPoint { t: number; reqPerSec: number; ttfbP50Ms: number | null; 
 /** A record of GET /admin/runs, as far as the page reads it. */
 interface Run { id: string; model: string; key?: string | null; provider: string | null; state: 'queued' | 'running' | 'finished'; outcome: string | null; status: number | null; queueMs: number | null; totalMs: number | null; bytesOut: number }
 /** A key of GET /admin/keys, as far as the page reads it. */
-interface KeyRow { name: string; configured: boolean; models: string[] | null; maxConcurrent: number | null; requestsPerMinute?: number | null; tokensPerMinute?: number | null; inFlight: number; requests: { total: number; errors: number; byStatus: Record<string, number> }; tokens: { prompt: number; completion: number } }
+interface KeyRow { name: string; configured: boolean; models: string[] | null; maxConcurrent: number | null; requestsPerMinute?: number | null; tokensPerMinute?: number | null; requestsLeft?: number | null; tokensLeft?: number | null; inFlight: number; requests: { total: number; errors: number; byStatus: Record<string, number> }; tokens: { prompt: number; completion: number } }
 interface Change { path: string; old: unknown; new: unknown; mutable: boolean; effect: string }
 /** A concerned node's answer to an apply: applied, restart_required, failed, timeout, not_connected, unsupported. */
 interface NodeRefresh { node: string; status: string; message: string }
@@ -619,7 +619,7 @@ function errorStatuses(byStatus: Record<string, number>): string {
 function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
   $('keys-empty').hidden = view.auth || view.keys.length > 0;
   $('keys-note').hidden = !($('keys-empty').hidden);
-  syncRows($<HTMLTableSectionElement>('keys-body'), view.keys, (k) => k.name, 9, (row, c, k) => {
+  syncRows($<HTMLTableSectionElement>('keys-body'), view.keys, (k) => k.name, 10, (row, c, k) => {
     row.dataset.name = k.name;
     // Gone from the config (a refresh removed or renamed it): kept in view with what it used.
     row.classList.toggle('gone', !k.configured);
@@ -628,13 +628,16 @@ function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
     set(c[1], !k.configured ? '–' : k.models === null ? 'all' : k.models.join(', ') || 'none');
     set(c[2], k.maxConcurrent === null ? String(k.inFlight) : `${k.inFlight} / ${k.maxConcurrent}`, k.maxConcurrent !== null && k.inFlight >= k.maxConcurrent ? 'num warn' : 'num');
     set(c[3], rateLimits(k), 'num');
-    set(c[4], count(k.requests.total), 'num');
-    set(c[5], count(k.requests.errors), k.requests.errors > 0 ? 'num bad' : 'num');
+    // What is left now, a line per limit as the limits are: none left (or a debt) is the key being refused.
+    const left = [k.requestsLeft, k.tokensLeft].filter((n): n is number => typeof n === 'number');
+    set(c[4], left.length === 0 ? '–' : left.map((n) => count(n).replaceAll(' ', '\u00a0')).join('\n'), left.some((n) => n < 1) ? 'num warn' : 'num');
+    set(c[5], count(k.requests.total), 'num');
+    set(c[6], count(k.requests.errors), k.requests.errors > 0 ? 'num bad' : 'num');
     const statuses = errorStatuses(k.requests.byStatus);
-    if (statuses !== '') c[5].title = statuses;
-    set(c[6], count(k.tokens.prompt), 'num');
-    set(c[7], count(k.tokens.completion), 'num');
-    rowButton(c[8], 'Runs', 'runs', `Show the runs of key ${k.name}`, () => showRunsOf(k.name));
+    if (statuses !== '') c[6].title = statuses;
+    set(c[7], count(k.tokens.prompt), 'num');
+    set(c[8], count(k.tokens.completion), 'num');
+    rowButton(c[9], 'Runs', 'runs', `Show the runs of key ${k.name}`, () => showRunsOf(k.name));
   });
 }
 

@@ -52,9 +52,11 @@ export interface DataPath {
   inspect(): Promise<readonly PlaneInspection[]>;
   /**
    * Open requests by API key name over every thread, as the admission counts
-   * them for auth.api_keys[].max_concurrent (keys with none may be left out).
+   * them for auth.api_keys[].max_concurrent (keys with none may be left out),
+   * and what a key with a requests_per_minute or tokens_per_minute has left of
+   * it now (absent: its bucket is full, or it has no such limit).
    */
-  keyLoad(): readonly { readonly name: string; readonly inFlight: number }[];
+  keyLoad(): readonly KeyLoadEntry[];
   /** The rings the scheduler thread owns (none without workers). */
   ringUsage(): PlaneInspection['rings'];
   /**
@@ -68,4 +70,14 @@ export interface DataPath {
   /** The data path's metrics as prom-client JSON, one part per thread, for AggregatorRegistry. */
   metricParts(): Promise<unknown[]>;
   close(): Promise<void>;
+}
+
+/** One API key's entry in DataPath.keyLoad(). */
+export interface KeyLoadEntry {
+  readonly name: string;
+  readonly inFlight: number;
+  /** What its requests_per_minute bucket holds now. */
+  readonly requestsLeft?: number;
+  /** What its tokens_per_minute bucket holds now (below 0: a debt being paid back). */
+  readonly tokensLeft?: number;
 }

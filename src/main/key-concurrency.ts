@@ -9,6 +9,7 @@
 // one bucket each here too, for the same reason: requests of one key reach
 // every worker. The token limits are this thread's config's (an admission
 // record has no room left for them), set at start and by each refresh.
+import type { KeyLoadEntry } from '../contract/data-path.js';
 import type { KeyLevels } from '../contract/scheduler.js';
 import type { ApiKeyConfig } from '../shared/config-types.js';
 import { RequestRate } from '../shared/request-rate.js';
@@ -141,8 +142,23 @@ export class KeyConcurrency {
     return this.#byName.get(name)?.inFlight ?? 0;
   }
 
-  /** Keys with open requests and their counts (GET /admin/keys). */
-  load(): { name: string; inFlight: number }[] {
-    return [...this.#byName.values()].map((c) => ({ name: c.name, inFlight: c.inFlight }));
+  /** Keys with open requests and their counts, and what the limited ones have left at `nowMs` (GET /admin/keys). */
+  load(nowMs: number): KeyLoadEntry[] {
+    const out = new Map<string, { name: string; inFlight: number; requestsLeft?: number; tokensLeft?: number }>();
+    const entry = (name: string): { name: string; inFlight: number; requestsLeft?: number; tokensLeft?: number } => {
+      let e = out.get(name);
+      if (e === undefined) out.set(name, (e = { name, inFlight: 0 }));
+      return e;
+    };
+    for (const c of this.#byName.values()) entry(c.name).inFlight = c.inFlight;
+    for (const [name, perMinute] of this.#requestLimits) {
+      const bucket = this.#rates.get(name);
+      if (bucket !== undefined) entry(name).requestsLeft = bucket.level(nowMs, perMinute);
+    }
+    for (const [name, perMinute] of this.#tokenLimits) {
+      const bucket = this.#tokens.get(name);
+      if (bucket !== undefined) entry(name).tokensLeft = bucket.level(nowMs, perMinute);
+    }
+    return [...out.values()];
   }
 }

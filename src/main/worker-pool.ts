@@ -22,7 +22,7 @@ import type { RunEvent } from '../contract/events.js';
 import { createRing, RingConsumer, RingProducer, type RingRecordHandler } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
 import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
-import type { DataPath } from '../contract/data-path.js';
+import type { DataPath, KeyLoadEntry } from '../contract/data-path.js';
 import { StoredResponses } from '../contract/stored-responses.js';
 import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type AffinityAsk, type AffinityMessage, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
 import { KeyConcurrency } from './key-concurrency.js';
@@ -482,8 +482,8 @@ export class WorkerPool implements DecisionHandler, DataPath {
     Atomics.store(this.flags, EVENTS_FLAG, active ? 1 : 0);
   }
 
-  keyLoad(): readonly { readonly name: string; readonly inFlight: number }[] {
-    return this.keys.load();
+  keyLoad(): readonly KeyLoadEntry[] {
+    return this.keys.load(performance.now());
   }
 
   ringUsage(): { name: string; used: number; capacity: number }[] {

@@ -6,7 +6,7 @@
 // line of wiring here. It implements the DataPath the edge talks to.
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { DataPath, DataPathEvents, DataPathPorts } from '../contract/data-path.js';
+import type { DataPath, DataPathEvents, DataPathPorts, KeyLoadEntry } from '../contract/data-path.js';
 import type { EdgeEvent } from '../contract/events.js';
 import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type PlaneInspection, type SessionInfo } from '../contract/io-protocol.js';
 import type { SchedulerPort } from '../contract/scheduler-port.js';
@@ -216,8 +216,8 @@ export class LocalPlane implements DataPath, EventSink {
     return inspectPlane(this.#index, this.plane, this.nodes, peers, this.client.leanStats, this.client.a2a.handler.relayedStreams, rings);
   }
 
-  keyLoad(): readonly { readonly name: string; readonly inFlight: number }[] {
-    return this.client.auth.load();
+  keyLoad(): readonly KeyLoadEntry[] {
+    return this.client.auth.load(performance.now());
   }
 
   ringUsage(): PlaneInspection['rings'] {

@@ -66,8 +66,9 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     await page.keyboard.press('Enter');
     await page.waitForSelector('#keys-body tr[data-name="bob"]');
     assert.equal(await js('document.getElementById("keys-empty").hidden'), true, 'auth is on: no "auth is off" text');
-    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '600/min\n50.0\u00a0k\u00a0tokens/min', '0', '0', '0', '0', 'Runs']);
-    assert.deepEqual(await cells('bob'), ['bob', 'all', '0', '–', '0', '0', '0', '0', 'Runs']);
+    // Nothing spent yet: each limit is whole.
+    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '600/min\n50.0\u00a0k\u00a0tokens/min', '600\n50.0\u00a0k', '0', '0', '0', '0', 'Runs']);
+    assert.deepEqual(await cells('bob'), ['bob', 'all', '0', '–', '–', '0', '0', '0', '0', 'Runs']);
 
     // Alice holds her one slot with a slow stream: the panel shows her at her limit, and her second request is refused.
     const holder = await chat(ALICE, { 'x-mock-tokens': '3', 'x-mock-interval-ms': '2500' }, true);
@@ -88,14 +89,18 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     }
     await holder.text();
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released', 10_000);
-    await until(`document.querySelector('#keys-body tr[data-name="alice"]')?.cells[4].textContent === '2'`);
+    await until(`document.querySelector('#keys-body tr[data-name="alice"]')?.cells[5].textContent === '2'`);
     const alice = await cells('alice');
-    assert.deepEqual(alice.slice(2, 6), ['0 / 1', '600/min\n50.0\u00a0k\u00a0tokens/min', '2', '1'], 'one served, one refused at the limit');
-    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[5].title`), '429 ×1', 'the errors by status on hover');
-    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[5].className`), 'num bad');
-    assert.equal(alice[7], '3', "the stream's three tokens");
-    await until(`document.querySelector('#keys-body tr[data-name="bob"]')?.cells[4].textContent === '2'`);
-    assert.equal((await cells('bob'))[7], String(bobCompletion));
+    assert.deepEqual([alice[2], alice[3], alice[5], alice[6]], ['0 / 1', '600/min\n50.0\u00a0k\u00a0tokens/min', '2', '1'], 'one served, one refused at the limit');
+    // Two requests taken of 600 (refilling at 10 a second), and the tokens the served one used of 50,000.
+    const [requestsLeft, tokensLeft] = alice[4].split('\n');
+    assert.ok(Number(requestsLeft) >= 598 && Number(requestsLeft) <= 600, alice[4]);
+    assert.match(tokensLeft, /^(49\.\d|50\.0)\u00a0k$/);
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[6].title`), '429 ×1', 'the errors by status on hover');
+    assert.equal(await js(`document.querySelector('#keys-body tr[data-name="alice"]').cells[6].className`), 'num bad');
+    assert.equal(alice[8], '3', "the stream's three tokens");
+    await until(`document.querySelector('#keys-body tr[data-name="bob"]')?.cells[5].textContent === '2'`);
+    assert.equal((await cells('bob'))[8], String(bobCompletion));
   });
 
   test('a key a refresh removed stays, greyed, with what it used and no models: it no longer authenticates', async () => {
@@ -103,7 +108,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     assert.equal(status, 200);
     await until(`document.querySelector('#keys-body tr[data-name="bob"]')?.classList.contains('gone') === true`);
     // Not "all": the API's models null (every model) is what the config no longer grants it.
-    assert.deepEqual((await cells('bob')).slice(0, 5), ['bob (removed)', '–', '0', '–', '2']);
+    assert.deepEqual((await cells('bob')).slice(0, 6), ['bob (removed)', '–', '0', '–', '–', '2']);
   });
 
   test("a key's Runs button shows that key's runs only, a removed key's too", async () => {

@@ -20,6 +20,8 @@ interface KeyJson {
   maxConcurrent: number | null;
   requestsPerMinute: number | null;
   tokensPerMinute: number | null;
+  requestsLeft: number | null;
+  tokensLeft: number | null;
   priority: number;
   weight: number;
   fairnessHeader: boolean;
@@ -63,6 +65,8 @@ describe('GET /admin/keys', () => {
       maxConcurrent: 3,
       requestsPerMinute: 600,
       tokensPerMinute: 1_000_000,
+      requestsLeft: 600,
+      tokensLeft: 1_000_000,
       priority: 5,
       weight: 2,
       fairnessHeader: false,
@@ -74,6 +78,7 @@ describe('GET /admin/keys', () => {
     assert.equal(fresh.get('bob')?.maxConcurrent, null, 'no limit');
     assert.equal(fresh.get('bob')?.requestsPerMinute, null, 'no limit');
     assert.equal(fresh.get('bob')?.tokensPerMinute, null, 'no limit');
+    assert.equal(fresh.get('bob')?.tokensLeft, null, 'no limit');
     const { json: raw } = await stack.admin('/admin/keys');
     assert.doesNotMatch(JSON.stringify(raw), new RegExp(`${sha256Hex(ALICE)}|${ALICE}`), 'neither the key nor its digest');
 

@@ -68,7 +68,7 @@ describe('max_concurrent across worker threads', () => {
       assert.ok(planes.length > 1, 'the requests reached more than one worker');
     }
     await waitUntil(() => inFlight(stack.edge) === 0 && (keyCount() ?? 0) === 0, 'every slot to be free again');
-    assert.deepEqual(keys()?.load() ?? [], []);
+    assert.deepEqual(keys()?.load(performance.now()) ?? [], []);
     // Every refusal is accounted for the same way in every mode: a finished run and the reject counters.
     const refusedRuns = () => stack.edge.runs.list({ state: 'finished' }).filter((r) => r.status === 429 && r.outcome === 'too_many_concurrent_requests').length;
     await waitUntil(() => refusedRuns() === refused.length, `${refused.length} refused runs in the run records`);

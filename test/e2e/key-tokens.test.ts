@@ -98,6 +98,10 @@ describe('tokens per minute per API key', () => {
       .catch((err: unknown) => err);
     assert.ok(anthropicError instanceof Anthropic.RateLimitError, String(anthropicError));
     assert.equal((anthropicError.error as { error?: { type?: string } }).error?.type, 'rate_limit_error');
+    // The operator sees the debt the key is paying back.
+    const tina = ((await stack.admin('/admin/keys')).json.keys as { name: string; tokensLeft: number | null; requestsLeft: number | null }[]).find((k) => k.name === 'tina');
+    assert.ok(tina !== undefined && tina.tokensLeft !== null && tina.tokensLeft < 1 && tina.tokensLeft > 100 - total - 5, JSON.stringify(tina));
+    assert.equal(tina.requestsLeft, null, 'no requests_per_minute');
     // Another key is not held back by tina's.
     assert.equal((await chat(BOB)).status, 200);
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');

@@ -43,7 +43,7 @@ test('max_concurrent bounds open requests; a refresh keeps the count of requests
   a.release();
   a.release();
   assert.equal(a.inFlight, 0, 'never below zero');
-  assert.deepEqual(auth.load(), [{ name: 'a', inFlight: 0 }]);
+  assert.deepEqual(auth.load(0), [{ name: 'a', inFlight: 0 }]);
 });
 
 test('a key removed and given back while its requests are open still counts them (as the I/O workers\' count by name does)', () => {
@@ -52,7 +52,7 @@ test('a key removed and given back while its requests are open still counts them
   assert.ok(a.tryAcquire());
   auth.setConfig({ apiKeys: [key('b', 'sk-b')] });
   assert.equal(auth.authenticate('Bearer sk-a'), Errors.invalidApiKey, 'revoked');
-  assert.deepEqual(auth.load(), [{ name: 'a', inFlight: 1 }, { name: 'b', inFlight: 0 }], 'the load still counts the revoked key\'s open request');
+  assert.deepEqual(auth.load(0), [{ name: 'a', inFlight: 1 }, { name: 'b', inFlight: 0 }], 'the load still counts the revoked key\'s open request');
   auth.setConfig({ apiKeys: [key('a', 'sk-a', { maxConcurrent: 1 }), key('b', 'sk-b')] });
   const back = auth.authenticate('Bearer sk-a') as ApiKeyState;
   assert.equal(back.inFlight, 1, 'the request opened before the removal is still open');

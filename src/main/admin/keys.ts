@@ -5,6 +5,7 @@
 // the edge keeps anyway: the config snapshot, the per-key open counts the
 // admission checks, and the per-key counters of /metrics (every thread's,
 // as the console's charts read them). Never the key or its digest.
+import type { KeyLoadEntry } from '../../contract/data-path.js';
 import type { EdgeConfig } from '../../shared/config-types.js';
 
 const KEY_REQUESTS = 'edge_key_requests_total';
@@ -29,6 +30,10 @@ export interface KeyView {
   readonly requestsPerMinute: number | null;
   /** null: no limit. */
   readonly tokensPerMinute: number | null;
+  /** What the key has left of its requests_per_minute now (whole requests); null: no limit. */
+  readonly requestsLeft: number | null;
+  /** What the key has left of its tokens_per_minute now (below 0: a debt it is paying back); null: no limit. */
+  readonly tokensLeft: number | null;
   readonly priority: number;
   readonly weight: number;
   readonly fairnessHeader: boolean;
@@ -46,8 +51,8 @@ export interface KeysView {
   readonly keys: readonly KeyView[];
 }
 
-/** Open requests by key name, as the admission counts them (keys with none may be left out). */
-export type KeyLoad = readonly { readonly name: string; readonly inFlight: number }[];
+/** Open requests by key name, as the admission counts them (keys with none may be left out), and what rate-limited keys have left. */
+export type KeyLoad = readonly KeyLoadEntry[];
 
 interface MetricJson {
   readonly name?: string;
@@ -112,7 +117,11 @@ export function buildKeysView(config: EdgeConfig, load: KeyLoad, parts: readonly
   const configured = config.auth?.apiKeys ?? [];
   const usage = usageOf(parts);
   const open = new Map<string, number>();
-  for (const k of load) open.set(k.name, (open.get(k.name) ?? 0) + k.inFlight);
+  const levels = new Map<string, KeyLoadEntry>();
+  for (const k of load) {
+    open.set(k.name, (open.get(k.name) ?? 0) + k.inFlight);
+    if (k.requestsLeft !== undefined || k.tokensLeft !== undefined) levels.set(k.name, k);
+  }
   const view = (name: string, key: (typeof configured)[number] | undefined): KeyView => {
     const used = usage.get(name) ?? NO_USAGE;
     return {
@@ -122,6 +131,9 @@ export function buildKeysView(config: EdgeConfig, load: KeyLoad, parts: readonly
       maxConcurrent: key?.maxConcurrent ?? null,
       requestsPerMinute: key?.requestsPerMinute ?? null,
       tokensPerMinute: key?.tokensPerMinute ?? null,
+      // A bucket never taken from is full.
+      requestsLeft: key?.requestsPerMinute === undefined ? null : Math.floor(levels.get(name)?.requestsLeft ?? key.requestsPerMinute),
+      tokensLeft: key?.tokensPerMinute === undefined ? null : Math.floor(levels.get(name)?.tokensLeft ?? key.tokensPerMinute),
       priority: key?.priority ?? 0,
       weight: key?.weight ?? 1,
       fairnessHeader: key?.fairnessHeader ?? false,

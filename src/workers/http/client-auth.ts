@@ -5,6 +5,7 @@
 // map first leaks at most timing about the digest, which says nothing about
 // any key (sha256 is preimage-resistant), and keeps a check O(1) with many keys.
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { KeyLoadEntry } from '../../contract/data-path.js';
 import type { ApiKeyConfig, AuthConfig } from '../../shared/config-types.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { RequestRate } from '../../shared/request-rate.js';
@@ -189,8 +190,16 @@ export class ClientAuth {
     return state;
   }
 
-  /** Open requests by key name (GET /admin/keys): configured keys, and removed ones whose requests are still open. */
-  load(): { name: string; inFlight: number }[] {
-    return [...this.#byName.values()].map((k) => ({ name: k.name, inFlight: k.inFlight }));
+  /**
+   * Open requests by key name (GET /admin/keys): configured keys, and removed ones whose requests are still
+   * open; and what the limited ones have left at `nowMs`.
+   */
+  load(nowMs: number): KeyLoadEntry[] {
+    return [...this.#byName.values()].map((k) => {
+      const entry: { name: string; inFlight: number; requestsLeft?: number; tokensLeft?: number } = { name: k.name, inFlight: k.inFlight };
+      if (k.rate !== undefined && k.requestsPerMinute !== 0) entry.requestsLeft = k.rate.level(nowMs, k.requestsPerMinute);
+      if (k.tokens !== undefined && k.tokensPerMinute !== 0) entry.tokensLeft = k.tokens.level(nowMs, k.tokensPerMinute);
+      return entry;
+    });
   }
 }
