@@ -18,7 +18,7 @@ import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
 import { DRAIN_FLAG, type PlaneInspection, type StoredResponse } from '../contract/io-protocol.js';
 import type { InspectOk } from './http/inspect.js';
-import type { ApiRoute } from './http/api-routes.js';
+import { COUNT_TOKENS, RESPONSES_INPUT_TOKENS, type ApiRoute } from './http/api-routes.js';
 import { storedResponseIdOf } from './http/response-affinity.js';
 import { isResponseId, StoredResponses } from '../contract/stored-responses.js';
 import { rewriteModel } from './http/inspect.js';
@@ -843,6 +843,9 @@ function overKeyRates(exchange: ProxyExchange, key: ApiKeyState): boolean {
  * it reached none (refused by the queue, closed while waiting).
  */
 function usedTokensOf(exchange: ProxyExchange): number {
+  // A count (count_tokens, input_tokens) generates nothing and reports no usage: kept, its reservation would
+  // charge the prompt it only asked about (a client that counts before each turn would spend its minute twice).
+  if (exchange.route === COUNT_TOKENS || exchange.route === RESPONSES_INPUT_TOKENS) return 0;
   const usage = exchange.usage;
   if (usage !== undefined) return usage.promptTokens + usage.completionTokens;
   return exchange.grant === undefined ? 0 : -1;
