@@ -119,7 +119,11 @@ export function keyPairOk(problems: string[], path: string, pair: KeyPairMateria
   }
 }
 
-/** True when `ca` holds a usable PEM certificate; else false with a problem naming `path` pushed. */
+/**
+ * True when `ca` holds a usable PEM certificate, not every one of them expired; else false with a problem
+ * naming `path` pushed. An expired CA loads, but no certificate it signed verifies: every node (or, for an
+ * agent, the edge) would fail its handshake with a TLS error that does not say why.
+ */
 export function caOk(problems: string[], path: string, ca: Uint8Array, file: string): boolean {
   // createSecureContext takes a CA file with no certificate in it without a word: look for one.
   if (!Buffer.from(ca).includes('-----BEGIN CERTIFICATE-----')) {
@@ -128,11 +132,31 @@ export function caOk(problems: string[], path: string, ca: Uint8Array, file: str
   }
   try {
     createSecureContext({ ca: Buffer.from(ca) });
-    return true;
   } catch (err) {
     problems.push(`${path}: ${resolve(file)}: ${(err as Error).message}`);
     return false;
   }
+  const expiries = certificateExpiries(Buffer.from(ca));
+  // A bundle mid-rotation holds an old CA beside the new one: refused only when none is still valid.
+  if (expiries.length === 0 || expiries.some((ms) => !(ms <= Date.now()))) return true;
+  problems.push(`${path}: ${resolve(file)}: every certificate in it expired (the last at ${new Date(Math.max(...expiries)).toISOString()}): no certificate it signed would verify`);
+  return false;
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+
+/** The expiry (ms) of each PEM certificate in `pem` that parses. */
+function certificateExpiries(pem: Buffer): number[] {
+  const out: number[] = [];
+  for (const block of pem.toString('latin1').match(PEM_CERTIFICATE) ?? []) {
+    try {
+      const notAfterMs = Date.parse(new X509Certificate(block).validTo);
+      if (!Number.isNaN(notAfterMs)) out.push(notAfterMs);
+    } catch {
+      // One OpenSSL takes but X509Certificate does not: its expiry is unknown, not a reason to refuse the file.
+    }
+  }
+  return out;
 }
 
 /** The served certificate's subject and expiry, and a digest of the pair (and CA) that changes when any file does. */

@@ -322,6 +322,23 @@ describe('node certificates renewed in place, and the CA nodes are checked again
     await agent.stop();
   });
 
+  test('a client_ca_file whose every certificate expired is refused (no node certificate would verify); a bundle with a valid one beside it is taken', async () => {
+    const expired = pki.issueCa('expired-ca', -1);
+    const alone = structuredClone(raw) as { tls: { nodes: Record<string, unknown> } };
+    alone.tls.nodes.client_ca_file = expired;
+    const refused = await edge.refresh({ mode: 'evaluate', config: alone });
+    assert.equal(refused.rejection, 'invalid_config');
+    assert.ok(refused.reasons.some((r) => r.startsWith('tls.nodes.client_ca_file: ') && r.includes('every certificate in it expired')), refused.reasons.join('\n'));
+    // Mid-rotation: the old CA, expired, beside the current one.
+    const bundle = join(pki.dir, 'bundle.crt');
+    writeFileSync(bundle, Buffer.concat([readFileSync(expired), readFileSync(pki.caCert)]));
+    const rotating = structuredClone(raw) as { tls: { nodes: Record<string, unknown> } };
+    rotating.tls.nodes.client_ca_file = bundle;
+    const taken = await edge.refresh({ mode: 'evaluate', config: rotating });
+    assert.equal(taken.applicable, true, taken.reasons.join('\n'));
+    await assert.rejects(startEdge(parseEdgeConfig(alone, 'test'), { logger: silentLogger() }), /every certificate in it expired/, 'refused at start too');
+  });
+
   test('a new client_ca_file is a live change: node handshakes from then on are checked against it', async () => {
     const rotated = structuredClone(raw) as { tls: { nodes: Record<string, unknown> } };
     rotated.tls.nodes.client_ca_file = pki.rogueCaCert;

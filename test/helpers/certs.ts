@@ -18,6 +18,8 @@ export interface TestPki {
   readonly rogueClientKey: string;
   /** Another server certificate for 127.0.0.1/localhost from the same CA (a renewal): its own key, a new serial, valid `days`. */
   issueServer(name: string, days: number): { readonly cert: string; readonly key: string };
+  /** A self-signed CA certificate valid `days` (negative: expired that many days ago); its path. */
+  issueCa(name: string, days: number): string;
   remove(): void;
 }
 
@@ -70,6 +72,13 @@ export function makeTestPki(): TestPki {
     issueServer: (name, days) => {
       makeLeaf(dir, name, 'ca', 'localhost', SERVER_EXT, days);
       return { cert: p(`${name}.crt`), key: p(`${name}.key`) };
+    },
+    issueCa: (name, days) => {
+      // `req -x509` takes no negative -days: a request self-signed by `x509 -req` does.
+      writeFileSync(join(dir, `${name}.ext`), 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n');
+      openssl(dir, ['req', ...EC, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
+      openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-signkey', `${name}.key`, '-out', `${name}.crt`, '-days', String(days), '-extfile', `${name}.ext`]);
+      return p(`${name}.crt`);
     },
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
