@@ -22,7 +22,7 @@ export interface IoWorkerData {
   /** toPeer[j]: ring this worker -> worker j; undefined at its own index. */
   readonly toPeer: readonly (SharedArrayBuffer | undefined)[];
   readonly fromPeer: readonly (SharedArrayBuffer | undefined)[];
-  /** Int32 flags: [EVENTS_FLAG] 1 while the admin event stream has subscribers; [DRAIN_FLAG] 1 once the edge drains. */
+  /** Int32 flags: [EVENTS_FLAG] 1 while the admin event stream has subscribers; [DRAIN_FLAG] 1 once the edge drains, GRACE_OVER once a thread's drain grace ran out. */
   readonly flags: SharedArrayBuffer;
   /**
    * The stored responses the pool has heard of (id, where, expiry in epoch ms), oldest first: a worker
@@ -41,6 +41,11 @@ export interface IoWorkerData {
 /** Indexes into the shared Int32 flags (`flags`). */
 export const EVENTS_FLAG = 0;
 export const DRAIN_FLAG = 1;
+/**
+ * DRAIN_FLAG's value once any thread's drain grace ran out: the threads get there apart (one busy when the drain
+ * began), and a lease the first one releases must not send another's queued request to a provider just to cut it.
+ */
+export const GRACE_OVER = 2;
 export const FLAG_COUNT = 2;
 
 export type ControlRequest =

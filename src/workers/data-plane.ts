@@ -16,7 +16,7 @@ import { isProviderFailure, kExchange, nodeErrorReason, onResponseClose, ProxyEx
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
 import { limitsOf } from '../shared/config-hardening.js';
 import type { AdmitRequest } from '../contract/scheduler.js';
-import { DRAIN_FLAG, type PlaneInspection, type StoredResponse } from '../contract/io-protocol.js';
+import { DRAIN_FLAG, GRACE_OVER, type PlaneInspection, type StoredResponse } from '../contract/io-protocol.js';
 import type { InspectOk } from './http/inspect.js';
 import { COUNT_TOKENS, RESPONSES_INPUT_TOKENS, type ApiRoute } from './http/api-routes.js';
 import { storedResponseIdOf } from './http/response-affinity.js';
@@ -150,6 +150,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   /** Set when this thread drains (beginShutdown). */
   #shuttingDown = false;
   readonly #flags: Int32Array | undefined;
+  /** abortAll ran: this thread's drain grace is over (the flag says so too, where there is one). */
+  #aborting = false;
+  /** Queued requests onGrant ended because the grace was over (before this thread's own abortAll): the drain's `aborted` counts them. */
+  #endedByGrace = 0;
   /** Requests that reached the data plane (inspection: which worker served what). */
   begunTotal = 0;
 
@@ -202,6 +206,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   get openExchanges(): number {
     return this.#pending.size;
+  }
+
+  get endedByGrace(): number {
+    return this.#endedByGrace;
   }
 
   /** Per open tunnel: bytes buffered in the edge for the client vs its window, and their high-water marks (status, tests). */
@@ -349,6 +357,13 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (!exchange || exchange.state !== 'admitting') {
       // The client left between the decision and its delivery.
       this.#driver.release(grant.leaseId, 'client_closed');
+      return;
+    }
+    if (this.#graceOver) {
+      // The edge's drain grace ran out: this request ends as abortAll ends a queued one, without reaching the node.
+      this.#driver.release(grant.leaseId, 'shutting_down');
+      this.#endedByGrace++;
+      exchange.reject(Errors.shuttingDown, 1, 'the edge is shutting down; retry on another instance');
       return;
     }
     if (exchange.queueUpdates !== undefined) {
@@ -738,7 +753,12 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
    * own drain call reaches it.
    */
   get shuttingDown(): boolean {
-    return this.#shuttingDown || (this.#flags !== undefined && Atomics.load(this.#flags, DRAIN_FLAG) === 1);
+    return this.#shuttingDown || (this.#flags !== undefined && Atomics.load(this.#flags, DRAIN_FLAG) !== 0);
+  }
+
+  /** Some thread's drain grace ran out (this one's, or another's: see GRACE_OVER): nothing more is sent to a node. */
+  get #graceOver(): boolean {
+    return this.#aborting || (this.#flags !== undefined && Atomics.load(this.#flags, DRAIN_FLAG) === GRACE_OVER);
   }
 
   /** Drain started: open responses that have not sent headers yet will close their connection. */
@@ -751,6 +771,10 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
 
   /** The drain grace is over: every open exchange ends now with 503 shutting_down (or an in-band error). */
   abortAll(): void {
+    // Told to every thread before the first release below pumps the queue: a grant it causes for a request that
+    // waits on another thread, whose grace is not over yet, is refused there (onGrant) instead of sent.
+    this.#aborting = true;
+    if (this.#flags !== undefined) Atomics.store(this.#flags, DRAIN_FLAG, GRACE_OVER);
     const open = [...this.#pending.values()];
     // Queued requests leave first: releasing a dispatched lease pumps the
     // queue, which must not send new work to a node just to cancel it.

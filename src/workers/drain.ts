@@ -18,8 +18,10 @@ export async function drainListener(plane: DataPlane, server: Server, deadline: 
   // gets a clear 503 shutting_down with Connection: close, not a reset.
   server.close();
   while (plane.openExchanges > 0 && performance.now() < deadline) await delay(DRAIN_POLL_MS);
-  const aborted = plane.openExchanges;
-  if (aborted > 0) plane.abortAll();
+  const open = plane.openExchanges;
+  if (open > 0) plane.abortAll();
+  // Those a grant found past another thread's grace ended before this one's: the drain cut them too.
+  const aborted = open + plane.endedByGrace;
   const flushDeadline = performance.now() + FLUSH_WAIT_MS;
   for (;;) {
     server.closeIdleConnections();
