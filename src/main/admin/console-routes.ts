@@ -119,7 +119,10 @@ export function registerConsoleRoutes(app: FastifyInstance, ops: AdminOps, token
     try {
       upstream = await undiciRequest(`${ops.url}/v1/chat/completions`, { method: 'POST', headers, body, dispatcher: loopback, signal: abort.signal });
     } catch (err) {
-      if (!abort.signal.aborted) sendAdminError(reply, 502, 'client_listener_unreachable', `the client listener did not answer: ${(err as Error).message}`);
+      if (abort.signal.aborted) return reply;
+      // A drain closed the client listener: say so, as its own refusal during the drain does (503, Retry-After).
+      if (ops.shuttingDown) sendAdminError(reply.header('retry-after', '1'), 503, 'shutting_down', 'the edge is shutting down; retry on another instance');
+      else sendAdminError(reply, 502, 'client_listener_unreachable', `the client listener did not answer: ${(err as Error).message}`);
       return reply;
     }
     reply.code(upstream.statusCode);

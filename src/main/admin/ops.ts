@@ -38,4 +38,6 @@ export interface AdminOps {
   seriesPoints(): readonly SeriesPoint[];
   /** The client listener's base URL (http://host:port): the console's try-it box goes through it. */
   readonly url: string;
+  /** The edge drains (SIGTERM): its client listener is closed. */
+  readonly shuttingDown: boolean;
 }
