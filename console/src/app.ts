@@ -759,7 +759,7 @@ async function resetProvider(providerId: string): Promise<void> {
   }
 }
 
-/** The run's upstream request is aborted (or its cli process killed); the next poll shows it finished as run_cancelled. */
+/** The run's upstream request is aborted (or its cli process killed); its row then shows it finished as run_cancelled. */
 async function cancelRun(runId: string): Promise<void> {
   try {
     await json<unknown>(`/admin/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST' });
@@ -768,8 +768,14 @@ async function cancelRun(runId: string): Promise<void> {
     if (err instanceof Unauthorized) return onUnauthorized();
     banner('action', `cancel ${runId} failed: ${describeFailure(err)}`);
   }
+  // The run's own record, into its row where it is: reloading the newest page instead took away the older
+  // pages shown (Show 50 older, Live runs off), and the cancelled run with them.
   try {
-    await loadRuns();
+    const run = await json<Run>(`/admin/runs/${encodeURIComponent(runId)}`);
+    const at = runs.findIndex((r) => r.id === runId);
+    if (at < 0) return;
+    runs = runs.with(at, run);
+    renderRuns();
   } catch (err) {
     if (err instanceof Unauthorized) onUnauthorized();
   }

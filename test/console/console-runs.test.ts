@@ -4,11 +4,13 @@
 // shown, in the admin API's order, and turns Live runs off (a poll would put
 // the newest page back); Live runs on again shows the newest page; a page
 // whose starting run the edge dropped meanwhile (runs.max_finished) says so
-// and shows the newest runs instead of an error-less empty table.
+// and shows the newest runs instead of an error-less empty table; a run
+// cancelled on an older page shows so in its row, the pages shown kept.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { waitFor } from '../helpers/stack.js';
 import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -24,6 +26,9 @@ describe('console runs table paging in headless chromium', { skip: existsSync(CH
     stack = await startOpsStack({
       adminToken: TOKEN,
       capacity: 4,
+      // Room for more open runs than a page holds (the cancel test): the default 16 would refuse them.
+      maxQueue: 60,
+      queueTimeoutMs: 60_000,
       mock: { ttftMs: 0, tokens: 1, intervalMs: 0 },
       configure: (raw) => {
         raw.runs = { max_finished: MAX_FINISHED };
@@ -107,5 +112,39 @@ describe('console runs table paging in headless chromium', { skip: existsSync(CH
     const newest = (await adminIds()).slice(0, 50);
     await until(`document.querySelector('#runs-body tr')?.dataset.run === ${JSON.stringify(newest[0])}`);
     assert.deepEqual(await shownIds(), newest);
+  });
+
+  test('Cancel on an older page shows the run cancelled in its row, the pages shown kept (not the newest page again)', async () => {
+    // More open runs than a page holds, so some are on the second page: open runs come first, the newest queued first.
+    const OPEN = 56;
+    const streams: Promise<string>[] = [];
+    for (let i = 0; i < OPEN; i++) {
+      streams.push(fetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-mock-tokens': '600', 'x-mock-interval-ms': '100' },
+        body: JSON.stringify({ model: ALIAS, stream: true, messages: [{ role: 'user', content: `open ${i}` }] }),
+      }).then((res) => res.text()));
+    }
+    try {
+      await waitFor(async () => ((await stack.admin('/admin/runs?limit=1000')).json as { runs: { state: string }[] }).runs.filter((r) => r.state !== 'finished').length === OPEN, 'every run open', 10_000);
+      if (!(await js<boolean>(`document.getElementById('live-runs').checked`))) await page.click('#live-runs');
+      await until(`Array.from(document.querySelectorAll('#runs-body tr')).filter((row) => row.dataset.state === 'running').length === 50`);
+      await page.click('#runs-older');
+      await until(`document.querySelectorAll('#runs-body tr').length === 100`);
+      const shown = await shownIds();
+      const target = await js<string>(`Array.from(document.querySelectorAll('#runs-body tr')).slice(50).find((row) => row.dataset.state === 'running').dataset.run`);
+      await page.click(`tr[data-run="${target}"] button[data-action="cancel"]`);
+      await waitFor(async () => (await stack.admin(`/admin/runs/${encodeURIComponent(target)}`)).json.outcome === 'run_cancelled', 'the run cancelled');
+      await until(`document.querySelector('tr[data-run="${target}"]')?.dataset.state === 'finished'`).catch(async () =>
+        assert.fail(`the cancelled run's row: ${await js(`document.querySelector('tr[data-run="${target}"]')?.cells[4].textContent ?? 'gone'`)}; ${(await shownIds()).length} rows shown`));
+      assert.equal(await js(`document.querySelector('tr[data-run="${target}"]').cells[4].textContent`), 'run_cancelled');
+      assert.deepEqual(await shownIds(), shown, 'the pages shown stay, in their order');
+      assert.equal(await js(`document.getElementById('live-runs').checked`), false);
+    } finally {
+      for (const run of ((await stack.admin('/admin/runs?limit=1000')).json as { runs: { id: string; state: string }[] }).runs) {
+        if (run.state !== 'finished') await stack.admin(`/admin/runs/${encodeURIComponent(run.id)}/cancel`, { method: 'POST' });
+      }
+      await Promise.allSettled(streams);
+    }
   });
 });
