@@ -530,6 +530,13 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     return cut;
   })()`;
 
+  /** Every row's action button (Drain, Reset, Runs, Cancel) its cell cuts: each column must hold its button whole. */
+  const buttonsCutJs = `Array.from(document.querySelectorAll('tbody button')).filter((button) => {
+    const b = button.getBoundingClientRect(), cell = button.parentElement;
+    const c = cell.getBoundingClientRect(), style = getComputedStyle(cell);
+    return b.left < c.left + parseFloat(style.paddingLeft) - 0.5 || b.right > c.right - parseFloat(style.paddingRight) + 0.5;
+  }).map((button) => button.closest('table').classList[1] + ': ' + button.textContent)`;
+
   test('the views at 1280×800 and at phone width', async () => {
     if (SHOTS !== undefined) {
       // A little traffic for the charts (the series samples every 5 s).
@@ -556,8 +563,11 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     // Leaving isMobile (the screenshots' phone view) reloads the page: its runs come with their first poll.
     await page.waitForSelector('#runs-body tr');
     assert.deepEqual(await js<string[]>(runsCutJs), [], 'runs table cells cut at phone width');
+    await page.waitForSelector('#nodes-body button');
+    assert.deepEqual(await js<string[]>(buttonsCutJs), [], 'row buttons cut at phone width');
     await page.setViewport({ width: 1280, height: 800 });
     assert.deepEqual(await js<string[]>(runsCutJs), [], 'runs table cells cut at 1280×800');
+    assert.deepEqual(await js<string[]>(buttonsCutJs), [], 'row buttons cut at 1280×800');
     // Every y-axis label is inside its chart ("0.50 req/s" was cut to ".50 req/s" at the left edge).
     const cutJs = `Array.from(document.querySelectorAll('svg text.axis')).filter((t) => t.getBBox().x < 0).map((t) => t.textContent)`;
     await until(`document.querySelectorAll('svg text.axis').length > 0`);
