@@ -40,6 +40,8 @@ export function bytes(value: number): string {
 
 /** A count that only grows (requests, tokens): exact below 10,000, then "12.3 k", "456 k", "4.56 M", "12.3 M", so the cell keeps its width. */
 export function count(value: number): string {
+  // A key's tokens left is below 0 while it pays back a debt: "-24.0 k" in the units of the counts beside it, not "-24011".
+  if (value < 0) return `-${count(-value)}`;
   if (value < 10_000) return String(value);
   const k1 = Math.round(value / 100) / 10;
   if (k1 < 100) return `${k1.toFixed(1)} k`;

@@ -60,4 +60,8 @@ test('count: exact below 10,000, then k, M and G, each printed in the unit its r
   assert.equal(format.count(9_995_000), '10.0 M');
   assert.equal(format.count(999_949_999), '999.9 M');
   assert.equal(format.count(999_950_000), '1.00 G');
+  // A debt (a key's tokens left below 0) in the same units as the counts beside it.
+  assert.equal(format.count(-4_000), '-4000');
+  assert.equal(format.count(-24_011), '-24.0 k');
+  assert.equal(format.count(-1_500_000), '-1.50 M');
 });
