@@ -656,11 +656,22 @@ function showRunsOf(name: string): void {
   box.value = name;
   // The name as it is, not through the box's input handler: that trims what is typed, and a key's name may
   // have spaces at its ends (" carol " would show the runs of "carol", another key).
-  runsKey = name;
+  filterRuns(name);
+  $('runs').scrollIntoView({ block: 'start' });
+}
+
+/**
+ * The table for the key filter `key` (live or not: it must not show another key's runs under it). Until
+ * its first page comes, the rows shown are the old filter's: no older page of the new key is added to
+ * them (Show 50 older pressed meanwhile did, and dropped that first page as an older load).
+ */
+function filterRuns(key: string): void {
+  runsKey = key;
+  runsOlder = null;
+  $('runs-older').hidden = true;
   void loadRuns().catch((err: unknown) => {
     if (err instanceof Unauthorized) onUnauthorized();
   });
-  $('runs').scrollIntoView({ block: 'start' });
 }
 
 function renderRuns(): void {
@@ -1019,13 +1030,7 @@ function init(): void {
   });
   $('runs-older').addEventListener('click', () => void loadOlderRuns());
   const keyBox = $<HTMLInputElement>('runs-key');
-  keyBox.addEventListener('input', () => {
-    runsKey = keyBox.value.trim();
-    // At once, live or not: the table must not show another key's runs under the new filter.
-    void loadRuns().catch((err: unknown) => {
-      if (err instanceof Unauthorized) onUnauthorized();
-    });
-  });
+  keyBox.addEventListener('input', () => filterRuns(keyBox.value.trim()));
   // A page left for another may stay in the tab's back-forward cache with its sources open, and its event
   // stream holds one of the edge's slots (64) meanwhile: they stop on leaving, and start again if it comes back.
   window.addEventListener('pagehide', () => live?.abort());

@@ -98,6 +98,44 @@ describe('console runs table paging in headless chromium', { skip: existsSync(CH
     assert.equal(await js(`document.getElementById('runs-older').hidden`), false);
   });
 
+  test('Show 50 older pressed while a new key filter is on its way adds no page of that key to the rows of the old filter', async () => {
+    await until(`document.querySelectorAll('#runs-body tr').length === 50 && !document.getElementById('runs-older').hidden`);
+    // The key's first page is held on its way (a slow edge): the rows shown are still every key's, the button theirs.
+    type Request = import('puppeteer-core').HTTPRequest;
+    const held: Request[] = [];
+    let onHeld = (): void => {};
+    const firstHeld = new Promise<void>((resolve) => (onHeld = resolve));
+    const hold = (request: Request): void => {
+      if (request.isInterceptResolutionHandled()) return;
+      const url = new URL(request.url());
+      if (url.pathname === '/admin/runs' && url.searchParams.has('key') && !url.searchParams.has('before')) {
+        held.push(request);
+        onHeld();
+      } else void request.continue();
+    };
+    await page.setRequestInterception(true);
+    page.on('request', hold);
+    try {
+      await page.type('#runs-key', 'nobody');
+      await until(`document.getElementById('runs-key').value === 'nobody'`);
+      // A press that the button's state allows or not: clicked as the DOM would take it.
+      await js(`document.getElementById('runs-older').click()`);
+      await firstHeld;
+    } finally {
+      page.off('request', hold);
+      for (const request of held) await request.continue();
+      await page.setRequestInterception(false);
+    }
+    // The key has no run: its first page, not every key's rows under its name.
+    await until(`document.getElementById('runs-empty-key').hidden === false`).catch(async () =>
+      assert.fail(`${(await shownIds()).length} rows shown under the key filter "nobody"; runs-shown: ${await js(`document.getElementById('runs-shown').textContent`)}`));
+    assert.deepEqual(await shownIds(), []);
+    await js(`(() => { const box = document.getElementById('runs-key'); box.value = ''; box.dispatchEvent(new Event('input')); })()`);
+    // As the next test starts: every key's runs, Live runs on.
+    if (!(await js<boolean>(`document.getElementById('live-runs').checked`))) await page.click('#live-runs');
+    await until(`document.querySelectorAll('#runs-body tr').length === 50`);
+  });
+
   test('an older page whose starting run was dropped meanwhile (runs.max_finished) says so and shows the newest runs', async () => {
     await until(`document.querySelectorAll('#runs-body tr').length === 50`);
     await page.click('#live-runs');
