@@ -407,9 +407,11 @@ async function loadOlderRuns(): Promise<void> {
   }
   if (!Array.isArray(page.runs) || load !== runsLoad) return;
   banner('action', null);
-  // A run that finished between the two pages may be listed in both: shown once.
+  // A run that finished between the two pages may be listed in both (open above, finished here): shown once, in
+  // its row, as this page has it. The row kept the older record, open with its Cancel on, for a finished run.
+  const latest = new Map(page.runs.map((r) => [r.id, r]));
   const shown = new Set(runs.map((r) => r.id));
-  runs = runs.concat(page.runs.filter((r) => !shown.has(r.id)));
+  runs = runs.map((r) => latest.get(r.id) ?? r).concat(page.runs.filter((r) => !shown.has(r.id)));
   runsOlder = page.next ?? null;
   runsKept = page.kept ?? runsKept;
   renderRuns();
