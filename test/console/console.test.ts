@@ -596,6 +596,30 @@ describe('operator console in headless chromium', { skip: existsSync(CHROMIUM) ?
     await until(`${providerJs} === ${JSON.stringify(JSON.stringify(expected))}`, 5_000).catch(async () => assert.deepEqual((await cellsOf('tr[data-provider]')).slice(0, 5), expected));
   });
 
+  test('the model queues cut no number, at phone width nor beside the nodes at 1280×800', async () => {
+    // Each number column tried with the widest text it shows in a busy edge, in a copy of a real row, as the runs'.
+    const queuesCutJs = `(() => {
+      const table = document.querySelector('table.queues');
+      const row = table.tBodies[0].rows[0];
+      if (row === undefined) return ['no queue to measure'];
+      const names = Array.from(table.tHead.rows[0].cells, (th) => th.textContent);
+      const widest = { Depth: '999 / 1000', 'Oldest wait': '59 min 59 s', Rejects: '999 /min', Timeout: '5 min 0 s' };
+      const copy = row.cloneNode(true);
+      row.after(copy);
+      for (const [name, text] of Object.entries(widest)) copy.cells[names.indexOf(name)].textContent = text;
+      const cut = [];
+      for (const r of [table.tHead.rows[0], row, copy]) for (const c of r.cells) if ((c.classList.contains('num') || r === table.tHead.rows[0]) && c.scrollWidth > c.clientWidth) cut.push(c.textContent);
+      copy.remove();
+      return cut;
+    })()`;
+    await page.waitForSelector('#queues-body tr');
+    await page.setViewport({ width: 390, height: 844 });
+    assert.deepEqual(await js<string[]>(queuesCutJs), [], 'queue cells cut at phone width');
+    await page.setViewport({ width: 1280, height: 800 });
+    assert.deepEqual(await js<string[]>(queuesCutJs), [], 'queue cells cut at 1280×800');
+    assert.equal(await js(`(() => { const s = document.querySelector('table.queues').parentElement; return s.scrollWidth - s.clientWidth; })()`), 0, 'the queues need no scrolling at 1280×800');
+  });
+
   test('a page left open does not pile up listeners, and its charts follow the edge\'s clock, not a skewed browser\'s', async () => {
     const second = await browser.newPage();
     try {
