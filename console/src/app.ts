@@ -236,6 +236,10 @@ function start(first: Status): void {
   $('logout').hidden = false;
   statusFailing = false;
   eventsState = 'opening';
+  // A new session, from the edge's answer to the login: an alert of the one before (the edge not answering, an
+  // action that failed) stood beside "live" until the next poll or its own timeout.
+  for (const source of Array.from(banners.keys())) banner(source, null);
+  lastStatusAt = Date.now();
   renderStatus(first);
   showConn();
   void pollStatus(signal);

@@ -1,0 +1,63 @@
+// A new login in the console, in a real browser (Debian's chromium driven by
+// puppeteer-core) against a real stack: it starts from the edge's answer to
+// the login, with no alert left from the session before (an edge that did
+// not answer then, an action that failed), shown beside "live".
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import puppeteer, { type Browser, type HTTPRequest, type Page } from 'puppeteer-core';
+import { startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const TOKEN = 'console-session-admin-token';
+
+describe('console sessions in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
+  let stack: OpsStack;
+  let browser: Browser;
+  let page: Page;
+
+  before(async () => {
+    stack = await startOpsStack({ adminToken: TOKEN });
+    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 800 });
+  });
+  after(async () => {
+    await browser?.close();
+    await stack?.close();
+  });
+
+  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
+  const logIn = async (): Promise<void> => {
+    await page.waitForSelector('#login-form', { visible: true });
+    await page.type('#token', TOKEN);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#main', { visible: true });
+  };
+
+  test('a login after a session whose edge stopped answering shows no "does not answer" beside "live"', async () => {
+    await page.goto(`${stack.edge.adminUrl}/console`);
+    await logIn();
+    // The status polls fail (a 503 from in front of the edge), the login's own request not.
+    let failing = true;
+    const fail = (request: HTTPRequest): void => {
+      if (request.isInterceptResolutionHandled()) return;
+      if (failing && new URL(request.url()).pathname === '/admin/status') {
+        void request.respond({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'unavailable', message: 'the proxy in front' } }) });
+      } else void request.continue();
+    };
+    await page.setRequestInterception(true);
+    page.on('request', fail);
+    try {
+      await page.waitForFunction(`/does not answer/.test(document.getElementById('banner').textContent) && !document.getElementById('banner').hidden`, { timeout: 8_000 });
+      await page.click('#logout');
+      failing = false;
+      await logIn();
+      await page.waitForFunction(`document.getElementById('conn').textContent === 'live'`, { timeout: 5_000 });
+      assert.equal(await js(`document.getElementById('banner').hidden`), true, `the banner at login: ${await js(`document.getElementById('banner').textContent`)}`);
+    } finally {
+      page.off('request', fail);
+      await page.setRequestInterception(false);
+    }
+  });
+});
