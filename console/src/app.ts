@@ -647,11 +647,11 @@ function renderKeys(view: { auth: boolean; keys: KeyRow[] }): void {
   });
 }
 
-/** A key's requests_per_minute and tokens_per_minute, as one cell ('–': neither). */
+/** A key's requests_per_minute and tokens_per_minute, as one cell ('–': neither): exact, as configured (counts are rounded, limits are not). */
 function rateLimits(k: KeyRow): string {
   const limits: string[] = [];
-  if (typeof k.requestsPerMinute === 'number') limits.push(`${count(k.requestsPerMinute)}/min`);
-  if (typeof k.tokensPerMinute === 'number') limits.push(`${count(k.tokensPerMinute)} tokens/min`);
+  if (typeof k.requestsPerMinute === 'number') limits.push(`${k.requestsPerMinute.toLocaleString('en-US')}/min`);
+  if (typeof k.tokensPerMinute === 'number') limits.push(`${k.tokensPerMinute.toLocaleString('en-US')} tokens/min`);
   // A line each, never broken inside one (the column is narrow).
   return limits.length === 0 ? '–' : limits.map((limit) => limit.replaceAll(' ', '\u00a0')).join('\n');
 }

@@ -67,7 +67,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     await page.waitForSelector('#keys-body tr[data-name="bob"]');
     assert.equal(await js('document.getElementById("keys-empty").hidden'), true, 'auth is on: no "auth is off" text');
     // Nothing spent yet: each limit is whole.
-    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '600/min\n50.0\u00a0k\u00a0tokens/min', '600\n50.0\u00a0k', '0', '0', '0', '0', 'Runs']);
+    assert.deepEqual(await cells('alice'), ['alice', ALIAS, '0 / 1', '600/min\n50,000\u00a0tokens/min', '600\n50.0\u00a0k', '0', '0', '0', '0', 'Runs']);
     assert.deepEqual(await cells('bob'), ['bob', 'all', '0', '–', '–', '0', '0', '0', '0', 'Runs']);
 
     // Alice holds her one slot with a slow stream: the panel shows her at her limit, and her second request is refused.
@@ -91,7 +91,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released', 10_000);
     await until(`document.querySelector('#keys-body tr[data-name="alice"]')?.cells[5].textContent === '2'`);
     const alice = await cells('alice');
-    assert.deepEqual([alice[2], alice[3], alice[5], alice[6]], ['0 / 1', '600/min\n50.0\u00a0k\u00a0tokens/min', '2', '1'], 'one served, one refused at the limit');
+    assert.deepEqual([alice[2], alice[3], alice[5], alice[6]], ['0 / 1', '600/min\n50,000\u00a0tokens/min', '2', '1'], 'one served, one refused at the limit');
     // Two requests taken of 600 (refilling at 10 a second), and the tokens the served one used of 50,000.
     const [requestsLeft, tokensLeft] = alice[4].split('\n');
     assert.ok(Number(requestsLeft) >= 598 && Number(requestsLeft) <= 600, alice[4]);
