@@ -61,12 +61,16 @@ describe('an I/O worker that stops answering', () => {
     const pool = stack.edge.plane as unknown as WorkerPool;
     // The last test's wedged worker answers again (a silent one is left out of inspect), and the node, which
     // may have missed its heartbeats there, is connected again.
+    // The main thread (which routes the command) must know that same connection: a worker's inspection can
+    // list it before main has read its connect record, or still list the one the node left during that stall.
     let home: PlaneInspection | undefined;
     await waitFor(async () => {
       const inspections = await pool.inspect();
       home = inspections.find((p) => p.sessions.some((s) => s.nodeId === NODE_ID && !s.joined));
-      return inspections.length === 2 && home !== undefined;
-    }, 'both workers answering, one holding the node');
+      const session = home?.sessions.find((s) => s.nodeId === NODE_ID && !s.joined);
+      const known = (await stack.edge.status()).nodes.find((n) => n.id === NODE_ID);
+      return inspections.length === 2 && session !== undefined && known?.connected === true && known.generation === session.generation;
+    }, 'both workers answering, one holding the node, main knowing the same connection');
     assert.ok(home !== undefined);
     await stall(home.worker);
     const result = await within('node command', pool.nodeCommand(NODE_ID, 'probe', {}, 500));
