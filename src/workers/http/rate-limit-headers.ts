@@ -41,7 +41,9 @@ function push(out: string[], what: 'requests' | 'tokens', perMinute: number, lev
 export function durationOf(ms: number): string {
   const whole = Math.ceil(ms);
   if (whole < 1000) return `${whole}ms`;
-  const minutes = Math.floor(whole / 60_000);
-  const seconds = Math.round((whole - minutes * 60_000) / 10) / 100;
+  // Rounded to hundredths before the minutes are split off: 119,999 ms is 2m0s, not 1m60s.
+  const hundredths = Math.round(whole / 10);
+  const minutes = Math.floor(hundredths / 6000);
+  const seconds = (hundredths - minutes * 6000) / 100;
   return minutes === 0 ? `${seconds}s` : `${minutes}m${seconds}s`;
 }
