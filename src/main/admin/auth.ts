@@ -3,13 +3,12 @@
 // content nor its length leaks through timing.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { bearerToken } from '../../shared/bearer.js';
 import { sendAdminError } from './admin-errors.js';
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
-
-const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 export class BearerAuth {
   readonly #expected: Buffer;
@@ -19,8 +18,8 @@ export class BearerAuth {
   }
 
   accepts(header: string | undefined): boolean {
-    const match = header === undefined ? null : BEARER.exec(header);
-    return match !== null && timingSafeEqual(this.#expected, digest(match[1]));
+    const token = bearerToken(header);
+    return token !== undefined && timingSafeEqual(this.#expected, digest(token));
   }
 
   /** fastify onRequest hook. */

@@ -14,6 +14,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import { bearerToken } from '../../shared/bearer.js';
 import type { BootstrapConfig, EdgeConfig } from '../../shared/config-types.js';
 import { listenError } from '../../shared/start-error.js';
 import { LogThrottle } from '../../shared/log-throttle.js';
@@ -130,15 +131,12 @@ export class BootstrapServer {
   }
 
   #authorized(header: string | undefined): boolean {
-    const match = header === undefined ? null : BEARER.exec(header);
-    const given = Buffer.from(sha256Hex(match?.[1] ?? ''), 'hex');
+    const token = bearerToken(header);
+    const given = Buffer.from(sha256Hex(token ?? ''), 'hex');
     // Hashed to equal lengths, so the compare takes the same time for every guess.
-    return timingSafeEqual(given, this.#tokenDigest) && match !== null;
+    return timingSafeEqual(given, this.#tokenDigest) && token !== undefined;
   }
 }
-
-/** The auth scheme is case-insensitive and may be followed by more than one space (RFC 9110 §11.1): `bearer  <token>` is the token, not `  <token>`. */
-const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 /** Dot segments, backslashes, NULs and encoded separators or dots: nothing legitimate here uses them. */
 function unsafePath(path: string): boolean {

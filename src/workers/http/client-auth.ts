@@ -6,6 +6,7 @@
 // any key (sha256 is preimage-resistant), and keeps a check O(1) with many keys.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { KeyLoadEntry } from '../../contract/data-path.js';
+import { bearerToken } from '../../shared/bearer.js';
 import type { ApiKeyConfig, AuthConfig } from '../../shared/config-types.js';
 import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { RequestRate } from '../../shared/request-rate.js';
@@ -104,8 +105,6 @@ function setFairness(state: ApiKeyState, key: ApiKeyConfig): void {
   state.fairness = Object.freeze({ priority: state.priority, tenantKey: state.tenantKey, weight: state.weight });
 }
 
-const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
-
 export function sha256Hex(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }
@@ -181,10 +180,9 @@ export class ClientAuth {
    * Only call while enabled.
    */
   authenticate(authorization: string | undefined): ApiKeyState | GatewayErrorSpec {
-    if (authorization === undefined) return Errors.invalidApiKey;
-    const match = BEARER.exec(authorization);
-    if (match === null) return Errors.invalidApiKey;
-    const presented = createHash('sha256').update(match[1], 'utf8').digest();
+    const token = bearerToken(authorization);
+    if (token === undefined) return Errors.invalidApiKey;
+    const presented = createHash('sha256').update(token, 'utf8').digest();
     const state = this.#byDigest.get(presented.toString('hex'));
     if (state === undefined || !timingSafeEqual(state.digest, presented)) return Errors.invalidApiKey;
     return state;
