@@ -102,14 +102,18 @@ export class KeyConcurrency {
     this.#requestLimits = requestLimits;
   }
 
-  /** What the key of open request `requestId` has left of its limits now (x-ratelimit-*); undefined: a key without either, or none. */
-  levelsOf(requestId: number, nowMs: number): KeyLevels | undefined {
+  /**
+   * What the key of open request `requestId` has left of its limits now (x-ratelimit-*); undefined: a key
+   * without either, or none. Called for every grant: an edge without limits reads no clock here.
+   */
+  levelsOf(requestId: number): KeyLevels | undefined {
     if (this.#requestLimits.size === 0 && this.#tokenLimits.size === 0) return undefined;
     const name = this.#held.get(requestId)?.name;
     if (name === undefined) return undefined;
     const requests = this.#requestLimits.get(name);
     const tokens = this.#tokenLimits.get(name);
     if (requests === undefined && tokens === undefined) return undefined;
+    const nowMs = performance.now();
     return {
       requests: requests === undefined ? Number.NaN : (this.#rates.get(name)?.level(nowMs, requests) ?? requests),
       tokens: tokens === undefined ? Number.NaN : (this.#tokens.get(name)?.level(nowMs, tokens) ?? tokens),

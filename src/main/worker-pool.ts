@@ -873,7 +873,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
     r.generation = grant.generation;
     r.value = grant.queuedMs;
     // What the request's key has left (its x-ratelimit-* headers): aux says which of the two are there.
-    const levels = this.keys.levelsOf(grant.requestId, performance.now());
+    const levels = this.keys.levelsOf(grant.requestId);
     if (levels !== undefined) encodeKeyLevels(r, levels);
     const place = this.#places.get(grant.nodeId);
     r.worker = place === undefined ? 0 : this.#laneWorker(place, grant.requestId % ID_STRIDE);

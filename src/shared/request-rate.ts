@@ -75,8 +75,10 @@ export class RequestRate {
 
   #refill(nowMs: number): void {
     const elapsed = nowMs - this.#at;
+    // A caller's clock read before a later one's (a retry with the time taken before it): the refill is not undone.
+    if (elapsed <= 0) return;
     this.#at = nowMs;
-    if (elapsed > 0) this.#tokens = Math.min(this.#perMinute, this.#tokens + (elapsed * this.#perMinute) / 60_000);
+    this.#tokens = Math.min(this.#perMinute, this.#tokens + (elapsed * this.#perMinute) / 60_000);
   }
 }
 

@@ -59,19 +59,22 @@ test('a worker that exits frees the slots of its requests only', () => {
 
 test('tokens_per_minute: a reservation per admitted request, settled once at its release; a worker that exits leaves its reservations standing', () => {
   const keys = new KeyConcurrency();
-  keys.setLimits([{ name: 'alice', keySha256: '', models: undefined, maxConcurrent: undefined, tokensPerMinute: 1_000 }], 0);
-  assert.equal(keys.reserveTokens(id(1, 0), 'bob', 5_000, 0), 0, 'no limit: nothing reserved');
-  assert.equal(keys.reserveTokens(id(1, 1), 'alice', 600, 0), 0);
-  assert.equal(keys.reserveTokens(id(2, 1), 'alice', 300, 0), 0);
-  assert.equal(keys.reserveTokens(id(3, 1), 'alice', 300, 0), 0, '100 left: admitted, 200 owed');
-  assert.ok(keys.reserveTokens(id(4, 1), 'alice', 1, 0) > 0);
+  // release() settles at performance.now(): the test's clock is that one, at a limit too slow to refill meanwhile.
+  const t = performance.now();
+  keys.setLimits([{ name: 'alice', keySha256: '', models: undefined, maxConcurrent: undefined, tokensPerMinute: 1_000 }], t);
+  assert.equal(keys.reserveTokens(id(1, 0), 'bob', 5_000, t), 0, 'no limit: nothing reserved');
+  assert.equal(keys.reserveTokens(id(1, 1), 'alice', 600, t), 0);
+  assert.equal(keys.reserveTokens(id(2, 1), 'alice', 300, t), 0);
+  assert.equal(keys.reserveTokens(id(3, 1), 'alice', 300, t), 0, '100 left: admitted, 200 owed');
+  assert.ok(keys.reserveTokens(id(4, 1), 'alice', 1, t) > 0);
   keys.release(id(2, 1), 0); // never reached a provider: its 300 back
   keys.release(id(2, 1), 0); // released twice: given back once
-  assert.equal(keys.reserveTokens(id(5, 1), 'alice', 50, 0), 0);
+  assert.equal(keys.reserveTokens(id(5, 1), 'alice', 50, t), 0);
   keys.release(id(5, 1), 0);
   keys.release(id(1, 1), 1_000); // used 1,000 of its 600: 400 more owed, 300 short
-  assert.ok(keys.reserveTokens(id(6, 1), 'alice', 1, 0) > 0);
+  assert.ok(keys.reserveTokens(id(6, 1), 'alice', 1, t) > 0);
   keys.releaseWorker(1, STRIDE); // id(3, 1)'s 300 stays spent
-  keys.setLimits([{ name: 'alice', keySha256: '', models: undefined, maxConcurrent: undefined, tokensPerMinute: 60_000_000 }], 0);
-  assert.equal(keys.reserveTokens(id(7, 1), 'alice', 1, 1), 0, 'raised by a refresh: the debt is paid within 1 ms');
+  const raised = performance.now();
+  keys.setLimits([{ name: 'alice', keySha256: '', models: undefined, maxConcurrent: undefined, tokensPerMinute: 60_000_000 }], raised);
+  assert.equal(keys.reserveTokens(id(7, 1), 'alice', 1, raised + 1), 0, 'raised by a refresh: the debt is paid within 1 ms');
 });

@@ -58,3 +58,10 @@ test('tokens: reserved while the bucket holds one, settled to what was used; the
   assert.equal(tokens.reserve(80_100, 600, 600), 0, 'given back, never more than a minute: 600');
   assert.ok(tokens.reserve(80_100, 600, 1) > 0);
 });
+
+test('a clock read earlier than the last one refills nothing, and the time is not counted twice', () => {
+  const rate = new RequestRate(60, 0);
+  for (let i = 0; i < 60; i++) rate.take(10_000, 60);
+  assert.equal(rate.take(5_000, 60), 1_000, 'an earlier reading: still a second to wait');
+  assert.equal(rate.take(10_500, 60), 500, 'half a second since the last real reading, not 5.5 s');
+});
