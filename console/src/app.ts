@@ -418,7 +418,11 @@ async function loadOlderRuns(): Promise<void> {
   runs = runs.map((r) => latest.get(r.id) ?? r).concat(page.runs.filter((r) => !shown.has(r.id)));
   runsOlder = page.next ?? null;
   runsKept = page.kept ?? runsKept;
+  const button = $('runs-older');
+  const hadFocus = document.activeElement === button;
   renderRuns();
+  // The oldest page hides the button that had the keyboard's focus: it goes to the count beside it, not to the page's top.
+  if (hadFocus && button.hidden) $('runs-shown').focus();
 }
 
 function setLiveRuns(on: boolean): void {

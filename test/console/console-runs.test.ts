@@ -87,6 +87,7 @@ describe('console runs table paging in headless chromium', { skip: existsSync(CH
     await until(`document.querySelectorAll('#runs-body tr').length === 120`);
     assert.deepEqual(await shownIds(), expected);
     assert.equal(await js(`document.getElementById('runs-older').hidden`), true, 'the oldest kept run is shown: no button');
+    assert.equal(await js(`document.activeElement?.id`), 'runs-shown', "the hidden button's focus went to the count beside it");
     assert.equal(await js(`document.getElementById('runs-shown').textContent`), '120 shown of 120 kept');
 
     // Off, the table keeps the pages shown while a new run is made; on again, the newest page comes back at once, the new run first.
