@@ -110,6 +110,13 @@ export class Scheduler {
    * alias (a client switching models) must find it too, or be told it moved.
    */
   readonly #affinity = new Map<number, string>();
+  /**
+   * Session key -> the node it moved from, where the grant that moved it
+   * ended with its client gone before its answer: that client never read
+   * x-edge-session-moved-from, so the session's next grant says it (unless
+   * it goes back to that node, whose state is still there).
+   */
+  readonly #untold = new Map<number, string>();
   /** Leases fenced before confirm(): leaseId -> the released lease. */
   readonly #fencedUnsent = new Map<number, Lease>();
   readonly #outbox: (Grant | Rejection | RetryRefusal)[] = [];
@@ -383,6 +390,10 @@ export class Scheduler {
       return false;
     }
     this.#dropLease(lease);
+    // The client that was to be told its session moved left first: the session's next answer tells it.
+    if (reason === 'client_closed' && lease.sessionMovedFrom !== undefined && this.#affinity.get(lease.sessionKey) === lease.node.id) {
+      this.#untold.set(lease.sessionKey, lease.sessionMovedFrom);
+    }
     this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.#groupsOf(lease.provider), lease.leaseId);
     if (reason === 'end') this.overload.succeeded(lease.provider);
     else if (reason === 'overloaded') this.overload.overloaded(lease.provider, retryAfterMs, now);
@@ -867,9 +878,12 @@ export class Scheduler {
     lease.enqueuedAt = this.#now - queuedMs;
     let movedFrom: string | undefined;
     if (sessionKey !== 0) {
-      const before = this.#affinity.get(sessionKey);
+      const untold = this.#untold.get(sessionKey);
+      if (untold !== undefined) this.#untold.delete(sessionKey);
+      const before = untold ?? this.#affinity.get(sessionKey);
       if (before !== undefined && before !== node.id) movedFrom = before;
-      pinSession(this.#affinity, sessionKey, node.id);
+      lease.sessionMovedFrom = movedFrom;
+      pinSession(this.#affinity, this.#untold, sessionKey, node.id);
     }
     this.#leases.set(lease.leaseId, lease);
     node.leases.add(lease);
@@ -1225,10 +1239,14 @@ function chargeOfTokens(tokens: number): number {
 }
 
 /** Remembers (or refreshes) which node serves the session; the least recently granted is forgotten past the bound. */
-function pinSession(affinity: Map<number, string>, sessionKey: number, nodeId: string): void {
+function pinSession(affinity: Map<number, string>, untold: Map<number, string>, sessionKey: number, nodeId: string): void {
   affinity.delete(sessionKey);
   affinity.set(sessionKey, nodeId);
-  if (affinity.size > MAX_SESSIONS) affinity.delete(affinity.keys().next().value as number);
+  if (affinity.size > MAX_SESSIONS) {
+    const forgotten = affinity.keys().next().value as number;
+    affinity.delete(forgotten);
+    untold.delete(forgotten);
+  }
 }
 
 // The failure memo is per API: requests of another API have other candidates.

@@ -149,6 +149,8 @@ export class Lease {
   confirmed = false;
   /** The request's session key (0 = none), kept for a re-admission. */
   sessionKey = 0;
+  /** The node this grant moved its session from (Grant.sessionMovedFrom), else undefined. */
+  sessionMovedFrom: string | undefined = undefined;
   /** When the request was first queued (or admitted): an overload requeue waits on from there (aging). */
   enqueuedAt = 0;
   /**

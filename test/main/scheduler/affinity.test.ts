@@ -165,3 +165,30 @@ test('a session keeps to its node across aliases (a client switching models), an
   assert.equal(moved.sessionMovedFrom, 'n2');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a grant that moved a session but whose client left before its answer leaves the move to be told by the next grant', () => {
+  const { s, sink, gen } = setup(TWO_NODES);
+  s.admit(session(1, 7), 0);
+  const first = sink.takeGrants()[0];
+  s.release(first.leaseId, 'end', 1);
+  s.disconnect(first.nodeId, gen.get(first.nodeId) as number, 2);
+  s.admit(session(2, 7), 3);
+  const moving = sink.takeGrants()[0];
+  assert.equal(moving.sessionMovedFrom, first.nodeId);
+  s.release(moving.leaseId, 'client_closed', 4);
+  s.admit(session(3, 7), 5);
+  const next = sink.takeGrants()[0];
+  assert.equal(next.nodeId, moving.nodeId);
+  assert.equal(next.sessionMovedFrom, first.nodeId, 'its client never read the move: this answer tells it');
+  s.release(next.leaseId, 'end', 6);
+  s.admit(session(4, 7), 7);
+  assert.equal(sink.takeGrants()[0].sessionMovedFrom, undefined, 'told once');
+  // Its node gone again: the next move is told as ever.
+  s.connect(first.nodeId, 8);
+  s.disconnect(moving.nodeId, gen.get(moving.nodeId) as number, 9);
+  s.admit(session(5, 7), 10);
+  const back = sink.takeGrants()[0];
+  assert.equal(back.nodeId, first.nodeId);
+  assert.equal(back.sessionMovedFrom, moving.nodeId);
+  assert.deepEqual(s.checkInvariants(), []);
+});
