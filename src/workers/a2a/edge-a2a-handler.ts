@@ -323,7 +323,12 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       return entry;
     }
     const sink = new RunSink({
-      onStarted: () => entry.working(),
+      onStarted: () => {
+        // The grant that started it says whether the context's session left its node (its cli state with it).
+        const movedFrom = (sink as unknown as { [kExchange]?: ProxyExchange })[kExchange]?.grant?.sessionMovedFrom;
+        if (movedFrom !== undefined) entry.sessionMovedFrom = movedFrom;
+        entry.working();
+      },
       onDelta: (text) => entry.delta(text),
       onFinished: (error, cancelled) => {
         // An operator's cancel of the run (POST /admin/runs/{id}/cancel) ends the task as a client's CancelTask would.

@@ -130,6 +130,11 @@ export class TaskEntry {
   statusText: string | undefined;
   /** The edge's run id (x-edge-run-id, /admin/runs). */
   runId = '';
+  /**
+   * The node the run's session (its contextId) moved from, as x-edge-session-moved-from says on /v1/: a cli
+   * agent's state there did not come along. '' when it did not move.
+   */
+  sessionMovedFrom = '';
   updatedAt = new Date().toISOString();
   /** Date.now() after which a finished record may go. */
   expiresAt = Infinity;
@@ -226,7 +231,9 @@ export class TaskEntry {
   #setState(state: TaskState): void {
     this.state = state;
     this.updatedAt = new Date().toISOString();
-    this.#publish({ payload: { $case: 'statusUpdate', value: { taskId: this.id, contextId: this.contextId, status: this.#status(), metadata: undefined } } });
+    // A move is told where a streaming client reads it: with the status it started working under.
+    const metadata = this.sessionMovedFrom === '' ? undefined : { edgeSessionMovedFrom: this.sessionMovedFrom };
+    this.#publish({ payload: { $case: 'statusUpdate', value: { taskId: this.id, contextId: this.contextId, status: this.#status(), metadata } } });
   }
 
   #status(): Task['status'] {
@@ -235,6 +242,13 @@ export class TaskEntry {
 
   #publish(event: StreamResponse): void {
     for (const queue of this.#subscribers) queue.push(event);
+  }
+
+  #metadata(): Record<string, string> {
+    const metadata: Record<string, string> = { agent: this.agentId };
+    if (this.runId !== '') metadata.edgeRunId = this.runId;
+    if (this.sessionMovedFrom !== '') metadata.edgeSessionMovedFrom = this.sessionMovedFrom;
+    return metadata;
   }
 
   /** The task as the protocol shows it; `historyLength` keeps only the newest messages. */
@@ -246,7 +260,7 @@ export class TaskEntry {
       status: this.#status(),
       artifacts: this.text.length === 0 ? [] : [{ artifactId: this.artifactId, name: 'answer', description: '', parts: [textPart(this.text)], metadata: undefined, extensions: [] }],
       history,
-      metadata: this.runId === '' ? { agent: this.agentId } : { agent: this.agentId, edgeRunId: this.runId },
+      metadata: this.#metadata(),
     };
   }
 }
