@@ -16,7 +16,7 @@ import { AdminServer } from '../main/admin/admin-server.js';
 import type { AdminOps, NodeDrainOutcome, RunCancelOutcome } from '../main/admin/ops.js';
 import { buildEdgeStatus, livenessOf, tenantNamesOf, type EdgeStatus, type SessionView } from '../main/admin/status.js';
 import { EdgeSeries, SERIES_METRICS, type SeriesPoint } from '../main/admin/series.js';
-import { buildKeysView, KEY_METRICS, type KeysView } from '../main/admin/keys.js';
+import { buildKeysView, KEY_METRICS, keysLeftOf, type KeysView } from '../main/admin/keys.js';
 import { DEFAULT_ADMIN_PORT, DEFAULT_DRAIN_GRACE_MS } from '../main/config.js';
 import { EventBus } from '../main/events/event-bus.js';
 import { RunStore } from '../main/runs/run-store.js';
@@ -195,6 +195,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
       events: () => ({ subscribers: this.events.subscribers.size, published: this.events.publishedTotal, dropped: this.events.droppedTotal }),
       tenantNames: () => tenantNamesOf(this.#config),
       certificates: () => this.certificates.served(),
+      keysLeft: () => keysLeftOf(this.#config, this.plane.keyLoad()),
     });
     this.refresher = new ConfigRefresher(this, options.configFile, {
       refreshed: (result, origin) => this.#refreshed(result, origin),

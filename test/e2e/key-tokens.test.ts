@@ -107,6 +107,13 @@ describe('tokens per minute per API key', () => {
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
     const text = await stack.metrics();
     assert.equal(sample(text, 'edge_key_requests_total', { key: 'tina', status: '429' }), 3);
+    // The gauges an operator alerts on: tina's debt, uma's untouched minutes, nothing for bob (no limits).
+    const tinaLeft = sample(text, 'edge_key_tokens_left', { key: 'tina' });
+    assert.ok(tinaLeft !== undefined && tinaLeft < 1, `edge_key_tokens_left{key="tina"} ${tinaLeft}`);
+    assert.equal(sample(text, 'edge_key_tokens_left', { key: 'uma' }), 100);
+    assert.equal(sample(text, 'edge_key_requests_left', { key: 'uma' }), 1000);
+    assert.equal(sample(text, 'edge_key_requests_left', { key: 'tina' }), undefined, 'tina has no requests_per_minute');
+    assert.equal(sample(text, 'edge_key_tokens_left', { key: 'bob' }), undefined);
     assert.equal(sample(text, 'edge_key_requests_total', { key: 'tina', status: '200' }), served.length);
   });
 

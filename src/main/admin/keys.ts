@@ -6,7 +6,7 @@
 // admission checks, and the per-key counters of /metrics (every thread's,
 // as the console's charts read them). Never the key or its digest.
 import type { KeyLoadEntry } from '../../contract/data-path.js';
-import type { EdgeConfig } from '../../shared/config-types.js';
+import type { ApiKeyConfig, EdgeConfig } from '../../shared/config-types.js';
 
 const KEY_REQUESTS = 'edge_key_requests_total';
 const KEY_TOKENS = 'edge_key_tokens_total';
@@ -109,6 +109,23 @@ function usageOf(parts: readonly unknown[][]): Map<string, Usage> {
 
 const NO_USAGE = new Usage();
 
+/** What a configured key has left of its rate limits (`entry`: its keyLoad entry); null for a limit it does not have. */
+export function limitsLeft(key: ApiKeyConfig, entry: KeyLoadEntry | undefined): { readonly requestsLeft: number | null; readonly tokensLeft: number | null } {
+  return {
+    // A bucket never taken from is full.
+    requestsLeft: key.requestsPerMinute === undefined ? null : Math.floor(entry?.requestsLeft ?? key.requestsPerMinute),
+    tokensLeft: key.tokensPerMinute === undefined ? null : Math.floor(entry?.tokensLeft ?? key.tokensPerMinute),
+  };
+}
+
+/** Each configured key with a rate limit and what it has left of it (the edge_key_*_left gauges). */
+export function keysLeftOf(config: EdgeConfig, load: KeyLoad): { name: string; requestsLeft: number | null; tokensLeft: number | null }[] {
+  const limited = (config.auth?.apiKeys ?? []).filter((k) => k.requestsPerMinute !== undefined || k.tokensPerMinute !== undefined);
+  if (limited.length === 0) return [];
+  const entries = new Map(load.map((e) => [e.name, e]));
+  return limited.map((k) => ({ name: k.name, ...limitsLeft(k, entries.get(k.name)) }));
+}
+
 /**
  * Configured keys in config order, then names the config no longer has but
  * that still hold requests or were counted (a rename, a removal), by name.
@@ -131,9 +148,7 @@ export function buildKeysView(config: EdgeConfig, load: KeyLoad, parts: readonly
       maxConcurrent: key?.maxConcurrent ?? null,
       requestsPerMinute: key?.requestsPerMinute ?? null,
       tokensPerMinute: key?.tokensPerMinute ?? null,
-      // A bucket never taken from is full.
-      requestsLeft: key?.requestsPerMinute === undefined ? null : Math.floor(levels.get(name)?.requestsLeft ?? key.requestsPerMinute),
-      tokensLeft: key?.tokensPerMinute === undefined ? null : Math.floor(levels.get(name)?.tokensLeft ?? key.tokensPerMinute),
+      ...(key === undefined ? { requestsLeft: null, tokensLeft: null } : limitsLeft(key, levels.get(name))),
       priority: key?.priority ?? 0,
       weight: key?.weight ?? 1,
       fairnessHeader: key?.fairnessHeader ?? false,

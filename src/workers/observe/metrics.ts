@@ -58,6 +58,8 @@ export interface MetricsSource {
   protocol?(): Readonly<Record<string, number>>;
   /** Each TLS listener's served certificate (the main thread's metrics only). */
   certificates?(): ReadonlyMap<string, { readonly notAfterMs: number }>;
+  /** What each API key with a rate limit has left of it now (the main thread's metrics only; null: no such limit). */
+  keysLeft?(): readonly { readonly name: string; readonly requestsLeft: number | null; readonly tokensLeft: number | null }[];
 }
 
 /** The fill of the fullest of `rings` (0 for none). */
@@ -122,6 +124,8 @@ export class EdgeMetrics {
   readonly #tokens = new Counter({ name: 'edge_stream_tokens_total', help: 'Tokens reported in the usage of completed responses (the final SSE chunk, or the tail of a JSON body), by model alias and kind', labelNames: ['model', 'kind'] as const, registers: [this.registry] });
   // Per API key: the key names come from auth.api_keys (a bounded set), never from the client.
   readonly #keyRequests = new Counter({ name: 'edge_key_requests_total', help: 'Requests that reached the data path by client API key (auth.api_keys[].name) and HTTP status (499: the client left first); none while auth is off', labelNames: ['key', 'status'] as const, registers: [this.registry] });
+  readonly #keyRequestsLeft = new Gauge({ name: 'edge_key_requests_left', help: 'What each client API key with a requests_per_minute has left of it now (its bucket: a minute\'s worth when idle)', labelNames: ['key'] as const, registers: [this.registry] });
+  readonly #keyTokensLeft = new Gauge({ name: 'edge_key_tokens_left', help: 'What each client API key with a tokens_per_minute has left of it now (below 0: a debt it is refused until it has paid back)', labelNames: ['key'] as const, registers: [this.registry] });
   readonly #keyTokens = new Counter({ name: 'edge_key_tokens_total', help: 'Tokens reported in the usage of completed responses by client API key, model alias and kind', labelNames: ['key', 'model', 'kind'] as const, registers: [this.registry] });
   /** model -> [prompt, completion, reportedPrompt, reportedCompletion] */
   readonly #tokenCounts = new Map<string, number[]>();
@@ -396,6 +400,16 @@ export class EdgeMetrics {
   }
 
   #syncGauges(): void {
+    const keysLeft = this.#source.keysLeft?.();
+    if (keysLeft !== undefined) {
+      // Rebuilt each scrape, as the other state gauges: a key a refresh removed (or freed of its limit) leaves no series.
+      this.#keyRequestsLeft.reset();
+      this.#keyTokensLeft.reset();
+      for (const k of keysLeft) {
+        if (k.requestsLeft !== null) this.#keyRequestsLeft.set({ key: k.name }, k.requestsLeft);
+        if (k.tokensLeft !== null) this.#keyTokensLeft.set({ key: k.name }, k.tokensLeft);
+      }
+    }
     const status = this.#source.status();
     // Reset first so providers and groups that left the config disappear.
     this.#queueDepth.reset();
