@@ -185,6 +185,8 @@ export interface NodeStatus {
   readonly generation: number;
   readonly connectedSinceMs: number | undefined;
   readonly draining: boolean;
+  /** Live leases on the node (its open requests), whichever provider each is on now. */
+  readonly leases: number;
 }
 
 export interface SchedulerStatus {

@@ -447,9 +447,8 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   /** A node's live leases are its open tunnels, whichever thread holds its streams. */
   #leasesOn(nodeId: string): number {
-    let sum = 0;
-    for (const p of this.driver.status().providers) if (p.nodeId === nodeId) sum += p.inFlight;
-    return sum;
+    // The node's own count: a provider a refresh moved away still has requests open on it.
+    return this.driver.status().nodes.find((n) => n.id === nodeId)?.leases ?? 0;
   }
 
   resetProvider(providerId: string): boolean | undefined {

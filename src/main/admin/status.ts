@@ -96,12 +96,6 @@ export interface StatusSource {
   session(nodeId: string): SessionView | undefined;
 }
 
-function leasesOn(s: SchedulerStatus, nodeId: string): number {
-  let sum = 0;
-  for (const p of s.providers) if (p.nodeId === nodeId) sum += p.inFlight;
-  return sum;
-}
-
 function lanesOf(live: { generation: number; lanes: number; lastSeenMs: number } | undefined, generation: number, now: number): { lanes: number; heartbeatAgeMs: number | null } {
   if (live === undefined || live.generation !== generation) return { lanes: 0, heartbeatAgeMs: null };
   // Whole milliseconds, as every other *Ms here: lastSeenMs comes from a sub-millisecond clock.
@@ -189,7 +183,7 @@ export function buildEdgeStatus(source: StatusSource, openRequests: number, ring
         address: live ? session.remoteAddress : null,
         draining: n.draining,
         // A worker's report carries no live count: the scheduler's leases on the node stand in.
-        openTunnels: live ? (session.openTunnels > 0 ? session.openTunnels : leasesOn(s, n.id)) : 0,
+        openTunnels: live ? (session.openTunnels > 0 ? session.openTunnels : n.leases) : 0,
         configured: configured.has(n.id),
         labels: labels.get(n.id) ?? [],
         ...lanesOf(extras.liveness?.get(n.id), n.connected ? n.generation : -1, now),

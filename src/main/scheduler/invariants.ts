@@ -34,6 +34,7 @@ function checkLeases(v: SchedulerView, errors: string[]): void {
   if (v.grantsOverCapacity > 0) errors.push(`${v.grantsOverCapacity} grant(s) were made on a full provider`);
 
   const perProvider = new Map<ProviderState, number>();
+  const elsewhere = new Map<ProviderState, number>();
   for (const [id, lease] of v.leases) {
     if (lease.leaseId !== id) errors.push(`lease ${id} is indexed under the wrong id`);
     if (v.providers.get(lease.provider.id) !== lease.provider) errors.push(`lease ${id}: provider ${lease.provider.id} is not tracked`);
@@ -43,7 +44,9 @@ function checkLeases(v: SchedulerView, errors: string[]): void {
       errors.push(`lease ${id} outlived its generation ${lease.generation} on node ${lease.node.id}`);
     }
     if (v.fencedUnsent.has(id)) errors.push(`lease ${id} is both live and fenced`);
-    perProvider.set(lease.provider, (perProvider.get(lease.provider) ?? 0) + 1);
+    // A provider's slot is on its current node; leases minted on a node a refresh moved it away from are counted apart.
+    if (lease.node === lease.provider.node) perProvider.set(lease.provider, (perProvider.get(lease.provider) ?? 0) + 1);
+    else elsewhere.set(lease.provider, (elsewhere.get(lease.provider) ?? 0) + 1);
   }
 
   let nodeIndexed = 0;
@@ -58,12 +61,14 @@ function checkLeases(v: SchedulerView, errors: string[]): void {
   let sum = 0;
   for (const p of v.providers.values()) {
     const live = perProvider.get(p) ?? 0;
-    sum += p.inFlight;
+    sum += p.inFlight + p.elsewhere;
     if (p.inFlight !== live) errors.push(`provider ${p.id}: inFlight ${p.inFlight} != live leases ${live}`);
+    const away = elsewhere.get(p) ?? 0;
+    if (p.elsewhere !== away) errors.push(`provider ${p.id}: ${p.elsewhere} leases counted elsewhere != ${away} live on other nodes`);
     if (p.inFlight > p.capacity && !p.excessAllowed) {
       errors.push(`provider ${p.id}: inFlight ${p.inFlight} > capacity ${p.capacity} without a config change`);
     }
-    if (!p.inCatalog && p.inFlight === 0) errors.push(`provider ${p.id} left config and has no leases but is kept`);
+    if (!p.inCatalog && p.inFlight + p.elsewhere === 0) errors.push(`provider ${p.id} left config and has no leases but is kept`);
   }
   if (sum !== v.leases.size) errors.push(`sum of inFlight ${sum} != live leases ${v.leases.size}`);
 }

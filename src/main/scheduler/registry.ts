@@ -47,7 +47,9 @@ export class Registry {
         provider = new ProviderState(id, node);
         this.providers.set(id, provider);
       }
-      provider.node = node;
+      // Moved to another node by a refresh: the slot is node and provider, so only the leases on the new
+      // node (none, unless it moves back) count against its capacity; the rest stay where they run.
+      if (provider.node !== node) moveSlot(provider, node);
       provider.inCatalog = true;
       const capacity = configured.config.capacity;
       provider.capacity = Number.isFinite(capacity) && capacity > 0 ? Math.floor(capacity) : 0;
@@ -58,7 +60,7 @@ export class Registry {
     }
     for (const provider of this.providers.values()) {
       if (!provider.inCatalog) {
-        if (provider.inFlight === 0) {
+        if (provider.inFlight + provider.elsewhere === 0) {
           this.providers.delete(provider.id);
           continue;
         }
@@ -101,4 +103,14 @@ export class Registry {
     }
     for (const node of this.nodes.values()) this.forgetNodeIfUnused(node);
   }
+}
+
+/** Points `provider` at `node`, counting in its slot only the live leases minted on that node. */
+function moveSlot(provider: ProviderState, node: NodeState): void {
+  const live = provider.inFlight + provider.elsewhere;
+  let here = 0;
+  if (live > 0) for (const lease of node.leases) if (lease.provider === provider) here++;
+  provider.node = node;
+  provider.inFlight = here;
+  provider.elsewhere = live - here;
 }

@@ -904,9 +904,11 @@ export class Scheduler {
     const provider = lease.provider;
     this.#leases.delete(lease.leaseId);
     lease.node.leases.delete(lease);
-    provider.inFlight--;
+    // A lease on a node the provider was moved away from held that node's slot, not this one.
+    if (lease.node === provider.node) provider.inFlight--;
+    else provider.elsewhere--;
     if (provider.inFlight <= provider.capacity) provider.excessAllowed = false;
-    if (!provider.inCatalog && provider.inFlight === 0) {
+    if (!provider.inCatalog && provider.inFlight + provider.elsewhere === 0) {
       this.#registry.providers.delete(provider.id);
       this.#forgetIfGone(provider);
     }

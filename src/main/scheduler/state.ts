@@ -75,8 +75,13 @@ export class ProviderState {
   enabled = false;
   /** APIs it serves by config (bit mask of src/shared/endpoints.ts); a node's announcement overrides it. */
   endpoints = 0;
-  /** Always equals the number of live leases on this provider. */
+  /** Always equals the number of live leases on this provider on its current node (its slot). */
   inFlight = 0;
+  /**
+   * Live leases on this provider id on nodes a refresh moved it away from: they hold those nodes'
+   * processes, not this slot, so they take none of its capacity; they end or are fenced there.
+   */
+  elsewhere = 0;
   /** Distinct served model names, for status. */
   servedModels: readonly string[] = [];
   /**

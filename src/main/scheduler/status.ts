@@ -31,6 +31,7 @@ export function buildStatus(registry: Registry, liveLeases: number, now: number)
       generation: node.generation,
       connectedSinceMs: node.connectedSinceMs,
       draining: node.draining,
+      leases: node.leases.size,
     });
   }
   nodeList.sort(byId);

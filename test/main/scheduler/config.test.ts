@@ -73,6 +73,37 @@ test('a provider removed from config keeps its leases counted until released', (
   assert.deepEqual(s.checkInvariants(), []);
 });
 
+test('a provider id moved to another node: the new slot serves waiters at once; the old node\'s leases end, or are fenced, on the old slot', () => {
+  const on = (node: 'n1' | 'n2'): ConfigSpec => ({
+    nodes: { n1: node === 'n1' ? [{ id: 'a' }] : [], n2: node === 'n2' ? [{ id: 'a' }] : [] },
+    models: [{ alias: 'chat', providers: ['a'], queueTimeoutMs: 60_000 }],
+  });
+  const { s, sink, gen } = setup(on('n1'));
+  s.admit(req(1, 'chat'), 0);
+  const old = sink.takeGrants()[0];
+  assert.equal(old.nodeId, 'n1');
+  s.admit(req(2, 'chat'), 1);
+  assert.deepEqual(sink.take(), [], 'a busy: waits');
+  s.setConfig(makeConfig(on('n2')), 2);
+  // The lease on n1 holds a slot of n1's process, not of n2's: the waiter goes to n2 now, not when n1's request ends.
+  const moved = sink.takeGrants()[0];
+  assert.equal(moved?.nodeId, 'n2');
+  assert.equal(s.status().providers.find((p) => p.id === 'a')?.inFlight, 1, "status counts a's slot on n2 only");
+  assert.deepEqual(s.checkInvariants(), []);
+  assert.equal(s.release(old.leaseId, 'end', 3), true);
+  assert.equal(s.status().providers.find((p) => p.id === 'a')?.inFlight, 1, "n1's lease ending frees nothing on n2");
+  s.admit(req(3, 'chat'), 4);
+  assert.deepEqual(sink.take(), [], "n2's one slot is busy");
+  assert.deepEqual(s.checkInvariants(), []);
+  // Moved back while the n2 lease runs: n1's slot is free again, and fencing n2 releases its lease.
+  s.setConfig(makeConfig(on('n1')), 5);
+  assert.equal(sink.takeGrants()[0]?.nodeId, 'n1');
+  assert.deepEqual(s.checkInvariants(), []);
+  assert.deepEqual(s.disconnect('n2', gen.get('n2') as number, 6)?.map((l) => l.leaseId), [moved.leaseId]);
+  assert.equal(s.status().providers.find((p) => p.id === 'a')?.inFlight, 1);
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
 test('a changed queue policy applies to new waiters; queued ones keep their deadlines', () => {
   const { s, sink } = setup(spec(1));
   s.admit(req(1, 'chat'), 0);

@@ -17,7 +17,7 @@ test('every connection gets a unique generation, increasing across all nodes', (
     `generations ${gens.join(',')}`,
   );
   const n1 = s.status().nodes.find((n) => n.id === 'n1');
-  assert.deepEqual(n1, { id: 'n1', connected: true, generation: gens[3], connectedSinceMs: 2, draining: false });
+  assert.deepEqual(n1, { id: 'n1', connected: true, generation: gens[3], connectedSinceMs: 2, draining: false, leases: 0 });
 });
 
 test('a node not in the catalog is refused', () => {
