@@ -394,9 +394,12 @@ export class Scheduler {
     if (reason === 'client_closed' && lease.sessionMovedFrom !== undefined && this.#affinity.get(lease.sessionKey) === lease.node.id) {
       this.#untold.set(lease.sessionKey, lease.sessionMovedFrom);
     }
-    this.outliers.outcome(lease.provider, outcomeOf(reason), now, this.#groupsOf(lease.provider), lease.leaseId);
-    if (reason === 'end') this.overload.succeeded(lease.provider);
-    else if (reason === 'overloaded') this.overload.overloaded(lease.provider, retryAfterMs, now);
+    // A lease on a node a refresh moved the provider away from says how that node's process did, not the
+    // provider's new slot: neutral there (a half-open probe's ends without a verdict), and no overload hold.
+    const here = lease.node === lease.provider.node;
+    this.outliers.outcome(lease.provider, here ? outcomeOf(reason) : 'neutral', now, this.#groupsOf(lease.provider), lease.leaseId);
+    if (here && reason === 'end') this.overload.succeeded(lease.provider);
+    else if (here && reason === 'overloaded') this.overload.overloaded(lease.provider, retryAfterMs, now);
     this.#forgetIfGone(lease.provider);
     this.#pump();
     this.#flush();

@@ -356,3 +356,32 @@ test('an ejected provider with the only long window still takes long prompts, al
   assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['big'], 'the short waiter failing to find a slot says nothing about the long one');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test("failures of requests still running on the node a refresh moved the provider from do not eject it on its new node", () => {
+  const on = (node: 'n1' | 'n3'): ConfigSpec => ({
+    nodes: { n1: node === 'n1' ? [{ id: 'a', capacity: 8 }] : [], n2: [{ id: 'b', capacity: 1 }], n3: node === 'n3' ? [{ id: 'a', capacity: 8 }] : [] },
+    models: [{ alias: 'chat', providers: ['a', 'b'] }],
+  });
+  const { s, sink } = start(on('n1'));
+  // b busy, so that every request goes to a (and b stays serving: a may be ejected).
+  s.admit(req(nextId++, 'chat'), 0);
+  const busy = sink.takeGrants();
+  if (busy[0]?.providerId !== 'b') {
+    s.admit(req(nextId++, 'chat'), 0);
+    busy.push(...sink.takeGrants());
+  }
+  assert.ok(busy.some((g) => g.providerId === 'b'));
+  const old: number[] = busy.filter((g) => g.providerId === 'a').map((g) => g.leaseId);
+  for (const g of busy) s.confirm(g.leaseId, 0);
+  while (old.length < 5) {
+    s.admit(req(nextId++, 'chat'), 1);
+    const grant = sink.takeGrants()[0];
+    assert.equal(grant.providerId, 'a');
+    s.confirm(grant.leaseId, 1);
+    old.push(grant.leaseId);
+  }
+  s.setConfig(makeConfig(on('n3')), 2);
+  for (const leaseId of old) s.release(leaseId, 'provider_failed', 3);
+  assert.equal(s.outlierStatus('a')?.phase ?? 'healthy', 'healthy', "n1's process failing says nothing of a on n3");
+  assert.deepEqual(s.checkInvariants(), []);
+});
