@@ -6,13 +6,13 @@
 //
 // CONSOLE_SCREENSHOTS=<dir> also saves the panel there (docs/console/keys.png).
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Page } from 'puppeteer-core';
+import { NO_CHROMIUM, openConsolePage, type ConsolePage } from '../helpers/console-browser.js';
 import { sha256Hex } from '../../src/workers/http/client-auth.js';
 import { applyApiKeys, ALIAS, inFlight, startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TOKEN = 'console-keys-admin-token';
 const SHOTS = process.env.CONSOLE_SCREENSHOTS;
 const ALICE = 'sk-console-alice-012345';
@@ -20,9 +20,9 @@ const BOB = 'sk-console-bob-98765432';
 const CAROL = 'sk-console-carol-0123456';
 const PADDED_CAROL = 'sk-console-pad-carol-0123';
 
-describe('console API keys panel in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
+describe('console API keys panel in headless chromium', { skip: NO_CHROMIUM }, () => {
   let stack: OpsStack;
-  let browser: Browser;
+  let view: ConsolePage;
   let page: Page;
 
   before(async () => {
@@ -38,19 +38,16 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
         { name: ' carol ', key_sha256: sha256Hex(PADDED_CAROL) },
       ],
     });
-    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
-    page = await browser.newPage();
-    await page.setViewport({ width: 1280, height: 800 });
+    view = await openConsolePage();
+    page = view.page;
   });
   after(async () => {
-    await browser?.close();
+    await view?.close();
     await stack?.close();
   });
 
-  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
-  const until = async (expression: string, timeout = 8_000): Promise<void> => {
-    await page.waitForFunction(expression, { timeout });
-  };
+  const js = <T>(expression: string): Promise<T> => view.js<T>(expression);
+  const until = (expression: string, timeout?: number): Promise<void> => view.until(expression, timeout);
   const cells = (name: string): Promise<string[]> => js(`Array.from(document.querySelector('#keys-body tr[data-name="${name}"]')?.cells ?? []).map((c) => c.textContent)`);
   const chat = (key: string, headers: Record<string, string> = {}, stream = false): Promise<Response> =>
     fetch(`${stack.baseURL}/chat/completions`, {
@@ -60,10 +57,7 @@ describe('console API keys panel in headless chromium', { skip: existsSync(CHROM
     });
 
   test('each key with its models and limit; its open request, requests, errors and tokens as its clients were answered', async () => {
-    await page.goto(`${stack.edge.adminUrl}/console`);
-    await page.waitForSelector('#login-form', { visible: true });
-    await page.type('#token', TOKEN);
-    await page.keyboard.press('Enter');
+    await view.logIn(`${stack.edge.adminUrl}/console`, TOKEN);
     await page.waitForSelector('#keys-body tr[data-name="bob"]');
     assert.equal(await js('document.getElementById("keys-empty").hidden'), true, 'auth is on: no "auth is off" text');
     // Nothing spent yet: each limit is whole.

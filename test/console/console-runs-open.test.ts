@@ -5,31 +5,29 @@
 // finished. The table shows it once, as the edge last said (finished, its
 // Cancel off), not as the first page had it.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Page } from 'puppeteer-core';
+import { NO_CHROMIUM, openConsolePage, type ConsolePage } from '../helpers/console-browser.js';
 import { waitFor } from '../helpers/stack.js';
 import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TOKEN = 'console-runs-open-admin-token';
 /** More open runs than a page (50) holds. */
 const OPEN = 56;
 
-describe('console runs table with more open runs than a page, in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
+describe('console runs table with more open runs than a page, in headless chromium', { skip: NO_CHROMIUM }, () => {
   let stack: OpsStack;
-  let browser: Browser;
+  let view: ConsolePage;
   let page: Page;
   const streams: Promise<string>[] = [];
 
   before(async () => {
     stack = await startOpsStack({ adminToken: TOKEN, capacity: 2, maxQueue: OPEN, queueTimeoutMs: 60_000, mock: { ttftMs: 0, tokens: 1, intervalMs: 0 } });
-    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
-    page = await browser.newPage();
-    await page.setViewport({ width: 1280, height: 800 });
+    view = await openConsolePage();
+    page = view.page;
   });
   after(async () => {
-    await browser?.close();
+    await view?.close();
     if (stack !== undefined) {
       for (const run of ((await stack.admin('/admin/runs?limit=1000')).json as { runs: { id: string; state: string }[] }).runs) {
         if (run.state !== 'finished') await stack.admin(`/admin/runs/${encodeURIComponent(run.id)}/cancel`, { method: 'POST' });
@@ -39,10 +37,8 @@ describe('console runs table with more open runs than a page, in headless chromi
     }
   });
 
-  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
-  const until = async (expression: string, timeout = 8_000): Promise<void> => {
-    await page.waitForFunction(expression, { timeout });
-  };
+  const js = <T>(expression: string): Promise<T> => view.js<T>(expression);
+  const until = (expression: string, timeout?: number): Promise<void> => view.until(expression, timeout);
   const openRuns = async (): Promise<string[]> =>
     ((await stack.admin('/admin/runs?limit=1000')).json as { runs: { id: string; state: string }[] }).runs.filter((r) => r.state !== 'finished').map((r) => r.id);
 
@@ -55,10 +51,7 @@ describe('console runs table with more open runs than a page, in headless chromi
       }).then((res) => res.text()));
     }
     await waitFor(async () => (await openRuns()).length === OPEN, 'every run open', 10_000);
-    await page.goto(`${stack.edge.adminUrl}/console`);
-    await page.waitForSelector('#login-form', { visible: true });
-    await page.type('#token', TOKEN);
-    await page.keyboard.press('Enter');
+    await view.logIn(`${stack.edge.adminUrl}/console`, TOKEN);
     await until(`document.querySelectorAll('#runs-body tr[data-state="running"]').length === 50`);
     await page.click('#live-runs');
     assert.equal(await js(`document.getElementById('live-runs').checked`), false);

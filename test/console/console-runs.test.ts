@@ -7,19 +7,18 @@
 // and shows the newest runs instead of an error-less empty table; a run
 // cancelled on an older page shows so in its row, the pages shown kept.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Page } from 'puppeteer-core';
+import { NO_CHROMIUM, openConsolePage, type ConsolePage } from '../helpers/console-browser.js';
 import { waitFor } from '../helpers/stack.js';
 import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TOKEN = 'console-runs-admin-token';
 const MAX_FINISHED = 130;
 
-describe('console runs table paging in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
+describe('console runs table paging in headless chromium', { skip: NO_CHROMIUM }, () => {
   let stack: OpsStack;
-  let browser: Browser;
+  let view: ConsolePage;
   let page: Page;
 
   before(async () => {
@@ -34,19 +33,16 @@ describe('console runs table paging in headless chromium', { skip: existsSync(CH
         raw.runs = { max_finished: MAX_FINISHED };
       },
     });
-    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
-    page = await browser.newPage();
-    await page.setViewport({ width: 1280, height: 800 });
+    view = await openConsolePage();
+    page = view.page;
   });
   after(async () => {
-    await browser?.close();
+    await view?.close();
     await stack?.close();
   });
 
-  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
-  const until = async (expression: string, timeout = 8_000): Promise<void> => {
-    await page.waitForFunction(expression, { timeout });
-  };
+  const js = <T>(expression: string): Promise<T> => view.js<T>(expression);
+  const until = (expression: string, timeout?: number): Promise<void> => view.until(expression, timeout);
   const shownIds = (): Promise<string[]> => js(`Array.from(document.querySelectorAll('#runs-body tr')).map((row) => row.dataset.run)`);
   const send = async (n: number): Promise<void> => {
     for (let i = 0; i < n; i++) {
@@ -67,10 +63,7 @@ describe('console runs table paging in headless chromium', { skip: existsSync(CH
 
   test('Show 50 older adds the next pages in the API order, turning Live runs off; Live runs on shows the newest page again', async () => {
     await send(120);
-    await page.goto(`${stack.edge.adminUrl}/console`);
-    await page.waitForSelector('#login-form', { visible: true });
-    await page.type('#token', TOKEN);
-    await page.keyboard.press('Enter');
+    await view.logIn(`${stack.edge.adminUrl}/console`, TOKEN);
     await until(`document.querySelectorAll('#runs-body tr').length === 50`);
     const expected = await adminIds();
     assert.equal(expected.length, 120);

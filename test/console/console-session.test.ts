@@ -3,31 +3,29 @@
 // the login, with no alert left from the session before (an edge that did
 // not answer then, an action that failed), shown beside "live".
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import puppeteer, { type Browser, type HTTPRequest, type Page } from 'puppeteer-core';
+import type { HTTPRequest, Page } from 'puppeteer-core';
+import { NO_CHROMIUM, openConsolePage, type ConsolePage } from '../helpers/console-browser.js';
 import { startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TOKEN = 'console-session-admin-token';
 
-describe('console sessions in headless chromium', { skip: existsSync(CHROMIUM) ? false : `no ${CHROMIUM} (apt-get install -y chromium)` }, () => {
+describe('console sessions in headless chromium', { skip: NO_CHROMIUM }, () => {
   let stack: OpsStack;
-  let browser: Browser;
+  let view: ConsolePage;
   let page: Page;
 
   before(async () => {
     stack = await startOpsStack({ adminToken: TOKEN });
-    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'], headless: true });
-    page = await browser.newPage();
-    await page.setViewport({ width: 1280, height: 800 });
+    view = await openConsolePage();
+    page = view.page;
   });
   after(async () => {
-    await browser?.close();
+    await view?.close();
     await stack?.close();
   });
 
-  const js = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
+  const js = <T>(expression: string): Promise<T> => view.js<T>(expression);
   const logIn = async (): Promise<void> => {
     await page.waitForSelector('#login-form', { visible: true });
     await page.type('#token', TOKEN);
