@@ -92,7 +92,7 @@ export class EdgeMetrics {
   readonly #maxQueue = new Gauge({ name: 'edge_queue_max', help: 'max_queue per model group', labelNames: ['model'] as const, registers: [this.registry] });
   readonly #inFlight = new Gauge({ name: 'edge_provider_in_flight', help: 'Live leases per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #capacity = new Gauge({ name: 'edge_provider_capacity', help: 'Configured capacity per provider', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
-  readonly #providerUp = new Gauge({ name: 'edge_provider_available', help: '1 when the provider can take new requests (node connected, announced, enabled, not draining, not ejected, not unhealthy by probe)', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
+  readonly #providerUp = new Gauge({ name: 'edge_provider_available', help: '1 when the provider can take new requests (node connected, announced, enabled, capacity above 0, not draining, not ejected, not unhealthy by probe)', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #outlier = new Gauge({ name: 'edge_provider_outlier_state', help: 'Outlier state per provider: 0 healthy, 1 ejected, 2 half-open (passive outlier ejection)', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #overloadLimit = new Gauge({ name: 'edge_provider_overload_limit', help: 'Effective concurrency after 429/503 answers (AIMD); equals capacity when not overloaded', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
   readonly #unhealthy = new Gauge({ name: 'edge_provider_probe_unhealthy', help: '1 while the node\'s active health probe of the provider fails (no new requests)', labelNames: ['provider', 'node'] as const, registers: [this.registry] });
@@ -430,7 +430,7 @@ export class EdgeMetrics {
       const labels = { provider: p.id, node: p.nodeId };
       this.#inFlight.set(labels, p.inFlight);
       this.#capacity.set(labels, p.capacity);
-      this.#providerUp.set(labels, p.connected && p.announced && p.enabled && !p.draining && p.unhealthy !== true && (p.outlier?.phase ?? 'healthy') !== 'ejected' ? 1 : 0);
+      this.#providerUp.set(labels, p.connected && p.announced && p.enabled && p.capacity > 0 && !p.draining && p.unhealthy !== true && (p.outlier?.phase ?? 'healthy') !== 'ejected' ? 1 : 0);
       this.#overloadLimit.set(labels, p.overload?.limit ?? p.capacity);
       this.#unhealthy.set(labels, p.unhealthy === true ? 1 : 0);
       this.#outlier.set(labels, p.outlier?.phase === 'ejected' ? 1 : p.outlier?.phase === 'half_open' ? 2 : 0);
