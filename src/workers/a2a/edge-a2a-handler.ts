@@ -322,10 +322,12 @@ export class EdgeA2AHandler implements A2ARequestHandler {
       entry.finish(FAILED, `${refusal.message} (${refusal.code})`, this.#ttlMs);
       return entry;
     }
+    /** The run's exchange, known once begin() returned (before any onStarted: those come on later turns). */
+    let exchange: ProxyExchange | undefined;
     const sink = new RunSink({
       onStarted: () => {
         // The grant that started it says whether the context's session left its node (its cli state with it).
-        const movedFrom = (sink as unknown as { [kExchange]?: ProxyExchange })[kExchange]?.grant?.sessionMovedFrom;
+        const movedFrom = exchange?.grant?.sessionMovedFrom;
         if (movedFrom !== undefined) entry.sessionMovedFrom = movedFrom;
         entry.working();
       },
@@ -354,7 +356,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
     const info = inspectBody(body, 64) as InspectOk;
     const request = runRequest(contextId, call.requestTag, call.fairnessHeaders);
     this.#plane.begin(CHAT, CHAT.path, request, sink.asResponse(), body, info, key, undefined, sink);
-    const exchange = (sink as unknown as { [kExchange]?: ProxyExchange })[kExchange];
+    exchange = (sink as unknown as { [kExchange]?: ProxyExchange })[kExchange];
     if (exchange !== undefined) entry.runId = exchange.runId;
     return entry;
   }
