@@ -117,9 +117,7 @@ export class ClientAuth {
    * Removed keys' buckets by name, as main's KeyConcurrency keeps every name's with I/O workers: a refresh
    * that gives the key back does not give it a fresh minute (names come from the config: a bounded set).
    */
-  readonly #removedRates = new Map<string, RequestRate>();
-  /** And their token buckets. */
-  readonly #removedTokens = new Map<string, RequestRate>();
+  readonly #removedBuckets = new Map<string, { readonly rate: RequestRate | undefined; readonly tokens: RequestRate | undefined }>();
 
   constructor(auth: AuthConfig | undefined) {
     this.setConfig(auth);
@@ -144,10 +142,10 @@ export class ClientAuth {
         state.requestsPerMinute = key.requestsPerMinute ?? 0;
         state.tokensPerMinute = key.tokensPerMinute ?? 0;
         // A key given back after a refresh removed it finds what it spent still spent.
-        state.rate = this.#removedRates.get(key.name);
-        this.#removedRates.delete(key.name);
-        state.tokens = this.#removedTokens.get(key.name);
-        this.#removedTokens.delete(key.name);
+        const kept = this.#removedBuckets.get(key.name);
+        this.#removedBuckets.delete(key.name);
+        state.rate = kept?.rate;
+        state.tokens = kept?.tokens;
         state.retuneRate(performance.now());
       } else {
         // Requests in flight keep the object they counted on; update it in place.
@@ -169,8 +167,7 @@ export class ClientAuth {
     for (const [name, state] of this.#byName) {
       if (names.has(name) || state.inFlight > 0) continue;
       this.#byName.delete(name);
-      if (state.rate !== undefined) this.#removedRates.set(name, state.rate);
-      if (state.tokens !== undefined) this.#removedTokens.set(name, state.tokens);
+      if (state.rate !== undefined || state.tokens !== undefined) this.#removedBuckets.set(name, { rate: state.rate, tokens: state.tokens });
     }
     this.#byDigest = byDigest;
   }
