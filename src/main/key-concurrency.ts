@@ -14,6 +14,8 @@ import type { KeyLevels } from '../contract/scheduler.js';
 import type { ApiKeyConfig } from '../shared/config-types.js';
 import { RequestRate } from '../shared/request-rate.js';
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
 /** An admitted request's tokens, reserved of its key's bucket until it ends. */
 class TokenReservation {
   constructor(readonly bucket: RequestRate, readonly tokens: number) {}
@@ -148,8 +150,8 @@ export class KeyConcurrency {
 
   /** Keys with open requests and their counts, and what the limited ones have left at `nowMs` (GET /admin/keys). */
   load(nowMs: number): KeyLoadEntry[] {
-    const out = new Map<string, { name: string; inFlight: number; requestsLeft?: number; tokensLeft?: number }>();
-    const entry = (name: string): { name: string; inFlight: number; requestsLeft?: number; tokensLeft?: number } => {
+    const out = new Map<string, Mutable<KeyLoadEntry>>();
+    const entry = (name: string): Mutable<KeyLoadEntry> => {
       let e = out.get(name);
       if (e === undefined) out.set(name, (e = { name, inFlight: 0 }));
       return e;
