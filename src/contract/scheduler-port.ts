@@ -4,7 +4,7 @@
 // SharedArrayBuffer rings. So every call here is asynchronous-capable: no
 // call returns a scheduler answer, answers come back through the handlers
 // (synchronously from the driver, a ring hop later from a worker).
-import type { AdmitRequest, Grant, Overloaded, RejectCode, ReleaseReason } from './scheduler.js';
+import type { AdmitRequest, Grant, KeyLevels, Overloaded, RejectCode, ReleaseReason } from './scheduler.js';
 
 /**
  * Why an admission was refused: the scheduler's codes, plus the per-key
@@ -13,7 +13,14 @@ import type { AdmitRequest, Grant, Overloaded, RejectCode, ReleaseReason } from 
  * rate_limit_exceeded with its own message)
  * scheduler when I/O workers share one count per key (never produced by the Scheduler).
  */
-export type AdmissionRejectCode = RejectCode | 'too_many_concurrent_requests' | 'rate_limit_exceeded' | 'token_limit_exceeded';
+export type AdmissionRejectCode = RejectCode | KeyRefusalCode;
+/** An API key's own limits refused it (checked before the scheduler). */
+export type KeyRefusalCode = 'too_many_concurrent_requests' | 'rate_limit_exceeded' | 'token_limit_exceeded';
+
+/** The refusals of an API key's own limits (with I/O workers their reject records carry its levels, not a Retry-After in ms). */
+export function isKeyRefusal(code: AdmissionRejectCode): code is KeyRefusalCode {
+  return code === 'too_many_concurrent_requests' || code === 'rate_limit_exceeded' || code === 'token_limit_exceeded';
+}
 
 /** An API key's limits (auth.api_keys[].max_concurrent, .requests_per_minute). */
 export interface KeyLimit {
@@ -28,7 +35,8 @@ export interface KeyLimit {
 export interface DecisionHandler {
   /** `nodeWorker`: the worker thread that holds the node's session; -1 = this thread. */
   onGrant(grant: Grant, nodeWorker: number): void;
-  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void;
+  /** `keyLevels`: a key refusal's (I/O workers), what the key has left for its x-ratelimit-* headers. */
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number, keyLevels?: KeyLevels): void;
   /** requeue() found no other candidate: the lease is over and nothing was queued. */
   onRequeueRefused(requestId: number): void;
   /** requeue() queued it again (a grant the requeue made at once may come first). */

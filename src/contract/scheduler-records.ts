@@ -25,7 +25,8 @@
 //   grant      requestId, leaseId, generation, nodeId, providerId, nameId, value; with I/O workers, for a key with a
 //              requests_per_minute or tokens_per_minute (encodeKeyLevels): aux (1 | 2: which are there), rate
 //              (requests left, floored), session (tokens left; below 0: a debt)
-//   reject     requestId, code, value
+//   reject     requestId, code, value; aux: Retry-After in ms (0 = none), but for a key's refusal (isKeyRefusal):
+//              what the key has left, as a grant's (encodeKeyLevels)
 //   release    leaseId, code (requestId when known), value (tokens the response reported, 0 = unknown)
 //   confirm    leaseId; the reply also carries code (1 = current, 0 = stale)
 //   connect    nodeId; the reply also carries generation
@@ -207,7 +208,7 @@ export function decodeRecord(view: DataView, offset: number, out: SchedulerRecor
   out.session = view.getFloat64(offset + 56, true);
 }
 
-/** Grant: what the request's API key has left, in rate (requests, floored), session (tokens) and aux (1: requests there, 2: tokens there). */
+/** Grant, and a key's refusal: what the request's API key has left, in rate (requests, floored), session (tokens) and aux (1: requests there, 2: tokens there). */
 export function encodeKeyLevels(r: SchedulerRecord, levels: KeyLevels): void {
   if (!Number.isNaN(levels.requests)) {
     r.aux |= 1;
@@ -219,7 +220,7 @@ export function encodeKeyLevels(r: SchedulerRecord, levels: KeyLevels): void {
   }
 }
 
-/** Grant: the key levels back; undefined when none were written. */
+/** Grant, a key's refusal: the key levels back; undefined when none were written. */
 export function decodeKeyLevels(r: SchedulerRecord): KeyLevels | undefined {
   if (r.aux === 0) return undefined;
   return { requests: (r.aux & 1) === 0 ? Number.NaN : r.rate, tokens: (r.aux & 2) === 0 ? Number.NaN : r.session };

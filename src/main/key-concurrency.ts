@@ -111,11 +111,14 @@ export class KeyConcurrency {
   levelsOf(requestId: number): KeyLevels | undefined {
     if (this.#requestLimits.size === 0 && this.#tokenLimits.size === 0) return undefined;
     const name = this.#held.get(requestId)?.name;
-    if (name === undefined) return undefined;
+    return name === undefined ? undefined : this.levelsOfKey(name, performance.now());
+  }
+
+  /** What key `name` has left of its limits at `nowMs` (a refusal's x-ratelimit-*); undefined: it has neither. */
+  levelsOfKey(name: string, nowMs: number): KeyLevels | undefined {
     const requests = this.#requestLimits.get(name);
     const tokens = this.#tokenLimits.get(name);
     if (requests === undefined && tokens === undefined) return undefined;
-    const nowMs = performance.now();
     return {
       requests: requests === undefined ? Number.NaN : (this.#rates.get(name)?.level(nowMs, requests) ?? requests),
       tokens: tokens === undefined ? Number.NaN : (this.#tokens.get(name)?.level(nowMs, tokens) ?? tokens),

@@ -21,7 +21,7 @@ import { RunWireDecoder, type RunWireBatch } from '../contract/run-wire.js';
 import type { RunEvent } from '../contract/events.js';
 import { createRing, RingConsumer, RingProducer, type RingRecordHandler } from '../shared/ring/spsc-ring.js';
 import { ID_STRIDE } from '../contract/scheduler-port.js';
-import type { AdmissionRejectCode, DecisionHandler } from '../contract/scheduler-port.js';
+import type { AdmissionRejectCode, DecisionHandler, KeyRefusalCode } from '../contract/scheduler-port.js';
 import type { DataPath, KeyLoadEntry } from '../contract/data-path.js';
 import { StoredResponses } from '../contract/stored-responses.js';
 import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type AffinityAsk, type AffinityMessage, type ControlCall, type ControlReply, type IoWorkerData, type PlaneInspection, type WorkerEvent } from '../contract/io-protocol.js';
@@ -672,21 +672,21 @@ export class WorkerPool implements DecisionHandler, DataPath {
         if (r.providerId !== 0) {
           const key = reader.nameOf(r.providerId) ?? '';
           if (!this.#acquireKey(slot, r.requestId, key, r.generation)) {
-            this.onReject(r.requestId, 'too_many_concurrent_requests', 1);
+            this.#rejectKey(r.requestId, key, 'too_many_concurrent_requests', 1, performance.now());
             return;
           }
           const now = performance.now();
           const tokenWaitMs = this.#reserveKeyTokens(slot, r.requestId, key, r.value, now);
           if (tokenWaitMs > 0) {
             this.keys.release(r.requestId, 0);
-            this.onReject(r.requestId, 'token_limit_exceeded', retryAfterSecOf(tokenWaitMs));
+            this.#rejectKey(r.requestId, key, 'token_limit_exceeded', retryAfterSecOf(tokenWaitMs), now);
             return;
           }
           const waitMs = r.rate === 0 ? 0 : this.keys.takeRate(key, r.rate, now);
           if (waitMs > 0) {
             // Given back: refused, it takes neither.
             this.keys.release(r.requestId, 0);
-            this.onReject(r.requestId, 'rate_limit_exceeded', retryAfterSecOf(waitMs));
+            this.#rejectKey(r.requestId, key, 'rate_limit_exceeded', retryAfterSecOf(waitMs), now);
             return;
           }
         }
@@ -886,6 +886,17 @@ export class WorkerPool implements DecisionHandler, DataPath {
     r.code = rejectCodeCode(code);
     r.value = retryAfterSec;
     r.aux = retryAfterMs === undefined ? 0 : Math.min(0xffffffff, Math.max(0, Math.round(retryAfterMs)));
+    this.#slotOf(requestId).out.send(r);
+  }
+
+  /** A key's own limit refused the admission: the reply carries what the key has left (its x-ratelimit-* headers). */
+  #rejectKey(requestId: number, key: string, code: KeyRefusalCode, retryAfterSec: number, nowMs: number): void {
+    const r = this.#scratch.reset(RecordKind.reject);
+    r.requestId = requestId;
+    r.code = rejectCodeCode(code);
+    r.value = retryAfterSec;
+    const levels = this.keys.levelsOfKey(key, nowMs);
+    if (levels !== undefined) encodeKeyLevels(r, levels);
     this.#slotOf(requestId).out.send(r);
   }
 

@@ -8,9 +8,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { DEFAULT_MAX_OVERLOAD_REQUEUES, type EdgeConfig } from '../shared/config-types.js';
 import { Errors, specForNodeErrorCode, type GatewayErrorSpec } from '../shared/errors.js';
-import { ID_STRIDE, type AdmissionRejectCode, type DecisionHandler, type SchedulerPort } from '../contract/scheduler-port.js';
+import { ID_STRIDE, isKeyRefusal, type AdmissionRejectCode, type DecisionHandler, type KeyRefusalCode, type SchedulerPort } from '../contract/scheduler-port.js';
 import { estimateInputTokens } from '../contract/estimate.js';
-import type { Grant, RejectCode, ReleaseReason } from '../contract/scheduler.js';
+import type { Grant, KeyLevels, RejectCode, ReleaseReason } from '../contract/scheduler.js';
 import type { NodeGateway } from './grpc/node-gateway.js';
 import { isProviderFailure, kExchange, nodeErrorReason, onResponseClose, ProxyExchange, type DispatchWatcher, type ExchangeOwner } from './http/proxy-exchange.js';
 import { ExchangeDeadlines, type DeadlineLimits } from './http/exchange-deadlines.js';
@@ -318,6 +318,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       return;
     }
     if (refusedKey !== undefined) {
+      if (exchange.limitedKey !== undefined) exchange.keyLevels = localKeyLevels(refusedKey, performance.now());
       exchange.reject(Errors.tooManyConcurrent, 1, keyLimitMessage(refusedKey));
       return;
     }
@@ -443,7 +444,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     exchange.dispatchWatcher?.dispatched();
   }
 
-  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number, keyLevels?: KeyLevels): void {
     const exchange = this.#pending.get(requestId);
     if (!exchange) {
       this.#fallbacks.delete(requestId);
@@ -454,8 +455,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#confirmRetry(exchange);
       this.#fallbacks.delete(requestId);
     }
-    if (code === 'too_many_concurrent_requests' || code === 'rate_limit_exceeded' || code === 'token_limit_exceeded') {
-      this.#keyLimited(exchange, code, retryAfterSec);
+    if (isKeyRefusal(code)) {
+      this.#keyLimited(exchange, code, retryAfterSec, keyLevels);
       return;
     }
     // context_length_exceeded names the field that holds the route's prompt (the catalogue's is chat's `messages`).
@@ -828,11 +829,12 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
   }
 
   /** Shared key limits: the key was at its limit or over its rate, nothing was admitted or taken. Same reply as with workers.count 0. */
-  #keyLimited(exchange: ProxyExchange, code: 'too_many_concurrent_requests' | 'rate_limit_exceeded' | 'token_limit_exceeded', retryAfterSec: number): void {
+  #keyLimited(exchange: ProxyExchange, code: KeyRefusalCode, retryAfterSec: number, levels: KeyLevels | undefined): void {
     // Always there: the admit carried the key, and only forget() (which also ends `pending`) clears it.
     const key = this.#keyOf.get(exchange.requestId) as ApiKeyState;
     this.#keyOf.delete(exchange.requestId);
     key.release();
+    if (exchange.limitedKey !== undefined) exchange.keyLevels = levels;
     if (code === 'too_many_concurrent_requests') exchange.reject(Errors.tooManyConcurrent, retryAfterSec, keyLimitMessage(key));
     else if (code === 'rate_limit_exceeded') exchange.reject(Errors.keyRateLimited, retryAfterSec, keyRateMessage(key, retryAfterSec * 1000));
     else exchange.reject(Errors.keyRateLimited, retryAfterSec, keyTokensMessage(key.tokensPerMinute, retryAfterSec * 1000));
@@ -848,12 +850,14 @@ function overKeyRates(exchange: ProxyExchange, key: ApiKeyState): boolean {
   const reserve = key.tokensPerMinute === 0 ? 0 : Math.max(1, estimatedTokensOf(exchange));
   const tokenWaitMs = reserve === 0 ? 0 : key.reserveTokens(now, reserve);
   if (tokenWaitMs > 0) {
+    exchange.keyLevels = localKeyLevels(key, now);
     exchange.reject(Errors.keyRateLimited, retryAfterSecOf(tokenWaitMs), keyTokensMessage(key.tokensPerMinute, tokenWaitMs));
     return true;
   }
   const rateWaitMs = key.takeRate(now);
   if (rateWaitMs > 0) {
     key.settleTokens(reserve, 0, now);
+    exchange.keyLevels = localKeyLevels(key, now);
     exchange.reject(Errors.keyRateLimited, retryAfterSecOf(rateWaitMs), keyRateMessage(key, rateWaitMs));
     return true;
   }

@@ -8,7 +8,7 @@ import { drainLoop } from '../shared/ring/drain-loop.js';
 import { ANNOUNCED_AGAIN, ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, RecordKind, RecordReader, decodeKeyLevels, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
 import { RingConsumer, RingProducer } from '../shared/ring/spsc-ring.js';
-import type { DecisionHandler, KeyLimit, NodeRegistrar, SchedulerPort } from '../contract/scheduler-port.js';
+import { isKeyRefusal, type DecisionHandler, type KeyLimit, type NodeRegistrar, type SchedulerPort } from '../contract/scheduler-port.js';
 
 export class RemoteScheduler implements SchedulerPort {
   #handler: DecisionHandler | undefined;
@@ -210,9 +210,12 @@ export class RemoteScheduler implements SchedulerPort {
         handler?.onGrant(grant, r.worker);
         return;
       }
-      case RecordKind.reject:
-        handler?.onReject(r.requestId, rejectCodeOf(r.code), r.value, r.aux === 0 ? undefined : r.aux);
+      case RecordKind.reject: {
+        const code = rejectCodeOf(r.code);
+        if (isKeyRefusal(code)) handler?.onReject(r.requestId, code, r.value, undefined, decodeKeyLevels(r));
+        else handler?.onReject(r.requestId, code, r.value, r.aux === 0 ? undefined : r.aux);
         return;
+      }
       case RecordKind.requeued:
         if (r.code === 0) handler?.onRequeueRefused(r.requestId);
         else handler?.onRequeueAccepted(r.requestId);

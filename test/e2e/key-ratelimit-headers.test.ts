@@ -16,6 +16,8 @@ import { ALIAS, startOpsStack, type OpsStack } from '../main/admin/ops-stack.js'
 const HANA = 'sk-headers-hana-0123456789';
 const BOB = 'sk-headers-bob-9876543210';
 const IDA = 'sk-headers-ida-5555555555';
+const KAI = 'sk-headers-kai-7777777777';
+const LIA = 'sk-headers-lia-8888888888';
 
 const RATE_HEADERS = /^x-ratelimit-/;
 
@@ -29,6 +31,8 @@ describe('x-ratelimit-* headers', () => {
         { name: 'hana', key_sha256: sha256Hex(HANA), requests_per_minute: 60, tokens_per_minute: 10_000 },
         { name: 'ida', key_sha256: sha256Hex(IDA), tokens_per_minute: 10_000 },
         { name: 'bob', key_sha256: sha256Hex(BOB) },
+        { name: 'kai', key_sha256: sha256Hex(KAI), requests_per_minute: 2 },
+        { name: 'lia', key_sha256: sha256Hex(LIA), tokens_per_minute: 100 },
       ],
     });
   });
@@ -67,6 +71,34 @@ describe('x-ratelimit-* headers', () => {
 
     const unlimited = await client(BOB).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
     assert.deepEqual([...unlimited.response.headers.keys()].filter((name) => RATE_HEADERS.test(name)), [], 'a key without limits gets none');
+  });
+
+  test("a refusal by the key's own limits carries them too: nothing left, and when it is back", async () => {
+    for (let i = 0; i < 2; i++) await client(KAI).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] });
+    const refused = await client(KAI).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] }).then(
+      () => assert.fail('a third request in the minute must be refused'),
+      (err: unknown) => err,
+    );
+    assert.ok(refused instanceof OpenAI.RateLimitError, String(refused));
+    assert.equal(refused.headers.get('x-ratelimit-limit-requests'), '2');
+    assert.equal(refused.headers.get('x-ratelimit-remaining-requests'), '0');
+    // Two of 2 a minute spent just now: the bucket is full again in about a minute.
+    assert.match(refused.headers.get('x-ratelimit-reset-requests') ?? '', /^(59(\.\d+)?s|1m0s)$/);
+
+    // Over its tokens: a prompt of ~250 estimated tokens against 100 a minute is admitted on a full bucket
+    // (a debt); the next is refused until the debt is paid.
+    const big = { model: ALIAS, messages: [{ role: 'user' as const, content: 'x'.repeat(1000) }] };
+    await client(LIA).chat.completions.create(big);
+    const tokenRefused = await client(LIA).chat.completions.create(big).then(
+      () => assert.fail('a prompt on a bucket in debt must be refused'),
+      (err: unknown) => err,
+    );
+    assert.ok(tokenRefused instanceof OpenAI.RateLimitError, String(tokenRefused));
+    assert.equal(tokenRefused.headers.get('x-ratelimit-limit-tokens'), '100');
+    assert.equal(tokenRefused.headers.get('x-ratelimit-remaining-tokens'), '0');
+    // More than the minute's 100 owed: over a minute until full.
+    assert.match(tokenRefused.headers.get('x-ratelimit-reset-tokens') ?? '', /^[1-9]\d*m[\d.]+s$/);
+    assert.equal(tokenRefused.headers.get('x-ratelimit-limit-requests'), null);
   });
 
   test('durations are written as OpenAI writes them', () => {

@@ -926,13 +926,14 @@ export class ProxyExchange implements TunnelConsumer {
       headers['x-edge-provider'] = this.grant.providerId;
       headers['x-edge-queue-ms'] = String(Math.round(this.grant.queuedMs + this.retryWaitMs));
       if (this.grant.sessionMovedFrom !== undefined) headers['x-edge-session-moved-from'] = this.grant.sessionMovedFrom;
-      if (this.keyLevels !== undefined) {
-        const limits = rateLimitHeaders(this.limitedKey as ApiKeyState, this.keyLevels);
-        for (let i = 0; i < limits.length; i += 2) headers[limits[i]] = limits[i + 1];
-      }
     } else {
       // Refused without a grant: the time it spent waiting for one.
       headers['x-edge-queue-ms'] = String(Math.round(Math.max(0, performance.now() - this.startedAt)));
+    }
+    // Granted, or refused by the key's own limits (what it has left then: a client's retry library reads them).
+    if (this.keyLevels !== undefined) {
+      const limits = rateLimitHeaders(this.limitedKey as ApiKeyState, this.keyLevels);
+      for (let i = 0; i < limits.length; i += 2) headers[limits[i]] = limits[i + 1];
     }
     res.writeHead(this.route.errors.status(spec), headers);
     res.end(this.route.errors.body(spec, message));

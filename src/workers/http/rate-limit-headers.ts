@@ -1,9 +1,10 @@
-// x-ratelimit-* on every relayed answer of an API key with a
+// x-ratelimit-* on every relayed answer (and own-limit 429) of an API key with a
 // requests_per_minute or tokens_per_minute, named as OpenAI's API names
 // them (clients and their retry libraries read these): the limit, what is
 // left of it, and how long until the bucket is full again. What is left is
-// measured when the request was granted (the scheduler thread's buckets with
-// I/O workers, read into the grant; the key's own at workers.count 0). A
+// measured when the request was granted or refused (the scheduler thread's
+// buckets with I/O workers, read into the grant or reject; the key's own at
+// workers.count 0). A
 // provider's own x-ratelimit-* (its account's, not the client's) is dropped
 // from such an answer, so a client never reads two sets.
 import type { KeyLevels } from '../../contract/scheduler.js';
