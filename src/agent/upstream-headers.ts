@@ -8,9 +8,9 @@ import { isHopByHop, nominatesNothingMore } from '../shared/hop-by-hop.js';
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
 
 // Request-only: host and content-length belong to the upstream request Http1Client
-// builds, expect too (it writes the body with the head, never awaiting a 100); authorization and x-api-key are the client's credentials;
-// accept-encoding is the agent's own (below).
-const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'content-length', 'expect', 'authorization', 'x-api-key', 'accept-encoding']);
+// builds, expect too (it writes the body with the head, never awaiting a 100); authorization, x-api-key, api-key
+// (Azure's) and x-goog-api-key (Gemini's) are a client's credentials; accept-encoding is the agent's own (below).
+const REQUEST_ONLY: ReadonlySet<string> = new Set(['host', 'content-length', 'expect', 'authorization', 'x-api-key', 'api-key', 'x-goog-api-key', 'accept-encoding']);
 
 export { isHopByHop };
 

@@ -161,6 +161,10 @@ describe('client API keys', () => {
     await new OpenAI({ baseURL: stack.baseURL, apiKey: ALICE, organization: 'org-other', project: 'proj_other', maxRetries: 0 }).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] });
     const picked = stack.mock.requestLog.at(-1)?.receivedHeaders ?? {};
     assert.deepEqual([picked['openai-organization'], picked['openai-project']], [undefined, undefined]);
+    // Nor another API's credential header a client may send beside its edge key (Azure's, Gemini's).
+    await new OpenAI({ baseURL: stack.baseURL, apiKey: ALICE, maxRetries: 0, defaultHeaders: { 'api-key': 'azure-secret-1', 'x-goog-api-key': 'gemini-secret-2' } }).chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: 'hi' }] });
+    const foreign = stack.mock.requestLog.at(-1)?.receivedHeaders ?? {};
+    assert.deepEqual([foreign['api-key'], foreign['x-goog-api-key']], [undefined, undefined]);
     const stream = await sdk(stack, ALICE).chat.completions.create({ model: ALIAS, stream: true, messages: [] });
     let chunks = 0;
     for await (const _ of stream) chunks++;

@@ -10,6 +10,8 @@ const NOT_FORWARDED_UPSTREAM = new Set([
   'content-length', // the body is rewritten; the agent sets the real length
   'authorization', // the client's credentials never reach a provider
   'x-api-key', // nor an Anthropic client's
+  'api-key', // nor an Azure OpenAI client's
+  'x-goog-api-key', // nor a Gemini client's
   'cookie',
   'x-edge-node',
   'expect',
