@@ -179,7 +179,7 @@ function readProviders(r: ConfigReader, value: unknown): AgentProviderConfig[] {
     const type = r.oneOf(`${path}.type`, item.type, PROVIDER_TYPES);
     // A cli provider runs a command, so it has no HTTP upstream to name.
     const baseUrl = type === 'cli' && item.base_url === undefined ? undefined : r.url(`${path}.base_url`, item.base_url);
-    if (baseUrl !== undefined) baseUrlProblems(r, `${path}.base_url`, baseUrl);
+    if (baseUrl !== undefined) baseUrlProblems(r, `${path}.base_url`, baseUrl, type);
     const apiKey = item.api_key === undefined ? undefined : readSecret(r, `${path}.api_key`, item.api_key, true);
     const connections = r.integer(`${path}.connections`, item.connections, 1, 65_536, DEFAULT_CONNECTIONS);
     const endpoints = readEndpoints(r, `${path}.endpoints`, item.endpoints, type);

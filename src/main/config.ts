@@ -104,7 +104,7 @@ function readProvider(r: ConfigReader, path: string, raw: unknown): ProviderConf
   // Rendered into bootstrapped agent configs: what the agent would refuse is refused here.
   const baseUrl = obj.base_url === undefined ? undefined : r.url(`${path}.base_url`, obj.base_url);
   if (baseUrl !== undefined && type === 'cli') r.problems.push(`${path}.base_url: a cli provider runs a command on its node and has no base_url`);
-  else if (baseUrl !== undefined) baseUrlProblems(r, `${path}.base_url`, baseUrl);
+  else if (baseUrl !== undefined) baseUrlProblems(r, `${path}.base_url`, baseUrl, type);
   return {
     id: headerSafeId(r, `${path}.id`, obj.id, MAX_PROVIDER_ID_BYTES, PROVIDER_ID_WHY),
     type,

@@ -370,6 +370,16 @@ test('a base_url ending in /v1 is refused: every request would go to /v1/v1/…'
   assert.equal(config.providers[0].baseUrl, 'http://gpu:8000/v1beta/gateway');
 });
 
+test("an ollama base_url ending in /api (as Ollama's docs write its API) is refused: the probe would GET /api/api/tags", () => {
+  for (const base of ['http://gpu:11434/api', 'http://gpu:11434/api/']) {
+    const problems = problemsOf({ edge: { address: 'edge.internal:50051' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'ollama', base_url: base }] });
+    assert.deepEqual(problems, [`providers[0].base_url: ends in /api, but the agent appends each request's own path (/v1/chat/completions, and /api/tags for its probe), so they would go to /api/v1/…; give Ollama's base without /api (e.g. http://gpu:11434)`]);
+  }
+  // Another type may well live under /api (a proxy's mount point).
+  const config = parseAgentConfig({ edge: { address: 'edge.internal:50051' }, node: { id: 'n', token: 't' }, providers: [{ id: 'p', type: 'vllm', base_url: 'http://gpu:8000/api' }] }, 'x');
+  assert.equal(config.providers[0].baseUrl, 'http://gpu:8000/api');
+});
+
 test('a provider id or a provider count the edge refuses at Register is refused here: the agent would reconnect for ever', () => {
   const raw = (ids: readonly string[]): unknown => ({ edge: { address: 'edge:1' }, node: { id: 'n', token: 't' }, providers: ids.map((id) => ({ id, type: 'ollama', base_url: 'http://h:1' })) });
   assert.equal(parseAgentConfig(raw(['p'.repeat(256)]), 'test').providers[0].id.length, 256);

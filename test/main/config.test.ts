@@ -263,7 +263,7 @@ test('configs that parse but cannot work are refused: a model with no provider, 
   assert.match(problemsOf({ listen: { http: { host: '::', port: 18080 }, grpc: { host: '127.0.0.1', port: 18080 } }, nodes: [], models: [] }).join('\n'), /listen\.grpc\.port: 18080 is also listen\.http\.port/);
 });
 
-test('a catalog base_url the bootstrapped agent would refuse is refused here: ending in /v1, with credentials, or on a cli provider', () => {
+test('a catalog base_url the bootstrapped agent would refuse is refused here: ending in /v1 (an ollama one in /api), with credentials, or on a cli provider', () => {
   const problems = problemsOf({
     nodes: [
       {
@@ -274,12 +274,14 @@ test('a catalog base_url the bootstrapped agent would refuse is refused here: en
           { id: 'p2', base_url: 'http://user:pw@gpu:8000' },
           { id: 'p3', type: 'cli', base_url: 'http://gpu:8000' },
           { id: 'p4', base_url: 'http://gpu:8000' },
+          { id: 'p5', type: 'ollama', base_url: 'http://gpu:11434/api' },
         ],
       },
     ],
     models: [{ alias: 'm', providers: { p4: 'm' } }],
   });
-  assert.equal(problems.length, 3, problems.join('\n'));
+  assert.equal(problems.length, 4, problems.join('\n'));
+  assert.match(problems[3], /^nodes\[0\]\.providers\[4\]\.base_url: ends in \/api/);
   assert.match(problems[0], /^nodes\[0\]\.providers\[0\]\.base_url: ends in \/v1/);
   assert.match(problems[1], /^nodes\[0\]\.providers\[1\]\.base_url: must not hold credentials/);
   assert.match(problems[2], /^nodes\[0\]\.providers\[2\]\.base_url: a cli provider runs a command on its node and has no base_url/);
