@@ -193,8 +193,15 @@ function reportDuplicates(r: ConfigReader, path: string, ids: readonly string[])
   }
 }
 
+/** What `localhost` may bind: 127.0.0.1 or ::1, as /etc/hosts and the resolver's order decide on the host. */
+const LOCALHOST_ADDRESSES: ReadonlySet<string> = new Set(['localhost', '127.0.0.1', '::1']);
+
 /** Whether two listen hosts can collide on one port: the same address, or either is a wildcard. */
-function hostsOverlap(a: string, b: string): boolean {
+function hostsOverlap(hostA: string, hostB: string): boolean {
+  // Host names are case-insensitive; `localhost` beside 127.0.0.1 passed here and failed at start with EADDRINUSE.
+  const a = hostA.toLowerCase();
+  const b = hostB.toLowerCase();
+  if ((a === 'localhost' || b === 'localhost') && LOCALHOST_ADDRESSES.has(a) && LOCALHOST_ADDRESSES.has(b)) return true;
   if (a === b || a === '' || b === '' || a === '::' || b === '::') return true; // '::' binds both families (Linux's default)
   // 0.0.0.0 covers every IPv4 address (and host names, which may resolve to one), no IPv6 one.
   if (a === '0.0.0.0') return !b.includes(':');

@@ -263,6 +263,16 @@ test('configs that parse but cannot work are refused: a model with no provider, 
   assert.match(problemsOf({ listen: { http: { host: '::', port: 18080 }, grpc: { host: '127.0.0.1', port: 18080 } }, nodes: [], models: [] }).join('\n'), /listen\.grpc\.port: 18080 is also listen\.http\.port/);
 });
 
+test('localhost and a loopback address it resolves to on one port are refused, as they fail at start', () => {
+  // `localhost` binds 127.0.0.1 or ::1: either beside it on the same port is EADDRINUSE at start, so check-config must say so.
+  for (const [a, b] of [['localhost', '127.0.0.1'], ['::1', 'localhost'], ['LocalHost', 'localhost']]) {
+    const text = problemsOf({ listen: { http: { host: a, port: 18080 } }, admin: { host: b, port: 18080 }, nodes: [], models: [] }).join('\n');
+    assert.match(text, /admin\.port: 18080 is also listen\.http\.port/, `${a} and ${b}`);
+  }
+  // Another loopback address is another socket.
+  parseEdgeConfig({ listen: { http: { host: 'localhost', port: 18080 } }, admin: { host: '127.0.0.2', port: 18080 }, nodes: [], models: [] }, 'ok.yaml');
+});
+
 test('a catalog base_url the bootstrapped agent would refuse is refused here: ending in /v1 (an ollama one in /api), with credentials, or on a cli provider', () => {
   const problems = problemsOf({
     nodes: [
