@@ -19,6 +19,7 @@ import { HealthProbes, type ProbeVerdict } from './health-probes.js';
 import type { Command } from '../gen/edge/v1/tunnel_pb.js';
 import { REQUEST_BATCH_CAPABILITY } from '../shared/request-batch.js';
 import { COMMANDS_CAPABILITY } from '../shared/node-commands.js';
+import { ANNOUNCE_CAPABILITY } from '../shared/announce.js';
 import { runAgentCommand, type AgentCommandAnswer, type CliProviderHook, type CommandContext } from './commands.js';
 
 /** What grpc-js says when a dial fails for a reason it does not name (a refused certificate, TLS on one side only). */
@@ -118,6 +119,9 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
       openTunnels: () => this.#streams().reduce((n, s) => n + s.openTunnels, 0),
       // restart_provider: the runner's hook if the embedder gave one, else end the provider's running processes here.
       cli: this.#options.cli ?? { restartProvider: async (providerId) => this.#endProviderRuns(providerId) },
+      // Between connections, or while Register awaits its answer, the next Register (or onRegistered) tells the edge.
+      canAnnounce: () => this.#connection?.registered !== true || this.#connection.edgeTakes(ANNOUNCE_CAPABILITY),
+      announce: () => this.#connection?.announce(),
     };
   }
 

@@ -1,7 +1,9 @@
 // What the agent does with the edge's node commands (Command over the
 // stream, answered with one CommandResult of the same id):
 //   refresh_config   re-read the config file; apply providers' base_url,
-//                    connections and api_key at once (new tunnels use them);
+//                    connections and api_key at once (new tunnels use them),
+//                    and providers added or removed (announced to the edge
+//                    on the live connection, when it takes Announce);
 //                    anything else needs a restart and is named as such
 //   drain / undrain  take no new tunnels (they get ERROR node_leaving, which
 //                    the edge retries elsewhere) / take them again; open
@@ -46,6 +48,10 @@ export interface CommandContext {
   setDraining(draining: boolean): void;
   openTunnels(): number;
   readonly cli: CliProviderHook | undefined;
+  /** Whether the edge can be told of providers added or removed without a reconnect (an edge that predates Announce cannot). */
+  canAnnounce(): boolean;
+  /** Tells the edge the providers `upstreams` holds now (at once when registered; else its next Register does). */
+  announce(): void;
 }
 
 /** Probe budget per provider when the command's deadline allows it. */
@@ -93,13 +99,18 @@ async function refreshConfig(ctx: CommandContext): Promise<AgentCommandAnswer> {
     return { status: 'failed', message: (err as Error).message };
   }
   const current = ctx.config();
-  const restart = restartPaths(current, next);
-  const applied: string[] = [];
   const before = new Map(current.providers.map((p) => [p.id, p]));
+  const nextIds = new Set(next.providers.map((p) => p.id));
+  const added = next.providers.filter((p) => !before.has(p.id));
+  const removed = current.providers.filter((p) => !nextIds.has(p.id));
+  // Added and removed providers are announced on the live connection; an edge that predates Announce hears of them at the next Register.
+  const announces = (added.length > 0 || removed.length > 0) && ctx.canAnnounce();
+  const restart = restartPaths(current, next, announces);
+  const applied: string[] = [];
   const kept: AgentProviderConfig[] = [];
   for (const provider of next.providers) {
     const old = before.get(provider.id);
-    if (old === undefined || old.type !== provider.type) continue; // restart: the provider set is announced at Register
+    if (old === undefined || old.type !== provider.type) continue; // added (below), or retyped: restart
     // Only these take effect now; the provider's other settings stay as they run (restartPaths names them).
     const live: AgentProviderConfig = { ...old, baseUrl: provider.baseUrl, connections: provider.connections, apiKey: provider.apiKey };
     kept.push(live);
@@ -109,8 +120,21 @@ async function refreshConfig(ctx: CommandContext): Promise<AgentCommandAnswer> {
     for (const key of changed) applied.push(`providers[${provider.id}].${snake(key)}`);
   }
   // What runs now: the old config with the provider changes applied; the rest waits for a restart.
-  const providers = current.providers.map((p) => kept.find((k) => k.id === p.id) ?? p);
+  let providers = current.providers.map((p) => kept.find((k) => k.id === p.id) ?? p);
+  if (announces) {
+    // Withdrawn first: a removed provider still serves what the edge granted it before it heard (Upstreams.withdraw).
+    for (const provider of removed) {
+      ctx.upstreams.withdraw(provider.id);
+      applied.push(`providers[${provider.id}] (removed)`);
+    }
+    for (const provider of added) {
+      ctx.upstreams.add(provider);
+      applied.push(`providers[${provider.id}] (added)`);
+    }
+    providers = [...providers.filter((p) => nextIds.has(p.id)), ...added];
+  }
   ctx.setConfig({ ...current, providers });
+  if (announces) ctx.announce();
   ctx.logger.info({ applied, restartRequired: restart }, 'config re-read');
   const result = { applied, restart_required: restart };
   if (restart.length > 0) return { status: 'restart_required', message: `applied: ${applied.join(', ') || 'nothing'}; needs an agent restart: ${restart.join(', ')}`, result };
@@ -120,8 +144,8 @@ async function refreshConfig(ctx: CommandContext): Promise<AgentCommandAnswer> {
 /** Provider settings refresh_config applies to a running agent (a new upstream pool). */
 const LIVE_PROVIDER_KEYS = ['baseUrl', 'connections', 'apiKey'] as const;
 
-/** Changed config paths the running agent cannot take without reconnecting or restarting. */
-function restartPaths(current: AgentConfig, next: AgentConfig): string[] {
+/** Changed config paths the running agent cannot take without reconnecting or restarting (`announces`: providers added or removed are taken). */
+function restartPaths(current: AgentConfig, next: AgentConfig, announces: boolean): string[] {
   const paths: string[] = [];
   const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
   if (!same(current.edge, next.edge)) paths.push('edge');
@@ -136,7 +160,9 @@ function restartPaths(current: AgentConfig, next: AgentConfig): string[] {
   const nextById = new Map(next.providers.map((p) => [p.id, p]));
   for (const p of current.providers) {
     const n = nextById.get(p.id);
-    if (n === undefined) paths.push(`providers[${p.id}] (removed)`);
+    if (n === undefined) {
+      if (!announces) paths.push(`providers[${p.id}] (removed)`);
+    }
     else if (n.type !== p.type) paths.push(`providers[${p.id}].type`);
     else {
       // Everything else of a provider (a cli command, its env allow-list, endpoints, health checks) waits for a restart.
@@ -147,7 +173,7 @@ function restartPaths(current: AgentConfig, next: AgentConfig): string[] {
       }
     }
   }
-  for (const p of next.providers) if (!current.providers.some((c) => c.id === p.id)) paths.push(`providers[${p.id}] (added)`);
+  if (!announces) for (const p of next.providers) if (!current.providers.some((c) => c.id === p.id)) paths.push(`providers[${p.id}] (added)`);
   return paths;
 }
 

@@ -10,7 +10,8 @@ import type { EdgeMessage, NodeMessage, TunnelRequest } from '../gen/edge/v1/tun
 import { CONNECT_PATH, decodeEdgeMessage, encodeNodeMessage } from '../shared/node-tunnel-service.js';
 import type { AgentConfig } from './config.js';
 import { FrameBatcher } from './frame-batcher.js';
-import { commandResultMessage, errorFrame, heartbeatMessage, leavingMessage, registerMessage } from './frames.js';
+import { ANNOUNCE_CAPABILITY } from '../shared/announce.js';
+import { announceMessage, commandResultMessage, errorFrame, heartbeatMessage, leavingMessage, registerMessage } from './frames.js';
 import type { Command } from '../gen/edge/v1/tunnel_pb.js';
 import type { AgentCommandAnswer } from './commands.js';
 import type { TunnelErrorCode } from './tunnel-errors.js';
@@ -74,6 +75,10 @@ export class EdgeConnection implements FrameSink {
   #generation: number | undefined;
   /** Registered.max_frame_bytes: no DATA payload may be larger (0 = the edge did not say). */
   #maxFrameBytes = 0;
+  /** Registered.capabilities: what the edge takes beyond the base protocol (empty until Registered, and from an older edge). */
+  #edgeCapabilities: readonly string[] = [];
+  /** Upstreams.version when Register was written: a provider change while it awaited Registered is announced then. */
+  #registeredVersion = 0;
   #leaving = false;
   /** False once the stream is half-closed or closed: nothing more may be written. */
   #writable = false;
@@ -119,6 +124,17 @@ export class EdgeConnection implements FrameSink {
     return this.#generation !== undefined && !this.#closed;
   }
 
+  /** The edge listed `capability` in its Registered. */
+  edgeTakes(capability: string): boolean {
+    return this.#edgeCapabilities.includes(capability);
+  }
+
+  /** Announce (anchor stream, registered, to an edge that takes it): the providers the node offers from now on. */
+  announce(): void {
+    if (this.#generation === undefined || this.lane !== 0) return;
+    this.send(announceMessage(this.#upstreams.ids(), this.#upstreams.endpoints(), this.#owner.probeVerdicts?.() ?? [], this.#upstreams.types()));
+  }
+
   get openTunnels(): number {
     return this.#tunnels.size;
   }
@@ -138,6 +154,7 @@ export class EdgeConnection implements FrameSink {
     call.on('status', this.onCallStatus);
     call.on('drain', this.onDrain);
     this.#writable = true;
+    this.#registeredVersion = this.#upstreams.version;
     call.write(registerMessage(node.id, node.token, AGENT_VERSION, this.#upstreams.ids(), this.lane, this.joinGeneration, this.#upstreams.endpoints(), this.#owner.capabilities?.() ?? [], this.#owner.draining === true, this.lane === 0 ? (this.#owner.probeVerdicts?.() ?? []) : [], this.#upstreams.types()));
     this.#registerTimer = setTimeout(onRegisterTimeout, REGISTER_TIMEOUT_MS, this);
   }
@@ -274,6 +291,7 @@ export class EdgeConnection implements FrameSink {
       case 'heartbeat':
         break;
       case 'registered':
+        this.#edgeCapabilities = msg.value.capabilities;
         this.#onRegistered(msg.value.generation, msg.value.heartbeatIntervalMs, msg.value.heartbeatTimeoutMs, msg.value.maxFrameBatchBytes, msg.value.maxFrameBytes);
         break;
       case 'rejected':
@@ -363,6 +381,11 @@ export class EdgeConnection implements FrameSink {
     this.#heard = false;
     if (maxFrameBatchBytes > 0 && this.#config.tunnels.batchFrames) this.#batcher = new FrameBatcher(this.#writeNow, maxFrameBatchBytes, this.#config.tunnels.batchDelayMs);
     this.#heartbeatTimer = setInterval(onHeartbeatTick, intervalMs > 0 ? intervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS, this);
+    if (this.lane === 0 && this.#upstreams.version !== this.#registeredVersion) {
+      // A config refresh added or removed providers after Register went out: the edge registered the old set.
+      if (this.edgeTakes(ANNOUNCE_CAPABILITY)) this.announce();
+      else this.#log.warn('providers changed while registering with an edge that predates Announce: it hears of them at the next Register');
+    }
     this.#owner.onRegistered(this, generation);
   }
 

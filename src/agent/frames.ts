@@ -3,7 +3,7 @@
 // walks the schema reflectively (~250 ns) where a literal costs ~30 ns. The
 // TunnelFrame type lists every field, so a field added to the proto fails the
 // build here rather than encoding garbage.
-import { FrameKind, type Header, type NodeMessage, type ProbeResult, type TunnelFrame } from '../gen/edge/v1/tunnel_pb.js';
+import { FrameKind, type Header, type NodeMessage, type ProbeResult, type ProviderEndpoints, type TunnelFrame } from '../gen/edge/v1/tunnel_pb.js';
 import type { ProbeVerdict } from './health-probes.js';
 
 // Shared, never mutated: protobuf encoding only reads them.
@@ -92,11 +92,20 @@ export function registerMessage(
   probes: readonly ProbeVerdict[] = [],
   types: ReadonlyMap<string, string> = new Map(),
 ): NodeMessage {
-  const providerEndpoints = [...endpoints].map(([providerId, list]) => ({ $typeName: 'edge.v1.ProviderEndpoints' as const, providerId, endpoints: [...list], type: types.get(providerId) ?? '' }));
+  const providerEndpoints = providerEndpointsOf(endpoints, types);
   return {
     $typeName: 'edge.v1.NodeMessage',
     msg: { case: 'register', value: { $typeName: 'edge.v1.Register', nodeId, token, agentVersion, providerIds, lane, joinGeneration, providerEndpoints, capabilities, draining, probes: probeResults(probes) } },
   };
+}
+
+/** The node's providers from now on, announced as Register does (ids, each one's endpoints and type, the probe verdicts). */
+export function announceMessage(providerIds: string[], endpoints: ReadonlyMap<string, readonly string[]>, probes: readonly ProbeVerdict[], types: ReadonlyMap<string, string>): NodeMessage {
+  return { $typeName: 'edge.v1.NodeMessage', msg: { case: 'announce', value: { $typeName: 'edge.v1.Announce', providerIds, providerEndpoints: providerEndpointsOf(endpoints, types), probes: probeResults(probes) } } };
+}
+
+function providerEndpointsOf(endpoints: ReadonlyMap<string, readonly string[]>, types: ReadonlyMap<string, string>): ProviderEndpoints[] {
+  return [...endpoints].map(([providerId, list]) => ({ $typeName: 'edge.v1.ProviderEndpoints' as const, providerId, endpoints: [...list], type: types.get(providerId) ?? '' }));
 }
 
 function probeResults(probes: readonly ProbeVerdict[]): ProbeResult[] {

@@ -24,8 +24,16 @@ export interface Upstream {
   readonly endpoints: readonly string[];
 }
 
+/**
+ * How long a withdrawn provider still serves tunnels: the edge may have
+ * granted requests to it before the Announce that withdrew it arrived.
+ */
+export const WITHDRAW_GRACE_MS = 10_000;
+
 export class Upstreams {
   readonly #byId = new Map<string, Upstream>();
+  /** Providers a config refresh removed: still served (get) until their grace ends, never announced (ids). */
+  readonly #withdrawn = new Map<string, { readonly upstream: Upstream; readonly timer: NodeJS.Timeout }>();
   /** Pools replaced by a config refresh: tunnels started on them finish there; destroyed with the rest. */
   readonly #retired: UpstreamPool[] = [];
   /** One for every cli provider of this agent; its /bin/sh starts with the first run. */
@@ -39,8 +47,50 @@ export class Upstreams {
     for (const provider of providers) this.#byId.set(provider.id, upstreamOf(provider, this.#reaper, warn));
   }
 
+  /** Goes up with each provider added or withdrawn: a Register written before a change announced the old set. */
+  version = 0;
+
   get(providerId: string): Upstream | undefined {
-    return this.#byId.get(providerId);
+    return this.#byId.get(providerId) ?? this.#withdrawn.get(providerId)?.upstream;
+  }
+
+  /** A provider a config refresh added (or put back within its withdrawal's grace: the withdrawn one is retired now). */
+  add(provider: AgentProviderConfig): void {
+    this.#end(provider.id);
+    this.#byId.set(provider.id, upstreamOf(provider, this.#reaper, this.#warn));
+    this.version++;
+  }
+
+  /**
+   * A provider a config refresh removed: no longer announced, and after
+   * `graceMs` no longer served; its pool then closes each connection once
+   * no request needs it, as a replaced one does. Running tunnels finish.
+   */
+  withdraw(providerId: string, graceMs = WITHDRAW_GRACE_MS): void {
+    const upstream = this.#byId.get(providerId);
+    if (upstream === undefined) return;
+    this.#byId.delete(providerId);
+    const timer = setTimeout(() => this.#end(providerId), graceMs);
+    timer.unref();
+    this.#withdrawn.set(providerId, { upstream, timer });
+    this.version++;
+  }
+
+  /** A withdrawn provider's grace is over (or it came back): its pool retires, its sessions' sweep stops. */
+  #end(providerId: string): void {
+    const withdrawn = this.#withdrawn.get(providerId);
+    if (withdrawn === undefined) return;
+    this.#withdrawn.delete(providerId);
+    clearTimeout(withdrawn.timer);
+    withdrawn.upstream.cli?.sessions.close();
+    this.#retire(withdrawn.upstream.pool);
+  }
+
+  #retire(pool: UpstreamPool | undefined): void {
+    for (let i = this.#retired.length - 1; i >= 0; i--) if (this.#retired[i].retired) this.#retired.splice(i, 1);
+    if (pool === undefined) return;
+    pool.retire();
+    if (!pool.retired) this.#retired.push(pool);
   }
 
   /** Provider id -> the APIs it serves, for Register. */
@@ -64,12 +114,7 @@ export class Upstreams {
    * (those still open close when the agent stops).
    */
   replace(provider: AgentProviderConfig): void {
-    const old = this.#byId.get(provider.id);
-    for (let i = this.#retired.length - 1; i >= 0; i--) if (this.#retired[i].retired) this.#retired.splice(i, 1);
-    if (old?.pool !== undefined) {
-      old.pool.retire();
-      if (!old.pool.retired) this.#retired.push(old.pool);
-    }
+    this.#retire(this.#byId.get(provider.id)?.pool);
     this.#byId.set(provider.id, upstreamOf(provider, this.#reaper, this.#warn));
   }
 
@@ -82,6 +127,7 @@ export class Upstreams {
 
   /** Destroys every pool; in-flight requests fail. Call once tunnels are finished or aborted. */
   async destroy(): Promise<void> {
+    for (const id of [...this.#withdrawn.keys()]) this.#end(id);
     this.#reaper.close();
     for (const upstream of this.#byId.values()) upstream.cli?.sessions.close();
     const closing: Promise<void>[] = [];

@@ -39,6 +39,8 @@ test('overlapping refresh_config commands apply in the order they were asked, wh
     setDraining: () => {},
     openTunnels: () => 0,
     cli: undefined,
+    canAnnounce: () => true,
+    announce: () => {},
   };
   try {
     const first = runAgentCommand(ctx, 'refresh_config', {}, 5_000);

@@ -39,6 +39,10 @@ export class ProtocolStats {
   framesBeforeRegister = 0;
   /** A second Register on a registered stream: ignored. */
   duplicateRegisters = 0;
+  /** Announce on a lane, or before Registered: ignored (only a registered connection's anchor speaks for it). */
+  misplacedAnnounces = 0;
+  /** Announce naming more providers, or a longer id, than Register may: ignored, the providers stay as they were. */
+  refusedAnnounces = 0;
   /** Health probe results naming a provider the node's Register did not announce: dropped. */
   unknownProbes = 0;
   /** Provider ids outside the config announced at Register past MAX_UNCONFIGURED_PROVIDER_IDS distinct ones: ignored. */

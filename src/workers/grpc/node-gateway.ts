@@ -17,7 +17,7 @@ import net from 'node:net';
 import { format } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { ProbeResult, Register } from '../../gen/edge/v1/tunnel_pb.js';
+import type { Announce, ProbeResult, Register } from '../../gen/edge/v1/tunnel_pb.js';
 import { DEFAULT_DRAIN_GRACE_MS, type EdgeConfig, type ProviderConfig } from '../../shared/config-types.js';
 import { retireLanes } from './retire.js';
 import { dialAddress } from '../../shared/url-host.js';
@@ -70,7 +70,12 @@ interface TypeCheck {
   readonly endpoints: ReadonlyMap<string, number> | undefined;
   /** Those left out for their type, as the scheduler was last told. */
   refused: ReadonlySet<string>;
+  /** Every announced id the scheduler heard of (refused ones included): what the connection offers, less `refused`. */
+  readonly announced: readonly string[];
 }
+
+/** What Register and Announce say of the node's providers. */
+type ProviderAnnouncement = Pick<Register, 'providerIds' | 'providerEndpoints' | 'probes'>;
 
 
 export class NodeGateway implements SessionHost, NodeRegistrar {
@@ -237,10 +242,8 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     const presented = digest(register.token);
     const expected = this.#tokenDigests.get(register.nodeId);
     if (expected === undefined || !timingSafeEqual(expected, presented)) return UNKNOWN_NODE_OR_TOKEN;
-    if (register.providerIds.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} provider ids announced`;
-    for (const id of register.providerIds) {
-      if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
-    }
+    const idProblem = providerIdsProblem(register.providerIds);
+    if (idProblem !== undefined) return idProblem;
     const providers = this.#config.nodes.find((n) => n.id === register.nodeId)?.providers ?? [];
     const announced = this.#boundedProviders(session, register.providerIds, providers);
     const types = announcedTypes(register, announced);
@@ -266,7 +269,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#joining.add(session.serial);
       this.#port.joinLane(register.nodeId, session.serial, register.joinGeneration);
     } else {
-      this.#announcedTypes.set(session, { types, endpoints: announcedEndpoints(register, announced), refused });
+      this.#announcedTypes.set(session, { types, endpoints: announcedEndpoints(register, announced), refused, announced });
       this.#port.register(register.nodeId, session.serial, providerIds, announcedEndpoints(register, providerIds), register.draining, failingProbes(register));
     }
     return undefined;
@@ -345,6 +348,54 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
       this.#port.setAnnounced(session.nodeId, id, true, announced.endpoints?.get(id), session.generation);
     }
     announced.refused = refused;
+  }
+
+  /**
+   * The anchor's Announce: the providers its node offers from now on (a
+   * config refresh on the node added or removed some), checked as Register's
+   * are. The scheduler hears of each that comes or goes as a config swap's
+   * type check tells it (setAnnounced; a withdrawn provider's open leases run
+   * on); an added one's probe verdict goes first, so that no waiter is
+   * granted to a provider whose probe fails.
+   */
+  announce(session: NodeSession, update: Announce): void {
+    const prior = this.#announcedTypes.get(session);
+    const lanes = this.#current.get(session.nodeId);
+    if (prior === undefined || lanes === undefined || !lanes.has(session)) return; // superseded meanwhile
+    const problem = providerIdsProblem(update.providerIds);
+    if (problem !== undefined) {
+      this.protocolStats.refusedAnnounces++;
+      this.logger.warn({ node: session.nodeId, problem }, 'node announced providers the edge refuses; it offers what it offered before');
+      return;
+    }
+    const providers = this.#config.nodes.find((n) => n.id === session.nodeId)?.providers ?? [];
+    session.providerIds = new Set(update.providerIds);
+    const announced = this.#boundedProviders(session, update.providerIds, providers);
+    const types = announcedTypes(update, announced);
+    const refused = this.#refusedForType(session.nodeId, types, providers, prior.refused);
+    const endpoints = announcedEndpoints(update, announced);
+    const failing = failingProbes(update);
+    const before = new Set(prior.announced.filter((id) => !prior.refused.has(id)));
+    const offered = new Set(announced.filter((id) => !refused.has(id)));
+    const added: string[] = [];
+    const withdrawn: string[] = [];
+    for (const id of before) {
+      if (offered.has(id)) continue;
+      withdrawn.push(id);
+      this.#port.setAnnounced(session.nodeId, id, false, undefined, session.generation);
+    }
+    for (const id of offered) {
+      const mask = endpoints?.get(id);
+      if (before.has(id) && mask === prior.endpoints?.get(id)) continue;
+      if (!before.has(id)) {
+        added.push(id);
+        this.#port.setProviderHealth(session.nodeId, id, failing?.has(id) !== true, session.generation);
+      }
+      this.#port.setAnnounced(session.nodeId, id, true, mask, session.generation);
+    }
+    this.#announcedTypes.set(session, { types, endpoints, refused, announced });
+    const unconfigured = added.filter((id) => !providers.some((p) => p.id === id));
+    this.logger.info({ node: session.nodeId, added, withdrawn, ...(unconfigured.length > 0 ? { unconfigured } : {}) }, "node changed the providers it offers");
   }
 
   /** The rejection of a lane whose connection already has MAX_NODE_STREAMS streams (the agent never opens more). */
@@ -542,7 +593,16 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
 }
 
 /** The providers whose health probe failed as the node registered (undefined: none, or an agent that predates the field). */
-function failingProbes(register: Register): ReadonlySet<string> | undefined {
+/** Why Register's or Announce's provider ids are refused (more than the agents' config allows, or an id too long); undefined: fine. */
+function providerIdsProblem(ids: readonly string[]): string | undefined {
+  if (ids.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} provider ids announced`;
+  for (const id of ids) {
+    if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
+  }
+  return undefined;
+}
+
+function failingProbes(register: ProviderAnnouncement): ReadonlySet<string> | undefined {
   let failing: Set<string> | undefined;
   for (const probe of register.probes) {
     if (!probe.healthy) (failing ??= new Set()).add(probe.providerId);
@@ -551,7 +611,7 @@ function failingProbes(register: Register): ReadonlySet<string> | undefined {
 }
 
 /** Provider id -> the type the node announced for it, for `providerIds` (an agent that predates types: none). */
-function announcedTypes(register: Register, providerIds: readonly string[]): Map<string, string> {
+function announcedTypes(register: ProviderAnnouncement, providerIds: readonly string[]): Map<string, string> {
   const out = new Map<string, string>();
   for (const entry of register.providerEndpoints) {
     if (entry.type !== '' && providerIds.includes(entry.providerId)) out.set(entry.providerId, entry.type);
@@ -564,7 +624,7 @@ function announcedTypes(register: Register, providerIds: readonly string[]): Map
  * know are skipped (a newer agent). A provider it announced no endpoints for
  * keeps the edge's config.
  */
-function announcedEndpoints(register: Register, providerIds: readonly string[]): Map<string, number> | undefined {
+function announcedEndpoints(register: ProviderAnnouncement, providerIds: readonly string[]): Map<string, number> | undefined {
   if (register.providerEndpoints.length === 0) return undefined;
   const out = new Map<string, number>();
   for (const entry of register.providerEndpoints) {

@@ -10,6 +10,7 @@ import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import {
   EdgeMessageSchema,
+  type Announce,
   FrameKind,
   type EdgeMessage,
   type NodeMessage,
@@ -21,6 +22,7 @@ import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { cancelMessage, creditMessage, tunnelRequestMessage } from './edge-messages.js';
 import { RequestBatcher } from './request-batcher.js';
 import { REQUEST_BATCH_CAPABILITY } from '../../shared/request-batch.js';
+import { ANNOUNCE_CAPABILITY } from '../../shared/announce.js';
 import type { TunnelHost, TunnelRequestFields } from '../tunnel/tunnel-host.js';
 import { admitFrame, cutText, MAX_AGENT_VERSION_CHARS, MAX_ERROR_CODE_CHARS, SessionGuard, type FrameProblem, type ProtocolStats } from './frame-guard.js';
 import { MAX_ERROR_MESSAGE_CHARS } from '../../shared/wire-limits.js';
@@ -38,6 +40,8 @@ export const UNKNOWN_NODE_OR_TOKEN = 'unknown node id or bad token';
 
 /** A claimed node id is logged this long at most: it comes from a peer that has not proved anything. */
 const LOGGED_ID_CHARS = 128;
+/** Registered.capabilities: what this edge takes beyond the base protocol. */
+const EDGE_CAPABILITIES = [ANNOUNCE_CAPABILITY];
 
 export interface SessionHost {
   readonly heartbeatIntervalMs: number;
@@ -63,6 +67,8 @@ export interface SessionHost {
   leaving?(session: NodeSession, reason: string): void;
   /** The node's heartbeat carried its active health probe results. */
   probed?(session: NodeSession, probes: readonly ProbeResult[]): void;
+  /** The anchor of an active connection announced the providers it offers from now on. */
+  announce?(session: NodeSession, update: Announce): void;
 }
 
 class OpenTunnel {
@@ -350,6 +356,11 @@ export class NodeSession implements TunnelHost {
       case 'register':
         this.#onRegister(msg.value);
         return;
+      case 'announce':
+        // The anchor speaks for the connection (its lanes carry only tunnels); before Registered there is nothing to change.
+        if (this.#state === 'active' && this.joinGeneration === 0) this.#host.announce?.(this, msg.value);
+        else this.#host.protocolStats.misplacedAnnounces++;
+        return;
       case 'commandResult':
         this.#commands.answer(msg.value);
         return;
@@ -425,6 +436,7 @@ export class NodeSession implements TunnelHost {
             // The node listener's gRPC message limit bounds a batch as it bounds one frame.
             maxFrameBatchBytes: this.#host.maxFrameBytes,
             maxFrameBytes: this.#host.maxFrameBytes,
+            capabilities: EDGE_CAPABILITIES,
           },
         },
       }),

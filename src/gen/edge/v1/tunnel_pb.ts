@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file edge/v1/tunnel.proto.
  */
 export const file_edge_v1_tunnel: GenFile = /*@__PURE__*/
-  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSKOAgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAQgUKA21zZyKlAwoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASOwoUdHVubmVsX3JlcXVlc3RfYmF0Y2gYCCABKAsyGy5lZGdlLnYxLlR1bm5lbFJlcXVlc3RCYXRjaEgAEiMKB2NvbW1hbmQYFCABKAsyEC5lZGdlLnYxLkNvbW1hbmRIAEIFCgNtc2cihAIKCFJlZ2lzdGVyEg8KB25vZGVfaWQYASABKAkSDQoFdG9rZW4YAiABKAkSFQoNYWdlbnRfdmVyc2lvbhgDIAEoCRIUCgxwcm92aWRlcl9pZHMYBCADKAkSDAoEbGFuZRgFIAEoDRIXCg9qb2luX2dlbmVyYXRpb24YBiABKA0SFAoMY2FwYWJpbGl0aWVzGBQgAygJEjYKEnByb3ZpZGVyX2VuZHBvaW50cxgHIAMoCzIaLmVkZ2UudjEuUHJvdmlkZXJFbmRwb2ludHMSEAoIZHJhaW5pbmcYCCABKAgSJAoGcHJvYmVzGAkgAygLMhQuZWRnZS52MS5Qcm9iZVJlc3VsdCJJChFQcm92aWRlckVuZHBvaW50cxITCgtwcm92aWRlcl9pZBgBIAEoCRIRCgllbmRwb2ludHMYAiADKAkSDAoEdHlwZRgDIAEoCSKVAQoKUmVnaXN0ZXJlZBISCgpnZW5lcmF0aW9uGAEgASgNEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgCIAEoDRIcChRoZWFydGJlYXRfdGltZW91dF9tcxgDIAEoDRIdChVtYXhfZnJhbWVfYmF0Y2hfYnl0ZXMYBCABKA0SFwoPbWF4X2ZyYW1lX2J5dGVzGAUgASgNIhoKCFJlamVjdGVkEg4KBnJlYXNvbhgBIAEoCSJCCglIZWFydGJlYXQSDwoHdW5peF9tcxgBIAEoARIkCgZwcm9iZXMYAiADKAsyFC5lZGdlLnYxLlByb2JlUmVzdWx0IkMKC1Byb2JlUmVzdWx0EhMKC3Byb3ZpZGVyX2lkGAEgASgJEg8KB2hlYWx0aHkYAiABKAgSDgoGZGV0YWlsGAMgASgJIhkKB0xlYXZpbmcSDgoGcmVhc29uGAEgASgJIj4KElR1bm5lbFJlcXVlc3RCYXRjaBIoCghyZXF1ZXN0cxgBIAMoCzIWLmVkZ2UudjEuVHVubmVsUmVxdWVzdCKzAwoNVHVubmVsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJdHVubmVsX2lkGAIgASgNEhMKC3Byb3ZpZGVyX2lkGAMgASgJEiEKB2FkYXB0ZXIYBCABKA4yEC5lZGdlLnYxLkFkYXB0ZXISDgoGdGFyZ2V0GAUgASgJEg4KBm1ldGhvZBgGIAEoCRIMCgRwYXRoGAcgASgJEiAKB2hlYWRlcnMYCCADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRib2R5GAkgASgMEg4KBnN0cmVhbRgKIAEoCBISCgp0aW1lb3V0X21zGAsgASgNEjYKCG1ldGFkYXRhGAwgAygLMiQuZWRnZS52MS5UdW5uZWxSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKc2Vzc2lvbl9pZBgNIAEoCRIWCg5pbml0aWFsX2NyZWRpdBgOIAEoDRIXCg90dGZiX3RpbWVvdXRfbXMYDyABKA0SFwoPaWRsZV90aW1lb3V0X21zGBAgASgNGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLPAQoLVHVubmVsRnJhbWUSEQoJdHVubmVsX2lkGAEgASgNEgsKA3NlcRgCIAEoDRIgCgRraW5kGAMgASgOMhIuZWRnZS52MS5GcmFtZUtpbmQSDgoGc3RhdHVzGAQgASgNEiAKB2hlYWRlcnMYBSADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRkYXRhGAYgASgMEhIKCmVycm9yX2NvZGUYByABKAkSFQoNZXJyb3JfbWVzc2FnZRgIIAEoCRITCgt1cHN0cmVhbV91cxgJIAEoDSIyCgpGcmFtZUJhdGNoEiQKBmZyYW1lcxgBIAMoCzIULmVkZ2UudjEuVHVubmVsRnJhbWUiMQoMVHVubmVsQ2FuY2VsEhEKCXR1bm5lbF9pZBgBIAEoDRIOCgZyZWFzb24YAiABKAkiLgoKRmxvd0NyZWRpdBIRCgl0dW5uZWxfaWQYASABKA0SDQoFYnl0ZXMYAiABKA0iPgoNQ29uZmlnUmVmcmVzaBIVCg1jaGFuZ2VkX3BhdGhzGAEgAygJEhYKDmNvbmZpZ192ZXJzaW9uGAIgASgNIo8BCgdDb21tYW5kEgoKAmlkGAEgASgNEgwKBGtpbmQYAiABKAkSKAoEYXJncxgDIAMoCzIaLmVkZ2UudjEuQ29tbWFuZC5BcmdzRW50cnkSEwoLZGVhZGxpbmVfbXMYBCABKA0aKwoJQXJnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUQoNQ29tbWFuZFJlc3VsdBIKCgJpZBgBIAEoDRIOCgZzdGF0dXMYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRITCgtyZXN1bHRfanNvbhgEIAEoCSp0CgdBZGFwdGVyEhcKE0FEQVBURVJfVU5TUEVDSUZJRUQQABISCg5BREFQVEVSX09MTEFNQRABEhAKDEFEQVBURVJfVkxMTRACEhkKFUFEQVBURVJfT1BFTkFJX0NPTVBBVBADEg8KC0FEQVBURVJfQ0xJEAQqfgoJRnJhbWVLaW5kEhoKFkZSQU1FX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGUkFNRV9LSU5EX0hFQURFUlMQARITCg9GUkFNRV9LSU5EX0RBVEEQAhISCg5GUkFNRV9LSU5EX0VORBADEhQKEEZSQU1FX0tJTkRfRVJST1IQBDJHCgpOb2RlVHVubmVsEjkKB0Nvbm5lY3QSFC5lZGdlLnYxLk5vZGVNZXNzYWdlGhQuZWRnZS52MS5FZGdlTWVzc2FnZSgBMAFiBnByb3RvMw");
+  fileDesc("ChRlZGdlL3YxL3R1bm5lbC5wcm90bxIHZWRnZS52MSK1AgoLTm9kZU1lc3NhZ2USJQoIcmVnaXN0ZXIYASABKAsyES5lZGdlLnYxLlJlZ2lzdGVySAASJwoJaGVhcnRiZWF0GAIgASgLMhIuZWRnZS52MS5IZWFydGJlYXRIABIlCgVmcmFtZRgDIAEoCzIULmVkZ2UudjEuVHVubmVsRnJhbWVIABIjCgdsZWF2aW5nGAQgASgLMhAuZWRnZS52MS5MZWF2aW5nSAASKgoLZnJhbWVfYmF0Y2gYBSABKAsyEy5lZGdlLnYxLkZyYW1lQmF0Y2hIABIwCg5jb21tYW5kX3Jlc3VsdBgUIAEoCzIWLmVkZ2UudjEuQ29tbWFuZFJlc3VsdEgAEiUKCGFubm91bmNlGBUgASgLMhEuZWRnZS52MS5Bbm5vdW5jZUgAQgUKA21zZyKlAwoLRWRnZU1lc3NhZ2USKQoKcmVnaXN0ZXJlZBgBIAEoCzITLmVkZ2UudjEuUmVnaXN0ZXJlZEgAEiUKCHJlamVjdGVkGAIgASgLMhEuZWRnZS52MS5SZWplY3RlZEgAEicKCWhlYXJ0YmVhdBgDIAEoCzISLmVkZ2UudjEuSGVhcnRiZWF0SAASMAoOdHVubmVsX3JlcXVlc3QYBCABKAsyFi5lZGdlLnYxLlR1bm5lbFJlcXVlc3RIABInCgZjYW5jZWwYBSABKAsyFS5lZGdlLnYxLlR1bm5lbENhbmNlbEgAEiUKBmNyZWRpdBgGIAEoCzITLmVkZ2UudjEuRmxvd0NyZWRpdEgAEjAKDmNvbmZpZ19yZWZyZXNoGAcgASgLMhYuZWRnZS52MS5Db25maWdSZWZyZXNoSAASOwoUdHVubmVsX3JlcXVlc3RfYmF0Y2gYCCABKAsyGy5lZGdlLnYxLlR1bm5lbFJlcXVlc3RCYXRjaEgAEiMKB2NvbW1hbmQYFCABKAsyEC5lZGdlLnYxLkNvbW1hbmRIAEIFCgNtc2cihAIKCFJlZ2lzdGVyEg8KB25vZGVfaWQYASABKAkSDQoFdG9rZW4YAiABKAkSFQoNYWdlbnRfdmVyc2lvbhgDIAEoCRIUCgxwcm92aWRlcl9pZHMYBCADKAkSDAoEbGFuZRgFIAEoDRIXCg9qb2luX2dlbmVyYXRpb24YBiABKA0SFAoMY2FwYWJpbGl0aWVzGBQgAygJEjYKEnByb3ZpZGVyX2VuZHBvaW50cxgHIAMoCzIaLmVkZ2UudjEuUHJvdmlkZXJFbmRwb2ludHMSEAoIZHJhaW5pbmcYCCABKAgSJAoGcHJvYmVzGAkgAygLMhQuZWRnZS52MS5Qcm9iZVJlc3VsdCJJChFQcm92aWRlckVuZHBvaW50cxITCgtwcm92aWRlcl9pZBgBIAEoCRIRCgllbmRwb2ludHMYAiADKAkSDAoEdHlwZRgDIAEoCSJ+CghBbm5vdW5jZRIUCgxwcm92aWRlcl9pZHMYASADKAkSNgoScHJvdmlkZXJfZW5kcG9pbnRzGAIgAygLMhouZWRnZS52MS5Qcm92aWRlckVuZHBvaW50cxIkCgZwcm9iZXMYAyADKAsyFC5lZGdlLnYxLlByb2JlUmVzdWx0IqsBCgpSZWdpc3RlcmVkEhIKCmdlbmVyYXRpb24YASABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAMgASgNEh0KFW1heF9mcmFtZV9iYXRjaF9ieXRlcxgEIAEoDRIXCg9tYXhfZnJhbWVfYnl0ZXMYBSABKA0SFAoMY2FwYWJpbGl0aWVzGBQgAygJIhoKCFJlamVjdGVkEg4KBnJlYXNvbhgBIAEoCSJCCglIZWFydGJlYXQSDwoHdW5peF9tcxgBIAEoARIkCgZwcm9iZXMYAiADKAsyFC5lZGdlLnYxLlByb2JlUmVzdWx0IkMKC1Byb2JlUmVzdWx0EhMKC3Byb3ZpZGVyX2lkGAEgASgJEg8KB2hlYWx0aHkYAiABKAgSDgoGZGV0YWlsGAMgASgJIhkKB0xlYXZpbmcSDgoGcmVhc29uGAEgASgJIj4KElR1bm5lbFJlcXVlc3RCYXRjaBIoCghyZXF1ZXN0cxgBIAMoCzIWLmVkZ2UudjEuVHVubmVsUmVxdWVzdCKzAwoNVHVubmVsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJdHVubmVsX2lkGAIgASgNEhMKC3Byb3ZpZGVyX2lkGAMgASgJEiEKB2FkYXB0ZXIYBCABKA4yEC5lZGdlLnYxLkFkYXB0ZXISDgoGdGFyZ2V0GAUgASgJEg4KBm1ldGhvZBgGIAEoCRIMCgRwYXRoGAcgASgJEiAKB2hlYWRlcnMYCCADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRib2R5GAkgASgMEg4KBnN0cmVhbRgKIAEoCBISCgp0aW1lb3V0X21zGAsgASgNEjYKCG1ldGFkYXRhGAwgAygLMiQuZWRnZS52MS5UdW5uZWxSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSEgoKc2Vzc2lvbl9pZBgNIAEoCRIWCg5pbml0aWFsX2NyZWRpdBgOIAEoDRIXCg90dGZiX3RpbWVvdXRfbXMYDyABKA0SFwoPaWRsZV90aW1lb3V0X21zGBAgASgNGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIlCgZIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLPAQoLVHVubmVsRnJhbWUSEQoJdHVubmVsX2lkGAEgASgNEgsKA3NlcRgCIAEoDRIgCgRraW5kGAMgASgOMhIuZWRnZS52MS5GcmFtZUtpbmQSDgoGc3RhdHVzGAQgASgNEiAKB2hlYWRlcnMYBSADKAsyDy5lZGdlLnYxLkhlYWRlchIMCgRkYXRhGAYgASgMEhIKCmVycm9yX2NvZGUYByABKAkSFQoNZXJyb3JfbWVzc2FnZRgIIAEoCRITCgt1cHN0cmVhbV91cxgJIAEoDSIyCgpGcmFtZUJhdGNoEiQKBmZyYW1lcxgBIAMoCzIULmVkZ2UudjEuVHVubmVsRnJhbWUiMQoMVHVubmVsQ2FuY2VsEhEKCXR1bm5lbF9pZBgBIAEoDRIOCgZyZWFzb24YAiABKAkiLgoKRmxvd0NyZWRpdBIRCgl0dW5uZWxfaWQYASABKA0SDQoFYnl0ZXMYAiABKA0iPgoNQ29uZmlnUmVmcmVzaBIVCg1jaGFuZ2VkX3BhdGhzGAEgAygJEhYKDmNvbmZpZ192ZXJzaW9uGAIgASgNIo8BCgdDb21tYW5kEgoKAmlkGAEgASgNEgwKBGtpbmQYAiABKAkSKAoEYXJncxgDIAMoCzIaLmVkZ2UudjEuQ29tbWFuZC5BcmdzRW50cnkSEwoLZGVhZGxpbmVfbXMYBCABKA0aKwoJQXJnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUQoNQ29tbWFuZFJlc3VsdBIKCgJpZBgBIAEoDRIOCgZzdGF0dXMYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRITCgtyZXN1bHRfanNvbhgEIAEoCSp0CgdBZGFwdGVyEhcKE0FEQVBURVJfVU5TUEVDSUZJRUQQABISCg5BREFQVEVSX09MTEFNQRABEhAKDEFEQVBURVJfVkxMTRACEhkKFUFEQVBURVJfT1BFTkFJX0NPTVBBVBADEg8KC0FEQVBURVJfQ0xJEAQqfgoJRnJhbWVLaW5kEhoKFkZSQU1FX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGUkFNRV9LSU5EX0hFQURFUlMQARITCg9GUkFNRV9LSU5EX0RBVEEQAhISCg5GUkFNRV9LSU5EX0VORBADEhQKEEZSQU1FX0tJTkRfRVJST1IQBDJHCgpOb2RlVHVubmVsEjkKB0Nvbm5lY3QSFC5lZGdlLnYxLk5vZGVNZXNzYWdlGhQuZWRnZS52MS5FZGdlTWVzc2FnZSgBMAFiBnByb3RvMw");
 
 /**
  * node -> edge
@@ -66,6 +66,12 @@ export type NodeMessage = Message<"edge.v1.NodeMessage"> & {
      */
     value: CommandResult;
     case: "commandResult";
+  } | {
+    /**
+     * @generated from field: edge.v1.Announce announce = 21;
+     */
+    value: Announce;
+    case: "announce";
   } | { case: undefined; value?: undefined };
 };
 
@@ -276,6 +282,40 @@ export const ProviderEndpointsSchema: GenMessage<ProviderEndpoints> = /*@__PURE_
   messageDesc(file_edge_v1_tunnel, 3);
 
 /**
+ * Lane 0 of a registered connection, only to an edge whose Registered listed
+ * the "announce" capability: the providers the node offers from now on, in
+ * full, as its Register announced them (a config refresh on the node added or
+ * removed some). A provider left out gets no new requests on this connection
+ * (its open tunnels run on); one added is offered as if it had been in
+ * Register, starting from its probe verdict here.
+ *
+ * @generated from message edge.v1.Announce
+ */
+export type Announce = Message<"edge.v1.Announce"> & {
+  /**
+   * @generated from field: repeated string provider_ids = 1;
+   */
+  providerIds: string[];
+
+  /**
+   * @generated from field: repeated edge.v1.ProviderEndpoints provider_endpoints = 2;
+   */
+  providerEndpoints: ProviderEndpoints[];
+
+  /**
+   * @generated from field: repeated edge.v1.ProbeResult probes = 3;
+   */
+  probes: ProbeResult[];
+};
+
+/**
+ * Describes the message edge.v1.Announce.
+ * Use `create(AnnounceSchema)` to create a new message.
+ */
+export const AnnounceSchema: GenMessage<Announce> = /*@__PURE__*/
+  messageDesc(file_edge_v1_tunnel, 4);
+
+/**
  * @generated from message edge.v1.Registered
  */
 export type Registered = Message<"edge.v1.Registered"> & {
@@ -312,6 +352,15 @@ export type Registered = Message<"edge.v1.Registered"> & {
    * @generated from field: uint32 max_frame_bytes = 5;
    */
   maxFrameBytes: number;
+
+  /**
+   * What this edge understands beyond the base protocol: "announce" = it
+   * takes Announce. Empty: an edge that predates them (a node whose
+   * providers change re-registers instead).
+   *
+   * @generated from field: repeated string capabilities = 20;
+   */
+  capabilities: string[];
 };
 
 /**
@@ -319,7 +368,7 @@ export type Registered = Message<"edge.v1.Registered"> & {
  * Use `create(RegisteredSchema)` to create a new message.
  */
 export const RegisteredSchema: GenMessage<Registered> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 4);
+  messageDesc(file_edge_v1_tunnel, 5);
 
 /**
  * @generated from message edge.v1.Rejected
@@ -336,7 +385,7 @@ export type Rejected = Message<"edge.v1.Rejected"> & {
  * Use `create(RejectedSchema)` to create a new message.
  */
 export const RejectedSchema: GenMessage<Rejected> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 5);
+  messageDesc(file_edge_v1_tunnel, 6);
 
 /**
  * @generated from message edge.v1.Heartbeat
@@ -364,7 +413,7 @@ export type Heartbeat = Message<"edge.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 6);
+  messageDesc(file_edge_v1_tunnel, 7);
 
 /**
  * @generated from message edge.v1.ProbeResult
@@ -393,7 +442,7 @@ export type ProbeResult = Message<"edge.v1.ProbeResult"> & {
  * Use `create(ProbeResultSchema)` to create a new message.
  */
 export const ProbeResultSchema: GenMessage<ProbeResult> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 7);
+  messageDesc(file_edge_v1_tunnel, 8);
 
 /**
  * The node is shutting down: it takes no new tunnels and finishes open ones.
@@ -412,7 +461,7 @@ export type Leaving = Message<"edge.v1.Leaving"> & {
  * Use `create(LeavingSchema)` to create a new message.
  */
 export const LeavingSchema: GenMessage<Leaving> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 8);
+  messageDesc(file_edge_v1_tunnel, 9);
 
 /**
  * @generated from message edge.v1.TunnelRequestBatch
@@ -429,7 +478,7 @@ export type TunnelRequestBatch = Message<"edge.v1.TunnelRequestBatch"> & {
  * Use `create(TunnelRequestBatchSchema)` to create a new message.
  */
 export const TunnelRequestBatchSchema: GenMessage<TunnelRequestBatch> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 9);
+  messageDesc(file_edge_v1_tunnel, 10);
 
 /**
  * @generated from message edge.v1.TunnelRequest
@@ -532,7 +581,7 @@ export type TunnelRequest = Message<"edge.v1.TunnelRequest"> & {
  * Use `create(TunnelRequestSchema)` to create a new message.
  */
 export const TunnelRequestSchema: GenMessage<TunnelRequest> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 10);
+  messageDesc(file_edge_v1_tunnel, 11);
 
 /**
  * @generated from message edge.v1.Header
@@ -554,7 +603,7 @@ export type Header = Message<"edge.v1.Header"> & {
  * Use `create(HeaderSchema)` to create a new message.
  */
 export const HeaderSchema: GenMessage<Header> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 11);
+  messageDesc(file_edge_v1_tunnel, 12);
 
 /**
  * @generated from message edge.v1.TunnelFrame
@@ -626,7 +675,7 @@ export type TunnelFrame = Message<"edge.v1.TunnelFrame"> & {
  * Use `create(TunnelFrameSchema)` to create a new message.
  */
 export const TunnelFrameSchema: GenMessage<TunnelFrame> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 12);
+  messageDesc(file_edge_v1_tunnel, 13);
 
 /**
  * Frames of any tunnels, in the order they were produced, as one message:
@@ -648,7 +697,7 @@ export type FrameBatch = Message<"edge.v1.FrameBatch"> & {
  * Use `create(FrameBatchSchema)` to create a new message.
  */
 export const FrameBatchSchema: GenMessage<FrameBatch> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 13);
+  messageDesc(file_edge_v1_tunnel, 14);
 
 /**
  * @generated from message edge.v1.TunnelCancel
@@ -670,7 +719,7 @@ export type TunnelCancel = Message<"edge.v1.TunnelCancel"> & {
  * Use `create(TunnelCancelSchema)` to create a new message.
  */
 export const TunnelCancelSchema: GenMessage<TunnelCancel> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 14);
+  messageDesc(file_edge_v1_tunnel, 15);
 
 /**
  * Adds `bytes` to the tunnel's send window.
@@ -694,7 +743,7 @@ export type FlowCredit = Message<"edge.v1.FlowCredit"> & {
  * Use `create(FlowCreditSchema)` to create a new message.
  */
 export const FlowCreditSchema: GenMessage<FlowCredit> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 15);
+  messageDesc(file_edge_v1_tunnel, 16);
 
 /**
  * @generated from message edge.v1.ConfigRefresh
@@ -716,7 +765,7 @@ export type ConfigRefresh = Message<"edge.v1.ConfigRefresh"> & {
  * Use `create(ConfigRefreshSchema)` to create a new message.
  */
 export const ConfigRefreshSchema: GenMessage<ConfigRefresh> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 16);
+  messageDesc(file_edge_v1_tunnel, 17);
 
 /**
  * An operator's command for the node (refresh_config, drain, undrain, probe,
@@ -752,7 +801,7 @@ export type Command = Message<"edge.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 17);
+  messageDesc(file_edge_v1_tunnel, 18);
 
 /**
  * @generated from message edge.v1.CommandResult
@@ -788,7 +837,7 @@ export type CommandResult = Message<"edge.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_edge_v1_tunnel, 18);
+  messageDesc(file_edge_v1_tunnel, 19);
 
 /**
  * @generated from enum edge.v1.Adapter
