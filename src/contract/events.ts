@@ -28,6 +28,15 @@ export interface NodeLeavingEvent {
   readonly reason: string;
 }
 
+/** The node's connection changed the providers it offers (its agent's config refresh added or removed some: Announce). */
+export interface NodeProvidersEvent {
+  readonly type: 'node.providers';
+  readonly node: string;
+  readonly generation: number;
+  readonly added: readonly string[];
+  readonly withdrawn: readonly string[];
+}
+
 export interface NodeDrainEvent {
   readonly type: 'node.draining' | 'node.undrained';
   readonly node: string;
@@ -162,6 +171,7 @@ export type EdgeEvent =
   | NodeConnectedEvent
   | NodeDisconnectedEvent
   | NodeLeavingEvent
+  | NodeProvidersEvent
   | NodeDrainEvent
   | RunQueuedEvent
   | RunDispatchedEvent

@@ -80,6 +80,24 @@ describe('providers added or removed by an agent refresh', () => {
   const health = async (provider: string): Promise<string> => (await admin('/admin/status')).json.providers.find((p: { id: string }) => p.id === provider).health;
   const client = (): OpenAI => new OpenAI({ baseURL: `${edge.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 10_000 });
 
+  /** The first `node.providers` event /admin/events carries from now on. */
+  async function nextProvidersEvent(): Promise<{ node: string; added: string[]; withdrawn: string[] }> {
+    const abort = new AbortController();
+    const res = await fetch(`${edge.adminUrl}/admin/events?runs=0`, { signal: abort.signal });
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        const match = /event: node\.providers\ndata: (.*)\n/.exec(buffer);
+        if (match !== null) return JSON.parse(match[1]);
+      }
+    } finally {
+      abort.abort();
+    }
+    throw new Error('the event stream ended');
+  }
+
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'provider-announce-'));
     slow = await startMockProvider({ ttftMs: 0, tokens: 12, intervalMs: 40 });
@@ -126,9 +144,13 @@ describe('providers added or removed by an agent refresh', () => {
     const generation = agent.generation;
 
     await writeFile(file, toYaml(agentRaw(relay.port, { pa: slow.url, pn: fresh.url })));
+    const event = nextProvidersEvent();
+    await waitFor(async () => (await admin('/admin/status')).json.events.subscribers.length === 1, 'the event stream to be open');
     const answer = await refresh();
     assert.equal(answer.status, 'applied', answer.message);
     assert.deepEqual(answer.result.applied, ['providers[pn] (added)']);
+    const announced = await event;
+    assert.deepEqual([announced.node, announced.added, announced.withdrawn], [NODE, ['pn'], []], 'operators see the change in the event stream');
     await waitFor(async () => (await health('pn')) === 'ok', 'the edge to offer pn');
     const completion = await client().chat.completions.create({ model: 'new-model', messages: [{ role: 'user', content: 'hi' }] });
     assert.equal(completion.object, 'chat.completion');

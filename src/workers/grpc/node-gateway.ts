@@ -53,6 +53,7 @@ export interface NodeObserver {
   nodeConnected(session: NodeSession): void;
   nodeDisconnected(session: NodeSession, reason: string): void;
   nodeLeaving(session: NodeSession, reason: string): void;
+  nodeProviders(session: NodeSession, added: readonly string[], withdrawn: readonly string[]): void;
 }
 
 function digest(text: string): Buffer {
@@ -396,6 +397,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     this.#announcedTypes.set(session, { types, endpoints, refused, announced });
     const unconfigured = added.filter((id) => !providers.some((p) => p.id === id));
     this.logger.info({ node: session.nodeId, added, withdrawn, ...(unconfigured.length > 0 ? { unconfigured } : {}) }, "node changed the providers it offers");
+    if (added.length > 0 || withdrawn.length > 0) this.#observer?.nodeProviders(session, added, withdrawn);
   }
 
   /** The rejection of a lane whose connection already has MAX_NODE_STREAMS streams (the agent never opens more). */

@@ -138,6 +138,10 @@ export class EdgeObserver implements ExchangeObserver, NodeObserver {
     this.#bus.publish({ type: 'node.disconnected', node: session.nodeId, generation: session.generation, reason });
   }
 
+  nodeProviders(session: NodeSession, added: readonly string[], withdrawn: readonly string[]): void {
+    this.#bus.publish({ type: 'node.providers', node: session.nodeId, generation: session.generation, added, withdrawn });
+  }
+
   nodeLeaving(session: NodeSession, reason: string): void {
     this.#bus.publish({ type: 'node.leaving', node: session.nodeId, generation: session.generation, reason });
     this.#bus.publish({ type: 'node.draining', node: session.nodeId, by: 'leaving' });
