@@ -121,7 +121,11 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
       cli: this.#options.cli ?? { restartProvider: async (providerId) => this.#endProviderRuns(providerId) },
       // Between connections, or while Register awaits its answer, the next Register (or onRegistered) tells the edge.
       canAnnounce: () => this.#connection?.registered !== true || this.#connection.edgeTakes(ANNOUNCE_CAPABILITY),
-      announce: () => this.#connection?.announce(),
+      announce: () => {
+        // A withdrawn provider's verdict must not ride on the Announce or the heartbeats after it.
+        this.#probes.prune();
+        this.#connection?.announce();
+      },
     };
   }
 

@@ -86,9 +86,18 @@ export class HealthProbes {
       state.running = true;
       started.push(this.#probe(provider, path, state));
     }
-    // A provider removed (or no longer probed) by a config change is forgotten.
-    for (const id of [...this.#states.keys()]) if (!live.has(id)) this.#states.delete(id);
+    this.#forgetAllBut(live);
     return Promise.all(started).then(noop);
+  }
+
+  /** Forgets the verdicts of providers the config no longer has (a refresh removed them), before the next round: the edge would count them as unknown probes. */
+  prune(): void {
+    this.#forgetAllBut(new Set(this.#config().providers.map((p) => p.id)));
+  }
+
+  /** A provider removed (or no longer probed) by a config change is forgotten. */
+  #forgetAllBut(live: ReadonlySet<string>): void {
+    for (const id of [...this.#states.keys()]) if (!live.has(id)) this.#states.delete(id);
   }
 
   async #probe(provider: AgentProviderConfig, path: string, state: ProbeState): Promise<void> {

@@ -29,6 +29,8 @@ function agentRaw(grpcPort: number, providers: Record<string, string>): unknown 
     node: { id: NODE, token: 'gpu-a-token-long-enough' },
     providers: Object.entries(providers).map(([id, url]) => ({ id, type: 'openai_compat', base_url: url })),
     reconnect: { initial_ms: 50, max_ms: 200 },
+    // Probes on (one round at start): their verdicts ride on every heartbeat, and a withdrawn provider's must stop.
+    health: { interval_ms: 600_000 },
   };
 }
 
@@ -57,6 +59,9 @@ async function startRelay(port: number): Promise<{ port: number; cut: () => void
     },
   };
 }
+
+/** Chat requests a mock served (its probe's GETs left out). */
+const chats = (mock: MockProvider): number => mock.requestLog.filter((r) => r.path === '/v1/chat/completions').length;
 
 describe('providers added or removed by an agent refresh', () => {
   let relay: Awaited<ReturnType<typeof startRelay>>;
@@ -154,7 +159,7 @@ describe('providers added or removed by an agent refresh', () => {
     await waitFor(async () => (await health('pn')) === 'ok', 'the edge to offer pn');
     const completion = await client().chat.completions.create({ model: 'new-model', messages: [{ role: 'user', content: 'hi' }] });
     assert.equal(completion.object, 'chat.completion');
-    assert.equal(fresh.requestLog.length, 1, 'the new provider answered');
+    assert.equal(chats(fresh), 1, 'the new provider answered');
     assert.equal(agent.generation, generation, 'no reconnect: the same connection');
   });
 
@@ -175,12 +180,15 @@ describe('providers added or removed by an agent refresh', () => {
 
     await read;
     assert.equal(chunks.join('').length > 0, true);
-    assert.equal(slow.requestLog.length, 1, 'only the stream reached pa');
+    assert.equal(chats(slow), 1, 'only the stream reached pa');
     const refused = await client().chat.completions.create({ model: 'old-model', messages: [{ role: 'user', content: 'hi' }] }).catch((err: unknown) => err);
     assert.ok(refused instanceof OpenAI.APIError && refused.status === 503, `nothing serves old-model now: ${String(refused)}`);
-    assert.equal(slow.requestLog.length, 1, 'no new request reached the removed provider');
+    assert.equal(chats(slow), 1, 'no new request reached the removed provider');
     assert.equal(agent.generation, generation, 'no reconnect: the same connection');
     await waitFor(async () => (await admin('/admin/status')).json.providers.find((p: { id: string }) => p.id === 'pa').inFlight === 0, "pa's lease to be released");
+    // The stream outlived several heartbeats (every 200 ms) since the withdrawal: none carried pa's verdict.
+    const metrics = await (await fetch(`${edge.adminUrl}/metrics`)).text();
+    assert.doesNotMatch(metrics, /edge_node_protocol_events_total\{kind="unknown_probes"\} [1-9]/);
   });
 
   test('a reconnect registers the providers the refresh left', async () => {
