@@ -122,8 +122,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
       // Between connections, or while Register awaits its answer, the next Register (or onRegistered) tells the edge.
       canAnnounce: () => this.#connection?.registered !== true || this.#connection.edgeTakes(ANNOUNCE_CAPABILITY),
       announce: () => {
-        // A withdrawn provider's verdict must not ride on the Announce or the heartbeats after it.
-        this.#probes.prune();
+        // A withdrawn provider's verdict must not ride on the Announce or the heartbeats after it; an added one is probed now.
+        this.#probes.providersChanged();
         this.#connection?.announce();
       },
     };

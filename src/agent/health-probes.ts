@@ -90,9 +90,15 @@ export class HealthProbes {
     return Promise.all(started).then(noop);
   }
 
-  /** Forgets the verdicts of providers the config no longer has (a refresh removed them), before the next round: the edge would count them as unknown probes. */
-  prune(): void {
+  /**
+   * A refresh added or removed providers: the removed ones' verdicts go now
+   * (the edge would count each heartbeat's as an unknown probe), and, when
+   * the probes run, the added ones are probed now rather than a whole
+   * interval later.
+   */
+  providersChanged(): void {
     this.#forgetAllBut(new Set(this.#config().providers.map((p) => p.id)));
+    if (this.#timer !== undefined) void this.round();
   }
 
   /** A provider removed (or no longer probed) by a config change is forgotten. */

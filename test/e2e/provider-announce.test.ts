@@ -156,6 +156,8 @@ describe('providers added or removed by an agent refresh', () => {
     assert.deepEqual(answer.result.applied, ['providers[pn] (added)']);
     const announced = await event;
     assert.deepEqual([announced.node, announced.added, announced.withdrawn], [NODE, ['pn'], []], 'operators see the change in the event stream');
+    // Probed at once, not a whole health.interval_ms (10 minutes here) later.
+    await waitFor(async () => fresh.requestLog.some((r) => r.path === '/v1/models'), 'the added provider to be probed');
     await waitFor(async () => (await health('pn')) === 'ok', 'the edge to offer pn');
     const completion = await client().chat.completions.create({ model: 'new-model', messages: [{ role: 'user', content: 'hi' }] });
     assert.equal(completion.object, 'chat.completion');
