@@ -265,6 +265,14 @@ export class TaskEntry {
   }
 }
 
+/**
+ * A running task holds its whole answer in one string, which V8 caps at ~512 Mi characters: a provider
+ * (or a cli command, max_output_bytes up to 1 GiB) that wrote more made the append throw inside the
+ * node's frame handler, and the edge (or its I/O worker) exited. Half of that leaves room for the JSON
+ * of the task that carries it.
+ */
+export const MAX_ANSWER_CHARS = 256 * 1_048_576;
+
 export class TaskStore {
   readonly #tasks = new Map<string, TaskEntry>();
   readonly #prefix: string;
@@ -294,6 +302,14 @@ export class TaskStore {
 
   get size(): number {
     return this.#tasks.size;
+  }
+
+  /**
+   * The most text one task's answer may hold: a2a.max_task_bytes (a record larger than every record
+   * together may be could not be kept), and never past MAX_ANSWER_CHARS.
+   */
+  get maxAnswerChars(): number {
+    return Math.min(this.#maxChars, MAX_ANSWER_CHARS);
   }
 
   newId(): string {
