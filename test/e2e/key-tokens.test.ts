@@ -159,7 +159,11 @@ describe('tokens per minute per API key', () => {
   });
 
   test('a refresh raising the limit applies on the running edge; /admin/keys shows it', async () => {
-    assert.equal((await chat(TINA)).status, 429, 'still in debt');
+    // In debt, whatever the minute refilled since the first test (a debt of a token or two is paid in a second):
+    // each request served puts it deeper (its prompt and completion charged).
+    let answered = 200;
+    for (let i = 0; i < 10 && answered === 200; i++) answered = (await chat(TINA)).status;
+    assert.equal(answered, 429, 'in debt');
     const { status, json } = await applyApiKeys(stack, [{ ...apiKeys[0], tokens_per_minute: 6_000_000 }, ...apiKeys.slice(1)]);
     assert.equal(status, 200, JSON.stringify(json));
     assert.ok((json.changes as { path: string; mutable: boolean }[]).some((c) => c.path === 'auth.api_keys[tina].tokens_per_minute' && c.mutable), JSON.stringify(json.changes));
