@@ -383,8 +383,13 @@ export class EdgeConnection implements FrameSink {
     this.#heartbeatTimer = setInterval(onHeartbeatTick, intervalMs > 0 ? intervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS, this);
     if (this.lane === 0 && this.#upstreams.version !== this.#registeredVersion) {
       // A config refresh added or removed providers after Register went out: the edge registered the old set.
-      if (this.edgeTakes(ANNOUNCE_CAPABILITY)) this.announce();
-      else this.#log.warn('providers changed while registering with an edge that predates Announce: it hears of them at the next Register');
+      if (!this.edgeTakes(ANNOUNCE_CAPABILITY)) {
+        // An edge that predates Announce hears of them only at a Register: one now, before any tunnel is under way
+        // (else it would send a removed provider requests once its grace here is over, until some reconnect).
+        this.close('providers changed while registering with an edge that predates Announce: registering again with them');
+        return;
+      }
+      this.announce();
     }
     this.#owner.onRegistered(this, generation);
   }
