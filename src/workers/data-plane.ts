@@ -543,6 +543,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     if (exchange.timeout !== undefined) clearTimeout(exchange.timeout);
     exchange.timeout = undefined;
     exchange.state = 'admitting';
+    // The total deadline spans the wait in the queue too (ProxyExchange.onTimeout takes it out of there).
+    exchange.deadlines?.armTotal(exchange);
     // The run record keeps naming this provider until another dispatch: the request's metrics do too.
     if (exchange.grant !== undefined) {
       exchange.triedProviderId = exchange.grant.providerId;

@@ -58,6 +58,23 @@ export class ExchangeDeadlines {
   }
 
 
+  /**
+   * Back in the queue (a retry, an overloaded provider's requeue): only the
+   * total deadline runs there, since it spans retries; the wait must not
+   * outlive it only to be dispatched to a provider and cut at once.
+   */
+  armTotal(owner: TimedExchange, now = performance.now()): void {
+    if (owner.timeout !== undefined) clearTimeout(owner.timeout);
+    const delay = Math.max(1, this.#startedAt + this.#limits.tunnelTimeoutMs - now);
+    this.#armedFor = now + delay;
+    owner.timeout = setTimeout(onDeadlineTimer, delay, owner);
+  }
+
+  /** The total deadline (limits.tunnel_timeout_ms from the first dispatch) has passed. */
+  totalExpired(now = performance.now()): boolean {
+    return now >= this.#startedAt + this.#limits.tunnelTimeoutMs;
+  }
+
   /** (Re)arms owner.timeout for the earliest deadline of the current phase. */
   arm(owner: TimedExchange, headersSeen: boolean, now = performance.now()): void {
     if (owner.timeout !== undefined) clearTimeout(owner.timeout);

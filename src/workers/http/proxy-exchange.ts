@@ -711,6 +711,8 @@ export class ProxyExchange implements TunnelConsumer {
     switch (this.state) {
       case 'admitting':
         this.state = 'done';
+        if (this.timeout !== undefined) clearTimeout(this.timeout);
+        this.timeout = undefined;
         this.plane.cancelAdmission(this);
         this.plane.exchangeFinished(this, 'client_closed');
         return;
@@ -747,6 +749,18 @@ export class ProxyExchange implements TunnelConsumer {
 
   onTimeout(): void {
     this.timeout = undefined;
+    if (this.state === 'admitting') {
+      // Sent back to the queue (a provider's 429/503, a retry) and still waiting at the total deadline,
+      // which spans retries: 504 now, not a dispatch after it that is cut at once.
+      if (this.deadlines === undefined) return;
+      // A timer may fire a fraction of a millisecond early.
+      if (!this.deadlines.totalExpired()) this.deadlines.armTotal(this);
+      else {
+        this.plane.cancelAdmission(this);
+        this.reject(Errors.gatewayTimeout, 0);
+      }
+      return;
+    }
     if (this.state !== 'dispatched' && this.state !== 'streaming') return;
     // Frames may have moved the idle deadline on: then fire() re-arms and nothing expired.
     const expired = this.deadlines === undefined ? Errors.gatewayTimeout : this.deadlines.fire(this, this.state === 'streaming');
@@ -821,6 +835,9 @@ export class ProxyExchange implements TunnelConsumer {
   reject(spec: GatewayErrorSpec, retryAfterSec: number, message?: string, retryAfterMs?: number): void {
     if (this.state === 'done') return;
     this.state = 'done';
+    // A request back in the queue has its total deadline armed (DataPlane.#undispatch).
+    if (this.timeout !== undefined) clearTimeout(this.timeout);
+    this.timeout = undefined;
     this.errorMessage = message ?? spec.message;
     this.plane.forget(this);
     if (this.response.headersSent && this.#isEventStream) {
