@@ -101,6 +101,16 @@ describe('x-ratelimit-* headers', () => {
     assert.equal(tokenRefused.headers.get('x-ratelimit-limit-requests'), null);
   });
 
+  test("an image's base64 reserves what an image costs, not bytes / 4 of it", async () => {
+    // ~100 KB of base64: taken for bytes / 4 it would reserve ~25,000 tokens, over ida's whole minute.
+    const image = `data:image/png;base64,${Buffer.alloc(75_000, 7).toString('base64')}`;
+    const answer = await client(IDA)
+      .chat.completions.create({ model: ALIAS, messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: image } }] }] })
+      .withResponse();
+    const left = Number(answer.response.headers.get('x-ratelimit-remaining-tokens'));
+    assert.ok(left > 10_000 - 2_500 && left < 10_000, `tokens left at its grant: ${left}`);
+  });
+
   test('durations are written as OpenAI writes them', () => {
     assert.equal(durationOf(0), '0ms');
     assert.equal(durationOf(17.2), '18ms');

@@ -79,6 +79,8 @@ function presentedKeyOf(headers: Readonly<Record<string, string | string[] | und
 
 /** In every image part's data: a data: URL's `;base64,`, Anthropic's `"type":"base64"` source. */
 const BASE64 = Buffer.from('base64');
+/** A body with base64 this large, of a key with tokens_per_minute, is token-counted (its image parts as images) rather than taken for bytes / 4. */
+const TOKEN_RATE_COUNTED_BYTES = 32 * 1024;
 
 /** The API POST route #serveLean takes `request` for (the /v1/ proxy routes); undefined: fastify's. */
 function leanRouteOf(request: IncomingMessage): ApiRoute | undefined {
@@ -487,7 +489,12 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
     // text: a batch (as long as its longest input), a body with base64 (an image is no prompt text). Text alone
     // keeps bytes / 4 below offload_bytes: tokenizing 200 KB costs ~4 ms of CPU. Such a body is counted whatever
     // offload_bytes says (0 only stops offloading for size): else an image would be refused context_length_exceeded.
-    const counted = estimateInputTokens(body.length) >= this.#longThreshold && (route.batchInputs === true || body.includes(BASE64));
+    // So is a body with base64 of a key with tokens_per_minute, from a size on: bytes / 4 of an image would
+    // reserve (and refuse on) tens of thousands of its tokens while the image costs the model at most ~1,600.
+    const estimate = estimateInputTokens(body.length);
+    const counted =
+      (estimate >= this.#longThreshold && (route.batchInputs === true || body.includes(BASE64))) ||
+      (key !== undefined && key.tokensPerMinute !== 0 && body.length >= TOKEN_RATE_COUNTED_BYTES && body.includes(BASE64));
     if (counted || (this.#offloadBytes > 0 && body.length >= this.#offloadBytes)) {
       this.#offloadPool ??= new OffloadPool(this.#offloadThreads);
       this.#offloadPool.inspect(body, this.#maxJsonDepth, true, route.batchInputs === true).then(
