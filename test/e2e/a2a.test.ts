@@ -344,6 +344,12 @@ describe('A2A: model agent', () => {
     };
     assert.equal((await post('/a2a/writer', '{not json')).json.error?.code, -32700);
     assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'NoSuchMethod', params: {} }))).json.error?.code, -32601);
+    // JSON-RPC lets a call omit params: an unknown method is still method not found (docs/a2a.md), not invalid params.
+    for (const method of ['NoSuchMethod', 'tasks/nope']) {
+      const answer = await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 7, method }));
+      assert.deepEqual([answer.json.error?.code, (answer.json as { id?: unknown }).id], [-32601, 7], `${method} without params: ${JSON.stringify(answer.json)}`);
+    }
+    assert.equal((await post('/a2a/writer', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask' }))).json.error?.code, -32602, 'a known method without params');
     const unknown = await post('/a2a/nobody', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'x' } }));
     assert.equal(unknown.status, 404);
     assert.equal(unknown.json.error?.code, -32601);

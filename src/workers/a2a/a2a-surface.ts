@@ -89,6 +89,19 @@ function malformedRequest(request: Record<string, unknown>): string | undefined 
   return undefined;
 }
 
+/**
+ * The methods the SDK's transports serve (1.0's, then 0.3's). The SDK checks
+ * `params` before it looks the method up, so an unknown method sent without
+ * `params` (JSON-RPC lets a call omit them) would be told -32602, invalid
+ * params, instead of -32601, method not found.
+ */
+const METHODS = new Set([
+  'SendMessage', 'SendStreamingMessage', 'GetTask', 'ListTasks', 'CancelTask', 'SubscribeToTask', 'CreateTaskPushNotificationConfig',
+  'GetTaskPushNotificationConfig', 'DeleteTaskPushNotificationConfig', 'ListTaskPushNotificationConfigs', 'GetExtendedAgentCard',
+  'message/send', 'message/stream', 'tasks/get', 'tasks/cancel', 'tasks/resubscribe', 'tasks/pushNotificationConfig/set',
+  'tasks/pushNotificationConfig/get', 'tasks/pushNotificationConfig/list', 'tasks/pushNotificationConfig/delete', 'agent/getAuthenticatedExtendedCard',
+]);
+
 export class A2ASurface {
   #config: EdgeConfig;
   readonly #https: boolean;
@@ -279,6 +292,10 @@ export class A2ASurface {
       return;
     }
     const method = (parsed as { method?: unknown }).method;
+    if (typeof method === 'string' && !METHODS.has(method)) {
+      reply.headers(JSON_HEADERS).send(rpcError((parsed as { id?: unknown }).id, -32601, `method not found: ${method.length > 128 ? `${method.slice(0, 128)}…` : method}`));
+      return;
+    }
     // The 0.3 methods are the slashed ones (message/send, tasks/get, ...); 1.0's are PascalCase.
     const legacy = typeof method === 'string' && method.includes('/');
     const tag = request.headers['x-request-id'];
