@@ -34,6 +34,8 @@ export interface CertificateInfo {
   /** ISO 8601. */
   readonly notAfter: string;
   readonly notAfterMs: number;
+  /** When it becomes valid (NaN: unknown). */
+  readonly notBeforeMs: number;
   /** SHA-256 of the certificate file and key file bytes: tells a renewal from a re-read of the same files. */
   readonly digest: string;
 }
@@ -61,14 +63,14 @@ function collect(tls: TlsConfig | undefined, problems: string[], read: Reader): 
   if (tls?.client !== undefined) {
     const cert = file('tls.client.cert_file', tls.client.certFile);
     const key = file('tls.client.key_file', tls.client.keyFile);
-    if (cert !== undefined && key !== undefined && keyPairOk(problems, 'tls.client', { cert, key }, tls.client) && unexpired(problems, 'tls.client', cert, tls.client.certFile)) client = { cert, key };
+    if (cert !== undefined && key !== undefined && keyPairOk(problems, 'tls.client', { cert, key }, tls.client) && currentlyValid(problems, 'tls.client', cert, tls.client.certFile)) client = { cert, key };
   }
   if (tls?.nodes !== undefined) {
     const n = tls.nodes;
     const cert = file('tls.nodes.cert_file', n.certFile);
     const key = file('tls.nodes.key_file', n.keyFile);
     const ca = n.clientCaFile === undefined ? null : file('tls.nodes.client_ca_file', n.clientCaFile);
-    const pairOk = cert !== undefined && key !== undefined && keyPairOk(problems, 'tls.nodes', { cert, key }, n) && unexpired(problems, 'tls.nodes', cert, n.certFile);
+    const pairOk = cert !== undefined && key !== undefined && keyPairOk(problems, 'tls.nodes', { cert, key }, n) && currentlyValid(problems, 'tls.nodes', cert, n.certFile);
     const caFine = ca === null || (ca !== undefined && caOk(problems, 'tls.nodes.client_ca_file', ca, n.clientCaFile ?? ''));
     if (pairOk && caFine) nodes = { cert, key, ca: ca ?? null };
   }
@@ -76,16 +78,33 @@ function collect(tls: TlsConfig | undefined, problems: string[], read: Reader): 
 }
 
 /**
- * True unless the certificate has expired; else false with a problem naming `path` pushed. An expired one
- * loads, but no client or node accepts it: a refresh would swap it in for a working one (a renewal job that
- * wrote back an old file) and fail every handshake from then on. The edge's own listeners only: an agent
- * keeps starting on an expired certificate, to register once a renewal is written over it.
+ * True while the certificate is valid (not expired, not before its start); else false with a problem naming
+ * `path` pushed. Either loads, but no client or node accepts it: a refresh would swap it in for a working one
+ * (a renewal job that wrote back an old file, or a renewal issued with a future start) and fail every
+ * handshake from then on. The edge's own listeners only: an agent keeps starting on an expired certificate,
+ * to register once a renewal is written over it.
  */
-function unexpired(problems: string[], path: string, cert: Uint8Array, file: string): boolean {
-  const { notAfter, notAfterMs } = describeCertificate({ cert, key: new Uint8Array(0) });
-  if (!(notAfterMs <= Date.now())) return true;
-  problems.push(`${path}: ${resolve(file)} expired at ${notAfter}: no client or node would accept it`);
+function currentlyValid(problems: string[], path: string, cert: Uint8Array, file: string): boolean {
+  const { notAfter, notAfterMs, notBeforeMs } = describeCertificate({ cert, key: new Uint8Array(0) });
+  const now = Date.now();
+  if (notAfterMs <= now) {
+    problems.push(`${path}: ${resolve(file)} expired at ${notAfter}: no client or node would accept it`);
+    return false;
+  }
+  if (!notYetValid(notBeforeMs, now)) return true;
+  problems.push(`${path}: ${resolve(file)} is not valid before ${new Date(notBeforeMs).toISOString()}: no client or node would accept it yet`);
   return false;
+}
+
+/**
+ * How far a certificate's start may be ahead of the edge's clock: one issued a moment ago on a host whose
+ * clock runs a little ahead is taken (clients' clocks differ from the edge's anyway).
+ */
+const NOT_BEFORE_SKEW_MS = 5 * 60_000;
+
+/** A start (ms; NaN: unknown, not a reason to refuse) still ahead of `now`, past the skew allowed. */
+function notYetValid(notBeforeMs: number, now: number): boolean {
+  return notBeforeMs > now + NOT_BEFORE_SKEW_MS;
 }
 
 /** Start: the files read synchronously; undefined with problems pushed. */
@@ -136,22 +155,28 @@ export function caOk(problems: string[], path: string, ca: Uint8Array, file: str
     problems.push(`${path}: ${resolve(file)}: ${(err as Error).message}`);
     return false;
   }
-  const expiries = certificateExpiries(Buffer.from(ca));
-  // A bundle mid-rotation holds an old CA beside the new one: refused only when none is still valid.
-  if (expiries.length === 0 || expiries.some((ms) => !(ms <= Date.now()))) return true;
-  problems.push(`${path}: ${resolve(file)}: every certificate in it expired (the last at ${new Date(Math.max(...expiries)).toISOString()}): no certificate it signed would verify`);
+  const validities = certificateValidities(Buffer.from(ca));
+  const now = Date.now();
+  // A bundle mid-rotation holds an old CA beside the new one: refused only when none is valid now.
+  if (validities.length === 0 || validities.some((v) => !(v.notAfterMs <= now) && !notYetValid(v.notBeforeMs, now))) return true;
+  if (validities.every((v) => v.notAfterMs <= now)) {
+    problems.push(`${path}: ${resolve(file)}: every certificate in it expired (the last at ${new Date(Math.max(...validities.map((v) => v.notAfterMs))).toISOString()}): no certificate it signed would verify`);
+  } else {
+    problems.push(`${path}: ${resolve(file)}: no certificate in it is valid yet (the first from ${new Date(Math.min(...validities.filter((v) => !(v.notAfterMs <= now)).map((v) => v.notBeforeMs))).toISOString()}): no certificate it signed would verify`);
+  }
   return false;
 }
 
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
 
-/** The expiry (ms) of each PEM certificate in `pem` that parses. */
-function certificateExpiries(pem: Buffer): number[] {
-  const out: number[] = [];
+/** The validity (ms) of each PEM certificate in `pem` that parses. */
+function certificateValidities(pem: Buffer): { readonly notBeforeMs: number; readonly notAfterMs: number }[] {
+  const out: { notBeforeMs: number; notAfterMs: number }[] = [];
   for (const block of pem.toString('latin1').match(PEM_CERTIFICATE) ?? []) {
     try {
-      const notAfterMs = Date.parse(new X509Certificate(block).validTo);
-      if (!Number.isNaN(notAfterMs)) out.push(notAfterMs);
+      const x509 = new X509Certificate(block);
+      const notAfterMs = Date.parse(x509.validTo);
+      if (!Number.isNaN(notAfterMs)) out.push({ notBeforeMs: Date.parse(x509.validFrom), notAfterMs });
     } catch {
       // One OpenSSL takes but X509Certificate does not: its expiry is unknown, not a reason to refuse the file.
     }
@@ -165,9 +190,9 @@ export function describeCertificate(pair: KeyPairMaterial & { readonly ca?: Uint
   try {
     const x509 = new X509Certificate(Buffer.from(pair.cert));
     const notAfterMs = Date.parse(x509.validTo);
-    return { subject: x509.subject.replaceAll('\n', ', '), notAfter: new Date(notAfterMs).toISOString(), notAfterMs, digest };
+    return { subject: x509.subject.replaceAll('\n', ', '), notAfter: new Date(notAfterMs).toISOString(), notAfterMs, notBeforeMs: Date.parse(x509.validFrom), digest };
   } catch {
     // A format X509Certificate does not parse but OpenSSL serves: the expiry is unknown, not a reason to refuse it.
-    return { subject: '', notAfter: '', notAfterMs: Number.NaN, digest };
+    return { subject: '', notAfter: '', notAfterMs: Number.NaN, notBeforeMs: Number.NaN, digest };
   }
 }

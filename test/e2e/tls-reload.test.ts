@@ -216,6 +216,29 @@ describe('certificates renewed in place while the edge runs', { skip }, () => {
     writeFileSync(live.cert, savedCert);
   });
 
+  test('a certificate not valid yet written over the files is refused, naming the listener and its start, and nothing is swapped', async () => {
+    const serving = await servedSerial(edge.httpPort, pki, 'http/1.1');
+    // A renewal issued with a start days ahead: it loads, but no client or node would accept it before then.
+    const future = pki.issueFutureServer('future', 2);
+    const savedCert = readFileSync(live.cert);
+    const savedKey = readFileSync(live.key);
+    copyFileSync(future.key, live.key);
+    copyFileSync(future.cert, live.cert);
+    const startsAt = new Date(new X509Certificate(readFileSync(future.cert)).validFrom).toISOString();
+    for (const mode of ['evaluate', 'apply'] as const) {
+      const result = await edge.refresh({ mode, config: raw });
+      assert.equal(result.rejection, 'invalid_config', mode);
+      assert.equal(result.applicable, false);
+      assert.ok(result.reasons.some((r) => r.startsWith('tls.client: ') && r.includes(`is not valid before ${startsAt}`)), result.reasons.join('\n'));
+      assert.ok(result.reasons.some((r) => r.startsWith('tls.nodes: ') && r.includes('is not valid before')), result.reasons.join('\n'));
+    }
+    assert.equal(await servedSerial(edge.httpPort, pki, 'http/1.1'), serving);
+    assert.equal(await servedSerial(edge.grpcPort, pki, 'h2', true), serving);
+    assert.equal(await chat(), 200);
+    writeFileSync(live.key, savedKey);
+    writeFileSync(live.cert, savedCert);
+  });
+
   test('new file paths are a live change; TLS on or off still takes a restart', async () => {
     const other = pki.issueServer('elsewhere', 3);
     const moved = structuredClone(raw) as { tls: { client: Record<string, unknown> } };
@@ -337,6 +360,15 @@ describe('node certificates renewed in place, and the CA nodes are checked again
     const taken = await edge.refresh({ mode: 'evaluate', config: rotating });
     assert.equal(taken.applicable, true, taken.reasons.join('\n'));
     await assert.rejects(startEdge(parseEdgeConfig(alone, 'test'), { logger: silentLogger() }), /every certificate in it expired/, 'refused at start too');
+  });
+
+  test('a client_ca_file whose certificates are not valid yet is refused, naming the first start', async () => {
+    const future = pki.issueFutureCa('future-ca', 30);
+    const early = structuredClone(raw) as { tls: { nodes: Record<string, unknown> } };
+    early.tls.nodes.client_ca_file = future;
+    const refused = await edge.refresh({ mode: 'evaluate', config: early });
+    assert.equal(refused.rejection, 'invalid_config');
+    assert.ok(refused.reasons.some((r) => r.startsWith('tls.nodes.client_ca_file: ') && r.includes('no certificate in it is valid yet (the first from 20')), refused.reasons.join('\n'));
   });
 
   test('a new client_ca_file is a live change: node handshakes from then on are checked against it', async () => {

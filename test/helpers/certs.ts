@@ -2,7 +2,7 @@
 // CA, a server certificate for 127.0.0.1/localhost, a client certificate
 // signed by the CA, and a client certificate from an unrelated CA.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,6 +18,10 @@ export interface TestPki {
   readonly rogueClientKey: string;
   /** Another server certificate for 127.0.0.1/localhost from the same CA (a renewal): its own key, a new serial, valid `days`. */
   issueServer(name: string, days: number): { readonly cert: string; readonly key: string };
+  /** Like issueServer, but not valid before `startsInDays` days from now (a renewal with a future start), for a year from then. */
+  issueFutureServer(name: string, startsInDays: number): { readonly cert: string; readonly key: string };
+  /** A self-signed CA certificate not valid before `startsInDays` days from now, for a year from then; its path. */
+  issueFutureCa(name: string, startsInDays: number): string;
   /** A self-signed CA certificate valid `days` (negative: expired that many days ago); its path. */
   issueCa(name: string, days: number): string;
   remove(): void;
@@ -51,6 +55,27 @@ function makeLeaf(dir: string, name: string, ca: string, cn: string, ext: string
 
 const SERVER_EXT = 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n';
 
+/**
+ * `name`.crt and .key, valid for a year from `startsInDays` days from now: signed by the test CA, or by its own
+ * key (`selfSigned`). `x509 -req` (OpenSSL 3.0) takes no start date: `ca` does, with a throwaway database.
+ */
+function futureSigned(dir: string, name: string, startsInDays: number, extensions: string, commonName: string, selfSigned: boolean): void {
+  const db = join(dir, `${name}-db`);
+  mkdirSync(db);
+  writeFileSync(join(db, 'index.txt'), '');
+  writeFileSync(join(db, 'serial'), '1000\n');
+  writeFileSync(join(dir, `${name}.cnf`), [
+    '[ca]', 'default_ca = edge', '[edge]', `database = ${db}/index.txt`, `new_certs_dir = ${db}`, `serial = ${db}/serial`,
+    'default_md = sha256', 'policy = any', 'unique_subject = no', '[any]', 'commonName = supplied', '[ext]', extensions, '',
+  ].join('\n'));
+  openssl(dir, ['req', ...EC, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${commonName}`]);
+  const start = new Date(Date.now() + startsInDays * 86_400_000);
+  const stamp = (d: Date): string => d.toISOString().replace(/[-:T]/g, '').slice(0, 14) + 'Z';
+  const signer = selfSigned ? ['-selfsign', '-keyfile', `${name}.key`] : ['-cert', 'ca.crt', '-keyfile', 'ca.key'];
+  openssl(dir, ['ca', '-batch', '-config', `${name}.cnf`, ...signer, '-in', `${name}.csr`, '-out', `${name}.crt`,
+    '-startdate', stamp(start), '-enddate', stamp(new Date(start.getTime() + 365 * 86_400_000)), '-extensions', 'ext']);
+}
+
 export function makeTestPki(): TestPki {
   const dir = mkdtempSync(join(tmpdir(), 'edge-pki-'));
   makeCa(dir, 'ca');
@@ -72,6 +97,14 @@ export function makeTestPki(): TestPki {
     issueServer: (name, days) => {
       makeLeaf(dir, name, 'ca', 'localhost', SERVER_EXT, days);
       return { cert: p(`${name}.crt`), key: p(`${name}.key`) };
+    },
+    issueFutureServer: (name, startsInDays) => {
+      futureSigned(dir, name, startsInDays, 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth', 'localhost', false);
+      return { cert: p(`${name}.crt`), key: p(`${name}.key`) };
+    },
+    issueFutureCa: (name, startsInDays) => {
+      futureSigned(dir, name, startsInDays, 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign', name, true);
+      return p(`${name}.crt`);
     },
     issueCa: (name, days) => {
       // `req -x509` takes no negative -days: a request self-signed by `x509 -req` does.
