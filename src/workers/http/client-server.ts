@@ -497,7 +497,7 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
       (key !== undefined && key.tokensPerMinute !== 0 && body.length >= TOKEN_RATE_COUNTED_BYTES && body.includes(BASE64));
     if (counted || (this.#offloadBytes > 0 && body.length >= this.#offloadBytes)) {
       this.#offloadPool ??= new OffloadPool(this.#offloadThreads);
-      this.#offloadPool.inspect(body, this.#maxJsonDepth, true, route.batchInputs === true).then(
+      this.#offloadPool.inspect(body, this.#maxJsonDepth, true, route.batchInputs === true, this.#longThreshold).then(
         (done) => this.#afterOffload(route, request, response, key, done),
         () => this.#offloadFailed(route, response),
       );

@@ -3,7 +3,7 @@
 // memory is moved back with the verdict (never copied in either direction).
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { inspectBody, type InspectResult } from '../http/inspect.js';
-import { countPromptTokens, longestInputTokens } from './prompt-tokens.js';
+import { batchInputTokens, countPromptTokens } from './prompt-tokens.js';
 
 export interface InspectTask {
   /** Holds the body in [0, byteLength); transferred to this thread. */
@@ -12,8 +12,10 @@ export interface InspectTask {
   readonly maxDepth: number;
   /** Also count the prompt's tokens (valid bodies only). */
   readonly countTokens: boolean;
-  /** A list input is a batch (embeddings, completions): its longest item is counted (longestInputTokens). */
+  /** A list input is a batch (embeddings, completions): counted as batchInputTokens says. */
   readonly batchInputs: boolean;
+  /** scheduler.long_context_threshold_tokens, which a batch's count is taken against (batchInputTokens). */
+  readonly longThreshold: number;
 }
 
 export interface InspectTaskReply {
@@ -26,7 +28,7 @@ export default function inspectTask(task: InspectTask): unknown {
   const body = Buffer.from(task.buffer, 0, task.byteLength);
   let result = inspectBody(body, task.maxDepth);
   if (result.ok && task.countTokens) {
-    const inputTokens = countedOrNot(body, task.batchInputs);
+    const inputTokens = countedOrNot(body, task.batchInputs, task.longThreshold);
     if (inputTokens >= 0) result = { ...result, inputTokens };
   }
   const reply: InspectTaskReply = { result, buffer: task.buffer };
@@ -34,9 +36,9 @@ export default function inspectTask(task: InspectTask): unknown {
 }
 
 /** The count is a scheduling hint: should it fail, the request keeps its byte estimate rather than failing too. */
-function countedOrNot(body: Buffer, batchInputs: boolean): number {
+function countedOrNot(body: Buffer, batchInputs: boolean, longThreshold: number): number {
   try {
-    return batchInputs ? longestInputTokens(body) : countPromptTokens(body);
+    return batchInputs ? batchInputTokens(body, longThreshold) : countPromptTokens(body);
   } catch {
     return -1;
   }

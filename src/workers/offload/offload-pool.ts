@@ -52,16 +52,16 @@ export class OffloadPool {
 
   /**
    * inspectBody(body, maxDepth) in the pool, plus `inputTokens` on a valid
-   * body when countTokens (of its longest input when batchInputs). `body` is moved when it owns its whole
+   * body when countTokens (as batchInputTokens says, against longThreshold, when batchInputs). `body` is moved when it owns its whole
    * ArrayBuffer (fastify's parser allocates one per body this large):
    * afterwards use the returned body only. After close() it runs inline.
    */
-  async inspect(body: Buffer, maxDepth: number, countTokens = true, batchInputs = false): Promise<OffloadedInspection> {
+  async inspect(body: Buffer, maxDepth: number, countTokens = true, batchInputs = false, longThreshold = Infinity): Promise<OffloadedInspection> {
     if (this.#closed) return { body, info: inspectBody(body, maxDepth) };
     this.#pool ??= new Piscina({ filename: TASK_FILE, minThreads: 0, maxThreads: this.maxThreads, idleTimeout: IDLE_TIMEOUT_MS });
     const byteLength = body.length;
     const buffer = movableBuffer(body);
-    const task: InspectTask = { buffer, byteLength, maxDepth, countTokens, batchInputs };
+    const task: InspectTask = { buffer, byteLength, maxDepth, countTokens, batchInputs, longThreshold };
     const reply = (await this.#pool.run(task, { transferList: [buffer] })) as InspectTaskReply;
     return { body: Buffer.from(reply.buffer, 0, byteLength), info: reply.result };
   }

@@ -69,48 +69,73 @@ export function countPromptTokens(body: Buffer, budgetMs: number = BUDGET_MS): n
 }
 
 /**
- * An embeddings or completions body's tokens for the long-context class:
+ * An embeddings or completions body's tokens as the scheduler takes them:
  * a list `input` / `prompt` (strings or token arrays) is a batch whose
- * items are sequences of their own, each within the model's window, so the
- * longest one counts, not their sum (2,048 short inputs are no long
- * prompt). A single string or token array: countPromptTokens. -1 as there.
- * A completion's `suffix` (the text after the insertion point) reaches the
- * model with every prompt of the batch: its tokens count on top.
+ * items are sequences of their own, each within the model's window, so its
+ * longest one sets the long-context class, not their sum (2,048 short
+ * inputs are no long prompt). A long batch is its longest item (the window
+ * it needs). A short one is all its items together, as far as that keeps it
+ * under `longThreshold`: the same number is the key's tokens_per_minute
+ * reservation and the fair-queuing charge, which the provider will count
+ * for every item (the longest alone, a 2,000-input batch reserved a few
+ * dozen tokens where a smaller one, estimated by its bytes, reserved
+ * thousands). A single string or token array: countPromptTokens. -1 as
+ * there. A completion's `suffix` (the text after the insertion point)
+ * reaches the model with every prompt of the batch: its tokens count on top
+ * of each.
  */
-export function longestInputTokens(body: Buffer, budgetMs: number = BUDGET_MS): number {
+export function batchInputTokens(body: Buffer, longThreshold: number, budgetMs: number = BUDGET_MS): number {
   const request: unknown = JSON.parse(body.toString('utf8'));
   if (request === null || typeof request !== 'object') return -1;
-  const tokens = longestItemTokens(request, budgetMs);
+  const items = batchItemTokens(request, budgetMs);
+  if (items === undefined) return -1;
   const { suffix } = request as Record<string, unknown>;
-  return tokens < 0 || typeof suffix !== 'string' ? tokens : tokens + countTexts([suffix], suffix.length, budgetMs, EXACT_CHARS).tokens;
+  const extra = typeof suffix !== 'string' ? 0 : countTexts([suffix], suffix.length, budgetMs, EXACT_CHARS).tokens;
+  const longest = items.longest + extra;
+  if (longest >= longThreshold) return longest;
+  return Math.min(items.total + extra * items.count, longThreshold - 1);
 }
 
-/** longestInputTokens of the prompt (or input) list alone. */
-function longestItemTokens(request: object, budgetMs: number): number {
+/** The prompt (or input) list's longest item, all its items together, and how many there are; undefined when the body has no prompt. */
+function batchItemTokens(request: object, budgetMs: number): { longest: number; total: number; count: number } | undefined {
   const { prompt, input } = request as Record<string, unknown>;
   const list = input ?? prompt;
-  if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== 'string' && !Array.isArray(item))) return promptTokensOf(request, budgetMs, EXACT_CHARS)?.tokens ?? -1;
+  if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== 'string' && !Array.isArray(item))) {
+    const tokens = promptTokensOf(request, budgetMs, EXACT_CHARS)?.tokens;
+    return tokens === undefined ? undefined : { longest: tokens, total: tokens, count: 1 };
+  }
   let longestText = '';
   let longestIds = 0;
+  let ids = 0;
   let textChars = 0;
+  const texts: string[] = [];
   for (const item of list) {
     if (typeof item === 'string') {
       textChars += item.length;
+      texts.push(item);
       if (item.length > longestText.length) longestText = item;
-    } else if (item.length > longestIds) longestIds = item.length;
+    } else {
+      ids += item.length;
+      if (item.length > longestIds) longestIds = item.length;
+    }
   }
   if (textChars <= EXACT_CHARS) {
     // Every string is counted, no dearer than one prompt of that size: tokens per character differ several-fold
     // (prose ~5 characters a token, digits and CJK text ~1.5), so the longest string need not be the longest item.
     const deadline = performance.now() + budgetMs;
     let longest = longestIds;
-    for (const item of list) {
-      if (typeof item === 'string') longest = Math.max(longest, countWhole([item], item.length, Math.max(0, deadline - performance.now())).tokens);
+    let total = ids;
+    for (const text of texts) {
+      const tokens = countWhole([text], text.length, Math.max(0, deadline - performance.now())).tokens;
+      total += tokens;
+      if (tokens > longest) longest = tokens;
     }
-    return longest;
+    return { longest, total, count: list.length };
   }
-  // Past that, the longest string by characters stands for the batch: tokenizing every one would cost the whole body.
-  return Math.max(countTexts([longestText], longestText.length, budgetMs, EXACT_CHARS).tokens, longestIds);
+  // Past that, the longest string by characters stands for the batch's longest (tokenizing every one would cost
+  // the whole body), and samples of them all for their sum.
+  const longest = Math.max(countTexts([longestText], longestText.length, budgetMs, EXACT_CHARS).tokens, longestIds);
+  return { longest, total: countSampled(texts, budgetMs).tokens + ids, count: list.length };
 }
 
 /** countPromptTokens with how it was reached; undefined when the body has no prompt. exactChars: counted whole up to this. */
