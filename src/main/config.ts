@@ -2,6 +2,7 @@
 // Every problem is reported with its path, what was expected and what was
 // found; referential mistakes (a model naming an unknown provider) too.
 import { MAX_ANNOUNCED_PROVIDERS, MAX_PROVIDER_ID_BYTES, MAX_REQUEST_BODY_BYTES } from '../shared/wire-limits.js';
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
@@ -317,6 +318,7 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const bootstrap = readBootstrap(r, root.bootstrap, config.grpc);
   if (bootstrap !== undefined) Object.assign(config, { bootstrap });
   checkListenerPorts(r, config);
+  checkRoleSecrets(r, config);
   const { tunnelWindowBytes, maxFrameBytes } = config.limits;
   if (maxFrameBytes !== undefined && tunnelWindowBytes > maxFrameBytes) {
     // A DATA frame is at most the window, so a larger window would let frames break the frame limit.
@@ -324,6 +326,31 @@ export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   }
   r.throwIfProblems(source);
   return config;
+}
+
+/**
+ * Each role its own secret: the admin token, the bootstrap token, each node's token and each client API key.
+ * One secret in two roles lets whoever holds it for one act as the other (a node's token, or a client's
+ * key, opening the admin API). Client keys are compared by their digests; no value is ever shown.
+ */
+function checkRoleSecrets(r: ConfigReader, config: EdgeConfig): void {
+  const owners = new Map<string, string>();
+  const claim = (secret: string | undefined, path: string): void => {
+    if (secret === undefined || secret === '') return;
+    const digest = createHash('sha256').update(secret).digest('hex');
+    const first = owners.get(digest);
+    if (first === undefined) owners.set(digest, path);
+    // Two nodes sharing a token are reported where the nodes are read.
+    else if (!(first.startsWith('nodes[') && path.startsWith('nodes['))) r.problems.push(`${path}: the same secret as ${first} (value not shown); each role needs its own, or whoever holds one could act as the other`);
+  };
+  claim(config.admin?.token, 'admin.token');
+  claim(config.bootstrap?.token, 'bootstrap.token');
+  config.nodes.forEach((n, i) => claim(n.token, `nodes[${i}].token`));
+  const keys = new Map((config.auth?.apiKeys ?? []).map((k) => [k.keySha256.toLowerCase(), k.name]));
+  for (const [digest, path] of owners) {
+    const name = keys.get(digest);
+    if (name !== undefined) r.problems.push(`${path}: the same secret as the client API key ${JSON.stringify(name)} (auth.api_keys[].key_sha256; value not shown); each role needs its own, or a client could act as the other`);
+  }
 }
 
 /** Parses YAML (JSON is YAML too); a syntax error is a ConfigError like any other problem. */

@@ -348,3 +348,25 @@ test('an empty endpoints list is refused: the provider would hold its connection
   });
   assert.deepEqual(problems, ["nodes[0].providers[0].endpoints: an empty list serves no API, so the provider would never get a request; leave endpoints out for its type's defaults"]);
 });
+
+test('one secret in two roles is refused, naming both and showing neither: admin, bootstrap, node tokens and client keys', async () => {
+  const { createHash } = await import('node:crypto');
+  const shared = 'a-secret-used-twice-0123456789';
+  const problems = problemsOf({
+    admin: { host: '127.0.0.1', port: 9090, token: shared },
+    bootstrap: { listen: { host: '127.0.0.1', port: 8443 }, token: 'bootstrap-secret-0123456789', artifact_dir: '/tmp' },
+    nodes: [
+      { id: 'n1', token: shared, providers: [{ id: 'p1' }] },
+      { id: 'n2', token: 'bootstrap-secret-0123456789', providers: [{ id: 'p2' }] },
+      { id: 'n3', token: 'node-three-secret-0123456789', providers: [{ id: 'p3' }] },
+    ],
+    models: [{ alias: 'm', providers: { p1: 'm' } }],
+    auth: { api_keys: [{ name: 'app', key_sha256: createHash('sha256').update('node-three-secret-0123456789').digest('hex') }] },
+  });
+  assert.deepEqual(problems.filter((p) => p.includes('the same secret')), [
+    'nodes[0].token: the same secret as admin.token (value not shown); each role needs its own, or whoever holds one could act as the other',
+    'nodes[1].token: the same secret as bootstrap.token (value not shown); each role needs its own, or whoever holds one could act as the other',
+    'nodes[2].token: the same secret as the client API key "app" (auth.api_keys[].key_sha256; value not shown); each role needs its own, or a client could act as the other',
+  ]);
+  assert.ok(problems.every((p) => !p.includes(shared)), 'no secret in a message');
+});
