@@ -283,6 +283,12 @@ describe('bootstrap from the edge', () => {
     });
     assert.throws(() => parseEdgeConfig(raw('next tuesday'), 'test'), /bootstrap\.token_expires_at: .*RFC 3339/);
     assert.throws(() => parseEdgeConfig(raw('2026-12-31T18:00:00'), 'test'), /bootstrap\.token_expires_at/, 'an offset is required');
+    // Date.parse reads these as another day (March 2, the next hour) without a word: a typo must not move the expiry.
+    for (const typo of ['2026-02-30T18:00:00Z', '2026-13-01T18:00:00Z', '2026-12-31T24:00:00Z', '2026-12-31T18:00:00+25:00']) {
+      assert.throws(() => parseEdgeConfig(raw(typo), 'test'), /bootstrap\.token_expires_at: .*RFC 3339/, typo);
+    }
+    // RFC 3339 lets `t` and `z` be lower-case.
+    assert.equal(parseEdgeConfig(raw('2026-12-31t18:00:00z'), 'test').bootstrap?.tokenExpiresAt, Date.parse('2026-12-31T18:00:00Z'));
     const expired = await startEdge(parseEdgeConfig(raw(new Date(Date.now() - 60_000).toISOString()), 'test'), { logger: silentLogger() });
     const current = await startEdge(parseEdgeConfig(raw(new Date(Date.now() + 3_600_000).toISOString()), 'test'), { logger: silentLogger() });
     try {
