@@ -66,11 +66,15 @@ describe('A2A: an answer larger than a task holds', () => {
     await provider.close();
   });
 
-  /** 1.5 MiB of content in 64 KiB deltas; false when the edge closed the request meanwhile. */
+  /**
+   * 1.5 MiB of content in 64 KiB deltas ('big'), or in one event whose line has not ended ('line': no delta
+   * reaches the task until it does); false when the edge closed the request meanwhile.
+   */
   let mode = 'big';
   async function writeBig(res: ServerResponse): Promise<boolean> {
-    if (mode !== 'big') return false;
-    const piece = chunk('x'.repeat(65_536));
+    if (mode !== 'big' && mode !== 'line') return false;
+    if (mode === 'line') res.write('data: {"choices":[{"index":0,"delta":{"content":"');
+    const piece = mode === 'line' ? 'x'.repeat(65_536) : chunk('x'.repeat(65_536));
     for (let i = 0; i < 24; i++) {
       if (res.destroyed) return true;
       if (!res.write(piece)) {
@@ -92,6 +96,21 @@ describe('A2A: an answer larger than a task holds', () => {
     const why = task.status?.message?.parts[0]?.content;
     assert.ok(why?.$case === 'text' && why.value.includes('a2a.max_task_bytes'), JSON.stringify(why));
     assert.ok(textOf(task).length > 0 && textOf(task).length <= MAX_TASK_BYTES, `kept ${textOf(task).length} characters`);
+    await waitUntil(() => cut, 'the provider to see its request closed');
+    mode = 'short';
+    const next = (await client.sendMessage(request('and now briefly'))) as Task;
+    assert.equal(next.status?.state, COMPLETED);
+    assert.equal(textOf(next), 'short answer');
+  });
+
+  test('an answer held in one unended line is bounded too: the task fails and the run is stopped', async () => {
+    mode = 'line';
+    cut = false;
+    const task = (await client.sendMessage(request('write a lot on one line'))) as Task;
+    assert.equal(task.status?.state, FAILED, `state ${task.status?.state}`);
+    const why = task.status?.message?.parts[0]?.content;
+    assert.ok(why?.$case === 'text' && why.value.includes('a2a.max_task_bytes'), JSON.stringify(why));
+    // Stopped past the bound, not held until the provider ended its answer (5 s later).
     await waitUntil(() => cut, 'the provider to see its request closed');
     mode = 'short';
     const next = (await client.sendMessage(request('and now briefly'))) as Task;

@@ -361,7 +361,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
         }
         finish();
       },
-    });
+    }, this.#store.maxAnswerChars);
     entry.cancelRun = (asked) => sink.cancel(asked);
     const body = Buffer.from(JSON.stringify({ model: agent.model, stream: true, messages: [...earlier, { role: 'user', content: prompt }] }));
     const info = inspectBody(body, 64) as InspectOk;

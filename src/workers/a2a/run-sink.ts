@@ -89,10 +89,13 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
   #done = false;
   /** cancel() was called: the task is finished by its caller, not by what the exchange writes after. */
   #cancelled = false;
+  /** The most text the sink holds unread (a line, an event, a whole body): the task's bound on its answer. */
+  readonly #maxChars: number;
 
-  constructor(listener: RunListener) {
+  constructor(listener: RunListener, maxChars = Number.MAX_SAFE_INTEGER) {
     super();
     this.#listener = listener;
+    this.#maxChars = maxChars;
   }
 
   /** As a ServerResponse for DataPlane.begin. */
@@ -179,6 +182,7 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
   #take(text: string): void {
     const ok = this.#status >= 200 && this.#status < 300;
     if (!ok || !this.#eventStream) {
+      if (this.#overBound(this.#body.length + text.length)) return;
       this.#body += text;
       return;
     }
@@ -198,6 +202,7 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
     // rescanned the whole line each time, quadratic in a long event (16 MB held the event loop ~50 s).
     if (!text.includes('\n') && !text.includes('\r')) {
       this.#afterCR = false;
+      if (this.#overBound(this.#partial.length + text.length)) return;
       this.#partial += text;
       return;
     }
@@ -215,7 +220,30 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
     }
     if (!line.startsWith('data:')) return; // comments (keepalives), event names, ids
     const value = line.slice(line[5] === ' ' ? 6 : 5);
+    if (this.#data !== undefined && this.#overBound(this.#data.length + 1 + value.length)) return;
     this.#data = this.#data === undefined ? value : `${this.#data}\n${value}`;
+  }
+
+  /**
+   * Text held before any delta reaches the task (one SSE line or event, a JSON or error body, all
+   * unbounded by the task's check of its deltas) past the task's bound: the run fails now and is
+   * stopped on the next turn, as a caller that left (this is the exchange's own write). Else a
+   * provider's answer without line ends grew here until V8's string limit threw inside the node's
+   * frame handler, which exits the edge (or its I/O worker).
+   */
+  #overBound(chars: number): boolean {
+    if (chars <= this.#maxChars) return false;
+    if (this.#done) return true;
+    this.#done = true;
+    this.#partial = '';
+    this.#data = undefined;
+    this.#body = '';
+    this.#listener.onFinished(`the provider's answer passed ${this.#maxChars} characters before a complete event, the most one task holds (a2a.max_task_bytes); the run was stopped`);
+    setImmediate(() => {
+      this.destroyed = true;
+      this.emit('close');
+    });
+    return true;
   }
 
   #dispatch(): void {
