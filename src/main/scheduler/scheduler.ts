@@ -431,6 +431,21 @@ export class Scheduler {
     return groups.size > 0 && this.outliers.lastResort(groups);
   }
 
+  /** Waiters of `groups` pinned to `providerId`: refused pinned_provider_gone (admit's answer for them now). */
+  #refusePinnedTo(groups: readonly GroupState[], providerId: string): void {
+    for (const group of groups) {
+      for (let item = group.queue.head; item !== null; ) {
+        const next = item.next;
+        if (item.pinnedProviderId === providerId) {
+          this.#dequeue(item);
+          group.rejected++;
+          this.#outbox.push(new Rejection(item.requestId, 'pinned_provider_gone', 0));
+        }
+        item = next;
+      }
+    }
+  }
+
   #groupsOf(provider: ProviderState): GroupState[] {
     const groups: GroupState[] = [];
     for (const group of this.#registry.groups.values()) if (group.entries.some((e) => e.provider === provider)) groups.push(group);
@@ -688,8 +703,13 @@ export class Scheduler {
       // The provider may be one the catalog names only from the config swap that follows (workers.count 0).
       const provider = this.#registry.providers.get(providerId);
       if (changed && provider !== undefined && provider.node === node) {
-        // Withdrawn, its sessions' waiters may go elsewhere (and providers may come back as a last resort).
-        if (!announced) this.outliers.lastResort(this.#groupsOf(provider));
+        if (!announced) {
+          const groups = this.#groupsOf(provider);
+          // Withdrawn, its sessions' waiters may go elsewhere (and providers may come back as a last resort);
+          // those pinned to it (its stored responses) are told now, as a new request would be, not at their deadline.
+          this.#refusePinnedTo(groups, providerId);
+          this.outliers.lastResort(groups);
+        }
         this.#pump();
       }
     }

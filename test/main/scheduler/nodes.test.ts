@@ -165,6 +165,31 @@ test('a provider withdrawn from its connection (a refresh changed its type) is n
   assert.deepEqual(s.checkInvariants(), []);
 });
 
+test('waiters pinned to a provider its connection withdraws are refused then, not at their deadline; the others wait on', () => {
+  const spec = {
+    nodes: { n1: [{ id: 'a', capacity: 1 }, { id: 'b', capacity: 1 }] },
+    models: [{ alias: 'chat', providers: ['a', 'b'], queueTimeoutMs: 60_000 }],
+  };
+  const { s, sink } = setup(spec, []);
+  const generation = s.connect('n1', 0, ['a', 'b'])?.generation as number;
+  s.admit({ ...req(1, 'chat'), pinnedProviderId: 'a' }, 1);
+  s.admit({ ...req(2, 'chat'), pinnedProviderId: 'b' }, 1);
+  assert.deepEqual(sink.takeGrants().map((g) => g.providerId), ['a', 'b']);
+  // Both full: these wait, two on the provider that will go, one on the other, one for either.
+  s.admit({ ...req(3, 'chat'), pinnedProviderId: 'a' }, 2);
+  s.admit({ ...req(4, 'chat'), pinnedProviderId: 'b' }, 2);
+  s.admit({ ...req(5, 'chat'), pinnedProviderId: 'a' }, 2);
+  s.admit(req(6, 'chat'), 2);
+  assert.deepEqual(sink.take(), []);
+  assert.equal(s.setAnnounced('n1', 'a', false, undefined, 3, generation), true);
+  assert.deepEqual(
+    sink.take().map((d) => (d.kind === 'reject' ? [d.requestId, d.code] : [d.kind])),
+    [[3, 'pinned_provider_gone'], [5, 'pinned_provider_gone']],
+  );
+  assert.equal(s.status().groups.find((g) => g.alias === 'chat')?.queueDepth, 2, 'the one pinned to b and the free one wait on');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
 test('a late Leaving or probe verdict from a superseded connection leaves the new one as it is', () => {
   const { s, sink } = setup(TWO_NODES, []);
   const old = s.connect('n1', 0)?.generation as number;
