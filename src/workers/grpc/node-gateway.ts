@@ -594,7 +594,6 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
   }
 }
 
-/** The providers whose health probe failed as the node registered (undefined: none, or an agent that predates the field). */
 /** Why Register's or Announce's provider ids are refused (more than the agents' config allows, or an id too long); undefined: fine. */
 function providerIdsProblem(ids: readonly string[]): string | undefined {
   if (ids.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} provider ids announced`;
@@ -604,6 +603,7 @@ function providerIdsProblem(ids: readonly string[]): string | undefined {
   return undefined;
 }
 
+/** The providers whose health probe failed as the node registered or announced them (undefined: none, or an agent that predates the field). */
 function failingProbes(register: ProviderAnnouncement): ReadonlySet<string> | undefined {
   let failing: Set<string> | undefined;
   for (const probe of register.probes) {
