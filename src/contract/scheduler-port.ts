@@ -4,7 +4,7 @@
 // SharedArrayBuffer rings. So every call here is asynchronous-capable: no
 // call returns a scheduler answer, answers come back through the handlers
 // (synchronously from the driver, a ring hop later from a worker).
-import type { AdmitRequest, Grant, KeyLevels, Overloaded, RejectCode, ReleaseReason } from './scheduler.js';
+import type { AdmitRequest, Grant, KeyLevels, NodeFailure, Overloaded, RejectCode, ReleaseReason } from './scheduler.js';
 
 /**
  * Why an admission was refused: the scheduler's codes, plus the per-key
@@ -90,10 +90,10 @@ export interface SchedulerPort {
   /**
    * Failed before the first byte: re-queue once elsewhere; onRequeueRefused when not possible.
    * `overloaded`: the provider answered 429/503 instead; the request keeps its place and may go back to it after its Retry-After.
-   * `leaving`: the node refused it because it is leaving (node_leaving): the request waits as a new arrival would, for
+   * `node`: the failure was its node's, not the provider's (NodeFailure): the request waits as a new arrival would, for
    * any provider including that one once its node is back, rather than failing when no other is up right now.
    */
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean, overloaded?: Overloaded, leaving?: boolean): void;
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed?: boolean, overloaded?: Overloaded, node?: NodeFailure): void;
   /**
    * Pre-send fence, called where the node's session lives once its generation
    * matched the grant's. False (driver only) when the lease turned out stale

@@ -47,7 +47,8 @@
 //   announced  nodeId, providerId, generation, code: 0 = no longer offered by that connection, else ANNOUNCED_AGAIN
 //              | its endpoint mask | 0x80 when the node announced endpoints for it (as announce's)
 //   (release: with code overloaded, value = the provider's Retry-After in ms, -1 = none;
-//    requeue: code 2 = overloaded (429/503), generation = Retry-After ms + 1, 0 = none; code 3 = the node is leaving)
+//    requeue: code 2 = overloaded (429/503), generation = Retry-After ms + 1, 0 = none; code 3 = the node is leaving;
+//    code 4 = the node's stream closed under it (NodeFailure 'lost'))
 // and main -> worker:
 //   grant      as above, plus worker
 //   reject     as above; code too_many_concurrent_requests = the key was at its limit, rate_limit_exceeded = over its

@@ -144,6 +144,13 @@ export interface ProviderStatus {
   readonly unhealthy?: boolean;
 }
 
+/**
+ * A failure before the first byte that was the node's, not its provider's: `leaving` = the node refused the tunnel as it
+ * leaves (node_leaving; its connection drains from then on), `lost` = the node's stream closed under it (node_disconnected:
+ * an agent killed or restarted comes back, and a lane that dropped leaves the connection's other lanes serving).
+ */
+export type NodeFailure = 'leaving' | 'lost';
+
 /** A retry caused by a 429/503: `retryAfterMs` from the provider's Retry-After (undefined: none sent). */
 export interface Overloaded {
   readonly retryAfterMs: number | undefined;

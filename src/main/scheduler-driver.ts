@@ -16,6 +16,7 @@ import type {
   ConnectResult,
   Grant,
   LeaseInfo,
+  NodeFailure,
   Overloaded,
   RejectCode,
   ReleaseReason,
@@ -174,8 +175,8 @@ export class SchedulerDriver implements SchedulerSink, SchedulerPort {
 
   // --- SchedulerPort (the data path on this thread) ----------------------------
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded, leaving = false): void {
-    const queued = this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed, overloaded, leaving);
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded, node?: NodeFailure): void {
+    const queued = this.scheduler.retry(leaseId, request, excludeProviderId, performance.now(), providerFailed, overloaded, node);
     this.#decisions.push(queued ? new RequeueAcceptance(request.requestId) : new RequeueRefusal(request.requestId));
     this.#flush();
   }

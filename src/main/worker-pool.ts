@@ -711,7 +711,7 @@ export class WorkerPool implements DecisionHandler, DataPath {
         else driver.release(r.leaseId, reason, r.value);
         return;
       case RecordKind.requeue:
-        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '', r.code === 1, r.code === 2 ? { retryAfterMs: r.generation === 0 ? undefined : r.generation - 1 } : undefined, r.code === 3);
+        driver.requeue(r.leaseId, { requestId: r.requestId, alias: reader.nameOf(r.nameId) ?? '', estimatedTokens: r.value, directNodeId: reader.nameOf(r.nodeId), sessionKey: r.session, api: r.worker as ApiKind, pinnedProviderId: reader.nameOf(r.extraId) }, reader.nameOf(r.providerId) ?? '', r.code === 1, r.code === 2 ? { retryAfterMs: r.generation === 0 ? undefined : r.generation - 1 } : undefined, r.code === 3 ? 'leaving' : r.code === 4 ? 'lost' : undefined);
         return;
       case RecordKind.stale:
         driver.reportStale(r.requestId, r.leaseId);

@@ -90,6 +90,8 @@ const REJECT_SPECS: Record<RejectCode, GatewayErrorSpec> = {
 
 /** The node refused the tunnel as it leaves: its retry waits like an arrival (see retryBeforeFirstByte). */
 const NODE_LEAVING = 'node_leaving';
+/** The node's stream closed under the tunnel: its retry waits like an arrival too. */
+const NODE_DISCONNECTED = 'node_disconnected';
 
 /**
  * ERROR codes that arrive before any response byte and mean "this provider
@@ -588,8 +590,11 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#undispatch(exchange);
     exchange.retriedAt(performance.now());
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, code }, 'failed before the first byte; asking the scheduler for another provider');
-    // A node that leaves (a restart) comes back: its refusal waits like an arrival, for any provider, that one included.
-    if (code === NODE_LEAVING) this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), '', false, undefined, true);
+    // A node that leaves (a restart) comes back, as does one whose stream closed (an agent killed: its lanes close one
+    // by one, and the first frees slots the queue hands to the others still open): the retry waits like an arrival,
+    // for any provider, that one included, rather than failing when no other is up right now.
+    const node = code === NODE_LEAVING ? 'leaving' : code === NODE_DISCONNECTED ? 'lost' : undefined;
+    if (node !== undefined) this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), '', false, undefined, node);
     else this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
     return true;
   }

@@ -3,7 +3,7 @@
 // worker ring and are handed to the DataPlane (decisions) and NodeGateway
 // (connect answers, fences). Both rings are FIFO, so per worker the order of
 // calls and of answers is kept.
-import type { AdmitRequest, Grant, Overloaded, ReleaseReason } from '../contract/scheduler.js';
+import type { AdmitRequest, Grant, NodeFailure, Overloaded, ReleaseReason } from '../contract/scheduler.js';
 import { drainLoop } from '../shared/ring/drain-loop.js';
 import { ANNOUNCED_AGAIN, ANNOUNCED_ENDPOINTS, ANNOUNCED_UNHEALTHY, RecordKind, RecordReader, decodeKeyLevels, encodeFairness, rejectCodeOf, releaseReasonCode, SchedulerRecord } from '../contract/scheduler-records.js';
 import { RecordChannel } from '../contract/record-channel.js';
@@ -97,10 +97,10 @@ export class RemoteScheduler implements SchedulerPort {
     this.out.commit();
   }
 
-  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded, leaving = false): void {
+  requeue(leaseId: number, request: AdmitRequest, excludeProviderId: string, providerFailed = false, overloaded?: Overloaded, node?: NodeFailure): void {
     const r = this.#scratch.reset(RecordKind.requeue);
     r.requestId = request.requestId;
-    r.code = overloaded !== undefined ? 2 : leaving ? 3 : providerFailed ? 1 : 0;
+    r.code = overloaded !== undefined ? 2 : node === 'leaving' ? 3 : node === 'lost' ? 4 : providerFailed ? 1 : 0;
     if (overloaded?.retryAfterMs !== undefined) r.generation = Math.min(0xfffffffe, Math.round(overloaded.retryAfterMs)) + 1;
     r.leaseId = leaseId;
     r.value = request.estimatedTokens;

@@ -113,6 +113,32 @@ describe('a node with several streams (lanes)', () => {
     await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released, the failed ones included');
   });
 
+  test("requests a dropped lane held before their first byte are retried on the same provider over the lanes still up", async () => {
+    await waitForLanes(stack);
+    // Whole answers come after 20 tokens of 40 ms: no byte before the lane drops. The node has one provider, so a
+    // retry held off it (as if the provider had failed) would have nowhere to go and fail with node_disconnected.
+    const ask = async (): Promise<number> => {
+      const res = await fetch(`${stack.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-mock-tokens': '20', 'x-mock-interval-ms': '40', 'x-mock-ttft-ms': '0' },
+        body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'whole' }] }),
+      });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    const answers: Promise<number>[] = [];
+    let onLane1 = 0;
+    for (let round = 0; round < 4 && onLane1 === 0; round++) {
+      answers.push(...Array.from({ length: 6 }, ask));
+      await waitUntil(() => inFlight(stack.edge) === answers.length, 'every request dispatched');
+      onLane1 = (await lanesOf(stack)).find((l) => l.lane === 1)?.openTunnels ?? 0;
+    }
+    assert.ok(onLane1 > 0, 'lane 1 holds requests');
+    stack.agent?.dropLane(1);
+    assert.deepEqual(await Promise.all(answers), answers.map(() => 200), `the ${onLane1} on lane 1 were served again, over the others`);
+    await waitUntil(() => inFlight(stack.edge) === 0, 'every lease released');
+  });
+
   test('the first stream dropping ends the connection; it comes back whole under a new generation', async () => {
     const generation = await waitForLanes(stack);
     stack.agent?.dropConnection();

@@ -37,6 +37,7 @@ import type {
   ConnectResult,
   Grant,
   LeaseInfo,
+  NodeFailure,
   Overloaded,
   ProviderStatus,
   RejectCode,
@@ -495,12 +496,15 @@ export class Scheduler {
    * fenced) and max_queue does not apply. False, with the lease ended and
    * nothing queued, when no other candidate exists (the caller reports the
    * original failure); otherwise the grant or rejection follows as usual.
-   * `leaving`: the node refused it as it leaves (a rolling restart): that
-   * connection is draining from now on, and the request is queued as an
-   * arrival would be, whether or not a candidate is up now (the node's own
-   * provider again once it is back), up to its queue deadline.
+   * `node`: the failure was the node's (NodeFailure), so nothing is held
+   * against the provider and the request is queued as an arrival would be,
+   * whether or not a candidate is up now (the node's own provider again once
+   * it is back, or on a lane still up), up to its queue deadline; `leaving`
+   * (a rolling restart) also drains that connection from now on.
    */
-  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false, overloaded?: Overloaded, leaving = false): boolean {
+  retry(leaseId: number, req: AdmitRequest, excludeProviderId: string, now: number, providerFailed = false, overloaded?: Overloaded, node?: NodeFailure): boolean {
+    const leaving = node === 'leaving';
+    if (node !== undefined) excludeProviderId = '';
     this.#expire(now);
     const lease = this.#leases.get(leaseId);
     // The retry keeps the band and tenant its first dispatch was charged to.
@@ -550,7 +554,7 @@ export class Scheduler {
         (pinnedServes(group, req.pinnedProviderId, req.api ?? 0) && (lease === undefined || this.#registry.providers.get(req.pinnedProviderId)?.node.id === lease.node.id)))
     ) {
       const need = contextNeed(req.estimatedTokens, this.#registry.longThreshold);
-      if (leaving || hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
+      if (node !== undefined || hasEligibleCandidate(group, this.#wantOf(req.directNodeId, req.api, req.pinnedProviderId), need, excludeProviderId)) {
         const item = new QueueItem(req.requestId, group, seq, req.estimatedTokens, req.directNodeId, enqueuedAt, now + group.queueTimeoutMs, attempt, excludeProviderId === '' ? undefined : excludeProviderId, req.api ?? 0, req.pinnedProviderId);
         item.sessionKey = req.sessionKey ?? 0;
         if (excludeProviderId !== '') item.excludeNodeId = failedOn?.id;

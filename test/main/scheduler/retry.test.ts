@@ -183,7 +183,7 @@ test("a node's own refusal as it leaves: that connection drains, the request wai
   s.admit(req(1, 'chat'), 0);
   const first = sink.takeGrants()[0];
   s.confirm(first.leaseId, 1);
-  assert.equal(s.retry(first.leaseId, req(1, 'chat'), '', 2, false, undefined, true), true, 'queued although no candidate is up');
+  assert.equal(s.retry(first.leaseId, req(1, 'chat'), '', 2, false, undefined, 'leaving'), true, 'queued although no candidate is up');
   assert.deepEqual(sink.takeGrants(), [], 'not back to the leaving connection, though a has free slots');
   assert.equal(s.status().groups[0].queueDepth, 1);
   assert.deepEqual(s.checkInvariants(), []);
@@ -192,6 +192,27 @@ test("a node's own refusal as it leaves: that connection drains, the request wai
   const [again] = sink.takeGrants();
   assert.equal(again.requestId, 1);
   assert.equal(again.providerId, 'a');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test("a node's stream lost under a request: nothing is held against its provider; it goes to a lane still up, or waits for the node's return", () => {
+  const { s, sink } = setup({ nodes: { n1: [{ id: 'a', capacity: 2 }] }, models: [{ alias: 'chat', providers: ['a'] }] });
+  const generation = s.connect('n1', 0)?.generation as number;
+  s.admit(req(1, 'chat'), 1);
+  const first = sink.takeGrants()[0];
+  s.confirm(first.leaseId, 1);
+  // One lane dropped, the connection stands: back to its only provider at once, the connection not drained.
+  assert.equal(s.retry(first.leaseId, req(1, 'chat'), '', 2, false, undefined, 'lost'), true);
+  const [again] = sink.takeGrants();
+  assert.deepEqual([again.requestId, again.providerId, again.generation], [1, 'a', generation]);
+  assert.equal(s.status().nodes[0].draining, false);
+  // The whole connection gone (an agent killed): queued although no candidate is up, served by the node's return.
+  s.confirm(again.leaseId, 3);
+  assert.deepEqual(s.disconnect('n1', generation, 4)?.map((l) => l.requestId), [1]);
+  assert.equal(s.retry(again.leaseId, req(1, 'chat'), '', 5, false, undefined, 'lost'), true, 'queued although no candidate is up');
+  assert.equal(s.status().groups[0].queueDepth, 1);
+  s.connect('n1', 6);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[1, 'a']]);
   assert.deepEqual(s.checkInvariants(), []);
 });
 
