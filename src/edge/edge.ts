@@ -477,9 +477,11 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     const session = this.session(nodeId);
     if (session === undefined) {
       const known = this.#config.nodes.some((n) => n.id === nodeId) || this.driver.status().nodes.some((n) => n.id === nodeId);
-      return known
-        ? { ok: false, code: 'node_not_connected', message: `node ${JSON.stringify(nodeId)} is not connected; draining applies to a live connection` }
-        : { ok: false, code: 'node_not_found', message: `no node ${JSON.stringify(nodeId)} in the config` };
+      if (known) return { ok: false, code: 'node_not_connected', message: `node ${JSON.stringify(nodeId)} is not connected; draining applies to a live connection` };
+      // This route takes an id only; a label here is an easy slip (commands take either), so say where it works.
+      const labelled = this.#config.nodes.filter((n) => n.labels?.includes(nodeId) === true).map((n) => n.id);
+      const hint = labelled.length === 0 ? '' : `; ${JSON.stringify(nodeId)} is a label (of ${labelled.map((id) => JSON.stringify(id)).join(', ')}): this route takes a node id, the drain and undrain commands take a label (POST /admin/nodes/${encodeURIComponent(nodeId)}/commands {"kind":"${draining ? 'drain' : 'undrain'}"})`;
+      return { ok: false, code: 'node_not_found', message: `no node ${JSON.stringify(nodeId)} in the config${hint}` };
     }
     if (!draining && this.#leaving.get(nodeId) === session.generation) {
       return { ok: false, code: 'node_leaving', message: `node ${JSON.stringify(nodeId)} is leaving (its agent is shutting down or was told to drain): it refuses new requests on this connection; its next connection starts undrained` };

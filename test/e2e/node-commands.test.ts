@@ -160,6 +160,19 @@ describe('node commands through real agents', () => {
     assert.ok(mockA.requestLog.length > beforeA, 'an undrained node serves again');
   });
 
+  test('the drain route given a label says it is one and names the command that takes it', async () => {
+    const refused = await admin('/admin/nodes/rack1/drain', {});
+    assert.equal(refused.status, 404);
+    assert.equal(refused.json.error.code, 'node_not_found');
+    assert.match(refused.json.error.message, /"rack1" is a label \(of "gpu-a", "gpu-b"\)/);
+    assert.match(refused.json.error.message, /POST \/admin\/nodes\/rack1\/commands \{"kind":"drain"\}/);
+    const undrain = await admin('/admin/nodes/rack1/undrain', {});
+    assert.match(undrain.json.error.message, /\{"kind":"undrain"\}/);
+    // An unknown name that is no label either keeps the plain answer.
+    assert.equal((await admin('/admin/nodes/no-such/drain', {})).json.error.message, 'no node "no-such" in the config');
+    assert.equal((await admin('/admin/status')).json.nodes.find((n: any) => n.id === 'gpu-a').draining, false, 'nothing drained');
+  });
+
   test('a drained agent that reconnects starts its new connection drained on the edge too: requests go elsewhere, not to be refused', async () => {
     await command('gpu-a', 'drain');
     const agent = agents.get('gpu-a') as NodeAgent;
