@@ -321,14 +321,28 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
 
   #committed(configVersion: number, changedPaths: readonly string[]): void {
     this.events.publish({ type: 'config.applied', configVersion, changedPaths: [...changedPaths] });
-    // A provider the refresh added to a connected node serves only once that node announces it: say so now,
-    // not only at the node's next Register, or the operator waits for requests that never come.
+  }
+
+  /**
+   * A provider the refresh added to a connected node serves only once that node announces it: say so, or the operator
+   * waits for requests that never come. Judged once the nodes answered their refresh_config, not at the commit: an
+   * agent whose file already names the provider announces it in that answer (`providers[id] (added)`).
+   */
+  #warnUnannounced(result: RefreshResult): void {
     const unannounced: string[] = [];
     for (const p of this.driver.status().providers) {
-      if (p.connected && !p.announced && changedPaths.includes(`nodes[${p.nodeId}].providers[${p.id}]`)) unannounced.push(p.id);
+      if (!p.connected || p.announced || !result.changes.some((c) => c.path === `nodes[${p.nodeId}].providers[${p.id}]`)) continue;
+      // The agent's answer lists what it applied before what needs its restart (commands.ts refreshConfig).
+      const answer = result.nodes.find((n) => n.node === p.nodeId);
+      const applied = answer === undefined || (answer.status !== 'applied' && answer.status !== 'restart_required') ? '' : answer.message.split('; needs an agent restart')[0];
+      if (applied.includes(`providers[${p.id}] (added)`)) continue;
+      unannounced.push(p.id);
     }
     if (unannounced.length > 0) {
-      this.logger.warn({ providers: unannounced }, "providers the refresh added are not announced by their node's connected agent: they get no requests until it runs them (restart it with them in its config)");
+      this.logger.warn(
+        { providers: unannounced },
+        "providers the refresh added are not announced by their node's connected agent: they get no requests until it runs them (add them to that agent's config file, then send it the refresh_config command; an agent that predates Announce needs a restart)",
+      );
     }
   }
 
@@ -349,6 +363,7 @@ class Edge implements RunningEdge, RefreshTarget, AdminOps {
     if (result.status === 'applied') {
       // config.applied went out when it was committed (#committed); this is the nodes' part.
       this.logger.info({ origin, configVersion: result.configVersion, notified: result.notified.map((n) => n.node), retired: result.retired, nodes: result.nodes }, 'config refresh: nodes answered');
+      this.#warnUnannounced(result);
     } else if (result.rejection !== null && result.mode === 'apply') {
       this.logger.warn({ origin, rejection: result.rejection, reasons: result.reasons }, 'config refresh rejected; the running config stays');
     } else {

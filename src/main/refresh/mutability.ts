@@ -61,7 +61,7 @@ export const MUTABILITY_RULES: readonly MutabilityRule[] = [
     mutable: true,
     effect: "stored at once, but used only for a node whose agent announces no list of its own: an agent's announced list wins (change the agent's providers[].endpoints and restart it)",
   },
-  { pattern: /^nodes\[[^\]]*\]\.providers\[/, mutable: true, effect: 'capacity, enabled, context length and new providers apply at once (a new one serves once its node announces it at Register); queued requests are re-evaluated' },
+  { pattern: /^nodes\[[^\]]*\]\.providers\[/, mutable: true, effect: 'capacity, enabled, context length and new providers apply at once (a new one serves once its node announces it: at once if its agent already runs it, else after the agent config file names it and the agent takes refresh_config); queued requests are re-evaluated' },
   {
     pattern: /^nodes\[[^\]]*\]$/,
     mutable: true,
