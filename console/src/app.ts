@@ -149,6 +149,9 @@ const ACTION_BANNER_MS = 20_000;
 let actionBannerTimer: ReturnType<typeof setTimeout> | undefined;
 
 function banner(source: BannerSource, text: string | null): void {
+  // The same line again (each failed poll, each reconnect try, every 2 s) leaves the alert as it is: rewritten, a
+  // screen reader read the role=alert out again each time.
+  const same = text !== null && banners.get(source) === text;
   if (text === null) {
     if (!banners.delete(source)) return;
   } else banners.set(source, text);
@@ -156,6 +159,7 @@ function banner(source: BannerSource, text: string | null): void {
     clearTimeout(actionBannerTimer);
     actionBannerTimer = text === null ? undefined : setTimeout(() => banner('action', null), ACTION_BANNER_MS);
   }
+  if (same) return;
   const el = $('banner');
   el.hidden = banners.size === 0;
   el.replaceChildren(...Array.from(banners.values(), (line) => {

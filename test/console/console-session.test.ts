@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { HTTPRequest, Page } from 'puppeteer-core';
 import { NO_CHROMIUM, openConsolePage, type ConsolePage } from '../helpers/console-browser.js';
-import { startOpsStack, type OpsStack } from '../main/admin/ops-stack.js';
+import { startOpsStack, waitUntil, type OpsStack } from '../main/admin/ops-stack.js';
 
 const TOKEN = 'console-session-admin-token';
 
@@ -56,6 +56,48 @@ describe('console sessions in headless chromium', { skip: NO_CHROMIUM }, () => {
     } finally {
       page.off('request', fail);
       await page.setRequestInterception(false);
+    }
+  });
+
+  /** Counts the /admin/status requests the page makes (every 2 s), answering each with `answer` (undefined: the edge's). */
+  async function watchStatusPolls(answer?: (request: HTTPRequest) => void): Promise<{ count: () => number; stop: () => Promise<void> }> {
+    let count = 0;
+    const on = (request: HTTPRequest): void => {
+      if (request.isInterceptResolutionHandled()) return;
+      if (new URL(request.url()).pathname !== '/admin/status') return void request.continue();
+      count++;
+      if (answer === undefined) void request.continue();
+      else answer(request);
+    };
+    await page.setRequestInterception(true);
+    page.on('request', on);
+    return {
+      count: () => count,
+      stop: async () => {
+        page.off('request', on);
+        await page.setRequestInterception(false);
+      },
+    };
+  }
+
+  /** Starts counting the DOM changes inside element `id`; read them with `window.__changes`. */
+  const countChanges = (id: string): Promise<void> =>
+    js(`window.__changes = 0; new MutationObserver((list) => { window.__changes += list.length; }).observe(document.getElementById(${JSON.stringify(id)}), { childList: true, characterData: true, subtree: true }); true`);
+
+  test('an edge that keeps failing is alerted once, not again at each failed poll (the banner is role=alert)', async () => {
+    await page.goto(`${stack.edge.adminUrl}/console`);
+    // Logged in already (this tab's token) after the test before.
+    await page.waitForFunction(`document.getElementById('conn').textContent === 'live'`, { timeout: 5_000 });
+    const polls = await watchStatusPolls((request) => void request.respond({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'unavailable', message: 'the proxy in front' } }) }));
+    try {
+      await page.waitForFunction(`/does not answer/.test(document.getElementById('banner').textContent) && !document.getElementById('banner').hidden`, { timeout: 8_000 });
+      await countChanges('banner');
+      // The polls go one after another: the third one asked means the two before it were answered and shown.
+      const seen = polls.count();
+      await waitUntil(() => polls.count() >= seen + 3, 'three more failed status polls', 10_000);
+      assert.equal(await js(`window.__changes`), 0, 'the same alert was written again (a screen reader reads it out again)');
+    } finally {
+      await polls.stop();
     }
   });
 });
