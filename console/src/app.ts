@@ -116,7 +116,8 @@ function describeFailure(err: unknown): string {
 
 function setConn(text: string, state: 'ok' | 'warn' | 'down' | 'off'): void {
   const pill = $('conn');
-  pill.textContent = text;
+  // Set again at each poll: rewritten with the same word, the role=status said it again every 2 s.
+  if (pill.textContent !== text) pill.textContent = text;
   pill.dataset.state = state;
 }
 
