@@ -694,8 +694,11 @@ function renderRuns(): void {
   $('runs-empty-key').hidden = runs.length > 0 || runsKey === '';
   set($('runs-empty-key-name'), runsKey);
   $('runs-older').hidden = runsOlder === null;
-  // With a key filter the edge's count is of every key's runs: only the rows shown are said.
-  set($('runs-shown'), runs.length === 0 ? '' : runsKey === '' ? `${count(runs.length)} shown of ${count(runsKept)} kept` : `${count(runs.length)} shown`);
+  // With a key filter the edge's count is of every key's runs: only the rows shown are said. Only the rows shown
+  // are a live region (what Show 50 older changes): the count kept grows with every request, and read out with
+  // them it was said again at each poll while traffic came in.
+  set($('runs-shown-rows'), runs.length === 0 ? '' : `${count(runs.length)} shown`);
+  set($('runs-shown-kept'), runs.length === 0 || runsKey !== '' ? '' : ` of ${count(runsKept)} kept`);
   syncRows($<HTMLTableSectionElement>('runs-body'), runs, (r) => r.id, 10, (row, c, r) => {
     row.dataset.run = r.id;
     // The page's two states: still open (queued or running) or finished.

@@ -92,6 +92,17 @@ describe('console runs table paging in headless chromium', { skip: NO_CHROMIUM }
     assert.equal(await js(`document.getElementById('runs-older').hidden`), false);
   });
 
+  test("new runs coming in leave what a screen reader reads out alone: the rows shown, not the edge's count that grows with each run", async () => {
+    // After the test before: live, the newest page (50 rows) under no key filter.
+    await until(`document.getElementById('live-runs').checked && document.querySelectorAll('#runs-body tr').length === 50`);
+    const kept = (await adminIds()).length;
+    assert.ok(kept + 3 <= MAX_FINISHED, `room for 3 more kept runs: ${kept}`);
+    await js(`window.__said = 0; for (const region of document.querySelectorAll('.runs-more [aria-live]')) new MutationObserver((list) => { window.__said += list.length; }).observe(region, { childList: true, characterData: true, subtree: true }); true`);
+    await send(3);
+    await until(`document.getElementById('runs-shown').textContent === '50 shown of ${kept + 3} kept'`);
+    assert.equal(await js(`window.__said`), 0, 'the polite live region was rewritten by the polls: read out at each new run');
+  });
+
   test('Show 50 older pressed while a new key filter is on its way adds no page of that key to the rows of the old filter', async () => {
     await until(`document.querySelectorAll('#runs-body tr').length === 50 && !document.getElementById('runs-older').hidden`);
     // The key's first page is held on its way (a slow edge): the rows shown are still every key's, the button theirs.
