@@ -362,6 +362,12 @@ export class WorkerPool implements DecisionHandler, DataPath {
     const config = this.#config;
     const ports = this.#ports;
     if (this.#closed || config === undefined || ports === undefined) return;
+    // Draining: a replacement would listen on the client port again (the others closed theirs) and,
+    // never told to drain, hold the new connections the drain refuses; the others finish the drain.
+    if (Atomics.load(this.flags, DRAIN_FLAG) === 1) {
+      this.#logger.warn({ worker: index }, 'I/O worker not replaced: the edge is draining');
+      return;
+    }
     try {
       await this.#spawn(index, config, ports.httpPort, ports.grpcPort, this.#logLevel);
       this.#logger.info({ worker: index }, 'I/O worker replaced');
