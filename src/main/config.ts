@@ -83,14 +83,29 @@ function readBootstrap(r: ConfigReader, raw: unknown, grpc: ListenConfig): Boots
   const expiresText = r.optionalString('bootstrap.token_expires_at', obj.token_expires_at);
   let tokenExpiresAt: number | undefined;
   if (expiresText !== undefined) {
-    tokenExpiresAt = RFC3339.test(expiresText) ? Date.parse(expiresText) : Number.NaN;
+    tokenExpiresAt = rfc3339Ms(expiresText);
     if (Number.isNaN(tokenExpiresAt)) r.problem('bootstrap.token_expires_at', 'an RFC 3339 date and time with its offset, e.g. 2026-12-31T18:00:00Z', obj.token_expires_at);
   }
   return { host: listen.host, port: listen.port, artifactDir, token, tokenExpiresAt, edgeAddress };
 }
 
-/** RFC 3339 date-time with a required offset (Z or ±hh:mm); Date.parse then reads it unambiguously. */
-const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+/** RFC 3339 date-time with a required offset (Z or ±hh:mm; `t` and `z` may be lower-case, as its §5.6 allows). */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * The instant an RFC 3339 date-time names; NaN when it is not one. Each field is checked against the
+ * calendar: Date.parse reads 2026-02-30 as March 2, so a typo would set another day without a word.
+ */
+function rfc3339Ms(text: string): number {
+  const m = RFC3339.exec(text);
+  if (m === null) return Number.NaN;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  // No leap second (:60): Date.parse takes none.
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return Number.NaN;
+  if (m[9] !== undefined && (Number(m[9]) > 23 || Number(m[10]) > 59)) return Number.NaN;
+  return Date.parse(text.toUpperCase());
+}
 
 /** A provider id's cap: its node announces it at Register, which refuses a longer one (the node would never connect). */
 const PROVIDER_ID_WHY = 'the edge refuses a node registering a longer one';
