@@ -223,6 +223,11 @@ async function login(candidate: string): Promise<void> {
 function logout(): void {
   token = null;
   sessionStorage.removeItem(TOKEN_KEY);
+  // What the operator typed that may be a secret (a client key, a candidate config with tokens) goes with the session:
+  // hidden behind the login form, it stayed in the page for whoever uses the tab next.
+  trying?.abort();
+  ($('try-key') as HTMLInputElement).value = '';
+  ($('config-text') as HTMLTextAreaElement).value = '';
   showLogin('Logged out.');
 }
 

@@ -100,4 +100,18 @@ describe('console sessions in headless chromium', { skip: NO_CHROMIUM }, () => {
       await polls.stop();
     }
   });
+
+  test('logging out clears what may be a secret: the client key typed for Try it, a pasted candidate config', async () => {
+    await page.goto(`${stack.edge.adminUrl}/console`);
+    // The tab may still hold the session before (sessionStorage): logged in at once, or asked to.
+    await page.waitForFunction(`!document.getElementById('main').hidden || !document.getElementById('login').hidden`);
+    if (await js<boolean>(`!document.getElementById('login').hidden`)) await logIn();
+    await page.type('#try-key', 'sk-client-secret-typed-here');
+    await page.type('#config-text', 'nodes: [{ id: n1, token: node-secret-pasted }]');
+    await page.click('#logout');
+    await page.waitForSelector('#login-form', { visible: true });
+    assert.equal(await js(`document.getElementById('try-key').value`), '');
+    assert.equal(await js(`document.getElementById('config-text').value`), '');
+    assert.equal(await js(`document.documentElement.outerHTML.includes('secret')`), false, 'nowhere in the page');
+  });
 });
