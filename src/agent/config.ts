@@ -3,7 +3,7 @@
 // its path, so one run shows an operator all mistakes in the file.
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader, headerSafeId, MAX_NODE_ID_CHARS, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, headerSafeId, MAX_NODE_ID_CHARS, unreadableFileProblem, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
 import type { ProviderType } from '../shared/config-types.js';
 import { readEndpoints, type Endpoint } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
@@ -88,6 +88,10 @@ const HEADER_SAFE = /^[\x20-\x7e\x80-\xff]+$/;
 export function parseAgentConfig(raw: unknown, source: string): AgentConfig {
   const r = new ConfigReader();
   const root = r.object('config', raw) ?? {};
+  // An edge's file given to the agent: one line saying so, not a problem for each of its keys.
+  if ('nodes' in root && 'models' in root && !('node' in root)) {
+    throw new ConfigError(source, ["this is an edge's config (it has nodes and models; a node agent's has edge, node and providers): check it with `npm run edge -- check-config FILE`"]);
+  }
   r.noUnknownKeys('config', root, ['edge', 'node', 'providers', 'reconnect', 'tunnels', 'health', 'log_level', 'runtime']);
   const runtime = r.object('runtime', root.runtime, true) ?? {};
   r.noUnknownKeys('runtime', runtime, ['node_flags']);
@@ -145,7 +149,7 @@ export async function loadAgentConfig(file: string): Promise<AgentConfig> {
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(file, [`cannot read the file: ${(err as Error).message}`]);
+    throw new ConfigError(file, [unreadableFileProblem(file, err)]);
   }
   let raw: unknown;
   try {

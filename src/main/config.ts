@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, ConfigReader, headerSafeId, MAX_NODE_ID_CHARS, noBrackets, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
+import { ConfigError, ConfigReader, headerSafeId, MAX_NODE_ID_CHARS, noBrackets, unreadableFileProblem, YAML_PARSE_OPTIONS, yamlSyntaxProblem } from '../shared/config-reader.js';
 import { readEndpoints } from '../shared/endpoints.js';
 import { readNodeFlags } from '../shared/node-flags.js';
 import { bareHost, dialPort } from '../shared/url-host.js';
@@ -247,6 +247,10 @@ function checkListenerPorts(r: ConfigReader, config: EdgeConfig): void {
 export function parseEdgeConfig(raw: unknown, source: string): EdgeConfig {
   const r = new ConfigReader();
   const root = r.object('(root)', raw) ?? {};
+  // A node agent's file given to the edge: one line saying so, not a problem for each of its keys.
+  if ('node' in root && 'providers' in root && !('nodes' in root)) {
+    throw new ConfigError(source, ["this is a node agent's config (it has edge, node and providers; an edge's has listen, nodes and models): check it with `node-agent check-config FILE` (npm run node-agent -- check-config FILE)"]);
+  }
   r.noUnknownKeys('(root)', root, ['listen', 'limits', 'heartbeat', 'scheduler', 'workers', 'admin', 'drain', 'runs', 'runtime', 'nodes', 'models', 'auth', 'tls', 'bootstrap', 'a2a', 'resilience', 'cors']);
 
   const listen = r.object('listen', root.listen, true) ?? {};
@@ -393,7 +397,7 @@ export async function loadEdgeConfig(file: string): Promise<EdgeConfig> {
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(file, [`cannot read the file: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+    throw new ConfigError(file, [unreadableFileProblem(file, err)]);
   }
   return parseEdgeConfigText(text, file);
 }

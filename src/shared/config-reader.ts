@@ -1,6 +1,20 @@
 // Small typed reader over a parsed YAML/JSON tree. Every problem is recorded
 // with its path, what was expected and what was found, so one run of a
 // validator reports all mistakes in a config at once.
+import { resolve as resolvePath } from 'node:path';
+
+/**
+ * Why a config file could not be read, for its ConfigError: the absolute path tried (a relative one is read from the
+ * process's working directory, which under systemd is `/`), and what the error code means in words.
+ */
+export function unreadableFileProblem(file: string, err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  const where = resolvePath(file);
+  if (code === 'ENOENT') return `cannot read the file: ENOENT (no such file: ${where})`;
+  if (code === 'EACCES') return `cannot read the file: EACCES (${where} is not readable by this process's user)`;
+  if (code === 'EISDIR') return `cannot read the file: EISDIR (${where} is a directory)`;
+  return `cannot read the file ${where}: ${code ?? (err as Error).message}`;
+}
 
 export class ConfigError extends Error {
   readonly problems: readonly string[];

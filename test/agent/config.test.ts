@@ -416,3 +416,9 @@ test('an api_key given with its Bearer scheme or spaces at an end is refused, no
   // A key that merely begins with the letters is a key.
   assert.equal(parseAgentConfig(raw('bearerless-key'), 'x').providers[0].apiKey, 'bearerless-key');
 });
+
+test("an edge's config given to the agent is named as one, in one line", () => {
+  assert.deepEqual(problemsOf({ listen: { http: { port: 8080 } }, nodes: [{ id: 'n1', token: 't', providers: [{ id: 'p1' }] }], models: [{ alias: 'm', providers: { p1: 'm' } }] }), [
+    "this is an edge's config (it has nodes and models; a node agent's has edge, node and providers): check it with `npm run edge -- check-config FILE`",
+  ]);
+});

@@ -370,3 +370,9 @@ test('one secret in two roles is refused, naming both and showing neither: admin
   ]);
   assert.ok(problems.every((p) => !p.includes(shared)), 'no secret in a message');
 });
+
+test("a node agent's config given to the edge is named as one, in one line", () => {
+  assert.deepEqual(problemsOf({ edge: { address: 'edge:50051' }, node: { id: 'n1', token: 'a-node-token-0123456789' }, providers: [{ id: 'p1', type: 'ollama', base_url: 'http://127.0.0.1:11434' }] }), [
+    "this is a node agent's config (it has edge, node and providers; an edge's has listen, nodes and models): check it with `node-agent check-config FILE` (npm run node-agent -- check-config FILE)",
+  ]);
+});

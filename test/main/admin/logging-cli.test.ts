@@ -222,7 +222,8 @@ test('what stops a start that the operator fixes prints one line naming the conf
     }
     const missing = run(['--config', join(dir, 'absent.yaml')]);
     assert.equal(missing.status, 1);
-    assert.match(missing.stderr, /absent\.yaml.*\n.*cannot read the file: ENOENT/);
+    // The absolute path tried: a relative one is read from the working directory, `/` under systemd.
+    assert.match(missing.stderr, /absent\.yaml.*\n.*cannot read the file: ENOENT \(no such file: \/.*absent\.yaml\)/);
     assert.doesNotMatch(missing.stderr, /\n\s+at /);
     const level = run(['--config', await write('level.yaml', opsConfigObject())], { ...process.env, LOG_LEVEL: 'verbose' });
     assert.equal(level.status, 2);
