@@ -365,7 +365,7 @@ function checkRoleSecrets(r: ConfigReader, config: EdgeConfig): void {
   claim(config.admin?.token, 'admin.token');
   claim(config.bootstrap?.token, 'bootstrap.token');
   config.nodes.forEach((n, i) => claim(n.token, `nodes[${i}].token`));
-  const keys = new Map((config.auth?.apiKeys ?? []).map((k) => [k.keySha256.toLowerCase(), k.name]));
+  const keys = new Map((config.auth?.apiKeys ?? []).flatMap((k) => k.keySha256s.map((digest) => [digest, k.name] as const)));
   for (const [digest, path] of owners) {
     const name = keys.get(digest);
     if (name !== undefined) r.problems.push(`${path}: the same secret as the client API key ${JSON.stringify(name)} (auth.api_keys[].key_sha256; value not shown); each role needs its own, or a client could act as the other`);

@@ -53,6 +53,9 @@ export function readLimitsHardening(r: ConfigReader, limits: Record<string, unkn
 }
 
 /** `auth: { api_keys: [{ name, key_sha256, models?, max_concurrent?, requests_per_minute?, tokens_per_minute? }] }`. */
+/** Secrets one API key may be known by at once: a rotation's old and new, with room for a slow client. */
+const MAX_KEY_SECRETS = 4;
+
 export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<string>): AuthConfig {
   if (raw === undefined) return NO_AUTH;
   const obj = authMapping(r, 'auth', raw);
@@ -71,14 +74,21 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
     noBrackets(r, `${path}.name`, name);
     if (names.has(name)) r.problems.push(`${path}.name: duplicate name ${JSON.stringify(name)}`);
     names.add(name);
-    let digest = '';
-    if (typeof key.key_sha256 !== 'string' || !SHA256_HEX.test(key.key_sha256.toLowerCase())) {
-      // Never echo the value: a key pasted here by mistake is a secret.
-      r.problems.push(`${path}.key_sha256: expected 64 hex digits (sha256 of the key; \`edge hash-key\` prints it), value not shown`);
-    } else {
-      digest = key.key_sha256.toLowerCase();
-      if (digests.has(digest)) r.problems.push(`${path}.key_sha256: the same key is listed twice`);
+    // One digest, or a few while a secret is rotated (the old beside the new, under the one name).
+    const listed: unknown[] = Array.isArray(key.key_sha256) ? key.key_sha256 : [key.key_sha256];
+    const keySha256s: string[] = [];
+    if (listed.length === 0 || listed.length > MAX_KEY_SECRETS) r.problems.push(`${path}.key_sha256: one digest, or a list of 1 to ${MAX_KEY_SECRETS} (the secrets the key is known by while one is rotated)`);
+    for (const [j, value] of listed.entries()) {
+      const at = Array.isArray(key.key_sha256) ? `${path}.key_sha256[${j}]` : `${path}.key_sha256`;
+      if (typeof value !== 'string' || !SHA256_HEX.test(value.toLowerCase())) {
+        // Never echo the value: a key pasted here by mistake is a secret.
+        r.problems.push(`${at}: expected 64 hex digits (sha256 of the key; \`edge hash-key\` prints it), value not shown`);
+        continue;
+      }
+      const digest = value.toLowerCase();
+      if (digests.has(digest)) r.problems.push(`${at}: the same key is listed twice`);
       digests.add(digest);
+      keySha256s.push(digest);
     }
     let models: string[] | undefined;
     if (key.models !== undefined) {
@@ -91,7 +101,7 @@ export function readAuth(r: ConfigReader, raw: unknown, aliases: ReadonlySet<str
     }
     apiKeys.push({
       name,
-      keySha256: digest,
+      keySha256s,
       models,
       maxConcurrent: r.optionalInteger(`${path}.max_concurrent`, key.max_concurrent, 1, 1_000_000),
       ...optionalRate(r, path, key),

@@ -200,8 +200,11 @@ export interface A2AConfig {
 export interface ApiKeyConfig {
   /** Shown in logs and status; never the key itself. */
   readonly name: string;
-  /** Lower-case hex of sha256(key): the key itself is never stored. */
-  readonly keySha256: string;
+  /**
+   * Lower-case hex of sha256(key), one per secret the key is known by (more than one while a secret is
+   * rotated: the name's limits, counts and stored responses stay one key's); the key itself is never stored.
+   */
+  readonly keySha256s: readonly string[];
   /** Aliases this key may use; undefined = every model. */
   readonly models: readonly string[] | undefined;
   /** Max requests of this key open at once; undefined = no limit. */

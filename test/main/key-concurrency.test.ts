@@ -61,7 +61,7 @@ test('tokens_per_minute: a reservation per admitted request, settled once at its
   const keys = new KeyConcurrency();
   // release() settles at performance.now(): the test's clock is that one, at a limit too slow to refill meanwhile.
   const t = performance.now();
-  keys.setLimits([{ name: 'alice', keySha256: '', models: undefined, maxConcurrent: undefined, tokensPerMinute: 1_000 }], t);
+  keys.setLimits([{ name: 'alice', keySha256s: [], models: undefined, maxConcurrent: undefined, tokensPerMinute: 1_000 }], t);
   assert.equal(keys.reserveTokens(id(1, 0), 'bob', 5_000, t), 0, 'no limit: nothing reserved');
   assert.equal(keys.reserveTokens(id(1, 1), 'alice', 600, t), 0);
   assert.equal(keys.reserveTokens(id(2, 1), 'alice', 300, t), 0);
@@ -75,6 +75,6 @@ test('tokens_per_minute: a reservation per admitted request, settled once at its
   assert.ok(keys.reserveTokens(id(6, 1), 'alice', 1, t) > 0);
   keys.releaseWorker(1, STRIDE); // id(3, 1)'s 300 stays spent
   const raised = performance.now();
-  keys.setLimits([{ name: 'alice', keySha256: '', models: undefined, maxConcurrent: undefined, tokensPerMinute: 60_000_000 }], raised);
+  keys.setLimits([{ name: 'alice', keySha256s: [], models: undefined, maxConcurrent: undefined, tokensPerMinute: 60_000_000 }], raised);
   assert.equal(keys.reserveTokens(id(7, 1), 'alice', 1, raised + 1), 0, 'raised by a refresh: the debt is paid within 1 ms');
 });

@@ -6,7 +6,7 @@ import { Errors } from '../../src/shared/errors.js';
 import { ApiKeyState, ClientAuth, sha256Hex } from '../../src/workers/http/client-auth.js';
 
 function key(name: string, secret: string, extra: { models?: string[]; maxConcurrent?: number } = {}) {
-  return { name, keySha256: sha256Hex(secret), models: extra.models, maxConcurrent: extra.maxConcurrent };
+  return { name, keySha256s: [sha256Hex(secret)], models: extra.models, maxConcurrent: extra.maxConcurrent };
 }
 
 test('auth is off with no keys and on with one', () => {
@@ -103,7 +103,7 @@ test('auth config: bad digests are reported without echoing them, unknown aliase
   assert.match(problems, /auth\.api_keys\[2\]\.key_sha256: the same key is listed twice/);
   assert.match(problems, /auth\.api_keys\[2\]\.max_concurrent: expected an integer from 1/);
   const ok = parseEdgeConfig({ ...base, auth: { api_keys: [{ name: 'a', key_sha256: sha256Hex('k'), models: ['m'], max_concurrent: 4 }] } }, 't');
-  assert.deepEqual(ok.auth?.apiKeys, [{ name: 'a', keySha256: sha256Hex('k'), models: ['m'], maxConcurrent: 4 }]);
+  assert.deepEqual(ok.auth?.apiKeys, [{ name: 'a', keySha256s: [sha256Hex('k')], models: ['m'], maxConcurrent: 4 }]);
   assert.deepEqual(parseEdgeConfig(base, 't').auth?.apiKeys, []);
 });
 
@@ -122,4 +122,33 @@ test('auth config: a key pasted as a list entry, as the list or as the section i
     assert.ok(!problems.includes('sk-live') && !problems.includes('1234567890'), `the pasted value is not echoed: ${problems}`);
   }
   assert.match(problemsOf({ ...base, auth: null }).join('\n'), /auth: expected a mapping, found null/);
+});
+
+test('a key known by two secrets while one is rotated: either authenticates as the one key, its count shared; dropping the old leaves the new', () => {
+  const auth = new ClientAuth({ apiKeys: [{ name: 'a', keySha256s: [sha256Hex('sk-old'), sha256Hex('sk-new')], models: undefined, maxConcurrent: 2 }] });
+  const old = auth.authenticate('Bearer sk-old') as ApiKeyState;
+  const fresh = auth.authenticate('Bearer sk-new') as ApiKeyState;
+  assert.equal(old, fresh, 'one key, not two');
+  assert.ok(old.tryAcquire());
+  assert.ok(fresh.tryAcquire());
+  assert.equal(old.tryAcquire(), false, 'its max_concurrent counts both secrets');
+  auth.setConfig({ apiKeys: [{ name: 'a', keySha256s: [sha256Hex('sk-new')], models: undefined, maxConcurrent: 2 }] });
+  assert.equal(auth.authenticate('Bearer sk-old'), Errors.invalidApiKey, 'the old secret is gone once the list drops it');
+  assert.equal(auth.authenticate('Bearer sk-new'), old, 'the same state: its open requests still count');
+});
+
+test('key_sha256 as a list: 1 to 4 digests, each checked and none shown', () => {
+  const raw = (digests: unknown) => ({ nodes: [{ id: 'n1', token: 'node-token-0123456789', providers: [{ id: 'p1' }] }], models: [{ alias: 'm', providers: { p1: 'm' } }], auth: { api_keys: [{ name: 'a', key_sha256: digests }] } });
+  assert.deepEqual(parseEdgeConfig(raw([sha256Hex('x'), sha256Hex('y').toUpperCase()]), 't').auth?.apiKeys[0].keySha256s, [sha256Hex('x'), sha256Hex('y')]);
+  const problems = (digests: unknown): readonly string[] => {
+    try {
+      parseEdgeConfig(raw(digests), 't');
+    } catch (err) {
+      return (err as ConfigError).problems;
+    }
+    return [];
+  };
+  assert.deepEqual(problems([]), ['auth.api_keys[0].key_sha256: one digest, or a list of 1 to 4 (the secrets the key is known by while one is rotated)']);
+  assert.deepEqual(problems([sha256Hex('x'), 'sk-pasted-by-mistake']), ['auth.api_keys[0].key_sha256[1]: expected 64 hex digits (sha256 of the key; `edge hash-key` prints it), value not shown']);
+  assert.deepEqual(problems([sha256Hex('x'), sha256Hex('x')]), ['auth.api_keys[0].key_sha256[1]: the same key is listed twice']);
 });

@@ -21,7 +21,7 @@ export interface ConfigChange {
 export const REDACTED = '[redacted]';
 
 /** Keys whose values are credentials (camelCase, as in EdgeConfig). */
-const SECRET_KEYS = new Set(['token', 'apiKey', 'key', 'keySha256', 'password', 'secret']);
+const SECRET_KEYS = new Set(['token', 'apiKey', 'key', 'keySha256s', 'password', 'secret']);
 /** Fields that identify an entry of a list. */
 const ID_KEYS = ['id', 'alias', 'name'] as const;
 /** EdgeConfig keys whose YAML home differs from their name. */

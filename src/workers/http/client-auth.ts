@@ -15,7 +15,8 @@ import { tenantKeyOf } from '../../shared/tenant-key.js';
 /** One configured key and its live count of open requests. */
 export class ApiKeyState {
   inFlight = 0;
-  digest: Buffer;
+  /** sha256 of each secret it is known by (one, or a rotation's old and new). */
+  digests: readonly Buffer[];
   /** undefined = every model. */
   models: ReadonlySet<string> | undefined;
   /** Infinity = no limit. */
@@ -45,11 +46,11 @@ export class ApiKeyState {
 
   constructor(
     readonly name: string,
-    digest: Buffer,
+    digests: readonly Buffer[],
     models: readonly string[] | undefined,
     maxConcurrent: number | undefined,
   ) {
-    this.digest = digest;
+    this.digests = digests;
     this.models = models === undefined ? undefined : new Set(models);
     this.maxConcurrent = maxConcurrent ?? Infinity;
     this.tenantKey = tenantKeyOf(name);
@@ -133,10 +134,10 @@ export class ClientAuth {
     const byDigest = new Map<string, ApiKeyState>();
     const names = new Set<string>();
     for (const key of keys) {
-      const digest = Buffer.from(key.keySha256, 'hex');
+      const digests = key.keySha256s.map((hex) => Buffer.from(hex, 'hex'));
       let state = this.#byName.get(key.name);
       if (state === undefined) {
-        state = new ApiKeyState(key.name, digest, key.models, key.maxConcurrent);
+        state = new ApiKeyState(key.name, digests, key.models, key.maxConcurrent);
         this.#byName.set(key.name, state);
         setFairness(state, key);
         state.requestsPerMinute = key.requestsPerMinute ?? 0;
@@ -149,7 +150,7 @@ export class ClientAuth {
         state.retuneRate(performance.now());
       } else {
         // Requests in flight keep the object they counted on; update it in place.
-        state.digest = digest;
+        state.digests = digests;
         state.models = key.models === undefined ? undefined : new Set(key.models);
         state.maxConcurrent = key.maxConcurrent ?? Infinity;
         // Its bucket stays: what the key used this minute still counts against the new rate, which applies from now.
@@ -158,7 +159,7 @@ export class ClientAuth {
         state.retuneRate(performance.now());
         setFairness(state, key);
       }
-      byDigest.set(key.keySha256, state);
+      for (const hex of key.keySha256s) byDigest.set(hex, state);
       names.add(key.name);
     }
     // A removed key's state is kept while its requests are open (it no longer authenticates): given back by a
@@ -181,7 +182,7 @@ export class ClientAuth {
     if (token === undefined) return Errors.invalidApiKey;
     const presented = createHash('sha256').update(token, 'utf8').digest();
     const state = this.#byDigest.get(presented.toString('hex'));
-    if (state === undefined || !timingSafeEqual(state.digest, presented)) return Errors.invalidApiKey;
+    if (state === undefined || !state.digests.some((digest) => timingSafeEqual(digest, presented))) return Errors.invalidApiKey;
     return state;
   }
 
