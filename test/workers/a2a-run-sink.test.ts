@@ -94,3 +94,26 @@ test('a CRLF split between chunks, then an LF alone in the next: each is its own
   assert.deepEqual(s.deltas, ['A', 'B']);
   assert.deepEqual(s.finished, [undefined]);
 });
+
+test("an answer past the task's bound fails the run, whether given in events, in the event the body ends with, or in one JSON body", () => {
+  const chunk = (content: string) => `data: ${JSON.stringify({ choices: [{ delta: { content } }] })}\n\n`;
+  const bounded = (): { sink: RunSink; deltas: string[]; finished: (string | undefined)[] } => {
+    const deltas: string[] = [];
+    const finished: (string | undefined)[] = [];
+    return { sink: new RunSink({ onStarted() {}, onDelta: (t) => deltas.push(t), onFinished: (e) => finished.push(e) }, 10), deltas, finished };
+  };
+  const cases: [string, string, string][] = [
+    ['events', 'text/event-stream', chunk('12345678') + chunk('90abc') + 'data: [DONE]\n\n'],
+    // The last event has no blank line after it: read at the body's end, past the bound as well.
+    ['the event the body ends with', 'text/event-stream', `${chunk('12345678')}data: ${JSON.stringify({ choices: [{ delta: { content: '90abc' }, finish_reason: 'stop' }] })}`],
+    ['one JSON body', 'application/json', JSON.stringify({ choices: [{ message: { content: '1234567890abc' } }] }).slice(0, 60)],
+  ];
+  for (const [label, type, body] of cases) {
+    const s = bounded();
+    s.sink.writeHead(200, ['content-type', type]);
+    s.sink.end(body);
+    assert.equal(s.finished.length, 1, label);
+    assert.match(s.finished[0] ?? '', /a2a\.max_task_bytes/, label);
+    assert.ok(s.deltas.join('').length <= 10, `${label}: the task got no more than its bound`);
+  }
+});

@@ -331,18 +331,8 @@ export class EdgeA2AHandler implements A2ARequestHandler {
         if (movedFrom !== undefined) entry.sessionMovedFrom = movedFrom;
         entry.working();
       },
-      onDelta: (text) => {
-        const bound = this.#store.maxAnswerChars;
-        if (entry.text.length + text.length <= bound) {
-          entry.delta(text);
-          return;
-        }
-        // An answer the task could not hold (docs/a2a.md): the task fails with the text it has, and its run
-        // stops as if its caller left, on the next turn: this is the exchange's own write of the answer.
-        const stop = entry.cancelRun;
-        entry.finish(FAILED, `the answer passed ${bound} characters, the most one task holds (a2a.max_task_bytes); the run was stopped`, this.#ttlMs);
-        setImmediate(() => stop?.(false));
-      },
+      // Within the task's bound on its answer (RunSink fails the run past it: docs/a2a.md).
+      onDelta: (text) => entry.delta(text),
       onFinished: (error, cancelled) => {
         // An operator's cancel of the run (POST /admin/runs/{id}/cancel) ends the task as a client's CancelTask would.
         const finish = (): void => entry.finish(error === undefined ? COMPLETED : cancelled === true ? CANCELED : FAILED, error, this.#ttlMs);

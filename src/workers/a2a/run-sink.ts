@@ -89,8 +89,10 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
   #done = false;
   /** cancel() was called: the task is finished by its caller, not by what the exchange writes after. */
   #cancelled = false;
-  /** The most text the sink holds unread (a line, an event, a whole body): the task's bound on its answer. */
+  /** The task's bound on its answer: what it was given plus what the sink holds unread (a line, an event, a body). */
   readonly #maxChars: number;
+  /** Characters of answer given to the listener so far. */
+  #answered = 0;
 
   constructor(listener: RunListener, maxChars = Number.MAX_SAFE_INTEGER) {
     super();
@@ -225,20 +227,24 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
   }
 
   /**
-   * Text held before any delta reaches the task (one SSE line or event, a JSON or error body, all
-   * unbounded by the task's check of its deltas) past the task's bound: the run fails now and is
-   * stopped on the next turn, as a caller that left (this is the exchange's own write). Else a
-   * provider's answer without line ends grew here until V8's string limit threw inside the node's
-   * frame handler, which exits the edge (or its I/O worker).
+   * An answer past the task's bound, given or still held here (one SSE line or event, a JSON or
+   * error body): the run fails now and is stopped on the next turn, as a caller that left (this is
+   * the exchange's own write). Else it grew until V8's string limit threw inside the node's frame
+   * handler, which exits the edge (or its I/O worker).
    */
   #overBound(chars: number): boolean {
     if (chars <= this.#maxChars) return false;
-    if (this.#done) return true;
+    const why = `the provider's answer passed ${this.#maxChars} characters, the most one task holds (a2a.max_task_bytes); the run was stopped`;
+    // Past the end already (#finish reading what the body ended with): its report says so.
+    if (this.#done) {
+      this.#streamError ??= noted(why);
+      return true;
+    }
     this.#done = true;
     this.#partial = '';
     this.#data = undefined;
     this.#body = '';
-    this.#listener.onFinished(`the provider's answer passed ${this.#maxChars} characters before a complete event, the most one task holds (a2a.max_task_bytes); the run was stopped`);
+    this.#listener.onFinished(why);
     setImmediate(() => {
       this.destroyed = true;
       this.emit('close');
@@ -269,8 +275,15 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
     }
     const choice = parsed.choices?.[0];
     const content = choice?.delta?.content;
-    if (typeof content === 'string' && content.length > 0) this.#listener.onDelta(content);
+    if (typeof content === 'string' && content.length > 0) this.#give(content);
     if (typeof choice?.finish_reason === 'string') this.#ended = true;
+  }
+
+  /** A piece of the answer to the listener, within the task's bound. */
+  #give(content: string): void {
+    if (this.#overBound(this.#answered + content.length)) return;
+    this.#answered += content.length;
+    this.#listener.onDelta(content);
   }
 
   #finish(): void {
@@ -291,7 +304,7 @@ export class RunSink extends EventEmitter implements DispatchWatcher {
       // A provider that ignored stream:true answered with one JSON body.
       try {
         const content = (JSON.parse(this.#body) as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]?.message?.content;
-        if (typeof content === 'string' && content.length > 0) this.#listener.onDelta(content);
+        if (typeof content === 'string' && content.length > 0) this.#give(content);
       } catch {
         this.#streamError ??= noted('the provider answered with a body that is not a chat completion');
       }
