@@ -28,7 +28,7 @@ import { DRAIN_FLAG, EVENTS_FLAG, FLAG_COUNT, type A2ARelayMessage, type Affinit
 import { KeyConcurrency } from './key-concurrency.js';
 import { retryAfterSecOf } from '../shared/request-rate.js';
 import type { SchedulerDriver } from './scheduler-driver.js';
-import type { Grant } from '../contract/scheduler.js';
+import type { Grant, KeyLevels } from '../contract/scheduler.js';
 import type { ApiKind } from '../shared/endpoints.js';
 import { StartError } from '../shared/start-error.js';
 import { MAX_NODE_STREAMS } from '../shared/wire-limits.js';
@@ -886,24 +886,20 @@ export class WorkerPool implements DecisionHandler, DataPath {
     this.#slotOf(grant.requestId).out.send(r, grant.nodeId, grant.providerId, grant.servedModel, grant.sessionMovedFrom);
   }
 
-  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number): void {
+  onReject(requestId: number, code: AdmissionRejectCode, retryAfterSec: number, retryAfterMs?: number, keyLevels?: KeyLevels): void {
     const r = this.#scratch.reset(RecordKind.reject);
     r.requestId = requestId;
     r.code = rejectCodeCode(code);
     r.value = retryAfterSec;
     r.aux = retryAfterMs === undefined ? 0 : Math.min(0xffffffff, Math.max(0, Math.round(retryAfterMs)));
+    // A key's own refusal carries what the key has left instead (its x-ratelimit-* headers); it has no Retry-After in ms.
+    if (keyLevels !== undefined) encodeKeyLevels(r, keyLevels);
     this.#slotOf(requestId).out.send(r);
   }
 
   /** A key's own limit refused the admission: the reply carries what the key has left (its x-ratelimit-* headers). */
   #rejectKey(requestId: number, key: string, code: KeyRefusalCode, retryAfterSec: number, nowMs: number): void {
-    const r = this.#scratch.reset(RecordKind.reject);
-    r.requestId = requestId;
-    r.code = rejectCodeCode(code);
-    r.value = retryAfterSec;
-    const levels = this.keys.levelsOfKey(key, nowMs);
-    if (levels !== undefined) encodeKeyLevels(r, levels);
-    this.#slotOf(requestId).out.send(r);
+    this.onReject(requestId, code, retryAfterSec, undefined, this.keys.levelsOfKey(key, nowMs));
   }
 
   onRequeueRefused(requestId: number): void {
