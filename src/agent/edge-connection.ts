@@ -291,8 +291,7 @@ export class EdgeConnection implements FrameSink {
       case 'heartbeat':
         break;
       case 'registered':
-        this.#edgeCapabilities = msg.value.capabilities;
-        this.#onRegistered(msg.value.generation, msg.value.heartbeatIntervalMs, msg.value.heartbeatTimeoutMs, msg.value.maxFrameBatchBytes, msg.value.maxFrameBytes);
+        this.#onRegistered(msg.value.generation, msg.value.heartbeatIntervalMs, msg.value.heartbeatTimeoutMs, msg.value.maxFrameBatchBytes, msg.value.maxFrameBytes, msg.value.capabilities);
         break;
       case 'rejected':
         this.#owner.onRejected(this, msg.value.reason);
@@ -368,7 +367,7 @@ export class EdgeConnection implements FrameSink {
 
   // --- internals --------------------------------------------------------------------
 
-  #onRegistered(generation: number, intervalMs: number, timeoutMs: number, maxFrameBatchBytes: number, maxFrameBytes: number): void {
+  #onRegistered(generation: number, intervalMs: number, timeoutMs: number, maxFrameBatchBytes: number, maxFrameBytes: number, capabilities: readonly string[]): void {
     if (this.#generation !== undefined) {
       this.#log.warn({ generation }, 'ignoring a second Registered on the same stream');
       return;
@@ -376,6 +375,7 @@ export class EdgeConnection implements FrameSink {
     clearTimeout(this.#registerTimer);
     this.#generation = generation;
     this.#maxFrameBytes = maxFrameBytes;
+    this.#edgeCapabilities = capabilities;
     this.#heartbeatTimeoutMs = timeoutMs > 0 ? timeoutMs : DEFAULT_HEARTBEAT_TIMEOUT_MS;
     this.#lastHeardAt = performance.now();
     this.#heard = false;
