@@ -12,6 +12,12 @@ import { Errors, type GatewayErrorSpec } from '../../shared/errors.js';
 import { RequestRate } from '../../shared/request-rate.js';
 import { tenantKeyOf } from '../../shared/tenant-key.js';
 
+/** Whether `presented` is one of `digests` (compared in constant time; a loop, not a closure per request). */
+function knownBy(digests: readonly Buffer[], presented: Buffer): boolean {
+  for (let i = 0; i < digests.length; i++) if (timingSafeEqual(digests[i], presented)) return true;
+  return false;
+}
+
 /** One configured key and its live count of open requests. */
 export class ApiKeyState {
   inFlight = 0;
@@ -182,7 +188,7 @@ export class ClientAuth {
     if (token === undefined) return Errors.invalidApiKey;
     const presented = createHash('sha256').update(token, 'utf8').digest();
     const state = this.#byDigest.get(presented.toString('hex'));
-    if (state === undefined || !state.digests.some((digest) => timingSafeEqual(digest, presented))) return Errors.invalidApiKey;
+    if (state === undefined || !knownBy(state.digests, presented)) return Errors.invalidApiKey;
     return state;
   }
 
