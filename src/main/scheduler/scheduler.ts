@@ -437,14 +437,17 @@ export class Scheduler {
     for (const group of groups) {
       for (let item = group.queue.head; item !== null; ) {
         const next = item.next;
-        if (item.pinnedProviderId === providerId) {
-          this.#dequeue(item);
-          group.rejected++;
-          this.#outbox.push(new Rejection(item.requestId, 'pinned_provider_gone', 0));
-        }
+        if (item.pinnedProviderId === providerId) this.#refuseQueued(item, group, 'pinned_provider_gone');
         item = next;
       }
     }
+  }
+
+  /** A waiter out of the queue with a refusal a new request would get now (no Retry-After: waiting would not help). */
+  #refuseQueued(item: QueueItem, group: GroupState, code: RejectCode): void {
+    this.#dequeue(item);
+    group.rejected++;
+    this.#outbox.push(new Rejection(item.requestId, code, 0));
   }
 
   #groupsOf(provider: ProviderState): GroupState[] {
@@ -792,11 +795,7 @@ export class Scheduler {
               : this.#outgrown(item)
                 ? 'context_length_exceeded'
                 : undefined;
-        if (code !== undefined) {
-          this.#dequeue(item);
-          group.rejected++;
-          this.#outbox.push(new Rejection(item.requestId, code, 0));
-        }
+        if (code !== undefined) this.#refuseQueued(item, group, code);
         item = next;
       }
     }
