@@ -31,7 +31,10 @@ export interface NodeAgentOptions {
   stopGraceMs?: number;
   /** The reconnect jitter's source of randomness in [0, 1) (tests pin it); default Math.random. */
   random?: () => number;
-  /** Re-read by the refresh_config command (the CLI passes --config); absent: refresh_config fails. */
+  /**
+   * Re-read by the refresh_config command (the CLI passes --config), and for
+   * its node.token before each reconnect; absent: refresh_config fails.
+   */
   reloadConfig?: () => Promise<AgentConfig>;
   /** The cli-provider runner's hook for restart_provider; absent: unsupported. */
   cli?: CliProviderHook;
@@ -58,6 +61,8 @@ export interface NodeAgentEvents {
 const DEFAULT_STOP_GRACE_MS = 10_000;
 /** After the final half-close, how long to wait for the edge to end the stream. */
 const STOP_END_WAIT_MS = 1_000;
+/** How long a reconnect waits for the config file's node.token before it dials with the token it has. */
+const TOKEN_REREAD_MS = 2_000;
 /** How long a registered connection must last before a disconnect starts the reconnect backoff over. */
 const STABLE_CONNECTION_MS = 10_000;
 
@@ -274,7 +279,11 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   /** Timer callback: the backoff delay after a disconnect has passed. */
   onReconnectDue(): void {
     this.#reconnectTimer = undefined;
-    if (!this.#stopRequested) this.#connect();
+    if (this.#stopRequested) return;
+    if (this.#options.reloadConfig === undefined) this.#connect();
+    else void this.#rereadToken(this.#options.reloadConfig).then(() => {
+      if (!this.#stopRequested && this.#connection === undefined) this.#connect();
+    });
   }
 
   /** Timer callback: re-open a lane that dropped, if its connection still lives. */
@@ -284,6 +293,35 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   }
 
   // --- internals ------------------------------------------------------------------
+
+  /**
+   * A rotated node.token is taken from the config file at the next dial: the
+   * edge retires a connection whose token it changed, and the agent comes back
+   * with the new one, no restart. Only the token: anything else of the file
+   * waits for refresh_config, and a file that does not load (or is slow) keeps
+   * the token the agent has.
+   */
+  async #rereadToken(reload: () => Promise<AgentConfig>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(resolve, TOKEN_REREAD_MS, undefined);
+    });
+    try {
+      const next = await Promise.race([reload(), late]);
+      if (next === undefined) {
+        this.#log.warn({ waitedMs: TOKEN_REREAD_MS }, 'the config file did not load in time; dialing with the node.token the agent has');
+        return;
+      }
+      const current = this.#config;
+      if (next.node.id !== current.node.id || next.node.token === current.node.token) return;
+      this.#config = { ...current, node: { ...current.node, token: next.node.token } };
+      this.#log.info('node.token changed in the config file; registering with the new one');
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message }, 'the config file does not load; dialing with the node.token the agent has');
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   #connect(): void {
     const connection = new EdgeConnection(this.#config, this.#upstreams, this, this.#log);

@@ -133,7 +133,10 @@ async function refreshConfig(ctx: CommandContext): Promise<AgentCommandAnswer> {
     }
     providers = [...providers.filter((p) => nextIds.has(p.id)), ...added];
   }
-  ctx.setConfig({ ...current, providers });
+  // A new node.token is sent at the next registration: the edge retires a connection whose token it changed, and the agent comes back with it.
+  const tokenChanged = next.node.id === current.node.id && next.node.token !== current.node.token;
+  if (tokenChanged) applied.push('node.token (sent at the next registration)');
+  ctx.setConfig({ ...current, node: tokenChanged ? { ...current.node, token: next.node.token } : current.node, providers });
   if (announces) ctx.announce();
   ctx.logger.info({ applied, restartRequired: restart }, 'config re-read');
   const result = { applied, restart_required: restart };
@@ -150,7 +153,6 @@ function restartPaths(current: AgentConfig, next: AgentConfig, announces: boolea
   const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
   if (!same(current.edge, next.edge)) paths.push('edge');
   if (current.node.id !== next.node.id) paths.push('node.id');
-  if (current.node.token !== next.node.token) paths.push('node.token');
   if (!same(current.reconnect, next.reconnect)) paths.push('reconnect');
   if (!same(current.tunnels, next.tunnels)) paths.push('tunnels');
   if (current.logLevel !== next.logLevel) paths.push('log_level');
