@@ -171,6 +171,9 @@ describe('A2A: model agent', () => {
     assert.ok(updates.length >= 2, `at least 2 artifact updates before completion, got ${updates.length}`);
     const text = updates.map((e) => (e.payload?.$case === 'artifactUpdate' ? e.payload.value.artifact?.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('') : '')).join('');
     assert.equal(text, completionText(SERVED, TOKENS));
+    // The answer's last chunk says so (A2A lastChunk), and only it; it comes before the completed status.
+    assert.deepEqual(updates.map((e) => e.payload?.$case === 'artifactUpdate' && e.payload.value.lastChunk), [...updates.slice(1).map(() => false), true]);
+    assert.equal(events.at(-2)?.payload?.$case, 'artifactUpdate');
   });
 
   test('cancel mid-stream: the task is canceled and the upstream request aborted', async () => {

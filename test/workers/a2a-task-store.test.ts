@@ -57,7 +57,8 @@ test('a subscriber that reads late gets its unread deltas as one update; one tha
   }
   task.finish(COMPLETED, undefined, 1_000);
   await reading;
-  assert.deepEqual(promptTexts, ['a', 'b', 'c']);
+  // The closing empty chunk (lastChunk) after the deltas.
+  assert.deepEqual(promptTexts, ['a', 'b', 'c', '']);
   const lateEvents = [];
   for await (const event of late) lateEvents.push(event);
   // working, then one update holding a, b and c (not appended: the first delta replaces), then completed.
@@ -65,6 +66,7 @@ test('a subscriber that reads late gets its unread deltas as one update; one tha
   const merged = lateEvents[1].payload;
   assert.equal(merged?.$case === 'artifactUpdate' ? merged.value.artifact?.parts[0]?.content?.value : '', 'abc');
   assert.equal(merged?.$case === 'artifactUpdate' ? merged.value.append : true, false);
+  assert.equal(merged?.$case === 'artifactUpdate' ? merged.value.lastChunk : false, true, 'the closing chunk folded in: the merged update is the last');
   assert.equal(task.text, 'abc');
 });
 

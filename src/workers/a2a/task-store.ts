@@ -38,7 +38,7 @@ export function ownerOfTaskId(id: string): number | undefined {
 /** The text of an update whose artifact is one text part, else undefined. */
 function deltaText(event: StreamResponse): string | undefined {
   const payload = event.payload;
-  if (payload?.$case !== 'artifactUpdate' || payload.value.lastChunk) return undefined;
+  if (payload?.$case !== 'artifactUpdate') return undefined;
   const parts = payload.value.artifact?.parts;
   const content = parts?.length === 1 ? parts[0]?.content : undefined;
   return content?.$case === 'text' ? content.value : undefined;
@@ -54,10 +54,11 @@ function mergedDelta(last: StreamResponse, next: StreamResponse): StreamResponse
   const before = deltaText(last);
   const after = deltaText(next);
   const update = last.payload.value;
-  if (before === undefined || after === undefined || update.taskId !== next.payload.value.taskId || update.artifact?.artifactId !== next.payload.value.artifact?.artifactId) return undefined;
+  if (before === undefined || after === undefined || update.lastChunk || update.taskId !== next.payload.value.taskId || update.artifact?.artifactId !== next.payload.value.artifact?.artifactId) return undefined;
   const artifact = update.artifact;
   if (artifact === undefined) return undefined;
-  return { payload: { $case: 'artifactUpdate', value: { ...update, artifact: { ...artifact, parts: [textPart(before + after)] } } } };
+  // The answer's closing (empty) chunk folds in too: the merged update is then the last chunk.
+  return { payload: { $case: 'artifactUpdate', value: { ...update, artifact: { ...artifact, parts: [textPart(before + after)] }, lastChunk: next.payload.value.lastChunk } } };
 }
 
 /** A queue one subscriber reads events from (an SSE stream, or a relay to another worker). */
@@ -192,19 +193,18 @@ export class TaskEntry {
     this.working();
     const append = this.text.length > 0;
     this.text += text;
-    this.#publish({
-      payload: {
-        $case: 'artifactUpdate',
-        value: { taskId: this.id, contextId: this.contextId, artifact: { artifactId: this.artifactId, name: 'answer', description: '', parts: [textPart(text)], metadata: undefined, extensions: [] }, append, lastChunk: false, metadata: undefined },
-      },
-    });
+    this.#publishChunk(text, append, false);
   }
 
   /** The run ended: completed, or failed with `error`. */
   finish(state: TaskState, statusText: string | undefined, ttlMs: number): void {
     if (this.terminal) return;
     this.statusText = statusText;
-    if (state === COMPLETED) this.history.push(agentMessage(this.text, this.contextId, this.id));
+    if (state === COMPLETED) {
+      this.history.push(agentMessage(this.text, this.contextId, this.id));
+      // The answer's artifact is whole: a client that assembles chunks hears so before the final status (an empty append).
+      if (this.text.length > 0) this.#publishChunk('', true, true);
+    }
     this.#setState(state);
     this.expiresAt = Date.now() + ttlMs;
     // The run is over: the record must not keep it (its sink holds the exchange and its request body, the
@@ -238,6 +238,15 @@ export class TaskEntry {
 
   #status(): Task['status'] {
     return { state: this.state, message: this.statusText === undefined ? undefined : agentMessage(this.statusText, this.contextId, this.id), timestamp: this.updatedAt };
+  }
+
+  #publishChunk(text: string, append: boolean, lastChunk: boolean): void {
+    this.#publish({
+      payload: {
+        $case: 'artifactUpdate',
+        value: { taskId: this.id, contextId: this.contextId, artifact: { artifactId: this.artifactId, name: 'answer', description: '', parts: [textPart(text)], metadata: undefined, extensions: [] }, append, lastChunk, metadata: undefined },
+      },
+    });
   }
 
   #publish(event: StreamResponse): void {
