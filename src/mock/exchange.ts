@@ -216,7 +216,7 @@ export class Exchange implements PacedStream {
       this.#fail('status:' + failure.status);
       const message = `mock failure: status ${failure.status}`;
       // In the route's own error format, as the real provider would answer.
-      const body = this.#kind === 'messages' ? anthropicError(anthropicErrorTypeFor(failure.status), message) : errorBody(message, errorTypeFor(failure.status), 'mock_failure');
+      const body = this.#kind === 'messages' ? anthropicError(anthropicErrorTypeFor(failure.status), message) : errorBody(message, errorTypeFor(failure.status), 'mock_failure', failure.param ?? null);
       this.#sendJson(failure.status, body, failure.retryAfterSec, failure.noRetry);
       return;
     }

@@ -62,7 +62,7 @@ export function resolveOptions(opts: MockProviderOptions = {}): ResolvedOptions 
 
 /** An injected failure, from x-mock-fail. */
 export type MockFailure =
-  | { readonly kind: 'status'; readonly status: number; readonly retryAfterSec?: number; readonly noRetry?: boolean }
+  | { readonly kind: 'status'; readonly status: number; readonly retryAfterSec?: number; readonly noRetry?: boolean; readonly param?: string }
   | { readonly kind: 'reset-before-headers' }
   | { readonly kind: 'reset-mid-stream' }
   /** A stream's connection closed (FIN, no last chunk) after half an SSE event. */
@@ -82,7 +82,8 @@ export interface RequestPlan {
  * The plan for a request. x-mock-fail takes a comma-separated list, e.g.
  * `slow-headers:200,status:503` (`retry-after:<s>` adds a Retry-After
  * header to a status failure, `no-retry` an `x-should-retry: false`, as
- * OpenAI answers a 429 insufficient_quota). Throws on a value it does not understand,
+ * OpenAI answers a 429 insufficient_quota, `param:<name>` an OpenAI error
+ * body naming that request field). Throws on a value it does not understand,
  * so a mistyped test fails loudly instead of passing without the failure.
  */
 export function planRequest(options: ResolvedOptions, headers: IncomingHttpHeaders): RequestPlan {
@@ -107,6 +108,7 @@ export function parseFailure(fail: string): { headersDelayMs: number; failure: M
   let failure: MockFailure | undefined;
   let retryAfterSec: number | undefined;
   let noRetry = false;
+  let param: string | undefined;
   for (const part of fail.split(',')) {
     const item = part.trim();
     if (item === 'reset-before-headers' || item === 'reset-mid-stream' || item === 'close-mid-event') failure = { kind: item };
@@ -114,6 +116,7 @@ export function parseFailure(fail: string): { headersDelayMs: number; failure: M
     else if (item.startsWith('slow-headers:')) headersDelayMs = headerNumber('x-mock-fail slow-headers', item.slice(13));
     else if (item.startsWith('retry-after:')) retryAfterSec = headerNumber('x-mock-fail retry-after', item.slice(12));
     else if (item === 'no-retry') noRetry = true;
+    else if (item.startsWith('param:') && item.length > 6) param = item.slice(6);
     else throw new RangeError(`x-mock-fail: unknown failure '${item}'`);
   }
   if (retryAfterSec !== undefined) {
@@ -123,6 +126,10 @@ export function parseFailure(fail: string): { headersDelayMs: number; failure: M
   if (noRetry) {
     if (failure?.kind !== 'status') throw new RangeError('x-mock-fail: no-retry needs a status failure');
     failure = { ...failure, noRetry };
+  }
+  if (param !== undefined) {
+    if (failure?.kind !== 'status') throw new RangeError('x-mock-fail: param needs a status failure');
+    failure = { ...failure, param };
   }
   return { headersDelayMs, failure };
 }

@@ -15,7 +15,7 @@
 // Per-request overrides: x-mock-ttft-ms, x-mock-tokens, x-mock-interval-ms,
 // x-mock-fail (status:<code> | reset-before-headers | reset-mid-stream |
 // close-mid-event (a stream's connection closed inside an event) |
-// slow-headers:<ms>, retry-after:<s>, no-retry, comma-separated),
+// slow-headers:<ms>, retry-after:<s>, no-retry, param:<name>, comma-separated),
 // x-mock-tool-arguments (percent-encoded JSON: a tool call's arguments).
 // A chat, Messages or Responses request with a non-empty `tools` array is
 // answered with a call to its first tool, streamed in each API's format

@@ -98,7 +98,7 @@ describe('SSE keepalive while waiting for the first byte', () => {
     const sdk = new OpenAI({ baseURL: stack.baseURL, apiKey: 'x', maxRetries: 0 });
     const stream = await sdk.chat.completions.create(
       { model: ALIAS, stream: true, messages: [{ role: 'user', content: 'slow' }] },
-      { headers: { 'x-mock-fail': 'slow-headers:350,status:400' } },
+      { headers: { 'x-mock-fail': 'slow-headers:350,status:400,param:messages' } },
     );
     const err: unknown = await (async () => {
       for await (const _chunk of stream) {
@@ -112,6 +112,8 @@ describe('SSE keepalive while waiting for the first byte', () => {
     // The provider's own words, not only its status.
     assert.match(err.message, /the provider answered HTTP 400: mock failure: status 400/);
     assert.equal(err.type, 'invalid_request_error');
+    // And its own code and param, which say what to fix, as the relayed 400 would have.
+    assert.deepEqual([err.code, err.param], ['mock_failure', 'messages']);
     await waitUntil(() => stack.edge.driver.status().providers.reduce((sum, p) => sum + p.inFlight, 0) === 0, 'the lease to be released');
   });
 

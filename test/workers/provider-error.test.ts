@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
-import { decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../../src/workers/tunnel/provider-error.js';
+import { decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec, readProviderError } from '../../src/workers/tunnel/provider-error.js';
 
 const read = (body: string): string | undefined => providerErrorMessage(Buffer.from(body));
 
@@ -20,6 +20,18 @@ test('each provider\'s error shape gives its message', () => {
   assert.equal(read(''), undefined);
   assert.equal(read('\u0000\u0001binary'), undefined);
   assert.equal(read(`{"error":"${'x'.repeat(5000)}"}`)?.length, 1001, 'clipped');
+});
+
+test('a 4xx the request caused keeps the provider\'s code and param; a 429 or 5xx, and a vLLM numeric code, do not', () => {
+  const openai = readProviderError(Buffer.from('{"error":{"message":"too long","type":"invalid_request_error","param":"messages[0].content","code":"context_length_exceeded"}}'));
+  assert.deepEqual(openai, { message: 'too long', code: 'context_length_exceeded', param: 'messages[0].content' });
+  assert.deepEqual([providerErrorSpec(400, openai).code, providerErrorSpec(400, openai).param], ['context_length_exceeded', 'messages[0].content']);
+  assert.deepEqual([providerErrorSpec(429, openai).code, providerErrorSpec(429, openai).param], ['upstream_error', null]);
+  assert.deepEqual([providerErrorSpec(500, openai).code, providerErrorSpec(500, openai).param], ['upstream_error', null]);
+  const vllm = readProviderError(Buffer.from('{"object":"error","message":"bad","type":"BadRequestError","code":400}'));
+  assert.deepEqual([providerErrorSpec(400, vllm).code, providerErrorSpec(400, vllm).param], ['upstream_error', null]);
+  const odd = readProviderError(Buffer.from('{"error":{"message":"x","code":"has space\\r\\n","param":""}}'));
+  assert.deepEqual([odd.code, odd.param], [undefined, undefined], 'only a plain token is carried');
 });
 
 test('the error type says whose fault it was, as the relayed status would', () => {

@@ -19,7 +19,7 @@ import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { holdsField, SseEvents } from '../tunnel/sse-events.js';
 import { beforeTrailers, lastEventError } from '../tunnel/sse-terminal.js';
-import { contentEncodingOf, decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec } from '../tunnel/provider-error.js';
+import { contentEncodingOf, decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec, readProviderError } from '../tunnel/provider-error.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
 import { queueDoneComment, queuePositionComment } from './queue-updates.js';
@@ -631,12 +631,12 @@ export class ProxyExchange implements TunnelConsumer {
       this.fail(Errors.upstreamError, message, endReason(this.status));
       return;
     }
-    const spec = providerErrorSpec(this.status);
     const encoding = this.#heldErrorEncoding;
     const body = encoding === undefined ? held : decodedErrorBody(held, encoding);
-    const reason = body === undefined ? undefined : providerErrorMessage(body);
+    const said = body === undefined ? undefined : readProviderError(body);
+    const spec = providerErrorSpec(this.status, said);
     // A 5xx counts toward ejection and a 429 lowers the limit, as without keepalives.
-    this.fail(spec, reason === undefined ? spec.message : `${spec.message}: ${reason}`, endReason(this.status));
+    this.fail(spec, said?.message === undefined ? spec.message : `${spec.message}: ${said.message}`, endReason(this.status));
   }
 
   /**

@@ -12,15 +12,20 @@ export const PROVIDER_ERROR_BYTES = 16 * 1024;
 /** The longest provider message carried, in characters. */
 const MESSAGE_CHARS = 1_000;
 
-/** The in-band error's catalogue entry for a provider's HTTP status. */
-export function providerErrorSpec(status: number): GatewayErrorSpec {
+/**
+ * The in-band error's catalogue entry for a provider's HTTP status. A 4xx
+ * other than 429 is the request's fault: the provider's own `code` and
+ * `param` say what to fix, so they are kept, as the relayed answer had them.
+ */
+export function providerErrorSpec(status: number, said?: ProviderErrorText): GatewayErrorSpec {
   const type: GatewayErrorSpec['type'] =
     status === 401 ? 'authentication_error'
       : status === 403 ? 'permission_error'
         : status === 429 ? 'rate_limit_error'
           : status >= 400 && status < 500 ? 'invalid_request_error'
             : 'server_error';
-  return { status, type, code: 'upstream_error', message: `the provider answered HTTP ${status}`, param: null };
+  const fixable = status >= 400 && status < 500 && status !== 429;
+  return { status, type, code: (fixable ? said?.code : undefined) ?? 'upstream_error', message: `the provider answered HTTP ${status}`, param: (fixable ? said?.param : undefined) ?? null };
 }
 
 /**
@@ -29,19 +34,39 @@ export function providerErrorSpec(status: number): GatewayErrorSpec {
  * body's text when it is short readable text; else undefined.
  */
 export function providerErrorMessage(body: Buffer): string | undefined {
+  return readProviderError(body).message;
+}
+
+/** What a provider's error body says: its message, and OpenAI's `error.code` and `error.param` when it names them. */
+export interface ProviderErrorText {
+  readonly message?: string;
+  readonly code?: string;
+  readonly param?: string;
+}
+
+const NONE: ProviderErrorText = {};
+
+export function readProviderError(body: Buffer): ProviderErrorText {
   const text = body.toString('utf8').trim();
-  if (text === '') return undefined;
+  if (text === '') return NONE;
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
     // An HTML error page (a proxy's 502): its title, else its text without the markup.
-    if (text.startsWith('<')) return htmlText(text);
+    if (text.startsWith('<')) return { message: htmlText(text) };
     // Not JSON (or cut at the byte cap): plain text says it as well as anything.
-    return /^[\x20-\x7e\s]+$/.test(text.slice(0, 200)) ? clip(text) : undefined;
+    return /^[\x20-\x7e\s]+$/.test(text.slice(0, 200)) ? { message: clip(text) } : NONE;
   }
-  if (parsed === null || typeof parsed !== 'object') return typeof parsed === 'string' ? clip(parsed) : undefined;
-  return errorObjectMessage(parsed);
+  if (parsed === null || typeof parsed !== 'object') return typeof parsed === 'string' ? { message: clip(parsed) } : NONE;
+  const error = (parsed as { error?: unknown }).error;
+  const named = error !== null && typeof error === 'object' ? (error as { code?: unknown; param?: unknown }) : undefined;
+  return { message: errorObjectMessage(parsed), code: name(named?.code), param: name(named?.param) };
+}
+
+/** A code or param as a provider names it (`invalid_value`, `messages[0].content`); anything else is not carried. */
+function name(value: unknown): string | undefined {
+  return typeof value === 'string' && /^[\x21-\x7e]{1,200}$/.test(value) ? value : undefined;
 }
 
 /** The message a parsed error object gives (an error body's, or an in-band error event's data), clipped; undefined when it names none. */
