@@ -3,7 +3,8 @@
 // `response.failed`. The client gets those bytes untouched and its SDK raises
 // the error; the run record says the run ended in that error (outcome
 // `error`, the provider's message, clipped as other provider messages are),
-// with the status the client got (200). A stream whose text only mentions
+// with the status the client got (200), and the provider is judged as the
+// error's status would have judged it. A stream whose text only mentions
 // the word still ended as an answer.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -125,4 +126,21 @@ describe('a 200 stream that ends with the provider\'s in-band error', () => {
       assertFailedWith(await finishedRecord(runId), message);
     });
   }
+
+  test('the provider\'s in-band failure counts toward its ejection and its overload lowers its limit, as their statuses would', async () => {
+    const provider = async (): Promise<{ outlier?: { consecutiveFailures: number }; overload?: { limit: number; overloads: number } }> =>
+      ((await (await fetch(`${edge.adminUrl}/admin/status`)).json()) as { providers: { id: string }[] }).providers.find((p) => p.id === 'p') as never;
+    // An answer first: the failure count starts over.
+    await relayed('/v1/chat/completions', 'chat-says-error', { model: 'm', stream: true, messages: [{ role: 'user', content: 'Hi' }] });
+    const failuresBefore = (await provider()).outlier?.consecutiveFailures ?? 0;
+    const { runId } = await relayed('/v1/chat/completions', 'chat-error', { model: 'm', stream: true, messages: [{ role: 'user', content: 'Hi' }] });
+    await finishedRecord(runId);
+    assert.equal((await provider()).outlier?.consecutiveFailures, failuresBefore + 1, 'a server_error event is the provider\'s failure');
+    const overloadsBefore = (await provider()).overload?.overloads ?? 0;
+    const messages = await relayed('/v1/messages', 'messages-error', { model: 'm', max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] });
+    await finishedRecord(messages.runId);
+    const after = await provider();
+    assert.equal(after.overload?.overloads, overloadsBefore + 1, `an overloaded_error event lowers the limit: ${JSON.stringify(after)}`);
+    assert.equal(after.outlier?.consecutiveFailures ?? 0, failuresBefore + 1, 'an overload is not a failure');
+  });
 });

@@ -110,7 +110,7 @@ test('error event: named by its event line, the space optional, as the SSE spec 
 });
 
 describe('lastEventError', () => {
-  const of = (text: string): string | undefined => lastEventError(Buffer.from(text));
+  const of = (text: string): string | undefined => lastEventError(Buffer.from(text))?.message;
   test('reads the provider\'s own error as the last event, trailers aside', () => {
     assert.equal(of('data: {"choices":[]}\n\ndata: {"error":{"message":"model crashed"}}\n\n'), 'model crashed');
     assert.equal(of('data: {"choices":[]}\r\n\r\ndata: {"error":"plain"}\r\n\r\ndata: [DONE]\r\n\r\n'), 'plain');
@@ -118,6 +118,18 @@ describe('lastEventError', () => {
     assert.equal(of('event:error\ndata:{"type":"error","code":"x","message":"stream broke"}\n\n'), 'stream broke');
     assert.equal(of('data: {"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"failed"}}}\n\n: bye\n\n'), 'failed');
     assert.equal(of('event: error\ndata: {"type":"error"}\n\n'), 'the provider ended its stream with an error event');
+  });
+  test('says whose fault it was: overloaded, the provider\'s failure, or the request\'s', () => {
+    const kind = (text: string) => lastEventError(Buffer.from(text))?.kind;
+    assert.equal(kind('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'), 'overloaded', 'Anthropic overloaded');
+    assert.equal(kind('event: error\ndata: {"type":"error","error":{"type":"api_error","message":"Internal"}}\n\n'), 'failed', 'Anthropic api_error');
+    assert.equal(kind('event: error\ndata: {"type":"error","error":{"type":"invalid_request_error","message":"bad"}}\n\n'), 'request');
+    assert.equal(kind('data: {"error":{"message":"slow down","type":"rate_limit_error"}}\n\n'), 'overloaded', 'chat chunk');
+    assert.equal(kind('data: {"error":{"message":"boom","type":"server_error"}}\n\n'), 'failed', 'chat chunk');
+    assert.equal(kind('data: {"error":"plain"}\n\n'), 'request', 'no type: unsaid');
+    assert.equal(kind('event: error\ndata: {"type":"error","code":"rate_limit_exceeded","message":"slow"}\n\n'), 'overloaded', 'Responses error event');
+    assert.equal(kind('data: {"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"failed"}}}\n\n'), 'failed', 'Responses failed');
+    assert.equal(kind('data: {"type":"response.failed","response":{"status":"failed","error":{"code":"invalid_prompt","message":"no"}}}\n\n'), 'request');
   });
   test('an answer that only says the word, or an error event cut at the tail\'s start, is none', () => {
     assert.equal(of('data: {"choices":[{"delta":{"content":"\\"error\\": x"},"finish_reason":"error"}]}\n\ndata: [DONE]\n\n'), undefined);

@@ -18,7 +18,7 @@ import type { TunnelConsumer } from '../tunnel/tunnel-consumer.js';
 import { isRelayedDownstream } from '../tunnel/hop-by-hop.js';
 import { ResponseWindow } from '../tunnel/response-window.js';
 import { holdsField, SseEvents } from '../tunnel/sse-events.js';
-import { beforeTrailers, lastEventError } from '../tunnel/sse-terminal.js';
+import { beforeTrailers, lastEventError, type InBandError } from '../tunnel/sse-terminal.js';
 import { contentEncodingOf, decodedErrorBody, PROVIDER_ERROR_BYTES, providerErrorMessage, providerErrorSpec, readProviderError } from '../tunnel/provider-error.js';
 import { inputTokensFromHead, StreamTail, type TokenUsage } from '../tunnel/sse-usage.js';
 import { ANONYMOUS_FAIRNESS, type RequestFairness } from './fairness-headers.js';
@@ -576,7 +576,8 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     if (this.#relayed) {
-      this.#finish(endReason(this.status), this.#inBandError());
+      // Released at its last byte already: the error event only says how the run ended.
+      this.#finish(endReason(this.status), this.#inBandError() === undefined ? undefined : 'error');
       return;
     }
     if (this.route.requiresEnd === true && !this.#endSeen && this.#isEventStream && this.status >= 200 && this.status < 300) {
@@ -585,7 +586,9 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     this.#readUsage();
-    this.#finish(endReason(this.status), this.#inBandError());
+    const error = this.#inBandError();
+    // An overloaded provider's in-band error lowers its limit, and a failure counts toward its ejection, as their statuses would.
+    this.#finish(error === undefined || error.kind === 'request' ? endReason(this.status) : error.kind === 'overloaded' ? 'overloaded' : 'provider_failed', error === undefined ? undefined : 'error');
     this.plane.answerRelayed(this);
     // A provider that ended inside an event gets its bytes relayed as they are.
     const held = this.#events?.flush();
@@ -642,16 +645,14 @@ export class ProxyExchange implements TunnelConsumer {
   /**
    * A 2xx event stream the provider ended with its own error event (chat's `data: {"error":...}`, Messages'
    * and Responses' `error`, Responses' `response.failed`): relayed untouched (the client's SDK raises it),
-   * but the run ended in an error, not an answer. Its message becomes the run's; the outcome `error`
-   * (undefined: none). The lease still ends as the relayed status says (ejection reads statuses and resets).
+   * but the run ended in an error, not an answer. Its message becomes the run's (undefined: none).
    */
-  #inBandError(): 'error' | undefined {
+  #inBandError(): InBandError | undefined {
     if (!this.#isEventStream || this.status < 200 || this.status >= 300) return undefined;
     const tail = this.#tail?.newest();
-    const message = tail === undefined ? undefined : lastEventError(tail);
-    if (message === undefined) return undefined;
-    this.errorMessage = message;
-    return 'error';
+    const error = tail === undefined ? undefined : lastEventError(tail);
+    if (error !== undefined) this.errorMessage = error.message;
+    return error;
   }
 
   #readUsage(): void {

@@ -241,14 +241,27 @@ const RESPONSE_FAILED = 'response.failed';
 const UNNAMED_ERROR = 'the provider ended its stream with an error event';
 
 /**
+ * What an in-band error says of the provider: `overloaded` (Anthropic's
+ * `overloaded_error`, a `rate_limit_error`, a `rate_limit_exceeded` code),
+ * `failed` (`api_error`, `server_error`: its fault, as a 5xx), or `request`
+ * (anything else: the request's, or unsaid).
+ */
+export type InBandErrorKind = 'overloaded' | 'failed' | 'request';
+
+export interface InBandError {
+  readonly message: string;
+  readonly kind: InBandErrorKind;
+}
+
+/**
  * The provider's own in-band error, when the last event of a stream it
  * ended (trailers aside) is one: chat's and completions' `data:
  * {"error":{...}}`, Messages' and Responses' `error` event, or Responses'
- * `response.failed`. Its message (clipped, as a provider error body's is),
- * else undefined. Read once, at the stream's end, from its tail (StreamTail):
- * one native search rules out the streams whose tail never says "error".
+ * `response.failed`. Its message (clipped, as a provider error body's is)
+ * and kind, else undefined. Read once, at the stream's end, from its tail
+ * (StreamTail): one native search rules out the streams whose tail never says "error".
  */
-export function lastEventError(tail: Buffer): string | undefined {
+export function lastEventError(tail: Buffer): InBandError | undefined {
   if (tail.lastIndexOf(ERROR_NAME) < 0) return undefined;
   const body = beforeTrailers(tail) ?? tail;
   const end = contentEnd(body);
@@ -276,10 +289,23 @@ export function lastEventError(tail: Buffer): string | undefined {
   const type = name !== '' ? name : record.type;
   if (type === RESPONSE_FAILED) {
     const response = record.response;
-    return (response !== null && typeof response === 'object' ? errorObjectMessage(response) : undefined) ?? UNNAMED_ERROR;
+    if (response === null || typeof response !== 'object') return { message: UNNAMED_ERROR, kind: 'request' };
+    return { message: errorObjectMessage(response) ?? UNNAMED_ERROR, kind: kindOf((response as { error?: unknown }).error) };
   }
-  if (type === 'error') return errorObjectMessage(record) ?? UNNAMED_ERROR;
+  // Messages' error event holds `error: {type}`; Responses' names its `code` at the top.
+  if (type === 'error') return { message: errorObjectMessage(record) ?? UNNAMED_ERROR, kind: record.error === undefined ? kindOf(record) : kindOf(record.error) };
   // Chat and completions name no event: a chunk with an `error` object is the failure the SDKs raise.
-  if (name === '' && record.error !== undefined && record.error !== null) return errorObjectMessage(record) ?? UNNAMED_ERROR;
+  if (name === '' && record.error !== undefined && record.error !== null) return { message: errorObjectMessage(record) ?? UNNAMED_ERROR, kind: kindOf(record.error) };
   return undefined;
+}
+
+const OVERLOADED = new Set(['overloaded_error', 'rate_limit_error', 'rate_limit_exceeded']);
+const FAILED = new Set(['api_error', 'server_error']);
+
+function kindOf(error: unknown): InBandErrorKind {
+  if (error === null || typeof error !== 'object') return 'request';
+  const { type, code } = error as { type?: unknown; code?: unknown };
+  if ((typeof type === 'string' && OVERLOADED.has(type)) || (typeof code === 'string' && OVERLOADED.has(code))) return 'overloaded';
+  if ((typeof type === 'string' && FAILED.has(type)) || (typeof code === 'string' && FAILED.has(code))) return 'failed';
+  return 'request';
 }
