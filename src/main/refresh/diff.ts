@@ -71,7 +71,8 @@ class Walker {
 
   walk(path: string, a: unknown, b: unknown, secret: boolean): void {
     if (secret) {
-      if (a !== b) this.changes.push({ path, old: a === undefined ? null : REDACTED, new: b === undefined ? null : REDACTED });
+      // By value, not identity: a key's digests are a list, a new array in every parsed candidate.
+      if (!sameValue(a, b)) this.changes.push({ path, old: a === undefined ? null : REDACTED, new: b === undefined ? null : REDACTED });
       return;
     }
     if (a instanceof Map && b instanceof Map) {

@@ -89,6 +89,13 @@ test('secrets appear only as "[redacted]", never their values', () => {
   for (const secret of ['new-secret', 'tok-1', 'tok-3']) assert.ok(!text.includes(secret), secret);
 });
 
+test('API keys whose digests did not change are no change; a digest that did is one, redacted', () => {
+  const withKeys = (digest: string): any => ({ ...base(), auth: { api_keys: [{ name: 'team-a', key_sha256: ['a'.repeat(64), digest] }] } });
+  assert.deepEqual(diffConfigs(parse(withKeys('b'.repeat(64))), parse(withKeys('b'.repeat(64)))), []);
+  const changes = diffConfigs(parse(withKeys('b'.repeat(64))), parse(withKeys('c'.repeat(64))));
+  assert.deepEqual(changes.map((c) => [c.old, c.new]), [[REDACTED, REDACTED]]);
+});
+
 test('added and removed entries are one change each (null on the missing side)', () => {
   const b = base();
   b.nodes[0].providers.pop(); // p2 gone
