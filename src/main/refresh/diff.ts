@@ -146,7 +146,11 @@ const YAML_SPELLING: Readonly<Record<string, { readonly path: string; readonly v
   'bootstrap.token_expires_at': { path: 'bootstrap.token_expires_at', value: isoTime },
 };
 
+/** The same for a leaf of a list entry (its id varies): an API key's digests are `key_sha256` in the YAML, one or a list. */
+const ENTRY_SPELLING: readonly (readonly [RegExp, string])[] = [[/^(auth\.api_keys\[[^\]]*\])\.key_sha256s$/, '$1.key_sha256']];
+
 function asWritten(change: ConfigChange): ConfigChange {
+  for (const [pattern, path] of ENTRY_SPELLING) if (pattern.test(change.path)) return { ...change, path: change.path.replace(pattern, path) };
   const spelling = YAML_SPELLING[change.path];
   if (spelling === undefined) return change;
   const value = spelling.value ?? ((v: ConfigValue) => v);

@@ -368,3 +368,10 @@ test('revoking the last API key by refresh would open the gateway to anyone: res
   const replaced = await refresher.refresh({ mode: 'apply', config: keyed('b') });
   assert.equal(replaced.status, 'applied', 'a new key for the leaked one is a live change');
 });
+
+test("a key's rotated digest is named key_sha256, as the YAML spells it", () => {
+  const withKey = (digest: string): any => ({ ...base(), auth: { api_keys: [{ name: 'team-a', key_sha256: digest }] } });
+  const changes = diffConfigs(parse(withKey('a'.repeat(64))), parse(withKey('b'.repeat(64))));
+  assert.deepEqual(changes.map((c) => [c.path, c.old, c.new]), [['auth.api_keys[team-a].key_sha256', REDACTED, REDACTED]]);
+  assert.ok(changes.every((c) => isMutable(c.path)));
+});
