@@ -120,6 +120,16 @@ test('a rendered config with a cli provider says what the operator must add: the
   assert.doesNotMatch(renderAgentConfig(config.nodes[1], 'e:1'), /Before running/, 'only where there is one');
 });
 
+test('a rendered config for a node the catalog lists no provider for says so: the agent refuses a config with none', () => {
+  const raw = base();
+  (raw.nodes as Record<string, unknown>[]).push({ id: 'gpu-new', token: 't4', providers: [] });
+  const config = parseEdgeConfig(raw, 't');
+  const text = renderAgentConfig(config.nodes[3], 'e:1');
+  assert.match(text, /^# Before running: the edge's catalog lists no provider for node gpu-new, .*bootstrap again\.$/m);
+  assert.throws(() => parseAgentConfig(parseYaml(text), 'rendered'), /providers: expected at least one provider/);
+  assert.doesNotMatch(renderAgentConfig(config.nodes[0], 'e:1'), /Before running/, 'only where there is none');
+});
+
 test('a label change is a mutable refresh; a bootstrap change needs a restart', async () => {
   const { diffConfigs } = await import('../../src/main/refresh/diff.js');
   const { ruleFor } = await import('../../src/main/refresh/mutability.js');

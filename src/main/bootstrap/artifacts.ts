@@ -66,6 +66,8 @@ export function renderAgentConfig(node: NodeConfig, edgeAddress: string, nodesTl
   // The edge's catalog has no command for a cli provider: the file cannot run until the operator adds it.
   const cli = node.providers.filter((p) => p.type === 'cli').map((p) => p.id);
   let todo = cli.length === 0 ? '' : `# Before running: add \`command\` (the argv of the agent to run) to the cli provider${cli.length > 1 ? 's' : ''} ${cli.join(', ')}; the edge does not know it.\n`;
+  // The edge takes a catalog node with no provider (one to fill in later), the agent no config with none: say so, not a bare refusal.
+  if (node.providers.length === 0) todo += `# Before running: the edge's catalog lists no provider for node ${node.id}, and the agent refuses a config with none. Add this node's providers to its nodes[].providers on the edge, apply that, and bootstrap again.\n`;
   // Plaintext against a TLS listener fails in the handshake with nothing to say why: say it here.
   if (nodesTls !== undefined) {
     todo += `# Before running: the edge's node listener speaks TLS. Add under edge: tls: { ca_file: <the CA that signed the edge's certificate>${nodesTls.requireClientCert ? ', cert_file: <this node\'s client certificate>, key_file: <its key>' : ''} }${nodesTls.requireClientCert ? ' (the edge requires a client certificate)' : ''}.\n`;
