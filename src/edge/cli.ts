@@ -8,6 +8,7 @@ import { VERSION } from '../shared/version.js';
 import { applyNodeFlags, runningNodeFlags } from '../shared/node-flags.js';
 import { releaseHeldSignal } from '../shared/node-check.js';
 import { configAdvice, loadEdgeConfig } from '../main/config.js';
+import { expiredTokenAdvice } from '../main/bootstrap/bootstrap-server.js';
 import { StartError } from '../shared/start-error.js';
 import { startEdge, type RunningEdge } from './edge.js';
 
@@ -78,6 +79,9 @@ async function main(): Promise<number> {
       return 1;
     }
     for (const advice of configAdvice(config)) console.error(`${file}: warning: ${advice}`);
+    // What the started edge warns of, said before a restart makes it true: valid, yet every bootstrap request refused.
+    const expired = expiredTokenAdvice(config.bootstrap?.tokenExpiresAt);
+    if (expired !== undefined) console.error(`${file}: warning: ${expired}`);
     const admin = config.admin === undefined ? 'off' : `${config.admin.host}:${config.admin.port}${config.admin.token ? ' (token)' : ''}`;
     console.log(`${file}: valid (${config.nodes.length} nodes, ${config.models.length} models; admin ${admin})`);
     return 0;

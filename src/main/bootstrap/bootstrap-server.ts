@@ -61,9 +61,8 @@ export class BootstrapServer {
     const address = server.#server.address();
     const port = typeof address === 'object' && address !== null ? address.port : config.port;
     logger.info({ host: config.host, port, tarball: tarball.sourceName, sha256: tarball.sha256, tokenExpiresAt: config.tokenExpiresAt === undefined ? null : new Date(config.tokenExpiresAt).toISOString() }, 'bootstrap listener up');
-    if (config.tokenExpiresAt !== undefined && Date.now() >= config.tokenExpiresAt) {
-      logger.warn({ tokenExpiresAt: new Date(config.tokenExpiresAt).toISOString() }, 'bootstrap.token_expires_at is past: every bootstrap request will be refused until the token is replaced');
-    }
+    const expired = expiredTokenAdvice(config.tokenExpiresAt);
+    if (expired !== undefined) logger.warn({ tokenExpiresAt: new Date(config.tokenExpiresAt as number).toISOString() }, expired);
     return { server, port };
   }
 
@@ -152,4 +151,10 @@ function send(res: ServerResponse, status: number, code: string, message: string
 function sendBytes(res: ServerResponse, type: string, bytes: Buffer, headOnly: boolean): void {
   res.writeHead(200, { 'content-type': type, 'content-length': bytes.length, 'cache-control': 'no-store' });
   res.end(headOnly ? undefined : bytes);
+}
+
+/** What an operator must hear of a bootstrap token already past its expiry (at start, and from check-config before a restart); undefined when it is not. */
+export function expiredTokenAdvice(tokenExpiresAt: number | undefined, now = Date.now()): string | undefined {
+  if (tokenExpiresAt === undefined || now < tokenExpiresAt) return undefined;
+  return `bootstrap.token_expires_at (${new Date(tokenExpiresAt).toISOString()}) is past: every bootstrap request will be refused (401 token_expired) until the token is replaced`;
 }

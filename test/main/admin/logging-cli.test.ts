@@ -107,6 +107,29 @@ test('check-config also checks the files the config names: a key that is not the
   }
 });
 
+test('check-config warns of a bootstrap token already past its token_expires_at: valid, yet the started edge would refuse every bootstrap', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-cli-'));
+  try {
+    await writeFile(join(dir, 'agent.tgz'), 'not really a tarball');
+    const strong = opsConfigObject();
+    (strong.nodes as { token: string }[])[0].token = 'a-node-token-of-32-characters-xx';
+    const withExpiry = async (name: string, at: string): Promise<string> => {
+      const file = join(dir, name);
+      await writeFile(file, toYaml({ ...strong, bootstrap: { listen: { host: '127.0.0.1', port: 0 }, artifact_dir: dir, token: 'a-bootstrap-token-long-enough', token_expires_at: at } }));
+      return file;
+    };
+    const past = run(['check-config', await withExpiry('past.yaml', '2020-01-01T00:00:00Z')]);
+    assert.equal(past.status, 0, past.stderr);
+    assert.match(past.stdout, /valid/);
+    assert.match(past.stderr, /warning: bootstrap\.token_expires_at \(2020-01-01T00:00:00\.000Z\) is past: every bootstrap request will be refused \(401 token_expired\)/);
+    const future = run(['check-config', await withExpiry('future.yaml', '2999-01-01T00:00:00Z')]);
+    assert.equal(future.status, 0, future.stderr);
+    assert.equal(future.stderr, '');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('--pretty prints human-readable lines instead of JSON', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'edge-cli-'));
   const file = join(dir, 'edge.yaml');
