@@ -55,6 +55,7 @@ export class Registry {
       provider.capacity = Number.isFinite(capacity) && capacity > 0 ? Math.floor(capacity) : 0;
       provider.enabled = configured.config.enabled;
       provider.maxContextTokens = configured.config.maxContextTokens;
+      provider.holdsSessions = configured.config.type === 'cli';
       provider.endpoints = endpointMask(configured.config.endpoints ?? defaultEndpoints(configured.config.type));
       provider.servedModels = [];
     }

@@ -112,6 +112,14 @@ export class Scheduler {
    */
   readonly #affinity = new Map<number, string>();
   /**
+   * Session key -> the provider that last served it (on its #affinity node):
+   * each cli provider has its own cwd_root and runs one process per session,
+   * so while that provider serves the alias a turn goes to it, not to
+   * another provider of the same node without the session's directory. An
+   * HTTP provider holds no session state: its sessions keep to the node only.
+   */
+  readonly #affinityProvider = new Map<number, string>();
+  /**
    * Session key -> the node it moved from, where the grant that moved it
    * ended with its client gone before its answer: that client never read
    * x-edge-session-moved-from, so the session's next grant says it (unless
@@ -295,9 +303,10 @@ export class Scheduler {
 
   /** The free slot a new request would be granted now, if any. */
   #candidateFor(group: GroupState, req: AdmitRequest, need: number): GroupEntry | undefined {
-    // A pinned request goes where its state is; otherwise a named session keeps to its node.
+    // A pinned request goes where its state is; otherwise a named session keeps to its node (and its provider there).
     const direct = req.directNodeId ?? (req.pinnedProviderId === undefined ? this.#affinityNode(group, req.sessionKey ?? 0, req.api ?? 0, need) : undefined);
-    return pickCandidate(group, this.#wantOf(direct, req.api, req.pinnedProviderId), need);
+    const pinned = req.pinnedProviderId ?? (req.directNodeId === undefined ? this.#affinityProviderOf(group, req.sessionKey ?? 0, req.api ?? 0, need) : undefined);
+    return pickCandidate(group, this.#wantOf(direct, req.api, pinned), need);
   }
 
   /**
@@ -909,7 +918,7 @@ export class Scheduler {
       const before = untold ?? this.#affinity.get(sessionKey);
       if (before !== undefined && before !== node.id) movedFrom = before;
       lease.sessionMovedFrom = movedFrom;
-      pinSession(this.#affinity, this.#untold, sessionKey, node.id);
+      pinSession(this.#affinity, this.#affinityProvider, this.#untold, sessionKey, node.id, provider.id);
     }
     this.#leases.set(lease.leaseId, lease);
     node.leases.add(lease);
@@ -1181,7 +1190,31 @@ export class Scheduler {
   }
 
   #wantItem(item: QueueItem): Wanted {
-    return this.#wantOf(this.#directOf(item), item.api, item.pinnedProviderId);
+    return this.#wantOf(this.#directOf(item), item.api, item.pinnedProviderId ?? this.#sessionProviderOf(item));
+  }
+
+  /** The provider a queued item's session keeps to (see #affinityProviderOf), unless it named a node, was pinned or retries elsewhere. */
+  #sessionProviderOf(item: QueueItem): string | undefined {
+    if (item.directNodeId !== undefined || item.excludeProviderId !== undefined || item.pinnedProviderId !== undefined) return undefined;
+    return this.#affinityProviderOf(item.group, item.sessionKey, item.api, contextNeed(item.estimatedTokens, this.#registry.longThreshold));
+  }
+
+  /**
+   * The provider that last served the session, when it is a cli provider of
+   * this alias on the session's node that could take the request (as
+   * #affinityNode judges); otherwise undefined, and the node's affinity alone
+   * applies (a client switching to an alias that provider does not serve).
+   */
+  #affinityProviderOf(group: GroupState, sessionKey: number, api: ApiKind, need: number): string | undefined {
+    if (sessionKey === 0) return undefined;
+    const providerId = this.#affinityProvider.get(sessionKey);
+    const nodeId = this.#affinity.get(sessionKey);
+    if (providerId === undefined || nodeId === undefined) return undefined;
+    for (const entry of group.entries) {
+      const p = entry.provider;
+      if (p.id === providerId && p.holdsSessions && p.node.id === nodeId && p.capacity > 0 && isEligible(p) && providerServes(p, api) && (need === 0 || (p.maxContextTokens ?? 0) >= need)) return providerId;
+    }
+    return undefined;
   }
 
   /** The node a queued item must go to: the one it named, else its session's (a retry elsewhere, or a pinned request, keeps neither). */
@@ -1267,12 +1300,14 @@ function chargeOfTokens(tokens: number): number {
 }
 
 /** Remembers (or refreshes) which node serves the session; the least recently granted is forgotten past the bound. */
-function pinSession(affinity: Map<number, string>, untold: Map<number, string>, sessionKey: number, nodeId: string): void {
+function pinSession(affinity: Map<number, string>, providers: Map<number, string>, untold: Map<number, string>, sessionKey: number, nodeId: string, providerId: string): void {
   affinity.delete(sessionKey);
   affinity.set(sessionKey, nodeId);
+  providers.set(sessionKey, providerId);
   if (affinity.size > MAX_SESSIONS) {
     const forgotten = affinity.keys().next().value as number;
     affinity.delete(forgotten);
+    providers.delete(forgotten);
     untold.delete(forgotten);
   }
 }

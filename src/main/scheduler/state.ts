@@ -84,6 +84,8 @@ export class ProviderState {
   elsewhere = 0;
   /** Distinct served model names, for status. */
   servedModels: readonly string[] = [];
+  /** A cli provider: each session's directory lives in its own cwd_root, so a session's turns keep to it (scheduler #affinityProviderOf). */
+  holdsSessions = false;
   /**
    * Set when config lowered capacity below inFlight (or removed the
    * provider): the excess leases were granted under the old budget and may
