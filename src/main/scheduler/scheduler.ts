@@ -1195,7 +1195,7 @@ export class Scheduler {
 
   /** The provider a queued item's session keeps to (see #affinityProviderOf), unless it named a node, was pinned or retries elsewhere. */
   #sessionProviderOf(item: QueueItem): string | undefined {
-    if (item.directNodeId !== undefined || item.excludeProviderId !== undefined || item.pinnedProviderId !== undefined) return undefined;
+    if (item.sessionKey === 0 || item.directNodeId !== undefined || item.excludeProviderId !== undefined || item.pinnedProviderId !== undefined) return undefined;
     return this.#affinityProviderOf(item.group, item.sessionKey, item.api, contextNeed(item.estimatedTokens, this.#registry.longThreshold));
   }
 
