@@ -17,6 +17,9 @@ export interface OverloadPolicy {
   readonly maxRetryAfterMs: number;
 }
 
+/** The shortest hold after a 429/503, ms (a Retry-After of 0 included). */
+const MIN_HOLD_MS = 1;
+
 export const DEFAULT_OVERLOAD_POLICY: OverloadPolicy = {
   defaultRetryAfterMs: 1_000,
   maxRetryAfterMs: 60_000,
@@ -59,7 +62,9 @@ export class Overload {
   /** `p` answered 429/503; `retryAfterMs` from its Retry-After (undefined: it sent none). */
   overloaded(p: ProviderState, retryAfterMs: number | undefined, now: number): void {
     const policy = this.#policy;
-    const holdMs = Math.min(Math.max(0, retryAfterMs ?? policy.defaultRetryAfterMs), policy.maxRetryAfterMs);
+    // At least MIN_HOLD_MS: a Retry-After of 0 must still keep the request it sent back from the requeue's own
+    // pump, or the tie-break hands it straight back here while another provider is free (and halves again).
+    const holdMs = Math.min(Math.max(MIN_HOLD_MS, retryAfterMs ?? policy.defaultRetryAfterMs), Math.max(MIN_HOLD_MS, policy.maxRetryAfterMs));
     let record = this.#records.get(p);
     if (record !== undefined && record.untilMs > now) {
       // The same episode: requests already in flight when it began.

@@ -213,3 +213,31 @@ test('a short Retry-After hold does not cut the no-rate fallback: the refusal st
   assert.equal(refusal?.kind === 'reject' ? refusal.retryAfterSec : undefined, 30);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a 429 with Retry-After 0 still sends the request to the other free provider, not straight back to the tie-break winner', () => {
+  const { s, sink } = setup(TWO);
+  s.admit(req(1, 'chat'), 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(first.providerId, 'a');
+  assert.equal(s.retry(first.leaseId, req(1, 'chat'), 'a', 10, false, { retryAfterMs: 0 }), true);
+  assert.deepEqual(sink.takeGrants().map((g) => [g.requestId, g.providerId]), [[1, 'b']], 'retried at once on the free provider');
+  assert.equal(s.status(10).providers.find((p) => p.id === 'a')?.overload?.limit, 4, 'halved once');
+  assert.deepEqual(s.checkInvariants(), []);
+});
+
+test('a 429 with Retry-After 0 and no other provider: the request is served by it again at once', () => {
+  const { s, sink } = setup(ONE);
+  s.admit(req(1, 'chat'), 0);
+  const first = sink.takeGrants()[0];
+  assert.equal(s.retry(first.leaseId, req(1, 'chat'), 'a', 10, false, { retryAfterMs: 0 }), true);
+  const grants = [...sink.takeGrants()];
+  if (grants.length === 0) {
+    // Held for the requeue's own pump only: the driver's next wake (1 ms on) serves it.
+    const next = s.nextDeadline();
+    assert.ok(next !== undefined && next <= 11, `the driver wakes at once: ${next}`);
+    s.tick(next);
+    grants.push(...sink.takeGrants());
+  }
+  assert.deepEqual(grants.map((g) => [g.requestId, g.providerId]), [[1, 'a']]);
+  assert.deepEqual(s.checkInvariants(), []);
+});
