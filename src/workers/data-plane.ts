@@ -335,13 +335,17 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     // worker refused (concurrency, session, node) spends none of the minute. The slot goes back with the refusal.
     if (apiKey !== undefined && !this.sharedKeyLimits && (apiKey.requestsPerMinute !== 0 || apiKey.tokensPerMinute !== 0) && overKeyRates(exchange, apiKey)) return;
     this.#driver.admit(admitRequestOf(exchange), limitedKey);
-    if (wantsQueueUpdates(request, info.stream && route.streams === true)) this.#startQueueUpdates(exchange);
+    this.#startQueueUpdates(exchange);
   }
 
-  /** x-edge-queue-updates: asks where it waits now (answered right after its admission) and every second after. */
+  /**
+   * x-edge-queue-updates: asks where it waits now (answered right after its admission) and every second after.
+   * Also after a requeue (a provider's 429/503, a failure before the first byte): it waits in its queue again.
+   */
   #startQueueUpdates(exchange: ProxyExchange): void {
     const driver = this.#driver;
-    if (driver.queryQueuePosition === undefined || exchange.state !== 'admitting') return;
+    if (driver.queryQueuePosition === undefined || exchange.state !== 'admitting' || exchange.queueUpdates !== undefined) return;
+    if (!wantsQueueUpdates(exchange.request, exchange.info.stream && exchange.route.streams === true)) return;
     driver.queryQueuePosition(exchange.requestId);
     exchange.queueUpdates = setInterval(askQueuePosition, QUEUE_UPDATE_INTERVAL_MS, driver, exchange);
   }
@@ -596,6 +600,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     const node = code === NODE_LEAVING ? 'leaving' : code === NODE_DISCONNECTED ? 'lost' : undefined;
     if (node !== undefined) this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), '', false, undefined, node);
     else this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, isProviderFailure(code));
+    this.#startQueueUpdates(exchange);
     return true;
   }
 
@@ -616,6 +621,8 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
     this.#undispatch(exchange);
     this.logger.info({ runId: exchange.runId, node: grant.nodeId, provider: grant.providerId, retryAfterMs }, 'provider overloaded before the first byte; back in the queue');
     this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId, false, { retryAfterMs });
+    // It may wait out the provider's Retry-After (up to a minute): a client that asked is told where it waits.
+    this.#startQueueUpdates(exchange);
     return true;
   }
 
@@ -637,6 +644,7 @@ export class DataPlane implements DecisionHandler, ExchangeOwner {
       this.#fallbacks.set(exchange.requestId, { code: OVERLOADED, message: '', grant, session: undefined, tunnelId: 0, retry: { reason: OVERLOADED, providerId: grant.providerId, nodeId: grant.nodeId }, told: false });
       exchange.retriedAt(performance.now());
       this.#driver.requeue(grant.leaseId, admitRequestOf(exchange), grant.providerId);
+      this.#startQueueUpdates(exchange);
       return;
     }
     this.#releaseAndPublish(grant.leaseId);
