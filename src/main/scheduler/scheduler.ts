@@ -19,6 +19,7 @@ import {
   pickCandidate,
   servesOnNode,
   someFits,
+  fits,
   type Wanted,
 } from './candidates.js';
 import { DeadlineHeap } from './deadline-heap.js';
@@ -310,7 +311,8 @@ export class Scheduler {
   }
 
   /**
-   * Queue position of a waiting request (1 = next) in its alias's policy order, and the ETA from the measured rate; undefined when not queued.
+   * Queue position of a waiting request (1 = next) in its alias's policy order (FIFO: with the older waiters of aliases sharing its
+   * providers), and the ETA from the measured rate; undefined when not queued.
    * `now` is the asker's clock: asked each second while nothing else happens, the time of the scheduler's last call would freeze
    * aging (a band that aged past another is still told it is behind it) and the drain window (a stalled queue keeps its old pace).
    */
@@ -319,8 +321,25 @@ export class Scheduler {
     if (item === undefined) return undefined;
     const at = Math.max(now, this.#now);
     const group = item.group;
-    const position = group.fair === undefined ? fifoPosition(item) : group.fair.position(item, at, this.#fairness.agingStepPerSec);
+    const position = group.fair === undefined ? fifoPosition(item) + this.#olderSharing(item) : group.fair.position(item, at, this.#fairness.agingStepPerSec);
     return { position, etaMs: group.drain.etaMs(position, at) };
+  }
+
+  /**
+   * FIFO: the older waiters of the other aliases that share a provider `item` could take. The pump
+   * serves the globally oldest waiter a provider can take, so they go first; a position of 1 must
+   * mean next. Queues are in admission (seq) order: each walk stops at the first younger waiter.
+   */
+  #olderSharing(item: QueueItem): number {
+    if (this.#waiting.size < 2) return 0;
+    const want = this.#wantItem(item);
+    const need = contextNeed(item.estimatedTokens, this.#registry.longThreshold);
+    let n = 0;
+    for (const other of this.#waiting) {
+      if (other === item.group || !sharesProvider(item.group, other, want, need)) continue;
+      for (let cur = other.queue.head; cur !== null && cur.seq < item.seq; cur = cur.next) n++;
+    }
+    return n;
   }
 
   /** The lease just minted carries its charge's band and tenant (usage correction, re-admission). */
@@ -1281,6 +1300,15 @@ export class Scheduler {
     }
   }
 
+}
+
+/** Some provider `group`'s request (as `want`, `need`) could take is also one of `other`'s. */
+function sharesProvider(group: GroupState, other: GroupState, want: Wanted, need: number): boolean {
+  for (const entry of group.entries) {
+    if (!fits(entry.provider, want, need)) continue;
+    for (const theirs of other.entries) if (theirs.provider === entry.provider) return true;
+  }
+  return false;
 }
 
 /** 1 + the requests ahead in a FIFO queue. */

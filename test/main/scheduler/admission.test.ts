@@ -366,3 +366,32 @@ test("a waiter's queue position is taken at the asker's clock: a band that aged 
   assert.equal(sink.takeGrants()[0]?.requestId, 2, 'dispatch agrees with the position told');
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('FIFO: a queue position counts the older waiters of another alias sharing the provider, as dispatch serves them first', () => {
+  const { s, sink } = setup({
+    nodes: { n1: [{ id: 'p1', capacity: 1 }, { id: 'p2', capacity: 1 }] },
+    models: [
+      { alias: 'chat', providers: { p1: 'llama3:8b' }, maxQueue: 5, queueTimeoutMs: 30_000 },
+      { alias: 'code', providers: { p1: 'coder:7b' }, maxQueue: 5, queueTimeoutMs: 30_000 },
+      { alias: 'other', providers: { p2: 'other:1b' }, maxQueue: 5, queueTimeoutMs: 30_000 },
+    ],
+  });
+  s.admit(req(1, 'chat'), 0); // holds p1
+  s.admit(req(2, 'other'), 0); // holds p2
+  const [holder] = sink.takeGrants().filter((g) => g.requestId === 1);
+  s.admit(req(3, 'other'), 10); // waits for p2 only: never ahead of p1's waiters
+  s.admit(req(4, 'chat'), 20);
+  s.admit(req(5, 'code'), 30);
+  s.admit(req(6, 'chat'), 40);
+  assert.deepEqual([4, 5, 6, 3].map((id) => s.queuePosition(id, 50)?.position), [1, 2, 3, 1]);
+  const served: number[] = [];
+  let lease = holder.leaseId;
+  for (let i = 0; i < 3; i++) {
+    s.release(lease, 'end', 100 + i);
+    const [grant] = sink.takeGrants();
+    served.push(grant.requestId);
+    lease = grant.leaseId;
+  }
+  assert.deepEqual(served, [4, 5, 6], 'dispatch agrees with the positions told');
+  assert.deepEqual(s.checkInvariants(), []);
+});
