@@ -976,8 +976,11 @@ function rejectMessage(code: RejectCode, alias: string, exchange: ProxyExchange,
     case 'no_provider_available': {
       // A long-context request has fewer candidates (some provider declares a window that covers it, or it is refused at once).
       const tokens = estimatedTokensOf(exchange);
-      if (tokens >= longThreshold) return `no provider for model ${name} with a context window for about ${tokens} input tokens (estimated) is available: ${NONE_AVAILABLE}; retry later`;
-      return `no provider for model ${name} is available: ${NONE_AVAILABLE}; retry later`;
+      // x-edge-node narrowed the candidates to that node's: the others of the model may be serving.
+      const node = admitRequestOf(exchange).directNodeId;
+      const where = node === undefined ? '' : ` on the node named in x-edge-node (${JSON.stringify(node)})`;
+      if (tokens >= longThreshold) return `no provider for model ${name}${where} with a context window for about ${tokens} input tokens (estimated) is available: ${NONE_AVAILABLE}; retry later`;
+      return `no provider for model ${name}${where} is available: ${NONE_AVAILABLE}; retry later`;
     }
     case 'context_length_exceeded':
       if (exchange.pinnedProviderId !== undefined) {

@@ -138,6 +138,19 @@ describe('prompts longer than the connected providers take', () => {
     assert.match(body.error.message, /with a context window for about \d+ input tokens \(estimated\) is available: none is connected, or each is drained, disabled, unhealthy or ejected; retry later$/);
   });
 
+  test('x-edge-node naming a node that is not connected: waits for it, then 503 naming that node, not the model\'s others', async () => {
+    const res = await fetch(`${stack.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-edge-node': 'gpu-big' },
+      body: JSON.stringify({ model: ALIAS, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+    assert.equal(res.status, 503);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'no_provider_available');
+    // The model's other provider is serving: the message must not say none of the model's is.
+    assert.match(body.error.message, /^no provider for model "[^"]+" on the node named in x-edge-node \("gpu-big"\) is available: none is connected/);
+  });
+
   test('context_length_exceeded names the field that holds the prompt on each OpenAI route', async () => {
     const client = new OpenAI({ baseURL: stack.baseURL, apiKey: 'unused', maxRetries: 0 });
     const long = 'hello '.repeat(80_000); // more than every declared window
