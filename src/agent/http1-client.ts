@@ -85,6 +85,7 @@ const CRLF_CRLF = Buffer.from('\r\n\r\n', 'latin1');
 const LF_BYTE = 0x0a;
 const CR_BYTE = 0x0d;
 
+const BARE_LF = 'the response head ends a line with a bare LF (HTTP/1.1 needs CRLF)';
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const BAD_PATH = /[^\u0021-\u00ff]/;
@@ -677,7 +678,7 @@ export class Http1Client {
       // headers timeout and then blame the provider's slowness. Refused at once, as undici does.
       for (let lf = buf.indexOf(LF_BYTE, from); lf !== -1 && lf < end; lf = buf.indexOf(LF_BYTE, lf + 1)) {
         if (lf === from || buf[lf - 1] !== CR_BYTE) {
-          this.#badResponse(exchange, 'the response head ends a line with a bare LF (HTTP/1.1 needs CRLF)');
+          this.#badResponse(exchange, BARE_LF);
           return -1;
         }
       }
@@ -702,6 +703,12 @@ export class Http1Client {
     const statusLine = firstEnd === -1 ? head : head.slice(0, firstEnd);
     if (statusLine.length < 12 || !statusLine.startsWith('HTTP/1.') || statusLine.charCodeAt(8) !== 32) {
       this.#badResponse(exchange, `malformed status line ${JSON.stringify(statusLine.slice(0, 64))}`);
+      return;
+    }
+    // A status line ended by a bare LF, its head's later lines by CRLF: read as one line, the headers after the LF
+    // would vanish into the reason phrase (the body then read until close). Refused, as a head all in bare LFs is.
+    if (BAD_VALUE.test(statusLine)) {
+      this.#badResponse(exchange, statusLine.includes('\n') ? BARE_LF : `malformed status line ${JSON.stringify(statusLine.slice(0, 64))}`);
       return;
     }
     const minor = statusLine.charCodeAt(7) - 48;

@@ -1547,6 +1547,24 @@ differential(
   },
 );
 
+differential(
+  'a status line ended by a bare LF, the rest of its head by CRLF, is refused: its headers are never lost into the reason phrase',
+  async (make) => {
+    const raw = await RawServer.start((_req, socket) => {
+      // One write, so the head's CRLF CRLF comes in the same read; the connection stays open.
+      socket.write('HTTP/1.1 200 OK\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}');
+    });
+    return withClient(make, raw.url, [raw], async (client) => {
+      const rec = await send(client, { headersTimeout: 20_000 });
+      return { sequence: rec.sequence, result: rec.result };
+    });
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, error');
+    assert.equal(o.result, 'upstream_error');
+  },
+);
+
 // ---------------------------------------------------------------------------
 // 17. a kept-alive connection the provider closes as the request goes out
 
