@@ -906,9 +906,14 @@ export class Http1Client {
           at++;
           break;
         }
-        case CH_EXT:
-          if (data[at++] === 13) this.#chunkState = CH_SIZE_LF;
+        case CH_EXT: {
+          const c = data[at++];
+          if (c === 13) this.#chunkState = CH_SIZE_LF;
+          // A bare LF would leave the size line open: the next chunk's bytes read as extension and the CRLF after
+          // them as the line's end, so the wrong bytes relayed as data and a hang for the rest.
+          else if (c === 10) return this.#chunkError(exchange, 'a chunk extension ends with a bare LF (HTTP/1.1 needs CRLF)');
           break;
+        }
         case CH_SIZE_LF:
           if (data[at++] !== 10) return this.#chunkError(exchange, 'malformed chunk size line');
           this.#remaining = this.#chunkSize;

@@ -503,6 +503,27 @@ differential(
 );
 
 differential(
+  '2c. a chunk extension ended by a bare LF is refused, never read on into the chunk data (which would relay the wrong bytes)',
+  async (make) => {
+    const raw = await RawServer.start((req, socket) => {
+      if (req.url === '/lf') socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;ext\nhello\r\n0\r\n\r\n');
+      else ok(socket, 'after');
+    });
+    return withClient(make, raw.url, [raw], async (client) => {
+      const lf = await send(client, { path: '/lf' });
+      const after = await send(client, { path: '/after' });
+      return { sequence: lf.sequence, result: lf.result, body: lf.body.toString('latin1'), after: after.body.toString('latin1') };
+    });
+  },
+  (o) => {
+    assert.equal(o.sequence, 'start, response 200, error');
+    assert.equal(o.result, 'upstream_error');
+    assert.equal(o.body, '');
+    assert.equal(o.after, 'after');
+  },
+);
+
+differential(
   '2b. header values with bytes above 0x7f come through as undici decodes them',
   async (make) => {
     const raw = await RawServer.start((_req, socket) => {
