@@ -83,6 +83,8 @@ const KEEP_ALIVE_MARGIN_MS = 1_000;
 const SINGLE_WRITE_MAX = 64 * 1024;
 const CRLF_CRLF = Buffer.from('\r\n\r\n', 'latin1');
 const LF_BYTE = 0x0a;
+/** A chunk's size must stay below this (16^12 bytes): far past any body, and exact in a double. */
+const CHUNK_SIZE_LIMIT = 16 ** 12;
 const CR_BYTE = 0x0d;
 
 const BARE_LF = 'the response head ends a line with a bare LF (HTTP/1.1 needs CRLF)';
@@ -894,8 +896,10 @@ export class Http1Client {
           const c = data[at];
           const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
           if (digit >= 0) {
-            if (++this.#chunkDigits > 12) return this.#chunkError(exchange, 'chunk size too large');
+            this.#chunkDigits++;
             this.#chunkSize = this.#chunkSize * 16 + digit;
+            // The size's value is bounded, not its digits: leading zeros (`0000000000000010`, a fixed-width size) are valid.
+            if (this.#chunkSize >= CHUNK_SIZE_LIMIT) return this.#chunkError(exchange, 'chunk size too large');
             at++;
             break;
           }

@@ -539,6 +539,27 @@ differential(
   },
 );
 
+differential(
+  '2d. chunk sizes with leading zeros past 12 digits, in upper-case hex, are read by their value; the connection serves the next request',
+  async (make) => {
+    const raw = await RawServer.start((req, socket) => {
+      if (req.url === '/zeros') socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n000000000000000000A\r\n0123456789\r\n00000000000000000000\r\n\r\n');
+      else ok(socket, 'after');
+    });
+    return withClient(make, raw.url, [raw], async (client) => {
+      const zeros = await send(client, { path: '/zeros' });
+      const after = await send(client, { path: '/after' });
+      return { zeros: outcome(zeros), after: after.body.toString('latin1'), sockets: raw.sockets.length };
+    });
+  },
+  (o) => {
+    assert.equal(o.zeros.sequence, 'start, response 200, data…, end');
+    assert.equal(o.zeros.body, '0123456789');
+    assert.equal(o.after, 'after');
+    assert.equal(o.sockets, 1);
+  },
+);
+
 // ---------------------------------------------------------------------------
 // 3. 1xx before the final response
 
