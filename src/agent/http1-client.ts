@@ -942,9 +942,13 @@ export class Http1Client {
           if (data[at++] !== 10) return this.#chunkError(exchange, 'chunk data not followed by CRLF');
           this.#chunkState = CH_SIZE;
           break;
-        case CH_TRAILER_START:
-          this.#chunkState = data[at++] === 13 ? CH_END_LF : CH_TRAILER_LINE;
+        case CH_TRAILER_START: {
+          const c = data[at++];
+          // A bare LF here would be read as a trailer line's first byte, leaving the body open until the body timeout.
+          if (c === 10) return this.#chunkError(exchange, 'the chunked body ends with a bare LF (HTTP/1.1 needs CRLF)');
+          this.#chunkState = c === 13 ? CH_END_LF : CH_TRAILER_LINE;
           break;
+        }
         case CH_TRAILER_LINE:
           if (data[at++] === 10) this.#chunkState = CH_TRAILER_START;
           break;

@@ -602,6 +602,32 @@ for (const [label, informational] of [
   );
 }
 
+for (const [label, end] of [
+  ['after the last chunk', '0\r\n\n'],
+  ['after a trailer', '0\r\nx-t: 1\n\n'],
+] as const) {
+  differential(
+    `2e. a chunked body whose end (${label}) is a bare LF fails at once, never waits for the body timeout`,
+    async (make) => {
+      const raw = await RawServer.start((req, socket) => {
+        // The connection stays open: only the body's form can end the wait.
+        if (req.url === '/lf') socket.write(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n${end}`);
+        else ok(socket, 'after');
+      });
+      return withClient(make, raw.url, [raw], async (client) => {
+        const lf = await send(client, { path: '/lf', bodyTimeout: 20_000 });
+        const after = await send(client, { path: '/after' });
+        return { sequence: lf.sequence, result: lf.result, after: after.body.toString('latin1') };
+      });
+    },
+    (o) => {
+      assert.equal(o.sequence, 'start, response 200, data…, error');
+      assert.equal(o.result, 'upstream_error');
+      assert.equal(o.after, 'after');
+    },
+  );
+}
+
 // ---------------------------------------------------------------------------
 // 4. responses without a body despite a content-length
 
