@@ -268,13 +268,14 @@ describe('A2A: model agent', () => {
     assert.deepEqual(sentMessages('elsewhere'), [{ role: 'user', content: 'elsewhere' }]);
   });
 
-  test('GetTask, CancelTask or SubscribeToTask without a task id is malformed (-32602, its id echoed), not a task-not-found', async () => {
+  test('GetTask, CancelTask or SubscribeToTask without a task id (or with one that is no string) is malformed (-32602, its id echoed), not a task-not-found', async () => {
     const rpc = async (method: string, params: unknown): Promise<{ id?: unknown; error?: { code: number; message: string } }> => {
       const res = await fetch(`${stack.edge.url}/a2a/writer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 'no-id', method, params }) });
       return (await res.json()) as { id?: unknown; error?: { code: number; message: string } };
     };
     for (const method of ['GetTask', 'CancelTask', 'SubscribeToTask', 'tasks/get', 'tasks/cancel', 'tasks/resubscribe']) {
-      for (const params of [{}, { id: '' }]) {
+      // A task id that is no string (a number, an object): malformed in 1.0 as in 0.3, not "task [object Object] is not known".
+      for (const params of [{}, { id: '' }, { id: 5 }, { id: { a: 1 } }, { id: true }]) {
         const answer = await rpc(method, params);
         assert.equal(answer.error?.code, -32602, `${method} ${JSON.stringify(params)}: ${JSON.stringify(answer)}`);
         assert.equal(answer.id, 'no-id');

@@ -19,7 +19,7 @@ import { A2A_ERRORS, bodyMediaRefusal } from '../http/api-routes.js';
 import { logRefusal, refusalId } from '../http/refusal-id.js';
 import { closeAfterAnswer } from '../http/linger.js';
 import { agentCard, AGENT_PREFIX, CARD_PATH, edgeCard } from './agent-card.js';
-import { CALL_STATE, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
+import { CALL_STATE, checkTaskId, EdgeA2AHandler, type A2ACall, type RelayPost } from './edge-a2a-handler.js';
 import { ContextHistory, type HistoryLimits } from './context-history.js';
 import { TaskStore } from './task-store.js';
 import { firstInvalidUtf8 } from '../body/utf8.js';
@@ -343,6 +343,12 @@ export class A2ASurface {
     const keepaliveMs = limitsOf(this.#config).sseKeepaliveMs;
     const waiting = keepaliveMs > 0 && !STREAMING_METHOD.test(String(parsed.method)) ? setInterval(jsonKeepalive, keepaliveMs, res) : undefined;
     try {
+      // The 1.0 decoding makes any task id a string (5 -> "5", an object -> "[object Object]"), which then read as
+      // an unknown task (-32001); 0.3 keeps its type and the handler refuses it as malformed. Same answer for both.
+      if (!legacy && TASK_ID_METHOD.test(String(parsed.method))) {
+        const id = (parsed.params as { id?: unknown } | null | undefined)?.id;
+        if (id !== undefined && id !== null) checkTaskId(id);
+      }
       result = legacy ? await t.legacy.handle(parsed, context) : await t.current.handle(parsed, context);
     } catch (err) {
       clearInterval(waiting);
@@ -420,6 +426,8 @@ function drained(res: ServerResponse, timeoutMs: number, plane: DataPlane): Prom
 
 /** JSON-RPC methods answered as an event stream (A2A 1.0 and 0.3 names). */
 const STREAMING_METHOD = /^(SendStreamingMessage|SubscribeToTask|message\/stream|tasks\/resubscribe)$/;
+/** The 1.0 methods whose params.id names a task. */
+const TASK_ID_METHOD = /^(GetTask|CancelTask|SubscribeToTask)$/;
 
 /** Interval: a blocking call still runs; its 200 JSON head (once) and a newline keep the client and proxies waiting. */
 function jsonKeepalive(res: ServerResponse): void {

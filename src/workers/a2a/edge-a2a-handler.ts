@@ -606,7 +606,7 @@ export class EdgeA2AHandler implements A2ARequestHandler {
  * A task id is a non-empty string. Missing (the 1.0 decoding makes it '', 0.3 leaves it undefined) or
  * of another type, the call is malformed (-32602), not a question about a task no one has (-32001).
  */
-function checkTaskId(value: unknown): void {
+export function checkTaskId(value: unknown): void {
   if (typeof value !== 'string' || value === '') throw new RequestMalformedError(`params.id must name a task (a non-empty string); got ${JSON.stringify(value) ?? 'none'}`);
 }
 
