@@ -70,7 +70,7 @@ export const Errors = Object.freeze({
   cliFailed: spec(502, 'server_error', 'cli_failed', 'the cli provider\'s command failed'),
   cliBadRequest: spec(400, 'invalid_request_error', 'invalid_messages', 'the messages hold nothing to give the command', 'messages'),
   sessionBusy: spec(429, 'rate_limit_error', 'session_busy', 'the session still has a run in progress; retry when it finishes'),
-  runCancelled: spec(499, 'server_error', 'run_cancelled', 'this run was cancelled (POST /admin/runs/{id}/cancel); it is not retried'),
+  runCancelled: spec(499, 'server_error', 'run_cancelled', 'this run was cancelled (by an operator, POST /admin/runs/{id}/cancel, or by an A2A CancelTask of its task); it is not retried'),
   protocolError: spec(502, 'server_error', 'node_protocol_error', 'the node sent an invalid frame sequence'),
   internal: spec(500, 'server_error', 'internal_error', 'internal gateway error'),
 });
