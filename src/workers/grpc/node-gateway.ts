@@ -243,7 +243,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     const presented = digest(register.token);
     const expected = this.#tokenDigests.get(register.nodeId);
     if (expected === undefined || !timingSafeEqual(expected, presented)) return UNKNOWN_NODE_OR_TOKEN;
-    const idProblem = providerIdsProblem(register.providerIds);
+    const idProblem = providerIdsProblem(register);
     if (idProblem !== undefined) return idProblem;
     const providers = this.#config.nodes.find((n) => n.id === register.nodeId)?.providers ?? [];
     const announced = this.#boundedProviders(session, register.providerIds, providers);
@@ -363,7 +363,7 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
     const prior = this.#announcedTypes.get(session);
     const lanes = this.#current.get(session.nodeId);
     if (prior === undefined || lanes === undefined || !lanes.has(session)) return; // superseded meanwhile
-    const problem = providerIdsProblem(update.providerIds);
+    const problem = providerIdsProblem(update);
     if (problem !== undefined) {
       this.protocolStats.refusedAnnounces++;
       this.logger.warn({ node: session.nodeId, problem }, 'node announced providers the edge refuses; it offers what it offered before');
@@ -595,8 +595,13 @@ export class NodeGateway implements SessionHost, NodeRegistrar {
 }
 
 /** Why Register's or Announce's provider ids are refused (more than the agents' config allows, or an id too long); undefined: fine. */
-function providerIdsProblem(ids: readonly string[]): string | undefined {
+function providerIdsProblem(announcement: ProviderAnnouncement): string | undefined {
+  const ids = announcement.providerIds;
   if (ids.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} provider ids announced`;
+  // The agent sends one entry of each per provider. Each entry is looked up among the ids: hundreds of thousands
+  // of them (a message up to the transport cap) held this thread for a second, and Announce may come again and again.
+  if (announcement.providerEndpoints.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} provider endpoint lists announced`;
+  if (announcement.probes.length > MAX_ANNOUNCED_PROVIDERS) return `more than ${MAX_ANNOUNCED_PROVIDERS} probe results announced`;
   for (const id of ids) {
     if (Buffer.byteLength(id, 'utf8') > MAX_PROVIDER_ID_BYTES) return `a provider id longer than ${MAX_PROVIDER_ID_BYTES} bytes announced`;
   }

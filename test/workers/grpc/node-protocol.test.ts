@@ -9,7 +9,7 @@ import { MAX_SESSION_VIOLATIONS } from '../../../src/workers/grpc/frame-guard.js
 import { MAX_BATCH_FRAMES } from '../../../src/workers/grpc/node-session.js';
 import type { TunnelFrame } from '../../../src/gen/edge/v1/tunnel_pb.js';
 import { FakeNode, JSON_HEADERS, SSE } from './fake-node.js';
-import { dataFrame, heartbeatMessage, leavingMessage, registerMessage } from '../../../src/agent/frames.js';
+import { announceMessage, dataFrame, heartbeatMessage, leavingMessage, registerMessage } from '../../../src/agent/frames.js';
 import { pino } from 'pino';
 import type { EdgeEvent } from '../../../src/contract/events.js';
 
@@ -562,6 +562,26 @@ describe('node protocol: bad input from a node', () => {
     assert.equal((await stats()).rejectedRegistrations - before, 2);
     // The edge (and, with workers, the worker that took the stream) is unharmed.
     const node = await connect();
+    const pending = chat(stack);
+    const t = await node.nextTunnel();
+    node.answer(t.tunnelId, ['fine']);
+    assert.equal(await (await pending).text(), 'data: fine\n\n');
+  });
+
+  test('an Announce or a Register with more endpoint lists or probe results than providers it may name is refused: the edge does no per-entry work for them', async () => {
+    const node = await connect();
+    const before = { ...(await stats()) };
+    // One entry per provider is what an agent sends; each entry costs a lookup among the ids, so a message of
+    // hundreds of thousands (up to the transport cap) held the node's thread for about a second, again per Announce.
+    const endpoints = new Map(Array.from({ length: 1025 }, (_, i) => [`p-${i}`, ['chat']] as const));
+    node.send(announceMessage([PROVIDER_ID], endpoints, [], new Map()));
+    node.send(announceMessage([PROVIDER_ID], new Map(), Array.from({ length: 1025 }, () => ({ providerId: PROVIDER_ID, healthy: false, detail: '' })), new Map()));
+    await waitFor(async () => (await stats()).refusedAnnounces - before.refusedAnnounces === 2, 'both Announces to be refused');
+    const other = new FakeNode(stack.edge.grpcPort);
+    nodes.push(other);
+    other.send(registerMessage(NODE_ID, NODE_TOKEN, 'fake-node/1', [PROVIDER_ID], 0, 0, endpoints));
+    await assert.rejects(other.registered(), /more than 1024 provider endpoint lists/);
+    // Still offered and healthy as before: the refused Announce's failing probes changed nothing.
     const pending = chat(stack);
     const t = await node.nextTunnel();
     node.answer(t.tunnelId, ['fine']);
