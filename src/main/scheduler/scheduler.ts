@@ -1161,8 +1161,9 @@ export class Scheduler {
             item.pinnedProviderId,
           );
           this.#tagLease(item.priority, item.tenantKey, item.weight, fair);
-        } else if (item.excludeProviderId === undefined && item.pinnedProviderId === undefined && failureIsMonotone(group, want.api ?? 0)) {
-          // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs.
+        } else if (item.excludeProviderId === undefined && want.pinnedProviderId === undefined && failureIsMonotone(group, want.api ?? 0)) {
+          // A retry's or a pinned request's candidate set is narrower than its peers': its failure proves nothing about theirs
+          // (nor does one kept to its session's cli provider: another provider of that node may be free).
           rememberFailure(group, want, need);
         }
       }

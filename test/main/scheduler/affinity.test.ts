@@ -192,3 +192,22 @@ test('a grant that moved a session but whose client left before its answer leave
   assert.equal(back.sessionMovedFrom, moving.nodeId);
   assert.deepEqual(s.checkInvariants(), []);
 });
+
+test('a session waiting for its busy cli provider does not hold back another session waiting for the free one beside it', () => {
+  const { s, sink } = setup({
+    nodes: { n1: [{ id: 'cli-a', type: 'cli' }, { id: 'cli-b', type: 'cli' }] },
+    models: [{ alias: 'agent', providers: ['cli-a', 'cli-b'] }],
+  });
+  const agent = (requestId: number, key: number) => ({ ...req(requestId, 'agent'), sessionKey: key });
+  s.admit(agent(1, 7), 0);
+  s.admit(agent(2, 8), 1);
+  const [first, second] = sink.takeGrants();
+  assert.notEqual(first.providerId, second.providerId);
+  s.admit(agent(3, 7), 2);
+  s.admit(agent(4, 8), 3);
+  assert.deepEqual(sink.take(), [], 'each waits for its own provider');
+  s.release(second.leaseId, 'end', 4);
+  const next = sink.takeGrants();
+  assert.deepEqual(next.map((g) => [g.requestId, g.providerId]), [[4, second.providerId]], 'the older waiter\'s provider being busy says nothing of the freed one');
+  assert.deepEqual(s.checkInvariants(), []);
+});

@@ -14,6 +14,8 @@ export interface ProviderSpec {
   readonly capacity?: number;
   readonly maxContextTokens?: number;
   readonly enabled?: boolean;
+  /** Its type (default openai_compat); a `cli` provider holds its sessions' directories. */
+  readonly type?: ProviderConfig['type'];
   /** The APIs it serves (default: openai_compat's chat, completions, embeddings). */
   readonly endpoints?: readonly Endpoint[];
 }
@@ -40,7 +42,7 @@ export function makeConfig(spec: ConfigSpec): EdgeConfig {
     providers: providers.map(
       (p): ProviderConfig => ({
         id: p.id,
-        type: 'openai_compat',
+        type: p.type ?? 'openai_compat',
         capacity: p.capacity ?? 1,
         maxContextTokens: p.maxContextTokens,
         enabled: p.enabled ?? true,
