@@ -576,7 +576,7 @@ export class ProxyExchange implements TunnelConsumer {
       return;
     }
     if (this.#relayed) {
-      // Released at its last byte already: the error event only says how the run ended.
+      // Released at its last byte already (#relayWhole judged the in-band error then): it only says how the run ended.
       this.#finish(endReason(this.status), this.#inBandError() === undefined ? undefined : 'error');
       return;
     }
@@ -587,8 +587,7 @@ export class ProxyExchange implements TunnelConsumer {
     }
     this.#readUsage();
     const error = this.#inBandError();
-    // An overloaded provider's in-band error lowers its limit, and a failure counts toward its ejection, as their statuses would.
-    this.#finish(error === undefined || error.kind === 'request' ? endReason(this.status) : error.kind === 'overloaded' ? 'overloaded' : 'provider_failed', error === undefined ? undefined : 'error');
+    this.#finish(releaseReasonOf(this.status, error), error === undefined ? undefined : 'error');
     this.plane.answerRelayed(this);
     // A provider that ended inside an event gets its bytes relayed as they are.
     const held = this.#events?.flush();
@@ -676,7 +675,8 @@ export class ProxyExchange implements TunnelConsumer {
     // Read first: the key is charged what the response reported.
     this.#readUsage();
     this.plane.releaseKeyOf(this);
-    this.#releaseLease(endReason(this.status));
+    // A whole event stream (a Content-Length) that ended in the provider's in-band error is judged as a chunked one is at END.
+    this.#releaseLease(releaseReasonOf(this.status, this.#inBandError()));
     this.plane.answerRelayed(this);
     if (last === undefined || last.length === 0) this.response.end();
     else this.response.end(last);
@@ -1166,6 +1166,11 @@ export function nodeErrorReason(code: string, adapter: string): ReleaseReason {
  */
 function endReason(status: number): ReleaseReason {
   return isOverloadStatus(status) ? 'overloaded' : status >= 500 ? 'provider_failed' : 'end';
+}
+
+/** How a relayed answer's lease ends when its last event may be the provider's in-band error: an overload lowers its limit, and a failure counts toward its ejection, as their statuses would. */
+function releaseReasonOf(status: number, error: InBandError | undefined): ReleaseReason {
+  return error === undefined || error.kind === 'request' ? endReason(status) : error.kind === 'overloaded' ? 'overloaded' : 'provider_failed';
 }
 
 /**
