@@ -304,7 +304,8 @@ export class NodeAgent extends EventEmitter<NodeAgentEvents> implements Connecti
   async #rereadToken(reload: () => Promise<AgentConfig>): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(resolve, TOKEN_REREAD_MS, undefined);
+      // Unref: a stop() meanwhile must not wait for it.
+      timer = setTimeout(resolve, TOKEN_REREAD_MS, undefined).unref();
     });
     try {
       const next = await Promise.race([reload(), late]);
