@@ -274,17 +274,6 @@ export class ClientServer implements BodyOwner<ApiKeyState | undefined>, LeanOwn
 
   #createServer(fastifyHandler: RequestListener, options: ServerOptions, https: KeyPairMaterial | undefined): Server {
     const listener: RequestListener = (request, response) => {
-      // Pipelined behind an answer not yet sent: served once it went out, and never when it closed the connection
-      // (a 404 or 401 with its body unread), as the lean connection drops such bytes: else the provider would run
-      // a request whose answer no client can get.
-      const running = (request.socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-      if (running !== undefined && running !== null && running !== response && !running.writableFinished) {
-        running.once('finish', () => {
-          if (request.socket.writableEnded || request.socket.destroyed) request.resume();
-          else listener(request, response);
-        });
-        return;
-      }
       noteRequestHead(request, response);
       // node:http's own requests (the lean connection's are not here): the same deadline on a stuck last write.
       if (this.flushTimeoutMs > 0) watchLastWrite(response, this);
