@@ -10,13 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify as toYaml } from 'yaml';
-import { NodeAgent, type NodeAgentOptions } from '../../src/agent/agent.js';
-import { loadAgentConfig } from '../../src/agent/config.js';
+import type { NodeAgent, NodeAgentOptions } from '../../src/agent/agent.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { testWorkers, waitFor } from '../helpers/stack.js';
+import { startFileAgent, testWorkers, waitFor } from '../helpers/stack.js';
 
 const ALIAS = 'chat';
 
@@ -60,10 +59,7 @@ describe('node commands through real agents', () => {
     const file = join(dir, `${id}.yaml`);
     await writeFile(file, toYaml(raw));
     files.set(id, file);
-    const agent = new NodeAgent(await loadAgentConfig(file), { logger: silentLogger(), stopGraceMs: 500, reloadConfig: () => loadAgentConfig(file), ...options });
-    const registered = once(agent, 'registered');
-    agent.start();
-    await registered;
+    const agent = await startFileAgent(file, options);
     agents.set(id, agent);
     return agent;
   }

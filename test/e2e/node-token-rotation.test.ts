@@ -8,13 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify as toYaml } from 'yaml';
-import { NodeAgent } from '../../src/agent/agent.js';
-import { loadAgentConfig } from '../../src/agent/config.js';
+import type { NodeAgent } from '../../src/agent/agent.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { testWorkers, waitFor, waitUntil } from '../helpers/stack.js';
+import { startFileAgent, testWorkers, waitFor } from '../helpers/stack.js';
 
 const NODE = 'gpu-r';
 const OLD_TOKEN = 'node-token-before-the-rotation-0001';
@@ -70,10 +69,8 @@ describe('node token rotation without an agent restart', () => {
     mock = await startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 0 });
     edge = await startEdge(parseEdgeConfig(edgeRaw(OLD_TOKEN), 'test'), { logger: silentLogger(), admin: true });
     await writeFile(file, toYaml(agentRaw(edge.grpcPort, mock.url, OLD_TOKEN)));
-    agent = new NodeAgent(await loadAgentConfig(file), { logger: silentLogger(), stopGraceMs: 500, reloadConfig: () => loadAgentConfig(file) });
+    agent = await startFileAgent(file);
     agent.on('rejected', (reason) => rejections.push(reason));
-    agent.start();
-    await waitUntil(() => agent.isConnected(), 'agent registered');
   });
 
   after(async () => {

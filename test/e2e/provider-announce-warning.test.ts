@@ -4,7 +4,6 @@
 // refresh_config) must not warn: the agent announces it in its answer. One
 // the agent's file lacks is named, with what to do (no restart needed).
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,13 +11,11 @@ import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { pino } from 'pino';
 import { stringify as toYaml } from 'yaml';
-import { NodeAgent } from '../../src/agent/agent.js';
-import { loadAgentConfig } from '../../src/agent/config.js';
+import type { NodeAgent } from '../../src/agent/agent.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
-import { silentLogger } from '../../src/shared/logger.js';
-import { testWorkers, waitFor } from '../helpers/stack.js';
+import { startFileAgent, testWorkers, waitFor } from '../helpers/stack.js';
 
 const lines: { level: number; msg: string; providers?: string[] }[] = [];
 const sink = new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(...chunk.toString().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))), done()) });
@@ -59,10 +56,7 @@ before(async () => {
   mock = await startMockProvider({ ttftMs: 0, tokens: 2, intervalMs: 0 });
   edge = await startEdge(parseEdgeConfig(edgeRaw(['pa']), 'test'), { logger: pino({ level: 'info' }, sink), admin: true });
   await writeFile(file, toYaml(agentRaw(['pa'])));
-  agent = new NodeAgent(await loadAgentConfig(file), { logger: silentLogger(), stopGraceMs: 500, reloadConfig: () => loadAgentConfig(file) });
-  const registered = once(agent, 'registered');
-  agent.start();
-  await registered;
+  agent = await startFileAgent(file);
 });
 
 after(async () => {

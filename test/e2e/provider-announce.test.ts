@@ -13,13 +13,12 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { stringify as toYaml } from 'yaml';
-import { NodeAgent } from '../../src/agent/agent.js';
-import { loadAgentConfig } from '../../src/agent/config.js';
+import type { NodeAgent } from '../../src/agent/agent.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startMockProvider, type MockProvider } from '../../src/mock/provider.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { testWorkers, waitFor } from '../helpers/stack.js';
+import { startFileAgent, testWorkers, waitFor } from '../helpers/stack.js';
 
 const NODE = 'gpu-a';
 
@@ -127,10 +126,7 @@ describe('providers added or removed by an agent refresh', () => {
     relay = await startRelay(edge.grpcPort);
     file = join(dir, 'agent.yaml');
     await writeFile(file, toYaml(agentRaw(relay.port, { pa: slow.url })));
-    agent = new NodeAgent(await loadAgentConfig(file), { logger: silentLogger(), stopGraceMs: 500, reloadConfig: () => loadAgentConfig(file) });
-    const registered = once(agent, 'registered');
-    agent.start();
-    await registered;
+    agent = await startFileAgent(file);
   });
 
   after(async () => {

@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { parseAgentConfig } from '../../src/agent/config.js';
-import { NodeAgent } from '../../src/agent/agent.js';
+import { loadAgentConfig, parseAgentConfig } from '../../src/agent/config.js';
+import { NodeAgent, type NodeAgentOptions } from '../../src/agent/agent.js';
 import { parseEdgeConfig } from '../../src/main/config.js';
 import { startEdge, type RunningEdge } from '../../src/edge/edge.js';
 import { startMockProvider, type MockProvider, type MockProviderOptions } from '../../src/mock/provider.js';
@@ -435,4 +435,17 @@ export function streamOnOwnConnection(stack: Stack, tokens = 100, headers: Recor
     }
   })();
   return { done, dispatcher };
+}
+
+/**
+ * A node agent started from the config file `file`, as the CLI starts one
+ * (refresh_config and its token re-read read that file again), once
+ * registered. `options` add to or replace the defaults (silent, 500 ms stop grace).
+ */
+export async function startFileAgent(file: string, options: NodeAgentOptions = {}): Promise<NodeAgent> {
+  const agent = new NodeAgent(await loadAgentConfig(file), { logger: silentLogger(), stopGraceMs: 500, reloadConfig: () => loadAgentConfig(file), ...options });
+  const registered = once(agent, 'registered');
+  agent.start();
+  await registered;
+  return agent;
 }
