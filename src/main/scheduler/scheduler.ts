@@ -1195,7 +1195,7 @@ export class Scheduler {
     if (nodeId === undefined) return undefined;
     for (const entry of group.entries) {
       const p = entry.provider;
-      if (p.node.id === nodeId && p.capacity > 0 && isEligible(p) && providerServes(p, api) && (need === 0 || (p.maxContextTokens ?? 0) >= need)) return nodeId;
+      if (takesSessionTurn(p, nodeId, api, need)) return nodeId;
     }
     return undefined;
   }
@@ -1232,7 +1232,7 @@ export class Scheduler {
     if (providerId === undefined || nodeId === undefined) return undefined;
     for (const entry of group.entries) {
       const p = entry.provider;
-      if (p.id === providerId && p.holdsSessions && p.node.id === nodeId && p.capacity > 0 && isEligible(p) && providerServes(p, api) && (need === 0 || (p.maxContextTokens ?? 0) >= need)) return providerId;
+      if (p.id === providerId && p.holdsSessions && takesSessionTurn(p, nodeId, api, need)) return providerId;
     }
     return undefined;
   }
@@ -1301,6 +1301,11 @@ export class Scheduler {
     }
   }
 
+}
+
+/** `p`, on the session's node `nodeId`, could take the session's next turn (its API, its context): the session keeps to it. */
+function takesSessionTurn(p: ProviderState, nodeId: string, api: ApiKind, need: number): boolean {
+  return p.node.id === nodeId && p.capacity > 0 && isEligible(p) && providerServes(p, api) && (need === 0 || (p.maxContextTokens ?? 0) >= need);
 }
 
 /** Some provider `group`'s request (as `want`, `need`) could take is also one of `other`'s. */
